@@ -1,0 +1,277 @@
+/*
+ * api.h — the REST resources, independent of the HTTP library: http/ turns a request into a
+ * struct rp_api_req, calls the route's handler, and sends the struct rp_api_resp it fills.
+ *
+ * A handler validates its input, makes one store call, maps the outcome and fills the
+ * response. It never sees libmicrohttpd, and never SQL.
+ */
+#ifndef RP_API_H
+#define RP_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "rackpilot/error.h"
+#include "store/store.h"
+#include "util/util.h"
+
+/* Everything handlers share; owned by main. */
+struct rp_api {
+	struct rp_store *store;
+	struct rp_metrics *metrics;
+	int64_t started_at;       /* ms since epoch */
+	size_t max_body;          /* for GET /v1 capabilities */
+};
+
+enum rp_role { RP_ROLE_NONE = 0, RP_ROLE_VIEWER, RP_ROLE_OPERATOR, RP_ROLE_ADMIN };
+
+/* Who is calling: the authenticated token. */
+struct rp_principal {
+	enum rp_role role;
+	char id[40];
+	char name[64];
+};
+
+#define RP_API_MAX_PARAMS 4
+
+struct rp_api_req {
+	struct rp_api *api;
+	const char *method;
+	const char *path;
+	const char *params[RP_API_MAX_PARAMS]; /* {captures} of the route pattern, in order */
+	json_t *query;                         /* object of query arguments (strings); borrowed */
+	json_t *body;                          /* parsed JSON body or NULL; borrowed */
+	const char *raw;                       /* raw body (for CSV); may be NULL */
+	size_t raw_len;
+	const char *content_type;              /* media type without parameters, or NULL */
+	const char *if_match;                  /* header values or NULL */
+	const char *if_none_match;
+	const struct rp_principal *who;
+	const char *request_id;
+};
+
+struct rp_api_resp {
+	int status;
+	json_t *body;          /* owned; sent as application/json */
+	char *text;            /* owned alternative body (malloc'd), e.g. Prometheus text */
+	size_t text_len;
+	const char *content_type; /* of text; static storage */
+	char etag[40];         /* sent as ETag when non-empty (already quoted) */
+	char location[256];    /* sent as Location when non-empty */
+};
+
+/* Route flags. */
+#define RP_ROUTE_CSV 0x1       /* also accepts text/csv bodies */
+#define RP_ROUTE_BIG_BODY 0x2  /* body cap is max_import_body instead of max_body */
+
+struct rp_route {
+	const char *method;
+	const char *pattern;   /* "/v1/nodes/{id}": {name} captures one path segment */
+	void (*handler)(struct rp_api_req *rq, struct rp_api_resp *rs);
+	enum rp_role role;     /* minimum role; RP_ROLE_NONE: no token needed */
+	unsigned flags;
+};
+
+/* The one static route table, and its length. */
+extern const struct rp_route rp_api_routes[];
+extern const size_t rp_api_route_count;
+
+/* Resolve "Bearer <token>" to a principal. RP_ERR_UNAUTHORIZED when missing or unknown. */
+enum rp_err rp_api_authenticate(struct rp_api *api, const char *authorization,
+                                struct rp_principal *out);
+
+/* Fill rs with the error body {"error": {code, message, detail}} and e's status. Takes
+ * ownership of detail (may be NULL). */
+void rp_api_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail);
+
+/* Same with a printf-formatted {"reason": ...} detail. */
+void rp_api_errorf(struct rp_api_resp *rs, enum rp_err e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Release what a response owns. */
+void rp_api_resp_clear(struct rp_api_resp *rs);
+
+/* Role name <-> enum. rp_api_role_parse returns RP_ROLE_NONE for unknown names. */
+const char *rp_api_role_name(enum rp_role r);
+enum rp_role rp_api_role_parse(const char *s);
+
+/* ---- Validation (validate.c) -------------------------------------------------------- */
+
+enum rp_ftype {
+	RP_F_STR,      /* string, max = max length */
+	RP_F_NAME,     /* resource name (rp_name_valid) */
+	RP_F_INT,      /* integer in [min, max] */
+	RP_F_NUM,      /* number in [min, max] */
+	RP_F_BOOL,
+	RP_F_ENUM,     /* string from `enums` */
+	RP_F_HOST,     /* host name or IP literal */
+	RP_F_TAGS,     /* array of tags, at most max */
+	RP_F_MACS,     /* array of MAC addresses, normalised in place, at most max */
+	RP_F_OBJECT,   /* object validated by `sub` */
+	RP_F_ANY_OBJECT, /* free-form object (manifest data) */
+	RP_F_SCALAR_MAP, /* object of name -> string|number|bool (null allowed when patching) */
+	RP_F_STRING_MAP, /* object of name -> string (null allowed when patching) */
+	RP_F_LIST,     /* array of at most max objects, each validated by `sub` as a creation */
+	RP_F_READ_ONLY /* present in responses, rejected in requests */
+};
+
+#define RP_F_REQUIRED 0x1
+#define RP_F_NULLABLE 0x2
+#define RP_F_SECRET 0x4   /* write-only; never echoed */
+
+struct rp_field {
+	const char *name;
+	enum rp_ftype type;
+	unsigned flags;
+	double min, max;
+	const char *const *enums;
+	const struct rp_field *sub;
+};
+
+/* Check obj against spec (terminated by a NULL name). create: required fields must be
+ * present and nulls are rejected where not nullable; otherwise it is a patch. Normalises
+ * MACs in place. RP_ERR_OK, or an error with *detail {field, reason} (caller owns). */
+enum rp_err rp_api_validate(json_t *obj, const struct rp_field *spec, int create,
+                            json_t **detail);
+
+/* The rack and node objects' fields (racks.c, nodes.c); import validates manifest rows
+ * with them. */
+extern const struct rp_field rp_api_rack_fields[];
+extern const struct rp_field rp_api_node_fields[];
+
+/* Names a `fields=` selection may use for objects of spec. 1 when name is one. */
+int rp_api_field_known(const struct rp_field *spec, const char *name);
+
+/* ---- Pagination (cursor.c) ------------------------------------------------------------ */
+
+/* Encode a page position as an opaque cursor into buf (RP_CURSOR_BUF bytes). */
+#define RP_CURSOR_BUF 256
+void rp_api_cursor_encode(int sort_by_name, int64_t last_id, const char *last_key,
+                          char buf[RP_CURSOR_BUF]);
+
+/* Decode a cursor for the given sort; fills after_id/after_key (key copied into keybuf of
+ * keylen bytes). -1 when malformed or made for another sort order. */
+int rp_api_cursor_decode(const char *cursor, int sort_by_name, int64_t *after_id, char *keybuf,
+                         size_t keylen);
+
+/* Parse limit/cursor/sort from the query into rq (filter untouched). Errors fill rs and
+ * return -1. keybuf backs rq->after_key. */
+int rp_api_page_parse(struct rp_api_req *req, struct rp_page_req *rq, char *keybuf, size_t keylen,
+                      int sortable, struct rp_api_resp *rs);
+
+/* Reply 200 with {"items": [...], "next_cursor": ...}, applying `fields=` against spec
+ * (400 on unknown names). Takes the page's items. */
+void rp_api_page_reply(struct rp_api_req *req, struct rp_api_resp *rs, struct rp_page *pg,
+                       int sort_by_name, const struct rp_field *spec);
+
+/* ---- Shared handler plumbing (common.c) -------------------------------------------- */
+
+/* Parse If-Match into a version: 0 when absent or "*"; -1 (rs filled with 412) when it
+ * cannot match any version. */
+int64_t rp_api_if_match(struct rp_api_req *req, struct rp_api_resp *rs);
+
+/* Reply with a resource object and its ETag ("\"<version>\""); 304 when If-None-Match
+ * matches. Takes obj. */
+void rp_api_reply_object(struct rp_api_req *req, struct rp_api_resp *rs, int status, json_t *obj);
+
+/* Map a store outcome to the response: errors get their body (detail taken). */
+void rp_api_reply_store_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail,
+                              const char *what);
+
+/* The actor string recorded in events for this request: "token:<name>". buf 96 bytes. */
+const char *rp_api_actor(struct rp_api_req *req, char buf[96]);
+
+/* Copy the string query arguments named in keys (NULL-terminated) into a new filter object,
+ * rejecting values over 256 bytes (-1, rs filled). */
+int rp_api_filter(struct rp_api_req *req, const char *const *keys, json_t **out,
+                  struct rp_api_resp *rs);
+
+/* ---- Collections with the usual CRUD shape (crud.c) --------------------------------- */
+
+struct rp_crud {
+	const char *what;         /* "rack": used in messages */
+	const char *collection;   /* "/v1/racks": Location of created resources */
+	const struct rp_field *spec;
+	const char *const *filters; /* query arguments passed to list as filters */
+	int sortable;             /* supports sort=name */
+	enum rp_err (*create)(struct rp_store *, json_t *, const char *, json_t **, json_t **);
+	enum rp_err (*get)(struct rp_store *, const char *, json_t **);
+	enum rp_err (*list)(struct rp_store *, const struct rp_page_req *, struct rp_page *);
+	enum rp_err (*update)(struct rp_store *, const char *, json_t *, int64_t, const char *,
+	                      json_t **, json_t **);
+	enum rp_err (*destroy)(struct rp_store *, const char *, int64_t, const char *, json_t **);
+};
+
+/* POST collection: validate as create, store, 201 + Location + ETag. */
+void rp_api_crud_create(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_resp *rs);
+/* GET collection: paging, filters, fields. */
+void rp_api_crud_list(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_resp *rs);
+/* GET item params[0]. */
+void rp_api_crud_get(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_resp *rs);
+/* PATCH item params[0]: validate as patch, honour If-Match. */
+void rp_api_crud_update(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_resp *rs);
+/* DELETE item params[0]: 204, honour If-Match. */
+void rp_api_crud_delete(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_resp *rs);
+
+/* GET of a view the store builds for the key in params[0]; 404 names `what`. */
+void rp_api_view(struct rp_api_req *rq, struct rp_api_resp *rs,
+                 enum rp_err (*fn)(struct rp_store *, const char *, json_t **), const char *what);
+
+/* GET of a fleet drift view, filtered by rack, class and node. */
+void rp_api_drift(struct rp_api_req *rq, struct rp_api_resp *rs,
+                  enum rp_err (*fn)(struct rp_store *, json_t *, json_t **));
+
+/* POST of a reading {source, <member>} for the node in params[0], validated by spec; 204. */
+void rp_api_reading(struct rp_api_req *rq, struct rp_api_resp *rs, const struct rp_field *spec,
+                    const char *member,
+                    enum rp_err (*fn)(struct rp_store *, const char *, const char *, json_t *,
+                                      const char *));
+
+/* 400 unless the request carries a JSON object body. Returns 0 when it does. */
+int rp_api_need_object(struct rp_api_req *rq, struct rp_api_resp *rs);
+
+/* Handlers, one group per resource file. */
+void rp_api_healthz(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_root(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_tokens_create(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_tokens_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_tokens_revoke(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_racks_create(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_racks_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_racks_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_racks_update(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_racks_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_racks_elevation(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_create(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_update(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_inventory(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_bios_profiles_create(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_bios_profiles_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_bios_profiles_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_bios_profiles_update(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_bios_profiles_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_bios_node(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_bios_node_readings(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_bios_drift(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_baselines_create(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_baselines_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_baselines_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_baselines_update(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_baselines_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_firmware_node(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_firmware_node_readings(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_firmware_drift(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_events_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs);
+
+/* Parse CSV text with a header row into an array of objects (header -> cell string; empty
+ * cells omitted). Returns 0, or -1 with *why set to a message naming the line. */
+int rp_api_csv_parse(const char *text, size_t len, json_t **rows, char *why, size_t whylen);
+
+#endif

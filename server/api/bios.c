@@ -1,0 +1,85 @@
+/* /v1/bios/profiles, /v1/nodes/{node}/bios, /v1/bios/drift */
+#include "api.h"
+
+static const struct rp_field profile_fields[] = {
+    {"id", RP_F_READ_ONLY},
+    {"name", RP_F_NAME, RP_F_REQUIRED},
+    {"node_class", RP_F_NAME, RP_F_NULLABLE},
+    {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
+    {"attributes", RP_F_SCALAR_MAP, 0, 0, 2048},
+    {"node_count", RP_F_READ_ONLY},
+    {"version", RP_F_READ_ONLY},
+    {"created_at", RP_F_READ_ONLY},
+    {"updated_at", RP_F_READ_ONLY},
+    {NULL},
+};
+
+static const char *const profile_filters[] = {"class", NULL};
+
+static const struct rp_crud profiles = {
+    .what = "BIOS profile",
+    .collection = "/v1/bios/profiles",
+    .spec = profile_fields,
+    .filters = profile_filters,
+    .sortable = 1,
+    .create = rp_store_bios_profile_create,
+    .get = rp_store_bios_profile_get,
+    .list = rp_store_bios_profile_list,
+    .update = rp_store_bios_profile_update,
+    .destroy = rp_store_bios_profile_delete,
+};
+
+/* A reading of actual values, from an operator or a tool (agents and BMCs write directly). */
+static const struct rp_field reading_fields[] = {
+    {"source", RP_F_NAME, RP_F_REQUIRED},
+    {"attributes", RP_F_SCALAR_MAP, RP_F_REQUIRED, 0, 4096},
+    {NULL},
+};
+
+void
+rp_api_bios_profiles_create(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_crud_create(&profiles, rq, rs);
+}
+
+void
+rp_api_bios_profiles_list(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_crud_list(&profiles, rq, rs);
+}
+
+void
+rp_api_bios_profiles_get(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_crud_get(&profiles, rq, rs);
+}
+
+void
+rp_api_bios_profiles_update(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_crud_update(&profiles, rq, rs);
+}
+
+void
+rp_api_bios_profiles_delete(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_crud_delete(&profiles, rq, rs);
+}
+
+void
+rp_api_bios_node(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_view(rq, rs, rp_store_node_bios, "node");
+}
+
+void
+rp_api_bios_node_readings(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_reading(rq, rs, reading_fields, "attributes", rp_store_node_bios_set);
+}
+
+void
+rp_api_bios_drift(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_drift(rq, rs, rp_store_bios_drift);
+}

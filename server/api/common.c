@@ -1,0 +1,163 @@
+/* Replies, errors, auth and the small pieces every handler shares. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api.h"
+
+void
+rp_api_resp_clear(struct rp_api_resp *rs)
+{
+	json_decref(rs->body);
+	free(rs->text);
+	rs->body = NULL;
+	rs->text = NULL;
+	rs->text_len = 0;
+}
+
+void
+rp_api_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail)
+{
+	rp_api_resp_clear(rs);
+	rs->status = rp_err_status(e);
+	rs->body = json_pack("{s:{s:s, s:s, s:o}}", "error", "code", rp_err_code(e), "message",
+	                     rp_err_message(e), "detail", detail ? detail : json_null());
+}
+
+void
+rp_api_errorf(struct rp_api_resp *rs, enum rp_err e, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	rp_api_error(rs, e, json_pack("{s:s}", "reason", buf));
+}
+
+static const char *const roles[] = {"none", "viewer", "operator", "admin"};
+
+const char *
+rp_api_role_name(enum rp_role r)
+{
+	return (unsigned)r < 4 ? roles[r] : "none";
+}
+
+enum rp_role
+rp_api_role_parse(const char *s)
+{
+	int i;
+
+	for (i = 1; s && i < 4; i++)
+		if (strcmp(s, roles[i]) == 0)
+			return (enum rp_role)i;
+	return RP_ROLE_NONE;
+}
+
+enum rp_err
+rp_api_authenticate(struct rp_api *api, const char *authorization, struct rp_principal *out)
+{
+	struct rp_token_info info;
+	char hash[RP_SHA256_HEX];
+	const char *tok;
+	size_t n;
+	enum rp_err e;
+
+	if (authorization == NULL || strncasecmp(authorization, "Bearer ", 7) != 0)
+		return RP_ERR_UNAUTHORIZED;
+	tok = authorization + 7;
+	while (*tok == ' ')
+		tok++;
+	n = strlen(tok);
+	while (n > 0 && tok[n - 1] == ' ')
+		n--;
+	if (n == 0 || n > 128)
+		return RP_ERR_UNAUTHORIZED;
+	rp_sha256_hex(tok, n, hash);
+	e = rp_store_token_auth(api->store, hash, &info);
+	if (e != RP_ERR_OK)
+		return e;
+	out->role = rp_api_role_parse(info.role);
+	memcpy(out->id, info.id, sizeof out->id);
+	memcpy(out->name, info.name, sizeof out->name);
+	return out->role == RP_ROLE_NONE ? RP_ERR_UNAUTHORIZED : RP_ERR_OK;
+}
+
+int64_t
+rp_api_if_match(struct rp_api_req *req, struct rp_api_resp *rs)
+{
+	const char *h = req->if_match;
+	char *end;
+	long long v;
+
+	if (h == NULL || strcmp(h, "*") == 0)
+		return 0;
+	if (strncmp(h, "W/", 2) == 0)
+		h += 2;
+	if (*h != '"')
+		goto bad;
+	v = strtoll(h + 1, &end, 10);
+	if (end == h + 1 || *end != '"' || end[1] != '\0' || v <= 0)
+		goto bad;
+	return v;
+bad:
+	rp_api_errorf(rs, RP_ERR_PRECONDITION_FAILED, "If-Match must be an ETag from this API, "
+	                                              "like \"3\"");
+	return -1;
+}
+
+void
+rp_api_reply_object(struct rp_api_req *req, struct rp_api_resp *rs, int status, json_t *obj)
+{
+	json_t *v = json_object_get(obj, "version");
+
+	if (json_is_integer(v))
+		snprintf(rs->etag, sizeof rs->etag, "\"%lld\"", (long long)json_integer_value(v));
+	if (status == 200 && rs->etag[0] && req->if_none_match &&
+	    (strcmp(req->if_none_match, rs->etag) == 0 || strcmp(req->if_none_match, "*") == 0)) {
+		json_decref(obj);
+		rs->status = 304;
+		return;
+	}
+	rs->status = status;
+	rs->body = obj;
+}
+
+void
+rp_api_reply_store_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail, const char *what)
+{
+	if (e == RP_ERR_NOT_FOUND && detail == NULL && what)
+		detail = json_pack("{s:s}", "reason", what);
+	rp_api_error(rs, e, detail);
+}
+
+const char *
+rp_api_actor(struct rp_api_req *req, char buf[96])
+{
+	snprintf(buf, 96, "token:%s", req->who ? req->who->name : "anonymous");
+	return buf;
+}
+
+int
+rp_api_filter(struct rp_api_req *req, const char *const *keys, json_t **out,
+              struct rp_api_resp *rs)
+{
+	json_t *f = json_object(), *v;
+
+	for (; *keys; keys++) {
+		v = json_object_get(req->query, *keys);
+		if (v == NULL)
+			continue;
+		if (json_string_length(v) == 0 || json_string_length(v) > 256) {
+			rp_api_errorf(rs, RP_ERR_BAD_QUERY, "%s must be 1 to 256 characters", *keys);
+			json_decref(f);
+			return -1;
+		}
+		json_object_set(f, *keys, v);
+	}
+	*out = f;
+	return 0;
+}

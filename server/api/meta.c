@@ -1,0 +1,86 @@
+/* /healthz, /v1, /metrics */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rackpilot/version.h"
+#include "api.h"
+
+void
+rp_api_healthz(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	if (rp_store_ping(rq->api->store) != RP_ERR_OK) {
+		rp_api_errorf(rs, RP_ERR_UNAVAILABLE, "database not answering");
+		return;
+	}
+	rs->status = 200;
+	rs->body = json_pack("{s:s}", "status", "ok");
+}
+
+void
+rp_api_root(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	char ts[RP_TIME_BUF];
+
+	rs->status = 200;
+	rs->body = json_pack(
+	    "{s:s, s:s, s:s, s:i, s:s, s:[s,s,s,s,s,s,s,s], s:{s:I, s:i}, s:{s:s, s:s}}", "name",
+	    "rackpilot", "version", RP_VERSION, "api", RP_API_VERSION, "schema_version",
+	    rp_store_schema_version(rq->api->store), "started_at",
+	    rp_time_format(rq->api->started_at, ts), "capabilities", "racks", "nodes", "bios",
+	    "firmware", "events", "import", "tokens", "metrics", "limits", "max_body",
+	    (json_int_t)rq->api->max_body, "page_limit_max", 1000, "you", "name", rq->who->name,
+	    "role", rp_api_role_name(rq->who->role));
+}
+
+/* The label is used at once by the caller's printf, so a per-thread buffer suffices. */
+static const char *
+route_label(size_t i, void *arg)
+{
+	static __thread char label[128];
+
+	(void)arg;
+	if (i >= rp_api_route_count)
+		return "unmatched";
+	snprintf(label, sizeof label, "%s %s", rp_api_routes[i].method, rp_api_routes[i].pattern);
+	return label;
+}
+
+void
+rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	struct rp_buf b = {0};
+	json_t *stats = NULL, *v;
+	const char *state;
+	enum rp_err e;
+
+	if ((e = rp_store_stats(rq->api->store, &stats)) != RP_ERR_OK) {
+		rp_api_error(rs, e, NULL);
+		return;
+	}
+	rp_metrics_render(rq->api->metrics, route_label, NULL, &b);
+	rp_buf_printf(&b, "# HELP rackpilot_nodes Nodes by provision state.\n"
+	                  "# TYPE rackpilot_nodes gauge\n");
+	json_object_foreach(json_object_get(stats, "nodes_by_state"), state, v)
+	    rp_buf_printf(&b, "rackpilot_nodes{state=\"%s\"} %lld\n", state,
+	                  (long long)json_integer_value(v));
+	rp_buf_printf(&b, "# HELP rackpilot_racks Racks.\n# TYPE rackpilot_racks gauge\n"
+	                  "rackpilot_racks %lld\n",
+	              (long long)json_integer_value(json_object_get(stats, "racks")));
+	rp_buf_printf(&b, "# HELP rackpilot_db_size_bytes Size of the SQLite database.\n"
+	                  "# TYPE rackpilot_db_size_bytes gauge\nrackpilot_db_size_bytes %lld\n",
+	              (long long)json_integer_value(json_object_get(stats, "db_bytes")));
+	rp_buf_printf(&b, "# HELP rackpilot_uptime_seconds Seconds since start.\n"
+	                  "# TYPE rackpilot_uptime_seconds gauge\nrackpilot_uptime_seconds %.3f\n",
+	              (double)(rp_time_now_ms() - rq->api->started_at) / 1000.0);
+	json_decref(stats);
+	if (b.oom) {
+		rp_buf_free(&b);
+		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+		return;
+	}
+	rs->status = 200;
+	rs->text = b.data;
+	rs->text_len = b.len;
+	rs->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}

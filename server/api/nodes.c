@@ -1,0 +1,102 @@
+/* /v1/nodes */
+#include <string.h>
+
+#include "api.h"
+
+static const char *const drivers[] = {"ipmi", "redfish", "fake", NULL};
+
+static const struct rp_field bmc_fields[] = {
+    {"driver", RP_F_ENUM, RP_F_REQUIRED, 0, 0, drivers},
+    {"address", RP_F_HOST, RP_F_NULLABLE},
+    {"port", RP_F_INT, RP_F_NULLABLE, 1, 65535},
+    {"username", RP_F_STR, RP_F_NULLABLE, 0, 64},
+    {"password", RP_F_STR, RP_F_NULLABLE | RP_F_SECRET, 0, 256},
+    {"tls_verify", RP_F_BOOL},
+    {"password_set", RP_F_READ_ONLY},
+    {NULL},
+};
+
+/* Shared with import, which validates manifest rows as node creations. */
+const struct rp_field rp_api_node_fields[] = {
+    {"id", RP_F_READ_ONLY},
+    {"name", RP_F_NAME, RP_F_REQUIRED},
+    {"rack", RP_F_STR, RP_F_NULLABLE, 0, 64},
+    {"u_position", RP_F_INT, RP_F_NULLABLE, 1, 64},
+    {"u_height", RP_F_INT, 0, 1, 16},
+    {"serial", RP_F_STR, RP_F_NULLABLE, 0, 128},
+    {"vendor", RP_F_STR, RP_F_NULLABLE, 0, 128},
+    {"model", RP_F_STR, RP_F_NULLABLE, 0, 128},
+    {"node_class", RP_F_NAME, RP_F_NULLABLE},
+    {"tags", RP_F_TAGS, 0, 0, 64},
+    {"macs", RP_F_MACS, 0, 0, 32},
+    {"bmc", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, bmc_fields},
+    {"bios_profile", RP_F_STR, RP_F_NULLABLE, 0, 64},
+    {"provision_state", RP_F_READ_ONLY},
+    {"power_state", RP_F_READ_ONLY},
+    {"power_state_at", RP_F_READ_ONLY},
+    {"maintenance", RP_F_BOOL},
+    {"maintenance_reason", RP_F_STR, RP_F_NULLABLE, 0, 256},
+    {"expected", RP_F_ANY_OBJECT, RP_F_NULLABLE},
+    {"version", RP_F_READ_ONLY},
+    {"created_at", RP_F_READ_ONLY},
+    {"updated_at", RP_F_READ_ONLY},
+    {NULL},
+};
+
+static const char *const node_filters[] = {"rack", "state",       "tag", "class",
+                                           "power", "maintenance", "q",   NULL};
+
+static const struct rp_crud nodes = {
+    .what = "node",
+    .collection = "/v1/nodes",
+    .spec = rp_api_node_fields,
+    .filters = node_filters,
+    .sortable = 1,
+    .create = rp_store_node_create,
+    .get = rp_store_node_get,
+    .list = rp_store_node_list,
+    .update = rp_store_node_update,
+    .destroy = rp_store_node_delete,
+};
+
+void
+rp_api_nodes_create(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_crud_create(&nodes, rq, rs);
+}
+
+void
+rp_api_nodes_list(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	const char *m = json_string_value(json_object_get(rq->query, "maintenance"));
+
+	if (m && strcmp(m, "true") != 0 && strcmp(m, "false") != 0) {
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "maintenance must be true or false");
+		return;
+	}
+	rp_api_crud_list(&nodes, rq, rs);
+}
+
+void
+rp_api_nodes_get(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_crud_get(&nodes, rq, rs);
+}
+
+void
+rp_api_nodes_update(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_crud_update(&nodes, rq, rs);
+}
+
+void
+rp_api_nodes_delete(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_crud_delete(&nodes, rq, rs);
+}
+
+void
+rp_api_nodes_inventory(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_view(rq, rs, rp_store_node_inventory, "node");
+}

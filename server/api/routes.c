@@ -1,0 +1,56 @@
+/*
+ * The route table: every endpoint of rackpilotd, its handler and the least role that may
+ * call it. docs/openapi.yaml must describe each row (a test checks).
+ */
+#include "api.h"
+
+#define V RP_ROLE_VIEWER
+#define O RP_ROLE_OPERATOR
+#define A RP_ROLE_ADMIN
+
+const struct rp_route rp_api_routes[] = {
+    {"GET", "/healthz", rp_api_healthz, RP_ROLE_NONE, 0},
+    {"GET", "/metrics", rp_api_metrics, V, 0},
+    {"GET", "/v1", rp_api_root, V, 0},
+
+    {"GET", "/v1/tokens", rp_api_tokens_list, A, 0},
+    {"POST", "/v1/tokens", rp_api_tokens_create, A, 0},
+    {"DELETE", "/v1/tokens/{id}", rp_api_tokens_revoke, A, 0},
+
+    {"GET", "/v1/racks", rp_api_racks_list, V, 0},
+    {"POST", "/v1/racks", rp_api_racks_create, O, 0},
+    {"GET", "/v1/racks/{rack}", rp_api_racks_get, V, 0},
+    {"PATCH", "/v1/racks/{rack}", rp_api_racks_update, O, 0},
+    {"DELETE", "/v1/racks/{rack}", rp_api_racks_delete, O, 0},
+    {"GET", "/v1/racks/{rack}/elevation", rp_api_racks_elevation, V, 0},
+
+    {"GET", "/v1/nodes", rp_api_nodes_list, V, 0},
+    {"POST", "/v1/nodes", rp_api_nodes_create, O, 0},
+    {"GET", "/v1/nodes/{node}", rp_api_nodes_get, V, 0},
+    {"PATCH", "/v1/nodes/{node}", rp_api_nodes_update, O, 0},
+    {"DELETE", "/v1/nodes/{node}", rp_api_nodes_delete, O, 0},
+    {"GET", "/v1/nodes/{node}/inventory", rp_api_nodes_inventory, V, 0},
+    {"GET", "/v1/nodes/{node}/bios", rp_api_bios_node, V, 0},
+    {"POST", "/v1/nodes/{node}/bios/readings", rp_api_bios_node_readings, O, 0},
+    {"GET", "/v1/nodes/{node}/firmware", rp_api_firmware_node, V, 0},
+    {"POST", "/v1/nodes/{node}/firmware/readings", rp_api_firmware_node_readings, O, 0},
+
+    {"GET", "/v1/bios/profiles", rp_api_bios_profiles_list, V, 0},
+    {"POST", "/v1/bios/profiles", rp_api_bios_profiles_create, O, 0},
+    {"GET", "/v1/bios/profiles/{profile}", rp_api_bios_profiles_get, V, 0},
+    {"PATCH", "/v1/bios/profiles/{profile}", rp_api_bios_profiles_update, O, 0},
+    {"DELETE", "/v1/bios/profiles/{profile}", rp_api_bios_profiles_delete, O, 0},
+    {"GET", "/v1/bios/drift", rp_api_bios_drift, V, 0},
+
+    {"GET", "/v1/firmware/baselines", rp_api_baselines_list, V, 0},
+    {"POST", "/v1/firmware/baselines", rp_api_baselines_create, O, 0},
+    {"GET", "/v1/firmware/baselines/{baseline}", rp_api_baselines_get, V, 0},
+    {"PATCH", "/v1/firmware/baselines/{baseline}", rp_api_baselines_update, O, 0},
+    {"DELETE", "/v1/firmware/baselines/{baseline}", rp_api_baselines_delete, O, 0},
+    {"GET", "/v1/firmware/drift", rp_api_firmware_drift, V, 0},
+
+    {"GET", "/v1/events", rp_api_events_list, V, 0},
+    {"POST", "/v1/import", rp_api_import, O, RP_ROUTE_CSV | RP_ROUTE_BIG_BODY},
+};
+
+const size_t rp_api_route_count = sizeof rp_api_routes / sizeof rp_api_routes[0];

@@ -1,0 +1,39 @@
+/*
+ * config.h — rackpilotd's settings: compiled-in defaults, then an INI file (-c), then
+ * command-line flags. `rackpilotd -n` prints the effective result in the file's format.
+ */
+#ifndef RP_CONFIG_H
+#define RP_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+struct rp_config {
+	char listen[96];
+	char data_dir[512];
+	unsigned threads;          /* 0: one per online CPU */
+	size_t max_body;
+	size_t max_import_body;
+	unsigned conn_timeout_s;
+	unsigned conn_limit;
+	int access_log;
+	char log_level[8];
+};
+
+/* Fill c with the compiled-in defaults. */
+void rp_config_defaults(struct rp_config *c);
+
+/* Apply one setting by its INI key. 0, or -1 with why set. */
+int rp_config_set(struct rp_config *c, const char *key, const char *value, char *why,
+                  size_t whylen);
+
+/* Read an INI file ([server] section; # and ; comments). 0, or -1 with why naming the line. */
+int rp_config_load(struct rp_config *c, const char *path, char *why, size_t whylen);
+
+/* Check values that only make sense together (listen address shape...). 0 or -1 + why. */
+int rp_config_check(const struct rp_config *c, char *why, size_t whylen);
+
+/* Print c as an INI file. */
+void rp_config_print(const struct rp_config *c, FILE *f);
+
+#endif

@@ -1,0 +1,527 @@
+/* The libmicrohttpd daemon and the single dispatcher behind every route. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <microhttpd.h>
+
+#include "http.h"
+
+struct rp_http {
+	struct MHD_Daemon *d;
+	struct rp_api *api;
+	struct rp_http_opts o;
+	char address[80];
+};
+
+#define MAX_SEGMENTS 8
+#define PATH_MAX_LEN 512
+
+/* Per-request state, across the access handler's calls. */
+struct request {
+	int64_t t0;
+	size_t route;                 /* index into rp_api_routes, or count when unmatched */
+	struct rp_buf body;
+	size_t cap;
+	int too_big;
+	int done;                     /* a response was queued */
+	int status;
+	char rid[40];
+	char line[160];               /* "METHOD /path" for the access log */
+	char params[RP_API_MAX_PARAMS][128];
+	struct rp_principal who;
+};
+
+static void
+mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+
+	(void)cls;
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	buf[strcspn(buf, "\n")] = '\0';
+	rp_log_warn("http: %s", buf);
+}
+
+int
+rp_http_parse_listen(const char *s, char *host, size_t hostlen, unsigned *port)
+{
+	const char *colon;
+	char *end;
+	unsigned long p;
+	size_t n;
+
+	if (s == NULL)
+		return -1;
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+
+		if (close == NULL || close[1] != ':')
+			return -1;
+		n = (size_t)(close - s - 1);
+		s++;
+		colon = close + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL)
+			return -1;
+		n = (size_t)(colon - s);
+	}
+	if (n == 0 || n >= hostlen)
+		return -1;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	p = strtoul(colon + 1, &end, 10);
+	if (end == colon + 1 || *end != '\0' || p > 65535)
+		return -1;
+	*port = (unsigned)p;
+	return 0;
+}
+
+/* Match path against pattern; captures go to r->params. 1 on match. */
+static int
+match(const char *pattern, const char *path, struct request *r)
+{
+	const char *p = pattern, *u = path;
+	int np = 0;
+
+	while (*p && *u) {
+		if (*p != '/' || *u != '/')
+			return 0;
+		p++;
+		u++;
+		if (*p == '{') {
+			size_t n = strcspn(u, "/");
+
+			if (n == 0 || n >= sizeof r->params[0] || np >= RP_API_MAX_PARAMS)
+				return 0;
+			memcpy(r->params[np], u, n);
+			r->params[np++][n] = '\0';
+			u += n;
+			p = strchr(p, '}');
+			if (p == NULL)
+				return 0;
+			p++;
+		} else {
+			size_t n = strcspn(p, "/"), m = strcspn(u, "/");
+
+			if (n != m || strncmp(p, u, n) != 0)
+				return 0;
+			p += n;
+			u += m;
+		}
+	}
+	return *p == '\0' && *u == '\0';
+}
+
+/* Find the route; *allow collects the methods of routes whose path matched. */
+static size_t
+route_find(const char *method, const char *url, struct request *r, char *allow, size_t allowlen)
+{
+	char path[PATH_MAX_LEN];
+	size_t i, n = strlen(url);
+
+	allow[0] = '\0';
+	if (n >= sizeof path)
+		return rp_api_route_count;
+	memcpy(path, url, n + 1);
+	/* One trailing slash is forgiven: "/v1/nodes/" is "/v1/nodes". */
+	if (n > 1 && path[n - 1] == '/')
+		path[n - 1] = '\0';
+	if (strcmp(method, "HEAD") == 0)
+		method = "GET";
+	for (i = 0; i < rp_api_route_count; i++) {
+		if (!match(rp_api_routes[i].pattern, path, r))
+			continue;
+		if (strcmp(rp_api_routes[i].method, method) == 0)
+			return i;
+		if (strstr(allow, rp_api_routes[i].method) == NULL) {
+			size_t l = strlen(allow);
+
+			snprintf(allow + l, allowlen - l, "%s%s", l ? ", " : "", rp_api_routes[i].method);
+		}
+	}
+	return rp_api_route_count;
+}
+
+static enum MHD_Result
+send_reply(struct MHD_Connection *c, struct request *r, struct rp_api_resp *rs,
+           const char *allow)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	char *text = NULL;
+	size_t len = 0;
+	const char *ctype = NULL;
+
+	if (rs->body) {
+		text = json_dumps(rs->body, JSON_COMPACT);
+		if (text == NULL) {
+			rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+			text = json_dumps(rs->body, JSON_COMPACT);
+		}
+		len = text ? strlen(text) : 0;
+		/* A trailing newline keeps curl output readable in a terminal. */
+		if (text) {
+			char *t = realloc(text, len + 2);
+
+			if (t) {
+				text = t;
+				text[len++] = '\n';
+				text[len] = '\0';
+			}
+		}
+		ctype = "application/json";
+	} else if (rs->text) {
+		text = rs->text;
+		len = rs->text_len;
+		rs->text = NULL;
+		ctype = rs->content_type;
+	}
+	resp = MHD_create_response_from_buffer(len, text ? text : (char *)"",
+	                                       text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (resp == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	if (ctype)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	MHD_add_response_header(resp, "X-Request-Id", r->rid);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (rs->etag[0])
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, rs->etag);
+	if (rs->location[0])
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, rs->location);
+	if (allow && allow[0])
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+	r->status = rs->status;
+	r->done = 1;
+	ret = MHD_queue_response(c, (unsigned)rs->status, resp);
+	MHD_destroy_response(resp);
+	rp_api_resp_clear(rs);
+	return ret;
+}
+
+static enum MHD_Result
+send_error(struct MHD_Connection *c, struct request *r, enum rp_err e, json_t *detail,
+           const char *allow)
+{
+	struct rp_api_resp rs = {0};
+
+	rp_api_error(&rs, e, detail);
+	return send_reply(c, r, &rs, allow);
+}
+
+static int
+rid_ok(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i]; i++)
+		if (i >= 64 || !(s[i] == '-' || s[i] == '_' || s[i] == '.' ||
+		                 (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
+		                 (s[i] >= 'A' && s[i] <= 'Z')))
+			return 0;
+	return i > 0;
+}
+
+static void
+media_type(const char *h, char *out, size_t n)
+{
+	size_t i = 0;
+
+	out[0] = '\0';
+	if (h == NULL)
+		return;
+	while (*h == ' ')
+		h++;
+	for (; *h && *h != ';' && *h != ' ' && i + 1 < n; h++)
+		out[i++] = (char)((*h >= 'A' && *h <= 'Z') ? *h + 32 : *h);
+	out[i] = '\0';
+}
+
+static enum MHD_Result
+collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	(void)kind;
+	if (key && json_object_size(cls) < 64)
+		json_object_set_new(cls, key, json_string(value ? value : ""));
+	return MHD_YES;
+}
+
+/* First call for a request: route, authenticate, check the declared body. Queues a
+ * response when the request ends here. */
+static enum MHD_Result
+begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *method,
+      struct request *r)
+{
+	const struct rp_route *rt;
+	char allow[64], mt[64];
+	const char *v;
+	enum rp_err e;
+
+	v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+	if (v && rid_ok(v)) {
+		snprintf(r->rid, sizeof r->rid, "%s", v);
+	} else {
+		unsigned char b[8];
+		int i;
+
+		rp_random(b, sizeof b);
+		for (i = 0; i < 8; i++)
+			snprintf(r->rid + 2 * i, 3, "%02x", b[i]);
+	}
+	r->route = route_find(method, url, r, allow, sizeof allow);
+	if (r->route == rp_api_route_count) {
+		if (allow[0])
+			return send_error(c, r, RP_ERR_METHOD_NOT_ALLOWED,
+			                  json_pack("{s:s}", "allow", allow), allow);
+		return send_error(c, r, RP_ERR_NOT_FOUND, json_pack("{s:s}", "path", url), NULL);
+	}
+	rt = &rp_api_routes[r->route];
+	if (rt->role != RP_ROLE_NONE) {
+		e = rp_api_authenticate(h->api,
+		                        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+		                        &r->who);
+		if (e != RP_ERR_OK)
+			return send_error(c, r, e, NULL, NULL);
+		if (r->who.role < rt->role)
+			return send_error(c, r, RP_ERR_FORBIDDEN,
+			                  json_pack("{s:s, s:s}", "required", rp_api_role_name(rt->role),
+			                            "role", rp_api_role_name(r->who.role)),
+			                  NULL);
+	}
+	r->cap = (rt->flags & RP_ROUTE_BIG_BODY) ? h->o.max_import_body : h->o.max_body;
+	v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (v && strtoull(v, NULL, 10) > r->cap)
+		return send_error(c, r, RP_ERR_TOO_LARGE, json_pack("{s:I}", "limit", (json_int_t)r->cap),
+		                  NULL);
+	if (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+	    strcmp(method, "PATCH") == 0) {
+		int has_body = (v && strtoull(v, NULL, 10) > 0) ||
+		               MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+		                                           MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
+
+		media_type(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+		           mt, sizeof mt);
+		if (has_body && strcmp(mt, "application/json") != 0 &&
+		    !((rt->flags & RP_ROUTE_CSV) && strcmp(mt, "text/csv") == 0))
+			return send_error(c, r, RP_ERR_UNSUPPORTED_MEDIA_TYPE,
+			                  json_pack("{s:s, s:s}", "content_type", mt[0] ? mt : "(none)",
+			                            "accepted", (rt->flags & RP_ROUTE_CSV)
+			                                            ? "application/json, text/csv"
+			                                            : "application/json"),
+			                  NULL);
+	}
+	return MHD_YES;
+}
+
+/* Last call: the whole body is here. Parse it and run the handler. */
+static enum MHD_Result
+finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct request *r)
+{
+	const struct rp_route *rt = &rp_api_routes[r->route];
+	struct rp_api_req rq = {0};
+	struct rp_api_resp rs = {0};
+	json_t *query = json_object(), *body = NULL;
+	char mt[64];
+	enum MHD_Result ret;
+	int i;
+
+	if (r->too_big) {
+		json_decref(query);
+		return send_error(c, r, RP_ERR_TOO_LARGE, json_pack("{s:I}", "limit", (json_int_t)r->cap),
+		                  NULL);
+	}
+	media_type(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE), mt,
+	           sizeof mt);
+	if (r->body.len > 0 && strcmp(mt, "application/json") == 0) {
+		json_error_t err;
+
+		body = json_loadb(r->body.data, r->body.len, JSON_REJECT_DUPLICATES, &err);
+		if (body == NULL) {
+			json_decref(query);
+			return send_error(c, r, RP_ERR_BAD_JSON,
+			                  json_pack("{s:s, s:i, s:i}", "reason", err.text, "line", err.line,
+			                            "column", err.column),
+			                  NULL);
+		}
+	}
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, query);
+	rq.api = h->api;
+	rq.method = method;
+	rq.path = rt->pattern;
+	for (i = 0; i < RP_API_MAX_PARAMS; i++)
+		rq.params[i] = r->params[i];
+	rq.query = query;
+	rq.body = body;
+	rq.raw = r->body.data;
+	rq.raw_len = r->body.len;
+	rq.content_type = mt[0] ? mt : NULL;
+	rq.if_match = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_MATCH);
+	rq.if_none_match =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+	rq.who = &r->who;
+	rq.request_id = r->rid;
+	rt->handler(&rq, &rs);
+	if (rs.status == 0)
+		rp_api_error(&rs, RP_ERR_INTERNAL, NULL);
+	ret = send_reply(c, r, &rs, NULL);
+	json_decref(query);
+	json_decref(body);
+	return ret;
+}
+
+static enum MHD_Result
+dispatch(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+         const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+	struct rp_http *h = cls;
+	struct request *r = *con_cls;
+
+	(void)version;
+	if (r == NULL) {
+		r = calloc(1, sizeof *r);
+		if (r == NULL)
+			return MHD_NO;
+		r->t0 = rp_time_mono_ns();
+		r->route = rp_api_route_count;
+		snprintf(r->line, sizeof r->line, "%s %s", method, url);
+		*con_cls = r;
+		return begin(h, c, url, method, r);
+	}
+	if (r->done) {
+		/* Answered early (413, 415, 401...): drop whatever body still arrives. */
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (*upload_size > 0) {
+		if (r->body.len + *upload_size > r->cap)
+			r->too_big = 1;
+		else
+			rp_buf_append(&r->body, upload, *upload_size);
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (r->body.oom) {
+		return send_error(c, r, RP_ERR_UNAVAILABLE,
+		                  json_pack("{s:s}", "reason", "out of memory"), NULL);
+	}
+	return finish(h, c, method, r);
+}
+
+static void
+completed(void *cls, struct MHD_Connection *c, void **con_cls,
+          enum MHD_RequestTerminationCode toe)
+{
+	struct rp_http *h = cls;
+	struct request *r = *con_cls;
+	int64_t ns;
+
+	if (r == NULL)
+		return;
+	ns = rp_time_mono_ns() - r->t0;
+	rp_metrics_observe(h->api->metrics, r->route, r->status, ns);
+	if (h->o.access_log) {
+		const union MHD_ConnectionInfo *ci =
+		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		char ip[INET6_ADDRSTRLEN] = "-";
+
+		if (ci && ci->client_addr) {
+			if (ci->client_addr->sa_family == AF_INET)
+				inet_ntop(AF_INET, &((struct sockaddr_in *)ci->client_addr)->sin_addr, ip,
+				          sizeof ip);
+			else if (ci->client_addr->sa_family == AF_INET6)
+				inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr, ip,
+				          sizeof ip);
+		}
+		rp_log_info("access %s \"%s\" %d %.3fms rid=%s token=%s%s", ip, r->line, r->status, (double)ns / 1e6, r->rid, r->who.name[0] ? r->who.name : "-",
+		            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+	}
+	rp_buf_free(&r->body);
+	free(r);
+	*con_cls = NULL;
+}
+
+int
+rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_http **out, char *why,
+              size_t whylen)
+{
+	struct rp_http *h = NULL;
+	struct sockaddr_storage ss = {0};
+	char host[64];
+	unsigned port, flags;
+	const union MHD_DaemonInfo *info;
+	int v6;
+
+	if (rp_http_parse_listen(o->listen, host, sizeof host, &port) < 0) {
+		snprintf(why, whylen, "listen address '%s' is not ADDR:PORT", o->listen);
+		return -1;
+	}
+	v6 = strchr(host, ':') != NULL;
+	if (v6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET6, host, &s6->sin6_addr) != 1)
+			goto badhost;
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
+			goto badhost;
+	}
+	h = calloc(1, sizeof *h);
+	if (h == NULL) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	h->api = api;
+	h->o = *o;
+	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+	        (v6 ? MHD_USE_IPv6 : 0);
+	h->d = MHD_start_daemon(flags, 0, NULL, NULL, dispatch, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+	                        NULL, MHD_OPTION_SOCK_ADDR, &ss,
+	                        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(o->threads ? o->threads : 1),
+	                        MHD_OPTION_CONNECTION_TIMEOUT, o->conn_timeout_s,
+	                        MHD_OPTION_CONNECTION_LIMIT, o->conn_limit,
+	                        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024U, MHD_OPTION_NOTIFY_COMPLETED,
+	                        completed, h, MHD_OPTION_END);
+	if (h->d == NULL) {
+		snprintf(why, whylen, "cannot listen on %s (address in use or not local?)", o->listen);
+		free(h);
+		return -1;
+	}
+	info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+	if (info)
+		port = info->port;
+	snprintf(h->address, sizeof h->address, v6 ? "[%s]:%u" : "%s:%u", host, port);
+	*out = h;
+	return 0;
+badhost:
+	snprintf(why, whylen, "listen address '%s' is not a numeric IP address", host);
+	return -1;
+}
+
+const char *
+rp_http_address(const struct rp_http *h)
+{
+	return h->address;
+}
+
+void
+rp_http_stop(struct rp_http *h)
+{
+	if (h == NULL)
+		return;
+	MHD_stop_daemon(h->d);
+	free(h);
+}

@@ -1,0 +1,273 @@
+/* rackpilotd: configuration, the data directory, the first admin token, and the signal loop. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "config.h"
+#include "http/http.h"
+#include "rackpilot/version.h"
+#include "store/store.h"
+#include "util/util.h"
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: rackpilotd [options]\n"
+	        "  -c, --config FILE      read settings from an INI file (see docs/rackpilotd.conf)\n"
+	        "  -n, --check            check the configuration, print the effective one, exit\n"
+	        "      --listen ADDR:PORT listen address (port 0: pick a free port)\n"
+	        "      --data-dir DIR     directory for the database and admin.token\n"
+	        "      --threads N        HTTP worker threads (0: one per CPU)\n"
+	        "      --log-level LEVEL  error, warn, info or debug\n"
+	        "      --no-access-log    do not log one line per request\n"
+	        "      --new-admin-token  issue a new admin token into DATA_DIR/admin.token, exit\n"
+	        "  -V, --version          print the version and exit\n"
+	        "  -h, --help             this text\n");
+}
+
+static int
+mkdir_p(const char *dir)
+{
+	char path[512], *p;
+
+	if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0700) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+/* Write a fresh admin secret to DATA_DIR/admin.token (mode 0600). */
+static int
+write_token(const char *data_dir, const char *secret, char *path, size_t pathlen)
+{
+	char line[RP_TOKEN_BUF + 1];
+
+	snprintf(path, pathlen, "%s/admin.token", data_dir);
+	snprintf(line, sizeof line, "%s\n", secret);
+	return rp_file_write_private(path, line, strlen(line), 0600);
+}
+
+/* First start on an empty database: create the admin token and say where it is (never
+ * what it is). With reissue, always create one more. */
+static int
+admin_token(struct rp_store *st, const char *data_dir, int reissue)
+{
+	char secret[RP_TOKEN_BUF], hash[RP_SHA256_HEX], path[600];
+	json_t *out = NULL;
+	int created = 0;
+	enum rp_err e;
+
+	if (rp_token_new(secret) < 0) {
+		rp_log_error("cannot get random bytes for a token");
+		return -1;
+	}
+	rp_sha256_hex(secret, strlen(secret), hash);
+	if (reissue) {
+		e = rp_store_token_create(st, "admin", "admin", hash, 0, "rackpilotd --new-admin-token",
+		                          &out);
+		json_decref(out);
+		created = e == RP_ERR_OK;
+	} else {
+		e = rp_store_token_bootstrap(st, hash, &created);
+	}
+	if (e != RP_ERR_OK) {
+		rp_log_error("cannot create the admin token: %s", rp_err_message(e));
+		return -1;
+	}
+	if (!created)
+		return 0;
+	if (write_token(data_dir, secret, path, sizeof path) < 0) {
+		rp_log_error("cannot write %s: %s", path, strerror(errno));
+		return -1;
+	}
+	rp_log_info("created an admin API token; it is in %s (readable by its owner only)", path);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"config", required_argument, NULL, 'c'},
+	    {"check", no_argument, NULL, 'n'},
+	    {"listen", required_argument, NULL, 'L'},
+	    {"data-dir", required_argument, NULL, 'D'},
+	    {"threads", required_argument, NULL, 'T'},
+	    {"log-level", required_argument, NULL, 'l'},
+	    {"no-access-log", no_argument, NULL, 'A'},
+	    {"new-admin-token", no_argument, NULL, 'N'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct rp_config cfg;
+	struct rp_store *st = NULL;
+	struct rp_http *http = NULL;
+	struct rp_api api = {0};
+	struct rp_http_opts ho;
+	const char *config_path = NULL;
+	char why[512], dbpath[600];
+	/* Flags are applied after the file so they win; keep them until then. */
+	const char *flag_key[16], *flag_val[16];
+	int nflags = 0, check = 0, reissue = 0, opt, rc = 1, sig;
+	sigset_t sigs;
+	enum rp_err e;
+
+	rp_config_defaults(&cfg);
+	while ((opt = getopt_long(argc, argv, "c:nVh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 'n':
+			check = 1;
+			break;
+		case 'L':
+			flag_key[nflags] = "listen", flag_val[nflags++] = optarg;
+			break;
+		case 'D':
+			flag_key[nflags] = "data_dir", flag_val[nflags++] = optarg;
+			break;
+		case 'T':
+			flag_key[nflags] = "threads", flag_val[nflags++] = optarg;
+			break;
+		case 'l':
+			flag_key[nflags] = "log_level", flag_val[nflags++] = optarg;
+			break;
+		case 'A':
+			flag_key[nflags] = "access_log", flag_val[nflags++] = "false";
+			break;
+		case 'N':
+			reissue = 1;
+			break;
+		case 'V':
+			printf("rackpilotd %s (API %s, schema %d)\n", RP_VERSION, RP_API_VERSION,
+			       rp_store_schema_latest());
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+		if (nflags == 16) {
+			fprintf(stderr, "rackpilotd: too many flags\n");
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "rackpilotd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (config_path && rp_config_load(&cfg, config_path, why, sizeof why) < 0) {
+		fprintf(stderr, "rackpilotd: %s\n", why);
+		return 1;
+	}
+	for (opt = 0; opt < nflags; opt++) {
+		if (rp_config_set(&cfg, flag_key[opt], flag_val[opt], why, sizeof why) < 0) {
+			fprintf(stderr, "rackpilotd: %s\n", why);
+			return 2;
+		}
+	}
+	if (rp_config_check(&cfg, why, sizeof why) < 0) {
+		fprintf(stderr, "rackpilotd: %s\n", why);
+		return 1;
+	}
+	if (check) {
+		printf("# effective configuration%s%s\n", config_path ? " from " : " (defaults)",
+		       config_path ? config_path : "");
+		rp_config_print(&cfg, stdout);
+		return 0;
+	}
+	rp_log_set_level(!strcmp(cfg.log_level, "error")  ? RP_LOG_ERROR
+	                 : !strcmp(cfg.log_level, "warn") ? RP_LOG_WARN
+	                 : !strcmp(cfg.log_level, "debug") ? RP_LOG_DEBUG
+	                                                    : RP_LOG_INFO);
+	if (cfg.threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		cfg.threads = n > 0 ? (unsigned)n : 2;
+	}
+	/* Signals are taken synchronously by this thread; workers inherit the blocked mask. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (mkdir_p(cfg.data_dir) < 0) {
+		rp_log_error("cannot create data directory %s: %s", cfg.data_dir, strerror(errno));
+		goto out;
+	}
+	snprintf(dbpath, sizeof dbpath, "%s/rackpilot.db", cfg.data_dir);
+	e = rp_store_open(dbpath, &st, why, sizeof why);
+	if (e != RP_ERR_OK) {
+		rp_log_error("%s", why);
+		goto out;
+	}
+	rp_log_info("database %s (schema version %d)", dbpath, rp_store_schema_version(st));
+	if (admin_token(st, cfg.data_dir, reissue) < 0)
+		goto out;
+	if (reissue) {
+		rc = 0;
+		goto out;
+	}
+	api.store = st;
+	api.metrics = rp_metrics_new(rp_api_route_count);
+	api.started_at = rp_time_now_ms();
+	api.max_body = cfg.max_body;
+	if (api.metrics == NULL)
+		goto out;
+	ho.listen = cfg.listen;
+	ho.threads = cfg.threads;
+	ho.max_body = cfg.max_body;
+	ho.max_import_body = cfg.max_import_body;
+	ho.conn_timeout_s = cfg.conn_timeout_s;
+	ho.conn_limit = cfg.conn_limit;
+	ho.access_log = cfg.access_log;
+	if (rp_http_start(&ho, &api, &http, why, sizeof why) < 0) {
+		rp_log_error("%s", why);
+		goto out;
+	}
+	rp_log_info("rackpilotd %s: %u HTTP threads", RP_VERSION, cfg.threads);
+	/* Scripts and tests read this exact line to learn the port. */
+	printf("listening on %s\n", rp_http_address(http));
+	fflush(stdout);
+	for (;;) {
+		if (sigwait(&sigs, &sig) != 0)
+			continue;
+		if (sig == SIGHUP) {
+			rp_log_info("SIGHUP: nothing to reload");
+			continue;
+		}
+		rp_log_info("signal %d: shutting down", sig);
+		break;
+	}
+	rc = 0;
+out:
+	rp_http_stop(http);
+	rp_store_free(st);
+	rp_metrics_free(api.metrics);
+	return rc;
+}

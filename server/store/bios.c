@@ -1,0 +1,284 @@
+/* BIOS: actual values per node, the desired profile, per-node diff and fleet drift. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+/* The profile that applies to a node: its own assignment, else its class's. */
+#define TARGET_PROFILE                                                                   \
+	"coalesce(n.bios_profile_id, (SELECT id FROM bios_profiles WHERE node_class = "      \
+	"n.node_class))"
+
+enum rp_err
+rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	json_t *actual = NULL, *desired_attrs = NULL, *diff = NULL, *res = NULL, *v;
+	const char *name, *profile = NULL, *via = NULL;
+	char pname[128] = "";
+	sqlite3_stmt *s;
+	int64_t id, pid = 0;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT name, value, source, read_at FROM bios_actual WHERE node_id = ? "
+	            "ORDER BY name");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, id);
+	actual = json_object();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		char ts[RP_TIME_BUF];
+
+		v = json_loads((const char *)sqlite3_column_text(s, 1), JSON_DECODE_ANY, NULL);
+		json_object_set_new(actual, (const char *)sqlite3_column_text(s, 0),
+		                    json_pack("{s:o, s:s, s:s}", "value", v ? v : json_null(), "source",
+		                              (const char *)sqlite3_column_text(s, 2), "read_at",
+		                              rp_time_format(sqlite3_column_int64(s, 3), ts)));
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		goto out;
+	s = STMT(c, "SELECT p.id, p.name, CASE WHEN n.bios_profile_id IS NOT NULL THEN 'node' "
+	            "ELSE 'node_class' END FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
+	            " WHERE n.id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, id);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		pid = sqlite3_column_int64(s, 0);
+		snprintf(pname, sizeof pname, "%s", (const char *)sqlite3_column_text(s, 1));
+		profile = pname;
+		via = strcmp((const char *)sqlite3_column_text(s, 2), "node") == 0 ? "node"
+		                                                                    : "node_class";
+	}
+	sqlite3_reset(s);
+	desired_attrs = json_object();
+	diff = json_array();
+	if (pid) {
+		s = STMT(c, "SELECT pa.name, pa.value, a.value FROM bios_profile_attrs pa LEFT JOIN "
+		            "bios_actual a ON a.node_id = ?2 AND a.name = pa.name "
+		            "WHERE pa.profile_id = ?1 ORDER BY pa.name");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, pid);
+		sqlite3_bind_int64(s, 2, id);
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			const char *want = (const char *)sqlite3_column_text(s, 1);
+			const char *have = (const char *)sqlite3_column_text(s, 2);
+			json_t *w = json_loads(want, JSON_DECODE_ANY, NULL);
+
+			name = (const char *)sqlite3_column_text(s, 0);
+			json_object_set(desired_attrs, name, w ? w : json_null());
+			if (have == NULL || strcmp(have, want) != 0) {
+				json_t *h = have ? json_loads(have, JSON_DECODE_ANY, NULL) : NULL;
+
+				json_array_append_new(diff, json_pack("{s:s, s:o, s:O}", "name", name,
+				                                      "actual", h ? h : json_null(),
+				                                      "desired", w ? w : json_null()));
+			}
+			json_decref(w);
+		}
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE)
+			goto out;
+	}
+	res = json_pack("{s:s, s:O, s:{s:s?, s:s?, s:O}, s:O, s:b}", "node", key, "actual", actual,
+	                "desired", "profile", profile, "via", via, "attributes", desired_attrs,
+	                "diff", diff, "in_sync", pid != 0 && json_array_size(diff) == 0);
+	if (res == NULL)
+		goto out;
+	*out = res;
+	e = RP_ERR_OK;
+out:
+	store_read_end(c);
+	json_decref(actual);
+	json_decref(desired_attrs);
+	json_decref(diff);
+	return e;
+}
+
+enum rp_err
+rp_store_node_bios_set(struct rp_store *st, const char *key, const char *source,
+                       json_t *attributes, const char *actor)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	int64_t id, now = rp_time_now_ms();
+	const char *name;
+	json_t *v;
+	enum rp_err e;
+	char summary[192];
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+		goto out;
+	json_object_foreach(attributes, name, v)
+	{
+		char *text = store_canon(v);
+
+		s = STMT(c, "INSERT INTO bios_actual(node_id, name, value, source, read_at) "
+		            "VALUES (?,?,?,?,?) ON CONFLICT(node_id, name) DO UPDATE SET "
+		            "value = excluded.value, source = excluded.source, read_at = "
+		            "excluded.read_at");
+		if (s == NULL || text == NULL) {
+			free(text);
+			e = RP_ERR_INTERNAL;
+			goto out;
+		}
+		sqlite3_bind_int64(s, 1, id);
+		sqlite3_bind_text(s, 2, name, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(s, 3, text, -1, free);
+		store_bind_text(s, 4, source);
+		sqlite3_bind_int64(s, 5, now);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE) {
+			e = store_sqlerr(c, rc, "bios set");
+			goto out;
+		}
+	}
+	snprintf(summary, sizeof summary, "%zu BIOS attribute(s) of %s read from %s",
+	         json_object_size(attributes), key, source);
+	if ((e = store_event(c, actor, "node.bios_read", "node", NULL, key, id, 0, summary,
+	                     attributes)) != RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
+
+enum rp_err
+store_drift_filter(struct conn *c, json_t *filter, int64_t *rack_id, int64_t *node_id)
+{
+	const char *rack = json_string_value(json_object_get(filter, "rack"));
+	const char *node = json_string_value(json_object_get(filter, "node"));
+	enum rp_err e;
+
+	*rack_id = *node_id = 0;
+	if (rack && (e = store_id_of(c, T_RACK, rack, rack_id)) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
+	if (node && (e = store_id_of(c, T_NODE, node, node_id)) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+store_drift_collect(struct conn *c, sqlite3_stmt *s, const char *target_key, const char *list_key,
+                    int json_values, json_t **items)
+{
+	json_t *out = json_array(), *cur = NULL;
+	char last[128] = "";
+	int rc;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *node = (const char *)sqlite3_column_text(s, 0);
+		const char *member = (const char *)sqlite3_column_text(s, 4);
+		json_t *a, *d;
+
+		if (cur == NULL || strcmp(node, last) != 0) {
+			cur = json_pack("{s:s, s:s?, s:s?, s:s, s:[]}", "node", node, "rack",
+			                (const char *)sqlite3_column_text(s, 1), "node_class",
+			                (const char *)sqlite3_column_text(s, 2), target_key,
+			                (const char *)sqlite3_column_text(s, 3), list_key);
+			json_array_append_new(out, cur);
+			snprintf(last, sizeof last, "%s", node);
+		}
+		if (json_values) {
+			a = sqlite3_column_type(s, 5) == SQLITE_NULL
+			        ? NULL
+			        : json_loads((const char *)sqlite3_column_text(s, 5), JSON_DECODE_ANY, NULL);
+			d = json_loads((const char *)sqlite3_column_text(s, 6), JSON_DECODE_ANY, NULL);
+		} else {
+			a = sqlite3_column_type(s, 5) == SQLITE_NULL
+			        ? NULL
+			        : json_string((const char *)sqlite3_column_text(s, 5));
+			d = json_string((const char *)sqlite3_column_text(s, 6));
+		}
+		json_array_append_new(json_object_get(cur, list_key),
+		                      json_pack("{s:s, s:o, s:o}", json_values ? "name" : "component",
+		                                member, "actual", a ? a : json_null(), "desired",
+		                                d ? d : json_null()));
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		json_decref(out);
+		return store_sqlerr(c, rc, "drift");
+	}
+	*items = out;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+store_drift_count(struct conn *c, sqlite3_stmt *s, int64_t *n)
+{
+	int rc = sqlite3_step(s);
+
+	if (rc == SQLITE_ROW)
+		*n = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "drift count");
+}
+
+#define BIOS_DRIFT_WHERE                                                                   \
+	"(?1 = 0 OR n.rack_id = ?1) AND (?2 = 0 OR n.id = ?2) AND (?3 IS NULL OR "            \
+	"n.node_class = ?3) "
+
+enum rp_err
+rp_store_bios_drift(struct rp_store *st, json_t *filter, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *items = NULL;
+	int64_t rack_id, node_id, checked = 0;
+	enum rp_err e;
+	int i;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_drift_filter(c, filter, &rack_id, &node_id)) != RP_ERR_OK)
+		goto out;
+	for (i = 0; i < 2; i++) {
+		s = i == 0 ? STMT(c, "SELECT count(*) FROM nodes n WHERE " TARGET_PROFILE
+		                     " IS NOT NULL AND " BIOS_DRIFT_WHERE)
+		           : STMT(c, "SELECT n.name, r.name, n.node_class, p.name, pa.name, a.value, "
+		                     "pa.value FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
+		                     " JOIN bios_profile_attrs pa ON pa.profile_id = p.id "
+		                     "LEFT JOIN bios_actual a ON a.node_id = n.id AND a.name = pa.name "
+		                     "LEFT JOIN racks r ON r.id = n.rack_id WHERE a.value IS NOT "
+		                     "pa.value AND " BIOS_DRIFT_WHERE "ORDER BY n.name, pa.name");
+		if (s == NULL) {
+			e = RP_ERR_INTERNAL;
+			goto out;
+		}
+		sqlite3_bind_int64(s, 1, rack_id);
+		sqlite3_bind_int64(s, 2, node_id);
+		store_bind_str(s, 3, filter, "class");
+		e = i == 0 ? store_drift_count(c, s, &checked)
+		           : store_drift_collect(c, s, "profile", "attributes", 1, &items);
+		if (e != RP_ERR_OK)
+			goto out;
+	}
+	*out = json_pack("{s:I, s:I, s:o}", "nodes_checked", (json_int_t)checked, "nodes_drifted",
+	                 (json_int_t)json_array_size(items), "items", items);
+	items = NULL;
+out:
+	store_read_end(c);
+	json_decref(items);
+	return e;
+}

@@ -1,0 +1,709 @@
+/* Connections, migrations, the statement cache and the row/JSON helpers. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+static int next_slot;
+
+static void
+conn_close(struct conn *c)
+{
+	int i;
+
+	for (i = 0; i < STMT_SLOTS; i++)
+		sqlite3_finalize(c->stmt[i]);
+	sqlite3_close(c->db);
+	free(c);
+}
+
+/* Thread exit: unlink this thread's connection and close it. */
+static void
+conn_release(void *p)
+{
+	struct conn *c = p, **pp;
+	struct rp_store *st = c->st;
+
+	pthread_mutex_lock(&st->mu);
+	for (pp = &st->all; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&st->mu);
+	conn_close(c);
+}
+
+static int
+exec(sqlite3 *db, const char *sql, char *why, size_t whylen)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+
+	if (rc != SQLITE_OK && why)
+		snprintf(why, whylen, "%s", msg ? msg : sqlite3_errstr(rc));
+	sqlite3_free(msg);
+	return rc;
+}
+
+static sqlite3 *
+db_open(const char *path, char *why, size_t whylen)
+{
+	sqlite3 *db = NULL;
+	int rc;
+
+	rc = sqlite3_open_v2(path, &db,
+	                     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(why, whylen, "cannot open %s: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		sqlite3_close(db);
+		return NULL;
+	}
+	sqlite3_extended_result_codes(db, 1);
+	sqlite3_busy_timeout(db, 10000);
+	/* synchronous=FULL: an acknowledged change survives power loss, not only a crash. */
+	if (exec(db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;"
+	             "PRAGMA cache_size=-16384;",
+	         why, whylen) != SQLITE_OK) {
+		sqlite3_close(db);
+		return NULL;
+	}
+	return db;
+}
+
+struct conn *
+store_conn(struct rp_store *st)
+{
+	struct conn *c = pthread_getspecific(st->key);
+	char why[256];
+
+	if (c != NULL)
+		return c;
+	c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return NULL;
+	c->db = db_open(st->path, why, sizeof why);
+	if (c->db == NULL) {
+		rp_log_error("store: %s", why);
+		free(c);
+		return NULL;
+	}
+	c->st = st;
+	pthread_mutex_lock(&st->mu);
+	c->next = st->all;
+	st->all = c;
+	pthread_mutex_unlock(&st->mu);
+	pthread_setspecific(st->key, c);
+	return c;
+}
+
+int
+rp_store_schema_latest(void)
+{
+	return rp_schema_migrations[rp_schema_count - 1].version;
+}
+
+int
+rp_store_schema_version(struct rp_store *st)
+{
+	return st->version;
+}
+
+static int
+user_version(sqlite3 *db)
+{
+	sqlite3_stmt *s = NULL;
+	int v = -1;
+
+	if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, NULL) == SQLITE_OK &&
+	    sqlite3_step(s) == SQLITE_ROW)
+		v = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
+/* Apply pending migrations in one exclusive transaction, so two servers starting on one
+ * file cannot both migrate and a failed migration leaves the old schema intact. */
+static enum rp_err
+migrate(sqlite3 *db, int *version, char *why, size_t whylen)
+{
+	enum rp_err rc = RP_ERR_INTERNAL;
+	int v, i, latest = rp_store_schema_latest();
+	char sql[64];
+
+	if (exec(db, "BEGIN EXCLUSIVE", why, whylen) != SQLITE_OK)
+		return RP_ERR_INTERNAL;
+	v = user_version(db);
+	if (v < 0) {
+		snprintf(why, whylen, "cannot read schema version: %s", sqlite3_errmsg(db));
+		goto out;
+	}
+	if (v > latest) {
+		snprintf(why, whylen,
+		         "database schema version %d is newer than this rackpilotd knows (%d); "
+		         "run a newer rackpilotd or restore a backup",
+		         v, latest);
+		rc = RP_ERR_CONFLICT;
+		goto out;
+	}
+	for (i = 0; i < rp_schema_count; i++) {
+		const struct migration *m = &rp_schema_migrations[i];
+		char msg[192];
+
+		if (m->version <= v)
+			continue;
+		if (exec(db, m->sql, msg, sizeof msg) != SQLITE_OK) {
+			snprintf(why, whylen, "migration %s failed: %s", m->name, msg);
+			goto out;
+		}
+		snprintf(sql, sizeof sql, "PRAGMA user_version=%d", m->version);
+		if (exec(db, sql, why, whylen) != SQLITE_OK)
+			goto out;
+		rp_log_info("store: applied migration %s", m->name);
+		v = m->version;
+	}
+	if (exec(db, "COMMIT", why, whylen) != SQLITE_OK)
+		goto out;
+	*version = v;
+	return RP_ERR_OK;
+out:
+	exec(db, "ROLLBACK", NULL, 0);
+	return rc;
+}
+
+enum rp_err
+rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen)
+{
+	struct rp_store *st = NULL;
+	enum rp_err rc = RP_ERR_INTERNAL;
+	sqlite3 *db = NULL;
+	char mode[16] = "";
+	sqlite3_stmt *s = NULL;
+
+	db = db_open(path, why, whylen);
+	if (db == NULL)
+		goto out;
+	if (sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &s, NULL) == SQLITE_OK &&
+	    sqlite3_step(s) == SQLITE_ROW)
+		snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+	if (strcmp(mode, "wal") != 0) {
+		snprintf(why, whylen, "cannot switch %s to WAL mode (got '%s'): %s", path, mode,
+		         sqlite3_errmsg(db));
+		goto out;
+	}
+	st = calloc(1, sizeof *st);
+	if (st == NULL || (st->path = strdup(path)) == NULL) {
+		snprintf(why, whylen, "out of memory");
+		goto out;
+	}
+	rc = migrate(db, &st->version, why, whylen);
+	if (rc != RP_ERR_OK)
+		goto out;
+	rc = RP_ERR_INTERNAL;
+	if (pthread_key_create(&st->key, conn_release) != 0) {
+		snprintf(why, whylen, "pthread_key_create failed");
+		goto out;
+	}
+	pthread_mutex_init(&st->mu, NULL);
+	*out = st;
+	st = NULL;
+	rc = RP_ERR_OK;
+out:
+	sqlite3_close(db);
+	if (st) {
+		free(st->path);
+		free(st);
+	}
+	return rc;
+}
+
+void
+rp_store_free(struct rp_store *st)
+{
+	struct conn *c, *n;
+
+	if (st == NULL)
+		return;
+	/* The calling thread's own connection is in the list too; forget it before closing. */
+	pthread_setspecific(st->key, NULL);
+	for (c = st->all; c; c = n) {
+		n = c->next;
+		conn_close(c);
+	}
+	pthread_key_delete(st->key);
+	pthread_mutex_destroy(&st->mu);
+	free(st->path);
+	free(st);
+}
+
+sqlite3_stmt *
+store_prep(struct conn *c, int *slot, const char *sql)
+{
+	int n = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+	if (n == 0) {
+		int want = __atomic_add_fetch(&next_slot, 1, __ATOMIC_ACQ_REL), expect = 0;
+
+		if (want >= STMT_SLOTS) {
+			rp_log_error("store: statement cache full; raise STMT_SLOTS");
+			return NULL;
+		}
+		n = __atomic_compare_exchange_n(slot, &expect, want, 0, __ATOMIC_ACQ_REL,
+		                                __ATOMIC_ACQUIRE)
+		            ? want
+		            : expect;
+	}
+	if (c->stmt[n] == NULL) {
+		if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->stmt[n],
+		                       NULL) != SQLITE_OK) {
+			rp_log_error("store: prepare failed: %s: %.120s", sqlite3_errmsg(c->db), sql);
+			return NULL;
+		}
+		return c->stmt[n];
+	}
+	sqlite3_reset(c->stmt[n]);
+	sqlite3_clear_bindings(c->stmt[n]);
+	return c->stmt[n];
+}
+
+void
+store_done(sqlite3_stmt *s)
+{
+	if (s)
+		sqlite3_reset(s);
+}
+
+enum rp_err
+store_begin(struct conn *c)
+{
+	int rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+
+	return rc == SQLITE_OK ? RP_ERR_OK : store_sqlerr(c, rc, "begin");
+}
+
+enum rp_err
+store_commit(struct conn *c)
+{
+	int rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+
+	if (rc == SQLITE_OK)
+		return RP_ERR_OK;
+	store_rollback(c);
+	return store_sqlerr(c, rc, "commit");
+}
+
+void
+store_rollback(struct conn *c)
+{
+	if (!sqlite3_get_autocommit(c->db))
+		sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+enum rp_err
+store_read_begin(struct conn *c)
+{
+	int rc = sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+
+	return rc == SQLITE_OK ? RP_ERR_OK : store_sqlerr(c, rc, "begin read");
+}
+
+void
+store_read_end(struct conn *c)
+{
+	if (!sqlite3_get_autocommit(c->db))
+		sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+}
+
+enum rp_err
+store_sqlerr(struct conn *c, int rc, const char *what)
+{
+	switch (rc & 0xff) {
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		rp_log_warn("store: %s: database busy", what);
+		return RP_ERR_UNAVAILABLE;
+	case SQLITE_CONSTRAINT:
+		return RP_ERR_CONFLICT;
+	default:
+		rp_log_error("store: %s: %s (%d)", what, sqlite3_errmsg(c->db), rc);
+		return RP_ERR_INTERNAL;
+	}
+}
+
+static json_t *
+column_value(sqlite3_stmt *s, int i, const char *hint)
+{
+	int type = sqlite3_column_type(s, i);
+	char ts[RP_TIME_BUF];
+
+	if (type == SQLITE_NULL)
+		return json_null();
+	if (hint == NULL) {
+		switch (type) {
+		case SQLITE_INTEGER:
+			return json_integer(sqlite3_column_int64(s, i));
+		case SQLITE_FLOAT:
+			return json_real(sqlite3_column_double(s, i));
+		default:
+			return json_stringn((const char *)sqlite3_column_text(s, i),
+			                    (size_t)sqlite3_column_bytes(s, i));
+		}
+	}
+	if (strcmp(hint, "bool") == 0)
+		return json_boolean(sqlite3_column_int64(s, i) != 0);
+	if (strcmp(hint, "time") == 0)
+		return json_string(rp_time_format(sqlite3_column_int64(s, i), ts));
+	if (strcmp(hint, "json") == 0) {
+		json_t *v = json_loadb((const char *)sqlite3_column_text(s, i),
+		                       (size_t)sqlite3_column_bytes(s, i), JSON_DECODE_ANY, NULL);
+
+		return v ? v : json_null();
+	}
+	return json_null();
+}
+
+static int
+all_null(json_t *o)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(o, k, v)
+	{
+		if (!json_is_null(v))
+			return 0;
+	}
+	return 1;
+}
+
+json_t *
+store_row(sqlite3_stmt *s)
+{
+	json_t *o = json_object();
+	int i, n = sqlite3_column_count(s);
+
+	for (i = 0; i < n; i++) {
+		const char *name = sqlite3_column_name(s, i), *colon, *dot;
+		char key[64], sub[64];
+		const char *hint = NULL;
+		size_t kl;
+
+		if (name == NULL || name[0] == '_')
+			continue;
+		colon = strchr(name, ':');
+		kl = colon ? (size_t)(colon - name) : strlen(name);
+		if (kl >= sizeof key)
+			continue;
+		memcpy(key, name, kl);
+		key[kl] = '\0';
+		if (colon)
+			hint = colon + 1;
+		dot = strchr(key, '.');
+		if (dot) {
+			json_t *parent;
+
+			snprintf(sub, sizeof sub, "%s", dot + 1);
+			key[dot - key] = '\0';
+			parent = json_object_get(o, key);
+			if (parent == NULL) {
+				parent = json_object();
+				json_object_set_new(o, key, parent);
+			}
+			json_object_set_new(parent, sub, column_value(s, i, hint));
+		} else {
+			json_object_set_new(o, key, column_value(s, i, hint));
+		}
+	}
+	/* Nested objects from a LEFT JOIN that found nothing read as null, not {all: null}. */
+	{
+		const char *k;
+		json_t *v;
+		void *tmp;
+
+		json_object_foreach_safe(o, tmp, k, v)
+		{
+			if (json_is_object(v) && json_object_size(v) > 0 && all_null(v))
+				json_object_set_new(o, k, json_null());
+		}
+	}
+	return o;
+}
+
+json_t *
+store_rows(sqlite3_stmt *s)
+{
+	json_t *a = json_array();
+	int rc;
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_array_append_new(a, store_row(s));
+	if (rc != SQLITE_DONE) {
+		rp_log_error("store: step: %s", sqlite3_errmsg(sqlite3_db_handle(s)));
+		json_decref(a);
+		a = NULL;
+	}
+	sqlite3_reset(s);
+	return a;
+}
+
+void
+store_bind_text(sqlite3_stmt *s, int i, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(s, i);
+}
+
+void
+store_bind_str(sqlite3_stmt *s, int i, json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (json_is_string(v))
+		sqlite3_bind_text(s, i, json_string_value(v), (int)json_string_length(v),
+		                  SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(s, i);
+}
+
+void
+store_bind_int(sqlite3_stmt *s, int i, json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (json_is_integer(v))
+		sqlite3_bind_int64(s, i, json_integer_value(v));
+	else if (json_is_boolean(v))
+		sqlite3_bind_int(s, i, json_is_true(v));
+	else
+		sqlite3_bind_null(s, i);
+}
+
+void
+store_bind_real(sqlite3_stmt *s, int i, json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (json_is_number(v))
+		sqlite3_bind_double(s, i, json_number_value(v));
+	else
+		sqlite3_bind_null(s, i);
+}
+
+enum rp_err
+store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id)
+{
+	static const char *by_uuid[] = {
+	    [T_RACK] = "SELECT id FROM racks WHERE uuid = ?",
+	    [T_NODE] = "SELECT id FROM nodes WHERE uuid = ?",
+	    [T_PROFILE] = "SELECT id FROM bios_profiles WHERE uuid = ?",
+	    [T_BASELINE] = "SELECT id FROM firmware_baselines WHERE uuid = ?",
+	};
+	static const char *by_name[] = {
+	    [T_RACK] = "SELECT id FROM racks WHERE name = ?",
+	    [T_NODE] = "SELECT id FROM nodes WHERE name = ?",
+	    [T_PROFILE] = "SELECT id FROM bios_profiles WHERE name = ?",
+	    [T_BASELINE] = "SELECT id FROM firmware_baselines WHERE name = ?",
+	};
+	static int slots[2][4];
+	sqlite3_stmt *s;
+	char lower[RP_UUID_BUF];
+	int uuid = rp_uuid_valid(key), rc, i;
+
+	if (key == NULL)
+		return RP_ERR_NOT_FOUND;
+	s = store_prep(c, &slots[uuid][t], uuid ? by_uuid[t] : by_name[t]);
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	if (uuid) {
+		for (i = 0; i < 36; i++)
+			lower[i] = (char)((key[i] >= 'A' && key[i] <= 'F') ? key[i] + 32 : key[i]);
+		lower[36] = '\0';
+		key = lower;
+	}
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*id = sqlite3_column_int64(s, 0);
+		sqlite3_reset(s);
+		return RP_ERR_OK;
+	}
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "lookup");
+}
+
+enum rp_err
+store_event(struct conn *c, const char *actor, const char *action, const char *otype,
+            const char *oid, const char *oname, int64_t node_id, int64_t rack_id,
+            const char *summary, json_t *detail)
+{
+	sqlite3_stmt *s = STMT(c, "INSERT INTO events(at, actor, action, object_type, object_id, "
+	                          "object_name, node_id, rack_id, summary, detail) "
+	                          "VALUES (?,?,?,?,?,?,?,?,?,?)");
+	char *d = NULL;
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, rp_time_now_ms());
+	store_bind_text(s, 2, actor ? actor : "system");
+	store_bind_text(s, 3, action);
+	store_bind_text(s, 4, otype);
+	store_bind_text(s, 5, oid);
+	store_bind_text(s, 6, oname);
+	if (node_id > 0)
+		sqlite3_bind_int64(s, 7, node_id);
+	if (rack_id > 0)
+		sqlite3_bind_int64(s, 8, rack_id);
+	store_bind_text(s, 9, summary);
+	if (detail && (d = json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS)) != NULL)
+		sqlite3_bind_text(s, 10, d, -1, free);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "event");
+}
+
+json_t *
+store_why(const char *field, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (field)
+		return json_pack("{s:s, s:s}", "field", field, "reason", buf);
+	return json_pack("{s:s}", "reason", buf);
+}
+
+static int
+skipped(const char *k, const char *const *skip)
+{
+	for (; skip && *skip; skip++)
+		if (strcmp(*skip, k) == 0)
+			return 1;
+	return 0;
+}
+
+static void
+diff_into(json_t *d, const char *prefix, json_t *a, json_t *b, const char *const *skip)
+{
+	const char *k;
+	json_t *v;
+	char path[128];
+
+	/* Keys present in either side; b's keys first, then those only in a. */
+	json_object_foreach(b, k, v)
+	{
+		json_t *old = json_object_get(a, k);
+
+		snprintf(path, sizeof path, "%s%s", prefix, k);
+		if (skipped(path, skip))
+			continue;
+		if (json_is_object(v) && json_is_object(old) && prefix[0] == '\0') {
+			char pre[80];
+
+			snprintf(pre, sizeof pre, "%s.", k);
+			diff_into(d, pre, old, v, skip);
+			continue;
+		}
+		if (old == NULL)
+			old = json_null();
+		if (!json_equal(old, v))
+			json_object_set_new(d, path, json_pack("{s:O, s:O}", "from", old, "to", v));
+	}
+	json_object_foreach(a, k, v)
+	{
+		snprintf(path, sizeof path, "%s%s", prefix, k);
+		if (json_object_get(b, k) != NULL || skipped(path, skip) || json_is_null(v))
+			continue;
+		json_object_set_new(d, path, json_pack("{s:O, s:n}", "from", v, "to"));
+	}
+}
+
+json_t *
+store_diff(json_t *before, json_t *after, const char *const *skip)
+{
+	json_t *d = json_object();
+
+	diff_into(d, "", before, after, skip);
+	if (json_object_size(d) == 0) {
+		json_decref(d);
+		return NULL;
+	}
+	return d;
+}
+
+char *
+store_canon(json_t *v)
+{
+	return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+}
+
+void
+store_merge(json_t *target, json_t *patch)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(patch, k, v)
+	{
+		json_t *cur = json_object_get(target, k);
+
+		if (json_is_null(v))
+			json_object_del(target, k);
+		else if (json_is_object(v) && json_is_object(cur))
+			store_merge(cur, v);
+		else if (json_is_object(v)) {
+			json_t *fresh = json_object();
+
+			store_merge(fresh, v);
+			json_object_set_new(target, k, fresh);
+		} else
+			json_object_set(target, k, v);
+	}
+}
+
+enum rp_err
+store_page(struct conn *c, sqlite3_stmt *s, const struct rp_page_req *rq, const char *keyname,
+           struct rp_page *out)
+{
+	json_t *items = json_array();
+	int64_t last_id = 0;
+	int rc, n = 0, more = 0;
+	char last_key[128] = "";
+
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *row, *k;
+
+		if (n == rq->limit) {
+			more = 1;
+			break;
+		}
+		row = store_row(s);
+		last_id = sqlite3_column_int64(s, 0);
+		k = json_object_get(row, keyname);
+		snprintf(last_key, sizeof last_key, "%s", json_is_string(k) ? json_string_value(k) : "");
+		json_array_append_new(items, row);
+		n++;
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		json_decref(items);
+		return store_sqlerr(c, rc, "page");
+	}
+	out->items = items;
+	out->more = more;
+	out->last_id = last_id;
+	memcpy(out->last_key, last_key, sizeof out->last_key);
+	return RP_ERR_OK;
+}

@@ -1,0 +1,55 @@
+/* The event log: newest first, keyset-paged by event id. */
+#include <stdint.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+#define EVENT_COLS                                                                         \
+	"SELECT e.id AS _id, e.id, e.at AS \"at:time\", e.actor, e.action, e.object_type AS " \
+	"\"object.type\", e.object_id AS \"object.id\", e.object_name AS \"object.name\", "    \
+	"e.summary, e.detail AS \"detail:json\" FROM events e "
+
+#define EVENT_FILTER                                                                       \
+	"AND (?3 IS NULL OR e.at >= ?3) AND (?4 IS NULL OR e.at < ?4) AND (?5 IS NULL OR "    \
+	"substr(e.action, 1, length(?5)) = ?5) ORDER BY e.id DESC LIMIT ?6"
+
+enum rp_err
+rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
+{
+	struct conn *c = store_conn(st);
+	json_t *f = rq->filter, *since = json_object_get(f, "since"), *until = json_object_get(f, "until");
+	const char *node = json_string_value(json_object_get(f, "node"));
+	const char *rack = json_string_value(json_object_get(f, "rack"));
+	sqlite3_stmt *s;
+	int64_t id = 0;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	/* Separate statements per scope so each uses its own index. */
+	if (node) {
+		e = store_id_of(c, T_NODE, node, &id);
+		s = STMT(c, EVENT_COLS "WHERE e.node_id = ?2 AND e.id < ?1 " EVENT_FILTER);
+	} else if (rack) {
+		e = store_id_of(c, T_RACK, rack, &id);
+		s = STMT(c, EVENT_COLS "WHERE e.rack_id = ?2 AND e.id < ?1 " EVENT_FILTER);
+	} else {
+		e = RP_ERR_OK;
+		s = STMT(c, EVENT_COLS "WHERE e.id < ?1 AND ?2 IS NULL " EVENT_FILTER);
+	}
+	if (e != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
+	if (id)
+		sqlite3_bind_int64(s, 2, id);
+	if (json_is_integer(since))
+		sqlite3_bind_int64(s, 3, json_integer_value(since));
+	if (json_is_integer(until))
+		sqlite3_bind_int64(s, 4, json_integer_value(until));
+	store_bind_str(s, 5, f, "action");
+	sqlite3_bind_int(s, 6, rq->limit + 1);
+	return store_page(c, s, rq, "action", out);
+}

@@ -1,0 +1,179 @@
+/* Bulk import: one transaction, every bad row reported, nothing written on any error. */
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+static void
+row_error(json_t *errors, const char *kind, size_t index, json_t *item, enum rp_err e,
+          json_t *why)
+{
+	json_t *row = json_pack("{s:s, s:I, s:O, s:s}", "kind", kind, "index", (json_int_t)index,
+	                        "name", json_object_get(item, "name") ? json_object_get(item, "name")
+	                                                              : json_null(),
+	                        "code", rp_err_code(e));
+
+	if (json_is_object(why))
+		json_object_update(row, why);
+	else
+		json_object_set_new(row, "reason", json_string(rp_err_message(e)));
+	json_array_append_new(errors, row);
+}
+
+/* Client-side faults a row can have; anything else aborts the import. */
+static int
+row_fault(enum rp_err e)
+{
+	return rp_err_status(e) >= 400 && rp_err_status(e) < 500;
+}
+
+enum rp_err
+rp_store_import(struct rp_store *st, json_t *manifest, int create_racks, int dry_run,
+                const char *actor, json_t **out, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *errors = json_array(), *created_racks = json_array(), *item;
+	int64_t id, racks = 0, nodes = 0;
+	enum rp_err e;
+	size_t i;
+	char summary[160];
+
+	if (c == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		goto out;
+	json_array_foreach(json_object_get(manifest, "racks"), i, item)
+	{
+		json_t *why = NULL;
+
+		e = store_rack_insert(c, item, actor, &id, &why);
+		if (e == RP_ERR_OK)
+			racks++;
+		else if (row_fault(e))
+			row_error(errors, "rack", i, item, e, why);
+		json_decref(why);
+		if (e != RP_ERR_OK && !row_fault(e))
+			goto out;
+	}
+	json_array_foreach(json_object_get(manifest, "nodes"), i, item)
+	{
+		const char *rack = json_string_value(json_object_get(item, "rack"));
+		json_t *why = NULL;
+
+		if (create_racks && rack && store_id_of(c, T_RACK, rack, &id) == RP_ERR_NOT_FOUND) {
+			json_t *r = json_pack("{s:s}", "name", rack);
+
+			json_object_update_missing(r, json_object_get(item, "_rack"));
+			e = store_rack_insert(c, r, actor, &id, &why);
+			json_decref(r);
+			if (e == RP_ERR_OK) {
+				racks++;
+				json_array_append_new(created_racks, json_string(rack));
+			} else if (!row_fault(e)) {
+				goto out;
+			}
+			json_decref(why);
+			why = NULL;
+		}
+		e = store_node_insert(c, item, actor, &id, &why);
+		if (e == RP_ERR_OK)
+			nodes++;
+		else if (row_fault(e))
+			row_error(errors, "node", i, item, e, why);
+		json_decref(why);
+		if (e != RP_ERR_OK && !row_fault(e))
+			goto out;
+	}
+	if (json_array_size(errors) > 0) {
+		*detail = json_pack("{s:O}", "errors", errors);
+		e = RP_ERR_IMPORT_INVALID;
+		goto out;
+	}
+	*out = json_pack("{s:I, s:I, s:O, s:b}", "racks_created", (json_int_t)racks, "nodes_created",
+	                 (json_int_t)nodes, "racks_auto_created", created_racks, "dry_run", dry_run);
+	if (dry_run) {
+		e = RP_ERR_OK;
+		goto out;
+	}
+	snprintf(summary, sizeof summary, "import: %lld rack(s), %lld node(s)", (long long)racks,
+	         (long long)nodes);
+	if ((e = store_event(c, actor, "import.applied", "import", NULL, NULL, 0, 0, summary, *out)) !=
+	    RP_ERR_OK)
+		goto fail;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto fail;
+	goto out;
+fail:
+	json_decref(*out);
+	*out = NULL;
+out:
+	if (c)
+		store_rollback(c);
+	json_decref(errors);
+	json_decref(created_racks);
+	return e;
+}
+
+enum rp_err
+rp_store_stats(struct rp_store *st, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *by_state = NULL;
+	int64_t nodes = 0, racks = 0, bytes = 0;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
+		return e;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT provision_state, count(*) FROM nodes GROUP BY provision_state");
+	if (s == NULL)
+		goto out;
+	by_state = json_object();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_object_set_new(by_state, (const char *)sqlite3_column_text(s, 0),
+		                    json_integer(sqlite3_column_int64(s, 1)));
+		nodes += sqlite3_column_int64(s, 1);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		goto out;
+	s = STMT(c, "SELECT (SELECT count(*) FROM racks), (SELECT page_count * page_size FROM "
+	            "pragma_page_count(), pragma_page_size())");
+	if (s == NULL)
+		goto out;
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		racks = sqlite3_column_int64(s, 0);
+		bytes = sqlite3_column_int64(s, 1);
+	}
+	sqlite3_reset(s);
+	*out = json_pack("{s:O, s:I, s:I, s:I}", "nodes_by_state", by_state, "nodes",
+	                 (json_int_t)nodes, "racks", (json_int_t)racks, "db_bytes", (json_int_t)bytes);
+	e = RP_ERR_OK;
+out:
+	store_read_end(c);
+	json_decref(by_state);
+	return e;
+}
+
+enum rp_err
+rp_store_ping(struct rp_store *st)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT 1");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "ping");
+}

@@ -1,0 +1,626 @@
+/* Nodes with their tags, MACs and BMC; inventory. */
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+#define NODE_COLS                                                                         \
+	"SELECT n.id AS _id, n.uuid AS id, n.name, r.name AS rack, n.u_position, n.u_height, " \
+	"n.serial, n.vendor, n.model, n.node_class, "                                          \
+	"(SELECT json_group_array(tag) FROM (SELECT tag FROM node_tags WHERE node_id = n.id "  \
+	"ORDER BY tag)) AS \"tags:json\", "                                                    \
+	"(SELECT json_group_array(mac) FROM (SELECT mac FROM node_macs WHERE node_id = n.id "  \
+	"ORDER BY mac)) AS \"macs:json\", "                                                    \
+	"b.driver AS \"bmc.driver\", b.address AS \"bmc.address\", b.port AS \"bmc.port\", "   \
+	"b.username AS \"bmc.username\", CASE WHEN b.node_id IS NULL THEN NULL ELSE "          \
+	"b.password IS NOT NULL END AS \"bmc.password_set:bool\", CASE WHEN b.node_id IS NULL " \
+	"THEN NULL ELSE b.tls_verify END AS \"bmc.tls_verify:bool\", "                         \
+	"p.name AS bios_profile, n.provision_state, n.power_state, "                           \
+	"n.power_state_at AS \"power_state_at:time\", n.maintenance AS \"maintenance:bool\", " \
+	"n.maintenance_reason, n.expected AS \"expected:json\", n.version, "                   \
+	"n.created_at AS \"created_at:time\", n.updated_at AS \"updated_at:time\" "            \
+	"FROM nodes n LEFT JOIN racks r ON r.id = n.rack_id LEFT JOIN bmcs b ON "              \
+	"b.node_id = n.id LEFT JOIN bios_profiles p ON p.id = n.bios_profile_id "
+
+/* Members of the wire object the caller cannot write (the API rejects them first). */
+static const char *const computed[] = {"id",          "provision_state", "power_state",
+                                       "power_state_at", "version",      "created_at",
+                                       "updated_at",  NULL};
+static const char *const diff_skip[] = {"id", "version", "created_at", "updated_at",
+                                        "bmc.password_set", NULL};
+
+static enum rp_err
+node_load(struct conn *c, int64_t id, json_t **out)
+{
+	sqlite3_stmt *s = STMT(c, NODE_COLS "WHERE n.id = ?");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*out = store_row(s);
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node load");
+}
+
+/* Everything that needs the database before a node row is written: unique name, known
+ * rack and profile, free rack units, unclaimed MACs. rack_id/profile_id are resolved. */
+static enum rp_err
+node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t *profile_id,
+           json_t **detail)
+{
+	const char *name = json_string_value(json_object_get(obj, "name"));
+	const char *rack = json_string_value(json_object_get(obj, "rack"));
+	const char *profile = json_string_value(json_object_get(obj, "bios_profile"));
+	json_t *pos = json_object_get(obj, "u_position"), *macs = json_object_get(obj, "macs"), *m;
+	json_t *bmc = json_object_get(obj, "bmc");
+	sqlite3_stmt *s;
+	int64_t other, lo, hi, height;
+	enum rp_err e;
+	size_t i;
+	int rc;
+
+	e = store_id_of(c, T_NODE, name, &other);
+	if (e == RP_ERR_OK && other != self) {
+		*detail = store_why("name", "a node named '%s' already exists", name);
+		return RP_ERR_DUPLICATE;
+	}
+	if (e != RP_ERR_OK && e != RP_ERR_NOT_FOUND)
+		return e;
+	*rack_id = 0;
+	if (rack) {
+		e = store_id_of(c, T_RACK, rack, rack_id);
+		if (e == RP_ERR_NOT_FOUND) {
+			*detail = store_why("rack", "no rack named '%s'", rack);
+			return RP_ERR_INVALID_FIELD;
+		}
+		if (e != RP_ERR_OK)
+			return e;
+	}
+	*profile_id = 0;
+	if (profile) {
+		e = store_id_of(c, T_PROFILE, profile, profile_id);
+		if (e == RP_ERR_NOT_FOUND) {
+			*detail = store_why("bios_profile", "no BIOS profile named '%s'", profile);
+			return RP_ERR_INVALID_FIELD;
+		}
+		if (e != RP_ERR_OK)
+			return e;
+	}
+	if (json_is_object(bmc) && !json_is_string(json_object_get(bmc, "driver"))) {
+		*detail = store_why("bmc.driver", "a BMC needs a driver (ipmi, redfish or fake)");
+		return RP_ERR_MISSING_FIELD;
+	}
+	if (json_is_integer(pos)) {
+		if (*rack_id == 0) {
+			*detail = store_why("u_position", "a rack position needs a rack");
+			return RP_ERR_INVALID_FIELD;
+		}
+		lo = json_integer_value(pos);
+		hi = lo + (json_is_integer(json_object_get(obj, "u_height"))
+		               ? json_integer_value(json_object_get(obj, "u_height"))
+		               : 1) -
+		     1;
+		s = STMT(c, "SELECT height_u FROM racks WHERE id = ?");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_int64(s, 1, *rack_id);
+		height = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+		sqlite3_reset(s);
+		if (hi > height) {
+			*detail = store_why("u_position", "U%lld-U%lld does not fit in rack %s (%lld U)",
+			                    (long long)lo, (long long)hi, rack, (long long)height);
+			return RP_ERR_INVALID_FIELD;
+		}
+		s = STMT(c, "SELECT name, u_position, u_position + u_height - 1 FROM nodes "
+		            "WHERE rack_id = ?1 AND id != ?2 AND u_position IS NOT NULL "
+		            "AND u_position <= ?4 AND u_position + u_height - 1 >= ?3 LIMIT 1");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_int64(s, 1, *rack_id);
+		sqlite3_bind_int64(s, 2, self);
+		sqlite3_bind_int64(s, 3, lo);
+		sqlite3_bind_int64(s, 4, hi);
+		rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW) {
+			*detail = json_pack("{s:s, s:s, s:s, s:I, s:I}", "field", "u_position", "reason",
+			                    "rack units already occupied", "occupied_by",
+			                    (const char *)sqlite3_column_text(s, 0), "from_u",
+			                    (json_int_t)sqlite3_column_int64(s, 1), "to_u",
+			                    (json_int_t)sqlite3_column_int64(s, 2));
+			sqlite3_reset(s);
+			return RP_ERR_SLOT_OCCUPIED;
+		}
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE)
+			return store_sqlerr(c, rc, "slot check");
+	}
+	s = NULL;
+	json_array_foreach(macs, i, m)
+	{
+		s = STMT(c, "SELECT n.name FROM node_macs m JOIN nodes n ON n.id = m.node_id "
+		            "WHERE m.mac = ? AND m.node_id != ?");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_text(s, 1, json_string_value(m), -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(s, 2, self);
+		if (sqlite3_step(s) == SQLITE_ROW) {
+			*detail = json_pack("{s:s, s:s, s:s}", "field", "macs", "reason",
+			                    "MAC address already belongs to another node", "mac",
+			                    json_string_value(m));
+			json_object_set_new(*detail, "node",
+			                    json_string((const char *)sqlite3_column_text(s, 0)));
+			sqlite3_reset(s);
+			return RP_ERR_DUPLICATE;
+		}
+		sqlite3_reset(s);
+	}
+	return RP_ERR_OK;
+}
+
+/* Write the node row and its children. id == 0 inserts (the new id is returned through
+ * *id). keep_password leaves the stored BMC password as it is. */
+static enum rp_err
+node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t profile_id,
+           int keep_password)
+{
+	sqlite3_stmt *s;
+	json_t *v, *bmc = json_object_get(obj, "bmc");
+	char uuid[RP_UUID_BUF], *expected = NULL;
+	int64_t now = rp_time_now_ms();
+	int maint = json_is_true(json_object_get(obj, "maintenance"));
+	size_t i;
+	int rc;
+
+	if (*id == 0) {
+		if (rp_uuid_new(uuid) < 0)
+			return RP_ERR_INTERNAL;
+		s = STMT(c, "INSERT INTO nodes(name, rack_id, u_position, u_height, serial, vendor, "
+		            "model, node_class, bios_profile_id, maintenance, maintenance_reason, "
+		            "expected, uuid, created_at, updated_at) "
+		            "VALUES (?1,?2,?3,coalesce(?4,1),?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?14)");
+	} else {
+		s = STMT(c, "UPDATE nodes SET name = ?1, rack_id = ?2, u_position = ?3, "
+		            "u_height = coalesce(?4,1), serial = ?5, vendor = ?6, model = ?7, "
+		            "node_class = ?8, bios_profile_id = ?9, maintenance = ?10, "
+		            "maintenance_reason = ?11, expected = ?12, version = version + 1, "
+		            "updated_at = ?14 WHERE id = ?15");
+	}
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	store_bind_str(s, 1, obj, "name");
+	if (rack_id)
+		sqlite3_bind_int64(s, 2, rack_id);
+	store_bind_int(s, 3, obj, "u_position");
+	store_bind_int(s, 4, obj, "u_height");
+	store_bind_str(s, 5, obj, "serial");
+	store_bind_str(s, 6, obj, "vendor");
+	store_bind_str(s, 7, obj, "model");
+	store_bind_str(s, 8, obj, "node_class");
+	if (profile_id)
+		sqlite3_bind_int64(s, 9, profile_id);
+	sqlite3_bind_int(s, 10, maint);
+	/* Leaving maintenance clears its reason: a stale reason misleads the next reader. */
+	if (maint)
+		store_bind_str(s, 11, obj, "maintenance_reason");
+	v = json_object_get(obj, "expected");
+	if (json_is_object(v) && (expected = store_canon(v)) != NULL)
+		sqlite3_bind_text(s, 12, expected, -1, free);
+	if (*id == 0)
+		store_bind_text(s, 13, uuid);
+	sqlite3_bind_int64(s, 14, now);
+	if (*id != 0)
+		sqlite3_bind_int64(s, 15, *id);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "node write");
+	if (*id == 0) {
+		*id = sqlite3_last_insert_rowid(c->db);
+	} else {
+		s = STMT(c, "DELETE FROM node_tags WHERE node_id = ?");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_int64(s, 1, *id);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE)
+			return store_sqlerr(c, rc, "tags clear");
+		s = STMT(c, "DELETE FROM node_macs WHERE node_id = ?");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_int64(s, 1, *id);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE)
+			return store_sqlerr(c, rc, "macs clear");
+	}
+	json_array_foreach(json_object_get(obj, "tags"), i, v)
+	{
+		s = STMT(c, "INSERT OR IGNORE INTO node_tags(node_id, tag) VALUES (?, ?)");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_int64(s, 1, *id);
+		sqlite3_bind_text(s, 2, json_string_value(v), -1, SQLITE_TRANSIENT);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE)
+			return store_sqlerr(c, rc, "tag insert");
+	}
+	json_array_foreach(json_object_get(obj, "macs"), i, v)
+	{
+		s = STMT(c, "INSERT OR IGNORE INTO node_macs(mac, node_id) VALUES (?, ?)");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_text(s, 1, json_string_value(v), -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(s, 2, *id);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE)
+			return store_sqlerr(c, rc, "mac insert");
+	}
+	if (json_is_object(bmc)) {
+		s = STMT(c, "INSERT INTO bmcs(node_id, driver, address, port, username, password, "
+		            "tls_verify) VALUES (?1,?2,?3,?4,?5,?6,coalesce(?7,1)) "
+		            "ON CONFLICT(node_id) DO UPDATE SET driver = excluded.driver, "
+		            "address = excluded.address, port = excluded.port, "
+		            "username = excluded.username, password = CASE WHEN ?8 THEN "
+		            "bmcs.password ELSE excluded.password END, tls_verify = excluded.tls_verify");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_int64(s, 1, *id);
+		store_bind_str(s, 2, bmc, "driver");
+		store_bind_str(s, 3, bmc, "address");
+		store_bind_int(s, 4, bmc, "port");
+		store_bind_str(s, 5, bmc, "username");
+		store_bind_str(s, 6, bmc, "password");
+		store_bind_int(s, 7, bmc, "tls_verify");
+		sqlite3_bind_int(s, 8, keep_password);
+	} else {
+		s = STMT(c, "DELETE FROM bmcs WHERE node_id = ?");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_int64(s, 1, *id);
+	}
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "bmc write");
+}
+
+/* Insert one node and its creation event inside the caller's transaction (import uses it). */
+enum rp_err
+store_node_insert(struct conn *c, json_t *in, const char *actor, int64_t *id, json_t **detail)
+{
+	json_t *fresh = NULL, *diff = NULL, *empty = json_object();
+	int64_t rack_id, profile_id, newid = 0;
+	enum rp_err e;
+	char summary[192];
+	const char *rack;
+
+	e = node_check(c, -1, in, &rack_id, &profile_id, detail);
+	if (e != RP_ERR_OK)
+		goto out;
+	e = node_write(c, &newid, in, rack_id, profile_id, 0);
+	if (e != RP_ERR_OK)
+		goto out;
+	e = node_load(c, newid, &fresh);
+	if (e != RP_ERR_OK)
+		goto out;
+	diff = store_diff(empty, fresh, diff_skip);
+	rack = json_string_value(json_object_get(fresh, "rack"));
+	if (rack && json_is_integer(json_object_get(fresh, "u_position")))
+		snprintf(summary, sizeof summary, "node %s created in rack %s at U%lld",
+		         json_string_value(json_object_get(fresh, "name")), rack,
+		         (long long)json_integer_value(json_object_get(fresh, "u_position")));
+	else
+		snprintf(summary, sizeof summary, "node %s created",
+		         json_string_value(json_object_get(fresh, "name")));
+	e = store_event(c, actor, "node.created", "node", json_string_value(json_object_get(fresh, "id")),
+	                json_string_value(json_object_get(fresh, "name")), newid, rack_id, summary,
+	                diff);
+	if (e != RP_ERR_OK)
+		goto out;
+	*id = newid;
+out:
+	json_decref(fresh);
+	json_decref(diff);
+	json_decref(empty);
+	return e;
+}
+
+enum rp_err
+rp_store_node_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
+                     json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *obj = NULL;
+	enum rp_err e;
+	int64_t id;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_node_insert(c, in, actor, &id, detail)) != RP_ERR_OK)
+		goto out;
+	if ((e = node_load(c, id, &obj)) != RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = obj;
+	obj = NULL;
+out:
+	store_rollback(c);
+	json_decref(obj);
+	return e;
+}
+
+enum rp_err
+rp_store_node_get(struct rp_store *st, const char *key, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	int64_t id;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+		return e;
+	return node_load(c, id, out);
+}
+
+#define NODE_FILTER                                                                     \
+	"AND (?2 IS NULL OR n.rack_id = ?2) AND (?3 IS NULL OR n.provision_state = ?3) "   \
+	"AND (?4 IS NULL OR EXISTS (SELECT 1 FROM node_tags t WHERE t.node_id = n.id AND " \
+	"t.tag = ?4)) AND (?5 IS NULL OR n.node_class = ?5) AND (?6 IS NULL OR "          \
+	"n.power_state = ?6) AND (?7 IS NULL OR n.maintenance = ?7) AND (?8 IS NULL OR "   \
+	"instr(n.name, ?8) > 0 OR instr(coalesce(n.serial, ''), ?8) > 0) "
+
+enum rp_err
+rp_store_node_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *f = rq->filter;
+	const char *rack = json_string_value(json_object_get(f, "rack"));
+	const char *maint = json_string_value(json_object_get(f, "maintenance"));
+	int64_t rack_id = 0;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if (rack && (e = store_id_of(c, T_RACK, rack, &rack_id)) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
+	if (rq->sort_by_name) {
+		s = STMT(c, NODE_COLS "WHERE (?1 IS NULL OR n.name > ?1) " NODE_FILTER
+		                      "ORDER BY n.name LIMIT ?9");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		store_bind_text(s, 1, rq->after_key);
+	} else {
+		s = STMT(c, NODE_COLS "WHERE n.id > ?1 " NODE_FILTER "ORDER BY n.id LIMIT ?9");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_int64(s, 1, rq->after_id);
+	}
+	if (rack_id)
+		sqlite3_bind_int64(s, 2, rack_id);
+	store_bind_str(s, 3, f, "state");
+	store_bind_str(s, 4, f, "tag");
+	store_bind_str(s, 5, f, "class");
+	store_bind_str(s, 6, f, "power");
+	if (maint)
+		sqlite3_bind_int(s, 7, strcmp(maint, "true") == 0);
+	store_bind_str(s, 8, f, "q");
+	sqlite3_bind_int(s, 9, rq->limit + 1);
+	return store_page(c, s, rq, "name", out);
+}
+
+enum rp_err
+rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
+                     const char *actor, json_t **out, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *before = NULL, *after = NULL, *fresh = NULL, *diff = NULL;
+	json_t *pbmc = json_object_get(patch, "bmc");
+	int64_t id, rack_id, profile_id;
+	const char *const *k;
+	enum rp_err e;
+	int keep_pw;
+	char summary[160];
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+		goto out;
+	if ((e = node_load(c, id, &before)) != RP_ERR_OK)
+		goto out;
+	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
+		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
+		e = RP_ERR_PRECONDITION_FAILED;
+		goto out;
+	}
+	after = json_deep_copy(before);
+	for (k = computed; *k; k++)
+		json_object_del(after, *k);
+	if (json_is_object(json_object_get(after, "bmc")))
+		json_object_del(json_object_get(after, "bmc"), "password_set");
+	store_merge(after, patch);
+	keep_pw = !(json_is_null(pbmc) || (json_is_object(pbmc) && json_object_get(pbmc, "password")));
+	if ((e = node_check(c, id, after, &rack_id, &profile_id, detail)) != RP_ERR_OK)
+		goto out;
+	if ((e = node_write(c, &id, after, rack_id, profile_id, keep_pw)) != RP_ERR_OK)
+		goto out;
+	if ((e = node_load(c, id, &fresh)) != RP_ERR_OK)
+		goto out;
+	diff = store_diff(before, fresh, diff_skip);
+	/* The password never appears in events, only the fact that it changed. */
+	if (!keep_pw && json_is_object(pbmc)) {
+		if (diff == NULL)
+			diff = json_object();
+		json_object_set_new(diff, "bmc.password", json_string("changed"));
+	}
+	snprintf(summary, sizeof summary, "node %s updated",
+	         json_string_value(json_object_get(fresh, "name")));
+	e = store_event(c, actor, "node.updated", "node", json_string_value(json_object_get(fresh, "id")),
+	                json_string_value(json_object_get(fresh, "name")), id, rack_id, summary, diff);
+	if (e != RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = fresh;
+	fresh = NULL;
+out:
+	store_rollback(c);
+	json_decref(before);
+	json_decref(after);
+	json_decref(fresh);
+	json_decref(diff);
+	return e;
+}
+
+enum rp_err
+rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, const char *actor,
+                     json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *before = NULL;
+	sqlite3_stmt *s;
+	int64_t id, rack_id = 0;
+	enum rp_err e;
+	char summary[160];
+	int rc;
+
+	(void)detail;
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+		goto out;
+	if ((e = node_load(c, id, &before)) != RP_ERR_OK)
+		goto out;
+	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
+		e = RP_ERR_PRECONDITION_FAILED;
+		goto out;
+	}
+	s = STMT(c, "DELETE FROM nodes WHERE id = ? RETURNING rack_id");
+	if (s == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		rack_id = sqlite3_column_int64(s, 0);
+		rc = sqlite3_step(s);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "node delete");
+		goto out;
+	}
+	snprintf(summary, sizeof summary, "node %s deleted",
+	         json_string_value(json_object_get(before, "name")));
+	e = store_event(c, actor, "node.deleted", "node", json_string_value(json_object_get(before, "id")),
+	                json_string_value(json_object_get(before, "name")), id, rack_id, summary, NULL);
+	if (e != RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	json_decref(before);
+	return e;
+}
+
+enum rp_err
+rp_store_node_inventory(struct rp_store *st, const char *key, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	int64_t id;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+		return e;
+	s = STMT(c, "SELECT n.name AS node, i.source, i.collected_at AS \"collected_at:time\", "
+	            "i.data AS \"data:json\" FROM nodes n LEFT JOIN inventory i ON i.node_id = n.id "
+	            "WHERE n.id = ?");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*out = store_row(s);
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "inventory");
+}
+
+enum rp_err
+rp_store_node_inventory_set(struct rp_store *st, const char *key, const char *source,
+                            json_t *data, const char *actor)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	char *text = NULL, summary[160];
+	int64_t id;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL || (text = store_canon(data)) == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		goto out;
+	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+		goto out;
+	s = STMT(c, "INSERT INTO inventory(node_id, data, source, collected_at) VALUES (?,?,?,?) "
+	            "ON CONFLICT(node_id) DO UPDATE SET data = excluded.data, source = "
+	            "excluded.source, collected_at = excluded.collected_at");
+	if (s == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, id);
+	sqlite3_bind_text(s, 2, text, -1, SQLITE_STATIC);
+	store_bind_text(s, 3, source);
+	sqlite3_bind_int64(s, 4, rp_time_now_ms());
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "inventory set");
+		goto out;
+	}
+	s = STMT(c, "UPDATE nodes SET version = version + 1, updated_at = ? WHERE id = ?");
+	if (s == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, rp_time_now_ms());
+	sqlite3_bind_int64(s, 2, id);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "inventory bump");
+		goto out;
+	}
+	snprintf(summary, sizeof summary, "inventory of %s reported by %s", key, source);
+	if ((e = store_event(c, actor, "node.inventory", "node", NULL, key, id, 0, summary, NULL)) !=
+	    RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	free(text);
+	return e;
+}

@@ -1,0 +1,231 @@
+/*
+ * store.h — the only door to the database. All SQL lives behind it, one function per
+ * operation, so a PostgreSQL backend can replace the SQLite one without touching callers.
+ *
+ * Records cross this boundary as jansson objects in their wire shape (the JSON the API
+ * returns), built by the store from its rows; inputs are objects the API has already
+ * validated for type and range. The store checks everything that needs the database
+ * (uniqueness, references, rack-unit overlaps, If-Match versions) inside the same
+ * transaction that writes, so a failed call changes nothing.
+ *
+ * Threads: one struct rp_store is shared by all threads; each thread transparently gets
+ * its own SQLite connection (WAL, foreign keys on, busy timeout). Calls are thread-safe.
+ *
+ * Errors: functions return RP_ERR_OK or an rp_err. Where a `detail` out-param exists it is
+ * set only on failure, to a new object that explains it (caller owns it), or left NULL.
+ * Every mutation records an event with `actor` in the same transaction.
+ */
+#ifndef RP_STORE_H
+#define RP_STORE_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "rackpilot/error.h"
+
+struct rp_store;
+
+/* Open or create the database at path (":memory:" for a private in-memory database is not
+ * supported: every thread needs the same file) and apply pending schema migrations.
+ * On failure writes a message into why and returns an error: RP_ERR_CONFLICT when the
+ * database was written by a newer rackpilotd, RP_ERR_INTERNAL otherwise. */
+enum rp_err rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen);
+
+/* Close every connection. Accepts NULL. Only call once no other thread uses the store. */
+void rp_store_free(struct rp_store *st);
+
+/* Schema version this binary knows (the highest migration compiled in). */
+int rp_store_schema_latest(void);
+
+/* Schema version of the open database. */
+int rp_store_schema_version(struct rp_store *st);
+
+/* ---- Pagination ---------------------------------------------------------------------- */
+
+/* A keyset page request. `after_id` (internal row id) and `after_key` (sort key) come from
+ * the previous page; zero/NULL for the first page. */
+struct rp_page_req {
+	int limit;             /* 1..1000 */
+	int sort_by_name;      /* 0: creation order, 1: name order */
+	int64_t after_id;
+	const char *after_key;
+	json_t *filter;        /* borrowed object of validated filter values, may be NULL */
+};
+
+/* A page: items (new array, caller owns), `more` when another page exists, and the keyset
+ * of the last item for the next cursor. */
+struct rp_page {
+	json_t *items;
+	int more;
+	int64_t last_id;
+	char last_key[128];
+};
+
+/* ---- Tokens ---------------------------------------------------------------------------- */
+
+/* What an authenticated token is. Names are copied in. */
+struct rp_token_info {
+	char id[40];
+	char name[64];
+	char role[16];
+};
+
+/* Create an admin token with the given secret hash if no token exists at all (first start).
+ * Sets *created to 1 when it did. */
+enum rp_err rp_store_token_bootstrap(struct rp_store *st, const char *hash, int *created);
+
+/* Create a token; out gets its wire object (without secret). role: admin|operator|viewer.
+ * expires_at 0 means never. */
+enum rp_err rp_store_token_create(struct rp_store *st, const char *name, const char *role,
+                                  const char *hash, int64_t expires_at, const char *actor,
+                                  json_t **out);
+
+/* Look up a live (not revoked, not expired) token by secret hash. RP_ERR_UNAUTHORIZED when
+ * none matches. */
+enum rp_err rp_store_token_auth(struct rp_store *st, const char *hash, struct rp_token_info *out);
+
+/* All live tokens, newest first, without secrets. */
+enum rp_err rp_store_token_list(struct rp_store *st, json_t **out);
+
+/* Revoke by id. RP_ERR_NOT_FOUND when unknown or already revoked; RP_ERR_CONFLICT when it is
+ * the last live admin token (revoking it would lock everyone out). */
+enum rp_err rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor,
+                                  json_t **detail);
+
+/* ---- Racks ----------------------------------------------------------------------------- */
+
+/* Rack keys are a UUID or a name. Rack objects: id, name, site, row, height_u,
+ * power_budget_kw, notes, node_count, version, created_at, updated_at. */
+enum rp_err rp_store_rack_create(struct rp_store *st, json_t *in, const char *actor,
+                                 json_t **out, json_t **detail);
+enum rp_err rp_store_rack_get(struct rp_store *st, const char *key, json_t **out);
+enum rp_err rp_store_rack_list(struct rp_store *st, const struct rp_page_req *rq,
+                               struct rp_page *out);
+
+/* Merge `patch` into the rack. if_match: required version, or 0 for none
+ * (RP_ERR_PRECONDITION_FAILED on mismatch). Shrinking below a placed node is a conflict. */
+enum rp_err rp_store_rack_update(struct rp_store *st, const char *key, json_t *patch,
+                                 int64_t if_match, const char *actor, json_t **out,
+                                 json_t **detail);
+
+/* Delete a rack that holds no nodes (RP_ERR_IN_USE otherwise). */
+enum rp_err rp_store_rack_delete(struct rp_store *st, const char *key, int64_t if_match,
+                                 const char *actor, json_t **detail);
+
+/* The rack's U slots from top to bottom with the node occupying each, plus nodes in the
+ * rack without a position. */
+enum rp_err rp_store_rack_elevation(struct rp_store *st, const char *key, json_t **out);
+
+/* ---- Nodes ----------------------------------------------------------------------------- */
+
+/* Node objects: id, name, rack, u_position, u_height, serial, vendor, model, node_class,
+ * tags, macs, bmc {driver, address, port, username, password_set, tls_verify} or null,
+ * bios_profile, provision_state, power_state, power_state_at, maintenance,
+ * maintenance_reason, expected, version, created_at, updated_at. The BMC password is
+ * write-only: accepted in `in`/`patch` as bmc.password, never returned. */
+enum rp_err rp_store_node_create(struct rp_store *st, json_t *in, const char *actor,
+                                 json_t **out, json_t **detail);
+enum rp_err rp_store_node_get(struct rp_store *st, const char *key, json_t **out);
+
+/* Filters (all optional strings): rack, state, tag, class, power, maintenance ("true"/
+ * "false"), q (substring of name or serial). */
+enum rp_err rp_store_node_list(struct rp_store *st, const struct rp_page_req *rq,
+                               struct rp_page *out);
+
+/* JSON merge patch (RFC 7396): objects merge, arrays and scalars replace, null removes. */
+enum rp_err rp_store_node_update(struct rp_store *st, const char *key, json_t *patch,
+                                 int64_t if_match, const char *actor, json_t **out,
+                                 json_t **detail);
+enum rp_err rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match,
+                                 const char *actor, json_t **detail);
+
+/* Latest inventory: {source, collected_at, data} with nulls when none was reported. */
+enum rp_err rp_store_node_inventory(struct rp_store *st, const char *key, json_t **out);
+
+/* Store a node's full inventory as reported by `source` (agent, redfish, ...). */
+enum rp_err rp_store_node_inventory_set(struct rp_store *st, const char *key, const char *source,
+                                        json_t *data, const char *actor);
+
+/* ---- BIOS ------------------------------------------------------------------------------ */
+
+/* Profile objects: id, name, node_class, description, attributes {name: value}, node_count,
+ * version, created_at, updated_at. */
+enum rp_err rp_store_bios_profile_create(struct rp_store *st, json_t *in, const char *actor,
+                                         json_t **out, json_t **detail);
+enum rp_err rp_store_bios_profile_get(struct rp_store *st, const char *key, json_t **out);
+enum rp_err rp_store_bios_profile_list(struct rp_store *st, const struct rp_page_req *rq,
+                                       struct rp_page *out);
+enum rp_err rp_store_bios_profile_update(struct rp_store *st, const char *key, json_t *patch,
+                                         int64_t if_match, const char *actor, json_t **out,
+                                         json_t **detail);
+enum rp_err rp_store_bios_profile_delete(struct rp_store *st, const char *key, int64_t if_match,
+                                         const char *actor, json_t **detail);
+
+/* A node's BIOS: {node, actual {name: {value, source, read_at}}, desired {profile, via,
+ * attributes} , diff [{name, actual, desired}], in_sync}. */
+enum rp_err rp_store_node_bios(struct rp_store *st, const char *key, json_t **out);
+
+/* Record actual attribute values read from `source`; replaces values of the same names. */
+enum rp_err rp_store_node_bios_set(struct rp_store *st, const char *key, const char *source,
+                                   json_t *attributes, const char *actor);
+
+/* Fleet BIOS drift. Filters: rack, class, node. {nodes_checked, nodes_drifted, items
+ * [{node, rack, node_class, profile, attributes [{name, actual, desired}]}]}. */
+enum rp_err rp_store_bios_drift(struct rp_store *st, json_t *filter, json_t **out);
+
+/* ---- Firmware -------------------------------------------------------------------------- */
+
+/* Baseline objects: id, name, node_class, description, components {component: version},
+ * version, created_at, updated_at. */
+enum rp_err rp_store_baseline_create(struct rp_store *st, json_t *in, const char *actor,
+                                     json_t **out, json_t **detail);
+enum rp_err rp_store_baseline_get(struct rp_store *st, const char *key, json_t **out);
+enum rp_err rp_store_baseline_list(struct rp_store *st, const struct rp_page_req *rq,
+                                   struct rp_page *out);
+enum rp_err rp_store_baseline_update(struct rp_store *st, const char *key, json_t *patch,
+                                     int64_t if_match, const char *actor, json_t **out,
+                                     json_t **detail);
+enum rp_err rp_store_baseline_delete(struct rp_store *st, const char *key, int64_t if_match,
+                                     const char *actor, json_t **detail);
+
+/* A node's firmware: {node, baseline, components [{component, version, updateable, source,
+ * read_at, desired, status}]} where status is ok|drift|missing|unmanaged. */
+enum rp_err rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out);
+
+/* Record component versions read from `source` (array of {component, version, updateable}). */
+enum rp_err rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *source,
+                                       json_t *components, const char *actor);
+
+/* Fleet firmware drift. Filters: rack, class, node. {nodes_checked, nodes_drifted, items
+ * [{node, rack, node_class, baseline, components [{component, actual, desired}]}]}. */
+enum rp_err rp_store_firmware_drift(struct rp_store *st, json_t *filter, json_t **out);
+
+/* ---- Events ---------------------------------------------------------------------------- */
+
+/* Events newest first. Filters: node, rack (keys), since, until (ms strings), action
+ * (prefix such as "node."). Objects: id, at, actor, action, object {type, id, name},
+ * node, rack, summary, detail. */
+enum rp_err rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq,
+                                struct rp_page *out);
+
+/* ---- Import ---------------------------------------------------------------------------- */
+
+/* All-or-nothing import of a validated manifest {racks: [...], nodes: [...]} whose nodes
+ * reference racks by name (declared in the manifest or existing). create_racks: racks a node
+ * names that exist nowhere are created with defaults (CSV); otherwise they are row errors.
+ * On RP_ERR_IMPORT_INVALID, *detail is {"errors": [{row, kind, name, field, reason}]}.
+ * With dry_run nothing is written either way. On success *out is {racks_created,
+ * nodes_created, dry_run}. */
+enum rp_err rp_store_import(struct rp_store *st, json_t *manifest, int create_racks, int dry_run,
+                            const char *actor, json_t **out, json_t **detail);
+
+/* ---- Health and metrics ---------------------------------------------------------------- */
+
+/* {nodes_by_state {state: n}, nodes, racks, db_bytes}. */
+enum rp_err rp_store_stats(struct rp_store *st, json_t **out);
+
+/* Cheap liveness probe of this thread's connection. */
+enum rp_err rp_store_ping(struct rp_store *st);
+
+#endif

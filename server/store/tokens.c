@@ -1,0 +1,219 @@
+/* API tokens: only the SHA-256 of a secret is stored. */
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+#define TOKEN_COLS                                                                      \
+	"SELECT id AS _id, uuid AS id, name, role, created_at AS \"created_at:time\", "     \
+	"created_by, expires_at AS \"expires_at:time\" FROM tokens "
+
+static enum rp_err
+insert(struct conn *c, const char *name, const char *role, const char *hash, int64_t expires_at,
+       const char *actor, json_t **out)
+{
+	sqlite3_stmt *s;
+	char uuid[RP_UUID_BUF], summary[160];
+	int64_t id;
+	enum rp_err e;
+	int rc;
+
+	if (rp_uuid_new(uuid) < 0)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, "INSERT INTO tokens(uuid, name, role, hash, created_at, created_by, expires_at) "
+	            "VALUES (?,?,?,?,?,?,?)");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	store_bind_text(s, 1, uuid);
+	store_bind_text(s, 2, name);
+	store_bind_text(s, 3, role);
+	store_bind_text(s, 4, hash);
+	sqlite3_bind_int64(s, 5, rp_time_now_ms());
+	store_bind_text(s, 6, actor);
+	if (expires_at > 0)
+		sqlite3_bind_int64(s, 7, expires_at);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "token insert");
+	id = sqlite3_last_insert_rowid(c->db);
+	snprintf(summary, sizeof summary, "%s token '%s' created", role, name);
+	if ((e = store_event(c, actor, "token.created", "token", uuid, name, 0, 0, summary, NULL)) !=
+	    RP_ERR_OK)
+		return e;
+	if (out == NULL)
+		return RP_ERR_OK;
+	s = STMT(c, TOKEN_COLS "WHERE id = ?");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*out = store_row(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "token read");
+}
+
+enum rp_err
+rp_store_token_bootstrap(struct rp_store *st, const char *hash, int *created)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	enum rp_err e;
+	int64_t n = -1;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	s = STMT(c, "SELECT count(*) FROM tokens");
+	if (s == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	if (sqlite3_step(s) == SQLITE_ROW)
+		n = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	if (n < 0) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	if (n == 0 && (e = insert(c, "admin", "admin", hash, 0, "rackpilotd", NULL)) != RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*created = n == 0;
+out:
+	store_rollback(c);
+	return e;
+}
+
+enum rp_err
+rp_store_token_create(struct rp_store *st, const char *name, const char *role, const char *hash,
+                      int64_t expires_at, const char *actor, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	json_t *obj = NULL;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = insert(c, name, role, hash, expires_at, actor, &obj)) != RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = obj;
+	obj = NULL;
+out:
+	store_rollback(c);
+	json_decref(obj);
+	return e;
+}
+
+enum rp_err
+rp_store_token_auth(struct rp_store *st, const char *hash, struct rp_token_info *out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT uuid, name, role FROM tokens WHERE hash = ? AND revoked_at IS NULL "
+	            "AND (expires_at IS NULL OR expires_at > ?)");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, rp_time_now_ms());
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		snprintf(out->id, sizeof out->id, "%s", (const char *)sqlite3_column_text(s, 0));
+		snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(s, 1));
+		snprintf(out->role, sizeof out->role, "%s", (const char *)sqlite3_column_text(s, 2));
+	}
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_UNAUTHORIZED : store_sqlerr(c, rc, "token auth");
+}
+
+enum rp_err
+rp_store_token_list(struct rp_store *st, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *a;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, TOKEN_COLS "WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) "
+	                       "ORDER BY id DESC");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, rp_time_now_ms());
+	if ((a = store_rows(s)) == NULL)
+		return RP_ERR_INTERNAL;
+	*out = a;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	enum rp_err e;
+	char role[16] = "", name[64] = "", summary[160];
+	int64_t now = rp_time_now_ms(), admins = 0;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT role, name, (SELECT count(*) FROM tokens WHERE role = 'admin' AND "
+	            "revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) FROM tokens "
+	            "WHERE uuid = ?1 AND revoked_at IS NULL");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(s, 2, now);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		snprintf(role, sizeof role, "%s", (const char *)sqlite3_column_text(s, 0));
+		snprintf(name, sizeof name, "%s", (const char *)sqlite3_column_text(s, 1));
+		admins = sqlite3_column_int64(s, 2);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW) {
+		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "token revoke");
+		goto out;
+	}
+	if (strcmp(role, "admin") == 0 && admins <= 1) {
+		*detail = store_why(NULL, "this is the last admin token; create another one first");
+		e = RP_ERR_CONFLICT;
+		goto out;
+	}
+	s = STMT(c, "UPDATE tokens SET revoked_at = ? WHERE uuid = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, now);
+	sqlite3_bind_text(s, 2, id, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "token revoke");
+		goto out;
+	}
+	snprintf(summary, sizeof summary, "%s token '%s' revoked", role, name);
+	if ((e = store_event(c, actor, "token.revoked", "token", id, name, 0, 0, summary, NULL)) !=
+	    RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}

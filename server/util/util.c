@@ -1,0 +1,404 @@
+/* Time, randomness, identifiers, hashing and validation helpers. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/sha.h>
+
+#include "util.h"
+
+int64_t
+rp_time_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t
+rp_time_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+char *
+rp_time_format(int64_t ms, char buf[RP_TIME_BUF])
+{
+	time_t s = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&s, &tm);
+	snprintf(buf, RP_TIME_BUF, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+	         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+	return buf;
+}
+
+static int
+digits(const char **p, int n, int *out)
+{
+	int v = 0;
+
+	while (n-- > 0) {
+		if (!isdigit((unsigned char)**p))
+			return -1;
+		v = v * 10 + (*(*p)++ - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+int
+rp_time_parse(const char *s, int64_t *ms)
+{
+	const char *p = s;
+	struct tm tm = {0};
+	int y, mo, d, h, mi, sec, frac = 0, fd = 0, off = 0;
+	time_t t;
+
+	if (s == NULL || *s == '\0')
+		return -1;
+	if (strspn(s, "0123456789") == strlen(s)) {
+		if (strlen(s) > 12)
+			return -1;
+		*ms = strtoll(s, NULL, 10) * 1000;
+		return 0;
+	}
+	if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' ||
+	    digits(&p, 2, &d) || (*p != 'T' && *p != 't' && *p != ' '))
+		return -1;
+	p++;
+	if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi) || *p++ != ':' ||
+	    digits(&p, 2, &sec))
+		return -1;
+	if (*p == '.') {
+		p++;
+		while (isdigit((unsigned char)*p)) {
+			if (fd < 3)
+				frac = frac * 10 + (*p - '0'), fd++;
+			p++;
+		}
+		if (fd == 0)
+			return -1;
+		while (fd++ < 3)
+			frac *= 10;
+	}
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int oh, om, sign = *p == '-' ? -1 : 1;
+
+		p++;
+		if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om))
+			return -1;
+		off = sign * (oh * 60 + om);
+	} else {
+		return -1;
+	}
+	if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+		return -1;
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	t = timegm(&tm);
+	*ms = ((int64_t)t - (int64_t)off * 60) * 1000 + frac;
+	return 0;
+}
+
+int
+rp_random(void *buf, size_t n)
+{
+	unsigned char *p = buf;
+
+	while (n > 0) {
+		ssize_t r = getrandom(p, n, 0);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+int
+rp_uuid_new(char buf[RP_UUID_BUF])
+{
+	unsigned char b[16];
+
+	if (rp_random(b, sizeof b) < 0)
+		return -1;
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+	snprintf(buf, RP_UUID_BUF,
+	         "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+	         b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+	         b[15]);
+	return 0;
+}
+
+int
+rp_uuid_valid(const char *s)
+{
+	size_t i;
+
+	if (s == NULL || strlen(s) != 36)
+		return 0;
+	for (i = 0; i < 36; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return 0;
+		} else if (!isxdigit((unsigned char)s[i])) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+size_t
+rp_b64url_encode(const void *in, size_t n, char *out)
+{
+	const unsigned char *p = in;
+	size_t i, o = 0;
+
+	for (i = 0; i + 2 < n; i += 3) {
+		unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
+
+		out[o++] = b64url[v >> 18 & 63];
+		out[o++] = b64url[v >> 12 & 63];
+		out[o++] = b64url[v >> 6 & 63];
+		out[o++] = b64url[v & 63];
+	}
+	if (n - i == 1) {
+		unsigned v = (unsigned)p[i] << 16;
+
+		out[o++] = b64url[v >> 18 & 63];
+		out[o++] = b64url[v >> 12 & 63];
+	} else if (n - i == 2) {
+		unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8;
+
+		out[o++] = b64url[v >> 18 & 63];
+		out[o++] = b64url[v >> 12 & 63];
+		out[o++] = b64url[v >> 6 & 63];
+	}
+	out[o] = '\0';
+	return o;
+}
+
+long
+rp_b64url_decode(const char *in, void *out, size_t cap)
+{
+	unsigned char *o = out;
+	unsigned acc = 0;
+	int bits = 0;
+	size_t n = 0;
+
+	for (; *in; in++) {
+		const char *c = strchr(b64url, *in);
+
+		if (c == NULL || *in == '\0')
+			return -1;
+		acc = acc << 6 | (unsigned)(c - b64url);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			if (n >= cap)
+				return -1;
+			o[n++] = (unsigned char)(acc >> bits);
+			acc &= (1u << bits) - 1;
+		}
+	}
+	/* Leftover bits must be zero padding, else the input was not canonical. */
+	if (bits >= 6 || acc != 0)
+		return -1;
+	return (long)n;
+}
+
+int
+rp_token_new(char buf[RP_TOKEN_BUF])
+{
+	unsigned char b[32];
+
+	if (rp_random(b, sizeof b) < 0)
+		return -1;
+	memcpy(buf, "rpt_", 4);
+	rp_b64url_encode(b, sizeof b, buf + 4);
+	return 0;
+}
+
+void
+rp_sha256_hex(const void *data, size_t len, char hex[RP_SHA256_HEX])
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	size_t i;
+
+	SHA256(data, len, md);
+	for (i = 0; i < sizeof md; i++) {
+		hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
+		hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
+	}
+	hex[64] = '\0';
+}
+
+int
+rp_mac_normalize(const char *s, char out[RP_MAC_BUF])
+{
+	char hex[12];
+	size_t n = 0, i, seps = 0;
+
+	if (s == NULL)
+		return -1;
+	for (i = 0; s[i]; i++) {
+		if (isxdigit((unsigned char)s[i])) {
+			if (n == 12)
+				return -1;
+			hex[n++] = (char)tolower((unsigned char)s[i]);
+		} else if (s[i] == ':' || s[i] == '-' || s[i] == '.') {
+			seps++;
+		} else {
+			return -1;
+		}
+	}
+	/* Accept the three common spellings only: 6 groups, 3 dotted groups, or bare hex. */
+	if (n != 12 || !(seps == 0 || seps == 5 || seps == 2))
+		return -1;
+	for (i = 0; i < 6; i++) {
+		out[3 * i] = hex[2 * i];
+		out[3 * i + 1] = hex[2 * i + 1];
+		out[3 * i + 2] = i < 5 ? ':' : '\0';
+	}
+	return 0;
+}
+
+int
+rp_name_valid(const char *s)
+{
+	size_t i;
+
+	if (s == NULL || !isalnum((unsigned char)s[0]) || rp_uuid_valid(s))
+		return 0;
+	for (i = 0; s[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (i >= 63 || !(isalnum(c) || c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+int
+rp_host_valid(const char *s)
+{
+	size_t i, n;
+	int colons = 0;
+
+	if (s == NULL || (n = strlen(s)) == 0 || n > 253)
+		return 0;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == ':')
+			colons++;
+		else if (!(isalnum(c) || c == '.' || c == '-' || c == '%' || c == '_'))
+			return 0;
+	}
+	/* An IPv6 literal needs at least two colons; a single one would be host:port. */
+	return colons == 0 || colons >= 2;
+}
+
+int
+rp_file_read(const char *path, size_t cap, char **out, size_t *len)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	ssize_t r;
+	int fd, rc = -1, saved;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	buf = malloc(cap + 1);
+	if (buf == NULL)
+		goto out;
+	while ((r = read(fd, buf + n, cap + 1 - n)) > 0) {
+		n += (size_t)r;
+		if (n > cap) {
+			errno = EFBIG;
+			goto out;
+		}
+	}
+	if (r < 0)
+		goto out;
+	buf[n] = '\0';
+	*out = buf;
+	buf = NULL;
+	if (len)
+		*len = n;
+	rc = 0;
+out:
+	saved = errno;
+	free(buf);
+	close(fd);
+	errno = saved;
+	return rc;
+}
+
+int
+rp_file_write_private(const char *path, const void *data, size_t len, unsigned mode)
+{
+	char tmp[4096];
+	const char *p = data;
+	int fd, rc = -1, saved;
+
+	if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		return -1;
+	/* The umask may have widened nothing but could have narrowed; force the exact mode. */
+	if (fchmod(fd, mode) < 0)
+		goto out;
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			goto out;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	if (fsync(fd) < 0)
+		goto out;
+	if (rename(tmp, path) < 0)
+		goto out;
+	rc = 0;
+out:
+	saved = errno;
+	close(fd);
+	if (rc < 0)
+		unlink(tmp);
+	errno = saved;
+	return rc;
+}

@@ -1,0 +1,114 @@
+/*
+ * util.h — small helpers every server module may use: logging, time, randomness,
+ * identifiers, hashing and string checks. No I/O beyond the log and getrandom().
+ */
+#ifndef RP_UTIL_H
+#define RP_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum rp_log_level { RP_LOG_ERROR, RP_LOG_WARN, RP_LOG_INFO, RP_LOG_DEBUG };
+
+/* Set the most verbose level that is written (default INFO). */
+void rp_log_set_level(enum rp_log_level lvl);
+
+/* One log line to stderr: "TIMESTAMP LEVEL message". Thread-safe: one write(2) per line. */
+void rp_log(enum rp_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define rp_log_error(...) rp_log(RP_LOG_ERROR, __VA_ARGS__)
+#define rp_log_warn(...) rp_log(RP_LOG_WARN, __VA_ARGS__)
+#define rp_log_info(...) rp_log(RP_LOG_INFO, __VA_ARGS__)
+#define rp_log_debug(...) rp_log(RP_LOG_DEBUG, __VA_ARGS__)
+
+/* Wall clock in milliseconds since the Unix epoch. */
+int64_t rp_time_now_ms(void);
+
+/* Monotonic clock in nanoseconds (for durations only). */
+int64_t rp_time_mono_ns(void);
+
+/* Format ms-since-epoch as RFC 3339 UTC with milliseconds ("2026-11-30T04:29:39.123Z").
+ * buf must hold RP_TIME_BUF bytes. Returns buf. */
+#define RP_TIME_BUF 64
+char *rp_time_format(int64_t ms, char buf[RP_TIME_BUF]);
+
+/* Parse RFC 3339 ("2026-11-30T04:29:39Z", optional fraction and offset) or plain Unix
+ * seconds. Returns 0 and sets *ms, or -1 on malformed input (*ms untouched). */
+int rp_time_parse(const char *s, int64_t *ms);
+
+/* Fill buf with n cryptographically random bytes. Returns 0, or -1 when the kernel fails. */
+int rp_random(void *buf, size_t n);
+
+/* New random (version 4) UUID in canonical lowercase form. buf: RP_UUID_BUF bytes. Returns 0/-1. */
+#define RP_UUID_BUF 37
+int rp_uuid_new(char buf[RP_UUID_BUF]);
+
+/* 1 when s is a canonical UUID (8-4-4-4-12 hex, any case), else 0. */
+int rp_uuid_valid(const char *s);
+
+/* New API secret "rpt_" + 43 base64url characters (256 bits). buf: RP_TOKEN_BUF bytes. */
+#define RP_TOKEN_BUF 48
+int rp_token_new(char buf[RP_TOKEN_BUF]);
+
+/* SHA-256 of data as 64 lowercase hex characters. hex: RP_SHA256_HEX bytes. */
+#define RP_SHA256_HEX 65
+void rp_sha256_hex(const void *data, size_t len, char hex[RP_SHA256_HEX]);
+
+/* Unpadded base64url of n bytes into out (needs 4*ceil(n/3)+1 bytes). Returns length. */
+size_t rp_b64url_encode(const void *in, size_t n, char *out);
+
+/* Decode unpadded base64url; returns decoded length, or -1 on bad input or overflow of cap. */
+long rp_b64url_decode(const char *in, void *out, size_t cap);
+
+/* Normalise a MAC address ("AA-BB-CC-DD-EE-FF", "aabb.ccdd.eeff", "aa:bb:...") to
+ * "aa:bb:cc:dd:ee:ff" in out (RP_MAC_BUF bytes). Returns 0, or -1 when s is not a MAC. */
+#define RP_MAC_BUF 18
+int rp_mac_normalize(const char *s, char out[RP_MAC_BUF]);
+
+/* 1 when s is a valid resource name: 1-63 of [A-Za-z0-9._-], starting alphanumeric,
+ * and not shaped like a UUID (paths accept either). */
+int rp_name_valid(const char *s);
+
+/* 1 when s is a plausible host: DNS name, IPv4 or IPv6 literal, at most 253 bytes. */
+int rp_host_valid(const char *s);
+
+/* Read a whole file (at most cap bytes) into a new NUL-terminated buffer. Caller frees *out.
+ * Returns 0, or -1 with errno set (EFBIG when larger than cap). */
+int rp_file_read(const char *path, size_t cap, char **out, size_t *len);
+
+/* Create or replace path atomically with content, mode applied before any byte is written.
+ * Returns 0 or -1 with errno set. */
+int rp_file_write_private(const char *path, const void *data, size_t len, unsigned mode);
+
+/* ---- Growable buffer ------------------------------------------------------------------ */
+
+/* A byte buffer; zero-initialise it. On allocation failure `oom` is set and further
+ * appends are ignored. data is NUL-terminated whenever len > 0. */
+struct rp_buf {
+	char *data;
+	size_t len, cap;
+	int oom;
+};
+
+void rp_buf_append(struct rp_buf *b, const void *p, size_t n);
+void rp_buf_printf(struct rp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Release the buffer's memory and zero it. */
+void rp_buf_free(struct rp_buf *b);
+
+/* ---- Request metrics ----------------------------------------------------------------- */
+
+/* Lock-free request counters and latency histograms per route (index nroutes counts
+ * requests that matched no route). */
+struct rp_metrics;
+
+struct rp_metrics *rp_metrics_new(size_t nroutes);
+void rp_metrics_free(struct rp_metrics *m);
+
+/* Count one finished request. */
+void rp_metrics_observe(struct rp_metrics *m, size_t route, int status, int64_t ns);
+
+/* Append Prometheus text for all counters to b; label(i) names route i. */
+void rp_metrics_render(struct rp_metrics *m, const char *(*label)(size_t route, void *arg),
+                       void *arg, struct rp_buf *b);
+
+#endif
