@@ -1,0 +1,311 @@
+/* The integration harness: process control and an HTTP client. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "harness.h"
+
+const char *rp_test_bin = RP_TEST_BIN;
+const char *rp_test_src = RP_TEST_SRC;
+
+static void
+dump_log(struct server *s)
+{
+	char cmd[400];
+
+	snprintf(cmd, sizeof cmd, "tail -n 30 '%s' >&2", s->log);
+	if (system(cmd) != 0)
+		fprintf(stderr, "(no server log)\n");
+}
+
+void
+server_start(struct server *s, const char *dir, const char *const *extra)
+{
+	int out[2], i, n = 0;
+	char line[256], path[400];
+	const char *argv[32];
+	size_t got = 0;
+	FILE *f;
+
+	memset(s->base, 0, sizeof s->base);
+	if (dir) {
+		snprintf(s->dir, sizeof s->dir, "%s", dir);
+	} else {
+		snprintf(s->dir, sizeof s->dir, "/tmp/rp-test-XXXXXX");
+		assert_non_null(mkdtemp(s->dir));
+	}
+	snprintf(s->log, sizeof s->log, "%s.log", s->dir);
+	assert_int_equal(pipe(out), 0);
+	argv[n++] = rp_test_bin;
+	argv[n++] = "--listen";
+	argv[n++] = "127.0.0.1:0";
+	argv[n++] = "--data-dir";
+	argv[n++] = s->dir;
+	argv[n++] = "--threads";
+	argv[n++] = "2";
+	for (i = 0; extra && extra[i] && n < 30; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	s->pid = fork();
+	assert_true(s->pid >= 0);
+	if (s->pid == 0) {
+		int err = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		dup2(out[1], 1);
+		if (err >= 0)
+			dup2(err, 2);
+		close(out[0]);
+		execv(rp_test_bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(out[1]);
+	/* Wait (at most 20 s: sanitizer builds start slowly) for the line that names the port. */
+	for (;;) {
+		struct pollfd p = {out[0], POLLIN, 0};
+		ssize_t r;
+
+		if (poll(&p, 1, 20000) <= 0)
+			break;
+		r = read(out[0], line + got, sizeof line - 1 - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		line[got] = '\0';
+		if (strchr(line, '\n'))
+			break;
+	}
+	close(out[0]);
+	if (strncmp(line, "listening on ", 13) != 0 || got == 0) {
+		dump_log(s);
+		fail_msg("rackpilotd did not start");
+	}
+	line[strcspn(line, "\n")] = '\0';
+	snprintf(s->base, sizeof s->base, "http://%s", line + 13);
+	snprintf(path, sizeof path, "%s/admin.token", s->dir);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(s->admin, sizeof s->admin, f));
+	s->admin[strcspn(s->admin, "\n")] = '\0';
+	fclose(f);
+}
+
+void
+server_stop(struct server *s, int sig)
+{
+	int status;
+
+	if (s->pid <= 0)
+		return;
+	kill(s->pid, sig);
+	waitpid(s->pid, &status, 0);
+	if (sig == SIGTERM && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+		dump_log(s);
+		fail_msg("rackpilotd did not exit cleanly on SIGTERM (status %d)", status);
+	}
+	s->pid = 0;
+}
+
+void
+server_cleanup(struct server *s)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", s->dir, s->log);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cleanup of %s failed\n", s->dir);
+}
+
+static size_t
+on_body(char *p, size_t size, size_t n, void *arg)
+{
+	struct reply *r = arg;
+	char *b = realloc(r->body, r->len + size * n + 1);
+
+	if (b == NULL)
+		return 0;
+	memcpy(b + r->len, p, size * n);
+	r->len += size * n;
+	b[r->len] = '\0';
+	r->body = b;
+	return size * n;
+}
+
+static void
+header_value(const char *line, size_t n, const char *name, char *out, size_t cap)
+{
+	size_t k = strlen(name);
+
+	if (n > k + 1 && strncasecmp(line, name, k) == 0 && line[k] == ':') {
+		const char *v = line + k + 1;
+		size_t m;
+
+		while (*v == ' ')
+			v++;
+		m = n - (size_t)(v - line);
+		while (m > 0 && (v[m - 1] == '\r' || v[m - 1] == '\n'))
+			m--;
+		if (m >= cap)
+			m = cap - 1;
+		memcpy(out, v, m);
+		out[m] = '\0';
+	}
+}
+
+static size_t
+on_header(char *p, size_t size, size_t n, void *arg)
+{
+	struct reply *r = arg;
+
+	header_value(p, size * n, "ETag", r->etag, sizeof r->etag);
+	header_value(p, size * n, "Location", r->location, sizeof r->location);
+	header_value(p, size * n, "Allow", r->allow, sizeof r->allow);
+	header_value(p, size * n, "Content-Type", r->ctype, sizeof r->ctype);
+	header_value(p, size * n, "X-Request-Id", r->request_id, sizeof r->request_id);
+	return size * n;
+}
+
+static __thread CURL *handle;
+
+long
+req(struct server *s, const char *token, const char *method, const char *path, const char *ctype,
+    const char *body, size_t len, const char *const *headers, struct reply *out)
+{
+	struct curl_slist *h = NULL;
+	char url[1024], auth[200], ct[160];
+	struct reply tmp;
+	CURLcode rc;
+
+	if (out == NULL)
+		out = &tmp;
+	memset(out, 0, sizeof *out);
+	if (handle == NULL)
+		handle = curl_easy_init();
+	curl_easy_reset(handle);
+	snprintf(url, sizeof url, "%s%s", s->base, path);
+	curl_easy_setopt(handle, CURLOPT_URL, url);
+	curl_easy_setopt(handle, CURLOPT_CUSTOMREQUEST, method);
+	if (strcmp(method, "HEAD") == 0)
+		curl_easy_setopt(handle, CURLOPT_NOBODY, 1L);
+	if (token) {
+		snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+		h = curl_slist_append(h, auth);
+	}
+	if (ctype) {
+		snprintf(ct, sizeof ct, "Content-Type: %s", ctype);
+		h = curl_slist_append(h, ct);
+	}
+	h = curl_slist_append(h, "Expect:");
+	for (; headers && *headers; headers++)
+		h = curl_slist_append(h, *headers);
+	curl_easy_setopt(handle, CURLOPT_HTTPHEADER, h);
+	if (body) {
+		curl_easy_setopt(handle, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	}
+	curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(handle, CURLOPT_WRITEDATA, out);
+	curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(handle, CURLOPT_HEADERDATA, out);
+	curl_easy_setopt(handle, CURLOPT_TIMEOUT, 60L);
+	rc = curl_easy_perform(handle);
+	curl_slist_free_all(h);
+	if (rc != CURLE_OK)
+		fail_msg("%s %s: %s", method, path, curl_easy_strerror(rc));
+	curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &out->status);
+	if (out->body && strncmp(out->ctype, "application/json", 16) == 0)
+		out->json = json_loadb(out->body, out->len, 0, NULL);
+	if (out == &tmp)
+		reply_free(&tmp);
+	return out->status;
+}
+
+long
+call(struct server *s, const char *token, const char *method, const char *path, struct reply *out,
+     const char *fmt, ...)
+{
+	json_t *j = NULL;
+	char *text = NULL;
+	va_list ap;
+	long st;
+
+	if (fmt) {
+		json_error_t err;
+
+		va_start(ap, fmt);
+		j = json_vpack_ex(&err, 0, fmt, ap);
+		va_end(ap);
+		if (j == NULL)
+			fail_msg("json_pack(%s): %s", fmt, err.text);
+		text = json_dumps(j, JSON_COMPACT);
+	}
+	st = req(s, token, method, path, text ? "application/json" : NULL, text,
+	         text ? strlen(text) : 0, NULL, out);
+	free(text);
+	json_decref(j);
+	return st;
+}
+
+void
+reply_free(struct reply *r)
+{
+	json_decref(r->json);
+	free(r->body);
+	r->json = NULL;
+	r->body = NULL;
+}
+
+void
+assert_error(struct reply *r, long status, const char *code)
+{
+	json_t *e = json_object_get(r->json, "error");
+
+	if (r->status != status || !json_is_object(e) ||
+	    strcmp(json_string_value(json_object_get(e, "code")) ?: "", code) != 0)
+		fail_msg("expected %ld %s, got %ld: %s", status, code, r->status,
+		         r->body ? r->body : "(no body)");
+	assert_non_null(json_string_value(json_object_get(e, "message")));
+	assert_non_null(json_object_get(e, "detail"));
+	assert_true(strncmp(r->ctype, "application/json", 16) == 0);
+}
+
+void
+make_token(struct server *s, const char *role, char *buf)
+{
+	struct reply r;
+
+	assert_int_equal(call(s, s->admin, "POST", "/v1/tokens", &r, "{s:s, s:s}", "name", role,
+	                      "role", role),
+	                 201);
+	snprintf(buf, 128, "%s", json_string_value(json_object_get(r.json, "token")));
+	reply_free(&r);
+}
+
+long
+count_all(struct server *s, const char *path)
+{
+	char url[600], cur[300] = "";
+	long total = 0;
+	struct reply r;
+
+	for (;;) {
+		snprintf(url, sizeof url, "%s%slimit=1000%s%s", path, strchr(path, '?') ? "&" : "?",
+		         cur[0] ? "&cursor=" : "", cur);
+		assert_int_equal(req(s, s->admin, "GET", url, NULL, NULL, 0, NULL, &r), 200);
+		total += (long)json_array_size(json_object_get(r.json, "items"));
+		if (!json_is_string(json_object_get(r.json, "next_cursor"))) {
+			reply_free(&r);
+			return total;
+		}
+		snprintf(cur, sizeof cur, "%s", json_string_value(json_object_get(r.json, "next_cursor")));
+		reply_free(&r);
+	}
+}

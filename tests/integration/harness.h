@@ -1,0 +1,74 @@
+/*
+ * harness.h — integration tests run the real rackpilotd on 127.0.0.1 with an ephemeral port
+ * and a temporary data directory, and talk to it over HTTP with libcurl.
+ */
+#ifndef RP_TEST_HARNESS_H
+#define RP_TEST_HARNESS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+struct server {
+	pid_t pid;
+	char dir[256];        /* data directory (temporary unless given) */
+	char base[128];       /* "http://127.0.0.1:PORT" */
+	char admin[128];      /* admin token read from admin.token */
+	char log[300];        /* server stderr */
+};
+
+struct reply {
+	long status;
+	json_t *json;         /* parsed body when it is JSON, else NULL */
+	char *body;           /* raw body, NUL-terminated */
+	size_t len;
+	char etag[64];
+	char location[256];
+	char allow[128];
+	char ctype[128];
+	char request_id[80];
+};
+
+/* Start rackpilotd with a new temporary data dir (dir NULL) or the given one, plus extra
+ * arguments (NULL-terminated array, may be NULL). Fails the test when it does not come up. */
+void server_start(struct server *s, const char *dir, const char *const *extra);
+
+/* Stop it: SIGTERM (graceful) or SIGKILL, and wait. */
+void server_stop(struct server *s, int sig);
+
+/* Remove the data directory. */
+void server_cleanup(struct server *s);
+
+/* One HTTP request. token may be NULL; ctype/body may be NULL; headers is a NULL-terminated
+ * list of "Name: value" lines or NULL. Returns the status. */
+long req(struct server *s, const char *token, const char *method, const char *path,
+         const char *ctype, const char *body, size_t len, const char *const *headers,
+         struct reply *out);
+
+/* JSON request with a body built by json_pack(fmt, ...) (fmt NULL: no body). */
+long call(struct server *s, const char *token, const char *method, const char *path,
+          struct reply *out, const char *fmt, ...);
+
+/* Free a reply's buffers. */
+void reply_free(struct reply *r);
+
+/* Assert r is an error reply with this status and code. */
+void assert_error(struct reply *r, long status, const char *code);
+
+/* Create a token of role; returns its secret in buf (cap 128). */
+void make_token(struct server *s, const char *role, char *buf);
+
+/* Number of items in GET path (all pages). */
+long count_all(struct server *s, const char *path);
+
+/* Path to the rackpilotd binary under test and the source tree (from CMake). */
+extern const char *rp_test_bin;
+extern const char *rp_test_src;
+
+#endif

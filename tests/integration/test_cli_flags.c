@@ -1,0 +1,91 @@
+/* rackpilotd's command line: --version, -n with a config file, config errors, flags win. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static int
+run(const char *args, char *out, size_t n)
+{
+	char cmd[1024];
+	size_t got = 0;
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", rp_test_bin, args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	out[0] = '\0';
+	while (got + 1 < n && fgets(out + got, (int)(n - got), p))
+		got = strlen(out);
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void
+test_version(void **state)
+{
+	char out[256];
+
+	(void)state;
+	assert_int_equal(run("--version", out, sizeof out), 0);
+	assert_non_null(strstr(out, "rackpilotd 0."));
+}
+
+static void
+test_check_config(void **state)
+{
+	char out[2048], args[512], path[] = "/tmp/rp-conf-XXXXXX";
+	int fd = mkstemp(path);
+	FILE *f = fdopen(fd, "w");
+
+	(void)state;
+	fprintf(f, "# test\n[server]\nlisten = 127.0.0.1:9999\nthreads = 3\nmax_body = 2M\n"
+	           "access_log = off\n");
+	fclose(f);
+	snprintf(args, sizeof args, "-n -c %s", path);
+	assert_int_equal(run(args, out, sizeof out), 0);
+	assert_non_null(strstr(out, "listen = 127.0.0.1:9999"));
+	assert_non_null(strstr(out, "threads = 3"));
+	assert_non_null(strstr(out, "max_body = 2097152"));
+	assert_non_null(strstr(out, "access_log = false"));
+	assert_non_null(strstr(out, "data_dir = ./var"));
+	/* Flags beat the file. */
+	snprintf(args, sizeof args, "-n -c %s --listen 127.0.0.1:1234 --data-dir /srv/rp", path);
+	assert_int_equal(run(args, out, sizeof out), 0);
+	assert_non_null(strstr(out, "listen = 127.0.0.1:1234"));
+	assert_non_null(strstr(out, "data_dir = /srv/rp"));
+	assert_non_null(strstr(out, "threads = 3"));
+	/* Mistakes are named with their line. */
+	f = fopen(path, "w");
+	fprintf(f, "[server]\nlisten = 127.0.0.1:1\nthreds = 3\n");
+	fclose(f);
+	snprintf(args, sizeof args, "-n -c %s", path);
+	assert_int_equal(run(args, out, sizeof out), 1);
+	assert_non_null(strstr(out, ":3: unknown setting 'threds'"));
+	f = fopen(path, "w");
+	fprintf(f, "[server]\nlisten = localhost\n");
+	fclose(f);
+	assert_int_equal(run(args, out, sizeof out), 1);
+	assert_non_null(strstr(out, "expected ADDR:PORT"));
+	unlink(path);
+	/* The shipped example config is valid and equals the defaults. */
+	snprintf(args, sizeof args, "-n -c %s/docs/rackpilotd.conf", rp_test_src);
+	assert_int_equal(run(args, out, sizeof out), 0);
+	assert_non_null(strstr(out, "listen = 127.0.0.1:8475"));
+	assert_int_equal(run("--bogus", out, sizeof out), 2);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_version),
+	    cmocka_unit_test(test_check_config),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Module boundaries (see DEVELOPERS.md): fail when a module includes what it must not.
+src=${1:-.}
+fail=0
+check() { # dir pattern message
+	hits=$(grep -rlE "$2" "$src/server/$1" 2>/dev/null)
+	if [ -n "$hits" ]; then
+		echo "layering: $3:" $hits >&2
+		fail=1
+	fi
+}
+check store '#include *<microhttpd.h>' "store/ includes microhttpd"
+check http '#include *<sqlite3.h>' "http/ includes sqlite3"
+check api '#include *<(microhttpd|sqlite3).h>' "api/ includes microhttpd or sqlite3"
+check api '#include *"(\.\./)?http/' "api/ includes http/"
+check store '#include *"(\.\./)?(api|http)/' "store/ includes api/ or http/"
+check util '#include *"(\.\./)?(api|http|store)/' "util/ includes a higher module"
+if grep -rlE '#include *"(\.\./)?store/internal.h"' "$src/server" | grep -v '/store/' >/dev/null; then
+	echo "layering: store/internal.h used outside store/" >&2
+	fail=1
+fi
+[ $fail -eq 0 ] && echo "layering: ok"
+exit $fail

@@ -1,0 +1,342 @@
+/* The store on a real SQLite file: CRUD, conflicts, transactions, events, tokens, import. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "store/store.h"
+
+struct fx {
+	char dir[64];
+	char path[128];
+	struct rp_store *st;
+};
+
+static int
+setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	char why[256];
+
+	snprintf(f->dir, sizeof f->dir, "/tmp/rp-store-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof f->path, "%s/t.db", f->dir);
+	assert_int_equal(rp_store_open(f->path, &f->st, why, sizeof why), RP_ERR_OK);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fx *f = *state;
+	char cmd[128];
+
+	rp_store_free(f->st);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+	if (system(cmd) != 0)
+		return -1;
+	free(f);
+	return 0;
+}
+
+static json_t *
+J(const char *text)
+{
+	json_t *j = json_loads(text, 0, NULL);
+
+	assert_non_null(j);
+	return j;
+}
+
+static long
+events(struct rp_store *st)
+{
+	struct rp_page_req rq = {.limit = 1000};
+	struct rp_page pg = {0};
+	long n;
+
+	assert_int_equal(rp_store_event_list(st, &rq, &pg), RP_ERR_OK);
+	n = (long)json_array_size(pg.items);
+	json_decref(pg.items);
+	return n;
+}
+
+static void
+test_schema(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(rp_store_schema_version(f->st), rp_store_schema_latest());
+	assert_int_equal(rp_store_ping(f->st), RP_ERR_OK);
+}
+
+static void
+test_racks_nodes(void **state)
+{
+	struct fx *f = *state;
+	json_t *in, *out = NULL, *detail = NULL;
+	long before;
+
+	in = J("{\"name\":\"r1\",\"height_u\":10}");
+	assert_int_equal(rp_store_rack_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	assert_int_equal(json_integer_value(json_object_get(out, "version")), 1);
+	json_decref(out);
+	/* Duplicate: refused with a detail naming the field, no event. */
+	before = events(f->st);
+	assert_int_equal(rp_store_rack_create(f->st, in, "t", &out, &detail), RP_ERR_DUPLICATE);
+	assert_string_equal(json_string_value(json_object_get(detail, "field")), "name");
+	json_decref(detail);
+	detail = NULL;
+	assert_int_equal(events(f->st), before);
+	json_decref(in);
+
+	in = J("{\"name\":\"n1\",\"rack\":\"r1\",\"u_position\":2,\"u_height\":2,"
+	       "\"macs\":[\"02:00:00:00:00:01\"],\"tags\":[\"b\",\"a\"],"
+	       "\"bmc\":{\"driver\":\"ipmi\",\"password\":\"pw\"}}");
+	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(out, "tags"), 0)), "a");
+	assert_true(json_is_true(json_object_get(json_object_get(out, "bmc"), "password_set")));
+	assert_null(json_object_get(json_object_get(out, "bmc"), "password"));
+	json_decref(out);
+	json_decref(in);
+	/* Overlap U3 is refused and names the occupant. */
+	in = J("{\"name\":\"n2\",\"rack\":\"r1\",\"u_position\":3}");
+	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_SLOT_OCCUPIED);
+	assert_string_equal(json_string_value(json_object_get(detail, "occupied_by")), "n1");
+	json_decref(detail);
+	detail = NULL;
+	json_decref(in);
+	/* U4 is free; a MAC already used is not. */
+	in = J("{\"name\":\"n2\",\"rack\":\"r1\",\"u_position\":4,\"macs\":[\"02:00:00:00:00:01\"]}");
+	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_DUPLICATE);
+	json_decref(detail);
+	detail = NULL;
+	json_decref(in);
+	in = J("{\"name\":\"n2\",\"rack\":\"r1\",\"u_position\":4}");
+	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(in);
+	/* Moving n2 onto n1 fails; with a stale version fails earlier; the node is unchanged. */
+	in = J("{\"u_position\":1,\"u_height\":2}");
+	assert_int_equal(rp_store_node_update(f->st, "n2", in, 0, "t", &out, &detail),
+	                 RP_ERR_SLOT_OCCUPIED);
+	json_decref(detail);
+	detail = NULL;
+	assert_int_equal(rp_store_node_update(f->st, "n2", in, 7, "t", &out, &detail),
+	                 RP_ERR_PRECONDITION_FAILED);
+	json_decref(detail);
+	detail = NULL;
+	json_decref(in);
+	assert_int_equal(rp_store_node_get(f->st, "n2", &out), RP_ERR_OK);
+	assert_int_equal(json_integer_value(json_object_get(out, "u_position")), 4);
+	assert_int_equal(json_integer_value(json_object_get(out, "version")), 1);
+	json_decref(out);
+	/* The rack cannot shrink below its nodes or be deleted while it holds them. */
+	in = J("{\"height_u\":3}");
+	assert_int_equal(rp_store_rack_update(f->st, "r1", in, 0, "t", &out, &detail), RP_ERR_CONFLICT);
+	json_decref(detail);
+	detail = NULL;
+	json_decref(in);
+	assert_int_equal(rp_store_rack_delete(f->st, "r1", 0, "t", &detail), RP_ERR_IN_USE);
+	json_decref(detail);
+	detail = NULL;
+	/* Password kept across an unrelated BMC patch, cleared by an explicit null. */
+	in = J("{\"bmc\":{\"address\":\"10.0.0.1\"}}");
+	assert_int_equal(rp_store_node_update(f->st, "n1", in, 0, "t", &out, &detail), RP_ERR_OK);
+	assert_true(json_is_true(json_object_get(json_object_get(out, "bmc"), "password_set")));
+	json_decref(out);
+	json_decref(in);
+	in = J("{\"bmc\":{\"password\":null}}");
+	assert_int_equal(rp_store_node_update(f->st, "n1", in, 0, "t", &out, &detail), RP_ERR_OK);
+	assert_true(json_is_false(json_object_get(json_object_get(out, "bmc"), "password_set")));
+	json_decref(out);
+	json_decref(in);
+	assert_int_equal(rp_store_node_delete(f->st, "n2", 0, "t", &detail), RP_ERR_OK);
+	assert_int_equal(rp_store_node_get(f->st, "n2", &out), RP_ERR_NOT_FOUND);
+}
+
+static void
+test_tokens(void **state)
+{
+	struct fx *f = *state;
+	struct rp_token_info info;
+	json_t *out = NULL, *detail = NULL;
+	int created = -1;
+	char id[64];
+
+	assert_int_equal(rp_store_token_bootstrap(f->st, "h1", &created), RP_ERR_OK);
+	assert_int_equal(created, 1);
+	assert_int_equal(rp_store_token_bootstrap(f->st, "h2", &created), RP_ERR_OK);
+	assert_int_equal(created, 0);
+	assert_int_equal(rp_store_token_auth(f->st, "h1", &info), RP_ERR_OK);
+	assert_string_equal(info.role, "admin");
+	assert_int_equal(rp_store_token_auth(f->st, "h2", &info), RP_ERR_UNAUTHORIZED);
+	assert_int_equal(rp_store_token_revoke(f->st, info.id, "t", &detail), RP_ERR_CONFLICT);
+	json_decref(detail);
+	detail = NULL;
+	/* Expired tokens do not authenticate. */
+	assert_int_equal(rp_store_token_create(f->st, "old", "viewer", "h3", 1, "t", &out), RP_ERR_OK);
+	json_decref(out);
+	assert_int_equal(rp_store_token_auth(f->st, "h3", &info), RP_ERR_UNAUTHORIZED);
+	assert_int_equal(rp_store_token_create(f->st, "ops", "operator", "h4", 0, "t", &out),
+	                 RP_ERR_OK);
+	snprintf(id, sizeof id, "%s", json_string_value(json_object_get(out, "id")));
+	json_decref(out);
+	assert_int_equal(rp_store_token_revoke(f->st, id, "t", &detail), RP_ERR_OK);
+	assert_int_equal(rp_store_token_auth(f->st, "h4", &info), RP_ERR_UNAUTHORIZED);
+	assert_int_equal(rp_store_token_revoke(f->st, id, "t", &detail), RP_ERR_NOT_FOUND);
+}
+
+static void
+test_import_all_or_nothing(void **state)
+{
+	struct fx *f = *state;
+	json_t *m, *out = NULL, *detail = NULL;
+	struct rp_page_req rq = {.limit = 10};
+	struct rp_page pg = {0};
+	long before = events(f->st);
+
+	m = J("{\"racks\":[{\"name\":\"r1\"}],\"nodes\":[{\"name\":\"a\",\"rack\":\"r1\","
+	      "\"u_position\":1},{\"name\":\"b\",\"rack\":\"r1\",\"u_position\":1},"
+	      "{\"name\":\"c\",\"rack\":\"r2\"}]}");
+	assert_int_equal(rp_store_import(f->st, m, 0, 0, "t", &out, &detail), RP_ERR_IMPORT_INVALID);
+	assert_null(out);
+	assert_int_equal(json_array_size(json_object_get(detail, "errors")), 2);
+	json_decref(detail);
+	detail = NULL;
+	json_decref(m);
+	assert_int_equal(rp_store_rack_list(f->st, &rq, &pg), RP_ERR_OK);
+	assert_int_equal(json_array_size(pg.items), 0);
+	json_decref(pg.items);
+	assert_int_equal(events(f->st), before);
+	/* create_racks: a rack named only by nodes appears. */
+	m = J("{\"nodes\":[{\"name\":\"c\",\"rack\":\"r2\",\"_rack\":{\"site\":\"s\"}}]}");
+	assert_int_equal(rp_store_import(f->st, m, 1, 0, "t", &out, &detail), RP_ERR_OK);
+	assert_int_equal(json_integer_value(json_object_get(out, "racks_created")), 1);
+	json_decref(out);
+	json_decref(m);
+	assert_int_equal(rp_store_rack_get(f->st, "r2", &out), RP_ERR_OK);
+	assert_string_equal(json_string_value(json_object_get(out, "site")), "s");
+	json_decref(out);
+}
+
+static void
+test_drift(void **state)
+{
+	struct fx *f = *state;
+	json_t *in, *out = NULL, *detail = NULL;
+
+	in = J("{\"name\":\"n\",\"node_class\":\"k\"}");
+	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(in);
+	in = J("{\"name\":\"b\",\"node_class\":\"k\",\"components\":{\"bmc\":\"2\",\"bios\":\"1\"}}");
+	assert_int_equal(rp_store_baseline_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(in);
+	in = J("[{\"component\":\"bmc\",\"version\":\"2\"},{\"component\":\"bios\",\"version\":\"0\"}]");
+	assert_int_equal(rp_store_node_firmware_set(f->st, "n", "test", in, "t"), RP_ERR_OK);
+	json_decref(in);
+	in = json_object();
+	assert_int_equal(rp_store_firmware_drift(f->st, in, &out), RP_ERR_OK);
+	assert_int_equal(json_integer_value(json_object_get(out, "nodes_checked")), 1);
+	assert_int_equal(json_integer_value(json_object_get(out, "nodes_drifted")), 1);
+	json_decref(out);
+	json_object_set_new(in, "rack", json_string("nope"));
+	assert_int_equal(rp_store_firmware_drift(f->st, in, &out), RP_ERR_BAD_QUERY);
+	json_decref(in);
+	/* Inventory set/get round trip. */
+	in = J("{\"cpus\":{\"sockets\":2}}");
+	assert_int_equal(rp_store_node_inventory_set(f->st, "n", "agent", in, "t"), RP_ERR_OK);
+	json_decref(in);
+	assert_int_equal(rp_store_node_inventory(f->st, "n", &out), RP_ERR_OK);
+	assert_string_equal(json_string_value(json_object_get(out, "source")), "agent");
+	assert_int_equal(json_integer_value(json_object_get(
+	                     json_object_get(json_object_get(out, "data"), "cpus"), "sockets")),
+	                 2);
+	json_decref(out);
+}
+
+/* Writers on several threads, each with its own connection: all writes land. */
+static void *
+writer(void *arg)
+{
+	struct rp_store *st = ((void **)arg)[0];
+	int base = (int)(intptr_t)((void **)arg)[1], i;
+	char text[64];
+
+	for (i = 0; i < 50; i++) {
+		json_t *in, *out = NULL, *detail = NULL;
+
+		snprintf(text, sizeof text, "{\"name\":\"w%d-%d\"}", base, i);
+		in = json_loads(text, 0, NULL);
+		if (rp_store_node_create(st, in, "t", &out, &detail) != RP_ERR_OK)
+			return (void *)1;
+		json_decref(in);
+		json_decref(out);
+	}
+	return NULL;
+}
+
+static void
+test_threads(void **state)
+{
+	struct fx *f = *state;
+	pthread_t t[4];
+	void *args[4][2], *res;
+	struct rp_page_req rq = {.limit = 1000};
+	struct rp_page pg = {0};
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		args[i][0] = f->st;
+		args[i][1] = (void *)(intptr_t)i;
+		pthread_create(&t[i], NULL, writer, args[i]);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], &res);
+		assert_null(res);
+	}
+	assert_int_equal(rp_store_node_list(f->st, &rq, &pg), RP_ERR_OK);
+	assert_int_equal(json_array_size(pg.items), 200);
+	json_decref(pg.items);
+}
+
+static void
+test_newer_schema(void **state)
+{
+	struct fx *f = *state;
+	struct rp_store *st = NULL;
+	char cmd[256], why[256];
+
+	snprintf(cmd, sizeof cmd, "sqlite3 %s 'PRAGMA user_version=%d'", f->path,
+	         rp_store_schema_latest() + 1);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(rp_store_open(f->path, &st, why, sizeof why), RP_ERR_CONFLICT);
+	assert_non_null(strstr(why, "newer"));
+	assert_null(st);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_racks_nodes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_import_all_or_nothing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_drift, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
