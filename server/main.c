@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -237,7 +238,9 @@ main(int argc, char **argv)
 	api.metrics = rp_metrics_new(rp_api_route_count);
 	api.started_at = rp_time_now_ms();
 	api.max_body = cfg.max_body;
-	if (api.metrics == NULL)
+	api.auth_cache = rp_memo_new(1024);
+	api.get_cache = rp_memo_new(16384);
+	if (api.metrics == NULL || api.auth_cache == NULL || api.get_cache == NULL)
 		goto out;
 	ho.listen = cfg.listen;
 	ho.threads = cfg.threads;
@@ -255,7 +258,12 @@ main(int argc, char **argv)
 	printf("listening on %s\n", rp_http_address(http));
 	fflush(stdout);
 	for (;;) {
-		if (sigwait(&sigs, &sig) != 0)
+		struct timespec tick = {0, 250 * 1000 * 1000};
+
+		/* Access lines are buffered; the quarter-second tick bounds how late they appear. */
+		sig = sigtimedwait(&sigs, NULL, &tick);
+		rp_log_flush();
+		if (sig < 0)
 			continue;
 		if (sig == SIGHUP) {
 			rp_log_info("SIGHUP: nothing to reload");
@@ -267,7 +275,10 @@ main(int argc, char **argv)
 	rc = 0;
 out:
 	rp_http_stop(http);
+	rp_log_flush();
 	rp_store_free(st);
 	rp_metrics_free(api.metrics);
+	rp_memo_free(api.auth_cache);
+	rp_memo_free(api.get_cache);
 	return rc;
 }

@@ -23,6 +23,8 @@ struct rp_api {
 	struct rp_metrics *metrics;
 	int64_t started_at;       /* ms since epoch */
 	size_t max_body;          /* for GET /v1 capabilities */
+	struct rp_memo *auth_cache; /* token hash -> principal; may be NULL */
+	struct rp_memo *get_cache;  /* single-object GET bodies; may be NULL */
 };
 
 enum rp_role { RP_ROLE_NONE = 0, RP_ROLE_VIEWER, RP_ROLE_OPERATOR, RP_ROLE_ADMIN };
@@ -41,7 +43,8 @@ struct rp_api_req {
 	const char *method;
 	const char *path;
 	const char *params[RP_API_MAX_PARAMS]; /* {captures} of the route pattern, in order */
-	json_t *query;                         /* object of query arguments (strings); borrowed */
+	json_t *query;                         /* object of query arguments (strings), NULL when
+	                                          there are none; borrowed */
 	json_t *body;                          /* parsed JSON body or NULL; borrowed */
 	const char *raw;                       /* raw body (for CSV); may be NULL */
 	size_t raw_len;
@@ -55,8 +58,9 @@ struct rp_api_req {
 struct rp_api_resp {
 	int status;
 	json_t *body;          /* owned; sent as application/json */
-	char *text;            /* owned alternative body (malloc'd), e.g. Prometheus text */
+	char *text;            /* owned alternative body, e.g. Prometheus text */
 	size_t text_len;
+	void (*text_free)(void *); /* releases text; NULL means free() */
 	const char *content_type; /* of text; static storage */
 	char etag[40];         /* sent as ETag when non-empty (already quoted) */
 	char location[256];    /* sent as Location when non-empty */

@@ -11,9 +11,11 @@ void
 rp_api_resp_clear(struct rp_api_resp *rs)
 {
 	json_decref(rs->body);
-	free(rs->text);
+	if (rs->text)
+		(rs->text_free ? rs->text_free : free)(rs->text);
 	rs->body = NULL;
 	rs->text = NULL;
+	rs->text_free = NULL;
 	rs->text_len = 0;
 }
 
@@ -61,9 +63,10 @@ enum rp_err
 rp_api_authenticate(struct rp_api *api, const char *authorization, struct rp_principal *out)
 {
 	struct rp_token_info info;
-	char hash[RP_SHA256_HEX];
+	char hash[RP_SHA256_HEX], *cached;
 	const char *tok;
-	size_t n;
+	size_t n, clen;
+	uint64_t gen;
 	enum rp_err e;
 
 	if (authorization == NULL || strncasecmp(authorization, "Bearer ", 7) != 0)
@@ -77,9 +80,24 @@ rp_api_authenticate(struct rp_api *api, const char *authorization, struct rp_pri
 	if (n == 0 || n > 128)
 		return RP_ERR_UNAUTHORIZED;
 	rp_sha256_hex(tok, n, hash);
+	/* Every request authenticates; remember answers until the next write (revocations are
+	 * writes), and re-check expiry on each hit. */
+	gen = rp_store_generation(api->store);
+	if (api->auth_cache && (cached = rp_memo_get(api->auth_cache, hash, gen, &clen)) != NULL) {
+		int ok = clen == sizeof info;
+
+		if (ok)
+			memcpy(&info, cached, sizeof info);
+		rp_memo_release(cached);
+		if (ok && (info.expires_at == 0 || info.expires_at > rp_time_now_ms()))
+			goto found;
+	}
 	e = rp_store_token_auth(api->store, hash, &info);
 	if (e != RP_ERR_OK)
 		return e;
+	if (api->auth_cache)
+		rp_memo_put(api->auth_cache, hash, gen, &info, sizeof info);
+found:
 	out->role = rp_api_role_parse(info.role);
 	memcpy(out->id, info.id, sizeof out->id);
 	memcpy(out->name, info.name, sizeof out->name);
@@ -116,7 +134,7 @@ rp_api_reply_object(struct rp_api_req *req, struct rp_api_resp *rs, int status, 
 
 	if (json_is_integer(v))
 		snprintf(rs->etag, sizeof rs->etag, "\"%lld\"", (long long)json_integer_value(v));
-	if (status == 200 && rs->etag[0] && req->if_none_match &&
+	if (status == 200 && rs->etag[0] && req->if_none_match && strcmp(req->method, "GET") == 0 &&
 	    (strcmp(req->if_none_match, rs->etag) == 0 || strcmp(req->if_none_match, "*") == 0)) {
 		json_decref(obj);
 		rs->status = 304;

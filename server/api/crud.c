@@ -1,5 +1,6 @@
 /* The common handler shape of named collections: create, list, get, update, delete. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
@@ -60,19 +61,89 @@ rp_api_crud_list(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_r
 	json_decref(filter);
 }
 
+/*
+ * Cached GET replies are "JSON\n" + NUL + "ETAG": the body comes first so the cached bytes
+ * themselves can be sent, and the ETag after the body's end. Takes the entry (released with
+ * free_fn).
+ */
+static void
+reply_cached(struct rp_api_req *rq, struct rp_api_resp *rs, char *entry, size_t len,
+             void (*free_fn)(void *))
+{
+	size_t body = strlen(entry);
+	const char *etag = entry + body + 1;
+
+	if (body + 1 >= len || len - body - 1 >= sizeof rs->etag) {
+		free_fn(entry);
+		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+		return;
+	}
+	memcpy(rs->etag, etag, len - body - 1);
+	rs->etag[len - body - 1] = '\0';
+	if (rq->if_none_match &&
+	    (strcmp(rq->if_none_match, rs->etag) == 0 || strcmp(rq->if_none_match, "*") == 0)) {
+		free_fn(entry);
+		rs->status = 304;
+		return;
+	}
+	rs->status = 200;
+	rs->text = entry;
+	rs->text_len = body;
+	rs->text_free = free_fn;
+	rs->content_type = "application/json";
+}
+
 void
 rp_api_crud_get(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_resp *rs)
 {
+	struct rp_memo *memo = rq->api->get_cache;
 	json_t *out = NULL;
-	enum rp_err e = c->get(rq->api->store, rq->params[0], &out);
-	char why[160];
+	char key[256], why[160], *buf, *text;
+	size_t len;
+	uint64_t gen;
+	json_int_t version;
+	enum rp_err e;
+	struct rp_buf b = {0};
 
+	/* Generation first: a result read afterwards is at least this fresh. */
+	gen = rp_store_generation(rq->api->store);
+	{
+		size_t a = strlen(c->collection), p = strlen(rq->params[0]);
+
+		if (a + p + 2 > sizeof key)
+			p = sizeof key - a - 2;
+		memcpy(key, c->collection, a);
+		key[a] = '/';
+		memcpy(key + a + 1, rq->params[0], p);
+		key[a + 1 + p] = '\0';
+	}
+	if (memo && (buf = rp_memo_get(memo, key, gen, &len)) != NULL) {
+		reply_cached(rq, rs, buf, len, rp_memo_release);
+		return;
+	}
+	e = c->get(rq->api->store, rq->params[0], &out);
 	if (e != RP_ERR_OK) {
 		snprintf(why, sizeof why, "no %s '%.64s'", c->what, rq->params[0]);
 		rp_api_reply_store_error(rs, e, NULL, why);
 		return;
 	}
-	rp_api_reply_object(rq, rs, 200, out);
+	version = json_integer_value(json_object_get(out, "version"));
+	text = json_dumps(out, JSON_COMPACT);
+	json_decref(out);
+	if (text == NULL) {
+		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+		return;
+	}
+	rp_buf_printf(&b, "%s\n%c\"%lld\"", text, '\0', (long long)version);
+	free(text);
+	if (b.oom) {
+		rp_buf_free(&b);
+		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+		return;
+	}
+	if (memo)
+		rp_memo_put(memo, key, gen, b.data, b.len);
+	reply_cached(rq, rs, b.data, b.len, free);
 }
 
 void

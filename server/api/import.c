@@ -186,7 +186,7 @@ static int
 json_manifest(struct rp_api_req *rq, json_t **manifest, struct rp_api_resp *rs)
 {
 	const char *k;
-	json_t *v;
+	json_t *v, *racks, *nodes;
 
 	if (rp_api_need_object(rq, rs) < 0)
 		return -1;
@@ -203,12 +203,10 @@ json_manifest(struct rp_api_req *rq, json_t **manifest, struct rp_api_resp *rs)
 			return -1;
 		}
 	}
-	*manifest = json_pack("{s:O, s:O}", "racks",
-	                      json_object_get(rq->body, "racks") ? json_object_get(rq->body, "racks")
-	                                                         : json_array(),
-	                      "nodes",
-	                      json_object_get(rq->body, "nodes") ? json_object_get(rq->body, "nodes")
-	                                                         : json_array());
+	racks = json_object_get(rq->body, "racks");
+	nodes = json_object_get(rq->body, "nodes");
+	*manifest = json_pack("{s:o, s:o}", "racks", racks ? json_incref(racks) : json_array(),
+	                      "nodes", nodes ? json_incref(nodes) : json_array());
 	return 0;
 }
 

@@ -74,6 +74,20 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 	                  "# TYPE rackpilot_uptime_seconds gauge\nrackpilot_uptime_seconds %.3f\n",
 	              (double)(rp_time_now_ms() - rq->api->started_at) / 1000.0);
 	json_decref(stats);
+	if (rq->api->get_cache && rq->api->auth_cache) {
+		uint64_t gh, gm, ah, am;
+
+		rp_memo_stats(rq->api->get_cache, &gh, &gm);
+		rp_memo_stats(rq->api->auth_cache, &ah, &am);
+		rp_buf_printf(&b, "# HELP rackpilot_cache_lookups_total Cache lookups by cache and result.\n"
+		                  "# TYPE rackpilot_cache_lookups_total counter\n"
+		                  "rackpilot_cache_lookups_total{cache=\"get\",result=\"hit\"} %llu\n"
+		                  "rackpilot_cache_lookups_total{cache=\"get\",result=\"miss\"} %llu\n"
+		                  "rackpilot_cache_lookups_total{cache=\"auth\",result=\"hit\"} %llu\n"
+		                  "rackpilot_cache_lookups_total{cache=\"auth\",result=\"miss\"} %llu\n",
+		              (unsigned long long)gh, (unsigned long long)gm, (unsigned long long)ah,
+		              (unsigned long long)am);
+	}
 	if (b.oom) {
 		rp_buf_free(&b);
 		rp_api_error(rs, RP_ERR_INTERNAL, NULL);

@@ -177,15 +177,26 @@ out:
 	return rc;
 }
 
+/* SQLite's memory statistics take a global mutex on every allocation, which every worker
+ * thread would contend on; nothing here reads those statistics. */
+static void
+sqlite_setup(void)
+{
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 enum rp_err
 rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
 	struct rp_store *st = NULL;
 	enum rp_err rc = RP_ERR_INTERNAL;
 	sqlite3 *db = NULL;
 	char mode[16] = "";
 	sqlite3_stmt *s = NULL;
 
+	pthread_once(&once, sqlite_setup);
 	db = db_open(path, why, whylen);
 	if (db == NULL)
 		goto out;
@@ -199,6 +210,8 @@ rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen)
 		goto out;
 	}
 	st = calloc(1, sizeof *st);
+	if (st != NULL)
+		st->generation = 1;
 	if (st == NULL || (st->path = strdup(path)) == NULL) {
 		snprintf(why, whylen, "out of memory");
 		goto out;
@@ -288,13 +301,23 @@ store_begin(struct conn *c)
 	return rc == SQLITE_OK ? RP_ERR_OK : store_sqlerr(c, rc, "begin");
 }
 
+uint64_t
+rp_store_generation(struct rp_store *st)
+{
+	return __atomic_load_n(&st->generation, __ATOMIC_ACQUIRE);
+}
+
 enum rp_err
 store_commit(struct conn *c)
 {
 	int rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
 
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK) {
+		/* After the commit, never before: a reader that sees the new generation must also
+		 * see the new data. */
+		__atomic_add_fetch(&c->st->generation, 1, __ATOMIC_RELEASE);
 		return RP_ERR_OK;
+	}
 	store_rollback(c);
 	return store_sqlerr(c, rc, "commit");
 }

@@ -41,6 +41,12 @@ int rp_store_schema_latest(void);
 /* Schema version of the open database. */
 int rp_store_schema_version(struct rp_store *st);
 
+/* The write generation: incremented after every committed write. A value read before a
+ * read operation, equal to the current one later, proves nothing changed in between, so
+ * callers may cache results keyed by it. This process must be the only writer (rackpilotd
+ * holds a lock on its data directory). */
+uint64_t rp_store_generation(struct rp_store *st);
+
 /* ---- Pagination ---------------------------------------------------------------------- */
 
 /* A keyset page request. `after_id` (internal row id) and `after_key` (sort key) come from
@@ -69,6 +75,7 @@ struct rp_token_info {
 	char id[40];
 	char name[64];
 	char role[16];
+	int64_t expires_at; /* ms since epoch; 0: never */
 };
 
 /* Create an admin token with the given secret hash if no token exists at all (first start).

@@ -121,8 +121,8 @@ rp_store_token_auth(struct rp_store *st, const char *hash, struct rp_token_info 
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT uuid, name, role FROM tokens WHERE hash = ? AND revoked_at IS NULL "
-	            "AND (expires_at IS NULL OR expires_at > ?)");
+	s = STMT(c, "SELECT uuid, name, role, coalesce(expires_at, 0) FROM tokens WHERE hash = ? "
+	            "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
@@ -132,6 +132,7 @@ rp_store_token_auth(struct rp_store *st, const char *hash, struct rp_token_info 
 		snprintf(out->id, sizeof out->id, "%s", (const char *)sqlite3_column_text(s, 0));
 		snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(s, 1));
 		snprintf(out->role, sizeof out->role, "%s", (const char *)sqlite3_column_text(s, 2));
+		out->expires_at = sqlite3_column_int64(s, 3);
 	}
 	sqlite3_reset(s);
 	if (rc == SQLITE_ROW)
@@ -149,7 +150,7 @@ rp_store_token_list(struct rp_store *st, json_t **out)
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	s = STMT(c, TOKEN_COLS "WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) "
-	                       "ORDER BY id DESC");
+	                       "ORDER BY tokens.id DESC");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sqlite3_bind_int64(s, 1, rp_time_now_ms());

@@ -1,5 +1,6 @@
 /* Time, randomness, identifiers, hashing and validation helpers. */
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/sha.h>
+#include <openssl/evp.h>
 
 #include "util.h"
 
@@ -32,15 +33,62 @@ rp_time_mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Civil date from days since 1970-01-01 (H. Hinnant's algorithm). gmtime_r would do, but
+ * glibc takes a process-wide lock in it, and every request formats a time. */
+static void
+civil(int64_t days, int *y, int *m, int *d)
+{
+	int64_t z = days + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
+	unsigned doe = (unsigned)(z - era * 146097);
+	unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	unsigned mp = (5 * doy + 2) / 153;
+
+	*d = (int)(doy - (153 * mp + 2) / 5 + 1);
+	*m = (int)(mp < 10 ? mp + 3 : mp - 9);
+	*y = (int)(yoe + era * 400 + (*m <= 2));
+}
+
+static void
+put2(char *p, int v)
+{
+	p[0] = (char)('0' + v / 10);
+	p[1] = (char)('0' + v % 10);
+}
+
 char *
 rp_time_format(int64_t ms, char buf[RP_TIME_BUF])
 {
-	time_t s = (time_t)(ms / 1000);
-	struct tm tm;
+	int64_t s = ms / 1000, days = s / 86400, rem = s % 86400;
+	int y, mo, d, msec = (int)(ms % 1000);
 
-	gmtime_r(&s, &tm);
-	snprintf(buf, RP_TIME_BUF, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-	         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+	if (ms < 0) {
+		snprintf(buf, RP_TIME_BUF, "1970-01-01T00:00:00.000Z");
+		return buf;
+	}
+	civil(days, &y, &mo, &d);
+	if (y > 9999) {
+		snprintf(buf, RP_TIME_BUF, "9999-12-31T23:59:59.999Z");
+		return buf;
+	}
+	/* "YYYY-MM-DDTHH:MM:SS.mmmZ" without printf: this is on every request's path. */
+	put2(buf, y / 100);
+	put2(buf + 2, y % 100);
+	buf[4] = '-';
+	put2(buf + 5, mo);
+	buf[7] = '-';
+	put2(buf + 8, d);
+	buf[10] = 'T';
+	put2(buf + 11, (int)(rem / 3600));
+	buf[13] = ':';
+	put2(buf + 14, (int)(rem / 60 % 60));
+	buf[16] = ':';
+	put2(buf + 17, (int)(rem % 60));
+	buf[19] = '.';
+	buf[20] = (char)('0' + msec / 100);
+	put2(buf + 21, msec % 100);
+	buf[23] = 'Z';
+	buf[24] = '\0';
 	return buf;
 }
 
@@ -244,14 +292,46 @@ rp_token_new(char buf[RP_TOKEN_BUF])
 	return 0;
 }
 
+/* OpenSSL 3 looks the digest up in a locked provider table on every one-shot call; fetch it
+ * once and keep a context per thread (freed when the thread exits), since every API
+ * request hashes its token. */
+static EVP_MD *sha256_md;
+static pthread_key_t sha256_key;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void
+sha256_ctx_free(void *ctx)
+{
+	EVP_MD_CTX_free(ctx);
+}
+
+static void
+sha256_init(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+	if (pthread_key_create(&sha256_key, sha256_ctx_free) != 0)
+		abort();
+}
+
 void
 rp_sha256_hex(const void *data, size_t len, char hex[RP_SHA256_HEX])
 {
-	unsigned char md[SHA256_DIGEST_LENGTH];
+	EVP_MD_CTX *ctx;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
 	size_t i;
 
-	SHA256(data, len, md);
-	for (i = 0; i < sizeof md; i++) {
+	pthread_once(&sha256_once, sha256_init);
+	ctx = pthread_getspecific(sha256_key);
+	if (ctx == NULL) {
+		ctx = EVP_MD_CTX_new();
+		pthread_setspecific(sha256_key, ctx);
+	}
+	if (ctx == NULL || sha256_md == NULL || !EVP_DigestInit_ex2(ctx, sha256_md, NULL) ||
+	    !EVP_DigestUpdate(ctx, data, len) || !EVP_DigestFinal_ex(ctx, md, &mdlen) ||
+	    mdlen != 32)
+		abort(); /* A host without SHA-256 cannot check a single token. */
+	for (i = 0; i < 32; i++) {
 		hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
 		hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
 	}

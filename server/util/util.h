@@ -13,8 +13,17 @@ enum rp_log_level { RP_LOG_ERROR, RP_LOG_WARN, RP_LOG_INFO, RP_LOG_DEBUG };
 /* Set the most verbose level that is written (default INFO). */
 void rp_log_set_level(enum rp_log_level lvl);
 
-/* One log line to stderr: "TIMESTAMP LEVEL message". Thread-safe: one write(2) per line. */
+/* One log line to stderr: "TIMESTAMP LEVEL message". Thread-safe; written at once (after
+ * any buffered access lines, to keep order). */
 void rp_log(enum rp_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* An access-log line ("TIMESTAMP access MSG"; msg is len bytes, no newline): buffered in
+ * memory and written in batches, because a write(2) per request would halve the request
+ * rate. Call rp_log_flush() at least every few hundred milliseconds and before exit. */
+void rp_log_access(const char *msg, size_t len);
+
+/* Write out buffered access lines. */
+void rp_log_flush(void);
 
 #define rp_log_error(...) rp_log(RP_LOG_ERROR, __VA_ARGS__)
 #define rp_log_warn(...) rp_log(RP_LOG_WARN, __VA_ARGS__)
@@ -94,6 +103,34 @@ void rp_buf_append(struct rp_buf *b, const void *p, size_t n);
 void rp_buf_printf(struct rp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Release the buffer's memory and zero it. */
 void rp_buf_free(struct rp_buf *b);
+
+/* ---- Memo table ----------------------------------------------------------------------- */
+
+/*
+ * A bounded, direct-mapped cache of byte strings. Each entry carries the generation it was
+ * computed at; a lookup hits only when the caller's current generation matches, so bumping
+ * the generation after every database commit invalidates everything at once. Thread-safe
+ * (striped locks). Values are reference-counted: a hit hands out the stored bytes
+ * themselves, which stay valid until released, even if the entry is replaced meanwhile.
+ */
+struct rp_memo;
+
+/* slots is rounded up to a power of two. NULL on allocation failure. */
+struct rp_memo *rp_memo_new(size_t slots);
+void rp_memo_free(struct rp_memo *m);
+
+/* On a hit (same key, same gen) returns the value (NUL-terminated, length *len), to be
+ * handed back with rp_memo_release(); on a miss NULL. */
+char *rp_memo_get(struct rp_memo *m, const char *key, uint64_t gen, size_t *len);
+
+/* Release a value rp_memo_get() returned. Accepts NULL. */
+void rp_memo_release(void *value);
+
+/* Remember val (len bytes, at most 64 KiB) under key for generation gen. */
+void rp_memo_put(struct rp_memo *m, const char *key, uint64_t gen, const void *val, size_t len);
+
+/* Hits and misses since creation. */
+void rp_memo_stats(struct rp_memo *m, uint64_t *hits, uint64_t *misses);
 
 /* ---- Request metrics ----------------------------------------------------------------- */
 
