@@ -1,10 +1,12 @@
 /* rackpilotd: configuration, the data directory, the first admin token, and the signal loop. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,6 +55,31 @@ mkdir_p(const char *dir)
 	if (mkdir(path, 0700) < 0 && errno != EEXIST)
 		return -1;
 	return 0;
+}
+
+/* One server per data directory: the database has one writer, and the read caches rely on
+ * it. The lock dies with the process, so a crash never leaves it stale. */
+static int
+lock_data_dir(const char *dir)
+{
+	char path[600];
+	int fd;
+
+	snprintf(path, sizeof path, "%s/rackpilotd.lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rp_log_error("cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK)
+			rp_log_error("another rackpilotd is already using %s", dir);
+		else
+			rp_log_error("cannot lock %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd; /* kept open, and locked, until exit */
 }
 
 /* Write a fresh admin secret to DATA_DIR/admin.token (mode 0600). */
@@ -221,6 +248,9 @@ main(int argc, char **argv)
 		rp_log_error("cannot create data directory %s: %s", cfg.data_dir, strerror(errno));
 		goto out;
 	}
+	/* --new-admin-token only adds a row, which a running server picks up: no lock needed. */
+	if (!reissue && lock_data_dir(cfg.data_dir) < 0)
+		goto out;
 	snprintf(dbpath, sizeof dbpath, "%s/rackpilot.db", cfg.data_dir);
 	e = rp_store_open(dbpath, &st, why, sizeof why);
 	if (e != RP_ERR_OK) {

@@ -106,6 +106,7 @@ enum rp_role rp_api_role_parse(const char *s);
 enum rp_ftype {
 	RP_F_STR,      /* string, max = max length */
 	RP_F_NAME,     /* resource name (rp_name_valid) */
+	RP_F_KEY,      /* attribute/component key: 1-128 of A-Z a-z 0-9 . _ : / - [ ] */
 	RP_F_INT,      /* integer in [min, max] */
 	RP_F_NUM,      /* number in [min, max] */
 	RP_F_BOOL,

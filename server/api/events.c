@@ -41,6 +41,10 @@ rp_api_events_list(struct rp_api_req *rq, struct rp_api_resp *rs)
 		return;
 	if (rp_api_filter(rq, event_filters, &filter, rs) < 0)
 		return;
+	if (json_object_get(filter, "node") && json_object_get(filter, "rack")) {
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "filter by node or by rack, not both");
+		goto out;
+	}
 	if (time_arg(rq, "since", filter, rs) < 0 || time_arg(rq, "until", filter, rs) < 0)
 		goto out;
 	pr.filter = filter;

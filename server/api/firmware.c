@@ -30,7 +30,7 @@ static const struct rp_crud baselines = {
 };
 
 static const struct rp_field component_fields[] = {
-    {"component", RP_F_STR, RP_F_REQUIRED, 0, 128},
+    {"component", RP_F_KEY, RP_F_REQUIRED},
     {"version", RP_F_STR, RP_F_REQUIRED, 0, 128},
     {"updateable", RP_F_BOOL},
     {NULL},

@@ -212,7 +212,7 @@ json_manifest(struct rp_api_req *rq, json_t **manifest, struct rp_api_resp *rs)
 
 /* Validate one row; valid rows are copied into `into` with their original index kept. */
 static void
-check_rows(json_t *rows, const char *kind, const struct rp_field *spec, json_t *into,
+check_rows(json_t *rows, const char *kind, const struct rp_field *spec, int csv, json_t *into,
            json_t *map, json_t *errors)
 {
 	json_t *item, *detail;
@@ -229,15 +229,19 @@ check_rows(json_t *rows, const char *kind, const struct rp_field *spec, json_t *
 			          json_pack("{s:s}", "reason", "must be an object"));
 			continue;
 		}
-		if ((extra = json_object_get(item, "_invalid")) != NULL) {
+		/* The "_" members are the CSV reader's notes (line, conversion error, rack
+		 * columns); in a JSON manifest they are unknown fields like any other. */
+		if (csv && (extra = json_object_get(item, "_invalid")) != NULL) {
 			add_error(errors, kind, i, item, RP_ERR_INVALID_FIELD, extra);
 			continue;
 		}
 		copy = json_deep_copy(item);
-		line = json_object_get(item, "_line");
-		extra = json_object_get(item, "_rack");
-		json_object_del(copy, "_line");
-		json_object_del(copy, "_rack");
+		line = csv ? json_object_get(item, "_line") : NULL;
+		extra = csv ? json_object_get(item, "_rack") : NULL;
+		if (csv) {
+			json_object_del(copy, "_line");
+			json_object_del(copy, "_rack");
+		}
 		e = rp_api_validate(copy, spec, 1, &detail);
 		if (e == RP_ERR_OK && extra)
 			e = rp_api_validate(extra, rp_api_rack_fields, 0, &detail);
@@ -283,9 +287,9 @@ rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs)
 	valid = json_pack("{s:[], s:[]}", "racks", "nodes");
 	rmap = json_array();
 	nmap = json_array();
-	check_rows(json_object_get(manifest, "racks"), "rack", rp_api_rack_fields,
+	check_rows(json_object_get(manifest, "racks"), "rack", rp_api_rack_fields, csv,
 	           json_object_get(valid, "racks"), rmap, errors);
-	check_rows(json_object_get(manifest, "nodes"), "node", rp_api_node_fields,
+	check_rows(json_object_get(manifest, "nodes"), "node", rp_api_node_fields, csv,
 	           json_object_get(valid, "nodes"), nmap, errors);
 	/* Even with shape errors, let the store check the rest so one reply lists everything. */
 	e = rp_store_import(rq->api->store, valid, csv, dry_run || json_array_size(errors) > 0,

@@ -76,6 +76,14 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 			goto bad;
 		}
 		return RP_ERR_OK;
+	case RP_F_KEY:
+		if (!json_is_string(v))
+			goto type;
+		if (!key_valid(json_string_value(v))) {
+			snprintf(reason, sizeof reason, "1-128 characters of A-Z a-z 0-9 . _ : / - [ ]");
+			goto bad;
+		}
+		return RP_ERR_OK;
 	case RP_F_INT:
 		if (!json_is_integer(v))
 			goto type;
@@ -222,7 +230,7 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 	}
 type:
 	switch (f->type) {
-	case RP_F_STR: case RP_F_NAME: case RP_F_ENUM: case RP_F_HOST:
+	case RP_F_STR: case RP_F_NAME: case RP_F_KEY: case RP_F_ENUM: case RP_F_HOST:
 		snprintf(reason, sizeof reason, "must be a string");
 		break;
 	case RP_F_INT:

@@ -446,6 +446,7 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 	                 strcmp(method, "PATCH") == 0)) {
 		media_type(r->h_ctype, mt, sizeof mt);
 		if (strcmp(mt, "application/json") != 0 &&
+		    !(strcmp(method, "PATCH") == 0 && strcmp(mt, "application/merge-patch+json") == 0) &&
 		    !((rt->flags & RP_ROUTE_CSV) && strcmp(mt, "text/csv") == 0))
 			return refuse(c, r, has_body, RP_ERR_UNSUPPORTED_MEDIA_TYPE,
 			              json_pack("{s:s, s:s}", "content_type", mt[0] ? mt : "(none)",
@@ -474,7 +475,8 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 		                  NULL);
 	}
 	media_type(r->h_ctype, mt, sizeof mt);
-	if (r->body.len > 0 && strcmp(mt, "application/json") == 0) {
+	if (r->body.len > 0 && (strcmp(mt, "application/json") == 0 ||
+	                        strcmp(mt, "application/merge-patch+json") == 0)) {
 		json_error_t err;
 
 		body = json_loadb(r->body.data, r->body.len, JSON_REJECT_DUPLICATES, &err);

@@ -18,6 +18,7 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 	const char *name, *profile = NULL, *via = NULL;
 	char pname[128] = "";
 	sqlite3_stmt *s;
+	struct node_ref n;
 	int64_t id, pid = 0;
 	enum rp_err e;
 	int rc;
@@ -26,8 +27,9 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 		return RP_ERR_INTERNAL;
 	if ((e = store_read_begin(c)) != RP_ERR_OK)
 		return e;
-	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
 		goto out;
+	id = n.id;
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT name, value, source, read_at FROM bios_actual WHERE node_id = ? "
 	            "ORDER BY name");
@@ -91,7 +93,7 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 		if (rc != SQLITE_DONE)
 			goto out;
 	}
-	res = json_pack("{s:s, s:O, s:{s:s?, s:s?, s:O}, s:O, s:b}", "node", key, "actual", actual,
+	res = json_pack("{s:s, s:O, s:{s:s?, s:s?, s:O}, s:O, s:b}", "node", n.name, "actual", actual,
 	                "desired", "profile", profile, "via", via, "attributes", desired_attrs,
 	                "diff", diff, "in_sync", pid != 0 && json_array_size(diff) == 0);
 	if (res == NULL)
@@ -112,7 +114,8 @@ rp_store_node_bios_set(struct rp_store *st, const char *key, const char *source,
 {
 	struct conn *c = store_conn(st);
 	sqlite3_stmt *s;
-	int64_t id, now = rp_time_now_ms();
+	int64_t now = rp_time_now_ms();
+	struct node_ref n;
 	const char *name;
 	json_t *v;
 	enum rp_err e;
@@ -123,7 +126,7 @@ rp_store_node_bios_set(struct rp_store *st, const char *key, const char *source,
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
 		goto out;
 	json_object_foreach(attributes, name, v)
 	{
@@ -138,7 +141,7 @@ rp_store_node_bios_set(struct rp_store *st, const char *key, const char *source,
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, id);
+		sqlite3_bind_int64(s, 1, n.id);
 		sqlite3_bind_text(s, 2, name, -1, SQLITE_TRANSIENT);
 		sqlite3_bind_text(s, 3, text, -1, free);
 		store_bind_text(s, 4, source);
@@ -151,9 +154,9 @@ rp_store_node_bios_set(struct rp_store *st, const char *key, const char *source,
 		}
 	}
 	snprintf(summary, sizeof summary, "%zu BIOS attribute(s) of %s read from %s",
-	         json_object_size(attributes), key, source);
-	if ((e = store_event(c, actor, "node.bios_read", "node", NULL, key, id, 0, summary,
-	                     attributes)) != RP_ERR_OK)
+	         json_object_size(attributes), n.name, source);
+	if ((e = store_event(c, actor, "node.bios_read", "node", n.uuid, n.name, n.id, n.rack_id,
+	                     summary, attributes)) != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);
 out:

@@ -564,6 +564,33 @@ store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id)
 }
 
 enum rp_err
+store_node_ref(struct conn *c, const char *key, struct node_ref *out)
+{
+	sqlite3_stmt *s;
+	enum rp_err e;
+	int64_t id;
+	int rc;
+
+	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+		return e;
+	s = STMT(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		out->id = id;
+		snprintf(out->uuid, sizeof out->uuid, "%s", (const char *)sqlite3_column_text(s, 0));
+		snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(s, 1));
+		out->rack_id = sqlite3_column_int64(s, 2);
+	}
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node ref");
+}
+
+enum rp_err
 store_event(struct conn *c, const char *actor, const char *action, const char *otype,
             const char *oid, const char *oname, int64_t node_id, int64_t rack_id,
             const char *summary, json_t *detail)

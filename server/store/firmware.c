@@ -12,6 +12,7 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 	const char *comp, *baseline = NULL;
 	char bname[128];
 	sqlite3_stmt *s;
+	struct node_ref n;
 	int64_t id;
 	enum rp_err e;
 	size_t i;
@@ -21,8 +22,9 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 		return RP_ERR_INTERNAL;
 	if ((e = store_read_begin(c)) != RP_ERR_OK)
 		return e;
-	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
 		goto out;
+	id = n.id;
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT component, version, updateable AS \"updateable:bool\", source, "
 	            "read_at AS \"read_at:time\" FROM firmware_components WHERE node_id = ? "
@@ -75,7 +77,7 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 			                                      "source", "read_at", "desired", v, "status",
 			                                      "missing"));
 	}
-	*out = json_pack("{s:s, s:s?, s:O}", "node", key, "baseline", baseline, "components", list);
+	*out = json_pack("{s:s, s:s?, s:O}", "node", n.name, "baseline", baseline, "components", list);
 	e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
 out:
 	store_read_end(c);
@@ -90,7 +92,8 @@ rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *sou
 {
 	struct conn *c = store_conn(st);
 	sqlite3_stmt *s;
-	int64_t id, now = rp_time_now_ms();
+	int64_t now = rp_time_now_ms();
+	struct node_ref n;
 	json_t *v;
 	enum rp_err e;
 	char summary[192];
@@ -101,7 +104,7 @@ rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *sou
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
 		goto out;
 	json_array_foreach(components, i, v)
 	{
@@ -113,7 +116,7 @@ rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *sou
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, id);
+		sqlite3_bind_int64(s, 1, n.id);
 		store_bind_str(s, 2, v, "component");
 		store_bind_str(s, 3, v, "version");
 		store_bind_int(s, 4, v, "updateable");
@@ -127,9 +130,9 @@ rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *sou
 		}
 	}
 	snprintf(summary, sizeof summary, "%zu firmware component(s) of %s read from %s",
-	         json_array_size(components), key, source);
-	if ((e = store_event(c, actor, "node.firmware_read", "node", NULL, key, id, 0, summary,
-	                     components)) != RP_ERR_OK)
+	         json_array_size(components), n.name, source);
+	if ((e = store_event(c, actor, "node.firmware_read", "node", n.uuid, n.name, n.id, n.rack_id,
+	                     summary, components)) != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);
 out:

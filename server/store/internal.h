@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
+#include "util/util.h"
 
 #define STMT_SLOTS 192
 
@@ -82,6 +83,16 @@ void store_bind_text(sqlite3_stmt *s, int i, const char *v);
 /* Resolve a key (UUID or name) of a table to its row id. RP_ERR_NOT_FOUND when absent. */
 enum store_table { T_RACK, T_NODE, T_PROFILE, T_BASELINE };
 enum rp_err store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id);
+
+/* A node's identity, for views and events that must name it whatever key the caller used. */
+struct node_ref {
+	int64_t id, rack_id;
+	char uuid[RP_UUID_BUF];
+	char name[64];
+};
+
+/* Resolve a node key (UUID or name). RP_ERR_NOT_FOUND when absent. */
+enum rp_err store_node_ref(struct conn *c, const char *key, struct node_ref *out);
 
 /* Append an event inside the caller's transaction. detail is borrowed; may be NULL. */
 enum rp_err store_event(struct conn *c, const char *actor, const char *action,

@@ -346,6 +346,7 @@ destroy(struct rp_store *st, struct kind *k, const char *key, int64_t if_match,
 	if ((e = load(c, k, id, &before)) != RP_ERR_OK)
 		goto out;
 	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
+		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
 		e = RP_ERR_PRECONDITION_FAILED;
 		goto out;
 	}

@@ -497,7 +497,6 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 	char summary[160];
 	int rc;
 
-	(void)detail;
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
@@ -507,6 +506,7 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 	if ((e = node_load(c, id, &before)) != RP_ERR_OK)
 		goto out;
 	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
+		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
 		e = RP_ERR_PRECONDITION_FAILED;
 		goto out;
 	}
@@ -574,7 +574,7 @@ rp_store_node_inventory_set(struct rp_store *st, const char *key, const char *so
 	struct conn *c = store_conn(st);
 	sqlite3_stmt *s;
 	char *text = NULL, summary[160];
-	int64_t id;
+	struct node_ref n;
 	enum rp_err e;
 	int rc;
 
@@ -582,7 +582,7 @@ rp_store_node_inventory_set(struct rp_store *st, const char *key, const char *so
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		goto out;
-	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
 		goto out;
 	s = STMT(c, "INSERT INTO inventory(node_id, data, source, collected_at) VALUES (?,?,?,?) "
 	            "ON CONFLICT(node_id) DO UPDATE SET data = excluded.data, source = "
@@ -591,7 +591,7 @@ rp_store_node_inventory_set(struct rp_store *st, const char *key, const char *so
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, id);
+	sqlite3_bind_int64(s, 1, n.id);
 	sqlite3_bind_text(s, 2, text, -1, SQLITE_STATIC);
 	store_bind_text(s, 3, source);
 	sqlite3_bind_int64(s, 4, rp_time_now_ms());
@@ -601,26 +601,14 @@ rp_store_node_inventory_set(struct rp_store *st, const char *key, const char *so
 		e = store_sqlerr(c, rc, "inventory set");
 		goto out;
 	}
-	s = STMT(c, "UPDATE nodes SET version = version + 1, updated_at = ? WHERE id = ?");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
-	sqlite3_bind_int64(s, 1, rp_time_now_ms());
-	sqlite3_bind_int64(s, 2, id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "inventory bump");
-		goto out;
-	}
-	snprintf(summary, sizeof summary, "inventory of %s reported by %s", key, source);
-	if ((e = store_event(c, actor, "node.inventory", "node", NULL, key, id, 0, summary, NULL)) !=
-	    RP_ERR_OK)
+	snprintf(summary, sizeof summary, "inventory of %s reported by %s", n.name, source);
+	if ((e = store_event(c, actor, "node.inventory", "node", n.uuid, n.name, n.id, n.rack_id,
+	                     summary, NULL)) != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);
 out:
-	store_rollback(c);
+	if (c)
+		store_rollback(c);
 	free(text);
 	return e;
 }

@@ -279,6 +279,7 @@ rp_store_rack_delete(struct rp_store *st, const char *key, int64_t if_match, con
 	if ((e = rack_load(c, id, &before)) != RP_ERR_OK)
 		goto out;
 	if (if_match && version_of(before) != if_match) {
+		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
 		e = RP_ERR_PRECONDITION_FAILED;
 		goto out;
 	}

@@ -169,7 +169,7 @@ enum rp_err rp_store_bios_profile_update(struct rp_store *st, const char *key, j
 enum rp_err rp_store_bios_profile_delete(struct rp_store *st, const char *key, int64_t if_match,
                                          const char *actor, json_t **detail);
 
-/* A node's BIOS: {node, actual {name: {value, source, read_at}}, desired {profile, via,
+/* A node's BIOS: {node (name), actual {name: {value, source, read_at}}, desired {profile, via,
  * attributes} , diff [{name, actual, desired}], in_sync}. */
 enum rp_err rp_store_node_bios(struct rp_store *st, const char *key, json_t **out);
 
@@ -184,7 +184,7 @@ enum rp_err rp_store_bios_drift(struct rp_store *st, json_t *filter, json_t **ou
 /* ---- Firmware -------------------------------------------------------------------------- */
 
 /* Baseline objects: id, name, node_class, description, components {component: version},
- * version, created_at, updated_at. */
+ * node_count, version, created_at, updated_at. */
 enum rp_err rp_store_baseline_create(struct rp_store *st, json_t *in, const char *actor,
                                      json_t **out, json_t **detail);
 enum rp_err rp_store_baseline_get(struct rp_store *st, const char *key, json_t **out);
@@ -196,7 +196,7 @@ enum rp_err rp_store_baseline_update(struct rp_store *st, const char *key, json_
 enum rp_err rp_store_baseline_delete(struct rp_store *st, const char *key, int64_t if_match,
                                      const char *actor, json_t **detail);
 
-/* A node's firmware: {node, baseline, components [{component, version, updateable, source,
+/* A node's firmware: {node (name), baseline, components [{component, version, updateable, source,
  * read_at, desired, status}]} where status is ok|drift|missing|unmanaged. */
 enum rp_err rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out);
 
@@ -210,9 +210,9 @@ enum rp_err rp_store_firmware_drift(struct rp_store *st, json_t *filter, json_t 
 
 /* ---- Events ---------------------------------------------------------------------------- */
 
-/* Events newest first. Filters: node, rack (keys), since, until (ms strings), action
- * (prefix such as "node."). Objects: id, at, actor, action, object {type, id, name},
- * node, rack, summary, detail. */
+/* Events newest first. Filters: node or rack (keys; not both), since, until (integer ms),
+ * action (prefix such as "node."). Objects: id, at, actor, action, object {type, id, name},
+ * summary, detail. */
 enum rp_err rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq,
                                 struct rp_page *out);
 
@@ -220,8 +220,9 @@ enum rp_err rp_store_event_list(struct rp_store *st, const struct rp_page_req *r
 
 /* All-or-nothing import of a validated manifest {racks: [...], nodes: [...]} whose nodes
  * reference racks by name (declared in the manifest or existing). create_racks: racks a node
- * names that exist nowhere are created with defaults (CSV); otherwise they are row errors.
- * On RP_ERR_IMPORT_INVALID, *detail is {"errors": [{row, kind, name, field, reason}]}.
+ * names that exist nowhere are created from the node's "_rack" member or defaults (CSV);
+ * otherwise they are row errors. On RP_ERR_IMPORT_INVALID, *detail is
+ * {"errors": [{kind, index, name, code, field, reason}]} with index into racks or nodes.
  * With dry_run nothing is written either way. On success *out is {racks_created,
  * nodes_created, dry_run}. */
 enum rp_err rp_store_import(struct rp_store *st, json_t *manifest, int create_racks, int dry_run,

@@ -168,7 +168,7 @@ rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, js
 	enum rp_err e;
 	char role[16] = "", name[64] = "", summary[160];
 	int64_t now = rp_time_now_ms(), admins = 0;
-	int rc;
+	int rc, live = 0;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -176,7 +176,8 @@ rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, js
 		return e;
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT role, name, (SELECT count(*) FROM tokens WHERE role = 'admin' AND "
-	            "revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)) FROM tokens "
+	            "revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)), "
+	            "(expires_at IS NULL OR expires_at > ?2) FROM tokens "
 	            "WHERE uuid = ?1 AND revoked_at IS NULL");
 	if (s == NULL)
 		goto out;
@@ -187,13 +188,15 @@ rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, js
 		snprintf(role, sizeof role, "%s", (const char *)sqlite3_column_text(s, 0));
 		snprintf(name, sizeof name, "%s", (const char *)sqlite3_column_text(s, 1));
 		admins = sqlite3_column_int64(s, 2);
+		live = sqlite3_column_int(s, 3);
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_ROW) {
 		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "token revoke");
 		goto out;
 	}
-	if (strcmp(role, "admin") == 0 && admins <= 1) {
+	/* Only a live admin token can be the last way in; an expired one may always go. */
+	if (strcmp(role, "admin") == 0 && live && admins <= 1) {
 		*detail = store_why(NULL, "this is the last admin token; create another one first");
 		e = RP_ERR_CONFLICT;
 		goto out;

@@ -191,6 +191,12 @@ test_nodes(void **state)
 	assert_int_equal(json_array_size(json_object_get(r.json, "tags")), 1);
 	assert_int_equal(json_integer_value(json_object_get(r.json, "version")), 4);
 	reply_free(&r);
+	/* RFC 7396's own media type is accepted too. */
+	assert_int_equal(req(&S, S.admin, "PATCH", "/v1/nodes/spare-1", "application/merge-patch+json",
+	                     "{\"vendor\":\"Dell\"}", 17, NULL, &r),
+	                 200);
+	assert_string_equal(str(r.json, "vendor"), "Dell");
+	reply_free(&r);
 	/* Removing the BMC. */
 	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/spare-1", &r, "{s:{s:s}}", "bmc",
 	                      "driver", "fake"),
@@ -272,6 +278,7 @@ test_bios(void **state)
 {
 	struct reply r;
 	json_t *diff, *item;
+	char path[200];
 
 	(void)state;
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r,
@@ -288,7 +295,11 @@ test_bios(void **state)
 	                      "BootMode", "UEFI"),
 	                 204);
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/gpu-r01-u07/bios", &r, NULL), 200);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/gpu-r01-u07", &r, NULL), 200);
+	snprintf(path, sizeof path, "/v1/nodes/%s/bios", str(r.json, "id"));
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
+	assert_string_equal(str(r.json, "node"), "gpu-r01-u07");
 	assert_string_equal(str(json_object_get(r.json, "desired"), "profile"), "h100-golden");
 	assert_string_equal(str(json_object_get(r.json, "desired"), "via"), "node_class");
 	diff = json_object_get(r.json, "diff");

@@ -97,6 +97,29 @@ test_new_admin_token(void **state)
 }
 
 static void
+test_one_server_per_data_dir(void **state)
+{
+	struct server s;
+	char cmd[700], out[512] = "";
+	FILE *p;
+
+	(void)state;
+	server_start(&s, NULL, NULL);
+	snprintf(cmd, sizeof cmd, "'%s' --listen 127.0.0.1:0 --data-dir '%s' 2>&1", rp_test_bin,
+	         s.dir);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(out + strlen(out), (int)(sizeof out - strlen(out)), p))
+		;
+	assert_int_not_equal(pclose(p), 0);
+	assert_non_null(strstr(out, "another rackpilotd is already using"));
+	/* The first one is unaffected. */
+	assert_int_equal(req(&s, NULL, "GET", "/healthz", NULL, NULL, 0, NULL, NULL), 200);
+	server_stop(&s, SIGTERM);
+	server_cleanup(&s);
+}
+
+static void
 test_newer_schema_refused(void **state)
 {
 	struct server s;
@@ -127,6 +150,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_restart_keeps_data),
 	    cmocka_unit_test(test_new_admin_token),
+	    cmocka_unit_test(test_one_server_per_data_dir),
 	    cmocka_unit_test(test_newer_schema_refused),
 	};
 
