@@ -16,8 +16,10 @@ conn_close(struct conn *c)
 {
 	int i;
 
-	for (i = 0; i < STMT_SLOTS; i++)
+	for (i = 0; i < STMT_SLOTS; i++) {
 		sqlite3_finalize(c->stmt[i]);
+		free(c->meta[i]);
+	}
 	sqlite3_close(c->db);
 	free(c);
 }
@@ -360,36 +362,103 @@ store_sqlerr(struct conn *c, int rc, const char *what)
 	}
 }
 
+enum hint { H_NONE, H_BOOL, H_JSON, H_TIME };
+
+/* A statement's result columns, parsed from their aliases once. */
+struct colmeta {
+	int n;
+	struct col {
+		char key[48];
+		char sub[48];   /* non-empty: member sub of object key */
+		unsigned char hint;
+		unsigned char skip;
+	} col[];
+};
+
+static struct colmeta *
+meta_parse(sqlite3_stmt *s)
+{
+	int i, n = sqlite3_column_count(s);
+	struct colmeta *m = calloc(1, sizeof *m + (size_t)n * sizeof m->col[0]);
+
+	if (m == NULL)
+		return NULL;
+	m->n = n;
+	for (i = 0; i < n; i++) {
+		struct col *c = &m->col[i];
+		const char *name = sqlite3_column_name(s, i), *colon, *dot;
+		size_t kl;
+
+		if (name == NULL || name[0] == '_') {
+			c->skip = 1;
+			continue;
+		}
+		colon = strchr(name, ':');
+		kl = colon ? (size_t)(colon - name) : strlen(name);
+		if (kl >= sizeof c->key) {
+			c->skip = 1;
+			continue;
+		}
+		memcpy(c->key, name, kl);
+		c->key[kl] = '\0';
+		if (colon)
+			c->hint = !strcmp(colon + 1, "bool")   ? H_BOOL
+			          : !strcmp(colon + 1, "json") ? H_JSON
+			          : !strcmp(colon + 1, "time") ? H_TIME
+			                                       : H_NONE;
+		dot = strchr(c->key, '.');
+		if (dot) {
+			snprintf(c->sub, sizeof c->sub, "%s", dot + 1);
+			c->key[dot - c->key] = '\0';
+		}
+	}
+	return m;
+}
+
+/* The parsed columns of s, cached in the slot store_prep gave it. */
+static struct colmeta *
+meta_of(struct conn *c, sqlite3_stmt *s)
+{
+	int i;
+
+	for (i = 1; i < STMT_SLOTS; i++) {
+		if (c->stmt[i] == s) {
+			if (c->meta[i] == NULL)
+				c->meta[i] = meta_parse(s);
+			return c->meta[i];
+		}
+	}
+	return NULL;
+}
+
 static json_t *
-column_value(sqlite3_stmt *s, int i, const char *hint)
+column_value(sqlite3_stmt *s, int i, int hint)
 {
 	int type = sqlite3_column_type(s, i);
 	char ts[RP_TIME_BUF];
+	json_t *v;
 
 	if (type == SQLITE_NULL)
 		return json_null();
-	if (hint == NULL) {
-		switch (type) {
-		case SQLITE_INTEGER:
-			return json_integer(sqlite3_column_int64(s, i));
-		case SQLITE_FLOAT:
-			return json_real(sqlite3_column_double(s, i));
-		default:
-			return json_stringn((const char *)sqlite3_column_text(s, i),
-			                    (size_t)sqlite3_column_bytes(s, i));
-		}
-	}
-	if (strcmp(hint, "bool") == 0)
+	switch (hint) {
+	case H_BOOL:
 		return json_boolean(sqlite3_column_int64(s, i) != 0);
-	if (strcmp(hint, "time") == 0)
-		return json_string(rp_time_format(sqlite3_column_int64(s, i), ts));
-	if (strcmp(hint, "json") == 0) {
-		json_t *v = json_loadb((const char *)sqlite3_column_text(s, i),
-		                       (size_t)sqlite3_column_bytes(s, i), JSON_DECODE_ANY, NULL);
-
+	case H_TIME:
+		return json_string_nocheck(rp_time_format(sqlite3_column_int64(s, i), ts));
+	case H_JSON:
+		v = json_loadb((const char *)sqlite3_column_text(s, i),
+		               (size_t)sqlite3_column_bytes(s, i), JSON_DECODE_ANY, NULL);
 		return v ? v : json_null();
 	}
-	return json_null();
+	switch (type) {
+	case SQLITE_INTEGER:
+		return json_integer(sqlite3_column_int64(s, i));
+	case SQLITE_FLOAT:
+		return json_real(sqlite3_column_double(s, i));
+	default:
+		return json_stringn((const char *)sqlite3_column_text(s, i),
+		                    (size_t)sqlite3_column_bytes(s, i));
+	}
 }
 
 static int
@@ -407,45 +476,38 @@ all_null(json_t *o)
 }
 
 json_t *
-store_row(sqlite3_stmt *s)
+store_row(struct conn *c, sqlite3_stmt *s)
 {
-	json_t *o = json_object();
-	int i, n = sqlite3_column_count(s);
+	struct colmeta *m = meta_of(c, s);
+	json_t *o = json_object(), *parent = NULL;
+	int i, nested = 0;
 
-	for (i = 0; i < n; i++) {
-		const char *name = sqlite3_column_name(s, i), *colon, *dot;
-		char key[64], sub[64];
-		const char *hint = NULL;
-		size_t kl;
+	if (m == NULL) {
+		rp_log_error("store: row of a statement the cache does not know");
+		return o;
+	}
+	for (i = 0; i < m->n; i++) {
+		const struct col *col = &m->col[i];
 
-		if (name == NULL || name[0] == '_')
+		if (col->skip)
 			continue;
-		colon = strchr(name, ':');
-		kl = colon ? (size_t)(colon - name) : strlen(name);
-		if (kl >= sizeof key)
+		if (col->sub[0] == '\0') {
+			json_object_set_new_nocheck(o, col->key, column_value(s, i, col->hint));
 			continue;
-		memcpy(key, name, kl);
-		key[kl] = '\0';
-		if (colon)
-			hint = colon + 1;
-		dot = strchr(key, '.');
-		if (dot) {
-			json_t *parent;
-
-			snprintf(sub, sizeof sub, "%s", dot + 1);
-			key[dot - key] = '\0';
-			parent = json_object_get(o, key);
+		}
+		/* Members of one nested object are adjacent in every SELECT here. */
+		if (parent == NULL || i == 0 || strcmp(m->col[i - 1].key, col->key) != 0) {
+			parent = json_object_get(o, col->key);
 			if (parent == NULL) {
 				parent = json_object();
-				json_object_set_new(o, key, parent);
+				json_object_set_new_nocheck(o, col->key, parent);
+				nested = 1;
 			}
-			json_object_set_new(parent, sub, column_value(s, i, hint));
-		} else {
-			json_object_set_new(o, key, column_value(s, i, hint));
 		}
+		json_object_set_new_nocheck(parent, col->sub, column_value(s, i, col->hint));
 	}
 	/* Nested objects from a LEFT JOIN that found nothing read as null, not {all: null}. */
-	{
+	if (nested) {
 		const char *k;
 		json_t *v;
 		void *tmp;
@@ -453,20 +515,20 @@ store_row(sqlite3_stmt *s)
 		json_object_foreach_safe(o, tmp, k, v)
 		{
 			if (json_is_object(v) && json_object_size(v) > 0 && all_null(v))
-				json_object_set_new(o, k, json_null());
+				json_object_set_new_nocheck(o, k, json_null());
 		}
 	}
 	return o;
 }
 
 json_t *
-store_rows(sqlite3_stmt *s)
+store_rows(struct conn *c, sqlite3_stmt *s)
 {
 	json_t *a = json_array();
 	int rc;
 
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_array_append_new(a, store_row(s));
+		json_array_append_new(a, store_row(c, s));
 	if (rc != SQLITE_DONE) {
 		rp_log_error("store: step: %s", sqlite3_errmsg(sqlite3_db_handle(s)));
 		json_decref(a);
@@ -739,7 +801,7 @@ store_page(struct conn *c, sqlite3_stmt *s, const struct rp_page_req *rq, const 
 			more = 1;
 			break;
 		}
-		row = store_row(s);
+		row = store_row(c, s);
 		last_id = sqlite3_column_int64(s, 0);
 		k = json_object_get(row, keyname);
 		snprintf(last_key, sizeof last_key, "%s", json_is_string(k) ? json_string_value(k) : "");

@@ -32,7 +32,7 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, id);
-	if ((list = store_rows(s)) == NULL)
+	if ((list = store_rows(c, s)) == NULL)
 		goto out;
 	s = STMT(c, "SELECT b.name, bc.component, bc.version FROM nodes n JOIN firmware_baselines "
 	            "b ON b.node_class = n.node_class JOIN baseline_components bc ON "

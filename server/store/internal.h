@@ -13,9 +13,12 @@
 
 #define STMT_SLOTS 192
 
+struct colmeta;
+
 struct conn {
 	sqlite3 *db;
 	sqlite3_stmt *stmt[STMT_SLOTS];
+	struct colmeta *meta[STMT_SLOTS]; /* parsed column aliases, per statement */
 	struct conn *next;
 	struct rp_store *st;
 };
@@ -65,13 +68,14 @@ void store_read_end(struct conn *c);
 /* Map an SQLite result code to an rp_err and log unexpected ones with `what`. */
 enum rp_err store_sqlerr(struct conn *c, int rc, const char *what);
 
-/* One row as a wire object. Column aliases steer the mapping: "_x" is skipped,
+/* One row as a wire object (s must come from store_prep on c). Column aliases steer the
+ * mapping, parsed once per statement: "_x" is skipped,
  * "x:bool", "x:json" (text parsed as JSON), "x:time" (ms to RFC 3339), and "a.b" nests b
  * in object a (an object whose members are all null becomes null). */
-json_t *store_row(sqlite3_stmt *s);
+json_t *store_row(struct conn *c, sqlite3_stmt *s);
 
 /* Run s to completion collecting store_row() objects into a new array; NULL on error. */
-json_t *store_rows(sqlite3_stmt *s);
+json_t *store_rows(struct conn *c, sqlite3_stmt *s);
 
 /* Bind helpers: a JSON string/number/bool/null member of obj, by parameter index. Missing
  * members bind NULL. */

@@ -90,7 +90,7 @@ load(struct conn *c, struct kind *k, int64_t id, json_t **out)
 	sqlite3_bind_int64(s, 1, id);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
-		*out = store_row(s);
+		*out = store_row(c, s);
 	sqlite3_reset(s);
 	if (rc == SQLITE_ROW)
 		return RP_ERR_OK;

@@ -40,7 +40,7 @@ node_load(struct conn *c, int64_t id, json_t **out)
 	sqlite3_bind_int64(s, 1, id);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
-		*out = store_row(s);
+		*out = store_row(c, s);
 	sqlite3_reset(s);
 	if (rc == SQLITE_ROW)
 		return RP_ERR_OK;
@@ -560,7 +560,7 @@ rp_store_node_inventory(struct rp_store *st, const char *key, json_t **out)
 	sqlite3_bind_int64(s, 1, id);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
-		*out = store_row(s);
+		*out = store_row(c, s);
 	sqlite3_reset(s);
 	if (rc == SQLITE_ROW)
 		return RP_ERR_OK;

@@ -23,7 +23,7 @@ rack_load(struct conn *c, int64_t id, json_t **out)
 	sqlite3_bind_int64(s, 1, id);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
-		*out = store_row(s);
+		*out = store_row(c, s);
 	sqlite3_reset(s);
 	if (rc == SQLITE_ROW)
 		return RP_ERR_OK;
@@ -344,7 +344,7 @@ rp_store_rack_elevation(struct rp_store *st, const char *key, json_t **out)
 		goto out;
 	}
 	sqlite3_bind_int64(s, 1, id);
-	nodes = store_rows(s);
+	nodes = store_rows(c, s);
 	if (nodes == NULL) {
 		e = RP_ERR_INTERNAL;
 		goto out;

@@ -49,7 +49,7 @@ insert(struct conn *c, const char *name, const char *role, const char *hash, int
 	sqlite3_bind_int64(s, 1, id);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
-		*out = store_row(s);
+		*out = store_row(c, s);
 	sqlite3_reset(s);
 	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "token read");
 }
@@ -154,7 +154,7 @@ rp_store_token_list(struct rp_store *st, json_t **out)
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sqlite3_bind_int64(s, 1, rp_time_now_ms());
-	if ((a = store_rows(s)) == NULL)
+	if ((a = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = a;
 	return RP_ERR_OK;

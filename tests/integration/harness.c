@@ -89,7 +89,7 @@ server_start(struct server *s, const char *dir, const char *const *extra)
 		fail_msg("rackpilotd did not start");
 	}
 	line[strcspn(line, "\n")] = '\0';
-	snprintf(s->base, sizeof s->base, "http://%s", line + 13);
+	snprintf(s->base, sizeof s->base, "http://%.100s", line + 13);
 	snprintf(path, sizeof path, "%s/admin.token", s->dir);
 	f = fopen(path, "r");
 	assert_non_null(f);
