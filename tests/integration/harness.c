@@ -17,6 +17,25 @@
 const char *rp_test_bin = RP_TEST_BIN;
 const char *rp_test_src = RP_TEST_SRC;
 
+struct server S;
+
+int
+group_setup(void **state)
+{
+	(void)state;
+	server_start(&S, NULL, NULL);
+	return 0;
+}
+
+int
+group_teardown(void **state)
+{
+	(void)state;
+	server_stop(&S, SIGTERM);
+	server_cleanup(&S);
+	return 0;
+}
+
 static void
 dump_log(struct server *s)
 {

@@ -67,6 +67,12 @@ void make_token(struct server *s, const char *role, char *buf);
 /* Number of items in GET path (all pages). */
 long count_all(struct server *s, const char *path);
 
+/* The server of a test group: group_setup starts it with defaults, group_teardown stops it
+ * (SIGTERM, expecting a clean exit) and removes its data. For cmocka_run_group_tests. */
+extern struct server S;
+int group_setup(void **state);
+int group_teardown(void **state);
+
 /* Path to the rackpilotd binary under test and the source tree (from CMake). */
 extern const char *rp_test_bin;
 extern const char *rp_test_src;

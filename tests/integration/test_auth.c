@@ -7,25 +7,6 @@
 #include "api/api.h"
 #include "harness.h"
 
-static struct server S;
-
-static int
-setup(void **state)
-{
-	(void)state;
-	server_start(&S, NULL, NULL);
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	server_stop(&S, SIGTERM);
-	server_cleanup(&S);
-	return 0;
-}
-
 /* The route's pattern with every {param} replaced by a name nothing has. */
 static void
 concrete(const char *pattern, char *out, size_t n)
@@ -112,5 +93,5 @@ main(void)
 	    cmocka_unit_test(test_bearer_forms),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

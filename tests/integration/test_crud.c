@@ -3,25 +3,6 @@
 
 #include "harness.h"
 
-static struct server S;
-
-static int
-setup(void **state)
-{
-	(void)state;
-	server_start(&S, NULL, NULL);
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	server_stop(&S, SIGTERM);
-	server_cleanup(&S);
-	return 0;
-}
-
 static const char *
 str(json_t *o, const char *k)
 {
@@ -573,5 +554,5 @@ main(void)
 	    cmocka_unit_test(test_cache_coherence),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -7,7 +7,6 @@
 
 #include "harness.h"
 
-static struct server S;
 static char viewer[128], operator[128];
 
 /* Everything a failed request could have touched, as one comparable string. */
@@ -37,8 +36,7 @@ setup(void **state)
 {
 	struct reply r;
 
-	(void)state;
-	server_start(&S, NULL, NULL);
+	group_setup(state);
 	make_token(&S, "viewer", viewer);
 	make_token(&S, "operator", operator);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s, s:i}", "name", "r01",
@@ -54,15 +52,6 @@ setup(void **state)
 	                      "p1", "node_class", "c1"),
 	                 201);
 	reply_free(&r);
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	server_stop(&S, SIGTERM);
-	server_cleanup(&S);
 	return 0;
 }
 
@@ -307,5 +296,5 @@ main(void)
 	    cmocka_unit_test(test_too_large),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, group_teardown);
 }

@@ -4,25 +4,6 @@
 
 #include "harness.h"
 
-static struct server S;
-
-static int
-setup(void **state)
-{
-	(void)state;
-	server_start(&S, NULL, NULL);
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	server_stop(&S, SIGTERM);
-	server_cleanup(&S);
-	return 0;
-}
-
 /* 500 nodes of 2U in 12 racks of 42U (21 per rack), each with a BMC and two MACs. */
 static json_t *
 manifest(void)
@@ -226,5 +207,5 @@ main(void)
 	    cmocka_unit_test(test_csv),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

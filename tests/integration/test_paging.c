@@ -4,25 +4,6 @@
 
 #include "harness.h"
 
-static struct server S;
-
-static int
-setup(void **state)
-{
-	(void)state;
-	server_start(&S, NULL, NULL);
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	server_stop(&S, SIGTERM);
-	server_cleanup(&S);
-	return 0;
-}
-
 static void
 create_nodes(const char *prefix, int from, int to)
 {
@@ -148,5 +129,5 @@ main(void)
 	    cmocka_unit_test(test_events_paging),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
