@@ -20,6 +20,10 @@ rp_config_defaults(struct rp_config *c)
 	c->conn_limit = 4096;
 	c->access_log = 1;
 	snprintf(c->log_level, sizeof c->log_level, "info");
+	c->job_workers = 32;
+	c->power_sync_interval = 60;
+	c->power_sync_concurrency = 64;
+	c->bmc_fault_threshold = 3;
 }
 
 static int
@@ -95,6 +99,22 @@ rp_config_set(struct rp_config *c, const char *key, const char *value, char *why
 	} else if (strcmp(key, "access_log") == 0) {
 		if (parse_bool(value, &c->access_log) < 0)
 			goto bad;
+	} else if (strcmp(key, "job_workers") == 0) {
+		if (parse_uint(value, 1024, &n) < 0 || n < 1)
+			goto bad;
+		c->job_workers = (unsigned)n;
+	} else if (strcmp(key, "power_sync_interval") == 0) {
+		if (parse_uint(value, 86400, &n) < 0)
+			goto bad;
+		c->power_sync_interval = (unsigned)n;
+	} else if (strcmp(key, "power_sync_concurrency") == 0) {
+		if (parse_uint(value, 4096, &n) < 0 || n < 1)
+			goto bad;
+		c->power_sync_concurrency = (unsigned)n;
+	} else if (strcmp(key, "bmc_fault_threshold") == 0) {
+		if (parse_uint(value, 1000, &n) < 0 || n < 1)
+			goto bad;
+		c->bmc_fault_threshold = (unsigned)n;
 	} else if (strcmp(key, "log_level") == 0) {
 		if (strcmp(value, "error") && strcmp(value, "warn") && strcmp(value, "info") &&
 		    strcmp(value, "debug"))
@@ -213,4 +233,8 @@ rp_config_print(const struct rp_config *c, FILE *f)
 	fprintf(f, "connection_limit = %u\n", c->conn_limit);
 	fprintf(f, "access_log = %s\n", c->access_log ? "true" : "false");
 	fprintf(f, "log_level = %s\n", c->log_level);
+	fprintf(f, "job_workers = %u\n", c->job_workers);
+	fprintf(f, "power_sync_interval = %u\n", c->power_sync_interval);
+	fprintf(f, "power_sync_concurrency = %u\n", c->power_sync_concurrency);
+	fprintf(f, "bmc_fault_threshold = %u\n", c->bmc_fault_threshold);
 }

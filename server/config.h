@@ -18,6 +18,10 @@ struct rp_config {
 	unsigned conn_limit;
 	int access_log;
 	char log_level[8];
+	unsigned job_workers;
+	unsigned power_sync_interval;   /* seconds; 0 disables */
+	unsigned power_sync_concurrency;
+	unsigned bmc_fault_threshold;
 };
 
 /* Fill c with the compiled-in defaults. */

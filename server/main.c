@@ -13,7 +13,9 @@
 
 #include "api/api.h"
 #include "config.h"
+#include "bmc/bmc.h"
 #include "http/http.h"
+#include "jobs/jobs.h"
 #include "rackpilot/version.h"
 #include "store/store.h"
 #include "util/util.h"
@@ -30,6 +32,7 @@ usage(FILE *f)
 	        "      --threads N        HTTP worker threads (0: one per CPU)\n"
 	        "      --log-level LEVEL  error, warn, info or debug\n"
 	        "      --no-access-log    do not log one line per request\n"
+	        "      --power-sync-interval S  seconds between power sweeps (0: off)\n"
 	        "      --new-admin-token  issue a new admin token into DATA_DIR/admin.token, exit\n"
 	        "  -V, --version          print the version and exit\n"
 	        "  -h, --help             this text\n");
@@ -141,6 +144,7 @@ main(int argc, char **argv)
 	    {"threads", required_argument, NULL, 'T'},
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"no-access-log", no_argument, NULL, 'A'},
+	    {"power-sync-interval", required_argument, NULL, 'P'},
 	    {"new-admin-token", no_argument, NULL, 'N'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
@@ -151,6 +155,8 @@ main(int argc, char **argv)
 	struct rp_http *http = NULL;
 	struct rp_api api = {0};
 	struct rp_http_opts ho;
+	struct rp_jobs_opts jo;
+	struct rp_jobs *jobs = NULL;
 	const char *config_path = NULL;
 	char why[512], dbpath[600];
 	/* Flags are applied after the file so they win; keep them until then. */
@@ -182,6 +188,9 @@ main(int argc, char **argv)
 			break;
 		case 'A':
 			flag_key[nflags] = "access_log", flag_val[nflags++] = "false";
+			break;
+		case 'P':
+			flag_key[nflags] = "power_sync_interval", flag_val[nflags++] = optarg;
 			break;
 		case 'N':
 			reissue = 1;
@@ -264,6 +273,20 @@ main(int argc, char **argv)
 		rc = 0;
 		goto out;
 	}
+	if (rp_bmc_global_init() < 0) {
+		rp_log_error("cannot initialise libcurl");
+		goto out;
+	}
+	rp_jobs_defaults(&jo);
+	jo.workers = cfg.job_workers;
+	jo.sweep_interval_s = cfg.power_sync_interval;
+	jo.sweep_concurrency = cfg.power_sync_concurrency;
+	jo.fault_threshold = cfg.bmc_fault_threshold;
+	if (rp_jobs_start(st, &jo, &jobs, why, sizeof why) < 0) {
+		rp_log_error("%s", why);
+		goto out;
+	}
+	api.jobs = jobs;
 	api.store = st;
 	api.metrics = rp_metrics_new(rp_api_route_count);
 	api.started_at = rp_time_now_ms();
@@ -304,7 +327,12 @@ main(int argc, char **argv)
 	}
 	rc = 0;
 out:
+	/* HTTP first (no new jobs), then jobs (running ones stay recorded as running and are
+	 * recovered at the next start), then the BMC sessions. */
 	rp_http_stop(http);
+	rp_jobs_stop(jobs);
+	if (api.jobs)
+		rp_bmc_global_cleanup();
 	rp_log_flush();
 	rp_store_free(st);
 	rp_metrics_free(api.metrics);

@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "jobs/jobs.h"
 #include "rackpilot/error.h"
 #include "store/store.h"
 #include "util/util.h"
@@ -25,6 +26,7 @@ struct rp_api {
 	size_t max_body;          /* for GET /v1 capabilities */
 	struct rp_memo *auth_cache; /* token hash -> principal; may be NULL */
 	struct rp_memo *get_cache;  /* single-object GET bodies; may be NULL */
+	struct rp_jobs *jobs;       /* BMC jobs and power sync */
 };
 
 enum rp_role { RP_ROLE_NONE = 0, RP_ROLE_VIEWER, RP_ROLE_OPERATOR, RP_ROLE_ADMIN };
@@ -111,6 +113,8 @@ enum rp_ftype {
 	RP_F_NUM,      /* number in [min, max] */
 	RP_F_BOOL,
 	RP_F_ENUM,     /* string from `enums` */
+	RP_F_ENUM_LIST, /* array of at most max distinct strings from `enums` */
+	RP_F_UUID,     /* a UUID string */
 	RP_F_HOST,     /* host name or IP literal */
 	RP_F_TAGS,     /* array of tags, at most max */
 	RP_F_MACS,     /* array of MAC addresses, normalised in place, at most max */
@@ -173,8 +177,13 @@ void rp_api_page_reply(struct rp_api_req *req, struct rp_api_resp *rs, struct rp
 
 /* ---- Shared handler plumbing (common.c) -------------------------------------------- */
 
-/* Parse If-Match into a version: 0 when absent or "*"; -1 (rs filled with 412) when it
- * cannot match any version. */
+/* A resource's strong ETag: "<version>" or, for objects that also show observed state
+ * (power_state_at, bmc.checked_at), "<version>-<digest of it>". out: 40 bytes. */
+void rp_api_etag(json_t *obj, char out[40]);
+
+/* Parse If-Match into the configuration version it names: 0 when absent or "*"; -1 (rs
+ * filled with 412) when it cannot match any version. Only the version part counts: power
+ * readings and BMC health change the ETag but must not fail an operator's edit. */
 int64_t rp_api_if_match(struct rp_api_req *req, struct rp_api_resp *rs);
 
 /* Reply with a resource object and its ETag ("\"<version>\""); 304 when If-None-Match
@@ -207,6 +216,8 @@ struct rp_crud {
 	enum rp_err (*update)(struct rp_store *, const char *, json_t *, int64_t, const char *,
 	                      json_t **, json_t **);
 	enum rp_err (*destroy)(struct rp_store *, const char *, int64_t, const char *, json_t **);
+	/* Optional checks across fields after validation: RP_ERR_OK or an error + detail. */
+	enum rp_err (*check)(json_t *body, json_t **detail);
 };
 
 /* POST collection: validate as create, store, 201 + Location + ETag. */
@@ -274,6 +285,16 @@ void rp_api_firmware_node_readings(struct rp_api_req *rq, struct rp_api_resp *rs
 void rp_api_firmware_drift(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_events_list(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_power(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_boot(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_verify(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_jobs_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_jobs_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_jobs_cancel(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_batches_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_actions_power(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_power_sync_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_power_sync_start(struct rp_api_req *rq, struct rp_api_resp *rs);
 
 /* Parse CSV text with a header row into an array of objects (header -> cell string; empty
  * cells omitted). Returns 0, or -1 with *why set to a message naming the line. */

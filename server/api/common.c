@@ -104,6 +104,31 @@ found:
 	return out->role == RP_ROLE_NONE ? RP_ERR_UNAUTHORIZED : RP_ERR_OK;
 }
 
+void
+rp_api_etag(json_t *obj, char out[40])
+{
+	json_t *v = json_object_get(obj, "version");
+	const char *a = json_string_value(json_object_get(obj, "power_state_at"));
+	const char *b = json_string_value(json_object_get(json_object_get(obj, "bmc"), "checked_at"));
+	uint64_t h = 1469598103934665603ULL;
+	const char *p;
+
+	if (!json_is_integer(v)) {
+		out[0] = '\0';
+		return;
+	}
+	if (a == NULL && b == NULL) {
+		snprintf(out, 40, "\"%lld\"", (long long)json_integer_value(v));
+		return;
+	}
+	for (p = a ? a : ""; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	h = (h ^ '|') * 1099511628211ULL;
+	for (p = b ? b : ""; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	snprintf(out, 40, "\"%lld-%08x\"", (long long)json_integer_value(v), (unsigned)(h ^ (h >> 32)));
+}
+
 int64_t
 rp_api_if_match(struct rp_api_req *req, struct rp_api_resp *rs)
 {
@@ -118,6 +143,8 @@ rp_api_if_match(struct rp_api_req *req, struct rp_api_resp *rs)
 	if (*h != '"')
 		goto bad;
 	v = strtoll(h + 1, &end, 10);
+	if (*end == '-') /* an observed-state suffix: not part of what If-Match guards */
+		end += 1 + strspn(end + 1, "0123456789abcdef");
 	if (end == h + 1 || *end != '"' || end[1] != '\0' || v <= 0)
 		goto bad;
 	return v;
@@ -130,10 +157,7 @@ bad:
 void
 rp_api_reply_object(struct rp_api_req *req, struct rp_api_resp *rs, int status, json_t *obj)
 {
-	json_t *v = json_object_get(obj, "version");
-
-	if (json_is_integer(v))
-		snprintf(rs->etag, sizeof rs->etag, "\"%lld\"", (long long)json_integer_value(v));
+	rp_api_etag(obj, rs->etag);
 	if (status == 200 && rs->etag[0] && req->if_none_match && strcmp(req->method, "GET") == 0 &&
 	    (strcmp(req->if_none_match, rs->etag) == 0 || strcmp(req->if_none_match, "*") == 0)) {
 		json_decref(obj);

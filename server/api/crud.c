@@ -23,7 +23,8 @@ rp_api_crud_create(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api
 
 	if (rp_api_need_object(rq, rs) < 0)
 		return;
-	if ((e = rp_api_validate(rq->body, c->spec, 1, &detail)) != RP_ERR_OK) {
+	if ((e = rp_api_validate(rq->body, c->spec, 1, &detail)) != RP_ERR_OK ||
+	    (c->check && (e = c->check(rq->body, &detail)) != RP_ERR_OK)) {
 		rp_api_error(rs, e, detail);
 		return;
 	}
@@ -101,7 +102,7 @@ rp_api_crud_get(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_re
 	char key[256], why[160], *buf, *text;
 	size_t len;
 	uint64_t gen;
-	json_int_t version;
+	char etag[40];
 	enum rp_err e;
 	struct rp_buf b = {0};
 
@@ -127,14 +128,14 @@ rp_api_crud_get(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_re
 		rp_api_reply_store_error(rs, e, NULL, why);
 		return;
 	}
-	version = json_integer_value(json_object_get(out, "version"));
+	rp_api_etag(out, etag);
 	text = json_dumps(out, JSON_COMPACT);
 	json_decref(out);
 	if (text == NULL) {
 		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
 		return;
 	}
-	rp_buf_printf(&b, "%s\n%c\"%lld\"", text, '\0', (long long)version);
+	rp_buf_printf(&b, "%s\n%c%s", text, '\0', etag);
 	free(text);
 	if (b.oom) {
 		rp_buf_free(&b);
@@ -158,7 +159,8 @@ rp_api_crud_update(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api
 		return;
 	if ((want = rp_api_if_match(rq, rs)) < 0)
 		return;
-	if ((e = rp_api_validate(rq->body, c->spec, 0, &detail)) != RP_ERR_OK) {
+	if ((e = rp_api_validate(rq->body, c->spec, 0, &detail)) != RP_ERR_OK ||
+	    (c->check && (e = c->check(rq->body, &detail)) != RP_ERR_OK)) {
 		rp_api_error(rs, e, detail);
 		return;
 	}

@@ -5,6 +5,29 @@
 
 static const char *const drivers[] = {"ipmi", "redfish", "fake", NULL};
 
+static const char *const workarounds[] = {"authcap",      "intel20",
+                                          "supermicro20", "sun20",
+                                          "opensesspriv", "integritycheckvalue",
+                                          "nochecksumcheck", NULL};
+static const char *const privileges[] = {"user", "operator", "admin", NULL};
+static const char *const schemes[] = {"https", "http", NULL};
+
+/* Driver options: ipmi (cipher_suite ... retransmission_timeout_ms), redfish (scheme,
+ * system_id, timeout_ms), fake (delay_ms). Which belong to which driver is checked when
+ * the request names the driver, and again when a job builds its connection. */
+static const struct rp_field option_fields[] = {
+    {"cipher_suite", RP_F_INT, RP_F_NULLABLE, 0, 17},
+    {"privilege", RP_F_ENUM, RP_F_NULLABLE, 0, 0, privileges},
+    {"workarounds", RP_F_ENUM_LIST, RP_F_NULLABLE, 0, 7, workarounds},
+    {"session_timeout_ms", RP_F_INT, RP_F_NULLABLE, 100, 60000},
+    {"retransmission_timeout_ms", RP_F_INT, RP_F_NULLABLE, 50, 10000},
+    {"scheme", RP_F_ENUM, RP_F_NULLABLE, 0, 0, schemes},
+    {"system_id", RP_F_STR, RP_F_NULLABLE, 0, 63},
+    {"timeout_ms", RP_F_INT, RP_F_NULLABLE, 100, 300000},
+    {"delay_ms", RP_F_INT, RP_F_NULLABLE, 0, 60000},
+    {NULL},
+};
+
 static const struct rp_field bmc_fields[] = {
     {"driver", RP_F_ENUM, RP_F_REQUIRED, 0, 0, drivers},
     {"address", RP_F_HOST, RP_F_NULLABLE},
@@ -12,7 +35,12 @@ static const struct rp_field bmc_fields[] = {
     {"username", RP_F_STR, RP_F_NULLABLE, 0, 64},
     {"password", RP_F_STR, RP_F_NULLABLE | RP_F_SECRET, 0, 256},
     {"tls_verify", RP_F_BOOL},
+    {"options", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, option_fields},
     {"password_set", RP_F_READ_ONLY},
+    {"fault", RP_F_READ_ONLY},
+    {"identity", RP_F_READ_ONLY},
+    {"checked_at", RP_F_READ_ONLY},
+    {"last_error", RP_F_READ_ONLY},
     {NULL},
 };
 
@@ -24,6 +52,7 @@ const struct rp_field rp_api_node_fields[] = {
     {"u_position", RP_F_INT, RP_F_NULLABLE, 1, 64},
     {"u_height", RP_F_INT, 0, 1, 16},
     {"serial", RP_F_STR, RP_F_NULLABLE, 0, 128},
+    {"system_uuid", RP_F_UUID, RP_F_NULLABLE},
     {"vendor", RP_F_STR, RP_F_NULLABLE, 0, 128},
     {"model", RP_F_STR, RP_F_NULLABLE, 0, 128},
     {"node_class", RP_F_NAME, RP_F_NULLABLE},
@@ -46,6 +75,42 @@ const struct rp_field rp_api_node_fields[] = {
 static const char *const node_filters[] = {"rack", "state",       "tag", "class",
                                            "power", "maintenance", "q",   NULL};
 
+/* Options belong to one driver; when the request names the driver, check them against it. */
+static enum rp_err
+check_bmc(json_t *body, json_t **detail)
+{
+	static const struct {
+		const char *driver;
+		const char *const keys[6];
+	} owners[] = {
+	    {"ipmi",
+	     {"cipher_suite", "privilege", "workarounds", "session_timeout_ms",
+	      "retransmission_timeout_ms", NULL}},
+	    {"redfish", {"scheme", "system_id", "timeout_ms", NULL}},
+	    {"fake", {"delay_ms", NULL}},
+	};
+	json_t *bmc = json_object_get(body, "bmc"), *v;
+	const char *driver = json_string_value(json_object_get(bmc, "driver")), *k;
+	size_t i, n;
+
+	if (driver == NULL)
+		return RP_ERR_OK;
+	for (i = 0; i < sizeof owners / sizeof owners[0] && strcmp(owners[i].driver, driver); i++)
+		;
+	json_object_foreach(json_object_get(bmc, "options"), k, v)
+	{
+		for (n = 0; owners[i].keys[n] && strcmp(owners[i].keys[n], k); n++)
+			;
+		if (owners[i].keys[n] == NULL && !json_is_null(v)) {
+			*detail = json_pack("{s:s, s:s}", "field", "bmc.options", "reason", "");
+			json_object_set_new(*detail, "reason",
+			                    json_sprintf("%s is not an option of the %s driver", k, driver));
+			return RP_ERR_INVALID_FIELD;
+		}
+	}
+	return RP_ERR_OK;
+}
+
 static const struct rp_crud nodes = {
     .what = "node",
     .collection = "/v1/nodes",
@@ -57,6 +122,7 @@ static const struct rp_crud nodes = {
     .list = rp_store_node_list,
     .update = rp_store_node_update,
     .destroy = rp_store_node_delete,
+    .check = check_bmc,
 };
 
 void

@@ -34,6 +34,9 @@ const struct rp_route rp_api_routes[] = {
     {"POST", "/v1/nodes/{node}/bios/readings", rp_api_bios_node_readings, O, 0},
     {"GET", "/v1/nodes/{node}/firmware", rp_api_firmware_node, V, 0},
     {"POST", "/v1/nodes/{node}/firmware/readings", rp_api_firmware_node_readings, O, 0},
+    {"PUT", "/v1/nodes/{node}/power", rp_api_nodes_power, O, 0},
+    {"PUT", "/v1/nodes/{node}/boot", rp_api_nodes_boot, O, 0},
+    {"POST", "/v1/nodes/{node}/verify", rp_api_nodes_verify, O, 0},
 
     {"GET", "/v1/bios/profiles", rp_api_bios_profiles_list, V, 0},
     {"POST", "/v1/bios/profiles", rp_api_bios_profiles_create, O, 0},
@@ -48,6 +51,14 @@ const struct rp_route rp_api_routes[] = {
     {"PATCH", "/v1/firmware/baselines/{baseline}", rp_api_baselines_update, O, 0},
     {"DELETE", "/v1/firmware/baselines/{baseline}", rp_api_baselines_delete, O, 0},
     {"GET", "/v1/firmware/drift", rp_api_firmware_drift, V, 0},
+
+    {"GET", "/v1/jobs", rp_api_jobs_list, V, 0},
+    {"GET", "/v1/jobs/{id}", rp_api_jobs_get, V, 0},
+    {"DELETE", "/v1/jobs/{id}", rp_api_jobs_cancel, O, 0},
+    {"GET", "/v1/batches/{id}", rp_api_batches_get, V, 0},
+    {"POST", "/v1/actions/power", rp_api_actions_power, O, 0},
+    {"GET", "/v1/power/sync", rp_api_power_sync_get, V, 0},
+    {"POST", "/v1/power/sync", rp_api_power_sync_start, O, 0},
 
     {"GET", "/v1/events", rp_api_events_list, V, 0},
     {"POST", "/v1/import", rp_api_import, O, RP_ROUTE_CSV | RP_ROUTE_BIG_BODY},

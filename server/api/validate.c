@@ -117,6 +117,39 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 			snprintf(reason + n, sizeof reason - n, "%s %s", i ? "," : "", f->enums[i]);
 		}
 		goto bad;
+	case RP_F_ENUM_LIST:
+		if (!json_is_array(v))
+			goto type;
+		if (json_array_size(v) > (size_t)f->max) {
+			snprintf(reason, sizeof reason, "at most %.0f entries", f->max);
+			goto bad;
+		}
+		json_array_foreach(v, i, e)
+		{
+			size_t x;
+
+			for (x = 0; json_is_string(e) && f->enums[x]; x++)
+				if (strcmp(f->enums[x], json_string_value(e)) == 0)
+					break;
+			if (!json_is_string(e) || f->enums[x] == NULL) {
+				snprintf(reason, sizeof reason, "entry %zu: must be one of:", i);
+				for (x = 0; f->enums[x]; x++) {
+					size_t n = strlen(reason);
+
+					snprintf(reason + n, sizeof reason - n, "%s %s", x ? "," : "", f->enums[x]);
+				}
+				goto bad;
+			}
+		}
+		return RP_ERR_OK;
+	case RP_F_UUID:
+		if (!json_is_string(v))
+			goto type;
+		if (!rp_uuid_valid(json_string_value(v))) {
+			snprintf(reason, sizeof reason, "must be a UUID (8-4-4-4-12 hex digits)");
+			goto bad;
+		}
+		return RP_ERR_OK;
 	case RP_F_HOST:
 		if (!json_is_string(v))
 			goto type;
@@ -230,7 +263,7 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 	}
 type:
 	switch (f->type) {
-	case RP_F_STR: case RP_F_NAME: case RP_F_KEY: case RP_F_ENUM: case RP_F_HOST:
+	case RP_F_STR: case RP_F_NAME: case RP_F_KEY: case RP_F_ENUM: case RP_F_HOST: case RP_F_UUID:
 		snprintf(reason, sizeof reason, "must be a string");
 		break;
 	case RP_F_INT:
@@ -242,7 +275,7 @@ type:
 	case RP_F_BOOL:
 		snprintf(reason, sizeof reason, "must be true or false");
 		break;
-	case RP_F_TAGS: case RP_F_MACS:
+	case RP_F_TAGS: case RP_F_MACS: case RP_F_ENUM_LIST:
 		snprintf(reason, sizeof reason, "must be an array of strings");
 		break;
 	case RP_F_LIST:

@@ -7,6 +7,7 @@
 #define NODE_COLS                                                                         \
 	"SELECT n.id AS _id, n.uuid AS id, n.name, r.name AS rack, n.u_position, n.u_height, " \
 	"n.serial, n.vendor, n.model, n.node_class, "                                          \
+	"n.system_uuid, "                                                                      \
 	"(SELECT json_group_array(tag) FROM (SELECT tag FROM node_tags WHERE node_id = n.id "  \
 	"ORDER BY tag)) AS \"tags:json\", "                                                    \
 	"(SELECT json_group_array(mac) FROM (SELECT mac FROM node_macs WHERE node_id = n.id "  \
@@ -15,6 +16,11 @@
 	"b.username AS \"bmc.username\", CASE WHEN b.node_id IS NULL THEN NULL ELSE "          \
 	"b.password IS NOT NULL END AS \"bmc.password_set:bool\", CASE WHEN b.node_id IS NULL " \
 	"THEN NULL ELSE b.tls_verify END AS \"bmc.tls_verify:bool\", "                         \
+	"b.options AS \"bmc.options:json\", CASE WHEN b.fault IS NULL THEN NULL ELSE "          \
+	"json_object('message', b.fault, 'since', strftime('%Y-%m-%dT%H:%M:%fZ', "              \
+	"b.fault_since / 1000.0, 'unixepoch'), 'failures', b.failures) END "                    \
+	"AS \"bmc.fault:json\", b.identity AS \"bmc.identity:json\", "                         \
+	"b.checked_at AS \"bmc.checked_at:time\", b.last_error AS \"bmc.last_error\", "         \
 	"p.name AS bios_profile, n.provision_state, n.power_state, "                           \
 	"n.power_state_at AS \"power_state_at:time\", n.maintenance AS \"maintenance:bool\", " \
 	"n.maintenance_reason, n.expected AS \"expected:json\", n.version, "                   \
@@ -26,8 +32,10 @@
 static const char *const computed[] = {"id",          "provision_state", "power_state",
                                        "power_state_at", "version",      "created_at",
                                        "updated_at",  NULL};
-static const char *const diff_skip[] = {"id", "version", "created_at", "updated_at",
-                                        "bmc.password_set", NULL};
+static const char *const diff_skip[] = {"id",         "version",         "created_at",
+                                        "updated_at", "bmc.password_set", "bmc.checked_at",
+                                        "bmc.fault",  "bmc.identity",    "bmc.last_error",
+                                        NULL};
 
 static enum rp_err
 node_load(struct conn *c, int64_t id, json_t **out)
@@ -170,7 +178,7 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 {
 	sqlite3_stmt *s;
 	json_t *v, *bmc = json_object_get(obj, "bmc");
-	char uuid[RP_UUID_BUF], *expected = NULL;
+	char uuid[RP_UUID_BUF], *expected = NULL, *options = NULL;
 	int64_t now = rp_time_now_ms();
 	int maint = json_is_true(json_object_get(obj, "maintenance"));
 	size_t i;
@@ -181,14 +189,14 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 			return RP_ERR_INTERNAL;
 		s = STMT(c, "INSERT INTO nodes(name, rack_id, u_position, u_height, serial, vendor, "
 		            "model, node_class, bios_profile_id, maintenance, maintenance_reason, "
-		            "expected, uuid, created_at, updated_at) "
-		            "VALUES (?1,?2,?3,coalesce(?4,1),?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?14)");
+		            "expected, uuid, created_at, updated_at, system_uuid) "
+		            "VALUES (?1,?2,?3,coalesce(?4,1),?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?14,?16)");
 	} else {
 		s = STMT(c, "UPDATE nodes SET name = ?1, rack_id = ?2, u_position = ?3, "
 		            "u_height = coalesce(?4,1), serial = ?5, vendor = ?6, model = ?7, "
 		            "node_class = ?8, bios_profile_id = ?9, maintenance = ?10, "
 		            "maintenance_reason = ?11, expected = ?12, version = version + 1, "
-		            "updated_at = ?14 WHERE id = ?15");
+		            "updated_at = ?14, system_uuid = ?16 WHERE id = ?15");
 	}
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
@@ -215,6 +223,7 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 	sqlite3_bind_int64(s, 14, now);
 	if (*id != 0)
 		sqlite3_bind_int64(s, 15, *id);
+	store_bind_str(s, 16, obj, "system_uuid");
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE)
@@ -264,12 +273,25 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 			return store_sqlerr(c, rc, "mac insert");
 	}
 	if (json_is_object(bmc)) {
+		/* A new address, driver or user makes the old health and identity meaningless. */
 		s = STMT(c, "INSERT INTO bmcs(node_id, driver, address, port, username, password, "
-		            "tls_verify) VALUES (?1,?2,?3,?4,?5,?6,coalesce(?7,1)) "
+		            "tls_verify, options) VALUES (?1,?2,?3,?4,?5,?6,coalesce(?7,1),?9) "
 		            "ON CONFLICT(node_id) DO UPDATE SET driver = excluded.driver, "
 		            "address = excluded.address, port = excluded.port, "
 		            "username = excluded.username, password = CASE WHEN ?8 THEN "
-		            "bmcs.password ELSE excluded.password END, tls_verify = excluded.tls_verify");
+		            "bmcs.password ELSE excluded.password END, tls_verify = excluded.tls_verify, "
+		            "options = excluded.options, "
+		            "fault = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
+		            "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		            "excluded.username AND ?8 THEN bmcs.fault END, "
+		            "fault_since = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
+		            "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		            "excluded.username AND ?8 THEN bmcs.fault_since END, "
+		            "failures = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
+		            "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		            "excluded.username AND ?8 THEN bmcs.failures ELSE 0 END, "
+		            "identity = CASE WHEN bmcs.address IS excluded.address AND bmcs.port IS "
+		            "excluded.port THEN bmcs.identity END");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
 		sqlite3_bind_int64(s, 1, *id);
@@ -280,6 +302,9 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		store_bind_str(s, 6, bmc, "password");
 		store_bind_int(s, 7, bmc, "tls_verify");
 		sqlite3_bind_int(s, 8, keep_password);
+		if (json_is_object(json_object_get(bmc, "options")) &&
+		    (options = store_canon(json_object_get(bmc, "options"))) != NULL)
+			sqlite3_bind_text(s, 9, options, -1, free);
 	} else {
 		s = STMT(c, "DELETE FROM bmcs WHERE node_id = ?");
 		if (s == NULL)
@@ -449,8 +474,16 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 	after = json_deep_copy(before);
 	for (k = computed; *k; k++)
 		json_object_del(after, *k);
-	if (json_is_object(json_object_get(after, "bmc")))
-		json_object_del(json_object_get(after, "bmc"), "password_set");
+	/* Drop what the node shows about its BMC but nobody writes. */
+	if (json_is_object(json_object_get(after, "bmc"))) {
+		json_t *b = json_object_get(after, "bmc");
+
+		json_object_del(b, "password_set");
+		json_object_del(b, "fault");
+		json_object_del(b, "identity");
+		json_object_del(b, "checked_at");
+		json_object_del(b, "last_error");
+	}
 	store_merge(after, patch);
 	keep_pw = !(json_is_null(pbmc) || (json_is_object(pbmc) && json_object_get(pbmc, "password")));
 	if ((e = node_check(c, id, after, &rack_id, &profile_id, detail)) != RP_ERR_OK)
@@ -510,6 +543,20 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 		e = RP_ERR_PRECONDITION_FAILED;
 		goto out;
 	}
+	s = STMT(c, "SELECT count(*) FROM jobs WHERE node_id = ? AND state IN ('queued', 'running')");
+	if (s == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, id);
+	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int64(s, 0) > 0) {
+		*detail = store_why(NULL, "node has %lld unfinished job(s); cancel them or wait",
+		                    (long long)sqlite3_column_int64(s, 0));
+		sqlite3_reset(s);
+		e = RP_ERR_IN_USE;
+		goto out;
+	}
+	sqlite3_reset(s);
 	s = STMT(c, "DELETE FROM nodes WHERE id = ? RETURNING rack_id");
 	if (s == NULL) {
 		e = RP_ERR_INTERNAL;

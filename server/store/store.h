@@ -228,6 +228,70 @@ enum rp_err rp_store_event_list(struct rp_store *st, const struct rp_page_req *r
 enum rp_err rp_store_import(struct rp_store *st, json_t *manifest, int create_racks, int dry_run,
                             const char *actor, json_t **out, json_t **detail);
 
+/* ---- Jobs ------------------------------------------------------------------------------- */
+
+/* Job objects: id, type, node, batch, params, state, attempts, max_attempts,
+ * cancel_requested, result, error {code, message} or null, created_by, created_at,
+ * started_at, finished_at, not_before, updated_at. */
+
+/* Queue a job {type, params, mutating, max_attempts} for the node `key`, after checking the
+ * node can take it: RP_ERR_INVALID_STATE in maintenance, RP_ERR_CONFLICT without a usable
+ * BMC (driver, address, credentials). */
+enum rp_err rp_store_job_create(struct rp_store *st, const char *key, json_t *job,
+                                const char *actor, json_t **out, json_t **detail);
+
+/* Queue the job for every node the selector picks ({rack}, {tag}, {class} or {nodes: [...]},
+ * exactly one), as one batch. Nodes that cannot take it are skipped and listed. Out:
+ * {id, kind, params, jobs, skipped [{node, reason}], counts}. RP_ERR_BAD_REQUEST when the
+ * selector is malformed or picks nothing (detail says which), RP_ERR_CONFLICT when every
+ * node was skipped. */
+enum rp_err rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector,
+                                  json_t *job, const char *actor, json_t **out, json_t **detail);
+
+enum rp_err rp_store_job_get(struct rp_store *st, const char *id, json_t **out);
+
+/* Newest first. Filters: node, state, type, batch. */
+enum rp_err rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq,
+                              struct rp_page *out);
+
+/* {id, kind, params, created_by, created_at, total, counts {state: n}, done}. */
+enum rp_err rp_store_batch_get(struct rp_store *st, const char *id, json_t **out);
+
+/* Cancel: a queued job ends at once (*running 0); a running one is flagged and stops at its
+ * next safe point (*running 1). RP_ERR_CONFLICT when it has already ended. */
+enum rp_err rp_store_job_cancel(struct rp_store *st, const char *id, const char *actor,
+                                json_t **out, int *running, json_t **detail);
+
+/* Scheduler side. */
+
+/* Jobs left running by a previous process: back to queued, flagged to verify instead of
+ * acting again. Sets *n to how many. */
+enum rp_err rp_store_jobs_recover(struct rp_store *st, int *n);
+
+/* Claim up to max runnable jobs (FIFO; at most one mutating job per node) for owner, in
+ * one transaction. *out: array of {id, uuid, type, params, recover, attempts, max_attempts,
+ * node: {id, uuid, name, serial, system_uuid}, bmc: {driver, address, port, username,
+ * password, tls_verify, options}} — the BMC password is in it: never reply with this. */
+enum rp_err rp_store_jobs_claim(struct rp_store *st, const char *owner, int max, int64_t lease_ms,
+                                json_t **out);
+
+/* Record outcomes in one transaction. Each: {id, state: succeeded|failed|retry, result?,
+ * error_code?, error?, not_before? (retry), power? ("on"/"off" observed), identity?,
+ * bmc_ok? (true/false: whether the BMC answered)}. */
+enum rp_err rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold);
+
+/* ---- Power sync ------------------------------------------------------------------------ */
+
+/* Nodes a power sweep reads: with a usable BMC, not in maintenance. Array of {id, uuid,
+ * name, bmc {... password ...}} (never reply with this). */
+enum rp_err rp_store_power_targets(struct rp_store *st, json_t **out);
+
+/* Record a sweep's readings [{id, ok, power?, error?}] in one transaction: power state and
+ * time, failure counts, faults set after fault_threshold failures in a row and cleared by a
+ * success, and an event for every change seen. Sets *changed to the power changes. */
+enum rp_err rp_store_power_record(struct rp_store *st, json_t *readings, int fault_threshold,
+                                  int *changed);
+
 /* ---- Health and metrics ---------------------------------------------------------------- */
 
 /* {nodes_by_state {state: n}, nodes, racks, db_bytes}. */

@@ -67,6 +67,29 @@ void make_token(struct server *s, const char *role, char *buf);
 /* Number of items in GET path (all pages). */
 long count_all(struct server *s, const char *path);
 
+/* Poll GET /v1/jobs/ID until the job ends (at most timeout_s). Returns the final job object
+ * (caller decrefs); fails the test on a timeout. */
+json_t *wait_job(struct server *s, const char *id, int timeout_s);
+
+/* Create a node from a json_pack format; fails the test unless 201. */
+void make_node(struct server *s, const char *fmt, ...);
+
+/* The Redfish mock BMC (tests/redfish/mock_bmc.py): count BMCs on consecutive loopback ports. */
+struct mock {
+	pid_t pid;
+	int base, count;
+	int tls;
+	char ready[256];
+};
+
+/* Start it with extra arguments (NULL-terminated, may be NULL), on free ports. */
+void mock_start(struct mock *m, int count, const char *const *extra);
+void mock_stop(struct mock *m);
+
+/* GET / POST the mock's control API of BMC i (no auth): /__mock/state, /__mock/config... */
+json_t *mock_get(struct mock *m, int i, const char *path);
+void mock_post(struct mock *m, int i, const char *path, const char *json);
+
 /* The server of a test group: group_setup starts it with defaults, group_teardown stops it
  * (SIGTERM, expecting a clean exit) and removes its data. For cmocka_run_group_tests. */
 extern struct server S;

@@ -1,0 +1,249 @@
+/* Power, boot and verify actions on nodes; jobs and batches; bulk power; power sync. */
+#include <string.h>
+
+#include "api.h"
+
+static const char *const power_targets[] = {"on", "off", "soft_off", "cycle", "reset", NULL};
+static const char *const boot_devices[] = {"pxe", "disk", NULL};
+static const char *const boot_modes[] = {"uefi", "legacy", NULL};
+static const char *const job_states[] = {"queued", "running", "succeeded", "failed", "cancelled",
+                                         NULL};
+
+static const struct rp_field power_fields[] = {
+    {"target", RP_F_ENUM, RP_F_REQUIRED, 0, 0, power_targets},
+    {"timeout_s", RP_F_INT, 0, 1, 3600},
+    {NULL},
+};
+
+static const struct rp_field boot_fields[] = {
+    {"device", RP_F_ENUM, RP_F_REQUIRED, 0, 0, boot_devices},
+    {"persistent", RP_F_BOOL},
+    {"mode", RP_F_ENUM, 0, 0, 0, boot_modes},
+    {NULL},
+};
+
+static const struct rp_field selector_fields[] = {
+    {"rack", RP_F_STR, 0, 0, 64},
+    {"tag", RP_F_STR, 0, 0, 64},
+    {"class", RP_F_STR, 0, 0, 64},
+    {"nodes", RP_F_TAGS, 0, 0, 100000},
+    {NULL},
+};
+
+static const struct rp_field bulk_power_fields[] = {
+    {"selector", RP_F_OBJECT, RP_F_REQUIRED, 0, 0, NULL, selector_fields},
+    {"target", RP_F_ENUM, RP_F_REQUIRED, 0, 0, power_targets},
+    {"timeout_s", RP_F_INT, 0, 1, 3600},
+    {NULL},
+};
+
+static const struct rp_field job_fields[] = {
+    {"id", RP_F_READ_ONLY},        {"type", RP_F_READ_ONLY},
+    {"node", RP_F_READ_ONLY},      {"batch", RP_F_READ_ONLY},
+    {"params", RP_F_READ_ONLY},    {"state", RP_F_READ_ONLY},
+    {"attempts", RP_F_READ_ONLY},  {"max_attempts", RP_F_READ_ONLY},
+    {"cancel_requested", RP_F_READ_ONLY}, {"result", RP_F_READ_ONLY},
+    {"error", RP_F_READ_ONLY},     {"created_by", RP_F_READ_ONLY},
+    {"created_at", RP_F_READ_ONLY}, {"started_at", RP_F_READ_ONLY},
+    {"finished_at", RP_F_READ_ONLY}, {"not_before", RP_F_READ_ONLY},
+    {"updated_at", RP_F_READ_ONLY}, {NULL},
+};
+
+/* 202 with the job (or batch) and where to watch it. Takes obj. */
+static void
+accepted(struct rp_api_resp *rs, const char *collection, json_t *obj)
+{
+	snprintf(rs->location, sizeof rs->location, "%s/%s", collection,
+	         json_string_value(json_object_get(obj, "id")));
+	rs->status = 202;
+	rs->body = obj;
+}
+
+/* Queue a job of type with these (validated) params for the node in params[0]. */
+static void
+node_job(struct rp_api_req *rq, struct rp_api_resp *rs, const char *type, int mutating,
+         json_t *params)
+{
+	json_t *detail = NULL, *job, *out = NULL;
+	enum rp_err e;
+	char actor[96];
+
+	job = json_pack("{s:s, s:O, s:b}", "type", type, "params", params, "mutating", mutating);
+	e = rp_jobs_submit(rq->api->jobs, rq->params[0], job, rp_api_actor(rq, actor), &out, &detail);
+	json_decref(job);
+	if (e != RP_ERR_OK) {
+		rp_api_reply_store_error(rs, e, detail, "no such node");
+		return;
+	}
+	accepted(rs, "/v1/jobs", out);
+}
+
+void
+rp_api_nodes_power(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *detail = NULL;
+	enum rp_err e;
+
+	if (rp_api_need_object(rq, rs) < 0)
+		return;
+	if ((e = rp_api_validate(rq->body, power_fields, 1, &detail)) != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		return;
+	}
+	node_job(rq, rs, "power", 1, rq->body);
+}
+
+void
+rp_api_nodes_boot(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *detail = NULL, *params;
+	enum rp_err e;
+
+	if (rp_api_need_object(rq, rs) < 0)
+		return;
+	if ((e = rp_api_validate(rq->body, boot_fields, 1, &detail)) != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		return;
+	}
+	/* Spell out the defaults in the job, so it says what was asked. */
+	params = json_pack("{s:O, s:b, s:s}", "device", json_object_get(rq->body, "device"),
+	                   "persistent", json_is_true(json_object_get(rq->body, "persistent")),
+	                   "mode", json_string_value(json_object_get(rq->body, "mode")) ?: "uefi");
+	node_job(rq, rs, "boot", 1, params);
+	json_decref(params);
+}
+
+void
+rp_api_nodes_verify(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *params;
+
+	if (rq->body && !(json_is_object(rq->body) && json_object_size(rq->body) == 0)) {
+		rp_api_errorf(rs, RP_ERR_BAD_REQUEST, "verify takes no parameters (send no body or {})");
+		return;
+	}
+	params = json_object();
+	node_job(rq, rs, "verify", 0, params);
+	json_decref(params);
+}
+
+void
+rp_api_actions_power(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *detail = NULL, *job, *params, *out = NULL;
+	enum rp_err e;
+	char actor[96];
+
+	if (rp_api_need_object(rq, rs) < 0)
+		return;
+	if ((e = rp_api_validate(rq->body, bulk_power_fields, 1, &detail)) != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		return;
+	}
+	params = json_deep_copy(rq->body);
+	json_object_del(params, "selector");
+	job = json_pack("{s:s, s:o, s:b}", "type", "power", "params", params, "mutating", 1);
+	e = rp_jobs_submit_batch(rq->api->jobs, json_object_get(rq->body, "selector"), job,
+	                         rp_api_actor(rq, actor), &out, &detail);
+	json_decref(job);
+	if (e != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		return;
+	}
+	accepted(rs, "/v1/batches", out);
+}
+
+static const char *const job_filters[] = {"node", "state", "type", "batch", NULL};
+
+void
+rp_api_jobs_list(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	const char *state = json_string_value(json_object_get(rq->query, "state"));
+	const char *batch = json_string_value(json_object_get(rq->query, "batch"));
+	struct rp_page_req pr;
+	struct rp_page pg = {0};
+	json_t *filter = NULL;
+	char key[128];
+	size_t i;
+	enum rp_err e;
+
+	if (state) {
+		for (i = 0; job_states[i] && strcmp(job_states[i], state); i++)
+			;
+		if (job_states[i] == NULL) {
+			rp_api_errorf(rs, RP_ERR_BAD_QUERY, "state must be queued, running, succeeded, "
+			                                    "failed or cancelled");
+			return;
+		}
+	}
+	if (batch && !rp_uuid_valid(batch)) {
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "batch must be a batch id");
+		return;
+	}
+	if (rp_api_page_parse(rq, &pr, key, sizeof key, 0, rs) < 0)
+		return;
+	if (rp_api_filter(rq, job_filters, &filter, rs) < 0)
+		return;
+	pr.filter = filter;
+	e = rp_store_job_list(rq->api->store, &pr, &pg);
+	if (e == RP_ERR_BAD_QUERY)
+		rp_api_errorf(rs, e, "node or batch in the filter does not exist");
+	else if (e != RP_ERR_OK)
+		rp_api_error(rs, e, NULL);
+	else
+		rp_api_page_reply(rq, rs, &pg, 0, job_fields);
+	json_decref(filter);
+}
+
+void
+rp_api_jobs_get(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_view(rq, rs, rp_store_job_get, "job");
+}
+
+void
+rp_api_jobs_cancel(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *out = NULL, *detail = NULL;
+	enum rp_err e;
+	char actor[96];
+
+	e = rp_jobs_cancel(rq->api->jobs, rq->params[0], rp_api_actor(rq, actor), &out, &detail);
+	if (e != RP_ERR_OK) {
+		rp_api_reply_store_error(rs, e, detail, "no such job");
+		return;
+	}
+	/* A running job stops at its next safe point: accepted, not yet done. */
+	rs->status = json_is_true(json_object_get(out, "cancel_requested")) &&
+	                     !strcmp(json_string_value(json_object_get(out, "state")), "running")
+	                 ? 202
+	                 : 200;
+	rs->body = out;
+}
+
+void
+rp_api_batches_get(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rp_api_view(rq, rs, rp_store_batch_get, "batch");
+}
+
+void
+rp_api_power_sync_get(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	rs->status = 200;
+	rs->body = rp_jobs_sweep_status(rq->api->jobs);
+}
+
+void
+rp_api_power_sync_start(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	enum rp_err e = rp_jobs_sweep_now(rq->api->jobs);
+
+	if (e != RP_ERR_OK) {
+		rp_api_errorf(rs, e, "a power sync is already running");
+		return;
+	}
+	rs->status = 202;
+	rs->body = rp_jobs_sweep_status(rq->api->jobs);
+	snprintf(rs->location, sizeof rs->location, "/v1/power/sync");
+}

@@ -1,0 +1,179 @@
+/*
+ * bmc.h — one interface to baseboard management controllers, three drivers behind it:
+ * `ipmi` (libfreeipmi, IPMI 2.0 RMCP+), `redfish` (libcurl + jansson) and `fake` (in
+ * memory, for demos and benchmarks; it never stands in for a real protocol in tests).
+ *
+ * A caller opens a handle for one BMC, makes calls, closes it. Calls block for at most the
+ * target's timeouts. Handles are not shared between threads; different handles may be used
+ * from different threads at once.
+ *
+ * Errors say whether a retry can help (kind) and what happened (message). A message never
+ * contains the password.
+ */
+#ifndef RP_BMC_H
+#define RP_BMC_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+enum rp_bmc_errkind {
+	RP_BMC_OK = 0,
+	RP_BMC_UNREACHABLE, /* no answer, connection refused: the command was not received */
+	RP_BMC_TIMEOUT,     /* no answer after sending: it may or may not have acted */
+	RP_BMC_BUSY,        /* the BMC refused for now (503, 409, node busy): retry later */
+	RP_BMC_AUTH,        /* bad credentials or privilege: permanent */
+	RP_BMC_TLS,         /* certificate not trusted: permanent until the node's settings change */
+	RP_BMC_UNSUPPORTED, /* the BMC cannot do this: permanent */
+	RP_BMC_REJECTED,    /* the BMC refused the request as invalid: permanent */
+	RP_BMC_MISMATCH,    /* the BMC accepted a setting but reads back another one */
+	RP_BMC_PROTOCOL,    /* a malformed or unexpected answer */
+};
+
+struct rp_bmc_err {
+	enum rp_bmc_errkind kind;
+	char msg[256];
+};
+
+/* 1 when a retry of an operation that failed this way may succeed. */
+int rp_bmc_err_transient(enum rp_bmc_errkind kind);
+
+/* Stable lowercase name of a kind ("unreachable", "auth"...), for API error codes. */
+const char *rp_bmc_err_name(enum rp_bmc_errkind kind);
+
+/* Where and how to reach a BMC. Strings are copied in by rp_bmc_target_from_json. */
+struct rp_bmc_target {
+	char driver[16];         /* ipmi | redfish | fake */
+	char node[40];           /* node UUID: keys the fake driver's state and session caches */
+	char host[256];
+	unsigned port;           /* 0: the driver's default (623, 443) */
+	char username[64];
+	char password[256];
+	int tls_verify;          /* redfish: verify the BMC's certificate (default on) */
+	/* ipmi options */
+	int cipher_suite;        /* default 3 */
+	int privilege;           /* 2 user, 3 operator, 4 admin (default) */
+	unsigned workarounds;    /* libfreeipmi IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_* */
+	unsigned session_timeout_ms;       /* default 5000 */
+	unsigned retransmission_timeout_ms; /* default 500 */
+	/* redfish options */
+	unsigned http_timeout_ms;          /* per request, default 15000 */
+	char scheme[8];          /* https (default) or http */
+	char system_id[64];      /* pick this ComputerSystem when a BMC manages several */
+	/* fake options */
+	unsigned fake_delay_ms;
+};
+
+/* Fill t from a node's BMC object as the store gives it to jobs ({driver, address, port,
+ * username, password, tls_verify, options}) plus the node UUID. 0, or -1 with err set
+ * (an unknown option value, no address for a network driver). */
+int rp_bmc_target_from_json(json_t *bmc, const char *node_uuid, struct rp_bmc_target *t,
+                            struct rp_bmc_err *err);
+
+/* Validate a BMC `options` object for a driver (API input): 0, or -1 with a reason in why. */
+int rp_bmc_options_check(const char *driver, json_t *options, char *why, size_t whylen);
+
+/* UNKNOWN also stands for transitions (Redfish PoweringOn/PoweringOff). */
+enum rp_power { RP_POWER_UNKNOWN = 0, RP_POWER_ON, RP_POWER_OFF };
+const char *rp_power_name(enum rp_power p);
+
+enum rp_power_action {
+	RP_POWER_ACT_ON,
+	RP_POWER_ACT_OFF,      /* hard */
+	RP_POWER_ACT_SOFT_OFF, /* graceful request; the caller falls back to hard after a wait */
+	RP_POWER_ACT_CYCLE,
+	RP_POWER_ACT_RESET,
+};
+
+enum rp_boot_device { RP_BOOT_NONE = 0, RP_BOOT_PXE, RP_BOOT_DISK, RP_BOOT_OTHER };
+
+struct rp_boot {
+	enum rp_boot_device device;
+	int persistent;   /* 0: next boot only */
+	int uefi;         /* 1 UEFI, 0 legacy BIOS; -1 unknown when read back */
+};
+
+/* What a BMC says about the machine it manages. Empty strings where it does not say. */
+struct rp_bmc_identity {
+	char serial[128];
+	char uuid[64];
+	char manufacturer[128];
+	char model[128];
+	char bmc_firmware[64];
+};
+
+struct rp_bmc;
+
+/* Open a handle (IPMI opens its session here; Redfish logs in lazily). NULL with err set. */
+struct rp_bmc *rp_bmc_open(const struct rp_bmc_target *t, struct rp_bmc_err *err);
+
+/* Close (Redfish keeps its session cached for the next handle to the same node). NULL ok. */
+void rp_bmc_close(struct rp_bmc *b);
+
+/* Each returns 0, or -1 with err set. */
+int rp_bmc_power_get(struct rp_bmc *b, enum rp_power *out, struct rp_bmc_err *err);
+int rp_bmc_power_set(struct rp_bmc *b, enum rp_power_action a, struct rp_bmc_err *err);
+
+/* Set the boot override. Callers read it back with rp_bmc_boot_get: BMCs are known to
+ * answer success and keep something else. */
+int rp_bmc_boot_set(struct rp_bmc *b, const struct rp_boot *want, struct rp_bmc_err *err);
+int rp_bmc_boot_get(struct rp_bmc *b, struct rp_boot *out, struct rp_bmc_err *err);
+
+int rp_bmc_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *err);
+
+/* Redfish only (RP_BMC_UNSUPPORTED elsewhere). Results are new objects the caller owns. */
+
+/* BIOS: {attributes {}, pending {}, registry id, apply_times [...]}. */
+int rp_bmc_bios_get(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err);
+/* Stage attribute values in the pending settings, applied at the next reset; apply_time
+ * "OnReset" is sent only when the BMC lists it. */
+int rp_bmc_bios_set(struct rp_bmc *b, json_t *attributes, struct rp_bmc_err *err);
+/* Firmware inventory: [{component, id, version, updateable}]. */
+int rp_bmc_firmware_inventory(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err);
+/* Start an update from an image URL (SimpleUpdate) or, with a local file path, a multipart
+ * push; targets: array of inventory ids or NULL. *task gets the task monitor URI to poll. */
+int rp_bmc_firmware_update(struct rp_bmc *b, const char *image_uri, const char *local_file,
+                           json_t *targets, char *task, size_t tasklen, struct rp_bmc_err *err);
+/* Poll a task: *done 1 when terminal, *ok 1 when it succeeded, *status (new, caller owns)
+ * the task body when there is one. */
+int rp_bmc_task_poll(struct rp_bmc *b, const char *task, int *done, int *ok, json_t **status,
+                     struct rp_bmc_err *err);
+
+/* Process-wide set-up (libcurl) and tear-down (cached Redfish sessions logged out). */
+int rp_bmc_global_init(void);
+void rp_bmc_global_cleanup(void);
+
+/* ---- Drivers (internal to bmc/) ---------------------------------------------------- */
+
+struct rp_bmc_ops {
+	const char *name;
+	struct rp_bmc *(*open)(const struct rp_bmc_target *t, struct rp_bmc_err *err);
+	void (*close)(struct rp_bmc *b);
+	int (*power_get)(struct rp_bmc *b, enum rp_power *out, struct rp_bmc_err *err);
+	int (*power_set)(struct rp_bmc *b, enum rp_power_action a, struct rp_bmc_err *err);
+	int (*boot_set)(struct rp_bmc *b, const struct rp_boot *want, struct rp_bmc_err *err);
+	int (*boot_get)(struct rp_bmc *b, struct rp_boot *out, struct rp_bmc_err *err);
+	int (*identity)(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *err);
+	int (*bios_get)(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err);
+	int (*bios_set)(struct rp_bmc *b, json_t *attributes, struct rp_bmc_err *err);
+	int (*firmware_inventory)(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err);
+	int (*firmware_update)(struct rp_bmc *b, const char *image_uri, const char *local_file,
+	                       json_t *targets, char *task, size_t tasklen, struct rp_bmc_err *err);
+	int (*task_poll)(struct rp_bmc *b, const char *task, int *done, int *ok, json_t **status,
+	                 struct rp_bmc_err *err);
+};
+
+/* Every handle starts with this header so the dispatcher finds its driver. */
+struct rp_bmc {
+	const struct rp_bmc_ops *ops;
+};
+
+extern const struct rp_bmc_ops rp_bmc_ipmi_ops;
+extern const struct rp_bmc_ops rp_bmc_redfish_ops;
+extern const struct rp_bmc_ops rp_bmc_fake_ops;
+
+/* Set err (kind + printf message); returns -1 for `return rp_bmc_fail(...)`. */
+int rp_bmc_fail(struct rp_bmc_err *err, enum rp_bmc_errkind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,201 @@
+/*
+ * The fake driver: power and boot state in memory, per node, lost at exit. For demos and
+ * for benchmarking the server itself; it is labelled as fake wherever it reports anything.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bmc.h"
+
+struct fake_state {
+	char node[40];
+	enum rp_power power;
+	struct rp_boot boot;
+	struct fake_state *next;
+};
+
+#define BUCKETS 1024
+static struct fake_state *table[BUCKETS];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct fake {
+	struct rp_bmc base;
+	char node[40];
+	unsigned delay_ms;
+};
+
+static unsigned
+bucket(const char *s)
+{
+	unsigned h = 5381;
+
+	while (*s)
+		h = h * 33 + (unsigned char)*s++;
+	return h % BUCKETS;
+}
+
+/* The node's state, created powered off. Caller holds mu. */
+static struct fake_state *
+state_of(const char *node)
+{
+	struct fake_state **pp = &table[bucket(node)], *s;
+
+	for (s = *pp; s; s = s->next)
+		if (!strcmp(s->node, node))
+			return s;
+	s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return NULL;
+	snprintf(s->node, sizeof s->node, "%s", node);
+	s->power = RP_POWER_OFF;
+	s->boot.device = RP_BOOT_DISK;
+	s->boot.uefi = 1;
+	s->next = *pp;
+	*pp = s;
+	return s;
+}
+
+static void
+pause_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+
+	if (ms)
+		nanosleep(&ts, NULL);
+}
+
+static struct rp_bmc *
+fake_open(const struct rp_bmc_target *t, struct rp_bmc_err *err)
+{
+	struct fake *f = calloc(1, sizeof *f);
+
+	if (f == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		return NULL;
+	}
+	f->base.ops = &rp_bmc_fake_ops;
+	snprintf(f->node, sizeof f->node, "%s", t->node);
+	f->delay_ms = t->fake_delay_ms;
+	return &f->base;
+}
+
+static void
+fake_close(struct rp_bmc *b)
+{
+	free(b);
+}
+
+static int
+fake_power_get(struct rp_bmc *b, enum rp_power *out, struct rp_bmc_err *err)
+{
+	struct fake *f = (struct fake *)b;
+	struct fake_state *s;
+
+	pause_ms(f->delay_ms);
+	pthread_mutex_lock(&mu);
+	s = state_of(f->node);
+	if (s)
+		*out = s->power;
+	pthread_mutex_unlock(&mu);
+	return s ? 0 : rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+}
+
+/* A boot consumes a next-boot-only override, as a real BMC does. Caller holds mu. */
+static void
+boot_event(struct fake_state *s)
+{
+	if (!s->boot.persistent)
+		s->boot.device = RP_BOOT_DISK;
+	s->power = RP_POWER_ON;
+}
+
+static int
+fake_power_set(struct rp_bmc *b, enum rp_power_action a, struct rp_bmc_err *err)
+{
+	struct fake *f = (struct fake *)b;
+	struct fake_state *s;
+	int rc = 0;
+
+	pause_ms(f->delay_ms);
+	pthread_mutex_lock(&mu);
+	s = state_of(f->node);
+	if (s == NULL) {
+		rc = rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	} else {
+		switch (a) {
+		case RP_POWER_ACT_ON:
+			if (s->power != RP_POWER_ON)
+				boot_event(s);
+			break;
+		case RP_POWER_ACT_OFF:
+		case RP_POWER_ACT_SOFT_OFF:
+			s->power = RP_POWER_OFF;
+			break;
+		case RP_POWER_ACT_CYCLE:
+			boot_event(s);
+			break;
+		case RP_POWER_ACT_RESET:
+			if (s->power != RP_POWER_ON)
+				rc = rp_bmc_fail(err, RP_BMC_REJECTED, "fake BMC: reset while powered off");
+			else
+				boot_event(s);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+static int
+fake_boot_set(struct rp_bmc *b, const struct rp_boot *want, struct rp_bmc_err *err)
+{
+	struct fake *f = (struct fake *)b;
+	struct fake_state *s;
+
+	pause_ms(f->delay_ms);
+	pthread_mutex_lock(&mu);
+	s = state_of(f->node);
+	if (s)
+		s->boot = *want;
+	pthread_mutex_unlock(&mu);
+	return s ? 0 : rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+}
+
+static int
+fake_boot_get(struct rp_bmc *b, struct rp_boot *out, struct rp_bmc_err *err)
+{
+	struct fake *f = (struct fake *)b;
+	struct fake_state *s;
+
+	pthread_mutex_lock(&mu);
+	s = state_of(f->node);
+	if (s)
+		*out = s->boot;
+	pthread_mutex_unlock(&mu);
+	return s ? 0 : rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+}
+
+static int
+fake_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *err)
+{
+	(void)b;
+	(void)err;
+	memset(out, 0, sizeof *out);
+	snprintf(out->manufacturer, sizeof out->manufacturer, "Rackpilot (fake BMC driver)");
+	snprintf(out->model, sizeof out->model, "fake");
+	snprintf(out->bmc_firmware, sizeof out->bmc_firmware, "fake-1");
+	return 0;
+}
+
+const struct rp_bmc_ops rp_bmc_fake_ops = {
+    .name = "fake",
+    .open = fake_open,
+    .close = fake_close,
+    .power_get = fake_power_get,
+    .power_set = fake_power_set,
+    .boot_set = fake_boot_set,
+    .boot_get = fake_boot_get,
+    .identity = fake_identity,
+};

@@ -1,0 +1,389 @@
+/*
+ * The IPMI driver: IPMI 2.0 / RMCP+ ("lanplus") through libfreeipmi. One session per
+ * handle; a read that finds its session gone (the BMC restarted) reopens it once.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <freeipmi/freeipmi.h>
+
+#include "bmc.h"
+
+struct ipmi {
+	struct rp_bmc base;
+	ipmi_ctx_t ctx;
+	struct rp_bmc_target t;
+	char host[300];
+};
+
+/* Map libfreeipmi's error on an open session attempt. */
+static int
+open_error(struct ipmi *h, struct rp_bmc_err *err)
+{
+	int e = ipmi_ctx_errnum(h->ctx);
+	const char *m = ipmi_ctx_errormsg(h->ctx);
+
+	switch (e) {
+	case IPMI_ERR_USERNAME_INVALID:
+	case IPMI_ERR_PASSWORD_INVALID:
+	case IPMI_ERR_K_G_INVALID:
+	case IPMI_ERR_PRIVILEGE_LEVEL_INSUFFICIENT:
+	case IPMI_ERR_AUTHENTICATION_TYPE_UNAVAILABLE:
+		return rp_bmc_fail(err, RP_BMC_AUTH, "IPMI session to %s refused: %s", h->host, m);
+	case IPMI_ERR_PRIVILEGE_LEVEL_CANNOT_BE_OBTAINED:
+		return rp_bmc_fail(err, RP_BMC_AUTH,
+		                   "IPMI session to %s refused: %s (some BMCs need "
+		                   "options.workarounds [\"opensesspriv\"])",
+		                   h->host, m);
+	case IPMI_ERR_CIPHER_SUITE_ID_UNAVAILABLE:
+	case IPMI_ERR_IPMI_2_0_UNAVAILABLE:
+		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "IPMI 2.0 session to %s: %s (cipher suite %d)",
+		                   h->host, m, h->t.cipher_suite);
+	case IPMI_ERR_CONNECTION_TIMEOUT:
+	case IPMI_ERR_SESSION_TIMEOUT:
+	case IPMI_ERR_PASSWORD_VERIFICATION_TIMEOUT:
+		return rp_bmc_fail(err, RP_BMC_UNREACHABLE, "no IPMI answer from %s within %u ms: %s",
+		                   h->host, h->t.session_timeout_ms, m);
+	case IPMI_ERR_BMC_BUSY:
+		return rp_bmc_fail(err, RP_BMC_BUSY, "BMC %s busy: %s", h->host, m);
+	case IPMI_ERR_HOSTNAME_INVALID:
+		return rp_bmc_fail(err, RP_BMC_REJECTED, "invalid BMC address %s", h->host);
+	default:
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "IPMI session to %s failed: %s", h->host, m);
+	}
+}
+
+/* Map the error of a command on an open session. */
+static int
+cmd_error(struct ipmi *h, fiid_obj_t rs, uint8_t netfn, const char *what, struct rp_bmc_err *err)
+{
+	int e = ipmi_ctx_errnum(h->ctx);
+	const char *m = ipmi_ctx_errormsg(h->ctx);
+	char cc[128];
+
+	switch (e) {
+	case IPMI_ERR_SESSION_TIMEOUT:
+	case IPMI_ERR_MESSAGE_TIMEOUT:
+	case IPMI_ERR_CONNECTION_TIMEOUT:
+		return rp_bmc_fail(err, RP_BMC_TIMEOUT, "%s: no answer from %s: %s", what, h->host, m);
+	case IPMI_ERR_BMC_BUSY:
+	case IPMI_ERR_DRIVER_BUSY:
+		return rp_bmc_fail(err, RP_BMC_BUSY, "%s: BMC %s busy", what, h->host);
+	case IPMI_ERR_COMMAND_INVALID_OR_UNSUPPORTED:
+		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: not supported by BMC %s", what, h->host);
+	case IPMI_ERR_PRIVILEGE_LEVEL_INSUFFICIENT:
+		return rp_bmc_fail(err, RP_BMC_AUTH, "%s: privilege too low on %s", what, h->host);
+	case IPMI_ERR_BAD_COMPLETION_CODE:
+		if (ipmi_completion_code_strerror_cmd_r(rs, netfn, cc, sizeof cc) < 0)
+			snprintf(cc, sizeof cc, "%s", m);
+		return rp_bmc_fail(err, RP_BMC_REJECTED, "%s: BMC %s answered: %s", what, h->host, cc);
+	default:
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s on %s: %s", what, h->host, m);
+	}
+}
+
+static int
+session(struct ipmi *h, struct rp_bmc_err *err)
+{
+	if (h->ctx) {
+		ipmi_ctx_close(h->ctx);
+		ipmi_ctx_destroy(h->ctx);
+	}
+	h->ctx = ipmi_ctx_create();
+	if (h->ctx == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	if (ipmi_ctx_open_outofband_2_0(h->ctx, h->host, h->t.username, h->t.password, NULL, 0,
+	                                (uint8_t)h->t.privilege, (uint8_t)h->t.cipher_suite,
+	                                h->t.session_timeout_ms, h->t.retransmission_timeout_ms,
+	                                h->t.workarounds, IPMI_FLAGS_DEFAULT) < 0)
+		return open_error(h, err);
+	return 0;
+}
+
+static struct rp_bmc *
+ipmi_open(const struct rp_bmc_target *t, struct rp_bmc_err *err)
+{
+	struct ipmi *h = calloc(1, sizeof *h);
+
+	if (h == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		return NULL;
+	}
+	h->base.ops = &rp_bmc_ipmi_ops;
+	h->t = *t;
+	/* libfreeipmi takes "host:port" for ports other than 623. */
+	if (t->port && t->port != 623)
+		snprintf(h->host, sizeof h->host, strchr(t->host, ':') ? "[%s]:%u" : "%s:%u", t->host,
+		         t->port);
+	else
+		snprintf(h->host, sizeof h->host, "%s", t->host);
+	if (session(h, err) < 0) {
+		rp_bmc_ipmi_ops.close(&h->base);
+		return NULL;
+	}
+	return &h->base;
+}
+
+static void
+ipmi_close(struct rp_bmc *b)
+{
+	struct ipmi *h = (struct ipmi *)b;
+
+	if (h == NULL)
+		return;
+	if (h->ctx) {
+		ipmi_ctx_close(h->ctx);
+		ipmi_ctx_destroy(h->ctx);
+	}
+	/* The password lived in this struct; do not leave it in freed memory. */
+	explicit_bzero(h->t.password, sizeof h->t.password);
+	free(h);
+}
+
+/* Run a read-only command; if the session died under it (BMC restart), open a new one
+ * and try once more: a read is safe to repeat. */
+#define READ_CMD(h, rs, call, netfn, what, err)                                                \
+	__extension__({                                                                        \
+		int rc_ = (call);                                                              \
+		if (rc_ < 0 && ipmi_ctx_errnum((h)->ctx) == IPMI_ERR_SESSION_TIMEOUT &&          \
+		    session((h), (err)) == 0)                                                  \
+			rc_ = (call);                                                          \
+		rc_ < 0 ? cmd_error((h), (rs), (netfn), (what), (err)) : 0;                    \
+	})
+
+static int
+ipmi_power_get(struct rp_bmc *b, enum rp_power *out, struct rp_bmc_err *err)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_get_chassis_status_rs);
+	uint64_t on = 0;
+	int rc = -1;
+
+	if (rs == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	if (READ_CMD(h, rs, ipmi_cmd_get_chassis_status(h->ctx, rs), IPMI_NET_FN_CHASSIS_RQ,
+	             "get chassis status", err) < 0)
+		goto out;
+	if (fiid_obj_get(rs, "current_power_state.power_is_on", &on) < 0) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "chassis status from %s lacks the power state", h->host);
+		goto out;
+	}
+	*out = on ? RP_POWER_ON : RP_POWER_OFF;
+	rc = 0;
+out:
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+static int
+ipmi_power_set(struct rp_bmc *b, enum rp_power_action a, struct rp_bmc_err *err)
+{
+	static const uint8_t codes[] = {
+	    [RP_POWER_ACT_ON] = IPMI_CHASSIS_CONTROL_POWER_UP,
+	    [RP_POWER_ACT_OFF] = IPMI_CHASSIS_CONTROL_POWER_DOWN,
+	    [RP_POWER_ACT_SOFT_OFF] = IPMI_CHASSIS_CONTROL_INITIATE_SOFT_SHUTDOWN,
+	    [RP_POWER_ACT_CYCLE] = IPMI_CHASSIS_CONTROL_POWER_CYCLE,
+	    [RP_POWER_ACT_RESET] = IPMI_CHASSIS_CONTROL_HARD_RESET,
+	};
+	struct ipmi *h = (struct ipmi *)b;
+	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_chassis_control_rs);
+	int rc = 0;
+
+	if (rs == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	/* Never repeated here: after a timeout nobody knows whether the BMC acted. */
+	if (ipmi_cmd_chassis_control(h->ctx, codes[a], rs) < 0)
+		rc = cmd_error(h, rs, IPMI_NET_FN_CHASSIS_RQ, "chassis control", err);
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+static int
+ipmi_boot_get(struct rp_bmc *b, struct rp_boot *out, struct rp_bmc_err *err)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_get_system_boot_options_boot_flags_rs);
+	uint64_t dev = 0, persistent = 0, efi = 0;
+	int rc = -1;
+
+	if (rs == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	if (READ_CMD(h, rs,
+	             ipmi_cmd_get_system_boot_options_boot_flags(h->ctx,
+	                                                         IPMI_SYSTEM_BOOT_OPTIONS_NO_SET_SELECTOR,
+	                                                         IPMI_SYSTEM_BOOT_OPTIONS_NO_BLOCK_SELECTOR,
+	                                                         rs),
+	             IPMI_NET_FN_CHASSIS_RQ, "get boot flags", err) < 0)
+		goto out;
+	if (fiid_obj_get(rs, "boot_device", &dev) < 0 ||
+	    fiid_obj_get(rs, "boot_flags_persistent", &persistent) < 0 ||
+	    fiid_obj_get(rs, "bios_boot_type", &efi) < 0) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "boot flags from %s are incomplete", h->host);
+		goto out;
+	}
+	out->device = dev == IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_FORCE_PXE ? RP_BOOT_PXE
+	              : dev == IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_FORCE_HARD_DRIVE
+	                  ? RP_BOOT_DISK
+	              : dev == IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_NO_OVERRIDE ? RP_BOOT_NONE
+	                                                                                  : RP_BOOT_OTHER;
+	out->persistent = persistent != 0;
+	out->uefi = efi == IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_TYPE_EFI;
+	rc = 0;
+out:
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+static int
+ipmi_boot_set(struct rp_bmc *b, const struct rp_boot *want, struct rp_bmc_err *err)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_set_system_boot_options_rs);
+	uint8_t dev = want->device == RP_BOOT_PXE
+	                  ? IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_FORCE_PXE
+	                  : IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_FORCE_HARD_DRIVE;
+	int rc = 0;
+
+	if (rs == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	if (ipmi_cmd_set_system_boot_options_boot_flags(
+	        h->ctx, IPMI_SYSTEM_BOOT_OPTIONS_PARAMETER_VALID_UNLOCKED,
+	        want->uefi ? IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_TYPE_EFI
+	                   : IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_TYPE_PC_COMPATIBLE,
+	        want->persistent ? IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_VALID_PERSISTENTLY
+	                         : IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_VALID_FOR_NEXT_BOOT,
+	        IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_VALID, IPMI_SYSTEM_BOOT_OPTION_DISABLE,
+	        IPMI_SYSTEM_BOOT_OPTION_DISABLE, dev, IPMI_SYSTEM_BOOT_OPTION_DISABLE,
+	        IPMI_SYSTEM_BOOT_OPTION_DISABLE, IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_CONSOLE_REDIRECTION_DEFAULT,
+	        IPMI_SYSTEM_BOOT_OPTION_DISABLE, IPMI_SYSTEM_BOOT_OPTION_DISABLE,
+	        IPMI_SYSTEM_BOOT_OPTION_DISABLE,
+	        IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_FIRMWARE_BIOS_VERBOSITY_DEFAULT,
+	        IPMI_SYSTEM_BOOT_OPTION_DISABLE,
+	        IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAGS_SET_MUX_TO_RECOMENDED_AT_END_OF_POST,
+	        IPMI_SYSTEM_BOOT_OPTION_DISABLE, 0, rs) < 0)
+		rc = cmd_error(h, rs, IPMI_NET_FN_CHASSIS_RQ, "set boot flags", err);
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+/* A FRU text field as a C string ("" when absent or undecodable). */
+static void
+fru_text(ipmi_fru_ctx_t fru, ipmi_fru_field_t *f, uint8_t lang, char *out, size_t len)
+{
+	unsigned int n = (unsigned int)len;
+
+	out[0] = '\0';
+	if (f->type_length_field_length == 0)
+		return;
+	if (ipmi_fru_type_length_field_to_string(fru, f->type_length_field,
+	                                         f->type_length_field_length, lang, out, &n) < 0)
+		out[0] = '\0';
+	else
+		out[n < len ? n : len - 1] = '\0';
+}
+
+/* Product (and board) serial, manufacturer and model from FRU device 0. Best effort: a
+ * BMC without FRU data still has an identity from Get Device ID and the GUID. */
+static void
+fru_identity(struct ipmi *h, struct rp_bmc_identity *id)
+{
+	ipmi_fru_ctx_t fru = ipmi_fru_ctx_create(h->ctx);
+	uint8_t buf[IPMI_FRU_AREA_SIZE_MAX + 1];
+	unsigned int type, len;
+	int more;
+
+	if (fru == NULL)
+		return;
+	if (ipmi_fru_open_device_id(fru, 0) < 0)
+		goto out;
+	if (ipmi_fru_first(fru) < 0)
+		goto close;
+	do {
+		memset(buf, 0, sizeof buf);
+		if (ipmi_fru_read_data_area(fru, &type, &len, buf, IPMI_FRU_AREA_SIZE_MAX) < 0)
+			break;
+		if (type == IPMI_FRU_AREA_TYPE_PRODUCT_INFO_AREA) {
+			ipmi_fru_field_t mfr, name, model, version, serial, asset, fileid;
+			uint8_t lang = 0;
+
+			if (ipmi_fru_product_info_area(fru, buf, len, &lang, &mfr, &name, &model, &version,
+			                               &serial, &asset, &fileid, NULL, 0) == 0) {
+				fru_text(fru, &serial, lang, id->serial, sizeof id->serial);
+				fru_text(fru, &mfr, lang, id->manufacturer, sizeof id->manufacturer);
+				fru_text(fru, &name, lang, id->model, sizeof id->model);
+				if (id->model[0] == '\0')
+					fru_text(fru, &model, lang, id->model, sizeof id->model);
+			}
+		} else if (type == IPMI_FRU_AREA_TYPE_BOARD_INFO_AREA && id->serial[0] == '\0') {
+			ipmi_fru_field_t mfr, name, serial, part, fileid;
+			uint8_t lang = 0;
+			uint32_t date = 0;
+
+			if (ipmi_fru_board_info_area(fru, buf, len, &lang, &date, &mfr, &name, &serial,
+			                             &part, &fileid, NULL, 0) == 0)
+				fru_text(fru, &serial, lang, id->serial, sizeof id->serial);
+		}
+		more = ipmi_fru_next(fru);
+	} while (more == 1);
+close:
+	ipmi_fru_close_device_id(fru);
+out:
+	ipmi_fru_ctx_destroy(fru);
+}
+
+static int
+ipmi_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *err)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	struct rp_bmc_identity id = {0};
+	fiid_obj_t dev = fiid_obj_create(tmpl_cmd_get_device_id_rs);
+	fiid_obj_t guid = fiid_obj_create(tmpl_cmd_get_system_guid_rs);
+	uint64_t major = 0, minor = 0, mfr = 0, product = 0;
+	uint8_t g[16];
+	int rc = -1;
+
+	if (dev == NULL || guid == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	if (READ_CMD(h, dev, ipmi_cmd_get_device_id(h->ctx, dev), IPMI_NET_FN_APP_RQ,
+	             "get device id", err) < 0)
+		goto out;
+	fiid_obj_get(dev, "firmware_revision1.major_revision", &major);
+	fiid_obj_get(dev, "firmware_revision2.minor_revision", &minor);
+	fiid_obj_get(dev, "manufacturer_id.id", &mfr);
+	fiid_obj_get(dev, "product_id", &product);
+	/* The minor revision is BCD: 0x08 reads "08", 0x45 reads "45". */
+	snprintf(id.bmc_firmware, sizeof id.bmc_firmware, "%u.%02x", (unsigned)major, (unsigned)minor);
+	snprintf(id.manufacturer, sizeof id.manufacturer, "IANA %u", (unsigned)mfr);
+	snprintf(id.model, sizeof id.model, "product 0x%04x", (unsigned)product);
+	/* The GUID is optional in IPMI; an error here only leaves it empty. */
+	if (ipmi_cmd_get_system_guid(h->ctx, guid) == 0 &&
+	    fiid_obj_get_data(guid, "guid", g, sizeof g) == 16) {
+		/* IPMI sends the GUID least significant byte first (SMBIOS byte order). */
+		snprintf(id.uuid, sizeof id.uuid,
+		         "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", g[15],
+		         g[14], g[13], g[12], g[11], g[10], g[9], g[8], g[7], g[6], g[5], g[4], g[3], g[2],
+		         g[1], g[0]);
+	}
+	fru_identity(h, &id);
+	*out = id;
+	rc = 0;
+out:
+	fiid_obj_destroy(dev);
+	fiid_obj_destroy(guid);
+	return rc;
+}
+
+const struct rp_bmc_ops rp_bmc_ipmi_ops = {
+    .name = "ipmi",
+    .open = ipmi_open,
+    .close = ipmi_close,
+    .power_get = ipmi_power_get,
+    .power_set = ipmi_power_set,
+    .boot_set = ipmi_boot_set,
+    .boot_get = ipmi_boot_get,
+    .identity = ipmi_identity,
+};

@@ -1,0 +1,1052 @@
+/*
+ * The Redfish driver: libcurl + jansson, DSP0266 as BMCs actually behave.
+ * - Session login (X-Auth-Token) with Basic as the fallback when a BMC has no sessions;
+ *   one re-login and retry on a 401.
+ * - The ComputerSystem, Manager and UpdateService are found from the service root, never
+ *   assumed (/Systems/1 is only one vendor's habit).
+ * - PATCH carries If-Match with the ETag just read; a 412 re-reads and retries once.
+ * - Values are picked from @Redfish.AllowableValues when the BMC lists them.
+ * - Sessions and discovered paths are cached per node between handles, so a sweep costs one
+ *   GET per node once warm; they are logged out at shutdown.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+#include "bmc.h"
+
+#define MAX_BODY (8u << 20)
+
+/* What a handle learns about a BMC; cached per node across handles. */
+struct learned {
+	char token[512];
+	char session[256];   /* session resource, for logout */
+	int basic;           /* the BMC has no usable sessions: Basic on every request */
+	char sessions[256];  /* collection to log in at */
+	char systems[256];
+	char managers[256];
+	char update[256];
+	char system[256];    /* the ComputerSystem this node is */
+};
+
+struct cached {
+	char node[40];
+	char base[320];
+	char user[64];
+	struct learned l;
+	struct cached *next;
+};
+
+static struct cached *cache;
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct rf {
+	struct rp_bmc base;
+	struct rp_bmc_target t;
+	CURL *curl;
+	char base_url[320];
+	struct learned l;
+};
+
+struct reply {
+	long status;
+	struct rp_buf_lite {
+		char *data;
+		size_t len;
+		int over;
+	} body;
+	char etag[160];
+	char location[512];
+	char token[512];
+	json_t *json;
+};
+
+static void
+reply_free(struct reply *r)
+{
+	free(r->body.data);
+	json_decref(r->json);
+	memset(r, 0, sizeof *r);
+}
+
+static size_t
+on_body(char *p, size_t size, size_t n, void *arg)
+{
+	struct reply *r = arg;
+	size_t len = size * n;
+	char *d;
+
+	if (r->body.len + len > MAX_BODY) {
+		r->body.over = 1;
+		return 0;
+	}
+	d = realloc(r->body.data, r->body.len + len + 1);
+	if (d == NULL)
+		return 0;
+	memcpy(d + r->body.len, p, len);
+	r->body.len += len;
+	d[r->body.len] = '\0';
+	r->body.data = d;
+	return len;
+}
+
+static void
+header(const char *line, size_t n, const char *name, char *out, size_t cap)
+{
+	size_t k = strlen(name), m;
+	const char *v;
+
+	if (n <= k + 1 || strncasecmp(line, name, k) != 0 || line[k] != ':')
+		return;
+	v = line + k + 1;
+	while (*v == ' ' || *v == '\t')
+		v++;
+	m = n - (size_t)(v - line);
+	while (m > 0 && (v[m - 1] == '\r' || v[m - 1] == '\n' || v[m - 1] == ' '))
+		m--;
+	if (m >= cap)
+		m = cap - 1;
+	memcpy(out, v, m);
+	out[m] = '\0';
+}
+
+static size_t
+on_header(char *p, size_t size, size_t n, void *arg)
+{
+	struct reply *r = arg;
+
+	header(p, size * n, "ETag", r->etag, sizeof r->etag);
+	header(p, size * n, "Location", r->location, sizeof r->location);
+	header(p, size * n, "X-Auth-Token", r->token, sizeof r->token);
+	return size * n;
+}
+
+/* The most useful human text of a Redfish error body. */
+static void
+error_text(json_t *body, char *out, size_t len)
+{
+	json_t *e = json_object_get(body, "error"), *info;
+	const char *m = NULL;
+
+	info = json_array_get(json_object_get(e, "@Message.ExtendedInfo"), 0);
+	if (info)
+		m = json_string_value(json_object_get(info, "Message"));
+	if (m == NULL)
+		m = json_string_value(json_object_get(e, "message"));
+	snprintf(out, len, "%s", m ? m : "no error details");
+}
+
+/* One HTTP exchange, no auth logic. Transport failures become errors; every HTTP status
+ * comes back to the caller in r->status. */
+static int
+exchange(struct rf *h, const char *method, const char *path, const char *ctype, const char *body,
+         size_t bodylen, curl_mime *mime, const char *if_match, int auth, struct reply *r,
+         struct rp_bmc_err *err)
+{
+	struct curl_slist *hdrs = NULL;
+	char url[1024], line[700];
+	CURLcode cc;
+	double connect = 0;
+
+	memset(r, 0, sizeof *r);
+	if (strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0)
+		snprintf(url, sizeof url, "%s", path);
+	else
+		snprintf(url, sizeof url, "%s%s", h->base_url, path);
+	curl_easy_reset(h->curl);
+	curl_easy_setopt(h->curl, CURLOPT_URL, url);
+	curl_easy_setopt(h->curl, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h->curl, CURLOPT_TIMEOUT_MS, (long)h->t.http_timeout_ms);
+	curl_easy_setopt(h->curl, CURLOPT_CONNECTTIMEOUT_MS,
+	                 (long)(h->t.http_timeout_ms < 5000 ? h->t.http_timeout_ms : 5000));
+	curl_easy_setopt(h->curl, CURLOPT_SSL_VERIFYPEER, h->t.tls_verify ? 1L : 0L);
+	curl_easy_setopt(h->curl, CURLOPT_SSL_VERIFYHOST, h->t.tls_verify ? 2L : 0L);
+	curl_easy_setopt(h->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(h->curl, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, r);
+	hdrs = curl_slist_append(hdrs, "Accept: application/json");
+	hdrs = curl_slist_append(hdrs, "OData-Version: 4.0");
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	if (auth && h->l.basic) {
+		curl_easy_setopt(h->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+		curl_easy_setopt(h->curl, CURLOPT_USERNAME, h->t.username);
+		curl_easy_setopt(h->curl, CURLOPT_PASSWORD, h->t.password);
+	} else if (auth && h->l.token[0]) {
+		snprintf(line, sizeof line, "X-Auth-Token: %s", h->l.token);
+		hdrs = curl_slist_append(hdrs, line);
+	}
+	if (if_match && if_match[0]) {
+		snprintf(line, sizeof line, "If-Match: %s", if_match);
+		hdrs = curl_slist_append(hdrs, line);
+	}
+	if (mime) {
+		curl_easy_setopt(h->curl, CURLOPT_MIMEPOST, mime);
+	} else if (body) {
+		snprintf(line, sizeof line, "Content-Type: %s", ctype);
+		hdrs = curl_slist_append(hdrs, line);
+		curl_easy_setopt(h->curl, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)bodylen);
+	}
+	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, hdrs);
+	cc = curl_easy_perform(h->curl);
+	curl_slist_free_all(hdrs);
+	/* The request was built with the password; drop it from the handle now. */
+	curl_easy_setopt(h->curl, CURLOPT_PASSWORD, "");
+	if (cc != CURLE_OK) {
+		curl_easy_getinfo(h->curl, CURLINFO_CONNECT_TIME, &connect);
+		switch (cc) {
+		case CURLE_COULDNT_CONNECT:
+		case CURLE_COULDNT_RESOLVE_HOST:
+			return rp_bmc_fail(err, RP_BMC_UNREACHABLE, "%s %s: %s", method, h->base_url,
+			                   curl_easy_strerror(cc));
+		case CURLE_OPERATION_TIMEDOUT:
+			return rp_bmc_fail(err, connect > 0 ? RP_BMC_TIMEOUT : RP_BMC_UNREACHABLE,
+			                   "%s %s: no answer within %u ms", method, url, h->t.http_timeout_ms);
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_SSL_CACERT_BADFILE:
+		case CURLE_SSL_CERTPROBLEM:
+			return rp_bmc_fail(err, RP_BMC_TLS,
+			                   "%s: TLS certificate not trusted (%s); set bmc.tls_verify false "
+			                   "only for a BMC with a self-signed certificate",
+			                   h->base_url, curl_easy_strerror(cc));
+		case CURLE_WRITE_ERROR:
+			if (r->body.over)
+				return rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s %s: answer over %u bytes", method,
+				                   url, MAX_BODY);
+			/* fall through */
+		default:
+			return rp_bmc_fail(err, connect > 0 ? RP_BMC_TIMEOUT : RP_BMC_UNREACHABLE,
+			                   "%s %s: %s", method, url, curl_easy_strerror(cc));
+		}
+	}
+	curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &r->status);
+	if (r->body.len > 0)
+		r->json = json_loadb(r->body.data, r->body.len, 0, NULL);
+	return 0;
+}
+
+/* A path out of an {"@odata.id": ...} link, or "" */
+static const char *
+link(json_t *o)
+{
+	const char *s = json_string_value(json_object_get(o, "@odata.id"));
+
+	return s ? s : "";
+}
+
+/* Bounded copy; a value too long for its field is cut (paths and tokens have hard caps). */
+static void
+copy(char *dst, size_t n, const char *src)
+{
+	size_t l = src ? strnlen(src, n - 1) : 0;
+
+	memmove(dst, src ? src : "", l);
+	dst[l] = '\0';
+}
+
+/* Service root (readable without credentials): where sessions, systems and the update
+ * service live. */
+static int
+discover_root(struct rf *h, struct rp_bmc_err *err)
+{
+	struct reply r;
+	json_t *links;
+
+	if (h->l.systems[0])
+		return 0;
+	if (exchange(h, "GET", "/redfish/v1/", NULL, NULL, 0, NULL, NULL, 0, &r, err) < 0)
+		return -1;
+	if (r.status != 200 || !json_is_object(r.json)) {
+		reply_free(&r);
+		return rp_bmc_fail(err, r.status == 404 ? RP_BMC_UNSUPPORTED : RP_BMC_PROTOCOL,
+		                   "%s has no Redfish service root (HTTP %ld)", h->base_url, r.status);
+	}
+	links = json_object_get(r.json, "Links");
+	copy(h->l.sessions, sizeof h->l.sessions, link(json_object_get(links, "Sessions")));
+	if (h->l.sessions[0] == '\0')
+		copy(h->l.sessions, sizeof h->l.sessions, "/redfish/v1/SessionService/Sessions");
+	copy(h->l.systems, sizeof h->l.systems, link(json_object_get(r.json, "Systems")));
+	copy(h->l.managers, sizeof h->l.managers, link(json_object_get(r.json, "Managers")));
+	copy(h->l.update, sizeof h->l.update, link(json_object_get(r.json, "UpdateService")));
+	reply_free(&r);
+	if (h->l.systems[0] == '\0')
+		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: service root lists no Systems",
+		                   h->base_url);
+	return 0;
+}
+
+static int
+login(struct rf *h, struct rp_bmc_err *err)
+{
+	struct reply r;
+	json_t *cred;
+	char *body;
+	int rc;
+
+	h->l.token[0] = h->l.session[0] = '\0';
+	h->l.basic = 0;
+	cred = json_pack("{s:s, s:s}", "UserName", h->t.username, "Password", h->t.password);
+	body = json_dumps(cred, JSON_COMPACT);
+	json_decref(cred);
+	if (body == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	rc = exchange(h, "POST", h->l.sessions, "application/json", body, strlen(body), NULL, NULL, 0,
+	              &r, err);
+	explicit_bzero(body, strlen(body));
+	free(body);
+	if (rc < 0)
+		return -1;
+	if ((r.status == 200 || r.status == 201) && r.token[0]) {
+		copy(h->l.token, sizeof h->l.token, r.token);
+		copy(h->l.session, sizeof h->l.session, r.location);
+		reply_free(&r);
+		return 0;
+	}
+	if (r.status == 401 || r.status == 403) {
+		reply_free(&r);
+		return rp_bmc_fail(err, RP_BMC_AUTH, "%s refused the credentials for user '%s'",
+		                   h->base_url, h->t.username);
+	}
+	if (r.status == 503) {
+		reply_free(&r);
+		return rp_bmc_fail(err, RP_BMC_BUSY, "%s: session service unavailable (503)", h->base_url);
+	}
+	/* No session service (404/405/501, or no token): Basic on every request. */
+	reply_free(&r);
+	h->l.basic = 1;
+	return 0;
+}
+
+/* An authenticated request: log in when needed, and once more on a 401. */
+static int
+call(struct rf *h, const char *method, const char *path, json_t *body, const char *if_match,
+     struct reply *r, struct rp_bmc_err *err)
+{
+	char *text = NULL;
+	int tries, rc = -1;
+
+	if (discover_root(h, err) < 0)
+		return -1;
+	if (body && (text = json_dumps(body, JSON_COMPACT)) == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	for (tries = 0; tries < 2; tries++) {
+		if (!h->l.basic && h->l.token[0] == '\0' && login(h, err) < 0)
+			goto out;
+		if (exchange(h, method, path, "application/json", text, text ? strlen(text) : 0, NULL,
+		             if_match, 1, r, err) < 0)
+			goto out;
+		if (r->status != 401)
+			break;
+		reply_free(r);
+		if (tries == 1 || h->l.basic) {
+			rp_bmc_fail(err, RP_BMC_AUTH, "%s refused the credentials for user '%s'",
+			            h->base_url, h->t.username);
+			goto out;
+		}
+		/* The session expired or the BMC restarted: log in again, once. */
+		h->l.token[0] = '\0';
+	}
+	rc = 0;
+out:
+	free(text);
+	return rc;
+}
+
+/* Map a non-success HTTP status to an error. */
+static int
+http_error(struct rf *h, const char *what, struct reply *r, struct rp_bmc_err *err)
+{
+	char msg[200];
+	enum rp_bmc_errkind k;
+
+	error_text(r->json, msg, sizeof msg);
+	switch (r->status) {
+	case 503:
+	case 409:
+	case 429:
+		k = RP_BMC_BUSY;
+		break;
+	case 404:
+	case 405:
+	case 501:
+		k = RP_BMC_UNSUPPORTED;
+		break;
+	case 401:
+	case 403:
+		k = RP_BMC_AUTH;
+		break;
+	case 400:
+	case 412:
+	case 428:
+		k = RP_BMC_REJECTED;
+		break;
+	default:
+		k = r->status >= 500 ? RP_BMC_BUSY : RP_BMC_PROTOCOL;
+	}
+	return rp_bmc_fail(err, k, "%s on %s: HTTP %ld: %s", what, h->base_url, r->status, msg);
+}
+
+/* GET that must answer 200 with a JSON object; *out owned by the caller. */
+static int
+get(struct rf *h, const char *path, json_t **out, char *etag, size_t etaglen,
+    struct rp_bmc_err *err)
+{
+	struct reply r;
+
+	if (call(h, "GET", path, NULL, NULL, &r, err) < 0)
+		return -1;
+	if (r.status != 200 || !json_is_object(r.json)) {
+		int rc = r.status == 200 ? rp_bmc_fail(err, RP_BMC_PROTOCOL, "GET %s: not a JSON object",
+		                                       path)
+		                         : http_error(h, "GET", &r, err);
+
+		reply_free(&r);
+		return rc;
+	}
+	if (etag)
+		copy(etag, etaglen, r.etag[0] ? r.etag
+		                              : json_string_value(json_object_get(r.json, "@odata.etag")));
+	*out = json_incref(r.json);
+	reply_free(&r);
+	return 0;
+}
+
+/* The first member of a collection, or the one whose path ends in /id. */
+static int
+member(struct rf *h, const char *collection, const char *id, char *out, size_t len,
+       struct rp_bmc_err *err)
+{
+	json_t *c = NULL, *m;
+	size_t i;
+	int rc = -1;
+
+	if (get(h, collection, &c, NULL, 0, err) < 0)
+		return -1;
+	/* Iterate Members; a Members@odata.count that disagrees is a known vendor bug. */
+	json_array_foreach(json_object_get(c, "Members"), i, m)
+	{
+		const char *p = link(m), *slash = strrchr(p, '/');
+
+		if (id == NULL || id[0] == '\0' || (slash && !strcmp(slash + 1, id))) {
+			copy(out, len, p);
+			rc = 0;
+			break;
+		}
+	}
+	json_decref(c);
+	if (rc < 0)
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: no member%s%s in %s", h->base_url,
+		            id && id[0] ? " " : "", id && id[0] ? id : "", collection);
+	return rc;
+}
+
+static int
+system_path(struct rf *h, struct rp_bmc_err *err)
+{
+	if (h->l.system[0])
+		return 0;
+	if (discover_root(h, err) < 0)
+		return -1;
+	return member(h, h->l.systems, h->t.system_id, h->l.system, sizeof h->l.system, err);
+}
+
+static struct rp_bmc *
+rf_open(const struct rp_bmc_target *t, struct rp_bmc_err *err)
+{
+	struct rf *h = calloc(1, sizeof *h);
+	struct cached *c;
+
+	if (h == NULL || (h->curl = curl_easy_init()) == NULL) {
+		free(h);
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		return NULL;
+	}
+	h->base.ops = &rp_bmc_redfish_ops;
+	h->t = *t;
+	snprintf(h->base_url, sizeof h->base_url, strchr(t->host, ':') ? "%s://[%s]" : "%s://%s",
+	         t->scheme, t->host);
+	if (t->port) {
+		size_t n = strlen(h->base_url);
+
+		snprintf(h->base_url + n, sizeof h->base_url - n, ":%u", t->port);
+	}
+	pthread_mutex_lock(&cache_mu);
+	for (c = cache; c; c = c->next) {
+		if (!strcmp(c->node, t->node) && !strcmp(c->base, h->base_url) &&
+		    !strcmp(c->user, t->username)) {
+			h->l = c->l;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&cache_mu);
+	return &h->base;
+}
+
+static void
+rf_close(struct rp_bmc *b)
+{
+	struct rf *h = (struct rf *)b;
+	struct cached *c;
+
+	if (h == NULL)
+		return;
+	if (h->t.node[0]) {
+		pthread_mutex_lock(&cache_mu);
+		for (c = cache; c; c = c->next)
+			if (!strcmp(c->node, h->t.node))
+				break;
+		if (c == NULL && (c = calloc(1, sizeof *c)) != NULL) {
+			copy(c->node, sizeof c->node, h->t.node);
+			c->next = cache;
+			cache = c;
+		}
+		if (c) {
+			copy(c->base, sizeof c->base, h->base_url);
+			copy(c->user, sizeof c->user, h->t.username);
+			c->l = h->l;
+		}
+		pthread_mutex_unlock(&cache_mu);
+	}
+	curl_easy_cleanup(h->curl);
+	explicit_bzero(h->t.password, sizeof h->t.password);
+	free(h);
+}
+
+static enum rp_power
+power_of(json_t *sys)
+{
+	const char *p = json_string_value(json_object_get(sys, "PowerState"));
+
+	if (p && !strcmp(p, "On"))
+		return RP_POWER_ON;
+	if (p && !strcmp(p, "Off"))
+		return RP_POWER_OFF;
+	return RP_POWER_UNKNOWN;
+}
+
+static int
+rf_power_get(struct rp_bmc *b, enum rp_power *out, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *sys = NULL;
+
+	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, NULL, 0, err) < 0)
+		return -1;
+	*out = power_of(sys);
+	json_decref(sys);
+	return 0;
+}
+
+/* 1 when value is allowed by the list (or there is no list to go by). */
+static int
+allowed(json_t *list, const char *value)
+{
+	json_t *v;
+	size_t i;
+
+	if (!json_is_array(list))
+		return 1;
+	json_array_foreach(list, i, v)
+	{
+		if (json_is_string(v) && !strcmp(json_string_value(v), value))
+			return 1;
+	}
+	return 0;
+}
+
+static int
+rf_power_set(struct rp_bmc *b, enum rp_power_action a, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *sys = NULL, *act, *values, *body;
+	const char *target, *type = NULL;
+	char path[512];
+	struct reply r;
+	enum rp_power now, want = RP_POWER_UNKNOWN;
+	int rc = -1;
+
+	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, NULL, 0, err) < 0)
+		return -1;
+	act = json_object_get(json_object_get(sys, "Actions"), "#ComputerSystem.Reset");
+	target = json_string_value(json_object_get(act, "target"));
+	values = json_object_get(act, "ResetType@Redfish.AllowableValues");
+	now = power_of(sys);
+	if (target == NULL) {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: system has no ComputerSystem.Reset action",
+		            h->base_url);
+		goto out;
+	}
+	copy(path, sizeof path, target);
+	switch (a) {
+	case RP_POWER_ACT_ON:
+		type = allowed(values, "On") ? "On" : allowed(values, "ForceOn") ? "ForceOn" : NULL;
+		want = RP_POWER_ON;
+		break;
+	case RP_POWER_ACT_OFF:
+		type = allowed(values, "ForceOff") ? "ForceOff" : NULL;
+		want = RP_POWER_OFF;
+		break;
+	case RP_POWER_ACT_SOFT_OFF:
+		type = allowed(values, "GracefulShutdown") ? "GracefulShutdown" : NULL;
+		break;
+	case RP_POWER_ACT_CYCLE:
+		type = allowed(values, "PowerCycle")     ? "PowerCycle"
+		       : allowed(values, "ForceRestart") ? "ForceRestart"
+		                                         : NULL;
+		break;
+	case RP_POWER_ACT_RESET:
+		type = allowed(values, "ForceRestart") ? "ForceRestart" : NULL;
+		break;
+	}
+	if (type == NULL) {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s does not offer a reset type for this action",
+		            h->base_url);
+		goto out;
+	}
+	body = json_pack("{s:s}", "ResetType", type);
+	rc = call(h, "POST", path, body, NULL, &r, err);
+	json_decref(body);
+	if (rc < 0)
+		goto out;
+	rc = -1;
+	if (r.status == 200 || r.status == 202 || r.status == 204) {
+		rc = 0;
+	} else if (r.status == 409 && want != RP_POWER_UNKNOWN && now == want) {
+		/* Some BMCs answer 409 for "already in that state": that is success. */
+		rc = 0;
+	} else {
+		http_error(h, type, &r, err);
+	}
+	reply_free(&r);
+out:
+	json_decref(sys);
+	return rc;
+}
+
+static int
+rf_boot_get(struct rp_bmc *b, struct rp_boot *out, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *sys = NULL, *boot;
+	const char *tgt, *en, *mode;
+
+	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, NULL, 0, err) < 0)
+		return -1;
+	boot = json_object_get(sys, "Boot");
+	tgt = json_string_value(json_object_get(boot, "BootSourceOverrideTarget"));
+	en = json_string_value(json_object_get(boot, "BootSourceOverrideEnabled"));
+	mode = json_string_value(json_object_get(boot, "BootSourceOverrideMode"));
+	memset(out, 0, sizeof *out);
+	if (en == NULL || !strcmp(en, "Disabled") || tgt == NULL || !strcmp(tgt, "None"))
+		out->device = RP_BOOT_NONE;
+	else if (!strcmp(tgt, "Pxe"))
+		out->device = RP_BOOT_PXE;
+	else if (!strcmp(tgt, "Hdd"))
+		out->device = RP_BOOT_DISK;
+	else
+		out->device = RP_BOOT_OTHER;
+	out->persistent = en && !strcmp(en, "Continuous");
+	out->uefi = mode == NULL ? -1 : !strcmp(mode, "UEFI");
+	json_decref(sys);
+	return 0;
+}
+
+/* PATCH with the ETag just read; on 412 read again and retry once. */
+static int
+patch(struct rf *h, const char *path, json_t *body, const char *what, struct rp_bmc_err *err)
+{
+	char etag[160] = "";
+	json_t *cur = NULL;
+	struct reply r;
+	int tries, rc = -1;
+
+	for (tries = 0; tries < 2; tries++) {
+		if (get(h, path, &cur, etag, sizeof etag, err) < 0)
+			return -1;
+		json_decref(cur);
+		cur = NULL;
+		if (call(h, "PATCH", path, body, etag, &r, err) < 0)
+			return -1;
+		if (r.status == 412 && tries == 0) {
+			reply_free(&r);
+			continue;
+		}
+		if (r.status == 200 || r.status == 202 || r.status == 204)
+			rc = 0;
+		else
+			http_error(h, what, &r, err);
+		reply_free(&r);
+		break;
+	}
+	return rc;
+}
+
+static int
+rf_boot_set(struct rp_bmc *b, const struct rp_boot *want, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *sys = NULL, *boot, *body;
+	const char *target = want->device == RP_BOOT_PXE ? "Pxe" : "Hdd";
+	int rc;
+
+	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, NULL, 0, err) < 0)
+		return -1;
+	boot = json_object_get(sys, "Boot");
+	if (!allowed(json_object_get(boot, "BootSourceOverrideTarget@Redfish.AllowableValues"),
+	             target)) {
+		json_decref(sys);
+		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s does not allow boot target %s",
+		                   h->base_url, target);
+	}
+	json_decref(sys);
+	body = json_pack("{s:{s:s, s:s, s:s}}", "Boot", "BootSourceOverrideTarget", target,
+	                 "BootSourceOverrideEnabled", want->persistent ? "Continuous" : "Once",
+	                 "BootSourceOverrideMode", want->uefi ? "UEFI" : "Legacy");
+	rc = patch(h, h->l.system, body, "set boot override", err);
+	if (rc < 0 && err->kind == RP_BMC_REJECTED) {
+		/* Some BMCs refuse Mode together with Target: set them one at a time. */
+		json_t *mode = json_pack("{s:{s:s}}", "Boot", "BootSourceOverrideMode",
+		                         want->uefi ? "UEFI" : "Legacy");
+
+		json_object_del(json_object_get(body, "Boot"), "BootSourceOverrideMode");
+		rc = patch(h, h->l.system, body, "set boot override", err);
+		if (rc == 0)
+			rc = patch(h, h->l.system, mode, "set boot mode", err);
+		json_decref(mode);
+	}
+	json_decref(body);
+	return rc;
+}
+
+static int
+rf_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	struct rp_bmc_identity id = {0};
+	json_t *sys = NULL, *mgr = NULL, *by;
+	char mpath[256] = "";
+
+	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, NULL, 0, err) < 0)
+		return -1;
+	copy(id.serial, sizeof id.serial, json_string_value(json_object_get(sys, "SerialNumber")));
+	copy(id.uuid, sizeof id.uuid, json_string_value(json_object_get(sys, "UUID")));
+	copy(id.manufacturer, sizeof id.manufacturer,
+	     json_string_value(json_object_get(sys, "Manufacturer")));
+	copy(id.model, sizeof id.model, json_string_value(json_object_get(sys, "Model")));
+	/* The manager of this system, else the first manager. */
+	by = json_array_get(json_object_get(json_object_get(sys, "Links"), "ManagedBy"), 0);
+	copy(mpath, sizeof mpath, link(by));
+	json_decref(sys);
+	if (mpath[0] == '\0' && h->l.managers[0])
+		member(h, h->l.managers, NULL, mpath, sizeof mpath, err);
+	if (mpath[0] && get(h, mpath, &mgr, NULL, 0, err) == 0) {
+		copy(id.bmc_firmware, sizeof id.bmc_firmware,
+		     json_string_value(json_object_get(mgr, "FirmwareVersion")));
+		json_decref(mgr);
+	}
+	*out = id;
+	return 0;
+}
+
+static int
+rf_bios_get(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *sys = NULL, *bios = NULL, *pending = NULL, *settings, *res;
+	const char *bpath, *spath;
+	int rc = -1;
+
+	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, NULL, 0, err) < 0)
+		return -1;
+	bpath = link(json_object_get(sys, "Bios"));
+	if (bpath[0] == '\0') {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: system has no Bios resource", h->base_url);
+		goto out;
+	}
+	if (get(h, bpath, &bios, NULL, 0, err) < 0)
+		goto out;
+	settings = json_object_get(bios, "@Redfish.Settings");
+	spath = link(json_object_get(settings, "SettingsObject"));
+	if (spath[0] && get(h, spath, &pending, NULL, 0, err) < 0)
+		goto out;
+	res = json_pack("{s:O, s:O, s:s?, s:O, s:s?}", "attributes",
+	                json_object_get(bios, "Attributes") ?: json_object(), "pending",
+	                pending && json_object_get(pending, "Attributes")
+	                    ? json_object_get(pending, "Attributes")
+	                    : json_object(),
+	                "registry", json_string_value(json_object_get(bios, "AttributeRegistry")),
+	                "apply_times",
+	                json_object_get(settings, "SupportedApplyTimes") ?: json_array(),
+	                "settings", spath[0] ? spath : NULL);
+	*out = res;
+	rc = 0;
+out:
+	json_decref(sys);
+	json_decref(bios);
+	json_decref(pending);
+	return rc;
+}
+
+static int
+rf_bios_set(struct rp_bmc *b, json_t *attributes, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *info = NULL, *body;
+	const char *spath;
+	int rc;
+
+	if (rf_bios_get(b, &info, err) < 0)
+		return -1;
+	spath = json_string_value(json_object_get(info, "settings"));
+	if (spath == NULL) {
+		json_decref(info);
+		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: Bios has no settings object",
+		                   h->base_url);
+	}
+	body = json_pack("{s:O}", "Attributes", attributes);
+	/* Only send an apply time the BMC lists; some reject the annotation outright. */
+	if (allowed(json_object_get(info, "apply_times"), "OnReset") &&
+	    json_array_size(json_object_get(info, "apply_times")) > 0)
+		json_object_set_new(body, "@Redfish.SettingsApplyTime",
+		                    json_pack("{s:s}", "ApplyTime", "OnReset"));
+	rc = patch(h, spath, body, "stage BIOS settings", err);
+	json_decref(body);
+	json_decref(info);
+	return rc;
+}
+
+static int
+rf_firmware_inventory(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *us = NULL, *inv = NULL, *m, *list = json_array();
+	const char *ipath;
+	size_t i;
+	int rc = -1;
+
+	if (discover_root(h, err) < 0)
+		goto out;
+	if (h->l.update[0] == '\0') {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no UpdateService", h->base_url);
+		goto out;
+	}
+	if (get(h, h->l.update, &us, NULL, 0, err) < 0)
+		goto out;
+	ipath = link(json_object_get(us, "FirmwareInventory"));
+	if (ipath[0] == '\0' || get(h, ipath, &inv, NULL, 0, err) < 0) {
+		if (ipath[0] == '\0')
+			rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no FirmwareInventory", h->base_url);
+		goto out;
+	}
+	json_array_foreach(json_object_get(inv, "Members"), i, m)
+	{
+		json_t *sw = NULL;
+
+		if (get(h, link(m), &sw, NULL, 0, err) < 0)
+			goto out;
+		json_array_append_new(
+		    list, json_pack("{s:s?, s:s, s:s?, s:s?, s:b}", "component",
+		                    json_string_value(json_object_get(sw, "Id")), "id", link(m), "name",
+		                    json_string_value(json_object_get(sw, "Name")), "version",
+		                    json_string_value(json_object_get(sw, "Version")), "updateable",
+		                    json_is_true(json_object_get(sw, "Updateable"))));
+		json_decref(sw);
+	}
+	*out = list;
+	list = NULL;
+	rc = 0;
+out:
+	json_decref(us);
+	json_decref(inv);
+	json_decref(list);
+	return rc;
+}
+
+static int
+rf_firmware_update(struct rp_bmc *b, const char *image_uri, const char *local_file,
+                   json_t *targets, char *task, size_t tasklen, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *us = NULL, *body = NULL;
+	struct reply r = {0};
+	int rc = -1;
+
+	if (discover_root(h, err) < 0)
+		return -1;
+	if (h->l.update[0] == '\0')
+		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no UpdateService", h->base_url);
+	if (get(h, h->l.update, &us, NULL, 0, err) < 0)
+		return -1;
+	if (local_file) {
+		const char *push = json_string_value(json_object_get(us, "MultipartHttpPushUri"));
+		curl_mime *mime;
+		curl_mimepart *part;
+		char *params;
+		int tries;
+
+		if (push == NULL) {
+			rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no MultipartHttpPushUri", h->base_url);
+			goto out;
+		}
+		body = json_object();
+		if (targets)
+			json_object_set(body, "Targets", targets);
+		params = json_dumps(body, JSON_COMPACT);
+		for (tries = 0; tries < 2; tries++) {
+			if (!h->l.basic && h->l.token[0] == '\0' && login(h, err) < 0)
+				break;
+			mime = curl_mime_init(h->curl);
+			part = curl_mime_addpart(mime);
+			curl_mime_name(part, "UpdateParameters");
+			curl_mime_type(part, "application/json");
+			curl_mime_data(part, params, CURL_ZERO_TERMINATED);
+			part = curl_mime_addpart(mime);
+			curl_mime_name(part, "UpdateFile");
+			curl_mime_type(part, "application/octet-stream");
+			curl_mime_filedata(part, local_file);
+			rc = exchange(h, "POST", push, NULL, NULL, 0, mime, NULL, 1, &r, err);
+			curl_mime_free(mime);
+			if (rc < 0 || r.status != 401 || h->l.basic)
+				break;
+			reply_free(&r);
+			h->l.token[0] = '\0';
+			rc = -1;
+		}
+		free(params);
+		if (rc < 0)
+			goto out;
+	} else {
+		const char *target = json_string_value(json_object_get(
+		    json_object_get(json_object_get(us, "Actions"), "#UpdateService.SimpleUpdate"),
+		    "target"));
+
+		if (target == NULL) {
+			rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no SimpleUpdate action", h->base_url);
+			goto out;
+		}
+		body = json_pack("{s:s}", "ImageURI", image_uri);
+		if (targets)
+			json_object_set(body, "Targets", targets);
+		if (call(h, "POST", target, body, NULL, &r, err) < 0)
+			goto out;
+	}
+	rc = -1;
+	if (r.status != 202 && r.status != 200 && r.status != 201) {
+		http_error(h, "firmware update", &r, err);
+		goto out;
+	}
+	/* A task monitor in Location, or at least the Task in the body. */
+	if (r.location[0])
+		copy(task, tasklen, r.location);
+	else if (json_object_get(r.json, "@odata.id"))
+		copy(task, tasklen, link(r.json));
+	else {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s started an update without a task to follow",
+		            h->base_url);
+		goto out;
+	}
+	rc = 0;
+out:
+	reply_free(&r);
+	json_decref(us);
+	json_decref(body);
+	return rc;
+}
+
+static int
+rf_task_poll(struct rp_bmc *b, const char *task, int *done, int *ok, json_t **status,
+             struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	struct reply r;
+	const char *state, *health;
+
+	if (call(h, "GET", task, NULL, NULL, &r, err) < 0)
+		return -1;
+	*done = *ok = 0;
+	*status = r.json ? json_incref(r.json) : NULL;
+	state = json_string_value(json_object_get(r.json, "TaskState"));
+	health = json_string_value(json_object_get(r.json, "TaskStatus"));
+	if (r.status == 202) {
+		/* Still running (the monitor answers 202 until the end). */
+	} else if (r.status == 204 || (r.status == 200 && state == NULL)) {
+		*done = *ok = 1;
+	} else if (r.status == 200) {
+		if (!strcmp(state, "Completed")) {
+			*done = 1;
+			*ok = health == NULL || strcmp(health, "Critical") != 0;
+		} else if (!strcmp(state, "Exception") || !strcmp(state, "Killed") ||
+		           !strcmp(state, "Cancelled")) {
+			*done = 1;
+		}
+	} else {
+		int rc = http_error(h, "task poll", &r, err);
+
+		json_decref(*status);
+		*status = NULL;
+		reply_free(&r);
+		return rc;
+	}
+	reply_free(&r);
+	return 0;
+}
+
+int
+rp_bmc_global_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+void
+rp_bmc_global_cleanup(void)
+{
+	struct cached *c, *n;
+
+	pthread_mutex_lock(&cache_mu);
+	for (c = cache; c; c = n) {
+		n = c->next;
+		/* Leave no sessions behind on BMCs that allow only a handful. */
+		if (c->l.session[0] && c->l.token[0]) {
+			struct rf h = {0};
+			struct reply r;
+			struct rp_bmc_err err;
+
+			h.curl = curl_easy_init();
+			h.l = c->l;
+			h.t.http_timeout_ms = 2000;
+			h.t.tls_verify = 0; /* only a logout; the token was sent to this host before */
+			copy(h.base_url, sizeof h.base_url, c->base);
+			if (h.curl && exchange(&h, "DELETE", c->l.session, NULL, NULL, 0, NULL, NULL, 1, &r,
+			                       &err) == 0)
+				reply_free(&r);
+			curl_easy_cleanup(h.curl);
+		}
+		free(c);
+	}
+	cache = NULL;
+	pthread_mutex_unlock(&cache_mu);
+	curl_global_cleanup();
+}
+
+const struct rp_bmc_ops rp_bmc_redfish_ops = {
+    .name = "redfish",
+    .open = rf_open,
+    .close = rf_close,
+    .power_get = rf_power_get,
+    .power_set = rf_power_set,
+    .boot_set = rf_boot_set,
+    .boot_get = rf_boot_get,
+    .identity = rf_identity,
+    .bios_get = rf_bios_get,
+    .bios_set = rf_bios_set,
+    .firmware_inventory = rf_firmware_inventory,
+    .firmware_update = rf_firmware_update,
+    .task_poll = rf_task_poll,
+};

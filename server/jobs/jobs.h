@@ -1,0 +1,66 @@
+/*
+ * jobs.h — durable jobs and the power-sync sweeper.
+ *
+ * A scheduler thread claims runnable jobs from the store in one transaction, hands them to
+ * a pool of workers that talk to BMCs outside any transaction, and records their outcomes
+ * in batches (one transaction per batch). Per-node ordering and "one mutating job per node"
+ * are enforced by the store, so they survive restarts. Jobs found running at start were
+ * interrupted by a crash: they verify what happened instead of acting again.
+ *
+ * The sweeper periodically reads every eligible node's power state with bounded
+ * concurrency and records the readings, faults and changes.
+ */
+#ifndef RP_JOBS_H
+#define RP_JOBS_H
+
+#include <jansson.h>
+
+#include "rackpilot/error.h"
+#include "store/store.h"
+
+struct rp_jobs;
+
+struct rp_jobs_opts {
+	unsigned workers;           /* concurrent jobs; default 32 */
+	unsigned sweep_interval_s;  /* power sync period; 0 disables the periodic sweep */
+	unsigned sweep_concurrency; /* BMCs read at once by a sweep; default 64 */
+	unsigned fault_threshold;   /* failures in a row before a BMC fault; default 3 */
+	unsigned retry_base_ms;     /* first retry delay, doubling up to 60 s; default 1000 */
+	unsigned power_wait_s;      /* wait for a power state after a command; default 60 */
+};
+
+/* Fill o with the defaults. */
+void rp_jobs_defaults(struct rp_jobs_opts *o);
+
+/* Recover interrupted jobs, then start the scheduler, workers and sweeper. 0, or -1 with
+ * why. */
+int rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs **out,
+                  char *why, size_t whylen);
+
+/* Stop: workers finish their current BMC call and stop; jobs still running stay so in the
+ * store and are recovered at the next start. Accepts NULL. */
+void rp_jobs_stop(struct rp_jobs *j);
+
+/* Queue a job for a node (see rp_store_job_create) and wake the scheduler. job:
+ * {type: power|boot|verify, params}. *out is the job object. */
+enum rp_err rp_jobs_submit(struct rp_jobs *j, const char *node, json_t *job, const char *actor,
+                           json_t **out, json_t **detail);
+
+/* Queue one job per selected node as a batch (see rp_store_batch_create) and wake the
+ * scheduler. */
+enum rp_err rp_jobs_submit_batch(struct rp_jobs *j, json_t *selector, json_t *job,
+                                 const char *actor, json_t **out, json_t **detail);
+
+/* Cancel a job (see rp_store_job_cancel); a running one is told to stop at its next safe
+ * point. *out is the job object after the request. */
+enum rp_err rp_jobs_cancel(struct rp_jobs *j, const char *id, const char *actor, json_t **out,
+                           json_t **detail);
+
+/* Start a power sweep now. RP_ERR_CONFLICT when one is already running. */
+enum rp_err rp_jobs_sweep_now(struct rp_jobs *j);
+
+/* The sweeper's state: {interval_s, running, last: {started_at, finished_at, duration_ms,
+ * nodes, ok, failed, changed} or null}. New object. */
+json_t *rp_jobs_sweep_status(struct rp_jobs *j);
+
+#endif

@@ -1,0 +1,1030 @@
+/* Jobs and batches; the scheduler's claim and finish; power-sweep readings. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+#define JOB_COLS                                                                             \
+	"SELECT j.id AS _id, j.uuid AS id, j.type, j.node_name AS node, b.uuid AS batch, "      \
+	"j.params AS \"params:json\", j.state, j.attempts, j.max_attempts, "                     \
+	"j.cancel_requested AS \"cancel_requested:bool\", j.result AS \"result:json\", "         \
+	"j.error_code AS \"error.code\", j.error AS \"error.message\", j.created_by, "           \
+	"j.created_at AS \"created_at:time\", j.started_at AS \"started_at:time\", "             \
+	"j.finished_at AS \"finished_at:time\", j.not_before AS \"not_before:time\", "           \
+	"j.updated_at AS \"updated_at:time\" FROM jobs j LEFT JOIN batches b ON b.id = j.batch_id "
+
+static enum rp_err
+job_load(struct conn *c, int64_t id, json_t **out)
+{
+	sqlite3_stmt *s = STMT(c, JOB_COLS "WHERE j.id = ?");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*out = store_row(c, s);
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "job load");
+}
+
+static enum rp_err
+job_id(struct conn *c, const char *uuid, int64_t *id)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	if (!rp_uuid_valid(uuid))
+		return RP_ERR_NOT_FOUND;
+	s = STMT(c, "SELECT id FROM jobs WHERE uuid = lower(?)");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_text(s, 1, uuid, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*id = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "job id");
+}
+
+/* Why a node cannot take a BMC job now, or RP_ERR_OK. */
+static enum rp_err
+node_ready(struct conn *c, int64_t node_id, char *why, size_t len)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT n.maintenance, n.maintenance_reason, b.driver, b.address, "
+	                          "b.username, b.password IS NOT NULL FROM nodes n LEFT JOIN bmcs b "
+	                          "ON b.node_id = n.id WHERE n.id = ?");
+	enum rp_err e = RP_ERR_OK;
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, node_id);
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW) {
+		sqlite3_reset(s);
+		return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node ready");
+	}
+	if (sqlite3_column_int(s, 0)) {
+		snprintf(why, len, "node is in maintenance%s%s",
+		         sqlite3_column_type(s, 1) == SQLITE_NULL ? "" : ": ",
+		         sqlite3_column_type(s, 1) == SQLITE_NULL ? "" : (const char *)sqlite3_column_text(s, 1));
+		e = RP_ERR_INVALID_STATE;
+	} else if (sqlite3_column_type(s, 2) == SQLITE_NULL) {
+		snprintf(why, len, "node has no BMC");
+		e = RP_ERR_CONFLICT;
+	} else if (strcmp((const char *)sqlite3_column_text(s, 2), "fake") != 0) {
+		if (sqlite3_column_type(s, 3) == SQLITE_NULL) {
+			snprintf(why, len, "node's BMC has no address");
+			e = RP_ERR_CONFLICT;
+		} else if (sqlite3_column_type(s, 4) == SQLITE_NULL || !sqlite3_column_int(s, 5)) {
+			snprintf(why, len, "node's BMC has no credentials (set bmc.username and "
+			                   "bmc.password)");
+			e = RP_ERR_CONFLICT;
+		}
+	}
+	sqlite3_reset(s);
+	return e;
+}
+
+/* Insert one queued job for node n inside the caller's transaction. */
+static enum rp_err
+job_insert(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *job,
+           const char *actor, int64_t *id)
+{
+	sqlite3_stmt *s;
+	char uuid[RP_UUID_BUF], *params = store_canon(json_object_get(job, "params"));
+	int64_t now = rp_time_now_ms();
+	json_t *ma = json_object_get(job, "max_attempts");
+	int rc;
+
+	if (params == NULL || rp_uuid_new(uuid) < 0) {
+		free(params);
+		return RP_ERR_INTERNAL;
+	}
+	s = STMT(c, "INSERT INTO jobs(uuid, type, node_id, node_name, batch_id, params, mutating, "
+	            "max_attempts, not_before, created_by, created_at, updated_at) "
+	            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
+	if (s == NULL) {
+		free(params);
+		return RP_ERR_INTERNAL;
+	}
+	store_bind_text(s, 1, uuid);
+	store_bind_str(s, 2, job, "type");
+	sqlite3_bind_int64(s, 3, n->id);
+	store_bind_text(s, 4, n->name);
+	if (batch_id)
+		sqlite3_bind_int64(s, 5, batch_id);
+	sqlite3_bind_text(s, 6, params, -1, free);
+	sqlite3_bind_int(s, 7, json_is_true(json_object_get(job, "mutating")));
+	sqlite3_bind_int64(s, 8, json_is_integer(ma) ? json_integer_value(ma) : 4);
+	sqlite3_bind_int64(s, 9, now);
+	store_bind_text(s, 10, actor);
+	sqlite3_bind_int64(s, 11, now);
+	sqlite3_bind_int64(s, 12, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "job insert");
+	*id = sqlite3_last_insert_rowid(c->db);
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const char *actor,
+                    json_t **out, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	struct node_ref n;
+	json_t *obj = NULL;
+	char why[256], summary[200];
+	int64_t id;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
+		goto out;
+	if ((e = node_ready(c, n.id, why, sizeof why)) != RP_ERR_OK) {
+		if (e != RP_ERR_INTERNAL)
+			*detail = store_why(NULL, "%s", why);
+		goto out;
+	}
+	if ((e = job_insert(c, &n, 0, job, actor, &id)) != RP_ERR_OK)
+		goto out;
+	if ((e = job_load(c, id, &obj)) != RP_ERR_OK)
+		goto out;
+	snprintf(summary, sizeof summary, "%s job queued for %s",
+	         json_string_value(json_object_get(job, "type")), n.name);
+	if ((e = store_event(c, actor, "job.queued", "job", json_string_value(json_object_get(obj, "id")),
+	                     n.name, n.id, n.rack_id, summary, json_object_get(job, "params"))) !=
+	    RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = obj;
+	obj = NULL;
+out:
+	store_rollback(c);
+	json_decref(obj);
+	return e;
+}
+
+/* The node ids a selector picks, in id order. */
+static enum rp_err
+select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
+{
+	json_t *list = json_array(), *v;
+	sqlite3_stmt *s = NULL;
+	const char *k, *which = NULL;
+	size_t i, nkeys = 0;
+	int64_t id;
+	enum rp_err e;
+	int rc;
+
+	json_object_foreach(sel, k, v)
+	{
+		nkeys++;
+		which = k;
+	}
+	if (nkeys != 1) {
+		*detail = store_why("selector", "give exactly one of rack, tag, class or nodes");
+		e = RP_ERR_BAD_REQUEST;
+		goto fail;
+	}
+	v = json_object_get(sel, which);
+	if (!strcmp(which, "nodes")) {
+		if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > 100000) {
+			*detail = store_why("selector.nodes", "must be a non-empty array of node names or ids");
+			e = RP_ERR_BAD_REQUEST;
+			goto fail;
+		}
+		json_t *item;
+
+		json_array_foreach(v, i, item)
+		{
+			e = json_is_string(item) ? store_id_of(c, T_NODE, json_string_value(item), &id)
+			                         : RP_ERR_NOT_FOUND;
+			if (e == RP_ERR_NOT_FOUND) {
+				*detail = json_pack("{s:s, s:s, s:O}", "field", "selector.nodes", "reason",
+				                    "no such node", "node", item);
+				e = RP_ERR_BAD_REQUEST;
+				goto fail;
+			}
+			if (e != RP_ERR_OK)
+				goto fail;
+			json_array_append_new(list, json_integer(id));
+		}
+		*ids = list;
+		return RP_ERR_OK;
+	}
+	if (!json_is_string(v)) {
+		*detail = store_why("selector", "%s must be a string", which);
+		e = RP_ERR_BAD_REQUEST;
+		goto fail;
+	}
+	if (!strcmp(which, "rack")) {
+		if ((e = store_id_of(c, T_RACK, json_string_value(v), &id)) != RP_ERR_OK) {
+			if (e == RP_ERR_NOT_FOUND) {
+				*detail = store_why("selector.rack", "no rack named '%s'", json_string_value(v));
+				e = RP_ERR_BAD_REQUEST;
+			}
+			goto fail;
+		}
+		s = STMT(c, "SELECT id FROM nodes WHERE rack_id = ? ORDER BY id");
+		if (s)
+			sqlite3_bind_int64(s, 1, id);
+	} else if (!strcmp(which, "tag")) {
+		s = STMT(c, "SELECT node_id FROM node_tags WHERE tag = ? ORDER BY node_id");
+		if (s)
+			sqlite3_bind_text(s, 1, json_string_value(v), -1, SQLITE_TRANSIENT);
+	} else if (!strcmp(which, "class")) {
+		s = STMT(c, "SELECT id FROM nodes WHERE node_class = ? ORDER BY id");
+		if (s)
+			sqlite3_bind_text(s, 1, json_string_value(v), -1, SQLITE_TRANSIENT);
+	} else {
+		*detail = store_why("selector", "unknown selector '%s' (rack, tag, class or nodes)", which);
+		e = RP_ERR_BAD_REQUEST;
+		goto fail;
+	}
+	if (s == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto fail;
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_array_append_new(list, json_integer(sqlite3_column_int64(s, 0)));
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "selector");
+		goto fail;
+	}
+	if (json_array_size(list) == 0) {
+		*detail = store_why("selector", "%s '%s' matches no node", which, json_string_value(v));
+		e = RP_ERR_BAD_REQUEST;
+		goto fail;
+	}
+	*ids = list;
+	return RP_ERR_OK;
+fail:
+	json_decref(list);
+	return e;
+}
+
+static enum rp_err
+node_ref_by_id(struct conn *c, int64_t id, struct node_ref *n)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		n->id = id;
+		snprintf(n->uuid, sizeof n->uuid, "%s", (const char *)sqlite3_column_text(s, 0));
+		snprintf(n->name, sizeof n->name, "%s", (const char *)sqlite3_column_text(s, 1));
+		n->rack_id = sqlite3_column_int64(s, 2);
+	}
+	sqlite3_reset(s);
+	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "node by id");
+}
+
+enum rp_err
+rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, json_t *job,
+                      const char *actor, json_t **out, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *ids = NULL, *skipped = json_array(), *jobs = json_array(), *v, *params = NULL;
+	char buuid[RP_UUID_BUF], why[256], summary[200], *ptext = NULL;
+	int64_t batch_id, id;
+	sqlite3_stmt *s;
+	struct node_ref n;
+	enum rp_err e;
+	size_t i;
+	int rc;
+
+	if (c == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto done;
+	}
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		goto done;
+	if ((e = select_nodes(c, selector, &ids, detail)) != RP_ERR_OK)
+		goto out;
+	params = json_pack("{s:O, s:O}", "selector", selector, "job", json_object_get(job, "params"));
+	if (rp_uuid_new(buuid) < 0 || params == NULL || (ptext = store_canon(params)) == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	s = STMT(c, "INSERT INTO batches(uuid, kind, params, created_by, created_at) "
+	            "VALUES (?,?,?,?,?)");
+	if (s == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	store_bind_text(s, 1, buuid);
+	store_bind_text(s, 2, kind);
+	store_bind_text(s, 3, ptext);
+	store_bind_text(s, 4, actor);
+	sqlite3_bind_int64(s, 5, rp_time_now_ms());
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "batch insert");
+		goto out;
+	}
+	batch_id = sqlite3_last_insert_rowid(c->db);
+	json_array_foreach(ids, i, v)
+	{
+		if ((e = node_ref_by_id(c, json_integer_value(v), &n)) != RP_ERR_OK)
+			goto out;
+		e = node_ready(c, n.id, why, sizeof why);
+		if (e == RP_ERR_INVALID_STATE || e == RP_ERR_CONFLICT) {
+			json_array_append_new(skipped, json_pack("{s:s, s:s}", "node", n.name, "reason", why));
+			continue;
+		}
+		if (e != RP_ERR_OK)
+			goto out;
+		if ((e = job_insert(c, &n, batch_id, job, actor, &id)) != RP_ERR_OK)
+			goto out;
+		json_array_append_new(jobs, json_integer(id));
+	}
+	if (json_array_size(jobs) == 0) {
+		*detail = json_pack("{s:s, s:O}", "reason", "no selected node can take the action",
+		                    "skipped", skipped);
+		e = RP_ERR_CONFLICT;
+		goto out;
+	}
+	snprintf(summary, sizeof summary, "%s batch: %zu job(s) queued, %zu node(s) skipped", kind,
+	         json_array_size(jobs), json_array_size(skipped));
+	if ((e = store_event(c, actor, "batch.created", "batch", buuid, NULL, 0, 0, summary, params)) !=
+	    RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = json_pack("{s:s, s:s, s:O, s:I, s:O, s:{s:I}}", "id", buuid, "kind", kind, "params",
+	                 params, "jobs", (json_int_t)json_array_size(jobs), "skipped", skipped,
+	                 "counts", "queued", (json_int_t)json_array_size(jobs));
+out:
+	store_rollback(c);
+done:
+	json_decref(ids);
+	json_decref(skipped);
+	json_decref(jobs);
+	json_decref(params);
+	free(ptext);
+	return e;
+}
+
+enum rp_err
+rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	int64_t id;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = job_id(c, key, &id)) != RP_ERR_OK)
+		return e;
+	return job_load(c, id, out);
+}
+
+enum rp_err
+rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
+{
+	struct conn *c = store_conn(st);
+	json_t *f = rq->filter;
+	const char *node = json_string_value(json_object_get(f, "node"));
+	const char *batch = json_string_value(json_object_get(f, "batch"));
+	int64_t node_id = 0, batch_id = 0;
+	sqlite3_stmt *s;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if (node && (e = store_id_of(c, T_NODE, node, &node_id)) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
+	if (batch) {
+		s = STMT(c, "SELECT id FROM batches WHERE uuid = lower(?)");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_text(s, 1, batch, -1, SQLITE_TRANSIENT);
+		rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW)
+			batch_id = sqlite3_column_int64(s, 0);
+		sqlite3_reset(s);
+		if (rc != SQLITE_ROW)
+			return rc == SQLITE_DONE ? RP_ERR_BAD_QUERY : store_sqlerr(c, rc, "batch id");
+	}
+	s = STMT(c, JOB_COLS "WHERE j.id < ?1 AND (?2 = 0 OR j.node_id = ?2) AND (?3 = 0 OR "
+	                     "j.batch_id = ?3) AND (?4 IS NULL OR j.state = ?4) AND (?5 IS NULL OR "
+	                     "j.type = ?5) ORDER BY j.id DESC LIMIT ?6");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
+	sqlite3_bind_int64(s, 2, node_id);
+	sqlite3_bind_int64(s, 3, batch_id);
+	store_bind_str(s, 4, f, "state");
+	store_bind_str(s, 5, f, "type");
+	sqlite3_bind_int(s, 6, rq->limit + 1);
+	return store_page(c, s, rq, "id", out);
+}
+
+enum rp_err
+rp_store_batch_get(struct rp_store *st, const char *key, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	json_t *counts = NULL, *obj = NULL;
+	sqlite3_stmt *s;
+	int64_t id = 0, total = 0, open = 0;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if (!rp_uuid_valid(key))
+		return RP_ERR_NOT_FOUND;
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
+		return e;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT id AS _id, uuid AS id, kind, params AS \"params:json\", created_by, "
+	            "created_at AS \"created_at:time\" FROM batches WHERE uuid = lower(?)");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		id = sqlite3_column_int64(s, 0);
+		obj = store_row(c, s);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW) {
+		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "batch");
+		goto out;
+	}
+	s = STMT(c, "SELECT state, count(*) FROM jobs WHERE batch_id = ? GROUP BY state");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, id);
+	counts = json_pack("{s:i, s:i, s:i, s:i, s:i}", "queued", 0, "running", 0, "succeeded", 0,
+	                   "failed", 0, "cancelled", 0);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *state = (const char *)sqlite3_column_text(s, 0);
+		int64_t n = sqlite3_column_int64(s, 1);
+
+		json_object_set_new(counts, state, json_integer(n));
+		total += n;
+		if (!strcmp(state, "queued") || !strcmp(state, "running"))
+			open += n;
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		goto out;
+	json_object_set_new(obj, "total", json_integer(total));
+	json_object_set(obj, "counts", counts);
+	json_object_set_new(obj, "done", json_boolean(open == 0));
+	*out = obj;
+	obj = NULL;
+	e = RP_ERR_OK;
+out:
+	store_read_end(c);
+	json_decref(obj);
+	json_decref(counts);
+	return e;
+}
+
+enum rp_err
+rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, json_t **out,
+                    int *running, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *obj = NULL;
+	sqlite3_stmt *s;
+	const char *state;
+	int64_t id, now = rp_time_now_ms();
+	char summary[200];
+	int rc, was_running;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = job_id(c, key, &id)) != RP_ERR_OK)
+		goto out;
+	if ((e = job_load(c, id, &obj)) != RP_ERR_OK)
+		goto out;
+	state = json_string_value(json_object_get(obj, "state"));
+	if (strcmp(state, "queued") != 0 && strcmp(state, "running") != 0) {
+		*detail = store_why(NULL, "job already ended (%s)", state);
+		e = RP_ERR_CONFLICT;
+		goto out;
+	}
+	was_running = !strcmp(state, "running");
+	s = was_running ? STMT(c, "UPDATE jobs SET cancel_requested = 1, updated_at = ?2 WHERE id = ?1")
+	                : STMT(c, "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, "
+	                          "finished_at = ?2, updated_at = ?2 WHERE id = ?1");
+	if (s == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, id);
+	sqlite3_bind_int64(s, 2, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "job cancel");
+		goto out;
+	}
+	snprintf(summary, sizeof summary, "%s job for %s %s",
+	         json_string_value(json_object_get(obj, "type")),
+	         json_string_value(json_object_get(obj, "node")),
+	         was_running ? "asked to stop" : "cancelled");
+	if ((e = store_event(c, actor, was_running ? "job.cancel_requested" : "job.cancelled", "job",
+	                     json_string_value(json_object_get(obj, "id")),
+	                     json_string_value(json_object_get(obj, "node")), 0, 0, summary, NULL)) !=
+	    RP_ERR_OK)
+		goto out;
+	json_decref(obj);
+	obj = NULL;
+	if ((e = job_load(c, id, &obj)) != RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = obj;
+	obj = NULL;
+	*running = was_running;
+out:
+	store_rollback(c);
+	json_decref(obj);
+	return e;
+}
+
+enum rp_err
+rp_store_jobs_recover(struct rp_store *st, int *n)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *list = NULL, *j;
+	enum rp_err e;
+	size_t i;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "UPDATE jobs SET state = 'queued', recover = 1, lease_owner = NULL, "
+	            "lease_until = NULL, updated_at = ?1 WHERE state = 'running' "
+	            "RETURNING uuid, type, node_name, node_id");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, rp_time_now_ms());
+	list = json_array();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:I}", "uuid",
+		                                      (const char *)sqlite3_column_text(s, 0), "type",
+		                                      (const char *)sqlite3_column_text(s, 1), "node",
+		                                      (const char *)sqlite3_column_text(s, 2), "node_id",
+		                                      (json_int_t)sqlite3_column_int64(s, 3)));
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "jobs recover");
+		goto out;
+	}
+	json_array_foreach(list, i, j)
+	{
+		char summary[200];
+
+		snprintf(summary, sizeof summary,
+		         "%s job for %s was running when rackpilotd stopped; it will verify, not repeat",
+		         json_string_value(json_object_get(j, "type")),
+		         json_string_value(json_object_get(j, "node")));
+		if ((e = store_event(c, "rackpilotd", "job.interrupted", "job",
+		                     json_string_value(json_object_get(j, "uuid")),
+		                     json_string_value(json_object_get(j, "node")),
+		                     json_integer_value(json_object_get(j, "node_id")), 0, summary,
+		                     NULL)) != RP_ERR_OK)
+			goto out;
+	}
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*n = (int)json_array_size(list);
+out:
+	store_rollback(c);
+	json_decref(list);
+	return e;
+}
+
+enum rp_err
+rp_store_jobs_claim(struct rp_store *st, const char *owner, int max, int64_t lease_ms,
+                    json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *ids = NULL, *claimed = NULL, *v;
+	int64_t now = rp_time_now_ms();
+	enum rp_err e;
+	size_t i;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	e = RP_ERR_INTERNAL;
+	/* FIFO per node: a mutating job waits while an older one for its node is queued or
+	 * running, so "PXE, then cycle" never runs out of order. */
+	s = STMT(c, "SELECT j.id FROM jobs j WHERE j.state = 'queued' AND j.not_before <= ?1 "
+	            "AND j.node_id IS NOT NULL AND (j.mutating = 0 OR (NOT EXISTS (SELECT 1 FROM jobs "
+	            "r WHERE r.node_id = j.node_id AND r.state = 'running' AND r.mutating = 1) AND "
+	            "NOT EXISTS (SELECT 1 FROM jobs q WHERE q.node_id = j.node_id AND q.mutating = 1 "
+	            "AND q.state = 'queued' AND q.id < j.id))) ORDER BY j.id LIMIT ?2");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, now);
+	sqlite3_bind_int(s, 2, max);
+	ids = json_array();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_array_append_new(ids, json_integer(sqlite3_column_int64(s, 0)));
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "claim select");
+		goto out;
+	}
+	claimed = json_array();
+	json_array_foreach(ids, i, v)
+	{
+		json_t *bmc;
+
+		s = STMT(c, "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?2, "
+		            "lease_until = ?3, started_at = coalesce(started_at, ?4), updated_at = ?4 "
+		            "WHERE id = ?1 AND state = 'queued'");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, json_integer_value(v));
+		store_bind_text(s, 2, owner);
+		sqlite3_bind_int64(s, 3, now + lease_ms);
+		sqlite3_bind_int64(s, 4, now);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE) {
+			e = store_sqlerr(c, rc, "claim");
+			goto out;
+		}
+		s = STMT(c, "SELECT j.id, j.uuid, j.type, j.params, j.recover, j.attempts, "
+		            "j.max_attempts, n.id, n.uuid, n.name, n.serial, n.system_uuid, b.driver, "
+		            "b.address, b.port, b.username, b.password, b.tls_verify, b.options "
+		            "FROM jobs j JOIN nodes n ON n.id = j.node_id LEFT JOIN bmcs b ON "
+		            "b.node_id = n.id WHERE j.id = ?");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, json_integer_value(v));
+		if ((rc = sqlite3_step(s)) != SQLITE_ROW) {
+			sqlite3_reset(s);
+			e = store_sqlerr(c, rc, "claim read");
+			goto out;
+		}
+#define COL_TEXT(i) (sqlite3_column_type(s, i) == SQLITE_NULL ? NULL : (const char *)sqlite3_column_text(s, i))
+		bmc = json_pack("{s:s?, s:s?, s:I, s:s?, s:s?, s:b}", "driver", COL_TEXT(12), "address",
+		                COL_TEXT(13), "port", (json_int_t)sqlite3_column_int64(s, 14), "username",
+		                COL_TEXT(15), "password", COL_TEXT(16), "tls_verify",
+		                sqlite3_column_type(s, 17) == SQLITE_NULL || sqlite3_column_int(s, 17));
+		if (COL_TEXT(18))
+			json_object_set_new(bmc, "options", json_loads(COL_TEXT(18), 0, NULL));
+		json_array_append_new(
+		    claimed,
+		    json_pack("{s:I, s:s, s:s, s:o, s:b, s:i, s:i, s:{s:I, s:s, s:s, s:s?, s:s?}, s:o}",
+		              "id", (json_int_t)sqlite3_column_int64(s, 0), "uuid", COL_TEXT(1), "type",
+		              COL_TEXT(2), "params", json_loads(COL_TEXT(3), 0, NULL) ?: json_object(),
+		              "recover", sqlite3_column_int(s, 4), "attempts", sqlite3_column_int(s, 5),
+		              "max_attempts", sqlite3_column_int(s, 6), "node", "id",
+		              (json_int_t)sqlite3_column_int64(s, 7), "uuid", COL_TEXT(8), "name",
+		              COL_TEXT(9), "serial", COL_TEXT(10), "system_uuid", COL_TEXT(11), "bmc",
+		              bmc));
+#undef COL_TEXT
+		sqlite3_reset(s);
+	}
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = claimed;
+	claimed = NULL;
+out:
+	store_rollback(c);
+	json_decref(ids);
+	json_decref(claimed);
+	return e;
+}
+
+/* A power state seen at the node's BMC: store it, with an event when it changed. */
+static enum rp_err
+power_seen(struct conn *c, const struct node_ref *n, const char *power, int64_t now, int *changed)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT power_state FROM nodes WHERE id = ?");
+	char before[16] = "", summary[200];
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, n->id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		snprintf(before, sizeof before, "%s", (const char *)sqlite3_column_text(s, 0));
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW)
+		return store_sqlerr(c, rc, "power read");
+	s = STMT(c, "UPDATE nodes SET power_state = ?2, power_state_at = ?3 WHERE id = ?1");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, n->id);
+	sqlite3_bind_text(s, 2, power, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "power write");
+	if (strcmp(before, power) == 0)
+		return RP_ERR_OK;
+	if (changed)
+		(*changed)++;
+	snprintf(summary, sizeof summary, "%s power %s -> %s", n->name, before, power);
+	{
+		json_t *d = json_pack("{s:s, s:s}", "from", before, "to", power);
+		enum rp_err e = store_event(c, "rackpilotd", "node.power", "node", n->uuid, n->name,
+		                            n->id, n->rack_id, summary, d);
+
+		json_decref(d);
+		return e;
+	}
+}
+
+/* One contact with a node's BMC: reset or count failures; raise or clear the fault. */
+static enum rp_err
+bmc_health(struct conn *c, const struct node_ref *n, int ok, const char *error, int threshold,
+           int64_t now)
+{
+	sqlite3_stmt *s;
+	char summary[400];
+	int rc, failures = 0, had_fault = 0;
+	enum rp_err e = RP_ERR_OK;
+
+	s = STMT(c, "SELECT failures, fault IS NOT NULL FROM bmcs WHERE node_id = ?");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, n->id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		failures = sqlite3_column_int(s, 0);
+		had_fault = sqlite3_column_int(s, 1);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW)
+		return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "bmc health");
+	failures = ok ? 0 : failures + 1;
+	s = STMT(c, "UPDATE bmcs SET failures = ?2, checked_at = ?3, last_error = ?4, "
+	            "fault = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN ?4 ELSE fault END, "
+	            "fault_since = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN "
+	            "coalesce(fault_since, ?3) ELSE fault_since END WHERE node_id = ?1");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, n->id);
+	sqlite3_bind_int(s, 2, failures);
+	sqlite3_bind_int64(s, 3, now);
+	store_bind_text(s, 4, ok ? NULL : error);
+	sqlite3_bind_int(s, 5, threshold);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "bmc health write");
+	if (!ok && !had_fault && failures >= threshold) {
+		snprintf(summary, sizeof summary, "BMC of %s failed %d times in a row: %s", n->name,
+		         failures, error ? error : "");
+		e = store_event(c, "rackpilotd", "node.bmc_fault", "node", n->uuid, n->name, n->id,
+		                n->rack_id, summary, NULL);
+	} else if (ok && had_fault) {
+		snprintf(summary, sizeof summary, "BMC of %s answers again", n->name);
+		e = store_event(c, "rackpilotd", "node.bmc_recovered", "node", n->uuid, n->name, n->id,
+		                n->rack_id, summary, NULL);
+	}
+	return e;
+}
+
+enum rp_err
+rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
+{
+	struct conn *c = store_conn(st);
+	json_t *o;
+	size_t i;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	json_array_foreach(outcomes, i, o)
+	{
+		const char *state = json_string_value(json_object_get(o, "state"));
+		const char *power = json_string_value(json_object_get(o, "power"));
+		json_t *result = json_object_get(o, "result"), *ok = json_object_get(o, "bmc_ok");
+		json_t *job = NULL, *identity = json_object_get(o, "identity");
+		int64_t id = json_integer_value(json_object_get(o, "id")), now = rp_time_now_ms();
+		int64_t node_id = 0;
+		char *rtext = NULL, summary[300], action[40];
+		struct node_ref n;
+		sqlite3_stmt *s;
+		int retry = !strcmp(state, "retry"), rc;
+
+		s = STMT(c, "SELECT node_id, cancel_requested FROM jobs WHERE id = ? AND state = "
+		            "'running'");
+		if (s == NULL) {
+			e = RP_ERR_INTERNAL;
+			goto out;
+		}
+		sqlite3_bind_int64(s, 1, id);
+		rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW) {
+			node_id = sqlite3_column_int64(s, 0);
+			/* A retry of a job someone cancelled ends as cancelled instead. */
+			if (retry && sqlite3_column_int(s, 1)) {
+				retry = 0;
+				state = "cancelled";
+			}
+		}
+		sqlite3_reset(s);
+		if (rc != SQLITE_ROW)
+			continue; /* not ours any more */
+		if (retry) {
+			s = STMT(c, "UPDATE jobs SET state = 'queued', error_code = ?2, error = ?3, "
+			            "not_before = ?4, lease_owner = NULL, lease_until = NULL, updated_at = ?5 "
+			            "WHERE id = ?1");
+			if (s == NULL) {
+				e = RP_ERR_INTERNAL;
+				goto out;
+			}
+			sqlite3_bind_int64(s, 4, json_integer_value(json_object_get(o, "not_before")));
+		} else {
+			s = STMT(c, "UPDATE jobs SET state = ?6, error_code = ?2, error = ?3, result = ?7, "
+			            "finished_at = ?5, lease_owner = NULL, lease_until = NULL, updated_at = ?5 "
+			            "WHERE id = ?1");
+			if (s == NULL) {
+				e = RP_ERR_INTERNAL;
+				goto out;
+			}
+			sqlite3_bind_text(s, 6, state, -1, SQLITE_TRANSIENT);
+			if (result && (rtext = store_canon(result)) != NULL)
+				sqlite3_bind_text(s, 7, rtext, -1, free);
+		}
+		sqlite3_bind_int64(s, 1, id);
+		store_bind_str(s, 2, o, "error_code");
+		store_bind_str(s, 3, o, "error");
+		sqlite3_bind_int64(s, 5, now);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE) {
+			e = store_sqlerr(c, rc, "job finish");
+			goto out;
+		}
+		if (node_id == 0 || (e = node_ref_by_id(c, node_id, &n)) != RP_ERR_OK) {
+			if (node_id == 0)
+				continue;
+			goto out;
+		}
+		if (power && (e = power_seen(c, &n, power, now, NULL)) != RP_ERR_OK)
+			goto out;
+		if (json_is_object(identity)) {
+			char *itext = store_canon(identity);
+
+			s = STMT(c, "UPDATE bmcs SET identity = ? WHERE node_id = ?");
+			if (s == NULL || itext == NULL) {
+				free(itext);
+				e = RP_ERR_INTERNAL;
+				goto out;
+			}
+			sqlite3_bind_text(s, 1, itext, -1, free);
+			sqlite3_bind_int64(s, 2, node_id);
+			rc = sqlite3_step(s);
+			sqlite3_reset(s);
+			if (rc != SQLITE_DONE) {
+				e = store_sqlerr(c, rc, "identity");
+				goto out;
+			}
+		}
+		if (json_is_boolean(ok) &&
+		    (e = bmc_health(c, &n, json_is_true(ok), json_string_value(json_object_get(o, "error")),
+		                    fault_threshold, now)) != RP_ERR_OK)
+			goto out;
+		if (retry)
+			continue;
+		if ((e = job_load(c, id, &job)) != RP_ERR_OK)
+			goto out;
+		snprintf(action, sizeof action, "job.%s", state);
+		if (!strcmp(state, "succeeded"))
+			snprintf(summary, sizeof summary, "%s job for %s succeeded",
+			         json_string_value(json_object_get(job, "type")), n.name);
+		else
+			snprintf(summary, sizeof summary, "%s job for %s %s: %s",
+			         json_string_value(json_object_get(job, "type")), n.name, state,
+			         json_string_value(json_object_get(o, "error")) ?: "");
+		e = store_event(c, "rackpilotd", action, "job", json_string_value(json_object_get(job, "id")),
+		                n.name, n.id, n.rack_id, summary, result);
+		json_decref(job);
+		if (e != RP_ERR_OK)
+			goto out;
+	}
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
+
+enum rp_err
+rp_store_power_targets(struct rp_store *st, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *list;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT n.id, n.uuid, n.name, b.driver, b.address, b.port, b.username, "
+	            "b.password, b.tls_verify, b.options FROM nodes n JOIN bmcs b ON b.node_id = n.id "
+	            "WHERE n.maintenance = 0 AND (b.driver = 'fake' OR (b.address IS NOT NULL AND "
+	            "b.username IS NOT NULL AND b.password IS NOT NULL)) ORDER BY n.id");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	list = json_array();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *bmc = json_pack(
+		    "{s:s, s:s?, s:I, s:s?, s:s?, s:b}", "driver", (const char *)sqlite3_column_text(s, 3),
+		    "address", (const char *)sqlite3_column_text(s, 4), "port",
+		    (json_int_t)sqlite3_column_int64(s, 5), "username",
+		    (const char *)sqlite3_column_text(s, 6), "password",
+		    (const char *)sqlite3_column_text(s, 7), "tls_verify", sqlite3_column_int(s, 8));
+
+		if (sqlite3_column_type(s, 9) != SQLITE_NULL)
+			json_object_set_new(bmc, "options",
+			                    json_loads((const char *)sqlite3_column_text(s, 9), 0, NULL));
+		json_array_append_new(list, json_pack("{s:I, s:s, s:s, s:o}", "id",
+		                                      (json_int_t)sqlite3_column_int64(s, 0), "uuid",
+		                                      (const char *)sqlite3_column_text(s, 1), "name",
+		                                      (const char *)sqlite3_column_text(s, 2), "bmc", bmc));
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		json_decref(list);
+		return store_sqlerr(c, rc, "power targets");
+	}
+	*out = list;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_power_record(struct rp_store *st, json_t *readings, int fault_threshold, int *changed)
+{
+	struct conn *c = store_conn(st);
+	json_t *r;
+	size_t i;
+	int64_t now = rp_time_now_ms();
+	enum rp_err e;
+	int n_changed = 0;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	json_array_foreach(readings, i, r)
+	{
+		struct node_ref n;
+		const char *power = json_string_value(json_object_get(r, "power"));
+		int ok = json_is_true(json_object_get(r, "ok"));
+
+		e = node_ref_by_id(c, json_integer_value(json_object_get(r, "id")), &n);
+		if (e == RP_ERR_NOT_FOUND)
+			continue; /* deleted during the sweep */
+		if (e != RP_ERR_OK)
+			goto out;
+		if (ok && power && (e = power_seen(c, &n, power, now, &n_changed)) != RP_ERR_OK)
+			goto out;
+		if ((e = bmc_health(c, &n, ok, json_string_value(json_object_get(r, "error")),
+		                    fault_threshold, now)) != RP_ERR_OK)
+			goto out;
+	}
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*changed = n_changed;
+out:
+	store_rollback(c);
+	return e;
+}

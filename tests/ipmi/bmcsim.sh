@@ -1,0 +1,449 @@
+#!/bin/sh
+# bmcsim.sh - simulated IPMI 2.0 (RMCP+/lanplus) BMCs for Rackpilot tests, on loopback only.
+# Each BMC is a real OpenIPMI `ipmi_sim` LAN endpoint with its own power/boot state files.
+#
+#   bmcsim.sh start RUNDIR COUNT [procs|shared]   start COUNT BMCs (bmc1..bmcCOUNT) under RUNDIR
+#   bmcsim.sh stop  RUNDIR                        stop the ipmi_sim processes recorded in RUNDIR
+#   bmcsim.sh list  RUNDIR                        print RUNDIR/bmcs.tsv
+#
+# Modes
+#   procs  (default) one ipmi_sim process per BMC
+#   shared           one ipmi_sim process per group of up to SHARED_PER_PROC BMCs (fleets of 100s)
+# BMC N (1-based) listens on 127.0.0.1:(BASE_PORT + N - 1) in both modes.
+#
+# Environment
+#   BASE_PORT=19001        UDP port of bmc1
+#   BMC_USER=admin         user name (user 2, privilege ADMINISTRATOR), same character set
+#   BMC_PASSWORD=password  password, 1-16 characters from [A-Za-z0-9_.@%+=:,-]
+#   BMC_INITIAL_POWER=0    power state written into a new statedir
+#   SHARED_PER_PROC=100    BMCs per ipmi_sim process in shared mode (1-110)
+#   CHASSIS_PLUGIN=1       build chassis_plugin.c into RUNDIR/chassis_plugin.so (cc, libopenipmi-dev)
+#                          and use it instead of forking chassis_ctl.sh on every chassis request
+#   BMCSIM_START_TIMEOUT=60  seconds to wait for all ports to be bound
+#
+# RUNDIR layout
+#   bmcs.tsv      one line per BMC, tab separated, no header:
+#                 name  host:port  port  statedir  serial  guid  guid_hex  pid
+#   pids          "pid name" of every ipmi_sim started (what `stop` kills)
+#   bmcN/         statedir: power, boot, ops.log, fail, delay (see chassis_ctl.sh), fru.bin,
+#                 bootflags (plug-in only); procs mode also lan.conf, bmc.emu, sim/, sim.log
+#   simK/         shared mode: lan.conf, bmcs.emu, chassis.map, sim/, sim.log of process K
+set -eu
+
+HERE=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
+CTL=$HERE/chassis_ctl.sh
+IPMI_SIM=${IPMI_SIM:-ipmi_sim}
+BASE_PORT=${BASE_PORT:-19001}
+BMC_USER=${BMC_USER:-admin}
+BMC_PASSWORD=${BMC_PASSWORD:-password}
+BMC_INITIAL_POWER=${BMC_INITIAL_POWER:-0}
+SHARED_PER_PROC=${SHARED_PER_PROC:-100}
+CHASSIS_PLUGIN=${CHASSIS_PLUGIN:-0}
+BMCSIM_START_TIMEOUT=${BMCSIM_START_TIMEOUT:-60}
+HOST=127.0.0.1
+
+# Identity served by every BMC (Get Device ID / FRU). Manufacturer ID 32473 is the IANA
+# enterprise number reserved for documentation (RFC 5612), so it never matches a real vendor.
+MFG_ID=32473
+PRODUCT_ID=0x0801
+FW_MAJOR=1
+FW_MINOR=0x23          # BCD: firmware revision 1.23
+FRU_MANUFACTURER="Rackpilot Sim"
+FRU_PRODUCT="SIM-8GPU"
+
+die() { echo "bmcsim.sh: $*" >&2; exit 1; }
+
+usage() {
+    sed -n '2,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+is_uint() { case $1 in ''|*[!0-9]*) return 1 ;; *) return 0 ;; esac; }
+in_range() { is_uint "$1" && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]; }
+
+# Start-up cost is dominated by forks, so the per-BMC helpers below use builtins only.
+pad4() { _p=$((10000 + $1)); n4=${_p#1}; }              # 3 -> n4=0003 (N <= 9999)
+hexdigit() {
+    case $1 in
+    10) _h=a ;; 11) _h=b ;; 12) _h=c ;; 13) _h=d ;; 14) _h=e ;; 15) _h=f ;; *) _h=$1 ;;
+    esac
+}
+hex2() { hexdigit $(($1 / 16)); _hi=$_h; hexdigit $(($1 % 16)); hex="0x$_hi$_h"; }  # 34 -> 0x22
+
+# ---------------------------------------------------------------------------------------------
+# FRU image (IPMI Platform Management FRU Information Storage Definition v1.0), built with shell
+# builtins only: common header, chassis info, board info and product info areas, each with
+# 8-byte multiple length, type/length bytes (0xC0|len = 8-bit ASCII), 0xC1 end marker and a
+# zero checksum.  Bytes are collected as decimal numbers in $area / $fru.
+
+ASCII=' !"#$%&'"'"'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\]^_`abcdefghijklmnopqrstuvwxyz{|}~'
+
+area=
+area_len=0
+area_sum=0
+add_byte() {
+    area="$area $1"
+    area_len=$((area_len + 1))
+    area_sum=$(((area_sum + $1) & 255))
+}
+add_field() {    # type/length byte + ASCII bytes; 2..63 characters, or "" for an empty field
+    _s=$1
+    [ ${#_s} -le 63 ] || die "FRU field too long: $_s"
+    [ ${#_s} -ne 1 ] || die "FRU field of one character would read as the end marker: $_s"
+    add_byte $((0xC0 | ${#_s}))
+    while [ -n "$_s" ]; do
+        _rest=${_s#?}
+        _c=${_s%"$_rest"}
+        _s=$_rest
+        _pre=${ASCII%%"$_c"*}
+        [ ${#_pre} -lt ${#ASCII} ] || die "FRU field has a non-printable character"
+        add_byte $((32 + ${#_pre}))
+    done
+}
+begin_area() { area= ; area_len=0; area_sum=0; }
+end_area() {     # end marker, zero padding, checksum; the length byte is patched in by fix_len
+    add_byte 193
+    while [ $(((area_len + 1) % 8)) -ne 0 ]; do add_byte 0; done
+    add_byte $(((256 - area_sum) & 255))
+}
+# build_area "FIXED BYTES" FIELD... -> one info area in $built (decimal bytes), $built_len.
+# Fields are encoded first so that the area length byte (covered by the checksum) is known.
+build_area() {
+    _fixed=$1; shift
+    begin_area
+    for _f in "$@"; do add_field "$_f"; done
+    _body=$area
+    _body_len=$area_len
+    _nfixed=0
+    for _b in $_fixed; do _nfixed=$((_nfixed + 1)); done
+    # format version + length byte + fixed bytes + fields + 0xC1 + pad + checksum
+    _total=$((2 + _nfixed + _body_len + 2))
+    _total=$(((_total + 7) / 8 * 8))
+    begin_area
+    add_byte 1
+    add_byte $((_total / 8))
+    for _b in $_fixed; do add_byte "$_b"; done
+    for _b in $_body; do add_byte "$_b"; done
+    end_area
+    built=$area
+    built_len=$area_len
+}
+
+# write decimal bytes "$1" to file "$2" with one builtin printf (octal escapes)
+write_bytes() {
+    _fmt=
+    for _b in $1; do
+        _fmt="$_fmt\\$(((_b >> 6) * 100 + ((_b >> 3) & 7) * 10 + (_b & 7)))"
+    done
+    # shellcheck disable=SC2059  # the format is the data: octal escapes only
+    printf "$_fmt" > "$2"
+}
+
+# make_fru N FILE
+make_fru() {
+    pad4 "$1"
+    _n4=$n4
+    # Chassis info: type 0x17 (rack mount), part number, serial number
+    build_area "23" "SIM-8GPU-CH" "SIMCH$_n4"
+    _chassis=$built; _chassis_len=$built_len
+    # Board info: language 0 (English), mfg date 2024-01-01 00:00 = 14726880 minutes since 1996
+    # (LS byte first), manufacturer, product name, serial, part number, FRU file id
+    build_area "0 224 182 224" "$FRU_MANUFACTURER" "SIM-8GPU-MB" "SIMBS$_n4" "SIM-MB-01" ""
+    _board=$built; _board_len=$built_len
+    # Product info: language 0, manufacturer, name, part/model, version, serial, asset tag, file id
+    build_area "0" "$FRU_MANUFACTURER" "$FRU_PRODUCT" "$FRU_PRODUCT" "1.0" "SIMSN$_n4" "SIMAT$_n4" ""
+    _product=$built; _product_len=$built_len
+    _off_ch=1
+    _off_bd=$((_off_ch + _chassis_len / 8))
+    _off_pr=$((_off_bd + _board_len / 8))
+    begin_area
+    add_byte 1; add_byte 0; add_byte $_off_ch; add_byte $_off_bd; add_byte $_off_pr
+    add_byte 0; add_byte 0
+    add_byte $(((256 - area_sum) & 255))
+    write_bytes "$area $_chassis $_board $_product" "$2"
+    fru_size=$((8 + _chassis_len + _board_len + _product_len))
+}
+
+# ---------------------------------------------------------------------------------------------
+# Per-BMC identity
+
+# System GUID, deterministic from N: guid_str is the RFC 4122 text form
+# 5253494d-0000-4000-8000-NNNNNNNNNNNN ("RSIM", version 4, N in decimal digits). guid_hex is what
+# goes into lan.conf `guid` and onto the wire (Get System GUID): the 16 bytes of guid_str in
+# reverse order, which is the IPMI spec encoding (freeipmi and ipmitool both print guid_str).
+make_guid() {
+    pad4 "$1"
+    _node=00000000$n4
+    guid_str="5253494d-0000-4000-8000-$_node"
+    _s="5253494d000040008000$_node"
+    guid_hex=
+    while [ -n "$_s" ]; do
+        _rest=${_s#??}
+        guid_hex="${_s%"$_rest"}$guid_hex"
+        _s=$_rest
+    done
+}
+
+# ---------------------------------------------------------------------------------------------
+# Process bookkeeping
+
+# true if $1 is a live (non-zombie) process; builtins only
+alive() {
+    [ -r "/proc/$1/stat" ] || return 1
+    _st=
+    read -r _ _ _st _ < "/proc/$1/stat" 2>/dev/null || return 1
+    [ "$_st" != Z ] && [ "$_st" != X ]
+}
+
+# true if $1 is a live ipmi_sim whose command line contains RUNDIR $2
+ours() {
+    alive "$1" || return 1
+    _cmd=$(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null) || return 1
+    case $_cmd in
+    *ipmi_sim\ *"$2/"*) return 0 ;;
+    *) return 1 ;;
+    esac
+}
+
+stop_rundir() {
+    _run=$1
+    [ -f "$_run/pids" ] || return 0
+    _mine=
+    while read -r _pid _name; do
+        [ -n "$_pid" ] || continue
+        if ours "$_pid" "$_run"; then
+            kill -TERM "$_pid" 2>/dev/null || :
+            _mine="$_mine $_pid"
+        fi
+    done < "$_run/pids"
+    _i=0
+    while [ $_i -lt 50 ]; do
+        _left=
+        for _pid in $_mine; do alive "$_pid" && _left="$_left $_pid"; done
+        _mine=$_left
+        [ -z "$_mine" ] && break
+        sleep 0.1
+        _i=$((_i + 1))
+    done
+    for _pid in $_mine; do
+        if ours "$_pid" "$_run"; then
+            echo "bmcsim.sh: pid $_pid ignored SIGTERM for 5 s, sending SIGKILL" >&2
+            kill -KILL "$_pid" 2>/dev/null || :
+        fi
+    done
+    _i=0
+    while [ $_i -lt 50 ]; do
+        _left=
+        for _pid in $_mine; do alive "$_pid" && _left="$_left $_pid"; done
+        [ -z "$_left" ] && break
+        sleep 0.1
+        _i=$((_i + 1))
+    done
+    rm -f "$_run/pids"
+    [ -z "${_left:-}" ] || die "processes still alive after SIGKILL:$_left"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Config writers
+
+lan_block() {   # $1 = IPMB address, $2 = port, $3 = guid hex, $4 = statedir
+    _auth="md2 md5 straight"
+    printf '%s\n' "set_working_mc $1" "  startlan 1" "    addr $HOST $2" "    priv_limit admin" \
+        "    allowed_auths_callback $_auth" "    allowed_auths_user $_auth" \
+        "    allowed_auths_operator $_auth" "    allowed_auths_admin $_auth" \
+        "    guid $3" "  endlan"
+    # run through /bin/sh so that a lost executable bit does not matter (same cost: one sh either way)
+    [ "$CHASSIS_PLUGIN" = 1 ] || printf '%s\n' "  chassis_control \"/bin/sh $CTL $4\""
+    printf '%s\n\n' "  user 2 true \"$BMC_USER\" \"$BMC_PASSWORD\" admin 10 $_auth"
+}
+
+# One SDR in the main repository: a FRU Device Locator (type 0x11) for logical FRU device 0 behind
+# the BMC (access address 0x20), entity 0x17 (system chassis) instance 1, id string "SIM-8GPU FRU".
+# Without any SDR, ipmi-fru (which walks the SDR first) fails with "SDR record count invalid".
+fru_locator_sdr() {
+    begin_area
+    add_field "SIM-8GPU FRU"
+    _str=$area
+    _len=$((10 + area_len))
+    sdr="0 0 0x51 0x11 $_len 0x20 0 0x80 0 0 0x10 0 0x17 1 0$_str"
+}
+
+emu_block() {   # $1 = IPMB address, $2 = fru file, $3 = fru size
+    # mc_add: ipmb, device id, no device SDRs, device revision, fw major, fw minor (BCD),
+    # device support (0x9f: sensor, SDR repo, SEL, FRU inventory, event receiver, chassis),
+    # manufacturer id, product id. Numbers are parsed like strtoul(s, 0, 0).
+    printf '%s\n' "mc_add $1 0 no-device-sdrs 0x03 $FW_MAJOR $FW_MINOR 0x9f $MFG_ID $PRODUCT_ID" \
+        "main_sdr_add $1 $sdr" "mc_add_fru_data $1 0 $3 file 0 \"$2\"" "mc_enable $1"
+}
+
+# prepare statedir of BMC $1 (number) -> sets st, port, serial, guid_str, guid_hex, fru_size
+prepare_bmc() {
+    st=$RUN/bmc$1
+    port=$((BASE_PORT + $1 - 1))
+    pad4 "$1"
+    serial=SIMSN$n4
+    mkdir -p "$st"
+    [ -f "$st/power" ] || echo "$BMC_INITIAL_POWER" > "$st/power"
+    [ -f "$st/boot" ] || echo none > "$st/boot"
+    [ -f "$st/ops.log" ] || : > "$st/ops.log"
+    make_fru "$1" "$st/fru.bin"
+    make_guid "$1"
+}
+
+spawn() {   # $1 = name, $2 = lan.conf, $3 = emu file, $4 = ipmi_sim state dir, $5 = log
+    mkdir -p "$4"
+    "$IPMI_SIM" -c "$2" -f "$3" -s "$4" -n < /dev/null > "$5" 2>&1 &
+    echo "$! $1" >> "$RUN/pids"
+}
+
+wait_bound() {  # every "127.0.0.1:port" in $RUN/.ports bound, every recorded pid alive
+    _deadline=$(($(date +%s) + BMCSIM_START_TIMEOUT))
+    _want=$(wc -l < "$RUN/.ports")
+    while :; do
+        while read -r _pid _name; do
+            alive "$_pid" || { echo "bmcsim.sh: $_name (pid $_pid) exited during start-up" >&2; return 1; }
+        done < "$RUN/pids"
+        _have=$(ss -Hlun 2>/dev/null | awk -v f="$RUN/.ports" '
+            BEGIN { while ((getline l < f) > 0) want[l] = 1 }
+            ($4 in want) && !seen[$4]++ { n++ }
+            END { print n + 0 }')
+        [ "$_have" -ge "$_want" ] && return 0
+        if [ "$(date +%s)" -ge "$_deadline" ]; then
+            echo "bmcsim.sh: only $_have of $_want ports bound after ${BMCSIM_START_TIMEOUT}s" >&2
+            return 1
+        fi
+        sleep 0.05
+    done
+}
+
+start() {
+    RUN=$1; count=$2; mode=$3
+    in_range "$count" 1 9999 || die "COUNT must be 1..9999"
+    in_range "$BASE_PORT" 1024 65535 || die "BASE_PORT must be 1024..65535"
+    [ $((BASE_PORT + count - 1)) -le 65535 ] || die "ports beyond 65535"
+    in_range "$SHARED_PER_PROC" 1 110 || die "SHARED_PER_PROC must be 1..110 (IPMB addresses 0x20..0xfc)"
+    in_range "$BMCSIM_START_TIMEOUT" 1 3600 || die "BMCSIM_START_TIMEOUT must be 1..3600"
+    case $mode in procs|shared) ;; *) die "MODE must be procs or shared" ;; esac
+    case $BMC_INITIAL_POWER in 0|1) ;; *) die "BMC_INITIAL_POWER must be 0 or 1" ;; esac
+    case $BMC_USER$BMC_PASSWORD in *[!A-Za-z0-9_.@%+=:,-]*) die "BMC_USER/BMC_PASSWORD: use [A-Za-z0-9_.@%+=:,-] only" ;; esac
+    in_range ${#BMC_PASSWORD} 1 16 || die "BMC_PASSWORD must be 1-16 characters"
+    in_range ${#BMC_USER} 1 16 || die "BMC_USER must be 1-16 characters"
+    command -v "$IPMI_SIM" > /dev/null || die "$IPMI_SIM not found (apt-get install openipmi)"
+    command -v ss > /dev/null || die "ss not found (apt-get install iproute2)"
+
+    mkdir -p "$RUN"
+    RUN=$(CDPATH='' cd -- "$RUN" && pwd)
+    # paths end up in lan.conf strings and in a popen() command line
+    case $RUN in *[!A-Za-z0-9_./-]*) die "RUNDIR may only contain [A-Za-z0-9_./-]: $RUN" ;; esac
+    case $HERE in *[!A-Za-z0-9_./-]*) die "fixture path may only contain [A-Za-z0-9_./-]: $HERE" ;; esac
+
+    if [ -f "$RUN/pids" ]; then
+        while read -r _pid _name; do
+            [ -n "$_pid" ] || continue
+            ! ours "$_pid" "$RUN" || die "$RUN is in use ($_name pid $_pid is running); stop it first"
+        done < "$RUN/pids"
+        rm -f "$RUN/pids"
+    fi
+
+    rm -f "$RUN/bmcs.tsv"
+    trap 'rm -f "$RUN/.ports" "$RUN/.tsv"' EXIT
+    trap 'exit 1' INT TERM HUP
+
+    # refuse ports that something else already holds
+    : > "$RUN/.ports"
+    i=1
+    while [ $i -le "$count" ]; do
+        echo "$HOST:$((BASE_PORT + i - 1))" >> "$RUN/.ports"
+        i=$((i + 1))
+    done
+    _busy=$(ss -Hlun 2>/dev/null | awk -v f="$RUN/.ports" '
+        BEGIN { while ((getline l < f) > 0) want[l] = 1 }
+        ($4 in want) || ($4 ~ /^(0\.0\.0\.0|\*|\[::\]):/ && ("127.0.0.1:" substr($4, index($4, ":") + 1)) in want) { print $4 }' | head -3)
+    [ -z "$_busy" ] || die "UDP port(s) already in use: $(printf '%s' "$_busy" | tr '\n' ' ')"
+
+    if [ "$CHASSIS_PLUGIN" = 1 ]; then
+        ${CC:-cc} -O2 -Wall -fPIC -shared -o "$RUN/chassis_plugin.so" "$HERE/chassis_plugin.c" ||
+            die "cannot build chassis_plugin.so (needs cc and libopenipmi-dev)"
+    fi
+
+    fru_locator_sdr
+    : > "$RUN/pids"
+    : > "$RUN/.tsv"
+    trap 'stop_rundir "$RUN" 2>/dev/null || :; rm -f "$RUN/.ports" "$RUN/.tsv"' EXIT
+
+    i=1
+    group=0
+    while [ $i -le "$count" ]; do
+        prepare_bmc $i
+        if [ "$mode" = procs ]; then
+            {
+                echo "name \"bmc$i\""
+                lan_block 0x20 "$port" "$guid_hex" "$st"
+                [ "$CHASSIS_PLUGIN" != 1 ] || echo "loadlib \"$RUN/chassis_plugin.so\" \"$st\""
+            } > "$st/lan.conf"
+            { echo "mc_setbmc 0x20"; emu_block 0x20 "$st/fru.bin" "$fru_size"; } > "$st/bmc.emu"
+            procname=bmc$i
+            spawn "bmc$i" "$st/lan.conf" "$st/bmc.emu" "$st/sim" "$st/sim.log"
+        else
+            slot=$(((i - 1) % SHARED_PER_PROC))
+            if [ $slot -eq 0 ]; then
+                group=$((group + 1))
+                gd=$RUN/sim$group
+                mkdir -p "$gd"
+                echo "name \"sim$group\"" > "$gd/lan.conf"
+                echo "mc_setbmc 0x20" > "$gd/bmcs.emu"
+                : > "$gd/chassis.map"
+            fi
+            procname=sim$group
+            hex2 $((0x20 + 2 * slot))
+            ipmb=$hex
+            lan_block "$ipmb" "$port" "$guid_hex" "$st" >> "$gd/lan.conf"
+            emu_block "$ipmb" "$st/fru.bin" "$fru_size" >> "$gd/bmcs.emu"
+            echo "$ipmb $st" >> "$gd/chassis.map"
+            if [ $slot -eq $((SHARED_PER_PROC - 1)) ] || [ $i -eq "$count" ]; then
+                [ "$CHASSIS_PLUGIN" != 1 ] ||
+                    echo "loadlib \"$RUN/chassis_plugin.so\" \"$gd/chassis.map\"" >> "$gd/lan.conf"
+                spawn "sim$group" "$gd/lan.conf" "$gd/bmcs.emu" "$gd/sim" "$gd/sim.log"
+            fi
+        fi
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "bmc$i" "$HOST:$port" "$port" "$st" "$serial" \
+            "$guid_str" "$guid_hex" "$procname" >> "$RUN/.tsv"
+        i=$((i + 1))
+    done
+
+    if ! wait_bound; then
+        for f in "$RUN"/bmc*/sim.log "$RUN"/sim*/sim.log; do
+            [ -s "$f" ] && { echo "--- $f" >&2; tail -5 "$f" >&2; }
+        done
+        echo "bmcsim.sh: ipmi_sim -n reports no config errors; to see them run it by hand without -n:" >&2
+        echo "  ipmi_sim -c <lan.conf> -f <emu file> -s <dir>     (files under $RUN)" >&2
+        exit 1
+    fi
+    trap - EXIT INT TERM HUP
+    rm -f "$RUN/.ports"
+    # last column: process name -> pid
+    awk -F '\t' -v OFS='\t' -v f="$RUN/pids" '
+        BEGIN { while ((getline l < f) > 0) { split(l, a, " "); pid[a[2]] = a[1] } }
+        { $8 = pid[$8]; print }' "$RUN/.tsv" > "$RUN/bmcs.tsv"
+    rm -f "$RUN/.tsv"
+    echo "bmcsim.sh: $count BMC(s) [$mode$([ "$CHASSIS_PLUGIN" = 1 ] && echo ', plug-in')] on $HOST:$BASE_PORT-$((BASE_PORT + count - 1)); see $RUN/bmcs.tsv"
+}
+
+case ${1:-} in
+start)
+    in_range $# 3 4 || usage
+    start "$2" "$3" "${4:-procs}"
+    ;;
+stop)
+    [ $# -eq 2 ] || usage
+    [ -d "$2" ] || exit 0
+    stop_rundir "$(CDPATH='' cd -- "$2" && pwd)"
+    ;;
+list)
+    [ $# -eq 2 ] || usage
+    cat "$2/bmcs.tsv"
+    ;;
+*)
+    usage
+    ;;
+esac

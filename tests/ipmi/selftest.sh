@@ -1,0 +1,337 @@
+#!/bin/sh
+# selftest.sh - end-to-end check of the simulated BMC fixture (bmcsim.sh) with real clients:
+# ipmitool (-I lanplus -C 3), freeipmi tools (-D LAN_2_0 -W opensesspriv) and, when a C compiler
+# and the headers are present, the libfreeipmi probe (probe.c) and the ipmi_sim plug-in.
+#
+#   tests/ipmi/selftest.sh            exit 0 = all checks passed
+#
+# env: SELFTEST_BASE_PORT=19301  first UDP port used (uses BASE..BASE+59)
+#      SELFTEST_REQUIRE_ALL=1    treat a missing compiler/header (skipped parts) as a failure
+#      SELFTEST_KEEP=1           keep the work directory
+# Needs: openipmi ipmitool freeipmi-tools iproute2; optional cc libfreeipmi-dev libopenipmi-dev.
+set -u
+
+HERE=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
+SIM=$HERE/bmcsim.sh
+BASE=${SELFTEST_BASE_PORT:-19301}
+PW=selftest-pw
+export BMC_PASSWORD=$PW
+unset CHASSIS_PLUGIN BMC_INITIAL_POWER SHARED_PER_PROC 2>/dev/null || :
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bmcsim-selftest.XXXXXX") || exit 1
+passed=0
+failed=0
+skipped=0
+RUNDIRS=
+
+cleanup() {
+    for r in $RUNDIRS; do "$SIM" stop "$r" > /dev/null 2>&1; done
+    [ "${SELFTEST_KEEP:-0}" = 1 ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+ok()   { passed=$((passed + 1)); echo "ok   $*"; }
+bad()  { failed=$((failed + 1)); echo "FAIL $*"; }
+skip() {
+    if [ "${SELFTEST_REQUIRE_ALL:-0}" = 1 ]; then bad "$* (required)"; else skipped=$((skipped + 1)); echo "skip $*"; fi
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# expect DESC REGEX CMD...      CMD exits 0 and its output matches REGEX (grep -E)
+expect() {
+    _d=$1; _re=$2; shift 2
+    _out=$("$@" 2>&1); _rc=$?
+    if [ $_rc -eq 0 ] && printf '%s\n' "$_out" | grep -Eq -- "$_re"; then ok "$_d"
+    else bad "$_d: rc=$_rc, wanted /$_re/, got: $(printf '%s' "$_out" | tail -n 3 | tr '\n' '|')"; fi
+}
+# expect_fail DESC REGEX CMD... CMD exits non-zero and its output matches REGEX
+expect_fail() {
+    _d=$1; _re=$2; shift 2
+    _out=$("$@" 2>&1); _rc=$?
+    if [ $_rc -ne 0 ] && printf '%s\n' "$_out" | grep -Eq -- "$_re"; then ok "$_d"
+    else bad "$_d: rc=$_rc (wanted non-zero), wanted /$_re/, got: $(printf '%s' "$_out" | tail -n 3 | tr '\n' '|')"; fi
+}
+# file_is DESC FILE CONTENT      (multi-line content compared exactly)
+file_is() {
+    _got=$(cat "$2" 2>/dev/null)
+    if [ "$_got" = "$3" ]; then ok "$1"; else bad "$1: $2 is '$(printf '%s' "$_got" | tr '\n' '|')', wanted '$(printf '%s' "$3" | tr '\n' '|')'"; fi
+}
+# wait_file FILE CONTENT SECONDS
+wait_file() {
+    _end=$(($(now_ms) + $3 * 1000))
+    while [ "$(now_ms)" -lt $_end ]; do
+        [ "$(cat "$1" 2>/dev/null)" = "$2" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+itool() { _p=$1; shift; ipmitool -I lanplus -C 3 -H 127.0.0.1 -p "$_p" -U admin -P "$PW" "$@"; }
+FI_OPTS="-u admin -p $PW -D LAN_2_0 -W opensesspriv --session-timeout=5000 --retransmission-timeout=500"
+# shellcheck disable=SC2086  # FI_OPTS is a word list
+ftool() { _tool=$1; _p=$2; shift 2; "$_tool" -h "127.0.0.1:$_p" $FI_OPTS "$@"; }
+field() { awk -F '\t' -v n="$1" -v c="$2" '$1 == n { print $c }' "$3/bmcs.tsv"; }
+
+for t in ipmi_sim ipmitool ipmipower ipmi-chassis ipmi-config ipmi-fru bmc-info ss; do
+    command -v $t > /dev/null || { echo "selftest: $t not installed" >&2; exit 1; }
+done
+
+# ---- optional compiled helpers ---------------------------------------------------------------
+PROBE=
+if command -v "${CC:-cc}" > /dev/null && [ -f /usr/include/freeipmi/freeipmi.h ]; then
+    if "${CC:-cc}" -O2 -Wall -o "$WORK/probe" "$HERE/probe.c" -lfreeipmi 2> "$WORK/probe.err"; then
+        PROBE=$WORK/probe
+    else
+        bad "probe.c does not compile: $(head -3 "$WORK/probe.err")"
+    fi
+fi
+HAVE_PLUGIN=0
+command -v "${CC:-cc}" > /dev/null && [ -f /usr/include/OpenIPMI/serv.h ] && HAVE_PLUGIN=1
+PR() { _p=$1; shift; "$PROBE" "127.0.0.1:$_p" admin "$PW" "$@"; }
+
+# ---- identity checks shared by all modes -------------------------------------------------------
+check_identity() {   # RUNDIR NAME
+    _port=$(field "$2" 3 "$1"); _serial=$(field "$2" 5 "$1"); _guid=$(field "$2" 6 "$1")
+    expect "$2 ipmitool fru print 0: serial $_serial" "Product Serial +: $_serial\$" itool "$_port" fru print 0
+    expect "$2 ipmitool mc guid: $_guid" "System GUID +: $_guid\$" itool "$_port" mc guid
+    expect "$2 bmc-info --get-system-guid" "^$_guid\$" ftool bmc-info "$_port" --get-system-guid
+    mkdir -p "$1/sdr-cache"          # ipmi-fru walks the SDR first and caches it per host:port
+    expect "$2 ipmi-fru serial" "FRU Product Serial Number: $_serial\$" \
+        ftool ipmi-fru "$_port" --sdr-cache-directory="$1/sdr-cache"
+    expect "$2 ipmi-fru --ignore-sdr-cache, device 0" "FRU Product Manufacturer Name: Rackpilot Sim\$" \
+        ftool ipmi-fru "$_port" --ignore-sdr-cache
+    if [ -n "$PROBE" ]; then
+        expect "$2 libfreeipmi Get System GUID" "^guid=$_guid raw=$(field "$2" 7 "$1")\$" PR "$_port" guid
+        expect "$2 libfreeipmi FRU product_serial" "^product_serial=$_serial\$" PR "$_port" fru
+    fi
+}
+
+# ---- power / boot checks (one BMC) ---------------------------------------------------------------
+check_power_boot() {   # RUNDIR NAME PLUGIN(0|1)
+    _port=$(field "$2" 3 "$1"); _st=$(field "$2" 4 "$1")
+    : > "$_st/ops.log"
+    expect "$2 status off initially" "Chassis Power is off" itool "$_port" chassis power status
+    expect "$2 ipmitool power on" "Up/On" itool "$_port" chassis power on
+    expect "$2 ipmitool status on" "Chassis Power is on" itool "$_port" chassis power status
+    file_is "$2 power file after on" "$_st/power" 1
+    expect "$2 ipmipower --stat on" "127.0.0.1: on" ftool ipmipower "$_port" --stat
+    expect "$2 ipmipower --off" "127.0.0.1: ok" ftool ipmipower "$_port" --off
+    expect "$2 ipmi-chassis status off" "System Power +: off" ftool ipmi-chassis "$_port" --get-chassis-status
+    file_is "$2 ops.log after on/off" "$_st/ops.log" "set power 1
+set power 0"
+
+    : > "$_st/ops.log"
+    expect "$2 ipmitool power cycle (from off)" "Cycle" itool "$_port" chassis power cycle
+    if wait_file "$_st/power" 1 4; then ok "$2 power back on after cycle"; else bad "$2 power not back on within 4 s of cycle"; fi
+    expect "$2 status on after cycle" "Chassis Power is on" itool "$_port" chassis power status
+    file_is "$2 ops.log after cycle" "$_st/ops.log" "set power 0
+set power 1"
+
+    : > "$_st/ops.log"
+    expect "$2 ipmitool power reset (on)" "Reset" itool "$_port" chassis power reset
+    expect "$2 ipmi-chassis HARD-RESET" "" ftool ipmi-chassis "$_port" --chassis-control=HARD-RESET
+    expect "$2 ipmi-chassis SOFT-SHUTDOWN" "" ftool ipmi-chassis "$_port" --chassis-control=SOFT-SHUTDOWN
+    file_is "$2 power file after soft" "$_st/power" 0
+    expect_fail "$2 reset while off fails" "Unspecified error" itool "$_port" chassis power reset
+    expect "$2 ipmitool power soft (off already)" "Soft" itool "$_port" chassis power soft
+    file_is "$2 ops.log after reset/reset/soft/failed reset/soft" "$_st/ops.log" "set reset 1
+set reset 1
+set shutdown 1
+set shutdown 1"
+
+    : > "$_st/ops.log"
+    expect "$2 ipmitool bootdev pxe" "Set Boot Device to pxe" itool "$_port" chassis bootdev pxe
+    file_is "$2 boot file pxe" "$_st/boot" pxe
+    expect "$2 bootparam get 5: Force PXE" "Boot Device Selector : Force PXE" itool "$_port" chassis bootparam get 5
+    expect "$2 ipmitool bootdev disk" "Set Boot Device to disk" itool "$_port" chassis bootdev disk
+    file_is "$2 boot file default (disk)" "$_st/boot" default
+    expect "$2 bootparam get 5: hard drive" "Boot Device Selector : Force Boot from default Hard-Drive" \
+        itool "$_port" chassis bootparam get 5
+    expect "$2 ipmi-config Boot_Device=PXE" "" ftool ipmi-config "$_port" --category=chassis --commit \
+        --key-pair=Chassis_Boot_Flags:Boot_Device=PXE
+    expect "$2 ipmi-config checkout PXE" "Boot_Device +PXE" ftool ipmi-config "$_port" --category=chassis \
+        --checkout --key-pair=Chassis_Boot_Flags:Boot_Device
+    file_is "$2 ops.log after pxe/disk/pxe" "$_st/ops.log" "set boot pxe
+set boot default
+set boot pxe"
+    if [ "$3" = 1 ]; then
+        expect "$2 bootdev pxe options=persistent,efiboot" "Set Boot Device to pxe" \
+            itool "$_port" chassis bootdev pxe options=persistent,efiboot
+        file_is "$2 bootflags persistent+efi" "$_st/bootflags" "e0 04 00 00 00"
+        expect "$2 bootparam get 5 reads back persistent+EFI" "Options apply to all future boots" \
+            itool "$_port" chassis bootparam get 5
+    fi
+
+    if [ -n "$PROBE" ]; then
+        : > "$_st/ops.log"
+        expect "$2 libfreeipmi chassis control on" "" PR "$_port" on
+        expect "$2 libfreeipmi status on" "^power=on\$" PR "$_port" status
+        expect "$2 libfreeipmi chassis control soft" "" PR "$_port" soft
+        expect "$2 libfreeipmi boot pxe (next boot)" "" PR "$_port" boot pxe
+        if [ "$3" = 1 ]; then
+            expect "$2 libfreeipmi getboot exact" "^boot_device=0x01 valid=1 persistent=0 efi=0\$" PR "$_port" getboot
+            expect "$2 libfreeipmi boot disk persistent efi" "" PR "$_port" boot disk persistent efi
+            expect "$2 libfreeipmi getboot persistent efi" "^boot_device=0x02 valid=1 persistent=1 efi=1\$" PR "$_port" getboot
+            file_is "$2 bootflags from libfreeipmi" "$_st/bootflags" "e0 08 00 00 00"
+        else
+            expect "$2 libfreeipmi getboot (device only)" "^boot_device=0x01 " PR "$_port" getboot
+            expect "$2 libfreeipmi boot disk persistent efi" "" PR "$_port" boot disk persistent efi
+        fi
+        expect "$2 libfreeipmi devid" "firmware=1\\.23 ipmi=2\\.0 manufacturer_id=32473 product_id=0x0801" PR "$_port" devid
+        file_is "$2 ops.log after libfreeipmi on/soft/pxe/disk" "$_st/ops.log" "set power 1
+set shutdown 1
+set boot pxe
+set boot default"
+    fi
+}
+
+# ---- faults -------------------------------------------------------------------------------------
+check_faults() {   # RUNDIR NAME
+    _port=$(field "$2" 3 "$1"); _st=$(field "$2" 4 "$1")
+    _t0=$(now_ms)
+    itool "$_port" -P wrong-password chassis power status > "$WORK/out" 2>&1 </dev/null
+    _rc=$?; _dt=$(($(now_ms) - _t0))
+    if [ $_rc -ne 0 ] && [ $_dt -lt 3000 ]; then ok "$2 wrong password: ipmitool rc=$_rc in ${_dt} ms"
+    else bad "$2 wrong password: ipmitool rc=$_rc in ${_dt} ms"; fi
+    expect_fail "$2 wrong password: ipmipower" "password invalid" \
+        ipmipower -h "127.0.0.1:$_port" -u admin -p wrong-password -D LAN_2_0 -W opensesspriv --stat
+    if [ -n "$PROBE" ]; then
+        expect_fail "$2 wrong password: libfreeipmi errnum 5" "errnum 5\\)" \
+            "$PROBE" "127.0.0.1:$_port" admin wrong-password status
+        expect_fail "$2 no OPEN_SESSION_PRIVILEGE workaround: errnum 8" "errnum 8\\)" \
+            env PROBE_NO_WORKAROUND=1 "$PROBE" "127.0.0.1:$_port" admin "$PW" status
+    fi
+
+    : > "$_st/ops.log"
+    touch "$_st/fail"
+    expect_fail "$2 fail file: ipmitool status" "Unspecified error" itool "$_port" chassis power status
+    expect_fail "$2 fail file: ipmitool power on" "Unspecified error" itool "$_port" chassis power on
+    expect_fail "$2 fail file: ipmi-chassis" "bad completion code" ftool ipmi-chassis "$_port" --get-chassis-status
+    [ -z "$PROBE" ] || expect_fail "$2 fail file: libfreeipmi errnum 24" "errnum 24\\)" PR "$_port" on
+    rm -f "$_st/fail"
+    file_is "$2 nothing logged while failing" "$_st/ops.log" ""
+    expect "$2 fail removed: status works" "Chassis Power is" itool "$_port" chassis power status
+
+    echo 0.4 > "$_st/delay"
+    _t0=$(now_ms)
+    _out=$(itool "$_port" chassis power status 2>&1); _rc=$?
+    _dt=$(($(now_ms) - _t0))
+    if [ $_rc -eq 0 ] && [ $_dt -ge 400 ]; then ok "$2 delay 0.4: status took ${_dt} ms"
+    else bad "$2 delay 0.4: rc=$_rc after ${_dt} ms: $_out"; fi
+    rm -f "$_st/delay"
+    sleep 0.5                       # let any retransmitted request drain
+    _t0=$(now_ms)
+    itool "$_port" chassis power status > /dev/null 2>&1
+    _dt=$(($(now_ms) - _t0))
+    if [ $_dt -lt 400 ]; then ok "$2 delay removed: status took ${_dt} ms"; else bad "$2 still slow after delay removed: ${_dt} ms"; fi
+}
+
+# ---- a run directory ----------------------------------------------------------------------------
+start_run() {   # RUNDIR COUNT MODE [VAR=value...]; sets $start_ms
+    _r=$1; _n=$2; _m=$3; shift 3
+    RUNDIRS="$RUNDIRS $_r"
+    _t0=$(now_ms)
+    if env "$@" "$SIM" start "$_r" "$_n" "$_m" > "$WORK/start.out" 2>&1; then
+        start_ms=$(($(now_ms) - _t0))
+        ok "start $_n BMC(s) [$_m $*] in ${start_ms} ms"
+        return 0
+    fi
+    bad "start $_n [$_m $*]: $(tail -n 5 "$WORK/start.out" | tr '\n' '|')"
+    return 1
+}
+
+stop_run() {
+    _pids=$(cut -d' ' -f1 "$1/pids" 2>/dev/null)
+    _t0=$(now_ms)
+    if "$SIM" stop "$1" > "$WORK/stop.out" 2>&1; then ok "stop $1 in $(($(now_ms) - _t0)) ms"
+    else bad "stop $1: $(cat "$WORK/stop.out")"; fi
+    for _p in $_pids; do
+        if [ -r "/proc/$_p/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$_p/stat" 2>/dev/null; then
+            bad "pid $_p still running after stop"
+        fi
+    done
+}
+
+latency() {   # RUNDIR NAME LABEL -> Get Chassis Status median over 50 queries on one session
+    [ -n "$PROBE" ] || return 0
+    if _r=$(PR "$(field "$2" 3 "$1")" loop 50 2>&1); then ok "latency $3: $_r"; else bad "latency $3: $_r"; fi
+    LAT="$LAT
+  $3: $_r"
+}
+LAT=
+
+echo "# selftest work dir: $WORK"
+
+# ---- 1. procs mode, 3 BMCs, chassis_ctl.sh -----------------------------------------------------
+R1=$WORK/procs
+if start_run "$R1" 3 procs BASE_PORT="$BASE"; then
+    T_PROCS3=$start_ms
+    n=$(wc -l < "$R1/bmcs.tsv")
+    if [ "$n" -eq 3 ]; then ok "bmcs.tsv has 3 lines"; else bad "bmcs.tsv has $n lines"; fi
+    expect "list prints bmc3 line" "^bmc3	127\\.0\\.0\\.1:$((BASE + 2))	$((BASE + 2))	$R1/bmc3	SIMSN0003	5253494d-0000-4000-8000-000000000003	" "$SIM" list "$R1"
+    expect_fail "second start on a live RUNDIR is refused" "in use" env BASE_PORT=$((BASE + 50)) "$SIM" start "$R1" 3
+    expect "BMCs still up after refused start" "Chassis Power is off" itool "$BASE" chassis power status
+    for b in bmc1 bmc2 bmc3; do check_identity "$R1" $b; done
+    check_power_boot "$R1" bmc1 0
+    file_is "bmc2 untouched: power" "$R1/bmc2/power" 0
+    file_is "bmc2 untouched: ops.log" "$R1/bmc2/ops.log" ""
+    check_faults "$R1" bmc2
+    latency "$R1" bmc3 "procs, chassis_ctl.sh"
+    stop_run "$R1"
+fi
+
+# ---- 2. shared mode, 20 BMCs in 2 processes, chassis_ctl.sh ----------------------------------------
+R2=$WORK/shared
+if start_run "$R2" 20 shared BASE_PORT=$((BASE + 10)) SHARED_PER_PROC=10; then
+    T_SHARED20=$start_ms
+    np=$(wc -l < "$R2/pids")
+    if [ "$np" -eq 2 ]; then ok "shared: 20 BMCs in 2 processes"; else bad "shared: $np processes"; fi
+    for b in bmc1 bmc10 bmc11 bmc20; do check_identity "$R2" $b; done
+    # every BMC has its own GUID and serial (one libfreeipmi/ipmitool call each)
+    bad_ids=0
+    i=1
+    while [ $i -le 20 ]; do
+        p=$((BASE + 9 + i))
+        g=$(itool $p mc guid 2>/dev/null | sed -n 's/^System GUID *: //p')
+        [ "$g" = "$(field bmc$i 6 "$R2")" ] || bad_ids=$((bad_ids + 1))
+        i=$((i + 1))
+    done
+    if [ $bad_ids -eq 0 ]; then ok "shared: all 20 GUIDs as listed"; else bad "shared: $bad_ids GUIDs wrong"; fi
+    check_power_boot "$R2" bmc12 0
+    file_is "shared: bmc11 untouched" "$R2/bmc11/power" 0
+    file_is "shared: bmc13 untouched" "$R2/bmc13/ops.log" ""
+    check_faults "$R2" bmc20
+    latency "$R2" bmc19 "shared, chassis_ctl.sh"
+    stop_run "$R2"
+fi
+
+# ---- 3. shared mode, 20 BMCs, fork-free plug-in ------------------------------------------------------
+R3=$WORK/plugin
+if [ $HAVE_PLUGIN = 1 ]; then
+    if start_run "$R3" 20 shared BASE_PORT=$((BASE + 40)) CHASSIS_PLUGIN=1; then
+        for b in bmc1 bmc20; do check_identity "$R3" $b; done
+        check_power_boot "$R3" bmc5 1
+        file_is "plug-in: bmc6 untouched" "$R3/bmc6/ops.log" ""
+        check_faults "$R3" bmc7
+        latency "$R3" bmc9 "shared, plug-in"
+        stop_run "$R3"
+    fi
+else
+    skip "plug-in tests (need cc and libopenipmi-dev)"
+fi
+[ -n "$PROBE" ] || skip "libfreeipmi probe tests (need cc and libfreeipmi-dev)"
+
+# ---- nothing left behind --------------------------------------------------------------------------
+left=
+for d in /proc/[0-9]*; do
+    [ -r "$d/cmdline" ] || continue
+    c=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) || continue
+    case $c in *ipmi_sim*"$WORK"*) left="$left ${d#/proc/}" ;; esac
+done
+if [ -z "$left" ]; then ok "no ipmi_sim of this selftest left running"; else bad "ipmi_sim left running:$left"; fi
+
+echo "# start: 3 procs ${T_PROCS3:-?} ms, 20 shared ${T_SHARED20:-?} ms"
+[ -z "$LAT" ] || echo "# Get Chassis Status latency (one session, 50 queries):$LAT"
+echo "# $passed passed, $failed failed, $skipped skipped"
+[ $failed -eq 0 ]

@@ -1,0 +1,1304 @@
+#!/usr/bin/env python3
+"""Stateful Redfish mock BMC for Rackpilot's integration tests (Python 3 standard library only).
+
+One process serves --count independent BMCs, BMC i on port --port-base + i.  All BMCs share one
+immutable resource tree (the built-in 8-GPU server below, or a DMTF mockup folder given with
+--tree); each BMC keeps only its own small state (power, boot override, BIOS, firmware, tasks,
+sessions, counters) and renders the stateful resources from it on every GET.  --static serves a
+DMTF tree as-is instead.  Behaviour follows /work/shared/redfish-mockups/README.md §4; the test
+hooks live under /__mock/ on every port.  See README.md next to this file.
+"""
+
+import argparse
+import base64
+import copy
+import json
+import os
+import re
+import resource
+import secrets
+import selectors
+import signal
+import socket
+import socketserver
+import ssl
+import sys
+import threading
+import time
+import traceback
+import uuid
+import zlib
+from datetime import datetime, timezone
+from email import policy
+from email.parser import BytesParser
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
+
+ROOT = "/redfish/v1"
+PUBLIC = {"/redfish", ROOT, ROOT + "/odata", ROOT + "/$metadata"}
+BOOT_KEYS = ("BootSourceOverrideTarget", "BootSourceOverrideEnabled", "BootSourceOverrideMode")
+TERMINAL = {"Completed", "Exception", "Killed", "Cancelled"}
+
+# Knobs settable with POST /__mock/config; the type of each default is the accepted type.
+DEFAULTS = {
+    "power_delay_s": 0.2,          # seconds spent in PoweringOn / PoweringOff
+    "ignore_acpi": False,          # the OS ignores GracefulShutdown / GracefulRestart
+    "conflict_when_same": False,   # 409 for On when On, ForceOff/GracefulShutdown when Off
+    "quirk_legacy": False,         # Supermicro: a Boot PATCH silently stores Mode=Legacy
+    "require_if_match": False,     # 428 for a PATCH without If-Match
+    "basic_auth": True,
+    "sessions": True,              # False: POST to Sessions answers 405
+    "session_expire_after": 0,     # a session dies after this many requests (0 = never)
+    "session_limit": 16,           # 503 SessionLimitExceeded beyond it (0 = no limit)
+    "fail_next_503": 0,            # the next N requests answer 503 + Retry-After
+    "fail_next_412": 0,            # the next N requests with If-Match answer 412, as if someone
+                                   # changed the resource between the client's GET and its write
+    "bmc_reboot_requests": 3,      # 503s after a successful BMC firmware update
+    "delay_ms": 0,                 # latency added to every Redfish request
+    "max_image_bytes": 16 << 20,   # UpdateService.MaxImageSizeBytes
+    "user": "admin",
+    "password": "secret",
+}
+
+# Message registries the mock answers with (ids per DSP0266: Registry.Major.Minor.Key).
+REGISTRY = {"Base": "Base.1.22", "Update": "Update.1.3", "TaskEvent": "TaskEvent.1.0"}
+MESSAGES = {  # key: (registry, severity, text with %1.. arguments, resolution)
+    "Success": ("Base", "OK", "The request succeeded.", "None."),
+    "GeneralError": ("Base", "Critical", "Several errors occurred; see @Message.ExtendedInfo.",
+                     "Correct each reported error."),
+    "InternalError": ("Base", "Critical", "The mock BMC failed internally.", "See the mock's stderr."),
+    "NoValidSession": ("Base", "Critical", "No valid session or credentials were supplied.",
+                       "Log in with a session, or send valid Basic credentials."),
+    "SessionLimitExceeded": ("Base", "Critical", "The limit of open sessions has been reached.",
+                             "Log out an existing session and retry."),
+    "PreconditionFailed": ("Base", "Critical", "The If-Match ETag does not match the resource's current ETag.",
+                           "GET the resource again and retry with its new ETag."),
+    "PreconditionRequired": ("Base", "Critical", "Changing this resource requires an If-Match header.",
+                             "GET the resource and send its ETag in If-Match."),
+    "ResourceNotFound": ("Base", "Critical", "There is no %1 named '%2'.", "Check the URI."),
+    "OperationNotAllowed": ("Base", "Critical", "This HTTP method is not supported on this URI.",
+                            "Use a method listed in the Allow header."),
+    "MalformedJSON": ("Base", "Critical", "The request body is not valid JSON.", "Send a valid JSON body."),
+    "UnrecognizedRequestBody": ("Base", "Warning", "The request body is not a JSON object.",
+                                "Send a JSON object."),
+    "HeaderInvalid": ("Base", "Critical", "The request header '%1' is not acceptable.",
+                      "Send Content-Type: application/json (multipart/form-data for image pushes)."),
+    "NoOperation": ("Base", "Warning", "The request body contains nothing to change.",
+                    "Include the properties to change."),
+    "PropertyUnknown": ("Base", "Warning", "%1 is not a property of this resource.", "Remove it."),
+    "PropertyNotWritable": ("Base", "Warning", "%1 is read-only.", "Remove it."),
+    "PropertyMissing": ("Base", "Warning", "%1 is required in this request.", "Add it."),
+    "PropertyValueNotInList": ("Base", "Warning", "'%1' is not an allowed value of %2.",
+                               "Use a value the resource or its registry allows."),
+    "PropertyValueTypeError": ("Base", "Warning", "'%1' has the wrong type for %2.", "Send the right JSON type."),
+    "PropertyValueOutOfRange": ("Base", "Warning", "'%1' is out of the allowed range of %2.",
+                                "Respect the bounds given in the registry."),
+    "ActionParameterMissing": ("Base", "Critical", "Action %1 needs the parameter %2.", "Add the parameter."),
+    "ActionParameterValueNotInList": ("Base", "Warning", "'%1' is not an allowed value of parameter %2 of %3.",
+                                      "Use an allowed value."),
+    "ActionParameterValueTypeError": ("Base", "Warning", "'%1' has the wrong type for parameter %2 of %3.",
+                                      "Send the right JSON type."),
+    "ActionParameterValueFormatError": ("Base", "Warning", "'%1' is not a valid format for parameter %2 of %3.",
+                                        "Send a URI ending in an image file name."),
+    "ActionParameterValueConflict": ("Base", "Warning", "%1 '%2' conflicts with the current state.",
+                                     "Read the current state first."),
+    "MissingOrMalformedPart": ("Base", "Critical", "A multipart part is missing or malformed.",
+                               "Send an UpdateParameters (JSON) and an UpdateFile part."),
+    "PayloadTooLarge": ("Base", "Critical", "The payload exceeds MaxImageSizeBytes.", "Send a smaller image."),
+    "ServiceTemporarilyUnavailable": ("Base", "Critical", "The service is unavailable; retry in %1 seconds.",
+                                      "Wait and retry."),
+    "ResetRequired": ("Base", "Warning", "A reset via %1 (ResetType %2) is needed to apply the change.",
+                      "Reset the component."),
+    "UpdateInProgress": ("Update", "OK", "Another update is in progress.", "Wait for its task to finish."),
+    "TransferringToComponent": ("Update", "OK", "Image '%1' is being sent to %2.", "None."),
+    "VerifyingAtComponent": ("Update", "OK", "Image '%1' is being verified at %2.", "None."),
+    "ApplyingOnComponent": ("Update", "OK", "Image '%1' is being applied to %2.", "None."),
+    "UpdateSuccessful": ("Update", "OK", "%1 was updated with image '%2'.", "None."),
+    "AwaitToActivate": ("Update", "OK", "Image '%1' on %2 waits for a reset to be activated.",
+                        "Reset the system."),
+    "VerificationFailed": ("Update", "Critical", "Image '%1' failed verification at %2.",
+                           "Use a valid image."),
+    "TaskStarted": ("TaskEvent", "OK", "Task %1 started.", "None."),
+    "TaskCompletedOK": ("TaskEvent", "OK", "Task %1 completed.", "None."),
+    "TaskAborted": ("TaskEvent", "Critical", "Task %1 ended with errors.", "See the other messages."),
+}
+
+RESET_TYPES = ["On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "ForceOn",
+               "PushPowerButton", "PowerCycle", "Nmi"]
+PROTOCOLS = ["CIFS", "FTP", "SFTP", "HTTP", "HTTPS", "NSF", "SCP", "TFTP", "OEM", "NFS"]
+
+
+def now():
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def ref(uri):
+    return {"@odata.id": uri}
+
+
+def show(value):
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def message(key, *args, related=None):
+    registry, severity, text, resolution = MESSAGES[key]
+    for n, arg in enumerate(args, 1):
+        text = text.replace(f"%{n}", str(arg))
+    msg = {"@odata.type": "#Message.v1_2_0.Message", "MessageId": f"{REGISTRY[registry]}.{key}",
+           "Message": text, "MessageArgs": [str(a) for a in args], "Severity": severity,
+           "MessageSeverity": severity, "Resolution": resolution}
+    if related:
+        msg["RelatedProperties"] = [related]
+    return msg
+
+
+class HttpError(Exception):
+    """A Redfish error response: status, ExtendedInfo messages and extra headers."""
+
+    def __init__(self, status, messages, headers=None):
+        super().__init__(status)
+        self.status = status
+        self.messages = messages if isinstance(messages, list) else [messages]
+        self.headers = headers or {}
+
+    def response(self):
+        head = self.messages[0] if len(self.messages) == 1 else message("GeneralError")
+        return self.status, self.headers, {"error": {"code": head["MessageId"], "message": head["Message"],
+                                                     "@Message.ExtendedInfo": self.messages}}
+
+
+def not_found(path):
+    return HttpError(404, message("ResourceNotFound", "resource", path))
+
+
+def image_stem(name):
+    """'bmc_2.1.0.bin' -> 'bmc_2.1.0' (drops extensions that start with a letter)."""
+    return re.sub(r"(\.[A-Za-z][A-Za-z0-9]*)+$", "", name)
+
+
+def image_version(name):
+    """The version an image installs: its stem after the last '_' (bmc_2.1.0.bin -> 2.1.0)."""
+    return image_stem(name).rpartition("_")[2]
+
+
+def parse_json(body):
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise HttpError(400, message("MalformedJSON")) from None
+    if not isinstance(data, dict):
+        raise HttpError(400, message("UnrecognizedRequestBody"))
+    return data
+
+
+def parse_multipart(content_type, body):
+    """{part name: (filename or None, payload bytes)} of a multipart/form-data body."""
+    msg = BytesParser(policy=policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body)
+    if not msg.is_multipart():
+        return {}
+    return {part.get_param("name", header="content-disposition"): (part.get_filename(),
+                                                                   part.get_payload(decode=True))
+            for part in msg.iter_parts()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Resource trees
+# ---------------------------------------------------------------------------------------------
+
+def load_tree(directory, raw=False):
+    """Map a DMTF mockup folder to {URI: document} as the mockups README §0 describes: X/Y/index.json
+    is /redfish/v1/X/Y, other *.json files keep their name, $metadata/index.xml stays bytes."""
+    docs = {}
+    for dirpath, _, files in os.walk(directory):
+        rel = os.path.relpath(dirpath, directory).replace(os.sep, "/")
+        uri = ROOT if rel == "." else f"{ROOT}/{rel}"
+        for name in files:
+            if name != "index.xml" and not name.endswith(".json"):
+                continue
+            with open(os.path.join(dirpath, name), "rb") as f:
+                data = f.read()
+            key = uri if name in ("index.json", "index.xml") else f"{uri}/{name}"
+            docs[key] = data if raw or name == "index.xml" else json.loads(data)
+    if ROOT not in docs:
+        sys.exit(f"mock_bmc: {directory} has no top-level index.json; not a Redfish mockup tree")
+    return docs
+
+
+METADATA = b"""<?xml version="1.0" encoding="UTF-8"?>
+<edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx" Version="4.0">
+  <edmx:Reference Uri="http://redfish.dmtf.org/schemas/v1/ServiceRoot_v1.xml">
+    <edmx:Include Namespace="ServiceRoot"/>
+    <edmx:Include Namespace="ServiceRoot.v1_17_0"/>
+  </edmx:Reference>
+  <edmx:DataServices>
+    <Schema xmlns="http://docs.oasis-open.org/odata/ns/edm" Namespace="Service">
+      <EntityContainer Name="Service" Extends="ServiceRoot.v1_17_0.ServiceContainer"/>
+    </Schema>
+  </edmx:DataServices>
+</edmx:Edmx>
+"""
+
+# Built-in BIOS attributes: (name, type, default, enum values or bounds, read-only)
+BIOS_ATTRIBUTES = [
+    ("Above4GDecoding", "Enumeration", "Enabled", ["Enabled", "Disabled"], False),
+    ("SriovSupport", "Enumeration", "Disabled", ["Enabled", "Disabled"], False),
+    ("NumaNodesPerSocket", "Enumeration", "NPS1", ["NPS1", "NPS2", "NPS4"], False),
+    ("PowerProfile", "Enumeration", "Balanced", ["Performance", "Balanced", "PowerSaver"], False),
+    ("BootMode", "Enumeration", "Uefi", ["Uefi", "Legacy"], False),
+    ("ProcCoreDisable", "Integer", 0, {"LowerBound": 0, "UpperBound": 64}, False),
+    ("AdminPhone", "String", "", {"MinLength": 0, "MaxLength": 32}, False),
+    ("SysMemSize", "String", "2048 GB", {}, True),
+]
+
+
+def builtin_tree():
+    """The default tree: a 2-socket, 8-GPU rack server, written for this mock."""
+    system = f"{ROOT}/Systems/System.Embedded.1"
+    manager = f"{ROOT}/Managers/BMC.Embedded.1"
+    chassis = f"{ROOT}/Chassis/Chassis.Embedded.1"
+    bios, update = f"{system}/Bios", f"{ROOT}/UpdateService"
+    inventory, registry_id = f"{update}/FirmwareInventory", "BiosAttributeRegistryGX8.v1_0_0"
+    ok = {"State": "Enabled", "Health": "OK"}
+    docs = {}
+
+    def add(uri, odata_type, **props):
+        docs[uri] = {"@odata.id": uri, "@odata.type": odata_type, **props}
+
+    def collection(uri, odata_type, name, members):
+        add(uri, odata_type, Name=name, Members=[ref(m) for m in members], **{"Members@odata.count": len(members)})
+
+    add(ROOT, "#ServiceRoot.v1_17_0.ServiceRoot", Id="RootService", Name="Root Service", RedfishVersion="1.17.0",
+        UUID="", Vendor="Mockwell", Product="GX8 GPU Server", Systems=ref(f"{ROOT}/Systems"),
+        Chassis=ref(f"{ROOT}/Chassis"), Managers=ref(f"{ROOT}/Managers"), Tasks=ref(f"{ROOT}/TaskService"),
+        SessionService=ref(f"{ROOT}/SessionService"), AccountService=ref(f"{ROOT}/AccountService"),
+        Registries=ref(f"{ROOT}/Registries"), UpdateService=ref(update),
+        Links={"Sessions": ref(f"{ROOT}/SessionService/Sessions")})
+    docs[ROOT + "/odata"] = {"@odata.context": f"{ROOT}/$metadata", "value": [
+        {"name": n, "kind": "Singleton", "url": f"{ROOT}/{n}"}
+        for n in ("Systems", "Chassis", "Managers", "TaskService", "SessionService", "AccountService",
+                  "Registries", "UpdateService")]}
+    docs[ROOT + "/$metadata"] = METADATA
+    add(f"{ROOT}/SessionService", "#SessionService.v1_1_8.SessionService", Id="SessionService",
+        Name="Session Service", ServiceEnabled=True, SessionTimeout=1800,
+        Sessions=ref(f"{ROOT}/SessionService/Sessions"))
+    collection(f"{ROOT}/SessionService/Sessions", "#SessionCollection.SessionCollection", "Sessions", [])
+    add(f"{ROOT}/AccountService", "#AccountService.v1_13_0.AccountService", Id="AccountService",
+        Name="Account Service", ServiceEnabled=True, MinPasswordLength=6, MaxPasswordLength=20,
+        AccountLockoutThreshold=0)
+
+    collection(f"{ROOT}/Systems", "#ComputerSystemCollection.ComputerSystemCollection", "Systems", [system])
+    cpus = [f"{system}/Processors/CPU{n}" for n in range(2)]
+    gpus = [f"{system}/Processors/GPU{n}" for n in range(8)]
+    nics = [f"{system}/EthernetInterfaces/NIC.Slot.1-{n}" for n in (1, 2)]
+    add(system, "#ComputerSystem.v1_20_0.ComputerSystem", Id="System.Embedded.1", Name="System",
+        SystemType="Physical", Manufacturer="Mockwell", Model="GX8-H100", SKU="GX8-8H100-2048",
+        SerialNumber="", UUID="", HostName="", PowerState="Off", Status=ok, BiosVersion="",
+        Boot={"BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None",
+              "BootSourceOverrideMode": "UEFI",
+              "BootSourceOverrideTarget@Redfish.AllowableValues":
+                  ["None", "Pxe", "Hdd", "Cd", "Usb", "BiosSetup", "UefiHttp"],
+              "BootSourceOverrideEnabled@Redfish.AllowableValues": ["Disabled", "Once", "Continuous"],
+              "BootSourceOverrideMode@Redfish.AllowableValues": ["UEFI", "Legacy"]},
+        BootProgress={"LastState": "None"},
+        ProcessorSummary={"Count": 2, "CoreCount": 128, "LogicalProcessorCount": 256,
+                          "Model": "AMD EPYC 9554 64-Core Processor", "Status": ok},
+        MemorySummary={"TotalSystemMemoryGiB": 2048, "Status": ok},
+        Bios=ref(bios), Processors=ref(f"{system}/Processors"),
+        EthernetInterfaces=ref(f"{system}/EthernetInterfaces"),
+        Links={"Chassis": [ref(chassis)], "ManagedBy": [ref(manager)]},
+        Actions={"#ComputerSystem.Reset": {"target": f"{system}/Actions/ComputerSystem.Reset",
+                                           "ResetType@Redfish.AllowableValues": RESET_TYPES}})
+    collection(f"{system}/Processors", "#ProcessorCollection.ProcessorCollection", "Processors", cpus + gpus)
+    for n, uri in enumerate(cpus):
+        add(uri, "#Processor.v1_18_0.Processor", Id=f"CPU{n}", Name=f"CPU {n}", ProcessorType="CPU",
+            Manufacturer="AMD", Model="AMD EPYC 9554 64-Core Processor", Socket=f"CPU{n}",
+            TotalCores=64, TotalThreads=128, Status=ok)
+    for n, uri in enumerate(gpus):
+        add(uri, "#Processor.v1_18_0.Processor", Id=f"GPU{n}", Name=f"GPU {n}", ProcessorType="GPU",
+            Manufacturer="NVIDIA", Model="H100 SXM5 80GB", Socket=f"SXM{n + 1}", Status=ok)
+    collection(f"{system}/EthernetInterfaces", "#EthernetInterfaceCollection.EthernetInterfaceCollection",
+               "Ethernet Interfaces", nics)
+    for n, uri in enumerate(nics, 1):
+        mac = f"00:00:00:1A:01:{n:02X}"   # the first three octets are replaced per BMC
+        add(uri, "#EthernetInterface.v1_9_0.EthernetInterface", Id=uri.rsplit("/", 1)[1],
+            Name=f"25GbE port {n}", MACAddress=mac, PermanentMACAddress=mac, SpeedMbps=25000,
+            LinkStatus="LinkUp", Status=ok)
+
+    attributes = {name: default for name, _, default, _, _ in BIOS_ATTRIBUTES}
+    entries = []
+    for name, kind, default, extra, read_only in BIOS_ATTRIBUTES:
+        entry = {"AttributeName": name, "DisplayName": name, "Type": kind, "ReadOnly": read_only,
+                 "ResetRequired": True}
+        if not read_only:
+            entry["DefaultValue"] = default
+        if kind == "Enumeration":
+            entry["Value"] = [{"ValueName": v, "ValueDisplayName": v} for v in extra]
+        else:
+            entry.update(extra)
+        entries.append(entry)
+    add(bios, "#Bios.v1_2_0.Bios", Id="Bios", Name="BIOS Configuration Current Settings",
+        AttributeRegistry=registry_id, Attributes=attributes, ResetBiosToDefaultsPending=False,
+        **{"@Redfish.Settings": {"@odata.type": "#Settings.v1_4_0.Settings",
+                                 "SettingsObject": ref(f"{bios}/Settings"),
+                                 "SupportedApplyTimes": ["OnReset", "Immediate"], "Messages": []}},
+        Actions={"#Bios.ResetBios": {"target": f"{bios}/Actions/Bios.ResetBios"}})
+    add(f"{bios}/Settings", "#Bios.v1_2_0.Bios", Id="Settings", Name="BIOS Configuration Pending Settings",
+        AttributeRegistry=registry_id, Attributes=dict(attributes))
+    collection(f"{ROOT}/Registries", "#MessageRegistryFileCollection.MessageRegistryFileCollection",
+               "Registries", [f"{ROOT}/Registries/{registry_id}"])
+    add(f"{ROOT}/Registries/{registry_id}", "#MessageRegistryFile.v1_1_3.MessageRegistryFile", Id=registry_id,
+        Name="BIOS Attribute Registry File", Registry=registry_id, Languages=["en"],
+        Location=[{"Language": "en", "Uri": f"{ROOT}/Registries/{registry_id}.json"}])
+    docs[f"{ROOT}/Registries/{registry_id}.json"] = {
+        "@odata.type": "#AttributeRegistry.v1_3_8.AttributeRegistry", "Id": registry_id,
+        "Name": "GX8 BIOS Attribute Registry", "Language": "en", "OwningEntity": "Mockwell",
+        "RegistryVersion": "1.0.0", "SupportedSystems": [{"ProductName": "GX8-H100", "SystemId": "GX8"}],
+        "RegistryEntries": {"Attributes": entries}}
+
+    collection(f"{ROOT}/Chassis", "#ChassisCollection.ChassisCollection", "Chassis", [chassis])
+    add(chassis, "#Chassis.v1_23_0.Chassis", Id="Chassis.Embedded.1", Name="Chassis", ChassisType="RackMount",
+        Manufacturer="Mockwell", Model="GX8-H100", PowerState="Off", Status=ok,
+        Links={"ComputerSystems": [ref(system)], "ManagedBy": [ref(manager)]})
+    collection(f"{ROOT}/Managers", "#ManagerCollection.ManagerCollection", "Managers", [manager])
+    add(manager, "#Manager.v1_19_0.Manager", Id="BMC.Embedded.1", Name="BMC", ManagerType="BMC",
+        FirmwareVersion="", UUID="", Status=ok,
+        Links={"ManagerForServers": [ref(system)], "ManagerForChassis": [ref(chassis)]})
+
+    add(update, "#UpdateService.v1_14_0.UpdateService", Id="UpdateService", Name="Update Service",
+        ServiceEnabled=True, MultipartHttpPushUri=f"{update}/upload", MaxImageSizeBytes=0,
+        FirmwareInventory=ref(inventory),
+        Actions={"#UpdateService.SimpleUpdate": {"target": f"{update}/Actions/UpdateService.SimpleUpdate",
+                                                 "@Redfish.ActionInfo": f"{update}/SimpleUpdateActionInfo"}})
+    add(f"{update}/SimpleUpdateActionInfo", "#ActionInfo.v1_3_0.ActionInfo", Id="SimpleUpdateActionInfo",
+        Name="SimpleUpdate Action Info", Parameters=[
+            {"Name": "ImageURI", "Required": True, "DataType": "String"},
+            {"Name": "TransferProtocol", "Required": False, "DataType": "String",
+             "AllowableValues": ["HTTP", "HTTPS"]},
+            {"Name": "Targets", "Required": False, "DataType": "StringArray"}])
+    firmware = [("BMC", "BMC Firmware", "2.0.0", manager, True), ("BIOS", "BIOS", "1.0.0", system, True),
+                ("NIC0", "25GbE NIC Firmware", "22.31.6", nics[0], True),
+                *[(f"GPU{n}", f"GPU {n} Firmware", "96.00.89.00.01", gpus[n], True) for n in range(8)],
+                ("CPLD", "Baseboard CPLD", "1.2", chassis, False)]
+    collection(inventory, "#SoftwareInventoryCollection.SoftwareInventoryCollection", "Firmware Inventory",
+               [f"{inventory}/{fid}" for fid, *_ in firmware])
+    for fid, name, version, related, updateable in firmware:
+        add(f"{inventory}/{fid}", "#SoftwareInventory.v1_10_0.SoftwareInventory", Id=fid, Name=name,
+            Version=version, Updateable=updateable, RelatedItem=[ref(related)], Status=ok,
+            SoftwareId=f"GX8-{fid}")
+    add(f"{ROOT}/TaskService", "#TaskService.v1_2_0.TaskService", Id="TaskService", Name="Task Service",
+        ServiceEnabled=True, CompletedTaskOverWritePolicy="Oldest", Tasks=ref(f"{ROOT}/TaskService/Tasks"))
+    collection(f"{ROOT}/TaskService/Tasks", "#TaskCollection.TaskCollection", "Tasks", [])
+    return docs
+
+
+class Tree:
+    """The immutable resource tree shared by all BMCs of the process, completed with what §4 of the
+    mockups README says the DMTF trees lack, plus the URIs of the resources that carry state."""
+
+    def __init__(self, docs):
+        self.docs = docs
+        docs.setdefault("/redfish", {"v1": ROOT + "/"})
+        root = docs[ROOT]
+        self.system = docs[root["Systems"]["@odata.id"]]["Members"][0]["@odata.id"]
+        self.manager = docs[root["Managers"]["@odata.id"]]["Members"][0]["@odata.id"]
+        system = docs[self.system]
+        self.chassis = [c["@odata.id"] for c in system.get("Links", {}).get("Chassis", [])]
+        reset = system["Actions"]["#ComputerSystem.Reset"]
+        self.reset_target = reset["target"]
+        self.reset_types = reset.setdefault("ResetType@Redfish.AllowableValues", list(RESET_TYPES))
+        if "PowerCycle" not in self.reset_types:
+            self.reset_types.append("PowerCycle")
+        boot = system["Boot"]
+        boot.setdefault("BootSourceOverrideEnabled@Redfish.AllowableValues", ["Disabled", "Once", "Continuous"])
+        boot.setdefault("BootSourceOverrideMode@Redfish.AllowableValues", ["UEFI", "Legacy"])
+        self.boot_values = {k: boot[k + "@Redfish.AllowableValues"] for k in BOOT_KEYS}
+
+        self.bios = system["Bios"]["@odata.id"]
+        bios = docs[self.bios]
+        settings = bios["@Redfish.Settings"]
+        self.apply_times = settings.setdefault("SupportedApplyTimes", ["OnReset", "Immediate"])
+        self.settings = settings["SettingsObject"]["@odata.id"]
+        self.reset_bios = bios.get("Actions", {}).get("#Bios.ResetBios", {}).get("target")
+        pending_view = docs[self.settings]["Attributes"]
+        self.initial_pending = {k: v for k, v in pending_view.items() if bios["Attributes"].get(k) != v}
+        self.attributes = self._attribute_registry(root["Registries"]["@odata.id"], bios["AttributeRegistry"],
+                                                   bios["Attributes"], pending_view)
+        self.bios_defaults = {n: e["DefaultValue"] for n, e in self.attributes.items() if "DefaultValue" in e}
+
+        self.sessions = root["Links"]["Sessions"]["@odata.id"]
+        self.update = root["UpdateService"]["@odata.id"]
+        update = docs[self.update]
+        self.push_uri = update.setdefault("MultipartHttpPushUri", self.update + "/upload")
+        action = update["Actions"]["#UpdateService.SimpleUpdate"]
+        self.simple_update = action["target"]
+        info = docs.get(action.get("@Redfish.ActionInfo"), {})
+        self.protocols = next((p["AllowableValues"] for p in info.get("Parameters", [])
+                               if p["Name"] == "TransferProtocol" and "AllowableValues" in p), PROTOCOLS)
+        self.firmware, self.versions, self.updateable = {}, {}, {}   # by SoftwareInventory Id
+        self.bmc_fw = self.bios_fw = None
+        for member in docs[update["FirmwareInventory"]["@odata.id"]]["Members"]:
+            doc = docs[member["@odata.id"]]
+            fid, related = doc["Id"], {r["@odata.id"] for r in doc.get("RelatedItem", [])}
+            self.firmware[fid] = member["@odata.id"]
+            self.versions[fid], self.updateable[fid] = doc["Version"], doc.get("Updateable", False)
+            if self.manager in related:
+                self.bmc_fw = fid
+            if self.system in related:
+                self.bios_fw = fid
+        self.firmware_by_uri = {uri: fid for fid, uri in self.firmware.items()}
+
+        task_service = root["Tasks"]["@odata.id"]
+        self.tasks = docs[task_service]["Tasks"]["@odata.id"]
+        self.monitors = task_service + "/TaskMonitors"
+        task_ids = [m["@odata.id"].rsplit("/", 1)[1] for m in docs[self.tasks]["Members"]]
+        self.first_task = 1 + max((int(t) for t in task_ids if t.isdigit()), default=0)
+
+        nics = docs[system["EthernetInterfaces"]["@odata.id"]]["Members"] if "EthernetInterfaces" in system else []
+        self.roles = {ROOT: ("root",), self.system: ("system",), self.manager: ("manager",),
+                      self.bios: ("bios",), self.settings: ("settings",), self.update: ("update",),
+                      self.sessions: ("sessions",), self.tasks: ("tasks",),
+                      **{c: ("chassis",) for c in self.chassis},
+                      **{m["@odata.id"]: ("nic",) for m in nics},
+                      **{uri: ("firmware", fid) for fid, uri in self.firmware.items()}}
+        self.post_targets = {u for u in (self.reset_target, self.simple_update, self.push_uri, self.reset_bios) if u}
+
+    def _attribute_registry(self, registries, registry_id, current, pending_view):
+        """The BIOS attribute table {name: registry entry}: the published registry, or (DMTF trees
+        publish none) one synthesised from the Bios and Bios/Settings values and then published."""
+        collection = self.docs[registries]
+        for member in collection["Members"]:
+            file = self.docs.get(member["@odata.id"], {})
+            if registry_id in (file.get("Id"), file.get("Registry")):
+                body = self.docs[file["Location"][0]["Uri"]]
+                return {e["AttributeName"]: e for e in body["RegistryEntries"]["Attributes"]}
+        entries = []
+        for name, value in current.items():
+            seen = [value, pending_view.get(name, value)]
+            entry = {"AttributeName": name, "DisplayName": name, "ReadOnly": False, "DefaultValue": value}
+            if isinstance(value, bool):
+                entry["Type"] = "Boolean"
+            elif isinstance(value, int):
+                entry["Type"] = "Integer"
+            elif all(isinstance(v, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", v) for v in seen):
+                if {"Enabled", "Disabled"} & set(seen):
+                    seen += ["Enabled", "Disabled"]
+                entry["Type"] = "Enumeration"
+                entry["Value"] = [{"ValueName": v, "ValueDisplayName": v} for v in dict.fromkeys(seen)]
+            else:
+                entry["Type"] = "String"
+            entries.append(entry)
+        file_uri, body_uri = f"{registries}/{registry_id}", f"{registries}/{registry_id}.json"
+        self.docs[file_uri] = {"@odata.id": file_uri, "@odata.type": "#MessageRegistryFile.v1_1_3.MessageRegistryFile",
+                               "Id": registry_id, "Name": "BIOS Attribute Registry File", "Registry": registry_id,
+                               "Languages": ["en"], "Location": [{"Language": "en", "Uri": body_uri}]}
+        self.docs[body_uri] = {"@odata.type": "#AttributeRegistry.v1_3_8.AttributeRegistry", "Id": registry_id,
+                               "Name": "BIOS Attribute Registry (synthesised by the mock)", "Language": "en",
+                               "RegistryVersion": "1.0.0", "OwningEntity": "Rackpilot mock",
+                               "RegistryEntries": {"Attributes": entries}}
+        collection["Members"].append(ref(file_uri))
+        collection["Members@odata.count"] = len(collection["Members"])
+        return {e["AttributeName"]: e for e in entries}
+
+    def check_attribute(self, name, value):
+        """None if `value` may be written to BIOS attribute `name`, else the error message."""
+        entry, rel = self.attributes.get(name), "/Attributes/" + name
+        if entry is None:
+            return message("PropertyUnknown", name, related=rel)
+        if entry.get("ReadOnly"):
+            return message("PropertyNotWritable", name, related=rel)
+        kind = entry["Type"]
+        want = {"Enumeration": str, "String": str, "Password": str, "Integer": int, "Boolean": bool}[kind]
+        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+            return message("PropertyValueTypeError", show(value), name, related=rel)
+        if kind == "Enumeration" and value not in [v["ValueName"] for v in entry["Value"]]:
+            return message("PropertyValueNotInList", value, name, related=rel)
+        if kind == "Integer":
+            size, low, high = value, entry.get("LowerBound"), entry.get("UpperBound")
+        elif kind in ("String", "Password"):
+            size, low, high = len(value), entry.get("MinLength"), entry.get("MaxLength")
+        else:
+            return None
+        if (low is not None and size < low) or (high is not None and size > high):
+            return message("PropertyValueOutOfRange", show(value), name, related=rel)
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# One BMC
+# ---------------------------------------------------------------------------------------------
+
+class Bmc:
+    """The state and request handling of one BMC. Every entry point holds self.lock."""
+
+    def __init__(self, tree, index, serial, config):
+        self.t = tree
+        self.lock = threading.Lock()
+        self.cfg = dict(config)
+        self.serial = serial
+        self.uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"urn:rackpilot-mock-bmc:{serial}:system"))
+        self.service_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"urn:rackpilot-mock-bmc:{serial}:bmc"))
+        self.mac_prefix = f"02:{index >> 8 & 0xFF:02X}:{index & 0xFF:02X}"
+        system = tree.docs[tree.system]
+        self.power = system["PowerState"]
+        self.steps = []            # scheduled power transitions: (monotonic due time, state, boot event?)
+        self.boot = {k: system["Boot"][k] for k in BOOT_KEYS}
+        self.boots, self.last_reset = [], None
+        self.bios = dict(tree.docs[tree.bios]["Attributes"])
+        self.pending = dict(tree.initial_pending)
+        self.defaults_pending = tree.docs[tree.bios].get("ResetBiosToDefaultsPending", False)
+        self.settings_applied = None   # Time/ETag/Messages of @Redfish.Settings after the last apply
+        self.firmware, self.staged = dict(tree.versions), {}
+        self.update_count = dict.fromkeys(tree.firmware, 0)
+        self.tasks, self.next_task = {}, tree.first_task
+        self.sessions = {}             # token -> {"id", "user", "uses"}
+        self.revs = {}                 # URI -> revision, for ETags
+        self.actions, self.requests, self.unavailable = [], 0, 0
+
+    # -- entry points (called by the HTTP handler) --------------------------------------------
+
+    def delay(self):
+        return self.cfg["delay_ms"] / 1000
+
+    def max_body(self):
+        return self.cfg["max_image_bytes"] + (1 << 20)
+
+    def handle(self, method, path, headers, body):
+        with self.lock:
+            self.requests += 1
+            self._advance_power()
+            try:
+                if self.cfg["fail_next_503"] > 0 or self.unavailable > 0:
+                    if self.cfg["fail_next_503"] > 0:
+                        self.cfg["fail_next_503"] -= 1
+                    else:
+                        self.unavailable -= 1
+                    raise HttpError(503, message("ServiceTemporarilyUnavailable", 1), {"Retry-After": "1"})
+                return self._dispatch(method, path, headers, body)
+            except HttpError as e:
+                return e.response()
+
+    def control(self, method, path, headers, body):
+        """The test hooks under /__mock/ (no authentication, no Content-Type check)."""
+        with self.lock:
+            self._advance_power()
+            try:
+                if (method, path) == ("GET", "/__mock/state"):
+                    return 200, {}, self._state()
+                if (method, path) == ("GET", "/__mock/config"):
+                    return 200, {}, dict(self.cfg)
+                if (method, path) == ("POST", "/__mock/config"):
+                    self._configure(parse_json(body))
+                    return 200, {}, dict(self.cfg)
+                if (method, path) == ("POST", "/__mock/power"):
+                    state = parse_json(body).get("state")
+                    if state not in ("On", "Off"):
+                        raise HttpError(400, message("PropertyValueNotInList", show(state), "state"))
+                    self.steps = []
+                    self._set_power(state)
+                    return 200, {}, self._state()
+                raise not_found(path)
+            except HttpError as e:
+                return e.response()
+
+    def _state(self):
+        return copy.deepcopy({
+            "serial": self.serial, "uuid": self.uuid, "power": self.power,
+            "boot": {"target": self.boot["BootSourceOverrideTarget"],
+                     "enabled": self.boot["BootSourceOverrideEnabled"],
+                     "mode": self.boot["BootSourceOverrideMode"]},
+            "boots": self.boots,
+            "bios": {"current": self.bios, "pending": self.pending, "reset_to_defaults_pending": self.defaults_pending},
+            "firmware": self.firmware, "staged_firmware": self.staged, "update_count": self.update_count,
+            "tasks": {tid: task["doc"]["TaskState"] for tid, task in self.tasks.items()},
+            "actions": self.actions, "sessions": len(self.sessions), "requests": self.requests,
+            "unavailable_requests": self.unavailable})
+
+    def _configure(self, changes):
+        for key, value in changes.items():
+            if key not in DEFAULTS:
+                raise HttpError(400, message("PropertyUnknown", key))
+            want = type(DEFAULTS[key])
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            fits = (isinstance(value, want) and (want is bool) == isinstance(value, bool)) or \
+                   (want is float and number)
+            if not fits or (number and value < 0):
+                raise HttpError(400, message("PropertyValueTypeError", show(value), key))
+        self.cfg.update(changes)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _touch(self, *uris):
+        for uri in uris:
+            self.revs[uri] = self.revs.get(uri, 0) + 1
+
+    def etag(self, uri):
+        return f'"{zlib.crc32(uri.encode()):08x}.{self.revs.get(uri, 0)}"'
+
+    def _json(self, headers, body):
+        if not body.strip():
+            return {}
+        ctype = headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            raise HttpError(415, message("HeaderInvalid", "Content-Type: " + ctype))
+        return parse_json(body)
+
+    def _session_by_uri(self, uri):
+        return next((s for s in self.sessions.values() if f"{self.t.sessions}/{s['id']}" == uri), None)
+
+    def _allow(self, path):
+        """The Allow header value for an existing URI, None for an unknown one."""
+        t = self.t
+        if path == t.sessions:
+            return "GET, HEAD, POST" if self.cfg["sessions"] else "GET, HEAD"
+        if path.startswith(t.sessions + "/"):
+            return "GET, HEAD, DELETE" if self._session_by_uri(path) else None
+        if path in t.post_targets:
+            return "POST"
+        if path in (t.system, t.settings):
+            return "GET, HEAD, PATCH"
+        return "GET, HEAD" if path in t.docs or self._task_for(path) else None
+
+    def _not_allowed(self, path):
+        allow = self._allow(path)
+        if allow is None:
+            return not_found(path)
+        return HttpError(405, message("OperationNotAllowed"), {"Allow": allow})
+
+    def _unauthorized(self):
+        headers = {"WWW-Authenticate": 'Basic realm="Redfish"'} if self.cfg["basic_auth"] else {}
+        return HttpError(401, message("NoValidSession"), headers)
+
+    def _authenticate(self, headers):
+        token = headers.get("X-Auth-Token")
+        session = self.sessions.get(token) if token else None
+        if session:
+            session["uses"] += 1
+            limit = self.cfg["session_expire_after"]
+            if not limit or session["uses"] <= limit:
+                return
+            del self.sessions[token]
+            self._touch(self.t.sessions)
+        scheme, _, credentials = headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "basic" and self.cfg["basic_auth"]:
+            try:
+                user, _, password = base64.b64decode(credentials, validate=True).decode().partition(":")
+            except ValueError:
+                user = password = None
+            if (user, password) == (self.cfg["user"], self.cfg["password"]):
+                return
+        raise self._unauthorized()
+
+    def _check_if_match(self, headers, uri, is_patch):
+        value = headers.get("If-Match")
+        if value is None:
+            if is_patch and self.cfg["require_if_match"]:
+                raise HttpError(428, message("PreconditionRequired"))
+            return
+        if self.cfg["fail_next_412"] > 0:
+            self.cfg["fail_next_412"] -= 1
+            raise HttpError(412, message("PreconditionFailed"))
+        if value.strip() != "*" and self.etag(uri) not in [v.strip() for v in value.split(",")]:
+            raise HttpError(412, message("PreconditionFailed"))
+
+    # -- dispatch -----------------------------------------------------------------------------
+
+    def _dispatch(self, method, path, headers, body):
+        t = self.t
+        if method in ("GET", "HEAD") and path in PUBLIC:
+            return self._get(path)
+        if (method, path) == ("POST", t.sessions):
+            return self._login(headers, body)
+        self._authenticate(headers)
+        if method in ("GET", "HEAD"):
+            return self._get(path)
+        if path.startswith(t.sessions + "/") and method == "DELETE":
+            return self._logout(path)
+        if path == t.sessions or path.startswith(t.sessions + "/"):
+            raise self._not_allowed(path)
+        entry = {"method": method, "path": path, "at": now()}
+        self.actions.append(entry)
+        try:
+            response = self._modify(method, path, headers, body)
+        except HttpError as e:
+            entry["status"] = e.status
+            raise
+        entry["status"] = response[0]
+        return response
+
+    def _modify(self, method, path, headers, body):
+        t = self.t
+        if (method, path) == ("POST", t.push_uri):
+            return self._push(headers, body)
+        handler = {("PATCH", t.system): self._patch_system, ("PATCH", t.settings): self._patch_settings,
+                   ("POST", t.reset_target): self._reset, ("POST", t.simple_update): self._simple_update,
+                   ("POST", t.reset_bios): self._reset_bios}.get((method, path))
+        if handler is None:
+            raise self._not_allowed(path)
+        data = self._json(headers, body)
+        if path == t.reset_target and "ResetType" in data:
+            self.actions[-1]["reset_type"] = data["ResetType"]
+        self._check_if_match(headers, path.split("/Actions/")[0], method == "PATCH")
+        return handler(data)
+
+    # -- GET ----------------------------------------------------------------------------------
+
+    def _task_for(self, path):
+        head, _, tid = path.rpartition("/")
+        return self.tasks.get(tid) if head in (self.t.tasks, self.t.monitors) else None
+
+    def _get(self, path):
+        t, status = self.t, 200
+        if path in t.post_targets:
+            raise self._not_allowed(path)
+        task = self._task_for(path)
+        if task:    # each GET of a task or its monitor is one poll
+            self._advance_task(task)
+            if path.startswith(t.monitors + "/") and task["doc"]["TaskState"] not in TERMINAL:
+                status = 202
+            doc, path = self._task_doc(task), task["doc"]["@odata.id"]
+        elif path.startswith(t.sessions + "/"):
+            session = self._session_by_uri(path)
+            doc = self._session_doc(session) if session else None
+        else:
+            doc = t.docs.get(path)
+            role = t.roles.get(path)
+            if role:
+                doc = getattr(self, "_render_" + role[0])(copy.deepcopy(doc), *role[1:])
+        if doc is None:
+            raise not_found(path)
+        if isinstance(doc, bytes):
+            return 200, {"Content-Type": "application/xml"}, doc
+        if "@odata.id" not in doc:
+            return status, {}, doc
+        etag = self.etag(path)
+        return status, {"ETag": etag}, {**doc, "@odata.etag": etag}
+
+    def _render_root(self, d):
+        d["UUID"] = self.service_uuid
+        return d
+
+    def _render_system(self, d):
+        d.update(PowerState=self.power, SerialNumber=self.serial, UUID=self.uuid)
+        d["Boot"].update(self.boot)
+        d["BiosVersion"] = self.firmware.get(self.t.bios_fw, d.get("BiosVersion"))
+        d["BootProgress"] = {**d.get("BootProgress", {}), "LastState": "OSRunning" if self.power == "On" else "None"}
+        if self.last_reset:
+            d["LastResetTime"] = d["BootProgress"]["LastStateTime"] = self.last_reset
+        return d
+
+    def _render_chassis(self, d):
+        d["PowerState"] = self.power
+        return d
+
+    def _render_manager(self, d):
+        d.update(FirmwareVersion=self.firmware[self.t.bmc_fw], UUID=self.service_uuid)
+        return d
+
+    def _render_bios(self, d):
+        d.update(Attributes=dict(self.bios), ResetBiosToDefaultsPending=self.defaults_pending)
+        if self.settings_applied:
+            d["@Redfish.Settings"].update(self.settings_applied)
+        return d
+
+    def _render_settings(self, d):
+        d["Attributes"] = {**self.bios, **self.pending}
+        return d
+
+    def _render_update(self, d):
+        d["MaxImageSizeBytes"] = self.cfg["max_image_bytes"]
+        return d
+
+    def _render_firmware(self, d, fid):
+        d["Version"] = self.firmware[fid]
+        return d
+
+    def _render_nic(self, d):
+        for key in ("MACAddress", "PermanentMACAddress"):
+            if key in d:
+                d[key] = self.mac_prefix + d[key][8:]
+        return d
+
+    def _render_sessions(self, d):
+        d["Members"] = [ref(f"{self.t.sessions}/{s['id']}") for s in self.sessions.values()]
+        d["Members@odata.count"] = len(d["Members"])
+        return d
+
+    def _render_tasks(self, d):
+        d["Members"] += [ref(task["doc"]["@odata.id"]) for task in self.tasks.values()]
+        d["Members@odata.count"] = len(d["Members"])
+        return d
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def _session_doc(self, session):
+        return {"@odata.id": f"{self.t.sessions}/{session['id']}", "@odata.type": "#Session.v1_7_0.Session",
+                "Id": session["id"], "Name": "User Session", "UserName": session["user"]}
+
+    def _login(self, headers, body):
+        if not self.cfg["sessions"]:
+            raise self._not_allowed(self.t.sessions)
+        creds = self._json(headers, body)
+        if (creds.get("UserName"), creds.get("Password")) != (self.cfg["user"], self.cfg["password"]):
+            raise self._unauthorized()
+        if self.cfg["session_limit"] and len(self.sessions) >= self.cfg["session_limit"]:
+            raise HttpError(503, message("SessionLimitExceeded"))
+        token = secrets.token_urlsafe(24)
+        session = self.sessions[token] = {"id": secrets.token_hex(8), "user": creds["UserName"], "uses": 0}
+        self._touch(self.t.sessions)
+        doc = self._session_doc(session)
+        return 201, {"X-Auth-Token": token, "Location": doc["@odata.id"]}, doc
+
+    def _logout(self, path):
+        token = next((k for k, s in self.sessions.items() if f"{self.t.sessions}/{s['id']}" == path), None)
+        if token is None:
+            raise not_found(path)
+        del self.sessions[token]
+        self._touch(self.t.sessions)
+        return 204, {}, None
+
+    # -- power and boot -----------------------------------------------------------------------
+
+    def _set_power(self, state):
+        if self.power != state:
+            self.power = state
+            self._touch(self.t.system, *self.t.chassis)
+
+    def _schedule(self, *steps):
+        """Replace the pending transitions by `steps` ((state, boot event?) pairs), one power delay apart."""
+        due, self.steps = time.monotonic(), []
+        for state, boot in steps:
+            due += self.cfg["power_delay_s"]
+            self.steps.append((due, state, boot))
+        self._advance_power()
+
+    def _advance_power(self):
+        while self.steps and self.steps[0][0] <= time.monotonic():
+            _, state, boot = self.steps.pop(0)
+            self._set_power(state)
+            if boot:
+                self._boot_event()
+
+    def _power_on(self):
+        self._set_power("PoweringOn")
+        self._schedule(("On", True))
+
+    def _reset(self, body):
+        act, reset_type = "ComputerSystem.Reset", body.get("ResetType")
+        if reset_type is None:
+            raise HttpError(400, message("ActionParameterMissing", act, "ResetType"))
+        if reset_type not in self.t.reset_types:
+            raise HttpError(400, message("ActionParameterValueNotInList", show(reset_type), "ResetType", act))
+        if self.cfg["conflict_when_same"] and (
+                (reset_type in ("On", "ForceOn") and self.power == "On") or
+                (reset_type in ("ForceOff", "GracefulShutdown") and self.power == "Off")):
+            raise HttpError(409, message("ActionParameterValueConflict", "ResetType", reset_type))
+        acpi = not self.cfg["ignore_acpi"]
+        if reset_type == "Nmi":
+            pass                                    # no power change
+        elif reset_type == "ForceOff":
+            self.steps = []
+            self._set_power("Off")
+        elif self.power in ("Off", "PoweringOff"):
+            if reset_type != "GracefulShutdown":    # every other type powers an off system on
+                self._power_on()
+        elif reset_type in ("ForceRestart", "PowerCycle"):
+            self._power_on()                        # off at once, then PoweringOn -> On
+        elif reset_type in ("GracefulShutdown", "PushPowerButton") and acpi:
+            self._set_power("PoweringOff")
+            self._schedule(("Off", False))
+        elif reset_type == "GracefulRestart" and acpi:
+            self._set_power("PoweringOff")
+            self._schedule(("PoweringOn", False), ("On", True))
+        return 204, {}, None
+
+    def _boot_event(self):
+        """The host starts: consume the boot override, apply pending BIOS settings and staged firmware."""
+        t, at = self.t, now()
+        enabled, target = self.boot["BootSourceOverrideEnabled"], self.boot["BootSourceOverrideTarget"]
+        self.boots.append({"booted_from": target if enabled != "Disabled" and target != "None" else "Hdd",
+                           "mode": self.boot["BootSourceOverrideMode"], "at": at})
+        if enabled == "Once":
+            self.boot["BootSourceOverrideEnabled"] = "Disabled"
+        self.last_reset = at
+        self._touch(t.system)
+        if self.pending or self.defaults_pending:
+            if self.defaults_pending:
+                self.bios.update(t.bios_defaults)
+            self._apply_bios(self.pending)
+            self.pending, self.defaults_pending = {}, False
+        for fid, version in self.staged.items():
+            self.firmware[fid] = version
+            self._touch(t.firmware[fid])
+        self.staged = {}
+
+    def _apply_bios(self, attributes):
+        self.bios.update(attributes)
+        self._touch(self.t.bios, self.t.settings)
+        self.settings_applied = {"Time": now(), "ETag": self.etag(self.t.bios), "Messages": [message("Success")]}
+
+    def _patch_system(self, body):
+        t, doc = self.t, self.t.docs[self.t.system]
+
+        def unwritable(key, container, rel):
+            return message("PropertyNotWritable" if key in container else "PropertyUnknown", key, related=rel)
+
+        errors = [unwritable(k, doc, "/" + k) for k in body if k != "Boot" and not k.startswith("@")]
+        boot = body.get("Boot", {})
+        if not isinstance(boot, dict):
+            errors.append(message("PropertyValueTypeError", show(boot), "Boot", related="/Boot"))
+            boot = {}
+        for key, value in boot.items():
+            rel = "/Boot/" + key
+            if key not in BOOT_KEYS:
+                errors.append(unwritable(key, doc["Boot"], rel))
+            elif not isinstance(value, str):
+                errors.append(message("PropertyValueTypeError", show(value), key, related=rel))
+            elif value not in t.boot_values[key]:
+                errors.append(message("PropertyValueNotInList", value, key, related=rel))
+        if errors:
+            raise HttpError(400, errors)
+        if not boot:
+            raise HttpError(400, message("NoOperation"))
+        self.boot.update(boot)
+        self._touch(t.system)
+        if self.cfg["quirk_legacy"]:     # answers like a Supermicro: 200 + Success, Mode silently Legacy
+            self.boot["BootSourceOverrideMode"] = "Legacy"
+            return 200, {}, {"@Message.ExtendedInfo": [message("Success")]}
+        return self._get(t.system)
+
+    # -- BIOS ---------------------------------------------------------------------------------
+
+    def _patch_settings(self, body):
+        """Validate everything first and reject the whole PATCH on any error (DSP0266 allows either)."""
+        t = self.t
+        errors = [message("PropertyUnknown", k, related="/" + k) for k in body
+                  if k not in ("Attributes", "@Redfish.SettingsApplyTime") and not k.startswith("@odata")]
+        attributes = body.get("Attributes")
+        if attributes is None:
+            errors.append(message("PropertyMissing", "Attributes", related="/Attributes"))
+        elif not isinstance(attributes, dict):
+            errors.append(message("PropertyValueTypeError", show(attributes), "Attributes", related="/Attributes"))
+        else:
+            errors += filter(None, (t.check_attribute(n, v) for n, v in attributes.items()))
+        apply = body.get("@Redfish.SettingsApplyTime", {"ApplyTime": "OnReset"})
+        when = apply.get("ApplyTime") if isinstance(apply, dict) else None
+        if when not in t.apply_times:
+            errors.append(message("PropertyValueNotInList", show(when), "ApplyTime",
+                                  related="/@Redfish.SettingsApplyTime/ApplyTime"))
+        if errors:
+            raise HttpError(400, errors)
+        if not attributes:
+            raise HttpError(400, message("NoOperation"))
+        if when == "Immediate":
+            for name in attributes:
+                self.pending.pop(name, None)
+            self._apply_bios(attributes)
+        else:
+            self.pending.update(attributes)
+            self._touch(t.settings)
+        return self._get(t.settings)
+
+    def _reset_bios(self, body):
+        self.defaults_pending = True
+        self._touch(self.t.bios)
+        return 204, {}, None
+
+    # -- firmware -----------------------------------------------------------------------------
+
+    def _targets(self, targets, image, act):
+        """SoftwareInventory Ids to update. Without Targets, the image's name picks them
+        ('gpu_x.bin' -> every updateable GPUn), as a BMC would from the image's header."""
+        t = self.t
+        if not targets:
+            family = image_stem(image).rpartition("_")[0].lower()
+            found = [f for f in t.firmware if t.updateable[f] and f.rstrip("0123456789").lower() == family]
+            if not found:
+                raise HttpError(400, message("ActionParameterMissing", act, "Targets"))
+            return found
+        if not isinstance(targets, list) or not all(isinstance(x, str) for x in targets):
+            raise HttpError(400, message("ActionParameterValueTypeError", show(targets), "Targets", act))
+        found = []
+        for uri in targets:
+            fid = t.firmware_by_uri.get(uri.rstrip("/"))
+            if fid is None or not t.updateable[fid]:
+                raise HttpError(400, message("ActionParameterValueNotInList", uri, "Targets", act))
+            found.append(fid)
+        return list(dict.fromkeys(found))
+
+    def _simple_update(self, body):
+        act, uri = "UpdateService.SimpleUpdate", body.get("ImageURI")
+        if uri is None:
+            raise HttpError(400, message("ActionParameterMissing", act, "ImageURI"))
+        if not isinstance(uri, str):
+            raise HttpError(400, message("ActionParameterValueTypeError", show(uri), "ImageURI", act))
+        protocol = body.get("TransferProtocol")
+        if protocol is not None and protocol not in self.t.protocols:
+            raise HttpError(400, message("ActionParameterValueNotInList", show(protocol), "TransferProtocol", act))
+        image = unquote(urlsplit(uri).path).rpartition("/")[2]
+        if not image:
+            raise HttpError(400, message("ActionParameterValueFormatError", uri, "ImageURI", act))
+        return self._start_update(image, self._targets(body.get("Targets"), image, act))
+
+    def _push(self, headers, body):
+        ctype = headers.get("Content-Type", "")
+        if not ctype.lower().startswith("multipart/form-data"):
+            raise HttpError(415, message("HeaderInvalid", "Content-Type: " + ctype))
+        parts = parse_multipart(ctype, body)
+        params, (filename, data) = parts.get("UpdateParameters"), parts.get("UpdateFile", (None, None))
+        try:
+            params = json.loads(params[1]) if params else None
+        except ValueError:
+            params = None
+        if not isinstance(params, dict) or not filename:
+            raise HttpError(400, message("MissingOrMalformedPart"))
+        if len(data) > self.cfg["max_image_bytes"]:
+            raise HttpError(413, message("PayloadTooLarge"))
+        image = filename.replace("\\", "/").rpartition("/")[2]
+        return self._start_update(image, self._targets(params.get("Targets"), image, "MultipartHttpPushUri"))
+
+    def _start_update(self, image, targets):
+        if any(task["doc"]["TaskState"] not in TERMINAL for task in self.tasks.values()):
+            raise HttpError(503, message("UpdateInProgress"), {"Retry-After": "1"})
+        tid = str(self.next_task)
+        self.next_task += 1
+        monitor = f"{self.t.monitors}/{tid}"
+        task = self.tasks[tid] = {"image": image, "version": image_version(image), "targets": targets, "step": 0,
+                                  "doc": {"@odata.id": f"{self.t.tasks}/{tid}", "@odata.type": "#Task.v1_7_4.Task",
+                                          "Id": tid, "Name": f"Firmware update with {image}", "TaskState": "New",
+                                          "TaskStatus": "OK", "PercentComplete": 0, "StartTime": now(),
+                                          "TaskMonitor": monitor, "Messages": []}}
+        self._touch(self.t.tasks)
+        return 202, {"Location": monitor}, self._task_doc(task)
+
+    def _task_doc(self, task):
+        return {**task["doc"], "Messages": list(task["doc"]["Messages"])}
+
+    # Per poll: (TaskState, PercentComplete, Update message key) until Completed.
+    PROGRESS = [("Running", 0, None), ("Running", 25, "TransferringToComponent"),
+                ("Running", 50, "VerifyingAtComponent"), ("Running", 75, "ApplyingOnComponent"),
+                ("Running", 100, None)]
+
+    def _advance_task(self, task):
+        doc = task["doc"]
+        if doc["TaskState"] in TERMINAL:
+            return
+        step, image, names = task["step"], task["image"], ", ".join(task["targets"])
+        task["step"] += 1
+        self._touch(doc["@odata.id"])
+        if step == len(self.PROGRESS):
+            self._finish_update(task)
+            return
+        doc["TaskState"], doc["PercentComplete"], key = self.PROGRESS[step]
+        if step == 0:
+            doc["Messages"].append(message("TaskStarted", doc["Id"]))
+        if key:
+            doc["Messages"].append(message(key, image, names))
+        if key == "VerifyingAtComponent" and "bad" in image.lower():
+            doc.update(TaskState="Exception", TaskStatus="Critical", EndTime=now())
+            doc["Messages"] += [message("VerificationFailed", image, names), message("TaskAborted", doc["Id"])]
+
+    def _finish_update(self, task):
+        t, doc, image = self.t, task["doc"], task["image"]
+        doc.update(TaskState="Completed", EndTime=now())
+        for fid in task["targets"]:
+            self.update_count[fid] += 1
+            if fid == t.bios_fw:         # activates at the next boot event
+                self.staged[fid] = task["version"]
+                doc["Messages"] += [message("AwaitToActivate", image, fid),
+                                    message("ResetRequired", t.reset_target, "ForceRestart")]
+            else:
+                self.firmware[fid] = task["version"]
+                self._touch(t.firmware[fid])
+                doc["Messages"].append(message("UpdateSuccessful", fid, image))
+        doc["Messages"].append(message("TaskCompletedOK", doc["Id"]))
+        if t.bmc_fw in task["targets"]:  # the BMC reboots into the new image
+            self._touch(t.manager, t.sessions)
+            self.unavailable = self.cfg["bmc_reboot_requests"]
+            self.sessions.clear()
+
+
+class StaticBmc:
+    """--static: a DMTF tree served as-is. GET/HEAD only; any credentials, or none, are accepted."""
+
+    def __init__(self, docs):
+        self.docs = docs
+
+    def delay(self):
+        return 0
+
+    def max_body(self):
+        return 1 << 20
+
+    def handle(self, method, path, headers, body):
+        if method not in ("GET", "HEAD"):
+            return HttpError(405, message("OperationNotAllowed"), {"Allow": "GET, HEAD"}).response()
+        data = self.docs.get(path)
+        if data is None:
+            return not_found(path).response()
+        ctype = "application/xml" if path.endswith("/$metadata") else "application/json; charset=utf-8"
+        return 200, {"Content-Type": ctype}, data
+
+    def control(self, method, path, headers, body):
+        return not_found(path).response()
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP plumbing
+# ---------------------------------------------------------------------------------------------
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "RackpilotMockBMC/1.0"
+    timeout = 300
+    disable_nagle_algorithm = True   # headers and body go out in two writes
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def version_string(self):
+        return self.server_version
+
+    def serve(self):
+        app = self.server.app
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower() or length < 0:
+            self.close_connection = True
+            return self.send(411, {}, b"")
+        if length > app.max_body():
+            self.close_connection = True
+            return self.send(*HttpError(413, message("PayloadTooLarge")).response())
+        body = self.rfile.read(length)
+        path = urlsplit(self.path).path.rstrip("/") or "/"
+        try:
+            if path.startswith("/__mock/"):
+                response = app.control(self.command, path, self.headers, body)
+            else:
+                if app.delay():
+                    time.sleep(app.delay())
+                response = app.handle(self.command, path, self.headers, body)
+        except Exception:      # a bug in the mock: report it to the client and on stderr
+            traceback.print_exc()
+            response = HttpError(500, message("InternalError")).response()
+        self.send(*response)
+
+    do_GET = do_HEAD = do_POST = do_PATCH = do_PUT = do_DELETE = serve
+
+    def send(self, status, headers, payload):
+        headers = dict(headers)
+        if payload is None:
+            data = b""
+        elif isinstance(payload, bytes):
+            data = payload
+        else:
+            data = json.dumps(payload).encode()
+            headers.setdefault("Content-Type", "application/json; charset=utf-8")
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("OData-Version", "4.0")
+        if status != 204:
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD" and status != 204:
+            self.wfile.write(data)
+
+
+class Server(ThreadingHTTPServer):
+    """One listening port = one BMC. Each connection gets a daemon thread (TLS handshake included)."""
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128
+
+    def __init__(self, address, app, ssl_context):
+        self.app, self.ssl_context = app, ssl_context
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        super().__init__(address, Handler)
+
+    def server_bind(self):   # HTTPServer's version does a reverse DNS lookup per port
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+    def finish_request(self, request, client_address):
+        if self.ssl_context is None:
+            return super().finish_request(request, client_address)
+        request.settimeout(30)
+        try:
+            conn = self.ssl_context.wrap_socket(request, server_side=True)
+        except OSError:
+            return
+        try:
+            super().finish_request(conn, client_address)
+        finally:
+            conn.close()
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], OSError):   # client hang-ups are normal
+            super().handle_error(request, client_address)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Stateful Redfish mock BMCs for Rackpilot's tests.")
+    ap.add_argument("--port-base", type=int, default=18000, help="BMC i listens on PORT_BASE + i")
+    ap.add_argument("--count", type=int, default=1, help="number of BMCs (default 1)")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve HTTPS with this PEM cert and key")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--tree", metavar="DIR", help="stateful, on a DMTF mockup tree instead of the built-in one")
+    mode.add_argument("--static", metavar="DIR", help="serve a DMTF mockup tree as-is (GET only)")
+    ap.add_argument("--user", default=DEFAULTS["user"])
+    ap.add_argument("--password", default=DEFAULTS["password"])
+    ap.add_argument("--serial-prefix", default="MOCK", help="BMC i's SerialNumber is PREFIX + i as 4 digits")
+    ap.add_argument("--ready-file", metavar="PATH", help="written once every port listens")
+    args = ap.parse_args()
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if args.static:
+        docs = load_tree(args.static, raw=True)
+        apps = [StaticBmc(docs) for _ in range(args.count)]
+    else:
+        try:
+            tree = Tree(load_tree(args.tree) if args.tree else builtin_tree())
+        except (KeyError, IndexError) as e:
+            sys.exit(f"mock_bmc: {args.tree} lacks a resource or property the mock needs: {e!r}")
+        config = dict(DEFAULTS, user=args.user, password=args.password)
+        apps = [Bmc(tree, i, f"{args.serial_prefix}{i:04d}", config) for i in range(args.count)]
+    context = None
+    if args.tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*args.tls)
+    servers = []
+    for i, app in enumerate(apps):
+        try:
+            servers.append(Server((args.host, args.port_base + i), app, context))
+        except OSError as e:
+            sys.exit(f"mock_bmc: cannot listen on {args.host}:{args.port_base + i}: {e}")
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    selector = selectors.DefaultSelector()
+    for server in servers:
+        selector.register(server, selectors.EVENT_READ)
+    try:
+        if args.ready_file:
+            with open(args.ready_file + ".tmp", "w") as f:
+                json.dump({"pid": os.getpid(), "port_base": args.port_base, "count": args.count,
+                           "scheme": "https" if args.tls else "http"}, f)
+            os.replace(args.ready_file + ".tmp", args.ready_file)
+        print("ready", flush=True)
+        while True:   # one thread accepts on every port; requests run in per-connection threads
+            for key, _ in selector.select():
+                key.fileobj._handle_request_noblock()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if args.ready_file and os.path.exists(args.ready_file):
+            os.remove(args.ready_file)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,509 @@
+#!/usr/bin/env bash
+# Self-test of mock_bmc.py: starts the mock in each mode and checks its behaviour with curl.
+# Exits non-zero if any check fails.  Needs python3, curl and openssl.
+#   PORT_BASE  first port to use (default 18000; uses PORT_BASE .. PORT_BASE+599)
+#   MOCKUPS    the DMTF mockup folder (default /work/shared/redfish-mockups)
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+MOCK="$HERE/mock_bmc.py"
+PB=${PORT_BASE:-18000}
+MOCKUPS=${MOCKUPS:-/work/shared/redfish-mockups}
+T=$(mktemp -d)
+PIDS=()
+CHECKS=0
+FAILS=0
+
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+section() { echo "== $*"; }
+
+# start NAME PORT ARGS...: run the mock in the background and wait for its ready file.
+start() {
+    local name=$1 port=$2 i
+    shift 2
+    python3 "$MOCK" --port-base "$port" --ready-file "$T/$name.ready" "$@" >"$T/$name.out" 2>"$T/$name.err" &
+    PIDS+=($!)
+    for i in $(seq 1200); do
+        [ -f "$T/$name.ready" ] && return 0
+        kill -0 "${PIDS[-1]}" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "mock '$name' did not start:" >&2
+    cat "$T/$name.err" >&2
+    exit 1
+}
+
+# req METHOD URL [curl args...]: status -> $CODE, body -> $T/body, headers -> $T/hdr.
+req() {
+    local method=$1 url=$2
+    shift 2
+    CODE=$(curl -sS -k -o "$T/body" -D "$T/hdr" -w '%{http_code}' -X "$method" "$@" "$url" 2>"$T/curlerr") || CODE=000
+}
+AUTH=(-u admin:secret)
+JSON=(-H 'Content-Type: application/json')
+get() { req GET "$B$1" "${AUTH[@]}" "${@:2}"; }
+post() { req POST "$B$1" "${AUTH[@]}" "${JSON[@]}" -d "$2" "${@:3}"; }
+patch() { req PATCH "$B$1" "${AUTH[@]}" "${JSON[@]}" -d "$2" "${@:3}"; }
+mock() { # METHOD NAME [JSON]: the /__mock/ control API
+    if [ $# -gt 2 ]; then req "$1" "$B/__mock/$2" "${JSON[@]}" -d "$3"; else req "$1" "$B/__mock/$2"; fi
+}
+config() { mock POST config "$1"; expect 200 "config $1"; }
+reset() { post "$RESET" "{\"ResetType\":\"$1\"}"; expect 204 "reset $1"; }
+login() {
+    req POST "$B/redfish/v1/SessionService/Sessions" "${JSON[@]}" -d "{\"UserName\":\"admin\",\"Password\":\"$1\"}"
+    TOKEN=$(header X-Auth-Token)
+}
+header() { grep -i "^$1:" "$T/hdr" | tail -n 1 | cut -d' ' -f2- | tr -d '\r'; }
+
+expect() {
+    CHECKS=$((CHECKS + 1))
+    [ "$CODE" = "$1" ] || fail "$2: HTTP $CODE, wanted $1: $(head -c 300 "$T/body") $(cat "$T/curlerr")"
+}
+# check 'PYTHON EXPRESSION over d (the last body)' DESCRIPTION
+check() {
+    CHECKS=$((CHECKS + 1))
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' \
+        "$T/body" "$1" 2>/dev/null || fail "$2: false: $1; body: $(head -c 400 "$T/body")"
+}
+val() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/body" "$1"; }
+msgid() { check "d['error']['@Message.ExtendedInfo'][0]['MessageId'].endswith('.$1')" "$2 -> $1"; }
+truth() { CHECKS=$((CHECKS + 1)); [ "$1" = "$2" ] || fail "$3: got '$1', wanted '$2'"; }
+# poll MONITOR: GET it until it stops answering 202; POLLED = "code:TaskState:PercentComplete ...".
+poll() {
+    local i
+    POLLED=""
+    for i in $(seq 20); do
+        get "$1"
+        POLLED="$POLLED $CODE:$(val 'd["TaskState"]'):$(val 'd.get("PercentComplete")')"
+        [ "$CODE" = 202 ] || break
+    done
+    POLLED=${POLLED# }
+}
+
+# ---------------------------------------------------------------------------------------------
+section "built-in tree, 3 BMCs"
+start builtin "$PB" --count 3
+B=http://127.0.0.1:$PB
+INV=/redfish/v1/UpdateService/FirmwareInventory
+
+section "authentication"
+req GET "$B/redfish/v1/"; expect 200 "service root without auth"
+req GET "$B/redfish/v1/odata"; expect 200 "odata without auth"
+req GET "$B/redfish/v1/\$metadata"; expect 200 "\$metadata without auth"
+grep -q "edmx:Edmx" "$T/body" || fail "\$metadata is not CSDL"
+req GET "$B/redfish/v1/Systems"; expect 401 "Systems without auth"
+msgid NoValidSession "Systems without auth"
+[ -n "$(header WWW-Authenticate)" ] || fail "401 without WWW-Authenticate"
+req GET "$B/redfish/v1/Systems" -u admin:wrong; expect 401 "Basic with a bad password"
+get /redfish/v1/Systems; expect 200 "Systems with Basic"
+SYS=$(val 'd["Members"][0]["@odata.id"]')
+truth "$SYS" /redfish/v1/Systems/System.Embedded.1 "system discovered"
+get "$SYS"; check 'd["SerialNumber"] == "MOCK0000"' "serial of BMC 0"
+UUID0=$(val 'd["UUID"]')
+RESET=$(val 'd["Actions"]["#ComputerSystem.Reset"]["target"]')
+CHASSIS=$(val 'd["Links"]["Chassis"][0]["@odata.id"]')
+BIOS=$(val 'd["Bios"]["@odata.id"]')
+req GET "http://127.0.0.1:$((PB + 1))$SYS" "${AUTH[@]}"
+check "d['SerialNumber'] == 'MOCK0001' and d['UUID'] != '$UUID0'" "BMC 1 has its own identity"
+req GET "http://127.0.0.1:$((PB + 1))$SYS/EthernetInterfaces/NIC.Slot.1-1" "${AUTH[@]}"
+check 'd["MACAddress"] == "02:00:01:1A:01:01"' "per-BMC MAC address"
+
+login wrong; expect 401 "session login with a bad password"
+login secret; expect 201 "session login"
+LOC=$(header Location)
+[ -n "$TOKEN" ] || fail "no X-Auth-Token"
+check "d['@odata.id'] == '$LOC' and d['UserName'] == 'admin'" "session body"
+req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 200 "GET with the session token"
+get /redfish/v1/SessionService/Sessions; check "d['Members'] == [{'@odata.id': '$LOC'}]" "Sessions lists it"
+req DELETE "$B$LOC" -H "X-Auth-Token: $TOKEN"; expect 204 "logout"
+req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 401 "token after logout"
+
+config '{"session_expire_after": 2}'
+login secret; expect 201 "login (expiring session)"
+req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 200 "expiring session, request 1"
+req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 200 "expiring session, request 2"
+req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 401 "expiring session, request 3"
+login secret; expect 201 "re-login after 401"
+req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 200 "new session works"
+config '{"session_expire_after": 0}'
+
+config '{"sessions": false}'
+login secret; expect 405 "login with sessions disabled"
+case "$(header Allow)" in *POST*|"") fail "Allow of Sessions when disabled: '$(header Allow)'" ;; esac
+get "$SYS"; expect 200 "Basic fallback when sessions are disabled"
+config '{"basic_auth": false}'
+get "$SYS"; expect 401 "Basic when basic_auth is off"
+config '{"sessions": true, "basic_auth": true}'
+
+mock GET state
+N=$(val 'd["sessions"]')
+config "{\"session_limit\": $((N + 1))}"
+login secret; expect 201 "login up to the limit"
+login secret; expect 503 "login beyond the session limit"
+msgid SessionLimitExceeded "session limit"
+config '{"session_limit": 16}'
+
+section "ETags"
+get "$SYS"; ETAG=$(header ETag)
+check "d['@odata.etag'] == '$ETAG'" "@odata.etag equals the ETag header"
+case "$ETAG" in W/*|"") fail "ETag not strong: '$ETAG'" ;; esac
+get "$CHASSIS"; [ "$(header ETag)" != "$ETAG" ] || fail "two resources share an ETag"
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"Hdd"}}' -H 'If-Match: "stale"'
+expect 412 "PATCH with a wrong If-Match"; msgid PreconditionFailed "wrong If-Match"
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"Hdd"}}' -H "If-Match: $ETAG"; expect 200 "PATCH with the right If-Match"
+[ "$(header ETag)" != "$ETAG" ] || fail "ETag unchanged by a PATCH"
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"Hdd"}}' -H "If-Match: $ETAG"; expect 412 "PATCH with the old ETag"
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"None"}}' -H 'If-Match: *'; expect 200 "PATCH with If-Match: *"
+post "$RESET" '{"ResetType":"Nmi"}' -H 'If-Match: "stale"'; expect 412 "action with a wrong If-Match"
+config '{"require_if_match": true}'
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"None"}}'; expect 428 "PATCH without If-Match in strict mode"
+msgid PreconditionRequired "strict mode"
+config '{"require_if_match": false}'
+
+section "power"
+mock GET state; check 'd["power"] == "Off" and d["boots"] == []' "initial power Off, no boots"
+get "$SYS"; ETAG=$(header ETag)
+config '{"power_delay_s": 1.0}'
+reset On
+mock GET state; check 'd["power"] == "PoweringOn"' "PoweringOn during the delay"
+get "$SYS"; check 'd["PowerState"] == "PoweringOn"' "system shows PoweringOn"
+[ "$(header ETag)" != "$ETAG" ] || fail "ETag unchanged by a power change"
+sleep 1.3
+mock GET state; check 'd["power"] == "On" and len(d["boots"]) == 1' "On after the delay, one boot"
+get "$CHASSIS"; check 'd["PowerState"] == "On"' "chassis follows the system"
+config '{"power_delay_s": 0}'
+post "$RESET" '{"ResetType":"Explode"}'; expect 400 "bad ResetType"; msgid ActionParameterValueNotInList "bad ResetType"
+post "$RESET" '{}'; expect 400 "no ResetType"; msgid ActionParameterMissing "no ResetType"
+get "$SYS"; check '"PowerCycle" in d["Actions"]["#ComputerSystem.Reset"]["ResetType@Redfish.AllowableValues"]' "PowerCycle offered"
+reset ForceRestart
+mock GET state; check 'd["power"] == "On" and len(d["boots"]) == 2' "ForceRestart = one boot event"
+reset PowerCycle
+mock GET state; check 'len(d["boots"]) == 3' "PowerCycle = one boot event"
+config '{"ignore_acpi": true}'
+reset GracefulShutdown
+mock GET state; check 'd["power"] == "On"' "GracefulShutdown ignored by the OS"
+config '{"ignore_acpi": false}'
+reset GracefulShutdown
+mock GET state; check 'd["power"] == "Off" and len(d["boots"]) == 3' "GracefulShutdown -> Off"
+reset GracefulRestart
+mock GET state; check 'd["power"] == "On" and len(d["boots"]) == 4' "restart of an Off system powers it on"
+reset ForceOff
+mock GET state; check 'd["power"] == "Off"' "ForceOff"
+config '{"conflict_when_same": true}'
+post "$RESET" '{"ResetType":"ForceOff"}'; expect 409 "ForceOff when Off in conflict mode"
+config '{"conflict_when_same": false}'
+reset ForceOff
+mock POST power '{"state":"On"}'; expect 200 "__mock/power"
+check 'd["power"] == "On" and len(d["boots"]) == 4' "__mock/power is no boot event"
+mock POST power '{"state":"Off"}'
+mock GET state
+check '[a.get("reset_type") for a in d["actions"] if a["path"].endswith("ComputerSystem.Reset")] ==
+       ["Nmi", "On", "Explode", None, "ForceRestart", "PowerCycle", "GracefulShutdown", "GracefulShutdown",
+        "GracefulRestart", "ForceOff", "ForceOff", "ForceOff"]' "action log of resets"
+check '[a["status"] for a in d["actions"] if a["path"].endswith("ComputerSystem.Reset")][:3] == [412, 204, 400]' \
+    "action log statuses"
+check 'all(set(a) >= {"method", "path", "at", "status"} and "Session" not in a["path"] for a in d["actions"])' \
+    "action log entries"
+
+section "boot override"
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"Pxe","BootSourceOverrideEnabled":"Once","BootSourceOverrideMode":"UEFI"}}'
+expect 200 "PATCH Boot Pxe/Once/UEFI"
+check 'd["Boot"]["BootSourceOverrideTarget"] == "Pxe" and d["Boot"]["BootSourceOverrideEnabled"] == "Once"' "PATCH answer"
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"Floppy"}}'; expect 400 "bad boot target"
+msgid PropertyValueNotInList "bad boot target"
+check 'd["error"]["@Message.ExtendedInfo"][0]["RelatedProperties"] == ["/Boot/BootSourceOverrideTarget"]' "RelatedProperties"
+patch "$SYS" '{"Boot":{"BootSourceOverrideEnabled":"Always","BootSourceOverrideMode":"UEFI"}}'; expect 400 "bad Enabled"
+patch "$SYS" '{"PowerState":"On"}'; expect 400 "read-only property"; msgid PropertyNotWritable "PATCH PowerState"
+get "$SYS"; check 'd["Boot"]["BootSourceOverrideTarget"] == "Pxe" and d["Boot"]["BootSourceOverrideEnabled"] == "Once"' \
+    "bad PATCHes changed nothing"
+reset On
+mock GET state
+check 'd["boots"][-1]["booted_from"] == "Pxe" and d["boots"][-1]["mode"] == "UEFI"' "booted from Pxe"
+check 'd["boot"]["enabled"] == "Disabled"' "Once consumed by the boot"
+reset ForceRestart
+mock GET state; check 'd["boots"][-1]["booted_from"] == "Hdd"' "next boot from the disk"
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"UefiHttp","BootSourceOverrideEnabled":"Continuous"}}'
+reset ForceRestart
+reset ForceRestart
+mock GET state
+check '[b["booted_from"] for b in d["boots"][-2:]] == ["UefiHttp", "UefiHttp"] and d["boot"]["enabled"] == "Continuous"' \
+    "Continuous stays"
+patch "$SYS" '{"Boot":{"BootSourceOverrideEnabled":"Disabled"}}'
+config '{"quirk_legacy": true}'
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"Pxe","BootSourceOverrideEnabled":"Once","BootSourceOverrideMode":"UEFI"}}'
+expect 200 "PATCH in quirk_legacy mode"
+get "$SYS"; check 'd["Boot"]["BootSourceOverrideMode"] == "Legacy"' "quirk_legacy stored Legacy"
+config '{"quirk_legacy": false}'
+patch "$SYS" '{"Boot":{"BootSourceOverrideMode":"UEFI","BootSourceOverrideEnabled":"Disabled"}}'; expect 200 "restore UEFI"
+
+section "BIOS"
+get "$BIOS"
+check 'd["Attributes"]["SriovSupport"] == "Disabled" and d["Attributes"]["ProcCoreDisable"] == 0' "Bios attributes"
+check 'd["@Redfish.Settings"]["SupportedApplyTimes"] == ["OnReset", "Immediate"]' "SupportedApplyTimes"
+SETTINGS=$(val 'd["@Redfish.Settings"]["SettingsObject"]["@odata.id"]')
+REGID=$(val 'd["AttributeRegistry"]')
+get /redfish/v1/Registries
+REGFILE=$(val "[m['@odata.id'] for m in d['Members'] if m['@odata.id'].endswith('/$REGID')][0]")
+get "$REGFILE"; REGBODY=$(val 'd["Location"][0]["Uri"]')
+get "$REGBODY"
+check '{a["AttributeName"]: a for a in d["RegistryEntries"]["Attributes"]}["ProcCoreDisable"]["UpperBound"] == 64' "registry bounds"
+check '[v["ValueName"] for a in d["RegistryEntries"]["Attributes"] if a["AttributeName"] == "NumaNodesPerSocket" for v in a["Value"]] == ["NPS1", "NPS2", "NPS4"]' \
+    "registry enum values"
+patch "$BIOS" '{"Attributes":{"SriovSupport":"Enabled"}}'; expect 405 "PATCH Bios"
+case "$(header Allow)" in *PATCH*|"") fail "Allow of Bios: '$(header Allow)'" ;; esac
+patch "$SETTINGS" '{"Attributes":{"Bogus":1}}'; expect 400 "unknown attribute"; msgid PropertyUnknown "unknown attribute"
+check 'd["error"]["@Message.ExtendedInfo"][0]["RelatedProperties"] == ["/Attributes/Bogus"]' "RelatedProperties of attribute"
+patch "$SETTINGS" '{"Attributes":{"NumaNodesPerSocket":"NPS3"}}'; expect 400 "bad enum"; msgid PropertyValueNotInList "bad enum"
+patch "$SETTINGS" '{"Attributes":{"ProcCoreDisable":"4"}}'; expect 400 "wrong type"; msgid PropertyValueTypeError "wrong type"
+patch "$SETTINGS" '{"Attributes":{"ProcCoreDisable":65}}'; expect 400 "out of range"; msgid PropertyValueOutOfRange "out of range"
+patch "$SETTINGS" '{"Attributes":{"SysMemSize":"4096 GB"}}'; expect 400 "read-only"; msgid PropertyNotWritable "read-only"
+patch "$SETTINGS" '{"Attributes":{"SriovSupport":"Enabled","Above4GDecoding":"Maybe"}}'; expect 400 "valid + invalid"
+patch "$SETTINGS" '{"Attributes":{"SriovSupport":"Enabled"},"@Redfish.SettingsApplyTime":{"ApplyTime":"AtMaintenanceWindowStart"}}'
+expect 400 "unsupported ApplyTime"
+mock GET state; check 'd["bios"]["pending"] == {}' "rejected PATCHes left nothing pending"
+patch "$SETTINGS" '{"Attributes":{"SriovSupport":"Enabled","NumaNodesPerSocket":"NPS4","ProcCoreDisable":8},"@Redfish.SettingsApplyTime":{"ApplyTime":"OnReset"}}'
+expect 200 "valid BIOS PATCH"
+get "$SETTINGS"; check 'd["Attributes"]["SriovSupport"] == "Enabled" and d["Attributes"]["ProcCoreDisable"] == 8' "pending visible"
+get "$BIOS"; check 'd["Attributes"]["SriovSupport"] == "Disabled"' "Bios unchanged while pending"
+reset ForceOff
+mock GET state; check 'd["bios"]["pending"]["NumaNodesPerSocket"] == "NPS4"' "ForceOff alone applies nothing"
+reset On
+get "$BIOS"
+check 'd["Attributes"]["SriovSupport"] == "Enabled" and d["Attributes"]["NumaNodesPerSocket"] == "NPS4" and d["Attributes"]["ProcCoreDisable"] == 8' \
+    "applied at the boot"
+check 'd["@Redfish.Settings"]["Time"] and d["@Redfish.Settings"]["Messages"][0]["MessageId"].endswith(".Success")' "Settings Time/Messages"
+mock GET state; check 'd["bios"]["pending"] == {}' "nothing pending after the boot"
+patch "$SETTINGS" '{"Attributes":{"AdminPhone":"555-0100"},"@Redfish.SettingsApplyTime":{"ApplyTime":"Immediate"}}'
+expect 200 "Immediate BIOS PATCH"
+get "$BIOS"; check 'd["Attributes"]["AdminPhone"] == "555-0100"' "Immediate applies at once"
+post "$BIOS/Actions/Bios.ResetBios" '{}'; expect 204 "ResetBios"
+get "$BIOS"; check 'd["ResetBiosToDefaultsPending"] is True and d["Attributes"]["SriovSupport"] == "Enabled"' "defaults pending"
+reset ForceRestart
+get "$BIOS"
+check 'd["ResetBiosToDefaultsPending"] is False and d["Attributes"]["SriovSupport"] == "Disabled" and d["Attributes"]["AdminPhone"] == ""' \
+    "defaults applied at the boot"
+
+section "firmware"
+get /redfish/v1/UpdateService
+SIMPLE=$(val 'd["Actions"]["#UpdateService.SimpleUpdate"]["target"]')
+PUSH=$(val 'd["MultipartHttpPushUri"]')
+get "$INV"
+check 'sorted(m["@odata.id"].rsplit("/", 1)[1] for m in d["Members"]) == sorted(["BMC", "BIOS", "NIC0", "CPLD"] + ["GPU%d" % n for n in range(8)])' \
+    "inventory members"
+get "$INV/CPLD"; check 'd["Updateable"] is False' "CPLD not updateable"
+post "$SIMPLE" '{"TransferProtocol":"HTTP"}'; expect 400 "SimpleUpdate without ImageURI"; msgid ActionParameterMissing "no ImageURI"
+post "$SIMPLE" "{\"ImageURI\":\"http://10.0.0.5/fw/nic_1.bin\",\"Targets\":[\"$INV/Nope\"]}"; expect 400 "unknown target"
+post "$SIMPLE" "{\"ImageURI\":\"http://10.0.0.5/fw/cpld_2.bin\",\"Targets\":[\"$INV/CPLD\"]}"; expect 400 "non-updateable target"
+post "$SIMPLE" '{"ImageURI":"http://10.0.0.5/fw/nic_1.bin","TransferProtocol":"GOPHER"}'; expect 400 "bad TransferProtocol"
+post "$SIMPLE" '{"ImageURI":"http://10.0.0.5/fw/mystery.bin"}'; expect 400 "no Targets, image names no component"
+post "$SIMPLE" "{\"ImageURI\":\"http://10.0.0.5/fw/nic_22.36.1.bin\",\"TransferProtocol\":\"HTTP\",\"Targets\":[\"$INV/NIC0\"]}"
+expect 202 "SimpleUpdate NIC0"
+MON=$(header Location)
+check "d['TaskState'] == 'New' and d['TaskMonitor'] == '$MON'" "202 body is the Task"
+TASK=$(val 'd["@odata.id"]')
+case "$MON" in /redfish/v1/TaskService/TaskMonitors/*) ;; *) fail "monitor URI '$MON'" ;; esac
+post "$SIMPLE" "{\"ImageURI\":\"http://10.0.0.5/fw/nic_22.36.2.bin\",\"Targets\":[\"$INV/NIC0\"]}"
+expect 503 "second update while one runs"; msgid UpdateInProgress "second update"
+get "$INV/NIC0"; check 'd["Version"] == "22.31.6"' "version unchanged while running"
+poll "$MON"
+truth "$POLLED" "202:Running:0 202:Running:25 202:Running:50 202:Running:75 202:Running:100 200:Completed:100" "task progression"
+get "$TASK"
+check 'd["TaskState"] == "Completed" and d["TaskStatus"] == "OK" and any(m["MessageId"].endswith(".UpdateSuccessful") for m in d["Messages"])' \
+    "completed task"
+get /redfish/v1/TaskService/Tasks; check "{'@odata.id': '$TASK'} in d['Members']" "task listed"
+get "$INV/NIC0"; check 'd["Version"] == "22.36.1"' "new NIC version"
+post "$SIMPLE" "{\"ImageURI\":\"http://10.0.0.5/fw/nic_bad_22.40.0.bin\",\"Targets\":[\"$INV/NIC0\"]}"; expect 202 "bad image"
+poll "$(header Location)"
+check 'd["TaskState"] == "Exception" and d["TaskStatus"] == "Critical" and any(m["MessageId"].endswith(".VerificationFailed") for m in d["Messages"])' \
+    "bad image fails"
+get "$INV/NIC0"; check 'd["Version"] == "22.36.1"' "version unchanged by the bad image"
+post "$SIMPLE" '{"ImageURI":"http://10.0.0.5/fw/gpu_96.00.99.00.01.bin"}'; expect 202 "GPU image without Targets"
+poll "$(header Location)"
+mock GET state
+check 'all(d["firmware"]["GPU%d" % n] == "96.00.99.00.01" and d["update_count"]["GPU%d" % n] == 1 for n in range(8))' \
+    "all GPUs updated once"
+check 'd["update_count"]["NIC0"] == 1 and d["update_count"]["BMC"] == 0' "update counts"
+post "$SIMPLE" "{\"ImageURI\":\"https://10.0.0.5/fw/bios_1.1.0.bin\",\"Targets\":[\"$INV/BIOS\"]}"; expect 202 "BIOS update"
+poll "$(header Location)"
+check 'd["TaskState"] == "Completed" and {"AwaitToActivate", "ResetRequired"} <= {m["MessageId"].rsplit(".", 1)[1] for m in d["Messages"]}' \
+    "BIOS task asks for a reset"
+get "$INV/BIOS"; check 'd["Version"] == "1.0.0"' "BIOS version waits for the boot"
+reset ForceRestart
+get "$INV/BIOS"; check 'd["Version"] == "1.1.0"' "BIOS version after the boot"
+get "$SYS"; check 'd["BiosVersion"] == "1.1.0"' "BiosVersion after the boot"
+login secret; BMCTOKEN=$TOKEN
+post "$SIMPLE" "{\"ImageURI\":\"http://10.0.0.5/fw/bmc_2.1.0.bin\",\"Targets\":[\"$INV/BMC\"]}"; expect 202 "BMC update"
+poll "$(header Location)"
+truth "${POLLED##* }" "200:Completed:100" "BMC task completes"
+for i in 1 2 3; do
+    get /redfish/v1/; expect 503 "BMC rebooting, request $i"
+    truth "$(header Retry-After)" 1 "Retry-After while rebooting"
+done
+get /redfish/v1/Managers/BMC.Embedded.1; expect 200 "BMC back"
+check 'd["FirmwareVersion"] == "2.1.0"' "Manager FirmwareVersion"
+req GET "$B$SYS" -H "X-Auth-Token: $BMCTOKEN"; expect 401 "sessions dropped by the BMC reboot"
+
+section "multipart push"
+printf 'not really firmware\n' >"$T/image"
+printf '{"Targets":["%s/GPU3"],"@Redfish.OperationApplyTime":"Immediate"}' "$INV" >"$T/params.json"
+req POST "$B$PUSH" "${AUTH[@]}" -F "UpdateParameters=<$T/params.json;type=application/json" \
+    -F "UpdateFile=@$T/image;filename=gpu_97.00.01.bin;type=application/octet-stream"
+expect 202 "multipart push"
+poll "$(header Location)"
+get "$INV/GPU3"; check 'd["Version"] == "97.00.01"' "pushed GPU3 version"
+mock GET state; check 'd["update_count"]["GPU3"] == 2 and d["update_count"]["GPU2"] == 1' "push counted for GPU3 only"
+req POST "$B$PUSH" "${AUTH[@]}" -F "UpdateParameters=<$T/params.json;type=application/json"
+expect 400 "push without UpdateFile"; msgid MissingOrMalformedPart "no UpdateFile"
+req POST "$B$PUSH" "${AUTH[@]}" -F "UpdateFile=@$T/image;filename=gpu_1.bin"
+expect 400 "push without UpdateParameters"; msgid MissingOrMalformedPart "no UpdateParameters"
+post "$PUSH" '{"Targets":[]}'; expect 415 "JSON to the push URI"
+config '{"max_image_bytes": 8}'
+get /redfish/v1/UpdateService; check 'd["MaxImageSizeBytes"] == 8' "MaxImageSizeBytes"
+req POST "$B$PUSH" "${AUTH[@]}" -F "UpdateParameters=<$T/params.json;type=application/json" \
+    -F "UpdateFile=@$T/image;filename=gpu_98.bin"
+expect 413 "image over MaxImageSizeBytes"
+config '{"max_image_bytes": 16777216}'
+
+section "general"
+get /redfish/v1/Nope; expect 404 "unknown URI"; msgid ResourceNotFound "unknown URI"
+req DELETE "$B$SYS" "${AUTH[@]}"; expect 405 "DELETE a system"
+case "$(header Allow)" in *PATCH*) ;; *) fail "Allow of the system: '$(header Allow)'" ;; esac
+get "$RESET"; expect 405 "GET an action"
+req POST "$B$RESET" "${AUTH[@]}" -H 'Content-Type: text/plain' -d '{"ResetType":"On"}'; expect 415 "non-JSON body"
+post "$RESET" '{"ResetType":'; expect 400 "malformed JSON"; msgid MalformedJSON "malformed JSON"
+config '{"fail_next_503": 2}'
+get /redfish/v1/; expect 503 "fail_next_503 #1"
+truth "$(header Retry-After)" 1 "Retry-After"
+req GET "$B/redfish/v1/"; expect 503 "fail_next_503 #2"
+get /redfish/v1/; expect 200 "after fail_next_503"
+mock POST config '{"no_such_knob": 1}'; expect 400 "unknown knob"
+mock POST config '{"power_delay_s": "fast"}'; expect 400 "knob of the wrong type"
+config '{"delay_ms": 300}'
+START=$(date +%s%N); get /redfish/v1/; END=$(date +%s%N)
+[ $(((END - START) / 1000000)) -ge 300 ] || fail "delay_ms not applied"
+config '{"delay_ms": 0}'
+mock GET state; check 'd["requests"] > 100' "request counter"
+B=http://127.0.0.1:$((PB + 2))
+mock GET state
+check 'd["serial"] == "MOCK0002" and d["power"] == "Off" and d["boots"] == [] and d["actions"] == [] and d["update_count"]["BMC"] == 0' \
+    "BMC 2 untouched by the tests on BMC 0"
+
+# ---------------------------------------------------------------------------------------------
+section "TLS"
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
+    -keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1 || fail "openssl"
+start tls $((PB + 10)) --tls "$T/cert.pem" "$T/key.pem"
+B=https://127.0.0.1:$((PB + 10))
+req GET "$B/redfish/v1/"; expect 200 "HTTPS service root"
+login secret; expect 201 "HTTPS session login"
+req GET "$B/redfish/v1/Systems/System.Embedded.1" -H "X-Auth-Token: $TOKEN"; expect 200 "HTTPS GET with the token"
+req GET "http://127.0.0.1:$((PB + 10))/redfish/v1/"; [ "$CODE" != 200 ] || fail "plain HTTP accepted on the TLS port"
+
+# ---------------------------------------------------------------------------------------------
+for tree in public-rackmount1 public-tower; do
+    section "--static $tree"
+    PORT=$((PB + 20))
+    [ $tree = public-tower ] && PORT=$((PB + 21))
+    start "static-$tree" $PORT --static "$MOCKUPS/$tree"
+    B=http://127.0.0.1:$PORT
+    req GET "$B/redfish/v1/Systems" -u anyone:anything; expect 200 "static Systems, any credentials"
+    SYSTEM=$(val 'd["Members"][0]["@odata.id"]')
+    req GET "$B$SYSTEM"; expect 200 "static system, no credentials"
+    check 'd["PowerState"] == "On"' "static PowerState"
+    if [ -d "$MOCKUPS/$tree/\$metadata" ]; then    # public-tower has none
+        req GET "$B/redfish/v1/\$metadata"; expect 200 "static \$metadata"
+        truth "$(header Content-Type)" application/xml "\$metadata content type"
+    fi
+    req GET "$B/redfish/v1/Registries/Base.1.5.0.json"; expect 200 "static non-index JSON file"
+    req GET "$B/redfish/v1/Nope"; expect 404 "static unknown URI"
+    req POST "$B$SYSTEM/Actions/ComputerSystem.Reset" "${JSON[@]}" -d '{"ResetType":"On"}'; expect 405 "static POST"
+    req PATCH "$B$SYSTEM" "${JSON[@]}" -d '{}'; expect 405 "static PATCH"
+done
+
+# ---------------------------------------------------------------------------------------------
+section "--tree public-rackmount1"
+start tree $((PB + 30)) --count 2 --tree "$MOCKUPS/public-rackmount1"
+B=http://127.0.0.1:$((PB + 30))
+config '{"power_delay_s": 0}'
+get /redfish/v1/Systems; SYS=$(val 'd["Members"][0]["@odata.id"]')
+truth "$SYS" /redfish/v1/Systems/437XR1138R2 "tree system discovered"
+get "$SYS"
+check 'd["SerialNumber"] == "MOCK0000" and "PowerCycle" in d["Actions"]["#ComputerSystem.Reset"]["ResetType@Redfish.AllowableValues"]' \
+    "tree system identity and PowerCycle"
+check 'd["Boot"]["BootSourceOverrideMode@Redfish.AllowableValues"] and d["Boot"]["BootSourceOverrideEnabled@Redfish.AllowableValues"]' \
+    "tree Boot AllowableValues added"
+RESET=$(val 'd["Actions"]["#ComputerSystem.Reset"]["target"]')
+get /redfish/v1/UpdateService
+check 'd["MultipartHttpPushUri"] and d["HttpPushUri"] == "/FWUpdate"' "tree UpdateService push URIs"
+SIMPLE=$(val 'd["Actions"]["#UpdateService.SimpleUpdate"]["target"]')
+PUSH=$(val 'd["MultipartHttpPushUri"]')
+get "$SYS/Bios"; check 'd["@Redfish.Settings"]["SupportedApplyTimes"] == ["OnReset", "Immediate"]' "tree SupportedApplyTimes"
+get /redfish/v1/Registries/BiosAttributeRegistryP89.v1_0_0; expect 200 "synthesised registry file"
+get "$(val 'd["Location"][0]["Uri"]')"
+check '[v["ValueName"] for a in d["RegistryEntries"]["Attributes"] if a["AttributeName"] == "ProcTurboMode" for v in a["Value"]] == ["Enabled", "Disabled"]' \
+    "synthesised enum"
+mock GET state; check 'd["bios"]["pending"]["EmbeddedSata"] == "Ahci"' "the tree's pending settings"
+patch "$SYS/Bios/Settings" '{"Attributes":{"ProcTurboMode":"Sometimes"}}'; expect 400 "tree bad enum"
+patch "$SYS/Bios/Settings" '{"Attributes":{"ProcHyperthreading":"Disabled"}}'; expect 200 "tree BIOS PATCH"
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"Cd","BootSourceOverrideEnabled":"Once"}}'; expect 200 "tree boot PATCH"
+reset PowerCycle
+get "$SYS/Bios"
+check 'd["Attributes"]["ProcHyperthreading"] == "Disabled" and d["Attributes"]["EmbeddedSata"] == "Ahci"' "tree BIOS applied"
+mock GET state; check 'd["boots"][-1]["booted_from"] == "Cd" and d["power"] == "On"' "tree boot event"
+post "$SIMPLE" '{"ImageURI":"http://10.0.0.5/fw/bmc_1.46.0.bin","Targets":["/redfish/v1/UpdateService/FirmwareInventory/BMC"]}'
+expect 202 "tree SimpleUpdate"
+TASK_MON=$(header Location)
+case "$TASK_MON" in */688) ;; *) fail "tree task id after the tree's 545 and 687: $TASK_MON" ;; esac
+poll "$TASK_MON"
+for i in 1 2 3; do get /redfish/v1/; expect 503 "tree BMC reboot $i"; done
+get /redfish/v1/Managers/BMC; check 'd["FirmwareVersion"] == "1.46.0"' "tree Manager FirmwareVersion"
+get /redfish/v1/TaskService/Tasks; check 'len(d["Members"]) == 3 and d["Members@odata.count"] == 3' "tree tasks"
+req POST "$B$PUSH" "${AUTH[@]}" -F "UpdateParameters={\"Targets\":[\"/redfish/v1/UpdateService/FirmwareInventory/BIOS\"]};type=application/json" \
+    -F "UpdateFile=@$T/image;filename=bios_P79 v1.50.bin"
+expect 202 "tree multipart push"
+poll "$(header Location)"
+check 'any(m["MessageId"].endswith(".AwaitToActivate") for m in d["Messages"])' "tree BIOS push awaits a reset"
+mock GET state; check 'd["staged_firmware"] == {"BIOS": "P79 v1.50"}' "tree BIOS staged"
+
+section "--tree public-tower"
+start tower $((PB + 40)) --tree "$MOCKUPS/public-tower" --serial-prefix TWR
+B=http://127.0.0.1:$((PB + 40))
+get /redfish/v1/Systems/437XR1238R2; check 'd["SerialNumber"] == "TWR0000"' "tower system"
+get /redfish/v1/Systems/437XR1238R2/EthernetInterfaces/Network1; check 'd["MACAddress"].startswith("02:00:00:")' "tower MAC"
+
+# ---------------------------------------------------------------------------------------------
+section "500 BMCs"
+STARTED=$(date +%s%N)
+start many $((PB + 100)) --count 500
+READY_MS=$((($(date +%s%N) - STARTED) / 1000000))
+B=http://127.0.0.1:$((PB + 599))
+mock GET state; check 'd["serial"] == "MOCK0499"' "BMC 499"
+URL="http://127.0.0.1:$((PB + 100))/redfish/v1/Systems/System.Embedded.1"
+SAME=() EACH=()
+for i in $(seq 0 499); do
+    [ "$i" -lt 300 ] && SAME+=(-o /dev/null "$URL")
+    EACH+=(-o /dev/null "http://127.0.0.1:$((PB + 100 + i))/redfish/v1/Systems/System.Embedded.1")
+done
+curl -s -w '%{time_total}\n' "${AUTH[@]}" "${SAME[@]}" >"$T/keepalive"
+curl -s -w '%{time_total}\n' "${AUTH[@]}" "${EACH[@]}" >"$T/fresh"
+RSS=$(ps -o rss= -p "${PIDS[-1]}")
+python3 - "$T/keepalive" "$T/fresh" "$READY_MS" "$RSS" <<'EOF'
+import statistics, sys
+def ms(path):
+    return sorted(1000 * float(x) for x in open(path))
+keep, fresh = ms(sys.argv[1]), ms(sys.argv[2])
+print(f"   start-up of 500 BMCs: {sys.argv[3]} ms (launch to ready file); RSS {int(sys.argv[4]) // 1024} MiB")
+print(f"   GET system, one kept-alive connection: median {statistics.median(keep):.2f} ms, p95 {keep[int(.95 * len(keep))]:.2f} ms")
+print(f"   GET system on each of the 500 BMCs (new connection each): median {statistics.median(fresh):.2f} ms, "
+      f"p95 {fresh[int(.95 * len(fresh))]:.2f} ms")
+EOF
+CHECKS=$((CHECKS + 1))
+[ "$(wc -l <"$T/fresh")" = 500 ] || fail "not every one of the 500 BMCs answered"
+
+echo "$CHECKS checks, $FAILS failed"
+[ "$FAILS" = 0 ]
