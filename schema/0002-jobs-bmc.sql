@@ -35,7 +35,10 @@ CREATE TABLE jobs (
                      CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
     attempts         INTEGER NOT NULL DEFAULT 0,
     max_attempts     INTEGER NOT NULL DEFAULT 4,
-    recover          INTEGER NOT NULL DEFAULT 0,     -- was running at a crash: verify, never resend
+    recover          INTEGER NOT NULL DEFAULT 0,     -- was running when rackpilotd stopped
+    sent_at          INTEGER,                        -- committed just before a mutating BMC
+                                                     -- command: after a crash, such a job
+                                                     -- verifies instead of sending again
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     not_before       INTEGER NOT NULL,               -- earliest (next) attempt, for backoff
     lease_owner      TEXT,

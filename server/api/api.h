@@ -150,6 +150,9 @@ enum rp_err rp_api_validate(json_t *obj, const struct rp_field *spec, int create
 extern const struct rp_field rp_api_rack_fields[];
 extern const struct rp_field rp_api_node_fields[];
 
+/* Checks across a node body's fields (driver options belong to the named driver). */
+enum rp_err rp_api_node_check(json_t *body, json_t **detail);
+
 /* Names a `fields=` selection may use for objects of spec. 1 when name is one. */
 int rp_api_field_known(const struct rp_field *spec, const char *name);
 
@@ -186,8 +189,8 @@ void rp_api_etag(json_t *obj, char out[40]);
  * readings and BMC health change the ETag but must not fail an operator's edit. */
 int64_t rp_api_if_match(struct rp_api_req *req, struct rp_api_resp *rs);
 
-/* Reply with a resource object and its ETag ("\"<version>\""); 304 when If-None-Match
- * matches. Takes obj. */
+/* Reply with a resource object and its ETag (rp_api_etag); 304 for a GET whose
+ * If-None-Match matches. Takes obj. */
 void rp_api_reply_object(struct rp_api_req *req, struct rp_api_resp *rs, int status, json_t *obj);
 
 /* Map a store outcome to the response: errors get their body (detail taken). */

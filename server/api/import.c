@@ -243,6 +243,8 @@ check_rows(json_t *rows, const char *kind, const struct rp_field *spec, int csv,
 			json_object_del(copy, "_rack");
 		}
 		e = rp_api_validate(copy, spec, 1, &detail);
+		if (e == RP_ERR_OK && spec == rp_api_node_fields)
+			e = rp_api_node_check(copy, &detail);
 		if (e == RP_ERR_OK && extra)
 			e = rp_api_validate(extra, rp_api_rack_fields, 0, &detail);
 		if (e != RP_ERR_OK) {

@@ -76,8 +76,8 @@ static const char *const node_filters[] = {"rack", "state",       "tag", "class"
                                            "power", "maintenance", "q",   NULL};
 
 /* Options belong to one driver; when the request names the driver, check them against it. */
-static enum rp_err
-check_bmc(json_t *body, json_t **detail)
+enum rp_err
+rp_api_node_check(json_t *body, json_t **detail)
 {
 	static const struct {
 		const char *driver;
@@ -91,8 +91,15 @@ check_bmc(json_t *body, json_t **detail)
 	};
 	json_t *bmc = json_object_get(body, "bmc"), *v;
 	const char *driver = json_string_value(json_object_get(bmc, "driver")), *k;
+	const char *sid = json_string_value(json_object_get(json_object_get(bmc, "options"),
+	                                                    "system_id"));
 	size_t i, n;
 
+	if (sid && (sid[0] == '\0' || strchr(sid, '/'))) {
+		*detail = json_pack("{s:s, s:s}", "field", "bmc.options.system_id", "reason",
+		                    "a ComputerSystem Id (the last segment of its URI)");
+		return RP_ERR_INVALID_FIELD;
+	}
 	if (driver == NULL)
 		return RP_ERR_OK;
 	for (i = 0; i < sizeof owners / sizeof owners[0] && strcmp(owners[i].driver, driver); i++)
@@ -122,7 +129,7 @@ static const struct rp_crud nodes = {
     .list = rp_store_node_list,
     .update = rp_store_node_update,
     .destroy = rp_store_node_delete,
-    .check = check_bmc,
+    .check = rp_api_node_check,
 };
 
 void

@@ -131,6 +131,12 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 			for (x = 0; json_is_string(e) && f->enums[x]; x++)
 				if (strcmp(f->enums[x], json_string_value(e)) == 0)
 					break;
+			for (size_t y = 0; y < i && json_is_string(e); y++) {
+				if (json_equal(json_array_get(v, y), e)) {
+					snprintf(reason, sizeof reason, "%s listed twice", json_string_value(e));
+					goto bad;
+				}
+			}
 			if (!json_is_string(e) || f->enums[x] == NULL) {
 				snprintf(reason, sizeof reason, "entry %zu: must be one of:", i);
 				for (x = 0; f->enums[x]; x++) {

@@ -268,20 +268,34 @@ ipmi_boot_set(struct rp_bmc *b, const struct rp_boot *want, struct rp_bmc_err *e
 	return rc;
 }
 
-/* A FRU text field as a C string ("" when absent or undecodable). */
+/* A FRU text field as a C string ("" when absent or undecodable). libfreeipmi wants room
+ * for the longest possible field, whatever this one's length. */
 static void
 fru_text(ipmi_fru_ctx_t fru, ipmi_fru_field_t *f, uint8_t lang, char *out, size_t len)
 {
-	unsigned int n = (unsigned int)len;
+	char buf[IPMI_FRU_AREA_STRING_MAX + 1];
+	unsigned int n = IPMI_FRU_AREA_STRING_MAX;
 
 	out[0] = '\0';
 	if (f->type_length_field_length == 0)
 		return;
+	memset(buf, 0, sizeof buf);
 	if (ipmi_fru_type_length_field_to_string(fru, f->type_length_field,
-	                                         f->type_length_field_length, lang, out, &n) < 0)
-		out[0] = '\0';
-	else
-		out[n < len ? n : len - 1] = '\0';
+	                                         f->type_length_field_length, lang, buf, &n) < 0)
+		return;
+	buf[n < sizeof buf ? n : sizeof buf - 1] = '\0';
+	snprintf(out, len, "%s", buf);
+}
+
+/* Keep what is already known when FRU data has nothing better. */
+static void
+fru_text_keep(ipmi_fru_ctx_t fru, ipmi_fru_field_t *f, uint8_t lang, char *out, size_t len)
+{
+	char buf[IPMI_FRU_AREA_STRING_MAX + 1];
+
+	fru_text(fru, f, lang, buf, sizeof buf);
+	if (buf[0])
+		snprintf(out, len, "%s", buf);
 }
 
 /* Product (and board) serial, manufacturer and model from FRU device 0. Best effort: a
@@ -304,17 +318,18 @@ fru_identity(struct ipmi *h, struct rp_bmc_identity *id)
 		memset(buf, 0, sizeof buf);
 		if (ipmi_fru_read_data_area(fru, &type, &len, buf, IPMI_FRU_AREA_SIZE_MAX) < 0)
 			break;
+		if (len == 0) /* libfreeipmi reports an empty trailing area */
+			goto next;
 		if (type == IPMI_FRU_AREA_TYPE_PRODUCT_INFO_AREA) {
 			ipmi_fru_field_t mfr, name, model, version, serial, asset, fileid;
 			uint8_t lang = 0;
 
 			if (ipmi_fru_product_info_area(fru, buf, len, &lang, &mfr, &name, &model, &version,
 			                               &serial, &asset, &fileid, NULL, 0) == 0) {
-				fru_text(fru, &serial, lang, id->serial, sizeof id->serial);
-				fru_text(fru, &mfr, lang, id->manufacturer, sizeof id->manufacturer);
-				fru_text(fru, &name, lang, id->model, sizeof id->model);
-				if (id->model[0] == '\0')
-					fru_text(fru, &model, lang, id->model, sizeof id->model);
+				fru_text_keep(fru, &serial, lang, id->serial, sizeof id->serial);
+				fru_text_keep(fru, &mfr, lang, id->manufacturer, sizeof id->manufacturer);
+				fru_text_keep(fru, &model, lang, id->model, sizeof id->model);
+				fru_text_keep(fru, &name, lang, id->model, sizeof id->model);
 			}
 		} else if (type == IPMI_FRU_AREA_TYPE_BOARD_INFO_AREA && id->serial[0] == '\0') {
 			ipmi_fru_field_t mfr, name, serial, part, fileid;
@@ -323,8 +338,9 @@ fru_identity(struct ipmi *h, struct rp_bmc_identity *id)
 
 			if (ipmi_fru_board_info_area(fru, buf, len, &lang, &date, &mfr, &name, &serial,
 			                             &part, &fileid, NULL, 0) == 0)
-				fru_text(fru, &serial, lang, id->serial, sizeof id->serial);
+				fru_text_keep(fru, &serial, lang, id->serial, sizeof id->serial);
 		}
+next:
 		more = ipmi_fru_next(fru);
 	} while (more == 1);
 close:
@@ -362,7 +378,8 @@ ipmi_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *
 	/* The GUID is optional in IPMI; an error here only leaves it empty. */
 	if (ipmi_cmd_get_system_guid(h->ctx, guid) == 0 &&
 	    fiid_obj_get_data(guid, "guid", g, sizeof g) == 16) {
-		/* IPMI sends the GUID least significant byte first (SMBIOS byte order). */
+		/* IPMI sends the whole GUID least significant byte first; reversed, it reads as
+		 * ipmitool and freeipmi print it. */
 		snprintf(id.uuid, sizeof id.uuid,
 		         "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", g[15],
 		         g[14], g[13], g[12], g[11], g[10], g[9], g[8], g[7], g[6], g[5], g[4], g[3], g[2],

@@ -776,15 +776,18 @@ rf_bios_get(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 	spath = link(json_object_get(settings, "SettingsObject"));
 	if (spath[0] && get(h, spath, &pending, NULL, 0, err) < 0)
 		goto out;
-	res = json_pack("{s:O, s:O, s:s?, s:O, s:s?}", "attributes",
-	                json_object_get(bios, "Attributes") ?: json_object(), "pending",
-	                pending && json_object_get(pending, "Attributes")
-	                    ? json_object_get(pending, "Attributes")
-	                    : json_object(),
-	                "registry", json_string_value(json_object_get(bios, "AttributeRegistry")),
-	                "apply_times",
-	                json_object_get(settings, "SupportedApplyTimes") ?: json_array(),
-	                "settings", spath[0] ? spath : NULL);
+	{
+		json_t *a = json_object_get(bios, "Attributes");
+		json_t *p = json_object_get(pending, "Attributes");
+		json_t *t = json_object_get(settings, "SupportedApplyTimes");
+
+		res = json_pack("{s:o, s:o, s:s?, s:o, s:s?}", "attributes",
+		                a ? json_incref(a) : json_object(), "pending",
+		                p ? json_incref(p) : json_object(), "registry",
+		                json_string_value(json_object_get(bios, "AttributeRegistry")),
+		                "apply_times", t ? json_incref(t) : json_array(), "settings",
+		                spath[0] ? spath : NULL);
+	}
 	*out = res;
 	rc = 0;
 out:

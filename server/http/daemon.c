@@ -458,9 +458,11 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 		    !((rt->flags & RP_ROUTE_CSV) && strcmp(mt, "text/csv") == 0))
 			return refuse(c, r, has_body, RP_ERR_UNSUPPORTED_MEDIA_TYPE,
 			              json_pack("{s:s, s:s}", "content_type", mt[0] ? mt : "(none)",
-			                        "accepted", (rt->flags & RP_ROUTE_CSV)
-			                                        ? "application/json, text/csv"
-			                                        : "application/json"));
+			                        "accepted",
+			                        (rt->flags & RP_ROUTE_CSV) ? "application/json, text/csv"
+			                        : strcmp(method, "PATCH") == 0
+			                            ? "application/json, application/merge-patch+json"
+			                            : "application/json"));
 	}
 	return MHD_YES;
 }

@@ -25,7 +25,7 @@ struct work {
 	char type[16];
 	char node_name[64];
 	json_t *claim;      /* the store's claim record (holds the BMC password) */
-	int recover;
+	int recover;        /* interrupted by a stop after sending its command: verify only */
 	int attempts, max_attempts;
 	int cancel;         /* set by rp_jobs_cancel; read by the worker between steps */
 	struct work *next;
@@ -257,6 +257,14 @@ run_power(struct work *w, struct rp_bmc *b)
 		note = "node was off: powered on";
 	} else
 		act = !strcmp(target, "cycle") ? RP_POWER_ACT_CYCLE : RP_POWER_ACT_RESET;
+	/* Durably "about to send" first: after a crash this job must verify, not send again. */
+	if (rp_store_job_mark_sent(w->j->st, w->id) != RP_ERR_OK) {
+		struct rp_bmc_err busy = {RP_BMC_BUSY, "could not record the job's progress in the "
+		                                       "database before acting"};
+
+		/* Nothing was sent: safe to retry like any transient failure, within its limit. */
+		return bmc_failure(w, &busy, 1);
+	}
 	if (rp_bmc_power_set(b, act, &err) < 0) {
 		/* A cycle or reset that timed out may have happened: a second one could hit a
 		 * booting machine, so only commands that reach a checkable state are retried. */
@@ -596,7 +604,9 @@ claim(struct rp_jobs *j, int free_slots)
 		snprintf(w->type, sizeof w->type, "%s", json_string_value(json_object_get(c, "type")));
 		snprintf(w->node_name, sizeof w->node_name, "%s",
 		         json_string_value(json_object_get(json_object_get(c, "node"), "name")));
-		w->recover = (int)json_integer_value(json_object_get(c, "recover"));
+		/* Interrupted before it sent anything: it simply runs. After sending: it verifies. */
+		w->recover = json_is_true(json_object_get(c, "recover")) &&
+		             json_is_true(json_object_get(c, "sent"));
 		w->attempts = (int)json_integer_value(json_object_get(c, "attempts"));
 		w->max_attempts = (int)json_integer_value(json_object_get(c, "max_attempts"));
 		w->claim = json_incref(c);

@@ -221,7 +221,17 @@ select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 			}
 			if (e != RP_ERR_OK)
 				goto fail;
-			json_array_append_new(list, json_integer(id));
+			/* A node named twice (by name and by UUID, say) gets one job. */
+			{
+				size_t seen;
+				json_t *x;
+				int dup = 0;
+
+				json_array_foreach(list, seen, x)
+				    dup |= json_integer_value(x) == id;
+				if (!dup)
+					json_array_append_new(list, json_integer(id));
+			}
 		}
 		*ids = list;
 		return RP_ERR_OK;
@@ -686,7 +696,8 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int max, int64_t lea
 		}
 		s = STMT(c, "SELECT j.id, j.uuid, j.type, j.params, j.recover, j.attempts, "
 		            "j.max_attempts, n.id, n.uuid, n.name, n.serial, n.system_uuid, b.driver, "
-		            "b.address, b.port, b.username, b.password, b.tls_verify, b.options "
+		            "b.address, b.port, b.username, b.password, b.tls_verify, b.options, "
+		            "j.sent_at IS NOT NULL "
 		            "FROM jobs j JOIN nodes n ON n.id = j.node_id LEFT JOIN bmcs b ON "
 		            "b.node_id = n.id WHERE j.id = ?");
 		if (s == NULL)
@@ -706,10 +717,12 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int max, int64_t lea
 			json_object_set_new(bmc, "options", json_loads(COL_TEXT(18), 0, NULL));
 		json_array_append_new(
 		    claimed,
-		    json_pack("{s:I, s:s, s:s, s:o, s:b, s:i, s:i, s:{s:I, s:s, s:s, s:s?, s:s?}, s:o}",
+		    json_pack("{s:I, s:s, s:s, s:o, s:b, s:b, s:i, s:i, s:{s:I, s:s, s:s, s:s?, s:s?}, "
+		              "s:o}",
 		              "id", (json_int_t)sqlite3_column_int64(s, 0), "uuid", COL_TEXT(1), "type",
 		              COL_TEXT(2), "params", json_loads(COL_TEXT(3), 0, NULL) ?: json_object(),
-		              "recover", sqlite3_column_int(s, 4), "attempts", sqlite3_column_int(s, 5),
+		              "recover", sqlite3_column_int(s, 4), "sent", sqlite3_column_int(s, 19),
+		              "attempts", sqlite3_column_int(s, 5),
 		              "max_attempts", sqlite3_column_int(s, 6), "node", "id",
 		              (json_int_t)sqlite3_column_int64(s, 7), "uuid", COL_TEXT(8), "name",
 		              COL_TEXT(9), "serial", COL_TEXT(10), "system_uuid", COL_TEXT(11), "bmc",
@@ -725,6 +738,37 @@ out:
 	store_rollback(c);
 	json_decref(ids);
 	json_decref(claimed);
+	return e;
+}
+
+enum rp_err
+rp_store_job_mark_sent(struct rp_store *st, int64_t id)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	s = STMT(c, "UPDATE jobs SET sent_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'running'");
+	if (s == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, id);
+	sqlite3_bind_int64(s, 2, rp_time_now_ms());
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "mark sent");
+		goto out;
+	}
+	e = store_commit(c);
+out:
+	store_rollback(c);
 	return e;
 }
 
@@ -859,12 +903,18 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 			if (retry && sqlite3_column_int(s, 1)) {
 				retry = 0;
 				state = "cancelled";
+				json_object_set_new(o, "error", json_sprintf(
+				    "cancelled while waiting to retry (last error: %s)",
+				    json_string_value(json_object_get(o, "error")) ?: "none"));
+				json_object_set_new(o, "error_code", json_string("cancelled"));
 			}
 		}
 		sqlite3_reset(s);
 		if (rc != SQLITE_ROW)
 			continue; /* not ours any more */
 		if (retry) {
+			/* sent_at stays: should rackpilotd stop before the retry, the job still knows
+			 * it may have acted, and verifies instead of sending again. */
 			s = STMT(c, "UPDATE jobs SET state = 'queued', error_code = ?2, error = ?3, "
 			            "not_before = ?4, lease_owner = NULL, lease_until = NULL, updated_at = ?5 "
 			            "WHERE id = ?1");

@@ -290,6 +290,12 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		            "failures = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
 		            "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
 		            "excluded.username AND ?8 THEN bmcs.failures ELSE 0 END, "
+		            "last_error = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
+		            "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		            "excluded.username AND ?8 THEN bmcs.last_error END, "
+		            "checked_at = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
+		            "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		            "excluded.username AND ?8 THEN bmcs.checked_at END, "
 		            "identity = CASE WHEN bmcs.address IS excluded.address AND bmcs.port IS "
 		            "excluded.port THEN bmcs.identity END");
 		if (s == NULL)
@@ -485,6 +491,12 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 		json_object_del(b, "last_error");
 	}
 	store_merge(after, patch);
+	/* Options belong to a driver: a new driver without new options starts with none. */
+	if (json_is_object(pbmc) && json_is_string(json_object_get(pbmc, "driver")) &&
+	    json_object_get(pbmc, "options") == NULL &&
+	    !json_equal(json_object_get(pbmc, "driver"),
+	                json_object_get(json_object_get(before, "bmc"), "driver")))
+		json_object_del(json_object_get(after, "bmc"), "options");
 	keep_pw = !(json_is_null(pbmc) || (json_is_object(pbmc) && json_object_get(pbmc, "password")));
 	if ((e = node_check(c, id, after, &rack_id, &profile_id, detail)) != RP_ERR_OK)
 		goto out;

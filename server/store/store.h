@@ -269,11 +269,15 @@ enum rp_err rp_store_job_cancel(struct rp_store *st, const char *id, const char 
 enum rp_err rp_store_jobs_recover(struct rp_store *st, int *n);
 
 /* Claim up to max runnable jobs (FIFO; at most one mutating job per node) for owner, in
- * one transaction. *out: array of {id, uuid, type, params, recover, attempts, max_attempts,
+ * one transaction. *out: array of {id, uuid, type, params, recover, sent, attempts, max_attempts,
  * node: {id, uuid, name, serial, system_uuid}, bmc: {driver, address, port, username,
  * password, tls_verify, options}} — the BMC password is in it: never reply with this. */
 enum rp_err rp_store_jobs_claim(struct rp_store *st, const char *owner, int max, int64_t lease_ms,
                                 json_t **out);
+
+/* Durably note that job id is about to send its mutating command, before sending it: a
+ * job interrupted after this point must not send it again. */
+enum rp_err rp_store_job_mark_sent(struct rp_store *st, int64_t id);
 
 /* Record outcomes in one transaction. Each: {id, state: succeeded|failed|retry, result?,
  * error_code?, error?, not_before? (retry), power? ("on"/"off" observed), identity?,

@@ -334,6 +334,71 @@ test_sweep(void **state)
 	json_decref(last);
 }
 
+static void
+test_bmc_options(void **state)
+{
+	static const struct {
+		const char *method, *path, *ctype, *body;
+		const char *code;
+	} bad[] = {
+	    {"POST", "/v1/nodes", "application/json",
+	     "{\"name\":\"o1\",\"bmc\":{\"driver\":\"ipmi\",\"options\":{\"scheme\":\"http\"}}}",
+	     "INVALID_FIELD"},
+	    {"POST", "/v1/nodes", "application/json",
+	     "{\"name\":\"o1\",\"bmc\":{\"driver\":\"redfish\",\"options\":{\"system_id\":\"a/b\"}}}",
+	     "INVALID_FIELD"},
+	    {"POST", "/v1/nodes", "application/json",
+	     "{\"name\":\"o1\",\"bmc\":{\"driver\":\"ipmi\",\"options\":{\"workarounds\":"
+	     "[\"opensesspriv\",\"opensesspriv\"]}}}",
+	     "INVALID_FIELD"},
+	    {"POST", "/v1/nodes", "application/json",
+	     "{\"name\":\"o1\",\"bmc\":{\"driver\":\"ipmi\",\"options\":{\"cipher_suite\":99}}}",
+	     "INVALID_FIELD"},
+	    {"POST", "/v1/import", "application/json",
+	     "{\"nodes\":[{\"name\":\"o1\",\"bmc\":{\"driver\":\"fake\",\"options\":"
+	     "{\"cipher_suite\":3}}}]}",
+	     "IMPORT_INVALID"},
+	};
+	struct reply r;
+	size_t i;
+	long nodes = count_all(&S, "/v1/nodes");
+
+	(void)state;
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		req(&S, S.admin, bad[i].method, bad[i].path, bad[i].ctype, bad[i].body,
+		    strlen(bad[i].body), NULL, &r);
+		if (r.status != 400)
+			fail_msg("case %zu: %ld %s", i, r.status, r.body ? r.body : "");
+		assert_error(&r, 400, bad[i].code);
+		reply_free(&r);
+	}
+	assert_int_equal(count_all(&S, "/v1/nodes"), nodes);
+	/* A new driver without new options starts with none (the old ones were its own). */
+	make_node(&S, "{s:s, s:{s:s, s:{s:i}}}", "name", "o2", "bmc", "driver", "fake", "options",
+	          "delay_ms", 10);
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/o2", &r, "{s:{s:s, s:s, s:s, s:s}}",
+	                      "bmc", "driver", "redfish", "address", "10.0.0.9", "username", "u",
+	                      "password", "p"),
+	                 200);
+	assert_true(json_is_null(json_object_get(json_object_get(r.json, "bmc"), "options")));
+	reply_free(&r);
+	/* A node named twice in a selector gets one job. */
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/f03", &r, NULL), 200);
+	{
+		char body[200];
+		struct reply b;
+
+		snprintf(body, sizeof body, "{\"selector\":{\"nodes\":[\"f03\",\"%s\"]},\"target\":\"on\"}",
+		         str(r.json, "id"));
+		req(&S, S.admin, "POST", "/v1/actions/power", "application/json", body, strlen(body),
+		    NULL, &b);
+		assert_int_equal(b.status, 202);
+		assert_int_equal(json_integer_value(json_object_get(b.json, "jobs")), 1);
+		reply_free(&b);
+	}
+	reply_free(&r);
+}
+
 int
 main(void)
 {
@@ -341,6 +406,7 @@ main(void)
 	    cmocka_unit_test(test_bad_input),     cmocka_unit_test(test_power_and_events),
 	    cmocka_unit_test(test_order_and_exclusion), cmocka_unit_test(test_batch),
 	    cmocka_unit_test(test_cancel),        cmocka_unit_test(test_sweep),
+	    cmocka_unit_test(test_bmc_options),
 	};
 
 	return cmocka_run_group_tests(tests, setup, group_teardown);

@@ -74,7 +74,7 @@ hex2() { hexdigit $(($1 / 16)); _hi=$_h; hexdigit $(($1 % 16)); hex="0x$_hi$_h";
 # FRU image (IPMI Platform Management FRU Information Storage Definition v1.0), built with shell
 # builtins only: common header, chassis info, board info and product info areas, each with
 # 8-byte multiple length, type/length bytes (0xC0|len = 8-bit ASCII), 0xC1 end marker and a
-# zero checksum.  Bytes are collected as decimal numbers in $area / $fru.
+# zero checksum. Bytes are collected as decimal numbers in $area.
 
 ASCII=' !"#$%&'"'"'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\]^_`abcdefghijklmnopqrstuvwxyz{|}~'
 
@@ -101,7 +101,7 @@ add_field() {    # type/length byte + ASCII bytes; 2..63 characters, or "" for a
     done
 }
 begin_area() { area= ; area_len=0; area_sum=0; }
-end_area() {     # end marker, zero padding, checksum; the length byte is patched in by fix_len
+end_area() {     # end marker, zero padding to a multiple of 8, zero checksum
     add_byte 193
     while [ $(((area_len + 1) % 8)) -ne 0 ]; do add_byte 0; done
     add_byte $(((256 - area_sum) & 255))

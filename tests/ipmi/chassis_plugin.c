@@ -332,6 +332,11 @@ static void get_boot_options(lmc_data_t *mc, msg_t *msg, unsigned char *rdata,
 
 /* ---- module entry points ---------------------------------------------------------------- */
 
+/* Looked up with dlsym() by ipmi_sim (lanserv config.c); declared here for -Wmissing-prototypes. */
+int ipmi_sim_module_print_version(sys_data_t *sys, char *options);
+int ipmi_sim_module_init(sys_data_t *sys, const char *options);
+int ipmi_sim_module_post_init(sys_data_t *sys);
+
 static int attach(lmc_data_t *mc, unsigned int ipmb, const char *dir)
 {
     struct bmc *b = calloc(1, sizeof(*b));
