@@ -144,7 +144,7 @@ rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const cha
 	struct node_ref n;
 	json_t *obj = NULL;
 	char why[256], summary[200];
-	int64_t id;
+	int64_t id = 0;
 	enum rp_err e;
 
 	if (c == NULL)
@@ -186,7 +186,7 @@ select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 	sqlite3_stmt *s = NULL;
 	const char *k, *which = NULL;
 	size_t i, nkeys = 0;
-	int64_t id;
+	int64_t id = 0;
 	enum rp_err e;
 	int rc;
 
@@ -399,7 +399,7 @@ enum rp_err
 rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	int64_t id;
+	int64_t id = 0;
 	enum rp_err e;
 
 	if (c == NULL)
@@ -522,7 +522,7 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 	json_t *obj = NULL;
 	sqlite3_stmt *s;
 	const char *state;
-	int64_t id, now = rp_time_now_ms();
+	int64_t id = 0, now = rp_time_now_ms();
 	char summary[200];
 	int rc, was_running;
 	enum rp_err e;
