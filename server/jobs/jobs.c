@@ -731,7 +731,7 @@ sweep_main(void *arg)
 	struct rp_jobs *j = arg;
 	struct sweep s = {.j = j};
 	pthread_t *threads = NULL;
-	int64_t t0 = rp_time_now_ms(), m0 = rp_time_mono_ns();
+	int64_t t0 = rp_time_now_ms(), m0 = rp_time_mono_ns(), read_ms = 0;
 	size_t n, k, i, ok = 0;
 	int changed = 0, total_changed = 0;
 	char ts0[RP_TIME_BUF], ts1[RP_TIME_BUF];
@@ -753,6 +753,7 @@ sweep_main(void *arg)
 		sweep_worker(&s); /* no threads to spare: read them one by one */
 	for (i = 0; i < k; i++)
 		pthread_join(threads[i], NULL);
+	read_ms = (rp_time_mono_ns() - m0) / 1000000;
 	/* Record in chunks so one sweep of a large fleet never holds the write lock for long. */
 	for (i = 0; i < n; i += 1000) {
 		json_t *chunk = json_array();
@@ -772,12 +773,12 @@ sweep_main(void *arg)
 	}
 	pthread_mutex_lock(&j->mu);
 	json_decref(j->last_sweep);
-	j->last_sweep = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:i}", "started_at",
+	j->last_sweep = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i}", "started_at",
 	                          rp_time_format(t0, ts0), "finished_at",
 	                          rp_time_format(rp_time_now_ms(), ts1), "duration_ms",
-	                          (json_int_t)((rp_time_mono_ns() - m0) / 1000000), "nodes",
-	                          (json_int_t)n, "ok", (json_int_t)ok, "failed", (json_int_t)(n - ok),
-	                          "changed", total_changed);
+	                          (json_int_t)((rp_time_mono_ns() - m0) / 1000000), "read_ms",
+	                          (json_int_t)read_ms, "nodes", (json_int_t)n, "ok", (json_int_t)ok,
+	                          "failed", (json_int_t)(n - ok), "changed", total_changed);
 	pthread_mutex_unlock(&j->mu);
 	rp_log_info("power sync: %zu node(s), %zu answered, %d change(s), %lld ms", n, ok,
 	            total_changed, (long long)((rp_time_mono_ns() - m0) / 1000000));
