@@ -72,6 +72,30 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 	rp_buf_printf(&b, "# HELP rackpilot_db_size_bytes Size of the SQLite database.\n"
 	                  "# TYPE rackpilot_db_size_bytes gauge\nrackpilot_db_size_bytes %lld\n",
 	              (long long)json_integer_value(json_object_get(stats, "db_bytes")));
+	rp_buf_printf(&b, "# HELP rackpilot_jobs Unfinished jobs by state.\n"
+	                  "# TYPE rackpilot_jobs gauge\nrackpilot_jobs{state=\"queued\"} %lld\n"
+	                  "rackpilot_jobs{state=\"running\"} %lld\n",
+	              (long long)json_integer_value(json_object_get(json_object_get(stats, "jobs"),
+	                                                            "queued")),
+	              (long long)json_integer_value(json_object_get(json_object_get(stats, "jobs"),
+	                                                            "running")));
+	rp_buf_printf(&b, "# HELP rackpilot_bmc_faults Nodes whose BMC is marked faulty.\n"
+	                  "# TYPE rackpilot_bmc_faults gauge\nrackpilot_bmc_faults %lld\n",
+	              (long long)json_integer_value(json_object_get(stats, "bmc_faults")));
+	if (rq->api->jobs) {
+		json_t *sw = rp_jobs_sweep_status(rq->api->jobs), *last = json_object_get(sw, "last");
+
+		if (json_is_object(last))
+			rp_buf_printf(&b, "# HELP rackpilot_power_sync_last_seconds Duration of the last "
+			                  "power sweep.\n# TYPE rackpilot_power_sync_last_seconds gauge\n"
+			                  "rackpilot_power_sync_last_seconds %.3f\n"
+			                  "# HELP rackpilot_power_sync_last_failed BMCs that did not answer "
+			                  "the last sweep.\n# TYPE rackpilot_power_sync_last_failed gauge\n"
+			                  "rackpilot_power_sync_last_failed %lld\n",
+			              (double)json_integer_value(json_object_get(last, "duration_ms")) / 1000,
+			              (long long)json_integer_value(json_object_get(last, "failed")));
+		json_decref(sw);
+	}
 	rp_buf_printf(&b, "# HELP rackpilot_uptime_seconds Seconds since start.\n"
 	                  "# TYPE rackpilot_uptime_seconds gauge\nrackpilot_uptime_seconds %.3f\n",
 	              (double)(rp_time_now_ms() - rq->api->started_at) / 1000.0);

@@ -121,8 +121,8 @@ rp_store_stats(struct rp_store *st, json_t **out)
 {
 	struct conn *c = store_conn(st);
 	sqlite3_stmt *s;
-	json_t *by_state = NULL;
-	int64_t nodes = 0, racks = 0, bytes = 0;
+	json_t *by_state = NULL, *jobs = NULL;
+	int64_t nodes = 0, racks = 0, bytes = 0, faults = 0;
 	enum rp_err e;
 	int rc;
 
@@ -143,6 +143,23 @@ rp_store_stats(struct rp_store *st, json_t **out)
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE)
 		goto out;
+	s = STMT(c, "SELECT state, count(*) FROM jobs WHERE state IN ('queued', 'running') "
+	            "GROUP BY state");
+	if (s == NULL)
+		goto out;
+	jobs = json_pack("{s:i, s:i}", "queued", 0, "running", 0);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_object_set_new(jobs, (const char *)sqlite3_column_text(s, 0),
+		                    json_integer(sqlite3_column_int64(s, 1)));
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		goto out;
+	s = STMT(c, "SELECT (SELECT count(*) FROM bmcs WHERE fault IS NOT NULL)");
+	if (s == NULL)
+		goto out;
+	if (sqlite3_step(s) == SQLITE_ROW)
+		faults = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
 	s = STMT(c, "SELECT (SELECT count(*) FROM racks), (SELECT page_count * page_size FROM "
 	            "pragma_page_count(), pragma_page_size())");
 	if (s == NULL)
@@ -152,12 +169,14 @@ rp_store_stats(struct rp_store *st, json_t **out)
 		bytes = sqlite3_column_int64(s, 1);
 	}
 	sqlite3_reset(s);
-	*out = json_pack("{s:O, s:I, s:I, s:I}", "nodes_by_state", by_state, "nodes",
-	                 (json_int_t)nodes, "racks", (json_int_t)racks, "db_bytes", (json_int_t)bytes);
+	*out = json_pack("{s:O, s:I, s:I, s:I, s:O, s:I}", "nodes_by_state", by_state, "nodes",
+	                 (json_int_t)nodes, "racks", (json_int_t)racks, "db_bytes", (json_int_t)bytes,
+	                 "jobs", jobs, "bmc_faults", (json_int_t)faults);
 	e = RP_ERR_OK;
 out:
 	store_read_end(c);
 	json_decref(by_state);
+	json_decref(jobs);
 	return e;
 }
 

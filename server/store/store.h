@@ -298,7 +298,7 @@ enum rp_err rp_store_power_record(struct rp_store *st, json_t *readings, int fau
 
 /* ---- Health and metrics ---------------------------------------------------------------- */
 
-/* {nodes_by_state {state: n}, nodes, racks, db_bytes}. */
+/* {nodes_by_state {state: n}, nodes, racks, db_bytes, jobs {queued, running}, bmc_faults}. */
 enum rp_err rp_store_stats(struct rp_store *st, json_t **out);
 
 /* Cheap liveness probe of this thread's connection. */

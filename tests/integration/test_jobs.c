@@ -332,6 +332,11 @@ test_sweep(void **state)
 	assert_int_equal(json_integer_value(json_object_get(last, "nodes")), 21);
 	assert_int_equal(json_integer_value(json_object_get(last, "ok")), 21);
 	json_decref(last);
+	assert_int_equal(req(&S, S.admin, "GET", "/metrics", NULL, NULL, 0, NULL, &r), 200);
+	assert_non_null(strstr(r.body, "rackpilot_jobs{state=\"queued\"} "));
+	assert_non_null(strstr(r.body, "rackpilot_power_sync_last_seconds "));
+	assert_non_null(strstr(r.body, "rackpilot_bmc_faults 0"));
+	reply_free(&r);
 }
 
 static void
