@@ -24,6 +24,9 @@ rp_config_defaults(struct rp_config *c)
 	c->power_sync_interval = 60;
 	c->power_sync_concurrency = 64;
 	c->bmc_fault_threshold = 3;
+	c->ssh_workers = 64;
+	c->agent_heartbeat = 30;
+	snprintf(c->agent_command, sizeof c->agent_command, "rackpilot-agent");
 }
 
 static int
@@ -115,6 +118,20 @@ rp_config_set(struct rp_config *c, const char *key, const char *value, char *why
 		if (parse_uint(value, 1000, &n) < 0 || n < 1)
 			goto bad;
 		c->bmc_fault_threshold = (unsigned)n;
+	} else if (strcmp(key, "ssh_workers") == 0) {
+		if (parse_uint(value, 4096, &n) < 0 || n < 1)
+			goto bad;
+		c->ssh_workers = (unsigned)n;
+	} else if (strcmp(key, "agent_heartbeat") == 0) {
+		if (parse_uint(value, 3600, &n) < 0 || n < 5)
+			goto bad;
+		c->agent_heartbeat = (unsigned)n;
+	} else if (strcmp(key, "agent_command") == 0) {
+		/* It runs through the node's shell: keep it to a plain command line. */
+		if (value[0] == '\0' || strlen(value) >= sizeof c->agent_command ||
+		    strpbrk(value, ";&|`$<>\n\"'\\") != NULL)
+			goto bad;
+		snprintf(c->agent_command, sizeof c->agent_command, "%s", value);
 	} else if (strcmp(key, "log_level") == 0) {
 		if (strcmp(value, "error") && strcmp(value, "warn") && strcmp(value, "info") &&
 		    strcmp(value, "debug"))
@@ -237,4 +254,7 @@ rp_config_print(const struct rp_config *c, FILE *f)
 	fprintf(f, "power_sync_interval = %u\n", c->power_sync_interval);
 	fprintf(f, "power_sync_concurrency = %u\n", c->power_sync_concurrency);
 	fprintf(f, "bmc_fault_threshold = %u\n", c->bmc_fault_threshold);
+	fprintf(f, "ssh_workers = %u\n", c->ssh_workers);
+	fprintf(f, "agent_heartbeat = %u\n", c->agent_heartbeat);
+	fprintf(f, "agent_command = %s\n", c->agent_command);
 }

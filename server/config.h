@@ -22,6 +22,9 @@ struct rp_config {
 	unsigned power_sync_interval;   /* seconds; 0 disables */
 	unsigned power_sync_concurrency;
 	unsigned bmc_fault_threshold;
+	unsigned ssh_workers;           /* step plans running at once */
+	unsigned agent_heartbeat;       /* seconds agents are told to heartbeat at */
+	char agent_command[256];        /* how the agent is run on nodes */
 };
 
 /* Fill c with the compiled-in defaults. */

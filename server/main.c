@@ -16,6 +16,8 @@
 #include "bmc/bmc.h"
 #include "http/http.h"
 #include "jobs/jobs.h"
+#include "ssh/ssh.h"
+#include "rackpilot/agent.h"
 #include "rackpilot/version.h"
 #include "store/store.h"
 #include "util/util.h"
@@ -106,7 +108,7 @@ admin_token(struct rp_store *st, const char *data_dir, int reissue)
 	int created = 0;
 	enum rp_err e;
 
-	if (rp_token_new(secret) < 0) {
+	if (rp_token_new(RP_TOKEN_PREFIX_API, secret) < 0) {
 		rp_log_error("cannot get random bytes for a token");
 		return -1;
 	}
@@ -157,8 +159,9 @@ main(int argc, char **argv)
 	struct rp_http_opts ho;
 	struct rp_jobs_opts jo;
 	struct rp_jobs *jobs = NULL;
+	struct rp_ssh_key *sshkey = NULL;
 	const char *config_path = NULL;
-	char why[512], dbpath[600];
+	char why[512], dbpath[600], sshdir[600];
 	/* Flags are applied after the file so they win; keep them until then. */
 	const char *flag_key[16], *flag_val[16];
 	int nflags = 0, check = 0, reissue = 0, opt, rc = 1, sig;
@@ -277,8 +280,16 @@ main(int argc, char **argv)
 		rp_log_error("cannot initialise libcurl");
 		goto out;
 	}
+	snprintf(sshdir, sizeof sshdir, "%s/ssh", cfg.data_dir);
+	if (rp_ssh_key_load(sshdir, &sshkey, why, sizeof why) < 0) {
+		rp_log_error("%s", why);
+		goto out;
+	}
 	rp_jobs_defaults(&jo);
 	jo.workers = cfg.job_workers;
+	jo.ssh_workers = cfg.ssh_workers;
+	jo.ssh_key = sshkey;
+	jo.agent_command = cfg.agent_command;
 	jo.sweep_interval_s = cfg.power_sync_interval;
 	jo.sweep_concurrency = cfg.power_sync_concurrency;
 	jo.fault_threshold = cfg.bmc_fault_threshold;
@@ -288,6 +299,8 @@ main(int argc, char **argv)
 	}
 	api.jobs = jobs;
 	api.store = st;
+	api.ssh_public_key = rp_ssh_key_public(sshkey);
+	api.agent_heartbeat_s = (int)cfg.agent_heartbeat;
 	api.metrics = rp_metrics_new(rp_api_route_count);
 	api.started_at = rp_time_now_ms();
 	api.max_body = cfg.max_body;
@@ -335,6 +348,7 @@ out:
 		rp_bmc_global_cleanup();
 	rp_log_flush();
 	rp_store_free(st);
+	rp_ssh_key_free(sshkey);
 	rp_metrics_free(api.metrics);
 	rp_memo_free(api.auth_cache);
 	rp_memo_free(api.get_cache);

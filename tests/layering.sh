@@ -15,9 +15,14 @@ check api '#include *<(microhttpd|sqlite3).h>' "api/ includes microhttpd or sqli
 check api '#include *"(\.\./)?http/' "api/ includes http/"
 check store '#include *"(\.\./)?(api|http)/' "store/ includes api/ or http/"
 check util '#include *"(\.\./)?(api|http|store)/' "util/ includes a higher module"
-if grep -rlE '#include *"(\.\./)?store/internal.h"' "$src/server" | grep -v '/store/' >/dev/null; then
-	echo "layering: store/internal.h used outside store/" >&2
-	fail=1
-fi
+check ssh '#include *"(\.\./)?(api|http|store|jobs|bmc)/' "ssh/ includes a higher module"
+check bmc '#include *"(\.\./)?(api|http|store|jobs|ssh)/' "bmc/ includes a higher module"
+check api '#include *"(\.\./)?(ssh|bmc)/' "api/ includes ssh/ or bmc/ (it goes through jobs/)"
+for m in store jobs; do
+	if grep -rlE "#include *\"(\\.\\./)?$m/internal.h\"" "$src/server" | grep -v "/$m/" >/dev/null; then
+		echo "layering: $m/internal.h used outside $m/" >&2
+		fail=1
+	fi
+done
 [ $fail -eq 0 ] && echo "layering: ok"
 exit $fail

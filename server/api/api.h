@@ -26,16 +26,21 @@ struct rp_api {
 	size_t max_body;          /* for GET /v1 capabilities */
 	struct rp_memo *auth_cache; /* token hash -> principal; may be NULL */
 	struct rp_memo *get_cache;  /* single-object GET bodies; may be NULL */
-	struct rp_jobs *jobs;       /* BMC jobs and power sync */
+	struct rp_jobs *jobs;       /* BMC jobs, step plans and power sync */
+	const char *ssh_public_key; /* the server's SSH key, authorized_keys form; may be NULL */
+	int agent_heartbeat_s;      /* period agents are told to heartbeat at */
 };
 
-enum rp_role { RP_ROLE_NONE = 0, RP_ROLE_VIEWER, RP_ROLE_OPERATOR, RP_ROLE_ADMIN };
+/* Operator roles are ordered (admin can do what viewer can). The agent role stands apart:
+ * agent tokens reach only routes marked for it, and only for their own node. */
+enum rp_role { RP_ROLE_NONE = 0, RP_ROLE_VIEWER, RP_ROLE_OPERATOR, RP_ROLE_ADMIN, RP_ROLE_AGENT };
 
-/* Who is calling: the authenticated token. */
+/* Who is calling: the authenticated token. For agents, id and name are the node's. */
 struct rp_principal {
 	enum rp_role role;
 	char id[40];
 	char name[64];
+	int64_t node_id;   /* agents only */
 };
 
 #define RP_API_MAX_PARAMS 4
@@ -55,6 +60,9 @@ struct rp_api_req {
 	const char *if_none_match;
 	const struct rp_principal *who;
 	const char *request_id;
+	const char *authorization;             /* raw Authorization header or NULL (for routes
+	                                          that check their own secret) */
+	const char *peer;                      /* client address, for RP_ROUTE_PEER routes */
 };
 
 struct rp_api_resp {
@@ -71,6 +79,7 @@ struct rp_api_resp {
 /* Route flags. */
 #define RP_ROUTE_CSV 0x1       /* also accepts text/csv bodies */
 #define RP_ROUTE_BIG_BODY 0x2  /* body cap is max_import_body instead of max_body */
+#define RP_ROUTE_PEER 0x4      /* the handler needs the client's address */
 
 struct rp_route {
 	const char *method;
@@ -84,7 +93,8 @@ struct rp_route {
 extern const struct rp_route rp_api_routes[];
 extern const size_t rp_api_route_count;
 
-/* Resolve "Bearer <token>" to a principal. RP_ERR_UNAUTHORIZED when missing or unknown. */
+/* Resolve "Bearer <token>" to a principal: an API token, or an agent token ("rpa_").
+ * RP_ERR_UNAUTHORIZED when missing or unknown. */
 enum rp_err rp_api_authenticate(struct rp_api *api, const char *authorization,
                                 struct rp_principal *out);
 
@@ -120,6 +130,7 @@ enum rp_ftype {
 	RP_F_MACS,     /* array of MAC addresses, normalised in place, at most max */
 	RP_F_OBJECT,   /* object validated by `sub` */
 	RP_F_ANY_OBJECT, /* free-form object (manifest data) */
+	RP_F_ANY_ARRAY,  /* array of at most max values; a `check` looks inside */
 	RP_F_SCALAR_MAP, /* object of name -> string|number|bool (null allowed when patching) */
 	RP_F_STRING_MAP, /* object of name -> string (null allowed when patching) */
 	RP_F_LIST,     /* array of at most max objects, each validated by `sub` as a creation */
@@ -298,6 +309,42 @@ void rp_api_batches_get(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_actions_power(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_power_sync_get(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_power_sync_start(struct rp_api_req *rq, struct rp_api_resp *rs);
+
+void rp_api_ssh_key(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_bootstrap_create(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_bootstrap_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_bootstrap_revoke(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_agent_register(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_agent_heartbeat(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_agent_inventory(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_agent_config(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_agent_job(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_agent_step(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_steps(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_host_key_set(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_host_key_clear(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_jobs_log(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_recipes_create(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_recipes_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_recipes_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_recipes_update(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_recipes_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
+
+/* ---- Step plans (plan.c) ------------------------------------------------------------- */
+
+/* Check a plan (array of steps, docs/agent-protocol.md) in place: fills default step ids
+ * ("step-N"). templated: a recipe's plan, whose strings may hold ${arg} placeholders, so
+ * formats (paths, digests, URLs) are checked only where no placeholder appears. RP_ERR_OK,
+ * or an error with *detail {field: "steps[i].member", reason}. */
+enum rp_err rp_api_plan_check(json_t *steps, int templated, json_t **detail);
+
+/* Check a recipe's params {name: {required, default, description}}. */
+enum rp_err rp_api_recipe_params_check(json_t *params, json_t **detail);
+
+/* Expand a recipe's steps with args (validated against params: unknown → UNKNOWN_FIELD,
+ * missing required → MISSING_FIELD) into a new plan in *out. Only declared names are
+ * replaced; other ${...} (shell variables) stay as they are. */
+enum rp_err rp_api_recipe_expand(json_t *recipe, json_t *args, json_t **out, json_t **detail);
 
 /* Parse CSV text with a header row into an array of objects (header -> cell string; empty
  * cells omitted). Returns 0, or -1 with *why set to a message naming the line. */

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "api.h"
+#include "rackpilot/agent.h"
 
 void
 rp_api_resp_clear(struct rp_api_resp *rs)
@@ -40,12 +41,12 @@ rp_api_errorf(struct rp_api_resp *rs, enum rp_err e, const char *fmt, ...)
 	rp_api_error(rs, e, json_pack("{s:s}", "reason", buf));
 }
 
-static const char *const roles[] = {"none", "viewer", "operator", "admin"};
+static const char *const roles[] = {"none", "viewer", "operator", "admin", "agent"};
 
 const char *
 rp_api_role_name(enum rp_role r)
 {
-	return (unsigned)r < 4 ? roles[r] : "none";
+	return (unsigned)r <= RP_ROLE_AGENT ? roles[r] : "none";
 }
 
 enum rp_role
@@ -92,15 +93,18 @@ rp_api_authenticate(struct rp_api *api, const char *authorization, struct rp_pri
 		if (ok && (info.expires_at == 0 || info.expires_at > rp_time_now_ms()))
 			goto found;
 	}
-	e = rp_store_token_auth(api->store, hash, &info);
+	memset(&info, 0, sizeof info);
+	e = strncmp(tok, RP_TOKEN_PREFIX_AGENT, 4) == 0 ? rp_store_agent_auth(api->store, hash, &info)
+	                                                : rp_store_token_auth(api->store, hash, &info);
 	if (e != RP_ERR_OK)
 		return e;
 	if (api->auth_cache)
 		rp_memo_put(api->auth_cache, hash, gen, &info, sizeof info);
 found:
-	out->role = rp_api_role_parse(info.role);
+	out->role = strcmp(info.role, "agent") == 0 ? RP_ROLE_AGENT : rp_api_role_parse(info.role);
 	memcpy(out->id, info.id, sizeof out->id);
 	memcpy(out->name, info.name, sizeof out->name);
+	out->node_id = info.node_id;
 	return out->role == RP_ROLE_NONE ? RP_ERR_UNAUTHORIZED : RP_ERR_OK;
 }
 
@@ -110,6 +114,7 @@ rp_api_etag(json_t *obj, char out[40])
 	json_t *v = json_object_get(obj, "version");
 	const char *a = json_string_value(json_object_get(obj, "power_state_at"));
 	const char *b = json_string_value(json_object_get(json_object_get(obj, "bmc"), "checked_at"));
+	const char *c = json_string_value(json_object_get(json_object_get(obj, "agent"), "seen_at"));
 	uint64_t h = 1469598103934665603ULL;
 	const char *p;
 
@@ -117,7 +122,7 @@ rp_api_etag(json_t *obj, char out[40])
 		out[0] = '\0';
 		return;
 	}
-	if (a == NULL && b == NULL) {
+	if (a == NULL && b == NULL && c == NULL) {
 		snprintf(out, 40, "\"%lld\"", (long long)json_integer_value(v));
 		return;
 	}
@@ -125,6 +130,9 @@ rp_api_etag(json_t *obj, char out[40])
 		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
 	h = (h ^ '|') * 1099511628211ULL;
 	for (p = b ? b : ""; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	h = (h ^ '|') * 1099511628211ULL;
+	for (p = c ? c : ""; *p; p++)
 		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
 	snprintf(out, 40, "\"%lld-%08x\"", (long long)json_integer_value(v), (unsigned)(h ^ (h >> 32)));
 }
@@ -179,7 +187,10 @@ rp_api_reply_store_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail, 
 const char *
 rp_api_actor(struct rp_api_req *req, char buf[96])
 {
-	snprintf(buf, 96, "token:%s", req->who ? req->who->name : "anonymous");
+	if (req->who && req->who->role == RP_ROLE_AGENT)
+		snprintf(buf, 96, "agent:%s", req->who->name);
+	else
+		snprintf(buf, 96, "token:%s", req->who ? req->who->name : "anonymous");
 	return buf;
 }
 

@@ -44,6 +44,14 @@ static const struct rp_field bmc_fields[] = {
     {NULL},
 };
 
+static const struct rp_field ssh_fields[] = {
+    {"address", RP_F_HOST, RP_F_NULLABLE},
+    {"port", RP_F_INT, RP_F_NULLABLE, 1, 65535},
+    {"user", RP_F_NAME, RP_F_NULLABLE},
+    {"host_key", RP_F_READ_ONLY},
+    {NULL},
+};
+
 /* Shared with import, which validates manifest rows as node creations. */
 const struct rp_field rp_api_node_fields[] = {
     {"id", RP_F_READ_ONLY},
@@ -66,6 +74,8 @@ const struct rp_field rp_api_node_fields[] = {
     {"maintenance", RP_F_BOOL},
     {"maintenance_reason", RP_F_STR, RP_F_NULLABLE, 0, 256},
     {"expected", RP_F_ANY_OBJECT, RP_F_NULLABLE},
+    {"ssh", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, ssh_fields},
+    {"agent", RP_F_READ_ONLY},
     {"version", RP_F_READ_ONLY},
     {"created_at", RP_F_READ_ONLY},
     {"updated_at", RP_F_READ_ONLY},

@@ -34,6 +34,9 @@ const struct rp_route rp_api_routes[] = {
     {"POST", "/v1/nodes/{node}/bios/readings", rp_api_bios_node_readings, O, 0},
     {"GET", "/v1/nodes/{node}/firmware", rp_api_firmware_node, V, 0},
     {"POST", "/v1/nodes/{node}/firmware/readings", rp_api_firmware_node_readings, O, 0},
+    {"POST", "/v1/nodes/{node}/steps", rp_api_nodes_steps, O, 0},
+    {"PUT", "/v1/nodes/{node}/ssh-host-key", rp_api_nodes_host_key_set, O, 0},
+    {"DELETE", "/v1/nodes/{node}/ssh-host-key", rp_api_nodes_host_key_clear, O, 0},
     {"PUT", "/v1/nodes/{node}/power", rp_api_nodes_power, O, 0},
     {"PUT", "/v1/nodes/{node}/boot", rp_api_nodes_boot, O, 0},
     {"POST", "/v1/nodes/{node}/verify", rp_api_nodes_verify, O, 0},
@@ -54,11 +57,32 @@ const struct rp_route rp_api_routes[] = {
 
     {"GET", "/v1/jobs", rp_api_jobs_list, V, 0},
     {"GET", "/v1/jobs/{id}", rp_api_jobs_get, V, 0},
+    {"GET", "/v1/jobs/{id}/log", rp_api_jobs_log, V, 0},
     {"DELETE", "/v1/jobs/{id}", rp_api_jobs_cancel, O, 0},
     {"GET", "/v1/batches/{id}", rp_api_batches_get, V, 0},
     {"POST", "/v1/actions/power", rp_api_actions_power, O, 0},
     {"GET", "/v1/power/sync", rp_api_power_sync_get, V, 0},
     {"POST", "/v1/power/sync", rp_api_power_sync_start, O, 0},
+
+    {"GET", "/v1/recipes", rp_api_recipes_list, V, 0},
+    {"POST", "/v1/recipes", rp_api_recipes_create, O, 0},
+    {"GET", "/v1/recipes/{recipe}", rp_api_recipes_get, V, 0},
+    {"PATCH", "/v1/recipes/{recipe}", rp_api_recipes_update, O, 0},
+    {"DELETE", "/v1/recipes/{recipe}", rp_api_recipes_delete, O, 0},
+
+    {"GET", "/v1/ssh-key", rp_api_ssh_key, V, 0},
+    {"GET", "/v1/bootstrap-tokens", rp_api_bootstrap_list, O, 0},
+    {"POST", "/v1/bootstrap-tokens", rp_api_bootstrap_create, O, 0},
+    {"DELETE", "/v1/bootstrap-tokens/{id}", rp_api_bootstrap_revoke, O, 0},
+
+    /* The agent protocol (docs/agent-protocol.md). Registration brings its own secret, a
+     * bootstrap token, so the dispatcher lets it through; the rest take agent tokens only. */
+    {"POST", "/v1/agent/register", rp_api_agent_register, RP_ROLE_NONE, RP_ROUTE_PEER},
+    {"POST", "/v1/agent/heartbeat", rp_api_agent_heartbeat, RP_ROLE_AGENT, 0},
+    {"POST", "/v1/agent/inventory", rp_api_agent_inventory, RP_ROLE_AGENT, RP_ROUTE_BIG_BODY},
+    {"GET", "/v1/agent/config", rp_api_agent_config, RP_ROLE_AGENT, 0},
+    {"GET", "/v1/agent/jobs/{job}", rp_api_agent_job, RP_ROLE_AGENT, 0},
+    {"POST", "/v1/agent/jobs/{job}/steps/{step}", rp_api_agent_step, RP_ROLE_AGENT, 0},
 
     {"GET", "/v1/events", rp_api_events_list, V, 0},
     {"POST", "/v1/import", rp_api_import, O, RP_ROUTE_CSV | RP_ROUTE_BIG_BODY},

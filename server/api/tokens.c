@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "rackpilot/agent.h"
 
 static const char *const role_names[] = {"admin", "operator", "viewer", NULL};
 
@@ -34,7 +35,7 @@ rp_api_tokens_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 	exp = json_object_get(rq->body, "expires_in_s");
 	if (json_is_integer(exp))
 		expires_at = rp_time_now_ms() + json_integer_value(exp) * 1000;
-	if (rp_token_new(secret) < 0) {
+	if (rp_token_new(RP_TOKEN_PREFIX_API, secret) < 0) {
 		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
 		return;
 	}

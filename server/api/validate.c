@@ -214,6 +214,14 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 		if (!json_is_object(v))
 			goto type;
 		return RP_ERR_OK;
+	case RP_F_ANY_ARRAY:
+		if (!json_is_array(v))
+			goto type;
+		if (json_array_size(v) > (size_t)f->max) {
+			snprintf(reason, sizeof reason, "at most %.0f entries", f->max);
+			goto bad;
+		}
+		return RP_ERR_OK;
 	case RP_F_SCALAR_MAP:
 	case RP_F_STRING_MAP:
 		if (!json_is_object(v))
@@ -286,6 +294,9 @@ type:
 		break;
 	case RP_F_LIST:
 		snprintf(reason, sizeof reason, "must be an array of objects");
+		break;
+	case RP_F_ANY_ARRAY:
+		snprintf(reason, sizeof reason, "must be an array");
 		break;
 	default:
 		snprintf(reason, sizeof reason, "must be an object");

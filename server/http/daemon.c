@@ -441,7 +441,9 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 		                        &r->who);
 		if (e != RP_ERR_OK)
 			return refuse(c, r, has_body, e, NULL);
-		if (r->who.role < rt->role)
+		/* Agent tokens open agent routes only; operator tokens never open those. */
+		if ((rt->role == RP_ROLE_AGENT) != (r->who.role == RP_ROLE_AGENT) ||
+		    r->who.role < rt->role)
 			return refuse(c, r, has_body, RP_ERR_FORBIDDEN,
 			              json_pack("{s:s, s:s}", "required", rp_api_role_name(rt->role), "role",
 			                        rp_api_role_name(r->who.role)));
@@ -475,7 +477,7 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 	struct rp_api_req rq = {0};
 	struct rp_api_resp rs = {0};
 	json_t *query = NULL, *body = NULL;
-	char mt[64];
+	char mt[64], peer[INET6_ADDRSTRLEN];
 	enum MHD_Result ret;
 	int i;
 
@@ -513,6 +515,19 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 	rq.if_none_match = r->h_if_none_match;
 	rq.who = &r->who;
 	rq.request_id = r->rid;
+	rq.authorization = r->h_auth;
+	if (rt->flags & RP_ROUTE_PEER) {
+		const union MHD_ConnectionInfo *ci =
+		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+		if (sa && sa->sa_family == AF_INET)
+			rq.peer = inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, peer,
+			                    sizeof peer);
+		else if (sa && sa->sa_family == AF_INET6)
+			rq.peer = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, peer,
+			                    sizeof peer);
+	}
 	rt->handler(&rq, &rs);
 	if (rs.status == 0)
 		rp_api_error(&rs, RP_ERR_INTERNAL, NULL);

@@ -10,44 +10,8 @@
 #include <unistd.h>
 
 #include "bmc/bmc.h"
-#include "jobs.h"
+#include "internal.h"
 #include "util/util.h"
-
-#define LEASE_MS (30 * 60 * 1000)
-#define TICK_MS 250
-#define POLL_MS 500
-
-/* A claimed job on its way through a worker. */
-struct work {
-	struct rp_jobs *j;
-	int64_t id;
-	char uuid[RP_UUID_BUF];
-	char type[16];
-	char node_name[64];
-	json_t *claim;      /* the store's claim record (holds the BMC password) */
-	int recover;        /* interrupted by a stop after sending its command: verify only */
-	int attempts, max_attempts;
-	int cancel;         /* set by rp_jobs_cancel; read by the worker between steps */
-	struct work *next;
-};
-
-struct rp_jobs {
-	struct rp_store *st;
-	struct rp_jobs_opts o;
-	char owner[64];
-	pthread_mutex_t mu;
-	pthread_cond_t kick_cv;   /* scheduler: work done, job queued, stop */
-	pthread_cond_t work_cv;   /* workers: work available, stop */
-	int stop, kicked;
-	struct work *queue, *running;
-	int inflight;
-	json_t *done;             /* outcomes waiting to be recorded */
-	pthread_t scheduler, sweeper, *workers;
-	/* sweeps */
-	int sweep_wanted, sweeping, sweep_started;
-	json_t *last_sweep;
-	int64_t next_sweep_ms;
-};
 
 void
 rp_jobs_defaults(struct rp_jobs_opts *o)
@@ -58,6 +22,11 @@ rp_jobs_defaults(struct rp_jobs_opts *o)
 	o->fault_threshold = 3;
 	o->retry_base_ms = 1000;
 	o->power_wait_s = 60;
+	o->ssh_workers = 64;
+	o->ssh_key = NULL;
+	o->agent_command = "rackpilot-agent";
+	o->ssh_connect_timeout_s = 10;
+	o->log_cap = 8u << 20;
 }
 
 static void
@@ -75,15 +44,15 @@ kick(struct rp_jobs *j)
 	pthread_mutex_unlock(&j->mu);
 }
 
-static int
-stopping(struct work *w)
+int
+jobs_stopping(struct work *w)
 {
 	return __atomic_load_n(&w->j->stop, __ATOMIC_RELAXED) ||
 	       __atomic_load_n(&w->cancel, __ATOMIC_RELAXED);
 }
 
-static void
-sleep_ms(unsigned ms)
+void
+jobs_sleep_ms(unsigned ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
 
@@ -93,17 +62,14 @@ sleep_ms(unsigned ms)
 
 /* ---- Outcomes ---------------------------------------------------------------------- */
 
-static json_t *
-outcome(struct work *w, const char *state)
+json_t *
+jobs_outcome(struct work *w, const char *state)
 {
 	return json_pack("{s:I, s:s}", "id", (json_int_t)w->id, "state", state);
 }
 
-static void
-set_error(json_t *o, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-set_error(json_t *o, const char *code, const char *fmt, ...)
+void
+jobs_set_error(json_t *o, const char *code, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -128,16 +94,16 @@ bmc_failure(struct work *w, const struct rp_bmc_err *err, int may_retry)
 
 		if (delay > 60000)
 			delay = 60000;
-		o = outcome(w, "retry");
+		o = jobs_outcome(w, "retry");
 		json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + delay));
-		set_error(o, code, "%s (attempt %d of %d; retrying in %lld ms)", err->msg, w->attempts,
+		jobs_set_error(o, code, "%s (attempt %d of %d; retrying in %lld ms)", err->msg, w->attempts,
 		          w->max_attempts, (long long)delay);
 	} else {
-		o = outcome(w, "failed");
+		o = jobs_outcome(w, "failed");
 		if (rp_bmc_err_transient(err->kind) && may_retry)
-			set_error(o, code, "%s (gave up after %d attempts)", err->msg, w->attempts);
+			jobs_set_error(o, code, "%s (gave up after %d attempts)", err->msg, w->attempts);
 		else
-			set_error(o, code, "%s", err->msg);
+			jobs_set_error(o, code, "%s", err->msg);
 	}
 	/* Only contact failures count against the BMC's health, not refusals of a request. */
 	if (err->kind == RP_BMC_UNREACHABLE || err->kind == RP_BMC_TIMEOUT || err->kind == RP_BMC_AUTH ||
@@ -154,8 +120,8 @@ interrupted(struct work *w)
 	/* Shutting down: leave the job running in the store; the next start recovers it. */
 	if (__atomic_load_n(&w->j->stop, __ATOMIC_RELAXED))
 		return NULL;
-	o = outcome(w, "cancelled");
-	set_error(o, "cancelled", "cancelled while in progress");
+	o = jobs_outcome(w, "cancelled");
+	jobs_set_error(o, "cancelled", "cancelled while in progress");
 	return o;
 }
 
@@ -183,11 +149,11 @@ wait_power(struct work *w, struct rp_bmc *b, enum rp_power want, unsigned timeou
 		}
 		if (rp_time_mono_ns() > until)
 			return 1;
-		if (stopping(w)) {
+		if (jobs_stopping(w)) {
 			err->kind = RP_BMC_OK;
 			return -1;
 		}
-		sleep_ms(POLL_MS);
+		jobs_sleep_ms(POLL_MS);
 	}
 }
 
@@ -215,14 +181,14 @@ run_power(struct work *w, struct rp_bmc *b)
 		               !strcmp(target, "soft_off");
 
 		if (provable && now == want) {
-			o = outcome(w, "succeeded");
+			o = jobs_outcome(w, "succeeded");
 			json_object_set_new(o, "result",
 			                    json_pack("{s:s, s:s}", "power", rp_power_name(now), "note",
 			                              "interrupted by a rackpilotd restart; the BMC reports "
 			                              "the requested state, so it was carried out"));
 		} else {
-			o = outcome(w, "failed");
-			set_error(o, "interrupted",
+			o = jobs_outcome(w, "failed");
+			jobs_set_error(o, "interrupted",
 			          provable ? "interrupted by a rackpilotd restart before its outcome was "
 			                     "recorded; the BMC reports power %s, not %s; not sent again in "
 			                     "case it was delivered: submit it again if still wanted"
@@ -238,7 +204,7 @@ run_power(struct work *w, struct rp_bmc *b)
 	}
 	if (now == want && (!strcmp(target, "on") || !strcmp(target, "off") ||
 	                    !strcmp(target, "soft_off"))) {
-		o = outcome(w, "succeeded");
+		o = jobs_outcome(w, "succeeded");
 		json_object_set_new(o, "result", json_pack("{s:s, s:b}", "power", rp_power_name(now),
 		                                           "changed", 0));
 		json_object_set_new(o, "power", json_string(rp_power_name(now)));
@@ -287,15 +253,15 @@ run_power(struct work *w, struct rp_bmc *b)
 	if (rc < 0)
 		return bmc_failure(w, &err, 0);
 	if (rc == 1) {
-		o = outcome(w, "failed");
-		set_error(o, "power_timeout", "sent %s, but the node did not reach %s within %u s (BMC "
+		o = jobs_outcome(w, "failed");
+		jobs_set_error(o, "power_timeout", "sent %s, but the node did not reach %s within %u s (BMC "
 		                              "reports %s)",
 		          target, rp_power_name(want), w->j->o.power_wait_s, rp_power_name(seen));
 		json_object_set_new(o, "power", json_string(rp_power_name(seen)));
 		json_object_set_new(o, "bmc_ok", json_true());
 		return o;
 	}
-	o = outcome(w, "succeeded");
+	o = jobs_outcome(w, "succeeded");
 	json_object_set_new(o, "result", json_pack("{s:s, s:b, s:s?}", "power", rp_power_name(seen),
 	                                           "changed", 1, "note", note));
 	json_object_set_new(o, "power", json_string(rp_power_name(seen)));
@@ -324,8 +290,8 @@ run_boot(struct work *w, struct rp_bmc *b)
 	}
 	if (got.device != want.device) {
 		json_decref(warnings);
-		o = outcome(w, "failed");
-		set_error(o, "bmc_mismatch", "the BMC accepted boot device %s but reads back %s", device,
+		o = jobs_outcome(w, "failed");
+		jobs_set_error(o, "bmc_mismatch", "the BMC accepted boot device %s but reads back %s", device,
 		          got.device == RP_BOOT_PXE    ? "pxe"
 		          : got.device == RP_BOOT_DISK ? "disk"
 		          : got.device == RP_BOOT_NONE ? "no override"
@@ -345,7 +311,7 @@ run_boot(struct work *w, struct rp_bmc *b)
 		                                                      "legacy BIOS boot"
 		                                                    : "asked legacy BIOS boot, the BMC "
 		                                                      "reads back UEFI"));
-	o = outcome(w, "succeeded");
+	o = jobs_outcome(w, "succeeded");
 	json_object_set_new(o, "result",
 	                    json_pack("{s:s, s:b, s:s, s:o}", "device", device, "persistent",
 	                              got.persistent, "mode",
@@ -467,13 +433,13 @@ run_verify(struct work *w, struct rp_bmc *b)
 		         n ? "; " : "", uuid, id.uuid);
 	}
 	if (mismatch[0]) {
-		o = outcome(w, "failed");
-		set_error(o, "identity_mismatch",
+		o = jobs_outcome(w, "failed");
+		jobs_set_error(o, "identity_mismatch",
 		          "the BMC at this address is not the enrolled machine (%s): a swapped cable or "
 		          "a wrong BMC address?",
 		          mismatch);
 	} else {
-		o = outcome(w, "succeeded");
+		o = jobs_outcome(w, "succeeded");
 	}
 	json_object_set_new(o, "result", json_pack("{s:O, s:s, s:o}", "identity", identity, "power",
 	                                           rp_power_name(p), "checks", checks));
@@ -493,6 +459,8 @@ run(struct work *w)
 	struct rp_bmc *b;
 	json_t *o;
 
+	if (w->lane == LANE_SSH)
+		return jobs_run_steps(w);
 	if (rp_bmc_target_from_json(json_object_get(w->claim, "bmc"),
 	                            json_string_value(json_object_get(json_object_get(w->claim, "node"),
 	                                                              "uuid")),
@@ -509,8 +477,8 @@ run(struct work *w)
 	else if (!strcmp(w->type, "verify"))
 		o = run_verify(w, b);
 	else {
-		o = outcome(w, "failed");
-		set_error(o, "unknown_type", "no runner for job type '%s'", w->type);
+		o = jobs_outcome(w, "failed");
+		jobs_set_error(o, "unknown_type", "no runner for job type '%s'", w->type);
 	}
 	rp_bmc_close(b);
 	return o;
@@ -526,21 +494,22 @@ work_free(struct work *w)
 static void *
 worker(void *arg)
 {
-	struct rp_jobs *j = arg;
+	struct lane *l = arg;
+	struct rp_jobs *j = l->j;
 
 	for (;;) {
 		struct work *w, **pp;
 		json_t *o;
 
 		pthread_mutex_lock(&j->mu);
-		while (j->queue == NULL && !j->stop)
-			pthread_cond_wait(&j->work_cv, &j->mu);
+		while (l->queue == NULL && !j->stop)
+			pthread_cond_wait(&l->cv, &j->mu);
 		if (j->stop) {
 			pthread_mutex_unlock(&j->mu);
 			return NULL;
 		}
-		w = j->queue;
-		j->queue = w->next;
+		w = l->queue;
+		l->queue = w->next;
 		w->next = j->running;
 		j->running = w;
 		pthread_mutex_unlock(&j->mu);
@@ -556,7 +525,7 @@ worker(void *arg)
 		}
 		if (o)
 			json_array_append_new(j->done, o);
-		j->inflight--;
+		l->inflight--;
 		kick_locked(j);
 		pthread_mutex_unlock(&j->mu);
 		work_free(w);
@@ -576,21 +545,23 @@ record(struct rp_jobs *j, json_t *done)
 
 		if (e == RP_ERR_OK)
 			return;
-		rp_log_warn("jobs: recording %zu outcome(s) failed (%s); retrying", json_array_size(done),
+		rp_log_warn("jobs: recording %zu jobs_outcome(s) failed (%s); retrying", json_array_size(done),
 		            rp_err_message(e));
-		sleep_ms(100);
+		jobs_sleep_ms(100);
 	}
-	rp_log_error("jobs: could not record %zu outcome(s); they stay running and will be "
+	rp_log_error("jobs: could not record %zu jobs_outcome(s); they stay running and will be "
 	             "recovered at the next start", json_array_size(done));
 }
 
 static void
-claim(struct rp_jobs *j, int free_slots)
+claim(struct rp_jobs *j, int lane, int free_slots)
 {
+	struct lane *l = &j->lanes[lane];
 	json_t *claimed = NULL, *c;
 	size_t i;
 
-	if (rp_store_jobs_claim(j->st, j->owner, free_slots, LEASE_MS, &claimed) != RP_ERR_OK)
+	if (rp_store_jobs_claim(j->st, j->owner, lane == LANE_SSH, free_slots, LEASE_MS, &claimed) !=
+	    RP_ERR_OK)
 		return;
 	json_array_foreach(claimed, i, c)
 	{
@@ -599,7 +570,9 @@ claim(struct rp_jobs *j, int free_slots)
 		if (w == NULL)
 			break; /* stays running; recovered at the next start */
 		w->j = j;
+		w->lane = lane;
 		w->id = json_integer_value(json_object_get(c, "id"));
+		w->node_id = json_integer_value(json_object_get(json_object_get(c, "node"), "id"));
 		snprintf(w->uuid, sizeof w->uuid, "%s", json_string_value(json_object_get(c, "uuid")));
 		snprintf(w->type, sizeof w->type, "%s", json_string_value(json_object_get(c, "type")));
 		snprintf(w->node_name, sizeof w->node_name, "%s",
@@ -611,10 +584,10 @@ claim(struct rp_jobs *j, int free_slots)
 		w->max_attempts = (int)json_integer_value(json_object_get(c, "max_attempts"));
 		w->claim = json_incref(c);
 		pthread_mutex_lock(&j->mu);
-		w->next = j->queue;
-		j->queue = w;
-		j->inflight++;
-		pthread_cond_signal(&j->work_cv);
+		w->next = l->queue;
+		l->queue = w;
+		l->inflight++;
+		pthread_cond_signal(&l->cv);
 		pthread_mutex_unlock(&j->mu);
 	}
 	json_decref(claimed);
@@ -629,7 +602,7 @@ scheduler(void *arg)
 
 	for (;;) {
 		json_t *done;
-		int free_slots, stop, start_sweep = 0;
+		int free_slots[LANES], stop, start_sweep = 0, lane;
 
 		pthread_mutex_lock(&j->mu);
 		if (!j->kicked && !j->stop) {
@@ -647,7 +620,8 @@ scheduler(void *arg)
 		stop = j->stop;
 		done = j->done;
 		j->done = json_array();
-		free_slots = (int)j->o.workers - j->inflight;
+		for (lane = 0; lane < LANES; lane++)
+			free_slots[lane] = (int)j->lanes[lane].nworkers - j->lanes[lane].inflight;
 		if (!j->sweeping && !stop &&
 		    (j->sweep_wanted ||
 		     (j->o.sweep_interval_s && rp_time_now_ms() >= j->next_sweep_ms))) {
@@ -671,8 +645,9 @@ scheduler(void *arg)
 				pthread_mutex_unlock(&j->mu);
 			}
 		}
-		if (free_slots > 0)
-			claim(j, free_slots);
+		for (lane = 0; lane < LANES; lane++)
+			if (free_slots[lane] > 0)
+				claim(j, lane, free_slots[lane]);
 	}
 }
 
@@ -802,7 +777,7 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 {
 	struct rp_jobs *j = calloc(1, sizeof *j);
 	unsigned i;
-	int recovered = 0;
+	int recovered = 0, lane;
 
 	if (j == NULL) {
 		snprintf(why, whylen, "out of memory");
@@ -812,12 +787,19 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	j->o = *o;
 	if (j->o.workers == 0)
 		j->o.workers = 1;
+	if (j->o.ssh_workers == 0)
+		j->o.ssh_workers = 1;
+	j->lanes[LANE_BMC].nworkers = j->o.workers;
+	j->lanes[LANE_SSH].nworkers = j->o.ssh_workers;
 	if (j->o.sweep_concurrency == 0)
 		j->o.sweep_concurrency = 1;
 	snprintf(j->owner, sizeof j->owner, "rackpilotd/%d", (int)getpid());
 	pthread_mutex_init(&j->mu, NULL);
 	pthread_cond_init(&j->kick_cv, NULL);
-	pthread_cond_init(&j->work_cv, NULL);
+	for (lane = 0; lane < LANES; lane++) {
+		j->lanes[lane].j = j;
+		pthread_cond_init(&j->lanes[lane].cv, NULL);
+	}
 	j->done = json_array();
 	/* The first sweep waits a little, so a fresh start is not a burst of BMC traffic. */
 	j->next_sweep_ms = rp_time_now_ms() + 5000;
@@ -828,28 +810,39 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	if (recovered)
 		rp_log_warn("jobs: %d job(s) were running when rackpilotd stopped; they will check "
 		            "the BMC and not repeat their action", recovered);
-	j->workers = calloc(j->o.workers, sizeof *j->workers);
-	if (j->workers == NULL) {
-		snprintf(why, whylen, "out of memory");
-		goto fail;
-	}
-	for (i = 0; i < j->o.workers; i++) {
-		if (pthread_create(&j->workers[i], NULL, worker, j) != 0) {
-			snprintf(why, whylen, "cannot start job workers");
-			j->o.workers = i;
+	for (lane = 0; lane < LANES; lane++) {
+		struct lane *l = &j->lanes[lane];
+		unsigned want = l->nworkers;
+
+		if ((l->workers = calloc(want, sizeof *l->workers)) == NULL) {
+			snprintf(why, whylen, "out of memory");
+			l->nworkers = 0;
 			rp_jobs_stop(j);
 			return -1;
+		}
+		for (i = 0; i < want; i++) {
+			if (pthread_create(&l->workers[i], NULL, worker, l) != 0) {
+				snprintf(why, whylen, "cannot start job workers");
+				l->nworkers = i;
+				rp_jobs_stop(j);
+				return -1;
+			}
 		}
 	}
 	if (pthread_create(&j->scheduler, NULL, scheduler, j) != 0) {
 		snprintf(why, whylen, "cannot start the job scheduler");
-		goto fail;
+		j->scheduler = 0;
+		rp_jobs_stop(j);
+		return -1;
 	}
 	*out = j;
 	return 0;
 fail:
 	json_decref(j->done);
-	free(j->workers);
+	for (lane = 0; lane < LANES; lane++)
+		pthread_cond_destroy(&j->lanes[lane].cv);
+	pthread_cond_destroy(&j->kick_cv);
+	pthread_mutex_destroy(&j->mu);
 	free(j);
 	return -1;
 }
@@ -859,16 +852,19 @@ rp_jobs_stop(struct rp_jobs *j)
 {
 	unsigned i;
 	struct work *w, *n;
+	int lane;
 
 	if (j == NULL)
 		return;
 	pthread_mutex_lock(&j->mu);
 	j->stop = 1;
-	pthread_cond_broadcast(&j->work_cv);
+	for (lane = 0; lane < LANES; lane++)
+		pthread_cond_broadcast(&j->lanes[lane].cv);
 	pthread_cond_broadcast(&j->kick_cv);
 	pthread_mutex_unlock(&j->mu);
-	for (i = 0; i < j->o.workers; i++)
-		pthread_join(j->workers[i], NULL);
+	for (lane = 0; lane < LANES; lane++)
+		for (i = 0; i < j->lanes[lane].nworkers; i++)
+			pthread_join(j->lanes[lane].workers[i], NULL);
 	if (j->scheduler)
 		pthread_join(j->scheduler, NULL);
 	if (j->sweep_started)
@@ -876,16 +872,18 @@ rp_jobs_stop(struct rp_jobs *j)
 	/* Outcomes of jobs that finished while stopping are still worth recording. */
 	if (json_array_size(j->done) > 0)
 		record(j, j->done);
-	for (w = j->queue; w; w = n) {
-		n = w->next;
-		work_free(w);
+	for (lane = 0; lane < LANES; lane++) {
+		for (w = j->lanes[lane].queue; w; w = n) {
+			n = w->next;
+			work_free(w);
+		}
+		free(j->lanes[lane].workers);
+		pthread_cond_destroy(&j->lanes[lane].cv);
 	}
 	json_decref(j->done);
 	json_decref(j->last_sweep);
-	free(j->workers);
 	pthread_mutex_destroy(&j->mu);
 	pthread_cond_destroy(&j->kick_cv);
-	pthread_cond_destroy(&j->work_cv);
 	free(j);
 }
 

@@ -7,6 +7,9 @@
  * are enforced by the store, so they survive restarts. Jobs found running at start were
  * interrupted by a crash: they verify what happened instead of acting again.
  *
+ * Steps jobs run in their own pool of workers: each pushes a plan to a node's agent over SSH
+ * (server/ssh) and follows it to the end, across SSH drops, reboots and restarts.
+ *
  * The sweeper periodically reads every eligible node's power state with bounded
  * concurrency and records the readings, faults and changes.
  */
@@ -19,6 +22,7 @@
 #include "store/store.h"
 
 struct rp_jobs;
+struct rp_ssh_key; /* ssh/ssh.h */
 
 struct rp_jobs_opts {
 	unsigned workers;           /* concurrent jobs; default 32 */
@@ -27,6 +31,11 @@ struct rp_jobs_opts {
 	unsigned fault_threshold;   /* failures in a row before a BMC fault; default 3 */
 	unsigned retry_base_ms;     /* first retry delay, doubling up to 60 s; default 1000 */
 	unsigned power_wait_s;      /* wait for a power state after a command; default 60 */
+	unsigned ssh_workers;       /* step plans running at once; default 64 */
+	const struct rp_ssh_key *ssh_key; /* the server's SSH key; NULL: steps jobs fail */
+	const char *agent_command;  /* the agent on nodes; default "rackpilot-agent" */
+	unsigned ssh_connect_timeout_s; /* default 10 */
+	size_t log_cap;             /* bytes of SSH output kept per job; default 8 MiB */
 };
 
 /* Fill o with the defaults. */

@@ -607,14 +607,16 @@ store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id)
 	    [T_NODE] = "SELECT id FROM nodes WHERE uuid = ?",
 	    [T_PROFILE] = "SELECT id FROM bios_profiles WHERE uuid = ?",
 	    [T_BASELINE] = "SELECT id FROM firmware_baselines WHERE uuid = ?",
+	    [T_RECIPE] = "SELECT id FROM recipes WHERE uuid = ?",
 	};
 	static const char *by_name[] = {
 	    [T_RACK] = "SELECT id FROM racks WHERE name = ?",
 	    [T_NODE] = "SELECT id FROM nodes WHERE name = ?",
 	    [T_PROFILE] = "SELECT id FROM bios_profiles WHERE name = ?",
 	    [T_BASELINE] = "SELECT id FROM firmware_baselines WHERE name = ?",
+	    [T_RECIPE] = "SELECT id FROM recipes WHERE name = ?",
 	};
-	static int slots[2][4];
+	static int slots[2][5];
 	sqlite3_stmt *s;
 	char lower[RP_UUID_BUF];
 	int uuid = rp_uuid_valid(key), rc, i;
@@ -834,4 +836,26 @@ store_page(struct conn *c, sqlite3_stmt *s, const struct rp_page_req *rq, const 
 	out->last_id = last_id;
 	memcpy(out->last_key, last_key, sizeof out->last_key);
 	return RP_ERR_OK;
+}
+
+enum rp_err
+store_node_by_id(struct conn *c, int64_t id, struct node_ref *out)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		out->id = id;
+		snprintf(out->uuid, sizeof out->uuid, "%s", (const char *)sqlite3_column_text(s, 0));
+		snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(s, 1));
+		out->rack_id = sqlite3_column_int64(s, 2);
+	}
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node by id");
 }

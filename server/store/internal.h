@@ -85,7 +85,7 @@ void store_bind_real(sqlite3_stmt *s, int i, json_t *obj, const char *key);
 void store_bind_text(sqlite3_stmt *s, int i, const char *v);
 
 /* Resolve a key (UUID or name) of a table to its row id. RP_ERR_NOT_FOUND when absent. */
-enum store_table { T_RACK, T_NODE, T_PROFILE, T_BASELINE };
+enum store_table { T_RACK, T_NODE, T_PROFILE, T_BASELINE, T_RECIPE };
 enum rp_err store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id);
 
 /* A node's identity, for views and events that must name it whatever key the caller used. */
@@ -97,6 +97,17 @@ struct node_ref {
 
 /* Resolve a node key (UUID or name). RP_ERR_NOT_FOUND when absent. */
 enum rp_err store_node_ref(struct conn *c, const char *key, struct node_ref *out);
+
+/* The same by row id. */
+enum rp_err store_node_by_id(struct conn *c, int64_t id, struct node_ref *out);
+
+/* Steps jobs (steps.c): why node_id cannot take a plan over SSH now (RP_ERR_OK when it
+ * can); insert a plan's step rows; the wire view of a job's steps (new array or NULL); end
+ * whatever steps an ended job left pending or running. */
+enum rp_err store_ssh_ready(struct conn *c, int64_t node_id, char *why, size_t len);
+enum rp_err store_steps_insert(struct conn *c, int64_t job_id, json_t *plan);
+json_t *store_steps_view(struct conn *c, int64_t job_id);
+enum rp_err store_steps_close(struct conn *c, int64_t job_id, const char *job_state);
 
 /* Append an event inside the caller's transaction. detail is borrowed; may be NULL. */
 enum rp_err store_event(struct conn *c, const char *actor, const char *action,
@@ -128,6 +139,11 @@ enum rp_err store_rack_insert(struct conn *c, json_t *in, const char *actor, int
                               json_t **detail);
 enum rp_err store_node_insert(struct conn *c, json_t *in, const char *actor, int64_t *id,
                               json_t **detail);
+
+/* Store a node's inventory report (and its summary columns) with an event, inside the
+ * caller's transaction. */
+enum rp_err store_inventory_write(struct conn *c, const struct node_ref *n, const char *source,
+                                  json_t *data, const char *actor);
 
 /* Drift views: resolve the rack/node filters to ids (0 = none; RP_ERR_BAD_QUERY when a
  * named one does not exist), count the nodes considered, and group (node, rack, class,

@@ -142,7 +142,7 @@ rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const cha
 {
 	struct conn *c = store_conn(st);
 	struct node_ref n;
-	json_t *obj = NULL;
+	json_t *obj = NULL, *steps;
 	char why[256], summary[200];
 	int64_t id = 0;
 	enum rp_err e;
@@ -153,12 +153,17 @@ rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const cha
 		return e;
 	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
 		goto out;
-	if ((e = node_ready(c, n.id, why, sizeof why)) != RP_ERR_OK) {
+	/* A plan reaches the node over SSH, everything else through its BMC. */
+	steps = json_object_get(json_object_get(job, "params"), "plan");
+	if ((e = steps ? store_ssh_ready(c, n.id, why, sizeof why)
+	               : node_ready(c, n.id, why, sizeof why)) != RP_ERR_OK) {
 		if (e != RP_ERR_INTERNAL)
 			*detail = store_why(NULL, "%s", why);
 		goto out;
 	}
 	if ((e = job_insert(c, &n, 0, job, actor, &id)) != RP_ERR_OK)
+		goto out;
+	if (steps && (e = store_steps_insert(c, id, steps)) != RP_ERR_OK)
 		goto out;
 	if ((e = job_load(c, id, &obj)) != RP_ERR_OK)
 		goto out;
@@ -288,26 +293,6 @@ fail:
 	return e;
 }
 
-static enum rp_err
-node_ref_by_id(struct conn *c, int64_t id, struct node_ref *n)
-{
-	sqlite3_stmt *s = STMT(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?");
-	int rc;
-
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		n->id = id;
-		snprintf(n->uuid, sizeof n->uuid, "%s", (const char *)sqlite3_column_text(s, 0));
-		snprintf(n->name, sizeof n->name, "%s", (const char *)sqlite3_column_text(s, 1));
-		n->rack_id = sqlite3_column_int64(s, 2);
-	}
-	sqlite3_reset(s);
-	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "node by id");
-}
-
 enum rp_err
 rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, json_t *job,
                       const char *actor, json_t **out, json_t **detail)
@@ -355,7 +340,7 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 	batch_id = sqlite3_last_insert_rowid(c->db);
 	json_array_foreach(ids, i, v)
 	{
-		if ((e = node_ref_by_id(c, json_integer_value(v), &n)) != RP_ERR_OK)
+		if ((e = store_node_by_id(c, json_integer_value(v), &n)) != RP_ERR_OK)
 			goto out;
 		e = node_ready(c, n.id, why, sizeof why);
 		if (e == RP_ERR_INVALID_STATE || e == RP_ERR_CONFLICT) {
@@ -401,12 +386,45 @@ rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 	struct conn *c = store_conn(st);
 	int64_t id = 0;
 	enum rp_err e;
+	json_t *obj = NULL, *steps;
+	sqlite3_stmt *s;
+	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	if ((e = job_id(c, key, &id)) != RP_ERR_OK)
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
 		return e;
-	return job_load(c, id, out);
+	if ((e = job_id(c, key, &id)) != RP_ERR_OK)
+		goto out;
+	if ((e = job_load(c, id, &obj)) != RP_ERR_OK)
+		goto out;
+	if (!strcmp(json_string_value(json_object_get(obj, "type")), "steps")) {
+		e = RP_ERR_INTERNAL;
+		if ((steps = store_steps_view(c, id)) == NULL)
+			goto out;
+		json_object_set_new(obj, "steps", steps);
+		s = STMT(c, "SELECT log_bytes, log_dropped FROM jobs WHERE id = ?");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, id);
+		if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+			json_object_set_new(obj, "log",
+			                    json_pack("{s:I, s:I}", "bytes",
+			                              (json_int_t)sqlite3_column_int64(s, 0), "dropped",
+			                              (json_int_t)sqlite3_column_int64(s, 1)));
+		sqlite3_reset(s);
+		if (rc != SQLITE_ROW) {
+			e = store_sqlerr(c, rc, "job log size");
+			goto out;
+		}
+	}
+	*out = obj;
+	obj = NULL;
+	e = RP_ERR_OK;
+out:
+	store_read_end(c);
+	json_decref(obj);
+	return e;
 }
 
 enum rp_err
@@ -557,6 +575,8 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 		e = store_sqlerr(c, rc, "job cancel");
 		goto out;
 	}
+	if (!was_running && (e = store_steps_close(c, id, "cancelled")) != RP_ERR_OK)
+		goto out;
 	snprintf(summary, sizeof summary, "%s job for %s %s",
 	         json_string_value(json_object_get(obj, "type")),
 	         json_string_value(json_object_get(obj, "node")),
@@ -639,7 +659,7 @@ out:
 }
 
 enum rp_err
-rp_store_jobs_claim(struct rp_store *st, const char *owner, int max, int64_t lease_ms,
+rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, int64_t lease_ms,
                     json_t **out)
 {
 	struct conn *c = store_conn(st);
@@ -661,11 +681,13 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int max, int64_t lea
 	            "AND j.node_id IS NOT NULL AND (j.mutating = 0 OR (NOT EXISTS (SELECT 1 FROM jobs "
 	            "r WHERE r.node_id = j.node_id AND r.state = 'running' AND r.mutating = 1) AND "
 	            "NOT EXISTS (SELECT 1 FROM jobs q WHERE q.node_id = j.node_id AND q.mutating = 1 "
-	            "AND q.state = 'queued' AND q.id < j.id))) ORDER BY j.id LIMIT ?2");
+	            "AND q.state = 'queued' AND q.id < j.id))) AND (j.type = 'steps') = ?3 "
+	            "ORDER BY j.id LIMIT ?2");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, now);
 	sqlite3_bind_int(s, 2, max);
+	sqlite3_bind_int(s, 3, ssh != 0);
 	ids = json_array();
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
 		json_array_append_new(ids, json_integer(sqlite3_column_int64(s, 0)));
@@ -915,14 +937,16 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 		if (retry) {
 			/* sent_at stays: should rackpilotd stop before the retry, the job still knows
 			 * it may have acted, and verifies instead of sending again. */
+			/* A wait (for a node to come back from a reboot) is no failed attempt. */
 			s = STMT(c, "UPDATE jobs SET state = 'queued', error_code = ?2, error = ?3, "
-			            "not_before = ?4, lease_owner = NULL, lease_until = NULL, updated_at = ?5 "
-			            "WHERE id = ?1");
+			            "not_before = ?4, lease_owner = NULL, lease_until = NULL, updated_at = ?5, "
+			            "attempts = attempts - ?6 WHERE id = ?1");
 			if (s == NULL) {
 				e = RP_ERR_INTERNAL;
 				goto out;
 			}
 			sqlite3_bind_int64(s, 4, json_integer_value(json_object_get(o, "not_before")));
+			sqlite3_bind_int(s, 6, json_is_true(json_object_get(o, "wait")));
 		} else {
 			s = STMT(c, "UPDATE jobs SET state = ?6, error_code = ?2, error = ?3, result = ?7, "
 			            "finished_at = ?5, lease_owner = NULL, lease_until = NULL, updated_at = ?5 "
@@ -945,7 +969,7 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 			e = store_sqlerr(c, rc, "job finish");
 			goto out;
 		}
-		if (node_id == 0 || (e = node_ref_by_id(c, node_id, &n)) != RP_ERR_OK) {
+		if (node_id == 0 || (e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK) {
 			if (node_id == 0)
 				continue;
 			goto out;
@@ -976,6 +1000,8 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 			goto out;
 		if (retry)
 			continue;
+		if ((e = store_steps_close(c, id, state)) != RP_ERR_OK)
+			goto out;
 		if ((e = job_load(c, id, &job)) != RP_ERR_OK)
 			goto out;
 		snprintf(action, sizeof action, "job.%s", state);
@@ -1060,7 +1086,7 @@ rp_store_power_record(struct rp_store *st, json_t *readings, int fault_threshold
 		const char *power = json_string_value(json_object_get(r, "power"));
 		int ok = json_is_true(json_object_get(r, "ok"));
 
-		e = node_ref_by_id(c, json_integer_value(json_object_get(r, "id")), &n);
+		e = store_node_by_id(c, json_integer_value(json_object_get(r, "id")), &n);
 		if (e == RP_ERR_NOT_FOUND)
 			continue; /* deleted during the sweep */
 		if (e != RP_ERR_OK)

@@ -24,18 +24,27 @@
 	"p.name AS bios_profile, n.provision_state, n.power_state, "                           \
 	"n.power_state_at AS \"power_state_at:time\", n.maintenance AS \"maintenance:bool\", " \
 	"n.maintenance_reason, n.expected AS \"expected:json\", n.version, "                   \
-	"n.created_at AS \"created_at:time\", n.updated_at AS \"updated_at:time\" "            \
+	"n.created_at AS \"created_at:time\", n.updated_at AS \"updated_at:time\", "          \
+	"n.ssh_address AS \"ssh.address\", n.ssh_port AS \"ssh.port\", n.ssh_user AS "         \
+	"\"ssh.user\", CASE WHEN k.node_id IS NULL THEN NULL ELSE json_object('type', "          \
+	"k.key_type, 'fingerprint', k.fingerprint, 'pinned_at', strftime('%Y-%m-%dT%H:%M:%fZ', " \
+	"k.pinned_at / 1000.0, 'unixepoch'), 'pinned_by', k.pinned_by) END "                     \
+	"AS \"ssh.host_key:json\", a.registered_at AS \"agent.registered_at:time\", "          \
+	"a.seen_at AS \"agent.seen_at:time\", a.boot_id AS \"agent.boot_id\", a.version AS "   \
+	"\"agent.version\", a.status AS \"agent.status\", a.hostname AS \"agent.hostname\", "  \
+	"a.address AS \"agent.address\", a.port AS \"agent.port\" "                             \
 	"FROM nodes n LEFT JOIN racks r ON r.id = n.rack_id LEFT JOIN bmcs b ON "              \
-	"b.node_id = n.id LEFT JOIN bios_profiles p ON p.id = n.bios_profile_id "
+	"b.node_id = n.id LEFT JOIN bios_profiles p ON p.id = n.bios_profile_id "             \
+	"LEFT JOIN ssh_host_keys k ON k.node_id = n.id LEFT JOIN agents a ON a.node_id = n.id "
 
 /* Members of the wire object the caller cannot write (the API rejects them first). */
 static const char *const computed[] = {"id",          "provision_state", "power_state",
                                        "power_state_at", "version",      "created_at",
-                                       "updated_at",  NULL};
+                                       "updated_at",  "agent",           NULL};
 static const char *const diff_skip[] = {"id",         "version",         "created_at",
                                         "updated_at", "bmc.password_set", "bmc.checked_at",
                                         "bmc.fault",  "bmc.identity",    "bmc.last_error",
-                                        NULL};
+                                        "agent",      "ssh.host_key",    NULL};
 
 static enum rp_err
 node_load(struct conn *c, int64_t id, json_t **out)
@@ -189,14 +198,16 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 			return RP_ERR_INTERNAL;
 		s = STMT(c, "INSERT INTO nodes(name, rack_id, u_position, u_height, serial, vendor, "
 		            "model, node_class, bios_profile_id, maintenance, maintenance_reason, "
-		            "expected, uuid, created_at, updated_at, system_uuid) "
-		            "VALUES (?1,?2,?3,coalesce(?4,1),?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?14,?16)");
+		            "expected, uuid, created_at, updated_at, system_uuid, ssh_address, "
+		            "ssh_port, ssh_user) VALUES (?1,?2,?3,coalesce(?4,1),?5,?6,?7,?8,?9,?10,?11,"
+		            "?12,?13,?14,?14,?16,?17,?18,?19)");
 	} else {
 		s = STMT(c, "UPDATE nodes SET name = ?1, rack_id = ?2, u_position = ?3, "
 		            "u_height = coalesce(?4,1), serial = ?5, vendor = ?6, model = ?7, "
 		            "node_class = ?8, bios_profile_id = ?9, maintenance = ?10, "
 		            "maintenance_reason = ?11, expected = ?12, version = version + 1, "
-		            "updated_at = ?14, system_uuid = ?16 WHERE id = ?15");
+		            "updated_at = ?14, system_uuid = ?16, ssh_address = ?17, ssh_port = ?18, "
+		            "ssh_user = ?19 WHERE id = ?15");
 	}
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
@@ -224,6 +235,9 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 	if (*id != 0)
 		sqlite3_bind_int64(s, 15, *id);
 	store_bind_str(s, 16, obj, "system_uuid");
+	store_bind_str(s, 17, json_object_get(obj, "ssh"), "address");
+	store_bind_int(s, 18, json_object_get(obj, "ssh"), "port");
+	store_bind_str(s, 19, json_object_get(obj, "ssh"), "user");
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE)
@@ -490,6 +504,7 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 		json_object_del(b, "checked_at");
 		json_object_del(b, "last_error");
 	}
+	json_object_del(json_object_get(after, "ssh"), "host_key");
 	store_merge(after, patch);
 	/* Options belong to a driver: a new driver without new options starts with none. */
 	if (json_is_object(pbmc) && json_is_string(json_object_get(pbmc, "driver")) &&
@@ -627,47 +642,61 @@ rp_store_node_inventory(struct rp_store *st, const char *key, json_t **out)
 }
 
 enum rp_err
+store_inventory_write(struct conn *c, const struct node_ref *n, const char *source, json_t *data,
+                      const char *actor)
+{
+	sqlite3_stmt *s;
+	char *text = store_canon(data), summary[160];
+	json_t *gpus = json_object_get(json_object_get(data, "pci"), "gpu_count");
+	json_t *mem = json_object_get(json_object_get(data, "memory"), "total_bytes");
+	int rc;
+
+	if (text == NULL)
+		return RP_ERR_INTERNAL;
+	/* The summary columns feed filters and acceptance; the whole report stays as sent. */
+	s = STMT(c, "INSERT INTO inventory(node_id, data, source, collected_at, gpu_count, mem_bytes) "
+	            "VALUES (?,?,?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET data = excluded.data, "
+	            "source = excluded.source, collected_at = excluded.collected_at, "
+	            "gpu_count = excluded.gpu_count, mem_bytes = excluded.mem_bytes");
+	if (s == NULL) {
+		free(text);
+		return RP_ERR_INTERNAL;
+	}
+	sqlite3_bind_int64(s, 1, n->id);
+	sqlite3_bind_text(s, 2, text, -1, free);
+	store_bind_text(s, 3, source);
+	sqlite3_bind_int64(s, 4, rp_time_now_ms());
+	if (json_is_integer(gpus))
+		sqlite3_bind_int64(s, 5, json_integer_value(gpus));
+	if (json_is_integer(mem))
+		sqlite3_bind_int64(s, 6, json_integer_value(mem));
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "inventory set");
+	snprintf(summary, sizeof summary, "inventory of %s reported by %s", n->name, source);
+	return store_event(c, actor, "node.inventory", "node", n->uuid, n->name, n->id, n->rack_id,
+	                   summary, NULL);
+}
+
+enum rp_err
 rp_store_node_inventory_set(struct rp_store *st, const char *key, const char *source,
                             json_t *data, const char *actor)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
-	char *text = NULL, summary[160];
 	struct node_ref n;
 	enum rp_err e;
-	int rc;
 
-	if (c == NULL || (text = store_canon(data)) == NULL)
+	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
-		goto out;
+		return e;
 	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
 		goto out;
-	s = STMT(c, "INSERT INTO inventory(node_id, data, source, collected_at) VALUES (?,?,?,?) "
-	            "ON CONFLICT(node_id) DO UPDATE SET data = excluded.data, source = "
-	            "excluded.source, collected_at = excluded.collected_at");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
-	sqlite3_bind_int64(s, 1, n.id);
-	sqlite3_bind_text(s, 2, text, -1, SQLITE_STATIC);
-	store_bind_text(s, 3, source);
-	sqlite3_bind_int64(s, 4, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "inventory set");
-		goto out;
-	}
-	snprintf(summary, sizeof summary, "inventory of %s reported by %s", n.name, source);
-	if ((e = store_event(c, actor, "node.inventory", "node", n.uuid, n.name, n.id, n.rack_id,
-	                     summary, NULL)) != RP_ERR_OK)
+	if ((e = store_inventory_write(c, &n, source, data, actor)) != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);
 out:
-	if (c)
-		store_rollback(c);
-	free(text);
+	store_rollback(c);
 	return e;
 }

@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "rackpilot/error.h"
+#include "util/util.h"
 
 struct rp_store;
 
@@ -76,6 +77,7 @@ struct rp_token_info {
 	char name[64];
 	char role[16];
 	int64_t expires_at; /* ms since epoch; 0: never */
+	int64_t node_id;    /* agent tokens: the node's row id; 0 otherwise */
 };
 
 /* Create an admin token with the given secret hash if no token exists at all (first start).
@@ -269,20 +271,130 @@ enum rp_err rp_store_job_cancel(struct rp_store *st, const char *id, const char 
 enum rp_err rp_store_jobs_recover(struct rp_store *st, int *n);
 
 /* Claim up to max runnable jobs (FIFO; at most one mutating job per node) for owner, in
- * one transaction. *out: array of {id, uuid, type, params, recover, sent, attempts, max_attempts,
+ * one transaction; ssh 1 claims only steps jobs, 0 only the others (they run in separate
+ * worker pools, so hour-long plans never hold up power actions). *out: array of {id, uuid, type, params, recover, sent, attempts, max_attempts,
  * node: {id, uuid, name, serial, system_uuid}, bmc: {driver, address, port, username,
  * password, tls_verify, options}} — the BMC password is in it: never reply with this. */
-enum rp_err rp_store_jobs_claim(struct rp_store *st, const char *owner, int max, int64_t lease_ms,
-                                json_t **out);
+enum rp_err rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max,
+                                int64_t lease_ms, json_t **out);
 
 /* Durably note that job id is about to send its mutating command, before sending it: a
  * job interrupted after this point must not send it again. */
 enum rp_err rp_store_job_mark_sent(struct rp_store *st, int64_t id);
 
-/* Record outcomes in one transaction. Each: {id, state: succeeded|failed|retry, result?,
- * error_code?, error?, not_before? (retry), power? ("on"/"off" observed), identity?,
- * bmc_ok? (true/false: whether the BMC answered)}. */
+/* Record outcomes in one transaction. Each: {id, state: succeeded|failed|cancelled|retry,
+ * result?, error_code?, error?, not_before? (retry), wait? (a retry that is no failed attempt),
+ * power? ("on"/"off" observed), identity?, bmc_ok? (true/false: whether the BMC answered)}.
+ * A job that ends leaves its pending steps skipped and running ones failed. */
 enum rp_err rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold);
+
+/* ---- Agents --------------------------------------------------------------------------- */
+
+/* Bootstrap token objects: id, node (name, or null: any machine may register with it),
+ * created_by, created_at, expires_at, used_at, used_by, state (live|used|expired|revoked).
+ * node NULL: a discovery token. RP_ERR_NOT_FOUND when node does not exist. */
+enum rp_err rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *hash,
+                                      int64_t expires_at, const char *actor, json_t **out);
+
+/* Live bootstrap tokens (unused, unexpired, not revoked), newest first, at most 1000. */
+enum rp_err rp_store_bootstrap_list(struct rp_store *st, json_t **out);
+
+/* Revoke an unused one. RP_ERR_NOT_FOUND when unknown, used or already revoked. */
+enum rp_err rp_store_bootstrap_revoke(struct rp_store *st, const char *id, const char *actor);
+
+/* RP_ERR_OK when hash is a live bootstrap token, else RP_ERR_UNAUTHORIZED with a reason. */
+enum rp_err rp_store_bootstrap_check(struct rp_store *st, const char *hash, json_t **detail);
+
+/* A registration the API has validated (docs/agent-protocol.md). */
+struct rp_agent_reg {
+	const char *bootstrap_hash;      /* of the bootstrap token presented */
+	const char *token_hash;          /* of the new agent token */
+	json_t *body;                    /* {hostname, boot_id, agent_version, macs (normalised,
+	                                    1..64), ssh {address, port}?, inventory?} */
+	const struct rp_sshkey *host_key;
+	const char *peer;                /* address the request came from, or NULL */
+};
+
+/* Register in one transaction: check and consume the bootstrap token, find the node (the
+ * token's, else by MAC, else a new `discovered` one), add unclaimed MACs, store the inventory,
+ * pin the host key, replace the agent token. *out: {node {id, name}, created}.
+ * RP_ERR_UNAUTHORIZED (detail says why) for an unknown, used, expired or revoked token;
+ * RP_ERR_CONFLICT when MACs belong to another node than the token's, or to several. */
+enum rp_err rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r,
+                                    json_t **out, json_t **detail);
+
+/* Look up an agent token by hash: role "agent", id/name of its node, node_id.
+ * RP_ERR_UNAUTHORIZED when none matches. */
+enum rp_err rp_store_agent_auth(struct rp_store *st, const char *hash, struct rp_token_info *out);
+
+/* Record a heartbeat {boot_id?, agent_version?, status?}; a new boot_id is an event. */
+enum rp_err rp_store_agent_heartbeat(struct rp_store *st, int64_t node_id, json_t *hb);
+
+/* Store the inventory an agent reported for its node. */
+enum rp_err rp_store_agent_inventory(struct rp_store *st, int64_t node_id, json_t *inventory);
+
+/* Pin (hk) or unpin (hk NULL) a node's SSH host key by hand. *out (may be NULL): the pinned
+ * key {type, fingerprint, pinned_at, pinned_by} (pin only). Unpinning a node without a key is
+ * RP_ERR_NOT_FOUND. */
+enum rp_err rp_store_node_host_key_set(struct rp_store *st, const char *key,
+                                       const struct rp_sshkey *hk, const char *actor,
+                                       json_t **out);
+
+/* A steps job as its agent sees it: {id, state, cancel_requested, steps [{id, index, type,
+ * state}]}. RP_ERR_FORBIDDEN when the job is another node's, RP_ERR_NOT_FOUND when none. */
+enum rp_err rp_store_agent_job(struct rp_store *st, int64_t node_id, const char *job,
+                               json_t **out);
+
+/* An agent's step report {state running|succeeded|failed, boot_id?, exit_code?, duration_ms?,
+ * output?, output_bytes?, output_truncated?, error?, result?}. RP_ERR_FORBIDDEN (another
+ * node's job), RP_ERR_NOT_FOUND, RP_ERR_INVALID_STATE (job ended, or cancelled for a
+ * `running` report), RP_ERR_CONFLICT (step already ended otherwise). Repeating the same end
+ * state is accepted and changes nothing. */
+enum rp_err rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job,
+                                 const char *step, json_t *rep, json_t **detail);
+
+/* Worker side of steps jobs. */
+
+/* The job's steps in order: [{id, index, type, state, continue_on_error, boot_id, started_at
+ * (ms or null), error}]. */
+enum rp_err rp_store_job_steps(struct rp_store *st, int64_t job_id, json_t **out);
+
+/* Settle one step from the server's side (a reboot seen to complete or time out). */
+enum rp_err rp_store_step_finish(struct rp_store *st, int64_t job_id, int index,
+                                 const char *state, const char *error);
+
+/* Where and how to reach a node over SSH now: {address, port, user, key_type, key_b64,
+ * fingerprint, boot_id, seen_at} (key and address may be null). */
+enum rp_err rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out);
+
+/* Record that a node presented another host key than the pinned one. */
+enum rp_err rp_store_host_key_mismatch(struct rp_store *st, int64_t node_id, const char *job,
+                                       const char *pinned, const char *seen);
+
+/* Append SSH output to a job's log, keeping at most cap bytes per job (the rest is counted
+ * as dropped). */
+enum rp_err rp_store_job_log_append(struct rp_store *st, int64_t job_id, const void *data,
+                                    size_t len, size_t cap);
+
+/* A job's log from byte offset on, appended to out; *meta: {state, type, bytes, dropped}. */
+enum rp_err rp_store_job_log(struct rp_store *st, const char *job, int64_t offset,
+                             struct rp_buf *out, json_t **meta);
+
+/* ---- Recipes -------------------------------------------------------------------------- */
+
+/* Recipe objects: id, name, description, params {arg: {required, default, description}},
+ * steps [...] (a plan with ${arg} placeholders), version, created_at, updated_at. Updates
+ * replace params and steps whole. */
+enum rp_err rp_store_recipe_create(struct rp_store *st, json_t *in, const char *actor,
+                                   json_t **out, json_t **detail);
+enum rp_err rp_store_recipe_get(struct rp_store *st, const char *key, json_t **out);
+enum rp_err rp_store_recipe_list(struct rp_store *st, const struct rp_page_req *rq,
+                                 struct rp_page *out);
+enum rp_err rp_store_recipe_update(struct rp_store *st, const char *key, json_t *patch,
+                                   int64_t if_match, const char *actor, json_t **out,
+                                   json_t **detail);
+enum rp_err rp_store_recipe_delete(struct rp_store *st, const char *key, int64_t if_match,
+                                   const char *actor, json_t **detail);
 
 /* ---- Power sync ------------------------------------------------------------------------ */
 

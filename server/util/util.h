@@ -55,9 +55,10 @@ int rp_uuid_new(char buf[RP_UUID_BUF]);
 /* 1 when s is a canonical UUID (8-4-4-4-12 hex, any case), else 0. */
 int rp_uuid_valid(const char *s);
 
-/* New API secret "rpt_" + 43 base64url characters (256 bits). buf: RP_TOKEN_BUF bytes. */
+/* New secret: prefix (4 characters, e.g. "rpt_", see rackpilot/agent.h) + 43 base64url
+ * characters (256 bits). buf: RP_TOKEN_BUF bytes. Returns 0/-1. */
 #define RP_TOKEN_BUF 48
-int rp_token_new(char buf[RP_TOKEN_BUF]);
+int rp_token_new(const char *prefix, char buf[RP_TOKEN_BUF]);
 
 /* SHA-256 of data as 64 lowercase hex characters. hex: RP_SHA256_HEX bytes. */
 #define RP_SHA256_HEX 65
@@ -68,6 +69,17 @@ size_t rp_b64url_encode(const void *in, size_t n, char *out);
 
 /* Decode unpadded base64url; returns decoded length, or -1 on bad input or overflow of cap. */
 long rp_b64url_decode(const char *in, void *out, size_t cap);
+
+/* An OpenSSH public key ("TYPE BASE64 [comment]", as in authorized_keys and *.pub). */
+struct rp_sshkey {
+	char type[32];         /* ssh-ed25519, ecdsa-sha2-nistp256, ssh-rsa, ... */
+	char b64[2048];        /* the key blob, standard base64 */
+	char fingerprint[64];  /* "SHA256:..." as ssh-keygen -l prints it */
+};
+
+/* Parse one public key line; the blob must decode and name the same type it is declared
+ * as. Returns 0 (out filled), or -1 when line is not such a key (out untouched). */
+int rp_sshkey_parse(const char *line, struct rp_sshkey *out);
 
 /* Normalise a MAC address ("AA-BB-CC-DD-EE-FF", "aabb.ccdd.eeff", "aa:bb:...") to
  * "aa:bb:cc:dd:ee:ff" in out (RP_MAC_BUF bytes). Returns 0, or -1 when s is not a MAC. */

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -106,7 +107,7 @@ test_b64url_token_sha(void **state)
 	assert_int_equal(rp_b64url_decode("a+b", dec, sizeof dec), -1);
 	assert_int_equal(rp_b64url_decode("-_9", dec, sizeof dec), -1); /* non-zero padding bits */
 	assert_int_equal(rp_b64url_decode("AAAAAAAA", dec, 2), -1);     /* overflows the cap */
-	assert_int_equal(rp_token_new(tok), 0);
+	assert_int_equal(rp_token_new("rpt_", tok), 0);
 	assert_int_equal(strlen(tok), 47);
 	assert_int_equal(strncmp(tok, "rpt_", 4), 0);
 	rp_sha256_hex("abc", 3, hex);
@@ -128,6 +129,48 @@ test_buf(void **state)
 	assert_null(b.data);
 }
 
+/* Fingerprints as `ssh-keygen -lf` printed them for these keys. */
+static void
+test_sshkey(void **state)
+{
+	static const struct {
+		const char *line, *type, *fp;
+	} keys[] = {
+	    {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEj+0zhiQEJuyA07cB1MguetKm2VQWyaex2sRJ6gWDus root@node"
+	    "7",
+	     "ssh-ed25519", "SHA256:Ad7+6NwavcLzMo8yJxTL/a7dIVzCjF5XyZulRQKTXpQ"},
+	    {"ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQDWardLd7nzDTPA/E+KAlu7w+bfISFMYmkD+YtzOyFWI5aTnA/YlX"
+	    "J7oDJpyPsJRWj92W5khs4jDQDVk2dXt6awoctPHCkiwAtsuVZ/omFAgFMX4qN9NdSIm0DoSRpuHP6ET/Rb9LXA02c6"
+	    "R/whFd+I2U/f4z0BOWtpLO68b1zuhBlPFdTmsLZILVBa2dFtwhmlMCAp9BqNK7iDhLzdQt5Q/i9c2dmIVsbfH22HjS"
+	    "uFGMVBUuJguut/dlxqug0nn6BlYm780rGwf6SBuzWlKtoQ+OL9DUec6NjeYvryrubO82Fxi8d35oEPRz5Tw7KqLYkL"
+	    "740FEyf4Tfk85gSr/5JB root@vm",
+	     "ssh-rsa", "SHA256:+K7GJshHLj8kSJ0JPMgrAzEO5rJPq5ooTIBviDvqB4U"},
+	    {"ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBLd3BwpRQT4dEy1zkJ"
+	    "6SrUmq3FDG4Fhc2w23P3t9MMWS9TbCfNw4x/e1kBOzZoXFjTUCifKMDPsA6yNtU3VDL7Y= root@vm",
+	     "ecdsa-sha2-nistp256", "SHA256:OsTZY1L48gpWNvWmdQ/YGX+kDffN6wU9htQNhGBZGH4"},
+	};
+	struct rp_sshkey k;
+	char bad[2200];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		assert_int_equal(rp_sshkey_parse(keys[i].line, &k), 0);
+		assert_string_equal(k.type, keys[i].type);
+		assert_string_equal(k.fingerprint, keys[i].fp);
+	}
+	/* Mislabelled: an ed25519 blob declared as RSA. */
+	snprintf(bad, sizeof bad, "ssh-rsa %s", strchr(keys[0].line, ' ') + 1);
+	assert_int_equal(rp_sshkey_parse(bad, &k), -1);
+	/* A blob that is not base64, a truncated one, and no blob at all. */
+	assert_int_equal(rp_sshkey_parse("ssh-ed25519 AAAA!AAAAAAAAAAAAAAAAAAAA", &k), -1);
+	snprintf(bad, sizeof bad, "%.40s", keys[0].line);
+	assert_int_equal(rp_sshkey_parse(bad, &k), -1);
+	assert_int_equal(rp_sshkey_parse("ssh-ed25519", &k), -1);
+	assert_int_equal(rp_sshkey_parse("", &k), -1);
+	assert_int_equal(rp_sshkey_parse(NULL, &k), -1);
+}
+
 int
 main(void)
 {
@@ -135,6 +178,7 @@ main(void)
 	    cmocka_unit_test(test_uuid),  cmocka_unit_test(test_mac),
 	    cmocka_unit_test(test_names_hosts), cmocka_unit_test(test_time),
 	    cmocka_unit_test(test_b64url_token_sha), cmocka_unit_test(test_buf),
+	    cmocka_unit_test(test_sshkey),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

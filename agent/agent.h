@@ -1,0 +1,331 @@
+/*
+ * agent.h — rackpilot-agent's one module header: configuration, the HTTP client, downloads,
+ * the step-output tail, plans and their steps, registration and heartbeats.
+ * docs/agent-protocol.md is the contract; rackpilot/agent.h holds the shared constants.
+ */
+#ifndef RP_AGENT_AGENT_H
+#define RP_AGENT_AGENT_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "inventory.h" /* rp_agent_inventory(): NULL only when memory runs out */
+#include "rackpilot/agent.h"
+#include "util/util.h"
+
+/* ---- Configuration (config.c) --------------------------------------------------------- */
+
+#define RP_AGENT_CONF_DEFAULT "/etc/rackpilot/agent.conf"
+#define RP_AGENT_PATH_MAX     4096
+
+struct rp_agent_config {
+	char url[2048];
+	char bootstrap_token[256];
+	char token_file[RP_AGENT_PATH_MAX]; /* "" until load: then state_dir/token */
+	char state_dir[RP_AGENT_PATH_MAX];
+	char root[RP_AGENT_PATH_MAX];
+	char ssh_host_key[RP_AGENT_PATH_MAX];
+	char ssh_address[256];
+	unsigned ssh_port; /* 0: not set (22 when ssh_address is) */
+	char authorized_keys[RP_AGENT_PATH_MAX];
+	char reboot_command[RP_AGENT_PATH_MAX];
+	int tls_verify;
+	char ca_file[RP_AGENT_PATH_MAX];
+	unsigned heartbeat_s; /* 0: the server's */
+	unsigned file_set;    /* bit per key (rp_agent_config_set order) a file has set */
+};
+
+/* What the command line says; NULL members were not given. */
+struct rp_agent_flags {
+	const char *config; /* -c FILE: must exist */
+	const char *root;
+	const char *url;
+};
+
+/* Fill c with the compiled-in defaults. */
+void rp_agent_config_defaults(struct rp_agent_config *c);
+
+/* Apply one `key = value` setting. 0, or -1 with err set (c unchanged). */
+int rp_agent_config_set(struct rp_agent_config *c, const char *key, const char *value, char *err,
+                        size_t errlen);
+
+/* Apply a config file: `key = value` lines, `#` comments, a value may be "quoted" to keep
+ * blanks. A missing file is fine unless must_exist. 0, or -1 with err naming file:line (c is
+ * then unchanged). */
+int rp_agent_config_file(struct rp_agent_config *c, const char *path, int must_exist, char *err,
+                         size_t errlen);
+
+/* Apply rackpilot.url= and rackpilot.token= from a kernel command line, except where a file
+ * already set url or bootstrap_token. Unknown words are ignored. */
+void rp_agent_config_cmdline(struct rp_agent_config *c, const char *cmdline);
+
+/* The whole precedence: defaults < ROOT/proc/cmdline < file (flags->config, else the default
+ * path) < flags. Fills in token_file. 0 and *c set, or -1 with err set. */
+int rp_agent_config_load(struct rp_agent_config *c, const struct rp_agent_flags *flags, char *err,
+                         size_t errlen);
+
+/* root joined with an absolute path rel ("/" + "/proc/x" = "/proc/x") into buf. 0, or -1
+ * when it does not fit. */
+int rp_agent_path(const char *root, const char *rel, char *buf, size_t n);
+
+/* First line of ROOT/rel, trimmed, into buf (n bytes). 0, or -1 when unreadable or empty. */
+int rp_agent_read_line(const char *root, const char *rel, char *buf, size_t n);
+
+/* Create dir (one level) with mode 0700 unless it exists. 0 or -1 with errno. */
+int rp_agent_mkdir(const char *dir);
+
+/* ---- HTTP client (client.c) ----------------------------------------------------------- */
+
+/* Set from a signal handler: aborts transfers and backoff sleeps as soon as possible. */
+extern volatile sig_atomic_t rp_agent_stopping;
+
+/* Set when the job being run was cancelled (the server says so, or SIGTERM): the running
+ * step's process group is stopped, downloads abort, and no further step starts. */
+extern volatile sig_atomic_t rp_agent_cancelled;
+
+/* Outcomes of rp_agent_call() that are not HTTP statuses. */
+#define RP_AGENT_ENET   (-1) /* no answer: DNS, connect, TLS, timeout (transient) */
+#define RP_AGENT_EPROTO (-2) /* an answer we refuse: too large, not JSON (not transient) */
+#define RP_AGENT_ELOCAL (-3) /* a failure on this side (files, memory); not transient */
+
+struct rp_agent_client;
+
+/* A client for cfg's url, tls_verify and ca_file (cfg must outlive it). NULL on allocation
+ * failure. */
+struct rp_agent_client *rp_agent_client_new(const struct rp_agent_config *cfg);
+/* Accepts NULL. */
+void rp_agent_client_free(struct rp_agent_client *cl);
+
+/* Attempts rp_agent_call_retry() makes before giving up (default 6: waits 1+2+4+8+16 s). */
+void rp_agent_client_set_attempts(struct rp_agent_client *cl, unsigned attempts);
+
+/* One request: method to url + path with `Authorization: Bearer bearer` (unless NULL) and
+ * body as JSON (unless NULL). Returns the HTTP status or RP_AGENT_ENET/EPROTO. On 2xx sets
+ * *answer to the parsed body (new reference; NULL for an empty body); otherwise err says why,
+ * with the server's {"error": {code, message, detail}} when it sent one. Bodies over 1 MiB
+ * are refused. */
+long rp_agent_call(struct rp_agent_client *cl, const char *method, const char *path,
+                   const char *bearer, json_t *body, json_t **answer, char *err, size_t errlen);
+
+/* rp_agent_call(), repeated with backoff while the outcome is transient. */
+long rp_agent_call_retry(struct rp_agent_client *cl, const char *method, const char *path,
+                         const char *bearer, json_t *body, json_t **answer, char *err,
+                         size_t errlen);
+
+/* 1 when an outcome of rp_agent_call() is worth retrying (no answer, 408, 429, 5xx). */
+int rp_agent_transient(long status);
+
+/* Sleep ms milliseconds unless rp_agent_stopping is or becomes set. 0, or -1 when stopped. */
+int rp_agent_sleep_ms(int64_t ms);
+
+/* ---- Downloads and hashing (download.c) ----------------------------------------------- */
+
+/* Stream url (http/https, at most 5 redirects, HTTP >= 400 fails) into fd, hashing what is
+ * written; the whole transfer may take timeout_s. cfg supplies tls_verify and ca_file; no
+ * token is sent. 0 with hex and *bytes set, or -1 with err set (fd may hold a partial
+ * download; *bytes still says how much was written). */
+int rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd,
+                      unsigned timeout_s, char hex[RP_SHA256_HEX], uint64_t *bytes, char *err,
+                      size_t errlen);
+
+/* SHA-256 of everything readable from fd (from its current offset). 0 with hex set, or -1
+ * with errno. */
+int rp_agent_sha256_fd(int fd, char hex[RP_SHA256_HEX]);
+
+/* 1 when s is 64 hex digits. */
+int rp_agent_sha256_valid(const char *s);
+
+/* ---- Output tail (tail.c) ------------------------------------------------------------- */
+
+/* The last RP_STEP_OUTPUT_TAIL bytes of a step's output, and how many there were. Zero it
+ * to start. */
+struct rp_agent_tail {
+	unsigned char buf[RP_STEP_OUTPUT_TAIL];
+	size_t head; /* where the next byte goes */
+	size_t len;  /* bytes held, at most sizeof buf */
+	uint64_t total;
+};
+
+/* Append n bytes; what no longer fits falls off the front. */
+void rp_agent_tail_add(struct rp_agent_tail *t, const void *p, size_t n);
+
+/* 1 when output was lost off the front (total > what a result can carry). */
+int rp_agent_tail_truncated(const struct rp_agent_tail *t);
+
+/* The held bytes as valid UTF-8 of at most RP_STEP_OUTPUT_TAIL bytes (see
+ * rp_agent_utf8_clean; a partial leading sequence is dropped when bytes were lost). New
+ * NUL-terminated buffer, length in *len; NULL on allocation failure. */
+char *rp_agent_tail_text(const struct rp_agent_tail *t, size_t *len);
+
+/* p[0..n) as valid UTF-8: every maximal invalid subsequence and every NUL (which JSON
+ * parsers refuse) becomes U+FFFD. With skip_partial, continuation bytes at the very start
+ * (the rest of a character cut off in front) are dropped instead. When the result would
+ * exceed cap bytes, whole characters are dropped from the front. New NUL-terminated buffer,
+ * length in *len; NULL on allocation failure. */
+char *rp_agent_utf8_clean(const void *p, size_t n, int skip_partial, size_t cap, size_t *len);
+
+/* ---- Plans (plan.c) ------------------------------------------------------------------- */
+
+/* The X-macro lists end without a comma, which clang-format cannot see. */
+/* clang-format off */
+enum rp_step_type {
+#define RP_STEP_TYPE_ENUM(name, wire) RP_STEP_##name,
+	RP_STEP_TYPES(RP_STEP_TYPE_ENUM)
+#undef RP_STEP_TYPE_ENUM
+	RP_STEP__COUNT
+};
+/* clang-format on */
+
+/* clang-format off */
+enum rp_step_state {
+#define RP_STEP_STATE_ENUM(name, wire) RP_STATE_##name,
+	RP_STEP_STATES(RP_STEP_STATE_ENUM)
+#undef RP_STEP_STATE_ENUM
+	RP_STATE__COUNT
+};
+/* clang-format on */
+
+/* Wire names; "?" out of range. Static storage. */
+const char *rp_step_type_name(enum rp_step_type t);
+const char *rp_step_state_name(enum rp_step_state s);
+
+/* Parse a wire state name. 0 and *s set, or -1 when unknown. */
+int rp_step_state_parse(const char *name, enum rp_step_state *s);
+
+/* One checked step; strings and obj belong to the plan. */
+struct rp_agent_step {
+	const char *id;
+	enum rp_step_type type;
+	unsigned timeout_s;
+	int continue_on_error;
+	int rerun_interrupted;
+	json_t *obj; /* type-specific members, all checked */
+};
+
+struct rp_agent_plan {
+	json_t *json;
+	const char *job;
+	size_t nsteps;
+	struct rp_agent_step steps[RP_PLAN_MAX_STEPS];
+};
+
+/* Parse and check a plan (docs/agent-protocol.md) sent for job: at most RP_PLAN_MAX_BYTES,
+ * format 1, the same job, 1..RP_PLAN_MAX_STEPS steps with unique, well-formed ids, known
+ * types, their required members and no unknown ones. New plan, or NULL with err naming the
+ * offending step and member. */
+struct rp_agent_plan *rp_agent_plan_parse(const char *text, size_t len, const char *job, char *err,
+                                          size_t errlen);
+/* Accepts NULL. */
+void rp_agent_plan_free(struct rp_agent_plan *p);
+
+/* What a resumed plan does with a step the server reports in state s. */
+enum rp_agent_decision {
+	RP_DECIDE_RUN,         /* report running, run, report the result */
+	RP_DECIDE_SKIP,        /* already ended: leave it */
+	RP_DECIDE_INTERRUPTED, /* its runner died in it and it may not rerun: report failed, stop */
+};
+
+enum rp_agent_decision rp_agent_decide(enum rp_step_state s, const struct rp_agent_step *st);
+
+/* ---- Steps (steps.c) ------------------------------------------------------------------ */
+
+/* What running one step produced. */
+struct rp_agent_outcome {
+	int succeeded;
+	int exit_code; /* -1: none (not a process, killed, timed out) */
+	int64_t duration_ms;
+	char error[1024];  /* "" when succeeded */
+	json_t *result;    /* NULL or a new reference (inventory counts) */
+	int echo_fd;       /* output is copied here as it comes; -1: nowhere */
+	int at_line_start; /* last byte echoed was a newline (or nothing yet) */
+	struct rp_agent_tail tail;
+};
+
+/* A fresh outcome whose output is echoed to echo_fd (-1: nowhere). NULL on allocation
+ * failure. */
+struct rp_agent_outcome *rp_agent_outcome_new(int echo_fd);
+/* Accepts NULL. */
+void rp_agent_outcome_free(struct rp_agent_outcome *o);
+
+/* Append output (echo + tail). Echo write failures are ignored: a dropped SSH session must
+ * not stop a step; a stalled one holds it up at most a few seconds. */
+void rp_agent_output(struct rp_agent_outcome *o, const void *p, size_t n);
+
+/* What running steps needs beyond the step itself. */
+struct rp_agent_runner {
+	const struct rp_agent_config *cfg;
+	struct rp_agent_client *client; /* NULL: steps that talk to the server fail */
+	const char *token;              /* the agent token */
+	int echo_fd;                    /* framing lines and output; -1: nowhere */
+};
+
+/* Run `/bin/sh -c command` in its own process group: env merged into ours, in cwd (NULL:
+ * ours), stdin /dev/null, stdout and stderr into o. After timeout_s the group gets SIGTERM,
+ * 5 s later SIGKILL. Sets o->succeeded, exit_code, error (not duration). 0 when it ran
+ * (whatever its status), -1 when it could not start (o->error says why). */
+int rp_agent_shell(const char *command, json_t *env, const char *cwd, unsigned timeout_s,
+                   struct rp_agent_outcome *o);
+
+/* Run one step of any type but reboot, filling o (duration included). Never reports. */
+void rp_agent_step_run(const struct rp_agent_runner *r, const struct rp_agent_step *s,
+                       struct rp_agent_outcome *o);
+
+/* s shell-quoted ('…', with ' as '\''). New string; NULL on allocation failure. */
+char *rp_agent_shell_quote(const char *s);
+
+/* tmpl with every ${image} replaced by the shell-quoted path. New string; NULL on
+ * allocation failure. */
+char *rp_agent_subst_image(const char *tmpl, const char *path);
+
+/* The body of a step result: state, boot_id (NULL: left out), and for a final state the
+ * outcome's exit_code, duration_ms, output, output_bytes, output_truncated, error and result.
+ * New reference; NULL on allocation failure. */
+json_t *rp_agent_result_body(enum rp_step_state state, const char *boot_id,
+                             const struct rp_agent_outcome *o);
+
+/* POST a step result for job (retrying transient failures). 0, or -1 with err set. */
+int rp_agent_step_report(const struct rp_agent_runner *r, const char *job, const char *step,
+                         json_t *body, char *err, size_t errlen);
+
+/* `run-steps --job job`: read the plan from in_fd and run it (docs/agent-protocol.md).
+ * Returns an RP_RUN_EXIT_* status; a reboot step does not return (it exits 3). */
+int rp_agent_run_steps(const struct rp_agent_config *cfg, const char *job, int in_fd);
+
+/* 1 while some run-steps holds the lock in cfg's state_dir, else 0. */
+int rp_agent_busy(const struct rp_agent_config *cfg);
+
+/* ---- Registration and heartbeats (node.c) --------------------------------------------- */
+
+/* The physical MACs to register, normalised and unique (at most 64): from the inventory's
+ * nics items when it has any, else ROOT/sys/class/net/<if>/address. Loopback, all-zero and
+ * virtual interfaces are left out. New array reference (possibly empty). */
+json_t *rp_agent_macs(const json_t *inventory, const char *root);
+
+/* Make sure the key line ("type base64 [comment]") is in the authorized_keys file at path:
+ * append it unless a line holds the same type and base64 (options and comments aside).
+ * Creates the file (0600) when missing. 0, or -1 with err set. */
+int rp_agent_authorized_keys_add(const char *path, const char *key, char *err, size_t errlen);
+
+/* The agent token from cfg's token_file into buf. 0, or -1 with err set. */
+int rp_agent_token_read(const struct rp_agent_config *cfg, char *buf, size_t n, char *err,
+                        size_t errlen);
+
+/* POST /v1/agent/register with the bootstrap token; save the new agent token (atomically,
+ * 0600) and the server's SSH key (authorized_keys). Returns 0 with *answer set (the server's
+ * answer, new reference) or the HTTP status/RP_AGENT_E* that failed (err set). */
+long rp_agent_register(const struct rp_agent_config *cfg, struct rp_agent_client *cl,
+                       json_t **answer, char *err, size_t errlen);
+
+/* POST /v1/agent/heartbeat with token. Returns 0 with *answer set or the failing
+ * HTTP status/RP_AGENT_E* (err set). */
+long rp_agent_heartbeat(const struct rp_agent_config *cfg, struct rp_agent_client *cl,
+                        const char *token, json_t **answer, char *err, size_t errlen);
+
+/* `daemon`: register when there is no token, then heartbeat until rp_agent_stopping.
+ * Returns a process exit status. */
+int rp_agent_daemon(const struct rp_agent_config *cfg);
+
+#endif

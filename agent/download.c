@@ -1,0 +1,167 @@
+/* Streaming downloads that hash what they write, so an image is never read twice. */
+#include <ctype.h>
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include "agent.h"
+
+#define CONNECT_TIMEOUT_S 10
+
+struct sink {
+	int fd;
+	EVP_MD_CTX *md;
+	uint64_t bytes;
+	int write_errno;
+};
+
+static void
+hex_digest(EVP_MD_CTX *md, char hex[RP_SHA256_HEX])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned dl = 0, i;
+
+	EVP_DigestFinal_ex(md, d, &dl);
+	for (i = 0; i < dl && i < 32; i++) {
+		hex[2 * i] = digits[d[i] >> 4];
+		hex[2 * i + 1] = digits[d[i] & 15];
+	}
+	hex[64] = '\0';
+}
+
+static int
+write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static size_t
+on_data(char *p, size_t size, size_t n, void *arg)
+{
+	struct sink *s = arg;
+
+	n *= size;
+	if (write_all(s->fd, p, n) < 0) {
+		s->write_errno = errno;
+		return 0;
+	}
+	EVP_DigestUpdate(s->md, p, n);
+	s->bytes += n;
+	return n;
+}
+
+static int
+on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	(void)arg, (void)dt, (void)dn, (void)ut, (void)un;
+	return rp_agent_stopping || rp_agent_cancelled ? 1 : 0;
+}
+
+int
+rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd, unsigned timeout_s,
+                  char hex[RP_SHA256_HEX], uint64_t *bytes, char *err, size_t errlen)
+{
+	struct sink s = {.fd = fd};
+	CURL *curl = NULL;
+	CURLcode cc;
+	int rc = -1;
+
+	s.md = EVP_MD_CTX_new();
+	curl = curl_easy_init();
+	if (s.md == NULL || curl == NULL || EVP_DigestInit_ex(s.md, EVP_sha256(), NULL) != 1) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	curl_easy_setopt(curl, CURLOPT_URL, url);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 5L);
+	curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, (long)CONNECT_TIMEOUT_S);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)timeout_s);
+	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, cfg->tls_verify ? 1L : 0L);
+	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, cfg->tls_verify ? 2L : 0L);
+	if (cfg->ca_file[0])
+		curl_easy_setopt(curl, CURLOPT_CAINFO, cfg->ca_file);
+	curl_easy_setopt(curl, CURLOPT_USERAGENT, "rackpilot-agent");
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &s);
+	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+	cc = curl_easy_perform(curl);
+	if (cc != CURLE_OK) {
+		long code = 0;
+
+		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+		if (s.write_errno)
+			snprintf(err, errlen, "download %s: write failed: %s", url,
+			         strerror(s.write_errno));
+		else if (cc == CURLE_HTTP_RETURNED_ERROR)
+			snprintf(err, errlen, "download %s: HTTP %ld", url, code);
+		else
+			snprintf(err, errlen, "download %s: %s", url, curl_easy_strerror(cc));
+		goto out;
+	}
+	hex_digest(s.md, hex);
+	rc = 0;
+out:
+	*bytes = s.bytes;
+	curl_easy_cleanup(curl);
+	EVP_MD_CTX_free(s.md);
+	return rc;
+}
+
+int
+rp_agent_sha256_fd(int fd, char hex[RP_SHA256_HEX])
+{
+	char buf[64 * 1024];
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	ssize_t r;
+	int rc = -1;
+
+	if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+		errno = ENOMEM;
+		goto out;
+	}
+	while ((r = read(fd, buf, sizeof buf)) != 0) {
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			goto out;
+		}
+		EVP_DigestUpdate(md, buf, (size_t)r);
+	}
+	hex_digest(md, hex);
+	rc = 0;
+out:
+	EVP_MD_CTX_free(md);
+	return rc;
+}
+
+int
+rp_agent_sha256_valid(const char *s)
+{
+	int i;
+
+	for (i = 0; i < 64; i++)
+		if (!isxdigit((unsigned char)s[i]))
+			return 0;
+	return s[64] == '\0';
+}

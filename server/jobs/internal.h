@@ -1,0 +1,83 @@
+/*
+ * internal.h — private to server/jobs/: the scheduler's state, a claimed job, and helpers
+ * that the BMC runners (jobs.c) and the step-plan runner (steps.c) share.
+ */
+#ifndef RP_JOBS_INTERNAL_H
+#define RP_JOBS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "jobs.h"
+#include "ssh/ssh.h"
+#include "util/util.h"
+
+#define LEASE_MS (30 * 60 * 1000)
+#define TICK_MS 250
+#define POLL_MS 500
+
+/* Jobs run in two pools: BMC actions are short, step plans may take hours. */
+enum { LANE_BMC, LANE_SSH, LANES };
+
+/* A claimed job on its way through a worker. */
+struct work {
+	struct rp_jobs *j;
+	int lane;
+	int64_t id;
+	int64_t node_id;
+	char uuid[RP_UUID_BUF];
+	char type[16];
+	char node_name[64];
+	json_t *claim;      /* the store's claim record (holds the BMC password) */
+	int recover;        /* interrupted by a stop after sending its command: verify only */
+	int attempts, max_attempts;
+	int cancel;         /* set by rp_jobs_cancel; read by the worker between steps */
+	struct work *next;
+};
+
+struct lane {
+	struct rp_jobs *j;
+	unsigned nworkers;
+	pthread_t *workers;
+	pthread_cond_t cv;        /* its workers: work available, stop */
+	struct work *queue;
+	int inflight;
+};
+
+struct rp_jobs {
+	struct rp_store *st;
+	struct rp_jobs_opts o;
+	char owner[64];
+	pthread_mutex_t mu;
+	pthread_cond_t kick_cv;   /* scheduler: work done, job queued, stop */
+	int stop, kicked;
+	struct lane lanes[LANES];
+	struct work *running;
+	json_t *done;             /* outcomes waiting to be recorded */
+	pthread_t scheduler, sweeper;
+	/* sweeps */
+	int sweep_wanted, sweeping, sweep_started;
+	json_t *last_sweep;
+	int64_t next_sweep_ms;
+};
+
+/* A new outcome {id, state} for w. */
+json_t *jobs_outcome(struct work *w, const char *state);
+
+/* Set error_code and a formatted error message on an outcome. */
+void jobs_set_error(json_t *o, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* 1 when w should stop: rackpilotd is stopping or the job was cancelled. */
+int jobs_stopping(struct work *w);
+
+/* Sleep, resuming after signals. */
+void jobs_sleep_ms(unsigned ms);
+
+/* Run a steps job (steps.c): push its plan over SSH and settle it. The outcome to record,
+ * or NULL when rackpilotd is stopping (the job stays running and is recovered). */
+json_t *jobs_run_steps(struct work *w);
+
+#endif

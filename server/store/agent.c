@@ -1,0 +1,628 @@
+/* The on-node agent: bootstrap tokens, registration, agent tokens, heartbeats, pinned SSH host
+ * keys, and what an agent may see and say about its own jobs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+#define BOOT_COLS                                                                            \
+	"SELECT t.id AS _id, t.uuid AS id, n.name AS node, t.created_by, t.created_at AS "       \
+	"\"created_at:time\", t.expires_at AS \"expires_at:time\", t.used_at AS \"used_at:time\", " \
+	"t.used_by, CASE WHEN t.revoked_at IS NOT NULL THEN 'revoked' WHEN t.used_at IS NOT NULL " \
+	"THEN 'used' WHEN t.expires_at <= ?1 THEN 'expired' ELSE 'live' END AS state "             \
+	"FROM bootstrap_tokens t LEFT JOIN nodes n ON n.id = t.node_id "
+
+enum rp_err
+rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *hash,
+                          int64_t expires_at, const char *actor, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	struct node_ref n = {0};
+	sqlite3_stmt *s;
+	char uuid[RP_UUID_BUF], summary[200];
+	json_t *obj = NULL;
+	int64_t id, now = rp_time_now_ms();
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL || rp_uuid_new(uuid) < 0)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if (node && (e = store_node_ref(c, node, &n)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "INSERT INTO bootstrap_tokens(uuid, hash, node_id, created_by, created_at, "
+	            "expires_at) VALUES (?,?,?,?,?,?)");
+	if (s == NULL)
+		goto out;
+	store_bind_text(s, 1, uuid);
+	store_bind_text(s, 2, hash);
+	if (n.id)
+		sqlite3_bind_int64(s, 3, n.id);
+	store_bind_text(s, 4, actor);
+	sqlite3_bind_int64(s, 5, now);
+	sqlite3_bind_int64(s, 6, expires_at);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "bootstrap insert");
+		goto out;
+	}
+	id = sqlite3_last_insert_rowid(c->db);
+	if (n.id)
+		snprintf(summary, sizeof summary, "bootstrap token created for %s", n.name);
+	else
+		snprintf(summary, sizeof summary, "bootstrap token created for any machine (discovery)");
+	if ((e = store_event(c, actor, "bootstrap_token.created", "bootstrap_token", uuid,
+	                     n.id ? n.name : NULL, n.id, n.rack_id, summary, NULL)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, BOOT_COLS "WHERE t.id = ?2");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, now);
+	sqlite3_bind_int64(s, 2, id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		obj = store_row(c, s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW) {
+		e = store_sqlerr(c, rc, "bootstrap read");
+		goto out;
+	}
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = obj;
+	obj = NULL;
+out:
+	store_rollback(c);
+	json_decref(obj);
+	return e;
+}
+
+enum rp_err
+rp_store_bootstrap_list(struct rp_store *st, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *a;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, BOOT_COLS "WHERE t.used_at IS NULL AND t.revoked_at IS NULL AND "
+	                      "t.expires_at > ?1 ORDER BY t.id DESC LIMIT 1000");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, rp_time_now_ms());
+	if ((a = store_rows(c, s)) == NULL)
+		return RP_ERR_INTERNAL;
+	*out = a;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_bootstrap_revoke(struct rp_store *st, const char *id, const char *actor)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if (!rp_uuid_valid(id))
+		return RP_ERR_NOT_FOUND;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	s = STMT(c, "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE uuid = lower(?1) AND "
+	            "revoked_at IS NULL AND used_at IS NULL");
+	if (s == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	store_bind_text(s, 1, id);
+	sqlite3_bind_int64(s, 2, rp_time_now_ms());
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "bootstrap revoke");
+		goto out;
+	}
+	if (sqlite3_changes(c->db) == 0) {
+		e = RP_ERR_NOT_FOUND;
+		goto out;
+	}
+	if ((e = store_event(c, actor, "bootstrap_token.revoked", "bootstrap_token", id, NULL, 0, 0,
+	                     "bootstrap token revoked", NULL)) != RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
+
+/* ---- Registration ---------------------------------------------------------------------- */
+
+/* The node owning mac, or 0. */
+static enum rp_err
+mac_owner(struct conn *c, const char *mac, int64_t *node_id)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT node_id FROM node_macs WHERE mac = ?");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_text(s, 1, mac, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(s);
+	*node_id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+	sqlite3_reset(s);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "mac owner");
+}
+
+/* Copy a short inventory string into a node field when it is usable as one. */
+static void
+take(json_t *node, const char *field, json_t *system, const char *key)
+{
+	const char *v = json_string_value(json_object_get(system, key));
+
+	if (v && v[0] && strlen(v) <= 128)
+		json_object_set_new(node, field, json_string(v));
+}
+
+/* An unknown machine becomes a `discovered` node named after its first MAC, carrying the
+ * identity its inventory reports. */
+static enum rp_err
+discover(struct conn *c, json_t *macs, json_t *inventory, const char *actor, int64_t *id,
+         json_t **detail)
+{
+	json_t *node = json_object(), *system = json_object_get(inventory, "system");
+	const char *mac = json_string_value(json_array_get(macs, 0)), *u;
+	char name[64], hex[13];
+	sqlite3_stmt *s;
+	int64_t other;
+	enum rp_err e;
+	int i, j, rc;
+
+	for (i = j = 0; mac[i] && j < 12; i++)
+		if (mac[i] != ':')
+			hex[j++] = mac[i];
+	hex[j] = '\0';
+	snprintf(name, sizeof name, "discovered-%s", hex);
+	for (i = 2; store_id_of(c, T_NODE, name, &other) == RP_ERR_OK && i < 100; i++)
+		snprintf(name, sizeof name, "discovered-%s-%d", hex, i);
+	json_object_set_new(node, "name", json_string(name));
+	json_object_set(node, "macs", macs);
+	take(node, "serial", system, "serial");
+	take(node, "vendor", system, "vendor");
+	take(node, "model", system, "product");
+	u = json_string_value(json_object_get(system, "uuid"));
+	if (u && rp_uuid_valid(u)) {
+		char lower[RP_UUID_BUF];
+
+		for (i = 0; i < 36; i++)
+			lower[i] = (char)((u[i] >= 'A' && u[i] <= 'F') ? u[i] + 32 : u[i]);
+		lower[36] = '\0';
+		json_object_set_new(node, "system_uuid", json_string(lower));
+	}
+	if ((e = store_node_insert(c, node, actor, id, detail)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "UPDATE nodes SET provision_state = 'discovered' WHERE id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, *id);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	e = rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "discover");
+out:
+	json_decref(node);
+	return e;
+}
+
+/* Pin key for node n, recording a first pin or a change as an event. */
+static enum rp_err
+pin(struct conn *c, const struct node_ref *n, const struct rp_sshkey *key, const char *why,
+    const char *actor)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT key_type, key_b64, fingerprint FROM ssh_host_keys "
+	                          "WHERE node_id = ?");
+	char old_fp[64] = "", summary[300];
+	int rc, same = 0, had = 0;
+	json_t *d;
+	enum rp_err e;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, n->id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		had = 1;
+		same = !strcmp((const char *)sqlite3_column_text(s, 0), key->type) &&
+		       !strcmp((const char *)sqlite3_column_text(s, 1), key->b64);
+		snprintf(old_fp, sizeof old_fp, "%s", (const char *)sqlite3_column_text(s, 2));
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "host key read");
+	if (same)
+		return RP_ERR_OK;
+	s = STMT(c, "INSERT INTO ssh_host_keys(node_id, key_type, key_b64, fingerprint, pinned_at, "
+	            "pinned_by) VALUES (?1,?2,?3,?4,?5,?6) ON CONFLICT(node_id) DO UPDATE SET "
+	            "key_type = ?2, key_b64 = ?3, fingerprint = ?4, pinned_at = ?5, pinned_by = ?6");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, n->id);
+	store_bind_text(s, 2, key->type);
+	store_bind_text(s, 3, key->b64);
+	store_bind_text(s, 4, key->fingerprint);
+	sqlite3_bind_int64(s, 5, rp_time_now_ms());
+	store_bind_text(s, 6, actor);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "host key pin");
+	if (had)
+		snprintf(summary, sizeof summary, "SSH host key of %s re-pinned by %s: %s -> %s", n->name,
+		         why, old_fp, key->fingerprint);
+	else
+		snprintf(summary, sizeof summary, "SSH host key of %s pinned by %s: %s", n->name, why,
+		         key->fingerprint);
+	d = json_pack("{s:s?, s:s, s:s}", "from", had ? old_fp : NULL, "to", key->fingerprint, "type",
+	              key->type);
+	e = store_event(c, actor, had ? "node.host_key_changed" : "node.host_key_pinned", "node",
+	                n->uuid, n->name, n->id, n->rack_id, summary, d);
+	json_decref(d);
+	return e;
+}
+
+/* A live bootstrap token by hash: its row and bound node (0: any). RP_ERR_UNAUTHORIZED with
+ * a reason when unknown, used, expired or revoked. */
+static enum rp_err
+boot_lookup(struct conn *c, const char *hash, int64_t *id, int64_t *node_id, json_t **detail)
+{
+	sqlite3_stmt *s;
+	char reason[64] = "";
+	int64_t tid = 0, bound = 0;
+	int rc;
+
+	s = STMT(c, "SELECT id, coalesce(node_id, 0), CASE WHEN revoked_at IS NOT NULL THEN "
+	            "'revoked' WHEN used_at IS NOT NULL THEN 'already used' WHEN expires_at <= ? "
+	            "THEN 'expired' END FROM bootstrap_tokens WHERE hash = ?");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, rp_time_now_ms());
+	store_bind_text(s, 2, hash);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		tid = sqlite3_column_int64(s, 0);
+		bound = sqlite3_column_int64(s, 1);
+		if (sqlite3_column_type(s, 2) != SQLITE_NULL)
+			snprintf(reason, sizeof reason, "%s", (const char *)sqlite3_column_text(s, 2));
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "bootstrap lookup");
+	if (tid == 0 || reason[0]) {
+		*detail = store_why(NULL, "bootstrap token %s", tid ? reason : "unknown");
+		return RP_ERR_UNAUTHORIZED;
+	}
+	*id = tid;
+	*node_id = bound;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_bootstrap_check(struct rp_store *st, const char *hash, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	int64_t id, node_id;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	return boot_lookup(c, hash, &id, &node_id, detail);
+}
+
+enum rp_err
+rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_t **out,
+                        json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *body = r->body, *macs = json_object_get(body, "macs"), *m;
+	json_t *inv = json_object_get(body, "inventory"), *ssh = json_object_get(body, "ssh");
+	const char *address;
+	struct node_ref n;
+	sqlite3_stmt *s;
+	int64_t tok_id = 0, bound = 0, node_id = 0, owner, now = rp_time_now_ms();
+	char actor[96], summary[240];
+	enum rp_err e;
+	int created = 0, rc;
+	size_t i;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = boot_lookup(c, r->bootstrap_hash, &tok_id, &bound, detail)) != RP_ERR_OK)
+		goto out;
+	/* Which node is this? The token may say; otherwise its MACs do. */
+	json_array_foreach(macs, i, m)
+	{
+		if ((e = mac_owner(c, json_string_value(m), &owner)) != RP_ERR_OK)
+			goto out;
+		if (owner == 0)
+			continue;
+		if ((bound && owner != bound) || (node_id && owner != node_id)) {
+			struct node_ref o;
+
+			if ((e = store_node_by_id(c, owner, &o)) != RP_ERR_OK)
+				goto out;
+			*detail = json_pack("{s:s, s:s, s:s, s:s}", "field", "macs", "reason",
+			                    bound ? "MAC address belongs to another node than the token's"
+			                          : "MAC addresses belong to several nodes",
+			                    "mac", json_string_value(m), "node", o.name);
+			e = RP_ERR_CONFLICT;
+			goto out;
+		}
+		node_id = owner;
+	}
+	if (bound)
+		node_id = bound;
+	snprintf(actor, sizeof actor, "agent:%s",
+	         json_string_value(json_object_get(body, "hostname")) ?: "unknown");
+	if (node_id == 0) {
+		if ((e = discover(c, macs, inv, actor, &node_id, detail)) != RP_ERR_OK)
+			goto out;
+		created = 1;
+	}
+	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
+		goto out;
+	snprintf(actor, sizeof actor, "agent:%s", n.name);
+	/* MACs nobody claims yet join this node: the agent sees cabling the manifest missed. */
+	json_array_foreach(macs, i, m)
+	{
+		s = STMT(c, "INSERT OR IGNORE INTO node_macs(mac, node_id) VALUES (?, ?)");
+		if (s == NULL) {
+			e = RP_ERR_INTERNAL;
+			goto out;
+		}
+		sqlite3_bind_text(s, 1, json_string_value(m), -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(s, 2, n.id);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE) {
+			e = store_sqlerr(c, rc, "mac add");
+			goto out;
+		}
+	}
+	if (json_is_object(inv) && (e = store_inventory_write(c, &n, "agent", inv, actor)) != RP_ERR_OK)
+		goto out;
+	if ((e = pin(c, &n, r->host_key, "agent registration", actor)) != RP_ERR_OK)
+		goto out;
+	address = json_string_value(json_object_get(ssh, "address"));
+	if (address == NULL)
+		address = r->peer;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "INSERT INTO agents(node_id, token_hash, registered_at, seen_at, boot_id, version, "
+	            "status, hostname, address, port) VALUES (?1,?2,?3,?3,?4,?5,'idle',?6,?7,?8) "
+	            "ON CONFLICT(node_id) DO UPDATE SET token_hash = ?2, registered_at = ?3, "
+	            "seen_at = ?3, boot_id = ?4, version = ?5, status = 'idle', hostname = ?6, "
+	            "address = ?7, port = ?8");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, n.id);
+	store_bind_text(s, 2, r->token_hash);
+	sqlite3_bind_int64(s, 3, now);
+	store_bind_str(s, 4, body, "boot_id");
+	store_bind_str(s, 5, body, "agent_version");
+	store_bind_str(s, 6, body, "hostname");
+	store_bind_text(s, 7, address);
+	store_bind_int(s, 8, ssh, "port");
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "agent upsert");
+		goto out;
+	}
+	s = STMT(c, "UPDATE bootstrap_tokens SET used_at = ?2, used_by = ?3 WHERE id = ?1");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, tok_id);
+	sqlite3_bind_int64(s, 2, now);
+	store_bind_text(s, 3, n.name);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "bootstrap use");
+		goto out;
+	}
+	snprintf(summary, sizeof summary, "agent on %s registered%s (%s)", n.name,
+	         created ? " as a discovered machine" : "",
+	         json_string_value(json_object_get(body, "hostname")) ?: "no hostname");
+	if ((e = store_event(c, actor, "node.agent_registered", "node", n.uuid, n.name, n.id,
+	                     n.rack_id, summary, NULL)) != RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = json_pack("{s:{s:s, s:s}, s:b}", "node", "id", n.uuid, "name", n.name, "created",
+	                 created);
+out:
+	store_rollback(c);
+	return e;
+}
+
+enum rp_err
+rp_store_agent_auth(struct rp_store *st, const char *hash, struct rp_token_info *out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT n.uuid, n.name, n.id FROM agents a JOIN nodes n ON n.id = a.node_id "
+	            "WHERE a.token_hash = ?");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		snprintf(out->id, sizeof out->id, "%s", (const char *)sqlite3_column_text(s, 0));
+		snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(s, 1));
+		snprintf(out->role, sizeof out->role, "agent");
+		out->node_id = sqlite3_column_int64(s, 2);
+		out->expires_at = 0;
+	}
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_UNAUTHORIZED : store_sqlerr(c, rc, "agent auth");
+}
+
+enum rp_err
+rp_store_agent_heartbeat(struct rp_store *st, int64_t node_id, json_t *hb)
+{
+	struct conn *c = store_conn(st);
+	const char *boot = json_string_value(json_object_get(hb, "boot_id"));
+	char before[64] = "", summary[200];
+	struct node_ref n;
+	sqlite3_stmt *s;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT coalesce(boot_id, '') FROM agents WHERE node_id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, node_id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		snprintf(before, sizeof before, "%s", (const char *)sqlite3_column_text(s, 0));
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW) {
+		e = rc == SQLITE_DONE ? RP_ERR_UNAUTHORIZED : store_sqlerr(c, rc, "heartbeat read");
+		goto out;
+	}
+	s = STMT(c, "UPDATE agents SET seen_at = ?2, boot_id = coalesce(?3, boot_id), "
+	            "version = coalesce(?4, version), status = coalesce(?5, status) WHERE node_id = ?1");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, node_id);
+	sqlite3_bind_int64(s, 2, rp_time_now_ms());
+	store_bind_text(s, 3, boot);
+	store_bind_str(s, 4, hb, "agent_version");
+	store_bind_str(s, 5, hb, "status");
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "heartbeat");
+		goto out;
+	}
+	if (boot && before[0] && strcmp(boot, before) != 0) {
+		snprintf(summary, sizeof summary, "agent on %s is back from a reboot", n.name);
+		if ((e = store_event(c, "rackpilotd", "node.agent_rebooted", "node", n.uuid, n.name,
+		                     n.id, n.rack_id, summary, NULL)) != RP_ERR_OK)
+			goto out;
+	}
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
+
+enum rp_err
+rp_store_agent_inventory(struct rp_store *st, int64_t node_id, json_t *inventory)
+{
+	struct conn *c = store_conn(st);
+	struct node_ref n;
+	char actor[96];
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
+		goto out;
+	snprintf(actor, sizeof actor, "agent:%s", n.name);
+	if ((e = store_inventory_write(c, &n, "agent", inventory, actor)) != RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
+
+enum rp_err
+rp_store_node_host_key_set(struct rp_store *st, const char *key, const struct rp_sshkey *hk,
+                           const char *actor, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	struct node_ref n;
+	sqlite3_stmt *s;
+	json_t *obj = NULL;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
+		goto out;
+	if (hk) {
+		if ((e = pin(c, &n, hk, "an operator", actor)) != RP_ERR_OK)
+			goto out;
+	} else {
+		e = RP_ERR_INTERNAL;
+		s = STMT(c, "DELETE FROM ssh_host_keys WHERE node_id = ?");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, n.id);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE) {
+			e = store_sqlerr(c, rc, "host key unpin");
+			goto out;
+		}
+		if (sqlite3_changes(c->db) == 0) {
+			e = RP_ERR_NOT_FOUND;
+			goto out;
+		}
+		{
+			char summary[160];
+
+			snprintf(summary, sizeof summary, "SSH host key of %s unpinned", n.name);
+			if ((e = store_event(c, actor, "node.host_key_unpinned", "node", n.uuid, n.name,
+			                     n.id, n.rack_id, summary, NULL)) != RP_ERR_OK)
+				goto out;
+		}
+	}
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT key_type AS type, fingerprint, pinned_at AS \"pinned_at:time\", pinned_by "
+	            "FROM ssh_host_keys WHERE node_id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, n.id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		obj = store_row(c, s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "host key read");
+		goto out;
+	}
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	if (out) {
+		*out = obj;
+		obj = NULL;
+	}
+out:
+	store_rollback(c);
+	json_decref(obj);
+	return e;
+}

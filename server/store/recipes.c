@@ -1,0 +1,262 @@
+/* Recipes: named step plans with ${arg} placeholders. Params and steps are kept as the JSON
+ * the API validated. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+#define RECIPE_COLS                                                                       \
+	"SELECT id AS _id, uuid AS id, name, description, params AS \"params:json\", steps AS " \
+	"\"steps:json\", version, created_at AS \"created_at:time\", updated_at AS "             \
+	"\"updated_at:time\" FROM recipes "
+
+static const char *const diff_skip[] = {"version", "updated_at", NULL};
+
+static enum rp_err
+load(struct conn *c, int64_t id, json_t **out)
+{
+	sqlite3_stmt *s = STMT(c, RECIPE_COLS "WHERE id = ?");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*out = store_row(c, s);
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "recipe load");
+}
+
+/* Insert (*id == 0) or rewrite a recipe row from a whole object. */
+static enum rp_err
+save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
+{
+	const char *name = json_string_value(json_object_get(obj, "name"));
+	char uuid[RP_UUID_BUF], *params, *steps;
+	json_t *p = json_object_get(obj, "params");
+	sqlite3_stmt *s;
+	int64_t other;
+	enum rp_err e;
+	int rc;
+
+	e = store_id_of(c, T_RECIPE, name, &other);
+	if (e == RP_ERR_OK && other != *id) {
+		*detail = store_why("name", "a recipe named '%s' already exists", name);
+		return RP_ERR_DUPLICATE;
+	}
+	if (e != RP_ERR_OK && e != RP_ERR_NOT_FOUND)
+		return e;
+	params = p ? store_canon(p) : strdup("{}");
+	steps = store_canon(json_object_get(obj, "steps"));
+	if (*id == 0) {
+		if (rp_uuid_new(uuid) < 0) {
+			free(params);
+			free(steps);
+			return RP_ERR_INTERNAL;
+		}
+		s = STMT(c, "INSERT INTO recipes(uuid, name, description, params, steps, created_at, "
+		            "updated_at) VALUES (?1,?2,?3,?4,?5,?6,?6)");
+	} else {
+		s = STMT(c, "UPDATE recipes SET name = ?2, description = ?3, params = ?4, steps = ?5, "
+		            "version = version + 1, updated_at = ?6 WHERE id = ?7");
+	}
+	if (s == NULL || params == NULL || steps == NULL) {
+		free(params);
+		free(steps);
+		return RP_ERR_INTERNAL;
+	}
+	if (*id == 0)
+		store_bind_text(s, 1, uuid);
+	else
+		sqlite3_bind_int64(s, 7, *id);
+	store_bind_str(s, 2, obj, "name");
+	store_bind_str(s, 3, obj, "description");
+	sqlite3_bind_text(s, 4, params, -1, free);
+	sqlite3_bind_text(s, 5, steps, -1, free);
+	sqlite3_bind_int64(s, 6, rp_time_now_ms());
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "recipe save");
+	if (*id == 0)
+		*id = sqlite3_last_insert_rowid(c->db);
+	return RP_ERR_OK;
+}
+
+static enum rp_err
+event(struct conn *c, const char *verb, json_t *obj, json_t *diff, const char *actor)
+{
+	char action[32], summary[160];
+
+	snprintf(action, sizeof action, "recipe.%s", verb);
+	snprintf(summary, sizeof summary, "recipe %s %s", json_string_value(json_object_get(obj, "name")),
+	         verb);
+	return store_event(c, actor, action, "recipe", json_string_value(json_object_get(obj, "id")),
+	                   json_string_value(json_object_get(obj, "name")), 0, 0, summary, diff);
+}
+
+enum rp_err
+rp_store_recipe_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
+                       json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *obj = NULL;
+	int64_t id = 0;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = save(c, &id, in, detail)) != RP_ERR_OK)
+		goto out;
+	if ((e = load(c, id, &obj)) != RP_ERR_OK)
+		goto out;
+	if ((e = event(c, "created", obj, NULL, actor)) != RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = obj;
+	obj = NULL;
+out:
+	store_rollback(c);
+	json_decref(obj);
+	return e;
+}
+
+enum rp_err
+rp_store_recipe_get(struct rp_store *st, const char *key, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	int64_t id;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_id_of(c, T_RECIPE, key, &id)) != RP_ERR_OK)
+		return e;
+	return load(c, id, out);
+}
+
+enum rp_err
+rp_store_recipe_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if (rq->sort_by_name) {
+		s = STMT(c, RECIPE_COLS "WHERE (?1 IS NULL OR name > ?1) ORDER BY name LIMIT ?2");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		store_bind_text(s, 1, rq->after_key);
+	} else {
+		s = STMT(c, RECIPE_COLS "WHERE id > ?1 ORDER BY id LIMIT ?2");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_int64(s, 1, rq->after_id);
+	}
+	sqlite3_bind_int(s, 2, rq->limit + 1);
+	return store_page(c, s, rq, "name", out);
+}
+
+enum rp_err
+rp_store_recipe_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
+                       const char *actor, json_t **out, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *before = NULL, *after = NULL, *fresh = NULL, *diff = NULL;
+	int64_t id;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_id_of(c, T_RECIPE, key, &id)) != RP_ERR_OK)
+		goto out;
+	if ((e = load(c, id, &before)) != RP_ERR_OK)
+		goto out;
+	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
+		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
+		e = RP_ERR_PRECONDITION_FAILED;
+		goto out;
+	}
+	/* Steps and params are replaced whole: merging two plans step by step means nothing. */
+	after = json_deep_copy(before);
+	if (json_object_get(patch, "steps"))
+		json_object_set(after, "steps", json_object_get(patch, "steps"));
+	if (json_object_get(patch, "params"))
+		json_object_set(after, "params", json_object_get(patch, "params"));
+	if (json_object_get(patch, "name"))
+		json_object_set(after, "name", json_object_get(patch, "name"));
+	if (json_object_get(patch, "description"))
+		json_object_set(after, "description", json_object_get(patch, "description"));
+	if ((e = save(c, &id, after, detail)) != RP_ERR_OK)
+		goto out;
+	if ((e = load(c, id, &fresh)) != RP_ERR_OK)
+		goto out;
+	diff = store_diff(before, fresh, diff_skip);
+	if ((e = event(c, "updated", fresh, diff, actor)) != RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = fresh;
+	fresh = NULL;
+out:
+	store_rollback(c);
+	json_decref(before);
+	json_decref(after);
+	json_decref(fresh);
+	json_decref(diff);
+	return e;
+}
+
+enum rp_err
+rp_store_recipe_delete(struct rp_store *st, const char *key, int64_t if_match, const char *actor,
+                       json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *before = NULL;
+	sqlite3_stmt *s;
+	int64_t id;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_id_of(c, T_RECIPE, key, &id)) != RP_ERR_OK)
+		goto out;
+	if ((e = load(c, id, &before)) != RP_ERR_OK)
+		goto out;
+	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
+		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
+		e = RP_ERR_PRECONDITION_FAILED;
+		goto out;
+	}
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "DELETE FROM recipes WHERE id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "recipe delete");
+		goto out;
+	}
+	if ((e = event(c, "deleted", before, NULL, actor)) != RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	json_decref(before);
+	return e;
+}

@@ -1,0 +1,532 @@
+/* Step plans: a steps job's rows, what its agent reports, where to reach the node over SSH,
+ * and the job's log. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+#define STEP_COLS                                                                           \
+	"SELECT step_id AS id, idx AS \"index\", type, state, continue_on_error AS "             \
+	"\"continue_on_error:bool\", runs, exit_code, started_at AS \"started_at:time\", "      \
+	"finished_at AS \"finished_at:time\", duration_ms, output, output_bytes, "               \
+	"output_truncated AS \"output_truncated:bool\", error, result AS \"result:json\" "       \
+	"FROM job_steps WHERE job_id = ? ORDER BY idx"
+
+enum rp_err
+store_ssh_ready(struct conn *c, int64_t node_id, char *why, size_t len)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT n.maintenance, coalesce(n.ssh_address, a.address), "
+	                          "k.node_id IS NOT NULL FROM nodes n LEFT JOIN agents a ON "
+	                          "a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id "
+	                          "WHERE n.id = ?");
+	enum rp_err e = RP_ERR_OK;
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, node_id);
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW) {
+		sqlite3_reset(s);
+		return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "ssh ready");
+	}
+	if (sqlite3_column_int(s, 0)) {
+		snprintf(why, len, "node is in maintenance");
+		e = RP_ERR_INVALID_STATE;
+	} else if (sqlite3_column_type(s, 1) == SQLITE_NULL) {
+		snprintf(why, len, "node has no SSH address: register its agent or set ssh.address");
+		e = RP_ERR_CONFLICT;
+	} else if (!sqlite3_column_int(s, 2)) {
+		snprintf(why, len, "node has no pinned SSH host key: register its agent or pin one "
+		                   "with PUT /v1/nodes/{node}/ssh-host-key");
+		e = RP_ERR_CONFLICT;
+	}
+	sqlite3_reset(s);
+	return e;
+}
+
+enum rp_err
+store_steps_insert(struct conn *c, int64_t job_id, json_t *plan)
+{
+	json_t *step;
+	size_t i;
+
+	json_array_foreach(plan, i, step)
+	{
+		sqlite3_stmt *s = STMT(c, "INSERT INTO job_steps(job_id, idx, step_id, type, "
+		                          "continue_on_error) VALUES (?,?,?,?,?)");
+		int rc;
+
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_int64(s, 1, job_id);
+		sqlite3_bind_int64(s, 2, (sqlite3_int64)i);
+		store_bind_str(s, 3, step, "id");
+		store_bind_str(s, 4, step, "type");
+		sqlite3_bind_int(s, 5, json_is_true(json_object_get(step, "continue_on_error")));
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE)
+			return store_sqlerr(c, rc, "step insert");
+	}
+	return RP_ERR_OK;
+}
+
+json_t *
+store_steps_view(struct conn *c, int64_t job_id)
+{
+	sqlite3_stmt *s = STMT(c, STEP_COLS);
+
+	if (s == NULL)
+		return NULL;
+	sqlite3_bind_int64(s, 1, job_id);
+	return store_rows(c, s);
+}
+
+enum rp_err
+store_steps_close(struct conn *c, int64_t job_id, const char *job_state)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	/* A job that ended leaves no step pretending to wait or run. */
+	s = STMT(c, "UPDATE job_steps SET state = CASE state WHEN 'pending' THEN 'skipped' ELSE "
+	            "'failed' END, error = CASE state WHEN 'pending' THEN error ELSE "
+	            "'interrupted: the job ended (' || ?2 || ') while this step ran' END, "
+	            "finished_at = CASE state WHEN 'running' THEN ?3 ELSE finished_at END "
+	            "WHERE job_id = ?1 AND state IN ('pending', 'running')");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, job_id);
+	store_bind_text(s, 2, job_state);
+	sqlite3_bind_int64(s, 3, rp_time_now_ms());
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "steps close");
+}
+
+/* The job an agent names, checked to belong to its node. */
+static enum rp_err
+agent_job(struct conn *c, int64_t node_id, const char *uuid, int64_t *job_id, char *state,
+          size_t slen, int *cancel)
+{
+	sqlite3_stmt *s;
+	int64_t owner = 0;
+	int rc;
+
+	if (!rp_uuid_valid(uuid))
+		return RP_ERR_NOT_FOUND;
+	s = STMT(c, "SELECT id, coalesce(node_id, 0), state, cancel_requested FROM jobs WHERE "
+	            "uuid = lower(?) AND type = 'steps'");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_text(s, 1, uuid, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*job_id = sqlite3_column_int64(s, 0);
+		owner = sqlite3_column_int64(s, 1);
+		snprintf(state, slen, "%s", (const char *)sqlite3_column_text(s, 2));
+		*cancel = sqlite3_column_int(s, 3);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW)
+		return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "agent job");
+	/* Another node's job: say so, it is no secret that it exists, only what it holds. */
+	return owner == node_id ? RP_ERR_OK : RP_ERR_FORBIDDEN;
+}
+
+enum rp_err
+rp_store_agent_job(struct rp_store *st, int64_t node_id, const char *job, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *steps;
+	char state[16];
+	int64_t id;
+	enum rp_err e;
+	int cancel;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = agent_job(c, node_id, job, &id, state, sizeof state, &cancel)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT step_id AS id, idx AS \"index\", type, state FROM job_steps WHERE "
+	            "job_id = ? ORDER BY idx");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, id);
+	if ((steps = store_rows(c, s)) == NULL)
+		goto out;
+	*out = json_pack("{s:s, s:s, s:b, s:o}", "id", job, "state", state, "cancel_requested",
+	                 cancel, "steps", steps);
+	e = RP_ERR_OK;
+out:
+	store_read_end(c);
+	return e;
+}
+
+enum rp_err
+rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, const char *step,
+                     json_t *rep, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	const char *state = json_string_value(json_object_get(rep, "state"));
+	char jstate[16], cur[16] = "", summary[400], *rtext = NULL;
+	struct node_ref n;
+	sqlite3_stmt *s;
+	int64_t id, idx = -1, now = rp_time_now_ms();
+	enum rp_err e;
+	int cancel, rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = agent_job(c, node_id, job, &id, jstate, sizeof jstate, &cancel)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT idx, state FROM job_steps WHERE job_id = ? AND step_id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, id);
+	sqlite3_bind_text(s, 2, step, -1, SQLITE_TRANSIENT);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		idx = sqlite3_column_int64(s, 0);
+		snprintf(cur, sizeof cur, "%s", (const char *)sqlite3_column_text(s, 1));
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW) {
+		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "step read");
+		goto out;
+	}
+	/* A job waiting to retry (its SSH session dropped) is still the agent's to finish. */
+	if (strcmp(jstate, "running") != 0 && strcmp(jstate, "queued") != 0) {
+		*detail = store_why(NULL, "job is %s", jstate);
+		e = RP_ERR_INVALID_STATE;
+		goto out;
+	}
+	if (!strcmp(state, "running")) {
+		if (cancel) {
+			*detail = store_why(NULL, "job is cancelled: do not start more steps");
+			e = RP_ERR_INVALID_STATE;
+			goto out;
+		}
+		if (!strcmp(cur, "succeeded")) {
+			*detail = store_why("state", "step %s already succeeded", step);
+			e = RP_ERR_CONFLICT;
+			goto out;
+		}
+		e = RP_ERR_INTERNAL;
+		s = STMT(c, "UPDATE job_steps SET state = 'running', runs = runs + 1, boot_id = ?3, "
+		            "started_at = ?4, finished_at = NULL, exit_code = NULL, duration_ms = NULL, "
+		            "output = NULL, output_bytes = NULL, output_truncated = 0, error = NULL, "
+		            "result = NULL WHERE job_id = ?1 AND idx = ?2");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, id);
+		sqlite3_bind_int64(s, 2, idx);
+		store_bind_str(s, 3, rep, "boot_id");
+		sqlite3_bind_int64(s, 4, now);
+	} else {
+		/* Posting the same end again is a retry after a lost answer: accept it. */
+		if (!strcmp(cur, state)) {
+			e = store_commit(c);
+			goto out;
+		}
+		if (strcmp(cur, "running") != 0 && strcmp(cur, "pending") != 0) {
+			*detail = store_why("state", "step %s already ended as %s", step, cur);
+			e = RP_ERR_CONFLICT;
+			goto out;
+		}
+		e = RP_ERR_INTERNAL;
+		s = STMT(c, "UPDATE job_steps SET state = ?3, exit_code = ?4, duration_ms = ?5, "
+		            "output = ?6, output_bytes = ?7, output_truncated = ?8, error = ?9, "
+		            "result = ?10, finished_at = ?11, started_at = coalesce(started_at, ?11), "
+		            "boot_id = coalesce(?12, boot_id) WHERE job_id = ?1 AND idx = ?2");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, id);
+		sqlite3_bind_int64(s, 2, idx);
+		store_bind_text(s, 3, state);
+		store_bind_int(s, 4, rep, "exit_code");
+		store_bind_int(s, 5, rep, "duration_ms");
+		store_bind_str(s, 6, rep, "output");
+		store_bind_int(s, 7, rep, "output_bytes");
+		sqlite3_bind_int(s, 8, json_is_true(json_object_get(rep, "output_truncated")));
+		store_bind_str(s, 9, rep, "error");
+		if (json_is_object(json_object_get(rep, "result")) &&
+		    (rtext = store_canon(json_object_get(rep, "result"))) != NULL)
+			sqlite3_bind_text(s, 10, rtext, -1, free);
+		sqlite3_bind_int64(s, 11, now);
+		store_bind_str(s, 12, rep, "boot_id");
+	}
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "step report");
+		goto out;
+	}
+	if (!strcmp(state, "failed")) {
+		if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
+			goto out;
+		snprintf(summary, sizeof summary, "step %s on %s failed: %s", step, n.name,
+		         json_string_value(json_object_get(rep, "error")) ?: "no reason given");
+		if ((e = store_event(c, "agent", "job.step_failed", "job", job, n.name, n.id, n.rack_id,
+		                     summary, NULL)) != RP_ERR_OK)
+			goto out;
+	}
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
+
+/* ---- Worker side ----------------------------------------------------------------------- */
+
+enum rp_err
+rp_store_job_steps(struct rp_store *st, int64_t job_id, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *a;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT step_id AS id, idx AS \"index\", type, state, continue_on_error AS "
+	            "\"continue_on_error:bool\", boot_id, started_at, error FROM job_steps "
+	            "WHERE job_id = ? ORDER BY idx");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, job_id);
+	if ((a = store_rows(c, s)) == NULL)
+		return RP_ERR_INTERNAL;
+	*out = a;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_step_finish(struct rp_store *st, int64_t job_id, int index, const char *state,
+                     const char *error)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	enum rp_err e;
+	int64_t now = rp_time_now_ms();
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	s = STMT(c, "UPDATE job_steps SET state = ?3, error = ?4, finished_at = ?5, duration_ms = "
+	            "?5 - coalesce(started_at, ?5) WHERE job_id = ?1 AND idx = ?2");
+	if (s == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, job_id);
+	sqlite3_bind_int(s, 2, index);
+	store_bind_text(s, 3, state);
+	store_bind_text(s, 4, error);
+	sqlite3_bind_int64(s, 5, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "step finish");
+		goto out;
+	}
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
+
+enum rp_err
+rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT coalesce(n.ssh_address, a.address) AS address, coalesce(n.ssh_port, "
+	            "a.port, 22) AS port, coalesce(n.ssh_user, 'root') AS user, k.key_type, "
+	            "k.key_b64, k.fingerprint, a.boot_id, a.seen_at FROM nodes n LEFT JOIN agents a "
+	            "ON a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id WHERE n.id = ?");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, node_id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*out = store_row(c, s);
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "ssh target");
+}
+
+enum rp_err
+rp_store_host_key_mismatch(struct rp_store *st, int64_t node_id, const char *job,
+                           const char *pinned, const char *seen)
+{
+	struct conn *c = store_conn(st);
+	struct node_ref n;
+	char summary[300];
+	json_t *d = NULL;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
+		goto out;
+	snprintf(summary, sizeof summary, "SSH host key of %s does not match the pinned key "
+	         "(pinned %s, presented %s): refused to connect", n.name, pinned, seen);
+	d = json_pack("{s:s, s:s, s:s}", "pinned", pinned, "presented", seen, "job", job);
+	if ((e = store_event(c, "rackpilotd", "node.host_key_mismatch", "node", n.uuid, n.name, n.id,
+	                     n.rack_id, summary, d)) != RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	json_decref(d);
+	return e;
+}
+
+enum rp_err
+rp_store_job_log_append(struct rp_store *st, int64_t job_id, const void *data, size_t len,
+                        size_t cap)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	int64_t have = 0, seq = 0;
+	size_t keep;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT log_bytes, (SELECT coalesce(max(seq), 0) FROM job_logs WHERE job_id = ?1) "
+	            "FROM jobs WHERE id = ?1");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, job_id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		have = sqlite3_column_int64(s, 0);
+		seq = sqlite3_column_int64(s, 1);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW) {
+		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "log read");
+		goto out;
+	}
+	keep = (size_t)have >= cap ? 0 : len < cap - (size_t)have ? len : cap - (size_t)have;
+	if (keep > 0) {
+		s = STMT(c, "INSERT INTO job_logs(job_id, seq, at, data) VALUES (?,?,?,?)");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, job_id);
+		sqlite3_bind_int64(s, 2, seq + 1);
+		sqlite3_bind_int64(s, 3, rp_time_now_ms());
+		sqlite3_bind_blob(s, 4, data, (int)keep, SQLITE_STATIC);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE) {
+			e = store_sqlerr(c, rc, "log append");
+			goto out;
+		}
+	}
+	s = STMT(c, "UPDATE jobs SET log_bytes = log_bytes + ?2, log_dropped = log_dropped + ?3 "
+	            "WHERE id = ?1");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, job_id);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)keep);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)(len - keep));
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "log count");
+		goto out;
+	}
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
+
+enum rp_err
+rp_store_job_log(struct rp_store *st, const char *job, int64_t offset, struct rp_buf *out,
+                 json_t **meta)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	int64_t id = 0, pos = 0;
+	json_t *m = NULL;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if (!rp_uuid_valid(job))
+		return RP_ERR_NOT_FOUND;
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
+		return e;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT id, state, log_bytes, log_dropped, type FROM jobs WHERE uuid = lower(?)");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		id = sqlite3_column_int64(s, 0);
+		m = json_pack("{s:s, s:I, s:I, s:s}", "state", (const char *)sqlite3_column_text(s, 1),
+		              "bytes", (json_int_t)sqlite3_column_int64(s, 2), "dropped",
+		              (json_int_t)sqlite3_column_int64(s, 3), "type",
+		              (const char *)sqlite3_column_text(s, 4));
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW) {
+		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "log job");
+		goto out;
+	}
+	s = STMT(c, "SELECT data FROM job_logs WHERE job_id = ? ORDER BY seq");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, id);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *d = sqlite3_column_blob(s, 0);
+		int64_t n = sqlite3_column_bytes(s, 0);
+
+		if (pos + n > offset) {
+			int64_t skip = offset > pos ? offset - pos : 0;
+
+			rp_buf_append(out, d + skip, (size_t)(n - skip));
+		}
+		pos += n;
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "log read");
+		goto out;
+	}
+	if (out->oom) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	*meta = m;
+	m = NULL;
+	e = RP_ERR_OK;
+out:
+	store_read_end(c);
+	json_decref(m);
+	return e;
+}
