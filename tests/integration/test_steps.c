@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -496,6 +498,128 @@ test_resume_after_agent_dies(void **state)
 	assert_log_has(id, "== step one skipped (already succeeded)");
 }
 
+/* kill -9 rackpilotd in the middle of a plan and start it again: the job is recovered and
+ * resumes; the agent, which kept running, finishes its step and reports it once the server
+ * is back. No step ran twice. This server listens on a fixed port, since the agent's
+ * configuration names it. */
+static void
+test_server_killed_mid_plan(void **state)
+{
+	struct server s2;
+	struct node n;
+	char listen[64], dir[256], flag[400], body[2048], id[64], path[400], tok[128], buf[256];
+	const char *args[] = {"--listen", listen, "--power-sync-interval", "0", NULL};
+	struct reply r;
+	json_t *j;
+	int i, done = 0;
+
+	(void)state;
+	snprintf(listen, sizeof listen, "127.0.0.1:%d", port_base + 1);
+	server_start(&s2, NULL, args);
+	snprintf(dir, sizeof dir, "%s", s2.dir);
+	snprintf(n.name, sizeof n.name, "kn");
+	snprintf(n.dir, sizeof n.dir, "%s/kn", workdir);
+	snprintf(n.addr, sizeof n.addr, "127.0.1.40");
+	snprintf(n.mac, sizeof n.mac, "02:52:50:00:40:01");
+	n.port = port_base;
+	assert_int_equal(call(&s2, s2.admin, "POST", "/v1/nodes", &r, "{s:s, s:[s]}", "name", "kn",
+	                      "macs", n.mac),
+	                 201);
+	reply_free(&r);
+	assert_int_equal(call(&s2, s2.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}", "node", "kn"),
+	                 201);
+	snprintf(tok, sizeof tok, "%s", str(r.json, "token"));
+	reply_free(&r);
+	sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s", rp_test_src, n.dir, n.addr, n.port,
+	   s2.base, tok, n.mac, RP_TEST_AGENT);
+	sh("%s -c %s/agent.conf register >> %s/agent.log 2>&1", RP_TEST_AGENT, n.dir, n.dir);
+	snprintf(flag, sizeof flag, "%s/go", n.dir);
+	snprintf(body, sizeof body,
+	         "{\"steps\":["
+	         "{\"id\":\"one\",\"type\":\"shell\",\"command\":\"echo one >> %s/ran\"},"
+	         "{\"id\":\"two\",\"type\":\"shell\",\"command\":\"while [ ! -f %s ]; do sleep 0.1; done; "
+	         "echo two >> %s/ran\"},"
+	         "{\"id\":\"three\",\"type\":\"shell\",\"command\":\"echo three >> %s/ran\"}]}",
+	         n.dir, flag, n.dir, n.dir);
+	assert_int_equal(req(&s2, s2.admin, "POST", "/v1/nodes/kn/steps", "application/json", body,
+	                     strlen(body), NULL, &r),
+	                 202);
+	snprintf(id, sizeof id, "%s", str(r.json, "id"));
+	reply_free(&r);
+	snprintf(path, sizeof path, "/v1/jobs/%s", id);
+	for (i = 0; i < 300 && !done; i++) {
+		assert_int_equal(call(&s2, s2.admin, "GET", path, &r, NULL), 200);
+		done = !strcmp(str(step(r.json, "two"), "state"), "running");
+		reply_free(&r);
+		if (!done)
+			usleep(100000);
+	}
+	assert_true(done);
+	server_stop(&s2, SIGKILL);
+	/* The step ends while no server is up; the agent keeps its report until one is. */
+	sh("touch %s", flag);
+	usleep(500000);
+	server_start(&s2, dir, args);
+	j = wait_job(&s2, id, 120);
+	if (strcmp(str(j, "state"), "succeeded") != 0)
+		fail_msg("job %s: %s", str(j, "state"), json_dumps(j, 0));
+	json_decref(j);
+	assert_int_equal(call(&s2, s2.admin, "GET", path, &r, NULL), 200);
+	assert_int_equal(json_integer_value(json_object_get(step(r.json, "one"), "runs")), 1);
+	assert_int_equal(json_integer_value(json_object_get(step(r.json, "two"), "runs")), 1);
+	assert_int_equal(json_integer_value(json_object_get(step(r.json, "three"), "runs")), 1);
+	reply_free(&r);
+	snprintf(path, sizeof path, "%s/ran", n.dir);
+	assert_string_equal(slurp(path, buf, sizeof buf), "one\ntwo\nthree\n");
+	/* The restart is on record. */
+	assert_int_equal(call(&s2, s2.admin, "GET", "/v1/events?action=job.interrupted", &r, NULL),
+	                 200);
+	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 1);
+	reply_free(&r);
+	node_down(&n);
+	server_stop(&s2, SIGTERM);
+	server_cleanup(&s2);
+}
+
+/* The server's SSH key is refused, and rackpilotd does not start, when others can read it. */
+static void
+test_server_key_permissions(void **state)
+{
+	struct server s3;
+	char key[400], log[400], buf[4096];
+	pid_t pid;
+	int status;
+
+	(void)state;
+	server_start(&s3, NULL, NULL);
+	server_stop(&s3, SIGTERM);
+	snprintf(key, sizeof key, "%s/ssh/id_ed25519", s3.dir);
+	{
+		struct stat sb;
+
+		assert_int_equal(stat(key, &sb), 0);
+		assert_int_equal(sb.st_mode & 077, 0);
+	}
+	assert_int_equal(chmod(key, 0644), 0);
+	snprintf(log, sizeof log, "%s.refused", s3.dir);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		dup2(fd, 2);
+		dup2(fd, 1);
+		execl(rp_test_bin, rp_test_bin, "--listen", "127.0.0.1:0", "--data-dir", s3.dir,
+		      (char *)NULL);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+	assert_non_null(strstr(slurp(log, buf, sizeof buf), "readable by others"));
+	unlink(log);
+	server_cleanup(&s3);
+}
+
 /* An impostor at the node's address (another host key) gets no plan. */
 static void
 test_host_key_change_refused(void **state)
@@ -895,6 +1019,8 @@ main(void)
 	    cmocka_unit_test(test_failing_step_stops_plan),
 	    cmocka_unit_test(test_resume_after_sshd_dies),
 	    cmocka_unit_test(test_resume_after_agent_dies),
+	    cmocka_unit_test(test_server_killed_mid_plan),
+	    cmocka_unit_test(test_server_key_permissions),
 	    cmocka_unit_test(test_agent_token_scoped_to_node),
 	    cmocka_unit_test(test_host_key_change_refused),
 	    cmocka_unit_test(test_output_capped),
