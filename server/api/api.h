@@ -321,6 +321,7 @@ void rp_api_agent_config(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_agent_job(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_agent_step(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_nodes_steps(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_actions_steps(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_nodes_host_key_set(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_nodes_host_key_clear(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_jobs_log(struct rp_api_req *rq, struct rp_api_resp *rs);

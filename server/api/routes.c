@@ -61,6 +61,7 @@ const struct rp_route rp_api_routes[] = {
     {"DELETE", "/v1/jobs/{id}", rp_api_jobs_cancel, O, 0},
     {"GET", "/v1/batches/{id}", rp_api_batches_get, V, 0},
     {"POST", "/v1/actions/power", rp_api_actions_power, O, 0},
+    {"POST", "/v1/actions/steps", rp_api_actions_steps, O, 0},
     {"GET", "/v1/power/sync", rp_api_power_sync_get, V, 0},
     {"POST", "/v1/power/sync", rp_api_power_sync_start, O, 0},
 

@@ -8,23 +8,26 @@
  * takes a minute, and the plan resumes where it stopped. */
 #define STEPS_MAX_ATTEMPTS 8
 
-void
-rp_api_nodes_steps(struct rp_api_req *rq, struct rp_api_resp *rs)
+/* The job params {plan, recipe?, args?} a request body asks for (other members: `extra`,
+ * NULL-terminated, are allowed and left to the caller). 0, or -1 with rs filled. */
+static int
+plan_params(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const *extra,
+            json_t **out)
 {
-	json_t *body = rq->body, *detail = NULL, *plan = NULL, *recipe = NULL, *params = NULL;
-	json_t *job = NULL, *out = NULL, *v;
+	json_t *body = rq->body, *detail = NULL, *plan = NULL, *recipe = NULL, *v;
 	const char *k, *name;
-	char actor[96], id[RP_UUID_BUF];
+	const char *const *x;
 	enum rp_err e;
+	int rc = -1;
 
-	if (rp_api_need_object(rq, rs) < 0)
-		return;
 	json_object_foreach(body, k, v)
 	{
-		if (strcmp(k, "steps") && strcmp(k, "recipe") && strcmp(k, "args")) {
+		for (x = extra; x && *x && strcmp(*x, k); x++)
+			;
+		if (strcmp(k, "steps") && strcmp(k, "recipe") && strcmp(k, "args") && !(x && *x)) {
 			rp_api_error(rs, RP_ERR_UNKNOWN_FIELD,
 			             json_pack("{s:s, s:s}", "field", k, "reason", "unknown field"));
-			return;
+			return -1;
 		}
 	}
 	name = json_string_value(json_object_get(body, "recipe"));
@@ -32,13 +35,13 @@ rp_api_nodes_steps(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_error(rs, json_object_get(body, "steps") ? RP_ERR_BAD_REQUEST : RP_ERR_MISSING_FIELD,
 		             json_pack("{s:s, s:s}", "field", "steps", "reason",
 		                       "give either steps or recipe (with args)"));
-		return;
+		return -1;
 	}
 	if (json_object_get(body, "recipe")) {
 		if (name == NULL) {
 			rp_api_error(rs, RP_ERR_INVALID_FIELD, json_pack("{s:s, s:s}", "field", "recipe",
 			                                                 "reason", "a recipe name or id"));
-			return;
+			return -1;
 		}
 		if ((e = rp_store_recipe_get(rq->api->store, name, &recipe)) != RP_ERR_OK) {
 			if (e == RP_ERR_NOT_FOUND)
@@ -46,7 +49,7 @@ rp_api_nodes_steps(struct rp_api_req *rq, struct rp_api_resp *rs)
 				             json_pack("{s:s, s:s}", "field", "recipe", "reason", "no such recipe"));
 			else
 				rp_api_error(rs, e, NULL);
-			return;
+			return -1;
 		}
 		if ((e = rp_api_recipe_expand(recipe, json_object_get(body, "args"), &plan, &detail)) !=
 		    RP_ERR_OK) {
@@ -68,12 +71,28 @@ rp_api_nodes_steps(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_error(rs, e, detail);
 		goto out;
 	}
-	params = json_pack("{s:O}", "plan", plan);
+	*out = json_pack("{s:O}", "plan", plan);
 	if (recipe) {
-		json_object_set(params, "recipe", json_object_get(recipe, "name"));
-		json_object_set_new(params, "args", json_deep_copy(json_object_get(body, "args"))
-		                                        ?: json_object());
+		json_object_set(*out, "recipe", json_object_get(recipe, "name"));
+		json_object_set_new(*out, "args", json_deep_copy(json_object_get(body, "args"))
+		                                      ?: json_object());
 	}
+	rc = 0;
+out:
+	json_decref(recipe);
+	json_decref(plan);
+	return rc;
+}
+
+void
+rp_api_nodes_steps(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *detail = NULL, *params = NULL, *job = NULL, *out = NULL;
+	char actor[96], id[RP_UUID_BUF];
+	enum rp_err e;
+
+	if (rp_api_need_object(rq, rs) < 0 || plan_params(rq, rs, NULL, &params) < 0)
+		return;
 	job = json_pack("{s:s, s:O, s:b, s:i}", "type", "steps", "params", params, "mutating", 1,
 	                "max_attempts", STEPS_MAX_ATTEMPTS);
 	e = rp_jobs_submit(rq->api->jobs, rq->params[0], job, rp_api_actor(rq, actor), &out, &detail);
@@ -93,8 +112,41 @@ rp_api_nodes_steps(struct rp_api_req *rq, struct rp_api_resp *rs)
 	rs->status = 202;
 	rs->body = out;
 out:
-	json_decref(recipe);
-	json_decref(plan);
+	json_decref(params);
+	json_decref(job);
+}
+
+void
+rp_api_actions_steps(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	static const char *const extra[] = {"selector", NULL};
+	json_t *detail = NULL, *params = NULL, *job = NULL, *out = NULL;
+	json_t *sel = json_object_get(rq->body, "selector");
+	char actor[96];
+	enum rp_err e;
+
+	if (rp_api_need_object(rq, rs) < 0)
+		return;
+	if (!json_is_object(sel)) {
+		rp_api_error(rs, sel ? RP_ERR_INVALID_FIELD : RP_ERR_MISSING_FIELD,
+		             json_pack("{s:s, s:s}", "field", "selector", "reason",
+		                       "an object with one of rack, tag, class or nodes"));
+		return;
+	}
+	if (plan_params(rq, rs, extra, &params) < 0)
+		return;
+	job = json_pack("{s:s, s:O, s:b, s:i}", "type", "steps", "params", params, "mutating", 1,
+	                "max_attempts", STEPS_MAX_ATTEMPTS);
+	e = rp_jobs_submit_batch(rq->api->jobs, sel, job, rp_api_actor(rq, actor), &out, &detail);
+	if (e != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		goto out;
+	}
+	snprintf(rs->location, sizeof rs->location, "/v1/batches/%s",
+	         json_string_value(json_object_get(out, "id")));
+	rs->status = 202;
+	rs->body = out;
+out:
 	json_decref(params);
 	json_decref(job);
 }

@@ -136,13 +136,35 @@ job_insert(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *j
 	return RP_ERR_OK;
 }
 
+/* Whether node_id can take job now: a plan needs SSH, everything else a BMC. */
+static enum rp_err
+job_ready(struct conn *c, int64_t node_id, json_t *job, char *why, size_t len)
+{
+	if (json_object_get(json_object_get(job, "params"), "plan"))
+		return store_ssh_ready(c, node_id, why, len);
+	return node_ready(c, node_id, why, len);
+}
+
+/* Insert the job and, for a plan, its step rows. */
+static enum rp_err
+job_add(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *job,
+        const char *actor, int64_t *id)
+{
+	json_t *plan = json_object_get(json_object_get(job, "params"), "plan");
+	enum rp_err e;
+
+	if ((e = job_insert(c, n, batch_id, job, actor, id)) != RP_ERR_OK)
+		return e;
+	return plan ? store_steps_insert(c, *id, plan) : RP_ERR_OK;
+}
+
 enum rp_err
 rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const char *actor,
                     json_t **out, json_t **detail)
 {
 	struct conn *c = store_conn(st);
 	struct node_ref n;
-	json_t *obj = NULL, *steps;
+	json_t *obj = NULL;
 	char why[256], summary[200];
 	int64_t id = 0;
 	enum rp_err e;
@@ -153,17 +175,12 @@ rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const cha
 		return e;
 	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
 		goto out;
-	/* A plan reaches the node over SSH, everything else through its BMC. */
-	steps = json_object_get(json_object_get(job, "params"), "plan");
-	if ((e = steps ? store_ssh_ready(c, n.id, why, sizeof why)
-	               : node_ready(c, n.id, why, sizeof why)) != RP_ERR_OK) {
+	if ((e = job_ready(c, n.id, job, why, sizeof why)) != RP_ERR_OK) {
 		if (e != RP_ERR_INTERNAL)
 			*detail = store_why(NULL, "%s", why);
 		goto out;
 	}
-	if ((e = job_insert(c, &n, 0, job, actor, &id)) != RP_ERR_OK)
-		goto out;
-	if (steps && (e = store_steps_insert(c, id, steps)) != RP_ERR_OK)
+	if ((e = job_add(c, &n, 0, job, actor, &id)) != RP_ERR_OK)
 		goto out;
 	if ((e = job_load(c, id, &obj)) != RP_ERR_OK)
 		goto out;
@@ -342,14 +359,14 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 	{
 		if ((e = store_node_by_id(c, json_integer_value(v), &n)) != RP_ERR_OK)
 			goto out;
-		e = node_ready(c, n.id, why, sizeof why);
+		e = job_ready(c, n.id, job, why, sizeof why);
 		if (e == RP_ERR_INVALID_STATE || e == RP_ERR_CONFLICT) {
 			json_array_append_new(skipped, json_pack("{s:s, s:s}", "node", n.name, "reason", why));
 			continue;
 		}
 		if (e != RP_ERR_OK)
 			goto out;
-		if ((e = job_insert(c, &n, batch_id, job, actor, &id)) != RP_ERR_OK)
+		if ((e = job_add(c, &n, batch_id, job, actor, &id)) != RP_ERR_OK)
 			goto out;
 		json_array_append_new(jobs, json_integer(id));
 	}

@@ -620,6 +620,76 @@ test_server_key_permissions(void **state)
 	server_cleanup(&s3);
 }
 
+/* One plan for every node with a tag, as one batch; nodes that cannot take it are listed. */
+static void
+test_bulk_steps(void **state)
+{
+	char body[1024], path[400], batch[200];
+	struct reply r;
+	int i, done = 0;
+	json_t *skipped;
+
+	(void)state;
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/sn00", &r, "{s:[s]}", "tags", "blk"), 200);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/sn01", &r, "{s:[s]}", "tags", "blk"), 200);
+	reply_free(&r);
+	make_node(&S, "{s:s, s:[s]}", "name", "nossh", "tags", "blk");
+	snprintf(body, sizeof body,
+	         "{\"selector\":{\"tag\":\"blk\"},\"steps\":[{\"id\":\"mark\",\"type\":\"shell\","
+	         "\"command\":\"echo marked >> %s/marks\"}]}",
+	         workdir);
+	assert_int_equal(req(&S, S.admin, "POST", "/v1/actions/steps", "application/json", body,
+	                     strlen(body), NULL, &r),
+	                 202);
+	assert_int_equal(json_integer_value(json_object_get(r.json, "jobs")), 2);
+	skipped = json_object_get(r.json, "skipped");
+	assert_int_equal(json_array_size(skipped), 1);
+	assert_string_equal(str(json_array_get(skipped, 0), "node"), "nossh");
+	snprintf(batch, sizeof batch, "/v1/batches/%s", str(r.json, "id"));
+	reply_free(&r);
+	for (i = 0; i < 600 && !done; i++) {
+		assert_int_equal(call(&S, S.admin, "GET", batch, &r, NULL), 200);
+		done = json_is_true(json_object_get(r.json, "done"));
+		if (done)
+			assert_int_equal(json_integer_value(json_object_get(json_object_get(r.json, "counts"),
+			                                                    "succeeded")),
+			                 2);
+		reply_free(&r);
+		usleep(100000);
+	}
+	assert_true(done);
+	/* One job per node, each ran its step once. */
+	snprintf(path, sizeof path, "/v1/jobs?batch=%s", strrchr(batch, '/') + 1);
+	assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
+	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 2);
+	assert_string_not_equal(str(json_array_get(json_object_get(r.json, "items"), 0), "node"),
+	                        str(json_array_get(json_object_get(r.json, "items"), 1), "node"));
+	reply_free(&r);
+	{
+		char buf[256];
+
+		snprintf(path, sizeof path, "%s/marks", workdir);
+		assert_string_equal(slurp(path, buf, sizeof buf), "marked\nmarked\n");
+	}
+	/* Bad bulk requests queue nothing. */
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/actions/steps", &r, "{s:[{s:s}]}", "steps",
+	                      "type", "inventory"),
+	                 400);
+	assert_error(&r, 400, "MISSING_FIELD");
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/actions/steps", &r, "{s:{s:s}, s:[{s:s}]}",
+	                      "selector", "tag", "nosuchtag", "steps", "type", "inventory"),
+	                 400);
+	assert_error(&r, 400, "BAD_REQUEST");
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/actions/steps", &r, "{s:{s:[s]}, s:[{s:s}]}",
+	                      "selector", "nodes", "nossh", "steps", "type", "inventory"),
+	                 409);
+	assert_error(&r, 409, "CONFLICT");
+	reply_free(&r);
+}
+
 /* An impostor at the node's address (another host key) gets no plan. */
 static void
 test_host_key_change_refused(void **state)
@@ -1022,6 +1092,7 @@ main(void)
 	    cmocka_unit_test(test_server_killed_mid_plan),
 	    cmocka_unit_test(test_server_key_permissions),
 	    cmocka_unit_test(test_agent_token_scoped_to_node),
+	    cmocka_unit_test(test_bulk_steps),
 	    cmocka_unit_test(test_host_key_change_refused),
 	    cmocka_unit_test(test_output_capped),
 	    cmocka_unit_test(test_reboot_step),
