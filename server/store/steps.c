@@ -143,9 +143,9 @@ rp_store_agent_job(struct rp_store *st, int64_t node_id, const char *job, json_t
 	sqlite3_stmt *s;
 	json_t *steps;
 	char state[16];
-	int64_t id;
+	int64_t id = 0;
 	enum rp_err e;
-	int cancel;
+	int cancel = 0;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -178,9 +178,9 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 	char jstate[16], cur[16] = "", summary[400], *rtext = NULL;
 	struct node_ref n;
 	sqlite3_stmt *s;
-	int64_t id, idx = -1, now = rp_time_now_ms();
+	int64_t id = 0, idx = -1, now = rp_time_now_ms();
 	enum rp_err e;
-	int cancel, rc;
+	int cancel = 0, rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
