@@ -808,8 +808,9 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 		goto fail;
 	}
 	if (recovered)
-		rp_log_warn("jobs: %d job(s) were running when rackpilotd stopped; they will check "
-		            "the BMC and not repeat their action", recovered);
+		rp_log_warn("jobs: %d job(s) were running when rackpilotd stopped; BMC jobs will "
+		            "check the BMC and not repeat their action, step plans resume",
+		            recovered);
 	for (lane = 0; lane < LANES; lane++) {
 		struct lane *l = &j->lanes[lane];
 		unsigned want = l->nworkers;

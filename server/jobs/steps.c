@@ -156,9 +156,10 @@ summary(json_t *steps, int exit_status)
 			if (!strcmp(st, names[k]))
 				n[k]++;
 	}
+	/* Called as the job ends: what is still pending will be skipped. */
 	return json_pack("{s:I, s:i, s:i, s:i, s:i}", "steps", (json_int_t)json_array_size(steps),
-	                 "succeeded", n[2], "failed", n[3], "skipped", n[4], "exit_status",
-	                 exit_status);
+	                 "succeeded", n[2], "failed", n[3] + n[1], "skipped", n[4] + n[0],
+	                 "exit_status", exit_status);
 }
 
 static int

@@ -655,10 +655,17 @@ rp_store_jobs_recover(struct rp_store *st, int *n)
 	{
 		char summary[200];
 
-		snprintf(summary, sizeof summary,
-		         "%s job for %s was running when rackpilotd stopped; it will verify, not repeat",
-		         json_string_value(json_object_get(j, "type")),
-		         json_string_value(json_object_get(j, "node")));
+		if (!strcmp(json_string_value(json_object_get(j, "type")), "steps"))
+			snprintf(summary, sizeof summary,
+			         "steps job for %s was running when rackpilotd stopped; it resumes after "
+			         "the steps that succeeded",
+			         json_string_value(json_object_get(j, "node")));
+		else
+			snprintf(summary, sizeof summary,
+			         "%s job for %s was running when rackpilotd stopped; it will verify, not "
+			         "repeat",
+			         json_string_value(json_object_get(j, "type")),
+			         json_string_value(json_object_get(j, "node")));
 		if ((e = store_event(c, "rackpilotd", "job.interrupted", "job",
 		                     json_string_value(json_object_get(j, "uuid")),
 		                     json_string_value(json_object_get(j, "node")),

@@ -328,6 +328,82 @@ test_newer_schema(void **state)
 	assert_null(st);
 }
 
+/* Bootstrap tokens: expired, revoked, used ones open nothing, and a refused registration
+ * changes nothing. */
+static void
+test_bootstrap_tokens(void **state)
+{
+	struct fx *f = *state;
+	static const char *key =
+	    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEj+0zhiQEJuyA07cB1MguetKm2VQWyaex2sRJ6gWDus x";
+	struct rp_sshkey hk;
+	struct rp_agent_reg reg = {0};
+	struct rp_token_info info;
+	json_t *out = NULL, *detail = NULL, *body;
+	long before;
+
+	assert_int_equal(rp_sshkey_parse(key, &hk), 0);
+	body = J("{\"name\":\"b1\",\"macs\":[\"02:00:00:00:00:b1\"]}");
+	assert_int_equal(rp_store_node_create(f->st, body, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(body);
+	body = J("{\"format\":1,\"hostname\":\"h\",\"boot_id\":\"x\",\"macs\":[\"02:00:00:00:00:b1\"]}");
+	reg.body = body;
+	reg.host_key = &hk;
+	reg.token_hash = "aaaa";
+	/* Expired a second ago. */
+	assert_int_equal(rp_store_bootstrap_create(f->st, "b1", "h-expired", rp_time_now_ms() - 1000,
+	                                           "t", &out),
+	                 RP_ERR_OK);
+	assert_string_equal(json_string_value(json_object_get(out, "state")), "expired");
+	json_decref(out);
+	before = events(f->st);
+	reg.bootstrap_hash = "h-expired";
+	assert_int_equal(rp_store_agent_register(f->st, &reg, &out, &detail), RP_ERR_UNAUTHORIZED);
+	assert_non_null(strstr(json_string_value(json_object_get(detail, "reason")), "expired"));
+	json_decref(detail);
+	detail = NULL;
+	assert_int_equal(events(f->st), before);
+	assert_int_equal(rp_store_agent_auth(f->st, "aaaa", &info), RP_ERR_UNAUTHORIZED);
+	/* Unknown. */
+	reg.bootstrap_hash = "h-unknown";
+	assert_int_equal(rp_store_agent_register(f->st, &reg, &out, &detail), RP_ERR_UNAUTHORIZED);
+	json_decref(detail);
+	detail = NULL;
+	/* Revoked. */
+	assert_int_equal(rp_store_bootstrap_create(f->st, NULL, "h-revoked", rp_time_now_ms() + 60000,
+	                                           "t", &out),
+	                 RP_ERR_OK);
+	assert_int_equal(rp_store_bootstrap_revoke(f->st, json_string_value(json_object_get(out, "id")),
+	                                           "t"),
+	                 RP_ERR_OK);
+	json_decref(out);
+	reg.bootstrap_hash = "h-revoked";
+	assert_int_equal(rp_store_agent_register(f->st, &reg, &out, &detail), RP_ERR_UNAUTHORIZED);
+	json_decref(detail);
+	detail = NULL;
+	/* A live one works once. */
+	assert_int_equal(rp_store_bootstrap_create(f->st, "b1", "h-live", rp_time_now_ms() + 60000,
+	                                           "t", &out),
+	                 RP_ERR_OK);
+	json_decref(out);
+	reg.bootstrap_hash = "h-live";
+	assert_int_equal(rp_store_agent_register(f->st, &reg, &out, &detail), RP_ERR_OK);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(out, "node"), "name")), "b1");
+	json_decref(out);
+	assert_int_equal(rp_store_agent_auth(f->st, "aaaa", &info), RP_ERR_OK);
+	assert_string_equal(info.role, "agent");
+	assert_string_equal(info.name, "b1");
+	reg.token_hash = "bbbb";
+	assert_int_equal(rp_store_agent_register(f->st, &reg, &out, &detail), RP_ERR_UNAUTHORIZED);
+	assert_non_null(strstr(json_string_value(json_object_get(detail, "reason")), "already used"));
+	json_decref(detail);
+	/* The first registration's token still works, the refused one's never did. */
+	assert_int_equal(rp_store_agent_auth(f->st, "aaaa", &info), RP_ERR_OK);
+	assert_int_equal(rp_store_agent_auth(f->st, "bbbb", &info), RP_ERR_UNAUTHORIZED);
+	json_decref(body);
+}
+
 int
 main(void)
 {
@@ -339,6 +415,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_drift, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bootstrap_tokens, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
