@@ -822,6 +822,79 @@ test_reboot_step(void **state)
 	}
 }
 
+/* Steps that download: a firmware tool run on a verified image, an OS image streamed to a
+ * "device" (a file here), and the same with a wrong digest, served by a real HTTP server. */
+static void
+test_downloads(void **state)
+{
+	char srv[300], img[400], dev[400], body[4096], id[64], sum[80], cmd[700], buf[128];
+	int port = port_base + 2, i;
+	pid_t http;
+	json_t *j;
+	FILE *p;
+
+	(void)state;
+	snprintf(srv, sizeof srv, "%s/www", workdir);
+	snprintf(img, sizeof img, "%s/disk.img", srv);
+	sh("mkdir -p %s && head -c 3000000 /dev/urandom > %s", srv, img);
+	snprintf(cmd, sizeof cmd, "sha256sum %s | cut -c1-64", img);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_non_null(fgets(sum, sizeof sum, p));
+	pclose(p);
+	sum[strcspn(sum, "\n")] = '\0';
+	http = fork();
+	assert_true(http >= 0);
+	if (http == 0) {
+		char ps[16];
+
+		snprintf(ps, sizeof ps, "%d", port);
+		freopen("/dev/null", "w", stderr);
+		execlp("python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", srv,
+		       ps, (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 100 && sh_rc("curl -sf -o /dev/null http://127.0.0.1:%d/disk.img", port); i++)
+		usleep(100000);
+	snprintf(dev, sizeof dev, "%s/fake-disk", n0.dir);
+	sh("head -c 4000000 /dev/zero > %s", dev);
+	snprintf(body, sizeof body,
+	         "{\"steps\":["
+	         "{\"id\":\"fw\",\"type\":\"firmware\",\"image_url\":\"http://127.0.0.1:%d/disk.img\","
+	         "\"sha256\":\"%s\",\"command\":\"cmp ${image} %s && echo flashed\"},"
+	         "{\"id\":\"os\",\"type\":\"image\",\"url\":\"http://127.0.0.1:%d/disk.img\","
+	         "\"sha256\":\"%s\",\"device\":\"%s\"}]}",
+	         port, sum, img, port, sum, dev);
+	submit("sn00", body, id, sizeof id);
+	j = wait_job(&S, id, 120);
+	if (strcmp(str(j, "state"), "succeeded") != 0)
+		fail_msg("download job: %s", json_dumps(j, 0));
+	json_decref(j);
+	j = get_job(id);
+	assert_non_null(strstr(str(step(j, "fw"), "output"), "flashed"));
+	json_decref(j);
+	assert_int_equal(sh_rc("cmp -n 3000000 %s %s", img, dev), 0);
+	/* A wrong digest: the firmware tool never runs on the image, and the job says why. */
+	snprintf(body, sizeof body,
+	         "{\"steps\":["
+	         "{\"id\":\"fw\",\"type\":\"bios\",\"image_url\":\"http://127.0.0.1:%d/disk.img\","
+	         "\"sha256\":\"%064d\",\"command\":\"touch %s/ran-bios\"}]}",
+	         port, 0, n0.dir);
+	submit("sn00", body, id, sizeof id);
+	j = wait_job(&S, id, 120);
+	assert_string_equal(str(j, "state"), "failed");
+	json_decref(j);
+	j = get_job(id);
+	snprintf(buf, sizeof buf, "%s", str(step(j, "fw"), "error"));
+	json_decref(j);
+	if (strstr(buf, "sha256") == NULL && strstr(buf, "digest") == NULL)
+		fail_msg("error does not name the digest: %s", buf);
+	snprintf(cmd, sizeof cmd, "%s/ran-bios", n0.dir);
+	assert_int_not_equal(access(cmd, F_OK), 0);
+	kill(http, SIGTERM);
+	waitpid(http, NULL, 0);
+}
+
 static void
 test_recipe(void **state)
 {
@@ -1096,6 +1169,7 @@ main(void)
 	    cmocka_unit_test(test_host_key_change_refused),
 	    cmocka_unit_test(test_output_capped),
 	    cmocka_unit_test(test_reboot_step),
+	    cmocka_unit_test(test_downloads),
 	    cmocka_unit_test(test_recipe),
 	    cmocka_unit_test(test_cancel_running_plan),
 	    cmocka_unit_test(test_bad_input),
