@@ -87,7 +87,22 @@ rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd, un
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	curl_easy_setopt(curl, CURLOPT_URL, url);
+	if (url[0] == '/') {
+		/* Relative to the server: the image store of the rackpilotd this agent knows. */
+		char full[4096];
+		size_t n = strlen(cfg->url);
+
+		while (n > 0 && cfg->url[n - 1] == '/')
+			n--;
+		if ((size_t)snprintf(full, sizeof full, "%.*s%s", (int)n, cfg->url, url) >= sizeof full ||
+		    n == 0) {
+			snprintf(err, errlen, "%s: no server URL to resolve it against", url);
+			goto out;
+		}
+		curl_easy_setopt(curl, CURLOPT_URL, full);
+	} else {
+		curl_easy_setopt(curl, CURLOPT_URL, url);
+	}
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");

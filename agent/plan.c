@@ -128,7 +128,9 @@ env_name_valid(const char *s)
 static int
 url_valid(const char *s)
 {
-	return (!strncmp(s, "http://", 7) && s[7]) || (!strncmp(s, "https://", 8) && s[8]);
+	/* A path ("/boot/images/x") is on the server the agent reports to. */
+	return (!strncmp(s, "http://", 7) && s[7]) || (!strncmp(s, "https://", 8) && s[8]) ||
+	       (s[0] == '/' && s[1] != '/' && s[1] != '\0');
 }
 
 static int

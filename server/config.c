@@ -27,6 +27,25 @@ rp_config_defaults(struct rp_config *c)
 	c->ssh_workers = 64;
 	c->agent_heartbeat = 30;
 	snprintf(c->agent_command, sizeof c->agent_command, "rackpilot-agent");
+	c->image_dir[0] = '\0';
+	c->boot_url[0] = '\0';
+	c->discovery = 1;
+	c->discovery_max_tokens = 64;
+	c->bootstrap_ttl = 900;
+	c->provision_timeout = 1800;
+	c->max_upload = 64ULL << 30;
+	c->dnsmasq_hosts[0] = '\0';
+	c->dnsmasq_pidfile[0] = '\0';
+}
+
+/* A path setting: absolute, or empty to unset. */
+static int
+set_path(char *dst, size_t len, const char *v)
+{
+	if (strlen(v) >= len || (v[0] != '\0' && v[0] != '/'))
+		return -1;
+	snprintf(dst, len, "%s", v);
+	return 0;
 }
 
 static int
@@ -132,6 +151,48 @@ rp_config_set(struct rp_config *c, const char *key, const char *value, char *why
 		    strpbrk(value, ";&|`$<>\n\"'\\") != NULL)
 			goto bad;
 		snprintf(c->agent_command, sizeof c->agent_command, "%s", value);
+	} else if (strcmp(key, "image_dir") == 0) {
+		if (set_path(c->image_dir, sizeof c->image_dir - 32, value) < 0)
+			goto bad;
+	} else if (strcmp(key, "dnsmasq_hosts") == 0) {
+		if (set_path(c->dnsmasq_hosts, sizeof c->dnsmasq_hosts, value) < 0)
+			goto bad;
+	} else if (strcmp(key, "dnsmasq_pidfile") == 0) {
+		if (set_path(c->dnsmasq_pidfile, sizeof c->dnsmasq_pidfile, value) < 0)
+			goto bad;
+	} else if (strcmp(key, "boot_url") == 0) {
+		/* Written into every boot script: http(s)://host[:port], nothing a script could
+		 * misread. */
+		size_t i;
+
+		if (strlen(value) >= sizeof c->boot_url ||
+		    (value[0] && strncmp(value, "http://", 7) && strncmp(value, "https://", 8)))
+			goto bad;
+		for (i = 0; value[i]; i++)
+			if ((unsigned char)value[i] <= ' ' || strchr("\"'\\", value[i]))
+				goto bad;
+		snprintf(c->boot_url, sizeof c->boot_url, "%s", value);
+		while (strlen(c->boot_url) > 8 && c->boot_url[strlen(c->boot_url) - 1] == '/')
+			c->boot_url[strlen(c->boot_url) - 1] = '\0';
+	} else if (strcmp(key, "discovery") == 0) {
+		if (parse_bool(value, &c->discovery) < 0)
+			goto bad;
+	} else if (strcmp(key, "discovery_max_tokens") == 0) {
+		if (parse_uint(value, 100000, &n) < 0 || n < 1)
+			goto bad;
+		c->discovery_max_tokens = (unsigned)n;
+	} else if (strcmp(key, "bootstrap_ttl") == 0) {
+		if (parse_uint(value, 7 * 86400, &n) < 0 || n < 30)
+			goto bad;
+		c->bootstrap_ttl = (unsigned)n;
+	} else if (strcmp(key, "provision_timeout") == 0) {
+		if (parse_uint(value, 7 * 86400, &n) < 0 || n < 30)
+			goto bad;
+		c->provision_timeout = (unsigned)n;
+	} else if (strcmp(key, "max_upload") == 0) {
+		if (parse_uint(value, 1ULL << 50, &n) < 0 || n < 1024)
+			goto bad;
+		c->max_upload = n;
 	} else if (strcmp(key, "log_level") == 0) {
 		if (strcmp(value, "error") && strcmp(value, "warn") && strcmp(value, "info") &&
 		    strcmp(value, "debug"))
@@ -257,4 +318,13 @@ rp_config_print(const struct rp_config *c, FILE *f)
 	fprintf(f, "ssh_workers = %u\n", c->ssh_workers);
 	fprintf(f, "agent_heartbeat = %u\n", c->agent_heartbeat);
 	fprintf(f, "agent_command = %s\n", c->agent_command);
+	fprintf(f, "image_dir = %s\n", c->image_dir);
+	fprintf(f, "boot_url = %s\n", c->boot_url);
+	fprintf(f, "discovery = %s\n", c->discovery ? "true" : "false");
+	fprintf(f, "discovery_max_tokens = %u\n", c->discovery_max_tokens);
+	fprintf(f, "bootstrap_ttl = %u\n", c->bootstrap_ttl);
+	fprintf(f, "provision_timeout = %u\n", c->provision_timeout);
+	fprintf(f, "max_upload = %llu\n", c->max_upload);
+	fprintf(f, "dnsmasq_hosts = %s\n", c->dnsmasq_hosts);
+	fprintf(f, "dnsmasq_pidfile = %s\n", c->dnsmasq_pidfile);
 }

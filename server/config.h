@@ -25,6 +25,16 @@ struct rp_config {
 	unsigned ssh_workers;           /* step plans running at once */
 	unsigned agent_heartbeat;       /* seconds agents are told to heartbeat at */
 	char agent_command[256];        /* how the agent is run on nodes */
+	/* Network boot (docs/provisioning.md). */
+	char image_dir[512];            /* "": DATA_DIR/images */
+	char boot_url[256];             /* "": from the Host header of each boot request */
+	int discovery;                  /* unknown MACs boot the discovery ramdisk */
+	unsigned discovery_max_tokens;
+	unsigned bootstrap_ttl;         /* seconds a boot script's token lives */
+	unsigned provision_timeout;     /* seconds to wait for an agent in commission/deploy/release */
+	unsigned long long max_upload;  /* bytes of one image upload */
+	char dnsmasq_hosts[512];        /* dhcp-hostsfile to keep current; "": none */
+	char dnsmasq_pidfile[512];      /* dnsmasq to SIGHUP after a change; "": none */
 };
 
 /* Fill c with the compiled-in defaults. */

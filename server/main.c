@@ -14,6 +14,7 @@
 #include "api/api.h"
 #include "config.h"
 #include "bmc/bmc.h"
+#include "boot/boot.h"
 #include "http/http.h"
 #include "jobs/jobs.h"
 #include "ssh/ssh.h"
@@ -135,6 +136,48 @@ admin_token(struct rp_store *st, const char *data_dir, int reissue)
 	return 0;
 }
 
+/* What dnsmasq was last told. */
+struct dhcp_state {
+	int64_t version;
+	char digest[RP_SHA256_HEX];
+	int64_t retry_at;
+};
+
+/* Keep dnsmasq's host file in step with the known MACs: checked every tick by a counter the
+ * database bumps on every MAC or name change, rewritten (and dnsmasq told) only when the
+ * content differs. */
+static void
+dnsmasq_sync(struct rp_store *st, const struct rp_config *cfg, struct dhcp_state *d)
+{
+	struct rp_buf b = {0};
+	char digest[RP_SHA256_HEX], why[600];
+	int64_t v;
+
+	if (cfg->dnsmasq_hosts[0] == '\0' || rp_store_macs_version(st, &v) != RP_ERR_OK)
+		return;
+	if (v == d->version && (d->retry_at == 0 || rp_time_now_ms() < d->retry_at))
+		return;
+	if (rp_store_dhcp_hosts(st, &b) != RP_ERR_OK)
+		goto out;
+	rp_sha256_hex(b.data ? b.data : "", b.len, digest);
+	if (strcmp(digest, d->digest) != 0 || d->retry_at) {
+		if (rp_boot_dnsmasq_update(cfg->dnsmasq_hosts, cfg->dnsmasq_pidfile, b.data ? b.data : "",
+		                           b.len, why, sizeof why) < 0) {
+			/* dnsmasq may not run yet: say so once in a while, and keep trying. */
+			if (d->retry_at == 0)
+				rp_log_warn("dnsmasq: %s", why);
+			d->retry_at = rp_time_now_ms() + 5000;
+			goto out;
+		}
+		rp_log_info("dnsmasq: %s updated", cfg->dnsmasq_hosts);
+		memcpy(d->digest, digest, sizeof digest);
+	}
+	d->retry_at = 0;
+	d->version = v;
+out:
+	rp_buf_free(&b);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -161,7 +204,8 @@ main(int argc, char **argv)
 	struct rp_jobs *jobs = NULL;
 	struct rp_ssh_key *sshkey = NULL;
 	const char *config_path = NULL;
-	char why[512], dbpath[600], sshdir[600];
+	char why[512], dbpath[600], sshdir[600], updir[600];
+	struct dhcp_state dhcp = {.version = -1};
 	/* Flags are applied after the file so they win; keep them until then. */
 	const char *flag_key[16], *flag_val[16];
 	int nflags = 0, check = 0, reissue = 0, opt, rc = 1, sig;
@@ -285,7 +329,17 @@ main(int argc, char **argv)
 		rp_log_error("%s", why);
 		goto out;
 	}
+	/* data_dir is at most sizeof - 32 bytes (config.c), so this fits. */
+	if (cfg.image_dir[0] == '\0' &&
+	    snprintf(cfg.image_dir, sizeof cfg.image_dir, "%.480s/images", cfg.data_dir) < 0)
+		goto out;
+	snprintf(updir, sizeof updir, "%s/.incoming", cfg.image_dir);
+	if (mkdir_p(cfg.image_dir) < 0 || mkdir_p(updir) < 0) {
+		rp_log_error("cannot create the image directory %s: %s", cfg.image_dir, strerror(errno));
+		goto out;
+	}
 	rp_jobs_defaults(&jo);
+	jo.image_dir = cfg.image_dir;
 	jo.workers = cfg.job_workers;
 	jo.ssh_workers = cfg.ssh_workers;
 	jo.ssh_key = sshkey;
@@ -301,6 +355,12 @@ main(int argc, char **argv)
 	api.store = st;
 	api.ssh_public_key = rp_ssh_key_public(sshkey);
 	api.agent_heartbeat_s = (int)cfg.agent_heartbeat;
+	api.image_dir = cfg.image_dir;
+	api.boot_url = cfg.boot_url;
+	api.discovery = cfg.discovery;
+	api.discovery_max = (int)cfg.discovery_max_tokens;
+	api.bootstrap_ttl_s = cfg.bootstrap_ttl;
+	api.provision_timeout_s = cfg.provision_timeout;
 	api.metrics = rp_metrics_new(rp_api_route_count);
 	api.started_at = rp_time_now_ms();
 	api.max_body = cfg.max_body;
@@ -315,6 +375,8 @@ main(int argc, char **argv)
 	ho.conn_timeout_s = cfg.conn_timeout_s;
 	ho.conn_limit = cfg.conn_limit;
 	ho.access_log = cfg.access_log;
+	ho.max_upload = cfg.max_upload;
+	ho.upload_dir = updir;
 	if (rp_http_start(&ho, &api, &http, why, sizeof why) < 0) {
 		rp_log_error("%s", why);
 		goto out;
@@ -329,6 +391,7 @@ main(int argc, char **argv)
 		/* Access lines are buffered; the quarter-second tick bounds how late they appear. */
 		sig = sigtimedwait(&sigs, NULL, &tick);
 		rp_log_flush();
+		dnsmasq_sync(st, &cfg, &dhcp);
 		if (sig < 0)
 			continue;
 		if (sig == SIGHUP) {

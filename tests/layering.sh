@@ -16,6 +16,7 @@ check api '#include *"(\.\./)?http/' "api/ includes http/"
 check store '#include *"(\.\./)?(api|http)/' "store/ includes api/ or http/"
 check util '#include *"(\.\./)?(api|http|store)/' "util/ includes a higher module"
 check ssh '#include *"(\.\./)?(api|http|store|jobs|bmc)/' "ssh/ includes a higher module"
+check boot '#include *"(\.\./)?(api|http|store|jobs|bmc|ssh)/' "boot/ includes a higher module"
 check bmc '#include *"(\.\./)?(api|http|store|jobs|ssh)/' "bmc/ includes a higher module"
 check api '#include *"(\.\./)?(ssh|bmc)/' "api/ includes ssh/ or bmc/ (it goes through jobs/)"
 for m in store jobs; do

@@ -29,6 +29,13 @@ struct rp_api {
 	struct rp_jobs *jobs;       /* BMC jobs, step plans and power sync */
 	const char *ssh_public_key; /* the server's SSH key, authorized_keys form; may be NULL */
 	int agent_heartbeat_s;      /* period agents are told to heartbeat at */
+	/* Network boot (docs/provisioning.md). */
+	const char *image_dir;      /* the image store's directory */
+	const char *boot_url;       /* base URL written into boot scripts; NULL/"": from Host */
+	int discovery;              /* unknown MACs get the discovery ramdisk */
+	int discovery_max;          /* live discovery tokens at most */
+	unsigned bootstrap_ttl_s;   /* lifetime of a token in a boot script */
+	unsigned provision_timeout_s; /* default wait for an agent in commission/deploy/release */
 };
 
 /* Operator roles are ordered (admin can do what viewer can). The agent role stands apart:
@@ -63,6 +70,13 @@ struct rp_api_req {
 	const char *authorization;             /* raw Authorization header or NULL (for routes
 	                                          that check their own secret) */
 	const char *peer;                      /* client address, for RP_ROUTE_PEER routes */
+	const char *host;                      /* Host header or NULL */
+	const char *range;                     /* Range header or NULL */
+	/* RP_ROUTE_UPLOAD: the body, already on disk. The handler may rename the file; whatever
+	 * is left at upload_path afterwards is removed. */
+	const char *upload_path;
+	uint64_t upload_size;
+	const char *upload_sha256;             /* hex */
 };
 
 struct rp_api_resp {
@@ -74,12 +88,20 @@ struct rp_api_resp {
 	const char *content_type; /* of text; static storage */
 	char etag[40];         /* sent as ETag when non-empty (already quoted) */
 	char location[256];    /* sent as Location when non-empty */
+	/* A file body instead: file_fd (owned; closed by the server) from file_off, file_len
+	 * bytes, sent without copying. */
+	int has_file;
+	int file_fd;
+	uint64_t file_off, file_len;
+	char content_range[96]; /* sent as Content-Range when non-empty */
+	int accept_ranges;      /* send "Accept-Ranges: bytes" */
 };
 
 /* Route flags. */
 #define RP_ROUTE_CSV 0x1       /* also accepts text/csv bodies */
 #define RP_ROUTE_BIG_BODY 0x2  /* body cap is max_import_body instead of max_body */
 #define RP_ROUTE_PEER 0x4      /* the handler needs the client's address */
+#define RP_ROUTE_UPLOAD 0x8    /* the body (any media type, up to max_upload) streams to a file */
 
 struct rp_route {
 	const char *method;
@@ -325,6 +347,19 @@ void rp_api_actions_steps(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_nodes_host_key_set(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_nodes_host_key_clear(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_jobs_log(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_boot_ipxe(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_boot_image(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_images_upload(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_images_register(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_images_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_images_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_images_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_boot_profiles_create(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_boot_profiles_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_boot_profiles_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_boot_profiles_update(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_boot_profiles_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_provision(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_recipes_create(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_recipes_list(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_recipes_get(struct rp_api_req *rq, struct rp_api_resp *rs);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "rackpilot/agent.h"
@@ -18,6 +19,10 @@ rp_api_resp_clear(struct rp_api_resp *rs)
 	rs->text = NULL;
 	rs->text_free = NULL;
 	rs->text_len = 0;
+	if (rs->has_file)
+		close(rs->file_fd);
+	rs->has_file = 0;
+	rs->content_range[0] = '\0';
 }
 
 void
@@ -115,6 +120,7 @@ rp_api_etag(json_t *obj, char out[40])
 	const char *a = json_string_value(json_object_get(obj, "power_state_at"));
 	const char *b = json_string_value(json_object_get(json_object_get(obj, "bmc"), "checked_at"));
 	const char *c = json_string_value(json_object_get(json_object_get(obj, "agent"), "seen_at"));
+	const char *d = json_string_value(json_object_get(obj, "provision_at"));
 	uint64_t h = 1469598103934665603ULL;
 	const char *p;
 
@@ -122,7 +128,7 @@ rp_api_etag(json_t *obj, char out[40])
 		out[0] = '\0';
 		return;
 	}
-	if (a == NULL && b == NULL && c == NULL) {
+	if (a == NULL && b == NULL && c == NULL && d == NULL) {
 		snprintf(out, 40, "\"%lld\"", (long long)json_integer_value(v));
 		return;
 	}
@@ -133,6 +139,9 @@ rp_api_etag(json_t *obj, char out[40])
 		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
 	h = (h ^ '|') * 1099511628211ULL;
 	for (p = c ? c : ""; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	h = (h ^ '|') * 1099511628211ULL;
+	for (p = d ? d : ""; *p; p++)
 		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
 	snprintf(out, 40, "\"%lld-%08x\"", (long long)json_integer_value(v), (unsigned)(h ^ (h >> 32)));
 }

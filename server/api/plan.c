@@ -143,8 +143,11 @@ check_formats(json_t *step, size_t i, int templated, json_t **detail)
 	for (k = "url"; k; k = strcmp(k, "url") == 0 ? "image_url" : NULL) {
 		if ((v = json_object_get(step, k)) && !templated_str(v, templated)) {
 			s = json_string_value(v);
-			if (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0)
-				return bad(detail, RP_ERR_INVALID_FIELD, i, k, "an http:// or https:// URL");
+			/* "/boot/images/x" is on rackpilotd itself: the agent knows where that is. */
+			if (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0 &&
+			    !(s[0] == '/' && s[1] != '/'))
+				return bad(detail, RP_ERR_INVALID_FIELD, i, k,
+				           "an http:// or https:// URL, or a path on rackpilotd (/boot/...)");
 		}
 	}
 	return RP_ERR_OK;

@@ -10,6 +10,10 @@
 
 const struct rp_route rp_api_routes[] = {
     {"GET", "/healthz", rp_api_healthz, RP_ROLE_NONE, 0},
+
+    /* Network boot: no token (they reveal nothing secret; docs/provisioning.md). */
+    {"GET", "/boot/ipxe", rp_api_boot_ipxe, RP_ROLE_NONE, 0},
+    {"GET", "/boot/images/{image}", rp_api_boot_image, RP_ROLE_NONE, 0},
     {"GET", "/metrics", rp_api_metrics, V, 0},
     {"GET", "/v1", rp_api_root, V, 0},
 
@@ -37,6 +41,7 @@ const struct rp_route rp_api_routes[] = {
     {"POST", "/v1/nodes/{node}/steps", rp_api_nodes_steps, O, 0},
     {"PUT", "/v1/nodes/{node}/ssh-host-key", rp_api_nodes_host_key_set, O, 0},
     {"DELETE", "/v1/nodes/{node}/ssh-host-key", rp_api_nodes_host_key_clear, O, 0},
+    {"PUT", "/v1/nodes/{node}/provision", rp_api_nodes_provision, O, 0},
     {"PUT", "/v1/nodes/{node}/power", rp_api_nodes_power, O, 0},
     {"PUT", "/v1/nodes/{node}/boot", rp_api_nodes_boot, O, 0},
     {"POST", "/v1/nodes/{node}/verify", rp_api_nodes_verify, O, 0},
@@ -70,6 +75,17 @@ const struct rp_route rp_api_routes[] = {
     {"GET", "/v1/recipes/{recipe}", rp_api_recipes_get, V, 0},
     {"PATCH", "/v1/recipes/{recipe}", rp_api_recipes_update, O, 0},
     {"DELETE", "/v1/recipes/{recipe}", rp_api_recipes_delete, O, 0},
+
+    {"GET", "/v1/images", rp_api_images_list, V, 0},
+    {"POST", "/v1/images", rp_api_images_register, O, 0},
+    {"GET", "/v1/images/{image}", rp_api_images_get, V, 0},
+    {"PUT", "/v1/images/{image}", rp_api_images_upload, O, RP_ROUTE_UPLOAD},
+    {"DELETE", "/v1/images/{image}", rp_api_images_delete, O, 0},
+    {"GET", "/v1/boot-profiles", rp_api_boot_profiles_list, V, 0},
+    {"POST", "/v1/boot-profiles", rp_api_boot_profiles_create, O, 0},
+    {"GET", "/v1/boot-profiles/{profile}", rp_api_boot_profiles_get, V, 0},
+    {"PATCH", "/v1/boot-profiles/{profile}", rp_api_boot_profiles_update, O, 0},
+    {"DELETE", "/v1/boot-profiles/{profile}", rp_api_boot_profiles_delete, O, 0},
 
     {"GET", "/v1/ssh-key", rp_api_ssh_key, V, 0},
     {"GET", "/v1/bootstrap-tokens", rp_api_bootstrap_list, O, 0},

@@ -1,5 +1,7 @@
 /* The libmicrohttpd daemon and the single dispatcher behind every route. */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -8,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <pthread.h>
 
@@ -38,6 +41,8 @@ struct request {
 	/* Request headers this server reads, found in one pass (MHD keeps them alive for the
 	 * request's lifetime). */
 	const char *h_rid, *h_clen, *h_te, *h_auth, *h_ctype, *h_if_match, *h_if_none_match;
+	const char *h_host, *h_range;
+	struct upload *up;            /* RP_ROUTE_UPLOAD: the body on its way to disk */
 	/* Fields from here on are not cleared at allocation. */
 	char rid[40];
 	char line[128];               /* "METHOD /path" for the access log */
@@ -48,6 +53,28 @@ struct request {
 /* Small enough for glibc's per-thread cache (1032 bytes): a larger struct sends every
  * request through malloc's slow path. */
 _Static_assert(sizeof(struct request) <= 1024, "struct request outgrew the malloc fast path");
+
+/* An upload streaming to a temporary file, hashed as it comes. */
+struct upload {
+	int fd;
+	int failed;           /* errno of a failed write, or 0 */
+	uint64_t len;
+	struct rp_sha256 *hash;
+	char path[4200];
+};
+
+static void
+upload_free(struct upload *u)
+{
+	if (u == NULL)
+		return;
+	if (u->fd >= 0)
+		close(u->fd);
+	if (u->path[0])
+		unlink(u->path); /* an upload that never reached its handler */
+	rp_sha256_free(u->hash);
+	free(u);
+}
 
 static size_t
 put(char *b, size_t n, size_t cap, const char *s)
@@ -249,7 +276,14 @@ send_reply(struct MHD_Connection *c, struct request *r, struct rp_api_resp *rs,
 		rs->text = NULL;
 		ctype = rs->content_type;
 	}
-	if (text)
+	if (rs->has_file && !text) {
+		/* libmicrohttpd sends it with sendfile(2) and closes the descriptor. */
+		resp = MHD_create_response_from_fd_at_offset64(rs->file_len, rs->file_fd, rs->file_off);
+		if (resp == NULL)
+			return MHD_NO;
+		rs->has_file = 0;
+		ctype = rs->content_type ? rs->content_type : "application/octet-stream";
+	} else if (text)
 		resp = MHD_create_response_from_buffer_with_free_callback(len, text, text_free);
 	else
 		resp = MHD_create_response_from_buffer(0, (char *)"", MHD_RESPMEM_PERSISTENT);
@@ -258,6 +292,10 @@ send_reply(struct MHD_Connection *c, struct request *r, struct rp_api_resp *rs,
 			text_free(text);
 		return MHD_NO;
 	}
+	if (rs->content_range[0])
+		MHD_add_response_header(resp, "Content-Range", rs->content_range);
+	if (rs->accept_ranges)
+		MHD_add_response_header(resp, "Accept-Ranges", "bytes");
 	if (ctype)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
 	MHD_add_response_header(resp, "X-Request-Id", r->rid);
@@ -379,6 +417,14 @@ collect_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *
 		if (!strcasecmp(key, "Authorization"))
 			r->h_auth = value;
 		break;
+	case 'h':
+		if (!strcasecmp(key, "Host"))
+			r->h_host = value;
+		break;
+	case 'r':
+		if (!strcasecmp(key, "Range"))
+			r->h_range = value;
+		break;
 	case 'c':
 		if (!strcasecmp(key, "Content-Length"))
 			r->h_clen = value;
@@ -448,6 +494,24 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 			              json_pack("{s:s, s:s}", "required", rp_api_role_name(rt->role), "role",
 			                        rp_api_role_name(r->who.role)));
 	}
+	if (rt->flags & RP_ROUTE_UPLOAD) {
+		if (clen > h->o.max_upload)
+			return refuse(c, r, has_body, RP_ERR_TOO_LARGE,
+			              json_pack("{s:I}", "limit", (json_int_t)h->o.max_upload));
+		if ((r->up = calloc(1, sizeof *r->up)) == NULL)
+			return MHD_NO;
+		r->up->fd = -1;
+		snprintf(r->up->path, sizeof r->up->path, "%s/upload.XXXXXX",
+		         h->o.upload_dir ? h->o.upload_dir : "/tmp");
+		if ((r->up->hash = rp_sha256_new()) == NULL ||
+		    (r->up->fd = mkostemp(r->up->path, O_CLOEXEC)) < 0) {
+			rp_log_error("upload: cannot create %s: %s", r->up->path, strerror(errno));
+			r->up->path[0] = '\0';
+			return refuse(c, r, has_body, RP_ERR_UNAVAILABLE,
+			              json_pack("{s:s}", "reason", "cannot store the upload"));
+		}
+		return MHD_YES;
+	}
 	r->cap = (rt->flags & RP_ROUTE_BIG_BODY) ? h->o.max_import_body : h->o.max_body;
 	if (clen > r->cap)
 		return refuse(c, r, has_body, RP_ERR_TOO_LARGE,
@@ -477,17 +541,34 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 	struct rp_api_req rq = {0};
 	struct rp_api_resp rs = {0};
 	json_t *query = NULL, *body = NULL;
-	char mt[64], peer[INET6_ADDRSTRLEN];
+	char mt[64], peer[INET6_ADDRSTRLEN], uphex[RP_SHA256_HEX];
 	enum MHD_Result ret;
 	int i;
 
 	if (r->too_big) {
 		json_decref(query);
-		return send_error(c, r, RP_ERR_TOO_LARGE, json_pack("{s:I}", "limit", (json_int_t)r->cap),
+		return send_error(c, r, RP_ERR_TOO_LARGE,
+		                  json_pack("{s:I}", "limit",
+		                            (json_int_t)(r->up ? h->o.max_upload : r->cap)),
 		                  NULL);
 	}
+	if (r->up) {
+		if (r->up->failed || fsync(r->up->fd) < 0) {
+			rp_log_error("upload to %s failed: %s", r->up->path,
+			             strerror(r->up->failed ? r->up->failed : errno));
+			return send_error(c, r, RP_ERR_UNAVAILABLE,
+			                  json_pack("{s:s}", "reason", "could not store the upload (disk full?)"),
+			                  NULL);
+		}
+		close(r->up->fd);
+		r->up->fd = -1;
+		rp_sha256_final(r->up->hash, uphex);
+		rq.upload_path = r->up->path;
+		rq.upload_size = r->up->len;
+		rq.upload_sha256 = uphex;
+	}
 	media_type(r->h_ctype, mt, sizeof mt);
-	if (r->body.len > 0 && (strcmp(mt, "application/json") == 0 ||
+	if (r->body.len > 0 && !r->up && (strcmp(mt, "application/json") == 0 ||
 	                        strcmp(mt, "application/merge-patch+json") == 0)) {
 		json_error_t err;
 
@@ -516,6 +597,8 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 	rq.who = &r->who;
 	rq.request_id = r->rid;
 	rq.authorization = r->h_auth;
+	rq.host = r->h_host;
+	rq.range = r->h_range;
 	if (rt->flags & RP_ROUTE_PEER) {
 		const union MHD_ConnectionInfo *ci =
 		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -529,6 +612,11 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 			                    sizeof peer);
 	}
 	rt->handler(&rq, &rs);
+	if (r->up) {
+		/* Kept files were renamed away; the name may not be reused while it is ours. */
+		unlink(r->up->path);
+		r->up->path[0] = '\0';
+	}
 	if (rs.status == 0)
 		rp_api_error(&rs, RP_ERR_INTERNAL, NULL);
 	ret = send_reply(c, r, &rs, NULL);
@@ -576,6 +664,30 @@ dispatch(void *cls, struct MHD_Connection *c, const char *url, const char *metho
 		/* Refused before the body; a body-less request gets its reply now. */
 		*upload_size = 0;
 		return send_reply(c, r, r->early, r->allow);
+	}
+	if (*upload_size > 0 && r->up) {
+		struct upload *u = r->up;
+		size_t off = 0;
+
+		if (u->len + *upload_size > h->o.max_upload)
+			r->too_big = 1;
+		while (!r->too_big && !u->failed && off < *upload_size) {
+			ssize_t n = write(u->fd, upload + off, *upload_size - off);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				u->failed = n < 0 ? errno : EIO;
+				break;
+			}
+			off += (size_t)n;
+		}
+		if (!r->too_big && !u->failed) {
+			rp_sha256_update(u->hash, upload, *upload_size);
+			u->len += *upload_size;
+		}
+		*upload_size = 0;
+		return MHD_YES;
 	}
 	if (*upload_size > 0) {
 		if (r->body.len + *upload_size > r->cap)
@@ -647,6 +759,7 @@ completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		rp_api_resp_clear(r->early);
 		free(r->early);
 	}
+	upload_free(r->up);
 	rp_buf_free(&r->body);
 	free(r);
 	*con_cls = NULL;

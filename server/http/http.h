@@ -20,6 +20,8 @@ struct rp_http_opts {
 	unsigned conn_timeout_s;   /* idle connection timeout */
 	unsigned conn_limit;       /* simultaneous connections */
 	int access_log;            /* log one line per request */
+	uint64_t max_upload;       /* bytes, for RP_ROUTE_UPLOAD routes */
+	const char *upload_dir;    /* where uploads are written (same filesystem as their home) */
 };
 
 /* Bind and start serving api. On failure writes why and returns -1. */

@@ -76,6 +76,14 @@ int jobs_stopping(struct work *w);
 /* Sleep, resuming after signals. */
 void jobs_sleep_ms(unsigned ms);
 
+/* A BMC error as an outcome: a retry when that can help and attempts remain, else final. */
+struct rp_bmc_err;
+json_t *jobs_bmc_failure(struct work *w, const struct rp_bmc_err *err, int may_retry);
+
+/* Run a commission, deploy or release job (provision.c): its phases in order, each recorded
+ * as it is reached, so a restart resumes in the right one. Outcome as jobs_run_steps. */
+json_t *jobs_run_provision(struct work *w);
+
 /* Run a steps job (steps.c): push its plan over SSH and settle it. The outcome to record,
  * or NULL when rackpilotd is stopping (the job stays running and is recovered). */
 json_t *jobs_run_steps(struct work *w);

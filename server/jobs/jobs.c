@@ -27,6 +27,7 @@ rp_jobs_defaults(struct rp_jobs_opts *o)
 	o->agent_command = "rackpilot-agent";
 	o->ssh_connect_timeout_s = 10;
 	o->log_cap = 8u << 20;
+	o->image_dir = NULL;
 }
 
 static void
@@ -82,8 +83,8 @@ jobs_set_error(json_t *o, const char *code, const char *fmt, ...)
 }
 
 /* A BMC error: retried later when that can help and attempts remain, else final. */
-static json_t *
-bmc_failure(struct work *w, const struct rp_bmc_err *err, int may_retry)
+json_t *
+jobs_bmc_failure(struct work *w, const struct rp_bmc_err *err, int may_retry)
 {
 	char code[40];
 	json_t *o;
@@ -172,7 +173,7 @@ run_power(struct work *w, struct rp_bmc *b)
 	int rc;
 
 	if (rp_bmc_power_get(b, &now, &err) < 0)
-		return bmc_failure(w, &err, 1);
+		return jobs_bmc_failure(w, &err, 1);
 	want = !strcmp(target, "off") || !strcmp(target, "soft_off") ? RP_POWER_OFF : RP_POWER_ON;
 	if (w->recover) {
 		/* The command may or may not have reached the BMC before the crash; never send it
@@ -229,7 +230,7 @@ run_power(struct work *w, struct rp_bmc *b)
 		                                       "database before acting"};
 
 		/* Nothing was sent: safe to retry like any transient failure, within its limit. */
-		return bmc_failure(w, &busy, 1);
+		return jobs_bmc_failure(w, &busy, 1);
 	}
 	if (rp_bmc_power_set(b, act, &err) < 0) {
 		/* A cycle or reset that timed out may have happened: a second one could hit a
@@ -237,21 +238,21 @@ run_power(struct work *w, struct rp_bmc *b)
 		int may_retry = err.kind != RP_BMC_TIMEOUT || act == RP_POWER_ACT_ON ||
 		                act == RP_POWER_ACT_OFF || act == RP_POWER_ACT_SOFT_OFF;
 
-		return bmc_failure(w, &err, may_retry);
+		return jobs_bmc_failure(w, &err, may_retry);
 	}
 	rc = wait_power(w, b, want, act == RP_POWER_ACT_SOFT_OFF ? soft_wait : w->j->o.power_wait_s,
 	                &seen, &err);
 	if (rc == 1 && act == RP_POWER_ACT_SOFT_OFF) {
 		/* The OS ignored the graceful request: fall back to a hard power off. */
 		if (rp_bmc_power_set(b, RP_POWER_ACT_OFF, &err) < 0)
-			return bmc_failure(w, &err, 0);
+			return jobs_bmc_failure(w, &err, 0);
 		note = "no graceful shutdown: powered off hard";
 		rc = wait_power(w, b, RP_POWER_OFF, w->j->o.power_wait_s, &seen, &err);
 	}
 	if (rc < 0 && err.kind == RP_BMC_OK)
 		return interrupted(w);
 	if (rc < 0)
-		return bmc_failure(w, &err, 0);
+		return jobs_bmc_failure(w, &err, 0);
 	if (rc == 1) {
 		o = jobs_outcome(w, "failed");
 		jobs_set_error(o, "power_timeout", "sent %s, but the node did not reach %s within %u s (BMC "
@@ -286,7 +287,7 @@ run_boot(struct work *w, struct rp_bmc *b)
 	/* Setting a boot device twice is harmless, so a recovered job simply does it again. */
 	if (rp_bmc_boot_set(b, &want, &err) < 0 || rp_bmc_boot_get(b, &got, &err) < 0) {
 		json_decref(warnings);
-		return bmc_failure(w, &err, 1);
+		return jobs_bmc_failure(w, &err, 1);
 	}
 	if (got.device != want.device) {
 		json_decref(warnings);
@@ -395,7 +396,7 @@ run_verify(struct work *w, struct rp_bmc *b)
 
 	if (rp_bmc_identity(b, &id, &err) < 0 || rp_bmc_power_get(b, &p, &err) < 0) {
 		json_decref(checks);
-		return bmc_failure(w, &err, 1);
+		return jobs_bmc_failure(w, &err, 1);
 	}
 	identity = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "serial", id.serial, "uuid", id.uuid,
 	                     "manufacturer", id.manufacturer, "model", id.model, "bmc_firmware",
@@ -459,17 +460,19 @@ run(struct work *w)
 	struct rp_bmc *b;
 	json_t *o;
 
-	if (w->lane == LANE_SSH)
+	if (!strcmp(w->type, "steps"))
 		return jobs_run_steps(w);
+	if (w->lane == LANE_SSH)
+		return jobs_run_provision(w);
 	if (rp_bmc_target_from_json(json_object_get(w->claim, "bmc"),
 	                            json_string_value(json_object_get(json_object_get(w->claim, "node"),
 	                                                              "uuid")),
 	                            &t, &err) < 0)
-		return bmc_failure(w, &err, 0);
+		return jobs_bmc_failure(w, &err, 0);
 	b = rp_bmc_open(&t, &err);
 	explicit_bzero(t.password, sizeof t.password);
 	if (b == NULL)
-		return bmc_failure(w, &err, 1);
+		return jobs_bmc_failure(w, &err, 1);
 	if (!strcmp(w->type, "power"))
 		o = run_power(w, b);
 	else if (!strcmp(w->type, "boot"))
@@ -905,6 +908,17 @@ rp_jobs_submit_batch(struct rp_jobs *j, json_t *selector, json_t *job, const cha
 {
 	enum rp_err e = rp_store_batch_create(j->st, json_string_value(json_object_get(job, "type")),
 	                                      selector, job, actor, out, detail);
+
+	if (e == RP_ERR_OK)
+		kick(j);
+	return e;
+}
+
+enum rp_err
+rp_jobs_provision(struct rp_jobs *j, const char *node, const char *action, json_t *job,
+                  const char *actor, json_t **out, json_t **detail)
+{
+	enum rp_err e = rp_store_provision(j->st, node, action, job, actor, out, detail);
 
 	if (e == RP_ERR_OK)
 		kick(j);

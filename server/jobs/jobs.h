@@ -36,6 +36,7 @@ struct rp_jobs_opts {
 	const char *agent_command;  /* the agent on nodes; default "rackpilot-agent" */
 	unsigned ssh_connect_timeout_s; /* default 10 */
 	size_t log_cap;             /* bytes of SSH output kept per job; default 8 MiB */
+	const char *image_dir;      /* the image store, for checking an image before a deploy */
 };
 
 /* Fill o with the defaults. */
@@ -59,6 +60,10 @@ enum rp_err rp_jobs_submit(struct rp_jobs *j, const char *node, json_t *job, con
  * scheduler. */
 enum rp_err rp_jobs_submit_batch(struct rp_jobs *j, json_t *selector, json_t *job,
                                  const char *actor, json_t **out, json_t **detail);
+
+/* Start a lifecycle action (see rp_store_provision) and wake the scheduler. */
+enum rp_err rp_jobs_provision(struct rp_jobs *j, const char *node, const char *action,
+                              json_t *job, const char *actor, json_t **out, json_t **detail);
 
 /* Cancel a job (see rp_store_job_cancel); a running one is told to stop at its next safe
  * point. *out is the job object after the request. */

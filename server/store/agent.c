@@ -278,7 +278,8 @@ pin(struct conn *c, const struct node_ref *n, const struct rp_sshkey *key, const
 /* A live bootstrap token by hash: its row and bound node (0: any). RP_ERR_UNAUTHORIZED with
  * a reason when unknown, used, expired or revoked. */
 static enum rp_err
-boot_lookup(struct conn *c, const char *hash, int64_t *id, int64_t *node_id, json_t **detail)
+boot_lookup(struct conn *c, const char *hash, int64_t *id, int64_t *node_id, char mac[RP_MAC_BUF],
+            json_t **detail)
 {
 	sqlite3_stmt *s;
 	char reason[64] = "";
@@ -287,7 +288,7 @@ boot_lookup(struct conn *c, const char *hash, int64_t *id, int64_t *node_id, jso
 
 	s = STMT(c, "SELECT id, coalesce(node_id, 0), CASE WHEN revoked_at IS NOT NULL THEN "
 	            "'revoked' WHEN used_at IS NOT NULL THEN 'already used' WHEN expires_at <= ? "
-	            "THEN 'expired' END FROM bootstrap_tokens WHERE hash = ?");
+	            "THEN 'expired' END, coalesce(mac, '') FROM bootstrap_tokens WHERE hash = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sqlite3_bind_int64(s, 1, rp_time_now_ms());
@@ -297,6 +298,7 @@ boot_lookup(struct conn *c, const char *hash, int64_t *id, int64_t *node_id, jso
 		bound = sqlite3_column_int64(s, 1);
 		if (sqlite3_column_type(s, 2) != SQLITE_NULL)
 			snprintf(reason, sizeof reason, "%s", (const char *)sqlite3_column_text(s, 2));
+		snprintf(mac, RP_MAC_BUF, "%s", (const char *)sqlite3_column_text(s, 3));
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
@@ -314,11 +316,12 @@ enum rp_err
 rp_store_bootstrap_check(struct rp_store *st, const char *hash, json_t **detail)
 {
 	struct conn *c = store_conn(st);
+	char mac[RP_MAC_BUF] = "";
 	int64_t id, node_id;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	return boot_lookup(c, hash, &id, &node_id, detail);
+	return boot_lookup(c, hash, &id, &node_id, mac, detail);
 }
 
 enum rp_err
@@ -332,7 +335,7 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	struct node_ref n;
 	sqlite3_stmt *s;
 	int64_t tok_id = 0, bound = 0, node_id = 0, owner, now = rp_time_now_ms();
-	char actor[96], summary[240];
+	char actor[96], summary[240], tok_mac[RP_MAC_BUF] = "";
 	enum rp_err e;
 	int created = 0, rc;
 	size_t i;
@@ -341,8 +344,20 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	if ((e = boot_lookup(c, r->bootstrap_hash, &tok_id, &bound, detail)) != RP_ERR_OK)
+	if ((e = boot_lookup(c, r->bootstrap_hash, &tok_id, &bound, tok_mac, detail)) != RP_ERR_OK)
 		goto out;
+	/* A discovery token from a boot script belongs to the machine that asked for it. */
+	if (tok_mac[0]) {
+		int mine = 0;
+
+		json_array_foreach(macs, i, m)
+		    mine |= !strcmp(json_string_value(m), tok_mac);
+		if (!mine) {
+			*detail = store_why("macs", "this bootstrap token was issued to %s", tok_mac);
+			e = RP_ERR_UNAUTHORIZED;
+			goto out;
+		}
+	}
 	/* Which node is this? The token may say; otherwise its MACs do. */
 	json_array_foreach(macs, i, m)
 	{

@@ -101,6 +101,21 @@ enum rp_err store_node_ref(struct conn *c, const char *key, struct node_ref *out
 /* The same by row id. */
 enum rp_err store_node_by_id(struct conn *c, int64_t id, struct node_ref *out);
 
+/* Jobs (jobs.c): why a node cannot take a BMC job now (RP_ERR_OK when it can); insert a
+ * queued job (and, for a plan, its step rows) for node n; a job's wire object by row id. */
+enum rp_err store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t len);
+enum rp_err store_job_add(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *job,
+                          const char *actor, int64_t *id);
+enum rp_err store_job_load(struct conn *c, int64_t id, json_t **out);
+
+/* Provisioning (provision.c): when a job of an action ends (job_state succeeded, failed or
+ * cancelled), move its node to the action's result state. No-op for other jobs. */
+enum rp_err store_provision_settle(struct conn *c, int64_t job_id, const char *job_state,
+                                   const char *error);
+
+/* Boot profiles (boot.c): resolve a name or UUID. */
+enum rp_err store_boot_profile_id(struct conn *c, const char *key, int64_t *id);
+
 /* Steps jobs (steps.c): why node_id cannot take a plan over SSH now (RP_ERR_OK when it
  * can); insert a plan's step rows; the wire view of a job's steps (new array or NULL); end
  * whatever steps an ended job left pending or running. */

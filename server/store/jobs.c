@@ -12,10 +12,11 @@
 	"j.error_code AS \"error.code\", j.error AS \"error.message\", j.created_by, "           \
 	"j.created_at AS \"created_at:time\", j.started_at AS \"started_at:time\", "             \
 	"j.finished_at AS \"finished_at:time\", j.not_before AS \"not_before:time\", "           \
-	"j.updated_at AS \"updated_at:time\" FROM jobs j LEFT JOIN batches b ON b.id = j.batch_id "
+	"j.updated_at AS \"updated_at:time\", j.phase FROM jobs j LEFT JOIN batches b ON "    \
+	"b.id = j.batch_id "
 
-static enum rp_err
-job_load(struct conn *c, int64_t id, json_t **out)
+enum rp_err
+store_job_load(struct conn *c, int64_t id, json_t **out)
 {
 	sqlite3_stmt *s = STMT(c, JOB_COLS "WHERE j.id = ?");
 	int rc;
@@ -54,8 +55,8 @@ job_id(struct conn *c, const char *uuid, int64_t *id)
 }
 
 /* Why a node cannot take a BMC job now, or RP_ERR_OK. */
-static enum rp_err
-node_ready(struct conn *c, int64_t node_id, char *why, size_t len)
+enum rp_err
+store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 {
 	sqlite3_stmt *s = STMT(c, "SELECT n.maintenance, n.maintenance_reason, b.driver, b.address, "
 	                          "b.username, b.password IS NOT NULL FROM nodes n LEFT JOIN bmcs b "
@@ -142,12 +143,12 @@ job_ready(struct conn *c, int64_t node_id, json_t *job, char *why, size_t len)
 {
 	if (json_object_get(json_object_get(job, "params"), "plan"))
 		return store_ssh_ready(c, node_id, why, len);
-	return node_ready(c, node_id, why, len);
+	return store_bmc_ready(c, node_id, why, len);
 }
 
 /* Insert the job and, for a plan, its step rows. */
-static enum rp_err
-job_add(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *job,
+enum rp_err
+store_job_add(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *job,
         const char *actor, int64_t *id)
 {
 	json_t *plan = json_object_get(json_object_get(job, "params"), "plan");
@@ -180,9 +181,9 @@ rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const cha
 			*detail = store_why(NULL, "%s", why);
 		goto out;
 	}
-	if ((e = job_add(c, &n, 0, job, actor, &id)) != RP_ERR_OK)
+	if ((e = store_job_add(c, &n, 0, job, actor, &id)) != RP_ERR_OK)
 		goto out;
-	if ((e = job_load(c, id, &obj)) != RP_ERR_OK)
+	if ((e = store_job_load(c, id, &obj)) != RP_ERR_OK)
 		goto out;
 	snprintf(summary, sizeof summary, "%s job queued for %s",
 	         json_string_value(json_object_get(job, "type")), n.name);
@@ -366,7 +367,7 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 		}
 		if (e != RP_ERR_OK)
 			goto out;
-		if ((e = job_add(c, &n, batch_id, job, actor, &id)) != RP_ERR_OK)
+		if ((e = store_job_add(c, &n, batch_id, job, actor, &id)) != RP_ERR_OK)
 			goto out;
 		json_array_append_new(jobs, json_integer(id));
 	}
@@ -413,9 +414,9 @@ rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 		return e;
 	if ((e = job_id(c, key, &id)) != RP_ERR_OK)
 		goto out;
-	if ((e = job_load(c, id, &obj)) != RP_ERR_OK)
+	if ((e = store_job_load(c, id, &obj)) != RP_ERR_OK)
 		goto out;
-	if (!strcmp(json_string_value(json_object_get(obj, "type")), "steps")) {
+	if (json_object_get(json_object_get(obj, "params"), "plan")) {
 		e = RP_ERR_INTERNAL;
 		if ((steps = store_steps_view(c, id)) == NULL)
 			goto out;
@@ -568,7 +569,7 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 		return e;
 	if ((e = job_id(c, key, &id)) != RP_ERR_OK)
 		goto out;
-	if ((e = job_load(c, id, &obj)) != RP_ERR_OK)
+	if ((e = store_job_load(c, id, &obj)) != RP_ERR_OK)
 		goto out;
 	state = json_string_value(json_object_get(obj, "state"));
 	if (strcmp(state, "queued") != 0 && strcmp(state, "running") != 0) {
@@ -592,7 +593,8 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 		e = store_sqlerr(c, rc, "job cancel");
 		goto out;
 	}
-	if (!was_running && (e = store_steps_close(c, id, "cancelled")) != RP_ERR_OK)
+	if (!was_running && ((e = store_steps_close(c, id, "cancelled")) != RP_ERR_OK ||
+	                     (e = store_provision_settle(c, id, "cancelled", "cancelled")) != RP_ERR_OK))
 		goto out;
 	snprintf(summary, sizeof summary, "%s job for %s %s",
 	         json_string_value(json_object_get(obj, "type")),
@@ -605,7 +607,7 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 		goto out;
 	json_decref(obj);
 	obj = NULL;
-	if ((e = job_load(c, id, &obj)) != RP_ERR_OK)
+	if ((e = store_job_load(c, id, &obj)) != RP_ERR_OK)
 		goto out;
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
@@ -705,7 +707,7 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 	            "AND j.node_id IS NOT NULL AND (j.mutating = 0 OR (NOT EXISTS (SELECT 1 FROM jobs "
 	            "r WHERE r.node_id = j.node_id AND r.state = 'running' AND r.mutating = 1) AND "
 	            "NOT EXISTS (SELECT 1 FROM jobs q WHERE q.node_id = j.node_id AND q.mutating = 1 "
-	            "AND q.state = 'queued' AND q.id < j.id))) AND (j.type = 'steps') = ?3 "
+	            "AND q.state = 'queued' AND q.id < j.id))) AND (j.type IN ('steps', 'commission', 'deploy', 'release')) = ?3 "
 	            "ORDER BY j.id LIMIT ?2");
 	if (s == NULL)
 		goto out;
@@ -743,7 +745,7 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 		s = STMT(c, "SELECT j.id, j.uuid, j.type, j.params, j.recover, j.attempts, "
 		            "j.max_attempts, n.id, n.uuid, n.name, n.serial, n.system_uuid, b.driver, "
 		            "b.address, b.port, b.username, b.password, b.tls_verify, b.options, "
-		            "j.sent_at IS NOT NULL "
+		            "j.sent_at IS NOT NULL, j.phase, coalesce(j.phase_at, 0) "
 		            "FROM jobs j JOIN nodes n ON n.id = j.node_id LEFT JOIN bmcs b ON "
 		            "b.node_id = n.id WHERE j.id = ?");
 		if (s == NULL)
@@ -773,6 +775,11 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 		              (json_int_t)sqlite3_column_int64(s, 7), "uuid", COL_TEXT(8), "name",
 		              COL_TEXT(9), "serial", COL_TEXT(10), "system_uuid", COL_TEXT(11), "bmc",
 		              bmc));
+		if (COL_TEXT(20))
+			json_object_set_new(json_array_get(claimed, json_array_size(claimed) - 1), "phase",
+			                    json_string(COL_TEXT(20)));
+		json_object_set_new(json_array_get(claimed, json_array_size(claimed) - 1), "phase_at",
+		                    json_integer(sqlite3_column_int64(s, 21)));
 #undef COL_TEXT
 		sqlite3_reset(s);
 	}
@@ -1024,9 +1031,11 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 			goto out;
 		if (retry)
 			continue;
-		if ((e = store_steps_close(c, id, state)) != RP_ERR_OK)
+		if ((e = store_steps_close(c, id, state)) != RP_ERR_OK ||
+		    (e = store_provision_settle(c, id, state, json_string_value(json_object_get(o, "error")))) !=
+		        RP_ERR_OK)
 			goto out;
-		if ((e = job_load(c, id, &job)) != RP_ERR_OK)
+		if ((e = store_job_load(c, id, &job)) != RP_ERR_OK)
 			goto out;
 		snprintf(action, sizeof action, "job.%s", state);
 		if (!strcmp(state, "succeeded"))

@@ -32,19 +32,25 @@
 	"AS \"ssh.host_key:json\", a.registered_at AS \"agent.registered_at:time\", "          \
 	"a.seen_at AS \"agent.seen_at:time\", a.boot_id AS \"agent.boot_id\", a.version AS "   \
 	"\"agent.version\", a.status AS \"agent.status\", a.hostname AS \"agent.hostname\", "  \
-	"a.address AS \"agent.address\", a.port AS \"agent.port\" "                             \
+	"a.address AS \"agent.address\", a.port AS \"agent.port\", n.provision_error, "          \
+	"(SELECT uuid FROM jobs WHERE id = n.provision_job_id) AS provision_job, "               \
+	"n.provision_at AS \"provision_at:time\", n.deployed_image, bp.name AS boot_profile "    \
 	"FROM nodes n LEFT JOIN racks r ON r.id = n.rack_id LEFT JOIN bmcs b ON "              \
 	"b.node_id = n.id LEFT JOIN bios_profiles p ON p.id = n.bios_profile_id "             \
-	"LEFT JOIN ssh_host_keys k ON k.node_id = n.id LEFT JOIN agents a ON a.node_id = n.id "
+	"LEFT JOIN ssh_host_keys k ON k.node_id = n.id LEFT JOIN agents a ON a.node_id = n.id "  \
+	"LEFT JOIN boot_profiles bp ON bp.id = n.boot_profile_id "
 
 /* Members of the wire object the caller cannot write (the API rejects them first). */
 static const char *const computed[] = {"id",          "provision_state", "power_state",
                                        "power_state_at", "version",      "created_at",
-                                       "updated_at",  "agent",           NULL};
+                                       "updated_at",  "agent",           "provision_error",
+                                       "provision_job", "provision_at",  "deployed_image",
+                                       NULL};
 static const char *const diff_skip[] = {"id",         "version",         "created_at",
                                         "updated_at", "bmc.password_set", "bmc.checked_at",
                                         "bmc.fault",  "bmc.identity",    "bmc.last_error",
-                                        "agent",      "ssh.host_key",    NULL};
+                                        "agent",      "ssh.host_key",    "provision_at",
+                                        "provision_job", "provision_error", NULL};
 
 static enum rp_err
 node_load(struct conn *c, int64_t id, json_t **out)
@@ -103,6 +109,18 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 		e = store_id_of(c, T_PROFILE, profile, profile_id);
 		if (e == RP_ERR_NOT_FOUND) {
 			*detail = store_why("bios_profile", "no BIOS profile named '%s'", profile);
+			return RP_ERR_INVALID_FIELD;
+		}
+		if (e != RP_ERR_OK)
+			return e;
+	}
+	if (json_is_string(json_object_get(obj, "boot_profile"))) {
+		int64_t bp;
+		const char *bpname = json_string_value(json_object_get(obj, "boot_profile"));
+
+		e = store_boot_profile_id(c, bpname, &bp);
+		if (e == RP_ERR_NOT_FOUND) {
+			*detail = store_why("boot_profile", "no boot profile named '%s'", bpname);
 			return RP_ERR_INVALID_FIELD;
 		}
 		if (e != RP_ERR_OK)
@@ -199,15 +217,17 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		s = STMT(c, "INSERT INTO nodes(name, rack_id, u_position, u_height, serial, vendor, "
 		            "model, node_class, bios_profile_id, maintenance, maintenance_reason, "
 		            "expected, uuid, created_at, updated_at, system_uuid, ssh_address, "
-		            "ssh_port, ssh_user) VALUES (?1,?2,?3,coalesce(?4,1),?5,?6,?7,?8,?9,?10,?11,"
-		            "?12,?13,?14,?14,?16,?17,?18,?19)");
+		            "ssh_port, ssh_user, boot_profile_id) VALUES (?1,?2,?3,coalesce(?4,1),?5,?6,"
+		            "?7,?8,?9,?10,?11,?12,?13,?14,?14,?16,?17,?18,?19,"
+		            "(SELECT id FROM boot_profiles WHERE name = ?20 OR uuid = lower(?20)))");
 	} else {
 		s = STMT(c, "UPDATE nodes SET name = ?1, rack_id = ?2, u_position = ?3, "
 		            "u_height = coalesce(?4,1), serial = ?5, vendor = ?6, model = ?7, "
 		            "node_class = ?8, bios_profile_id = ?9, maintenance = ?10, "
 		            "maintenance_reason = ?11, expected = ?12, version = version + 1, "
 		            "updated_at = ?14, system_uuid = ?16, ssh_address = ?17, ssh_port = ?18, "
-		            "ssh_user = ?19 WHERE id = ?15");
+		            "ssh_user = ?19, boot_profile_id = (SELECT id FROM boot_profiles WHERE "
+		            "name = ?20 OR uuid = lower(?20)) WHERE id = ?15");
 	}
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
@@ -238,6 +258,7 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 	store_bind_str(s, 17, json_object_get(obj, "ssh"), "address");
 	store_bind_int(s, 18, json_object_get(obj, "ssh"), "port");
 	store_bind_str(s, 19, json_object_get(obj, "ssh"), "user");
+	store_bind_str(s, 20, obj, "boot_profile");
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE)

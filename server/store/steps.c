@@ -118,7 +118,7 @@ agent_job(struct conn *c, int64_t node_id, const char *uuid, int64_t *job_id, ch
 	if (!rp_uuid_valid(uuid))
 		return RP_ERR_NOT_FOUND;
 	s = STMT(c, "SELECT id, coalesce(node_id, 0), state, cancel_requested FROM jobs WHERE "
-	            "uuid = lower(?) AND type = 'steps'");
+	            "uuid = lower(?) AND type IN ('steps', 'commission', 'deploy', 'release')");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sqlite3_bind_text(s, 1, uuid, -1, SQLITE_TRANSIENT);
@@ -356,7 +356,8 @@ rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out)
 		return RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT coalesce(n.ssh_address, a.address) AS address, coalesce(n.ssh_port, "
 	            "a.port, 22) AS port, coalesce(n.ssh_user, 'root') AS user, k.key_type, "
-	            "k.key_b64, k.fingerprint, a.boot_id, a.seen_at FROM nodes n LEFT JOIN agents a "
+	            "k.key_b64, k.fingerprint, a.boot_id, a.seen_at, a.registered_at FROM nodes n "
+	            "LEFT JOIN agents a "
 	            "ON a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id WHERE n.id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;

@@ -364,7 +364,7 @@ enum rp_err rp_store_step_finish(struct rp_store *st, int64_t job_id, int index,
                                  const char *state, const char *error);
 
 /* Where and how to reach a node over SSH now: {address, port, user, key_type, key_b64,
- * fingerprint, boot_id, seen_at} (key and address may be null). */
+ * fingerprint, boot_id, seen_at, registered_at} (ms; key and address may be null). */
 enum rp_err rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out);
 
 /* Record that a node presented another host key than the pinned one. */
@@ -395,6 +395,73 @@ enum rp_err rp_store_recipe_update(struct rp_store *st, const char *key, json_t 
                                    json_t **detail);
 enum rp_err rp_store_recipe_delete(struct rp_store *st, const char *key, int64_t if_match,
                                    const char *actor, json_t **detail);
+
+/* ---- Network boot ----------------------------------------------------------------------- */
+
+/* Image objects: id, name, kind, file (its name in the image directory), size, sha256,
+ * description, version, created_by, created_at, updated_at. Create takes them validated
+ * (the API hashed the file); RP_ERR_DUPLICATE for a taken name or file. */
+enum rp_err rp_store_image_create(struct rp_store *st, json_t *in, const char *actor,
+                                  json_t **out, json_t **detail);
+enum rp_err rp_store_image_get(struct rp_store *st, const char *key, json_t **out);
+/* Filter: kind. */
+enum rp_err rp_store_image_list(struct rp_store *st, const struct rp_page_req *rq,
+                                struct rp_page *out);
+/* Delete the record (*out: what it was, so the caller can remove the file). RP_ERR_IN_USE
+ * while a boot profile uses it. */
+enum rp_err rp_store_image_delete(struct rp_store *st, const char *key, const char *actor,
+                                  json_t **out, json_t **detail);
+
+/* Boot profile objects: id, name, node_class, kernel, initrd (image names), cmdline,
+ * description, node_count, version, created_at, updated_at. RP_ERR_INVALID_FIELD for an
+ * unknown image. */
+enum rp_err rp_store_boot_profile_create(struct rp_store *st, json_t *in, const char *actor,
+                                         json_t **out, json_t **detail);
+enum rp_err rp_store_boot_profile_get(struct rp_store *st, const char *key, json_t **out);
+enum rp_err rp_store_boot_profile_list(struct rp_store *st, const struct rp_page_req *rq,
+                                       struct rp_page *out);
+enum rp_err rp_store_boot_profile_update(struct rp_store *st, const char *key, json_t *patch,
+                                         int64_t if_match, const char *actor, json_t **out,
+                                         json_t **detail);
+enum rp_err rp_store_boot_profile_delete(struct rp_store *st, const char *key, int64_t if_match,
+                                         const char *actor, json_t **detail);
+
+/* What a MAC boots: {node: {id (row), id, name, state, maintenance, node_class, phase} or
+ * absent, profile: {name, cmdline, kernel, initrd} or absent (the node's, its class's, or
+ * "default"). */
+enum rp_err rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out);
+
+/* Record a bootstrap token for a boot script: for node_id, or (node_id 0) for the unknown
+ * mac; earlier unused boot tokens of the same node or MAC are revoked. RP_ERR_UNAVAILABLE when
+ * max_discovery discovery tokens are already live. */
+enum rp_err rp_store_boot_token(struct rp_store *st, int64_t node_id, const char *mac,
+                                const char *hash, int64_t expires_at, int max_discovery);
+
+/* A counter bumped by every change to MACs or node names. */
+enum rp_err rp_store_macs_version(struct rp_store *st, int64_t *out);
+
+/* dnsmasq's dhcp-hostsfile: "MAC,NAME" per known MAC (dnsmasq tags them "known"), appended
+ * to out. */
+enum rp_err rp_store_dhcp_hosts(struct rp_store *st, struct rp_buf *out);
+
+/* ---- Lifecycle ---------------------------------------------------------------------------- */
+
+/* Start action (manage, adopt, commission, deploy, release) on a node: checks the state allows
+ * it (RP_ERR_INVALID_STATE, detail {state, action, allowed}; also in maintenance) and that the
+ * BMC can take it (RP_ERR_CONFLICT), queues `job` ({type, params, mutating, max_attempts};
+ * ignored for adopt, which is immediate) and moves the node to the action's running state, in
+ * one transaction. *out: {node, action, state, job}. */
+enum rp_err rp_store_provision(struct rp_store *st, const char *key, const char *action,
+                               json_t *job, const char *actor, json_t **out, json_t **detail);
+
+/* Abort: when the node's action job still runs, its id goes to job (the caller cancels it, and
+ * the node settles when it ends); else the node moves to the action's failed state at once and
+ * job is "". RP_ERR_INVALID_STATE when nothing runs. */
+enum rp_err rp_store_provision_abort(struct rp_store *st, const char *key, const char *actor,
+                                     char *job, size_t joblen, json_t **detail);
+
+/* Record the phase a multi-phase job reached (durably, with the time). */
+enum rp_err rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *phase);
 
 /* ---- Power sync ------------------------------------------------------------------------ */
 

@@ -411,6 +411,89 @@ rp_sha256_hex(const void *data, size_t len, char hex[RP_SHA256_HEX])
 	hex[64] = '\0';
 }
 
+struct rp_sha256 {
+	EVP_MD_CTX *ctx;
+};
+
+struct rp_sha256 *
+rp_sha256_new(void)
+{
+	struct rp_sha256 *h = calloc(1, sizeof *h);
+
+	pthread_once(&sha256_once, sha256_init);
+	if (h == NULL || sha256_md == NULL || (h->ctx = EVP_MD_CTX_new()) == NULL ||
+	    !EVP_DigestInit_ex2(h->ctx, sha256_md, NULL)) {
+		rp_sha256_free(h);
+		return NULL;
+	}
+	return h;
+}
+
+void
+rp_sha256_update(struct rp_sha256 *h, const void *data, size_t len)
+{
+	EVP_DigestUpdate(h->ctx, data, len);
+}
+
+void
+rp_sha256_final(struct rp_sha256 *h, char hex[RP_SHA256_HEX])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+
+	if (!EVP_DigestFinal_ex(h->ctx, md, &mdlen) || mdlen != 32)
+		abort();
+	for (i = 0; i < 32; i++) {
+		hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
+		hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
+	}
+	hex[64] = '\0';
+}
+
+void
+rp_sha256_free(struct rp_sha256 *h)
+{
+	if (h == NULL)
+		return;
+	EVP_MD_CTX_free(h->ctx);
+	free(h);
+}
+
+int
+rp_file_sha256(const char *path, char hex[RP_SHA256_HEX], uint64_t *size)
+{
+	struct rp_sha256 *h = NULL;
+	char *buf = NULL;
+	uint64_t total = 0;
+	ssize_t n;
+	int fd, rc = -1, err = 0;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if ((h = rp_sha256_new()) == NULL || (buf = malloc(1 << 20)) == NULL) {
+		err = ENOMEM;
+		goto out;
+	}
+	while ((n = read(fd, buf, 1 << 20)) > 0) {
+		rp_sha256_update(h, buf, (size_t)n);
+		total += (uint64_t)n;
+	}
+	if (n < 0) {
+		err = errno;
+		goto out;
+	}
+	rp_sha256_final(h, hex);
+	*size = total;
+	rc = 0;
+out:
+	close(fd);
+	free(buf);
+	rp_sha256_free(h);
+	if (rc < 0 && err)
+		errno = err;
+	return rc;
+}
+
 int
 rp_mac_normalize(const char *s, char out[RP_MAC_BUF])
 {

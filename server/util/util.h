@@ -64,6 +64,17 @@ int rp_token_new(const char *prefix, char buf[RP_TOKEN_BUF]);
 #define RP_SHA256_HEX 65
 void rp_sha256_hex(const void *data, size_t len, char hex[RP_SHA256_HEX]);
 
+/* Streaming SHA-256, for files. rp_sha256_new: NULL on allocation failure. final may be
+ * called once. free accepts NULL. */
+struct rp_sha256;
+struct rp_sha256 *rp_sha256_new(void);
+void rp_sha256_update(struct rp_sha256 *h, const void *data, size_t len);
+void rp_sha256_final(struct rp_sha256 *h, char hex[RP_SHA256_HEX]);
+void rp_sha256_free(struct rp_sha256 *h);
+
+/* SHA-256 (hex) and size of a file, read in 1 MiB blocks. 0, or -1 with errno. */
+int rp_file_sha256(const char *path, char hex[RP_SHA256_HEX], uint64_t *size);
+
 /* Unpadded base64url of n bytes into out (needs 4*ceil(n/3)+1 bytes). Returns length. */
 size_t rp_b64url_encode(const void *in, size_t n, char *out);
 

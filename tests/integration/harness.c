@@ -138,6 +138,11 @@ server_cleanup(struct server *s)
 {
 	char cmd[600];
 
+	/* RP_KEEP=1 leaves the data dir and log for a post-mortem. */
+	if (getenv("RP_KEEP") != NULL) {
+		fprintf(stderr, "kept %s and %s\n", s->dir, s->log);
+		return;
+	}
 	snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", s->dir, s->log);
 	if (system(cmd) != 0)
 		fprintf(stderr, "cleanup of %s failed\n", s->dir);
@@ -480,4 +485,62 @@ void
 mock_post(struct mock *m, int i, const char *path, const char *json)
 {
 	json_decref(mock_http(m, i, "POST", path, json));
+}
+
+static int
+run_shell(char *cmd, size_t len, const char *fmt, va_list ap)
+{
+	int rc;
+
+	vsnprintf(cmd, len, fmt, ap);
+	rc = system(cmd);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+void
+sh(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = run_shell(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	if (rc != 0)
+		fail_msg("command failed (%d): %s", rc, cmd);
+}
+
+int
+sh_rc(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = run_shell(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+const char *
+slurp(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (f) {
+		n = fread(buf, 1, len - 1, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+const char *
+jstr(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
 }

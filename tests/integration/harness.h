@@ -90,6 +90,17 @@ void mock_stop(struct mock *m);
 json_t *mock_get(struct mock *m, int i, const char *path);
 void mock_post(struct mock *m, int i, const char *path, const char *json);
 
+/* Shell helpers for peers started by scripts: sh() fails the test unless the command exits 0;
+ * sh_rc() returns its exit status (-1 when it did not exit). */
+void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int sh_rc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Contents of a small file into buf (len bytes), "" when missing. Returns buf. */
+const char *slurp(const char *path, char *buf, size_t len);
+
+/* A string member of o, or NULL. */
+const char *jstr(json_t *o, const char *key);
+
 /* The server of a test group: group_setup starts it with defaults, group_teardown stops it
  * (SIGTERM, expecting a clean exit) and removes its data. For cmocka_run_group_tests. */
 extern struct server S;

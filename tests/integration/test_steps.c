@@ -30,63 +30,6 @@ struct node {
 static char workdir[256];
 static int port_base;
 
-static const char *
-str(json_t *o, const char *k)
-{
-	return json_string_value(json_object_get(o, k));
-}
-
-static void
-sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void
-sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	if (rc != 0)
-		fail_msg("command failed (%d): %s", rc, cmd);
-}
-
-static int
-sh_rc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int
-sh_rc(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-/* Contents of a small file, "" when missing. */
-static const char *
-slurp(const char *path, char *buf, size_t len)
-{
-	FILE *f = fopen(path, "r");
-	size_t n = 0;
-
-	buf[0] = '\0';
-	if (f) {
-		n = fread(buf, 1, len - 1, f);
-		fclose(f);
-	}
-	buf[n] = '\0';
-	return buf;
-}
-
 /* A bootstrap token (for node, or any machine when NULL) into buf. */
 static void
 bootstrap(const char *node, char *buf, size_t len)
@@ -99,7 +42,7 @@ bootstrap(const char *node, char *buf, size_t len)
 		                 201);
 	else
 		assert_int_equal(call(&S, S.admin, "POST", "/v1/bootstrap-tokens", &r, "{}"), 201);
-	snprintf(buf, len, "%s", str(r.json, "token"));
+	snprintf(buf, len, "%s", jstr(r.json, "token"));
 	assert_int_equal(strncmp(buf, "rpb_", 4), 0);
 	reply_free(&r);
 }
@@ -154,7 +97,7 @@ submit(const char *node, const char *body, char *id, size_t len)
 	snprintf(path, sizeof path, "/v1/nodes/%s/steps", node);
 	if (req(&S, S.admin, "POST", path, "application/json", body, strlen(body), NULL, &r) != 202)
 		fail_msg("POST %s: %ld %s", path, r.status, r.body ? r.body : "");
-	snprintf(id, len, "%s", str(r.json, "id"));
+	snprintf(id, len, "%s", jstr(r.json, "id"));
 	reply_free(&r);
 }
 
@@ -165,7 +108,7 @@ step(json_t *job, const char *id)
 	size_t i;
 
 	json_array_foreach(json_object_get(job, "steps"), i, s)
-	    if (!strcmp(str(s, "id"), id)) return s;
+	    if (!strcmp(jstr(s, "id"), id)) return s;
 	fail_msg("no step %s", id);
 	return NULL;
 }
@@ -192,7 +135,7 @@ wait_step(const char *id, const char *sid, const char *want)
 
 	for (i = 0; i < 300; i++) {
 		json_t *j = get_job(id);
-		int ok = !strcmp(str(step(j, sid), "state"), want);
+		int ok = !strcmp(jstr(step(j, sid), "state"), want);
 
 		json_decref(j);
 		if (ok)
@@ -237,24 +180,24 @@ test_register_pins_host_key(void **state)
 	assert_non_null(fgets(fp, sizeof fp, p));
 	pclose(p);
 	fp[strcspn(fp, "\n")] = '\0';
-	assert_string_equal(str(json_object_get(json_object_get(node, "ssh"), "host_key"), "fingerprint"),
+	assert_string_equal(jstr(json_object_get(json_object_get(node, "ssh"), "host_key"), "fingerprint"),
 	                    fp);
 	snprintf(path, sizeof path, "%s/root/proc/sys/kernel/random/boot_id", n0.dir);
 	slurp(path, boot, sizeof boot);
 	boot[strcspn(boot, "\n")] = '\0';
-	assert_string_equal(str(json_object_get(node, "agent"), "boot_id"), boot);
-	assert_string_equal(str(json_object_get(node, "agent"), "address"), n0.addr);
+	assert_string_equal(jstr(json_object_get(node, "agent"), "boot_id"), boot);
+	assert_string_equal(jstr(json_object_get(node, "agent"), "address"), n0.addr);
 	json_decref(node);
 	/* The server's key went into the node's authorized_keys. */
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/ssh-key", &r, NULL), 200);
 	snprintf(path, sizeof path, "%s/authorized_keys", n0.dir);
-	assert_non_null(strstr(slurp(path, buf, sizeof buf), strchr(str(r.json, "key"), ' ') + 1));
+	assert_non_null(strstr(slurp(path, buf, sizeof buf), strchr(jstr(r.json, "key"), ' ') + 1));
 	reply_free(&r);
 	/* The inventory came with the registration. */
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/sn00/inventory", &r, NULL), 200);
 	inv = json_object_get(r.json, "data");
 	assert_int_equal(json_integer_value(json_object_get(inv, "format")), 1);
-	assert_string_equal(str(r.json, "source"), "agent");
+	assert_string_equal(jstr(r.json, "source"), "agent");
 	reply_free(&r);
 	/* The bootstrap token was single-use. */
 	assert_int_not_equal(sh_rc("%s -c %s/agent.conf register > %s/again.log 2>&1", RP_TEST_AGENT,
@@ -271,7 +214,7 @@ test_register_pins_host_key(void **state)
 	agent_token(&n0, tok, sizeof tok);
 	assert_int_equal(call(&S, tok, "POST", "/v1/agent/heartbeat", &r, "{s:s}", "status", "idle"),
 	                 200);
-	assert_string_equal(str(r.json, "node"), "sn00");
+	assert_string_equal(jstr(r.json, "node"), "sn00");
 	reply_free(&r);
 }
 
@@ -294,20 +237,20 @@ test_plan_runs_end_to_end(void **state)
 	         n0.dir, n0.dir);
 	submit("sn00", body, id, sizeof id);
 	j = wait_job(&S, id, 60);
-	assert_string_equal(str(j, "state"), "succeeded");
+	assert_string_equal(jstr(j, "state"), "succeeded");
 	json_decref(j);
 	j = get_job(id);
 	s = step(j, "hello");
-	assert_string_equal(str(s, "state"), "succeeded");
+	assert_string_equal(jstr(s, "state"), "succeeded");
 	assert_int_equal(json_integer_value(json_object_get(s, "exit_code")), 0);
-	assert_non_null(strstr(str(s, "output"), "hello world"));
-	assert_non_null(strstr(str(s, "output"), "oops"));
+	assert_non_null(strstr(jstr(s, "output"), "hello world"));
+	assert_non_null(strstr(jstr(s, "output"), "oops"));
 	assert_true(json_is_integer(json_object_get(s, "duration_ms")));
-	assert_non_null(str(s, "started_at"));
-	assert_non_null(str(s, "finished_at"));
-	assert_string_equal(str(step(j, "motd"), "state"), "succeeded");
-	assert_string_equal(str(step(j, "inv"), "state"), "succeeded");
-	assert_string_equal(str(step(j, "count"), "state"), "succeeded");
+	assert_non_null(jstr(s, "started_at"));
+	assert_non_null(jstr(s, "finished_at"));
+	assert_string_equal(jstr(step(j, "motd"), "state"), "succeeded");
+	assert_string_equal(jstr(step(j, "inv"), "state"), "succeeded");
+	assert_string_equal(jstr(step(j, "count"), "state"), "succeeded");
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "result"), "succeeded")),
 	                 4);
 	json_decref(j);
@@ -352,18 +295,18 @@ test_failing_step_stops_plan(void **state)
 	         n0.dir);
 	submit("sn00", body, id, sizeof id);
 	j = wait_job(&S, id, 60);
-	assert_string_equal(str(j, "state"), "failed");
-	assert_string_equal(str(json_object_get(j, "error"), "code"), "step_failed");
-	assert_non_null(strstr(str(json_object_get(j, "error"), "message"), "bad"));
+	assert_string_equal(jstr(j, "state"), "failed");
+	assert_string_equal(jstr(json_object_get(j, "error"), "code"), "step_failed");
+	assert_non_null(strstr(jstr(json_object_get(j, "error"), "message"), "bad"));
 	json_decref(j);
 	j = get_job(id);
-	assert_string_equal(str(step(j, "ok"), "state"), "succeeded");
-	assert_string_equal(str(step(j, "soft"), "state"), "failed");
+	assert_string_equal(jstr(step(j, "ok"), "state"), "succeeded");
+	assert_string_equal(jstr(step(j, "soft"), "state"), "failed");
 	assert_int_equal(json_integer_value(json_object_get(step(j, "soft"), "exit_code")), 5);
-	assert_string_equal(str(step(j, "bad"), "state"), "failed");
+	assert_string_equal(jstr(step(j, "bad"), "state"), "failed");
 	assert_int_equal(json_integer_value(json_object_get(step(j, "bad"), "exit_code")), 3);
-	assert_non_null(strstr(str(step(j, "bad"), "output"), "broken"));
-	assert_string_equal(str(step(j, "never"), "state"), "skipped");
+	assert_non_null(strstr(jstr(step(j, "bad"), "output"), "broken"));
+	assert_string_equal(jstr(step(j, "never"), "state"), "skipped");
 	json_decref(j);
 	snprintf(path, sizeof path, "%s/never", n0.dir);
 	assert_int_not_equal(access(path, F_OK), 0);
@@ -461,7 +404,7 @@ test_resume_after_sshd_dies(void **state)
 	wait_agents(&n0, 2);
 	sh("touch %s", flag);
 	j = wait_job(&S, id, 90);
-	assert_string_equal(str(j, "state"), "succeeded");
+	assert_string_equal(jstr(j, "state"), "succeeded");
 	json_decref(j);
 	assert_runs(id, 1, 1, 1);
 	snprintf(path, sizeof path, "%s/ran", n0.dir);
@@ -490,7 +433,7 @@ test_resume_after_agent_dies(void **state)
 	sh("touch %s", flag);
 	sh("%s/tests/ssh/sshnode.sh restart %s", rp_test_src, n0.dir);
 	j = wait_job(&S, id, 90);
-	assert_string_equal(str(j, "state"), "succeeded");
+	assert_string_equal(jstr(j, "state"), "succeeded");
 	json_decref(j);
 	assert_runs(id, 1, 2, 1);
 	snprintf(path, sizeof path, "%s/ran", n0.dir);
@@ -528,7 +471,7 @@ test_server_killed_mid_plan(void **state)
 	reply_free(&r);
 	assert_int_equal(call(&s2, s2.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}", "node", "kn"),
 	                 201);
-	snprintf(tok, sizeof tok, "%s", str(r.json, "token"));
+	snprintf(tok, sizeof tok, "%s", jstr(r.json, "token"));
 	reply_free(&r);
 	sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s", rp_test_src, n.dir, n.addr, n.port,
 	   s2.base, tok, n.mac, RP_TEST_AGENT);
@@ -544,12 +487,12 @@ test_server_killed_mid_plan(void **state)
 	assert_int_equal(req(&s2, s2.admin, "POST", "/v1/nodes/kn/steps", "application/json", body,
 	                     strlen(body), NULL, &r),
 	                 202);
-	snprintf(id, sizeof id, "%s", str(r.json, "id"));
+	snprintf(id, sizeof id, "%s", jstr(r.json, "id"));
 	reply_free(&r);
 	snprintf(path, sizeof path, "/v1/jobs/%s", id);
 	for (i = 0; i < 300 && !done; i++) {
 		assert_int_equal(call(&s2, s2.admin, "GET", path, &r, NULL), 200);
-		done = !strcmp(str(step(r.json, "two"), "state"), "running");
+		done = !strcmp(jstr(step(r.json, "two"), "state"), "running");
 		reply_free(&r);
 		if (!done)
 			usleep(100000);
@@ -561,8 +504,8 @@ test_server_killed_mid_plan(void **state)
 	usleep(500000);
 	server_start(&s2, dir, args);
 	j = wait_job(&s2, id, 120);
-	if (strcmp(str(j, "state"), "succeeded") != 0)
-		fail_msg("job %s: %s", str(j, "state"), json_dumps(j, 0));
+	if (strcmp(jstr(j, "state"), "succeeded") != 0)
+		fail_msg("job %s: %s", jstr(j, "state"), json_dumps(j, 0));
 	json_decref(j);
 	assert_int_equal(call(&s2, s2.admin, "GET", path, &r, NULL), 200);
 	assert_int_equal(json_integer_value(json_object_get(step(r.json, "one"), "runs")), 1);
@@ -645,8 +588,8 @@ test_bulk_steps(void **state)
 	assert_int_equal(json_integer_value(json_object_get(r.json, "jobs")), 2);
 	skipped = json_object_get(r.json, "skipped");
 	assert_int_equal(json_array_size(skipped), 1);
-	assert_string_equal(str(json_array_get(skipped, 0), "node"), "nossh");
-	snprintf(batch, sizeof batch, "/v1/batches/%s", str(r.json, "id"));
+	assert_string_equal(jstr(json_array_get(skipped, 0), "node"), "nossh");
+	snprintf(batch, sizeof batch, "/v1/batches/%s", jstr(r.json, "id"));
 	reply_free(&r);
 	for (i = 0; i < 600 && !done; i++) {
 		assert_int_equal(call(&S, S.admin, "GET", batch, &r, NULL), 200);
@@ -663,8 +606,8 @@ test_bulk_steps(void **state)
 	snprintf(path, sizeof path, "/v1/jobs?batch=%s", strrchr(batch, '/') + 1);
 	assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
 	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 2);
-	assert_string_not_equal(str(json_array_get(json_object_get(r.json, "items"), 0), "node"),
-	                        str(json_array_get(json_object_get(r.json, "items"), 1), "node"));
+	assert_string_not_equal(jstr(json_array_get(json_object_get(r.json, "items"), 0), "node"),
+	                        jstr(json_array_get(json_object_get(r.json, "items"), 1), "node"));
 	reply_free(&r);
 	{
 		char buf[256];
@@ -705,9 +648,9 @@ test_host_key_change_refused(void **state)
 	         n1.dir);
 	submit("sn01", body, id, sizeof id);
 	j = wait_job(&S, id, 60);
-	assert_string_equal(str(j, "state"), "failed");
-	assert_string_equal(str(json_object_get(j, "error"), "code"), "ssh_host_key");
-	assert_non_null(strstr(str(json_object_get(j, "error"), "message"), "host key mismatch"));
+	assert_string_equal(jstr(j, "state"), "failed");
+	assert_string_equal(jstr(json_object_get(j, "error"), "code"), "ssh_host_key");
+	assert_non_null(strstr(jstr(json_object_get(j, "error"), "message"), "host key mismatch"));
 	/* Failed at once: no retries against an impostor. */
 	assert_int_equal(json_integer_value(json_object_get(j, "attempts")), 1);
 	json_decref(j);
@@ -771,7 +714,7 @@ test_output_capped(void **state)
 	       "tr '\\\\0' 'x'; echo; echo the-end\"}]}",
 	       id, sizeof id);
 	j = wait_job(&S, id, 120);
-	assert_string_equal(str(j, "state"), "succeeded");
+	assert_string_equal(jstr(j, "state"), "succeeded");
 	json_decref(j);
 	j = get_job(id);
 	s = step(j, "big");
@@ -779,7 +722,7 @@ test_output_capped(void **state)
 	assert_true(json_string_length(json_object_get(s, "output")) > 60000);
 	assert_true(json_is_true(json_object_get(s, "output_truncated")));
 	assert_int_equal(json_integer_value(json_object_get(s, "output_bytes")), 10000000 + 1 + 8);
-	assert_non_null(strstr(str(s, "output"), "the-end"));
+	assert_non_null(strstr(jstr(s, "output"), "the-end"));
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "log"), "bytes")),
 	                 8 << 20);
 	assert_true(json_integer_value(json_object_get(json_object_get(j, "log"), "dropped")) >
@@ -803,12 +746,12 @@ test_reboot_step(void **state)
 	         n0.dir, n0.dir);
 	submit("sn00", body, id, sizeof id);
 	j = wait_job(&S, id, 90);
-	assert_string_equal(str(j, "state"), "succeeded");
+	assert_string_equal(jstr(j, "state"), "succeeded");
 	json_decref(j);
 	slurp(path, after, sizeof after);
 	assert_string_not_equal(before, after);
 	j = get_job(id);
-	assert_string_equal(str(step(j, "reboot"), "state"), "succeeded");
+	assert_string_equal(jstr(step(j, "reboot"), "state"), "succeeded");
 	assert_int_equal(json_integer_value(json_object_get(step(j, "pre"), "runs")), 1);
 	assert_int_equal(json_integer_value(json_object_get(step(j, "post"), "runs")), 1);
 	/* Waiting for the node to come back counts as no attempt. */
@@ -867,11 +810,11 @@ test_downloads(void **state)
 	         port, sum, img, port, sum, dev);
 	submit("sn00", body, id, sizeof id);
 	j = wait_job(&S, id, 120);
-	if (strcmp(str(j, "state"), "succeeded") != 0)
+	if (strcmp(jstr(j, "state"), "succeeded") != 0)
 		fail_msg("download job: %s", json_dumps(j, 0));
 	json_decref(j);
 	j = get_job(id);
-	assert_non_null(strstr(str(step(j, "fw"), "output"), "flashed"));
+	assert_non_null(strstr(jstr(step(j, "fw"), "output"), "flashed"));
 	json_decref(j);
 	assert_int_equal(sh_rc("cmp -n 3000000 %s %s", img, dev), 0);
 	/* A wrong digest: the firmware tool never runs on the image, and the job says why. */
@@ -882,10 +825,10 @@ test_downloads(void **state)
 	         port, 0, n0.dir);
 	submit("sn00", body, id, sizeof id);
 	j = wait_job(&S, id, 120);
-	assert_string_equal(str(j, "state"), "failed");
+	assert_string_equal(jstr(j, "state"), "failed");
 	json_decref(j);
 	j = get_job(id);
-	snprintf(buf, sizeof buf, "%s", str(step(j, "fw"), "error"));
+	snprintf(buf, sizeof buf, "%s", jstr(step(j, "fw"), "error"));
 	json_decref(j);
 	if (strstr(buf, "sha256") == NULL && strstr(buf, "digest") == NULL)
 		fail_msg("error does not name the digest: %s", buf);
@@ -925,8 +868,8 @@ test_recipe(void **state)
 	snprintf(body, sizeof body, "{\"recipe\":\"stamp\",\"args\":{\"dir\":\"%s\"}}", n0.dir);
 	submit("sn00", body, id, sizeof id);
 	j = wait_job(&S, id, 60);
-	assert_string_equal(str(j, "state"), "succeeded");
-	assert_string_equal(str(json_object_get(j, "params"), "recipe"), "stamp");
+	assert_string_equal(jstr(j, "state"), "succeeded");
+	assert_string_equal(jstr(json_object_get(j, "params"), "recipe"), "stamp");
 	json_decref(j);
 	snprintf(path, sizeof path, "%s/stamp.copy", n0.dir);
 	snprintf(body, sizeof body, "hello from %s", n0.dir);
@@ -951,11 +894,11 @@ test_cancel_running_plan(void **state)
 	assert_int_equal(call(&S, S.admin, "DELETE", path, &r, NULL), 202);
 	reply_free(&r);
 	j = wait_job(&S, id, 60);
-	assert_string_equal(str(j, "state"), "cancelled");
+	assert_string_equal(jstr(j, "state"), "cancelled");
 	json_decref(j);
 	j = get_job(id);
-	assert_string_equal(str(step(j, "long"), "state"), "failed");
-	assert_string_equal(str(step(j, "after"), "state"), "skipped");
+	assert_string_equal(jstr(step(j, "long"), "state"), "failed");
+	assert_string_equal(jstr(step(j, "after"), "state"), "skipped");
 	json_decref(j);
 	snprintf(path, sizeof path, "%s/after", n0.dir);
 	assert_int_not_equal(access(path, F_OK), 0);
@@ -1103,7 +1046,7 @@ test_bad_input(void **state)
 		reply_free(&r);
 		json_t *j = get_job(id);
 
-		assert_string_equal(str(step(j, "r"), "state"), "succeeded");
+		assert_string_equal(jstr(step(j, "r"), "state"), "succeeded");
 		json_decref(j);
 	}
 }
@@ -1120,7 +1063,7 @@ test_discovery(void **state)
 	node_up(&d, 7, 0);
 	snprintf(path, sizeof path, "/v1/nodes/discovered-0252500007%s", "01");
 	assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
-	assert_string_equal(str(r.json, "provision_state"), "discovered");
+	assert_string_equal(jstr(r.json, "provision_state"), "discovered");
 	assert_string_equal(json_string_value(json_array_get(json_object_get(r.json, "macs"), 0)),
 	                    d.mac);
 	assert_non_null(json_object_get(json_object_get(r.json, "ssh"), "host_key"));

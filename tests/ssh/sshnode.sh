@@ -69,6 +69,14 @@ start)
 		if [ $n -eq 0 ]; then echo "$mac" > "$a"; else printf '%s:%02x\n' "${mac%:*}" $((0x${mac##*:} ^ (n * 16))) > "$a"; fi
 		n=$((n + 1))
 	done
+	# Simulated disks must never name a device of this machine (a deploy or release would
+	# write to it): sda, vda, nvme0n1 become rpsim0, rpsim1...
+	n=0
+	for b in "$dir"/root/sys/block/*; do
+		[ -e "$b" ] || [ -L "$b" ] || continue
+		mv "$b" "$dir/root/sys/block/rpsim$n"
+		n=$((n + 1))
+	done
 	mkdir -p "$dir/root/proc/sys/kernel/random"
 	cat /proc/sys/kernel/random/uuid > "$dir/root/proc/sys/kernel/random/boot_id"
 	basename "$dir" > "$dir/root/proc/sys/kernel/hostname"

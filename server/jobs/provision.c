@@ -1,0 +1,275 @@
+/*
+ * Commission, deploy and release jobs: a node PXE-boots into the agent ramdisk, registers,
+ * runs a plan, and ends powered off (commission, release) or booted from its disk (deploy).
+ *
+ * Each phase is recorded before the next starts, so a restart resumes where the job was; a
+ * BMC command sent before a crash is not sent again (the job's sent mark), and waiting for a
+ * machine holds no worker (the job goes back to the queue and looks again).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bmc/bmc.h"
+#include "internal.h"
+
+#define WAIT_POLL_MS 2000
+
+static json_t *
+params(struct work *w)
+{
+	return json_object_get(w->claim, "params");
+}
+
+static const char *
+phase(struct work *w)
+{
+	return json_string_value(json_object_get(w->claim, "phase"));
+}
+
+/* Move to phase p, durably; the claim record follows so this run sees it. */
+static int
+enter(struct work *w, const char *p)
+{
+	if (rp_store_job_phase(w->j->st, w->id, p) != RP_ERR_OK)
+		return -1;
+	json_object_set_new(w->claim, "phase", json_string(p));
+	json_object_set_new(w->claim, "phase_at", json_integer(rp_time_now_ms()));
+	return 0;
+}
+
+static json_t *
+failed(struct work *w, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static json_t *
+failed(struct work *w, const char *code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	json_t *o = jobs_outcome(w, "failed");
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	jobs_set_error(o, code, "%s", msg);
+	return o;
+}
+
+/* Come back in a while, without counting an attempt. */
+static json_t *
+later(struct work *w, const char *why)
+{
+	json_t *o = jobs_outcome(w, "retry");
+
+	json_object_set_new(o, "wait", json_true());
+	json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + WAIT_POLL_MS));
+	jobs_set_error(o, "waiting", "%s", why);
+	return o;
+}
+
+static struct rp_bmc *
+bmc_open(struct work *w, struct rp_bmc_err *err)
+{
+	struct rp_bmc_target t;
+	struct rp_bmc *b;
+
+	if (rp_bmc_target_from_json(json_object_get(w->claim, "bmc"),
+	                            json_string_value(json_object_get(json_object_get(w->claim, "node"),
+	                                                              "uuid")),
+	                            &t, err) < 0)
+		return NULL;
+	b = rp_bmc_open(&t, err);
+	explicit_bzero(t.password, sizeof t.password);
+	return b;
+}
+
+/* Boot device, then power: on when off, else a cycle (the node must boot again now). */
+static json_t *
+boot_into(struct work *w, enum rp_boot_device dev, int persistent)
+{
+	struct rp_bmc_err err = {0};
+	struct rp_boot want = {.device = dev, .persistent = persistent};
+	struct rp_bmc *b;
+	enum rp_power now = RP_POWER_UNKNOWN;
+	json_t *o = NULL;
+
+	want.uefi = !strcmp(json_string_value(json_object_get(params(w), "boot_mode")) ?: "", "uefi");
+	if ((b = bmc_open(w, &err)) == NULL)
+		return jobs_bmc_failure(w, &err, 1);
+	if (rp_bmc_boot_set(b, &want, &err) < 0 || rp_bmc_power_get(b, &now, &err) < 0) {
+		o = jobs_bmc_failure(w, &err, 1);
+		goto out;
+	}
+	if (rp_store_job_mark_sent(w->j->st, w->id) != RP_ERR_OK) {
+		struct rp_bmc_err busy = {RP_BMC_BUSY, "could not record progress before acting"};
+
+		o = jobs_bmc_failure(w, &busy, 1);
+		goto out;
+	}
+	if (rp_bmc_power_set(b, now == RP_POWER_ON ? RP_POWER_ACT_CYCLE : RP_POWER_ACT_ON, &err) < 0)
+		o = jobs_bmc_failure(w, &err, err.kind != RP_BMC_TIMEOUT);
+out:
+	rp_bmc_close(b);
+	return o;
+}
+
+static json_t *
+power_off(struct work *w)
+{
+	struct rp_bmc_err err = {0};
+	struct rp_bmc *b;
+	json_t *o = NULL;
+
+	if ((b = bmc_open(w, &err)) == NULL)
+		return jobs_bmc_failure(w, &err, 1);
+	if (rp_bmc_power_set(b, RP_POWER_ACT_OFF, &err) < 0)
+		o = jobs_bmc_failure(w, &err, 1);
+	rp_bmc_close(b);
+	return o;
+}
+
+/* The image on the server still is the one its sha256 says: checked before the node is
+ * touched, so a corrupt image is never written to a disk. */
+static json_t *
+verify_image(struct work *w)
+{
+	json_t *img = json_object_get(params(w), "image");
+	const char *want = json_string_value(json_object_get(img, "sha256"));
+	char path[4200], hex[RP_SHA256_HEX];
+	uint64_t size = 0;
+
+	snprintf(path, sizeof path, "%s/%s", w->j->o.image_dir ? w->j->o.image_dir : ".",
+	         json_string_value(json_object_get(img, "file")));
+	if (rp_file_sha256(path, hex, &size) < 0)
+		return failed(w, "image_missing", "cannot read image %s (%s): nothing was written",
+		              json_string_value(json_object_get(img, "name")), path);
+	if (want == NULL || strcmp(hex, want) != 0)
+		return failed(w, "image_corrupt",
+		              "image %s does not match its sha256 (recorded %s, the file has %s): "
+		              "nothing was written to the node",
+		              json_string_value(json_object_get(img, "name")), want ? want : "none", hex);
+	return NULL;
+}
+
+json_t *
+jobs_run_provision(struct work *w)
+{
+	const char *type = w->type;
+	int64_t timeout_ms = json_integer_value(json_object_get(params(w), "timeout_s")) * 1000;
+	json_t *o = NULL, *tgt = NULL;
+	int rounds;
+
+	if (timeout_ms <= 0)
+		timeout_ms = 1800 * 1000;
+	if (phase(w) == NULL && enter(w, !strcmp(type, "deploy") ? "verify_image" : "boot") < 0)
+		return later(w, "could not record the job's phase");
+	for (rounds = 0; rounds < 16; rounds++) {
+		const char *p = phase(w);
+		int64_t since = json_integer_value(json_object_get(w->claim, "phase_at"));
+
+		if (__atomic_load_n(&w->j->stop, __ATOMIC_RELAXED))
+			return NULL;
+		if (__atomic_load_n(&w->cancel, __ATOMIC_RELAXED)) {
+			o = jobs_outcome(w, "cancelled");
+			jobs_set_error(o, "cancelled", "aborted during %s", p);
+			return o;
+		}
+		if (!strcmp(p, "verify_image")) {
+			if ((o = verify_image(w)) != NULL)
+				return o;
+			if (enter(w, "boot") < 0)
+				return later(w, "could not record the job's phase");
+		} else if (!strcmp(p, "boot")) {
+			/* After a restart that interrupted it, the power cycle may have happened: do
+			 * not cycle a booting machine again, wait for it instead. */
+			if (!w->recover && (o = boot_into(w, RP_BOOT_PXE, 0)) != NULL)
+				return o;
+			if (enter(w, "wait_agent") < 0)
+				return later(w, "could not record the job's phase");
+		} else if (!strcmp(p, "wait_agent")) {
+			json_t *reg;
+
+			json_decref(tgt);
+			tgt = NULL;
+			if (rp_store_ssh_target(w->j->st, w->node_id, &tgt) != RP_ERR_OK)
+				return later(w, "cannot read the node's agent");
+			reg = json_object_get(tgt, "registered_at");
+			if (json_is_integer(reg) && json_integer_value(reg) >= since) {
+				if (enter(w, "steps") < 0) {
+					o = later(w, "could not record the job's phase");
+					break;
+				}
+				continue;
+			}
+			if (rp_time_now_ms() - since > timeout_ms) {
+				o = failed(w, "agent_timeout",
+				           "the agent did not register within %lld s after the node was "
+				           "PXE-booted (check its console, DHCP and the boot profile)",
+				           (long long)(timeout_ms / 1000));
+				break;
+			}
+			o = later(w, "waiting for the node's agent to register");
+			break;
+		} else if (!strcmp(p, "steps")) {
+			o = jobs_run_steps(w);
+			if (o == NULL || strcmp(json_string_value(json_object_get(o, "state")), "succeeded"))
+				break; /* failed, cancelled, a retry, a reboot wait, or stopping */
+			json_decref(o);
+			o = NULL;
+			if (enter(w, "finish") < 0)
+				return later(w, "could not record the job's phase");
+		} else if (!strcmp(p, "finish")) {
+			if (!strcmp(type, "deploy")) {
+				/* From now on the machine is meant to boot its new disk, persistently. */
+				if ((o = boot_into(w, RP_BOOT_DISK, 1)) != NULL)
+					break;
+				if (enter(w, "wait_boot") < 0)
+					return later(w, "could not record the job's phase");
+				continue;
+			}
+			if ((!strcmp(type, "release") ||
+			     !json_is_false(json_object_get(params(w), "power_off"))) &&
+			    (o = power_off(w)) != NULL)
+				break;
+			o = jobs_outcome(w, "succeeded");
+			json_object_set_new(o, "result", json_pack("{s:s}", "phase", "done"));
+			break;
+		} else if (!strcmp(p, "wait_boot")) {
+			struct rp_bmc_err err = {0};
+			struct rp_bmc *b = bmc_open(w, &err);
+			enum rp_power now = RP_POWER_UNKNOWN;
+
+			if (b == NULL || rp_bmc_power_get(b, &now, &err) < 0) {
+				rp_bmc_close(b);
+				o = jobs_bmc_failure(w, &err, 1);
+				break;
+			}
+			rp_bmc_close(b);
+			if (now == RP_POWER_ON) {
+				o = jobs_outcome(w, "succeeded");
+				json_object_set_new(o, "result",
+				                    json_pack("{s:O, s:O, s:s}", "image",
+				                              json_object_get(json_object_get(params(w), "image"),
+				                                              "name"),
+				                              "disk", json_object_get(params(w), "disk"), "power",
+				                              "on"));
+				json_object_set_new(o, "power", json_string("on"));
+				break;
+			}
+			if (rp_time_now_ms() - since > timeout_ms) {
+				o = failed(w, "boot_timeout", "the node did not power on from its disk within "
+				                              "%lld s", (long long)(timeout_ms / 1000));
+				break;
+			}
+			o = later(w, "waiting for the node to come up from its disk");
+			break;
+		} else {
+			o = failed(w, "internal", "unknown phase %s", p);
+			break;
+		}
+	}
+	json_decref(tgt);
+	if (o == NULL && rounds >= 16)
+		o = failed(w, "internal", "no progress after %d phases", rounds);
+	return o;
+}

@@ -1,0 +1,690 @@
+/* Network boot: the image store, boot profiles, what a booting MAC gets, the bootstrap tokens
+ * written into boot scripts, and the host list dnsmasq serves. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+#define IMAGE_COLS                                                                          \
+	"SELECT id AS _id, uuid AS id, name, kind, file, size, sha256, description, version, " \
+	"created_by, created_at AS \"created_at:time\", updated_at AS \"updated_at:time\" FROM images "
+
+#define PROFILE_COLS                                                                          \
+	"SELECT p.id AS _id, p.uuid AS id, p.name, p.node_class, k.name AS kernel, i.name AS "   \
+	"initrd, p.cmdline, p.description, (SELECT count(*) FROM nodes WHERE boot_profile_id = " \
+	"p.id) AS node_count, p.version, p.created_at AS \"created_at:time\", p.updated_at AS "  \
+	"\"updated_at:time\" FROM boot_profiles p JOIN images k ON k.id = p.kernel_id JOIN "     \
+	"images i ON i.id = p.initrd_id "
+
+/* ---- Images ---------------------------------------------------------------------------- */
+
+static enum rp_err
+image_load(struct conn *c, int64_t id, json_t **out)
+{
+	sqlite3_stmt *s = STMT(c, IMAGE_COLS "WHERE id = ?");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*out = store_row(c, s);
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "image load");
+}
+
+static enum rp_err
+image_id(struct conn *c, const char *key, int64_t *id)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT id FROM images WHERE name = ?1 OR uuid = lower(?1)");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	store_bind_text(s, 1, key);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*id = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "image id");
+}
+
+enum rp_err
+rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
+                      json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	char uuid[RP_UUID_BUF], summary[300];
+	json_t *obj = NULL;
+	int64_t id = 0, now = rp_time_now_ms();
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL || rp_uuid_new(uuid) < 0)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	e = image_id(c, json_string_value(json_object_get(in, "name")), &id);
+	if (e == RP_ERR_OK) {
+		*detail = store_why("name", "an image named '%s' exists; delete it first",
+		                    json_string_value(json_object_get(in, "name")));
+		e = RP_ERR_DUPLICATE;
+		goto out;
+	}
+	if (e != RP_ERR_NOT_FOUND)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "INSERT INTO images(uuid, name, kind, file, size, sha256, description, "
+	            "created_by, created_at, updated_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?9)");
+	if (s == NULL)
+		goto out;
+	store_bind_text(s, 1, uuid);
+	store_bind_str(s, 2, in, "name");
+	store_bind_str(s, 3, in, "kind");
+	store_bind_str(s, 4, in, "file");
+	store_bind_int(s, 5, in, "size");
+	store_bind_str(s, 6, in, "sha256");
+	store_bind_str(s, 7, in, "description");
+	store_bind_text(s, 8, actor);
+	sqlite3_bind_int64(s, 9, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc == SQLITE_CONSTRAINT) {
+		*detail = store_why("file", "another image already uses that file");
+		e = RP_ERR_DUPLICATE;
+		goto out;
+	}
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "image insert");
+		goto out;
+	}
+	if ((e = image_load(c, sqlite3_last_insert_rowid(c->db), &obj)) != RP_ERR_OK)
+		goto out;
+	snprintf(summary, sizeof summary, "%s image %s added (%lld bytes, sha256 %.16s...)",
+	         json_string_value(json_object_get(in, "kind")),
+	         json_string_value(json_object_get(in, "name")),
+	         (long long)json_integer_value(json_object_get(in, "size")),
+	         json_string_value(json_object_get(in, "sha256")));
+	if ((e = store_event(c, actor, "image.created", "image", uuid,
+	                     json_string_value(json_object_get(in, "name")), 0, 0, summary, NULL)) !=
+	    RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = obj;
+	obj = NULL;
+out:
+	store_rollback(c);
+	json_decref(obj);
+	return e;
+}
+
+enum rp_err
+rp_store_image_get(struct rp_store *st, const char *key, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	int64_t id = 0;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = image_id(c, key, &id)) != RP_ERR_OK)
+		return e;
+	return image_load(c, id, out);
+}
+
+enum rp_err
+rp_store_image_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if (rq->sort_by_name) {
+		s = STMT(c, IMAGE_COLS "WHERE (?1 IS NULL OR name > ?1) AND (?2 IS NULL OR kind = ?2) "
+		                       "ORDER BY name LIMIT ?3");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		store_bind_text(s, 1, rq->after_key);
+	} else {
+		s = STMT(c, IMAGE_COLS "WHERE id > ?1 AND (?2 IS NULL OR kind = ?2) ORDER BY id LIMIT ?3");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_int64(s, 1, rq->after_id);
+	}
+	store_bind_str(s, 2, rq->filter, "kind");
+	sqlite3_bind_int(s, 3, rq->limit + 1);
+	return store_page(c, s, rq, "name", out);
+}
+
+enum rp_err
+rp_store_image_delete(struct rp_store *st, const char *key, const char *actor, json_t **out,
+                      json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *obj = NULL;
+	sqlite3_stmt *s;
+	int64_t id = 0, users = 0;
+	char summary[200];
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = image_id(c, key, &id)) != RP_ERR_OK || (e = image_load(c, id, &obj)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT count(*) FROM boot_profiles WHERE kernel_id = ?1 OR initrd_id = ?1");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, id);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		users = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	if (users > 0) {
+		*detail = store_why(NULL, "%lld boot profile(s) use this image", (long long)users);
+		e = RP_ERR_IN_USE;
+		goto out;
+	}
+	s = STMT(c, "DELETE FROM images WHERE id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "image delete");
+		goto out;
+	}
+	snprintf(summary, sizeof summary, "image %s deleted", json_string_value(json_object_get(obj, "name")));
+	if ((e = store_event(c, actor, "image.deleted", "image",
+	                     json_string_value(json_object_get(obj, "id")),
+	                     json_string_value(json_object_get(obj, "name")), 0, 0, summary, NULL)) !=
+	    RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = obj;
+	obj = NULL;
+out:
+	store_rollback(c);
+	json_decref(obj);
+	return e;
+}
+
+/* ---- Boot profiles --------------------------------------------------------------------- */
+
+static enum rp_err
+profile_load(struct conn *c, int64_t id, json_t **out)
+{
+	sqlite3_stmt *s = STMT(c, PROFILE_COLS "WHERE p.id = ?");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*out = store_row(c, s);
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "boot profile load");
+}
+
+enum rp_err
+store_boot_profile_id(struct conn *c, const char *key, int64_t *id)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT id FROM boot_profiles WHERE name = ?1 OR uuid = lower(?1)");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	store_bind_text(s, 1, key);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*id = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "boot profile id");
+}
+
+/* Insert (*id == 0) or rewrite a profile from a whole object; checks names and images. */
+static enum rp_err
+profile_save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
+{
+	const char *name = json_string_value(json_object_get(obj, "name"));
+	const char *cls = json_string_value(json_object_get(obj, "node_class"));
+	const char *which[2] = {"kernel", "initrd"};
+	int64_t other = 0, img[2];
+	char uuid[RP_UUID_BUF];
+	sqlite3_stmt *s;
+	enum rp_err e;
+	int i, rc;
+
+	if ((e = store_boot_profile_id(c, name, &other)) == RP_ERR_OK && other != *id) {
+		*detail = store_why("name", "a boot profile named '%s' already exists", name);
+		return RP_ERR_DUPLICATE;
+	}
+	if (e != RP_ERR_OK && e != RP_ERR_NOT_FOUND)
+		return e;
+	if (cls) {
+		s = STMT(c, "SELECT name FROM boot_profiles WHERE node_class = ? AND id != ?");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		store_bind_text(s, 1, cls);
+		sqlite3_bind_int64(s, 2, *id);
+		if (sqlite3_step(s) == SQLITE_ROW) {
+			*detail = store_why("node_class", "boot profile '%s' already applies to class '%s'",
+			                    (const char *)sqlite3_column_text(s, 0), cls);
+			sqlite3_reset(s);
+			return RP_ERR_DUPLICATE;
+		}
+		sqlite3_reset(s);
+	}
+	for (i = 0; i < 2; i++) {
+		const char *key = json_string_value(json_object_get(obj, which[i]));
+
+		if ((e = image_id(c, key, &img[i])) == RP_ERR_NOT_FOUND) {
+			*detail = store_why(which[i], "no image named '%s'", key);
+			return RP_ERR_INVALID_FIELD;
+		}
+		if (e != RP_ERR_OK)
+			return e;
+	}
+	if (*id == 0) {
+		if (rp_uuid_new(uuid) < 0)
+			return RP_ERR_INTERNAL;
+		s = STMT(c, "INSERT INTO boot_profiles(uuid, name, node_class, kernel_id, initrd_id, "
+		            "cmdline, description, created_at, updated_at) VALUES (?1,?2,?3,?4,?5,"
+		            "coalesce(?6, ''),?7,?8,?8)");
+	} else {
+		s = STMT(c, "UPDATE boot_profiles SET name = ?2, node_class = ?3, kernel_id = ?4, "
+		            "initrd_id = ?5, cmdline = coalesce(?6, ''), description = ?7, "
+		            "version = version + 1, updated_at = ?8 WHERE id = ?9");
+	}
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	if (*id == 0)
+		store_bind_text(s, 1, uuid);
+	else
+		sqlite3_bind_int64(s, 9, *id);
+	store_bind_text(s, 2, name);
+	store_bind_text(s, 3, cls);
+	sqlite3_bind_int64(s, 4, img[0]);
+	sqlite3_bind_int64(s, 5, img[1]);
+	store_bind_str(s, 6, obj, "cmdline");
+	store_bind_str(s, 7, obj, "description");
+	sqlite3_bind_int64(s, 8, rp_time_now_ms());
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "boot profile save");
+	if (*id == 0)
+		*id = sqlite3_last_insert_rowid(c->db);
+	return RP_ERR_OK;
+}
+
+static enum rp_err
+profile_event(struct conn *c, const char *verb, json_t *obj, json_t *diff, const char *actor)
+{
+	char action[40], summary[160];
+
+	snprintf(action, sizeof action, "boot_profile.%s", verb);
+	snprintf(summary, sizeof summary, "boot profile %s %s",
+	         json_string_value(json_object_get(obj, "name")), verb);
+	return store_event(c, actor, action, "boot_profile",
+	                   json_string_value(json_object_get(obj, "id")),
+	                   json_string_value(json_object_get(obj, "name")), 0, 0, summary, diff);
+}
+
+enum rp_err
+rp_store_boot_profile_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
+                             json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *obj = NULL;
+	int64_t id = 0;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = profile_save(c, &id, in, detail)) != RP_ERR_OK ||
+	    (e = profile_load(c, id, &obj)) != RP_ERR_OK ||
+	    (e = profile_event(c, "created", obj, NULL, actor)) != RP_ERR_OK ||
+	    (e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = obj;
+	obj = NULL;
+out:
+	store_rollback(c);
+	json_decref(obj);
+	return e;
+}
+
+enum rp_err
+rp_store_boot_profile_get(struct rp_store *st, const char *key, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	int64_t id = 0;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_boot_profile_id(c, key, &id)) != RP_ERR_OK)
+		return e;
+	return profile_load(c, id, out);
+}
+
+enum rp_err
+rp_store_boot_profile_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if (rq->sort_by_name) {
+		s = STMT(c, PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) ORDER BY p.name LIMIT ?2");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		store_bind_text(s, 1, rq->after_key);
+	} else {
+		s = STMT(c, PROFILE_COLS "WHERE p.id > ?1 ORDER BY p.id LIMIT ?2");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_int64(s, 1, rq->after_id);
+	}
+	sqlite3_bind_int(s, 2, rq->limit + 1);
+	return store_page(c, s, rq, "name", out);
+}
+
+enum rp_err
+rp_store_boot_profile_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
+                             const char *actor, json_t **out, json_t **detail)
+{
+	static const char *const skip[] = {"version", "updated_at", "node_count", NULL};
+	struct conn *c = store_conn(st);
+	json_t *before = NULL, *after = NULL, *fresh = NULL, *diff = NULL;
+	int64_t id = 0;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_boot_profile_id(c, key, &id)) != RP_ERR_OK ||
+	    (e = profile_load(c, id, &before)) != RP_ERR_OK)
+		goto out;
+	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
+		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
+		e = RP_ERR_PRECONDITION_FAILED;
+		goto out;
+	}
+	after = json_deep_copy(before);
+	store_merge(after, patch);
+	if ((e = profile_save(c, &id, after, detail)) != RP_ERR_OK ||
+	    (e = profile_load(c, id, &fresh)) != RP_ERR_OK)
+		goto out;
+	diff = store_diff(before, fresh, skip);
+	if ((e = profile_event(c, "updated", fresh, diff, actor)) != RP_ERR_OK ||
+	    (e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = fresh;
+	fresh = NULL;
+out:
+	store_rollback(c);
+	json_decref(before);
+	json_decref(after);
+	json_decref(fresh);
+	json_decref(diff);
+	return e;
+}
+
+enum rp_err
+rp_store_boot_profile_delete(struct rp_store *st, const char *key, int64_t if_match,
+                             const char *actor, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *before = NULL;
+	sqlite3_stmt *s;
+	int64_t id = 0;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_boot_profile_id(c, key, &id)) != RP_ERR_OK ||
+	    (e = profile_load(c, id, &before)) != RP_ERR_OK)
+		goto out;
+	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
+		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
+		e = RP_ERR_PRECONDITION_FAILED;
+		goto out;
+	}
+	if (json_integer_value(json_object_get(before, "node_count")) > 0) {
+		*detail = store_why(NULL, "%lld node(s) use this boot profile",
+		                    (long long)json_integer_value(json_object_get(before, "node_count")));
+		e = RP_ERR_IN_USE;
+		goto out;
+	}
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "DELETE FROM boot_profiles WHERE id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, id);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "boot profile delete");
+		goto out;
+	}
+	if ((e = profile_event(c, "deleted", before, NULL, actor)) != RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	json_decref(before);
+	return e;
+}
+
+/* ---- Booting ----------------------------------------------------------------------------- */
+
+enum rp_err
+rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *node = NULL, *profile = NULL;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
+		return e;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT n.id AS row_id, n.uuid AS id, n.name, n.provision_state AS state, n.maintenance "
+	            "AS \"maintenance:bool\", n.node_class, j.phase, n.boot_profile_id "
+	            "FROM node_macs m JOIN nodes n ON n.id = m.node_id "
+	            "LEFT JOIN jobs j ON j.id = n.provision_job_id WHERE m.mac = ?");
+	if (s == NULL)
+		goto out;
+	store_bind_text(s, 1, mac);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		node = store_row(c, s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "boot lookup");
+		goto out;
+	}
+	/* The node's own profile, else its class's, else "default". */
+	s = STMT(c, "SELECT p.name, p.cmdline, k.name AS kernel, i.name AS initrd FROM boot_profiles "
+	            "p JOIN images k ON k.id = p.kernel_id JOIN images i ON i.id = p.initrd_id "
+	            "WHERE p.id = ?1 OR (?1 IS NULL AND p.node_class = ?2) OR p.name = 'default' "
+	            "ORDER BY (p.id = ?1) DESC, (p.node_class IS ?2 AND ?2 IS NOT NULL) DESC LIMIT 1");
+	if (s == NULL)
+		goto out;
+	if (node && json_is_integer(json_object_get(node, "boot_profile_id")))
+		sqlite3_bind_int64(s, 1, json_integer_value(json_object_get(node, "boot_profile_id")));
+	store_bind_str(s, 2, node, "node_class");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		profile = store_row(c, s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "boot profile");
+		goto out;
+	}
+	*out = json_pack("{s:o?, s:o?}", "node", node, "profile", profile);
+	node = profile = NULL;
+	e = RP_ERR_OK;
+out:
+	store_read_end(c);
+	json_decref(node);
+	json_decref(profile);
+	return e;
+}
+
+enum rp_err
+rp_store_boot_token(struct rp_store *st, int64_t node_id, const char *mac, const char *hash,
+                    int64_t expires_at, int max_discovery)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	char uuid[RP_UUID_BUF];
+	int64_t now = rp_time_now_ms(), live = 0;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL || rp_uuid_new(uuid) < 0)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	e = RP_ERR_INTERNAL;
+	/* Only the latest boot of a machine may register: older unused tokens go. */
+	s = node_id ? STMT(c, "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE node_id = ?1 AND "
+	                      "mac IS NULL AND created_by = 'boot' AND used_at IS NULL AND "
+	                      "revoked_at IS NULL")
+	            : STMT(c, "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE node_id IS NULL AND "
+	                      "mac = ?3 AND used_at IS NULL AND revoked_at IS NULL");
+	if (s == NULL)
+		goto out;
+	if (node_id)
+		sqlite3_bind_int64(s, 1, node_id);
+	sqlite3_bind_int64(s, 2, now);
+	if (!node_id)
+		store_bind_text(s, 3, mac);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "boot token revoke");
+		goto out;
+	}
+	if (!node_id) {
+		s = STMT(c, "SELECT count(*) FROM bootstrap_tokens WHERE node_id IS NULL AND mac IS NOT "
+		            "NULL AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ?");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, now);
+		if (sqlite3_step(s) == SQLITE_ROW)
+			live = sqlite3_column_int64(s, 0);
+		sqlite3_reset(s);
+		if (live >= max_discovery) {
+			e = RP_ERR_UNAVAILABLE;
+			goto out;
+		}
+	}
+	s = STMT(c, "INSERT INTO bootstrap_tokens(uuid, hash, node_id, mac, created_by, created_at, "
+	            "expires_at) VALUES (?,?,?,?,'boot',?,?)");
+	if (s == NULL)
+		goto out;
+	store_bind_text(s, 1, uuid);
+	store_bind_text(s, 2, hash);
+	if (node_id)
+		sqlite3_bind_int64(s, 3, node_id);
+	if (!node_id)
+		store_bind_text(s, 4, mac);
+	sqlite3_bind_int64(s, 5, now);
+	sqlite3_bind_int64(s, 6, expires_at);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "boot token");
+		goto out;
+	}
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
+
+/* ---- dnsmasq ---------------------------------------------------------------------------- */
+
+enum rp_err
+rp_store_macs_version(struct rp_store *st, int64_t *out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'macs_version'");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*out = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "macs version");
+}
+
+enum rp_err
+rp_store_dhcp_hosts(struct rp_store *st, struct rp_buf *out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT m.mac, n.name FROM node_macs m JOIN nodes n ON n.id = m.node_id "
+	            "ORDER BY m.mac");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(s, 1);
+		char host[64];
+		size_t i, n = 0;
+
+		/* A DHCP host name is a DNS label: keep letters, digits and '-'. */
+		for (i = 0; name[i] && n < sizeof host - 1; i++)
+			host[n++] = (char)((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
+			                           (name[i] >= '0' && name[i] <= '9')
+			                       ? name[i]
+			                       : '-');
+		host[n] = '\0';
+		rp_buf_printf(out, "%s,%s\n", (const char *)sqlite3_column_text(s, 0), host);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "dhcp hosts");
+	return out->oom ? RP_ERR_INTERNAL : RP_ERR_OK;
+}
