@@ -240,7 +240,7 @@ rp_api_agent_register(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	rp_sha256_hex(tok, n, boot_hash);
 	/* Strangers learn nothing, not even what a valid body looks like. */
-	if ((e = rp_store_bootstrap_check(rq->api->store, boot_hash, &detail)) != RP_ERR_OK) {
+	if ((e = rp_store_bootstrap_check(rq->api->store, boot_hash, rq->peer, &detail)) != RP_ERR_OK) {
 		rp_api_error(rs, e, detail);
 		return;
 	}

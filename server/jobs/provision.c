@@ -227,12 +227,16 @@ jobs_run_provision(struct work *w)
 					return later(w, "could not record the job's phase");
 				continue;
 			}
-			if ((!strcmp(type, "release") ||
-			     !json_is_false(json_object_get(params(w), "power_off"))) &&
-			    (o = power_off(w)) != NULL)
+			int off = !strcmp(type, "release") ||
+			          !json_is_false(json_object_get(params(w), "power_off"));
+
+			if (off && (o = power_off(w)) != NULL)
 				break;
 			o = jobs_outcome(w, "succeeded");
 			json_object_set_new(o, "result", json_pack("{s:s}", "phase", "done"));
+			/* The node's recorded power follows what the job did, not the next sweep. */
+			if (off)
+				json_object_set_new(o, "power", json_string("off"));
 			break;
 		} else if (!strcmp(p, "wait_boot")) {
 			struct rp_bmc_err err = {0};

@@ -312,16 +312,61 @@ boot_lookup(struct conn *c, const char *hash, int64_t *id, int64_t *node_id, cha
 	return RP_ERR_OK;
 }
 
+/* A real token presented once too often, too late or after its revocation: the operator
+ * sees it (a replayed boot script, a clone, a slow ramdisk). Unknown tokens leave no trace,
+ * so a flood of made-up ones cannot fill the event log. */
+static void
+bootstrap_refused(struct conn *c, const char *hash, const char *peer, json_t *why)
+{
+	sqlite3_stmt *s;
+	char uuid[RP_UUID_BUF] = "", summary[200];
+	int64_t node_id = 0;
+	struct node_ref n = {0};
+	const char *reason = json_string_value(json_object_get(why, "reason"));
+	enum rp_err e = RP_ERR_INTERNAL;
+	int rc;
+
+	if (store_begin(c) != RP_ERR_OK)
+		return;
+	s = STMT(c, "SELECT uuid, coalesce(node_id, 0) FROM bootstrap_tokens WHERE hash = ?");
+	if (s == NULL)
+		goto out;
+	store_bind_text(s, 1, hash);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(s, 0));
+		node_id = sqlite3_column_int64(s, 1);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW)
+		goto out;
+	if (node_id && store_node_by_id(c, node_id, &n) != RP_ERR_OK)
+		goto out;
+	snprintf(summary, sizeof summary, "refused a registration from %s: %s", peer ? peer : "?",
+	         reason ? reason : "bootstrap token not valid");
+	if (store_event(c, "rackpilotd", "bootstrap_token.refused", "bootstrap_token", uuid,
+	                node_id ? n.name : NULL, node_id, 0, summary, NULL) != RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	if (e != RP_ERR_OK)
+		store_rollback(c);
+}
+
 enum rp_err
-rp_store_bootstrap_check(struct rp_store *st, const char *hash, json_t **detail)
+rp_store_bootstrap_check(struct rp_store *st, const char *hash, const char *peer,
+                         json_t **detail)
 {
 	struct conn *c = store_conn(st);
 	char mac[RP_MAC_BUF] = "";
 	int64_t id, node_id;
+	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	return boot_lookup(c, hash, &id, &node_id, mac, detail);
+	e = boot_lookup(c, hash, &id, &node_id, mac, detail);
+	if (e == RP_ERR_UNAUTHORIZED)
+		bootstrap_refused(c, hash, peer, *detail);
+	return e;
 }
 
 enum rp_err

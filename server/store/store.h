@@ -302,8 +302,11 @@ enum rp_err rp_store_bootstrap_list(struct rp_store *st, json_t **out);
 /* Revoke an unused one. RP_ERR_NOT_FOUND when unknown, used or already revoked. */
 enum rp_err rp_store_bootstrap_revoke(struct rp_store *st, const char *id, const char *actor);
 
-/* RP_ERR_OK when hash is a live bootstrap token, else RP_ERR_UNAUTHORIZED with a reason. */
-enum rp_err rp_store_bootstrap_check(struct rp_store *st, const char *hash, json_t **detail);
+/* RP_ERR_OK when hash is a live bootstrap token, else RP_ERR_UNAUTHORIZED with a reason; a
+ * known token that is used, expired or revoked also leaves a bootstrap_token.refused event
+ * naming peer (the client address; may be NULL). */
+enum rp_err rp_store_bootstrap_check(struct rp_store *st, const char *hash, const char *peer,
+                                     json_t **detail);
 
 /* A registration the API has validated (docs/agent-protocol.md). */
 struct rp_agent_reg {

@@ -372,6 +372,8 @@ test_lifecycle(void **state)
 	assert_int_equal(boot(&a), 0);
 	n = wait_state("pv00", "ready", 120);
 	assert_true(json_is_null(json_object_get(n, "provision_error")));
+	/* The job powered it off, and the node says so without waiting for a sweep. */
+	assert_string_equal(jstr(n, "power_state"), "off");
 	assert_non_null(json_object_get(json_object_get(n, "ssh"), "host_key"));
 	json_decref(n);
 	/* The inventory came from the agent. */
@@ -384,6 +386,14 @@ test_lifecycle(void **state)
 	assert_int_not_equal(sh_rc("%s -c %s/agent.conf register >> %s/agent.log 2>&1", RP_TEST_AGENT,
 	                           a.dir, a.dir),
 	                     0);
+	/* ... and the operator sees the attempt. */
+	assert_int_equal(call(&S, S.admin, "GET",
+	                      "/v1/events?node=pv00&action=bootstrap_token.refused", &r, NULL),
+	                 200);
+	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 1);
+	assert_non_null(strstr(jstr(json_array_get(json_object_get(r.json, "items"), 0), "summary"),
+	                       "already used"));
+	reply_free(&r);
 
 	/* Deploy an OS image to a "disk" (a file: nothing of this machine is touched). */
 	snprintf(img, sizeof img, "%s/os1.img", workdir);
@@ -396,6 +406,7 @@ test_lifecycle(void **state)
 	assert_int_equal(boot(&a), 0);
 	n = wait_state("pv00", "deployed", 120);
 	assert_string_equal(jstr(n, "deployed_image"), "os1");
+	assert_string_equal(jstr(n, "power_state"), "on");
 	json_decref(n);
 	assert_int_equal(sh_rc("cmp -n 2000000 %s %s", img, disk), 0);
 	/* The job went through its phases and left its steps. */

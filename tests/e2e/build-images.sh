@@ -1,0 +1,249 @@
+#!/bin/sh
+# build-images.sh - the boot images of the end-to-end rig, built without root tricks.
+#
+#   build-images.sh OUTDIR [CACHEDIR]
+#
+# OUTDIR receives
+#   vmlinuz       a Debian kernel, downloaded (apt-get download) and extracted (dpkg -x), never installed
+#   agent-initrd  the agent ramdisk (cpio newc + gzip): busybox-static, virtio modules, dropbear,
+#                 rackpilot-agent and every library they need; /init is ramdisk/init
+#   disk.img      a small bootable raw disk (MBR + one FAT16 partition with syslinux, the same kernel
+#                 and a tiny initrd whose /init is disk/init): what a deploy writes to a node's disk
+#   disk-initrd   that tiny initrd (also inside disk.img)
+#   SHA256SUMS, BUILDINFO
+# CACHEDIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/rackpilot-e2e) keeps the kernel .deb and its
+# extracted tree, so a rerun needs no network. When nothing that goes into the images changed
+# (the scripts here, the agent binary, busybox, dropbear, the kernel package), OUTDIR is left as
+# it is ("up to date").
+#
+# Environment
+#   AGENT=PATH        the agent binary (default: build/agent/rackpilot-agent of this checkout)
+#   FLAVOUR=cloud-amd64   kernel flavour: cloud-amd64 (LZ4, virtio only; the default, faster
+#                     under TCG) or amd64 (xz, every driver)
+#   KERNEL_DEB=FILE   use this linux-image .deb instead of asking apt
+#   DISK_MB=32        size of disk.img in MiB (>= 24)
+#   FORCE=1           rebuild even when up to date
+# Exit status: 0 built or up to date; 3 no kernel package to be had (apt cannot download it and
+# the cache has none: e2e.sh then skips); 1 anything else.
+set -eu
+
+HERE=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
+REPO=$(CDPATH='' cd -- "$HERE/../.." && pwd)
+die() { echo "build-images.sh: $*" >&2; exit 1; }
+nokernel() { echo "build-images.sh: $*" >&2; exit 3; }
+note() { echo "build-images.sh: $*" >&2; }
+
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then die "usage: build-images.sh OUTDIR [CACHEDIR]"; fi
+OUT=$1
+CACHE=${2:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/rackpilot-e2e}
+AGENT=${AGENT:-$REPO/build/agent/rackpilot-agent}
+FLAVOUR=${FLAVOUR:-cloud-amd64}
+DISK_MB=${DISK_MB:-32}
+BUSYBOX=${BUSYBOX:-/bin/busybox}
+DROPBEAR=${DROPBEAR:-/usr/sbin/dropbear}
+DROPBEARKEY=${DROPBEARKEY:-/usr/bin/dropbearkey}
+SYSLINUX_MBR=${SYSLINUX_MBR:-/usr/lib/syslinux/mbr/mbr.bin}
+# Modules the VMs need (virtio NIC and disk); their dependencies are found with modinfo.
+WANT_MODULES="virtio_pci virtio_net virtio_blk"
+
+case $DISK_MB in ''|*[!0-9]*) die "DISK_MB must be a number" ;; esac
+[ "$DISK_MB" -ge 24 ] || die "DISK_MB must be at least 24"
+[ -x "$AGENT" ] || die "no agent binary at $AGENT (build it, or set AGENT=)"
+for t in "$BUSYBOX" "$DROPBEAR" "$DROPBEARKEY"; do [ -x "$t" ] || die "missing $t"; done
+[ -f "$SYSLINUX_MBR" ] || die "missing $SYSLINUX_MBR (apt-get install syslinux-common)"
+for t in dpkg apt-get ldd modinfo gzip sha256sum sfdisk mkfs.vfat mcopy syslinux; do
+	command -v "$t" > /dev/null || die "missing $t (see .ci/deps)"
+done
+if ldd "$BUSYBOX" > /dev/null 2>&1; then die "$BUSYBOX is not static (apt-get install busybox-static)"; fi
+
+mkdir -p "$OUT" "$CACHE"
+OUT=$(CDPATH='' cd -- "$OUT" && pwd)
+CACHE=$(CDPATH='' cd -- "$CACHE" && pwd)
+
+# ---- the kernel package ---------------------------------------------------------------------
+# (ls | tail picks the newest of our own .deb files, whose names are plain: SC2012 does not apply)
+# shellcheck disable=SC2012
+# apt names the current kernel; the newest .deb of that flavour in the cache is the fallback when
+# apt has no lists (offline CI with a warm cache).
+if [ -n "${KERNEL_DEB:-}" ]; then
+	deb=$KERNEL_DEB
+	[ -f "$deb" ] || die "KERNEL_DEB=$deb does not exist"
+else
+	pkg=$(apt-cache depends "linux-image-$FLAVOUR" 2> /dev/null |
+		awk '/Depends: linux-image-[0-9]/ { print $2; exit }') || pkg=
+	deb=
+	if [ -n "$pkg" ]; then
+		deb=$(ls -1 "$CACHE/${pkg}"_*.deb 2> /dev/null | tail -n 1) || deb=
+		if [ -z "$deb" ]; then
+			note "downloading $pkg into $CACHE"
+			# the sandbox user _apt cannot write into a root-owned cache: run as root
+			(cd "$CACHE" && apt-get download -q -o APT::Sandbox::User=root "$pkg" > /dev/null) ||
+				(cd "$CACHE" && apt-get update -q > /dev/null &&
+					apt-get download -q -o APT::Sandbox::User=root "$pkg" > /dev/null) ||
+				nokernel "apt-get download $pkg failed (no network to the Debian mirrors?)"
+			deb=$(ls -1 "$CACHE/${pkg}"_*.deb | tail -n 1)
+		fi
+	else
+		deb=$(ls -1 "$CACHE"/linux-image-*-"$FLAVOUR"_*.deb 2> /dev/null | tail -n 1) || deb=
+		[ -n "$deb" ] || nokernel "apt does not know linux-image-$FLAVOUR and $CACHE has no kernel .deb"
+		note "apt has no answer; using the cached $(basename "$deb")"
+	fi
+fi
+debname=$(basename "$deb" .deb)
+
+# ---- up to date? ----------------------------------------------------------------------------
+stamp=$( {
+	echo "flavour=$FLAVOUR disk_mb=$DISK_MB deb=$debname modules=$WANT_MODULES"
+	cat "$0" "$HERE/ramdisk/init" "$HERE/ramdisk/udhcpc.script" "$HERE/disk/init" \
+		"$HERE/disk/syslinux.cfg" "$AGENT" "$BUSYBOX" "$DROPBEAR" "$DROPBEARKEY" | sha256sum
+} | sha256sum | cut -c1-64)
+if [ "${FORCE:-0}" != 1 ] && [ -f "$OUT/.stamp" ] && [ "$(cat "$OUT/.stamp")" = "$stamp" ] &&
+	[ -f "$OUT/vmlinuz" ] && [ -f "$OUT/agent-initrd" ] && [ -f "$OUT/disk.img" ]; then
+	note "up to date in $OUT ($debname)"
+	exit 0
+fi
+rm -f "$OUT/.stamp"
+
+# ---- extract it once per package version ------------------------------------------------------
+K=$CACHE/$debname
+if [ ! -f "$K/.done" ]; then
+	note "extracting $debname"
+	rm -rf "$K" "$K.tmp"
+	dpkg -x "$deb" "$K.tmp"
+	touch "$K.tmp/.done"
+	mv "$K.tmp" "$K"
+fi
+# shellcheck disable=SC2012  # one plain file name from a Debian package
+VMLINUZ=$(ls -1 "$K"/boot/vmlinuz-* | head -n 1)
+KVER=${VMLINUZ##*/vmlinuz-}
+MODDIR=$K/lib/modules/$KVER/kernel
+[ -d "$MODDIR" ] || die "no modules in $K"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/rp-e2e-build.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+# ---- modules in dependency order ------------------------------------------------------------
+# index: "name path" per module, names with _ where file names may have -
+find "$MODDIR" -name '*.ko' |
+	awk -F/ '{ n = $NF; sub(/\.ko$/, "", n); gsub(/-/, "_", n); print n, $0 }' > "$WORK/modindex"
+modfile() { # module name -> .ko path
+	awk -v n="$(echo "$1" | tr '-' '_')" '$1 == n { print $2; f = 1; exit } END { exit !f }' \
+		"$WORK/modindex"
+}
+: > "$WORK/order"
+add_module() { # depth-first: dependencies first, each module once
+	grep -qx "$1" "$WORK/order" && return 0
+	_f=$(modfile "$1") || { note "module $1 is not in $KVER (built in?), skipped"; return 0; }
+	for _d in $(modinfo -F depends "$_f" | tr ',' ' '); do add_module "$_d"; done
+	grep -qx "$1" "$WORK/order" || echo "$1" >> "$WORK/order"
+}
+for m in $WANT_MODULES; do add_module "$m"; done
+note "modules: $(tr '\n' ' ' < "$WORK/order")"
+
+# put_modules ROOT: copy the modules and write ROOT/lib/modules/load.order
+put_modules() {
+	mkdir -p "$1/lib/modules"
+	: > "$1/lib/modules/load.order"
+	while read -r m; do
+		f=$(modfile "$m")
+		cp "$f" "$1/lib/modules/$m.ko"
+		echo "$m" >> "$1/lib/modules/load.order"
+	done < "$WORK/order"
+}
+
+# put_busybox ROOT: busybox-static with every applet as a link in /bin
+put_busybox() {
+	mkdir -p "$1/bin" "$1/sbin" "$1/usr/bin" "$1/usr/sbin"
+	cp "$BUSYBOX" "$1/bin/busybox"
+	for a in $("$BUSYBOX" --list); do
+		[ "$a" = busybox ] || ln -sf busybox "$1/bin/$a"
+	done
+}
+
+# put_with_libs ROOT FILE DEST: a dynamic binary at DEST plus what ldd lists, at the same paths
+put_with_libs() {
+	mkdir -p "$1$(dirname "$3")"
+	cp -L "$2" "$1$3"
+	chmod 755 "$1$3"
+	for lib in $(ldd "$2" | awk '/=> \// { print $3 } /^[ \t]*\/[^ ]+ \(/ { print $1 }'); do
+		[ -e "$1$lib" ] && continue
+		mkdir -p "$1$(dirname "$lib")"
+		cp -L "$lib" "$1$lib"
+	done
+}
+
+# make_cpio ROOT OUT: newc archive, gzip. Owners are whoever builds; /init fixes what must be root's.
+make_cpio() {
+	(cd "$1" && find . | sort | "$BUSYBOX" cpio -o -H newc 2> /dev/null) | gzip -6 -n > "$2"
+}
+
+# ---- agent ramdisk --------------------------------------------------------------------------
+R=$WORK/agent
+mkdir -p "$R/proc" "$R/sys" "$R/dev" "$R/run" "$R/tmp" "$R/root" "$R/etc/dropbear" \
+	"$R/etc/rackpilot" "$R/var/lib" "$R/var/log" "$R/var/run" "$R/etc/udhcpc"
+chmod 1777 "$R/tmp"
+chmod 700 "$R/root"
+put_busybox "$R"
+put_modules "$R"
+cp "$HERE/ramdisk/init" "$R/init"
+chmod 755 "$R/init"
+# busybox udhcpc runs /etc/udhcpc/default.script (Debian's build)
+cp "$HERE/ramdisk/udhcpc.script" "$R/etc/udhcpc/default.script"
+chmod 755 "$R/etc/udhcpc/default.script"
+put_with_libs "$R" "$DROPBEAR" /usr/sbin/dropbear
+put_with_libs "$R" "$DROPBEARKEY" /usr/bin/dropbearkey
+# dropbear sessions get PATH=/usr/bin:/bin, and rackpilotd runs "rackpilot-agent run-steps"
+put_with_libs "$R" "$AGENT" /usr/bin/rackpilot-agent
+# the user database dropbear's getpwnam() reads (glibc's "files" NSS is built into libc)
+echo 'root:x:0:0:root:/root:/bin/sh' > "$R/etc/passwd"
+echo 'root:x:0:' > "$R/etc/group"
+echo '/bin/sh' > "$R/etc/shells"
+printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files\n' > "$R/etc/nsswitch.conf"
+printf '127.0.0.1 localhost\n' > "$R/etc/hosts"
+{
+	echo "kernel=$KVER"
+	echo "agent=$("$AGENT" version 2> /dev/null || echo unknown) sha256=$(sha256sum < "$AGENT" | cut -c1-16)"
+	echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+} > "$R/etc/rackpilot-e2e"
+make_cpio "$R" "$WORK/agent-initrd"
+note "agent-initrd: $(du -sk "$R" | cut -f1) KiB unpacked"
+
+# ---- disk OS initrd -------------------------------------------------------------------------
+D=$WORK/diskos
+mkdir -p "$D/proc" "$D/sys" "$D/dev" "$D/tmp" "$D/etc"
+put_busybox "$D"
+put_modules "$D"
+cp "$HERE/disk/init" "$D/init"
+chmod 755 "$D/init"
+cp "$R/etc/rackpilot-e2e" "$D/etc/rackpilot-e2e"
+make_cpio "$D" "$WORK/disk-initrd"
+
+# ---- disk.img: MBR (syslinux) + FAT16 partition at 1 MiB with syslinux, kernel, initrd -------
+IMG=$WORK/disk.img
+rm -f "$IMG"
+truncate -s "${DISK_MB}M" "$IMG"
+part_sectors=$(((DISK_MB - 1) * 2048))
+echo "2048,$part_sectors,e,*" | sfdisk -q --label dos "$IMG" > /dev/null
+dd if="$SYSLINUX_MBR" of="$IMG" bs=440 count=1 conv=notrunc status=none
+# mkfs.vfat's last argument counts 1 KiB blocks
+mkfs.vfat -F 16 -n RPE2E --offset 2048 "$IMG" $((part_sectors / 2)) > /dev/null
+export MTOOLS_SKIP_CHECK=1
+mcopy -i "$IMG@@1M" "$VMLINUZ" ::/vmlinuz
+mcopy -i "$IMG@@1M" "$WORK/disk-initrd" ::/initrd.gz
+mcopy -i "$IMG@@1M" "$HERE/disk/syslinux.cfg" ::/syslinux.cfg
+syslinux --offset 1048576 --install "$IMG"
+mdir -i "$IMG@@1M" -a ::/ | grep -i "^ldlinux *sys" > /dev/null || die "syslinux did not install ldlinux.sys"
+
+# ---- publish --------------------------------------------------------------------------------
+cp "$VMLINUZ" "$OUT/vmlinuz.tmp" && mv "$OUT/vmlinuz.tmp" "$OUT/vmlinuz"
+for f in agent-initrd disk-initrd disk.img; do
+	mv "$WORK/$f" "$OUT/$f.tmp" && mv "$OUT/$f.tmp" "$OUT/$f"
+done
+(cd "$OUT" && sha256sum vmlinuz agent-initrd disk-initrd disk.img > SHA256SUMS)
+{
+	echo "kernel_package=$debname"
+	echo "modules=$(tr '\n' ' ' < "$WORK/order")"
+	cat "$R/etc/rackpilot-e2e"
+} > "$OUT/BUILDINFO"
+echo "$stamp" > "$OUT/.stamp"
+ls -l "$OUT/vmlinuz" "$OUT/agent-initrd" "$OUT/disk.img" >&2

@@ -1,0 +1,291 @@
+# shellcheck shell=bash
+# lib.sh - helpers for e2e.sh (sourced, bash).
+#
+# Expects before sourcing: nothing. Provides: E2E_DIR, REPO, RACKPILOTD, AGENT, E2E_IMAGES,
+# E2E_CACHE (defaults: next to RACKPILOTD, i.e. in its build directory), W (work dir),
+# phase timing, namespace exec (nsx), the API client (api, api_expect, jget), waits with
+# timeouts, log dumps on failure, rackpilotd start, and the EXIT trap that tears the rack down.
+# Everything that talks to the rack network runs inside the namespace: nothing here addresses
+# 10.99.1.0/24 from the root namespace (it would leave through the host's default route).
+
+E2E_DIR=$(CDPATH='' cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(CDPATH='' cd -- "$E2E_DIR/../.." && pwd)
+RACKPILOTD=${RACKPILOTD:-$REPO/build/rackpilotd}
+E2E_BUILD=$(dirname -- "$RACKPILOTD")
+AGENT=${AGENT:-$E2E_BUILD/agent/rackpilot-agent}
+# the images and the kernel download are cached in the build directory
+E2E_IMAGES=${E2E_IMAGES:-$E2E_BUILD/e2e-images}
+E2E_CACHE=${E2E_CACHE:-$E2E_BUILD/e2e-cache}
+export AGENT
+
+T0=$(date +%s.%N)
+PHASE=
+PHASE_T=$T0
+PHASE_LINES=()
+
+elapsed() { echo "$(date +%s.%N) $1" | awk '{ printf "%.1f", $1 - $2 }'; }
+say() { echo "[$(elapsed "$T0")s] $*"; }
+
+# phase NAME: end the running phase (its duration goes into the timing table), start NAME
+phase() {
+	local now
+	now=$(date +%s.%N)
+	if [ -n "$PHASE" ]; then
+		PHASE_LINES+=("$(printf '%-44s %7.1f s' "$PHASE" "$(echo "$now $PHASE_T" | awk '{ print $1 - $2 }')")")
+	fi
+	PHASE=${1:-}
+	PHASE_T=$now
+	[ -n "$PHASE" ] && echo "==== [$(elapsed "$T0")s] $PHASE"
+	return 0
+}
+
+timings() {
+	phase ""
+	echo "---- timings (wall clock, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
+	printf '%s\n' "${PHASE_LINES[@]}"
+	printf '%-44s %7.1f s\n' total "$(elapsed "$T0")"
+}
+
+# skip WHY: exit 77 (ctest SKIP_RETURN_CODE) when this machine cannot run the rig at all
+skip() { echo "SKIP: $*"; exit 77; }
+
+# The Debian packages the rig needs beyond the build's (.ci/deps).
+E2E_PACKAGES="qemu-system-x86 ipxe-qemu ipxe dnsmasq-base busybox-static dropbear-bin syslinux"
+E2E_PACKAGES+=" syslinux-common mtools dosfstools fdisk openipmi ipmitool iproute2 curl python3"
+
+preflight() {
+	[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, taps)"
+	[ -c /dev/net/tun ] || skip "no /dev/net/tun"
+	local t f
+	for t in qemu-system-x86_64 ipmi_sim ipmitool dnsmasq dropbear dropbearkey busybox curl \
+		python3 sfdisk mkfs.vfat mcopy syslinux ip ss setsid apt-get dpkg modinfo; do
+		command -v "$t" > /dev/null || skip "missing $t; apt-get install $E2E_PACKAGES"
+	done
+	for f in /usr/lib/ipxe/undionly.kpxe /usr/lib/ipxe/qemu/efi-virtio.rom /usr/lib/syslinux/mbr/mbr.bin; do
+		[ -f "$f" ] || skip "missing $f; apt-get install $E2E_PACKAGES"
+	done
+	[ -x "$RACKPILOTD" ] || skip "no rackpilotd at $RACKPILOTD (build first, or set RACKPILOTD)"
+	[ -x "$AGENT" ] || skip "no agent at $AGENT (build first, or set AGENT)"
+	# root in a container may still be refused namespaces
+	local probe=rpe2e-probe-$$
+	ip netns add "$probe" 2> /dev/null || skip "cannot create network namespaces here"
+	ip netns del "$probe"
+}
+
+# ---- the work directory and the rack -------------------------------------------------------
+# new_work PREFIX: a fresh work directory (E2E_WORK, else mktemp); exported for rack.sh
+# The rack outlives a SIGKILLed script (QEMU, ipmi_sim, dnsmasq and rackpilotd run detached),
+# and ctest ends a test that overruns its TIMEOUT with SIGKILL. So the script keeps its own
+# deadline, E2E_DEADLINE seconds from its start (default 780, below the 900 s ctest TIMEOUT),
+# after which a watchdog sends it SIGTERM: the EXIT trap then dumps the logs and takes the
+# rack down.
+E2E_DEADLINE=${E2E_DEADLINE:-780}
+WATCHDOG=
+
+new_work() {
+	W=${E2E_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")}
+	mkdir -p "$W"
+	W=$(CDPATH='' cd -- "$W" && pwd)
+	export E2E_WORK=$W
+	FAILED=1
+	trap on_exit EXIT
+	trap 'exit 130' INT TERM HUP
+	# stdout gone (a reader that quit): still clean up, logging to the work directory
+	trap 'exit 141' PIPE
+	start_watchdog
+}
+
+# The watchdog waits in bash's read builtin on a FIFO nobody writes (no sleep process left
+# behind when it is killed), then sends SIGTERM to this script.
+start_watchdog() {
+	local main=$$ left
+	left=$(awk -v d="$E2E_DEADLINE" -v e="$(elapsed "$T0")" 'BEGIN { l = d - e; print (l < 1 ? 1 : int(l)) }')
+	rm -f "$W/.watchdog"
+	mkfifo "$W/.watchdog"
+	(
+		trap - EXIT INT TERM HUP PIPE
+		exec 3<> "$W/.watchdog"
+		read -r -t "$left" _ <&3 && exit 0
+		echo "e2e: not done after E2E_DEADLINE=$E2E_DEADLINE s: stopping" >&2
+		kill -TERM "$main"
+	) < /dev/null &
+	WATCHDOG=$!
+}
+
+on_exit() {
+	local rc=$?
+	set +e
+	[ -z "$WATCHDOG" ] || kill "$WATCHDOG" 2> /dev/null
+	[ "$rc" = 141 ] && exec >> "$W/teardown.log" 2>&1
+	if [ "$FAILED" = 1 ] && [ "$rc" != 77 ]; then
+		sleep 0.3 # rackpilotd writes its access log every 250 ms
+		echo "FAILED (exit $rc); logs follow" >&2
+		dump_logs >&2
+	fi
+	if [ "${E2E_KEEP:-0}" = 1 ]; then
+		echo "E2E_KEEP=1: the rack stays up; stop it with: E2E_WORK=$W $E2E_DIR/rack.sh down" >&2
+		return
+	fi
+	"$E2E_DIR/rack.sh" down 2>&1 | sed 's/^/  /'
+	rm -f "$W/.watchdog"
+	if [ "$FAILED" = 1 ]; then
+		echo "work directory kept for inspection: $W" >&2
+	else
+		rm -rf "$W"
+	fi
+}
+
+# pass: mark success (the EXIT trap then removes the work directory)
+pass() { FAILED=0; }
+
+load_rack() {
+	# shellcheck source=/dev/null
+	. "$W/rack.env"
+}
+
+nsx() { ip netns exec "$NS" "$@"; }
+
+record_pid() { echo "$1 $2" >> "$W/pids"; }
+
+# ---- failure and logs ----------------------------------------------------------------------
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+dump_file() { # FILE [LINES]
+	[ -f "$1" ] || return 0
+	echo "----- ${1#"$W"/} (last ${2:-60} lines)"
+	tail -n "${2:-60}" "$1" | tr -d '\r' | sed 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g'
+}
+
+dump_logs() {
+	[ -n "${W:-}" ] && [ -d "$W" ] || return 0
+	local f
+	dump_file "$W/rackpilotd.log" 120
+	for f in "$W"/vm*/; do
+		dump_file "$f/power.log" 20
+		dump_file "$f/console.log" 80
+		dump_file "$f/qemu.log" 10
+		dump_file "$f/sim.log" 10
+	done
+	dump_file "$W/dnsmasq.log" 60
+	dump_file "$W/lease-events.log" 20
+	dump_file "$W/api.log" 30
+}
+
+# ---- JSON and the API ----------------------------------------------------------------------
+# jget PATH [FILE]: a value out of JSON (stdin or FILE). PATH is dotted: .a.b.0.c ; strings print
+# raw, other values as JSON, a missing value as nothing (status 1).
+jget() {
+	python3 -c '
+import json, sys
+d = json.load(open(sys.argv[2]) if len(sys.argv) > 2 else sys.stdin)
+for k in [k for k in sys.argv[1].split(".") if k]:
+    if isinstance(d, list):
+        d = d[int(k)] if k.lstrip("-").isdigit() and -len(d) <= int(k) < len(d) else None
+    elif isinstance(d, dict):
+        d = d.get(k)
+    else:
+        d = None
+    if d is None:
+        sys.exit(1)
+print(d if isinstance(d, str) else json.dumps(d))
+' "$@"
+}
+
+# jpy EXPR [FILE]: evaluate a Python expression over the JSON document `d` and print it
+jpy() {
+	python3 -c '
+import json, sys
+d = json.load(open(sys.argv[2]) if len(sys.argv) > 2 else sys.stdin)
+r = eval(sys.argv[1])
+print(r if isinstance(r, str) else json.dumps(r))
+' "$@"
+}
+
+RP_URL=
+RP_TOKEN=
+API_STATUS=
+API_BODY=
+
+# api METHOD PATH [JSON | @FILE [CONTENT-TYPE]]: sets API_STATUS and API_BODY (a file)
+api() {
+	local m=$1 p=$2 args=()
+	API_BODY=$W/api.last
+	if [ $# -ge 3 ]; then
+		if [[ $3 == @* ]]; then
+			args=(-H "Content-Type: ${4:-application/octet-stream}" --data-binary "$3")
+		else
+			args=(-H "Content-Type: application/json" --data-binary "$3")
+		fi
+	fi
+	API_STATUS=$(nsx curl -sS -o "$API_BODY" -w '%{http_code}' -X "$m" --max-time 120 \
+		-H "Authorization: Bearer $RP_TOKEN" "${args[@]}" "$RP_URL$p") || API_STATUS=000
+	echo "$m $p -> $API_STATUS" >> "$W/api.log"
+}
+
+# api_expect CODES METHOD PATH [BODY...]: api, fail unless the status is one of CODES (a,b,..);
+# prints the body
+api_expect() {
+	local codes=$1
+	shift
+	api "$@"
+	[[ ,$codes, == *,$API_STATUS,* ]] ||
+		fail "$1 $2: HTTP $API_STATUS (wanted $codes): $(head -c 2000 "$API_BODY")"
+	cat "$API_BODY"
+}
+
+# wait_for SECONDS WHAT CMD...: run CMD every 0.5 s until it succeeds; fail after SECONDS
+wait_for() {
+	local limit=$1 what=$2 start=$SECONDS
+	shift 2
+	until "$@"; do
+		((SECONDS - start < limit)) || fail "timed out after ${limit} s waiting for $what"
+		sleep 0.5
+	done
+	say "$what ($((SECONDS - start)) s)"
+}
+
+# wait_job ID SECONDS: wait until the job has ended; prints its final JSON
+job_ended() {
+	api GET "/v1/jobs/$1"
+	[ "$API_STATUS" = 200 ] || return 1
+	case $(jget .state "$API_BODY") in queued | running) return 1 ;; esac
+	cp "$API_BODY" "$W/job-$1.json"
+}
+wait_job() {
+	wait_for "$2" "job $1 ended" job_ended "$1" >&2
+	cat "$W/job-$1.json"
+}
+
+# expect_job_ok ID SECONDS WHAT
+expect_job_ok() {
+	local j state
+	j=$(wait_job "$1" "$2")
+	state=$(echo "$j" | jget .state)
+	[ "$state" = succeeded ] || fail "$3: job $1 $state: $(echo "$j" | head -c 3000)"
+}
+
+# ---- rackpilotd ------------------------------------------------------------------------------
+# start_rackpilotd CONF: in the namespace, on $BR_IP:$PORT; sets RP_URL and RP_TOKEN
+start_rackpilotd() {
+	local conf=$1
+	mkdir -p "$W/rp"
+	# `ip netns exec` execs rackpilotd: $! is rackpilotd
+	ip netns exec "$NS" "$RACKPILOTD" -c "$conf" --listen "$BR_IP:$PORT" --data-dir "$W/rp" \
+		> "$W/rackpilotd.log" 2>&1 < /dev/null &
+	record_pid $! rackpilotd
+	RP_URL=http://$BR_IP:$PORT
+	wait_for 30 "rackpilotd answers on $RP_URL" \
+		nsx curl -fs -o /dev/null --max-time 2 "$RP_URL/healthz"
+	RP_TOKEN=$(cat "$W/rp/admin.token")
+}
+
+# console_has N PATTERN: VM N's console log (since its last power on) has PATTERN (grep -E).
+# (Not grep -q: with pipefail, grep -q quitting at an early match makes the writers die of
+# SIGPIPE and the pipeline "fail".)
+console_has() {
+	awk '/=== e2e-rig: .* power on / { buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' \
+		"$W/vm$1/console.log" | tr -d '\r' | grep -aE -- "$2" > /dev/null
+}

@@ -1,0 +1,358 @@
+#!/bin/bash
+# rack.sh - a "rack in a box" for Rackpilot's end-to-end test, in its own network namespace.
+#
+#   rack.sh up                 build the rack (as root); returns once every BMC answers
+#   rack.sh down               stop every recorded process, delete the namespace (logs stay)
+#   rack.sh status             namespace, processes, power and boot device of each VM
+#   rack.sh ipmi N ARGS...     ipmitool (lanplus, cipher suite 3) against VM N's BMC
+#   rack.sh exec CMD...        run CMD inside the namespace (curl, ssh, ...)
+#
+# What `up` makes, all inside a new namespace (nothing touches the host's interfaces or routes):
+#   - bridge br0 10.99.1.1/24 (+ fd99:1::1/64: dnsmasq's IPv6 router advertisements end iPXE's
+#     ~16 s wait for IPv6 autoconfiguration), one persistent tap per VM on it;
+#   - dnsmasq on br0: DHCP 10.99.1.100-199, TFTP (undionly.kpxe for plain PXE ROMs), and for iPXE
+#     the boot URL (E2E_BOOT_URL); dhcp-hostsfile = WORK/dnsmasq.hosts (rackpilotd's
+#     `dnsmasq_hosts`), pid file WORK/dnsmasq.pid (rackpilotd's `dnsmasq_pidfile`);
+#   - per VM N a BMC: ipmi_sim on the namespace's 127.0.0.1:(E2E_IPMI_BASE+N-1), user
+#     admin/password, whose chassis control (chassis-control.sh) starts and stops the VM's QEMU
+#     (vm-run.sh) on tapN with the disk WORK/vmN/disk.img. VMs start powered off.
+# Processes started later for the rack (rackpilotd, console followers) may be recorded in
+# WORK/pids ("PID NAME" lines): `down` stops them too. `down` only signals a recorded pid whose
+# command line names WORK.
+#
+# Environment (defaults)
+#   E2E_WORK=${TMPDIR:-/tmp}/rackpilot-e2e   state and logs; one rack per directory
+#   E2E_VMS=2             number of VMs (1-50)
+#   E2E_PORT=8080         rackpilotd's port on 10.99.1.1 (used in the default boot URL)
+#   E2E_BOOT_URL=http://10.99.1.1:$E2E_PORT/boot/ipxe?mac=${net0/mac}   what dnsmasq gives iPXE
+#   E2E_IPMI_BASE=9001    UDP port of VM 1's BMC
+#   E2E_VM_MEM=512        MiB per VM
+#   E2E_DISK_SIZE=256M    size of each VM's (blank, sparse) disk
+#   E2E_NS=rpe2e-XXXXXX   namespace name (default: random, unique per run)
+#
+# Per VM N (WORK/vmN/): vm.conf, lan.conf, bmc.emu, fru.bin, sim/ + sim.log (ipmi_sim),
+# disk.img, bootdev, power.log (every power/boot change), console.log (serial, all boots),
+# qemu.log, qemu.pid, nopxe (create it to make PXE impossible: a fault case).
+# VM N: name e2e-vmN, MAC 52:54:00:e2:00:NN (hex), SMBIOS serial RPE2E00NN, UUID =
+# BMC system GUID 52504532-4530-4000-8000-0000000000NN, disk serial RPE2E-DISK-N.
+set -euo pipefail
+
+HERE=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
+W=${E2E_WORK:-${TMPDIR:-/tmp}/rackpilot-e2e}
+BR_IP=10.99.1.1
+BMC_USER="admin"
+BMC_PASSWORD="password"
+
+die() { echo "rack.sh: $*" >&2; exit 1; }
+log() { echo "rack.sh: $*" >&2; }
+
+# ---- process bookkeeping --------------------------------------------------------------------
+alive() { # pid is alive (not a zombie)
+	local st=
+	[ -r "/proc/$1/stat" ] || return 1
+	read -r _ _ st _ 2> /dev/null < "/proc/$1/stat" || return 1
+	[ "$st" != Z ] && [ "$st" != X ]
+}
+ours() { # pid is alive and its command line names the work directory
+	alive "$1" || return 1
+	# (grep without -q: with pipefail an early exit of grep -q can fail the pipeline)
+	tr '\0' ' ' < "/proc/$1/cmdline" 2> /dev/null | grep -F -- "$W/" > /dev/null
+}
+record() { echo "$1 $2" >> "$W/pids"; }
+
+vm_mac() { printf '52:54:00:e2:00:%02x' "$1"; }
+
+# ---- up -------------------------------------------------------------------------------------
+# FRU device 0 with a product info area (manufacturer, name, model, version, serial, asset tag),
+# so a BMC "verify" can compare the serial with the enrolled one.
+write_fru() { # FILE SERIAL
+	python3 - "$1" "$2" << 'EOF'
+import sys
+path, serial = sys.argv[1], sys.argv[2]
+def field(s):
+    b = s.encode("ascii")
+    return bytes([0xC0 | len(b)]) + b
+body = bytes([1, 0, 0])  # format version, length (patched), language English
+body += b"".join(field(s) for s in ("Rackpilot", "e2e-vm", "e2e-vm", "1.0", serial, "E2E")) + bytes([0xC0, 0xC1])
+length = (len(body) + 1 + 7) // 8 * 8
+area = bytearray(body + bytes(length - len(body) - 1))
+area[1] = length // 8
+area.append((-sum(area)) & 0xFF)
+header = bytearray([1, 0, 0, 0, 1, 0, 0])  # product area at offset 1 (x 8 bytes)
+header.append((-sum(header)) & 0xFF)
+open(path, "wb").write(bytes(header) + bytes(area))
+print(len(header) + len(area))
+EOF
+}
+
+guid_hex() { # UUID text -> lan.conf guid (the 16 bytes reversed, as IPMI puts them on the wire)
+	local s=${1//-/} out='' i
+	for ((i = 30; i >= 0; i -= 2)); do out+=${s:i:2}; done
+	echo "$out"
+}
+
+make_vm() { # N
+	local n=$1 d=$W/vm$1 port=$((E2E_IPMI_BASE + $1 - 1)) uuid serial size
+	uuid=$(printf '52504532-4530-4000-8000-%012d' "$n")
+	serial=$(printf 'RPE2E%04d' "$n")
+	mkdir -p "$d/sim"
+	cat > "$d/vm.conf" << EOF
+NAME=e2e-vm$n
+MAC=$(vm_mac "$n")
+TAP=tap$n
+MEM=$E2E_VM_MEM
+UUID=$uuid
+SERIAL=$serial
+DISK_SERIAL=RPE2E-DISK-$n
+BMC_PORT=$port
+EOF
+	rm -f "$d/disk.img" "$d/qemu.pid" "$d/qemu.prev" "$d/nopxe"
+	truncate -s "$E2E_DISK_SIZE" "$d/disk.img"
+	echo none > "$d/bootdev"
+	: > "$d/power.log"
+	: > "$d/console.log"
+	size=$(write_fru "$d/fru.bin" "$serial")
+	cat > "$d/bmc.emu" << EOF
+mc_setbmc 0x20
+mc_add 0x20 0 no-device-sdrs 0x03 1 0x23 0x9f 32473 0x0e2e
+mc_add_fru_data 0x20 0 $size file 0 "$d/fru.bin"
+mc_enable 0x20
+EOF
+	cat > "$d/lan.conf" << EOF
+name "e2e-vm$n"
+set_working_mc 0x20
+  startlan 1
+    addr 127.0.0.1 $port
+    priv_limit admin
+    allowed_auths_callback none md2 md5 straight
+    allowed_auths_user none md2 md5 straight
+    allowed_auths_operator none md2 md5 straight
+    allowed_auths_admin none md2 md5 straight
+    guid $(guid_hex "$uuid")
+  endlan
+  chassis_control "/bin/sh $HERE/chassis-control.sh $d"
+  user 2 true "$BMC_USER" "$BMC_PASSWORD" admin 10 none md2 md5 straight
+EOF
+	ip -n "$NS" tuntap add dev "tap$n" mode tap
+	ip -n "$NS" link set "tap$n" master br0
+	ip -n "$NS" link set "tap$n" up
+	ip netns exec "$NS" ipmi_sim -c "$d/lan.conf" -f "$d/bmc.emu" -s "$d/sim" -n \
+		< /dev/null > "$d/sim.log" 2>&1 &
+	record $! "ipmi_sim-vm$n"
+}
+
+write_dnsmasq_conf() {
+	local url=$1
+	cat > "$W/dnsmasq.conf" << EOF
+# dnsmasq for the e2e rack (rack.sh): DHCP + TFTP on br0, no DNS
+port=0
+interface=br0
+bind-interfaces
+dhcp-authoritative
+dhcp-range=10.99.1.100,10.99.1.199,255.255.255.0,1h
+# no ICMP probe of a new address (it costs ~3 s before every first offer)
+no-ping
+dhcp-leasefile=$W/dnsmasq.leases
+# rackpilotd's dnsmasq_hosts: "MAC,NAME" lines, re-read on SIGHUP
+dhcp-hostsfile=$W/dnsmasq.hosts
+dhcp-script=$W/lease-event.sh
+# iPXE (every QEMU NIC ROM, and undionly.kpxe) sends user class "iPXE"
+dhcp-userclass=set:ipxe,iPXE
+# a plain PXE ROM: chain-load iPXE over TFTP
+dhcp-boot=tag:!ipxe,undionly.kpxe,,$BR_IP
+# iPXE option 175.176 "no-pxedhcp": no ~3 s wait for ProxyDHCP offers
+dhcp-option=tag:ipxe,encap:175,176,1b
+# iPXE: the boot script over HTTP (iPXE expands \${net0/mac} itself)
+dhcp-boot=tag:ipxe,$url
+# IPv6 router advertisements only: iPXE waits for IPv6 autoconfiguration too
+enable-ra
+dhcp-range=fd99:1::,ra-only,64
+enable-tftp
+tftp-root=$W/tftp
+log-dhcp
+pid-file=$W/dnsmasq.pid
+EOF
+	cat > "$W/lease-event.sh" << EOF
+#!/bin/sh
+# dnsmasq dhcp-script: one line per lease event (add/old/del) and TFTP transfer
+echo "\$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) \$1 \$2 \$3 \${4:-} uc=\${DNSMASQ_USER_CLASS0:-none}" >> $W/lease-events.log
+EOF
+	chmod 755 "$W/lease-event.sh"
+}
+
+up() {
+	[ "$(id -u)" = 0 ] || die "up needs root (namespaces, taps)"
+	[ -c /dev/net/tun ] || die "no /dev/net/tun"
+	for t in ip ipmi_sim ipmitool dnsmasq qemu-system-x86_64 python3 ss setsid; do
+		command -v "$t" > /dev/null || die "missing $t (see .ci/deps)"
+	done
+	[ -f /usr/lib/ipxe/undionly.kpxe ] || die "missing /usr/lib/ipxe/undionly.kpxe (apt-get install ipxe)"
+	E2E_VMS=${E2E_VMS:-2}
+	E2E_PORT=${E2E_PORT:-8080}
+	E2E_IPMI_BASE=${E2E_IPMI_BASE:-9001}
+	E2E_VM_MEM=${E2E_VM_MEM:-512}
+	E2E_DISK_SIZE=${E2E_DISK_SIZE:-256M}
+	# shellcheck disable=SC2016  # ${net0/mac} is for iPXE
+	local url='http://'$BR_IP:$E2E_PORT'/boot/ipxe?mac=${net0/mac}'
+	url=${E2E_BOOT_URL:-$url}
+	if ! [[ $E2E_VMS =~ ^[0-9]+$ ]] || ((E2E_VMS < 1 || E2E_VMS > 50)); then die "E2E_VMS must be 1-50"; fi
+	NS=${E2E_NS:-rpe2e-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')}
+	[[ $NS =~ ^[A-Za-z0-9_.-]{1,15}$ ]] || die "bad namespace name $NS"
+
+	mkdir -p "$W"
+	W=$(CDPATH='' cd -- "$W" && pwd)
+	# paths go into lan.conf strings and a popen() command line
+	[[ $W$HERE =~ ^[A-Za-z0-9_./-]+$ ]] || die "paths may only hold [A-Za-z0-9_./-]: $W $HERE"
+	[ ! -f "$W/rack.env" ] || die "a rack is up in $W (rack.sh down first)"
+	ip netns list | grep -w -- "$NS" > /dev/null && die "namespace $NS exists"
+	# dnsmasq drops to "nobody" and then reads tftp/ and the hosts file
+	chmod 755 "$W"
+	mkdir -p "$W/tftp"
+	chmod 755 "$W/tftp"
+	cp /usr/lib/ipxe/undionly.kpxe "$W/tftp/"
+	chmod 644 "$W/tftp/undionly.kpxe"
+	rm -f "$W/pids" "$W/dnsmasq.pid" "$W/dnsmasq.leases"
+	: > "$W/dnsmasq.hosts"
+	chmod 644 "$W/dnsmasq.hosts"
+	: > "$W/dnsmasq.log"
+	: > "$W/lease-events.log"
+	: > "$W/pids"
+
+	cat > "$W/rack.env" << EOF
+# written by rack.sh up; sourced by e2e.sh (lib.sh) and rack.sh down
+NS=$NS
+VMS=$E2E_VMS
+PORT=$E2E_PORT
+IPMI_BASE=$E2E_IPMI_BASE
+VM_MEM=$E2E_VM_MEM
+DISK_SIZE=$E2E_DISK_SIZE
+BR_IP=$BR_IP
+BOOT_URL='$url'
+BMC_USER=$BMC_USER
+BMC_PASSWORD=$BMC_PASSWORD
+DNSMASQ_HOSTS=$W/dnsmasq.hosts
+DNSMASQ_PIDFILE=$W/dnsmasq.pid
+EOF
+	IPMI_BASE=$E2E_IPMI_BASE
+	up_done=0
+	trap '[ "$up_done" = 1 ] || { log "up failed; tearing down"; down; }' EXIT
+
+	local t0=$SECONDS
+	ip netns add "$NS"
+	ip -n "$NS" link set lo up
+	ip -n "$NS" link add br0 type bridge stp_state 0 forward_delay 0
+	ip -n "$NS" addr add "$BR_IP/24" dev br0
+	ip -n "$NS" addr add fd99:1::1/64 dev br0 nodad
+	ip -n "$NS" link set br0 up
+
+	write_dnsmasq_conf "$url"
+	ip netns exec "$NS" dnsmasq -C "$W/dnsmasq.conf" --log-facility="$W/dnsmasq.log"
+	local i
+	for i in $(seq 1 50); do [ -s "$W/dnsmasq.pid" ] && break; sleep 0.1; done
+	[ -s "$W/dnsmasq.pid" ] || die "dnsmasq did not start: $(tail -n 5 "$W/dnsmasq.log")"
+	record "$(cat "$W/dnsmasq.pid")" dnsmasq
+
+	for i in $(seq 1 "$E2E_VMS"); do make_vm "$i"; done
+
+	# every BMC bound and answering
+	local want=$E2E_VMS have=0
+	for _ in $(seq 1 100); do
+		have=$(ip netns exec "$NS" ss -Hlun | awk -v b="$E2E_IPMI_BASE" -v n="$E2E_VMS" '
+			{ split($4, a, ":"); p = a[2] + 0 } a[1] == "127.0.0.1" && p >= b && p < b + n { c++ }
+			END { print c + 0 }')
+		[ "$have" -ge "$want" ] && break
+		sleep 0.1
+	done
+	[ "$have" -ge "$want" ] || die "only $have of $want BMCs bound"
+	for i in $(seq 1 "$E2E_VMS"); do
+		ipmi "$i" chassis power status > /dev/null || die "BMC of vm$i does not answer"
+	done
+	up_done=1
+	log "up in $((SECONDS - t0)) s: namespace $NS, $E2E_VMS VMs, work dir $W"
+	log "boot URL for iPXE: $url"
+}
+
+# ---- down -----------------------------------------------------------------------------------
+down() {
+	[ -f "$W/rack.env" ] || { log "no rack in $W"; return 0; }
+	# shellcheck source=/dev/null
+	. "$W/rack.env"
+	local pids=() p name f
+	if [ -f "$W/pids" ]; then
+		while read -r p name; do
+			[ -n "$p" ] && ours "$p" && pids+=("$p") && log "stopping $name (pid $p)"
+		done < "$W/pids"
+	fi
+	for f in "$W"/vm*/qemu.pid "$W"/vm*/qemu.prev; do
+		[ -f "$f" ] || continue
+		read -r p < "$f" || continue
+		[ -n "$p" ] && ours "$p" && pids+=("$p") && log "stopping QEMU of $(basename "$(dirname "$f")") (pid $p)"
+	done
+	if ((${#pids[@]})); then kill -TERM "${pids[@]}" 2> /dev/null || :; fi
+	local left=("${pids[@]}") i
+	for i in $(seq 1 50); do
+		left=()
+		for p in "${pids[@]}"; do alive "$p" && left+=("$p"); done
+		((${#left[@]})) || break
+		sleep 0.1
+	done
+	for p in "${left[@]}"; do
+		ours "$p" && { log "pid $p ignored SIGTERM for 5 s: SIGKILL"; kill -KILL "$p" 2> /dev/null || :; }
+	done
+	rm -f "$W"/vm*/qemu.pid "$W"/vm*/qemu.prev
+	if ip netns list | grep -w -- "$NS" > /dev/null; then
+		# anything else still inside the namespace was started by the rack: name it, end it
+		for p in $(ip netns pids "$NS" 2> /dev/null); do
+			log "pid $p ($(tr '\0' ' ' < "/proc/$p/cmdline" 2> /dev/null | cut -c1-80)) still in $NS: SIGKILL"
+			kill -KILL "$p" 2> /dev/null || :
+		done
+		ip netns del "$NS"
+		log "namespace $NS deleted"
+	fi
+	mv "$W/rack.env" "$W/rack.env.down"
+}
+
+# ---- helpers --------------------------------------------------------------------------------
+load_env() {
+	[ -f "$W/rack.env" ] || die "no rack in $W (E2E_WORK?)"
+	# shellcheck source=/dev/null
+	. "$W/rack.env"
+}
+
+ipmi() { # N ARGS...
+	local n=$1
+	shift
+	ip netns exec "$NS" ipmitool -I lanplus -C 3 -H 127.0.0.1 -p $((IPMI_BASE + n - 1)) \
+		-U "$BMC_USER" -P "$BMC_PASSWORD" "$@"
+}
+
+status() {
+	load_env
+	echo "namespace $NS ($(ip netns list | grep -cw "$NS") present), work dir $W"
+	local p name i
+	while read -r p name; do
+		echo "  $name pid $p $(alive "$p" && echo alive || echo gone)"
+	done < "$W/pids"
+	for i in $(seq 1 "$VMS"); do
+		echo "  vm$i: $(ipmi "$i" chassis power status 2>&1), bootdev $(cat "$W/vm$i/bootdev")," \
+			"qemu pid $(cat "$W/vm$i/qemu.pid" 2> /dev/null || echo none)"
+	done
+}
+
+case ${1:-} in
+up) up ;;
+down) down ;;
+status) status ;;
+ipmi)
+	load_env
+	[ $# -ge 3 ] || die "usage: rack.sh ipmi N ARGS..."
+	shift
+	ipmi "$@"
+	;;
+exec)
+	load_env
+	shift
+	exec ip netns exec "$NS" "$@"
+	;;
+*) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
