@@ -167,33 +167,49 @@ jobs_run_provision(struct work *w)
 		const char *p = phase(w);
 		int64_t since = json_integer_value(json_object_get(w->claim, "phase_at"));
 
-		if (__atomic_load_n(&w->j->stop, __ATOMIC_RELAXED))
-			return NULL;
+		if (__atomic_load_n(&w->j->stop, __ATOMIC_RELAXED)) {
+			o = NULL;
+			goto out;
+		}
 		if (__atomic_load_n(&w->cancel, __ATOMIC_RELAXED)) {
 			o = jobs_outcome(w, "cancelled");
 			jobs_set_error(o, "cancelled", "aborted during %s", p);
-			return o;
+			goto out;
+		}
+		json_decref(tgt);
+		tgt = NULL;
+		if (rp_store_ssh_target(w->j->st, w->node_id, &tgt) != RP_ERR_OK) {
+			o = later(w, "cannot read the node");
+			goto out;
+		}
+		/* Maintenance stops all automation: someone may have hands in the machine, so the
+		 * job ends here rather than waiting to power-cycle it once the flag is cleared. */
+		if (json_is_true(json_object_get(tgt, "maintenance"))) {
+			const char *why = json_string_value(json_object_get(tgt, "maintenance_reason"));
+
+			o = failed(w, "maintenance", "the node was put in maintenance%s%s during %s; "
+			           "clear it and start again", why ? ": " : "", why ? why : "", p);
+			break;
 		}
 		if (!strcmp(p, "verify_image")) {
 			if ((o = verify_image(w)) != NULL)
-				return o;
-			if (enter(w, "boot") < 0)
-				return later(w, "could not record the job's phase");
+				goto out;
+			if (enter(w, "boot") < 0) {
+				o = later(w, "could not record the job's phase");
+				goto out;
+			}
 		} else if (!strcmp(p, "boot")) {
 			/* After a restart that interrupted it, the power cycle may have happened: do
 			 * not cycle a booting machine again, wait for it instead. */
 			if (!w->recover && (o = boot_into(w, RP_BOOT_PXE, 0)) != NULL)
-				return o;
-			if (enter(w, "wait_agent") < 0)
-				return later(w, "could not record the job's phase");
+				goto out;
+			if (enter(w, "wait_agent") < 0) {
+				o = later(w, "could not record the job's phase");
+				goto out;
+			}
 		} else if (!strcmp(p, "wait_agent")) {
-			json_t *reg;
+			json_t *reg = json_object_get(tgt, "registered_at");
 
-			json_decref(tgt);
-			tgt = NULL;
-			if (rp_store_ssh_target(w->j->st, w->node_id, &tgt) != RP_ERR_OK)
-				return later(w, "cannot read the node's agent");
-			reg = json_object_get(tgt, "registered_at");
 			if (json_is_integer(reg) && json_integer_value(reg) >= since) {
 				if (enter(w, "steps") < 0) {
 					o = later(w, "could not record the job's phase");
@@ -216,15 +232,19 @@ jobs_run_provision(struct work *w)
 				break; /* failed, cancelled, a retry, a reboot wait, or stopping */
 			json_decref(o);
 			o = NULL;
-			if (enter(w, "finish") < 0)
-				return later(w, "could not record the job's phase");
+			if (enter(w, "finish") < 0) {
+				o = later(w, "could not record the job's phase");
+				goto out;
+			}
 		} else if (!strcmp(p, "finish")) {
 			if (!strcmp(type, "deploy")) {
 				/* From now on the machine is meant to boot its new disk, persistently. */
 				if ((o = boot_into(w, RP_BOOT_DISK, 1)) != NULL)
 					break;
-				if (enter(w, "wait_boot") < 0)
-					return later(w, "could not record the job's phase");
+				if (enter(w, "wait_boot") < 0) {
+					o = later(w, "could not record the job's phase");
+					goto out;
+				}
 				continue;
 			}
 			int off = !strcmp(type, "release") ||
@@ -272,8 +292,9 @@ jobs_run_provision(struct work *w)
 			break;
 		}
 	}
-	json_decref(tgt);
 	if (o == NULL && rounds >= 16)
 		o = failed(w, "internal", "no progress after %d phases", rounds);
+out:
+	json_decref(tgt);
 	return o;
 }

@@ -356,7 +356,8 @@ rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out)
 		return RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT coalesce(n.ssh_address, a.address) AS address, coalesce(n.ssh_port, "
 	            "a.port, 22) AS port, coalesce(n.ssh_user, 'root') AS user, k.key_type, "
-	            "k.key_b64, k.fingerprint, a.boot_id, a.seen_at, a.registered_at FROM nodes n "
+	            "k.key_b64, k.fingerprint, a.boot_id, a.seen_at, a.registered_at, "
+	            "n.maintenance AS \"maintenance:bool\", n.maintenance_reason FROM nodes n "
 	            "LEFT JOIN agents a "
 	            "ON a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id WHERE n.id = ?");
 	if (s == NULL)

@@ -367,7 +367,8 @@ enum rp_err rp_store_step_finish(struct rp_store *st, int64_t job_id, int index,
                                  const char *state, const char *error);
 
 /* Where and how to reach a node over SSH now: {address, port, user, key_type, key_b64,
- * fingerprint, boot_id, seen_at, registered_at} (ms; key and address may be null). */
+ * fingerprint, boot_id, seen_at, registered_at, maintenance, maintenance_reason} (times in ms;
+ * key, address and reason may be null). */
 enum rp_err rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out);
 
 /* Record that a node presented another host key than the pinned one. */

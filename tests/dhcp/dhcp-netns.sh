@@ -19,6 +19,11 @@ skip() { echo "SKIP: $*"; exit 77; }
 for t in dnsmasq busybox ip curl python3; do command -v "$t" > /dev/null || skip "no $t"; done
 if ! [ -r /usr/lib/ipxe/undionly.kpxe ] || ! [ -r /usr/lib/ipxe/ipxe.efi ]; then skip "no ipxe package"; fi
 
+# A chroot without its own mount namespace cannot hold network namespaces ("mount
+# --make-rslave /" fails): that machine cannot run this test.
+ip netns add "rpdhcp-probe-$$" 2> /dev/null || skip "cannot create network namespaces here"
+ip netns del "rpdhcp-probe-$$"
+
 W=$(mktemp -d /tmp/rp-dhcp.XXXXXX)
 chmod 755 "$W" # dnsmasq drops privileges and must read its files
 NS_S=rpdhcp-s-$$

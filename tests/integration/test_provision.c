@@ -497,10 +497,17 @@ test_timeout_and_abort(void **state)
 	assert_int_equal(act("silent", "{\"action\":\"abort\"}", &r), 409);
 	assert_error(&r, 409, "INVALID_STATE");
 	reply_free(&r);
-	/* Maintenance stops automation. */
-	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/silent", &r, "{s:b}", "maintenance", 1),
+	/* Maintenance stops automation: a running job ends at its next look, with the reason... */
+	act_ok("silent", "{\"action\":\"commission\",\"timeout_s\":600}", 202);
+	wait_agent_phase("silent");
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/silent", &r, "{s:b, s:s}", "maintenance",
+	                      1, "maintenance_reason", "reseating GPU 3"),
 	                 200);
 	reply_free(&r);
+	n = wait_state("silent", "commission_failed", 30);
+	assert_non_null(strstr(jstr(n, "provision_error"), "maintenance: reseating GPU 3"));
+	json_decref(n);
+	/* ... and no new one starts. */
 	assert_int_equal(act("silent", "{\"action\":\"commission\"}", &r), 409);
 	assert_error(&r, 409, "INVALID_STATE");
 	reply_free(&r);
