@@ -21,8 +21,11 @@ if ! [ -r /usr/lib/ipxe/undionly.kpxe ] || ! [ -r /usr/lib/ipxe/ipxe.efi ]; then
 
 # A chroot without its own mount namespace cannot hold network namespaces ("mount
 # --make-rslave /" fails): that machine cannot run this test.
-ip netns add "rpdhcp-probe-$$" 2> /dev/null || skip "cannot create network namespaces here"
-ip netns del "rpdhcp-probe-$$"
+if ! { ip netns add "rpdhcp-probe-$$" && ip netns exec "rpdhcp-probe-$$" true &&
+	ip netns del "rpdhcp-probe-$$"; } 2> /dev/null; then
+	ip netns del "rpdhcp-probe-$$" 2> /dev/null || true
+	skip "cannot create network namespaces here"
+fi
 
 W=$(mktemp -d /tmp/rp-dhcp.XXXXXX)
 chmod 755 "$W" # dnsmasq drops privileges and must read its files

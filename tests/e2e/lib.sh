@@ -68,8 +68,11 @@ preflight() {
 	[ -x "$AGENT" ] || skip "no agent at $AGENT (build first, or set AGENT)"
 	# root in a container may still be refused namespaces
 	local probe=rpe2e-probe-$$
-	ip netns add "$probe" 2> /dev/null || skip "cannot create network namespaces here"
-	ip netns del "$probe"
+	# (in a bare chroot `ip netns add` can half-succeed: probe the whole round trip)
+	if ! { ip netns add "$probe" && ip netns exec "$probe" true && ip netns del "$probe"; } 2> /dev/null; then
+		ip netns del "$probe" 2> /dev/null || true
+		skip "cannot create network namespaces here"
+	fi
 }
 
 # ---- the work directory and the rack -------------------------------------------------------

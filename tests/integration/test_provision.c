@@ -187,7 +187,9 @@ upload(const char *name, const char *kind, const char *file)
 
 /* ---- Tests ------------------------------------------------------------------------------- */
 
-static struct node a, b;
+static struct node a, b, c;
+static char conf[400];
+static const char *args[] = {"-c", conf, NULL};
 
 static void
 test_boot_scripts(void **state)
@@ -513,6 +515,39 @@ test_timeout_and_abort(void **state)
 	reply_free(&r);
 }
 
+/* kill -9 while a commission waits for its agent: after the restart the same job goes on
+ * from its recorded phase (wait_agent: the BMC is not asked again) and the node gets ready. */
+static void
+test_kill9_mid_commission(void **state)
+{
+	char dir[256], job[64], path[200];
+	struct reply r;
+	json_t *n;
+
+	(void)state;
+	act_ok("pv02", "{\"action\":\"manage\"}", 202);
+	json_decref(wait_state("pv02", "manageable", 60));
+	act_ok("pv02", "{\"action\":\"commission\",\"timeout_s\":120}", 202);
+	wait_agent_phase("pv02");
+	n = node_get("pv02");
+	snprintf(job, sizeof job, "%s", jstr(n, "provision_job"));
+	json_decref(n);
+	snprintf(dir, sizeof dir, "%s", S.dir);
+	server_stop(&S, SIGKILL);
+	server_start(&S, dir, args);
+	/* The machine, power-cycled before the crash, boots now and registers. */
+	assert_int_equal(boot(&c), 0);
+	json_decref(wait_state("pv02", "ready", 120));
+	snprintf(path, sizeof path, "/v1/jobs/%s", job);
+	assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
+	assert_string_equal(jstr(r.json, "state"), "succeeded");
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/jobs?node=pv02&type=commission", &r, NULL), 200);
+	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 1);
+	assert_string_equal(jstr(json_array_get(json_object_get(r.json, "items"), 0), "id"), job);
+	reply_free(&r);
+}
+
 static void
 test_bad_actions(void **state)
 {
@@ -559,8 +594,7 @@ test_bad_actions(void **state)
 static int
 setup(void **state)
 {
-	static char conf[400], ps[16];
-	static const char *args[] = {"-c", conf, NULL};
+	static char ps[16];
 	char path[400];
 	FILE *f;
 
@@ -594,6 +628,7 @@ setup(void **state)
 	}
 	make(&a, 0);
 	make(&b, 1);
+	make(&c, 2);
 	return 0;
 }
 
@@ -604,6 +639,8 @@ teardown(void **state)
 		sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, a.dir);
 	if (b.started)
 		sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, b.dir);
+	if (c.started)
+		sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, c.dir);
 	if (getenv("RP_KEEP") == NULL)
 		sh_rc("rm -rf %s", workdir);
 	return group_teardown(state);
@@ -621,6 +658,7 @@ main(void)
 	    cmocka_unit_test(test_lifecycle),
 	    cmocka_unit_test(test_corrupt_image),
 	    cmocka_unit_test(test_timeout_and_abort),
+	    cmocka_unit_test(test_kill9_mid_commission),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
