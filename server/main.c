@@ -17,6 +17,7 @@
 #include "boot/boot.h"
 #include "http/http.h"
 #include "jobs/jobs.h"
+#include "rollout/rollout.h"
 #include "ssh/ssh.h"
 #include "rackpilot/agent.h"
 #include "rackpilot/version.h"
@@ -202,6 +203,7 @@ main(int argc, char **argv)
 	struct rp_http_opts ho;
 	struct rp_jobs_opts jo;
 	struct rp_jobs *jobs = NULL;
+	struct rp_rollout *rollouts = NULL;
 	struct rp_ssh_key *sshkey = NULL;
 	const char *config_path = NULL;
 	char why[512], dbpath[600], sshdir[600], updir[600];
@@ -340,6 +342,7 @@ main(int argc, char **argv)
 	}
 	rp_jobs_defaults(&jo);
 	jo.image_dir = cfg.image_dir;
+	jo.image_url = cfg.boot_url[0] ? cfg.boot_url : NULL;
 	jo.workers = cfg.job_workers;
 	jo.ssh_workers = cfg.ssh_workers;
 	jo.ssh_key = sshkey;
@@ -351,6 +354,8 @@ main(int argc, char **argv)
 		rp_log_error("%s", why);
 		goto out;
 	}
+	if ((rollouts = rp_rollout_new(st, jobs)) == NULL)
+		goto out;
 	api.jobs = jobs;
 	api.store = st;
 	api.ssh_public_key = rp_ssh_key_public(sshkey);
@@ -392,6 +397,7 @@ main(int argc, char **argv)
 		sig = sigtimedwait(&sigs, NULL, &tick);
 		rp_log_flush();
 		dnsmasq_sync(st, &cfg, &dhcp);
+		rp_rollout_tick(rollouts);
 		if (sig < 0)
 			continue;
 		if (sig == SIGHUP) {
@@ -406,6 +412,7 @@ out:
 	/* HTTP first (no new jobs), then jobs (running ones stay recorded as running and are
 	 * recovered at the next start), then the BMC sessions. */
 	rp_http_stop(http);
+	rp_rollout_free(rollouts);
 	rp_jobs_stop(jobs);
 	if (api.jobs)
 		rp_bmc_global_cleanup();

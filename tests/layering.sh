@@ -19,6 +19,8 @@ check ssh '#include *"(\.\./)?(api|http|store|jobs|bmc)/' "ssh/ includes a highe
 check boot '#include *"(\.\./)?(api|http|store|jobs|bmc|ssh)/' "boot/ includes a higher module"
 check bmc '#include *"(\.\./)?(api|http|store|jobs|ssh)/' "bmc/ includes a higher module"
 check api '#include *"(\.\./)?(ssh|bmc)/' "api/ includes ssh/ or bmc/ (it goes through jobs/)"
+check rollout '#include *<(microhttpd|sqlite3).h>' "rollout/ includes microhttpd or sqlite3"
+check rollout '#include *"(\.\./)?(api|http|bmc|ssh|boot)/' "rollout/ includes a module it must not (it drives jobs/ and store/)"
 for m in store jobs; do
 	if grep -rlE "#include *\"(\\.\\./)?$m/internal.h\"" "$src/server" | grep -v "/$m/" >/dev/null; then
 		echo "layering: $m/internal.h used outside $m/" >&2

@@ -319,6 +319,11 @@ void rp_api_baselines_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_firmware_node(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_firmware_node_readings(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_firmware_drift(struct rp_api_req *rq, struct rp_api_resp *rs);
+/* Node firmware/BIOS actions (202 + job; docs/firmware.md): firmware_refresh, firmware_update
+ * ({components?}), bios_apply ({profile?}). */
+void rp_api_firmware_refresh(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_firmware_update(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_bios_apply(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_events_list(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_nodes_power(struct rp_api_req *rq, struct rp_api_resp *rs);
@@ -365,6 +370,12 @@ void rp_api_recipes_list(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_recipes_get(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_recipes_update(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_recipes_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_rollouts_create(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_rollouts_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_rollouts_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_rollouts_pause(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_rollouts_resume(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_rollouts_abort(struct rp_api_req *rq, struct rp_api_resp *rs);
 
 /* ---- Step plans (plan.c) ------------------------------------------------------------- */
 

@@ -83,3 +83,44 @@ rp_api_bios_drift(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	rp_api_drift(rq, rs, rp_store_bios_drift);
 }
+
+static const struct rp_field apply_fields[] = {
+    {"profile", RP_F_NAME, 0},
+    {NULL},
+};
+
+void
+rp_api_bios_apply(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *detail = NULL, *desired = NULL, *job, *out = NULL, *params;
+	const char *profile;
+	enum rp_err e;
+	char actor[96];
+
+	if (rq->body && rp_api_need_object(rq, rs) < 0)
+		return;
+	if (rq->body && (e = rp_api_validate(rq->body, apply_fields, 1, &detail)) != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		return;
+	}
+	profile = json_string_value(json_object_get(rq->body, "profile"));
+	/* Refuse now what the job would refuse: no profile applies, an unknown one. */
+	e = rp_store_bios_desired(rq->api->store, rq->params[0], profile, &desired, &detail);
+	if (e != RP_ERR_OK) {
+		rp_api_reply_store_error(rs, e, detail, "no such node");
+		return;
+	}
+	json_decref(desired);
+	params = profile ? json_pack("{s:s}", "profile", profile) : json_object();
+	job = json_pack("{s:s, s:o, s:b}", "type", "bios_apply", "params", params, "mutating", 1);
+	e = rp_jobs_submit(rq->api->jobs, rq->params[0], job, rp_api_actor(rq, actor), &out, &detail);
+	json_decref(job);
+	if (e != RP_ERR_OK) {
+		rp_api_reply_store_error(rs, e, detail, "no such node");
+		return;
+	}
+	snprintf(rs->location, sizeof rs->location, "/v1/jobs/%s",
+	         json_string_value(json_object_get(out, "id")));
+	rs->status = 202;
+	rs->body = out;
+}

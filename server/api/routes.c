@@ -38,6 +38,9 @@ const struct rp_route rp_api_routes[] = {
     {"POST", "/v1/nodes/{node}/bios/readings", rp_api_bios_node_readings, O, 0},
     {"GET", "/v1/nodes/{node}/firmware", rp_api_firmware_node, V, 0},
     {"POST", "/v1/nodes/{node}/firmware/readings", rp_api_firmware_node_readings, O, 0},
+    {"POST", "/v1/nodes/{node}/firmware/refresh", rp_api_firmware_refresh, O, 0},
+    {"POST", "/v1/nodes/{node}/firmware/update", rp_api_firmware_update, O, 0},
+    {"POST", "/v1/nodes/{node}/bios/apply", rp_api_bios_apply, O, 0},
     {"POST", "/v1/nodes/{node}/steps", rp_api_nodes_steps, O, 0},
     {"PUT", "/v1/nodes/{node}/ssh-host-key", rp_api_nodes_host_key_set, O, 0},
     {"DELETE", "/v1/nodes/{node}/ssh-host-key", rp_api_nodes_host_key_clear, O, 0},
@@ -69,6 +72,13 @@ const struct rp_route rp_api_routes[] = {
     {"POST", "/v1/actions/steps", rp_api_actions_steps, O, 0},
     {"GET", "/v1/power/sync", rp_api_power_sync_get, V, 0},
     {"POST", "/v1/power/sync", rp_api_power_sync_start, O, 0},
+
+    {"GET", "/v1/rollouts", rp_api_rollouts_list, V, 0},
+    {"POST", "/v1/rollouts", rp_api_rollouts_create, O, 0},
+    {"GET", "/v1/rollouts/{id}", rp_api_rollouts_get, V, 0},
+    {"POST", "/v1/rollouts/{id}/pause", rp_api_rollouts_pause, O, 0},
+    {"POST", "/v1/rollouts/{id}/resume", rp_api_rollouts_resume, O, 0},
+    {"POST", "/v1/rollouts/{id}/abort", rp_api_rollouts_abort, O, 0},
 
     {"GET", "/v1/recipes", rp_api_recipes_list, V, 0},
     {"POST", "/v1/recipes", rp_api_recipes_create, O, 0},

@@ -318,6 +318,19 @@ rp_bmc_bios_set(struct rp_bmc *b, json_t *attributes, struct rp_bmc_err *err)
 }
 
 int
+rp_bmc_bios_registry(struct rp_bmc *b, const char *registry, json_t **out, struct rp_bmc_err *err)
+{
+	return OPTIONAL(bios_registry, registry, out, err);
+}
+
+int
+rp_bmc_task_find(struct rp_bmc *b, const char *needle, char *task, size_t tasklen,
+                 struct rp_bmc_err *err)
+{
+	return OPTIONAL(task_find, needle, task, tasklen, err);
+}
+
+int
 rp_bmc_firmware_inventory(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 {
 	return OPTIONAL(firmware_inventory, out, err);

@@ -128,6 +128,12 @@ int rp_bmc_bios_get(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err);
 /* Stage attribute values in the pending settings, applied at the next reset; apply_time
  * "OnReset" is sent only when the BMC lists it. */
 int rp_bmc_bios_set(struct rp_bmc *b, json_t *attributes, struct rp_bmc_err *err);
+/* The BIOS attribute registry `registry` (the id rp_bmc_bios_get reports), fetched through
+ * Registries/<file> -> Location Uri: [{name, type, read_only, values? [..], lower?, upper?,
+ * max_length?}] (type as Redfish says: Enumeration, String, Integer, Boolean, Password).
+ * RP_BMC_UNSUPPORTED when the BMC serves no such registry. */
+int rp_bmc_bios_registry(struct rp_bmc *b, const char *registry, json_t **out,
+                         struct rp_bmc_err *err);
 /* Firmware inventory: [{component, id, version, updateable}]. */
 int rp_bmc_firmware_inventory(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err);
 /* Start an update from an image URL (SimpleUpdate) or, with a local file path, a multipart
@@ -137,6 +143,12 @@ int rp_bmc_firmware_update(struct rp_bmc *b, const char *image_uri, const char *
 /* Poll a task: *done 1 when terminal, *ok 1 when it succeeded, *status (new, caller owns)
  * the task body when there is one. */
 int rp_bmc_task_poll(struct rp_bmc *b, const char *task, int *done, int *ok, json_t **status,
+                     struct rp_bmc_err *err);
+
+/* Find the newest task whose name or payload mentions needle (an image name): for a client
+ * that lost the task URI of an update it started. 0 and the monitor (or task) URI in task;
+ * 1 when no task mentions it; -1 with err. */
+int rp_bmc_task_find(struct rp_bmc *b, const char *needle, char *task, size_t tasklen,
                      struct rp_bmc_err *err);
 
 /* Process-wide set-up (libcurl) and tear-down (cached Redfish sessions logged out). */
@@ -156,10 +168,14 @@ struct rp_bmc_ops {
 	int (*identity)(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *err);
 	int (*bios_get)(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err);
 	int (*bios_set)(struct rp_bmc *b, json_t *attributes, struct rp_bmc_err *err);
+	int (*bios_registry)(struct rp_bmc *b, const char *registry, json_t **out,
+	                     struct rp_bmc_err *err);
 	int (*firmware_inventory)(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err);
 	int (*firmware_update)(struct rp_bmc *b, const char *image_uri, const char *local_file,
 	                       json_t *targets, char *task, size_t tasklen, struct rp_bmc_err *err);
 	int (*task_poll)(struct rp_bmc *b, const char *task, int *done, int *ok, json_t **status,
+	                 struct rp_bmc_err *err);
+	int (*task_find)(struct rp_bmc *b, const char *needle, char *task, size_t tasklen,
 	                 struct rp_bmc_err *err);
 };
 

@@ -825,6 +825,127 @@ rf_bios_set(struct rp_bmc *b, json_t *attributes, struct rp_bmc_err *err)
 	return rc;
 }
 
+/* One registry entry in our shape; NULL for entries without a name. */
+static json_t *
+registry_entry(json_t *e)
+{
+	const char *name = json_string_value(json_object_get(e, "AttributeName"));
+	const char *type = json_string_value(json_object_get(e, "Type"));
+	json_t *out, *v, *values;
+	size_t i;
+
+	if (name == NULL)
+		return NULL;
+	out = json_pack("{s:s, s:s, s:b}", "name", name, "type", type ? type : "String", "read_only",
+	                json_is_true(json_object_get(e, "ReadOnly")) ||
+	                    json_is_true(json_object_get(e, "GrayOut")));
+	if ((v = json_object_get(e, "Value")) != NULL && json_is_array(v)) {
+		values = json_array();
+		json_array_foreach(v, i, e)
+		{
+			const char *vn = json_string_value(json_object_get(e, "ValueName"));
+
+			if (vn)
+				json_array_append_new(values, json_string(vn));
+		}
+		json_object_set_new(out, "values", values);
+	}
+	if (json_is_number(v = json_object_get(e, "LowerBound")))
+		json_object_set(out, "lower", v);
+	if (json_is_number(v = json_object_get(e, "UpperBound")))
+		json_object_set(out, "upper", v);
+	if (json_is_integer(v = json_object_get(e, "MaxLength")))
+		json_object_set(out, "max_length", v);
+	return out;
+}
+
+static int
+rf_bios_registry(struct rp_bmc *b, const char *registry, json_t **out, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *root = NULL, *coll = NULL, *file = NULL, *body = NULL, *m, *loc, *list = NULL;
+	const char *rpath, *uri = NULL;
+	char fpath[512] = "";
+	size_t i;
+	int rc = -1;
+
+	if (get(h, "/redfish/v1", &root, NULL, 0, err) < 0)
+		return -1;
+	rpath = link(json_object_get(root, "Registries"));
+	if (rpath[0] == '\0') {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no Registries", h->base_url);
+		goto out;
+	}
+	if (get(h, rpath, &coll, NULL, 0, err) < 0)
+		goto out;
+	/* The registry file is the member named after the registry (its Id, or the Registry
+	 * it holds); vendors differ in which they match. */
+	json_array_foreach(json_object_get(coll, "Members"), i, m)
+	{
+		const char *p = link(m), *slash = strrchr(p, '/');
+
+		if (slash && !strcmp(slash + 1, registry)) {
+			copy(fpath, sizeof fpath, p);
+			break;
+		}
+	}
+	if (fpath[0] == '\0') {
+		json_array_foreach(json_object_get(coll, "Members"), i, m)
+		{
+			json_t *f = NULL;
+
+			if (get(h, link(m), &f, NULL, 0, err) < 0)
+				goto out;
+			if (!strcmp(json_string_value(json_object_get(f, "Registry")) ?: "", registry) ||
+			    !strcmp(json_string_value(json_object_get(f, "Id")) ?: "", registry)) {
+				file = f;
+				break;
+			}
+			json_decref(f);
+		}
+	} else if (get(h, fpath, &file, NULL, 0, err) < 0)
+		goto out;
+	if (file == NULL) {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s serves no registry %s", h->base_url, registry);
+		goto out;
+	}
+	/* Prefer the English copy; any Uri will do otherwise. */
+	json_array_foreach(json_object_get(file, "Location"), i, loc)
+	{
+		const char *u = json_string_value(json_object_get(loc, "Uri"));
+		const char *lang = json_string_value(json_object_get(loc, "Language"));
+
+		if (u && (uri == NULL || (lang && !strncmp(lang, "en", 2))))
+			uri = u;
+	}
+	if (uri == NULL) {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: registry %s has no Location Uri", h->base_url,
+		            registry);
+		goto out;
+	}
+	if (get(h, uri, &body, NULL, 0, err) < 0)
+		goto out;
+	list = json_array();
+	json_array_foreach(json_object_get(json_object_get(body, "RegistryEntries"), "Attributes"), i,
+	                   m)
+	{
+		json_t *e = registry_entry(m);
+
+		if (e)
+			json_array_append_new(list, e);
+	}
+	*out = list;
+	list = NULL;
+	rc = 0;
+out:
+	json_decref(root);
+	json_decref(coll);
+	json_decref(file);
+	json_decref(body);
+	json_decref(list);
+	return rc;
+}
+
 static int
 rf_firmware_inventory(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 {
@@ -1001,6 +1122,77 @@ rf_task_poll(struct rp_bmc *b, const char *task, int *done, int *ok, json_t **st
 	return 0;
 }
 
+/* Does task t mention needle (its Name, or the request it runs)? */
+static int
+task_mentions(json_t *t, const char *needle)
+{
+	const char *name = json_string_value(json_object_get(t, "Name"));
+	json_t *payload = json_object_get(t, "Payload");
+	char *text;
+	int hit;
+
+	if (name && strstr(name, needle))
+		return 1;
+	if (payload == NULL)
+		return 0;
+	text = json_dumps(payload, JSON_COMPACT);
+	hit = text && strstr(text, needle) != NULL;
+	free(text);
+	return hit;
+}
+
+static int
+rf_task_find(struct rp_bmc *b, const char *needle, char *task, size_t tasklen,
+             struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *root = NULL, *svc = NULL, *coll = NULL, *members;
+	const char *tpath;
+	size_t i;
+	int rc = -1;
+
+	if (get(h, "/redfish/v1", &root, NULL, 0, err) < 0)
+		return -1;
+	tpath = link(json_object_get(root, "Tasks"));
+	if (tpath[0] == '\0') {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no TaskService", h->base_url);
+		goto out;
+	}
+	if (get(h, tpath, &svc, NULL, 0, err) < 0)
+		goto out;
+	tpath = link(json_object_get(svc, "Tasks"));
+	if (tpath[0] == '\0' || get(h, tpath, &coll, NULL, 0, err) < 0) {
+		if (tpath[0] == '\0')
+			rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s lists no tasks", h->base_url);
+		goto out;
+	}
+	members = json_object_get(coll, "Members");
+	rc = 1;
+	/* Newest first: BMCs append tasks and drop the oldest. At most 64 looked at. */
+	for (i = json_array_size(members); i-- > 0 && json_array_size(members) - i <= 64;) {
+		json_t *t = NULL;
+		const char *mon;
+
+		if (get(h, link(json_array_get(members, i)), &t, NULL, 0, err) < 0) {
+			rc = -1;
+			break;
+		}
+		if (task_mentions(t, needle)) {
+			mon = json_string_value(json_object_get(t, "TaskMonitor"));
+			copy(task, tasklen, mon ? mon : link(t));
+			json_decref(t);
+			rc = 0;
+			break;
+		}
+		json_decref(t);
+	}
+out:
+	json_decref(root);
+	json_decref(svc);
+	json_decref(coll);
+	return rc;
+}
+
 int
 rp_bmc_global_init(void)
 {
@@ -1049,7 +1241,9 @@ const struct rp_bmc_ops rp_bmc_redfish_ops = {
     .identity = rf_identity,
     .bios_get = rf_bios_get,
     .bios_set = rf_bios_set,
+    .bios_registry = rf_bios_registry,
     .firmware_inventory = rf_firmware_inventory,
     .firmware_update = rf_firmware_update,
     .task_poll = rf_task_poll,
+    .task_find = rf_task_find,
 };

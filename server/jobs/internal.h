@@ -28,7 +28,7 @@ struct work {
 	int64_t id;
 	int64_t node_id;
 	char uuid[RP_UUID_BUF];
-	char type[16];
+	char type[24];
 	char node_name[64];
 	json_t *claim;      /* the store's claim record (holds the BMC password) */
 	int recover;        /* interrupted by a stop after sending its command: verify only */
@@ -83,6 +83,12 @@ json_t *jobs_bmc_failure(struct work *w, const struct rp_bmc_err *err, int may_r
 /* Run a commission, deploy or release job (provision.c): its phases in order, each recorded
  * as it is reached, so a restart resumes in the right one. Outcome as jobs_run_steps. */
 json_t *jobs_run_provision(struct work *w);
+
+/* Run a firmware_refresh, bios_apply or firmware_update job (firmware.c) on an open BMC
+ * handle. The outcome to record, or NULL when rackpilotd is stopping (the job stays running
+ * and resumes from its recorded progress at the next start). */
+struct rp_bmc;
+json_t *jobs_run_firmware(struct work *w, struct rp_bmc *b);
 
 /* Run a steps job (steps.c): push its plan over SSH and settle it. The outcome to record,
  * or NULL when rackpilotd is stopping (the job stays running and is recovered). */

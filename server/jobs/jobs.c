@@ -28,6 +28,7 @@ rp_jobs_defaults(struct rp_jobs_opts *o)
 	o->ssh_connect_timeout_s = 10;
 	o->log_cap = 8u << 20;
 	o->image_dir = NULL;
+	o->image_url = NULL;
 }
 
 static void
@@ -479,6 +480,9 @@ run(struct work *w)
 		o = run_boot(w, b);
 	else if (!strcmp(w->type, "verify"))
 		o = run_verify(w, b);
+	else if (!strcmp(w->type, "firmware_refresh") || !strcmp(w->type, "bios_apply") ||
+	         !strcmp(w->type, "firmware_update"))
+		o = jobs_run_firmware(w, b);
 	else {
 		o = jobs_outcome(w, "failed");
 		jobs_set_error(o, "unknown_type", "no runner for job type '%s'", w->type);

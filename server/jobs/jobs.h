@@ -37,6 +37,8 @@ struct rp_jobs_opts {
 	unsigned ssh_connect_timeout_s; /* default 10 */
 	size_t log_cap;             /* bytes of SSH output kept per job; default 8 MiB */
 	const char *image_dir;      /* the image store, for checking an image before a deploy */
+	const char *image_url;      /* base URL BMCs fetch images from (BASE/boot/images/NAME);
+	                               NULL: firmware updates by SimpleUpdate fail with a reason */
 };
 
 /* Fill o with the defaults. */

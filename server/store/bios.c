@@ -285,3 +285,235 @@ out:
 	json_decref(items);
 	return e;
 }
+
+/* ---- Attribute registries ------------------------------------------------------------- */
+
+/* Why value is not acceptable for registry entry def, or NULL when it is. */
+static const char *
+registry_refuses(json_t *def, json_t *value, char *buf, size_t len)
+{
+	const char *type = json_string_value(json_object_get(def, "type")) ?: "";
+	json_t *values = json_object_get(def, "values"), *x;
+	size_t i;
+
+	if (json_is_true(json_object_get(def, "read_only")))
+		return "is read-only";
+	if (!strcmp(type, "Enumeration")) {
+		if (!json_is_string(value))
+			return "must be one of the listed values (a string)";
+		json_array_foreach(values, i, x)
+		{
+			if (json_equal(x, value))
+				return NULL;
+		}
+		{
+			char *list = json_dumps(values, JSON_COMPACT);
+
+			snprintf(buf, len, "must be one of %.300s", list ? list : "[]");
+			free(list);
+		}
+		return buf;
+	}
+	if (!strcmp(type, "Integer")) {
+		json_t *lo = json_object_get(def, "lower"), *hi = json_object_get(def, "upper");
+
+		if (!json_is_integer(value))
+			return "must be an integer";
+		if ((lo && json_number_value(value) < json_number_value(lo)) ||
+		    (hi && json_number_value(value) > json_number_value(hi))) {
+			snprintf(buf, len, "must be between %g and %g", lo ? json_number_value(lo) : -1e18,
+			         hi ? json_number_value(hi) : 1e18);
+			return buf;
+		}
+		return NULL;
+	}
+	if (!strcmp(type, "Boolean"))
+		return json_is_boolean(value) ? NULL : "must be true or false";
+	if (!strcmp(type, "String") || !strcmp(type, "Password")) {
+		json_t *max = json_object_get(def, "max_length");
+
+		if (!json_is_string(value))
+			return "must be a string";
+		if (json_is_integer(max) &&
+		    (json_int_t)json_string_length(value) > json_integer_value(max)) {
+			snprintf(buf, len, "at most %lld characters", (long long)json_integer_value(max));
+			return buf;
+		}
+	}
+	return NULL;
+}
+
+enum rp_err
+store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
+{
+	json_t *attrs = json_object_get(obj, "attributes"), *v;
+	const char *cls = json_string_value(json_object_get(obj, "node_class")), *name;
+	sqlite3_stmt *s;
+	char field[200], buf[400];
+	int rc;
+
+	if (json_object_size(attrs) == 0)
+		return RP_ERR_OK;
+	/* One registry per distinct id among the nodes the profile applies to. */
+	s = STMT(c, "SELECT r.registry, r.attributes, min(n.name) FROM bios_registries r JOIN nodes "
+	            "n ON n.id = r.node_id WHERE (?1 IS NOT NULL AND n.node_class = ?1 AND "
+	            "n.bios_profile_id IS NULL) OR n.bios_profile_id = ?2 GROUP BY r.registry "
+	            "LIMIT 16");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	store_bind_text(s, 1, cls);
+	sqlite3_bind_int64(s, 2, self);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *defs = json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL), *d;
+		const char *reg = (const char *)sqlite3_column_text(s, 0);
+		const char *node = (const char *)sqlite3_column_text(s, 2);
+		size_t i;
+
+		json_object_foreach(attrs, name, v)
+		{
+			const char *why = "is not in the registry";
+			json_t *def = NULL;
+
+			json_array_foreach(defs, i, d)
+			{
+				if (!strcmp(json_string_value(json_object_get(d, "name")) ?: "", name)) {
+					def = d;
+					break;
+				}
+			}
+			if (def && (why = registry_refuses(def, v, buf, sizeof buf)) == NULL)
+				continue;
+			snprintf(field, sizeof field, "attributes.%.128s", name);
+			*detail = json_pack("{s:s, s:o, s:s, s:s}", "field", field, "reason",
+			                    json_sprintf("%s %s (registry %s of node %s)", name, why, reg,
+			                                 node),
+			                    "registry", reg, "node", node);
+			json_decref(defs);
+			sqlite3_reset(s);
+			return RP_ERR_INVALID_FIELD;
+		}
+		json_decref(defs);
+	}
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "profile check");
+}
+
+enum rp_err
+rp_store_bios_registry_set(struct rp_store *st, const char *key, const char *registry,
+                           json_t *attributes)
+{
+	struct conn *c = store_conn(st);
+	char *text = store_canon(attributes);
+	sqlite3_stmt *s;
+	struct node_ref n;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL || text == NULL) {
+		free(text);
+		return RP_ERR_INTERNAL;
+	}
+	if ((e = store_begin(c)) != RP_ERR_OK) {
+		free(text);
+		return e;
+	}
+	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK) {
+		free(text);
+		goto out;
+	}
+	s = STMT(c, "INSERT INTO bios_registries(node_id, registry, attributes, read_at) VALUES "
+	            "(?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET registry = excluded.registry, "
+	            "attributes = excluded.attributes, read_at = excluded.read_at");
+	if (s == NULL) {
+		free(text);
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	sqlite3_bind_int64(s, 1, n.id);
+	store_bind_text(s, 2, registry);
+	sqlite3_bind_text(s, 3, text, -1, free);
+	sqlite3_bind_int64(s, 4, rp_time_now_ms());
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "registry set");
+		goto out;
+	}
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
+
+enum rp_err
+rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile, json_t **out,
+                      json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *attrs = NULL;
+	char pname[128] = "";
+	sqlite3_stmt *s;
+	struct node_ref n;
+	int64_t pid = 0;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
+		goto out;
+	if (profile) {
+		if ((e = store_id_of(c, T_PROFILE, profile, &pid)) != RP_ERR_OK) {
+			if (e == RP_ERR_NOT_FOUND) {
+				*detail = store_why("profile", "no BIOS profile named '%s'", profile);
+				e = RP_ERR_INVALID_FIELD;
+			}
+			goto out;
+		}
+		s = STMT(c, "SELECT id, name FROM bios_profiles WHERE id = ?");
+	} else
+		s = STMT(c, "SELECT p.id, p.name FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
+		            " WHERE n.id = ?");
+	e = RP_ERR_INTERNAL;
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, profile ? pid : n.id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		pid = sqlite3_column_int64(s, 0);
+		snprintf(pname, sizeof pname, "%s", (const char *)sqlite3_column_text(s, 1));
+	}
+	sqlite3_reset(s);
+	if (rc == SQLITE_DONE) {
+		*detail = store_why(NULL, "node %s has no BIOS profile (neither its own nor its class's)",
+		                    n.name);
+		e = RP_ERR_CONFLICT;
+		goto out;
+	}
+	if (rc != SQLITE_ROW) {
+		e = store_sqlerr(c, rc, "bios desired");
+		goto out;
+	}
+	s = STMT(c, "SELECT name, value FROM bios_profile_attrs WHERE profile_id = ? ORDER BY name");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, pid);
+	attrs = json_object();
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *v = json_loads((const char *)sqlite3_column_text(s, 1), JSON_DECODE_ANY, NULL);
+
+		json_object_set_new(attrs, (const char *)sqlite3_column_text(s, 0), v ? v : json_null());
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "bios desired attrs");
+		goto out;
+	}
+	*out = json_pack("{s:s, s:s, s:O}", "node", n.name, "profile", pname, "attributes", attrs);
+	e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
+out:
+	store_read_end(c);
+	json_decref(attrs);
+	return e;
+}

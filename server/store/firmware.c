@@ -190,3 +190,414 @@ out:
 	json_decref(items);
 	return e;
 }
+
+/* ---- Baselines: images and methods ---------------------------------------------------- */
+
+static const char *const fw_methods[] = {"redfish", "redfish-push", "agent", NULL};
+
+enum rp_err
+store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
+{
+	const char *comp;
+	json_t *v;
+	sqlite3_stmt *s;
+	char field[200];
+	int rc;
+
+	(void)self;
+	json_object_foreach(json_object_get(obj, "components"), comp, v)
+	{
+		const char *version = json_string_value(json_object_get(v, "version"));
+		const char *image = json_string_value(json_object_get(v, "image"));
+		const char *method = json_string_value(json_object_get(v, "method"));
+		const char *recipe = json_string_value(json_object_get(v, "recipe"));
+		const char *kind = NULL;
+		int i, known = method == NULL;
+
+		snprintf(field, sizeof field, "components.%.128s", comp);
+		if (!json_is_object(v) || version == NULL) {
+			*detail = store_why(field, "component '%s' needs a version", comp);
+			return RP_ERR_INVALID_FIELD;
+		}
+		if (image == NULL) {
+			snprintf(field, sizeof field, "components.%.128s.image", comp);
+			*detail = store_why(field, "component '%s' names no image: a baseline says what to "
+			                           "flash (register the image under /v1/images first)",
+			                    comp);
+			return RP_ERR_INVALID_FIELD;
+		}
+		for (i = 0; method && fw_methods[i]; i++)
+			known |= !strcmp(method, fw_methods[i]);
+		if (!known) {
+			snprintf(field, sizeof field, "components.%.128s.method", comp);
+			*detail = store_why(field, "method must be redfish, redfish-push or agent");
+			return RP_ERR_INVALID_FIELD;
+		}
+		s = STMT(c, "SELECT kind FROM images WHERE name = ?");
+		if (s == NULL)
+			return RP_ERR_INTERNAL;
+		sqlite3_bind_text(s, 1, image, -1, SQLITE_TRANSIENT);
+		rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW)
+			kind = strcmp((const char *)sqlite3_column_text(s, 0), "kernel") &&
+			               strcmp((const char *)sqlite3_column_text(s, 0), "initrd")
+			           ? "ok"
+			           : "boot";
+		sqlite3_reset(s);
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+			return store_sqlerr(c, rc, "baseline image");
+		snprintf(field, sizeof field, "components.%.128s.image", comp);
+		if (kind == NULL) {
+			*detail = store_why(field, "no image named '%s' in the image store", image);
+			return RP_ERR_INVALID_FIELD;
+		}
+		if (strcmp(kind, "ok") != 0) {
+			*detail = store_why(field, "image '%s' is a kernel or initrd, not firmware", image);
+			return RP_ERR_INVALID_FIELD;
+		}
+		if (method && !strcmp(method, "agent")) {
+			snprintf(field, sizeof field, "components.%.128s.recipe", comp);
+			if (recipe == NULL) {
+				*detail = store_why(field, "method agent runs a flasher recipe: name it");
+				return RP_ERR_INVALID_FIELD;
+			}
+			s = STMT(c, "SELECT 1 FROM recipes WHERE name = ?");
+			if (s == NULL)
+				return RP_ERR_INTERNAL;
+			sqlite3_bind_text(s, 1, recipe, -1, SQLITE_TRANSIENT);
+			rc = sqlite3_step(s);
+			sqlite3_reset(s);
+			if (rc == SQLITE_DONE) {
+				*detail = store_why(field, "no recipe named '%s'", recipe);
+				return RP_ERR_INVALID_FIELD;
+			}
+			if (rc != SQLITE_ROW)
+				return store_sqlerr(c, rc, "baseline recipe");
+		}
+	}
+	return RP_ERR_OK;
+}
+
+/* ---- Versions the agent reports ------------------------------------------------------- */
+
+static enum rp_err
+fw_put(struct conn *c, int64_t node_id, const char *component, const char *version,
+       const char *source, int64_t now)
+{
+	sqlite3_stmt *s;
+	int rc;
+
+	if (component == NULL || version == NULL || version[0] == '\0')
+		return RP_ERR_OK;
+	s = STMT(c, "INSERT INTO firmware_components(node_id, component, version, updateable, "
+	            "source, read_at) VALUES (?,?,?,0,?,?) ON CONFLICT(node_id, component) DO "
+	            "UPDATE SET version = excluded.version, source = excluded.source, read_at = "
+	            "excluded.read_at");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, node_id);
+	sqlite3_bind_text(s, 2, component, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 3, version, -1, SQLITE_TRANSIENT);
+	store_bind_text(s, 4, source);
+	sqlite3_bind_int64(s, 5, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "firmware put");
+}
+
+/* One version for a family of components when they agree, else "mixed". */
+static void
+family(char *out, size_t len, const char *version, int *first)
+{
+	if (version == NULL || version[0] == '\0')
+		return;
+	if (*first) {
+		snprintf(out, len, "%s", version);
+		*first = 0;
+	} else if (strcmp(out, version) != 0)
+		snprintf(out, len, "mixed");
+}
+
+enum rp_err
+store_firmware_from_inventory(struct conn *c, const struct node_ref *n, json_t *data)
+{
+	int64_t now = rp_time_now_ms();
+	char name[160], fam[128] = "";
+	json_t *item;
+	enum rp_err e;
+	size_t i;
+	int first = 1;
+
+	if ((e = fw_put(c, n->id, "dmi.bios",
+	                json_string_value(json_object_get(
+	                    json_object_get(json_object_get(data, "system"), "bios"), "version")),
+	                "agent", now)) != RP_ERR_OK)
+		return e;
+	json_array_foreach(json_object_get(json_object_get(data, "gpus"), "items"), i, item)
+	{
+		const char *vb = json_string_value(json_object_get(item, "vbios"));
+		json_t *idx = json_object_get(item, "index");
+
+		snprintf(name, sizeof name, "gpu%lld.vbios",
+		         (long long)(json_is_integer(idx) ? json_integer_value(idx) : (json_int_t)i));
+		if ((e = fw_put(c, n->id, name, vb, "agent", now)) != RP_ERR_OK)
+			return e;
+		family(fam, sizeof fam, vb, &first);
+	}
+	if (!first && (e = fw_put(c, n->id, "gpu.vbios", fam, "agent", now)) != RP_ERR_OK)
+		return e;
+	first = 1;
+	json_array_foreach(json_object_get(json_object_get(data, "infiniband"), "items"), i, item)
+	{
+		const char *dev = json_string_value(json_object_get(item, "device"));
+		const char *fw = json_string_value(json_object_get(item, "fw_version"));
+
+		if (dev == NULL)
+			continue;
+		snprintf(name, sizeof name, "hca.%.100s", dev);
+		if ((e = fw_put(c, n->id, name, fw, "agent", now)) != RP_ERR_OK)
+			return e;
+		family(fam, sizeof fam, fw, &first);
+	}
+	if (!first && (e = fw_put(c, n->id, "hca", fam, "agent", now)) != RP_ERR_OK)
+		return e;
+	json_array_foreach(json_object_get(json_object_get(data, "nics"), "items"), i, item)
+	{
+		const char *nic = json_string_value(json_object_get(item, "name"));
+
+		if (nic == NULL)
+			continue;
+		snprintf(name, sizeof name, "nic.%.100s", nic);
+		if ((e = fw_put(c, n->id, name, json_string_value(json_object_get(item, "firmware")),
+		                "agent", now)) != RP_ERR_OK)
+			return e;
+	}
+	return RP_ERR_OK;
+}
+
+/* ---- Firmware update jobs ------------------------------------------------------------- */
+
+enum rp_err
+rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, json_t **out,
+                          json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *targets = NULL, *t, *v;
+	char bname[128] = "", cls[128] = "";
+	sqlite3_stmt *s;
+	struct node_ref n;
+	enum rp_err e;
+	size_t i, j;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT coalesce(n.node_class, ''), b.name FROM nodes n LEFT JOIN "
+	            "firmware_baselines b ON b.node_class = n.node_class WHERE n.id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, n.id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		snprintf(cls, sizeof cls, "%s", (const char *)sqlite3_column_text(s, 0));
+		if (sqlite3_column_type(s, 1) != SQLITE_NULL)
+			snprintf(bname, sizeof bname, "%s", (const char *)sqlite3_column_text(s, 1));
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW) {
+		e = store_sqlerr(c, rc, "firmware targets");
+		goto out;
+	}
+	if (bname[0] == '\0') {
+		*detail = store_why(NULL, cls[0] ? "node class '%s' has no firmware baseline"
+		                                 : "node %s has no node_class, so no firmware baseline",
+		                    cls[0] ? cls : n.name);
+		e = RP_ERR_CONFLICT;
+		goto out;
+	}
+	s = STMT(c, "SELECT bc.component, bc.version, i.name AS image, i.file AS file, i.sha256, "
+	            "bc.method, bc.recipe, fc.version AS current, fc.source AS source FROM nodes n "
+	            "JOIN firmware_baselines b ON b.node_class = n.node_class JOIN "
+	            "baseline_components bc ON bc.baseline_id = b.id LEFT JOIN images i ON i.id = "
+	            "bc.image_id LEFT JOIN firmware_components fc ON fc.node_id = n.id AND "
+	            "fc.component = bc.component WHERE n.id = ? ORDER BY bc.component");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, n.id);
+	if ((targets = store_rows(c, s)) == NULL)
+		goto out;
+	json_array_foreach(only, i, v)
+	{
+		int found = 0;
+
+		json_array_foreach(targets, j, t)
+		    found |= json_equal(json_object_get(t, "component"), v);
+		if (!found) {
+			*detail = json_pack("{s:s, s:s, s:O}", "field", "components", "reason",
+			                    "not a component of the node's firmware baseline", "component",
+			                    v);
+			e = RP_ERR_INVALID_FIELD;
+			goto out;
+		}
+	}
+	if (json_array_size(only) > 0) {
+		for (i = json_array_size(targets); i-- > 0;) {
+			int keep = 0;
+
+			json_array_foreach(only, j, v)
+			    keep |= json_equal(json_object_get(json_array_get(targets, i), "component"), v);
+			if (!keep)
+				json_array_remove(targets, i);
+		}
+	}
+	*out = json_pack("{s:s, s:s, s:o}", "node", n.name, "baseline", bname, "targets", targets);
+	targets = NULL;
+	e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
+out:
+	store_read_end(c);
+	json_decref(targets);
+	return e;
+}
+
+enum rp_err
+rp_store_firmware_updates(struct rp_store *st, int64_t job_id, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *rows, *r, *map;
+	size_t i;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT component, from_version AS \"from\", to_version AS \"to\", image, state, "
+	            "task, error FROM firmware_updates WHERE job_id = ? ORDER BY id");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, job_id);
+	if ((rows = store_rows(c, s)) == NULL)
+		return RP_ERR_INTERNAL;
+	map = json_object();
+	json_array_foreach(rows, i, r)
+	    json_object_set(map, json_string_value(json_object_get(r, "component")), r);
+	json_decref(rows);
+	*out = map;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *component,
+                              const char *from, const char *to, const char *image)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	int64_t now = rp_time_now_ms();
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "INSERT INTO firmware_updates(job_id, node_id, component, from_version, "
+	            "to_version, image, state, sent_at, updated_at) SELECT id, node_id, ?2, ?3, ?4, "
+	            "?5, 'sent', ?6, ?6 FROM jobs WHERE id = ?1 AND state = 'running' AND node_id IS "
+	            "NOT NULL");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, job_id);
+	store_bind_text(s, 2, component);
+	store_bind_text(s, 3, from);
+	store_bind_text(s, 4, to);
+	store_bind_text(s, 5, image);
+	sqlite3_bind_int64(s, 6, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = rc == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "update sent");
+		goto out;
+	}
+	if (sqlite3_changes(c->db) == 0) {
+		e = RP_ERR_NOT_FOUND;
+		goto out;
+	}
+	/* The job's own sent mark too: whatever else it does after a restart, it verifies. Its
+	 * phase says which component it is at, for GET /v1/jobs/{id}. */
+	s = STMT(c, "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, phase = ?3 || "
+	            "': sent', phase_at = ?2 WHERE id = ?1");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, job_id);
+	sqlite3_bind_int64(s, 2, now);
+	store_bind_text(s, 3, component);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "update sent mark");
+		goto out;
+	}
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
+
+enum rp_err
+rp_store_firmware_update_set(struct rp_store *st, int64_t job_id, const char *component,
+                             const char *state, const char *task, const char *error)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	e = RP_ERR_INTERNAL;
+	if (state == NULL)
+		s = STMT(c, "DELETE FROM firmware_updates WHERE job_id = ?1 AND component = ?2");
+	else
+		s = STMT(c, "UPDATE firmware_updates SET state = ?3, task = coalesce(?4, task), error = "
+		            "coalesce(?5, error), updated_at = ?6 WHERE job_id = ?1 AND component = ?2");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, job_id);
+	store_bind_text(s, 2, component);
+	if (state) {
+		store_bind_text(s, 3, state);
+		store_bind_text(s, 4, task);
+		store_bind_text(s, 5, error);
+		sqlite3_bind_int64(s, 6, rp_time_now_ms());
+	}
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "update state");
+		goto out;
+	}
+	if (state) {
+		s = STMT(c, "UPDATE jobs SET phase = ?2 || ': ' || ?3, phase_at = ?4 WHERE id = ?1");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, job_id);
+		store_bind_text(s, 2, component);
+		store_bind_text(s, 3, state);
+		sqlite3_bind_int64(s, 4, rp_time_now_ms());
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE) {
+			e = store_sqlerr(c, rc, "update phase");
+			goto out;
+		}
+	}
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}

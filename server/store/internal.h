@@ -11,7 +11,7 @@
 #include "store.h"
 #include "util/util.h"
 
-#define STMT_SLOTS 192
+#define STMT_SLOTS 320
 
 struct colmeta;
 
@@ -108,6 +108,11 @@ enum rp_err store_job_add(struct conn *c, const struct node_ref *n, int64_t batc
                           const char *actor, int64_t *id);
 enum rp_err store_job_load(struct conn *c, int64_t id, json_t **out);
 
+/* The node row ids a selector ({rack}, {tag}, {class} or {nodes: [...]}, exactly one) picks,
+ * in id order, as a new array of integers. RP_ERR_BAD_REQUEST (detail says why) when it is
+ * malformed, names what does not exist, or picks nothing. */
+enum rp_err store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail);
+
 /* Provisioning (provision.c): when a job of an action ends (job_state succeeded, failed or
  * cancelled), move its node to the action's result state. No-op for other jobs. */
 enum rp_err store_provision_settle(struct conn *c, int64_t job_id, const char *job_state,
@@ -159,6 +164,17 @@ enum rp_err store_node_insert(struct conn *c, json_t *in, const char *actor, int
  * caller's transaction. */
 enum rp_err store_inventory_write(struct conn *c, const struct node_ref *n, const char *source,
                                   json_t *data, const char *actor);
+
+/* Named maps (named.c) checked against the database before they are saved: a firmware
+ * baseline's components name existing images and valid methods (firmware.c); a BIOS
+ * profile's attributes pass the registries stored for nodes it applies to (bios.c). self is
+ * the row being updated (-1 when creating). RP_ERR_OK, or an error with *detail. */
+enum rp_err store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail);
+enum rp_err store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **detail);
+
+/* Firmware versions from an agent inventory report (firmware.c), inside the caller's
+ * transaction: BIOS via DMI, GPU VBIOS, HCA firmware, with source 'agent'. */
+enum rp_err store_firmware_from_inventory(struct conn *c, const struct node_ref *n, json_t *data);
 
 /* Drift views: resolve the rack/node filters to ids (0 = none; RP_ERR_BAD_QUERY when a
  * named one does not exist), count the nodes considered, and group (node, rack, class,

@@ -201,9 +201,9 @@ out:
 	return e;
 }
 
-/* The node ids a selector picks, in id order. */
-static enum rp_err
-select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
+/* The node ids a selector picks, in id order (see store/internal.h). */
+enum rp_err
+store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 {
 	json_t *list = json_array(), *v;
 	sqlite3_stmt *s = NULL;
@@ -331,7 +331,7 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 	}
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		goto done;
-	if ((e = select_nodes(c, selector, &ids, detail)) != RP_ERR_OK)
+	if ((e = store_select_nodes(c, selector, &ids, detail)) != RP_ERR_OK)
 		goto out;
 	params = json_pack("{s:O, s:O}", "selector", selector, "job", json_object_get(job, "params"));
 	if (rp_uuid_new(buuid) < 0 || params == NULL || (ptext = store_canon(params)) == NULL) {

@@ -13,6 +13,8 @@ struct kind {
 	const char *otype;      /* event object type */
 	const char *map;        /* wire member holding the map */
 	int json_values;        /* map values stored as canonical JSON (else plain strings) */
+	/* Checks of the map against what the database knows (registries, images), or NULL. */
+	enum rp_err (*check_map)(struct conn *c, int64_t self, json_t *obj, json_t **detail);
 	const char *sql_load, *sql_list_id, *sql_list_name, *sql_insert, *sql_update,
 	    *sql_delete, *sql_map_clear, *sql_map_insert, *sql_class_owner, *sql_in_use;
 	int s_load, s_list_id, s_list_name, s_insert, s_update, s_delete, s_map_clear,
@@ -29,8 +31,10 @@ struct kind {
 
 #define BASELINE_COLS                                                                      \
 	"SELECT b.id AS _id, b.uuid AS id, b.name, b.node_class, b.description, "             \
-	"(SELECT json_group_object(component, version) FROM baseline_components WHERE "       \
-	"baseline_id = b.id) AS \"components:json\", (SELECT count(*) FROM nodes WHERE "      \
+	"(SELECT json_group_object(bc.component, json_object('version', bc.version, 'image', "  \
+	"i.name, 'method', bc.method, 'recipe', bc.recipe)) FROM baseline_components bc LEFT "   \
+	"JOIN images i ON i.id = bc.image_id WHERE bc.baseline_id = b.id) AS "                \
+	"\"components:json\", (SELECT count(*) FROM nodes WHERE "      \
 	"node_class = b.node_class) AS node_count, b.version, b.created_at AS "               \
 	"\"created_at:time\", b.updated_at AS \"updated_at:time\" FROM firmware_baselines b "
 
@@ -53,13 +57,15 @@ static struct kind profile_kind = {
     .sql_map_insert = "INSERT INTO bios_profile_attrs(profile_id, name, value) VALUES (?,?,?)",
     .sql_class_owner = "SELECT name FROM bios_profiles WHERE node_class = ? AND id != ?",
     .sql_in_use = "SELECT count(*) FROM nodes WHERE bios_profile_id = ?",
+    .check_map = store_bios_profile_check,
 };
 
 static struct kind baseline_kind = {
     .table = T_BASELINE,
     .otype = "firmware_baseline",
     .map = "components",
-    .json_values = 0,
+    .json_values = 1,
+    .check_map = store_baseline_check,
     .sql_load = BASELINE_COLS "WHERE b.id = ?",
     .sql_list_id = BASELINE_COLS "WHERE b.id > ?1 AND (?2 IS NULL OR b.node_class = ?2) "
                                  "ORDER BY b.id LIMIT ?3",
@@ -71,8 +77,11 @@ static struct kind baseline_kind = {
                   "version = version + 1, updated_at = ?5 WHERE id = ?1",
     .sql_delete = "DELETE FROM firmware_baselines WHERE id = ?",
     .sql_map_clear = "DELETE FROM baseline_components WHERE baseline_id = ?",
-    .sql_map_insert = "INSERT INTO baseline_components(baseline_id, component, version) "
-                      "VALUES (?,?,?)",
+    .sql_map_insert = "INSERT INTO baseline_components(baseline_id, component, version, image_id, "
+                      "method, recipe) VALUES (?1, ?2, json_extract(?3, '$.version'), (SELECT id "
+                      "FROM images WHERE name = json_extract(?3, '$.image')), "
+                      "coalesce(json_extract(?3, '$.method'), 'redfish'), "
+                      "json_extract(?3, '$.recipe'))",
     .sql_class_owner = "SELECT name FROM firmware_baselines WHERE node_class = ? AND id != ?",
     .sql_in_use = NULL,
 };
@@ -112,6 +121,8 @@ check(struct conn *c, struct kind *k, int64_t self, json_t *obj, json_t **detail
 		return RP_ERR_DUPLICATE;
 	}
 	if (e != RP_ERR_OK && e != RP_ERR_NOT_FOUND)
+		return e;
+	if (k->check_map && (e = k->check_map(c, self, obj, detail)) != RP_ERR_OK)
 		return e;
 	if (cls == NULL)
 		return RP_ERR_OK;

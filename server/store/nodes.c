@@ -695,6 +695,13 @@ store_inventory_write(struct conn *c, const struct node_ref *n, const char *sour
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE)
 		return store_sqlerr(c, rc, "inventory set");
+	/* Firmware versions the host sees (DMI BIOS, VBIOS, HCA) join the Redfish ones. */
+	{
+		enum rp_err e = store_firmware_from_inventory(c, n, data);
+
+		if (e != RP_ERR_OK)
+			return e;
+	}
 	snprintf(summary, sizeof summary, "inventory of %s reported by %s", n->name, source);
 	return store_event(c, actor, "node.inventory", "node", n->uuid, n->name, n->id, n->rack_id,
 	                   summary, NULL);

@@ -206,6 +206,45 @@ enum rp_err rp_store_node_firmware(struct rp_store *st, const char *key, json_t 
 enum rp_err rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *source,
                                        json_t *components, const char *actor);
 
+/* ---- Firmware and BIOS operations (firmware.c, bios.c; docs/firmware.md) ---- */
+
+/* What a firmware update of node `key` aims at: {node, baseline, targets [{component, version,
+ * image, file, sha256, method, recipe, current, source}]} from its class's baseline (current:
+ * the stored version or null). only: NULL/empty for every component, else an array of
+ * component names (RP_ERR_INVALID_FIELD with *detail when one is not in the baseline).
+ * RP_ERR_CONFLICT with *detail when the node's class has no baseline; RP_ERR_NOT_FOUND. */
+enum rp_err rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only,
+                                      json_t **out, json_t **detail);
+
+/* A firmware_update job's per-component progress: {component: {component, from, to, image,
+ * state, task, error}} (new object; empty when it sent nothing yet). */
+enum rp_err rp_store_firmware_updates(struct rp_store *st, int64_t job_id, json_t **out);
+
+/* Durably record "about to send the update of component" for running job job_id (also sets
+ * the job's sent mark), before the request leaves. RP_ERR_DUPLICATE when that job already
+ * recorded it: it must never be sent twice. */
+enum rp_err rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id,
+                                          const char *component, const char *from,
+                                          const char *to, const char *image);
+
+/* Move a recorded update to state (polling, rebooting, verifying, done, failed), keeping
+ * task/error when NULL. state NULL forgets the row (the request provably never reached the
+ * BMC, so it may be sent again). */
+enum rp_err rp_store_firmware_update_set(struct rp_store *st, int64_t job_id,
+                                         const char *component, const char *state,
+                                         const char *task, const char *error);
+
+/* Store the BIOS attribute registry node `key`'s BMC serves (id + [{name, type, read_only,
+ * values?, lower?, upper?, max_length?}]); profiles for the node are validated against it. */
+enum rp_err rp_store_bios_registry_set(struct rp_store *st, const char *key, const char *registry,
+                                       json_t *attributes);
+
+/* The BIOS values node `key` should have: {node, profile, attributes {}} from the named
+ * profile, else the node's own, else its class's. RP_ERR_INVALID_FIELD (unknown profile) or
+ * RP_ERR_CONFLICT (no profile applies) with *detail; RP_ERR_NOT_FOUND for the node. */
+enum rp_err rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
+                                  json_t **out, json_t **detail);
+
 /* Fleet firmware drift. Filters: rack, class, node. {nodes_checked, nodes_drifted, items
  * [{node, rack, node_class, baseline, components [{component, actual, desired}]}]}. */
 enum rp_err rp_store_firmware_drift(struct rp_store *st, json_t *filter, json_t **out);
@@ -478,6 +517,53 @@ enum rp_err rp_store_power_targets(struct rp_store *st, json_t **out);
  * success, and an event for every change seen. Sets *changed to the power changes. */
 enum rp_err rp_store_power_record(struct rp_store *st, json_t *readings, int fault_threshold,
                                   int *changed);
+
+/* ---- Rollouts (rollouts.c; docs/rollouts.md) ------------------------------------------- */
+
+/* Plan a rollout in one transaction. in (validated by the API): {kind firmware|bios,
+ * selector (as for batches), waves {canary (default 1), batch (integer, or "P%" of the nodes
+ * that take part), max_per_rack (0: no cap)}, max_failures, gate {wait_s, timeout_s, require
+ * [power_on|agent_heartbeat|version_match], recipe?, plan? (the recipe expanded)},
+ * start_at? (ms)}. Selected nodes in maintenance, without a usable BMC, without a
+ * baseline/profile or already at target are recorded as skipped with the reason; the rest are
+ * assigned to waves. *out: the rollout (as rp_store_rollout_get). RP_ERR_BAD_REQUEST for a
+ * selector that is malformed or picks nothing; RP_ERR_CONFLICT (detail {reason, nodes
+ * [{node, rollout}]}) when a node is already in an active rollout, or (detail {reason,
+ * skipped}) when no node needs the rollout. */
+enum rp_err rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor,
+                                    json_t **out, json_t **detail);
+
+/* A rollout by id: {id, kind, state, reason, selector, waves_spec, gate, max_failures,
+ * start_at, created_by, created_at, started_at, finished_at, updated_at, counts {pending,
+ * running, succeeded, failed, skipped, total}, failures {current, seen, max}, wave_count,
+ * current_wave, waves [{index, canary, state, nodes, counts, started_at, finished_at,
+ * gate_done_at}], nodes [{node, rack, wave, state, phase, reason, attempt, job, gate_job,
+ * result, started_at, job_finished_at, finished_at, duration_ms}], failed [{node, wave,
+ * reason}], skipped [{node, reason}], mean_node_ms, estimated_finish_at}. */
+enum rp_err rp_store_rollout_get(struct rp_store *st, const char *key, json_t **out);
+
+/* Newest first, without waves and nodes. Filters: state, kind. */
+enum rp_err rp_store_rollout_list(struct rp_store *st, const struct rp_page_req *rq,
+                                  struct rp_page *out);
+
+/* action pause (running or scheduled), resume (paused; opts {retry_failed (default true),
+ * max_failures?}) or abort (not ended: queued jobs cancelled, running ones finish), with an
+ * event. *out: the rollout after it. RP_ERR_NOT_FOUND, RP_ERR_INVALID_STATE (detail {reason,
+ * state}), RP_ERR_CONFLICT when a resume would leave more failed nodes than max_failures. */
+enum rp_err rp_store_rollout_control(struct rp_store *st, const char *key, const char *action,
+                                     json_t *opts, const char *actor, json_t **out,
+                                     json_t **detail);
+
+/* Engine side. Row ids of rollouts the engine must look at (active ones, and ended ones whose
+ * last jobs still run), as a new array. */
+enum rp_err rp_store_rollouts_active(struct rp_store *st, json_t **out);
+
+/* Move rollout id forward in one transaction: settle nodes whose jobs ended, pause past
+ * max_failures, start the next wave (its jobs inserted in the same transaction), evaluate
+ * gates, complete. *moved: something was committed. *need_power: a gate waits for a power
+ * reading newer than a node's update (the caller may start a power sweep). */
+enum rp_err rp_store_rollout_advance(struct rp_store *st, int64_t id, int *need_power,
+                                     int *moved);
 
 /* ---- Health and metrics ---------------------------------------------------------------- */
 

@@ -361,10 +361,24 @@ test_firmware(void **state)
 	int seen = 0;
 
 	(void)state;
+	/* Every component names the image it is flashed from (a bare version is not enough). */
+	sh("echo firmware > %s/images/fw.bin", S.dir);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/images", &r, "{s:s, s:s, s:s}", "name",
+	                      "fw.bin", "kind", "firmware", "file", "fw.bin"),
+	                 201);
+	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/firmware/baselines", &r,
 	                      "{s:s, s:s, s:{s:s, s:s, s:s}}", "name", "h100-2026q4", "node_class",
 	                      "gpu-h100-8x", "components", "bmc", "1.8.2", "bios", "2.4", "gpu:0",
 	                      "96.00.99.00.01"),
+	                 400);
+	assert_error(&r, 400, "INVALID_FIELD");
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/firmware/baselines", &r,
+	                      "{s:s, s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}}", "name",
+	                      "h100-2026q4", "node_class", "gpu-h100-8x", "components", "bmc",
+	                      "version", "1.8.2", "image", "fw.bin", "bios", "version", "2.4", "image",
+	                      "fw.bin", "gpu:0", "version", "96.00.99.00.01", "image", "fw.bin"),
 	                 201);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes/gpu-r01-u07/firmware/readings", &r,

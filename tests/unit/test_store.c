@@ -241,7 +241,20 @@ test_drift(void **state)
 	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
 	json_decref(out);
 	json_decref(in);
-	in = J("{\"name\":\"b\",\"node_class\":\"k\",\"components\":{\"bmc\":\"2\",\"bios\":\"1\"}}");
+	/* A baseline names the image each component is flashed from. */
+	in = J("{\"name\":\"bmc_2.bin\",\"kind\":\"firmware\",\"file\":\"bmc_2.bin\",\"size\":1,"
+	       "\"sha256\":\"00\"}");
+	assert_int_equal(rp_store_image_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(in);
+	in = J("{\"name\":\"b\",\"node_class\":\"k\",\"components\":{\"bmc\":{\"version\":\"2\"}}}");
+	assert_int_equal(rp_store_baseline_create(f->st, in, "t", &out, &detail), RP_ERR_INVALID_FIELD);
+	json_decref(detail);
+	detail = NULL;
+	json_decref(in);
+	in = J("{\"name\":\"b\",\"node_class\":\"k\",\"components\":{\"bmc\":{\"version\":\"2\","
+	       "\"image\":\"bmc_2.bin\"},\"bios\":{\"version\":\"1\",\"image\":\"bmc_2.bin\","
+	       "\"method\":\"redfish-push\"}}}");
 	assert_int_equal(rp_store_baseline_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
 	json_decref(out);
 	json_decref(in);
@@ -265,6 +278,34 @@ test_drift(void **state)
 	assert_int_equal(json_integer_value(json_object_get(
 	                     json_object_get(json_object_get(out, "data"), "cpus"), "sockets")),
 	                 2);
+	json_decref(out);
+	/* Firmware the agent sees joins the store under its own names (docs/firmware.md). */
+	in = J("{\"system\":{\"bios\":{\"version\":\"2.1\"}},\"gpus\":{\"items\":[{\"index\":0,"
+	       "\"vbios\":\"96.1\"},{\"index\":1,\"vbios\":\"96.2\"}]},\"infiniband\":{\"items\":"
+	       "[{\"device\":\"mlx5_0\",\"fw_version\":\"28.39\"}]}}");
+	assert_int_equal(rp_store_node_inventory_set(f->st, "n", "agent", in, "t"), RP_ERR_OK);
+	json_decref(in);
+	assert_int_equal(rp_store_node_firmware(f->st, "n", &out), RP_ERR_OK);
+	{
+		const char *want[][3] = {{"dmi.bios", "2.1", "agent"}, {"gpu0.vbios", "96.1", "agent"},
+		                         {"gpu.vbios", "mixed", "agent"}, {"hca.mlx5_0", "28.39", "agent"},
+		                         {"hca", "28.39", "agent"}, {"bmc", "2", "test"}};
+		size_t i, k, found = 0;
+		json_t *c;
+
+		for (k = 0; k < sizeof want / sizeof want[0]; k++)
+			json_array_foreach(json_object_get(out, "components"), i, c)
+			{
+				if (strcmp(json_string_value(json_object_get(c, "component")), want[k][0]))
+					continue;
+				assert_string_equal(json_string_value(json_object_get(c, "version")),
+				                    want[k][1]);
+				assert_string_equal(json_string_value(json_object_get(c, "source")),
+				                    want[k][2]);
+				found++;
+			}
+		assert_int_equal(found, sizeof want / sizeof want[0]);
+	}
 	json_decref(out);
 }
 

@@ -1,0 +1,879 @@
+/*
+ * Firmware and BIOS on one node (docs/firmware.md), all on the BMC lane:
+ *
+ * - firmware_refresh: read the Redfish firmware inventory, the BIOS attributes and the BIOS
+ *   attribute registry into the store.
+ * - bios_apply: stage only the attributes that differ from the node's profile, power cycle,
+ *   read back after the boot, and name every attribute that did not take.
+ * - firmware_update: flash every baseline component whose version differs (decided after a
+ *   fresh inventory read, so a repeated or resumed job skips what is done), one at a time:
+ *   SimpleUpdate (or a multipart push), follow the task, reboot when the component needs it,
+ *   wait for a BMC that resets itself, re-read and require the target version.
+ *
+ * Crash safety of firmware_update: each component's update is recorded (firmware_updates,
+ * with the job's sent mark) before the request leaves, then its task URI and each later
+ * step. A restarted job follows what is recorded and never sends a second update for the
+ * same component.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bmc/bmc.h"
+#include "internal.h"
+
+#define TASK_TIMEOUT_S     3600 /* a flash that runs longer than this has failed */
+#define BMC_BACK_TIMEOUT_S 900  /* a BMC that resets itself answers again within this */
+#define ERRORS_TOLERATED   20   /* transient BMC errors in a row while waiting */
+
+static json_t *
+params(struct work *w)
+{
+	return json_object_get(w->claim, "params");
+}
+
+static const char *
+node_uuid(struct work *w)
+{
+	return json_string_value(json_object_get(json_object_get(w->claim, "node"), "uuid"));
+}
+
+static json_t *failed(struct work *w, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static json_t *
+failed(struct work *w, const char *code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	json_t *o = jobs_outcome(w, "failed");
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	jobs_set_error(o, code, "%s", msg);
+	return o;
+}
+
+/* The store could not record progress: nothing was sent after it, so a retry is safe. */
+static json_t *
+store_trouble(struct work *w, const char *what)
+{
+	struct rp_bmc_err busy = {RP_BMC_BUSY, ""};
+
+	snprintf(busy.msg, sizeof busy.msg, "could not record %s in the database", what);
+	return jobs_bmc_failure(w, &busy, 1);
+}
+
+/* ---- Inventory ----------------------------------------------------------------------- */
+
+/*
+ * Redfish inventory in the store's names: each SoftwareInventory Id lowercased ("BMC" ->
+ * "bmc", "GPU3" -> "gpu3"), plus one row per family of numbered components ("gpu": the
+ * members' common version, or "mixed") so a baseline can say "gpu" once. Each row keeps the
+ * inventory URIs it stands for in "ids" (a family: its members).
+ */
+static json_t *
+inventory_rows(json_t *inv)
+{
+	json_t *rows = json_array(), *fams = json_object(), *item, *f;
+	const char *fname;
+	size_t i;
+
+	json_array_foreach(inv, i, item)
+	{
+		const char *id = json_string_value(json_object_get(item, "component"));
+		const char *version = json_string_value(json_object_get(item, "version"));
+		const char *uri = json_string_value(json_object_get(item, "id"));
+		int upd = json_is_true(json_object_get(item, "updateable"));
+		char name[128], fam[128];
+		size_t n, k;
+
+		if (id == NULL || version == NULL || version[0] == '\0')
+			continue;
+		for (n = 0; id[n] && n < sizeof name - 1; n++)
+			name[n] = (char)tolower((unsigned char)id[n]);
+		name[n] = '\0';
+		json_array_append_new(rows,
+		                      json_pack("{s:s, s:s, s:b, s:[s?]}", "component", name,
+		                                "version", version, "updateable", upd, "ids", uri));
+		for (k = n; k > 0 && isdigit((unsigned char)name[k - 1]); k--)
+			;
+		if (k == n || k == 0)
+			continue;
+		memcpy(fam, name, k);
+		fam[k] = '\0';
+		if ((f = json_object_get(fams, fam)) == NULL) {
+			json_object_set_new(fams, fam,
+			                    json_pack("{s:s, s:s, s:b, s:[]}", "component", fam,
+			                              "version", version, "updateable", upd,
+			                              "ids"));
+			f = json_object_get(fams, fam);
+		} else {
+			if (strcmp(json_string_value(json_object_get(f, "version")), version) != 0)
+				json_object_set_new(f, "version", json_string("mixed"));
+			if (upd)
+				json_object_set_new(f, "updateable", json_true());
+		}
+		if (uri)
+			json_array_append_new(json_object_get(f, "ids"), json_string(uri));
+	}
+	json_object_foreach(fams, fname, f)
+	{
+		int taken = 0;
+
+		json_array_foreach(rows, i, item)
+		{
+			taken |= !strcmp(json_string_value(json_object_get(item, "component")),
+			                 fname);
+		}
+		if (!taken)
+			json_array_append(rows, f);
+	}
+	json_decref(fams);
+	return rows;
+}
+
+static json_t *
+row_of(json_t *rows, const char *component)
+{
+	json_t *r;
+	size_t i;
+
+	json_array_foreach(rows, i, r)
+	{
+		if (!strcmp(json_string_value(json_object_get(r, "component")), component))
+			return r;
+	}
+	return NULL;
+}
+
+/* Read the firmware inventory and, with keep, store it (source redfish; one event per
+ * stored reading, so polls in a wait loop do not keep). *rows as inventory_rows. */
+static int
+read_firmware(struct work *w, struct rp_bmc *b, json_t **rows, int keep, struct rp_bmc_err *err)
+{
+	json_t *inv = NULL, *r;
+
+	if (rp_bmc_firmware_inventory(b, &inv, err) < 0)
+		return -1;
+	r = inventory_rows(inv);
+	json_decref(inv);
+	if (keep && rp_store_node_firmware_set(w->j->st, node_uuid(w), "redfish", r,
+	                                       "rackpilotd") != RP_ERR_OK) {
+		json_decref(r);
+		return rp_bmc_fail(err, RP_BMC_BUSY, "could not store the firmware inventory");
+	}
+	*rows = r;
+	return 0;
+}
+
+/* Read BIOS attributes (and the registry they follow) and store them. *bios (may be NULL)
+ * gets what rp_bmc_bios_get returned. A BMC without BIOS resources is not an error. */
+static int
+read_bios(struct work *w, struct rp_bmc *b, json_t **bios, int keep, struct rp_bmc_err *err)
+{
+	json_t *info = NULL, *defs = NULL;
+	const char *reg;
+
+	if (rp_bmc_bios_get(b, &info, err) < 0)
+		return err->kind == RP_BMC_UNSUPPORTED ? 0 : -1;
+	if (!keep) {
+		*bios = info;
+		return 0;
+	}
+	if (rp_store_node_bios_set(w->j->st, node_uuid(w), "redfish",
+	                           json_object_get(info, "attributes"),
+	                           "rackpilotd") != RP_ERR_OK) {
+		json_decref(info);
+		return rp_bmc_fail(err, RP_BMC_BUSY, "could not store the BIOS attributes");
+	}
+	reg = json_string_value(json_object_get(info, "registry"));
+	if (reg && rp_bmc_bios_registry(b, reg, &defs, err) == 0) {
+		rp_store_bios_registry_set(w->j->st, node_uuid(w), reg, defs);
+		json_decref(defs);
+	} else if (reg && err->kind != RP_BMC_UNSUPPORTED) {
+		json_decref(info);
+		return -1;
+	}
+	err->kind = RP_BMC_OK;
+	if (bios)
+		*bios = info;
+	else
+		json_decref(info);
+	return 0;
+}
+
+static json_t *
+run_refresh(struct work *w, struct rp_bmc *b)
+{
+	struct rp_bmc_err err = {0};
+	json_t *rows = NULL, *bios = NULL, *o;
+
+	if (read_firmware(w, b, &rows, 1, &err) < 0 || read_bios(w, b, &bios, 1, &err) < 0) {
+		json_decref(rows);
+		return jobs_bmc_failure(w, &err, 1);
+	}
+	o = jobs_outcome(w, "succeeded");
+	json_object_set_new(
+	        o, "result",
+	        json_pack("{s:I, s:I, s:s?}", "components", (json_int_t)json_array_size(rows),
+	                  "bios_attributes",
+	                  (json_int_t)json_object_size(json_object_get(bios, "attributes")),
+	                  "registry", json_string_value(json_object_get(bios, "registry"))));
+	json_object_set_new(o, "bmc_ok", json_true());
+	json_decref(rows);
+	json_decref(bios);
+	return o;
+}
+
+/* ---- Power ---------------------------------------------------------------------------- */
+
+/* Power cycle (or power on when off): the node boots, applying staged settings. */
+static int
+reboot(struct rp_bmc *b, struct rp_bmc_err *err)
+{
+	enum rp_power now = RP_POWER_UNKNOWN;
+
+	if (rp_bmc_power_get(b, &now, err) < 0)
+		return -1;
+	return rp_bmc_power_set(b, now == RP_POWER_OFF ? RP_POWER_ACT_ON : RP_POWER_ACT_CYCLE, err);
+}
+
+/* Wait until the node reports power on. 0 on; 1 timed out; -1 error (err) or stopping
+ * (err->kind OK). */
+static int
+wait_on(struct work *w, struct rp_bmc *b, unsigned timeout_s, struct rp_bmc_err *err)
+{
+	int64_t until = rp_time_mono_ns() + (int64_t)timeout_s * 1000000000;
+	int errors = 0;
+
+	for (;;) {
+		enum rp_power p = RP_POWER_UNKNOWN;
+
+		if (rp_bmc_power_get(b, &p, err) == 0) {
+			errors = 0;
+			if (p == RP_POWER_ON)
+				return 0;
+		} else if (!rp_bmc_err_transient(err->kind) || ++errors > ERRORS_TOLERATED) {
+			return -1;
+		}
+		if (rp_time_mono_ns() > until)
+			return 1;
+		if (jobs_stopping(w)) {
+			err->kind = RP_BMC_OK;
+			return -1;
+		}
+		jobs_sleep_ms(POLL_MS);
+	}
+}
+
+/* ---- BIOS apply ----------------------------------------------------------------------- */
+
+/* Attributes of want whose value in have differs: a new object. */
+static json_t *
+bios_diff(json_t *want, json_t *have)
+{
+	json_t *d = json_object(), *v;
+	const char *k;
+
+	json_object_foreach(want, k, v)
+	{
+		json_t *h = json_object_get(have, k);
+
+		/* Integers may come back as reals and vice versa. */
+		if (h && (json_equal(h, v) || (json_is_number(h) && json_is_number(v) &&
+		                               json_number_value(h) == json_number_value(v))))
+			continue;
+		json_object_set(d, k, v);
+	}
+	return d;
+}
+
+static json_t *
+run_bios_apply(struct work *w, struct rp_bmc *b)
+{
+	const char *profile = json_string_value(json_object_get(params(w), "profile"));
+	json_t *desired = NULL, *detail = NULL, *bios = NULL, *diff = NULL, *left = NULL, *o = NULL;
+	json_t *want, *v;
+	struct rp_bmc_err err = {0};
+	const char *k;
+	enum rp_err e;
+	int64_t until;
+	int rc;
+
+	e = rp_store_bios_desired(w->j->st, node_uuid(w), profile, &desired, &detail);
+	if (e != RP_ERR_OK) {
+		o = failed(w, e == RP_ERR_INTERNAL ? "internal" : "no_profile", "%s",
+		           json_string_value(json_object_get(detail, "reason"))
+		                   ?: rp_err_message(e));
+		json_decref(detail);
+		return o;
+	}
+	want = json_object_get(desired, "attributes");
+	if (read_bios(w, b, &bios, 1, &err) < 0) {
+		o = jobs_bmc_failure(w, &err, 1);
+		goto out;
+	}
+	if (bios == NULL) {
+		o = failed(w, "bmc_unsupported",
+		           "the BMC has no BIOS settings to apply a profile to");
+		goto out;
+	}
+	diff = bios_diff(want, json_object_get(bios, "attributes"));
+	if (json_object_size(diff) == 0) {
+		o = jobs_outcome(w, "succeeded");
+		json_object_set_new(o, "result",
+		                    json_pack("{s:b, s:O, s:[]}", "skipped", 1, "profile",
+		                              json_object_get(desired, "profile"), "changed"));
+		json_object_set_new(o, "bmc_ok", json_true());
+		goto out;
+	}
+	/* After a restart that interrupted it the values may be staged and the node rebooting:
+	 * stage nothing and cycle nothing again, only read back what happened. */
+	if (!w->recover) {
+		if (rp_store_job_mark_sent(w->j->st, w->id) != RP_ERR_OK) {
+			o = store_trouble(w, "the job's progress");
+			goto out;
+		}
+		if (rp_bmc_bios_set(b, diff, &err) < 0) {
+			o = err.kind == RP_BMC_REJECTED
+			            ? failed(w, "bios_rejected",
+			                     "the BMC refused the BIOS settings: %s", err.msg)
+			            : jobs_bmc_failure(w, &err, 1);
+			goto out;
+		}
+		if (reboot(b, &err) < 0) {
+			o = jobs_bmc_failure(w, &err, err.kind != RP_BMC_TIMEOUT);
+			goto out;
+		}
+	}
+	rc = wait_on(w, b, w->j->o.power_wait_s, &err);
+	if (rc < 0 && err.kind == RP_BMC_OK) {
+		o = NULL; /* stopping: recovered at the next start */
+		goto out;
+	}
+	if (rc != 0) {
+		o = rc < 0 ? jobs_bmc_failure(w, &err, 0)
+		           : failed(w, "boot_timeout",
+		                    "the node did not power on within %u s after the "
+		                    "power cycle",
+		                    w->j->o.power_wait_s);
+		goto out;
+	}
+	/* Settings apply during the boot: read back until they show or the wait ends. */
+	until = rp_time_mono_ns() + (int64_t)w->j->o.power_wait_s * 1000000000;
+	for (;;) {
+		json_decref(bios);
+		bios = NULL;
+		if (read_bios(w, b, &bios, 0, &err) < 0) {
+			if (rp_bmc_err_transient(err.kind) && rp_time_mono_ns() < until) {
+				jobs_sleep_ms(POLL_MS);
+				continue;
+			}
+			o = jobs_bmc_failure(w, &err, 0);
+			goto out;
+		}
+		json_decref(left);
+		left = bios_diff(want, json_object_get(bios, "attributes"));
+		if (json_object_size(left) == 0 || rp_time_mono_ns() > until || jobs_stopping(w))
+			break;
+		jobs_sleep_ms(POLL_MS);
+	}
+	/* What the node has now is what the store keeps. */
+	if (bios &&
+	    rp_store_node_bios_set(w->j->st, node_uuid(w), "redfish",
+	                           json_object_get(bios, "attributes"), "rackpilotd") != RP_ERR_OK)
+		rp_log_warn("jobs: %s: could not store the BIOS values read back", w->node_name);
+	if (json_object_size(left) > 0) {
+		char msg[400] = "";
+		size_t n = 0;
+		json_t *list = json_array();
+
+		json_object_foreach(left, k, v)
+		{
+			char *wv = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+			char *hv =
+			        json_dumps(json_object_get(json_object_get(bios, "attributes"), k)
+			                           ?: json_null(),
+			                   JSON_ENCODE_ANY | JSON_COMPACT);
+
+			if (n < sizeof msg)
+				n += (size_t)snprintf(msg + n, sizeof msg - n,
+				                      "%s%s: wanted %s, reads %s", n ? "; " : "", k,
+				                      wv ? wv : "?", hv ? hv : "?");
+			json_array_append_new(list, json_string(k));
+			free(wv);
+			free(hv);
+		}
+		o = failed(w, "bios_not_applied",
+		           "after the reboot %zu attribute(s) did not take: %s",
+		           json_object_size(left), msg);
+		json_object_set_new(o, "result",
+		                    json_pack("{s:b, s:O, s:o}", "skipped", 0, "profile",
+		                              json_object_get(desired, "profile"), "not_applied",
+		                              list));
+	} else {
+		json_t *changed = json_array();
+
+		json_object_foreach(diff, k, v)
+		{
+			json_array_append_new(changed, json_string(k));
+		}
+		o = jobs_outcome(w, "succeeded");
+		json_object_set_new(o, "result",
+		                    json_pack("{s:b, s:O, s:o}", "skipped", 0, "profile",
+		                              json_object_get(desired, "profile"), "changed",
+		                              changed));
+	}
+	json_object_set_new(o, "power", json_string("on"));
+	json_object_set_new(o, "bmc_ok", json_true());
+out:
+	json_decref(desired);
+	json_decref(bios);
+	json_decref(diff);
+	json_decref(left);
+	return o;
+}
+
+/* ---- Firmware update ------------------------------------------------------------------ */
+
+/* The most telling message of a failed task: the first Critical one, else the first
+ * Warning, else the last message. */
+static void
+task_message(json_t *status, char *out, size_t len)
+{
+	json_t *msgs = json_object_get(status, "Messages"), *m, *pick = NULL;
+	size_t i;
+
+	int rank = 0;
+
+	/* The first Critical message says why (later ones say the task aborted). */
+	json_array_foreach(msgs, i, m)
+	{
+		const char *sev = json_string_value(json_object_get(m, "MessageSeverity"))
+		                      ?: json_string_value(json_object_get(m, "Severity")) ?: "";
+		int r = !strcmp(sev, "Critical") ? 3 : !strcmp(sev, "Warning") ? 2 : 1;
+
+		if (r > rank || (r == 1 && rank == 1)) {
+			pick = m;
+			rank = r;
+		}
+	}
+	snprintf(out, len, "%s%s%s",
+	         json_string_value(json_object_get(pick, "MessageId")) ?: "",
+	         pick ? ": " : "",
+	         json_string_value(json_object_get(pick, "Message"))
+	             ?: json_string_value(json_object_get(status, "TaskState")) ?: "no details");
+	if (pick == NULL && status == NULL)
+		snprintf(out, len, "the BMC gave no details");
+}
+
+/* 1 when a finished task says the new image waits for a reset to activate. */
+static int
+needs_reset(json_t *status)
+{
+	json_t *m;
+	size_t i;
+
+	json_array_foreach(json_object_get(status, "Messages"), i, m)
+	{
+		const char *id = json_string_value(json_object_get(m, "MessageId")) ?: "";
+		const char *dot = strrchr(id, '.');
+
+		if (dot && (!strcmp(dot, ".ResetRequired") || !strcmp(dot, ".AwaitToActivate")))
+			return 1;
+	}
+	return 0;
+}
+
+struct fw_ctx {
+	struct work *w;
+	struct rp_bmc *b;
+	json_t *rows; /* latest inventory_rows */
+	json_t *updated, *skipped;
+	json_t *out; /* the outcome when a component ends the job */
+};
+
+static int
+stop(struct fw_ctx *x, json_t *o)
+{
+	x->out = o;
+	return -1;
+}
+
+/* Re-read the inventory, tolerating a BMC that is resetting, until component has version
+ * to (0), the deadline passes (1, x->rows holds the last reading), or an error (-1 with
+ * x->out; NULL when stopping). */
+static int
+await_version(struct fw_ctx *x, const char *component, const char *to, unsigned timeout_s)
+{
+	int64_t until = rp_time_mono_ns() + (int64_t)timeout_s * 1000000000;
+	struct rp_bmc_err err = {0};
+	int errors = 0;
+
+	for (;;) {
+		json_t *rows = NULL;
+
+		if (read_firmware(x->w, x->b, &rows, 0, &err) == 0) {
+			json_t *r;
+
+			errors = 0;
+			json_decref(x->rows);
+			x->rows = rows;
+			r = row_of(rows, component);
+			if (r && !strcmp(json_string_value(json_object_get(r, "version")), to)) {
+				rp_store_node_firmware_set(x->w->j->st, node_uuid(x->w), "redfish",
+				                           rows, "rackpilotd");
+				return 0;
+			}
+		} else if (!rp_bmc_err_transient(err.kind) || ++errors > 10 * ERRORS_TOLERATED) {
+			return stop(x, jobs_bmc_failure(x->w, &err, 0));
+		}
+		if (rp_time_mono_ns() > until && errors > 0)
+			return stop(x,
+			            failed(x->w, "bmc_timeout",
+			                   "component %s: the BMC did not answer again within %u s "
+			                   "after the update (last error: %s)",
+			                   component, timeout_s, err.msg));
+		if (rp_time_mono_ns() > until)
+			return 1;
+		if (__atomic_load_n(&x->w->j->stop, __ATOMIC_RELAXED))
+			return stop(x, NULL);
+		jobs_sleep_ms(errors ? 1000 : POLL_MS);
+	}
+}
+
+/* Flash one target, starting from what the store recorded for it (row, may be NULL). 0 done
+ * or skipped; -1 with x->out the job's outcome (NULL when stopping). */
+static int
+flash(struct fw_ctx *x, json_t *t, json_t *row)
+{
+	struct work *w = x->w;
+	const char *comp = json_string_value(json_object_get(t, "component"));
+	const char *to = json_string_value(json_object_get(t, "version"));
+	const char *image = json_string_value(json_object_get(t, "image"));
+	const char *method = json_string_value(json_object_get(t, "method")) ?: "redfish";
+	const char *state = json_string_value(json_object_get(row, "state"));
+	json_t *have = row_of(x->rows, comp), *status = NULL;
+	const char *was = row ? json_string_value(json_object_get(row, "from"))
+	                      : json_string_value(json_object_get(have, "version"));
+	struct rp_bmc_err err = {0};
+	char task[512] = "", why[1024], fromv[160];
+	const char *from = was ? fromv : NULL;
+	int rc, reset = 0;
+
+	/* x->rows is replaced by every inventory read below: keep the old version. */
+	snprintf(fromv, sizeof fromv, "%s", was ? was : "");
+
+	if (state == NULL) {
+		char uri[1200], local[4200];
+		json_t *targets;
+
+		if (have && !strcmp(json_string_value(json_object_get(have, "version")), to)) {
+			json_array_append_new(x->skipped, json_string(comp));
+			return 0;
+		}
+		if (!strcmp(method, "agent"))
+			return stop(x, failed(w, "unsupported",
+			                      "component %s: method agent (a flasher "
+			                      "recipe) is not supported by firmware_update "
+			                      "yet; use redfish or redfish-push",
+			                      comp));
+		if (have == NULL)
+			return stop(x, failed(w, "unknown_component",
+			                      "the BMC reports no firmware "
+			                      "component '%s'",
+			                      comp));
+		if (!json_is_true(json_object_get(have, "updateable")))
+			return stop(x, failed(w, "not_updateable",
+			                      "the BMC says component %s cannot be "
+			                      "updated",
+			                      comp));
+		if (image == NULL)
+			return stop(x, failed(w, "no_image",
+			                      "component %s has no image in the baseline", comp));
+		if (!strcmp(method, "redfish") &&
+		    (w->j->o.image_url == NULL || !w->j->o.image_url[0]))
+			return stop(x, failed(w, "no_image_url",
+			                      "SimpleUpdate needs the URL the BMC "
+			                      "downloads images from: set boot_url in "
+			                      "rackpilotd.conf"));
+		snprintf(uri, sizeof uri, "%s/boot/images/%s", w->j->o.image_url ?: "", image);
+		snprintf(local, sizeof local, "%s/%s", w->j->o.image_dir ?: ".",
+		         json_string_value(json_object_get(t, "file")) ?: image);
+		/* Durably "about to send" first: a restart must never send this one again. */
+		if (rp_store_firmware_update_sent(w->j->st, w->id, comp, from, to, image) !=
+		    RP_ERR_OK)
+			return stop(x, store_trouble(w, "the update"));
+		targets = json_object_get(have, "ids");
+		rc = rp_bmc_firmware_update(x->b, !strcmp(method, "redfish") ? uri : NULL,
+		                            !strcmp(method, "redfish-push") ? local : NULL,
+		                            json_array_size(targets) ? targets : NULL, task,
+		                            sizeof task, &err);
+		if (rc < 0) {
+			/* Refused before anything started (unreachable, busy): it may be sent
+			 * again. */
+			if (err.kind == RP_BMC_UNREACHABLE || err.kind == RP_BMC_BUSY) {
+				rp_store_firmware_update_set(w->j->st, w->id, comp, NULL, NULL,
+				                             NULL);
+				return stop(x, jobs_bmc_failure(w, &err, 1));
+			}
+			if (err.kind == RP_BMC_TIMEOUT)
+				return stop(x, jobs_bmc_failure(w, &err, 1));
+			rp_store_firmware_update_set(w->j->st, w->id, comp, "failed", NULL,
+			                             err.msg);
+			return stop(x, failed(w, "update_rejected",
+			                      "component %s: the BMC refused the "
+			                      "update with %s: %s",
+			                      comp, image, err.msg));
+		}
+		if (rp_store_firmware_update_set(w->j->st, w->id, comp, "polling", task, NULL) !=
+		    RP_ERR_OK)
+			rp_log_warn("jobs: %s: could not record task %s of %s", w->node_name, task,
+			            comp);
+		state = "polling";
+	} else {
+		snprintf(task, sizeof task, "%s",
+		         json_string_value(json_object_get(row, "task")) ?: "");
+	}
+
+	if (!strcmp(state, "done")) {
+		json_array_append_new(x->updated, json_pack("{s:s, s:s?, s:s}", "component", comp,
+		                                            "from", from, "to", to));
+		return 0;
+	}
+	if (!strcmp(state, "failed"))
+		return stop(x,
+		            failed(w, "update_failed", "component %s: %s", comp,
+		                   json_string_value(json_object_get(row, "error")) ?: "failed"));
+	if (!strcmp(state, "sent") && image &&
+	    rp_bmc_task_find(x->b, image, task, sizeof task, &err) == 0) {
+		/* Interrupted between recording and the BMC's answer, which started the update:
+		 * follow the task it started. */
+		rp_log_info(
+		        "jobs: %s: the update of %s was sent before a restart; following its task "
+		        "%s",
+		        w->node_name, comp, task);
+		if (rp_store_firmware_update_set(w->j->st, w->id, comp, "polling", task, NULL) !=
+		    RP_ERR_OK)
+			return stop(x, store_trouble(w, "the update's task"));
+		state = "polling";
+	}
+	if (!strcmp(state, "sent")) {
+		/* Interrupted between recording and the BMC's answer, and the BMC lists no task for
+		 * it: it may still have it. Never send it again; it counts only if the version
+		 * shows. */
+		rc = await_version(x, comp, to, 60);
+		if (rc < 0)
+			return -1;
+		if (rc == 1) {
+			rp_store_firmware_update_set(w->j->st, w->id, comp, "failed", NULL,
+			                             "interrupted while the update was being sent");
+			return stop(
+			        x,
+			        failed(w, "interrupted",
+			               "component %s: rackpilotd stopped while sending the update "
+			               "and the BMC reports %s, not %s; not sent again (it may be "
+			               "running on the BMC): check the BMC's tasks, then start a "
+			               "new "
+			               "update",
+			               comp,
+			               json_string_value(
+			                       json_object_get(row_of(x->rows, comp), "version"))
+			                       ?: "nothing",
+			               to));
+		}
+		state = "verifying";
+	}
+	if (!strcmp(state, "polling")) {
+		int64_t until = rp_time_mono_ns() + (int64_t)TASK_TIMEOUT_S * 1000000000;
+		int done = 0, ok = 0, errors = 0;
+
+		for (;;) {
+			json_decref(status);
+			status = NULL;
+			if (rp_bmc_task_poll(x->b, task, &done, &ok, &status, &err) < 0) {
+				if (!rp_bmc_err_transient(err.kind) ||
+				    ++errors > ERRORS_TOLERATED) {
+					snprintf(why, sizeof why, "lost the update task %s: %s",
+					         task, err.msg);
+					rp_store_firmware_update_set(w->j->st, w->id, comp,
+					                             "failed", NULL, why);
+					return stop(x, failed(w, "update_failed",
+					                      "component %s: %s", comp, why));
+				}
+			} else {
+				errors = 0;
+				if (done)
+					break;
+			}
+			if (rp_time_mono_ns() > until) {
+				json_decref(status);
+				snprintf(why, sizeof why,
+				         "the update task did not finish within %d s",
+				         TASK_TIMEOUT_S);
+				rp_store_firmware_update_set(w->j->st, w->id, comp, "failed", NULL,
+				                             why);
+				return stop(x, failed(w, "update_timeout", "component %s: %s", comp,
+				                      why));
+			}
+			if (__atomic_load_n(&w->j->stop, __ATOMIC_RELAXED)) {
+				json_decref(status);
+				return stop(x, NULL); /* resumed after the restart, from the task */
+			}
+			jobs_sleep_ms(POLL_MS);
+		}
+		if (!ok) {
+			char msg[300];
+
+			task_message(status, msg, sizeof msg);
+			json_decref(status);
+			snprintf(why, sizeof why, "the update task with %s failed: %s",
+			         image ?: "?", msg);
+			rp_store_firmware_update_set(w->j->st, w->id, comp, "failed", NULL, why);
+			return stop(x,
+			            failed(w, "update_failed", "component %s: %s; version stays %s",
+			                   comp, why, from ?: "unknown"));
+		}
+		reset = needs_reset(status) || !strcmp(comp, "bios");
+		json_decref(status);
+		state = reset ? "rebooting" : "verifying";
+		/* Recorded before the reset is sent: a restart waits for the boot, never resets
+		 * again. */
+		if (rp_store_firmware_update_set(w->j->st, w->id, comp, state, NULL, NULL) !=
+		    RP_ERR_OK)
+			return stop(x, store_trouble(w, "the update's progress"));
+		if (reset && reboot(x->b, &err) < 0)
+			return stop(x, jobs_bmc_failure(w, &err, 0));
+	}
+	if (!strcmp(state, "rebooting")) {
+		rc = wait_on(w, x->b, w->j->o.power_wait_s, &err);
+		if (rc < 0)
+			return stop(x, err.kind == RP_BMC_OK ? NULL : jobs_bmc_failure(w, &err, 0));
+		if (rc == 1)
+			return stop(x, failed(w, "boot_timeout",
+			                      "component %s: the node did not power on "
+			                      "within %u s after the reset that "
+			                      "activates the update",
+			                      comp, w->j->o.power_wait_s));
+		if (rp_store_firmware_update_set(w->j->st, w->id, comp, "verifying", NULL, NULL) !=
+		    RP_ERR_OK)
+			return stop(x, store_trouble(w, "the update's progress"));
+	}
+	/* verifying: a BMC that flashed itself resets, a BIOS shows its version after the boot. */
+	rc = await_version(x, comp, to, BMC_BACK_TIMEOUT_S);
+	if (rc < 0)
+		return -1;
+	if (rc == 1) {
+		const char *now =
+		        json_string_value(json_object_get(row_of(x->rows, comp), "version"));
+
+		snprintf(why, sizeof why,
+		         "version mismatch: the update finished but the BMC reports %s, "
+		         "not %s",
+		         now ?: "nothing", to);
+		rp_store_firmware_update_set(w->j->st, w->id, comp, "failed", NULL, why);
+		return stop(x, failed(w, "version_mismatch", "component %s: %s", comp, why));
+	}
+	rp_store_firmware_update_set(w->j->st, w->id, comp, "done", NULL, NULL);
+	json_array_append_new(x->updated, json_pack("{s:s, s:s?, s:s}", "component", comp, "from",
+	                                            from, "to", to));
+	return 0;
+}
+
+static json_t *
+run_update(struct work *w, struct rp_bmc *b)
+{
+	struct fw_ctx x = {.w = w, .b = b};
+	struct rp_bmc_err err = {0};
+	json_t *plan = NULL, *done = NULL, *detail = NULL, *t, *versions, *o = NULL;
+	enum rp_err e;
+	size_t i;
+
+	/* Versions as they are now, not as last stored: decides what still needs flashing. */
+	if (read_firmware(w, b, &x.rows, 1, &err) < 0)
+		return jobs_bmc_failure(w, &err, 1);
+	e = rp_store_firmware_targets(w->j->st, node_uuid(w),
+	                              json_object_get(params(w), "components"), &plan, &detail);
+	if (e != RP_ERR_OK) {
+		o = e == RP_ERR_INTERNAL
+		            ? store_trouble(w, "the update plan")
+		            : failed(w, "no_baseline", "%s",
+		                     json_string_value(json_object_get(detail, "reason"))
+		                             ?: rp_err_message(e));
+		goto out;
+	}
+	if (rp_store_firmware_updates(w->j->st, w->id, &done) != RP_ERR_OK) {
+		o = store_trouble(w, "the update plan");
+		goto out;
+	}
+	x.updated = json_array();
+	x.skipped = json_array();
+	json_array_foreach(json_object_get(plan, "targets"), i, t)
+	{
+		const char *comp = json_string_value(json_object_get(t, "component"));
+
+		if (flash(&x, t, json_object_get(done, comp)) < 0) {
+			o = x.out;
+			if (o && !strcmp(json_string_value(json_object_get(o, "state")), "failed"))
+				json_object_set_new(o, "result",
+				                    json_pack("{s:O, s:O}", "updated", x.updated,
+				                              "skipped", x.skipped));
+			goto out;
+		}
+		if (jobs_stopping(w) && i + 1 < json_array_size(json_object_get(plan, "targets"))) {
+			if (__atomic_load_n(&w->j->stop, __ATOMIC_RELAXED))
+				goto out; /* o NULL: resumed after the restart */
+			o = jobs_outcome(w, "cancelled");
+			jobs_set_error(o, "cancelled", "cancelled after %zu of %zu component(s)",
+			               i + 1, json_array_size(json_object_get(plan, "targets")));
+			goto out;
+		}
+	}
+	versions = json_object();
+	json_array_foreach(json_object_get(plan, "targets"), i, t)
+	{
+		const char *comp = json_string_value(json_object_get(t, "component"));
+		json_t *r = row_of(x.rows, comp);
+
+		json_object_set_new(versions, comp,
+		                    r ? json_incref(json_object_get(r, "version")) : json_null());
+	}
+	o = jobs_outcome(w, "succeeded");
+	json_object_set_new(o, "result",
+	                    json_pack("{s:O, s:O, s:o}", "updated", x.updated, "skipped", x.skipped,
+	                              "versions", versions));
+	json_object_set_new(o, "bmc_ok", json_true());
+out:
+	json_decref(x.rows);
+	json_decref(x.updated);
+	json_decref(x.skipped);
+	json_decref(plan);
+	json_decref(done);
+	json_decref(detail);
+	return o;
+}
+
+json_t *
+jobs_run_firmware(struct work *w, struct rp_bmc *b)
+{
+	json_t *o;
+
+	if (!strcmp(w->type, "firmware_refresh"))
+		return run_refresh(w, b);
+	if (!strcmp(w->type, "bios_apply"))
+		return run_bios_apply(w, b);
+	o = run_update(w, b);
+	/* Whatever happened, the store ends with what the BMC reports now. */
+	if (o && strcmp(json_string_value(json_object_get(o, "state")), "retry") != 0) {
+		struct rp_bmc_err err = {0};
+		json_t *rows = NULL;
+
+		if (read_firmware(w, b, &rows, 1, &err) == 0)
+			json_decref(rows);
+	}
+	return o;
+}
