@@ -206,6 +206,17 @@ read_bios(struct work *w, struct rp_bmc *b, json_t **bios, int keep, struct rp_b
 	return 0;
 }
 
+int
+jobs_firmware_read(struct work *w, struct rp_bmc *b, struct rp_bmc_err *err)
+{
+	json_t *rows = NULL;
+
+	if (read_firmware(w, b, &rows, 1, err) < 0 || read_bios(w, b, NULL, 1, err) < 0)
+		return -1;
+	json_decref(rows);
+	return 0;
+}
+
 static json_t *
 run_refresh(struct work *w, struct rp_bmc *b)
 {

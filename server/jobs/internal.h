@@ -90,6 +90,11 @@ json_t *jobs_run_provision(struct work *w);
 struct rp_bmc;
 json_t *jobs_run_firmware(struct work *w, struct rp_bmc *b);
 
+/* Read the node's firmware inventory, BIOS attributes and registry from its BMC and store
+ * them (source redfish), as a firmware_refresh does. 0, or -1 with err set (kind
+ * RP_BMC_UNSUPPORTED for a BMC without Redfish inventory). */
+int jobs_firmware_read(struct work *w, struct rp_bmc *b, struct rp_bmc_err *err);
+
 /* Run a steps job (steps.c): push its plan over SSH and settle it. The outcome to record,
  * or NULL when rackpilotd is stopping (the job stays running and is recovered). */
 json_t *jobs_run_steps(struct work *w);

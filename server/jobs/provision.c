@@ -128,6 +128,25 @@ power_off(struct work *w)
 	return o;
 }
 
+/* A commissioned node's firmware and BIOS as its BMC reports them, for drift from the start.
+ * Not a reason to fail the commission: a BMC without Redfish inventory has nothing to say,
+ * and a failed read is logged and left to the next refresh. */
+static void
+firmware_snapshot(struct work *w)
+{
+	struct rp_bmc_err err = {0};
+	struct rp_bmc *b = bmc_open(w, &err);
+
+	if (b != NULL && jobs_firmware_read(w, b, &err) == 0) {
+		rp_bmc_close(b);
+		return;
+	}
+	rp_bmc_close(b);
+	if (err.kind != RP_BMC_UNSUPPORTED)
+		rp_log_warn("jobs: %s: firmware inventory not read at commissioning: %s", w->node_name,
+		            err.msg);
+}
+
 /* The image on the server still is the one its sha256 says: checked before the node is
  * touched, so a corrupt image is never written to a disk. */
 static json_t *
@@ -250,6 +269,8 @@ jobs_run_provision(struct work *w)
 			int off = !strcmp(type, "release") ||
 			          !json_is_false(json_object_get(params(w), "power_off"));
 
+			if (!strcmp(type, "commission"))
+				firmware_snapshot(w);
 			if (off && (o = power_off(w)) != NULL)
 				break;
 			o = jobs_outcome(w, "succeeded");

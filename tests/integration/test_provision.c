@@ -188,6 +188,7 @@ upload(const char *name, const char *kind, const char *file)
 /* ---- Tests ------------------------------------------------------------------------------- */
 
 static struct node a, b, c;
+static struct mock M; /* pv02's BMC: a Redfish mock */
 static char conf[400];
 static const char *args[] = {"-c", conf, NULL};
 
@@ -516,7 +517,8 @@ test_timeout_and_abort(void **state)
 }
 
 /* kill -9 while a commission waits for its agent: after the restart the same job goes on
- * from its recorded phase (wait_agent: the BMC is not asked again) and the node gets ready. */
+ * from its recorded phase (wait_agent: the BMC is not asked again) and the node gets ready,
+ * with the firmware inventory its Redfish BMC reports. */
 static void
 test_kill9_mid_commission(void **state)
 {
@@ -545,6 +547,30 @@ test_kill9_mid_commission(void **state)
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/jobs?node=pv02&type=commission", &r, NULL), 200);
 	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 1);
 	assert_string_equal(jstr(json_array_get(json_object_get(r.json, "items"), 0), "id"), job);
+	reply_free(&r);
+	/* The BMC was told PXE once and powered on, and off at the end, with no second cycle:
+	 * one boot event. */
+	{
+		json_t *st = mock_get(&M, 0, "/__mock/state");
+
+		assert_int_equal(json_array_size(json_object_get(st, "boots")), 1);
+		assert_string_equal(jstr(json_array_get(json_object_get(st, "boots"), 0), "booted_from"),
+		                    "Pxe");
+		assert_string_equal(jstr(st, "power"), "Off");
+		json_decref(st);
+	}
+	/* Commissioning read the firmware and BIOS the BMC reports. */
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/pv02/firmware", &r, NULL), 200);
+	{
+		json_t *comp;
+		size_t i;
+		int bios = 0;
+
+		json_array_foreach(json_object_get(r.json, "components"), i, comp)
+		    bios |= !strcmp(jstr(comp, "component"), "bios") &&
+		            !strcmp(jstr(comp, "source"), "redfish");
+		assert_true(bios);
+	}
 	reply_free(&r);
 }
 
@@ -629,6 +655,20 @@ setup(void **state)
 	make(&a, 0);
 	make(&b, 1);
 	make(&c, 2);
+	/* pv02 has a Redfish BMC: commissioning also reads its firmware and BIOS. */
+	mock_start(&M, 1, NULL);
+	mock_post(&M, 0, "/__mock/config", "{\"power_delay_s\":0}");
+	{
+		struct reply r;
+
+		assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/pv02", &r,
+		                      "{s:{s:s, s:s, s:i, s:s, s:s, s:{s:s, s:n}}}", "bmc", "driver",
+		                      "redfish", "address", "127.0.0.1", "port", M.base, "username",
+		                      "admin", "password", "secret", "options", "scheme", "http",
+		                      "delay_ms"),
+		                 200);
+		reply_free(&r);
+	}
 	return 0;
 }
 
@@ -641,6 +681,7 @@ teardown(void **state)
 		sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, b.dir);
 	if (c.started)
 		sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, c.dir);
+	mock_stop(&M);
 	if (getenv("RP_KEEP") == NULL)
 		sh_rc("rm -rf %s", workdir);
 	return group_teardown(state);
