@@ -527,12 +527,26 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 	}
 	json_object_del(json_object_get(after, "ssh"), "host_key");
 	store_merge(after, patch);
-	/* Options belong to a driver: a new driver without new options starts with none. */
+	/* Options belong to a driver: a new driver has exactly the options sent with it (none
+	 * when none were), never leftovers of the old one that it would refuse at its first job. */
 	if (json_is_object(pbmc) && json_is_string(json_object_get(pbmc, "driver")) &&
-	    json_object_get(pbmc, "options") == NULL &&
 	    !json_equal(json_object_get(pbmc, "driver"),
-	                json_object_get(json_object_get(before, "bmc"), "driver")))
+	                json_object_get(json_object_get(before, "bmc"), "driver"))) {
+		json_t *want = json_object_get(pbmc, "options"), *ov;
+		const char *ok;
+
 		json_object_del(json_object_get(after, "bmc"), "options");
+		if (json_is_object(want)) {
+			json_t *opts = json_object();
+
+			json_object_foreach(want, ok, ov)
+			{
+				if (!json_is_null(ov))
+					json_object_set(opts, ok, ov);
+			}
+			json_object_set_new(json_object_get(after, "bmc"), "options", opts);
+		}
+	}
 	keep_pw = !(json_is_null(pbmc) || (json_is_object(pbmc) && json_object_get(pbmc, "password")));
 	if ((e = node_check(c, id, after, &rack_id, &profile_id, detail)) != RP_ERR_OK)
 		goto out;

@@ -387,6 +387,21 @@ test_bmc_options(void **state)
 	                 200);
 	assert_true(json_is_null(json_object_get(json_object_get(r.json, "bmc"), "options")));
 	reply_free(&r);
+	/* ... and with new options, exactly those: nothing of the old driver's is left over. */
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/o2", &r, "{s:{s:s, s:{s:i}}}", "bmc",
+	                      "driver", "fake", "options", "delay_ms", 5),
+	                 200);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/o2", &r, "{s:{s:s, s:{s:s}}}", "bmc",
+	                      "driver", "redfish", "options", "scheme", "http"),
+	                 200);
+	{
+		json_t *want = json_pack("{s:s}", "scheme", "http");
+
+		assert_true(json_equal(json_object_get(json_object_get(r.json, "bmc"), "options"), want));
+		json_decref(want);
+	}
+	reply_free(&r);
 	/* A node named twice in a selector gets one job. */
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/f03", &r, NULL), 200);
 	{

@@ -662,10 +662,9 @@ setup(void **state)
 		struct reply r;
 
 		assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/pv02", &r,
-		                      "{s:{s:s, s:s, s:i, s:s, s:s, s:{s:s, s:n}}}", "bmc", "driver",
+		                      "{s:{s:s, s:s, s:i, s:s, s:s, s:{s:s}}}", "bmc", "driver",
 		                      "redfish", "address", "127.0.0.1", "port", M.base, "username",
-		                      "admin", "password", "secret", "options", "scheme", "http",
-		                      "delay_ms"),
+		                      "admin", "password", "secret", "options", "scheme", "http"),
 		                 200);
 		reply_free(&r);
 	}
