@@ -8,7 +8,9 @@
  * - firmware_update: flash every baseline component whose version differs (decided after a
  *   fresh inventory read, so a repeated or resumed job skips what is done), one at a time:
  *   SimpleUpdate (or a multipart push), follow the task, reboot when the component needs it,
- *   wait for a BMC that resets itself, re-read and require the target version.
+ *   wait for a BMC that resets itself, re-read and require the target version. Method agent:
+ *   the component's recipe runs as a child steps job over SSH (flash_agent), and the version
+ *   the agent reports afterwards must be the target.
  *
  * Crash safety of firmware_update: each component's update is recorded (firmware_updates,
  * with the job's sent mark) before the request leaves, then its task URI and each later
@@ -506,6 +508,7 @@ struct fw_ctx {
 	json_t *rows; /* latest inventory_rows */
 	json_t *updated, *skipped;
 	json_t *out; /* the outcome when a component ends the job */
+	int no_redfish; /* the BMC has no firmware inventory (IPMI, fake): agent methods only */
 };
 
 static int
@@ -557,6 +560,189 @@ await_version(struct fw_ctx *x, const char *component, const char *to, unsigned 
 	}
 }
 
+/* The version of component the store holds now (an agent's inventory, a reading): into
+ * buf ("" when none). -1 when the store could not say. */
+static int
+stored_version(struct work *w, const char *component, char *buf, size_t len)
+{
+	json_t *fw = NULL, *r;
+	size_t i;
+
+	buf[0] = '\0';
+	if (rp_store_node_firmware(w->j->st, node_uuid(w), &fw) != RP_ERR_OK)
+		return -1;
+	json_array_foreach(json_object_get(fw, "components"), i, r)
+	{
+		if (!strcmp(json_string_value(json_object_get(r, "component")) ?: "", component))
+			snprintf(buf, len, "%s",
+			         json_string_value(json_object_get(r, "version")) ?: "");
+	}
+	json_decref(fw);
+	return 0;
+}
+
+/* The last non-empty line a failed step of a steps job printed (the flasher's own words),
+ * into buf ("" when none). */
+static void
+failed_output(json_t *job, char *buf, size_t len)
+{
+	json_t *st;
+	size_t i;
+
+	buf[0] = '\0';
+	json_array_foreach(json_object_get(job, "steps"), i, st)
+	{
+		const char *out = json_string_value(json_object_get(st, "output"));
+		const char *end, *start;
+
+		if (strcmp(json_string_value(json_object_get(st, "state")) ?: "", "failed") != 0 ||
+		    out == NULL)
+			continue;
+		end = out + strlen(out);
+		while (end > out && isspace((unsigned char)end[-1]))
+			end--;
+		for (start = end; start > out && start[-1] != '\n'; start--)
+			;
+		snprintf(buf, len, "%.*s", (int)(end - start), start);
+		return;
+	}
+}
+
+/*
+ * Method agent: the recipe runs as a child steps job over SSH (queued once, with the row
+ * that records the update, in one transaction), and this job waits for it off the worker:
+ * it goes back to the queue and looks again. The child succeeded → the version the agent
+ * reported since (the recipe's final inventory step) must equal the target.
+ */
+static int
+flash_agent(struct fw_ctx *x, json_t *t, json_t *row)
+{
+	struct work *w = x->w;
+	const char *comp = json_string_value(json_object_get(t, "component"));
+	const char *to = json_string_value(json_object_get(t, "version"));
+	const char *image = json_string_value(json_object_get(t, "image"));
+	const char *recipe = json_string_value(json_object_get(t, "recipe"));
+	const char *state = json_string_value(json_object_get(row, "state"));
+	const char *from = json_string_value(json_object_get(row, "from"));
+	char child[RP_UUID_BUF + 64] = "", now[160], fromv[160], why[1024];
+	json_t *job = NULL, *detail = NULL, *o;
+	const char *js;
+	enum rp_err e;
+
+	if (state == NULL) {
+		char url[1200];
+		json_t *args;
+
+		if (stored_version(w, comp, now, sizeof now) < 0)
+			return stop(x, store_trouble(w, "the update plan"));
+		if (!strcmp(now, to)) {
+			json_array_append_new(x->skipped, json_string(comp));
+			return 0;
+		}
+		if (image == NULL)
+			return stop(x, failed(w, "no_image",
+			                      "component %s has no image in the baseline", comp));
+		if (recipe == NULL)
+			return stop(x, failed(w, "no_recipe",
+			                      "component %s: method agent needs a recipe in the "
+			                      "baseline",
+			                      comp));
+		if (w->j->o.image_url == NULL || !w->j->o.image_url[0])
+			return stop(x, failed(w, "no_image_url",
+			                      "the agent downloads the image from Rackpilot: set "
+			                      "boot_url in rackpilotd.conf"));
+		snprintf(url, sizeof url, "%s/boot/images/%s", w->j->o.image_url, image);
+		/* No "image": ${image} in a firmware step is the agent's path of the verified
+		 * copy. */
+		args = json_pack("{s:s, s:s, s:s, s:s}", "component", comp, "version", to,
+		                 "image_url", url, "sha256",
+		                 json_string_value(json_object_get(t, "sha256")) ?: "");
+		e = rp_store_firmware_agent_flash(w->j->st, w->id, comp, now[0] ? now : NULL, to,
+		                                  image, recipe, args, child, sizeof child,
+		                                  &detail);
+		json_decref(args);
+		if (e == RP_ERR_CONFLICT || e == RP_ERR_INVALID_STATE || e == RP_ERR_NOT_FOUND ||
+		    e == RP_ERR_MISSING_FIELD) {
+			o = failed(w, e == RP_ERR_NOT_FOUND || e == RP_ERR_MISSING_FIELD
+			                      ? "no_recipe"
+			                      : "agent_unreachable",
+			           "component %s: the flasher recipe cannot run: %s", comp,
+			           json_string_value(json_object_get(detail, "reason"))
+			                   ?: rp_err_message(e));
+			json_decref(detail);
+			return stop(x, o);
+		}
+		json_decref(detail);
+		if (e != RP_ERR_OK)
+			return stop(x, store_trouble(w, "the flasher job"));
+		rp_log_info("jobs: %s: component %s: flasher recipe %s queued as job %s",
+		            w->node_name, comp, recipe, child);
+		state = "polling";
+		snprintf(fromv, sizeof fromv, "%s", now);
+		from = fromv[0] ? fromv : NULL;
+	} else {
+		snprintf(child, sizeof child, "%s",
+		         json_string_value(json_object_get(row, "task")) ?: "");
+	}
+	if (!strcmp(state, "done")) {
+		json_array_append_new(x->updated, json_pack("{s:s, s:s?, s:s}", "component", comp,
+		                                            "from", from, "to", to));
+		return 0;
+	}
+	if (!strcmp(state, "failed"))
+		return stop(x,
+		            failed(w, "update_failed", "component %s: %s", comp,
+		                   json_string_value(json_object_get(row, "error")) ?: "failed"));
+	e = rp_store_job_get(w->j->st, child, &job);
+	if (e != RP_ERR_OK) {
+		if (e != RP_ERR_NOT_FOUND)
+			return stop(x, store_trouble(w, "the flasher job's state"));
+		snprintf(why, sizeof why, "the flasher job %s is gone", child);
+		rp_store_firmware_update_set(w->j->st, w->id, comp, "failed", NULL, why);
+		return stop(x, failed(w, "update_failed", "component %s: %s", comp, why));
+	}
+	js = json_string_value(json_object_get(job, "state")) ?: "";
+	if (!strcmp(js, "queued") || !strcmp(js, "running")) {
+		/* Waiting holds no worker: back to the queue, no attempt counted. */
+		o = jobs_outcome(w, "retry");
+		json_object_set_new(o, "wait", json_true());
+		json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + 2000));
+		jobs_set_error(o, "flashing", "component %s: waiting for flasher job %s (%s)", comp,
+		               child, js);
+		json_decref(job);
+		return stop(x, o);
+	}
+	if (strcmp(js, "succeeded") != 0) {
+		json_t *err = json_object_get(job, "error");
+		char said[200];
+
+		failed_output(job, said, sizeof said);
+		snprintf(why, sizeof why, "flasher recipe %s (job %s) %s: %s%s%s%s", recipe ?: "?",
+		         child, js,
+		         json_string_value(json_object_get(err, "message")) ?: "no reason given",
+		         said[0] ? " (\"" : "", said, said[0] ? "\")" : "");
+		json_decref(job);
+		rp_store_firmware_update_set(w->j->st, w->id, comp, "failed", NULL, why);
+		return stop(x, failed(w, "update_failed", "component %s: %s; version stays %s",
+		                      comp, why, from ?: "unknown"));
+	}
+	json_decref(job);
+	if (stored_version(w, comp, now, sizeof now) < 0)
+		return stop(x, store_trouble(w, "the version check"));
+	if (strcmp(now, to) != 0) {
+		snprintf(why, sizeof why,
+		         "version mismatch: the flasher recipe succeeded but the agent reports "
+		         "%s, not %s (does the recipe end with an inventory step?)",
+		         now[0] ? now : "nothing", to);
+		rp_store_firmware_update_set(w->j->st, w->id, comp, "failed", NULL, why);
+		return stop(x, failed(w, "version_mismatch", "component %s: %s", comp, why));
+	}
+	rp_store_firmware_update_set(w->j->st, w->id, comp, "done", NULL, NULL);
+	json_array_append_new(x->updated, json_pack("{s:s, s:s?, s:s}", "component", comp, "from",
+	                                            from, "to", to));
+	return 0;
+}
+
 /* Flash one target, starting from what the store recorded for it (row, may be NULL). 0 done
  * or skipped; -1 with x->out the job's outcome (NULL when stopping). */
 static int
@@ -576,6 +762,8 @@ flash(struct fw_ctx *x, json_t *t, json_t *row)
 	const char *from = was ? fromv : NULL;
 	int rc, reset = 0;
 
+	if (!strcmp(method, "agent"))
+		return flash_agent(x, t, row);
 	/* x->rows is replaced by every inventory read below: keep the old version. */
 	snprintf(fromv, sizeof fromv, "%s", was ? was : "");
 
@@ -587,12 +775,11 @@ flash(struct fw_ctx *x, json_t *t, json_t *row)
 			json_array_append_new(x->skipped, json_string(comp));
 			return 0;
 		}
-		if (!strcmp(method, "agent"))
-			return stop(x, failed(w, "unsupported",
-			                      "component %s: method agent (a flasher "
-			                      "recipe) is not supported by firmware_update "
-			                      "yet; use redfish or redfish-push",
-			                      comp));
+		if (x->no_redfish)
+			return stop(x, failed(w, "bmc_unsupported",
+			                      "component %s: method %s needs a Redfish BMC, and "
+			                      "the node's BMC has no firmware inventory",
+			                      comp, method));
 		if (have == NULL)
 			return stop(x, failed(w, "unknown_component",
 			                      "the BMC reports no firmware "
@@ -804,9 +991,14 @@ run_update(struct work *w, struct rp_bmc *b)
 	enum rp_err e;
 	size_t i;
 
-	/* Versions as they are now, not as last stored: decides what still needs flashing. */
-	if (read_firmware(w, b, &x.rows, 1, &err) < 0)
-		return jobs_bmc_failure(w, &err, 1);
+	/* Versions as they are now, not as last stored: decides what still needs flashing. A
+	 * BMC without Redfish inventory can still have agent-method components flashed. */
+	if (read_firmware(w, b, &x.rows, 1, &err) < 0) {
+		if (err.kind != RP_BMC_UNSUPPORTED)
+			return jobs_bmc_failure(w, &err, 1);
+		x.rows = json_array();
+		x.no_redfish = 1;
+	}
 	e = rp_store_firmware_targets(w->j->st, node_uuid(w),
 	                              json_object_get(params(w), "components"), &plan, &detail);
 	if (e != RP_ERR_OK) {
@@ -849,9 +1041,14 @@ run_update(struct work *w, struct rp_bmc *b)
 	{
 		const char *comp = json_string_value(json_object_get(t, "component"));
 		json_t *r = row_of(x.rows, comp);
+		char v[160];
 
-		json_object_set_new(versions, comp,
-		                    r ? json_incref(json_object_get(r, "version")) : json_null());
+		if (r == NULL && stored_version(w, comp, v, sizeof v) == 0 && v[0])
+			json_object_set_new(versions, comp, json_string(v));
+		else
+			json_object_set_new(versions, comp,
+			                    r ? json_incref(json_object_get(r, "version"))
+			                      : json_null());
 	}
 	o = jobs_outcome(w, "succeeded");
 	json_object_set_new(o, "result",

@@ -601,3 +601,160 @@ out:
 	store_rollback(c);
 	return e;
 }
+
+enum rp_err
+rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *component,
+                              const char *from, const char *to, const char *image,
+                              const char *recipe, json_t *args, char *child, size_t len,
+                              json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *rec = NULL, *values = json_object(), *plan = NULL, *job = NULL, *p;
+	struct node_ref n;
+	sqlite3_stmt *s;
+	int64_t now = rp_time_now_ms(), rid, node_id, cid = 0;
+	char why[256], summary[200], uuid[RP_UUID_BUF] = "";
+	const char *k;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL) {
+		json_decref(values);
+		return RP_ERR_INTERNAL;
+	}
+	if ((e = store_begin(c)) != RP_ERR_OK) {
+		json_decref(values);
+		return e;
+	}
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT node_id FROM jobs WHERE id = ? AND state = 'running' AND node_id IS NOT "
+	            "NULL");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, job_id);
+	rc = sqlite3_step(s);
+	node_id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW) {
+		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "agent flash job");
+		goto out;
+	}
+	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
+		goto out;
+	if ((e = store_id_of(c, T_RECIPE, recipe, &rid)) != RP_ERR_OK) {
+		if (e == RP_ERR_NOT_FOUND)
+			*detail = store_why("recipe", "no recipe named '%s'", recipe);
+		goto out;
+	}
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT params AS \"params:json\", steps AS \"steps:json\" FROM recipes WHERE "
+	            "id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, rid);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		rec = store_row(c, s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW || rec == NULL) {
+		e = store_sqlerr(c, rc, "agent flash recipe");
+		goto out;
+	}
+	/* Our arguments where the recipe declares them, else its defaults. */
+	json_object_foreach(json_object_get(rec, "params"), k, p)
+	{
+		json_t *v = json_object_get(args, k), *d = json_object_get(p, "default");
+
+		if (v == NULL && json_is_true(json_object_get(p, "required"))) {
+			*detail = store_why("recipe",
+			                    "recipe '%s' requires argument '%s', which a firmware "
+			                    "update does not supply",
+			                    recipe, k);
+			e = RP_ERR_MISSING_FIELD;
+			goto out;
+		}
+		json_object_set_new(values, k,
+		                    json_string(v ? json_string_value(v) ?: ""
+		                                  : json_is_string(d) ? json_string_value(d) : ""));
+	}
+	plan = rp_store_recipe_fill(json_object_get(rec, "steps"), values);
+	if ((e = store_ssh_ready(c, node_id, why, sizeof why)) != RP_ERR_OK) {
+		if (e != RP_ERR_INTERNAL)
+			*detail = store_why(NULL, "%s", why);
+		goto out;
+	}
+	e = RP_ERR_INTERNAL;
+	/* Not mutating: the firmware_update job that waits for it holds the node's slot. */
+	job = json_pack("{s:s, s:{s:O, s:s, s:s, s:s}, s:b, s:i}", "type", "steps", "params",
+	                "plan", plan, "recipe", recipe, "component", component, "firmware_update",
+	                "", "mutating", 0, "max_attempts", 8);
+	s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, job_id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_object_set_new(json_object_get(job, "params"), "firmware_update",
+		                    json_string((const char *)sqlite3_column_text(s, 0)));
+	sqlite3_reset(s);
+	if ((e = store_job_add(c, &n, 0, job, "rackpilotd", &cid)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, cid);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(s, 0));
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW) {
+		e = store_sqlerr(c, rc, "agent flash child");
+		goto out;
+	}
+	/* The child's id is the row's task: a restart follows it and never queues another. */
+	s = STMT(c, "INSERT INTO firmware_updates(job_id, node_id, component, from_version, "
+	            "to_version, image, state, task, sent_at, updated_at) VALUES (?1, ?2, ?3, ?4, "
+	            "?5, ?6, 'polling', ?7, ?8, ?8)");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, job_id);
+	sqlite3_bind_int64(s, 2, node_id);
+	store_bind_text(s, 3, component);
+	store_bind_text(s, 4, from);
+	store_bind_text(s, 5, to);
+	store_bind_text(s, 6, image);
+	store_bind_text(s, 7, uuid);
+	sqlite3_bind_int64(s, 8, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = rc == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "agent flash");
+		goto out;
+	}
+	s = STMT(c, "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, phase = ?3 || "
+	            "': polling', phase_at = ?2 WHERE id = ?1");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, job_id);
+	sqlite3_bind_int64(s, 2, now);
+	store_bind_text(s, 3, component);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "agent flash sent mark");
+		goto out;
+	}
+	snprintf(summary, sizeof summary, "steps job queued for %s: recipe %s flashes %s to %s",
+	         n.name, recipe, component, to);
+	if ((e = store_event(c, "rackpilotd", "job.queued", "job", uuid, n.name, n.id, n.rack_id,
+	                     summary, json_object_get(job, "params"))) != RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	snprintf(child, len, "%s", uuid);
+out:
+	store_rollback(c);
+	json_decref(rec);
+	json_decref(values);
+	json_decref(plan);
+	json_decref(job);
+	return e;
+}

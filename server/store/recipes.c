@@ -260,3 +260,61 @@ out:
 	json_decref(before);
 	return e;
 }
+
+/* Replace ${name} for every declared name in s. New string. */
+static json_t *
+expand_string(const char *s, json_t *values)
+{
+	struct rp_buf b = {0};
+	const char *p = s;
+	json_t *out;
+
+	while (*p) {
+		const char *end;
+
+		if (p[0] == '$' && p[1] == '{' && (end = strchr(p + 2, '}')) != NULL) {
+			char name[80];
+			size_t n = (size_t)(end - p - 2);
+			json_t *v;
+
+			if (n < sizeof name) {
+				memcpy(name, p + 2, n);
+				name[n] = '\0';
+				if ((v = json_object_get(values, name)) != NULL) {
+					rp_buf_append(&b, json_string_value(v), json_string_length(v));
+					p = end + 1;
+					continue;
+				}
+			}
+		}
+		rp_buf_append(&b, p, 1);
+		p++;
+	}
+	out = b.oom ? NULL : json_stringn(b.data ? b.data : "", b.len);
+	rp_buf_free(&b);
+	return out;
+}
+
+json_t *
+rp_store_recipe_fill(json_t *v, json_t *values)
+{
+	json_t *out, *e;
+	const char *k;
+	size_t i;
+
+	if (json_is_string(v))
+		return expand_string(json_string_value(v), values);
+	if (json_is_array(v)) {
+		out = json_array();
+		json_array_foreach(v, i, e)
+		    json_array_append_new(out, rp_store_recipe_fill(e, values));
+		return out;
+	}
+	if (json_is_object(v)) {
+		out = json_object();
+		json_object_foreach(v, k, e)
+		    json_object_set_new(out, k, rp_store_recipe_fill(e, values));
+		return out;
+	}
+	return json_incref(v);
+}

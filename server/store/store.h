@@ -234,6 +234,20 @@ enum rp_err rp_store_firmware_update_set(struct rp_store *st, int64_t job_id,
                                          const char *component, const char *state,
                                          const char *task, const char *error);
 
+/* Method agent: in one transaction, queue a (non-mutating) steps job for running job
+ * job_id's node whose plan is recipe's steps filled with args (an object of strings; the
+ * recipe's defaults for what args lacks), and record component's update as `polling` with
+ * that job's id as its task (also the job's sent mark). *child gets the steps job's id.
+ * RP_ERR_DUPLICATE when job_id already recorded component (never a second flash);
+ * RP_ERR_NOT_FOUND (no such recipe: *detail), RP_ERR_MISSING_FIELD (the recipe requires an
+ * argument args lacks: *detail), RP_ERR_CONFLICT / RP_ERR_INVALID_STATE (the node cannot run
+ * a plan over SSH now: *detail says why). */
+enum rp_err rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id,
+                                          const char *component, const char *from,
+                                          const char *to, const char *image, const char *recipe,
+                                          json_t *args, char *child, size_t len,
+                                          json_t **detail);
+
 /* Store the BIOS attribute registry node `key`'s BMC serves (id + [{name, type, read_only,
  * values?, lower?, upper?, max_length?}]); profiles for the node are validated against it. */
 enum rp_err rp_store_bios_registry_set(struct rp_store *st, const char *key, const char *registry,
@@ -438,6 +452,10 @@ enum rp_err rp_store_recipe_update(struct rp_store *st, const char *key, json_t 
                                    json_t **detail);
 enum rp_err rp_store_recipe_delete(struct rp_store *st, const char *key, int64_t if_match,
                                    const char *actor, json_t **detail);
+
+/* A recipe's steps (any JSON) with every ${name} that values (an object of strings) names
+ * replaced by its value; other placeholders stay. New reference (a pure function). */
+json_t *rp_store_recipe_fill(json_t *steps, json_t *values);
 
 /* ---- Network boot ----------------------------------------------------------------------- */
 
