@@ -278,6 +278,63 @@ test_bios_apply(void **state)
 	assert_int_equal(patches(0), before);
 }
 
+/* A setting the BMC accepts but that does not take at the boot (the mock's bios_ignore): the
+ * job fails naming exactly that attribute, the others took, and the store keeps what the BMC
+ * reads. fw1 is still at the BMC's defaults here. */
+static void
+test_bios_not_applied(void **state)
+{
+	struct reply r;
+	json_t *job, *err, *na, *st, *cur, *actual, *v;
+	const char *msg, *k;
+
+	(void)state;
+	mock_post(&M, 1, "/__mock/config", "{\"bios_ignore\":[\"NumaNodesPerSocket\"]}");
+	job = act("/v1/nodes/fw1/bios/apply", NULL);
+	expect(job, "failed");
+	err = json_object_get(job, "error");
+	assert_string_equal(str(err, "code"), "bios_not_applied");
+	msg = str(err, "message");
+	assert_non_null(msg);
+	if (!strstr(msg, "1 attribute(s)") || !strstr(msg, "NumaNodesPerSocket") ||
+	    strstr(msg, "SriovSupport") || strstr(msg, "ProcCoreDisable"))
+		fail_msg("%s", msg);
+	na = json_object_get(json_object_get(job, "result"), "not_applied");
+	if (json_array_size(na) != 1)
+		fail_msg("%s", json_dumps(job, 0));
+	assert_string_equal(json_string_value(json_array_get(na, 0)), "NumaNodesPerSocket");
+	json_decref(job);
+
+	/* The BMC: the other two took, the ignored one kept its value and is not pending. */
+	st = mock_get(&M, 1, "/__mock/state");
+	cur = json_object_get(json_object_get(st, "bios"), "current");
+	assert_string_equal(str(cur, "SriovSupport"), "Enabled");
+	assert_int_equal(json_integer_value(json_object_get(cur, "ProcCoreDisable")), 2);
+	assert_string_not_equal(str(cur, "NumaNodesPerSocket"), "NPS4");
+	assert_int_equal(json_object_size(json_object_get(json_object_get(st, "bios"), "pending")),
+	                 0);
+	assert_true(json_array_size(json_object_get(st, "boots")) >= 1);
+
+	/* The store: every value as the BMC reads it, and the node is out of sync. */
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/fw1/bios", &r, NULL), 200);
+	assert_false(json_is_true(json_object_get(r.json, "in_sync")));
+	actual = json_object_get(r.json, "actual");
+	json_object_foreach(cur, k, v)
+	{
+		json_t *a = json_object_get(json_object_get(actual, k), "value");
+
+		if (a == NULL ||
+		    !(json_equal(a, v) || (json_is_number(a) && json_is_number(v) &&
+		                           json_number_value(a) == json_number_value(v))))
+			fail_msg("%s: the BMC reads %s, the store has %s", k,
+			         json_dumps(v, JSON_ENCODE_ANY),
+			         a ? json_dumps(a, JSON_ENCODE_ANY) : "-");
+	}
+	reply_free(&r);
+	json_decref(st);
+	mock_post(&M, 1, "/__mock/config", "{\"bios_ignore\":[]}");
+}
+
 static void
 test_firmware_update(void **state)
 {
@@ -528,10 +585,15 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_refresh),    cmocka_unit_test(test_bios_profiles),
-	        cmocka_unit_test(test_bios_apply), cmocka_unit_test(test_firmware_update),
-	        cmocka_unit_test(test_bad_image),  cmocka_unit_test(test_kill_during_update),
-	        cmocka_unit_test(test_bad_input),  cmocka_unit_test(test_push),
+	        cmocka_unit_test(test_refresh),
+	        cmocka_unit_test(test_bios_profiles),
+	        cmocka_unit_test(test_bios_apply),
+	        cmocka_unit_test(test_bios_not_applied),
+	        cmocka_unit_test(test_firmware_update),
+	        cmocka_unit_test(test_bad_image),
+	        cmocka_unit_test(test_kill_during_update),
+	        cmocka_unit_test(test_bad_input),
+	        cmocka_unit_test(test_push),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

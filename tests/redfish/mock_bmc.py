@@ -56,6 +56,7 @@ DEFAULTS = {
     "bmc_reboot_requests": 3,      # 503s after a successful BMC firmware update
     "delay_ms": 0,                 # latency added to every Redfish request
     "max_image_bytes": 16 << 20,   # UpdateService.MaxImageSizeBytes
+    "bios_ignore": [],             # BIOS attributes accepted in Bios/Settings but dropped at the boot
     "user": "admin",
     "password": "secret",
 }
@@ -622,6 +623,8 @@ class Bmc:
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             fits = (isinstance(value, want) and (want is bool) == isinstance(value, bool)) or \
                    (want is float and number)
+            if want is list and fits:
+                fits = all(isinstance(v, str) for v in value)
             if not fits or (number and value < 0):
                 raise HttpError(400, message("PropertyValueTypeError", show(value), key))
         self.cfg.update(changes)
@@ -925,7 +928,8 @@ class Bmc:
         if self.pending or self.defaults_pending:
             if self.defaults_pending:
                 self.bios.update(t.bios_defaults)
-            self._apply_bios(self.pending)
+            ignore = self.cfg["bios_ignore"]   # accepted, then silently dropped by the BIOS
+            self._apply_bios({k: v for k, v in self.pending.items() if k not in ignore})
             self.pending, self.defaults_pending = {}, False
         for fid, version in self.staged.items():
             self.firmware[fid] = version

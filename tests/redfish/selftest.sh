@@ -278,6 +278,16 @@ check 'd["Attributes"]["SriovSupport"] == "Enabled" and d["Attributes"]["NumaNod
     "applied at the boot"
 check 'd["@Redfish.Settings"]["Time"] and d["@Redfish.Settings"]["Messages"][0]["MessageId"].endswith(".Success")' "Settings Time/Messages"
 mock GET state; check 'd["bios"]["pending"] == {}' "nothing pending after the boot"
+mock POST config '{"bios_ignore": "SriovSupport"}'; expect 400 "bios_ignore not a list"
+config '{"bios_ignore": ["SriovSupport"]}'
+patch "$SETTINGS" '{"Attributes":{"SriovSupport":"Disabled","NumaNodesPerSocket":"NPS2"}}'
+expect 200 "BIOS PATCH with an ignored attribute"
+reset ForceRestart
+get "$BIOS"
+check 'd["Attributes"]["SriovSupport"] == "Enabled" and d["Attributes"]["NumaNodesPerSocket"] == "NPS2"' \
+    "bios_ignore: the ignored attribute did not take, the other did"
+mock GET state; check 'd["bios"]["pending"] == {}' "bios_ignore: dropped, not left pending"
+config '{"bios_ignore": []}'
 patch "$SETTINGS" '{"Attributes":{"AdminPhone":"555-0100"},"@Redfish.SettingsApplyTime":{"ApplyTime":"Immediate"}}'
 expect 200 "Immediate BIOS PATCH"
 get "$BIOS"; check 'd["Attributes"]["AdminPhone"] == "555-0100"' "Immediate applies at once"
