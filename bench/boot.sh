@@ -77,8 +77,8 @@ done
 curl -fsS "http://$ADDR/boot/ipxe?mac=02:be:00:00:00:02" | grep -q rackpilot.token= ||
 	{ echo "comm1 does not get the ramdisk" >&2; exit 1; }
 
-wrkrun() { # url conns -> "rps p50 p99 [NON-2xx]"
-	taskset -c "$CL_CPUS" wrk -t1 -c"$2" -d"${DUR}s" --latency "$1" > "$DATA/wrk.out"
+wrkrun() { # url conns [lua script] -> "rps p50 p99 [NON-2xx]"
+	taskset -c "$CL_CPUS" wrk -t1 -c"$2" -d"${DUR}s" --latency ${3:+-s "$3"} "$1" > "$DATA/wrk.out"
 	awk '/Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$4}
 		END {printf "%.0f %s %s%s\n", rps, p50, p99, (bad ? " NON-2xx:" bad : "")}' "$DATA/wrk.out"
 }
@@ -112,13 +112,8 @@ request = function()
 		math.random(0, 255), math.random(0, 255), math.random(0, 255), n % 256))
 end
 EOF
-wrkrun_s() { # url conns script
-	taskset -c "$CL_CPUS" wrk -t1 -c"$2" -d"${DUR}s" --latency -s "$3" "$1" > "$DATA/wrk.out"
-	awk '/Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$4}
-		END {printf "%.0f %s %s%s\n", rps, p50, p99, (bad ? " NON-2xx:" bad : "")}' "$DATA/wrk.out"
-}
 ONEMAC=$(wrkrun "http://$ADDR/boot/ipxe?mac=02:fe:00:00:00:01" 8)
-FLOOD=$(wrkrun_s "http://$ADDR" 64 "$DATA/flood.lua")
+FLOOD=$(wrkrun "http://$ADDR" 64 "$DATA/flood.lua")
 TOKENS=$(sqlite3 "$DATA/rp/rackpilot.db" "SELECT count(*) FROM bootstrap_tokens WHERE mac IS NOT NULL AND used_at IS NULL AND revoked_at IS NULL" 2> /dev/null || echo "?")
 
 # nginx: one worker on CPU 0, sendfile, the same file.
