@@ -25,7 +25,8 @@
 #   5. every transition is a node.provision event (an unbroken chain); the token the VM used is
 #      refused on reuse ("already used"); GET /boot/ipxe of a ready or deployed node is the
 #      local-disk script;
-#   6. timings.
+#   6. release VM 1 (metadata wipe) -> ready: the first MiB of its disk is zeros, it is off;
+#   7. timings.
 #
 # Environment: RACKPILOTD, AGENT (binaries; default build/ of this checkout, AGENT next to
 # RACKPILOTD), E2E_IMAGES (default BUILD/e2e-images), E2E_CACHE (kernel .deb cache, default
@@ -410,6 +411,23 @@ for node in "${NODES[@]}"; do
 		[ "$(jget .state "$W/job-$j.json")" = succeeded ] || fail "$node: job $j $(jget .state "$W/job-$j.json")"
 	done
 done
+
+phase "release ${NODES[0]} (metadata wipe) -> ready"
+node=${NODES[0]}
+vm 1
+cmp -s -n 1048576 "$W/vm1/disk.img" /dev/zero && fail "$node: its disk starts with zeros before the release"
+unset "AT[$node]"
+RELEASE_JOB=$(provision "$node" '{"action":"release","wipe":"metadata"}')
+[ -n "$RELEASE_JOB" ] || fail "$node: release queued no job"
+wait_states ready "$node"
+api_expect 200 GET "/v1/jobs/$RELEASE_JOB" > "$W/job-$RELEASE_JOB.json"
+[ "$(jget .state "$W/job-$RELEASE_JOB.json")" = succeeded ] || fail "$node: release job $RELEASE_JOB"
+# VM side: the deployed boot sector is gone (the first MiB of the VM's disk is zeros) and the
+# BMC says the machine is off again.
+cmp -s -n 1048576 "$W/vm1/disk.img" /dev/zero || fail "$node: the first MiB of its disk was not wiped"
+[ "$("$E2E_DIR/rack.sh" ipmi 1 chassis power status)" = "Chassis Power is off" ] ||
+	fail "$node: not powered off after the release"
+say "$node: released (disk ends wiped, powered off), ready again"
 
 # the rack's services lived through it all (dnsmasq re-read the hosts file on every SIGHUP)
 alive_pid() { # a live process (an exited child waiting to be reaped is not)
