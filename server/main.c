@@ -17,6 +17,7 @@
 #include "boot/boot.h"
 #include "http/http.h"
 #include "jobs/jobs.h"
+#include "demo.h"
 #include "rollout/rollout.h"
 #include "ssh/ssh.h"
 #include "rackpilot/agent.h"
@@ -38,6 +39,8 @@ usage(FILE *f)
 	        "      --no-access-log    do not log one line per request\n"
 	        "      --power-sync-interval S  seconds between power sweeps (0: off)\n"
 	        "      --new-admin-token  issue a new admin token into DATA_DIR/admin.token, exit\n"
+	        "      --demo             seed a demo site (fake BMCs) into an empty database,\n"
+	        "                         marked as demo data; data dir defaults to ./var-demo\n"
 	        "  -V, --version          print the version and exit\n"
 	        "  -h, --help             this text\n");
 }
@@ -192,6 +195,7 @@ main(int argc, char **argv)
 	    {"no-access-log", no_argument, NULL, 'A'},
 	    {"power-sync-interval", required_argument, NULL, 'P'},
 	    {"new-admin-token", no_argument, NULL, 'N'},
+	    {"demo", no_argument, NULL, 'M'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -210,7 +214,7 @@ main(int argc, char **argv)
 	struct dhcp_state dhcp = {.version = -1};
 	/* Flags are applied after the file so they win; keep them until then. */
 	const char *flag_key[16], *flag_val[16];
-	int nflags = 0, check = 0, reissue = 0, opt, rc = 1, sig;
+	int nflags = 0, check = 0, reissue = 0, demo = 0, is_demo = 0, empty = 0, opt, rc = 1, sig;
 	sigset_t sigs;
 	enum rp_err e;
 
@@ -244,6 +248,9 @@ main(int argc, char **argv)
 		case 'N':
 			reissue = 1;
 			break;
+		case 'M':
+			demo = 1;
+			break;
 		case 'V':
 			printf("rackpilotd %s (API %s, schema %d)\n", RP_VERSION, RP_API_VERSION,
 			       rp_store_schema_latest());
@@ -265,6 +272,9 @@ main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* Demo data gets its own directory unless the file or a flag names one. */
+	if (demo)
+		rp_config_set(&cfg, "data_dir", "./var-demo", why, sizeof why);
 	if (config_path && rp_config_load(&cfg, config_path, why, sizeof why) < 0) {
 		fprintf(stderr, "rackpilotd: %s\n", why);
 		return 1;
@@ -340,6 +350,14 @@ main(int argc, char **argv)
 		rp_log_error("cannot create the image directory %s: %s", cfg.image_dir, strerror(errno));
 		goto out;
 	}
+	if (demo && rp_demo_prepare(st, cfg.image_dir, why, sizeof why) < 0) {
+		rp_log_error("%s", why);
+		goto out;
+	}
+	if (rp_store_demo_get(st, &is_demo, &empty) != RP_ERR_OK)
+		goto out;
+	if (is_demo)
+		rp_log_warn("this database holds demo data (seeded by rackpilotd --demo)");
 	rp_jobs_defaults(&jo);
 	jo.image_dir = cfg.image_dir;
 	jo.image_url = cfg.boot_url[0] ? cfg.boot_url : NULL;
@@ -361,6 +379,7 @@ main(int argc, char **argv)
 	api.ssh_public_key = rp_ssh_key_public(sshkey);
 	api.agent_heartbeat_s = (int)cfg.agent_heartbeat;
 	api.image_dir = cfg.image_dir;
+	api.demo = is_demo;
 	api.boot_url = cfg.boot_url;
 	api.discovery = cfg.discovery;
 	api.discovery_max = (int)cfg.discovery_max_tokens;
@@ -398,6 +417,7 @@ main(int argc, char **argv)
 		rp_log_flush();
 		dnsmasq_sync(st, &cfg, &dhcp);
 		rp_rollout_tick(rollouts);
+		rp_http_streams_wake(http, rp_store_generation(st), rp_time_now_ms());
 		if (sig < 0)
 			continue;
 		if (sig == SIGHUP) {

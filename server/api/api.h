@@ -36,6 +36,7 @@ struct rp_api {
 	int discovery_max;          /* live discovery tokens at most */
 	unsigned bootstrap_ttl_s;   /* lifetime of a token in a boot script */
 	unsigned provision_timeout_s; /* default wait for an agent in commission/deploy/release */
+	int demo;                   /* the database holds demo data (GET /v1 says so) */
 };
 
 /* Operator roles are ordered (admin can do what viewer can). The agent role stands apart:
@@ -72,6 +73,7 @@ struct rp_api_req {
 	const char *peer;                      /* client address, for RP_ROUTE_PEER routes */
 	const char *host;                      /* Host header or NULL */
 	const char *range;                     /* Range header or NULL */
+	const char *last_event_id;             /* Last-Event-ID header or NULL */
 	/* RP_ROUTE_UPLOAD: the body, already on disk. The handler may rename the file; whatever
 	 * is left at upload_path afterwards is removed. */
 	const char *upload_path;
@@ -95,6 +97,14 @@ struct rp_api_resp {
 	uint64_t file_off, file_len;
 	char content_range[96]; /* sent as Content-Range when non-empty */
 	int accept_ranges;      /* send "Accept-Ranges: bytes" */
+	/* A stream body instead (Server-Sent Events), sent until the client leaves or the server
+	 * stops. stream_read writes up to max bytes to buf and returns how many; 0 when it has
+	 * nothing now, after setting *idle_gen to the store generation it looked at (the server
+	 * parks the connection until the generation moves or a keep-alive is due); -1 to end.
+	 * stream_free releases stream_ctx, once. */
+	long (*stream_read)(void *ctx, char *buf, size_t max, uint64_t *idle_gen);
+	void (*stream_free)(void *ctx);
+	void *stream_ctx;
 };
 
 /* Route flags. */
@@ -325,6 +335,7 @@ void rp_api_firmware_refresh(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_firmware_update(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_bios_apply(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_events_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_events_stream(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_nodes_power(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_nodes_boot(struct rp_api_req *rq, struct rp_api_resp *rs);

@@ -23,6 +23,11 @@ rp_api_resp_clear(struct rp_api_resp *rs)
 		close(rs->file_fd);
 	rs->has_file = 0;
 	rs->content_range[0] = '\0';
+	if (rs->stream_free)
+		rs->stream_free(rs->stream_ctx);
+	rs->stream_read = NULL;
+	rs->stream_free = NULL;
+	rs->stream_ctx = NULL;
 }
 
 void

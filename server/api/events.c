@@ -1,4 +1,8 @@
 /* /v1/events */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
@@ -56,5 +60,163 @@ rp_api_events_list(struct rp_api_req *rq, struct rp_api_resp *rs)
 	else
 		rp_api_page_reply(rq, rs, &pg, 0, event_fields);
 out:
+	json_decref(filter);
+}
+
+/* ---- GET /v1/events/stream: Server-Sent Events ---------------------------------------- */
+
+#define STREAM_BATCH 100
+#define STREAM_KEEPALIVE_MS 15000
+
+struct evstream {
+	struct rp_api *api;
+	json_t *filter;
+	int64_t last_id;       /* newest event sent (or the head when the stream began) */
+	int64_t last_write;    /* ms; a keep-alive goes out after STREAM_KEEPALIVE_MS of silence */
+	struct rp_buf pend;    /* formatted, not yet handed to the server */
+	size_t off;
+};
+
+static void
+evstream_free(void *ctx)
+{
+	struct evstream *es = ctx;
+
+	if (es == NULL)
+		return;
+	json_decref(es->filter);
+	rp_buf_free(&es->pend);
+	free(es);
+}
+
+/* "id: N\nevent: ACTION\ndata: JSON\n\n" per event; the JSON is compact, so one data line. */
+static int
+evstream_fill(struct evstream *es, uint64_t *idle_gen)
+{
+	json_t *items = NULL, *ev;
+	uint64_t gen = rp_store_generation(es->api->store);
+	size_t i;
+	int rc = -1;
+
+	if (rp_store_event_after(es->api->store, es->last_id, es->filter, STREAM_BATCH, &items) !=
+	    RP_ERR_OK)
+		goto out;
+	json_array_foreach(items, i, ev) {
+		char *data = json_dumps(ev, JSON_COMPACT);
+		json_int_t id = json_integer_value(json_object_get(ev, "id"));
+
+		if (data == NULL)
+			goto out;
+		rp_buf_printf(&es->pend, "id: %" PRId64 "\nevent: %s\ndata: %s\n\n", (int64_t)id,
+		              json_string_value(json_object_get(ev, "action")), data);
+		free(data);
+		if (es->pend.oom)
+			goto out;
+		es->last_id = id;
+	}
+	if (es->pend.len == 0 && rp_time_now_ms() - es->last_write >= STREAM_KEEPALIVE_MS)
+		rp_buf_printf(&es->pend, ": keep-alive\n\n");
+	if (es->pend.oom)
+		goto out;
+	*idle_gen = gen;
+	rc = 0;
+out:
+	json_decref(items);
+	return rc;
+}
+
+static long
+evstream_read(void *ctx, char *buf, size_t max, uint64_t *idle_gen)
+{
+	struct evstream *es = ctx;
+	size_t n;
+
+	if (es->off >= es->pend.len) {
+		es->pend.len = 0;
+		es->off = 0;
+		if (evstream_fill(es, idle_gen) < 0)
+			return -1;
+		if (es->pend.len == 0)
+			return 0;
+	}
+	n = es->pend.len - es->off;
+	if (n > max)
+		n = max;
+	memcpy(buf, es->pend.data + es->off, n);
+	es->off += n;
+	es->last_write = rp_time_now_ms();
+	return (long)n;
+}
+
+void
+rp_api_events_stream(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	static const char *const stream_filters[] = {"node", "rack", "action", "after", NULL};
+	struct evstream *es = NULL;
+	json_t *filter = NULL;
+	const char *after;
+	char *end;
+	enum rp_err e;
+
+	if (rp_api_filter(rq, stream_filters, &filter, rs) < 0)
+		return;
+	if (json_object_get(filter, "node") && json_object_get(filter, "rack")) {
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "filter by node or by rack, not both");
+		goto out;
+	}
+	if ((es = calloc(1, sizeof *es)) == NULL) {
+		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+		goto out;
+	}
+	es->api = rq->api;
+	/* A reconnecting EventSource sends Last-Event-ID; scripts may say ?after=. */
+	after = rq->last_event_id ? rq->last_event_id
+	                          : json_string_value(json_object_get(filter, "after"));
+	if (after) {
+		long long v;
+
+		errno = 0;
+		v = strtoll(after, &end, 10);
+		if (errno || end == after || *end || v < 0) {
+			rp_api_errorf(rs, RP_ERR_BAD_QUERY, "after (or Last-Event-ID) must be an event id");
+			goto out;
+		}
+		es->last_id = v;
+	} else if ((e = rp_store_event_head(rq->api->store, &es->last_id)) != RP_ERR_OK) {
+		rp_api_error(rs, e, NULL);
+		goto out;
+	}
+	json_object_del(filter, "after");
+	/* An unknown node or rack is a 400 now, not a silent stream that never says anything. */
+	{
+		json_t *probe = NULL;
+
+		e = rp_store_event_after(rq->api->store, INT64_MAX - 1, filter, 1, &probe);
+		json_decref(probe);
+		if (e == RP_ERR_NOT_FOUND) {
+			rp_api_errorf(rs, RP_ERR_BAD_QUERY, "node or rack in the filter does not exist");
+			goto out;
+		} else if (e != RP_ERR_OK) {
+			rp_api_error(rs, e, NULL);
+			goto out;
+		}
+	}
+	es->filter = filter;
+	filter = NULL;
+	/* The first bytes tell the client how soon to reconnect, and get the headers out. */
+	rp_buf_printf(&es->pend, "retry: 2000\n\n");
+	if (es->pend.oom) {
+		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+		goto out;
+	}
+	es->last_write = rp_time_now_ms();
+	rs->status = 200;
+	rs->content_type = "text/event-stream";
+	rs->stream_read = evstream_read;
+	rs->stream_free = evstream_free;
+	rs->stream_ctx = es;
+	es = NULL;
+out:
+	evstream_free(es);
 	json_decref(filter);
 }

@@ -25,14 +25,14 @@ rp_api_root(struct rp_api_req *rq, struct rp_api_resp *rs)
 	rs->status = 200;
 	rs->body = json_pack(
 	    "{s:s, s:s, s:s, s:i, s:s, s:[s,s,s,s,s,s,s,s,s,s,s], s:[s,s,s], s:{s:I, s:i}, "
-	    "s:{s:s, s:s}}",
+	    "s:{s:s, s:s}, s:b}",
 	    "name", "rackpilot", "version", RP_VERSION, "api", RP_API_VERSION, "schema_version",
 	    rp_store_schema_version(rq->api->store), "started_at",
 	    rp_time_format(rq->api->started_at, ts), "capabilities", "racks", "nodes", "bios",
 	    "firmware", "events", "import", "tokens", "metrics", "jobs", "power", "boot",
 	    "bmc_drivers", "ipmi", "redfish", "fake", "limits", "max_body",
 	    (json_int_t)rq->api->max_body, "page_limit_max", 1000, "you", "name", rq->who->name,
-	    "role", rp_api_role_name(rq->who->role));
+	    "role", rp_api_role_name(rq->who->role), "demo", rq->api->demo);
 }
 
 /* The label is used at once by the caller's printf, so a per-thread buffer suffices. */

@@ -112,6 +112,7 @@ const struct rp_route rp_api_routes[] = {
     {"POST", "/v1/agent/jobs/{job}/steps/{step}", rp_api_agent_step, RP_ROLE_AGENT, 0},
 
     {"GET", "/v1/events", rp_api_events_list, V, 0},
+    {"GET", "/v1/events/stream", rp_api_events_stream, V, 0},
     {"POST", "/v1/import", rp_api_import, O, RP_ROUTE_CSV | RP_ROUTE_BIG_BODY},
 };
 

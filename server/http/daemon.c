@@ -18,11 +18,32 @@
 
 #include "http.h"
 
+/* An event stream: a response whose body comes from the api's stream_read. When that has
+ * nothing to say the connection is suspended ("parked") until rp_http_streams_wake sees the
+ * store move on or a keep-alive fall due. */
+struct stream {
+	struct rp_http *h;
+	struct MHD_Connection *c;
+	long (*read)(void *ctx, char *buf, size_t max, uint64_t *idle_gen);
+	void (*free)(void *ctx);
+	void *ctx;
+	uint64_t idle_gen;
+	int64_t parked_at;
+};
+
+#define MAX_STREAMS 256
+#define STREAM_KEEPALIVE_MS 15000
+
 struct rp_http {
 	struct MHD_Daemon *d;
 	struct rp_api *api;
 	struct rp_http_opts o;
 	char address[80];
+	pthread_mutex_t lock;          /* guards the fields below */
+	struct stream *parked[MAX_STREAMS];
+	size_t nparked;
+	unsigned nstreams;             /* open streams, parked or not */
+	int closing;
 };
 
 #define MAX_SEGMENTS 8
@@ -41,7 +62,7 @@ struct request {
 	/* Request headers this server reads, found in one pass (MHD keeps them alive for the
 	 * request's lifetime). */
 	const char *h_rid, *h_clen, *h_te, *h_auth, *h_ctype, *h_if_match, *h_if_none_match;
-	const char *h_host, *h_range;
+	const char *h_host, *h_range, *h_lei;
 	struct upload *up;            /* RP_ROUTE_UPLOAD: the body on its way to disk */
 	/* Fields from here on are not cleared at allocation. */
 	char rid[40];
@@ -240,9 +261,112 @@ route_find(const char *method, const char *url, struct request *r, char *allow, 
 	return rp_api_route_count;
 }
 
+static ssize_t
+stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream *st = cls;
+	struct rp_http *h = st->h;
+	uint64_t gen = 0;
+	long n;
+
+	(void)pos;
+	if (__atomic_load_n(&h->closing, __ATOMIC_ACQUIRE))
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	n = st->read(st->ctx, buf, max, &gen);
+	if (n > 0)
+		return n;
+	if (n < 0)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	pthread_mutex_lock(&h->lock);
+	if (h->closing || h->nparked == MAX_STREAMS) {
+		pthread_mutex_unlock(&h->lock);
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	}
+	st->idle_gen = gen;
+	st->parked_at = rp_time_now_ms();
+	h->parked[h->nparked++] = st;
+	/* Allowed from a content reader; MHD calls us again once resumed. */
+	MHD_suspend_connection(st->c);
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+static void
+stream_free(void *cls)
+{
+	struct stream *st = cls;
+	struct rp_http *h = st->h;
+
+	st->free(st->ctx);
+	pthread_mutex_lock(&h->lock);
+	h->nstreams--;
+	pthread_mutex_unlock(&h->lock);
+	free(st);
+}
+
+/* A response for rs's stream, or NULL (the caller answers 503) when too many are open. */
+static struct MHD_Response *
+stream_response(struct rp_http *h, struct MHD_Connection *c, struct rp_api_resp *rs)
+{
+	struct MHD_Response *resp = NULL;
+	struct stream *st;
+
+	pthread_mutex_lock(&h->lock);
+	if (h->closing || h->nstreams >= MAX_STREAMS) {
+		pthread_mutex_unlock(&h->lock);
+		return NULL;
+	}
+	h->nstreams++;
+	pthread_mutex_unlock(&h->lock);
+	if ((st = calloc(1, sizeof *st)) == NULL)
+		goto fail;
+	st->h = h;
+	st->c = c;
+	st->read = rs->stream_read;
+	st->free = rs->stream_free;
+	st->ctx = rs->stream_ctx;
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st,
+	                                         stream_free);
+	if (resp == NULL) {
+		free(st);
+		goto fail;
+	}
+	/* The response owns the context now; idle timeouts do not apply to a quiet stream,
+	 * whose keep-alives find a peer that has gone. */
+	rs->stream_read = NULL;
+	rs->stream_free = NULL;
+	rs->stream_ctx = NULL;
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0U);
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	return resp;
+fail:
+	pthread_mutex_lock(&h->lock);
+	h->nstreams--;
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+void
+rp_http_streams_wake(struct rp_http *h, uint64_t gen, int64_t now_ms)
+{
+	size_t i, kept = 0;
+
+	pthread_mutex_lock(&h->lock);
+	for (i = 0; i < h->nparked; i++) {
+		struct stream *st = h->parked[i];
+
+		if (h->closing || st->idle_gen != gen || now_ms - st->parked_at >= STREAM_KEEPALIVE_MS)
+			MHD_resume_connection(st->c);
+		else
+			h->parked[kept++] = st;
+	}
+	h->nparked = kept;
+	pthread_mutex_unlock(&h->lock);
+}
+
 static enum MHD_Result
-send_reply(struct MHD_Connection *c, struct request *r, struct rp_api_resp *rs,
-           const char *allow)
+send_reply(struct rp_http *h, struct MHD_Connection *c, struct request *r,
+           struct rp_api_resp *rs, const char *allow)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
@@ -276,7 +400,14 @@ send_reply(struct MHD_Connection *c, struct request *r, struct rp_api_resp *rs,
 		rs->text = NULL;
 		ctype = rs->content_type;
 	}
-	if (rs->has_file && !text) {
+	if (rs->stream_read && h && !text) {
+		if ((resp = stream_response(h, c, rs)) == NULL) {
+			rp_api_errorf(rs, RP_ERR_UNAVAILABLE, "too many open event streams (%d)",
+			              MAX_STREAMS);
+			return send_reply(h, c, r, rs, allow);
+		}
+		ctype = rs->content_type;
+	} else if (rs->has_file && !text) {
 		/* libmicrohttpd sends it with sendfile(2) and closes the descriptor. */
 		resp = MHD_create_response_from_fd_at_offset64(rs->file_len, rs->file_fd, rs->file_off);
 		if (resp == NULL)
@@ -321,7 +452,7 @@ send_error(struct MHD_Connection *c, struct request *r, enum rp_err e, json_t *d
 	struct rp_api_resp rs = {0};
 
 	rp_api_error(&rs, e, detail);
-	return send_reply(c, r, &rs, allow);
+	return send_reply(NULL, c, r, &rs, allow);
 }
 
 /* 16 hex digits from a per-thread xorshift generator seeded by the kernel: ids only need
@@ -401,7 +532,7 @@ refuse(struct MHD_Connection *c, struct request *r, int has_body, enum rp_err e,
 	rp_api_error(r->early, e, detail);
 	if (!has_body)
 		return MHD_YES;
-	return send_reply(c, r, r->early, r->allow);
+	return send_reply(NULL, c, r, r->early, r->allow);
 }
 
 static enum MHD_Result
@@ -420,6 +551,10 @@ collect_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *
 	case 'h':
 		if (!strcasecmp(key, "Host"))
 			r->h_host = value;
+		break;
+	case 'l':
+		if (!strcasecmp(key, "Last-Event-ID"))
+			r->h_lei = value;
 		break;
 	case 'r':
 		if (!strcasecmp(key, "Range"))
@@ -599,6 +734,7 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 	rq.authorization = r->h_auth;
 	rq.host = r->h_host;
 	rq.range = r->h_range;
+	rq.last_event_id = r->h_lei;
 	if (rt->flags & RP_ROUTE_PEER) {
 		const union MHD_ConnectionInfo *ci =
 		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -619,7 +755,7 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 	}
 	if (rs.status == 0)
 		rp_api_error(&rs, RP_ERR_INTERNAL, NULL);
-	ret = send_reply(c, r, &rs, NULL);
+	ret = send_reply(h, c, r, &rs, NULL);
 	json_decref(query);
 	json_decref(body);
 	return ret;
@@ -663,7 +799,7 @@ dispatch(void *cls, struct MHD_Connection *c, const char *url, const char *metho
 	if (r->early) {
 		/* Refused before the body; a body-less request gets its reply now. */
 		*upload_size = 0;
-		return send_reply(c, r, r->early, r->allow);
+		return send_reply(NULL, c, r, r->early, r->allow);
 	}
 	if (*upload_size > 0 && r->up) {
 		struct upload *u = r->up;
@@ -803,8 +939,9 @@ rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_http *
 	}
 	h->api = api;
 	h->o = *o;
+	pthread_mutex_init(&h->lock, NULL);
 	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-	        (v6 ? MHD_USE_IPv6 : 0);
+	        MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
 	h->d = MHD_start_daemon(flags, 0, NULL, NULL, dispatch, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
 	                        NULL, MHD_OPTION_SOCK_ADDR, &ss,
 	                        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(o->threads ? o->threads : 1),
@@ -839,6 +976,10 @@ rp_http_stop(struct rp_http *h)
 {
 	if (h == NULL)
 		return;
+	/* Suspended connections must be resumed before the daemon stops; the streams then end. */
+	__atomic_store_n(&h->closing, 1, __ATOMIC_RELEASE);
+	rp_http_streams_wake(h, 0, 0);
 	MHD_stop_daemon(h->d);
+	pthread_mutex_destroy(&h->lock);
 	free(h);
 }

@@ -7,6 +7,7 @@
 #define RP_HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "api/api.h"
 
@@ -31,7 +32,12 @@ int rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_ht
 /* The bound address, "127.0.0.1:8475" (port resolved when 0 was asked). Static storage of h. */
 const char *rp_http_address(const struct rp_http *h);
 
-/* Stop accepting, finish in-flight requests, join the threads. Accepts NULL. */
+/* Resume parked event streams whose store generation is no longer gen, or that have been
+ * quiet long enough to owe a keep-alive. Called from the main loop's tick. */
+void rp_http_streams_wake(struct rp_http *h, uint64_t gen, int64_t now_ms);
+
+/* Stop accepting, finish in-flight requests, end event streams, join the threads. Accepts
+ * NULL. */
 void rp_http_stop(struct rp_http *h);
 
 /* Split "ADDR:PORT" / "[ADDR]:PORT" into host (hostlen bytes) and port. 0, or -1 when

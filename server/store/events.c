@@ -53,3 +53,61 @@ rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 	sqlite3_bind_int(s, 6, rq->limit + 1);
 	return store_page(c, s, rq, "action", out);
 }
+
+/* Newest first above; the stream wants oldest first after a known id. */
+#define EVENT_AFTER                                                                        \
+	"AND (?3 IS NULL OR substr(e.action, 1, length(?3)) = ?3) ORDER BY e.id LIMIT ?4"
+
+enum rp_err
+rp_store_event_after(struct rp_store *st, int64_t after_id, json_t *filter, int limit,
+                     json_t **out)
+{
+	struct conn *c = store_conn(st);
+	const char *node = json_string_value(json_object_get(filter, "node"));
+	const char *rack = json_string_value(json_object_get(filter, "rack"));
+	sqlite3_stmt *s;
+	json_t *items;
+	int64_t id = 0;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if (node) {
+		if ((e = store_id_of(c, T_NODE, node, &id)) != RP_ERR_OK)
+			return e;
+		s = STMT(c, EVENT_COLS "WHERE e.node_id = ?2 AND e.id > ?1 " EVENT_AFTER);
+	} else if (rack) {
+		if ((e = store_id_of(c, T_RACK, rack, &id)) != RP_ERR_OK)
+			return e;
+		s = STMT(c, EVENT_COLS "WHERE e.rack_id = ?2 AND e.id > ?1 " EVENT_AFTER);
+	} else
+		s = STMT(c, EVENT_COLS "WHERE e.id > ?1 AND ?2 IS NULL " EVENT_AFTER);
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, after_id);
+	if (id)
+		sqlite3_bind_int64(s, 2, id);
+	store_bind_str(s, 3, filter, "action");
+	sqlite3_bind_int(s, 4, limit);
+	if ((items = store_rows(c, s)) == NULL)
+		return RP_ERR_INTERNAL;
+	*out = items;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_event_head(struct rp_store *st, int64_t *out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s = c ? STMT(c, "SELECT coalesce(max(id), 0) FROM events") : NULL;
+	enum rp_err e = RP_ERR_INTERNAL;
+
+	if (s == NULL)
+		return e;
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		*out = sqlite3_column_int64(s, 0);
+		e = RP_ERR_OK;
+	}
+	sqlite3_reset(s);
+	return e;
+}

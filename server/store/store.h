@@ -271,6 +271,23 @@ enum rp_err rp_store_firmware_drift(struct rp_store *st, json_t *filter, json_t 
 enum rp_err rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq,
                                 struct rp_page *out);
 
+/* Events after event id after_id, oldest first, at most limit, filtered like the list (node,
+ * rack, action prefix; not since/until). *out: new array. RP_ERR_NOT_FOUND for an unknown
+ * node or rack. */
+enum rp_err rp_store_event_after(struct rp_store *st, int64_t after_id, json_t *filter, int limit,
+                                 json_t **out);
+
+/* The newest event's id (0 when there is none). */
+enum rp_err rp_store_event_head(struct rp_store *st, int64_t *out);
+
+/* ---- Demo ------------------------------------------------------------------------------ */
+
+/* *demo: the database was seeded by `rackpilotd --demo`; *empty: it holds no rack or node. */
+enum rp_err rp_store_demo_get(struct rp_store *st, int *demo, int *empty);
+
+/* Mark the database as demo data (for good), with an event. */
+enum rp_err rp_store_demo_mark(struct rp_store *st);
+
 /* ---- Import ---------------------------------------------------------------------------- */
 
 /* All-or-nothing import of a validated manifest {racks: [...], nodes: [...]} whose nodes

@@ -41,6 +41,9 @@ test_role_matrix(void **state)
 		const struct rp_route *rt = &rp_api_routes[i];
 
 		concrete(rt->pattern, path, sizeof path);
+		/* An admitted stream would never end: a bad argument ends it after the role check. */
+		if (strcmp(rt->pattern, "/v1/events/stream") == 0)
+			strcat(path, "?after=x");
 		for (role = 0; role < 4; role++) {
 			struct reply r;
 			int has_body = strcmp(rt->method, "GET") && strcmp(rt->method, "DELETE");

@@ -79,12 +79,88 @@ test_check_config(void **state)
 	assert_int_equal(run("--bogus", out, sizeof out), 2);
 }
 
+/* --demo seeds an empty database once, marks it, and refuses a database with real data. */
+static void
+test_demo(void **state)
+{
+	const char *const demo[] = {"--demo", NULL};
+	struct server s = {0};
+	struct reply r;
+	char dir[256], args[512], out[2048];
+	json_t *it;
+	size_t i;
+	int slots = 0;
+
+	(void)state;
+	server_start(&s, NULL, demo);
+	snprintf(dir, sizeof dir, "%s", s.dir);
+	assert_int_equal(call(&s, s.admin, "GET", "/v1", &r, NULL), 200);
+	assert_true(json_is_true(json_object_get(r.json, "demo")));
+	reply_free(&r);
+	assert_int_equal(call(&s, s.admin, "GET", "/v1/nodes?limit=100", &r, NULL), 200);
+	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 16);
+	reply_free(&r);
+	assert_int_equal(call(&s, s.admin, "GET", "/v1/racks/demo-r02/elevation", &r, NULL), 200);
+	json_array_foreach(json_object_get(r.json, "slots"), i, it)
+	    slots += json_is_string(json_object_get(it, "node"));
+	assert_int_equal(slots, 8 * 4);
+	reply_free(&r);
+	/* Drift to look at: one firmware component, one BIOS attribute. */
+	assert_int_equal(call(&s, s.admin, "GET", "/v1/firmware/drift", &r, NULL), 200);
+	assert_int_equal(json_integer_value(json_object_get(r.json, "nodes_drifted")), 1);
+	reply_free(&r);
+	assert_int_equal(call(&s, s.admin, "GET", "/v1/bios/drift", &r, NULL), 200);
+	assert_int_equal(json_integer_value(json_object_get(r.json, "nodes_drifted")), 1);
+	reply_free(&r);
+	/* The fake BMCs answer power actions. */
+	assert_int_equal(call(&s, s.admin, "PUT", "/v1/nodes/gpu-r01-u02/power", &r, "{s:s}",
+	                      "target", "on"), 202);
+	reply_free(&r);
+	server_stop(&s, SIGTERM);
+	/* Started again (with or without --demo) it is still demo data, seeded once. */
+	server_start(&s, dir, demo);
+	assert_int_equal(call(&s, s.admin, "GET", "/v1/nodes?limit=100", &r, NULL), 200);
+	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 16);
+	reply_free(&r);
+	server_stop(&s, SIGTERM);
+	server_start(&s, dir, NULL);
+	assert_int_equal(call(&s, s.admin, "GET", "/v1", &r, NULL), 200);
+	assert_true(json_is_true(json_object_get(r.json, "demo")));
+	reply_free(&r);
+	server_stop(&s, SIGTERM);
+	server_cleanup(&s);
+
+	/* A real database is never seeded. */
+	memset(&s, 0, sizeof s);
+	server_start(&s, NULL, NULL);
+	snprintf(dir, sizeof dir, "%s", s.dir);
+	assert_int_equal(call(&s, s.admin, "GET", "/v1", &r, NULL), 200);
+	assert_true(json_is_false(json_object_get(r.json, "demo")));
+	reply_free(&r);
+	assert_int_equal(call(&s, s.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "real"), 201);
+	reply_free(&r);
+	server_stop(&s, SIGTERM);
+	snprintf(args, sizeof args, "--demo --data-dir %s --listen 127.0.0.1:0", dir);
+	assert_int_equal(run(args, out, sizeof out), 1);
+	assert_non_null(strstr(out, "holds real data"));
+	server_start(&s, dir, NULL);
+	assert_int_equal(call(&s, s.admin, "GET", "/v1/nodes", &r, NULL), 200);
+	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 0);
+	reply_free(&r);
+	server_stop(&s, SIGTERM);
+	server_cleanup(&s);
+	/* Without --data-dir, --demo keeps to its own directory. */
+	assert_int_equal(run("--demo -n", out, sizeof out), 0);
+	assert_non_null(strstr(out, "data_dir = ./var-demo"));
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_version),
 	    cmocka_unit_test(test_check_config),
+	    cmocka_unit_test(test_demo),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
