@@ -305,6 +305,28 @@ bios_diff(json_t *want, json_t *have)
 	return d;
 }
 
+/* Does the BMC still hold any of `left` staged with a value other than the current one? Only
+ * a BMC with a settings object can say; without one the answer is "maybe" (1). */
+static int
+still_staged(json_t *left, json_t *bios)
+{
+	json_t *pending = json_object_get(bios, "pending"), *cur = json_object_get(bios, "attributes");
+	const char *k;
+	json_t *v;
+
+	if (!json_is_string(json_object_get(bios, "settings")))
+		return 1;
+	json_object_foreach(left, k, v)
+	{
+		json_t *p = json_object_get(pending, k), *a = json_object_get(cur, k);
+
+		if (p && !(a && (json_equal(p, a) || (json_is_number(p) && json_is_number(a) &&
+		                                      json_number_value(p) == json_number_value(a)))))
+			return 1;
+	}
+	return 0;
+}
+
 static json_t *
 run_bios_apply(struct work *w, struct rp_bmc *b)
 {
@@ -391,7 +413,10 @@ run_bios_apply(struct work *w, struct rp_bmc *b)
 		}
 		json_decref(left);
 		left = bios_diff(want, json_object_get(bios, "attributes"));
-		if (json_object_size(left) == 0 || rp_time_mono_ns() > until || jobs_stopping(w))
+		/* Once the BMC shows nothing of ours staged any more, the boot has consumed the
+		 * settings: what did not take now never will, so say so without waiting. */
+		if (json_object_size(left) == 0 || !still_staged(left, bios) ||
+		    rp_time_mono_ns() > until || jobs_stopping(w))
 			break;
 		jobs_sleep_ms(POLL_MS);
 	}

@@ -343,13 +343,46 @@ registry_refuses(json_t *def, json_t *value, char *buf, size_t len)
 	return NULL;
 }
 
+/* attrs against one registry's definitions (registry reg, read from node): the first
+ * attribute it does not know or whose value it refuses is RP_ERR_INVALID_FIELD. */
+static enum rp_err
+registry_check(json_t *defs, json_t *attrs, const char *reg, const char *node, json_t **detail)
+{
+	const char *name;
+	char field[200], buf[400];
+	json_t *v, *d;
+	size_t i;
+
+	json_object_foreach(attrs, name, v)
+	{
+		const char *why = "is not in the registry";
+		json_t *def = NULL;
+
+		json_array_foreach(defs, i, d)
+		{
+			if (!strcmp(json_string_value(json_object_get(d, "name")) ?: "", name)) {
+				def = d;
+				break;
+			}
+		}
+		if (def && (why = registry_refuses(def, v, buf, sizeof buf)) == NULL)
+			continue;
+		snprintf(field, sizeof field, "attributes.%.128s", name);
+		*detail = json_pack("{s:s, s:o, s:s, s:s}", "field", field, "reason",
+		                    json_sprintf("%s %s (registry %s of node %s)", name, why, reg, node),
+		                    "registry", reg, "node", node);
+		return RP_ERR_INVALID_FIELD;
+	}
+	return RP_ERR_OK;
+}
+
 enum rp_err
 store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 {
-	json_t *attrs = json_object_get(obj, "attributes"), *v;
-	const char *cls = json_string_value(json_object_get(obj, "node_class")), *name;
+	json_t *attrs = json_object_get(obj, "attributes");
+	const char *cls = json_string_value(json_object_get(obj, "node_class"));
 	sqlite3_stmt *s;
-	char field[200], buf[400];
+	enum rp_err e = RP_ERR_OK;
 	int rc;
 
 	if (json_object_size(attrs) == 0)
@@ -363,39 +396,53 @@ store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **det
 		return RP_ERR_INTERNAL;
 	store_bind_text(s, 1, cls);
 	sqlite3_bind_int64(s, 2, self);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		json_t *defs = json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL), *d;
-		const char *reg = (const char *)sqlite3_column_text(s, 0);
-		const char *node = (const char *)sqlite3_column_text(s, 2);
-		size_t i;
+	while (e == RP_ERR_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *defs = json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL);
 
-		json_object_foreach(attrs, name, v)
-		{
-			const char *why = "is not in the registry";
-			json_t *def = NULL;
-
-			json_array_foreach(defs, i, d)
-			{
-				if (!strcmp(json_string_value(json_object_get(d, "name")) ?: "", name)) {
-					def = d;
-					break;
-				}
-			}
-			if (def && (why = registry_refuses(def, v, buf, sizeof buf)) == NULL)
-				continue;
-			snprintf(field, sizeof field, "attributes.%.128s", name);
-			*detail = json_pack("{s:s, s:o, s:s, s:s}", "field", field, "reason",
-			                    json_sprintf("%s %s (registry %s of node %s)", name, why, reg,
-			                                 node),
-			                    "registry", reg, "node", node);
-			json_decref(defs);
-			sqlite3_reset(s);
-			return RP_ERR_INVALID_FIELD;
-		}
+		e = registry_check(defs, attrs, (const char *)sqlite3_column_text(s, 0),
+		                   (const char *)sqlite3_column_text(s, 2), detail);
 		json_decref(defs);
 	}
 	sqlite3_reset(s);
+	if (e != RP_ERR_OK)
+		return e;
 	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "profile check");
+}
+
+enum rp_err
+store_bios_node_check(struct conn *c, int64_t node_id, int64_t profile_id, json_t **detail)
+{
+	sqlite3_stmt *s;
+	json_t *attrs = NULL, *defs = NULL;
+	enum rp_err e = RP_ERR_OK;
+	int rc;
+
+	s = STMT(c, "SELECT r.registry, r.attributes, n.name, (SELECT json_group_object(a.name, "
+	            "json(a.value)) FROM bios_profile_attrs a WHERE a.profile_id = ?2) FROM "
+	            "bios_registries r JOIN nodes n ON n.id = r.node_id WHERE r.node_id = ?1");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, node_id);
+	sqlite3_bind_int64(s, 2, profile_id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		defs = json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL);
+		attrs = json_loads((const char *)sqlite3_column_text(s, 3) ?: "{}", 0, NULL);
+		e = registry_check(defs, attrs, (const char *)sqlite3_column_text(s, 0),
+		                   (const char *)sqlite3_column_text(s, 2), detail);
+		if (e != RP_ERR_OK) {
+			json_t *f = json_object_get(*detail, "field");
+
+			/* The field the caller sent is the assignment, not the profile's attribute. */
+			json_object_set_new(*detail, "attribute", json_string(json_string_value(f) + 11));
+			json_object_set_new(*detail, "field", json_string("bios_profile"));
+		}
+	} else if (rc != SQLITE_DONE)
+		e = store_sqlerr(c, rc, "node registry check");
+	sqlite3_reset(s);
+	json_decref(attrs);
+	json_decref(defs);
+	return e;
 }
 
 enum rp_err

@@ -171,6 +171,10 @@ enum rp_err store_inventory_write(struct conn *c, const struct node_ref *n, cons
  * the row being updated (-1 when creating). RP_ERR_OK, or an error with *detail. */
 enum rp_err store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail);
 enum rp_err store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **detail);
+/* Does profile_id fit node_id's stored BIOS registry (when it has one)? RP_ERR_INVALID_FIELD
+ * with detail {field: "bios_profile", attribute, reason, registry, node} when it does not. */
+enum rp_err store_bios_node_check(struct conn *c, int64_t node_id, int64_t profile_id,
+                                  json_t **detail);
 
 /* Firmware versions from an agent inventory report (firmware.c), inside the caller's
  * transaction: BIOS via DMI, GPU VBIOS, HCA firmware, with source 'agent'. */

@@ -550,6 +550,11 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 	keep_pw = !(json_is_null(pbmc) || (json_is_object(pbmc) && json_object_get(pbmc, "password")));
 	if ((e = node_check(c, id, after, &rack_id, &profile_id, detail)) != RP_ERR_OK)
 		goto out;
+	/* A profile assigned to a node whose BMC published a registry must fit it, as at the
+	 * profile's creation; an unrelated change never trips over an older assignment. */
+	if (profile_id && json_is_string(json_object_get(patch, "bios_profile")) &&
+	    (e = store_bios_node_check(c, id, profile_id, detail)) != RP_ERR_OK)
+		goto out;
 	if ((e = node_write(c, &id, after, rack_id, profile_id, keep_pw)) != RP_ERR_OK)
 		goto out;
 	if ((e = node_load(c, id, &fresh)) != RP_ERR_OK)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "util/util.h"
 
 static struct mock M;
 static char workdir[64], conf[200];
@@ -242,6 +243,32 @@ test_bios_profiles(void **state)
 	assert_int_equal(json_object_size(json_object_get(r.json, "attributes")), 3);
 	assert_int_equal(json_integer_value(json_object_get(r.json, "version")), 1);
 	reply_free(&r);
+	/* Assigning a profile to a node by PATCH checks it against that node's registry. */
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/fw0", &r, NULL), 200);
+	i = (int)json_integer_value(json_object_get(r.json, "version"));
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/fw0", &r, "{s:s, s:b}",
+	                      "bios_profile", "other", "maintenance", 1), 400);
+	assert_error(&r, 400, "INVALID_FIELD");
+	{
+		json_t *d = json_object_get(json_object_get(r.json, "error"), "detail");
+
+		assert_string_equal(str(d, "field"), "bios_profile");
+		assert_string_equal(str(d, "attribute"), "Anything");
+		assert_non_null(strstr(str(d, "reason"), "not in the registry"));
+	}
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/fw0", &r, NULL), 200);
+	assert_int_equal(json_integer_value(json_object_get(r.json, "version")), i);
+	assert_true(json_is_false(json_object_get(r.json, "maintenance")));
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/fw0", &r, "{s:s}", "bios_profile",
+	                      "gx8-golden"), 200);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/fw0", &r, "{s:n}", "bios_profile"),
+	                 200);
+	assert_true(json_is_null(json_object_get(r.json, "bios_profile")));
+	reply_free(&r);
 }
 
 static void
@@ -292,6 +319,16 @@ test_bios_not_applied(void **state)
 	mock_post(&M, 1, "/__mock/config", "{\"bios_ignore\":[\"NumaNodesPerSocket\"]}");
 	job = act("/v1/nodes/fw1/bios/apply", NULL);
 	expect(job, "failed");
+	/* Reported once the BMC showed nothing staged, not after the whole 60 s wait. */
+	{
+		int64_t t0, t1;
+
+		assert_int_equal(rp_time_parse(str(job, "started_at"), &t0), 0);
+		assert_int_equal(rp_time_parse(str(job, "finished_at"), &t1), 0);
+		if (t1 - t0 >= 30000)
+			fail_msg("the job waited %lld ms for an attribute that was never staged",
+			         (long long)(t1 - t0));
+	}
 	err = json_object_get(job, "error");
 	assert_string_equal(str(err, "code"), "bios_not_applied");
 	msg = str(err, "message");
