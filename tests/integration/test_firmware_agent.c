@@ -235,6 +235,59 @@ test_killed_mid_flash(void **state)
 	assert_string_equal(v, "3.0.0");
 }
 
+/* A firmware rollout of the agent-method component, gated on version_match: the gate reads the
+ * version the agent reported after the flash, the node passes, the rollout completes; a
+ * second rollout finds the node at target and skips it. */
+static void
+test_rollout_version_match(void **state)
+{
+	char v[64], id[64], path[200];
+	struct reply r;
+	json_t *ro = NULL, *n;
+	int i;
+
+	(void)state;
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/firmware/baselines/fa-base", &r,
+	                      "{s:{s:s}}", "components", "dmi.bios", "4.0.0"),
+	                 200);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/rollouts", &r,
+	                      "{s:s, s:{s:[s]}, s:{s:i}, s:{s:i, s:i, s:[s]}}", "kind", "firmware",
+	                      "selector", "nodes", NODE, "waves", "canary", 1, "gate", "wait_s", 0,
+	                      "timeout_s", 60, "require", "version_match"),
+	                 201);
+	snprintf(id, sizeof id, "%s", str(r.json, "id"));
+	reply_free(&r);
+	snprintf(path, sizeof path, "/v1/rollouts/%s", id);
+	for (i = 0; i < 900; i++) {
+		ro = get(path);
+		if (!strcmp(str(ro, "state"), "completed") || !strcmp(str(ro, "state"), "paused"))
+			break;
+		json_decref(ro);
+		ro = NULL;
+		usleep(200000);
+	}
+	assert_non_null(ro);
+	n = json_array_get(json_object_get(ro, "nodes"), 0);
+	if (strcmp(str(ro, "state"), "completed") || strcmp(str(n, "state"), "succeeded"))
+		fail_msg("%s", json_dumps(ro, 0));
+	json_decref(ro);
+	assert_int_equal(flashes(), 3);
+	dmi_version(v, sizeof v);
+	assert_string_equal(v, "4.0.0");
+	stored_version("dmi.bios", v, sizeof v);
+	assert_string_equal(v, "4.0.0");
+	/* At target now: no node needs a rollout (409, the node listed as skipped at target). */
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/rollouts", &r,
+	                      "{s:s, s:{s:[s]}, s:{s:[s]}}", "kind", "firmware", "selector", "nodes",
+	                      NODE, "gate", "require", "version_match"),
+	                 409);
+	if (!strstr(r.body, "at target") || !strstr(r.body, NODE))
+		fail_msg("%s", r.body);
+	reply_free(&r);
+	assert_int_equal(flashes(), 3);
+}
+
 static int
 setup(void **state)
 {
@@ -366,6 +419,7 @@ main(void)
 	        cmocka_unit_test(test_flash_succeeds),
 	        cmocka_unit_test(test_repeat_skips),
 	        cmocka_unit_test(test_killed_mid_flash),
+	        cmocka_unit_test(test_rollout_version_match),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
