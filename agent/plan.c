@@ -71,6 +71,7 @@ enum {
 	M_OWNER = 1 << 8,
 	M_IMAGE_URL = 1 << 9,
 	M_DEVICE = 1 << 10,
+	M_REPORT = 1 << 11,
 };
 
 static const struct {
@@ -80,7 +81,7 @@ static const struct {
         {"command", M_COMMAND},     {"env", M_ENV},         {"cwd", M_CWD},
         {"path", M_PATH},           {"content", M_CONTENT}, {"url", M_URL},
         {"sha256", M_SHA256},       {"mode", M_MODE},       {"owner", M_OWNER},
-        {"image_url", M_IMAGE_URL}, {"device", M_DEVICE},
+        {"image_url", M_IMAGE_URL}, {"device", M_DEVICE},   {"report", M_REPORT},
 };
 
 /* The members each type may carry beyond the common ones. */
@@ -90,7 +91,7 @@ static const unsigned allowed[RP_STEP__COUNT] = {
         [RP_STEP_REBOOT] = 0,
         [RP_STEP_INVENTORY] = 0,
         [RP_STEP_FIRMWARE] = M_COMMAND | M_IMAGE_URL | M_SHA256,
-        [RP_STEP_BIOS] = M_COMMAND | M_IMAGE_URL | M_SHA256,
+        [RP_STEP_BIOS] = M_COMMAND | M_IMAGE_URL | M_SHA256 | M_REPORT,
         [RP_STEP_IMAGE] = M_URL | M_SHA256 | M_DEVICE,
 };
 
@@ -242,9 +243,13 @@ check_step(json_t *o, size_t i, struct rp_agent_step *st, char *err, size_t errl
 			     type);
 			return -1;
 		}
-		/* Every type-specific member but env is a non-empty string. */
+		if (members[k].bit == M_REPORT && !json_is_boolean(v)) {
+			fail(err, errlen, i, st->id, "report must be true or false");
+			return -1;
+		}
+		/* Every other type-specific member but env is a non-empty string. */
 		if (members[k].bit != M_ENV && members[k].bit != M_CONTENT &&
-		    get_string(o, key) == NULL) {
+		    members[k].bit != M_REPORT && get_string(o, key) == NULL) {
 			fail(err, errlen, i, st->id, "%s must be a non-empty string", key);
 			return -1;
 		}

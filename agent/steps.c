@@ -655,6 +655,125 @@ rp_agent_subst_image(const char *tmpl, const char *path)
 	return b.data;
 }
 
+#define BIOS_REPORT_MAX (1024 * 1024)
+
+/* A BIOS tool's dump: a JSON object of scalars, or Name=Value lines (blank lines and # comments
+ * skipped; a value of digits only is a number). New object, or NULL with why. */
+static json_t *
+bios_parse(const char *text, size_t len, char *why, size_t whylen)
+{
+	json_t *a = json_loadb(text, len, 0, NULL), *v;
+	const char *k, *p = text, *end = text + len;
+
+	if (a) {
+		if (!json_is_object(a)) {
+			snprintf(why, whylen, "the BIOS dump is JSON but not an object");
+			goto bad;
+		}
+		json_object_foreach(a, k, v)
+		{
+			if (json_is_object(v) || json_is_array(v) || json_is_null(v)) {
+				snprintf(why, whylen, "BIOS attribute %.100s is not a scalar", k);
+				goto bad;
+			}
+		}
+		return a;
+	}
+	a = json_object();
+	while (a && p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *eq;
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p), i;
+		char name[256], val[1024];
+		int digits;
+
+		while (n > 0 && (p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t'))
+			n--;
+		while (n > 0 && (*p == ' ' || *p == '\t'))
+			p++, n--;
+		if (n == 0 || *p == '#')
+			goto next;
+		eq = memchr(p, '=', n);
+		if (eq == NULL || eq == p || (size_t)(eq - p) >= sizeof name ||
+		    n - (size_t)(eq - p) - 1 >= sizeof val) {
+			snprintf(why, whylen, "BIOS dump line is not Name=Value: %.80s", p);
+			goto bad;
+		}
+		snprintf(name, sizeof name, "%.*s", (int)(eq - p), p);
+		for (i = strlen(name); i > 0 && (name[i - 1] == ' ' || name[i - 1] == '\t'); i--)
+			name[i - 1] = '\0';
+		snprintf(val, sizeof val, "%.*s", (int)(n - (size_t)(eq - p) - 1), eq + 1);
+		k = val + strspn(val, " \t");
+		digits = k[0] != '\0' && strlen(k) < 16;
+		for (i = k[0] == '-'; digits && k[i]; i++)
+			digits = k[i] >= '0' && k[i] <= '9';
+		json_object_set_new(a, name, digits && k[k[0] == '-'] ? json_integer(strtoll(k, NULL, 10))
+		                                                      : json_string(k));
+	next:
+		p += (nl ? (size_t)(nl - p) + 1 : (size_t)(end - p));
+	}
+	if (a == NULL)
+		snprintf(why, whylen, "out of memory");
+	return a;
+bad:
+	json_decref(a);
+	return NULL;
+}
+
+/* After a bios step with report: its stdout (in path) is the node's current BIOS values;
+ * post them to the server. */
+static void
+bios_report(const struct rp_agent_runner *r, const char *path, struct rp_agent_outcome *o)
+{
+	char *text = NULL, why[1024] = "", err[1024];
+	json_t *attrs = NULL, *body = NULL, *ans = NULL;
+	ssize_t got = 0, k;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	long st;
+
+	o->succeeded = 0;
+	if (fd < 0 || (text = malloc(BIOS_REPORT_MAX + 1)) == NULL) {
+		failed(o, "reading the BIOS dump: %s", strerror(errno));
+		goto out;
+	}
+	while (got < BIOS_REPORT_MAX &&
+	       (k = read(fd, text + got, (size_t)(BIOS_REPORT_MAX - got))) > 0)
+		got += k;
+	if (got == BIOS_REPORT_MAX) {
+		failed(o, "the BIOS dump is larger than %d bytes", BIOS_REPORT_MAX);
+		goto out;
+	}
+	if ((attrs = bios_parse(text, (size_t)got, why, sizeof why)) == NULL) {
+		failed(o, "%s", why);
+		goto out;
+	}
+	if (json_object_size(attrs) == 0) {
+		failed(o, "the BIOS tool printed no attributes");
+		goto out;
+	}
+	if (r->client == NULL) {
+		failed(o, "no server to post the BIOS values to");
+		goto out;
+	}
+	body = json_pack("{s:O}", "attributes", attrs);
+	st = rp_agent_call_retry(r->client, "POST", "/v1/agent/bios", r->token, body, &ans, err,
+	                         sizeof err);
+	if (st < 200 || st > 299) {
+		failed(o, "posting the BIOS values: %s", err);
+		goto out;
+	}
+	json_decref(o->result);
+	o->result = json_pack("{s:I}", "attributes", (json_int_t)json_object_size(attrs));
+	note(o, "%zu BIOS attributes posted", json_object_size(attrs));
+	o->succeeded = 1;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(text);
+	json_decref(attrs);
+	json_decref(body);
+	json_decref(ans);
+}
+
 static void
 step_firmware(const struct rp_agent_runner *r, const struct rp_agent_step *s,
               struct rp_agent_outcome *o)
@@ -680,6 +799,28 @@ step_firmware(const struct rp_agent_runner *r, const struct rp_agent_step *s,
 	left = (int64_t)s->timeout_s - (rp_time_mono_ns() - t0) / 1000000000LL;
 	if (left < 1) {
 		failed(o, "timed out after %u s", s->timeout_s);
+		goto out;
+	}
+	if (json_is_true(json_object_get(s->obj, "report"))) {
+		/* Only stdout is the dump; stderr still goes to the step's output. */
+		char tmp[] = "/tmp/rackpilot-bios-XXXXXX", *q = NULL, *wrapped = NULL;
+		int fd = mkstemp(tmp);
+
+		if (fd < 0) {
+			failed(o, "temporary file: %s", strerror(errno));
+			goto out;
+		}
+		close(fd);
+		if ((q = rp_agent_shell_quote(tmp)) == NULL ||
+		    asprintf(&wrapped, "( %s ) > %s", cmd, q) < 0)
+			wrapped = NULL;
+		free(q);
+		if (wrapped == NULL)
+			failed(o, "out of memory");
+		else if (rp_agent_shell(wrapped, NULL, NULL, (unsigned)left, o) == 0 && o->succeeded)
+			bios_report(r, tmp, o);
+		free(wrapped);
+		unlink(tmp);
 		goto out;
 	}
 	rp_agent_shell(cmd, NULL, NULL, (unsigned)left, o);

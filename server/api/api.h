@@ -334,6 +334,7 @@ void rp_api_firmware_drift(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_firmware_refresh(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_firmware_update(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_bios_apply(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_agent_bios(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_events_list(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_events_stream(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs);

@@ -1,12 +1,16 @@
 /* /v1/bios/profiles, /v1/nodes/{node}/bios, /v1/bios/drift */
 #include "api.h"
 
+static const char *const bios_methods[] = {"redfish", "agent", NULL};
+
 static const struct rp_field profile_fields[] = {
     {"id", RP_F_READ_ONLY},
     {"name", RP_F_NAME, RP_F_REQUIRED},
     {"node_class", RP_F_NAME, RP_F_NULLABLE},
     {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
     {"attributes", RP_F_SCALAR_MAP, 0, 0, 2048},
+    {"method", RP_F_ENUM, 0, 0, 0, bios_methods},
+    {"recipe", RP_F_NAME, RP_F_NULLABLE},
     {"node_count", RP_F_READ_ONLY},
     {"version", RP_F_READ_ONLY},
     {"created_at", RP_F_READ_ONLY},
@@ -76,6 +80,34 @@ void
 rp_api_bios_node_readings(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	rp_api_reading(rq, rs, reading_fields, "attributes", rp_store_node_bios_set);
+}
+
+static const struct rp_field agent_bios_fields[] = {
+    {"attributes", RP_F_SCALAR_MAP, RP_F_REQUIRED, 0, 4096},
+    {NULL},
+};
+
+/* POST /v1/agent/bios: what the node's BIOS tool read (a recipe's bios step with report). */
+void
+rp_api_agent_bios(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *detail = NULL;
+	char actor[96];
+	enum rp_err e;
+
+	if (rp_api_need_object(rq, rs) < 0)
+		return;
+	if ((e = rp_api_validate(rq->body, agent_bios_fields, 1, &detail)) != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		return;
+	}
+	e = rp_store_node_bios_set(rq->api->store, rq->who->id, "agent",
+	                           json_object_get(rq->body, "attributes"), rp_api_actor(rq, actor));
+	if (e != RP_ERR_OK) {
+		rp_api_error(rs, e, NULL);
+		return;
+	}
+	rs->status = 204;
 }
 
 void

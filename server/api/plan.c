@@ -48,6 +48,16 @@ static const struct rp_field tool_fields[] = {
     {NULL},
 };
 
+/* A bios step may also report what the tool printed as the node's BIOS values. */
+static const struct rp_field bios_fields[] = {
+    COMMON,
+    {"command", RP_F_STR, RP_F_REQUIRED, 0, 65536},
+    {"image_url", RP_F_STR, 0, 0, 2048},
+    {"sha256", RP_F_STR, 0, 0, 64},
+    {"report", RP_F_BOOL, 0},
+    {NULL},
+};
+
 static const struct rp_field image_fields[] = {
     COMMON,
     {"url", RP_F_STR, RP_F_REQUIRED, 0, 2048},
@@ -61,7 +71,7 @@ static const struct {
 	const struct rp_field *spec;
 } specs[] = {
     {"shell", shell_fields},      {"file", file_fields},   {"reboot", bare_fields},
-    {"inventory", bare_fields},   {"firmware", tool_fields}, {"bios", tool_fields},
+    {"inventory", bare_fields},   {"firmware", tool_fields}, {"bios", bios_fields},
     {"image", image_fields},
 };
 

@@ -107,6 +107,7 @@ const struct rp_route rp_api_routes[] = {
     {"POST", "/v1/agent/register", rp_api_agent_register, RP_ROLE_NONE, RP_ROUTE_PEER},
     {"POST", "/v1/agent/heartbeat", rp_api_agent_heartbeat, RP_ROLE_AGENT, 0},
     {"POST", "/v1/agent/inventory", rp_api_agent_inventory, RP_ROLE_AGENT, RP_ROUTE_BIG_BODY},
+    {"POST", "/v1/agent/bios", rp_api_agent_bios, RP_ROLE_AGENT, 0},
     {"GET", "/v1/agent/config", rp_api_agent_config, RP_ROLE_AGENT, 0},
     {"GET", "/v1/agent/jobs/{job}", rp_api_agent_job, RP_ROLE_AGENT, 0},
     {"POST", "/v1/agent/jobs/{job}/steps/{step}", rp_api_agent_step, RP_ROLE_AGENT, 0},

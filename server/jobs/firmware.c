@@ -327,14 +327,195 @@ still_staged(json_t *left, json_t *bios)
 	return 0;
 }
 
+static void failed_output(json_t *job, char *buf, size_t len);
+
+/* The end of a BIOS apply: attributes `left` did not take (read: what the node has now) →
+ * failed with bios_not_applied naming each, wanted vs. read; else succeeded with the names in
+ * `set` as changed. */
+static json_t *
+bios_outcome(struct work *w, json_t *left, json_t *read, json_t *set, json_t *profile)
+{
+	const char *k;
+	json_t *v, *o;
+
+	if (json_object_size(left) > 0) {
+		char msg[400] = "";
+		size_t n = 0;
+		json_t *list = json_array();
+
+		json_object_foreach(left, k, v)
+		{
+			char *wv = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+			char *hv = json_dumps(json_object_get(read, k) ?: json_null(),
+			                      JSON_ENCODE_ANY | JSON_COMPACT);
+
+			if (n < sizeof msg)
+				n += (size_t)snprintf(msg + n, sizeof msg - n,
+				                      "%s%s: wanted %s, reads %s", n ? "; " : "", k,
+				                      wv ? wv : "?", hv ? hv : "?");
+			json_array_append_new(list, json_string(k));
+			free(wv);
+			free(hv);
+		}
+		o = failed(w, "bios_not_applied", "after the reboot %zu attribute(s) did not take: %s",
+		           json_object_size(left), msg);
+		json_object_set_new(o, "result", json_pack("{s:b, s:O, s:o}", "skipped", 0, "profile",
+		                                           profile, "not_applied", list));
+	} else {
+		json_t *changed = json_array();
+
+		json_object_foreach(set, k, v)
+		{
+			json_array_append_new(changed, json_string(k));
+		}
+		o = jobs_outcome(w, "succeeded");
+		json_object_set_new(o, "result", json_pack("{s:b, s:O, s:o}", "skipped", 0, "profile",
+		                                           profile, "changed", changed));
+	}
+	return o;
+}
+
+/* What the store holds of the node's BIOS values now, flat ({name: value}), and the newest
+ * time (ms) any of `names` was read from source "agent" (0: never). NULL on store trouble. */
+static json_t *
+stored_bios(struct work *w, json_t *names, int64_t *agent_read)
+{
+	json_t *view = NULL, *flat, *a;
+	const char *k;
+	int64_t t;
+
+	if (rp_store_node_bios(w->j->st, node_uuid(w), &view) != RP_ERR_OK)
+		return NULL;
+	flat = json_object();
+	*agent_read = 0;
+	json_object_foreach(json_object_get(view, "actual"), k, a)
+	{
+		json_object_set(flat, k, json_object_get(a, "value"));
+		if (json_object_get(names, k) &&
+		    !strcmp(json_string_value(json_object_get(a, "source")) ?: "", "agent") &&
+		    rp_time_parse(json_string_value(json_object_get(a, "read_at")) ?: "", &t) == 0 &&
+		    t > *agent_read)
+			*agent_read = t;
+	}
+	json_decref(view);
+	return flat;
+}
+
+/*
+ * Method agent: the profile's recipe (the vendor's BIOS tool on the node) runs as a child
+ * steps job, queued once with its bios_applies row; this job waits for it off the worker.
+ * Afterwards the values the recipe's `bios` step reported (source agent, read after the
+ * child was queued) must equal the profile.
+ */
+static json_t *
+bios_agent(struct work *w, json_t *desired)
+{
+	json_t *want = json_object_get(desired, "attributes"), *profile =
+	                                                           json_object_get(desired, "profile");
+	const char *recipe = json_string_value(json_object_get(desired, "recipe"));
+	json_t *row = NULL, *job = NULL, *have = NULL, *diff = NULL, *left = NULL, *detail = NULL,
+	       *o = NULL;
+	char child[RP_UUID_BUF + 8] = "", why[1024], said[200];
+	int64_t sent = 0, agent_read = 0;
+	const char *js;
+	enum rp_err e;
+
+	e = rp_store_bios_apply_get(w->j->st, w->id, &row);
+	if (e == RP_ERR_NOT_FOUND) {
+		if ((have = stored_bios(w, want, &agent_read)) == NULL) {
+			o = store_trouble(w, "the node's BIOS values");
+			goto out;
+		}
+		diff = bios_diff(want, have);
+		if (json_object_size(diff) == 0) {
+			o = jobs_outcome(w, "succeeded");
+			json_object_set_new(o, "result", json_pack("{s:b, s:O, s:[]}", "skipped", 1,
+			                                           "profile", profile, "changed"));
+			goto out;
+		}
+		e = rp_store_bios_agent_apply(w->j->st, w->id, json_string_value(profile), recipe,
+		                              diff, child, sizeof child, &detail);
+		if (e == RP_ERR_CONFLICT || e == RP_ERR_INVALID_STATE || e == RP_ERR_NOT_FOUND ||
+		    e == RP_ERR_MISSING_FIELD) {
+			o = failed(w, e == RP_ERR_NOT_FOUND || e == RP_ERR_MISSING_FIELD
+			                      ? "no_recipe"
+			                      : "agent_unreachable",
+			           "the BIOS recipe %s cannot run: %s", recipe ?: "?",
+			           json_string_value(json_object_get(detail, "reason"))
+			                   ?: rp_err_message(e));
+			goto out;
+		}
+		if (e != RP_ERR_OK) {
+			o = store_trouble(w, "the BIOS recipe job");
+			goto out;
+		}
+		rp_log_info("jobs: %s: BIOS profile %s: recipe %s queued as job %s", w->node_name,
+		            json_string_value(profile), recipe, child);
+		if (rp_store_bios_apply_get(w->j->st, w->id, &row) != RP_ERR_OK) {
+			o = store_trouble(w, "the BIOS recipe job");
+			goto out;
+		}
+	} else if (e != RP_ERR_OK) {
+		o = store_trouble(w, "the BIOS recipe job");
+		goto out;
+	}
+	snprintf(child, sizeof child, "%s", json_string_value(json_object_get(row, "child")) ?: "");
+	sent = json_integer_value(json_object_get(row, "sent_at"));
+	if ((e = rp_store_job_get(w->j->st, child, &job)) != RP_ERR_OK) {
+		o = e == RP_ERR_NOT_FOUND ? failed(w, "bios_recipe_failed", "the BIOS recipe job %s is "
+		                                                            "gone", child)
+		                          : store_trouble(w, "the BIOS recipe job's state");
+		goto out;
+	}
+	js = json_string_value(json_object_get(job, "state")) ?: "";
+	if (!strcmp(js, "queued") || !strcmp(js, "running")) {
+		/* Waiting holds no worker: back to the queue, no attempt counted. */
+		o = jobs_outcome(w, "retry");
+		json_object_set_new(o, "wait", json_true());
+		json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + 2000));
+		jobs_set_error(o, "applying", "waiting for BIOS recipe job %s (%s)", child, js);
+		goto out;
+	}
+	if (strcmp(js, "succeeded") != 0) {
+		failed_output(job, said, sizeof said);
+		snprintf(why, sizeof why, "BIOS recipe %s (job %s) %s: %s%s%s%s", recipe ?: "?", child,
+		         js,
+		         json_string_value(json_object_get(json_object_get(job, "error"), "message"))
+		                 ?: "no reason given",
+		         said[0] ? " (\"" : "", said, said[0] ? "\")" : "");
+		o = failed(w, "bios_recipe_failed", "%s", why);
+		goto out;
+	}
+	if ((have = stored_bios(w, want, &agent_read)) == NULL) {
+		o = store_trouble(w, "the node's BIOS values");
+		goto out;
+	}
+	if (agent_read < sent) {
+		o = failed(w, "no_bios_report",
+		           "BIOS recipe %s succeeded but the node reported no BIOS values since (end "
+		           "the recipe with a bios step with \"report\": true)",
+		           recipe ?: "?");
+		goto out;
+	}
+	left = bios_diff(want, have);
+	o = bios_outcome(w, left, have, json_object_get(row, "attributes"), profile);
+out:
+	json_decref(row);
+	json_decref(job);
+	json_decref(have);
+	json_decref(diff);
+	json_decref(left);
+	json_decref(detail);
+	return o;
+}
+
 static json_t *
 run_bios_apply(struct work *w, struct rp_bmc *b)
 {
 	const char *profile = json_string_value(json_object_get(params(w), "profile"));
 	json_t *desired = NULL, *detail = NULL, *bios = NULL, *diff = NULL, *left = NULL, *o = NULL;
-	json_t *want, *v;
+	json_t *want;
 	struct rp_bmc_err err = {0};
-	const char *k;
 	enum rp_err e;
 	int64_t until;
 	int rc;
@@ -348,6 +529,10 @@ run_bios_apply(struct work *w, struct rp_bmc *b)
 		return o;
 	}
 	want = json_object_get(desired, "attributes");
+	if (!strcmp(json_string_value(json_object_get(desired, "method")) ?: "", "agent")) {
+		o = bios_agent(w, desired);
+		goto out;
+	}
 	if (read_bios(w, b, &bios, 1, &err) < 0) {
 		o = jobs_bmc_failure(w, &err, 1);
 		goto out;
@@ -425,47 +610,8 @@ run_bios_apply(struct work *w, struct rp_bmc *b)
 	    rp_store_node_bios_set(w->j->st, node_uuid(w), "redfish",
 	                           json_object_get(bios, "attributes"), "rackpilotd") != RP_ERR_OK)
 		rp_log_warn("jobs: %s: could not store the BIOS values read back", w->node_name);
-	if (json_object_size(left) > 0) {
-		char msg[400] = "";
-		size_t n = 0;
-		json_t *list = json_array();
-
-		json_object_foreach(left, k, v)
-		{
-			char *wv = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-			char *hv =
-			        json_dumps(json_object_get(json_object_get(bios, "attributes"), k)
-			                           ?: json_null(),
-			                   JSON_ENCODE_ANY | JSON_COMPACT);
-
-			if (n < sizeof msg)
-				n += (size_t)snprintf(msg + n, sizeof msg - n,
-				                      "%s%s: wanted %s, reads %s", n ? "; " : "", k,
-				                      wv ? wv : "?", hv ? hv : "?");
-			json_array_append_new(list, json_string(k));
-			free(wv);
-			free(hv);
-		}
-		o = failed(w, "bios_not_applied",
-		           "after the reboot %zu attribute(s) did not take: %s",
-		           json_object_size(left), msg);
-		json_object_set_new(o, "result",
-		                    json_pack("{s:b, s:O, s:o}", "skipped", 0, "profile",
-		                              json_object_get(desired, "profile"), "not_applied",
-		                              list));
-	} else {
-		json_t *changed = json_array();
-
-		json_object_foreach(diff, k, v)
-		{
-			json_array_append_new(changed, json_string(k));
-		}
-		o = jobs_outcome(w, "succeeded");
-		json_object_set_new(o, "result",
-		                    json_pack("{s:b, s:O, s:o}", "skipped", 0, "profile",
-		                              json_object_get(desired, "profile"), "changed",
-		                              changed));
-	}
+	o = bios_outcome(w, left, json_object_get(bios, "attributes"), diff,
+	                 json_object_get(desired, "profile"));
 	json_object_set_new(o, "power", json_string("on"));
 	json_object_set_new(o, "bmc_ok", json_true());
 out:

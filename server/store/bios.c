@@ -385,6 +385,28 @@ store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **det
 	enum rp_err e = RP_ERR_OK;
 	int rc;
 
+	{
+		const char *method = json_string_value(json_object_get(obj, "method")) ?: "redfish";
+		const char *recipe = json_string_value(json_object_get(obj, "recipe"));
+		int64_t rid;
+
+		if (!strcmp(method, "agent") && recipe == NULL) {
+			*detail = store_why("recipe", "method agent needs a recipe (the vendor BIOS tool's "
+			                              "steps)");
+			return RP_ERR_INVALID_FIELD;
+		}
+		if (strcmp(method, "agent") != 0 && recipe) {
+			*detail = store_why("recipe", "a recipe goes only with method agent");
+			return RP_ERR_INVALID_FIELD;
+		}
+		if (recipe && (e = store_id_of(c, T_RECIPE, recipe, &rid)) != RP_ERR_OK) {
+			if (e == RP_ERR_NOT_FOUND) {
+				*detail = store_why("recipe", "no recipe named '%s'", recipe);
+				e = RP_ERR_INVALID_FIELD;
+			}
+			return e;
+		}
+	}
 	if (json_object_size(attrs) == 0)
 		return RP_ERR_OK;
 	/* One registry per distinct id among the nodes the profile applies to. */
@@ -498,7 +520,7 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 {
 	struct conn *c = store_conn(st);
 	json_t *attrs = NULL;
-	char pname[128] = "";
+	char pname[128] = "", method[16] = "redfish", recipe[128] = "";
 	sqlite3_stmt *s;
 	struct node_ref n;
 	int64_t pid = 0;
@@ -519,10 +541,10 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 			}
 			goto out;
 		}
-		s = STMT(c, "SELECT id, name FROM bios_profiles WHERE id = ?");
+		s = STMT(c, "SELECT id, name, method, recipe FROM bios_profiles WHERE id = ?");
 	} else
-		s = STMT(c, "SELECT p.id, p.name FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
-		            " WHERE n.id = ?");
+		s = STMT(c, "SELECT p.id, p.name, p.method, p.recipe FROM nodes n JOIN bios_profiles p "
+		            "ON p.id = " TARGET_PROFILE " WHERE n.id = ?");
 	e = RP_ERR_INTERNAL;
 	if (s == NULL)
 		goto out;
@@ -530,6 +552,8 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		pid = sqlite3_column_int64(s, 0);
 		snprintf(pname, sizeof pname, "%s", (const char *)sqlite3_column_text(s, 1));
+		snprintf(method, sizeof method, "%s", (const char *)sqlite3_column_text(s, 2));
+		snprintf(recipe, sizeof recipe, "%s", (const char *)sqlite3_column_text(s, 3) ?: "");
 	}
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE) {
@@ -557,10 +581,115 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 		e = store_sqlerr(c, rc, "bios desired attrs");
 		goto out;
 	}
-	*out = json_pack("{s:s, s:s, s:O}", "node", n.name, "profile", pname, "attributes", attrs);
+	*out = json_pack("{s:s, s:s, s:O, s:s, s:s?}", "node", n.name, "profile", pname,
+	                 "attributes", attrs, "method", method, "recipe", recipe[0] ? recipe : NULL);
 	e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
 out:
 	store_read_end(c);
 	json_decref(attrs);
+	return e;
+}
+
+enum rp_err
+rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profile,
+                          const char *recipe, json_t *attributes, char *child, size_t len,
+                          json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *params = NULL, *args = NULL, *extra = NULL;
+	struct node_ref n;
+	struct rp_buf lines = {0};
+	sqlite3_stmt *s;
+	int64_t now = rp_time_now_ms();
+	char summary[256], uuid[RP_UUID_BUF] = "", *attrs_json = NULL;
+	const char *k;
+	json_t *v;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	/* The recipe gets the settings twice: as JSON and as Name=Value lines, for whichever
+	 * form the vendor's tool reads. */
+	attrs_json = json_dumps(attributes, JSON_COMPACT | JSON_SORT_KEYS);
+	json_object_foreach(attributes, k, v)
+	{
+		char *t = json_is_string(v) ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+
+		rp_buf_printf(&lines, "%s=%s\n", k, t ? t : json_string_value(v));
+		free(t);
+	}
+	args = json_pack("{s:s, s:s, s:s}", "profile", profile, "attributes",
+	                 attrs_json ? attrs_json : "{}", "settings", lines.data ? lines.data : "");
+	extra = json_pack("{s:s}", "bios_profile", profile);
+	if (attrs_json == NULL || args == NULL || extra == NULL || lines.oom) {
+		e = RP_ERR_INTERNAL;
+		goto done;
+	}
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		goto done;
+	e = store_recipe_child(c, job_id, recipe, args, "a BIOS apply", extra, &n, uuid, &params,
+	                       detail);
+	if (e != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "INSERT INTO bios_applies(job_id, node_id, child, attributes, sent_at) VALUES "
+	            "(?1, ?2, ?3, ?4, ?5)");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, job_id);
+	sqlite3_bind_int64(s, 2, n.id);
+	store_bind_text(s, 3, uuid);
+	store_bind_text(s, 4, attrs_json);
+	sqlite3_bind_int64(s, 5, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = rc == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "bios apply row");
+		goto out;
+	}
+	if ((e = store_job_sent(c, job_id, "bios recipe", now)) != RP_ERR_OK)
+		goto out;
+	snprintf(summary, sizeof summary, "steps job queued for %s: recipe %s applies BIOS profile %s",
+	         n.name, recipe, profile);
+	if ((e = store_event(c, "rackpilotd", "job.queued", "job", uuid, n.name, n.id, n.rack_id,
+	                     summary, params)) != RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	snprintf(child, len, "%s", uuid);
+out:
+	store_rollback(c);
+done:
+	free(attrs_json);
+	rp_buf_free(&lines);
+	json_decref(params);
+	json_decref(args);
+	json_decref(extra);
+	return e;
+}
+
+enum rp_err
+rp_store_bios_apply_get(struct rp_store *st, int64_t job_id, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT child, attributes AS \"attributes:json\", sent_at FROM bios_applies "
+	            "WHERE job_id = ?");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, job_id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*out = store_row(c, s);
+		e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
+	} else
+		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "bios apply row");
+	sqlite3_reset(s);
 	return e;
 }

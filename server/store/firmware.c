@@ -603,43 +603,33 @@ out:
 }
 
 enum rp_err
-rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *component,
-                              const char *from, const char *to, const char *image,
-                              const char *recipe, json_t *args, char *child, size_t len,
-                              json_t **detail)
+store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *args,
+                   const char *what, json_t *extra, struct node_ref *n, char *uuid,
+                   json_t **params, json_t **detail)
 {
-	struct conn *c = store_conn(st);
 	json_t *rec = NULL, *values = json_object(), *plan = NULL, *job = NULL, *p;
-	struct node_ref n;
 	sqlite3_stmt *s;
-	int64_t now = rp_time_now_ms(), rid, node_id, cid = 0;
-	char why[256], summary[200], uuid[RP_UUID_BUF] = "";
+	int64_t rid, node_id, cid = 0;
+	char why[256], parent[RP_UUID_BUF] = "";
 	const char *k;
-	enum rp_err e;
+	enum rp_err e = RP_ERR_INTERNAL;
 	int rc;
 
-	if (c == NULL) {
-		json_decref(values);
-		return RP_ERR_INTERNAL;
-	}
-	if ((e = store_begin(c)) != RP_ERR_OK) {
-		json_decref(values);
-		return e;
-	}
-	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT node_id FROM jobs WHERE id = ? AND state = 'running' AND node_id IS NOT "
-	            "NULL");
-	if (s == NULL)
+	s = STMT(c, "SELECT node_id, uuid FROM jobs WHERE id = ? AND state = 'running' AND node_id "
+	            "IS NOT NULL");
+	if (s == NULL || values == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, job_id);
 	rc = sqlite3_step(s);
 	node_id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+	if (rc == SQLITE_ROW)
+		snprintf(parent, sizeof parent, "%s", (const char *)sqlite3_column_text(s, 1));
 	sqlite3_reset(s);
 	if (rc != SQLITE_ROW) {
-		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "agent flash job");
+		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "recipe child job");
 		goto out;
 	}
-	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
+	if ((e = store_node_by_id(c, node_id, n)) != RP_ERR_OK)
 		goto out;
 	if ((e = store_id_of(c, T_RECIPE, recipe, &rid)) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND)
@@ -656,7 +646,7 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 		rec = store_row(c, s);
 	sqlite3_reset(s);
 	if (rc != SQLITE_ROW || rec == NULL) {
-		e = store_sqlerr(c, rc, "agent flash recipe");
+		e = store_sqlerr(c, rc, "recipe child recipe");
 		goto out;
 	}
 	/* Our arguments where the recipe declares them, else its defaults. */
@@ -666,9 +656,9 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 
 		if (v == NULL && json_is_true(json_object_get(p, "required"))) {
 			*detail = store_why("recipe",
-			                    "recipe '%s' requires argument '%s', which a firmware "
-			                    "update does not supply",
-			                    recipe, k);
+			                    "recipe '%s' requires argument '%s', which %s does not "
+			                    "supply",
+			                    recipe, k, what);
 			e = RP_ERR_MISSING_FIELD;
 			goto out;
 		}
@@ -683,19 +673,12 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 		goto out;
 	}
 	e = RP_ERR_INTERNAL;
-	/* Not mutating: the firmware_update job that waits for it holds the node's slot. */
-	job = json_pack("{s:s, s:{s:O, s:s, s:s, s:s}, s:b, s:i}", "type", "steps", "params",
-	                "plan", plan, "recipe", recipe, "component", component, "firmware_update",
-	                "", "mutating", 0, "max_attempts", 8);
-	s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
-	if (s == NULL)
+	/* Not mutating: the job that waits for it holds the node's slot. */
+	job = json_pack("{s:s, s:{s:O, s:s, s:s}, s:b, s:i}", "type", "steps", "params", "plan",
+	                plan, "recipe", recipe, "parent", parent, "mutating", 0, "max_attempts", 8);
+	if (job == NULL || json_object_update(json_object_get(job, "params"), extra) < 0)
 		goto out;
-	sqlite3_bind_int64(s, 1, job_id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_object_set_new(json_object_get(job, "params"), "firmware_update",
-		                    json_string((const char *)sqlite3_column_text(s, 0)));
-	sqlite3_reset(s);
-	if ((e = store_job_add(c, &n, 0, job, "rackpilotd", &cid)) != RP_ERR_OK)
+	if ((e = store_job_add(c, n, 0, job, "rackpilotd", &cid)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
@@ -703,12 +686,48 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 		goto out;
 	sqlite3_bind_int64(s, 1, cid);
 	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(s, 0));
+		snprintf(uuid, RP_UUID_BUF, "%s", (const char *)sqlite3_column_text(s, 0));
 	sqlite3_reset(s);
 	if (rc != SQLITE_ROW) {
-		e = store_sqlerr(c, rc, "agent flash child");
+		e = store_sqlerr(c, rc, "recipe child");
 		goto out;
 	}
+	*params = json_incref(json_object_get(job, "params"));
+	e = RP_ERR_OK;
+out:
+	json_decref(rec);
+	json_decref(values);
+	json_decref(plan);
+	json_decref(job);
+	return e;
+}
+
+enum rp_err
+rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *component,
+                              const char *from, const char *to, const char *image,
+                              const char *recipe, json_t *args, char *child, size_t len,
+                              json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *params = NULL, *extra;
+	struct node_ref n;
+	sqlite3_stmt *s;
+	int64_t now = rp_time_now_ms();
+	char summary[200], uuid[RP_UUID_BUF] = "";
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	extra = json_pack("{s:s}", "component", component);
+	e = store_recipe_child(c, job_id, recipe, args, "a firmware update", extra, &n, uuid,
+	                       &params, detail);
+	json_decref(extra);
+	if (e != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
 	/* The child's id is the row's task: a restart follows it and never queues another. */
 	s = STMT(c, "INSERT INTO firmware_updates(job_id, node_id, component, from_version, "
 	            "to_version, image, state, task, sent_at, updated_at) VALUES (?1, ?2, ?3, ?4, "
@@ -716,7 +735,7 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, job_id);
-	sqlite3_bind_int64(s, 2, node_id);
+	sqlite3_bind_int64(s, 2, n.id);
 	store_bind_text(s, 3, component);
 	store_bind_text(s, 4, from);
 	store_bind_text(s, 5, to);
@@ -729,32 +748,35 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 		e = rc == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "agent flash");
 		goto out;
 	}
-	s = STMT(c, "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, phase = ?3 || "
-	            "': polling', phase_at = ?2 WHERE id = ?1");
-	if (s == NULL)
+	if ((e = store_job_sent(c, job_id, component, now)) != RP_ERR_OK)
 		goto out;
-	sqlite3_bind_int64(s, 1, job_id);
-	sqlite3_bind_int64(s, 2, now);
-	store_bind_text(s, 3, component);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "agent flash sent mark");
-		goto out;
-	}
 	snprintf(summary, sizeof summary, "steps job queued for %s: recipe %s flashes %s to %s",
 	         n.name, recipe, component, to);
 	if ((e = store_event(c, "rackpilotd", "job.queued", "job", uuid, n.name, n.id, n.rack_id,
-	                     summary, json_object_get(job, "params"))) != RP_ERR_OK)
+	                     summary, params)) != RP_ERR_OK)
 		goto out;
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
 	snprintf(child, len, "%s", uuid);
 out:
 	store_rollback(c);
-	json_decref(rec);
-	json_decref(values);
-	json_decref(plan);
-	json_decref(job);
+	json_decref(params);
 	return e;
+}
+
+enum rp_err
+store_job_sent(struct conn *c, int64_t job_id, const char *what, int64_t now)
+{
+	sqlite3_stmt *s = STMT(c, "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, "
+	                          "phase = ?3 || ': polling', phase_at = ?2 WHERE id = ?1");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, job_id);
+	sqlite3_bind_int64(s, 2, now);
+	store_bind_text(s, 3, what);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "job sent mark");
 }

@@ -171,6 +171,20 @@ enum rp_err store_inventory_write(struct conn *c, const struct node_ref *n, cons
  * the row being updated (-1 when creating). RP_ERR_OK, or an error with *detail. */
 enum rp_err store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail);
 enum rp_err store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **detail);
+/* Inside the caller's transaction: queue a non-mutating steps job on running job job_id's node
+ * whose plan is recipe's steps filled with args (the recipe's defaults for what args lacks;
+ * `what` names the caller in errors), its params extended by extra (borrowed). *n is the node,
+ * uuid (RP_UUID_BUF bytes) the child's id, *params a new reference to its params.
+ * RP_ERR_NOT_FOUND (no such recipe: *detail, or the job is not running), RP_ERR_MISSING_FIELD
+ * (an argument the recipe requires: *detail), RP_ERR_CONFLICT / RP_ERR_INVALID_STATE (the node
+ * cannot run a plan over SSH now: *detail). */
+enum rp_err store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *args,
+                               const char *what, json_t *extra, struct node_ref *n, char *uuid,
+                               json_t **params, json_t **detail);
+
+/* Mark job_id sent (once) and its phase "<what>: polling". */
+enum rp_err store_job_sent(struct conn *c, int64_t job_id, const char *what, int64_t now);
+
 /* Does profile_id fit node_id's stored BIOS registry (when it has one)? RP_ERR_INVALID_FIELD
  * with detail {field: "bios_profile", attribute, reason, registry, node} when it does not. */
 enum rp_err store_bios_node_check(struct conn *c, int64_t node_id, int64_t profile_id,

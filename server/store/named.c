@@ -15,6 +15,7 @@ struct kind {
 	int json_values;        /* map values stored as canonical JSON (else plain strings) */
 	/* Checks of the map against what the database knows (registries, images), or NULL. */
 	enum rp_err (*check_map)(struct conn *c, int64_t self, json_t *obj, json_t **detail);
+	const char *extra[2];   /* string members bound as ?6, ?7 of insert and update */
 	const char *sql_load, *sql_list_id, *sql_list_name, *sql_insert, *sql_update,
 	    *sql_delete, *sql_map_clear, *sql_map_insert, *sql_class_owner, *sql_in_use;
 	int s_load, s_list_id, s_list_name, s_insert, s_update, s_delete, s_map_clear,
@@ -22,7 +23,8 @@ struct kind {
 };
 
 #define PROFILE_COLS                                                                      \
-	"SELECT p.id AS _id, p.uuid AS id, p.name, p.node_class, p.description, "            \
+	"SELECT p.id AS _id, p.uuid AS id, p.name, p.node_class, p.description, p.method, "  \
+	"p.recipe, "                                                                          \
 	"(SELECT json_group_object(name, json(value)) FROM bios_profile_attrs WHERE "        \
 	"profile_id = p.id) AS \"attributes:json\", (SELECT count(*) FROM nodes WHERE "      \
 	"bios_profile_id = p.id OR (bios_profile_id IS NULL AND node_class = p.node_class)) " \
@@ -49,9 +51,12 @@ static struct kind profile_kind = {
     .sql_list_name = PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) AND (?2 IS NULL OR "
                                   "p.node_class = ?2) ORDER BY p.name LIMIT ?3",
     .sql_insert = "INSERT INTO bios_profiles(uuid, name, node_class, description, created_at, "
-                  "updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+                  "updated_at, method, recipe) VALUES (?1, ?2, ?3, ?4, ?5, ?5, "
+                  "coalesce(?6, 'redfish'), ?7)",
     .sql_update = "UPDATE bios_profiles SET name = ?2, node_class = ?3, description = ?4, "
-                  "version = version + 1, updated_at = ?5 WHERE id = ?1",
+                  "version = version + 1, updated_at = ?5, method = coalesce(?6, 'redfish'), "
+                  "recipe = ?7 WHERE id = ?1",
+    .extra = {"method", "recipe"},
     .sql_delete = "DELETE FROM bios_profiles WHERE id = ?",
     .sql_map_clear = "DELETE FROM bios_profile_attrs WHERE profile_id = ?",
     .sql_map_insert = "INSERT INTO bios_profile_attrs(profile_id, name, value) VALUES (?,?,?)",
@@ -167,6 +172,10 @@ save(struct conn *c, struct kind *k, int64_t *id, json_t *obj)
 	store_bind_str(s, 3, obj, "node_class");
 	store_bind_str(s, 4, obj, "description");
 	sqlite3_bind_int64(s, 5, rp_time_now_ms());
+	if (k->extra[0])
+		store_bind_str(s, 6, obj, k->extra[0]);
+	if (k->extra[1])
+		store_bind_str(s, 7, obj, k->extra[1]);
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE)

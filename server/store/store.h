@@ -253,7 +253,22 @@ enum rp_err rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id,
 enum rp_err rp_store_bios_registry_set(struct rp_store *st, const char *key, const char *registry,
                                        json_t *attributes);
 
-/* The BIOS values node `key` should have: {node, profile, attributes {}} from the named
+/* Method agent: in one transaction, queue a (non-mutating) steps job for running job job_id's
+ * node running recipe with arguments profile, attributes (JSON of the values to set) and
+ * settings (Name=Value lines), and record it in bios_applies (with the attributes) as the
+ * job's sent mark. *child gets the steps job's id. RP_ERR_DUPLICATE when job_id already
+ * queued one (never a second); RP_ERR_NOT_FOUND / RP_ERR_MISSING_FIELD / RP_ERR_CONFLICT /
+ * RP_ERR_INVALID_STATE with *detail as for rp_store_firmware_agent_flash. */
+enum rp_err rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profile,
+                                      const char *recipe, json_t *attributes, char *child,
+                                      size_t len, json_t **detail);
+
+/* The recipe child job job_id queued: {child, attributes, sent_at}; RP_ERR_NOT_FOUND when none
+ * yet. */
+enum rp_err rp_store_bios_apply_get(struct rp_store *st, int64_t job_id, json_t **out);
+
+/* The BIOS values node `key` should have: {node, profile, attributes {}, method, recipe} from
+ * the named
  * profile, else the node's own, else its class's. RP_ERR_INVALID_FIELD (unknown profile) or
  * RP_ERR_CONFLICT (no profile applies) with *detail; RP_ERR_NOT_FOUND for the node. */
 enum rp_err rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,

@@ -288,6 +288,192 @@ test_rollout_version_match(void **state)
 	assert_int_equal(flashes(), 3);
 }
 
+/* The node's "BIOS": Name=Value lines in DIR/bios.txt, changed by a vendor-like tool. */
+static json_t *
+bios_job(const char *body)
+{
+	struct reply r;
+	char id[64];
+
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes/" NODE "/bios/apply", &r,
+	                      body ? "{s:s}" : NULL, "profile", body),
+	                 202);
+	snprintf(id, sizeof id, "%s", str(r.json, "id"));
+	reply_free(&r);
+	return wait_job(&S, id, 180);
+}
+
+static void
+node_bios(char *buf, size_t len)
+{
+	char path[500];
+
+	snprintf(path, sizeof path, "%s/bios.txt", nodedir);
+	slurp(path, buf, len);
+}
+
+/* BIOS profile method agent: the vendor tool recipe runs through the agent, its bios step
+ * reports what the BIOS holds afterwards, and that is what the job checks and the store keeps. */
+static void
+test_bios_agent(void **state)
+{
+	char tool[500], body[4096], bios[1024], hold[500], id[64], dir[256];
+	size_t jobs0 = steps_jobs();
+	struct reply r;
+	json_t *j, *l, *d;
+	int i, running = 0;
+	FILE *f;
+
+	(void)state;
+	snprintf(tool, sizeof tool, "%s/biostool.sh", workdir);
+	f = fopen(tool, "w");
+	assert_non_null(f);
+	/* apply FILE: merge Name=Value lines (ignoring names listed in DIR/drop); dump: print. */
+	fprintf(f,
+	        "#!/bin/sh\n"
+	        "set -e\n"
+	        "B=%s/bios.txt\n"
+	        "case \"$1\" in\n"
+	        "apply)\n"
+	        "  while [ -f %s/hold ]; do sleep 0.1; done\n"
+	        "  echo applied >> %s/bios-applies\n"
+	        "  while IFS== read -r k v; do\n"
+	        "    [ -n \"$k\" ] || continue\n"
+	        "    grep -qx \"$k\" %s/drop 2>/dev/null && continue\n"
+	        "    grep -v \"^$k=\" $B > $B.new || true; echo \"$k=$v\" >> $B.new; mv $B.new $B\n"
+	        "  done < \"$2\";;\n"
+	        "dump) echo '# vendor tool 1.2' ; cat $B; echo 'dumped' >&2;;\n"
+	        "*) echo \"usage: biostool apply FILE | dump\" >&2; exit 2;;\n"
+	        "esac\n",
+	        nodedir, nodedir, nodedir, nodedir);
+	fclose(f);
+	sh("chmod +x %s && printf 'SriovSupport=Disabled\\nNumaNodesPerSocket=NPS1\\n"
+	   "ProcCoreDisable=0\\n' > %s/bios.txt", tool, nodedir);
+	snprintf(body, sizeof body,
+	         "{\"name\":\"bios-tool\",\"params\":{\"settings\":{\"required\":true},"
+	         "\"profile\":{}},\"steps\":["
+	         "{\"id\":\"write\",\"type\":\"file\",\"path\":\"%s/pending.txt\","
+	         "\"content\":\"${settings}\"},"
+	         "{\"id\":\"set\",\"type\":\"bios\",\"command\":\"%s apply %s/pending.txt\"},"
+	         "{\"id\":\"read\",\"type\":\"bios\",\"command\":\"%s dump\","
+	         "\"report\":true}]}",
+	         nodedir, tool, nodedir, tool);
+	if (req(&S, S.admin, "POST", "/v1/recipes", "application/json", body, strlen(body), NULL,
+	        &r) != 201)
+		fail_msg("recipe: %ld %s", r.status, r.body ? r.body : "");
+	reply_free(&r);
+
+	/* Bad profiles: 400, nothing stored. */
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r, "{s:s, s:s, s:s}",
+	                      "name", "p1", "node_class", "fa", "method", "agent"), 400);
+	assert_error(&r, 400, "INVALID_FIELD");
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r, "{s:s, s:s, s:s, s:s}",
+	                      "name", "p1", "node_class", "fa", "method", "agent", "recipe",
+	                      "no-such-recipe"), 400);
+	assert_error(&r, 400, "INVALID_FIELD");
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r, "{s:s, s:s, s:s}",
+	                      "name", "p1", "node_class", "fa", "recipe", "bios-tool"), 400);
+	assert_error(&r, 400, "INVALID_FIELD");
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r, "{s:s, s:s, s:s}",
+	                      "name", "p1", "node_class", "fa", "method", "ipmitool"), 400);
+	reply_free(&r);
+
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r,
+	                      "{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:i}}", "name", "fa-bios",
+	                      "node_class", "fa", "method", "agent", "recipe", "bios-tool",
+	                      "attributes", "SriovSupport", "Enabled", "NumaNodesPerSocket", "NPS4",
+	                      "ProcCoreDisable", 2),
+	                 201);
+	assert_string_equal(str(r.json, "method"), "agent");
+	assert_string_equal(str(r.json, "recipe"), "bios-tool");
+	reply_free(&r);
+
+	j = bios_job(NULL);
+	if (strcmp(str(j, "state"), "succeeded") != 0)
+		fail_msg("expected succeeded: %s", json_dumps(j, 0));
+	assert_int_equal(json_array_size(json_object_get(json_object_get(j, "result"), "changed")), 3);
+	json_decref(j);
+	node_bios(bios, sizeof bios);
+	if (!strstr(bios, "SriovSupport=Enabled") || !strstr(bios, "NumaNodesPerSocket=NPS4") ||
+	    !strstr(bios, "ProcCoreDisable=2"))
+		fail_msg("the node's BIOS: %s", bios);
+	assert_int_equal(steps_jobs(), jobs0 + 1);
+	/* The store holds what the agent read, a number where the tool printed digits. */
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/" NODE "/bios", &r, NULL), 200);
+	assert_true(json_is_true(json_object_get(r.json, "in_sync")));
+	d = json_object_get(json_object_get(r.json, "actual"), "ProcCoreDisable");
+	assert_string_equal(str(d, "source"), "agent");
+	assert_int_equal(json_integer_value(json_object_get(d, "value")), 2);
+	reply_free(&r);
+
+	/* In sync: skipped, no recipe run. */
+	j = bios_job(NULL);
+	assert_string_equal(str(j, "state"), "succeeded");
+	assert_true(json_is_true(json_object_get(json_object_get(j, "result"), "skipped")));
+	json_decref(j);
+	assert_int_equal(steps_jobs(), jobs0 + 1);
+
+	/* The BIOS ignores one setting: the job names exactly it. */
+	sh("echo NumaNodesPerSocket > %s/drop", nodedir);
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/bios/profiles/fa-bios", &r, "{s:{s:s, s:s}}",
+	                      "attributes", "NumaNodesPerSocket", "NPS2", "SriovSupport", "Disabled"),
+	                 200);
+	reply_free(&r);
+	j = bios_job(NULL);
+	if (strcmp(str(j, "state"), "failed") != 0 ||
+	    strcmp(str(json_object_get(j, "error"), "code"), "bios_not_applied") != 0 ||
+	    !strstr(str(json_object_get(j, "error"), "message"), "NumaNodesPerSocket") ||
+	    strstr(str(json_object_get(j, "error"), "message"), "SriovSupport"))
+		fail_msg("%s", json_dumps(j, 0));
+	json_decref(j);
+	node_bios(bios, sizeof bios);
+	assert_non_null(strstr(bios, "SriovSupport=Disabled"));
+	assert_non_null(strstr(bios, "NumaNodesPerSocket=NPS4"));
+	sh("rm -f %s/drop", nodedir);
+
+	/* kill -9 while the tool runs: the restarted job follows the same child; one apply. */
+	snprintf(hold, sizeof hold, "%s/hold", nodedir);
+	sh("touch %s && rm -f %s/bios-applies", hold, nodedir);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes/" NODE "/bios/apply", &r, NULL), 202);
+	snprintf(id, sizeof id, "%s", str(r.json, "id"));
+	reply_free(&r);
+	for (i = 0; i < 600 && !running; i++) {
+		l = get("/v1/jobs?node=" NODE "&type=steps&limit=1");
+		running = steps_jobs() == jobs0 + 3 &&
+		          !strcmp(str(json_array_get(json_object_get(l, "items"), 0), "state"),
+		                  "running");
+		json_decref(l);
+		if (!running)
+			usleep(100000);
+	}
+	assert_true(running);
+	usleep(300000);
+	snprintf(dir, sizeof dir, "%s", S.dir);
+	server_stop(&S, SIGKILL);
+	sh("rm -f %s", hold);
+	server_start(&S, dir, args);
+	j = wait_job(&S, id, 180);
+	if (strcmp(str(j, "state"), "succeeded") != 0)
+		fail_msg("expected succeeded after the restart: %s", json_dumps(j, 0));
+	json_decref(j);
+	assert_int_equal(steps_jobs(), jobs0 + 3);
+	node_bios(bios, sizeof bios);
+	assert_non_null(strstr(bios, "NumaNodesPerSocket=NPS2"));
+	{
+		char path[500], buf[256];
+		const char *p;
+		int n = 0;
+
+		snprintf(path, sizeof path, "%s/bios-applies", nodedir);
+		for (p = slurp(path, buf, sizeof buf); *p; p++)
+			n += *p == '\n';
+		assert_int_equal(n, 1);
+	}
+}
+
 static int
 setup(void **state)
 {
@@ -420,6 +606,7 @@ main(void)
 	        cmocka_unit_test(test_repeat_skips),
 	        cmocka_unit_test(test_killed_mid_flash),
 	        cmocka_unit_test(test_rollout_version_match),
+	        cmocka_unit_test(test_bios_agent),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

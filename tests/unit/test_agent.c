@@ -390,6 +390,10 @@ test_plan_bad(void **state)
 	        {"{\"id\": \"a\", \"type\": \"shell\"}", "needs command"},
 	        {"{\"id\": \"a\", \"type\": \"shell\", \"command\": \"\"}", "non-empty"},
 	        {"{\"id\": \"a\", \"type\": \"shell\", \"command\": 1}", "non-empty"},
+	        {"{\"id\": \"a\", \"type\": \"bios\", \"command\": \"t\", \"report\": \"yes\"}",
+	         "report must be true or false"},
+	        {"{\"id\": \"a\", \"type\": \"firmware\", \"command\": \"t\", \"report\": true}",
+	         "unknown member 'report'"},
 	        {"{\"id\": \"\", \"type\": \"reboot\"}", "id must be"},
 	        {"{\"type\": \"reboot\"}", "id must be"},
 	        {"{\"id\": \"a b\", \"type\": \"reboot\"}", "id must be"},
@@ -909,6 +913,40 @@ test_image_step_refuses(void **state)
 	rp_agent_outcome_free(o);
 }
 
+/* A bios step with report: stdout only is the dump (JSON object or Name=Value lines); what it
+ * cannot parse fails the step, and a good dump gets as far as posting it (no server here). */
+static void
+test_bios_report(void **state)
+{
+	static const struct {
+		const char *cmd, *why;
+	} cases[] = {
+	        {"printf '# tool v1\\nA = 1\\nB=Enabled\\n'; echo noise >&2",
+	         "no server to post the BIOS values"},
+	        {"echo '{\\\"A\\\": 1, \\\"B\\\": \\\"x\\\"}'", "no server to post the BIOS values"},
+	        {"echo garbage", "not Name=Value"},
+	        {"echo '[1, 2]'", "not an object"},
+	        {"echo '{\\\"A\\\": {\\\"x\\\": 1}}'", "not a scalar"},
+	        {"true", "printed no attributes"},
+	        {"echo A=1; exit 3", "exit"},
+	};
+	char steps[1024];
+	struct rp_agent_outcome *o;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		snprintf(steps, sizeof steps,
+		         "{\"id\": \"b\", \"type\": \"bios\", \"command\": \"%s\", \"report\": true}",
+		         cases[i].cmd);
+		run_step(steps, &o);
+		assert_false(o->succeeded);
+		if (strstr(o->error, cases[i].why) == NULL)
+			fail_msg("%s: %s", cases[i].cmd, o->error);
+		rp_agent_outcome_free(o);
+	}
+}
+
 /* ---- authorized_keys and MACs -------------------------------------------------------- */
 
 static void
@@ -1010,6 +1048,7 @@ main(void)
 	        cmocka_unit_test(test_utf8_cap),
 	        cmocka_unit_test(test_tail),
 	        cmocka_unit_test(test_plan_good),
+	        cmocka_unit_test(test_bios_report),
 	        cmocka_unit_test(test_plan_bad),
 	        cmocka_unit_test(test_plan_content_cap),
 	        cmocka_unit_test(test_decide),
