@@ -192,6 +192,8 @@ enum rp_err rp_api_validate(json_t *obj, const struct rp_field *spec, int create
  * with them. */
 extern const struct rp_field rp_api_rack_fields[];
 extern const struct rp_field rp_api_node_fields[];
+/* A node class's writable members (classes.c), shared with the manifest import. */
+extern const struct rp_field rp_api_class_fields[];
 
 /* Checks across a node body's fields (driver options belong to the named driver). */
 enum rp_err rp_api_node_check(json_t *body, json_t **detail);
@@ -335,6 +337,12 @@ void rp_api_firmware_refresh(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_firmware_update(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_bios_apply(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_agent_bios(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_classes_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_classes_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_classes_put(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_classes_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_cabling_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_cabling_put(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_events_list(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_events_stream(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs);

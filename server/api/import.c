@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "accept/accept.h"
 #include "api.h"
 
 #define MAX_ROWS 100000
@@ -192,9 +193,11 @@ json_manifest(struct rp_api_req *rq, json_t **manifest, struct rp_api_resp *rs)
 		return -1;
 	json_object_foreach(rq->body, k, v)
 	{
-		if (strcmp(k, "racks") != 0 && strcmp(k, "nodes") != 0) {
+		if (strcmp(k, "racks") != 0 && strcmp(k, "nodes") != 0 && strcmp(k, "classes") != 0 &&
+		    strcmp(k, "cabling") != 0) {
 			rp_api_error(rs, RP_ERR_UNKNOWN_FIELD,
-			             json_pack("{s:s, s:s}", "field", k, "reason", "a manifest has racks and nodes"));
+			             json_pack("{s:s, s:s}", "field", k, "reason",
+			                       "a manifest has racks, nodes, classes and cabling"));
 			return -1;
 		}
 		if (!json_is_array(v)) {
@@ -205,8 +208,11 @@ json_manifest(struct rp_api_req *rq, json_t **manifest, struct rp_api_resp *rs)
 	}
 	racks = json_object_get(rq->body, "racks");
 	nodes = json_object_get(rq->body, "nodes");
-	*manifest = json_pack("{s:o, s:o}", "racks", racks ? json_incref(racks) : json_array(),
-	                      "nodes", nodes ? json_incref(nodes) : json_array());
+	*manifest = json_pack("{s:o, s:o, s:O?, s:O?}", "racks",
+	                      racks ? json_incref(racks) : json_array(), "nodes",
+	                      nodes ? json_incref(nodes) : json_array(), "classes",
+	                      json_object_get(rq->body, "classes"), "cabling",
+	                      json_object_get(rq->body, "cabling"));
 	return 0;
 }
 
@@ -242,9 +248,14 @@ check_rows(json_t *rows, const char *kind, const struct rp_field *spec, int csv,
 			json_object_del(copy, "_line");
 			json_object_del(copy, "_rack");
 		}
-		e = rp_api_validate(copy, spec, 1, &detail);
+		if (!strcmp(kind, "cable"))
+			e = rp_accept_cable_check(copy, &detail);
+		else
+			e = rp_api_validate(copy, spec, 1, &detail);
 		if (e == RP_ERR_OK && spec == rp_api_node_fields)
 			e = rp_api_node_check(copy, &detail);
+		if (e == RP_ERR_OK && !strcmp(kind, "class"))
+			e = rp_accept_bom_check(json_object_get(copy, "bom") ?: json_object(), &detail);
 		if (e == RP_ERR_OK && extra)
 			e = rp_api_validate(extra, rp_api_rack_fields, 0, &detail);
 		if (e != RP_ERR_OK) {
@@ -268,7 +279,17 @@ rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs)
 	const char *dry = json_string_value(json_object_get(rq->query, "dry_run"));
 	int csv = rq->content_type && strcmp(rq->content_type, "text/csv") == 0;
 	int dry_run = dry && (strcmp(dry, "1") == 0 || strcmp(dry, "true") == 0);
-	json_t *manifest = NULL, *valid = NULL, *errors = NULL, *rmap = NULL, *nmap = NULL;
+	static const struct {
+		const char *kind, *key;
+		const struct rp_field *spec;
+	} parts[] = {
+	    {"rack", "racks", rp_api_rack_fields},
+	    {"node", "nodes", rp_api_node_fields},
+	    {"class", "classes", rp_api_class_fields},
+	    {"cable", "cabling", NULL},
+	};
+	json_t *maps[4] = {NULL};
+	json_t *manifest = NULL, *valid = NULL, *errors = NULL;
 	json_t *out = NULL, *detail = NULL, *err;
 	enum rp_err e;
 	char actor[96];
@@ -281,18 +302,19 @@ rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs)
 	if ((csv ? csv_manifest(rq, &manifest, rs) : json_manifest(rq, &manifest, rs)) < 0)
 		return;
 	if (json_array_size(json_object_get(manifest, "racks")) +
-	        json_array_size(json_object_get(manifest, "nodes")) > MAX_ROWS) {
+	        json_array_size(json_object_get(manifest, "nodes")) +
+	        json_array_size(json_object_get(manifest, "classes")) +
+	        json_array_size(json_object_get(manifest, "cabling")) > MAX_ROWS) {
 		rp_api_errorf(rs, RP_ERR_BAD_REQUEST, "a manifest holds at most %d rows", MAX_ROWS);
 		goto out;
 	}
 	errors = json_array();
-	valid = json_pack("{s:[], s:[]}", "racks", "nodes");
-	rmap = json_array();
-	nmap = json_array();
-	check_rows(json_object_get(manifest, "racks"), "rack", rp_api_rack_fields, csv,
-	           json_object_get(valid, "racks"), rmap, errors);
-	check_rows(json_object_get(manifest, "nodes"), "node", rp_api_node_fields, csv,
-	           json_object_get(valid, "nodes"), nmap, errors);
+	valid = json_pack("{s:[], s:[], s:[], s:[]}", "racks", "nodes", "classes", "cabling");
+	for (i = 0; i < 4; i++) {
+		maps[i] = json_array();
+		check_rows(json_object_get(manifest, parts[i].key), parts[i].kind, parts[i].spec, csv,
+		           json_object_get(valid, parts[i].key), maps[i], errors);
+	}
 	/* Even with shape errors, let the store check the rest so one reply lists everything. */
 	e = rp_store_import(rq->api->store, valid, csv, dry_run || json_array_size(errors) > 0,
 	                    rp_api_actor(rq, actor), &out, &detail);
@@ -300,9 +322,13 @@ rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs)
 		json_array_foreach(json_object_get(detail, "errors"), i, err)
 		{
 			const char *kind = json_string_value(json_object_get(err, "kind"));
-			json_t *map = strcmp(kind, "rack") == 0 ? rmap : nmap;
-			json_t *rows = json_object_get(valid, strcmp(kind, "rack") == 0 ? "racks" : "nodes");
-			size_t at = (size_t)json_integer_value(json_object_get(err, "index"));
+			size_t p = 0, at = (size_t)json_integer_value(json_object_get(err, "index"));
+			json_t *map, *rows;
+
+			while (p < 3 && strcmp(parts[p].kind, kind) != 0)
+				p++;
+			map = maps[p];
+			rows = json_object_get(valid, parts[p].key);
 			json_t *line = json_object_get(json_array_get(rows, at), "_line");
 
 			json_object_set(err, "index", json_array_get(map, at));
@@ -328,8 +354,8 @@ out:
 	json_decref(manifest);
 	json_decref(valid);
 	json_decref(errors);
-	json_decref(rmap);
-	json_decref(nmap);
+	for (i = 0; i < 4; i++)
+		json_decref(maps[i]);
 	json_decref(out);
 	json_decref(detail);
 }

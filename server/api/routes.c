@@ -27,6 +27,12 @@ const struct rp_route rp_api_routes[] = {
     {"PATCH", "/v1/racks/{rack}", rp_api_racks_update, O, 0},
     {"DELETE", "/v1/racks/{rack}", rp_api_racks_delete, O, 0},
     {"GET", "/v1/racks/{rack}/elevation", rp_api_racks_elevation, V, 0},
+    {"GET", "/v1/racks/{rack}/cabling", rp_api_cabling_get, V, 0},
+    {"PUT", "/v1/racks/{rack}/cabling", rp_api_cabling_put, O, 0},
+    {"GET", "/v1/node-classes", rp_api_classes_list, V, 0},
+    {"GET", "/v1/node-classes/{class}", rp_api_classes_get, V, 0},
+    {"PUT", "/v1/node-classes/{class}", rp_api_classes_put, O, 0},
+    {"DELETE", "/v1/node-classes/{class}", rp_api_classes_delete, O, 0},
 
     {"GET", "/v1/nodes", rp_api_nodes_list, V, 0},
     {"POST", "/v1/nodes", rp_api_nodes_create, O, 0},

@@ -645,7 +645,8 @@ rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profi
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE) {
-		e = rc == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "bios apply row");
+		e = (rc & 0xff) == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE
+		                                      : store_sqlerr(c, rc, "bios apply row");
 		goto out;
 	}
 	if ((e = store_job_sent(c, job_id, "bios recipe", now)) != RP_ERR_OK)

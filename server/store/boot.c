@@ -96,7 +96,7 @@ rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t
 	sqlite3_bind_int64(s, 9, now);
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
-	if (rc == SQLITE_CONSTRAINT) {
+	if ((rc & 0xff) == SQLITE_CONSTRAINT) {
 		*detail = store_why("file", "another image already uses that file");
 		e = RP_ERR_DUPLICATE;
 		goto out;

@@ -518,7 +518,7 @@ rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *c
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE) {
-		e = rc == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "update sent");
+		e = (rc & 0xff) == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "update sent");
 		goto out;
 	}
 	if (sqlite3_changes(c->db) == 0) {
@@ -745,7 +745,7 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE) {
-		e = rc == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "agent flash");
+		e = (rc & 0xff) == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "agent flash");
 		goto out;
 	}
 	if ((e = store_job_sent(c, job_id, component, now)) != RP_ERR_OK)

@@ -33,7 +33,7 @@ rp_store_import(struct rp_store *st, json_t *manifest, int create_racks, int dry
 {
 	struct conn *c = store_conn(st);
 	json_t *errors = json_array(), *created_racks = json_array(), *item;
-	int64_t id, racks = 0, nodes = 0;
+	int64_t id, racks = 0, nodes = 0, classes = 0, cables = 0;
 	enum rp_err e;
 	size_t i;
 	char summary[160];
@@ -86,13 +86,41 @@ rp_store_import(struct rp_store *st, json_t *manifest, int create_racks, int dry
 		if (e != RP_ERR_OK && !row_fault(e))
 			goto out;
 	}
+	/* Classes and cabling after the nodes: a cable names a node the same manifest creates. */
+	json_array_foreach(json_object_get(manifest, "classes"), i, item)
+	{
+		int created = 0;
+
+		e = store_class_put(c, item, actor, &created);
+		if (e == RP_ERR_OK)
+			classes++;
+		else if (row_fault(e))
+			row_error(errors, "class", i, item, e, NULL);
+		if (e != RP_ERR_OK && !row_fault(e))
+			goto out;
+	}
+	json_array_foreach(json_object_get(manifest, "cabling"), i, item)
+	{
+		json_t *why = NULL;
+
+		e = store_cable_insert(c, item, 0, &why);
+		if (e == RP_ERR_OK)
+			cables++;
+		else if (row_fault(e))
+			row_error(errors, "cable", i, item, e, why);
+		json_decref(why);
+		if (e != RP_ERR_OK && !row_fault(e))
+			goto out;
+	}
 	if (json_array_size(errors) > 0) {
 		*detail = json_pack("{s:O}", "errors", errors);
 		e = RP_ERR_IMPORT_INVALID;
 		goto out;
 	}
-	*out = json_pack("{s:I, s:I, s:O, s:b}", "racks_created", (json_int_t)racks, "nodes_created",
-	                 (json_int_t)nodes, "racks_auto_created", created_racks, "dry_run", dry_run);
+	*out = json_pack("{s:I, s:I, s:O, s:I, s:I, s:b}", "racks_created", (json_int_t)racks,
+	                 "nodes_created", (json_int_t)nodes, "racks_auto_created", created_racks,
+	                 "classes_set", (json_int_t)classes, "cables_planned", (json_int_t)cables,
+	                 "dry_run", dry_run);
 	if (dry_run) {
 		e = RP_ERR_OK;
 		goto out;

@@ -182,6 +182,18 @@ enum rp_err store_recipe_child(struct conn *c, int64_t job_id, const char *recip
                                const char *what, json_t *extra, struct node_ref *n, char *uuid,
                                json_t **params, json_t **detail);
 
+/* Create or replace node class in->name ({name, description, bom}, validated), with its
+ * event; *created says which. */
+enum rp_err store_class_put(struct conn *c, json_t *in, const char *actor, int *created);
+
+/* Insert one validated cabling entry {node, interface | port_guid, switch, port}; the node
+ * must exist (and be in rack_id unless 0): RP_ERR_INVALID_FIELD, or RP_ERR_DUPLICATE for a
+ * port planned twice, with *detail. */
+enum rp_err store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, json_t **detail);
+
+/* The node's cabling entries (new array). */
+enum rp_err store_cabling_of_node(struct conn *c, int64_t node_id, json_t **out);
+
 /* Mark job_id sent (once) and its phase "<what>: polling". */
 enum rp_err store_job_sent(struct conn *c, int64_t job_id, const char *what, int64_t now);
 

@@ -303,6 +303,27 @@ enum rp_err rp_store_demo_get(struct rp_store *st, int *demo, int *empty);
 /* Mark the database as demo data (for good), with an event. */
 enum rp_err rp_store_demo_mark(struct rp_store *st);
 
+/* ---- Node classes and the cabling plan (classes.c; docs/acceptance.md) ---------------- */
+
+/* Class objects: name, description, bom {}, node_count, version, created_at, updated_at.
+ * Put creates or replaces in->name's class from a validated {name, description, bom}; *out
+ * the class after it, *created whether it is new. */
+enum rp_err rp_store_class_put(struct rp_store *st, json_t *in, const char *actor, json_t **out,
+                               int *created);
+enum rp_err rp_store_class_get(struct rp_store *st, const char *name, json_t **out);
+/* {items: [...]} by name. */
+enum rp_err rp_store_class_list(struct rp_store *st, json_t **out);
+enum rp_err rp_store_class_delete(struct rp_store *st, const char *name, const char *actor);
+
+/* A rack's cabling plan: {rack, entries [{node, interface, port_guid, switch, port}]}. */
+enum rp_err rp_store_cabling_get(struct rp_store *st, const char *rack, json_t **out);
+
+/* Replace the plan of the rack's nodes with entries (validated shapes), all or nothing:
+ * RP_ERR_INVALID_FIELD (a node that does not exist or is not in the rack) or
+ * RP_ERR_DUPLICATE (a port twice), *detail naming entries[i].field. */
+enum rp_err rp_store_cabling_put(struct rp_store *st, const char *rack, json_t *entries,
+                                 const char *actor, json_t **detail);
+
 /* ---- Import ---------------------------------------------------------------------------- */
 
 /* All-or-nothing import of a validated manifest {racks: [...], nodes: [...]} whose nodes

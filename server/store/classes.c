@@ -1,0 +1,288 @@
+/* Node classes' bills of materials and the cabling plan: what rack acceptance compares with. */
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+#define CLASS_COLS                                                                        \
+	"SELECT c.id AS _id, c.name, c.description, c.bom AS \"bom:json\", (SELECT count(*) " \
+	"FROM nodes WHERE node_class = c.name) AS node_count, c.version, c.created_at AS "    \
+	"\"created_at:time\", c.updated_at AS \"updated_at:time\" FROM node_classes c "
+
+enum rp_err
+store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
+{
+	const char *name = json_string_value(json_object_get(in, "name"));
+	char *bom = json_dumps(json_object_get(in, "bom") ?: json_object(),
+	                       JSON_COMPACT | JSON_SORT_KEYS);
+	sqlite3_stmt *s;
+	int64_t now = rp_time_now_ms();
+	char summary[200];
+	enum rp_err e = RP_ERR_INTERNAL;
+	int rc;
+
+	s = STMT(c, "SELECT 1 FROM node_classes WHERE name = ?");
+	if (s == NULL || bom == NULL)
+		goto out;
+	store_bind_text(s, 1, name);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "class");
+		goto out;
+	}
+	*created = rc == SQLITE_DONE;
+	s = STMT(c, "INSERT INTO node_classes(name, description, bom, created_at, updated_at) "
+	            "VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT(name) DO UPDATE SET description = ?2, "
+	            "bom = ?3, version = version + 1, updated_at = ?4");
+	if (s == NULL)
+		goto out;
+	store_bind_text(s, 1, name);
+	store_bind_str(s, 2, in, "description");
+	store_bind_text(s, 3, bom);
+	sqlite3_bind_int64(s, 4, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "class put");
+		goto out;
+	}
+	snprintf(summary, sizeof summary, "node class %s %s", name, *created ? "created" : "updated");
+	e = store_event(c, actor, *created ? "node_class.created" : "node_class.updated",
+	                "node_class", NULL, name, 0, 0, summary, json_object_get(in, "bom"));
+out:
+	free(bom);
+	return e;
+}
+
+enum rp_err
+rp_store_class_put(struct rp_store *st, json_t *in, const char *actor, json_t **out,
+                   int *created)
+{
+	struct conn *c = store_conn(st);
+	enum rp_err e;
+	int made = 0;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_class_put(c, in, actor, &made)) == RP_ERR_OK &&
+	    (e = store_commit(c)) == RP_ERR_OK) {
+		store_rollback(c);
+		*created = made;
+		return rp_store_class_get(st, json_string_value(json_object_get(in, "name")), out);
+	}
+	store_rollback(c);
+	return e;
+}
+
+enum rp_err
+rp_store_class_get(struct rp_store *st, const char *name, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s = c ? STMT(c, CLASS_COLS "WHERE c.name = ?") : NULL;
+	enum rp_err e;
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	store_bind_text(s, 1, name);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*out = store_row(c, s);
+		e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
+	} else
+		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "class get");
+	sqlite3_reset(s);
+	return e;
+}
+
+enum rp_err
+rp_store_class_list(struct rp_store *st, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s = c ? STMT(c, CLASS_COLS "ORDER BY c.name LIMIT 10000") : NULL;
+	json_t *items;
+
+	if (s == NULL || (items = store_rows(c, s)) == NULL)
+		return RP_ERR_INTERNAL;
+	*out = json_pack("{s:o}", "items", items);
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_class_delete(struct rp_store *st, const char *name, const char *actor)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	char summary[200];
+	enum rp_err e;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "DELETE FROM node_classes WHERE name = ?");
+	if (s == NULL)
+		goto out;
+	store_bind_text(s, 1, name);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "class delete");
+		goto out;
+	}
+	if (sqlite3_changes(c->db) == 0) {
+		e = RP_ERR_NOT_FOUND;
+		goto out;
+	}
+	snprintf(summary, sizeof summary, "node class %s deleted", name);
+	if ((e = store_event(c, actor, "node_class.deleted", "node_class", NULL, name, 0, 0, summary,
+	                     NULL)) != RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
+
+/* ---- Cabling --------------------------------------------------------------------------- */
+
+enum rp_err
+store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, json_t **detail)
+{
+	const char *node = json_string_value(json_object_get(entry, "node"));
+	struct node_ref n;
+	sqlite3_stmt *s;
+	enum rp_err e;
+	int rc;
+
+	if ((e = store_node_ref(c, node, &n)) != RP_ERR_OK) {
+		if (e == RP_ERR_NOT_FOUND) {
+			*detail = store_why("node", "no node named '%s'", node);
+			e = RP_ERR_INVALID_FIELD;
+		}
+		return e;
+	}
+	if (rack_id && n.rack_id != rack_id) {
+		*detail = store_why("node", "node %s is not in this rack", n.name);
+		return RP_ERR_INVALID_FIELD;
+	}
+	s = STMT(c, "INSERT INTO cabling(node_id, interface, port_guid, switch, port) VALUES "
+	            "(?, ?, ?, ?, ?)");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, n.id);
+	store_bind_str(s, 2, entry, "interface");
+	store_bind_str(s, 3, entry, "port_guid");
+	store_bind_str(s, 4, entry, "switch");
+	store_bind_str(s, 5, entry, "port");
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+		*detail = store_why(json_object_get(entry, "interface") ? "interface" : "port_guid",
+		                    "node %s's port is planned twice", n.name);
+		return RP_ERR_DUPLICATE;
+	}
+	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "cable insert");
+}
+
+#define CABLE_COLS                                                                       \
+	"SELECT n.name AS node, k.interface, k.port_guid, k.switch, k.port FROM cabling k " \
+	"JOIN nodes n ON n.id = k.node_id "
+
+enum rp_err
+store_cabling_of_node(struct conn *c, int64_t node_id, json_t **out)
+{
+	sqlite3_stmt *s = STMT(c, CABLE_COLS "WHERE k.node_id = ? ORDER BY k.id");
+	json_t *items;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, node_id);
+	if ((items = store_rows(c, s)) == NULL)
+		return RP_ERR_INTERNAL;
+	*out = items;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_cabling_get(struct rp_store *st, const char *rack, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *items;
+	int64_t rid;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_id_of(c, T_RACK, rack, &rid)) != RP_ERR_OK)
+		return e;
+	s = STMT(c, CABLE_COLS "WHERE n.rack_id = ? ORDER BY n.name, k.id");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, rid);
+	if ((items = store_rows(c, s)) == NULL)
+		return RP_ERR_INTERNAL;
+	*out = json_pack("{s:s, s:o}", "rack", rack, "entries", items);
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_cabling_put(struct rp_store *st, const char *rack, json_t *entries, const char *actor,
+                     json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *en, *why = NULL;
+	int64_t rid;
+	char summary[200];
+	enum rp_err e;
+	size_t i;
+	int rc;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_id_of(c, T_RACK, rack, &rid)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "DELETE FROM cabling WHERE node_id IN (SELECT id FROM nodes WHERE rack_id = ?)");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, rid);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "cabling clear");
+		goto out;
+	}
+	json_array_foreach(entries, i, en)
+	{
+		if ((e = store_cable_insert(c, en, rid, &why)) != RP_ERR_OK) {
+			if (why) {
+				char field[64];
+
+				snprintf(field, sizeof field, "entries[%zu].%s", i,
+				         json_string_value(json_object_get(why, "field")) ?: "");
+				json_object_set_new(why, "field", json_string(field));
+				*detail = why;
+			}
+			goto out;
+		}
+	}
+	snprintf(summary, sizeof summary, "cabling plan of rack %s: %zu entries", rack,
+	         json_array_size(entries));
+	if ((e = store_event(c, actor, "rack.cabling_set", "rack", NULL, rack, 0, rid, summary,
+	                     NULL)) != RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	return e;
+}
