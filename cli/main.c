@@ -1,0 +1,471 @@
+/*
+ * rackpilot — the command-line client of rackpilotd: the command table, the command line,
+ * the configuration (flags > environment > $XDG_CONFIG_HOME/rackpilot/config), dispatch.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <rackpilot/version.h>
+
+#include "cli.h"
+
+#define DEFAULT_URL "http://127.0.0.1:8475"
+
+/* One command a row or two. */
+// clang-format off
+#define NODE_OPTS                                                                              \
+	"json= name= rack= u=u_position:i u-height=u_height:i serial= system-uuid=system_uuid "    \
+	"vendor= model= class=node_class tags=:l macs=:l bios-profile=bios_profile "               \
+	"boot-profile=boot_profile maintenance=:b reason=maintenance_reason bmc-driver=bmc.driver " \
+	"bmc-address=bmc.address bmc-port=bmc.port:i bmc-user=bmc.username "                       \
+	"bmc-password=bmc.password bmc-tls-verify=bmc.tls_verify:b ssh-address=ssh.address "       \
+	"ssh-port=ssh.port:i ssh-user=ssh.user"
+#define NODE_COLS                                                                              \
+	":NAME=name,RACK=rack,U=u_position,CLASS=node_class,STATE=provision_state,"               \
+	"POWER=power_state,MAINT=maintenance,BMC=bmc.driver,TAGS=tags"
+#define POWER(verb, help)                                                                      \
+	{"power", verb, rp_cli_power, 0, 1, "PUT", "/v1/nodes/%s/power",                          \
+	 "%target rack= tag= class= timeout=timeout_s:i wait no-wait",                            \
+	 "job {id} queued: power {params.target} {node}", "NODE | --rack R | --tag T | --class C", \
+	 help}
+#define BOOT(verb, help)                                                                       \
+	{"boot", verb, rp_cli_run, 1, 1, "PUT", "/v1/nodes/%s/boot",                              \
+	 "%device persistent:b mode= wait", "job {id} queued: boot {params.device} {node}", "NODE", \
+	 help}
+#define PROVISION(verb, help)                                                                  \
+	{"provision", verb, rp_cli_run, 1, 1, "PUT", "/v1/nodes/%s/provision",                    \
+	 "%action image= disk= recipe= args=:j wipe= timeout=timeout_s:i boot-mode=boot_mode "     \
+	 "power-off=power_off:b wait",                                                             \
+	 "node {0}: {state}{provision_state} {job.id}", "NODE", help}
+#define ROLLOUT(verb, opts, help)                                                              \
+	{"rollout", verb, rp_cli_run, 1, 1, "POST", "/v1/rollouts/%s/" verb, opts,                \
+	 "rollout {id}: {state}", "ID", help}
+
+static const struct rp_cli_cmd commands[] = {
+	{"rack", "list", rp_cli_run, 0, 0, "GET", "/v1/racks", "site= row=",
+	 ":NAME=name,SITE=site,ROW=row,HEIGHT=height_u,NODES=node_count,NOTES=notes", "",
+	 "list racks"},
+	{"rack", "show", rp_cli_run, 1, 1, "GET", "/v1/racks/%s", "", ".", "RACK", "show a rack"},
+	{"rack", "create", rp_cli_run, 1, 1, "POST", "/v1/racks",
+	 "@name site= row= height=height_u:i power-kw=power_budget_kw:i notes=",
+	 "created rack {name} (version {version})", "NAME", "create a rack"},
+	{"rack", "delete", rp_cli_run, 1, 1, "DELETE", "/v1/racks/%s", "", "deleted rack {0}", "RACK",
+	 "delete an empty rack"},
+	{"rack", "elevation", rp_cli_run, 1, 1, "GET", "/v1/racks/%s/elevation", "",
+	 "nodes:U=u_position,HEIGHT=u_height,NODE=name,CLASS=node_class,STATE=provision_state,"
+	 "POWER=power_state,MAINT=maintenance;unplaced:UNPLACED=name",
+	 "RACK", "the rack's nodes, top to bottom"},
+	{"rack", "import", rp_cli_import, 1, 1, "POST", "/v1/import", "dry-run",
+	 "{racks_created} racks, {nodes_created} nodes", "FILE|-",
+	 "import racks and nodes from CSV (or a JSON manifest), all rows or none; --dry-run "
+	 "only checks"},
+	{"node", "list", rp_cli_run, 0, 0, "GET", "/v1/nodes",
+	 "rack= state= tag= class= power= maintenance= q=", NODE_COLS, "", "list nodes"},
+	{"node", "show", rp_cli_run, 1, 1, "GET", "/v1/nodes/%s", "", ".", "NODE", "show a node"},
+	{"node", "create", rp_cli_run, 0, 1, "POST", "/v1/nodes", "@name " NODE_OPTS,
+	 "created node {name} (version {version})", "[NAME]",
+	 "create a node from --json FILE|- and/or options"},
+	{"node", "update", rp_cli_run, 1, 1, "PATCH", "/v1/nodes/%s", NODE_OPTS,
+	 "updated node {name} (version {version})", "NODE",
+	 "change a node (JSON merge patch: the value null clears a member)"},
+	{"node", "delete", rp_cli_run, 1, 1, "DELETE", "/v1/nodes/%s", "", "deleted node {0}",
+	 "NODE", "delete a node"},
+	POWER("on", "power on (bulk: queue a batch and follow it)"),
+	POWER("off", "power off, hard"),
+	POWER("soft-off", "shut down through the OS, hard off after --timeout"),
+	POWER("cycle", "power cycle (a node that is off is powered on)"),
+	POWER("reset", "warm reset (a node that is off is powered on)"),
+	{"power", "status", rp_cli_run, 0, 1, "GET", "/v1/nodes|/v1/nodes/%s", "rack= tag= class=",
+	 ":NAME=name,POWER=power_state,READ=power_state_at,MAINT=maintenance,BMC=bmc.driver,"
+	 "FAULT=bmc.fault.message",
+	 "[NODE]", "the power state last read (every node, one, or --rack/--tag/--class)"},
+	BOOT("pxe", "boot from the network next (--persistent: every time)"),
+	BOOT("disk", "boot from the disk next"),
+	PROVISION("manage", "verify the BMC; the node becomes manageable"),
+	PROVISION("adopt", "adopt a discovered node"),
+	PROVISION("commission", "inventory and check a node"),
+	PROVISION("deploy", "write --image to the node's disk (--disk, --recipe, --args JSON)"),
+	PROVISION("release", "wipe a deployed node back to ready (--wipe)"),
+	PROVISION("abort", "abort the action under way"),
+	{"bios", "show", rp_cli_run, 1, 1, "GET", "/v1/nodes/%s/bios", "",
+	 ".;diff:DIFFERS=name,ACTUAL=actual,DESIRED=desired", "NODE",
+	 "BIOS values of a node against its profile"},
+	{"bios", "diff", rp_cli_run, 1, 1, "GET", "/v1/nodes/%s/bios", "",
+	 "diff:ATTRIBUTE=name,ACTUAL=actual,DESIRED=desired", "NODE",
+	 "only the values that differ from the profile"},
+	{"firmware", "show", rp_cli_run, 1, 1, "GET", "/v1/nodes/%s/firmware", "",
+	 ".;components:COMPONENT=component,VERSION=version,DESIRED=desired,STATUS=status,"
+	 "READ=read_at",
+	 "NODE", "firmware of a node against its baseline"},
+	{"firmware", "drift", rp_cli_run, 0, 0, "GET", "/v1/firmware/drift", "rack= class= node=",
+	 ".;items:NODE=node,RACK=rack,CLASS=node_class,BASELINE=baseline,"
+	 "COMPONENT ACTUAL DESIRED=components",
+	 "", "nodes whose firmware differs from their baseline"},
+	{"rollout", "create", rp_cli_run, 0, 0, "POST", "/v1/rollouts", "+json=",
+	 "rollout {id}: {state}, {wave_count} waves", "",
+	 "plan and start a firmware or BIOS rollout (--json FILE|-: a RolloutInput)"},
+	{"rollout", "show", rp_cli_run, 0, 1, "GET", "/v1/rollouts|/v1/rollouts/%s",
+	 "state= kind=",
+	 ":ID=id,KIND=kind,STATE=state,WAVE=current_wave,WAVES=wave_count,NODES=counts.total,"
+	 "FAILED=failures.current,CREATED=created_at|"
+	 ".;waves:WAVE=index,CANARY=canary,STATE=state,NODES=nodes,STARTED=started_at,"
+	 "GATE DONE=gate_done_at;nodes:NODE=node,RACK=rack,WAVE=wave,STATE=state,PHASE=phase,"
+	 "REASON=reason",
+	 "[ID]", "list rollouts, or show one"},
+	ROLLOUT("pause", "", "no later wave starts"),
+	ROLLOUT("resume", "retry-failed=retry_failed:b max-failures=max_failures:i",
+	        "resume a paused rollout"),
+	ROLLOUT("abort", "", "abort a rollout"),
+	{"job", "list", rp_cli_run, 0, 0, "GET", "/v1/jobs", "node= state= type= batch= limit=",
+	 ":ID=id,TYPE=type,NODE=node,STATE=state,CREATED=created_at,ERROR=error.code", "",
+	 "jobs, newest first (one page: --limit)"},
+	{"job", "show", rp_cli_job_show, 1, 1, "GET", "/v1/jobs/%s", "log",
+	 ".;steps:STEP=id,TYPE=type,STATE=state,EXIT=exit_code,MS=duration_ms,ERROR=error", "ID",
+	 "show a job (--log: and its log)"},
+	{"job", "watch", rp_cli_job_watch, 1, 1, NULL, NULL, "", NULL, "ID",
+	 "follow a job and its log until it ends"},
+	{"job", "cancel", rp_cli_run, 1, 1, "DELETE", "/v1/jobs/%s", "",
+	 "job {id}: {state} (cancel requested: {cancel_requested})", "ID",
+	 "cancel a queued job, or ask a running one to stop"},
+	{"events", NULL, rp_cli_events, 0, 0, "GET", "/v1/events",
+	 "node= rack= action= since= until= limit= follow poll",
+	 ":ID=id,AT=at,ACTION=action,ACTOR=actor,SUMMARY=summary", "",
+	 "the event log, newest first (--follow: oldest first, then as they happen; --poll: "
+	 "poll instead of streaming)"},
+	{"token", "create", rp_cli_run, 1, 1, "POST", "/v1/tokens",
+	 "@name +role= expires-in=expires_in_s:i", "{token}", "NAME",
+	 "create an API token (admin, operator or viewer); prints its secret, shown only once"},
+	{"token", "list", rp_cli_run, 0, 0, "GET", "/v1/tokens", "",
+	 ":ID=id,NAME=name,ROLE=role,CREATED=created_at,BY=created_by,EXPIRES=expires_at", "",
+	 "list live tokens"},
+	{"token", "revoke", rp_cli_run, 1, 1, "DELETE", "/v1/tokens/%s", "", "revoked token {0}",
+	 "ID", "revoke a token"},
+	{NULL},
+};
+// clang-format on
+
+static const char global_usage[] =
+        "usage: rackpilot [--url URL] [--token TOKEN] [--json] [--verbose] COMMAND [ARGS]\n"
+        "       rackpilot --version | --help | COMMAND --help\n";
+
+/* Option name of a command: 0 unknown, 1 a flag, 2 takes a value. */
+static int
+opt_kind(const char *spec, const char *name)
+{
+	struct rp_cli_tok t;
+
+	if (rp_cli_find(spec, name, &t) == 0)
+		return t.valued ? 2 : 1;
+	if (!strcmp(name, "url") || !strcmp(name, "token"))
+		return 2;
+	return !strcmp(name, "json") || !strcmp(name, "verbose") || !strcmp(name, "help");
+}
+
+/* Usage of k; with help, its description and options too. */
+static void
+print_cmd(FILE *f, const struct rp_cli_cmd *k, int help)
+{
+	struct rp_cli_tok t;
+	const char *p;
+
+	fprintf(f, "usage: rackpilot %s%s%s%s%s%s\n", k->noun, k->verb ? " " : "",
+	        k->verb ? k->verb : "", k->args[0] ? " " : "", k->args,
+	        k->opts[0] ? " [OPTIONS]" : "");
+	if (!help)
+		return;
+	fprintf(f, "  %s\n  options:", k->help);
+	for (p = k->opts; *p; p += *p == ' ') {
+		p += rp_cli_tok(p, &t);
+		if (t.sigil == '@' || t.sigil == '%')
+			continue;
+		fprintf(f, " --%s%s", t.flag,
+		        !t.valued                 ? ""
+		        : !strcmp(t.flag, "json") ? " FILE|-"
+		        : t.type == 'i'           ? " N"
+		        : t.type == 'b'           ? " true|false"
+		        : t.type == 'l'           ? " A,B"
+		        : t.type == 'j'           ? " JSON"
+		                                  : " X");
+	}
+	fprintf(f, "%s --url URL --token TOKEN --verbose\n",
+	        strstr(k->opts, "json=") ? "" : " --json");
+}
+
+static void
+print_noun(FILE *f, const char *noun)
+{
+	const struct rp_cli_cmd *k;
+
+	if (noun == NULL)
+		fputs(global_usage, f);
+	for (k = commands; k->noun; k++)
+		if (noun == NULL || !strcmp(noun, k->noun))
+			fprintf(f, "  %s %-*s %s\n", k->noun, 20 - (int)strlen(k->noun),
+			        k->verb ? k->verb : "", k->help);
+	if (noun == NULL)
+		fputs("config: --url/--token > RACKPILOT_URL/RACKPILOT_TOKEN > "
+		      "$XDG_CONFIG_HOME/rackpilot/config (url = ..., token = ...)\n"
+		      "exit: 0 ok, 1 API or connection error, 2 usage error, 3 some nodes failed\n",
+		      f);
+}
+
+const char *
+rp_cli_opt(const struct rp_cli *c, const char *name)
+{
+	int i;
+
+	for (i = c->nopts - 1; i >= 0; i--)
+		if (!strcmp(c->opts[i].name, name))
+			return c->opts[i].value;
+	return NULL;
+}
+
+int
+rp_cli_usage(const struct rp_cli *c, const char *why)
+{
+	if (why)
+		fprintf(stderr, "rackpilot: %s\n", why);
+	if (c->cmd)
+		print_cmd(stderr, c->cmd, 0);
+	else
+		fputs(global_usage, stderr);
+	return RP_CLI_EUSAGE;
+}
+
+static char *
+trim(char *s)
+{
+	char *e;
+
+	s += strspn(s, " \t");
+	e = s + strlen(s);
+	while (e > s && strchr(" \t\r\n", e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+/* "url = ..." and "token = ..." lines, # comments. A missing file is fine. */
+static void
+load_file(struct rp_cli *c)
+{
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	char path[1024], line[2048];
+	struct stat st;
+	unsigned n = 0;
+	FILE *f;
+
+	if (xdg && xdg[0])
+		snprintf(path, sizeof path, "%s/rackpilot/config", xdg);
+	else if (home && home[0])
+		snprintf(path, sizeof path, "%s/.config/rackpilot/config", home);
+	else
+		return;
+	if ((f = fopen(path, "r")) == NULL) {
+		if (errno != ENOENT)
+			fprintf(stderr, "rackpilot: warning: %s: %s\n", path, strerror(errno));
+		return;
+	}
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 044))
+		fprintf(stderr,
+		        "rackpilot: warning: %s is readable by group or others and holds a "
+		        "token: chmod 600 it\n",
+		        path);
+	while (fgets(line, sizeof line, f)) {
+		char *s = trim(line), *eq = strchr(s, '='), *v;
+
+		n++;
+		if (*s == '\0' || *s == '#')
+			continue;
+		if (eq == NULL) {
+			fprintf(stderr, "rackpilot: warning: %s:%u: expected key = value\n", path,
+			        n);
+			continue;
+		}
+		*eq = '\0';
+		v = trim(eq + 1);
+		if (!strcmp(trim(s), "url"))
+			snprintf(c->url, sizeof c->url, "%s", v);
+		else if (!strcmp(trim(s), "token"))
+			snprintf(c->token, sizeof c->token, "%s", v);
+		else
+			fprintf(stderr, "rackpilot: warning: %s:%u: unknown key '%s'\n", path, n,
+			        trim(s));
+	}
+	explicit_bzero(line, sizeof line);
+	fclose(f);
+}
+
+/* Flags > environment > file > default. 0, or -1 (message printed). */
+static int
+configure(struct rp_cli *c)
+{
+	const char *v;
+	size_t n;
+
+	snprintf(c->url, sizeof c->url, "%s", DEFAULT_URL);
+	load_file(c);
+	if ((v = getenv("RACKPILOT_URL")) && v[0])
+		snprintf(c->url, sizeof c->url, "%s", v);
+	if ((v = getenv("RACKPILOT_TOKEN")) && v[0])
+		snprintf(c->token, sizeof c->token, "%s", v);
+	if ((v = rp_cli_opt(c, "url")))
+		snprintf(c->url, sizeof c->url, "%s", v);
+	if ((v = rp_cli_opt(c, "token")))
+		snprintf(c->token, sizeof c->token, "%s", v);
+	if (strncmp(c->url, "http://", 7) && strncmp(c->url, "https://", 8)) {
+		fprintf(stderr, "rackpilot: the url must start with http:// or https://\n");
+		return -1;
+	}
+	n = strlen(c->url);
+	while (n > 0 && c->url[n - 1] == '/')
+		c->url[--n] = '\0';
+	if (strpbrk(c->token, "\r\n")) { /* it would forge headers */
+		fprintf(stderr, "rackpilot: the token contains a line break\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* Options and positionals after NOUN [VERB]: RP_CLI_OK, -1 for --help, or an exit code. */
+static int
+parse_args(struct rp_cli *c, int argc, char **argv, int i)
+{
+	const char *p, *spec = c->cmd->opts;
+	struct rp_cli_tok t;
+	int kind, only_pos = 0;
+
+	c->argv = argv + i; /* positionals are compacted in place */
+	for (; i < argc; i++) {
+		char *a = argv[i], *eq;
+
+		if (only_pos || a[0] != '-' || !strcmp(a, "-")) {
+			c->argv[c->argc++] = a;
+			continue;
+		}
+		if (!strcmp(a, "--")) {
+			only_pos = 1;
+			continue;
+		}
+		a = !strcmp(a, "-h") ? "--help" : !strcmp(a, "-v") ? "--verbose" : a;
+		if (a[1] != '-') {
+			fprintf(stderr, "rackpilot: unknown option %s\n", a);
+			return rp_cli_usage(c, NULL);
+		}
+		if ((eq = strchr(a, '=')) != NULL)
+			*eq = '\0';
+		if ((kind = opt_kind(spec, a + 2)) == 0 || c->nopts == RP_CLI_OPTS_MAX) {
+			fprintf(stderr, "rackpilot: unknown option %s\n", a);
+			return rp_cli_usage(c, NULL);
+		}
+		c->opts[c->nopts].name = a + 2;
+		if (kind == 1 && eq) {
+			fprintf(stderr, "rackpilot: %s takes no value\n", a);
+			return rp_cli_usage(c, NULL);
+		} else if (kind == 2 && !eq && i + 1 == argc) {
+			fprintf(stderr, "rackpilot: %s needs a value\n", a);
+			return rp_cli_usage(c, NULL);
+		}
+		c->opts[c->nopts++].value = kind == 1 ? "" : eq ? eq + 1 : argv[++i];
+	}
+	if (rp_cli_opt(c, "help")) {
+		print_cmd(stdout, c->cmd, 1);
+		return -1;
+	}
+	/* --json is the output mode, unless the command reads a JSON file with it. */
+	c->json |= rp_cli_opt(c, "json") && !strstr(spec, "json=");
+	c->verbose |= rp_cli_opt(c, "verbose") != NULL;
+	for (p = spec; *p; p += *p == ' ') {
+		p += rp_cli_tok(p, &t);
+		if (t.sigil == '+' && !rp_cli_opt(c, t.flag)) {
+			fprintf(stderr, "rackpilot: --%s is required\n", t.flag);
+			return rp_cli_usage(c, NULL);
+		}
+	}
+	if (c->argc < c->cmd->min_args)
+		return rp_cli_usage(c, "missing argument");
+	if (c->argc > c->cmd->max_args)
+		return rp_cli_usage(c, "too many arguments");
+	return RP_CLI_OK;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct rp_cli c = {0};
+	const struct rp_cli_cmd *k;
+	const char *verb;
+	int i, rc = RP_CLI_EUSAGE, known = 0;
+
+	/* Options before the command are global. */
+	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+		char *a = argv[i], *eq = strchr(a, '=');
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			print_noun(stdout, NULL);
+			return RP_CLI_OK;
+		} else if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
+			printf("rackpilot %s (API %s)\n", RP_VERSION, RP_API_VERSION);
+			return RP_CLI_OK;
+		} else if (!strcmp(a, "--json")) {
+			c.json = 1;
+		} else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+			c.verbose = 1;
+		} else if (!strncmp(a, "--url", 5) || !strncmp(a, "--token", 7)) {
+			if (eq)
+				*eq = '\0';
+			if (strcmp(a, "--url") && strcmp(a, "--token"))
+				break;
+			if (!eq && ++i == argc)
+				return rp_cli_usage(&c, "missing value");
+			c.opts[c.nopts].name = a + 2;
+			c.opts[c.nopts++].value = eq ? eq + 1 : argv[i];
+		} else {
+			break;
+		}
+	}
+	if (i < argc && argv[i][0] == '-') {
+		fprintf(stderr, "rackpilot: unknown option %s\n", argv[i]);
+		return rp_cli_usage(&c, NULL);
+	}
+	if (i == argc)
+		return rp_cli_usage(&c, "missing command");
+	verb = i + 1 < argc ? argv[i + 1] : NULL;
+	for (k = commands; k->noun; k++) {
+		if (strcmp(k->noun, argv[i]))
+			continue;
+		known = 1;
+		if (k->verb == NULL || (verb && !strcmp(k->verb, verb)))
+			break;
+	}
+	if (k->noun == NULL) {
+		int help = verb && (!strcmp(verb, "--help") || !strcmp(verb, "-h"));
+
+		if (!help)
+			fprintf(stderr, "rackpilot: unknown command '%s%s%s'\n", argv[i],
+			        known ? " " : "", known ? (verb ? verb : "") : "");
+		if (known)
+			print_noun(help ? stdout : stderr, argv[i]);
+		else
+			fputs(global_usage, stderr);
+		return help ? RP_CLI_OK : RP_CLI_EUSAGE;
+	}
+	c.cmd = k;
+	rc = parse_args(&c, argc, argv, i + 1 + (k->verb != NULL));
+	if (rc < 0)
+		return RP_CLI_OK; /* --help */
+	if (rc == RP_CLI_OK) {
+		rc = RP_CLI_EUSAGE;
+		if (configure(&c) == 0) {
+			rc = RP_CLI_EAPI;
+			c.tty = isatty(STDOUT_FILENO);
+			if (rp_cli_http_init(&c) == 0)
+				rc = k->run(&c);
+		}
+	}
+	rp_cli_http_free(&c);
+	explicit_bzero(c.token, sizeof c.token);
+	return rc;
+}

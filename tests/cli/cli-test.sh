@@ -1,0 +1,476 @@
+#!/bin/sh
+# cli-test.sh RACKPILOTD RACKPILOT - the rackpilot CLI against the real rackpilotd on loopback
+# (ephemeral port, temporary data directory, fake and unreachable BMCs only).
+# Every command family, --json against the API's own answer (curl), exit codes 0/1/2/3,
+# configuration precedence, roles, and that the token never shows in any output.
+# RP_KEEP=1 keeps the work directory.
+set -u
+RPD=${1:?usage: cli-test.sh RACKPILOTD RACKPILOT}
+CLI=${2:?usage: cli-test.sh RACKPILOTD RACKPILOT}
+W=$(mktemp -d /tmp/rp-cli-XXXXXX)
+RPD_PID=
+N=0
+
+cleanup() {
+	[ -n "${fpid:-}" ] && kill "$fpid" 2> /dev/null
+	[ -n "$RPD_PID" ] && kill "$RPD_PID" 2> /dev/null && wait "$RPD_PID" 2> /dev/null
+	if [ "${RP_KEEP:-0}" = 1 ]; then echo "kept $W" >&2; else rm -rf "$W"; fi
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*" >&2
+	echo "--- rackpilotd log" >&2
+	tail -n 20 "$W/rpd.log" >&2
+	exit 1
+}
+
+# rp EXPECTED_EXIT ARGS...: stdout in $W/out, stderr in $W/err, both kept in $W/all.
+rp() {
+	want=$1
+	shift
+	N=$((N + 1))
+	"$CLI" "$@" > "$W/out" 2> "$W/err" < /dev/null
+	got=$?
+	cat "$W/out" "$W/err" >> "$W/all"
+	[ "$got" = "$want" ] || fail "#$N rackpilot $(echo "$*" | sed "s/$TOKEN/<token>/g"): exit $got," \
+		"expected $want; stderr: $(cat "$W/err")"
+}
+# has FILE PATTERN WHY / hasnt FILE PATTERN WHY: a grep -E on out or err.
+has() { grep -Eq -- "$2" "$W/$1" || fail "#$N $3: /$2/ not in $1: $(cat "$W/$1")"; }
+hasnt() { ! grep -Eq -- "$2" "$W/$1" || fail "#$N $3: /$2/ in $1: $(cat "$W/$1")"; }
+api() { # METHOD PATH [BODY]: the API itself
+	curl -sS -X "$1" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+		${3:+--data "$3"} "$URL$2"
+}
+jget() { # FILE KEY: a member of the JSON object in $W/FILE (python3: jq is not a dependency)
+	python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$W/$1" "$2"
+}
+same_as_api() { # PATH WHY: $W/out is exactly the API's answer to GET PATH
+	printf '%s\n' "$(api GET "$1")" > "$W/api"
+	cmp -s "$W/out" "$W/api" || fail "#$N $2: --json differs from GET $1: $(diff "$W/out" "$W/api")"
+}
+
+# ---- the server
+mkdir -p "$W/home" "$W/xdg"
+"$RPD" --listen 127.0.0.1:0 --data-dir "$W/data" --threads 2 --power-sync-interval 0 \
+	> "$W/rpd.out" 2> "$W/rpd.log" &
+RPD_PID=$!
+for _ in $(seq 300); do
+	grep -q '^listening on ' "$W/rpd.out" 2> /dev/null && break
+	sleep 0.1
+done
+ADDR=$(sed -n 's/^listening on //p' "$W/rpd.out")
+[ -n "$ADDR" ] || fail "rackpilotd did not start"
+URL=http://$ADDR
+TOKEN=$(cat "$W/data/admin.token")
+[ -n "$TOKEN" ] || fail "no admin token"
+# No stray configuration from the machine running the test.
+export HOME="$W/home"
+unset XDG_CONFIG_HOME RACKPILOT_URL RACKPILOT_TOKEN
+export RACKPILOT_URL="$URL" RACKPILOT_TOKEN="$TOKEN"
+
+# ---- version, help, usage errors (2)
+rp 0 --version
+has out '^rackpilot [0-9]+\.[0-9]+\.[0-9]+' "--version"
+rp 0 --help
+has out '^  node list +list nodes' "--help lists commands"
+rp 0 node list --help
+has out '^usage: rackpilot node list' "command --help: usage on stdout"
+rp 0 power --help
+has out '^  power cycle +power cycle' "noun --help lists its verbs"
+rp 0 events --help
+has out '^usage: rackpilot events' "events --help"
+rp 2 nope
+has err 'unknown command' "unknown command"
+rp 2 node frob
+has err 'unknown command' "unknown verb"
+rp 2 node list --bogus
+has err 'unknown option --bogus' "unknown option"
+has err '^usage: rackpilot node list' "usage line on a bad option"
+rp 2 node show
+has err 'missing argument' "missing argument"
+rp 2 node show a b
+has err 'too many arguments' "too many arguments"
+rp 2 power on
+has err 'name one node' "power without a selector"
+rp 2 power on n1 --rack r01
+has err 'name one node' "power with two selectors"
+rp 2 node create x --u seven
+has err '--u: expected an integer' "a malformed field value"
+rp 2 rollout create
+has err '--json is required' "rollout create without a body"
+rp 2 token create ci
+has err '--role is required' "token create without a role"
+rp 1 events --node n1 --rack r01
+has err '^rackpilot: BAD_QUERY: ' "events by node and by rack"
+rp 2 rack list --site
+has err 'needs a value' "an option without its value"
+
+# ---- connection failure (1), naming the URL
+rp 1 --url http://127.0.0.1:1 rack list
+has err 'cannot connect to http://127\.0\.0\.1:1' "connection failure names the URL"
+rp 2 --url ftp://x rack list
+has err 'must start with http' "a URL that is not http(s)"
+
+# ---- racks
+rp 0 rack create r01 --site dc1 --row A
+has out '^created rack r01' "rack create"
+rp 0 rack create r02 --site dc2 --height 20
+rp 0 rack list
+has out '^NAME +SITE +ROW +HEIGHT +NODES' "rack list header"
+has out '^r01 +dc1 +A +42 +0' "rack list row r01"
+has out '^r02 +dc2 +- +20' "rack list row r02"
+rp 0 rack list --site dc1
+has out '^r01 ' "rack list --site keeps r01"
+hasnt out '^r02 ' "rack list --site drops r02"
+rp 0 rack show r02
+has out '^height_u +20$' "rack show"
+rp 1 rack create r01
+has err '^rackpilot: DUPLICATE: ' "a duplicate rack"
+rp 1 rack show nosuch
+has err '^rackpilot: NOT_FOUND: no such resource \(\{"reason":"no rack .nosuch."\}\)$' "API error: code, message, detail"
+[ "$(wc -l < "$W/err")" = 1 ] || fail "an API error is one line"
+
+# ---- nodes
+rp 0 node create n1 --rack r01 --u 1 --class gpu --tags bringup,mix --bmc-driver fake
+has out '^created node n1 \(version 1\)' "node create"
+rp 0 node create n2 --rack r01 --u 2 --class gpu --tags bringup --bmc-driver fake
+rp 0 node create n3 --rack r01 --u 3 --u-height 2 --class gpu --bmc-driver fake
+printf '{"name":"n4","rack":"r02","u_position":1,"node_class":"cpu","tags":["t2"],"bmc":{"driver":"fake"}}\n' \
+	> "$W/n4.json"
+rp 0 node create --json "$W/n4.json"
+has out '^created node n4' "node create --json FILE"
+printf '{"bmc":{"driver":"fake"},"serial":"FROMJSON"}' |
+	"$CLI" node create n5 --json - --rack r02 --u 5 --serial FROMFLAG > "$W/out" 2>&1 ||
+	fail "node create --json - with flags: $(cat "$W/out")"
+cat "$W/out" >> "$W/all"
+rp 0 node show n5
+has out '^serial +FROMFLAG$' "a flag wins over --json"
+has out '^bmc\.driver +fake$' "--json - read from stdin"
+rp 0 node list
+has out '^NAME +RACK +U +CLASS +STATE +POWER' "node list header"
+for n in n1 n2 n3 n4 n5; do has out "^$n " "node list has $n"; done
+rp 0 node list --rack r01
+has out '^n1 ' "--rack keeps n1"
+hasnt out '^n4 ' "--rack drops n4"
+rp 0 node list --tag t2
+has out '^n4 ' "--tag keeps n4"
+hasnt out '^n1 ' "--tag drops n1"
+rp 0 node list --class gpu
+has out '^n3 ' "--class keeps n3"
+hasnt out '^n4 ' "--class drops n4"
+rp 0 node list --state enrolled --rack r02
+has out '^n4 ' "--state and --rack"
+rp 0 node list --state deployed
+hasnt out '^n[0-9] ' "--state deployed matches none"
+rp 1 node list --rack nosuch
+has err '^rackpilot: BAD_QUERY: ' "a filter naming no rack"
+rp 0 node update n2 --serial S2 --maintenance true --reason "reseat GPU"
+has out '^updated node n2 \(version 2\)' "node update"
+rp 0 node show n2
+has out '^serial +S2$' "update set serial"
+has out '^maintenance_reason +reseat GPU$' "update set reason"
+rp 0 node update n2 --maintenance false --serial null
+rp 0 node show n2
+has out '^serial +-$' "VALUE null clears a field"
+rp 1 node create n6 --rack r01 --u 4
+has err '^rackpilot: SLOT_OCCUPIED: ' "an occupied slot"
+rp 0 node delete n5
+has out '^deleted node n5' "node delete"
+rp 1 node show n5
+has err NOT_FOUND "a deleted node is gone"
+rp 0 rack elevation r01
+has out '^U +HEIGHT +NODE +CLASS +STATE +POWER +MAINT$' "elevation header"
+has out '^3 +2 +n3 +gpu +enrolled' "elevation: n3 at U3, 2 units"
+[ "$(sed -n 2p "$W/out" | awk '{print $3}')" = n3 ] || fail "elevation: highest first"
+has out '^1 +1 +n1 ' "elevation: n1 at U1"
+
+# ---- --json prints the API's JSON unchanged
+rp 0 --json node list --rack r01
+same_as_api '/v1/nodes?rack=r01' "node list --json"
+rp 0 node list --rack r01 --json
+same_as_api '/v1/nodes?rack=r01' "--json after the command"
+rp 0 --json node show n1
+same_as_api /v1/nodes/n1 "node show --json"
+rp 0 --json rack list
+same_as_api /v1/racks "rack list --json"
+rp 0 --json rack elevation r01
+same_as_api /v1/racks/r01/elevation "rack elevation --json"
+
+# ---- import: --dry-run writes nothing, then all rows
+cat > "$W/import.csv" << 'EOF'
+name,rack,u_position,node_class,tags,bmc_driver,rack_site
+imp1,r03,1,cpu,imported,fake,dc3
+imp2,r03,2,cpu,imported,fake,dc3
+EOF
+rp 0 rack import "$W/import.csv" --dry-run
+has out '^dry run, valid, nothing written: 1 racks, 2 nodes$' "import --dry-run"
+rp 1 node show imp1
+has err NOT_FOUND "--dry-run created nothing"
+rp 1 rack show r03
+has err NOT_FOUND "--dry-run created no rack"
+rp 0 rack import "$W/import.csv"
+has out '^imported: 1 racks, 2 nodes$' "import"
+rp 0 node list --rack r03
+has out '^imp1 +r03 +1 +cpu' "imported imp1"
+has out '^imp2 +r03 +2 ' "imported imp2"
+rp 1 rack import "$W/import.csv"
+has err '^rackpilot: IMPORT_INVALID: .*DUPLICATE' "importing again: every row invalid"
+rp 1 rack import "$W/nosuch.csv"
+has err 'nosuch\.csv' "import of a missing file"
+
+# ---- power on one node, then follow its job
+rp 0 power on n1
+has out '^job [0-9a-f-]{36} queued: power on n1$' "power on queues a job"
+JOB=$(sed -n 's/^job \([0-9a-f-]*\) queued.*/\1/p' "$W/out")
+rp 0 job watch "$JOB"
+has out "^job $JOB: succeeded" "job watch ends in succeeded"
+has out '^result: .*"power":"on"' "job watch prints the result"
+rp 0 job show "$JOB"
+has out '^state +succeeded$' "job show"
+rp 0 --json job show "$JOB"
+same_as_api "/v1/jobs/$JOB" "job show --json"
+rp 0 power status n1
+has out '^n1 +on ' "power status NODE"
+rp 0 power off n1 --wait
+has out 'succeeded' "power off --wait follows the job"
+rp 0 power status --rack r01
+has out '^n1 +off ' "power status --rack"
+rp 0 job list --node n1 --limit 1
+has out '^[0-9a-f-]{36} +power +n1 +succeeded' "job list"
+
+# ---- bulk power: all succeed (0); failures (3); skipped (3); nothing to do (1)
+rp 0 power on --rack r01
+has out '^batch [0-9a-f-]{36}: 3/3 done: 3 succeeded, 0 failed' "bulk power by rack"
+rp 0 --json power cycle --rack r01
+BATCH=$(jget out id)
+same_as_api "/v1/batches/$BATCH" "bulk --json: the finished batch"
+# A Redfish BMC that is really rackpilotd itself: the job fails at once (no Redfish there).
+printf '{"bmc":{"driver":"redfish","options":{"scheme":"http"}}}' > "$W/redfish-http.json"
+rp 0 node create bad1 --json "$W/redfish-http.json" --rack r02 --u 10 --bmc-address 127.0.0.1 \
+	--bmc-port "${ADDR##*:}" --bmc-user x --bmc-password not-logged-anywhere
+rp 3 power on --rack r02
+has out '2/2 done: 1 succeeded, 1 failed' "partial failure: progress lines"
+has err '^rackpilot: bad1: bmc_' "partial failure names the node and its error"
+rp 1 power on bad1 --wait
+has err "failed: bmc_" "job watch of a failed job"
+rp 0 node update n2 --maintenance true
+rp 3 power off --tag bringup
+has err '^rackpilot: skipped n2: ' "a skipped node (maintenance) is reported"
+has out '1/1 done: 1 succeeded' "the other node was powered"
+rp 0 node update n3 --tags solo --maintenance true
+rp 1 power on --tag solo
+has err '^rackpilot: CONFLICT: ' "every node skipped: the API refuses"
+rp 0 node update n3 --maintenance false
+rp 0 node update n2 --maintenance false
+rp 0 power on --class gpu --no-wait
+has out '^batch [0-9a-f-]{36} queued: 3 jobs$' "bulk --no-wait"
+
+# ---- job cancel: a job queued behind a slow one (fake BMC with a delay)
+printf '{"bmc":{"driver":"fake","options":{"delay_ms":1500}}}' > "$W/slow.json"
+rp 0 node create slow --json "$W/slow.json"
+rp 0 power on slow
+rp 0 --json power off slow
+JOB2=$(jget out id)
+rp 0 job cancel "$JOB2"
+has out "^job $JOB2: cancelled" "job cancel"
+rp 1 job cancel "$JOB2"
+has err '^rackpilot: CONFLICT: ' "cancelling an ended job"
+rp 1 job watch "$JOB2"
+has err "job $JOB2 cancelled" "job watch of a cancelled job"
+
+# ---- boot, provision
+rp 0 boot pxe n1 --wait
+has out '^result: .*"device":"pxe"' "boot pxe"
+rp 0 boot disk n1
+has out '^job [0-9a-f-]{36} queued: boot disk n1' "boot disk"
+rp 1 provision commission n4
+has err '^rackpilot: INVALID_STATE: .*"allowed":\["manage"\]' "provision from the wrong state"
+rp 0 provision manage n4 --wait
+has out 'succeeded' "provision manage --wait"
+rp 0 node show n4
+has out '^provision_state +manageable$' "node is manageable"
+rp 1 provision deploy n4 --image nosuch
+has err '^rackpilot: ' "deploy of an unknown image"
+
+# ---- BIOS and firmware
+api POST /v1/bios/profiles '{"name":"gold","node_class":"gpu","attributes":{"SMT":"Enabled"}}' \
+	> /dev/null
+rp 0 bios show n1
+has out '^desired\.profile +gold$' "bios show: the profile"
+has out '^desired\.attributes\.SMT +Enabled$' "bios show: desired values"
+has out '^in_sync +no$' "bios show: not in sync"
+has out '^SMT +- +Enabled$' "bios show: what differs"
+rp 0 bios diff n1
+has out '^SMT +- +Enabled$' "bios diff"
+rp 0 --json bios show n1
+same_as_api /v1/nodes/n1/bios "bios show --json"
+rp 0 firmware show n1
+has out '^baseline +-$' "firmware show without a baseline"
+head -c 4096 /dev/urandom > "$W/bmc.bin"
+curl -sS -X PUT -H "Authorization: Bearer $TOKEN" --data-binary @"$W/bmc.bin" \
+	"$URL/v1/images/bmc-1.8.2.bin?kind=firmware" > /dev/null
+api POST /v1/firmware/baselines \
+	'{"name":"fw1","node_class":"gpu","components":{"bmc":{"version":"1.8.2","image":"bmc-1.8.2.bin"}}}' \
+	> /dev/null
+api POST /v1/nodes/n1/firmware/readings \
+	'{"source":"test","components":[{"component":"bmc","version":"1.7.0"},{"component":"cpld","version":"3"}]}'
+rp 0 firmware show n1
+has out '^baseline +fw1$' "firmware show: the baseline"
+has out '^bmc +1\.7\.0 +1\.8\.2 +drift ' "firmware show: drift"
+has out '^cpld +3 +- +unmanaged ' "firmware show: unmanaged"
+rp 0 firmware drift --class gpu
+has out '^nodes_drifted +3$' "firmware drift: count"
+has out '^n1 +r01 +gpu +fw1 +bmc 1\.7\.0 1\.8\.2$' "firmware drift: n1"
+has out '^n2 +r01 +gpu +fw1 +bmc - 1\.8\.2$' "firmware drift: never read"
+rp 0 firmware drift --class cpu
+has out '^nodes_drifted +0$' "firmware drift --class filters"
+rp 0 --json firmware drift --rack r01
+same_as_api '/v1/firmware/drift?rack=r01' "firmware drift --json"
+rp 1 firmware drift --rack nosuch
+has err '^rackpilot: BAD_QUERY: ' "firmware drift of an unknown rack"
+
+# ---- rollouts
+printf '{"kind":"bios","selector":{"rack":"r01"},"start_at":"2099-01-01T00:00:00Z"}' > "$W/ro.json"
+rp 0 rollout create --json "$W/ro.json"
+has out '^rollout [0-9a-f-]{36}: scheduled' "rollout create"
+RO=$(sed -n 's/^rollout \([0-9a-f-]*\):.*/\1/p' "$W/out")
+rp 0 rollout show
+has out "^$RO +bios +scheduled" "rollout list"
+rp 0 rollout show "$RO"
+has out '^state +scheduled$' "rollout show"
+has out '^n1 +r01 +[0-9] +pending' "rollout show: its nodes"
+rp 0 rollout pause "$RO"
+has out "^rollout $RO: paused" "rollout pause"
+rp 0 rollout resume "$RO"
+has out "^rollout $RO: (scheduled|running)" "rollout resume"
+rp 0 rollout abort "$RO"
+has out "^rollout $RO: aborted" "rollout abort"
+rp 1 rollout abort "$RO"
+has err '^rackpilot: INVALID_STATE: ' "aborting twice"
+
+# ---- events
+rp 0 events --node n1 --limit 50
+has out '^ID +AT +ACTION +ACTOR +SUMMARY' "events header"
+has out ' node\.created +token:admin +' "events --node n1"
+hasnt out 'n4' "events --node filters"
+rp 0 --json events --limit 5
+same_as_api '/v1/events?limit=5' "events --json"
+rp 1 events --rack nosuch
+has err BAD_QUERY "events of an unknown rack"
+# --follow, polling: what happens after it started shows up, oldest first.
+follow() { # NAME OPTIONS...: follow for a while, create rack NAME meanwhile
+	name=$1
+	shift
+	"$CLI" --verbose events --follow --limit 1 "$@" > "$W/fout" 2> "$W/ferr" &
+	fpid=$!
+	sleep 2
+	"$CLI" rack create "$name" > /dev/null || fail "rack create $name"
+	"$CLI" rack delete "$name" > /dev/null || fail "rack delete $name"
+	sleep 3
+	kill "$fpid"
+	wait "$fpid"
+	cat "$W/fout" "$W/ferr" >> "$W/all"
+	grep -Eq "rack\.created +token:admin +rack $name created" "$W/fout" ||
+		fail "events --follow $*: no rack.created: $(cat "$W/fout" "$W/ferr")"
+	c=$(grep -n "rack $name created" "$W/fout" | cut -d: -f1)
+	d=$(grep -n "rack $name deleted" "$W/fout" | cut -d: -f1)
+	[ -n "$d" ] && [ "$c" -lt "$d" ] || fail "events --follow $*: not oldest first: $(cat "$W/fout")"
+	[ "$(grep -c "rack $name created" "$W/fout")" = 1 ] || fail "events --follow $*: repeated"
+}
+follow evpoll --poll
+grep -q '/v1/events?' "$W/ferr" && ! grep -q 'stream' "$W/ferr" ||
+	fail "--poll did not poll: $(cat "$W/ferr")"
+[ "$(grep -c '^> GET .*/v1/events?' "$W/ferr")" -ge 3 ] || fail "--poll polled once only"
+follow evsse
+if [ "$(curl -s -m 2 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
+	"$URL/v1/events/stream")" = 404 ]; then
+	echo "note: no /v1/events/stream on this server: --follow fell back to polling"
+	grep -q '/v1/events?cursor\|/v1/events?limit=100' "$W/ferr" || fail "no fallback to polling"
+else
+	grep -q '/v1/events/stream (stream)' "$W/ferr" || fail "--follow did not stream"
+	[ "$(grep -c '^> GET .*/v1/events?' "$W/ferr")" = 1 ] || fail "--follow polled while streaming"
+fi
+"$CLI" --json events --follow --limit 1 --rack r01 > "$W/fout" 2>&1 &
+fpid=$!
+sleep 2
+"$CLI" node update n1 --serial FOLLOWED > /dev/null || fail "node update"
+sleep 2
+kill "$fpid"
+wait "$fpid"
+cat "$W/fout" >> "$W/all"
+python3 -c '
+import json, sys
+evs = [json.loads(line) for line in open(sys.argv[1])]
+sys.exit(not any(e["action"] == "node.updated" and e["object"]["name"] == "n1" for e in evs))
+' "$W/fout" || fail "events --follow --json --rack: one JSON event a line: $(cat "$W/fout")"
+
+# ---- tokens and roles
+rp 0 --json token create ci --role viewer
+VIEWER=$(jget out token)
+VID=$(jget out id)
+case "$VIEWER" in rpt_*) ;; *) fail "token create: no token in $(cat "$W/out")" ;; esac
+rp 0 token list
+has out "^$VID +ci +viewer " "token list"
+rp 0 --token "$VIEWER" node list
+has out '^n1 ' "a viewer reads"
+rp 1 --token "$VIEWER" node create v1
+has err '^rackpilot: FORBIDDEN: ' "a viewer cannot create"
+rp 1 --token "$VIEWER" power on n1
+has err '^rackpilot: FORBIDDEN: ' "a viewer cannot power"
+rp 0 token revoke "$VID"
+has out "^revoked token $VID" "token revoke"
+rp 1 --token "$VIEWER" node list
+has err '^rackpilot: UNAUTHORIZED: ' "a revoked token"
+
+# ---- configuration: flags > environment > file > default
+CFG="$W/xdg/rackpilot/config"
+mkdir -p "$W/xdg/rackpilot" "$W/home/.config/rackpilot"
+unset RACKPILOT_URL RACKPILOT_TOKEN
+export XDG_CONFIG_HOME="$W/xdg"
+printf '# test\nurl = %s\ntoken = %s\n' "$URL" "$TOKEN" > "$CFG"
+chmod 600 "$CFG"
+rp 0 rack list
+has out '^r01 ' "url and token from the config file"
+hasnt err 'warning' "no warning for a private config file"
+chmod 644 "$CFG"
+rp 0 rack list
+has err 'warning: .*readable by group or others' "warning for a readable config file"
+chmod 600 "$CFG"
+printf 'url = http://127.0.0.1:1\ntoken = rpt_wrong\n' > "$CFG"
+rp 1 rack list
+has err 'cannot connect to http://127\.0\.0\.1:1' "the file's url is used"
+export RACKPILOT_URL="$URL"
+rp 1 rack list
+has err UNAUTHORIZED "env url over the file, file token used"
+export RACKPILOT_TOKEN="$TOKEN"
+rp 0 rack list
+has out '^r01 ' "env token over the file"
+rp 1 --token rpt_wrong rack list
+has err UNAUTHORIZED "--token over env"
+export RACKPILOT_URL=http://127.0.0.1:1 RACKPILOT_TOKEN=rpt_wrong
+rp 0 --url "$URL" --token "$TOKEN" rack list
+has out '^r01 ' "flags over env"
+unset RACKPILOT_URL RACKPILOT_TOKEN
+rm -f "$CFG"
+unset XDG_CONFIG_HOME
+printf 'url = %s\ntoken = %s\n' "$URL" "$TOKEN" > "$W/home/.config/rackpilot/config"
+chmod 600 "$W/home/.config/rackpilot/config"
+rp 0 rack list
+has out '^r01 ' "HOME/.config/rackpilot/config without XDG_CONFIG_HOME"
+rm -f "$W/home/.config/rackpilot/config"
+rp 1 --verbose rack list
+has err '127\.0\.0\.1:8475' "default url"
+has err 'no token configured|UNAUTHORIZED|cannot connect' "no token: a clear error"
+
+# ---- the token never shows: not in errors, not with --verbose
+export RACKPILOT_URL="$URL" RACKPILOT_TOKEN="$TOKEN"
+rp 0 --verbose node show n1
+has err "^> GET $URL/v1/nodes/n1" "--verbose shows the request"
+rp 1 --verbose --token "$TOKEN" node show nosuch
+rp 1 --url http://127.0.0.1:1 --token "$TOKEN" --verbose node list
+if grep -qF "$TOKEN" "$W/all"; then fail "the admin token appears in the CLI's output"; fi
+if grep -qF "not-logged-anywhere" "$W/all"; then fail "a BMC password appears in the output"; fi
+[ "$(wc -c < "$W/all")" -gt 10000 ] || fail "too little output captured to check for the token"
+
+echo "PASS: rackpilot CLI: $N commands against rackpilotd"
