@@ -105,6 +105,9 @@ struct rp_api_resp {
 	long (*stream_read)(void *ctx, char *buf, size_t max, uint64_t *idle_gen);
 	void (*stream_free)(void *ctx);
 	void *stream_ctx;
+	/* More headers: name/value pairs, NULL-terminated, static storage. A Cache-Control here
+	 * replaces the default no-store. */
+	const char *const *headers;
 };
 
 /* Route flags. */
@@ -396,6 +399,24 @@ void rp_api_rollouts_get(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_rollouts_pause(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_rollouts_resume(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_rollouts_abort(struct rp_api_req *rq, struct rp_api_resp *rs);
+
+/* ---- The web view (ui.c) ------------------------------------------------------------- */
+
+/* One file of web/, compiled in by cmake/embed_web.cmake (web.c in the build directory):
+ * static storage; etag is quoted, e.g. "\"0f3a...\"". */
+struct rp_web_file {
+	const char *name;
+	const unsigned char *data;
+	size_t len;
+	const char *etag;
+};
+extern const struct rp_web_file rp_api_web_files[];
+extern const size_t rp_api_web_file_count;
+
+/* GET /ui (and /ui/): index.html; GET /ui/{file}: that file of web/, 404 for any other name.
+ * No token needed; 304 when If-None-Match names the file's ETag. */
+void rp_api_ui_index(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_ui_file(struct rp_api_req *rq, struct rp_api_resp *rs);
 
 /* ---- Step plans (plan.c) ------------------------------------------------------------- */
 

@@ -28,6 +28,7 @@ rp_api_resp_clear(struct rp_api_resp *rs)
 	rs->stream_read = NULL;
 	rs->stream_free = NULL;
 	rs->stream_ctx = NULL;
+	rs->headers = NULL;
 }
 
 void

@@ -14,6 +14,9 @@ const struct rp_route rp_api_routes[] = {
     /* Network boot: no token (they reveal nothing secret; docs/provisioning.md). */
     {"GET", "/boot/ipxe", rp_api_boot_ipxe, RP_ROLE_NONE, 0},
     {"GET", "/boot/images/{image}", rp_api_boot_image, RP_ROLE_NONE, 0},
+    /* The web view: static files, no secrets; the page brings its own token (ui.c). */
+    {"GET", "/ui", rp_api_ui_index, RP_ROLE_NONE, 0},
+    {"GET", "/ui/{file}", rp_api_ui_file, RP_ROLE_NONE, 0},
     {"GET", "/metrics", rp_api_metrics, V, 0},
     {"GET", "/v1", rp_api_root, V, 0},
 

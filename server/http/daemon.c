@@ -372,7 +372,8 @@ send_reply(struct rp_http *h, struct MHD_Connection *c, struct request *r,
 	enum MHD_Result ret;
 	char *text = NULL;
 	size_t len = 0;
-	const char *ctype = NULL;
+	const char *ctype = NULL, *cache = "no-store";
+	const char *const *extra;
 	void (*text_free)(void *) = free;
 
 	if (rs->body) {
@@ -430,7 +431,12 @@ send_reply(struct rp_http *h, struct MHD_Connection *c, struct request *r,
 	if (ctype)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
 	MHD_add_response_header(resp, "X-Request-Id", r->rid);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	for (extra = rs->headers; extra && extra[0]; extra += 2)
+		if (!strcasecmp(extra[0], MHD_HTTP_HEADER_CACHE_CONTROL))
+			cache = extra[1];
+		else
+			MHD_add_response_header(resp, extra[0], extra[1]);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, cache);
 	if (rs->etag[0])
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, rs->etag);
 	if (rs->location[0])

@@ -1,0 +1,205 @@
+#!/bin/bash
+# web-test.sh - the web view (/ui/) in a real headless browser (Debian's Chromium, driven by
+# playwright-core) against the real rackpilotd, seeded over the API with curl.
+#
+#   web-test.sh RACKPILOTD AGENT BUILD_DIR     (exit 77 when node, npm or chromium is missing)
+#
+# playwright-core comes from the npm registry (package-lock.json, npm ci) into
+# BUILD_DIR/web-test-node, never into the source tree; no browser is ever downloaded.
+# Screenshots of every page go to BUILD_DIR/web-artifacts/. RP_KEEP=1 keeps the data dir.
+set -euo pipefail
+
+RPD=${1:?usage: web-test.sh RACKPILOTD AGENT BUILD_DIR}
+AGENT=${2:?usage: web-test.sh RACKPILOTD AGENT BUILD_DIR}
+BUILD=${3:?usage: web-test.sh RACKPILOTD AGENT BUILD_DIR}
+SRC=$(CDPATH='' cd -- "$(dirname -- "$0")/../.." && pwd)
+HERE=$SRC/tests/web
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+skip() { echo "SKIP: $*"; exit 77; }
+for t in node npm curl ssh-keygen; do command -v "$t" > /dev/null || skip "no $t"; done
+[ -x "$CHROMIUM" ] || skip "no $CHROMIUM (apt-get install chromium)"
+[ "$(node -p 'process.versions.node.split(".")[0] >= 18')" = true ] || skip "node $(node -v) is older than 18"
+
+# playwright-core, installed once per lock file.
+NM=$BUILD/web-test-node
+mkdir -p "$NM"
+if ! cmp -s "$HERE/package-lock.json" "$NM/package-lock.json" || [ ! -d "$NM/node_modules/playwright-core" ]; then
+	cp "$HERE/package.json" "$HERE/package-lock.json" "$NM/"
+	(cd "$NM" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) ||
+		{ rm -f "$NM/package-lock.json"; echo "FAIL: npm ci" >&2; exit 1; }
+fi
+
+W=$(mktemp -d /tmp/rp-web.XXXXXX)
+ART=$BUILD/web-artifacts
+mkdir -p "$ART"
+rm -f "$ART"/*.png
+RPD_PID=
+DEMO_PID=
+cleanup() {
+	[ -n "$RPD_PID" ] && kill "$RPD_PID" 2> /dev/null && wait "$RPD_PID" 2> /dev/null
+	[ -n "$DEMO_PID" ] && kill "$DEMO_PID" 2> /dev/null && wait "$DEMO_PID" 2> /dev/null
+	[ -n "${RP_KEEP:-}" ] && echo "kept $W" || rm -rf "$W"
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*" >&2
+	echo "--- rackpilotd log" >&2
+	tail -n 30 "$W/rackpilotd.log" >&2 || true
+	exit 1
+}
+
+port_of() { # OUTFILE PID: the port rackpilotd --listen 127.0.0.1:0 printed
+	local port
+	for _ in $(seq 100); do
+		port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$1")
+		[ -n "$port" ] && echo "$port" && return 0
+		kill -0 "$2" 2> /dev/null || fail "rackpilotd exited"
+		sleep 0.1
+	done
+	fail "rackpilotd did not say where it listens"
+}
+"$RPD" --data-dir "$W/data" --listen 127.0.0.1:0 --power-sync-interval 0 --no-access-log \
+	> "$W/rackpilotd.out" 2> "$W/rackpilotd.log" &
+RPD_PID=$!
+RP=http://127.0.0.1:$(port_of "$W/rackpilotd.out" "$RPD_PID")
+# A second server with its own demo site (rackpilotd --demo): GET /v1 says demo: true.
+"$RPD" --demo --data-dir "$W/demo" --listen 127.0.0.1:0 --power-sync-interval 0 --no-access-log \
+	> "$W/demo.out" 2> "$W/demo.log" &
+DEMO_PID=$!
+DEMO=http://127.0.0.1:$(port_of "$W/demo.out" "$DEMO_PID")
+ADMIN=$(cat "$W/data/admin.token")
+
+# api METHOD PATH [BODY]: prints the body; fails the test on a status >= 400.
+api() {
+	local out code
+	out=$(curl -sS -X "$1" -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
+		${3:+--data-binary "$3"} -w '\n%{http_code}' "$RP$2") || fail "curl $1 $2"
+	code=${out##*$'\n'}
+	[ "$code" -lt 400 ] || fail "$1 $2 -> $code: ${out%$'\n'*}"
+	printf '%s' "${out%$'\n'*}"
+}
+jget() { node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{let v=JSON.parse(s);for(const k of process.argv[1].split("."))v=v?.[k];console.log(v??"")})' "$1"; }
+
+# Two racks in two rows of one site; 8-GPU nodes in their U slots on fake BMCs (the power
+# calls take 300 ms, so a job is seen running). seed.json tells the browser test what to expect.
+api POST /v1/racks '{"name":"r01","site":"dc1","row":"A","height_u":42}' > /dev/null
+api POST /v1/racks '{"name":"r02","site":"dc1","row":"B","height_u":42}' > /dev/null
+SEED="["
+node_json() { # NAME RACK U HEIGHT CLASS TAG MAC
+	printf '{"name":"%s","rack":"%s","u_position":%s,"u_height":%s,"node_class":"%s","tags":["%s"],"serial":"SN-%s","macs":["%s"],"bmc":{"driver":"fake","options":{"delay_ms":300}}}' \
+		"$1" "$2" "$3" "$4" "$5" "$6" "$1" "$7"
+}
+add() { # NAME RACK U HEIGHT CLASS TAG
+	local mac
+	mac=$(printf '02:00:00:00:%02x:%02x' "${2#r}" "$3")
+	api POST /v1/nodes "$(node_json "$1" "$2" "$3" "$4" "$5" "$6" "$mac")" > /dev/null
+	SEED="$SEED{\"name\":\"$1\",\"rack\":\"$2\",\"u\":$3,\"uh\":$4,\"class\":\"$5\",\"tag\":\"$6\",\"mac\":\"$mac\"},"
+}
+for i in 0 1 2 3 4 5 6 7; do
+	u=$((1 + i * 5))
+	add "$(printf 'gpu-r01-u%02d' $u)" r01 $u 4 gpu-h100-8x $([ $i -lt 4 ] && echo prod || echo bringup)
+done
+for i in 0 1 2 3 4; do
+	u=$((1 + i * 8))
+	add "$(printf 'gpu-r02-u%02d' $u)" r02 $u 8 gpu-h200-8x prod
+done
+# A node whose BMC does not answer (nothing listens on port 1): three failed contacts make a
+# BMC fault. Its password must never reach the page.
+api POST /v1/nodes '{"name":"mgmt-r02-u41","rack":"r02","u_position":41,"u_height":1,"node_class":"mgmt","tags":["infra"],
+  "bmc":{"driver":"redfish","address":"127.0.0.1","port":1,"username":"root","password":"pw-NEVER-SHOWN-7f3a","options":{"scheme":"http","timeout_ms":500}}}' > /dev/null
+SEED="$SEED{\"name\":\"mgmt-r02-u41\",\"rack\":\"r02\",\"u\":41,\"uh\":1,\"class\":\"mgmt\",\"tag\":\"infra\"}]"
+printf '%s\n' "$SEED" > "$W/seed.json"
+
+for _ in 1 2 3; do
+	api POST /v1/power/sync '{}' > /dev/null
+	for _ in $(seq 50); do
+		[ "$(api GET /v1/power/sync | jget running)" = false ] && break
+		sleep 0.1
+	done
+done
+[ -n "$(api GET /v1/nodes/mgmt-r02-u41 | jget bmc.fault.message)" ] || fail "no BMC fault after three failed syncs"
+
+# Power on half of r01 and all of r02 (jobs and events; mgmt-r02-u41's job fails after its
+# retries: its latest job failed).
+for n in gpu-r01-u01 gpu-r01-u06 gpu-r01-u11 gpu-r01-u16 gpu-r01-u21; do
+	api PUT "/v1/nodes/$n/power" '{"target":"on"}' > /dev/null
+done
+api POST /v1/actions/power '{"selector":{"rack":"r02"},"target":"on"}' > /dev/null
+# The fake BMC passes verify: these nodes become manageable.
+for n in gpu-r01-u01 gpu-r01-u06 gpu-r01-u11 gpu-r02-u01 gpu-r02-u09; do
+	api PUT "/v1/nodes/$n/provision" '{"action":"manage"}' > /dev/null
+done
+api PATCH /v1/nodes/gpu-r02-u17 '{"maintenance":true,"maintenance_reason":"reseat GPU 3"}' > /dev/null
+
+# Inventory through the agent protocol: the real agent reads a modelled HGX H100 tree, and a
+# bootstrap token registers it for the node (as rackpilot-agent register would).
+ssh-keygen -q -t ed25519 -N '' -f "$W/hostkey" > /dev/null
+register() { # NODE MAC FIXTURE
+	local boot inv
+	boot=$(api POST /v1/bootstrap-tokens "{\"node\":\"$1\",\"expires_in_s\":600}" | jget token)
+	"$AGENT" --root "$SRC/tests/fixtures/inventory/$3" inventory > "$W/inv-$1.json" 2> /dev/null ||
+		fail "rackpilot-agent inventory ($3)"
+	inv=$(node -e 'const i=JSON.parse(require("fs").readFileSync(process.argv[1]));
+		console.log(JSON.stringify({format:1,hostname:process.argv[2],macs:[process.argv[3]],
+			ssh_host_key:require("fs").readFileSync(process.argv[4],"utf8").trim(),
+			ssh:{address:"127.0.0.1",port:22},inventory:i}))' "$W/inv-$1.json" "$1" "$2" "$W/hostkey.pub")
+	curl -fsS -H "Authorization: Bearer $boot" -H 'Content-Type: application/json' --data-binary "$inv" \
+		"$RP/v1/agent/register" > /dev/null || fail "register $1"
+}
+register gpu-r01-u06 02:00:00:00:01:06 gpu-h100-8x
+register gpu-r01-u11 02:00:00:00:01:0b gpu-h100-7x-missing
+
+# Desired state and drift: a firmware baseline and a BIOS profile for the H100 class, with
+# readings that differ on some nodes.
+for img in bmc-1.8.2.bin bios-2.4.bin; do
+	printf 'firmware image %s\n' "$img" > "$W/$img"
+	curl -fsS -X PUT -H "Authorization: Bearer $ADMIN" --data-binary "@$W/$img" \
+		"$RP/v1/images/$img?kind=firmware" > /dev/null || fail "upload $img"
+done
+api POST /v1/firmware/baselines '{"name":"h100-2026q4","node_class":"gpu-h100-8x","components":{"bmc":{"version":"1.8.2","image":"bmc-1.8.2.bin"},"bios":{"version":"2.4","image":"bios-2.4.bin"}}}' > /dev/null
+api POST /v1/bios/profiles '{"name":"h100-golden","node_class":"gpu-h100-8x","attributes":{"Above4GDecoding":"Enabled","NumaPerSocket":"NPS1","SMT":"Enabled"}}' > /dev/null
+for n in gpu-r01-u01 gpu-r01-u06 gpu-r01-u11 gpu-r01-u16 gpu-r01-u21 gpu-r01-u26 gpu-r01-u31 gpu-r01-u36; do
+	case $n in
+	*u06 | *u26) bmcv=1.8.1 ;;
+	*) bmcv=1.8.2 ;;
+	esac
+	api POST "/v1/nodes/$n/firmware/readings" "{\"source\":\"seed\",\"components\":[{\"component\":\"bmc\",\"version\":\"$bmcv\",\"updateable\":true},{\"component\":\"bios\",\"version\":\"2.4\",\"updateable\":true}]}" > /dev/null
+	case $n in
+	*u06) nps=NPS4 ;;
+	*) nps=NPS1 ;;
+	esac
+	api POST "/v1/nodes/$n/bios/readings" "{\"source\":\"seed\",\"attributes\":{\"Above4GDecoding\":\"Enabled\",\"NumaPerSocket\":\"$nps\",\"SMT\":\"Enabled\"}}" > /dev/null
+done
+# A firmware rollout scheduled for tomorrow: planned waves, nothing started.
+start=$(date -u -d '+1 day' +%Y-%m-%dT%H:%M:%SZ)
+api POST /v1/rollouts "{\"kind\":\"firmware\",\"selector\":{\"class\":\"gpu-h100-8x\"},\"waves\":{\"canary\":1,\"batch\":1},\"start_at\":\"$start\"}" > "$W/rollout.json" ||
+	fail "rollout"
+
+VIEWER=$(api POST /v1/tokens '{"name":"wall","role":"viewer"}' | jget token)
+OPERATOR=$(api POST /v1/tokens '{"name":"ops","role":"operator"}' | jget token)
+
+# Let the seed's jobs end before the browser looks (one snapshot of all jobs each time: a job
+# backing off goes from queued to running and back).
+settled=
+for _ in $(seq 300); do
+	if api GET '/v1/jobs?limit=1000&fields=state' |
+		node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>process.exit(JSON.parse(s).items.some(j=>j.state==="queued"||j.state==="running")?1:0))'; then
+		settled=1
+		break
+	fi
+	sleep 0.2
+done
+[ -n "$settled" ] || fail "the seed's jobs did not end"
+
+RP_DEMO_URL=$DEMO RP_DEMO_ADMIN=$(cat "$W/demo/admin.token") RP_URL=$RP RP_ADMIN=$ADMIN RP_VIEWER=$VIEWER RP_OPERATOR=$OPERATOR RP_SEED=$W/seed.json \
+	RP_ARTIFACTS=$ART RP_NODE_MODULES=$NM/node_modules CHROMIUM=$CHROMIUM \
+	node "$HERE/ui.test.mjs" || fail "browser test"
+echo "screenshots: $ART"
+# Clean exits on SIGTERM (under the sanitizers: no leak, no error).
+for v in RPD_PID DEMO_PID; do
+	kill "${!v}"
+	st=0
+	wait "${!v}" || st=$?
+	eval "$v="
+	[ "$st" = 0 ] || fail "rackpilotd ($v) exited with status $st on SIGTERM"
+done
