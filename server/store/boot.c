@@ -155,7 +155,8 @@ rp_store_image_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 			return RP_ERR_INTERNAL;
 		store_bind_text(s, 1, rq->after_key);
 	} else {
-		s = STMT(c, IMAGE_COLS "WHERE id > ?1 AND (?2 IS NULL OR kind = ?2) ORDER BY id LIMIT ?3");
+		s = STMT(c, IMAGE_COLS "WHERE images.id > ?1 AND (?2 IS NULL OR kind = ?2) ORDER BY "
+		                       "images.id LIMIT ?3");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
 		sqlite3_bind_int64(s, 1, rq->after_id);

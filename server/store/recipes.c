@@ -156,7 +156,7 @@ rp_store_recipe_list(struct rp_store *st, const struct rp_page_req *rq, struct r
 			return RP_ERR_INTERNAL;
 		store_bind_text(s, 1, rq->after_key);
 	} else {
-		s = STMT(c, RECIPE_COLS "WHERE id > ?1 ORDER BY id LIMIT ?2");
+		s = STMT(c, RECIPE_COLS "WHERE recipes.id > ?1 ORDER BY recipes.id LIMIT ?2");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
 		sqlite3_bind_int64(s, 1, rq->after_id);
