@@ -349,3 +349,9 @@ rp_bmc_task_poll(struct rp_bmc *b, const char *task, int *done, int *ok, json_t 
 {
 	return OPTIONAL(task_poll, task, done, ok, status, err);
 }
+
+int
+rp_bmc_events(struct rp_bmc *b, int64_t since_ms, size_t max, json_t **out, struct rp_bmc_err *err)
+{
+	return OPTIONAL(events, since_ms, max, out, err);
+}

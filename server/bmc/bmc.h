@@ -121,6 +121,26 @@ int rp_bmc_boot_get(struct rp_bmc *b, struct rp_boot *out, struct rp_bmc_err *er
 
 int rp_bmc_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *err);
 
+/* The BMC's event log entries at or after since_ms (ms since the epoch), oldest first, at most
+ * max: *out a new array (the caller owns it) of {id, at (RFC 3339 or null when the BMC gives
+ * no time), severity ("critical" | "warning" | "ok"), message, source ("sel" |
+ * "redfish:<log service id>")}. 0, or -1 with err (RP_BMC_UNSUPPORTED when the BMC has no
+ * event log).
+ * - Entries without a usable time (IPMI pre-init timestamps, a Redfish entry without
+ *   Created) are kept: nothing says they came before since_ms. Their at is null.
+ * - Severity is the BMC's own: libfreeipmi's SEL interpretation (as ipmi-sel --output-event-state
+ *   shows it) for IPMI, LogEntry.Severity for Redfish. An entry neither classifies is "warning".
+ * - IPMI: the SEL in record order, times from the BMC's SEL clock, message as ipmi-sel words
+ *   the event. Redfish: the entries of every LogService (up to 16 per collection) of the
+ *   ComputerSystem and of its Manager, all pages, merged by Created (undated ones first);
+ *   id, message and source are cut to 128, 1024 and 72 bytes.
+ * - Reading stops with RP_BMC_PROTOCOL rather than answer from part of a log that is too long
+ *   to read (IPMI: 8192 records; Redfish: 128 pages per log service, 20000 entries, 1024
+ *   entries fetched one by one).
+ * - The fake driver has no event log: RP_BMC_UNSUPPORTED. */
+int rp_bmc_events(struct rp_bmc *b, int64_t since_ms, size_t max, json_t **out,
+                  struct rp_bmc_err *err);
+
 /* Redfish only (RP_BMC_UNSUPPORTED elsewhere). Results are new objects the caller owns. */
 
 /* BIOS: {attributes {}, pending {}, registry id, apply_times [...]}. */
@@ -177,6 +197,8 @@ struct rp_bmc_ops {
 	                 struct rp_bmc_err *err);
 	int (*task_find)(struct rp_bmc *b, const char *needle, char *task, size_t tasklen,
 	                 struct rp_bmc_err *err);
+	int (*events)(struct rp_bmc *b, int64_t since_ms, size_t max, json_t **out,
+	              struct rp_bmc_err *err);
 };
 
 /* Every handle starts with this header so the dispatcher finds its driver. */

@@ -10,6 +10,7 @@
 #include <freeipmi/freeipmi.h>
 
 #include "bmc.h"
+#include "util/util.h"
 
 struct ipmi {
 	struct rp_bmc base;
@@ -394,6 +395,182 @@ out:
 	return rc;
 }
 
+/* Records read per call at most. A SEL holds at most 64 KiB (Get SEL Info counts its free
+ * space in 16 bits), some 4000 records; more means a BMC whose "next record" links loop. */
+#define SEL_WALK_MAX 8192
+
+/* IPMI timestamps up to this are seconds since the BMC started, not dates ("pre-init"). */
+#define SEL_PRE_INIT 0x20000000u
+
+struct sel_walk {
+	ipmi_interpret_ctx_t interp;
+	int64_t since_ms;
+	size_t max;
+	json_t *list;
+	unsigned read;
+	int full; /* stopped: max entries collected */
+	int over; /* stopped: SEL_WALK_MAX records read */
+	int oom;
+};
+
+/* The severity libfreeipmi's interpretation gives a record (what ipmi-sel shows in its State
+ * column); records it does not know are "warning": seen, but not called critical. */
+static const char *
+sel_severity(ipmi_interpret_ctx_t interp, const uint8_t *rec, unsigned len)
+{
+	unsigned int state = IPMI_INTERPRET_STATE_UNKNOWN;
+
+	if (ipmi_interpret_sel(interp, rec, len, &state) < 0)
+		return "warning";
+	switch (state) {
+	case IPMI_INTERPRET_STATE_NOMINAL:
+		return "ok";
+	case IPMI_INTERPRET_STATE_CRITICAL:
+		return "critical";
+	default:
+		return "warning";
+	}
+}
+
+/* One SEL record (ipmi_sel_parse callback): kept when at or after since or undated. A
+ * negative return stops the walk; struct sel_walk says why. */
+static int
+sel_record(ipmi_sel_ctx_t sel, void *arg)
+{
+	struct sel_walk *w = arg;
+	uint8_t rec[IPMI_SEL_RECORD_MAX_RECORD_LENGTH], type = 0, dir = 0;
+	uint16_t id = 0;
+	uint32_t ts = 0;
+	char msg[512], idtext[8], at[RP_TIME_BUF];
+	int len, cls, n, dated = 0;
+	json_t *e;
+
+	if (++w->read > SEL_WALK_MAX) {
+		w->over = 1;
+		return -1;
+	}
+	len = ipmi_sel_parse_read_record(sel, rec, sizeof rec);
+	if (len <= 0 || ipmi_sel_parse_read_record_id(sel, rec, (unsigned)len, &id) < 0 ||
+	    ipmi_sel_parse_read_record_type(sel, rec, (unsigned)len, &type) < 0)
+		return 0; /* a record too short to read is no event */
+	cls = ipmi_sel_record_type_class(type);
+	if ((cls == IPMI_SEL_RECORD_TYPE_CLASS_SYSTEM_EVENT_RECORD ||
+	     cls == IPMI_SEL_RECORD_TYPE_CLASS_TIMESTAMPED_OEM_RECORD) &&
+	    ipmi_sel_parse_read_timestamp(sel, rec, (unsigned)len, &ts) == 0 && ts > SEL_PRE_INIT &&
+	    ts != 0xffffffffu)
+		dated = 1;
+	if (dated && (int64_t)ts * 1000 < w->since_ms)
+		return 0;
+	if (json_array_size(w->list) >= w->max) {
+		w->full = 1;
+		return -1;
+	}
+	/* Sensor type, sensor (a number: no SDR is read) and the event as ipmi-sel words it. */
+	n = ipmi_sel_parse_read_record_string(sel,
+	                                      cls == IPMI_SEL_RECORD_TYPE_CLASS_SYSTEM_EVENT_RECORD
+	                                              ? "%T %s: %E"
+	                                              : "OEM record %o",
+	                                      rec, (unsigned)len, msg, sizeof msg - 1,
+	                                      IPMI_SEL_STRING_FLAGS_IGNORE_UNAVAILABLE_FIELD |
+	                                              IPMI_SEL_STRING_FLAGS_OUTPUT_NOT_AVAILABLE);
+	if (n < 0)
+		snprintf(msg, sizeof msg, "SEL record type 0x%02x", type);
+	msg[sizeof msg - 1] = '\0';
+	if (cls == IPMI_SEL_RECORD_TYPE_CLASS_SYSTEM_EVENT_RECORD &&
+	    ipmi_sel_parse_read_event_direction(sel, rec, (unsigned)len, &dir) == 0 &&
+	    dir == IPMI_SEL_RECORD_DEASSERTION_EVENT && strlen(msg) + 14 < sizeof msg)
+		strcat(msg, " (deasserted)");
+	snprintf(idtext, sizeof idtext, "%u", id);
+	e = json_pack("{s:s, s:s?, s:s, s:s, s:s}", "id", idtext, "at",
+	              dated ? rp_time_format((int64_t)ts * 1000, at) : NULL, "severity",
+	              sel_severity(w->interp, rec, (unsigned)len), "message", msg, "source", "sel");
+	/* A message libfreeipmi made from OEM bytes may not be UTF-8: jansson refuses it. */
+	if (e == NULL)
+		e = json_pack("{s:s, s:s?, s:s, s:s, s:s}", "id", idtext, "at",
+		              dated ? rp_time_format((int64_t)ts * 1000, at) : NULL, "severity",
+		              sel_severity(w->interp, rec, (unsigned)len), "message",
+		              "(not printable)", "source", "sel");
+	if (e == NULL || json_array_append_new(w->list, e) < 0) {
+		w->oom = 1;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+ipmi_events(struct rp_bmc *b, int64_t since_ms, size_t max, json_t **out, struct rp_bmc_err *err)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	fiid_obj_t info = fiid_obj_create(tmpl_cmd_get_sel_info_rs);
+	struct sel_walk w = {.since_ms = since_ms, .max = max};
+	ipmi_sel_ctx_t sel = NULL;
+	int tries, rc = -1;
+
+	w.interp = ipmi_interpret_ctx_create();
+	if (info == NULL || w.interp == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	/* A BMC without a SEL device answers "invalid command" (-> RP_BMC_UNSUPPORTED). */
+	if (READ_CMD(h, info, ipmi_cmd_get_sel_info(h->ctx, info), IPMI_NET_FN_STORAGE_RQ,
+	             "get SEL info", err) < 0)
+		goto out;
+	for (tries = 0; tries < 2; tries++) {
+		int e;
+
+		json_decref(w.list);
+		ipmi_sel_ctx_destroy(sel);
+		w.list = json_array();
+		w.read = 0;
+		w.full = w.over = w.oom = 0;
+		sel = ipmi_sel_ctx_create(h->ctx, NULL);
+		if (w.list == NULL || sel == NULL) {
+			rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+			goto out;
+		}
+		ipmi_sel_ctx_set_separator(sel, " ; ");
+		if (ipmi_sel_parse(sel, IPMI_SEL_RECORD_ID_FIRST, IPMI_SEL_RECORD_ID_LAST,
+		                   sel_record, &w) >= 0 ||
+		    w.full)
+			break;
+		if (w.over) {
+			rp_bmc_fail(err, RP_BMC_PROTOCOL,
+			            "SEL of %s: more than %d records (a loop?)", h->host,
+			            SEL_WALK_MAX);
+			goto out;
+		}
+		if (w.oom) {
+			rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+			goto out;
+		}
+		e = ipmi_sel_ctx_errnum(sel);
+		/* The session died under the walk (BMC restart): reading again is safe, once. */
+		if (e == IPMI_SEL_ERR_IPMI_ERROR && tries == 0 &&
+		    ipmi_ctx_errnum(h->ctx) == IPMI_ERR_SESSION_TIMEOUT) {
+			ipmi_sel_ctx_destroy(sel);
+			sel = NULL;
+			if (session(h, err) < 0)
+				goto out;
+			continue;
+		}
+		if (e == IPMI_SEL_ERR_IPMI_ERROR)
+			cmd_error(h, NULL, IPMI_NET_FN_STORAGE_RQ, "read SEL", err);
+		else
+			rp_bmc_fail(err, RP_BMC_PROTOCOL, "read SEL of %s: %s", h->host,
+			            ipmi_sel_ctx_errormsg(sel));
+		goto out;
+	}
+	*out = w.list;
+	w.list = NULL;
+	rc = 0;
+out:
+	json_decref(w.list);
+	ipmi_sel_ctx_destroy(sel);
+	ipmi_interpret_ctx_destroy(w.interp);
+	fiid_obj_destroy(info);
+	return rc;
+}
+
 const struct rp_bmc_ops rp_bmc_ipmi_ops = {
     .name = "ipmi",
     .open = ipmi_open,
@@ -403,4 +580,5 @@ const struct rp_bmc_ops rp_bmc_ipmi_ops = {
     .boot_set = ipmi_boot_set,
     .boot_get = ipmi_boot_get,
     .identity = ipmi_identity,
+    .events = ipmi_events,
 };

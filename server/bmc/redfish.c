@@ -18,6 +18,7 @@
 #include <curl/curl.h>
 
 #include "bmc.h"
+#include "util/util.h"
 
 #define MAX_BODY (8u << 20)
 
@@ -1193,6 +1194,305 @@ out:
 	return rc;
 }
 
+/* Event logs: what one call reads at most (see rp_bmc_events). */
+#define LOG_SERVICES_MAX 16    /* log services per LogServices collection */
+#define LOG_PAGES_MAX    128   /* pages of one log's Entries */
+#define LOG_SCAN_MAX     20000 /* entries looked at */
+#define LOG_FETCH_MAX    1024  /* entries fetched one by one (pages that list links only) */
+#define LOG_TEXT_MAX     1024  /* bytes of a message kept */
+
+struct log_item {
+	int64_t ms; /* INT64_MIN: no usable time */
+	size_t seq; /* order read, to keep the sort stable */
+	json_t *entry;
+};
+
+struct log_scan {
+	int64_t since_ms;
+	struct log_item *items;
+	size_t n, cap;
+	unsigned scanned, fetched;
+};
+
+/* At most max bytes of a UTF-8 string (jansson's strings are valid UTF-8), cut before a
+ * character, not inside one. */
+static json_t *
+text_cut(const char *s, size_t max)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n > max) {
+		n = max;
+		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+			n--;
+	}
+	return json_stringn(s ? s : "", n);
+}
+
+/* One LogEntry in our shape, kept when at or after since or undated. */
+static int
+log_keep(struct log_scan *sc, json_t *le, const char *source, struct rp_bmc_err *err)
+{
+	const char *created = json_string_value(json_object_get(le, "Created"));
+	const char *sev = json_string_value(json_object_get(le, "Severity"));
+	const char *id = json_string_value(json_object_get(le, "Id"));
+	const char *msg = json_string_value(json_object_get(le, "Message"));
+	char at[RP_TIME_BUF];
+	int64_t ms = INT64_MIN;
+	json_t *e;
+
+	if (created && rp_time_parse(created, &ms) < 0)
+		ms = INT64_MIN;
+	if (ms != INT64_MIN && ms < sc->since_ms)
+		return 0;
+	if (sev == NULL)
+		sev = json_string_value(json_object_get(le, "MessageSeverity"));
+	if (id == NULL) {
+		id = strrchr(link(le), '/');
+		id = id ? id + 1 : "";
+	}
+	if (msg == NULL)
+		msg = json_string_value(json_object_get(le, "MessageId"));
+	if (sc->n == sc->cap) {
+		size_t cap = sc->cap ? sc->cap * 2 : 64;
+		struct log_item *it = realloc(sc->items, cap * sizeof *it);
+
+		if (it == NULL)
+			return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		sc->items = it;
+		sc->cap = cap;
+	}
+	e = json_pack("{s:o, s:s?, s:s, s:o, s:s}", "id", text_cut(id, 128), "at",
+	              ms == INT64_MIN ? NULL : rp_time_format(ms, at), "severity",
+	              sev && !strcmp(sev, "Critical") ? "critical"
+	              : sev && !strcmp(sev, "OK")     ? "ok"
+	                                              : "warning",
+	              "message", text_cut(msg, LOG_TEXT_MAX), "source", source);
+	if (e == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	sc->items[sc->n] = (struct log_item){ms, sc->n, e};
+	sc->n++;
+	return 0;
+}
+
+/* Every entry of one log, page by page: 0, 1 when the log has no Entries resource after all,
+ * -1 with err. A nextLink back to a page already read ends the paging (a BMC bug), and an
+ * entry listed twice counts once. */
+static int
+log_read(struct rf *h, const char *entries, const char *source, struct log_scan *sc,
+         struct rp_bmc_err *err)
+{
+	json_t *pages = json_object(), *seen = json_object(), *page = NULL, *m;
+	char next[512];
+	size_t i;
+	int n, rc = -1;
+
+	if (pages == NULL || seen == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	copy(next, sizeof next, entries);
+	for (n = 0; next[0] && !json_object_get(pages, next); n++) {
+		const char *nl;
+
+		if (n == LOG_PAGES_MAX) {
+			rp_bmc_fail(err, RP_BMC_PROTOCOL,
+			            "%s: %s has more than %d pages of entries", h->base_url, source,
+			            LOG_PAGES_MAX);
+			goto out;
+		}
+		json_object_set_new(pages, next, json_true());
+		json_decref(page);
+		page = NULL;
+		if (get(h, next, &page, NULL, 0, err) < 0) {
+			if (n == 0 && err->kind == RP_BMC_UNSUPPORTED)
+				rc = 1;
+			goto out;
+		}
+		json_array_foreach(json_object_get(page, "Members"), i, m)
+		{
+			const char *mid = link(m);
+			json_t *le = NULL;
+
+			if (mid[0]) {
+				if (json_object_get(seen, mid))
+					continue;
+				json_object_set_new(seen, mid, json_true());
+			}
+			if (++sc->scanned > LOG_SCAN_MAX) {
+				rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s: more than %d log entries",
+				            h->base_url, LOG_SCAN_MAX);
+				goto out;
+			}
+			/* A member that is only a link: the entry is its own resource. */
+			if (mid[0] && !json_object_get(m, "Severity") &&
+			    !json_object_get(m, "Created") && !json_object_get(m, "Message")) {
+				if (++sc->fetched > LOG_FETCH_MAX) {
+					rp_bmc_fail(
+					        err, RP_BMC_PROTOCOL,
+					        "%s: more than %d log entries to fetch one by one",
+					        h->base_url, LOG_FETCH_MAX);
+					goto out;
+				}
+				if (mid[0] != '/') {
+					rp_bmc_fail(err, RP_BMC_PROTOCOL,
+					            "%s: %s: entry link %.100s is not a path",
+					            h->base_url, source, mid);
+					goto out;
+				}
+				if (get(h, mid, &le, NULL, 0, err) < 0)
+					goto out;
+			}
+			if (log_keep(sc, le ? le : m, source, err) < 0) {
+				json_decref(le);
+				goto out;
+			}
+			json_decref(le);
+		}
+		nl = json_string_value(json_object_get(page, "Members@odata.nextLink"));
+		if (nl == NULL) /* the OData spelling, as in DMTF's mockups */
+			nl = json_string_value(json_object_get(page, "@odata.nextLink"));
+		/* Only a path on this BMC: credentials never follow a link to another host. */
+		if (nl && (nl[0] != '/' || strlen(nl) >= sizeof next)) {
+			rp_bmc_fail(err, RP_BMC_PROTOCOL,
+			            "%s: %s: nextLink is not a path of at most %zu bytes",
+			            h->base_url, source, sizeof next - 1);
+			goto out;
+		}
+		copy(next, sizeof next, nl);
+	}
+	rc = 0;
+out:
+	json_decref(pages);
+	json_decref(seen);
+	json_decref(page);
+	return rc;
+}
+
+/* Every log service of one LogServices collection; *found counts those with entries. Log
+ * services already read (shared between system and manager) are skipped. */
+static int
+log_services(struct rf *h, const char *coll, json_t *done, int *found, struct log_scan *sc,
+             struct rp_bmc_err *err)
+{
+	json_t *c = NULL, *m;
+	size_t i;
+	int rc = -1;
+
+	if (coll[0] == '\0' || json_object_get(done, coll))
+		return 0;
+	json_object_set_new(done, coll, json_true());
+	if (get(h, coll, &c, NULL, 0, err) < 0)
+		return err->kind == RP_BMC_UNSUPPORTED ? 0 : -1; /* linked but absent: no log */
+	json_array_foreach(json_object_get(c, "Members"), i, m)
+	{
+		json_t *svc = NULL;
+		const char *id, *entries;
+		char source[80];
+
+		if (i == LOG_SERVICES_MAX)
+			break;
+		if (link(m)[0] == '\0' || json_object_get(done, link(m)))
+			continue;
+		json_object_set_new(done, link(m), json_true());
+		if (get(h, link(m), &svc, NULL, 0, err) < 0) {
+			if (err->kind == RP_BMC_UNSUPPORTED) /* listed but absent */
+				continue;
+			goto out;
+		}
+		entries = link(json_object_get(svc, "Entries"));
+		id = json_string_value(json_object_get(svc, "Id"));
+		if (id == NULL) {
+			id = strrchr(link(m), '/');
+			id = id ? id + 1 : "";
+		}
+		snprintf(source, sizeof source, "redfish:%.64s", id);
+		if (entries[0]) {
+			int r = log_read(h, entries, source, sc, err);
+
+			if (r < 0) {
+				json_decref(svc);
+				goto out;
+			}
+			*found += r == 0;
+		}
+		json_decref(svc);
+	}
+	rc = 0;
+out:
+	json_decref(c);
+	return rc;
+}
+
+static int
+log_order(const void *a, const void *b)
+{
+	const struct log_item *x = a, *y = b;
+
+	if (x->ms != y->ms)
+		return x->ms < y->ms ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int
+rf_events(struct rp_bmc *b, int64_t since_ms, size_t max, json_t **out, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	struct log_scan sc = {.since_ms = since_ms};
+	json_t *sys = NULL, *mgr = NULL, *done = json_object(), *list = NULL;
+	char syslogs[256], mpath[256];
+	size_t i;
+	int found = 0, rc = -1;
+
+	if (done == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, NULL, 0, err) < 0)
+		goto out;
+	copy(syslogs, sizeof syslogs, link(json_object_get(sys, "LogServices")));
+	/* The manager of this system, else the first manager: the BMC's own log lives there. */
+	copy(mpath, sizeof mpath,
+	     link(json_array_get(json_object_get(json_object_get(sys, "Links"), "ManagedBy"), 0)));
+	if (mpath[0] == '\0' && h->l.managers[0] &&
+	    member(h, h->l.managers, NULL, mpath, sizeof mpath, err) < 0 &&
+	    err->kind != RP_BMC_UNSUPPORTED)
+		goto out;
+	if (mpath[0] && get(h, mpath, &mgr, NULL, 0, err) < 0)
+		goto out;
+	if (log_services(h, syslogs, done, &found, &sc, err) < 0 ||
+	    log_services(h, link(json_object_get(mgr, "LogServices")), done, &found, &sc, err) < 0)
+		goto out;
+	if (found == 0) {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no log service with entries",
+		            h->base_url);
+		goto out;
+	}
+	/* Logs differ in order (some list newest first): oldest first by Created, undated first. */
+	if (sc.n > 1)
+		qsort(sc.items, sc.n, sizeof *sc.items, log_order);
+	if ((list = json_array()) == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < sc.n && i < max; i++) {
+		json_array_append_new(list, sc.items[i].entry);
+		sc.items[i].entry = NULL;
+	}
+	*out = list;
+	list = NULL;
+	rc = 0;
+out:
+	for (i = 0; i < sc.n; i++)
+		json_decref(sc.items[i].entry);
+	free(sc.items);
+	json_decref(sys);
+	json_decref(mgr);
+	json_decref(done);
+	json_decref(list);
+	return rc;
+}
+
 int
 rp_bmc_global_init(void)
 {
@@ -1246,4 +1546,5 @@ const struct rp_bmc_ops rp_bmc_redfish_ops = {
     .firmware_update = rf_firmware_update,
     .task_poll = rf_task_poll,
     .task_find = rf_task_find,
+    .events = rf_events,
 };

@@ -20,6 +20,9 @@
 #   CHASSIS_PLUGIN=1       build chassis_plugin.c into RUNDIR/chassis_plugin.so (cc, libopenipmi-dev)
 #                          and use it instead of forking chassis_ctl.sh on every chassis request
 #   BMCSIM_START_TIMEOUT=60  seconds to wait for all ports to be bound
+#   BMC_SEL=               System Event Log: empty (default) keeps ipmi_sim's, which holds no records;
+#                          N (1-10000) gives every BMC a SEL of N records (Add SEL Entry, Set SEL Time);
+#                          none drops the SEL device (Get SEL Info answers "invalid command")
 #
 # RUNDIR layout
 #   bmcs.tsv      one line per BMC, tab separated, no header:
@@ -40,6 +43,7 @@ BMC_INITIAL_POWER=${BMC_INITIAL_POWER:-0}
 SHARED_PER_PROC=${SHARED_PER_PROC:-100}
 CHASSIS_PLUGIN=${CHASSIS_PLUGIN:-0}
 BMCSIM_START_TIMEOUT=${BMCSIM_START_TIMEOUT:-60}
+BMC_SEL=${BMC_SEL:-}
 HOST=127.0.0.1
 
 # Identity served by every BMC (Get Device ID / FRU). Manufacturer ID 32473 is the IANA
@@ -270,10 +274,15 @@ fru_locator_sdr() {
 
 emu_block() {   # $1 = IPMB address, $2 = fru file, $3 = fru size
     # mc_add: ipmb, device id, no device SDRs, device revision, fw major, fw minor (BCD),
-    # device support (0x9f: sensor, SDR repo, SEL, FRU inventory, event receiver, chassis),
-    # manufacturer id, product id. Numbers are parsed like strtoul(s, 0, 0).
-    printf '%s\n' "mc_add $1 0 no-device-sdrs 0x03 $FW_MAJOR $FW_MINOR 0x9f $MFG_ID $PRODUCT_ID" \
-        "main_sdr_add $1 $sdr" "mc_add_fru_data $1 0 $3 file 0 \"$2\"" "mc_enable $1"
+    # device support (0x9f: sensor, SDR repo, SEL, FRU inventory, event receiver, chassis;
+    # 0x9b without the SEL), manufacturer id, product id. Numbers are parsed like strtoul(s, 0, 0).
+    _devsup=0x9f
+    [ "$BMC_SEL" != none ] || _devsup=0x9b
+    printf '%s\n' "mc_add $1 0 no-device-sdrs 0x03 $FW_MAJOR $FW_MINOR $_devsup $MFG_ID $PRODUCT_ID" \
+        "main_sdr_add $1 $sdr" "mc_add_fru_data $1 0 $3 file 0 \"$2\""
+    # sel_enable: ipmb, max records, flags (0x0a: Reserve SEL and Delete SEL Entry supported)
+    case $BMC_SEL in ''|none) ;; *) echo "sel_enable $1 $BMC_SEL 0x0a" ;; esac
+    echo "mc_enable $1"
 }
 
 # prepare statedir of BMC $1 (number) -> sets st, port, serial, guid_str, guid_hex, fru_size
@@ -323,6 +332,7 @@ start() {
     [ $((BASE_PORT + count - 1)) -le 65535 ] || die "ports beyond 65535"
     in_range "$SHARED_PER_PROC" 1 110 || die "SHARED_PER_PROC must be 1..110 (IPMB addresses 0x20..0xfc)"
     in_range "$BMCSIM_START_TIMEOUT" 1 3600 || die "BMCSIM_START_TIMEOUT must be 1..3600"
+    case $BMC_SEL in ''|none) ;; *) in_range "$BMC_SEL" 1 10000 || die "BMC_SEL must be empty, none or 1..10000" ;; esac
     case $mode in procs|shared) ;; *) die "MODE must be procs or shared" ;; esac
     case $BMC_INITIAL_POWER in 0|1) ;; *) die "BMC_INITIAL_POWER must be 0 or 1" ;; esac
     case $BMC_USER$BMC_PASSWORD in *[!A-Za-z0-9_.@%+=:,-]*) die "BMC_USER/BMC_PASSWORD: use [A-Za-z0-9_.@%+=:,-] only" ;; esac

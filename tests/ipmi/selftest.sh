@@ -16,7 +16,7 @@ SIM=$HERE/bmcsim.sh
 BASE=${SELFTEST_BASE_PORT:-19301}
 PW=selftest-pw
 export BMC_PASSWORD=$PW
-unset CHASSIS_PLUGIN BMC_INITIAL_POWER SHARED_PER_PROC 2>/dev/null || :
+unset CHASSIS_PLUGIN BMC_INITIAL_POWER SHARED_PER_PROC BMC_SEL 2>/dev/null || :
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bmcsim-selftest.XXXXXX") || exit 1
 passed=0
@@ -321,6 +321,33 @@ else
     skip "plug-in tests (need cc and libopenipmi-dev)"
 fi
 [ -n "$PROBE" ] || skip "libfreeipmi probe tests (need cc and libfreeipmi-dev)"
+
+# ---- 4. System Event Log: BMC_SEL=N and BMC_SEL=none -------------------------------------------
+R4=$WORK/sel
+if start_run "$R4" 2 procs BASE_PORT=$((BASE + 30)) BMC_SEL=50; then
+    p=$((BASE + 30))
+    expect "SEL: empty with room" "Free Space +: [1-9][0-9]* bytes" itool $p sel info
+    printf '0x04 0x07 0x20 0x6f 0x00 0x00 0x00 # Processor IERR\n' > "$WORK/sel.txt"
+    # Set SEL Time to 2020-01-01T00:00:00Z (0x5e0be100, least significant byte first)
+    expect "SEL: Set SEL Time" "" itool $p raw 0x0a 0x49 0x00 0xe1 0x0b 0x5e
+    expect "SEL: Add SEL Entry" "" itool $p sel add "$WORK/sel.txt"
+    expect "SEL: the record has the SEL clock's date" "01/01/20.*IERR" itool $p sel list
+    expect "SEL: ipmi-sel interprets it as Critical" "Critical +\| IERR" \
+        ftool ipmi-sel $p --output-event-state --ignore-sdr-cache
+    expect "SEL: bmc2 has its own, empty" "Entries +: 0" itool $((p + 1)) sel info
+    stop_run "$R4"
+    if start_run "$R4" 2 procs BASE_PORT=$((BASE + 30)) BMC_SEL=50; then
+        expect "SEL: a restarted BMC keeps its records" "Entries +: 1$" itool $p sel info
+        stop_run "$R4"
+    fi
+fi
+R5=$WORK/nosel
+if start_run "$R5" 1 procs BASE_PORT=$((BASE + 35)) BMC_SEL=none; then
+    expect_fail "no SEL device: Get SEL Info is an invalid command" "Invalid command" itool $((BASE + 35)) sel info
+    expect "no SEL device: chassis still works" "Chassis Power is off" itool $((BASE + 35)) chassis power status
+    stop_run "$R5"
+fi
+expect_fail "BMC_SEL=0 is refused" "BMC_SEL must be" env BMC_SEL=0 BASE_PORT=$((BASE + 36)) "$SIM" start "$WORK/selbad" 1
 
 # ---- nothing left behind --------------------------------------------------------------------------
 left=

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from email import policy
 from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 ROOT = "/redfish/v1"
 PUBLIC = {"/redfish", ROOT, ROOT + "/odata", ROOT + "/$metadata"}
@@ -57,6 +57,9 @@ DEFAULTS = {
     "delay_ms": 0,                 # latency added to every Redfish request
     "max_image_bytes": 16 << 20,   # UpdateService.MaxImageSizeBytes
     "bios_ignore": [],             # BIOS attributes accepted in Bios/Settings but dropped at the boot
+    "log_services": True,          # False: the System and Manager have no LogServices (404)
+    "log_page_size": 50,           # log entries per page of an Entries collection (0 = one page)
+    "log_expand": True,            # Entries pages carry whole LogEntry bodies; False: links only
     "user": "admin",
     "password": "secret",
 }
@@ -122,8 +125,11 @@ MESSAGES = {  # key: (registry, severity, text with %1.. arguments, resolution)
     "TaskStarted": ("TaskEvent", "OK", "Task %1 started.", "None."),
     "TaskCompletedOK": ("TaskEvent", "OK", "Task %1 completed.", "None."),
     "TaskAborted": ("TaskEvent", "Critical", "Task %1 ended with errors.", "See the other messages."),
+    "QueryParameterValueTypeError": ("Base", "Warning", "The value '%1' for the query parameter %2 is not valid.",
+                                     "Send a non-negative integer."),
 }
 
+LOG_SEVERITIES = ("OK", "Warning", "Critical")
 RESET_TYPES = ["On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "ForceOn",
                "PushPowerButton", "PowerCycle", "Nmi"]
 PROTOCOLS = ["CIFS", "FTP", "SFTP", "HTTP", "HTTPS", "NSF", "SCP", "TFTP", "OEM", "NFS"]
@@ -306,7 +312,7 @@ def builtin_tree():
                           "Model": "AMD EPYC 9554 64-Core Processor", "Status": ok},
         MemorySummary={"TotalSystemMemoryGiB": 2048, "Status": ok},
         Bios=ref(bios), Processors=ref(f"{system}/Processors"),
-        EthernetInterfaces=ref(f"{system}/EthernetInterfaces"),
+        EthernetInterfaces=ref(f"{system}/EthernetInterfaces"), LogServices=ref(f"{system}/LogServices"),
         Links={"Chassis": [ref(chassis)], "ManagedBy": [ref(manager)]},
         Actions={"#ComputerSystem.Reset": {"target": f"{system}/Actions/ComputerSystem.Reset",
                                            "ResetType@Redfish.AllowableValues": RESET_TYPES}})
@@ -363,8 +369,19 @@ def builtin_tree():
         Links={"ComputerSystems": [ref(system)], "ManagedBy": [ref(manager)]})
     collection(f"{ROOT}/Managers", "#ManagerCollection.ManagerCollection", "Managers", [manager])
     add(manager, "#Manager.v1_19_0.Manager", Id="BMC.Embedded.1", Name="BMC", ManagerType="BMC",
-        FirmwareVersion="", UUID="", Status=ok,
+        FirmwareVersion="", UUID="", Status=ok, LogServices=ref(f"{manager}/LogServices"),
         Links={"ManagerForServers": [ref(system)], "ManagerForChassis": [ref(chassis)]})
+    # Event logs, empty at start: the host's SEL on the system, the BMC's own log on the manager.
+    for owner, log_id, name, entry_type in ((system, "SEL", "System Event Log", "SEL"),
+                                            (manager, "EventLog", "BMC Event Log", "Event")):
+        service = f"{owner}/LogServices/{log_id}"
+        collection(f"{owner}/LogServices", "#LogServiceCollection.LogServiceCollection", "Log Services",
+                   [service])
+        add(service, "#LogService.v1_5_0.LogService", Id=log_id, Name=name, LogEntryType=entry_type,
+            MaxNumberOfRecords=4000, OverWritePolicy="WrapsWhenFull", ServiceEnabled=True, Status=ok,
+            Entries=ref(f"{service}/Entries"),
+            Actions={"#LogService.ClearLog": {"target": f"{service}/Actions/LogService.ClearLog"}})
+        collection(f"{service}/Entries", "#LogEntryCollection.LogEntryCollection", f"{name} Entries", [])
 
     add(update, "#UpdateService.v1_14_0.UpdateService", Id="UpdateService", Name="Update Service",
         ServiceEnabled=True, MultipartHttpPushUri=f"{update}/upload", MaxImageSizeBytes=0,
@@ -455,6 +472,30 @@ class Tree:
         task_ids = [m["@odata.id"].rsplit("/", 1)[1] for m in docs[self.tasks]["Members"]]
         self.first_task = 1 + max((int(t) for t in task_ids if t.isdigit()), default=0)
 
+        # Event logs of the system and the manager: entries URI -> {id, type, initial entries, clear}
+        self.logs, self.log_roots, self.clear_targets = {}, [], {}
+        for owner in (self.system, self.manager):
+            root_uri = docs[owner].get("LogServices", {}).get("@odata.id")
+            if root_uri not in docs:
+                continue
+            self.log_roots.append(root_uri)
+            for member in docs[root_uri].get("Members", []):
+                service = docs.get(member["@odata.id"], {})
+                entries = service.get("Entries", {}).get("@odata.id")
+                if entries is None:
+                    continue
+                initial = []   # a tree's entries: inline in the collection, or their own documents
+                for m in docs.get(entries, {}).get("Members", []):
+                    doc = m if len(m) > 1 else docs.get(m["@odata.id"])
+                    if doc:
+                        initial.append(copy.deepcopy(doc))
+                clear = service.get("Actions", {}).get("#LogService.ClearLog", {}).get("target")
+                self.logs[entries] = {"id": service.get("Id", entries.rsplit("/", 2)[-2]),
+                                      "type": "SEL" if service.get("LogEntryType") == "SEL" else "Event",
+                                      "initial": initial}
+                if clear:
+                    self.clear_targets[clear] = entries
+
         nics = docs[system["EthernetInterfaces"]["@odata.id"]]["Members"] if "EthernetInterfaces" in system else []
         self.roles = {ROOT: ("root",), self.system: ("system",), self.manager: ("manager",),
                       self.bios: ("bios",), self.settings: ("settings",), self.update: ("update",),
@@ -463,6 +504,7 @@ class Tree:
                       **{m["@odata.id"]: ("nic",) for m in nics},
                       **{uri: ("firmware", fid) for fid, uri in self.firmware.items()}}
         self.post_targets = {u for u in (self.reset_target, self.simple_update, self.push_uri, self.reset_bios) if u}
+        self.post_targets |= set(self.clear_targets)
 
     def _attribute_registry(self, registries, registry_id, current, pending_view):
         """The BIOS attribute table {name: registry entry}: the published registry, or (DMTF trees
@@ -555,6 +597,9 @@ class Bmc:
         self.sessions = {}             # token -> {"id", "user", "uses"}
         self.revs = {}                 # URI -> revision, for ETags
         self.actions, self.requests, self.unavailable = [], 0, 0
+        self.logs = {uri: copy.deepcopy(log["initial"]) for uri, log in tree.logs.items()}
+        self.log_next = {uri: 1 + max((int(e["Id"]) for e in entries if str(e.get("Id", "")).isdigit()), default=0)
+                         for uri, entries in self.logs.items()}
 
     # -- entry points (called by the HTTP handler) --------------------------------------------
 
@@ -564,7 +609,7 @@ class Bmc:
     def max_body(self):
         return self.cfg["max_image_bytes"] + (1 << 20)
 
-    def handle(self, method, path, headers, body):
+    def handle(self, method, path, headers, body, query=""):
         with self.lock:
             self.requests += 1
             self._advance_power()
@@ -575,7 +620,7 @@ class Bmc:
                     else:
                         self.unavailable -= 1
                     raise HttpError(503, message("ServiceTemporarilyUnavailable", 1), {"Retry-After": "1"})
-                return self._dispatch(method, path, headers, body)
+                return self._dispatch(method, path, headers, body, query)
             except HttpError as e:
                 return e.response()
 
@@ -598,6 +643,8 @@ class Bmc:
                     self.steps = []
                     self._set_power(state)
                     return 200, {}, self._state()
+                if (method, path) == ("POST", "/__mock/log"):
+                    return 200, {}, self._add_log_entry(parse_json(body))
                 raise not_found(path)
             except HttpError as e:
                 return e.response()
@@ -613,7 +660,37 @@ class Bmc:
             "firmware": self.firmware, "staged_firmware": self.staged, "update_count": self.update_count,
             "tasks": {tid: task["doc"]["TaskState"] for tid, task in self.tasks.items()},
             "actions": self.actions, "sessions": len(self.sessions), "requests": self.requests,
-            "unavailable_requests": self.unavailable})
+            "unavailable_requests": self.unavailable,
+            "logs": {self.t.logs[uri]["id"]: len(entries) for uri, entries in self.logs.items()}})
+
+    def _add_log_entry(self, spec):
+        """POST /__mock/log {service?, severity?, message?, message_id?, created?}: append one entry to a
+        log service (by Id; default the system's first). created: RFC 3339 text, null for an entry
+        without Created, absent for now."""
+        logs = {log["id"]: uri for uri, log in reversed(list(self.t.logs.items()))}
+        uri = logs.get(spec.get("service")) if "service" in spec else next(iter(self.t.logs), None)
+        if uri is None:
+            raise HttpError(400, message("PropertyValueNotInList", show(spec.get("service")), "service"))
+        severity = spec.get("severity", "OK")
+        if severity not in LOG_SEVERITIES:
+            raise HttpError(400, message("PropertyValueNotInList", show(severity), "severity"))
+        for key in ("message", "message_id"):
+            if not isinstance(spec.get(key, ""), str):
+                raise HttpError(400, message("PropertyValueTypeError", show(spec[key]), key))
+        created = spec.get("created", now())
+        if created is not None and not isinstance(created, str):
+            raise HttpError(400, message("PropertyValueTypeError", show(created), "created"))
+        eid = str(self.log_next[uri])
+        self.log_next[uri] += 1
+        entry = {"@odata.id": f"{uri}/{eid}", "@odata.type": "#LogEntry.v1_15_0.LogEntry", "Id": eid,
+                 "Name": f"Log Entry {eid}", "EntryType": self.t.logs[uri]["type"], "Severity": severity,
+                 "Message": spec.get("message", ""), "MessageId": spec.get("message_id", "Mock.1.0.Event"),
+                 "MessageArgs": []}
+        if created is not None:
+            entry["Created"] = created
+        self.logs[uri].append(entry)
+        self._touch(uri)
+        return entry
 
     def _configure(self, changes):
         for key, value in changes.items():
@@ -706,7 +783,7 @@ class Bmc:
 
     # -- dispatch -----------------------------------------------------------------------------
 
-    def _dispatch(self, method, path, headers, body):
+    def _dispatch(self, method, path, headers, body, query=""):
         t = self.t
         if method in ("GET", "HEAD") and path in PUBLIC:
             return self._get(path)
@@ -714,7 +791,7 @@ class Bmc:
             return self._login(headers, body)
         self._authenticate(headers)
         if method in ("GET", "HEAD"):
-            return self._get(path)
+            return self._get(path, query)
         if path.startswith(t.sessions + "/") and method == "DELETE":
             return self._logout(path)
         if path == t.sessions or path.startswith(t.sessions + "/"):
@@ -736,6 +813,8 @@ class Bmc:
         handler = {("PATCH", t.system): self._patch_system, ("PATCH", t.settings): self._patch_settings,
                    ("POST", t.reset_target): self._reset, ("POST", t.simple_update): self._simple_update,
                    ("POST", t.reset_bios): self._reset_bios}.get((method, path))
+        if handler is None and method == "POST" and path in t.clear_targets:
+            handler = lambda _body: self._clear_log(t.clear_targets[path])  # noqa: E731
         if handler is None:
             raise self._not_allowed(path)
         data = self._json(headers, body)
@@ -750,12 +829,21 @@ class Bmc:
         head, _, tid = path.rpartition("/")
         return self.tasks.get(tid) if head in (self.t.tasks, self.t.monitors) else None
 
-    def _get(self, path):
+    def _logs_hidden(self, path):
+        return not self.cfg["log_services"] and any(path == r or path.startswith(r + "/") for r in self.t.log_roots)
+
+    def _get(self, path, query=""):
         t, status = self.t, 200
+        if self._logs_hidden(path):
+            raise not_found(path)
         if path in t.post_targets:
             raise self._not_allowed(path)
         task = self._task_for(path)
-        if task:    # each GET of a task or its monitor is one poll
+        if path in t.logs:
+            doc = self._log_page(path, query)
+        elif path.rpartition("/")[0] in t.logs:
+            doc = next((e for e in self.logs[path.rpartition("/")[0]] if e.get("@odata.id") == path), None)
+        elif task:    # each GET of a task or its monitor is one poll
             self._advance_task(task)
             if path.startswith(t.monitors + "/") and task["doc"]["TaskState"] not in TERMINAL:
                 status = 202
@@ -783,6 +871,8 @@ class Bmc:
 
     def _render_system(self, d):
         d.update(PowerState=self.power, SerialNumber=self.serial, UUID=self.uuid)
+        if not self.cfg["log_services"]:
+            d.pop("LogServices", None)
         d["Boot"].update(self.boot)
         d["BiosVersion"] = self.firmware.get(self.t.bios_fw, d.get("BiosVersion"))
         d["BootProgress"] = {**d.get("BootProgress", {}), "LastState": "OSRunning" if self.power == "On" else "None"}
@@ -796,7 +886,37 @@ class Bmc:
 
     def _render_manager(self, d):
         d.update(FirmwareVersion=self.firmware[self.t.bmc_fw], UUID=self.service_uuid)
+        if not self.cfg["log_services"]:
+            d.pop("LogServices", None)
         return d
+
+    def _log_page(self, uri, query):
+        """One page of a log's Entries: $skip/$top, at most log_page_size members, then a nextLink."""
+        args = parse_qs(query, keep_blank_values=True)
+        bounds = {}
+        for key, default in (("$skip", 0), ("$top", None)):
+            value = args.get(key, [None])[-1]
+            if value is not None and not value.isdigit():
+                raise HttpError(400, message("QueryParameterValueTypeError", value, key))
+            bounds[key] = int(value) if value is not None else default
+        entries, skip, size = self.logs[uri], bounds["$skip"], self.cfg["log_page_size"] or len(self.logs[uri])
+        if bounds["$top"] is not None:
+            size = min(size, bounds["$top"])
+        page = entries[skip:skip + size]
+        members = [copy.deepcopy(e) if self.cfg["log_expand"] else ref(e["@odata.id"]) for e in page]
+        doc = {**copy.deepcopy(self.t.docs[uri]), "Members": members, "Members@odata.count": len(entries)}
+        doc.pop("Members@odata.nextLink", None)
+        doc.pop("@odata.nextLink", None)
+        if skip + len(page) < len(entries) and page:
+            doc["Members@odata.nextLink"] = f"{uri}?$skip={skip + len(page)}"
+        return doc
+
+    def _clear_log(self, uri):
+        if self._logs_hidden(uri):
+            raise not_found(uri)
+        self.logs[uri] = []
+        self._touch(uri)
+        return 204, {}, None
 
     def _render_bios(self, d):
         d.update(Attributes=dict(self.bios), ResetBiosToDefaultsPending=self.defaults_pending)
@@ -1134,7 +1254,7 @@ class StaticBmc:
     def max_body(self):
         return 1 << 20
 
-    def handle(self, method, path, headers, body):
+    def handle(self, method, path, headers, body, query=""):
         if method not in ("GET", "HEAD"):
             return HttpError(405, message("OperationNotAllowed"), {"Allow": "GET, HEAD"}).response()
         data = self.docs.get(path)
@@ -1176,14 +1296,15 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self.send(*HttpError(413, message("PayloadTooLarge")).response())
         body = self.rfile.read(length)
-        path = urlsplit(self.path).path.rstrip("/") or "/"
+        url = urlsplit(self.path)
+        path = url.path.rstrip("/") or "/"
         try:
             if path.startswith("/__mock/"):
                 response = app.control(self.command, path, self.headers, body)
             else:
                 if app.delay():
                     time.sleep(app.delay())
-                response = app.handle(self.command, path, self.headers, body)
+                response = app.handle(self.command, path, self.headers, body, url.query)
         except Exception:      # a bug in the mock: report it to the client and on stderr
             traceback.print_exc()
             response = HttpError(500, message("InternalError")).response()

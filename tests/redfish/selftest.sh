@@ -403,6 +403,48 @@ mock GET state
 check 'd["serial"] == "MOCK0002" and d["power"] == "Off" and d["boots"] == [] and d["actions"] == [] and d["update_count"]["BMC"] == 0' \
     "BMC 2 untouched by the tests on BMC 0"
 
+section "event logs"
+B=http://127.0.0.1:$((PB + 1))
+MGR=/redfish/v1/Managers/BMC.Embedded.1
+SEL=$SYS/LogServices/SEL/Entries
+get "$SYS"; check "d['LogServices']['@odata.id'] == '$SYS/LogServices'" "system LogServices"
+get "$SYS/LogServices"; check "d['Members'] == [{'@odata.id': '$SYS/LogServices/SEL'}]" "system log services"
+get "$SYS/LogServices/SEL"; check "d['LogEntryType'] == 'SEL' and d['Entries']['@odata.id'] == '$SEL'" "SEL service"
+get "$MGR/LogServices/EventLog"; check "d['Id'] == 'EventLog'" "manager EventLog service"
+get "$SEL"; check 'd["Members"] == [] and d["Members@odata.count"] == 0' "SEL starts empty"
+mock POST log '{"severity":"Critical","message":"DIMM A1 uncorrectable ECC","created":"2024-06-01T12:00:00Z"}'
+expect 200 "add a SEL entry"
+check "d['@odata.id'] == '$SEL/1' and d['EntryType'] == 'SEL' and d['Created'] == '2024-06-01T12:00:00Z'" "the new entry"
+mock POST log '{"service":"SEL","severity":"Warning","message":"fan slow","created":null}'
+check '"Created" not in d and d["Id"] == "2"' "an entry without Created"
+mock POST log '{"service":"SEL","message":"boot"}'; check 'd["Severity"] == "OK" and d["Created"]' "defaults"
+mock POST log '{"service":"EventLog","severity":"OK","message":"BMC up"}'
+check "d['@odata.id'] == '$MGR/LogServices/EventLog/Entries/1' and d['EntryType'] == 'Event'" "manager log entry"
+mock POST log '{"severity":"Fatal"}'; expect 400 "unknown severity"
+mock POST log '{"service":"Nope"}'; expect 400 "unknown log service"
+mock GET state; check 'd["logs"] == {"SEL": 3, "EventLog": 1}' "state counts log entries"
+get "$SEL"; check 'len(d["Members"]) == 3 and d["Members"][0]["Message"] == "DIMM A1 uncorrectable ECC"' "entries inline"
+check '"Members@odata.nextLink" not in d' "one page"
+config '{"log_page_size": 2}'
+get "$SEL"; check "len(d['Members']) == 2 and d['Members@odata.nextLink'] == '$SEL?\$skip=2' and d['Members@odata.count'] == 3" "page 1 of 2"
+get "$SEL?\$skip=2"; check 'len(d["Members"]) == 1 and d["Members"][0]["Id"] == "3" and "Members@odata.nextLink" not in d' "page 2 of 2"
+get "$SEL?\$skip=1&\$top=1"; check 'd["Members"][0]["Id"] == "2" and d["Members@odata.nextLink"].endswith("skip=2")' "\$skip and \$top"
+get "$SEL?\$skip=x"; expect 400 "bad \$skip"; msgid QueryParameterValueTypeError "bad \$skip"
+config '{"log_expand": false, "log_page_size": 0}'
+get "$SEL"; check "d['Members'] == [{'@odata.id': '$SEL/' + n} for n in '123']" "links only"
+get "$SEL/2"; check 'd["Message"] == "fan slow" and d["Severity"] == "Warning"' "an entry by its link"
+get "$SEL/9"; expect 404 "no such entry"
+post "$SYS/LogServices/SEL/Actions/LogService.ClearLog" '{}'; expect 204 "ClearLog"
+get "$SEL"; check 'd["Members"] == []' "cleared"
+get "$SEL/2"; expect 404 "a cleared entry"
+mock POST log '{"message":"after clear"}'; check 'd["Id"] == "4"' "ids go on after a clear"
+config '{"log_services": false}'
+get "$SYS"; check '"LogServices" not in d' "system without LogServices"
+get "$MGR"; check '"LogServices" not in d' "manager without LogServices"
+get "$SYS/LogServices"; expect 404 "LogServices hidden"
+get "$SEL"; expect 404 "entries hidden"
+config '{"log_services": true, "log_expand": true, "log_page_size": 50}'
+
 # ---------------------------------------------------------------------------------------------
 section "TLS"
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
@@ -479,6 +521,14 @@ expect 202 "tree multipart push"
 poll "$(header Location)"
 check 'any(m["MessageId"].endswith(".AwaitToActivate") for m in d["Messages"])' "tree BIOS push awaits a reset"
 mock GET state; check 'd["staged_firmware"] == {"BIOS": "P79 v1.50"}' "tree BIOS staged"
+LOG1=$SYS/LogServices/Log1/Entries
+get "$LOG1"
+check 'd["Members@odata.count"] == 2 and [m["Created"] for m in d["Members"]] == ["2012-03-07T14:44:00Z", "2012-03-07T14:45:00Z"]' \
+    "tree log entries"
+check '"@odata.nextLink" not in d and "Members@odata.nextLink" not in d' "tree log: the dangling nextLink is gone"
+get "$LOG1/2"; check 'd["Severity"] == "Critical"' "tree log entry"
+mock POST log '{"service":"Log","severity":"Warning","message":"added"}'
+check 'd["@odata.id"] == "/redfish/v1/Managers/BMC/LogServices/Log/Entries/2"' "tree log entry added after the tree's"
 
 section "--tree public-tower"
 start tower $((PB + 40)) --tree "$MOCKUPS/public-tower" --serial-prefix TWR
