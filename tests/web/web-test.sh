@@ -2,7 +2,8 @@
 # web-test.sh - the web view (/ui/) in a real headless browser (Debian's Chromium, driven by
 # playwright-core) against the real rackpilotd, seeded over the API with curl.
 #
-#   web-test.sh RACKPILOTD AGENT BUILD_DIR     (exit 77 when node, npm or chromium is missing)
+#   web-test.sh RACKPILOTD AGENT BUILD_DIR     (exit 77 when node, npm, chromium or the npm
+#                                              registry is missing)
 #
 # playwright-core comes from the npm registry (package-lock.json, npm ci) into
 # BUILD_DIR/web-test-node, never into the source tree; no browser is ever downloaded.
@@ -25,8 +26,17 @@ NM=$BUILD/web-test-node
 mkdir -p "$NM"
 if ! cmp -s "$HERE/package-lock.json" "$NM/package-lock.json" || [ ! -d "$NM/node_modules/playwright-core" ]; then
 	cp "$HERE/package.json" "$HERE/package-lock.json" "$NM/"
-	(cd "$NM" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) ||
-		{ rm -f "$NM/package-lock.json"; echo "FAIL: npm ci" >&2; exit 1; }
+	if ! (cd "$NM" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) > "$NM/npm.log" 2>&1; then
+		rm -f "$NM/package-lock.json"
+		cat "$NM/npm.log" >&2
+		# The registry out of reach (no route, DNS, a TLS proxy whose CA this machine lacks) is
+		# a missing peer, like a missing chromium; any other npm failure is ours.
+		if grep -Eq 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|SELF_SIGNED_CERT|UNABLE_TO_GET_ISSUER_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_HAS_EXPIRED' "$NM/npm.log"; then
+			skip "the npm registry is out of reach from this machine (see npm's error above)"
+		fi
+		echo "FAIL: npm ci" >&2
+		exit 1
+	fi
 fi
 
 W=$(mktemp -d /tmp/rp-web.XXXXXX)
