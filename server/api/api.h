@@ -346,6 +346,9 @@ void rp_api_classes_put(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_classes_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_cabling_get(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_cabling_put(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_acceptance_start(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_acceptance_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_acceptance_signoff(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_events_list(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_events_stream(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs);
@@ -433,6 +436,17 @@ enum rp_err rp_api_recipe_params_check(json_t *params, json_t **detail);
  * missing required → MISSING_FIELD) into a new plan in *out. Only declared names are
  * replaced; other ${...} (shell variables) stay as they are. */
 enum rp_err rp_api_recipe_expand(json_t *recipe, json_t *args, json_t **out, json_t **detail);
+
+/* The plan a commission of node_key runs: recipe "commission" (or the built-in inventory
+ * step), then "commission-<class>" when it exists. 0 with *out a new array, or -1 with rs
+ * filled. */
+int rp_api_commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, const char *node_key,
+                           json_t **out);
+
+/* Append recipe name's steps, expanded with args, to plan. 0, or -1 with rs filled (an unknown
+ * recipe is 400 INVALID_FIELD). */
+int rp_api_recipe_steps(struct rp_api_req *rq, struct rp_api_resp *rs, const char *name,
+                        json_t *args, json_t *plan);
 
 /* Parse CSV text with a header row into an array of objects (header -> cell string; empty
  * cells omitted). Returns 0, or -1 with *why set to a message naming the line. */

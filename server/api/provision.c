@@ -88,8 +88,9 @@ disks(struct rp_api_req *rq)
 	return items;
 }
 
-static int
-commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
+int
+rp_api_commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, const char *node_key,
+                       json_t **out)
 {
 	json_t *plan = json_array(), *node = NULL;
 	const char *cls;
@@ -100,19 +101,42 @@ commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
 		goto fail;
 	if (r == 1)
 		json_array_append_new(plan, json_pack("{s:s, s:s}", "id", "inventory", "type", "inventory"));
-	if (rp_store_node_get(rq->api->store, rq->params[0], &node) == RP_ERR_OK &&
+	if (rp_store_node_get(rq->api->store, node_key, &node) == RP_ERR_OK &&
 	    (cls = json_string_value(json_object_get(node, "node_class"))) != NULL) {
 		snprintf(name, sizeof name, "commission-%s", cls);
 		if (add_recipe(rq, rs, name, NULL, plan) < 0)
 			goto fail;
 	}
 	json_decref(node);
-	json_object_set_new(params, "plan", plan);
+	*out = plan;
 	return 0;
 fail:
 	json_decref(node);
 	json_decref(plan);
 	return -1;
+}
+
+int
+rp_api_recipe_steps(struct rp_api_req *rq, struct rp_api_resp *rs, const char *name,
+                    json_t *args, json_t *plan)
+{
+	int r = add_recipe(rq, rs, name, args, plan);
+
+	if (r == 1)
+		rp_api_error(rs, RP_ERR_INVALID_FIELD,
+		             json_pack("{s:s, s:s}", "field", "recipe", "reason", "no such recipe"));
+	return r == 0 ? 0 : -1;
+}
+
+static int
+commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
+{
+	json_t *plan = NULL;
+
+	if (rp_api_commission_plan(rq, rs, rq->params[0], &plan) < 0)
+		return -1;
+	json_object_set_new(params, "plan", plan);
+	return 0;
 }
 
 static int

@@ -90,6 +90,10 @@ json_t *jobs_run_provision(struct work *w);
 struct rp_bmc;
 json_t *jobs_run_firmware(struct work *w, struct rp_bmc *b);
 
+/* An acceptance job (accept.c): runs the node's pending acceptance checks, queueing and
+ * following the jobs they act through. */
+json_t *jobs_run_acceptance(struct work *w, struct rp_bmc *b);
+
 /* Read the node's firmware inventory, BIOS attributes and registry from its BMC and store
  * them (source redfish), as a firmware_refresh does. 0, or -1 with err set (kind
  * RP_BMC_UNSUPPORTED for a BMC without Redfish inventory). */

@@ -483,6 +483,8 @@ run(struct work *w)
 	else if (!strcmp(w->type, "firmware_refresh") || !strcmp(w->type, "bios_apply") ||
 	         !strcmp(w->type, "firmware_update"))
 		o = jobs_run_firmware(w, b);
+	else if (!strcmp(w->type, "acceptance"))
+		o = jobs_run_acceptance(w, b);
 	else {
 		o = jobs_outcome(w, "failed");
 		jobs_set_error(o, "unknown_type", "no runner for job type '%s'", w->type);

@@ -194,6 +194,14 @@ enum rp_err store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, j
 /* The node's cabling entries (new array). */
 enum rp_err store_cabling_of_node(struct conn *c, int64_t node_id, json_t **out);
 
+/* Settle acceptance run run_id when none of its results is pending or running: passed, or
+ * failed when some check failed; with its event. */
+enum rp_err store_accept_settle(struct conn *c, int64_t run_id);
+
+/* rp_store_provision inside the caller's transaction. */
+enum rp_err store_provision(struct conn *c, const char *key, const char *action, json_t *job,
+                            const char *actor, json_t **out, json_t **detail);
+
 /* Mark job_id sent (once) and its phase "<what>: polling". */
 enum rp_err store_job_sent(struct conn *c, int64_t job_id, const char *what, int64_t now);
 

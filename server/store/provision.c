@@ -95,10 +95,9 @@ set_state(struct conn *c, const struct node_ref *n, const char *from, const char
 }
 
 enum rp_err
-rp_store_provision(struct rp_store *st, const char *key, const char *action, json_t *job,
-                   const char *actor, json_t **out, json_t **detail)
+store_provision(struct conn *c, const char *key, const char *action, json_t *job,
+                const char *actor, json_t **out, json_t **detail)
 {
-	struct conn *c = store_conn(st);
 	const struct transition *t = find(action);
 	struct node_ref n;
 	sqlite3_stmt *s;
@@ -108,12 +107,8 @@ rp_store_provision(struct rp_store *st, const char *key, const char *action, jso
 	enum rp_err e;
 	int maint = 0, rc;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
 	if (t == NULL || !strcmp(action, "abort"))
 		return RP_ERR_BAD_REQUEST;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
 	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
@@ -159,14 +154,33 @@ rp_store_provision(struct rp_store *st, const char *key, const char *action, jso
 	if ((e = set_state(c, &n, state, t->during ? t->during : t->ok, job_id, NULL, actor,
 	                   action)) != RP_ERR_OK)
 		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
 	*out = json_pack("{s:s, s:s, s:s, s:o?}", "node", n.name, "action", action, "state",
 	                 t->during ? t->during : t->ok, "job", jobj);
 	jobj = NULL;
 out:
-	store_rollback(c);
 	json_decref(jobj);
+	return e;
+}
+
+enum rp_err
+rp_store_provision(struct rp_store *st, const char *key, const char *action, json_t *job,
+                   const char *actor, json_t **out, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *res = NULL;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_provision(c, key, action, job, actor, &res, detail)) == RP_ERR_OK &&
+	    (e = store_commit(c)) == RP_ERR_OK) {
+		*out = res;
+		res = NULL;
+	}
+	store_rollback(c);
+	json_decref(res);
 	return e;
 }
 

@@ -324,6 +324,49 @@ enum rp_err rp_store_cabling_get(struct rp_store *st, const char *rack, json_t *
 enum rp_err rp_store_cabling_put(struct rp_store *st, const char *rack, json_t *entries,
                                  const char *actor, json_t **detail);
 
+/* ---- Rack acceptance runs (accept.c; docs/acceptance.md) ------------------------------ */
+
+/* Start a run of rack's acceptance in one transaction: in {checks (validated names, in order),
+ * burn_in?}; plans {node name: commission plan} for the pxe check. One result per node and
+ * check (a re-run copies the previous run's passed results and runs the rest), one
+ * non-mutating `acceptance` job per node with something to run, an event. *out: the report
+ * (rp_store_accept_get). RP_ERR_CONFLICT while a run of the rack is running; RP_ERR_BAD_REQUEST
+ * for a rack without nodes; RP_ERR_NOT_FOUND for the rack. */
+enum rp_err rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t *plans,
+                                  const char *actor, json_t **out, json_t **detail);
+
+/* The rack's run (attempt 0: the latest): {id, rack, attempt, state, checks, burn_in,
+ * created_by, created_at, finished_at, results [{node, node_id, u_position, check, state,
+ * message, fix, evidence, findings, job, attempt, started_at, finished_at}], signoffs
+ * [{signed_by, signed_at, report_sha256, note}]}. RP_ERR_NOT_FOUND: no rack or no run. */
+enum rp_err rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t **out);
+
+/* What a node's acceptance job needs: {results [{check, state, job, started_at}], running,
+ * created_at (ms), cabling [entries]}. */
+enum rp_err rp_store_accept_node(struct rp_store *st, const char *run, int64_t node_id,
+                                 json_t **out);
+
+/* Queue the job a check waits on and mark the check running with it, in one transaction:
+ * action "commission" goes through the lifecycle (rp_store_provision), NULL queues job
+ * as is (the node must be able to take a BMC job). prev NULL: the check must be pending;
+ * else it must be running on child prev (the next job of a chain). *child gets the job's id.
+ * RP_ERR_DUPLICATE when the check is not in that state (never a second child); the
+ * provision or BMC errors with *detail. */
+enum rp_err rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id,
+                                  const char *check, const char *prev, const char *action,
+                                  json_t *job, char *child, size_t len, json_t **detail);
+
+/* Settle a check: result {state passed|failed|skipped, message, fix?, evidence?, findings?};
+ * a check settled before is left as it was. The run settles with its last check. */
+enum rp_err rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id,
+                                   const char *check, json_t *result);
+
+/* Sign off the rack's latest run, which must have passed (RP_ERR_INVALID_STATE), recording
+ * who, when and the report's sha256, with a rack.signed_off event. *out: the run after it. */
+enum rp_err rp_store_accept_signoff(struct rp_store *st, const char *rack, const char *sha256,
+                                    const char *note, const char *actor, json_t **out,
+                                    json_t **detail);
+
 /* ---- Import ---------------------------------------------------------------------------- */
 
 /* All-or-nothing import of a validated manifest {racks: [...], nodes: [...]} whose nodes

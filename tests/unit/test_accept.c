@@ -166,7 +166,12 @@ test_cabling(void **state)
 	assert_non_null(about(fs, "cabling.eth9"));
 	json_array_clear(fs);
 	json_array_remove(cab, 2);
-	assert_int_equal(rp_accept_links(json_object(), cab, vm, fs, &unv), 2);
+	{
+		json_t *none = json_object();
+
+		assert_int_equal(rp_accept_links(none, cab, vm, fs, &unv), 2);
+		json_decref(none);
+	}
 	assert_int_equal(unv, 0); /* no such NICs on that machine at all */
 	json_decref(cab);
 	json_decref(fs);

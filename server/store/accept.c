@@ -1,0 +1,633 @@
+/* Rack acceptance runs: results per node and check, each settled in its own transaction. */
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+/* The rack's latest run (attempt 0) or the given attempt: row id, or 0 when none. */
+static enum rp_err
+run_of(struct conn *c, int64_t rack_id, int attempt, int64_t *id, char state[16], int *att)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT id, state, attempt FROM acceptance_runs WHERE rack_id = ?1 "
+	                          "AND (?2 = 0 OR attempt = ?2) ORDER BY attempt DESC LIMIT 1");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, rack_id);
+	sqlite3_bind_int(s, 2, attempt);
+	rc = sqlite3_step(s);
+	*id = 0;
+	if (rc == SQLITE_ROW) {
+		*id = sqlite3_column_int64(s, 0);
+		snprintf(state, 16, "%s", (const char *)sqlite3_column_text(s, 1));
+		*att = sqlite3_column_int(s, 2);
+	}
+	sqlite3_reset(s);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "run");
+}
+
+enum rp_err
+rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t *plans,
+                      const char *actor, json_t **out, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *checks = json_object_get(in, "checks"), *nodes = NULL, *nd, *ck;
+	sqlite3_stmt *s;
+	char uuid[RP_UUID_BUF], state[16] = "", summary[200], *cj = NULL, *bj = NULL;
+	int64_t rack_id, prev = 0, run_id, now = rp_time_now_ms();
+	int attempt = 0, jobs = 0, rc;
+	size_t i, k;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_id_of(c, T_RACK, rack, &rack_id)) != RP_ERR_OK)
+		goto out;
+	if ((e = run_of(c, rack_id, 0, &prev, state, &attempt)) != RP_ERR_OK)
+		goto out;
+	if (prev && !strcmp(state, "running")) {
+		int live = 1;
+
+		/* A run whose jobs all ended (cancelled by hand) would block the rack for good: its
+		 * open checks fail, and this one runs them again. */
+		s = STMT(c, "SELECT EXISTS (SELECT 1 FROM jobs WHERE type = 'acceptance' AND state IN "
+		            "('queued', 'running') AND json_extract(params, '$.run') = (SELECT uuid FROM "
+		            "acceptance_runs WHERE id = ?))");
+		if (s == NULL) {
+			e = RP_ERR_INTERNAL;
+			goto out;
+		}
+		sqlite3_bind_int64(s, 1, prev);
+		if (sqlite3_step(s) == SQLITE_ROW)
+			live = sqlite3_column_int(s, 0);
+		sqlite3_reset(s);
+		if (live) {
+			*detail = store_why(NULL, "an acceptance run of rack %s is already running "
+			                          "(attempt %d)", rack, attempt);
+			e = RP_ERR_CONFLICT;
+			goto out;
+		}
+		s = STMT(c, "UPDATE acceptance_results SET state = 'failed', message = 'the node''s "
+		            "acceptance job ended before this check (cancelled?)', finished_at = ?2 "
+		            "WHERE run_id = ?1 AND state IN ('pending', 'running')");
+		if (s == NULL) {
+			e = RP_ERR_INTERNAL;
+			goto out;
+		}
+		sqlite3_bind_int64(s, 1, prev);
+		sqlite3_bind_int64(s, 2, now);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE) {
+			e = store_sqlerr(c, rc, "stale run");
+			goto out;
+		}
+		if ((e = store_accept_settle(c, prev)) != RP_ERR_OK)
+			goto out;
+	}
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT id, uuid, name, maintenance, maintenance_reason FROM nodes WHERE "
+	            "rack_id = ? ORDER BY u_position DESC, name");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, rack_id);
+	if ((nodes = store_rows(c, s)) == NULL)
+		goto out;
+	if (json_array_size(nodes) == 0) {
+		*detail = store_why(NULL, "rack %s has no nodes to accept", rack);
+		e = RP_ERR_BAD_REQUEST;
+		goto out;
+	}
+	if (rp_uuid_new(uuid) < 0)
+		goto out;
+	cj = json_dumps(checks, JSON_COMPACT);
+	bj = json_is_object(json_object_get(in, "burn_in"))
+	             ? json_dumps(json_object_get(in, "burn_in"), JSON_COMPACT)
+	             : NULL;
+	s = STMT(c, "INSERT INTO acceptance_runs(uuid, rack_id, attempt, state, checks, burn_in, "
+	            "created_by, created_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?)");
+	if (s == NULL || cj == NULL)
+		goto out;
+	store_bind_text(s, 1, uuid);
+	sqlite3_bind_int64(s, 2, rack_id);
+	sqlite3_bind_int(s, 3, attempt + 1);
+	store_bind_text(s, 4, cj);
+	store_bind_text(s, 5, bj);
+	store_bind_text(s, 6, actor);
+	sqlite3_bind_int64(s, 7, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "run insert");
+		goto out;
+	}
+	run_id = sqlite3_last_insert_rowid(c->db);
+	json_array_foreach(nodes, i, nd)
+	{
+		int64_t nid = json_integer_value(json_object_get(nd, "id"));
+		int pending = 0;
+
+		json_array_foreach(checks, k, ck)
+		{
+			/* A re-run keeps what passed; failed and skipped checks run again. */
+			s = STMT(c, "INSERT INTO acceptance_results(run_id, node_id, check_name, state, "
+			            "message, fix, evidence, findings, attempt, started_at, finished_at) "
+			            "SELECT ?1, ?2, ?3, 'passed', message, fix, evidence, findings, attempt, "
+			            "started_at, finished_at FROM acceptance_results WHERE run_id = ?4 AND "
+			            "node_id = ?2 AND check_name = ?3 AND state = 'passed' UNION ALL SELECT "
+			            "?1, ?2, ?3, 'pending', NULL, NULL, NULL, NULL, ?5, NULL, NULL WHERE NOT "
+			            "EXISTS (SELECT 1 FROM acceptance_results WHERE run_id = ?4 AND node_id "
+			            "= ?2 AND check_name = ?3 AND state = 'passed')");
+			if (s == NULL)
+				goto out;
+			sqlite3_bind_int64(s, 1, run_id);
+			sqlite3_bind_int64(s, 2, nid);
+			store_bind_text(s, 3, json_string_value(ck));
+			sqlite3_bind_int64(s, 4, prev);
+			sqlite3_bind_int(s, 5, attempt + 1);
+			rc = sqlite3_step(s);
+			sqlite3_reset(s);
+			if (rc != SQLITE_DONE) {
+				e = store_sqlerr(c, rc, "result insert");
+				goto out;
+			}
+		}
+		/* What is read from a fresh boot needs the boot again: pxe runs with them. */
+		s = STMT(c, "UPDATE acceptance_results SET state = 'pending', message = NULL, fix = "
+		            "NULL, evidence = NULL, findings = NULL, attempt = ?3, started_at = NULL, "
+		            "finished_at = NULL WHERE run_id = ?1 AND node_id = ?2 AND check_name = "
+		            "'pxe' AND state = 'passed' AND EXISTS (SELECT 1 FROM acceptance_results "
+		            "WHERE run_id = ?1 AND node_id = ?2 AND state = 'pending' AND check_name IN "
+		            "('inventory', 'links', 'burn_in'))");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, run_id);
+		sqlite3_bind_int64(s, 2, nid);
+		sqlite3_bind_int(s, 3, attempt + 1);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE) {
+			e = store_sqlerr(c, rc, "result reset");
+			goto out;
+		}
+		s = STMT(c, "SELECT count(*) FROM acceptance_results WHERE run_id = ? AND node_id = ? "
+		            "AND state = 'pending'");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, run_id);
+		sqlite3_bind_int64(s, 2, nid);
+		if (sqlite3_step(s) == SQLITE_ROW)
+			pending = sqlite3_column_int(s, 0);
+		sqlite3_reset(s);
+		if (pending > 0) {
+			struct node_ref n;
+			json_t *job;
+			int64_t jid;
+
+			if ((e = store_node_by_id(c, nid, &n)) != RP_ERR_OK)
+				goto out;
+			/* Not mutating: it orchestrates; the power, verify and commission jobs it queues
+			 * take the node's slot one at a time. */
+			job = json_pack("{s:s, s:{s:s, s:O?}, s:b, s:i}", "type", "acceptance", "params",
+			                "run", uuid, "commission_plan",
+			                json_object_get(plans, json_string_value(json_object_get(nd, "name"))),
+			                "mutating", 0, "max_attempts", 1000);
+			e = store_job_add(c, &n, 0, job, actor, &jid);
+			json_decref(job);
+			if (e != RP_ERR_OK)
+				goto out;
+			jobs++;
+		}
+	}
+	snprintf(summary, sizeof summary, "acceptance of rack %s started (attempt %d, %zu nodes)",
+	         rack, attempt + 1, json_array_size(nodes));
+	if ((e = store_event(c, actor, "rack.acceptance_started", "rack", NULL, rack, 0, rack_id,
+	                     summary, in)) != RP_ERR_OK)
+		goto out;
+	if (jobs == 0 && (e = store_accept_settle(c, run_id)) != RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	e = rp_store_accept_get(st, rack, 0, out);
+out:
+	store_rollback(c);
+	free(cj);
+	free(bj);
+	json_decref(nodes);
+	return e;
+}
+
+enum rp_err
+store_accept_settle(struct conn *c, int64_t run_id)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT sum(x.state IN ('pending', 'running')), sum(x.state = "
+	                          "'failed'), r.uuid, r.rack_id, (SELECT name FROM racks WHERE id = "
+	                          "r.rack_id), r.attempt FROM acceptance_results x JOIN "
+	                          "acceptance_runs r ON r.id = x.run_id WHERE x.run_id = ?");
+	char summary[200], uuid[RP_UUID_BUF] = "", rack[64] = "";
+	int open = 1, failed = 0, attempt = 0, rc;
+	int64_t rack_id = 0;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, run_id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		open = sqlite3_column_int(s, 0);
+		failed = sqlite3_column_int(s, 1);
+		snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(s, 2) ?: "");
+		rack_id = sqlite3_column_int64(s, 3);
+		snprintf(rack, sizeof rack, "%s", (const char *)sqlite3_column_text(s, 4) ?: "");
+		attempt = sqlite3_column_int(s, 5);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW)
+		return store_sqlerr(c, rc, "run settle");
+	if (open > 0)
+		return RP_ERR_OK;
+	s = STMT(c, "UPDATE acceptance_runs SET state = ?2, finished_at = ?3 WHERE id = ?1 AND "
+	            "state = 'running'");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, run_id);
+	store_bind_text(s, 2, failed ? "failed" : "passed");
+	sqlite3_bind_int64(s, 3, rp_time_now_ms());
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "run settle");
+	snprintf(summary, sizeof summary, "acceptance of rack %s %s (attempt %d%s)", rack,
+	         failed ? "failed" : "passed", attempt, failed ? ", see the report" : "");
+	{
+		json_t *d = json_pack("{s:s, s:i}", "run", uuid, "failed_checks", failed);
+		enum rp_err e = store_event(c, "rackpilotd",
+		                            failed ? "rack.acceptance_failed" : "rack.acceptance_passed",
+		                            "rack", NULL, rack, 0, rack_id, summary, d);
+
+		json_decref(d);
+		return e;
+	}
+}
+
+#define RESULT_COLS                                                                         \
+	"SELECT n.name AS node, n.uuid AS node_id, n.u_position, x.check_name AS \"check\", "   \
+	"x.state, x.message, x.fix, x.evidence AS \"evidence:json\", x.findings AS "           \
+	"\"findings:json\", x.child_job AS job, x.attempt, x.started_at AS \"started_at:time\", " \
+	"x.finished_at AS \"finished_at:time\" FROM acceptance_results x JOIN nodes n ON n.id = " \
+	"x.node_id "
+
+enum rp_err
+rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	json_t *run = NULL, *rows = NULL, *signoffs = NULL;
+	sqlite3_stmt *s;
+	char state[16];
+	int64_t rack_id, run_id;
+	int att = 0, rc;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_id_of(c, T_RACK, rack, &rack_id)) != RP_ERR_OK)
+		goto out;
+	if ((e = run_of(c, rack_id, attempt, &run_id, state, &att)) != RP_ERR_OK)
+		goto out;
+	if (run_id == 0) {
+		e = RP_ERR_NOT_FOUND;
+		goto out;
+	}
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT r.uuid AS id, k.name AS rack, r.attempt, r.state, r.checks AS "
+	            "\"checks:json\", r.burn_in AS \"burn_in:json\", r.created_by, r.created_at AS "
+	            "\"created_at:time\", r.finished_at AS \"finished_at:time\" FROM acceptance_runs "
+	            "r JOIN racks k ON k.id = r.rack_id WHERE r.id = ?");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, run_id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		run = store_row(c, s);
+	sqlite3_reset(s);
+	if (run == NULL)
+		goto out;
+	s = STMT(c, RESULT_COLS "WHERE x.run_id = ?1 ORDER BY n.u_position DESC, n.name, (SELECT "
+	            "j.key FROM acceptance_runs r, json_each(r.checks) j WHERE r.id = ?1 AND "
+	            "j.value = x.check_name)");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, run_id);
+	if ((rows = store_rows(c, s)) == NULL)
+		goto out;
+	s = STMT(c, "SELECT signed_by, signed_at AS \"signed_at:time\", report_sha256, note FROM "
+	            "acceptance_signoffs WHERE run_id = ? ORDER BY id");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, run_id);
+	if ((signoffs = store_rows(c, s)) == NULL)
+		goto out;
+	json_object_set_new(run, "results", rows);
+	json_object_set_new(run, "signoffs", signoffs);
+	rows = signoffs = NULL;
+	*out = run;
+	run = NULL;
+	e = RP_ERR_OK;
+out:
+	store_read_end(c);
+	json_decref(run);
+	json_decref(rows);
+	json_decref(signoffs);
+	return e;
+}
+
+/* The run row id of uuid, and whether it still runs. */
+static enum rp_err
+run_by_uuid(struct conn *c, const char *uuid, int64_t *id, int *running, int64_t *created)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT id, state = 'running', created_at FROM acceptance_runs "
+	                          "WHERE uuid = ?");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	store_bind_text(s, 1, uuid);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*id = sqlite3_column_int64(s, 0);
+		*running = sqlite3_column_int(s, 1);
+		*created = sqlite3_column_int64(s, 2);
+	}
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "run");
+}
+
+enum rp_err
+rp_store_accept_node(struct rp_store *st, const char *run, int64_t node_id, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *rows, *cab = NULL;
+	int64_t run_id = 0, created = 0;
+	int running = 0;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = run_by_uuid(c, run, &run_id, &running, &created)) != RP_ERR_OK)
+		return e;
+	s = STMT(c, "SELECT check_name AS \"check\", state, child_job AS job, started_at FROM "
+	            "acceptance_results WHERE run_id = ? AND node_id = ?");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, run_id);
+	sqlite3_bind_int64(s, 2, node_id);
+	if ((rows = store_rows(c, s)) == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_cabling_of_node(c, node_id, &cab)) != RP_ERR_OK) {
+		json_decref(rows);
+		return e;
+	}
+	*out = json_pack("{s:o, s:b, s:I, s:o}", "results", rows, "running", running, "created_at",
+	                 (json_int_t)created, "cabling", cab);
+	return *out ? RP_ERR_OK : RP_ERR_INTERNAL;
+}
+
+/* The result row must exist and be pending or running; *state gets it. */
+static enum rp_err
+result_state(struct conn *c, int64_t run_id, int64_t node_id, const char *check, char state[16])
+{
+	sqlite3_stmt *s = STMT(c, "SELECT state FROM acceptance_results WHERE run_id = ? AND "
+	                          "node_id = ? AND check_name = ?");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, run_id);
+	sqlite3_bind_int64(s, 2, node_id);
+	store_bind_text(s, 3, check);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		snprintf(state, 16, "%s", (const char *)sqlite3_column_text(s, 0));
+	sqlite3_reset(s);
+	if (rc == SQLITE_DONE)
+		return RP_ERR_NOT_FOUND;
+	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "result");
+}
+
+enum rp_err
+rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, const char *check,
+                      const char *prev, const char *action, json_t *job, char *child, size_t len,
+                      json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *res = NULL;
+	struct node_ref n;
+	sqlite3_stmt *s;
+	char state[16] = "", uuid[RP_UUID_BUF] = "";
+	int64_t run_id = 0, created, jid = 0;
+	int running = 0, rc;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = run_by_uuid(c, run, &run_id, &running, &created)) != RP_ERR_OK ||
+	    (e = result_state(c, run_id, node_id, check, state)) != RP_ERR_OK)
+		goto out;
+	/* Queued before (a restart): follow that child, never queue a second. */
+	if (prev == NULL ? strcmp(state, "pending") != 0 : strcmp(state, "running") != 0) {
+		e = RP_ERR_DUPLICATE;
+		goto out;
+	}
+	if (prev) {
+		s = STMT(c, "SELECT child_job = ?4 FROM acceptance_results WHERE run_id = ?1 AND "
+		            "node_id = ?2 AND check_name = ?3");
+		if (s == NULL) {
+			e = RP_ERR_INTERNAL;
+			goto out;
+		}
+		sqlite3_bind_int64(s, 1, run_id);
+		sqlite3_bind_int64(s, 2, node_id);
+		store_bind_text(s, 3, check);
+		store_bind_text(s, 4, prev);
+		rc = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0);
+		sqlite3_reset(s);
+		if (!rc) {
+			e = RP_ERR_DUPLICATE;
+			goto out;
+		}
+	}
+	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
+		goto out;
+	if (action) {
+		if ((e = store_provision(c, n.uuid, action, job, "rackpilotd", &res, detail)) !=
+		    RP_ERR_OK)
+			goto out;
+		snprintf(uuid, sizeof uuid, "%s",
+		         json_string_value(json_object_get(json_object_get(res, "job"), "id")) ?: "");
+	} else {
+		char why[256];
+
+		if ((e = store_bmc_ready(c, node_id, why, sizeof why)) != RP_ERR_OK) {
+			if (e != RP_ERR_INTERNAL)
+				*detail = store_why(NULL, "%s", why);
+			goto out;
+		}
+		if ((e = store_job_add(c, &n, 0, job, "rackpilotd", &jid)) != RP_ERR_OK)
+			goto out;
+		e = RP_ERR_INTERNAL;
+		s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, jid);
+		if (sqlite3_step(s) == SQLITE_ROW)
+			snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(s, 0));
+		sqlite3_reset(s);
+	}
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "UPDATE acceptance_results SET state = 'running', child_job = ?4, started_at = "
+	            "coalesce(started_at, ?5) WHERE run_id = ?1 AND node_id = ?2 AND check_name = ?3");
+	if (s == NULL || uuid[0] == '\0')
+		goto out;
+	sqlite3_bind_int64(s, 1, run_id);
+	sqlite3_bind_int64(s, 2, node_id);
+	store_bind_text(s, 3, check);
+	store_bind_text(s, 4, uuid);
+	sqlite3_bind_int64(s, 5, rp_time_now_ms());
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "result running");
+		goto out;
+	}
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	snprintf(child, len, "%s", uuid);
+out:
+	store_rollback(c);
+	json_decref(res);
+	return e;
+}
+
+enum rp_err
+rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id, const char *check,
+                       json_t *result)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	char state[16] = "", *ev = NULL, *fi = NULL;
+	int64_t run_id = 0, created, now = rp_time_now_ms();
+	int running = 0, rc;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = run_by_uuid(c, run, &run_id, &running, &created)) != RP_ERR_OK ||
+	    (e = result_state(c, run_id, node_id, check, state)) != RP_ERR_OK)
+		goto out;
+	if (strcmp(state, "pending") != 0 && strcmp(state, "running") != 0) {
+		e = RP_ERR_OK; /* settled before a restart: keep it */
+		goto out;
+	}
+	e = RP_ERR_INTERNAL;
+	ev = json_object_get(result, "evidence") ? json_dumps(json_object_get(result, "evidence"),
+	                                                      JSON_COMPACT | JSON_ENCODE_ANY)
+	                                         : NULL;
+	fi = json_object_get(result, "findings") ? json_dumps(json_object_get(result, "findings"),
+	                                                      JSON_COMPACT)
+	                                         : NULL;
+	s = STMT(c, "UPDATE acceptance_results SET state = ?4, message = ?5, fix = ?6, evidence = "
+	            "?7, findings = ?8, started_at = coalesce(started_at, ?9), finished_at = ?9 "
+	            "WHERE run_id = ?1 AND node_id = ?2 AND check_name = ?3");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, run_id);
+	sqlite3_bind_int64(s, 2, node_id);
+	store_bind_text(s, 3, check);
+	store_bind_str(s, 4, result, "state");
+	store_bind_str(s, 5, result, "message");
+	store_bind_str(s, 6, result, "fix");
+	store_bind_text(s, 7, ev);
+	store_bind_text(s, 8, fi);
+	sqlite3_bind_int64(s, 9, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "result record");
+		goto out;
+	}
+	if ((e = store_accept_settle(c, run_id)) != RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	free(ev);
+	free(fi);
+	return e;
+}
+
+enum rp_err
+rp_store_accept_signoff(struct rp_store *st, const char *rack, const char *sha256,
+                        const char *note, const char *actor, json_t **out, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	char state[16] = "", summary[256];
+	int64_t rack_id, run_id;
+	int att = 0, rc;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = store_id_of(c, T_RACK, rack, &rack_id)) != RP_ERR_OK ||
+	    (e = run_of(c, rack_id, 0, &run_id, state, &att)) != RP_ERR_OK)
+		goto out;
+	if (run_id == 0 || strcmp(state, "passed") != 0) {
+		*detail = json_pack("{s:s, s:s}", "state", run_id ? state : "none", "reason",
+		                    "only a passed acceptance run can be signed off");
+		e = RP_ERR_INVALID_STATE;
+		goto out;
+	}
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "INSERT INTO acceptance_signoffs(run_id, signed_by, signed_at, report_sha256, "
+	            "note) VALUES (?, ?, ?, ?, ?)");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, run_id);
+	store_bind_text(s, 2, actor);
+	sqlite3_bind_int64(s, 3, rp_time_now_ms());
+	store_bind_text(s, 4, sha256);
+	store_bind_text(s, 5, note);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "signoff");
+		goto out;
+	}
+	snprintf(summary, sizeof summary, "rack %s acceptance (attempt %d) signed off by %s", rack,
+	         att, actor);
+	{
+		json_t *d = json_pack("{s:s, s:s?}", "report_sha256", sha256, "note", note);
+
+		e = store_event(c, actor, "rack.signed_off", "rack", NULL, rack, 0, rack_id, summary, d);
+		json_decref(d);
+	}
+	if (e != RP_ERR_OK)
+		goto out;
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	e = rp_store_accept_get(st, rack, att, out);
+out:
+	store_rollback(c);
+	return e;
+}
