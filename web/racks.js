@@ -147,7 +147,8 @@ export function render(main, ctx) {
 	function draw(r) {
 		if (!r.card) return;
 		const head = h('h3', {}, r.rack.name, ' ',
-			h('span', { class: 'muted' }, r.elev ? `${r.elev.nodes.length + r.elev.unplaced.length} nodes · ${r.elev.height_u}U` : `${r.rack.height_u}U`));
+			h('span', { class: 'muted' }, r.elev ? `${r.elev.nodes.length + r.elev.unplaced.length} nodes · ${r.elev.height_u}U` : `${r.rack.height_u}U`),
+			' ', h('a', { href: `#/acceptance/${seg(r.rack.name)}`, class: 'accept-link', title: 'acceptance report' }, 'acceptance'));
 		if (r.error) {
 			clear(r.card, head, errorBox(r.error, 'Cannot load elevation'));
 			return;

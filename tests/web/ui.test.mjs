@@ -504,6 +504,34 @@ await check('fleet: firmware and BIOS drift as the API counts it, the rollout wi
 	await p.close();
 });
 
+await check('acceptance: the rack links to its report; the grid shows each node x check as the API has it; the printable page downloads', async () => {
+	const p = await newPage(admin);
+	await signIn(p, 'admin');
+	await p.goto(`${URL}/ui/#/racks`);
+	await p.locator('section.rack[data-rack="r01"] a.accept-link').click();
+	await p.waitForURL(/#\/acceptance\/r01$/, { timeout: WAIT });
+	const run = await get('/v1/racks/r01/acceptance');
+	assert.ok(run.results.length > 0, 'seed: an acceptance run');
+	await p.locator('table.accept-grid tbody tr[data-node]').first().waitFor({ timeout: WAIT });
+	for (const r of run.results) {
+		const st = await p.getAttribute(`table.accept-grid tr[data-node="${r.node}"] td[data-check="${r.check}"]`, 'data-state');
+		assert.equal(st, r.state, `${r.node} ${r.check}`);
+	}
+	assert.ok((await p.textContent('#run-state')).includes(run.state));
+	const skipped = run.results.filter((r) => r.state === 'skipped' || r.state === 'failed');
+	assert.equal(await p.locator('table:not(.accept-grid) tr[data-check]').count(), skipped.length);
+	const [dl] = await Promise.all([p.waitForEvent('download', { timeout: WAIT }), p.click('#print-report')]);
+	assert.equal(dl.suggestedFilename(), 'acceptance-r01.html');
+	const file = await dl.path();
+	const { readFile } = await import('node:fs/promises');
+	const html = await readFile(file, 'utf8');
+	assert.ok(html.includes('Acceptance of rack r01') && html.includes(run.report_sha256), 'the printable page');
+	await shot(p, 'acceptance');
+	await p.goto(`${URL}/ui/#/acceptance/r02`);
+	await p.locator('#no-run').waitFor({ timeout: WAIT });
+	await p.close();
+});
+
 await check('a rackpilotd --demo server: GET /v1 says demo, the page shows the DEMO DATA banner', async () => {
 	const c = await context();
 	const p = await newPage(c);
