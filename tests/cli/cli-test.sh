@@ -185,6 +185,26 @@ has out '^3 +2 +n3 +gpu +enrolled' "elevation: n3 at U3, 2 units"
 [ "$(sed -n 2p "$W/out" | awk '{print $3}')" = n3 ] || fail "elevation: highest first"
 has out '^1 +1 +n1 ' "elevation: n1 at U1"
 
+# ---- rack acceptance: start a run, read the report
+api POST /v1/racks '{"name":"acc"}' > /dev/null
+api POST /v1/nodes '{"name":"acc-1","rack":"acc","u_position":1,"bmc":{"driver":"fake"}}' > /dev/null
+echo '{"checks":["bmc"]}' > "$W/accept.json"
+rp 0 rack accept acc --json "$W/accept.json"
+has out '^acceptance of rack acc started \(attempt 1\)' "rack accept"
+rp 1 rack accept acc --json "$W/accept.json"
+has err '^rackpilot: CONFLICT: ' "a second run while one runs"
+for _ in $(seq 100); do
+	api GET /v1/racks/acc/acceptance | grep -q '"state":"running"' || break
+	sleep 0.1
+done
+rp 0 rack report acc
+has out '^acc +1 +passed ' "rack report: the run"
+has out '^acc-1 +bmc +skipped +the BMC answers' "rack report: node x check, with the reason"
+rp 0 --json rack report acc
+same_as_api /v1/racks/acc/acceptance "rack report --json"
+rp 1 rack report nope
+has err NOT_FOUND "no such rack"
+
 # ---- --json prints the API's JSON unchanged
 rp 0 --json node list --rack r01
 same_as_api '/v1/nodes?rack=r01' "node list --json"
