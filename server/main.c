@@ -45,6 +45,12 @@ usage(FILE *f)
 	        "  -h, --help             this text\n");
 }
 
+static uint64_t
+generation(void *st)
+{
+	return rp_store_generation(st);
+}
+
 static int
 mkdir_p(const char *dir)
 {
@@ -401,6 +407,8 @@ main(int argc, char **argv)
 	ho.access_log = cfg.access_log;
 	ho.max_upload = cfg.max_upload;
 	ho.upload_dir = updir;
+	ho.generation = generation;
+	ho.generation_arg = st;
 	if (rp_http_start(&ho, &api, &http, why, sizeof why) < 0) {
 		rp_log_error("%s", why);
 		goto out;
@@ -417,7 +425,6 @@ main(int argc, char **argv)
 		rp_log_flush();
 		dnsmasq_sync(st, &cfg, &dhcp);
 		rp_rollout_tick(rollouts);
-		rp_http_streams_wake(http, rp_store_generation(st), rp_time_now_ms());
 		if (sig < 0)
 			continue;
 		if (sig == SIGHUP) {

@@ -33,6 +33,7 @@ struct stream {
 
 #define MAX_STREAMS 256
 #define STREAM_KEEPALIVE_MS 15000
+#define STREAM_POLL_MS 20
 
 struct rp_http {
 	struct MHD_Daemon *d;
@@ -44,6 +45,8 @@ struct rp_http {
 	size_t nparked;
 	unsigned nstreams;             /* open streams, parked or not */
 	int closing;
+	pthread_t waker;               /* polls o.generation for parked streams */
+	int has_waker;
 };
 
 #define MAX_SEGMENTS 8
@@ -907,6 +910,27 @@ completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	*con_cls = NULL;
 }
 
+/* Parked streams wake within STREAM_POLL_MS of a change: a cheap counter read, and nothing at
+ * all while no stream is parked. */
+static void *
+waker(void *arg)
+{
+	struct rp_http *h = arg;
+	struct timespec ts = {0, STREAM_POLL_MS * 1000000L};
+
+	while (!__atomic_load_n(&h->closing, __ATOMIC_ACQUIRE)) {
+		size_t n;
+
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&h->lock);
+		n = h->nparked;
+		pthread_mutex_unlock(&h->lock);
+		if (n > 0)
+			rp_http_streams_wake(h, h->o.generation(h->o.generation_arg), rp_time_now_ms());
+	}
+	return NULL;
+}
+
 int
 rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_http **out, char *why,
               size_t whylen)
@@ -960,6 +984,8 @@ rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_http *
 		free(h);
 		return -1;
 	}
+	if (o->generation && pthread_create(&h->waker, NULL, waker, h) == 0)
+		h->has_waker = 1;
 	info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
 	if (info)
 		port = info->port;
@@ -984,6 +1010,8 @@ rp_http_stop(struct rp_http *h)
 		return;
 	/* Suspended connections must be resumed before the daemon stops; the streams then end. */
 	__atomic_store_n(&h->closing, 1, __ATOMIC_RELEASE);
+	if (h->has_waker)
+		pthread_join(h->waker, NULL);
 	rp_http_streams_wake(h, 0, 0);
 	MHD_stop_daemon(h->d);
 	pthread_mutex_destroy(&h->lock);

@@ -23,6 +23,10 @@ struct rp_http_opts {
 	int access_log;            /* log one line per request */
 	uint64_t max_upload;       /* bytes, for RP_ROUTE_UPLOAD routes */
 	const char *upload_dir;    /* where uploads are written (same filesystem as their home) */
+	/* Event streams: a counter that moves with every change (the store's generation); parked
+	 * streams are woken within STREAM_POLL_MS of it moving. NULL: only rp_http_streams_wake. */
+	uint64_t (*generation)(void *arg);
+	void *generation_arg;
 };
 
 /* Bind and start serving api. On failure writes why and returns -1. */
