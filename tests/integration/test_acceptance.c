@@ -52,7 +52,7 @@ waits_for_agent(struct node *n)
 	const char *id;
 	int ok = 0;
 
-	snprintf(path, sizeof path, "/v1/nodes/%s", n->name);
+	snprintf(path, sizeof path, "/v1/nodes/%.31s", n->name);
 	nd = get(path);
 	id = json_string_value(json_object_get(nd, "provision_job"));
 	if (id && !strcmp(json_string_value(json_object_get(nd, "provision_state")) ?: "",
@@ -158,7 +158,7 @@ commissions(const char *node)
 {
 	char path[200];
 
-	snprintf(path, sizeof path, "/v1/jobs?node=%s&type=commission", node);
+	snprintf(path, sizeof path, "/v1/jobs?node=%.63s&type=commission", node);
 	return count_all(&S, path);
 }
 
@@ -485,7 +485,7 @@ setup(void **state)
 		          "rack", "acc", "u_position", 10 * (k + 1), "u_height", 4, "node_class",
 		          k == 2 ? "hgx-b" : "hgx-a", "macs", n->mac, "bmc", "driver", "fake",
 		          "options", "delay_ms", 0);
-		snprintf(path, sizeof path, "/v1/nodes/%s/provision", n->name);
+		snprintf(path, sizeof path, "/v1/nodes/%.31s/provision", n->name);
 		assert_int_equal(call(&S, S.admin, "PUT", path, &r, "{s:s}", "action", "manage"), 202);
 		reply_free(&r);
 	}
@@ -513,7 +513,7 @@ setup(void **state)
 		for (i = 0; i < 300; i++) {
 			json_t *n;
 
-			snprintf(path, sizeof path, "/v1/nodes/%s", nodes[k].name);
+			snprintf(path, sizeof path, "/v1/nodes/%.31s", nodes[k].name);
 			n = get(path);
 			if (!strcmp(jstr(n, "provision_state"), "manageable")) {
 				json_decref(n);
