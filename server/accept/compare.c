@@ -10,7 +10,7 @@
 
 /* ---- The bill of materials ----------------------------------------------------------- */
 
-enum kind { K_COUNT, K_POSITIVE, K_MODEL, K_ENUM };
+enum kind { K_COUNT, K_POSITIVE, K_PERCENT, K_MODEL, K_ENUM };
 
 struct member {
 	const char *group, *name;
@@ -21,6 +21,7 @@ struct member {
 static const struct member bom_members[] = {
     {"gpus", "count", K_COUNT},          {"gpus", "model", K_MODEL},
     {"memory", "total_gib", K_POSITIVE}, {"memory", "dimms", K_COUNT},
+    {"memory", "tolerance_pct", K_PERCENT},
     {"cpu", "model", K_MODEL},           {"cpu", "sockets", K_COUNT},
     {"disks", "count", K_COUNT},         {"disks", "min_size_gb", K_POSITIVE},
     {"nics", "count", K_COUNT},          {"nics", "min_speed_mbps", K_POSITIVE},
@@ -85,6 +86,12 @@ rp_accept_bom_check(json_t *bom, json_t **detail)
 				    json_number_value(v) > 1e9)
 					return why(detail, RP_ERR_INVALID_FIELD, field,
 					           "must be a number above 0");
+				break;
+			case K_PERCENT:
+				if (!json_is_number(v) || json_number_value(v) < 0 ||
+				    json_number_value(v) > 50)
+					return why(detail, RP_ERR_INVALID_FIELD, field,
+					           "must be a number from 0 to 50");
 				break;
 			case K_MODEL:
 				if (!json_is_string(v) || json_string_length(v) == 0 ||
@@ -225,10 +232,13 @@ rp_accept_bom(json_t *bom, json_t *inv, json_t *findings)
 		}
 	}
 
-	/* Memory: the DIMMs' sum when dmidecode ran (the kernel's total is a little less). */
+	/* Memory: the DIMMs' sum when dmidecode ran; else the kernel's total, which is a little
+	 * less (firmware and kernel keep some): within tolerance_pct, 5 by default. */
 	{
 		json_t *mem = json_object_get(inv, "memory"), *dimms = json_object_get(mem, "dimms");
 		json_t *want = group(bom, "memory", "total_gib");
+		json_t *tol = group(bom, "memory", "tolerance_pct");
+		double pct = json_is_number(tol) ? json_number_value(tol) / 100 : 0.05;
 		char a[32], b[32], empty[200] = "";
 		double have_gib = -1;
 		size_t e = 0;
@@ -253,26 +263,34 @@ rp_accept_bom(json_t *bom, json_t *inv, json_t *findings)
 		}
 		if (want) {
 			double w = json_number_value(want);
+			/* Below 4 GiB (small VMs) whole GiB say nothing ("1 GiB, expected 0 GiB"). */
+			int mib = w < 4;
+			const char *unit = mib ? "MiB" : "GiB";
+			double scale = mib ? 1024 : 1;
 
 			if (have_gib < 0) {
 				finding(findings, "memory.total_gib", json_real(w), json_string("not reported"),
 				        "check /proc/meminfo on the ramdisk", "memory not reported, expected "
-				                                              "%s GiB",
-				        grouped((long long)w, a, sizeof a));
+				                                              "%s %s",
+				        grouped((long long)(w * scale + 0.5), a, sizeof a), unit);
 				n++;
-			} else if (tolerance ? (have_gib < w * 0.95 || have_gib > w * 1.05)
+			} else if (tolerance ? (have_gib < w * (1 - pct) || have_gib > w * (1 + pct))
 			                     : (have_gib + 0.5 < w || have_gib - 0.5 > w)) {
-				char fix[300];
+				char fix[300], note[80] = "";
 
 				snprintf(fix, sizeof fix, "%s%s%s", have_gib < w ? "add or reseat DIMMs" :
 				                                                   "remove the extra DIMMs",
 				         empty[0] ? "; empty slots: " : "", empty);
+				if (tolerance)
+					snprintf(note, sizeof note, " (kernel total, %g %% tolerance; dmidecode "
+					                            "absent)",
+					         pct * 100);
 				finding(findings, "memory.total_gib", json_real(w),
-				        json_integer((json_int_t)(have_gib + 0.5)), fix,
-				        "memory %s GiB, expected %s GiB%s",
-				        grouped((long long)(have_gib + 0.5), a, sizeof a),
-				        grouped((long long)w, b, sizeof b),
-				        tolerance ? " (kernel total; dmidecode absent)" : "");
+				        mib ? json_real((double)(long long)(have_gib * 1000 + 0.5) / 1000)
+				            : json_integer((json_int_t)(have_gib + 0.5)),
+				        fix, "memory %s %s, expected %s %s%s",
+				        grouped((long long)(have_gib * scale + 0.5), a, sizeof a), unit,
+				        grouped((long long)(w * scale + 0.5), b, sizeof b), unit, note);
 				n++;
 			}
 		}

@@ -10,6 +10,11 @@
 #   disk.img      a small bootable raw disk (MBR + one FAT16 partition with syslinux, the same kernel
 #                 and a tiny initrd whose /init is disk/init): what a deploy writes to a node's disk
 #   disk-initrd   that tiny initrd (also inside disk.img)
+#   agent-initrd-lldp  agent-initrd with a second archive appended (the kernel unpacks both):
+#                 lldpd, lldpcli/lldpctl and their libraries, which /init starts on the NIC so
+#                 that the agent's inventory reports the LLDP neighbour (accept.sh). Only when
+#                 lldpd is installed (Debian package lldpd); kept apart because it adds ~20 MB
+#                 that every other boot would pay for.
 #   SHA256SUMS, BUILDINFO
 # CACHEDIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/rackpilot-e2e) keeps the kernel .deb and its
 # extracted tree, so a rerun needs no network. When nothing that goes into the images changed
@@ -22,6 +27,7 @@
 #                     under TCG) or amd64 (xz, every driver)
 #   KERNEL_DEB=FILE   use this linux-image .deb instead of asking apt
 #   DISK_MB=32        size of disk.img in MiB (>= 24)
+#   LLDPD=/usr/sbin/lldpd, LLDPCLI=/usr/sbin/lldpcli   for agent-initrd-lldp
 #   FORCE=1           rebuild even when up to date
 # Exit status: 0 built or up to date; 3 no kernel package to be had (apt cannot download it and
 # the cache has none: e2e.sh then skips); 1 anything else.
@@ -43,6 +49,10 @@ BUSYBOX=${BUSYBOX:-/bin/busybox}
 DROPBEAR=${DROPBEAR:-/usr/sbin/dropbear}
 DROPBEARKEY=${DROPBEARKEY:-/usr/bin/dropbearkey}
 SYSLINUX_MBR=${SYSLINUX_MBR:-/usr/lib/syslinux/mbr/mbr.bin}
+LLDPD=${LLDPD:-/usr/sbin/lldpd}
+LLDPCLI=${LLDPCLI:-/usr/sbin/lldpcli}
+WITH_LLDP=0
+[ -x "$LLDPD" ] && [ -x "$LLDPCLI" ] && WITH_LLDP=1
 # Modules the VMs need (virtio NIC and disk); their dependencies are found with modinfo.
 WANT_MODULES="virtio_pci virtio_net virtio_blk"
 
@@ -93,16 +103,18 @@ debname=$(basename "$deb" .deb)
 
 # ---- up to date? ----------------------------------------------------------------------------
 stamp=$( {
-	echo "flavour=$FLAVOUR disk_mb=$DISK_MB deb=$debname modules=$WANT_MODULES"
+	echo "flavour=$FLAVOUR disk_mb=$DISK_MB deb=$debname modules=$WANT_MODULES lldp=$WITH_LLDP"
 	cat "$0" "$HERE/ramdisk/init" "$HERE/ramdisk/udhcpc.script" "$HERE/disk/init" \
 		"$HERE/disk/syslinux.cfg" "$AGENT" "$BUSYBOX" "$DROPBEAR" "$DROPBEARKEY" | sha256sum
+	[ "$WITH_LLDP" = 0 ] || cat "$LLDPD" "$LLDPCLI" | sha256sum
 } | sha256sum | cut -c1-64)
 if [ "${FORCE:-0}" != 1 ] && [ -f "$OUT/.stamp" ] && [ "$(cat "$OUT/.stamp")" = "$stamp" ] &&
-	[ -f "$OUT/vmlinuz" ] && [ -f "$OUT/agent-initrd" ] && [ -f "$OUT/disk.img" ]; then
+	[ -f "$OUT/vmlinuz" ] && [ -f "$OUT/agent-initrd" ] && [ -f "$OUT/disk.img" ] &&
+	{ [ "$WITH_LLDP" = 0 ] || [ -f "$OUT/agent-initrd-lldp" ]; }; then
 	note "up to date in $OUT ($debname)"
 	exit 0
 fi
-rm -f "$OUT/.stamp"
+rm -f "$OUT/.stamp" "$OUT/agent-initrd-lldp"
 
 # ---- extract it once per package version ------------------------------------------------------
 K=$CACHE/$debname
@@ -160,13 +172,15 @@ put_busybox() {
 	done
 }
 
-# put_with_libs ROOT FILE DEST: a dynamic binary at DEST plus what ldd lists, at the same paths
+# put_with_libs ROOT FILE DEST [BASE]: a dynamic binary at DEST plus what ldd lists, at the same
+# paths (a library already in BASE, the archive ROOT is appended to, is left out)
 put_with_libs() {
 	mkdir -p "$1$(dirname "$3")"
 	cp -L "$2" "$1$3"
 	chmod 755 "$1$3"
 	for lib in $(ldd "$2" | awk '/=> \// { print $3 } /^[ \t]*\/[^ ]+ \(/ { print $1 }'); do
 		[ -e "$1$lib" ] && continue
+		[ -n "${4:-}" ] && [ -e "$4$lib" ] && continue
 		mkdir -p "$1$(dirname "$lib")"
 		cp -L "$lib" "$1$lib"
 	done
@@ -194,9 +208,11 @@ put_with_libs "$R" "$DROPBEAR" /usr/sbin/dropbear
 put_with_libs "$R" "$DROPBEARKEY" /usr/bin/dropbearkey
 # dropbear sessions get PATH=/usr/bin:/bin, and rackpilotd runs "rackpilot-agent run-steps"
 put_with_libs "$R" "$AGENT" /usr/bin/rackpilot-agent
-# the user database dropbear's getpwnam() reads (glibc's "files" NSS is built into libc)
-echo 'root:x:0:0:root:/root:/bin/sh' > "$R/etc/passwd"
-echo 'root:x:0:' > "$R/etc/group"
+# the user database dropbear's getpwnam() reads (glibc's "files" NSS is built into libc);
+# _lldpd: lldpd (agent-initrd-lldp) drops to it
+printf 'root:x:0:0:root:/root:/bin/sh\n_lldpd:x:100:101::/run/lldpd:/bin/false\n' > "$R/etc/passwd"
+printf 'root:x:0:\n_lldpd:x:101:\n' > "$R/etc/group"
+echo 'PRETTY_NAME="Rackpilot agent ramdisk (e2e)"' > "$R/etc/os-release"
 echo '/bin/sh' > "$R/etc/shells"
 printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files\n' > "$R/etc/nsswitch.conf"
 printf '127.0.0.1 localhost\n' > "$R/etc/hosts"
@@ -207,6 +223,23 @@ printf '127.0.0.1 localhost\n' > "$R/etc/hosts"
 } > "$R/etc/rackpilot-e2e"
 make_cpio "$R" "$WORK/agent-initrd"
 note "agent-initrd: $(du -sk "$R" | cut -f1) KiB unpacked"
+
+# ---- agent-initrd-lldp: + lldpd ---------------------------------------------------------------
+# /init starts lldpd on the NIC when /usr/sbin/lldpd exists; lldpd runs lldpcli on
+# /etc/lldpd.d at start (LLDPDUs every second, not 30: the neighbour is known within seconds).
+if [ "$WITH_LLDP" = 1 ]; then
+	L=$WORK/lldp
+	mkdir -p "$L/etc/lldpd.d"
+	put_with_libs "$L" "$LLDPD" /usr/sbin/lldpd "$R"
+	put_with_libs "$L" "$LLDPCLI" /usr/sbin/lldpcli "$R"
+	ln -s lldpcli "$L/usr/sbin/lldpctl"
+	echo 'configure lldp tx-interval 1' > "$L/etc/lldpd.d/e2e.conf"
+	make_cpio "$L" "$WORK/lldp.cpio.gz"
+	cat "$WORK/agent-initrd" "$WORK/lldp.cpio.gz" > "$WORK/agent-initrd-lldp"
+	note "agent-initrd-lldp: + $(du -sk "$L" | cut -f1) KiB unpacked (lldpd)"
+else
+	note "no $LLDPD or $LLDPCLI: no agent-initrd-lldp (apt-get install lldpd)"
+fi
 
 # ---- disk OS initrd -------------------------------------------------------------------------
 D=$WORK/diskos
@@ -236,10 +269,11 @@ mdir -i "$IMG@@1M" -a ::/ | grep -i "^ldlinux *sys" > /dev/null || die "syslinux
 
 # ---- publish --------------------------------------------------------------------------------
 cp "$VMLINUZ" "$OUT/vmlinuz.tmp" && mv "$OUT/vmlinuz.tmp" "$OUT/vmlinuz"
-for f in agent-initrd disk-initrd disk.img; do
+for f in agent-initrd agent-initrd-lldp disk-initrd disk.img; do
+	[ -f "$WORK/$f" ] || continue
 	mv "$WORK/$f" "$OUT/$f.tmp" && mv "$OUT/$f.tmp" "$OUT/$f"
 done
-(cd "$OUT" && sha256sum vmlinuz agent-initrd disk-initrd disk.img > SHA256SUMS)
+(cd "$OUT" && sha256sum vmlinuz agent-initrd* disk-initrd disk.img > SHA256SUMS)
 {
 	echo "kernel_package=$debname"
 	echo "modules=$(tr '\n' ' ' < "$WORK/order")"

@@ -38,6 +38,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname -- "$0")/lib.sh"
 
+# shellcheck disable=SC2119  # no extra tools
 preflight
 VMS_WANTED=${E2E_VMS:-2}
 LIMIT=${E2E_TIMEOUT:-300}
@@ -67,65 +68,6 @@ power_on_at() {
 		awk -v t="$t" -v s="$2" 'BEGIN { exit !(t >= s) }' && { echo "$t"; return 0; }
 	done < "$W/vm$1/power.log"
 	return 1
-}
-
-# VM N's vm.conf (rack.sh) sets these
-NAME='' MAC='' SERIAL='' UUID='' BMC_PORT=''
-vm() { # N: load VM N's vm.conf
-	# shellcheck source=/dev/null
-	. "$W/vm$1/vm.conf"
-}
-
-# wait_states WANT NODE...: poll the nodes until every one is in WANT; fails at once when one
-# lands in a *_failed state. Sets AT[node] = epoch when WANT was first seen.
-declare -A AT
-wait_states() {
-	local want=$1 start=$SECONDS node st left
-	shift
-	while :; do
-		left=0
-		for node in "$@"; do
-			[ -n "${AT[$node]:-}" ] && continue
-			api GET "/v1/nodes/$node"
-			[ "$API_STATUS" = 200 ] || fail "GET node $node: HTTP $API_STATUS"
-			st=$(jget .provision_state "$API_BODY")
-			if [ "$st" = "$want" ]; then
-				AT[$node]=$EPOCHREALTIME
-				cp "$API_BODY" "$W/$node.$want.json"
-				say "$node is $want"
-				continue
-			fi
-			case $st in *_failed)
-				fail "$node is $st ($(jget .provision_error "$API_BODY" || echo 'no reason')) instead of $want" ;;
-			esac
-			left=$((left + 1))
-		done
-		((left)) || return 0
-		((SECONDS - start < LIMIT)) || fail "timed out after $LIMIT s waiting for $want ($*)"
-		sleep 0.25
-	done
-}
-
-# provision NODE BODY: PUT /v1/nodes/NODE/provision; prints the job id ("" when none)
-provision() {
-	api_expect 200,202 PUT "/v1/nodes/$1/provision" "$2" | jpy 'd.get("job", {}).get("id", "") if isinstance(d.get("job"), dict) else ""'
-}
-
-# upload NAME KIND FILE: PUT /v1/images/NAME streamed (curl -T), with its sha256
-upload() {
-	local sha size
-	sha=$(sha256sum < "$3" | cut -c1-64)
-	size=$(stat -c %s "$3")
-	API_BODY=$W/api.last
-	API_STATUS=$(nsx curl -sS -o "$API_BODY" -w '%{http_code}' -X PUT -T "$3" --max-time 300 \
-		-H "Authorization: Bearer $RP_TOKEN" -H "Content-Type: application/octet-stream" \
-		"$RP_URL/v1/images/$1?kind=$2&sha256=$sha") || API_STATUS=000
-	echo "PUT /v1/images/$1 -> $API_STATUS" >> "$W/api.log"
-	[ "$API_STATUS" = 201 ] || fail "upload $1: HTTP $API_STATUS: $(head -c 2000 "$API_BODY")"
-	if [ "$(jget .sha256 "$API_BODY")" != "$sha" ] || [ "$(jget .size "$API_BODY")" != "$size" ]; then
-		fail "upload $1: stored as $(cat "$API_BODY"), sent $size bytes sha256 $sha"
-	fi
-	say "image $1 ($2): $size bytes, sha256 ${sha:0:16}..."
 }
 
 # boot_token N SINCE: the bootstrap token VM N booted with after SINCE (the kernel prints its
@@ -173,20 +115,7 @@ for i in $(seq 1 "$VMS"); do
 done
 
 phase "rackpilotd up (in the namespace)"
-cat > "$W/rackpilotd.conf" << EOF
-[server]
-log_level = info
-power_sync_interval = 30
-agent_heartbeat = 5
-image_dir = $W/images
-boot_url = http://$BR_IP:$PORT
-dnsmasq_hosts = $DNSMASQ_HOSTS
-dnsmasq_pidfile = $DNSMASQ_PIDFILE
-discovery = false
-provision_timeout = $LIMIT
-EOF
-"$RACKPILOTD" -n -c "$W/rackpilotd.conf" > "$W/rackpilotd.effective.conf" 2>&1 ||
-	fail "rackpilotd -n rejects the configuration: $(cat "$W/rackpilotd.effective.conf")"
+rackpilotd_conf "$W/rackpilotd.conf"
 start_rackpilotd "$W/rackpilotd.conf"
 
 # ---- 1. images, boot profile, recipe ---------------------------------------------------------
@@ -213,10 +142,7 @@ for i in $(seq 1 "$VMS"); do
 	vm "$i"
 	NODES+=("$NAME")
 	api_expect 201 POST /v1/nodes "{\"name\":\"$NAME\",\"node_class\":\"$CLASS\",\"macs\":[\"$MAC\"],
-		\"serial\":\"$SERIAL\",\"system_uuid\":\"$UUID\",\"bmc\":{\"driver\":\"ipmi\",
-		\"address\":\"127.0.0.1\",\"port\":$BMC_PORT,\"username\":\"$BMC_USER\",
-		\"password\":\"$BMC_PASSWORD\",\"options\":{\"cipher_suite\":3,\"workarounds\":[\"opensesspriv\"],
-		\"session_timeout_ms\":3000,\"retransmission_timeout_ms\":500}}}" > /dev/null
+		\"serial\":\"$SERIAL\",\"system_uuid\":\"$UUID\",\"bmc\":$(bmc_json "$i")}" > /dev/null
 done
 hosts_listed() {
 	local i

@@ -1,10 +1,11 @@
 # shellcheck shell=bash
-# lib.sh - helpers for e2e.sh (sourced, bash).
+# lib.sh - helpers for e2e.sh and accept.sh (sourced, bash).
 #
 # Expects before sourcing: nothing. Provides: E2E_DIR, REPO, RACKPILOTD, AGENT, E2E_IMAGES,
 # E2E_CACHE (defaults: next to RACKPILOTD, i.e. in its build directory), W (work dir),
 # phase timing, namespace exec (nsx), the API client (api, api_expect, jget), waits with
-# timeouts, log dumps on failure, rackpilotd start, and the EXIT trap that tears the rack down.
+# timeouts, log dumps on failure, the rack's nodes (vm, bmc_json, provision, wait_states,
+# upload), rackpilotd's configuration and start, and the EXIT trap that tears the rack down.
 # Everything that talks to the rack network runs inside the namespace: nothing here addresses
 # 10.99.1.0/24 from the root namespace (it would leave through the host's default route).
 
@@ -53,6 +54,8 @@ skip() { echo "SKIP: $*"; exit 77; }
 E2E_PACKAGES="qemu-system-x86 ipxe-qemu ipxe dnsmasq-base busybox-static dropbear-bin syslinux"
 E2E_PACKAGES+=" syslinux-common mtools dosfstools fdisk openipmi ipmitool iproute2 curl python3"
 
+# preflight [TOOL...]: skip (77) unless the rig can run here; TOOLs: what the test needs beyond
+# the rig, each a command of the Debian package of the same name (lldpd)
 preflight() {
 	[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, taps)"
 	[ -c /dev/net/tun ] || skip "no /dev/net/tun"
@@ -60,6 +63,9 @@ preflight() {
 	for t in qemu-system-x86_64 ipmi_sim ipmitool dnsmasq dropbear dropbearkey busybox curl \
 		python3 sfdisk mkfs.vfat mcopy syslinux ip ss setsid apt-get dpkg modinfo; do
 		command -v "$t" > /dev/null || skip "missing $t; apt-get install $E2E_PACKAGES"
+	done
+	for t in "$@"; do
+		command -v "$t" > /dev/null || skip "missing $t; apt-get install $t"
 	done
 	for f in /usr/lib/ipxe/undionly.kpxe /usr/lib/ipxe/qemu/efi-virtio.rom /usr/lib/syslinux/mbr/mbr.bin; do
 		[ -f "$f" ] || skip "missing $f; apt-get install $E2E_PACKAGES"
@@ -174,6 +180,7 @@ dump_logs() {
 	done
 	dump_file "$W/dnsmasq.log" 60
 	dump_file "$W/lease-events.log" 20
+	dump_file "$W/lldpd.log" 20
 	dump_file "$W/api.log" 30
 }
 
@@ -270,7 +277,95 @@ expect_job_ok() {
 	[ "$state" = succeeded ] || fail "$3: job $1 $state: $(echo "$j" | head -c 3000)"
 }
 
+# ---- the rack's nodes (e2e.sh, accept.sh) ----------------------------------------------------
+# VM N's vm.conf (rack.sh) sets these (for the scripts that source this file)
+# shellcheck disable=SC2034
+NAME='' MAC='' SERIAL='' UUID='' BMC_PORT=''
+vm() { # N: load VM N's vm.conf
+	# shellcheck source=/dev/null
+	. "$W/vm$1/vm.conf"
+}
+
+# wait_states WANT NODE...: poll the nodes until every one is in WANT; fails at once when one
+# lands in a *_failed state, or after LIMIT s. Sets AT[node] = epoch when WANT was first seen.
+declare -A AT
+wait_states() {
+	local want=$1 start=$SECONDS node st left
+	shift
+	while :; do
+		left=0
+		for node in "$@"; do
+			[ -n "${AT[$node]:-}" ] && continue
+			api GET "/v1/nodes/$node"
+			[ "$API_STATUS" = 200 ] || fail "GET node $node: HTTP $API_STATUS"
+			st=$(jget .provision_state "$API_BODY")
+			if [ "$st" = "$want" ]; then
+				AT[$node]=$EPOCHREALTIME
+				cp "$API_BODY" "$W/$node.$want.json"
+				say "$node is $want"
+				continue
+			fi
+			case $st in *_failed)
+				fail "$node is $st ($(jget .provision_error "$API_BODY" || echo 'no reason')) instead of $want" ;;
+			esac
+			left=$((left + 1))
+		done
+		((left)) || return 0
+		((SECONDS - start < ${LIMIT:-300})) || fail "timed out after ${LIMIT:-300} s waiting for $want ($*)"
+		sleep 0.25
+	done
+}
+
+# provision NODE BODY: PUT /v1/nodes/NODE/provision; prints the job id ("" when none)
+provision() {
+	api_expect 200,202 PUT "/v1/nodes/$1/provision" "$2" | jpy 'd.get("job", {}).get("id", "") if isinstance(d.get("job"), dict) else ""'
+}
+
+# upload NAME KIND FILE: PUT /v1/images/NAME streamed (curl -T), with its sha256
+upload() {
+	local sha size
+	sha=$(sha256sum < "$3" | cut -c1-64)
+	size=$(stat -c %s "$3")
+	API_BODY=$W/api.last
+	API_STATUS=$(nsx curl -sS -o "$API_BODY" -w '%{http_code}' -X PUT -T "$3" --max-time 300 \
+		-H "Authorization: Bearer $RP_TOKEN" -H "Content-Type: application/octet-stream" \
+		"$RP_URL/v1/images/$1?kind=$2&sha256=$sha") || API_STATUS=000
+	echo "PUT /v1/images/$1 -> $API_STATUS" >> "$W/api.log"
+	[ "$API_STATUS" = 201 ] || fail "upload $1: HTTP $API_STATUS: $(head -c 2000 "$API_BODY")"
+	if [ "$(jget .sha256 "$API_BODY")" != "$sha" ] || [ "$(jget .size "$API_BODY")" != "$size" ]; then
+		fail "upload $1: stored as $(cat "$API_BODY"), sent $size bytes sha256 $sha"
+	fi
+	say "image $1 ($2): $size bytes, sha256 ${sha:0:16}..."
+}
+
+# bmc_json N: the "bmc" member of VM N's node (its ipmi_sim; see README's pitfalls: -C 3)
+bmc_json() {
+	vm "$1"
+	printf '{"driver":"ipmi","address":"127.0.0.1","port":%s,"username":"%s","password":"%s",%s}' \
+		"$BMC_PORT" "$BMC_USER" "$BMC_PASSWORD" \
+		'"options":{"cipher_suite":3,"workarounds":["opensesspriv"],"session_timeout_ms":3000,"retransmission_timeout_ms":500}'
+}
+
 # ---- rackpilotd ------------------------------------------------------------------------------
+# rackpilotd_conf FILE: the rig's configuration (images in W/images, dnsmasq's hosts file, the
+# agent heartbeat every 5 s, provisioning timeout LIMIT); checked with rackpilotd -n
+rackpilotd_conf() {
+	cat > "$1" << EOF
+[server]
+log_level = info
+power_sync_interval = 30
+agent_heartbeat = 5
+image_dir = $W/images
+boot_url = http://$BR_IP:$PORT
+dnsmasq_hosts = $DNSMASQ_HOSTS
+dnsmasq_pidfile = $DNSMASQ_PIDFILE
+discovery = false
+provision_timeout = ${LIMIT:-300}
+EOF
+	"$RACKPILOTD" -n -c "$1" > "$W/rackpilotd.effective.conf" 2>&1 ||
+		fail "rackpilotd -n rejects the configuration: $(cat "$W/rackpilotd.effective.conf")"
+}
+
 # start_rackpilotd CONF: in the namespace, on $BR_IP:$PORT; sets RP_URL and RP_TOKEN
 start_rackpilotd() {
 	local conf=$1

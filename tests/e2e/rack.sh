@@ -15,7 +15,11 @@
 #     `dnsmasq_hosts`), pid file WORK/dnsmasq.pid (rackpilotd's `dnsmasq_pidfile`);
 #   - per VM N a BMC: ipmi_sim on the namespace's 127.0.0.1:(E2E_IPMI_BASE+N-1), user
 #     admin/password, whose chassis control (chassis-control.sh) starts and stops the VM's QEMU
-#     (vm-run.sh) on tapN with the disk WORK/vmN/disk.img. VMs start powered off.
+#     (vm-run.sh) on tapN with the disk WORK/vmN/disk.img. VMs start powered off;
+#   - with E2E_LLDP_SWITCH=NAME, lldpd on the taps as the top-of-rack switch NAME: tapN is its
+#     port "Ethernet1/N" (LLDP port id, subtype local; description e2e-vmN), LLDPDUs every
+#     second; control socket WORK/lldpd.socket
+#     (`rack.sh exec lldpcli -u WORK/lldpd.socket show neighbors`), log WORK/lldpd.log.
 # Processes started later for the rack (rackpilotd, console followers) may be recorded in
 # WORK/pids ("PID NAME" lines): `down` stops them too. `down` only signals a recorded pid whose
 # command line names WORK.
@@ -27,6 +31,8 @@
 #   E2E_BOOT_URL=http://10.99.1.1:$E2E_PORT/boot/ipxe?mac=${net0/mac}   what dnsmasq gives iPXE
 #   E2E_IPMI_BASE=9001    UDP port of VM 1's BMC
 #   E2E_VM_MEM=512        MiB per VM
+#   E2E_VM_MEM_N          MiB of VM N alone (e.g. E2E_VM_MEM_3=768: a VM unlike its order)
+#   E2E_LLDP_SWITCH       the switch's LLDP system name (unset: no lldpd)
 #   E2E_DISK_SIZE=256M    size of each VM's (blank, sparse) disk
 #   E2E_NS=rpe2e-XXXXXX   namespace name (default: random, unique per run)
 #
@@ -92,7 +98,9 @@ guid_hex() { # UUID text -> lan.conf guid (the 16 bytes reversed, as IPMI puts t
 }
 
 make_vm() { # N
-	local n=$1 d=$W/vm$1 port=$((E2E_IPMI_BASE + $1 - 1)) uuid serial size
+	local n=$1 d=$W/vm$1 port=$((E2E_IPMI_BASE + $1 - 1)) uuid serial size mem=E2E_VM_MEM_$1
+	mem=${!mem:-$E2E_VM_MEM}
+	[[ $mem =~ ^[0-9]+$ ]] || die "E2E_VM_MEM_$n must be MiB"
 	uuid=$(printf '52504532-4530-4000-8000-%012d' "$n")
 	serial=$(printf 'RPE2E%04d' "$n")
 	mkdir -p "$d/sim"
@@ -100,7 +108,7 @@ make_vm() { # N
 NAME=e2e-vm$n
 MAC=$(vm_mac "$n")
 TAP=tap$n
-MEM=$E2E_VM_MEM
+MEM=$mem
 UUID=$uuid
 SERIAL=$serial
 DISK_SERIAL=RPE2E-DISK-$n
@@ -139,6 +147,30 @@ EOF
 	ip netns exec "$NS" ipmi_sim -c "$d/lan.conf" -f "$d/bmc.emu" -s "$d/sim" -n \
 		< /dev/null > "$d/sim.log" 2>&1 &
 	record $! "ipmi_sim-vm$n"
+}
+
+# lldpd as the rack's switch: one port per VM tap (the exact names in -I: lldpd takes them even
+# where it would skip such interfaces on its own)
+start_switch() { # NAME
+	local i ifs=''
+	{
+		echo "# lldpd as the e2e rack's top-of-rack switch (rack.sh)"
+		echo "configure system hostname $1"
+		echo "configure lldp tx-interval 1"
+		for i in $(seq 1 "$E2E_VMS"); do
+			echo "configure ports tap$i lldp portidsubtype local Ethernet1/$i description e2e-vm$i"
+			ifs+=${ifs:+,}tap$i
+		done
+	} > "$W/lldpd-switch.conf"
+	ip netns exec "$NS" lldpd -d -u "$W/lldpd.socket" -I "$ifs" -O "$W/lldpd-switch.conf" \
+		< /dev/null > "$W/lldpd.log" 2>&1 &
+	record $! lldpd-switch
+	for i in $(seq 1 50); do
+		ip netns exec "$NS" lldpcli -u "$W/lldpd.socket" show configuration 2> /dev/null |
+			grep -F "Override system name with: $1" > /dev/null && return 0
+		sleep 0.1
+	done
+	die "lldpd (switch $1) did not start: $(tail -n 5 "$W/lldpd.log")"
 }
 
 write_dnsmasq_conf() {
@@ -187,6 +219,9 @@ up() {
 		command -v "$t" > /dev/null || die "missing $t (see .ci/deps)"
 	done
 	[ -f /usr/lib/ipxe/undionly.kpxe ] || die "missing /usr/lib/ipxe/undionly.kpxe (apt-get install ipxe)"
+	if [ -n "${E2E_LLDP_SWITCH:-}" ]; then
+		for t in lldpd lldpcli; do command -v "$t" > /dev/null || die "missing $t (apt-get install lldpd)"; done
+	fi
 	E2E_VMS=${E2E_VMS:-2}
 	E2E_PORT=${E2E_PORT:-8080}
 	E2E_IPMI_BASE=${E2E_IPMI_BASE:-9001}
@@ -232,6 +267,7 @@ BMC_USER=$BMC_USER
 BMC_PASSWORD=$BMC_PASSWORD
 DNSMASQ_HOSTS=$W/dnsmasq.hosts
 DNSMASQ_PIDFILE=$W/dnsmasq.pid
+LLDP_SWITCH=${E2E_LLDP_SWITCH:-}
 EOF
 	IPMI_BASE=$E2E_IPMI_BASE
 	up_done=0
@@ -253,6 +289,7 @@ EOF
 	record "$(cat "$W/dnsmasq.pid")" dnsmasq
 
 	for i in $(seq 1 "$E2E_VMS"); do make_vm "$i"; done
+	[ -z "${E2E_LLDP_SWITCH:-}" ] || start_switch "$E2E_LLDP_SWITCH"
 
 	# every BMC bound and answering
 	local want=$E2E_VMS have=0
@@ -280,7 +317,12 @@ down() {
 	local pids=() p name f
 	if [ -f "$W/pids" ]; then
 		while read -r p name; do
-			[ -n "$p" ] && ours "$p" && pids+=("$p") && log "stopping $name (pid $p)"
+			[ -n "$p" ] || continue
+			# lldpd retitles itself ("lldpd: monitor."): its command line no longer names W
+			if ours "$p" || { [ "$name" = lldpd-switch ] && alive "$p" &&
+				[ "$(ip netns identify "$p" 2> /dev/null)" = "$NS" ]; }; then
+				pids+=("$p") && log "stopping $name (pid $p)"
+			fi
 		done < "$W/pids"
 	fi
 	for f in "$W"/vm*/qemu.pid "$W"/vm*/qemu.prev; do

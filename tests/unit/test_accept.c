@@ -180,6 +180,47 @@ test_cabling(void **state)
 	json_decref(inv);
 }
 
+/* A small VM without dmidecode: the kernel's total against the order, within tolerance_pct
+ * (5 by default); below 4 GiB the message speaks MiB. */
+static void
+test_memory_tolerance(void **state)
+{
+	static const struct {
+		const char *bom;
+		long long mib;
+		const char *message; /* NULL: no finding */
+	} cases[] = {
+	        {"{\"memory\": {\"total_gib\": 0.5, \"tolerance_pct\": 20}}", 480, NULL},
+	        {"{\"memory\": {\"total_gib\": 0.5, \"tolerance_pct\": 20}}", 720,
+	         "memory 720 MiB, expected 512 MiB (kernel total, 20 % tolerance; dmidecode absent)"},
+	        {"{\"memory\": {\"total_gib\": 0.5}}", 480,
+	         "memory 480 MiB, expected 512 MiB (kernel total, 5 % tolerance; dmidecode absent)"},
+	        {"{\"memory\": {\"total_gib\": 0.5}}", 500, NULL},
+	        {"{\"memory\": {\"total_gib\": 16, \"tolerance_pct\": 0}}", 15 * 1024,
+	         "memory 15 GiB, expected 16 GiB (kernel total, 0 % tolerance; dmidecode absent)"},
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		json_t *b = json_loads(cases[i].bom, 0, NULL), *detail = NULL, *fs = json_array();
+		json_t *inv = json_pack("{s:{s:I}}", "memory", "total_bytes",
+		                        (json_int_t)(cases[i].mib * 1024 * 1024));
+
+		assert_int_equal(rp_accept_bom_check(b, &detail), RP_ERR_OK);
+		if (cases[i].message == NULL) {
+			if (rp_accept_bom(b, inv, fs) != 0)
+				fail_msg("%s, %lld MiB: %s", cases[i].bom, cases[i].mib, json_dumps(fs, 0));
+		} else {
+			assert_int_equal(rp_accept_bom(b, inv, fs), 1);
+			assert_string_equal(msg(about(fs, "memory.total_gib")), cases[i].message);
+		}
+		json_decref(fs);
+		json_decref(inv);
+		json_decref(b);
+	}
+}
+
 static void
 test_bad_boms(void **state)
 {
@@ -189,6 +230,9 @@ test_bad_boms(void **state)
 	        {"{\"gpus\": {\"colour\": \"green\"}}", "bom.gpus.colour"},
 	        {"{\"psus\": {\"count\": 2}}", "bom.psus"},
 	        {"{\"memory\": {\"total_gib\": 0}}", "bom.memory.total_gib"},
+	        {"{\"memory\": {\"tolerance_pct\": 51}}", "bom.memory.tolerance_pct"},
+	        {"{\"memory\": {\"tolerance_pct\": -1}}", "bom.memory.tolerance_pct"},
+	        {"{\"memory\": {\"tolerance_pct\": \"5\"}}", "bom.memory.tolerance_pct"},
 	        {"{\"cpu\": {\"model\": \"\"}}", "bom.cpu.model"},
 	        {"{\"hcas\": {\"link_layer\": \"Token Ring\"}}", "bom.hcas.link_layer"},
 	        {"{\"disks\": 4}", "bom.disks"},
@@ -227,7 +271,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_matching_server), cmocka_unit_test(test_missing_gpu_and_dimms),
 	        cmocka_unit_test(test_other_orders),    cmocka_unit_test(test_cabling),
-	        cmocka_unit_test(test_bad_boms),
+	        cmocka_unit_test(test_memory_tolerance), cmocka_unit_test(test_bad_boms),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
