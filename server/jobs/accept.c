@@ -352,16 +352,37 @@ check_compare(struct acc *a, const char *check)
 	findings = json_array();
 	if (!strcmp(check, "inventory"))
 		n = rp_accept_bom(bom, inv, findings);
-	else
-		n = rp_accept_links(bom ? bom : json_object(), json_object_get(a->info, "cabling"), inv,
-		                    findings, &unv);
-	if (n > 0)
-		rc = settle(a, check, "failed",
-		            json_string_value(json_object_get(json_array_get(findings, 0), "fix")),
-		            json_pack("{s:s}", "inventory_at", at), findings, "%s%s",
-		            json_string_value(json_object_get(json_array_get(findings, 0), "message")),
-		            n > 1 ? " (and more)" : "");
 	else {
+		if (bom == NULL)
+			bom = json_object();
+		n = rp_accept_links(bom, json_object_get(a->info, "cabling"), inv, findings, &unv);
+	}
+	if (n > unv) {
+		/* The first real mismatch leads; unverifiable entries stay among the findings. */
+		json_t *lead = NULL, *f;
+		size_t i;
+
+		json_array_foreach(findings, i, f)
+		{
+			if (lead == NULL && strcmp(json_string_value(json_object_get(f, "actual")) ?: "",
+			                           "not reported") != 0)
+				lead = f;
+		}
+		if (lead == NULL)
+			lead = json_array_get(findings, 0);
+		rc = settle(a, check, "failed", json_string_value(json_object_get(lead, "fix")),
+		            json_pack("{s:s, s:i}", "inventory_at", at, "unverified", unv), findings,
+		            "%s%s", json_string_value(json_object_get(lead, "message")),
+		            n > 1 ? " (and more)" : "");
+	} else if (unv > 0) {
+		/* lldpd (or IB neighbour data) absent: the cabling is not verified, which is neither
+		 * a pass nor the rack's fault. */
+		rc = settle(a, check, "skipped", "run lldpd on the node's image",
+		            json_pack("{s:s, s:i}", "inventory_at", at, "unverified", unv), findings,
+		            "links up at rated speed; %d cabling entr%s not verifiable: %s", unv,
+		            unv == 1 ? "y" : "ies",
+		            json_string_value(json_object_get(json_array_get(findings, 0), "message")));
+	} else {
 		json_decref(findings);
 		rc = settle(a, check, "passed", NULL,
 		            json_pack("{s:s, s:I}", "inventory_at", at, "cables",

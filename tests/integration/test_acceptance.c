@@ -433,6 +433,59 @@ test_cancelled_run_does_not_block(void **state)
 	json_decref(run);
 }
 
+/* A node whose image runs no lldpd: its cabling cannot be verified, so links is skipped with
+ * that reason, not passed and not failed. */
+static void
+test_cabling_without_lldp(void **state)
+{
+	struct node n = {.fixture = "vm"};
+	struct reply r;
+	char tok[128];
+	const char *cab = "{\"entries\":[{\"node\":\"nolldp-1\",\"interface\":\"eth0\","
+	                  "\"switch\":\"leaf-x\",\"port\":\"Ethernet1/1\"}]}";
+	json_t *run = NULL;
+	int i;
+
+	(void)state;
+	snprintf(n.name, sizeof n.name, "nolldp-1");
+	snprintf(n.dir, sizeof n.dir, "%s/nolldp-1", workdir);
+	snprintf(n.addr, sizeof n.addr, "127.0.4.20");
+	snprintf(n.mac, sizeof n.mac, "02:ac:00:00:01:01");
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "nolldp"), 201);
+	reply_free(&r);
+	make_node(&S, "{s:s, s:s, s:i, s:[s], s:{s:s}}", "name", n.name, "rack", "nolldp",
+	          "u_position", 1, "macs", n.mac, "bmc", "driver", "fake");
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}", "node",
+	                      n.name), 201);
+	snprintf(tok, sizeof tok, "%s", jstr(r.json, "token"));
+	reply_free(&r);
+	sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s %s/tests/fixtures/inventory/vm",
+	   rp_test_src, n.dir, n.addr, port, S.base, tok, n.mac, RP_TEST_AGENT, rp_test_src);
+	assert_int_equal(sh_rc("%s -c %s/agent.conf register >> %s/agent.log 2>&1", RP_TEST_AGENT,
+	                       n.dir, n.dir), 0);
+	sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, n.dir);
+	assert_int_equal(req(&S, S.admin, "PUT", "/v1/racks/nolldp/cabling", "application/json", cab,
+	                     strlen(cab), NULL, &r), 200);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/nolldp/acceptance", &r, "{s:[s]}",
+	                      "checks", "links"), 202);
+	reply_free(&r);
+	for (i = 0; i < 300; i++) {
+		run = get("/v1/racks/nolldp/acceptance");
+		if (strcmp(jstr(run, "state"), "running") != 0)
+			break;
+		json_decref(run);
+		run = NULL;
+		usleep(100000);
+	}
+	assert_non_null(run);
+	expect(run, "nolldp-1", "links", "skipped");
+	if (!strstr(jstr(result(run, "nolldp-1", "links"), "message"), "1 cabling entry not verifiable"))
+		fail_msg("%s", jstr(result(run, "nolldp-1", "links"), "message"));
+	assert_string_equal(jstr(run, "state"), "passed");
+	json_decref(run);
+}
+
 static int
 setup(void **state)
 {
@@ -548,6 +601,7 @@ main(void)
 	    cmocka_unit_test(test_rerun_after_fixes_and_signoff),
 	    cmocka_unit_test(test_bmc_event_log),
 	    cmocka_unit_test(test_cancelled_run_does_not_block),
+	    cmocka_unit_test(test_cabling_without_lldp),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
