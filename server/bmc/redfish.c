@@ -265,9 +265,12 @@ discover_root(struct rf *h, struct rp_bmc_err *err)
 	if (exchange(h, "GET", "/redfish/v1/", NULL, NULL, 0, NULL, NULL, 0, &r, err) < 0)
 		return -1;
 	if (r.status != 200 || !json_is_object(r.json)) {
+		long status = r.status; /* reply_free clears it */
+
 		reply_free(&r);
-		return rp_bmc_fail(err, r.status == 404 ? RP_BMC_UNSUPPORTED : RP_BMC_PROTOCOL,
-		                   "%s has no Redfish service root (HTTP %ld)", h->base_url, r.status);
+		return rp_bmc_fail(err, status == 404 ? RP_BMC_UNSUPPORTED : RP_BMC_PROTOCOL,
+		                   "%s has no Redfish service root (HTTP %ld%s)", h->base_url, status,
+		                   status == 200 ? ", not JSON" : "");
 	}
 	links = json_object_get(r.json, "Links");
 	copy(h->l.sessions, sizeof h->l.sessions, link(json_object_get(links, "Sessions")));

@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bmc/bmc.h"
@@ -262,6 +263,54 @@ test_dmtf_trees(void **state)
 	}
 }
 
+/* An HTTP server that is no BMC (a plain python http.server): the driver says so, with the
+ * status it got, and calls it unsupported (404), not a protocol error with "HTTP 0". */
+static void
+test_not_a_bmc(void **state)
+{
+	char dir[] = "/tmp/rp-notbmc-XXXXXX";
+	struct rp_bmc_target t;
+	struct rp_bmc_err err = {0};
+	struct rp_bmc *b;
+	enum rp_power p;
+	json_t *j;
+	pid_t pid;
+	int port = 24000 + getpid() % 1000, i, rc = -1;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char ps[16];
+
+		snprintf(ps, sizeof ps, "%d", port);
+		if (freopen("/dev/null", "w", stderr) == NULL)
+			_exit(127);
+		execlp("python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory",
+		       dir, ps, (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 100 && sh_rc("curl -s -o /dev/null http://127.0.0.1:%d/", port); i++)
+		usleep(100000);
+	j = json_pack("{s:s, s:s, s:i, s:s, s:s, s:{s:s}}", "driver", "redfish", "address",
+	              "127.0.0.1", "port", port, "username", "admin", "password", "secret", "options",
+	              "scheme", "http");
+	assert_int_equal(rp_bmc_target_from_json(j, "n", &t, &err), 0);
+	json_decref(j);
+	b = rp_bmc_open(&t, &err);
+	if (b != NULL)
+		rc = rp_bmc_power_get(b, &p, &err);
+	rp_bmc_close(b);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	rmdir(dir);
+	assert_int_equal(rc, -1);
+	assert_int_equal(err.kind, RP_BMC_UNSUPPORTED);
+	if (strstr(err.msg, "no Redfish service root (HTTP 404)") == NULL)
+		fail_msg("%s", err.msg);
+}
+
 int
 main(void)
 {
@@ -269,6 +318,7 @@ main(void)
 	    cmocka_unit_test(test_bios),
 	    cmocka_unit_test(test_firmware),
 	    cmocka_unit_test(test_dmtf_trees),
+	    cmocka_unit_test(test_not_a_bmc),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
