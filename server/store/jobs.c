@@ -377,6 +377,25 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 		e = RP_ERR_CONFLICT;
 		goto out;
 	}
+	{
+		char *sk = json_dumps(skipped, JSON_COMPACT);
+
+		s = sk ? STMT(c, "UPDATE batches SET skipped = ? WHERE id = ?") : NULL;
+		if (s == NULL) {
+			free(sk);
+			e = RP_ERR_INTERNAL;
+			goto out;
+		}
+		store_bind_text(s, 1, sk);
+		sqlite3_bind_int64(s, 2, batch_id);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		free(sk);
+		if (rc != SQLITE_DONE) {
+			e = store_sqlerr(c, rc, "batch skipped");
+			goto out;
+		}
+	}
 	snprintf(summary, sizeof summary, "%s batch: %zu job(s) queued, %zu node(s) skipped", kind,
 	         json_array_size(jobs), json_array_size(skipped));
 	if ((e = store_event(c, actor, "batch.created", "batch", buuid, NULL, 0, 0, summary, params)) !=
@@ -505,7 +524,8 @@ rp_store_batch_get(struct rp_store *st, const char *key, json_t **out)
 		return e;
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT id AS _id, uuid AS id, kind, params AS \"params:json\", created_by, "
-	            "created_at AS \"created_at:time\" FROM batches WHERE uuid = lower(?)");
+	            "created_at AS \"created_at:time\", skipped AS \"skipped:json\" FROM batches "
+	            "WHERE uuid = lower(?)");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_text(s, 1, key, -1, SQLITE_TRANSIENT);

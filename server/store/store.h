@@ -405,7 +405,8 @@ enum rp_err rp_store_job_get(struct rp_store *st, const char *id, json_t **out);
 enum rp_err rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq,
                               struct rp_page *out);
 
-/* {id, kind, params, created_by, created_at, total, counts {state: n}, done}. */
+/* {id, kind, params, created_by, created_at, skipped [{node, reason}], total, counts {state:
+ * n}, done}. */
 enum rp_err rp_store_batch_get(struct rp_store *st, const char *id, json_t **out);
 
 /* Cancel: a queued job ends at once (*running 0); a running one is flagged and stops at its

@@ -248,6 +248,10 @@ test_batch(void **state)
 		assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
 		done = json_is_true(json_object_get(r.json, "done"));
 		if (done) {
+			/* Whoever follows the batch later sees what it skipped, too. */
+			assert_int_equal(json_array_size(json_object_get(r.json, "skipped")), 1);
+			assert_string_equal(
+			        str(json_array_get(json_object_get(r.json, "skipped"), 0), "node"), "maint");
 			counts = json_object_get(r.json, "counts");
 			assert_int_equal(json_integer_value(json_object_get(counts, "succeeded")), 20);
 			assert_int_equal(json_integer_value(json_object_get(r.json, "total")), 20);
