@@ -346,11 +346,13 @@ render_html(json_t *run, struct rp_buf *b)
 		html_text(b, st);
 		rp_buf_printf(b, "</td><td>");
 		html_text(b, json_string_value(json_object_get(r, "message")));
-		json_array_foreach(json_object_get(r, "findings"), j, s)
-		{
-			rp_buf_printf(b, "<br>&middot; ");
-			html_text(b, json_string_value(json_object_get(s, "message")));
-		}
+		/* One finding is the message already; more are listed each. */
+		if (json_array_size(json_object_get(r, "findings")) > 1)
+			json_array_foreach(json_object_get(r, "findings"), j, s)
+			{
+				rp_buf_printf(b, "<br>&middot; ");
+				html_text(b, json_string_value(json_object_get(s, "message")));
+			}
 		rp_buf_printf(b, "</td><td>");
 		html_text(b, json_string_value(json_object_get(r, "fix")));
 		rp_buf_printf(b, "</td></tr>");
