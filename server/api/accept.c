@@ -123,7 +123,7 @@ void
 rp_api_acceptance_start(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	json_t *checks = NULL, *in = NULL, *plans = json_object(), *bsteps = NULL, *detail = NULL;
-	json_t *out = NULL, *nd;
+	json_t *out = NULL, *nd, *by_class = json_object();
 	struct rp_page_req pr = {.limit = 1000};
 	struct rp_page pg = {0};
 	const char *k;
@@ -146,7 +146,8 @@ rp_api_acceptance_start(struct rp_api_req *rq, struct rp_api_resp *rs)
 	if (json_object_get(rq->body, "burn_in") &&
 	    burn_in_steps(rq, json_object_get(rq->body, "burn_in"), &bsteps, rs) < 0)
 		goto out;
-	/* Each node's boot for the pxe check runs its commission plan, then the burn-in. */
+	/* Each node's boot for the pxe check runs its class's commission plan, then the burn-in:
+	 * one plan per class. */
 	pr.filter = json_pack("{s:s}", "rack", rq->params[0]);
 	e = rp_store_node_list(rq->api->store, &pr, &pg);
 	json_decref(pr.filter);
@@ -157,14 +158,17 @@ rp_api_acceptance_start(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	json_array_foreach(pg.items, i, nd)
 	{
-		json_t *plan = NULL;
-		const char *name = json_string_value(json_object_get(nd, "name"));
+		const char *cls = json_string_value(json_object_get(nd, "node_class"));
+		json_t *plan = json_object_get(by_class, cls ? cls : "");
 
-		if (rp_api_commission_plan(rq, rs, name, &plan) < 0)
-			goto out;
-		if (bsteps)
-			json_array_extend(plan, bsteps);
-		json_object_set_new(plans, name, plan);
+		if (plan == NULL) {
+			if (rp_api_commission_plan(rq, rs, cls, &plan) < 0)
+				goto out;
+			if (bsteps)
+				json_array_extend(plan, bsteps);
+			json_object_set_new(by_class, cls ? cls : "", plan);
+		}
+		json_object_set(plans, json_string_value(json_object_get(nd, "name")), plan);
 	}
 	in = json_pack("{s:O, s:O?}", "checks", checks, "burn_in", json_object_get(rq->body, "burn_in"));
 	e = rp_store_accept_start(rq->api->store, rq->params[0], in, plans, rp_api_actor(rq, actor),
@@ -180,6 +184,7 @@ out:
 	json_decref(checks);
 	json_decref(in);
 	json_decref(plans);
+	json_decref(by_class);
 	json_decref(bsteps);
 	json_decref(pg.items);
 }
@@ -454,9 +459,13 @@ rp_api_acceptance_signoff(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_error(rs, e, detail);
 		return;
 	}
+	want = json_string_value(json_object_get(rq->body, "report_sha256"));
+	if (!rp_api_sha256_valid(want)) {
+		bad(rs, RP_ERR_INVALID_FIELD, "report_sha256", "64 hex digits: the report's digest");
+		return;
+	}
 	if ((run = report(rq, rs)) == NULL)
 		return;
-	want = json_string_value(json_object_get(rq->body, "report_sha256"));
 	if (strcasecmp(want, json_string_value(json_object_get(run, "report_sha256"))) != 0) {
 		rp_api_error(rs, RP_ERR_CONFLICT,
 		             json_pack("{s:s, s:O}", "reason",

@@ -245,6 +245,9 @@ void rp_api_reply_object(struct rp_api_req *req, struct rp_api_resp *rs, int sta
 void rp_api_reply_store_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail,
                               const char *what);
 
+/* 1 when s is a SHA-256 digest: 64 hex digits (either case). */
+int rp_api_sha256_valid(const char *s);
+
 /* The actor string recorded in events for this request: "token:<name>". buf 96 bytes. */
 const char *rp_api_actor(struct rp_api_req *req, char buf[96]);
 
@@ -437,10 +440,10 @@ enum rp_err rp_api_recipe_params_check(json_t *params, json_t **detail);
  * replaced; other ${...} (shell variables) stay as they are. */
 enum rp_err rp_api_recipe_expand(json_t *recipe, json_t *args, json_t **out, json_t **detail);
 
-/* The plan a commission of node_key runs: recipe "commission" (or the built-in inventory
- * step), then "commission-<class>" when it exists. 0 with *out a new array, or -1 with rs
- * filled. */
-int rp_api_commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, const char *node_key,
+/* The plan a commission of a node of class cls (may be NULL) runs: recipe "commission" (or the
+ * built-in inventory step), then "commission-<cls>" when it exists. 0 with *out a new array,
+ * or -1 with rs filled. */
+int rp_api_commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, const char *cls,
                            json_t **out);
 
 /* Append recipe name's steps, expanded with args, to plan. 0, or -1 with rs filled (an unknown

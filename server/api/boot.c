@@ -217,18 +217,6 @@ static const struct rp_field image_fields[] = {
 };
 
 static int
-hex64(const char *s)
-{
-	size_t i;
-
-	for (i = 0; s && s[i]; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') ||
-		      (s[i] >= 'A' && s[i] <= 'F')))
-			return 0;
-	return s && i == 64;
-}
-
-static int
 same_hex(const char *a, const char *b)
 {
 	return strcasecmp(a, b) == 0;
@@ -270,7 +258,7 @@ rp_api_images_upload(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "kind must be kernel, initrd, os, firmware or other");
 		return;
 	}
-	if (want && !hex64(want)) {
+	if (want && !rp_api_sha256_valid(want)) {
 		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "sha256 must be 64 hexadecimal digits");
 		return;
 	}
@@ -348,7 +336,7 @@ rp_api_images_register(struct rp_api_req *rq, struct rp_api_resp *rs)
 		                       "a file name inside the image directory (no '/', not hidden)"));
 		return;
 	}
-	if (want && !hex64(want)) {
+	if (want && !rp_api_sha256_valid(want)) {
 		rp_api_error(rs, RP_ERR_INVALID_FIELD, json_pack("{s:s, s:s}", "field", "sha256",
 		                                                 "reason", "64 hexadecimal digits"));
 		return;

@@ -199,6 +199,18 @@ rp_api_reply_store_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail, 
 	rp_api_error(rs, e, detail);
 }
 
+int
+rp_api_sha256_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s && s[i]; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') ||
+		      (s[i] >= 'A' && s[i] <= 'F')))
+			return 0;
+	return s && i == 64;
+}
+
 const char *
 rp_api_actor(struct rp_api_req *req, char buf[96])
 {

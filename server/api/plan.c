@@ -95,17 +95,6 @@ templated_str(json_t *v, int templated)
 }
 
 static int
-hex64(const char *s)
-{
-	size_t i;
-
-	for (i = 0; s[i]; i++)
-		if (!isxdigit((unsigned char)s[i]))
-			return 0;
-	return i == 64;
-}
-
-static int
 id_valid(const char *s)
 {
 	size_t i;
@@ -143,7 +132,7 @@ check_formats(json_t *step, size_t i, int templated, json_t **detail)
 	    json_string_value(v)[0] != '/')
 		return bad(detail, RP_ERR_INVALID_FIELD, i, "device", "must be an absolute path");
 	if ((v = json_object_get(step, "sha256")) && !templated_str(v, templated) &&
-	    !hex64(json_string_value(v)))
+	    !rp_api_sha256_valid(json_string_value(v)))
 		return bad(detail, RP_ERR_INVALID_FIELD, i, "sha256", "64 hexadecimal digits");
 	if ((v = json_object_get(step, "mode")) && !templated_str(v, templated)) {
 		s = json_string_value(v);

@@ -89,11 +89,10 @@ disks(struct rp_api_req *rq)
 }
 
 int
-rp_api_commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, const char *node_key,
+rp_api_commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, const char *cls,
                        json_t **out)
 {
-	json_t *plan = json_array(), *node = NULL;
-	const char *cls;
+	json_t *plan = json_array();
 	char name[96];
 	int r;
 
@@ -101,17 +100,14 @@ rp_api_commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, const char
 		goto fail;
 	if (r == 1)
 		json_array_append_new(plan, json_pack("{s:s, s:s}", "id", "inventory", "type", "inventory"));
-	if (rp_store_node_get(rq->api->store, node_key, &node) == RP_ERR_OK &&
-	    (cls = json_string_value(json_object_get(node, "node_class"))) != NULL) {
+	if (cls) {
 		snprintf(name, sizeof name, "commission-%s", cls);
 		if (add_recipe(rq, rs, name, NULL, plan) < 0)
 			goto fail;
 	}
-	json_decref(node);
 	*out = plan;
 	return 0;
 fail:
-	json_decref(node);
 	json_decref(plan);
 	return -1;
 }
@@ -131,12 +127,19 @@ rp_api_recipe_steps(struct rp_api_req *rq, struct rp_api_resp *rs, const char *n
 static int
 commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
 {
-	json_t *plan = NULL;
+	json_t *plan = NULL, *node = NULL;
+	int rc = -1;
 
-	if (rp_api_commission_plan(rq, rs, rq->params[0], &plan) < 0)
-		return -1;
-	json_object_set_new(params, "plan", plan);
-	return 0;
+	/* An unknown node gets its 404 from the lifecycle call; the plan is the classless one. */
+	if (rp_store_node_get(rq->api->store, rq->params[0], &node) != RP_ERR_OK)
+		node = NULL;
+	if (rp_api_commission_plan(rq, rs, json_string_value(json_object_get(node, "node_class")),
+	                           &plan) == 0) {
+		json_object_set_new(params, "plan", plan);
+		rc = 0;
+	}
+	json_decref(node);
+	return rc;
 }
 
 static int

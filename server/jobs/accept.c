@@ -40,9 +40,7 @@ struct acc {
 static int
 trouble(struct acc *a, const char *what, const char *check)
 {
-	a->out = jobs_outcome(a->w, "retry");
-	json_object_set_new(a->out, "wait", json_true());
-	json_object_set_new(a->out, "not_before", json_integer(rp_time_now_ms() + LOOK_AGAIN_MS));
+	a->out = jobs_later(a->w, LOOK_AGAIN_MS);
 	jobs_set_error(a->out, "store", "%s (check %s); trying again", what, check);
 	return -1;
 }
@@ -99,9 +97,7 @@ settle(struct acc *a, const char *check, const char *state, const char *fix, jso
 static int
 wait_child(struct acc *a, const char *check, const char *child, const char *state)
 {
-	a->out = jobs_outcome(a->w, "retry");
-	json_object_set_new(a->out, "wait", json_true());
-	json_object_set_new(a->out, "not_before", json_integer(rp_time_now_ms() + LOOK_AGAIN_MS));
+	a->out = jobs_later(a->w, LOOK_AGAIN_MS);
 	jobs_set_error(a->out, "accepting", "check %s: waiting for job %s (%s)", check, child, state);
 	return -1;
 }
@@ -482,7 +478,7 @@ out:
 static int
 check_burn_in(struct acc *a)
 {
-	const char *js, *gate = after_pxe(a), *id;
+	const char *gate = after_pxe(a), *id;
 	json_t *job = NULL, *st, *findings, *skips;
 	int rc, ran = 0;
 	size_t i;
@@ -500,7 +496,6 @@ check_burn_in(struct acc *a)
 		return settle(a, "burn_in", "skipped", "run acceptance with the pxe check again", NULL,
 		              NULL, "no boot of this run to read burn-in results from");
 	}
-	(void)js;
 	findings = json_array();
 	skips = json_array();
 	json_array_foreach(json_object_get(job, "steps"), i, st)
@@ -564,8 +559,7 @@ check_sel(struct acc *a)
 			return settle(a, "sel", "skipped", "read the BMC's event log by hand", NULL, NULL,
 			              "the BMC keeps no event log this driver can read: %s", err.msg);
 		if (rp_bmc_err_transient(err.kind)) {
-			a->out = jobs_outcome(a->w, "retry");
-			jobs_set_error(a->out, "bmc", "check sel: %s", err.msg);
+			a->out = jobs_bmc_failure(a->w, &err, 1); /* a retry, with backoff */
 			return -1;
 		}
 		return settle(a, "sel", "failed", "check the BMC", NULL, NULL,

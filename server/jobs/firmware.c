@@ -469,10 +469,7 @@ bios_agent(struct work *w, json_t *desired)
 	}
 	js = json_string_value(json_object_get(job, "state")) ?: "";
 	if (!strcmp(js, "queued") || !strcmp(js, "running")) {
-		/* Waiting holds no worker: back to the queue, no attempt counted. */
-		o = jobs_outcome(w, "retry");
-		json_object_set_new(o, "wait", json_true());
-		json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + 2000));
+		o = jobs_later(w, 2000);
 		jobs_set_error(o, "applying", "waiting for BIOS recipe job %s (%s)", child, js);
 		goto out;
 	}
@@ -874,10 +871,7 @@ flash_agent(struct fw_ctx *x, json_t *t, json_t *row)
 	}
 	js = json_string_value(json_object_get(job, "state")) ?: "";
 	if (!strcmp(js, "queued") || !strcmp(js, "running")) {
-		/* Waiting holds no worker: back to the queue, no attempt counted. */
-		o = jobs_outcome(w, "retry");
-		json_object_set_new(o, "wait", json_true());
-		json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + 2000));
+		o = jobs_later(w, 2000);
 		jobs_set_error(o, "flashing", "component %s: waiting for flasher job %s (%s)", comp,
 		               child, js);
 		json_decref(job);

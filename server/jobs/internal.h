@@ -66,6 +66,10 @@ struct rp_jobs {
 /* A new outcome {id, state} for w. */
 json_t *jobs_outcome(struct work *w, const char *state);
 
+/* Back to the queue in ms, holding no worker and counting no attempt (a job waiting on
+ * something else: a child job, an agent, a reboot). New outcome. */
+json_t *jobs_later(struct work *w, unsigned ms);
+
 /* Set error_code and a formatted error message on an outcome. */
 void jobs_set_error(json_t *o, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -70,6 +70,16 @@ jobs_outcome(struct work *w, const char *state)
 	return json_pack("{s:I, s:s}", "id", (json_int_t)w->id, "state", state);
 }
 
+json_t *
+jobs_later(struct work *w, unsigned ms)
+{
+	json_t *o = jobs_outcome(w, "retry");
+
+	json_object_set_new(o, "wait", json_true());
+	json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + ms));
+	return o;
+}
+
 void
 jobs_set_error(json_t *o, const char *code, const char *fmt, ...)
 {

@@ -59,10 +59,8 @@ failed(struct work *w, const char *code, const char *fmt, ...)
 static json_t *
 later(struct work *w, const char *why)
 {
-	json_t *o = jobs_outcome(w, "retry");
+	json_t *o = jobs_later(w, WAIT_POLL_MS);
 
-	json_object_set_new(o, "wait", json_true());
-	json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + WAIT_POLL_MS));
 	jobs_set_error(o, "waiting", "%s", why);
 	return o;
 }

@@ -241,10 +241,7 @@ next(struct run *r, int exit_status, int *again, char *pending, size_t plen)
 				jobs_set_error(o, "cancelled", "cancelled while waiting for a reboot");
 				goto out;
 			}
-			/* Waiting holds no worker: the job goes back to the queue and looks again. */
-			o = jobs_outcome(w, "retry");
-			json_object_set_new(o, "wait", json_true());
-			json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + REBOOT_POLL_MS));
+			o = jobs_later(w, REBOOT_POLL_MS);
 			jobs_set_error(o, "rebooting", "waiting for %s to come back from step %s",
 			               w->node_name, id);
 			goto out;

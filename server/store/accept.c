@@ -32,12 +32,12 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
                       const char *actor, json_t **out, json_t **detail)
 {
 	struct conn *c = store_conn(st);
-	json_t *checks = json_object_get(in, "checks"), *nodes = NULL, *nd, *ck;
+	json_t *checks = json_object_get(in, "checks"), *nodes = NULL, *nd;
 	sqlite3_stmt *s;
 	char uuid[RP_UUID_BUF], state[16] = "", summary[200], *cj = NULL, *bj = NULL;
 	int64_t rack_id, prev = 0, run_id, now = rp_time_now_ms();
 	int attempt = 0, jobs = 0, rc;
-	size_t i, k;
+	size_t i;
 	enum rp_err e;
 
 	if (c == NULL)
@@ -89,8 +89,7 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 			goto out;
 	}
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT id, uuid, name, maintenance, maintenance_reason FROM nodes WHERE "
-	            "rack_id = ? ORDER BY u_position DESC, name");
+	s = STMT(c, "SELECT id FROM nodes WHERE rack_id = ?");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, rack_id);
@@ -125,56 +124,54 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 		goto out;
 	}
 	run_id = sqlite3_last_insert_rowid(c->db);
+	/* Every node x check, at once: a re-run copies what passed before; the rest is pending. */
+	s = STMT(c, "INSERT INTO acceptance_results(run_id, node_id, check_name, state, message, "
+	            "fix, evidence, findings, attempt, started_at, finished_at) SELECT ?1, n.id, "
+	            "j.value, coalesce(p.state, 'pending'), p.message, p.fix, p.evidence, "
+	            "p.findings, coalesce(p.attempt, ?3), p.started_at, p.finished_at FROM nodes n "
+	            "CROSS JOIN json_each(?2) j LEFT JOIN acceptance_results p ON p.run_id = ?4 AND "
+	            "p.node_id = n.id AND p.check_name = j.value AND p.state = 'passed' WHERE "
+	            "n.rack_id = ?5");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, run_id);
+	store_bind_text(s, 2, cj);
+	sqlite3_bind_int(s, 3, attempt + 1);
+	sqlite3_bind_int64(s, 4, prev);
+	sqlite3_bind_int64(s, 5, rack_id);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "results insert");
+		goto out;
+	}
+	/* What is read from a fresh boot needs the boot again: pxe runs with them. */
+	s = STMT(c, "UPDATE acceptance_results AS x SET state = 'pending', message = NULL, fix = "
+	            "NULL, evidence = NULL, findings = NULL, attempt = ?2, started_at = NULL, "
+	            "finished_at = NULL WHERE x.run_id = ?1 AND x.check_name = 'pxe' AND x.state = "
+	            "'passed' AND EXISTS (SELECT 1 FROM acceptance_results d WHERE d.run_id = ?1 AND "
+	            "d.node_id = x.node_id AND d.state = 'pending' AND d.check_name IN "
+	            "('inventory', 'links', 'burn_in'))");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, run_id);
+	sqlite3_bind_int(s, 2, attempt + 1);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "results reset");
+		goto out;
+	}
 	json_array_foreach(nodes, i, nd)
 	{
 		int64_t nid = json_integer_value(json_object_get(nd, "id"));
+		struct node_ref n;
+		json_t *job;
+		int64_t jid;
 		int pending = 0;
 
-		json_array_foreach(checks, k, ck)
-		{
-			/* A re-run keeps what passed; failed and skipped checks run again. */
-			s = STMT(c, "INSERT INTO acceptance_results(run_id, node_id, check_name, state, "
-			            "message, fix, evidence, findings, attempt, started_at, finished_at) "
-			            "SELECT ?1, ?2, ?3, 'passed', message, fix, evidence, findings, attempt, "
-			            "started_at, finished_at FROM acceptance_results WHERE run_id = ?4 AND "
-			            "node_id = ?2 AND check_name = ?3 AND state = 'passed' UNION ALL SELECT "
-			            "?1, ?2, ?3, 'pending', NULL, NULL, NULL, NULL, ?5, NULL, NULL WHERE NOT "
-			            "EXISTS (SELECT 1 FROM acceptance_results WHERE run_id = ?4 AND node_id "
-			            "= ?2 AND check_name = ?3 AND state = 'passed')");
-			if (s == NULL)
-				goto out;
-			sqlite3_bind_int64(s, 1, run_id);
-			sqlite3_bind_int64(s, 2, nid);
-			store_bind_text(s, 3, json_string_value(ck));
-			sqlite3_bind_int64(s, 4, prev);
-			sqlite3_bind_int(s, 5, attempt + 1);
-			rc = sqlite3_step(s);
-			sqlite3_reset(s);
-			if (rc != SQLITE_DONE) {
-				e = store_sqlerr(c, rc, "result insert");
-				goto out;
-			}
-		}
-		/* What is read from a fresh boot needs the boot again: pxe runs with them. */
-		s = STMT(c, "UPDATE acceptance_results SET state = 'pending', message = NULL, fix = "
-		            "NULL, evidence = NULL, findings = NULL, attempt = ?3, started_at = NULL, "
-		            "finished_at = NULL WHERE run_id = ?1 AND node_id = ?2 AND check_name = "
-		            "'pxe' AND state = 'passed' AND EXISTS (SELECT 1 FROM acceptance_results "
-		            "WHERE run_id = ?1 AND node_id = ?2 AND state = 'pending' AND check_name IN "
-		            "('inventory', 'links', 'burn_in'))");
-		if (s == NULL)
-			goto out;
-		sqlite3_bind_int64(s, 1, run_id);
-		sqlite3_bind_int64(s, 2, nid);
-		sqlite3_bind_int(s, 3, attempt + 1);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
-			e = store_sqlerr(c, rc, "result reset");
-			goto out;
-		}
-		s = STMT(c, "SELECT count(*) FROM acceptance_results WHERE run_id = ? AND node_id = ? "
-		            "AND state = 'pending'");
+		s = STMT(c, "SELECT EXISTS (SELECT 1 FROM acceptance_results WHERE run_id = ? AND "
+		            "node_id = ? AND state = 'pending')");
 		if (s == NULL)
 			goto out;
 		sqlite3_bind_int64(s, 1, run_id);
@@ -182,25 +179,20 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 		if (sqlite3_step(s) == SQLITE_ROW)
 			pending = sqlite3_column_int(s, 0);
 		sqlite3_reset(s);
-		if (pending > 0) {
-			struct node_ref n;
-			json_t *job;
-			int64_t jid;
-
-			if ((e = store_node_by_id(c, nid, &n)) != RP_ERR_OK)
-				goto out;
-			/* Not mutating: it orchestrates; the power, verify and commission jobs it queues
-			 * take the node's slot one at a time. */
-			job = json_pack("{s:s, s:{s:s, s:O?}, s:b, s:i}", "type", "acceptance", "params",
-			                "run", uuid, "commission_plan",
-			                json_object_get(plans, json_string_value(json_object_get(nd, "name"))),
-			                "mutating", 0, "max_attempts", 1000);
-			e = store_job_add(c, &n, 0, job, actor, &jid);
-			json_decref(job);
-			if (e != RP_ERR_OK)
-				goto out;
-			jobs++;
-		}
+		if (!pending)
+			continue;
+		if ((e = store_node_by_id(c, nid, &n)) != RP_ERR_OK)
+			goto out;
+		/* Not mutating: it orchestrates; the power, verify and commission jobs it queues take
+		 * the node's slot one at a time. */
+		job = json_pack("{s:s, s:{s:s, s:O?}, s:b, s:i}", "type", "acceptance", "params", "run",
+		                uuid, "commission_plan", json_object_get(plans, n.name), "mutating", 0,
+		                "max_attempts", 1000);
+		e = store_job_add(c, &n, 0, job, actor, &jid);
+		json_decref(job);
+		if (e != RP_ERR_OK)
+			goto out;
+		jobs++;
 	}
 	snprintf(summary, sizeof summary, "acceptance of rack %s started (attempt %d, %zu nodes)",
 	         rack, attempt + 1, json_array_size(nodes));
@@ -397,12 +389,13 @@ rp_store_accept_node(struct rp_store *st, const char *run, int64_t node_id, json
 	return *out ? RP_ERR_OK : RP_ERR_INTERNAL;
 }
 
-/* The result row must exist and be pending or running; *state gets it. */
+/* A result's state, and the job it waits on ("" when none; child may be NULL). */
 static enum rp_err
-result_state(struct conn *c, int64_t run_id, int64_t node_id, const char *check, char state[16])
+result_state(struct conn *c, int64_t run_id, int64_t node_id, const char *check, char state[16],
+             char *child)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT state FROM acceptance_results WHERE run_id = ? AND "
-	                          "node_id = ? AND check_name = ?");
+	sqlite3_stmt *s = STMT(c, "SELECT state, coalesce(child_job, '') FROM acceptance_results "
+	                          "WHERE run_id = ? AND node_id = ? AND check_name = ?");
 	int rc;
 
 	if (s == NULL)
@@ -411,8 +404,11 @@ result_state(struct conn *c, int64_t run_id, int64_t node_id, const char *check,
 	sqlite3_bind_int64(s, 2, node_id);
 	store_bind_text(s, 3, check);
 	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	if (rc == SQLITE_ROW) {
 		snprintf(state, 16, "%s", (const char *)sqlite3_column_text(s, 0));
+		if (child)
+			snprintf(child, RP_UUID_BUF, "%s", (const char *)sqlite3_column_text(s, 1));
+	}
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE)
 		return RP_ERR_NOT_FOUND;
@@ -428,7 +424,7 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
 	json_t *res = NULL;
 	struct node_ref n;
 	sqlite3_stmt *s;
-	char state[16] = "", uuid[RP_UUID_BUF] = "";
+	char state[16] = "", uuid[RP_UUID_BUF] = "", was[RP_UUID_BUF] = "";
 	int64_t run_id = 0, created, jid = 0;
 	int running = 0, rc;
 	enum rp_err e;
@@ -438,30 +434,13 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
 	if ((e = run_by_uuid(c, run, &run_id, &running, &created)) != RP_ERR_OK ||
-	    (e = result_state(c, run_id, node_id, check, state)) != RP_ERR_OK)
+	    (e = result_state(c, run_id, node_id, check, state, was)) != RP_ERR_OK)
 		goto out;
 	/* Queued before (a restart): follow that child, never queue a second. */
-	if (prev == NULL ? strcmp(state, "pending") != 0 : strcmp(state, "running") != 0) {
+	if (prev == NULL ? strcmp(state, "pending") != 0
+	                 : strcmp(state, "running") != 0 || strcmp(was, prev) != 0) {
 		e = RP_ERR_DUPLICATE;
 		goto out;
-	}
-	if (prev) {
-		s = STMT(c, "SELECT child_job = ?4 FROM acceptance_results WHERE run_id = ?1 AND "
-		            "node_id = ?2 AND check_name = ?3");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
-		sqlite3_bind_int64(s, 1, run_id);
-		sqlite3_bind_int64(s, 2, node_id);
-		store_bind_text(s, 3, check);
-		store_bind_text(s, 4, prev);
-		rc = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0);
-		sqlite3_reset(s);
-		if (!rc) {
-			e = RP_ERR_DUPLICATE;
-			goto out;
-		}
 	}
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
 		goto out;
@@ -531,7 +510,7 @@ rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id, co
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
 	if ((e = run_by_uuid(c, run, &run_id, &running, &created)) != RP_ERR_OK ||
-	    (e = result_state(c, run_id, node_id, check, state)) != RP_ERR_OK)
+	    (e = result_state(c, run_id, node_id, check, state, NULL)) != RP_ERR_OK)
 		goto out;
 	if (strcmp(state, "pending") != 0 && strcmp(state, "running") != 0) {
 		e = RP_ERR_OK; /* settled before a restart: keep it */

@@ -196,6 +196,25 @@ test_bad_input(void **state)
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/acc/acceptance", &r, NULL), 404);
 	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/acc/acceptance?format=pdf", &r, NULL),
+	                 400);
+	assert_error(&r, 400, "BAD_QUERY");
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/acc/acceptance?attempt=0", &r, NULL), 400);
+	assert_error(&r, 400, "BAD_QUERY");
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/acc/acceptance/signoff", &r, "{}"), 400);
+	assert_error(&r, 400, "MISSING_FIELD");
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/acc/acceptance/signoff", &r, "{s:s}",
+	                      "report_sha256", "abc"), 400);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/acc/acceptance/signoff", &r, "{s:s, s:i}",
+	                      "report_sha256",
+	                      "0000000000000000000000000000000000000000000000000000000000000000",
+	                      "stamp", 1), 400);
+	assert_error(&r, 400, "UNKNOWN_FIELD");
+	reply_free(&r);
 	assert_int_equal(count_all(&S, "/v1/jobs?type=acceptance"), 0);
 }
 
