@@ -33,12 +33,19 @@ usage(FILE *f)
 	        "  -c, --config FILE      read settings from an INI file (see docs/rackpilotd.conf)\n"
 	        "  -n, --check            check the configuration, print the effective one, exit\n"
 	        "      --listen ADDR:PORT listen address (port 0: pick a free port)\n"
+	        "      --tls-cert FILE    serve the API over HTTPS with this PEM certificate...\n"
+	        "      --tls-key FILE     ...and its private key\n"
+	        "      --boot-listen ADDR:PORT  plain-HTTP listener for /boot/ only ('off': none)\n"
 	        "      --data-dir DIR     directory for the database and admin.token\n"
 	        "      --threads N        HTTP worker threads (0: one per CPU)\n"
 	        "      --log-level LEVEL  error, warn, info or debug\n"
 	        "      --no-access-log    do not log one line per request\n"
 	        "      --power-sync-interval S  seconds between power sweeps (0: off)\n"
 	        "      --new-admin-token  issue a new admin token into DATA_DIR/admin.token, exit\n"
+	        "      --rotate-secret-key  seal every stored secret under a new secret key, exit\n"
+	        "                         (stop the server first; safe to interrupt and repeat)\n"
+	        "      --forget-secrets   clear the BMC passwords the secret key cannot open, so\n"
+	        "                         the server starts (they must be entered again)\n"
 	        "      --demo             seed a demo site (fake BMCs) into an empty database,\n"
 	        "                         marked as demo data; data dir defaults to ./var-demo\n"
 	        "  -V, --version          print the version and exit\n"
@@ -96,6 +103,89 @@ lock_data_dir(const char *dir)
 		return -1;
 	}
 	return fd; /* kept open, and locked, until exit */
+}
+
+/* The data directory holds the database, the secret key, the SSH and TLS keys: its owner's
+ * alone. Files made later inherit nothing wider (umask 077 in main); files an older version
+ * made readable are narrowed. */
+static int
+private_data_dir(const char *dir)
+{
+	static const char *const files[] = {"rackpilot.db", "rackpilot.db-wal", "rackpilot.db-shm",
+	                                    "admin.token", NULL};
+	char path[600];
+	struct stat sb;
+	int i;
+
+	if (stat(dir, &sb) < 0) {
+		rp_log_error("cannot stat %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		rp_log_error("data directory %s is not a directory", dir);
+		return -1;
+	}
+	if (sb.st_mode & 077) {
+		rp_log_error("data directory %s is readable or writable by others (mode %04o); it "
+		             "holds secrets: chmod 700 %s",
+		             dir, (unsigned)(sb.st_mode & 07777), dir);
+		return -1;
+	}
+	for (i = 0; files[i]; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+		if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077)) {
+			if (chmod(path, 0600) < 0) {
+				rp_log_error("cannot narrow %s to mode 0600: %s", path, strerror(errno));
+				return -1;
+			}
+			rp_log_warn("%s was mode %04o; now 0600", path, (unsigned)(sb.st_mode & 07777));
+		}
+	}
+	return 0;
+}
+
+/* Test hook for the crash tests of --rotate-secret-key: with RACKPILOTD_PAUSE_AT=name the
+ * process stops at that point (saying so on stderr) until it is killed. */
+static void
+pause_point(const char *name)
+{
+	const char *want = getenv("RACKPILOTD_PAUSE_AT");
+
+	if (want == NULL || strcmp(want, name) != 0)
+		return;
+	fprintf(stderr, "rackpilotd: paused at %s\n", name);
+	for (;;)
+		pause();
+}
+
+/* --rotate-secret-key: a new key in PATH.new, every secret sealed again under it in one
+ * transaction, PATH.new renamed over PATH. A kill at any point leaves a state the next
+ * start resolves (rp_store_secrets_prepare): the database is under one key, and that key's
+ * file is kept. */
+static int
+rotate_secret_key(struct rp_store *st, struct rp_secrets *sec, const char *path)
+{
+	char why[512], old[RP_SECRET_KEY_ID_BUF];
+	int n = 0;
+
+	snprintf(old, sizeof old, "%s", rp_secrets_key_id(sec));
+	if (rp_secrets_rotate_begin(sec, why, sizeof why) < 0) {
+		rp_log_error("%s", why);
+		return -1;
+	}
+	pause_point("rotate-begun");
+	if (rp_store_secrets_reseal(st, &n, why, sizeof why) != RP_ERR_OK) {
+		rp_log_error("%s", why);
+		return -1;
+	}
+	pause_point("rotate-resealed");
+	if (rp_secrets_rotate_finish(sec, why, sizeof why) < 0) {
+		rp_log_error("%s", why);
+		return -1;
+	}
+	rp_log_info("secret key rotated: %d secret(s) sealed under key %s (was %s); %s holds it",
+	            n, rp_secrets_key_id(sec), old, path);
+	return 0;
 }
 
 /* Write a fresh admin secret to DATA_DIR/admin.token (mode 0600). */
@@ -188,6 +278,81 @@ out:
 	rp_buf_free(&b);
 }
 
+static int
+listen_is_loopback(const char *listen)
+{
+	char host[64];
+	unsigned port;
+
+	return rp_http_parse_listen(listen, host, sizeof host, &port) == 0 && rp_http_loopback(host);
+}
+
+/* TLS on the API: on with a configured certificate, or (tls = on, or auto off loopback) with
+ * one made for the listen address in DATA_DIR/tls/. tls = off, or auto on loopback: plain. */
+static int
+tls_setup(const struct rp_config *cfg, char *cert, size_t certlen, char *key, size_t keylen,
+          struct rp_tls **out)
+{
+	char host[64], dir[600], why[512];
+	unsigned port;
+	int made = 0;
+
+	*out = NULL;
+	rp_http_parse_listen(cfg->listen, host, sizeof host, &port);
+	if (!strcmp(cfg->tls, "off") ||
+	    (!strcmp(cfg->tls, "auto") && !cfg->tls_cert[0] && rp_http_loopback(host)))
+		return 0;
+	if (cfg->tls_cert[0]) {
+		snprintf(cert, certlen, "%s", cfg->tls_cert);
+		snprintf(key, keylen, "%s", cfg->tls_key);
+	} else {
+		/* data_dir is at most sizeof - 32 bytes (config.c), so these fit. */
+		snprintf(dir, sizeof dir, "%.480s/tls", cfg->data_dir);
+		snprintf(cert, certlen, "%.480s/tls/cert.pem", cfg->data_dir);
+		snprintf(key, keylen, "%.480s/tls/key.pem", cfg->data_dir);
+		if (mkdir_p(dir) < 0) {
+			rp_log_error("cannot create %s: %s", dir, strerror(errno));
+			return -1;
+		}
+		if (rp_tls_selfsigned(cert, key, host, &made, why, sizeof why) < 0) {
+			rp_log_error("%s", why);
+			return -1;
+		}
+		if (made)
+			rp_log_info("TLS: made a self-signed certificate for %s in %s (give clients its "
+			            "fingerprint, or replace it with tls_cert/tls_key)",
+			            host, cert);
+	}
+	if (rp_tls_load(cert, key, out, why, sizeof why) < 0) {
+		rp_log_error("TLS: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
+/* Where the plain-HTTP boot listener goes: boot_listen; or, with TLS on the API and no
+ * boot_listen, the API's address with the next port (iPXE and PXE firmware cannot check a
+ * certificate); "off" or nothing: none (with plain HTTP the API listener serves /boot/ too). */
+static int
+boot_listen_of(const struct rp_config *cfg, int tls, char *out, size_t len)
+{
+	char host[64];
+	unsigned port;
+
+	out[0] = '\0';
+	if (!strcmp(cfg->boot_listen, "off"))
+		return 0;
+	if (cfg->boot_listen[0]) {
+		snprintf(out, len, "%s", cfg->boot_listen);
+		return 0;
+	}
+	if (!tls)
+		return 0;
+	rp_http_parse_listen(cfg->listen, host, sizeof host, &port);
+	snprintf(out, len, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port ? port + 1 : 0);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -195,6 +360,11 @@ main(int argc, char **argv)
 	    {"config", required_argument, NULL, 'c'},
 	    {"check", no_argument, NULL, 'n'},
 	    {"listen", required_argument, NULL, 'L'},
+	    {"tls-cert", required_argument, NULL, 'C'},
+	    {"tls-key", required_argument, NULL, 'K'},
+	    {"boot-listen", required_argument, NULL, 'B'},
+	    {"rotate-secret-key", no_argument, NULL, 'R'},
+	    {"forget-secrets", no_argument, NULL, 'F'},
 	    {"data-dir", required_argument, NULL, 'D'},
 	    {"threads", required_argument, NULL, 'T'},
 	    {"log-level", required_argument, NULL, 'l'},
@@ -221,6 +391,12 @@ main(int argc, char **argv)
 	/* Flags are applied after the file so they win; keep them until then. */
 	const char *flag_key[16], *flag_val[16];
 	int nflags = 0, check = 0, reissue = 0, demo = 0, is_demo = 0, empty = 0, opt, rc = 1, sig;
+	int rotate = 0, forget = 0;
+	struct rp_secrets *secrets = NULL;
+	struct rp_tls *tls = NULL;
+	struct rp_http *boot_http = NULL;
+	struct rp_limit *limit = NULL;
+	char keypath[600], certpath[600], tlskeypath[600], bootaddr[96] = "";
 	sigset_t sigs;
 	enum rp_err e;
 
@@ -238,6 +414,21 @@ main(int argc, char **argv)
 			break;
 		case 'D':
 			flag_key[nflags] = "data_dir", flag_val[nflags++] = optarg;
+			break;
+		case 'C':
+			flag_key[nflags] = "tls_cert", flag_val[nflags++] = optarg;
+			break;
+		case 'K':
+			flag_key[nflags] = "tls_key", flag_val[nflags++] = optarg;
+			break;
+		case 'B':
+			flag_key[nflags] = "boot_listen", flag_val[nflags++] = optarg;
+			break;
+		case 'R':
+			rotate = 1;
+			break;
+		case 'F':
+			forget = 1;
 			break;
 		case 'T':
 			flag_key[nflags] = "threads", flag_val[nflags++] = optarg;
@@ -318,10 +509,14 @@ main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* Nothing rackpilotd writes is for anybody else (dnsmasq's host file sets its own mode). */
+	umask(077);
 	if (mkdir_p(cfg.data_dir) < 0) {
 		rp_log_error("cannot create data directory %s: %s", cfg.data_dir, strerror(errno));
 		goto out;
 	}
+	if (private_data_dir(cfg.data_dir) < 0)
+		goto out;
 	/* --new-admin-token only adds a row, which a running server picks up: no lock needed. */
 	if (!reissue && lock_data_dir(cfg.data_dir) < 0)
 		goto out;
@@ -336,6 +531,27 @@ main(int argc, char **argv)
 		goto out;
 	if (reissue) {
 		rc = 0;
+		goto out;
+	}
+	/* The key that seals the BMC passwords lives beside the database, never in it. */
+	if (cfg.secret_key[0])
+		snprintf(keypath, sizeof keypath, "%s", cfg.secret_key);
+	else
+		snprintf(keypath, sizeof keypath, "%s/secret.key", cfg.data_dir);
+	if (rp_secrets_load(keypath, 1, &secrets, why, sizeof why) < 0) {
+		rp_log_error("%s", why);
+		goto out;
+	}
+	rp_store_set_secrets(st, secrets);
+	if (rp_store_secrets_prepare(st, forget, why, sizeof why) != RP_ERR_OK) {
+		rp_log_error("%s", why);
+		goto out;
+	}
+	rp_log_info("secret key %s (id %s): BMC passwords are sealed with it; without it they are "
+	            "lost",
+	            keypath, rp_secrets_key_id(secrets));
+	if (rotate) {
+		rc = rotate_secret_key(st, secrets, keypath) < 0 ? 1 : 0;
 		goto out;
 	}
 	if (rp_bmc_global_init() < 0) {
@@ -389,6 +605,11 @@ main(int argc, char **argv)
 	api.boot_url = cfg.boot_url;
 	api.discovery = cfg.discovery;
 	api.discovery_max = (int)cfg.discovery_max_tokens;
+	api.discovery_per_source = (int)cfg.discovery_max_per_source;
+	api.boot_source_check = cfg.boot_source_check;
+	api.agent_url = cfg.agent_url;
+	api.max_streams_per_token = cfg.max_streams_per_token;
+	pthread_mutex_init(&api.streams_mu, NULL);
 	api.bootstrap_ttl_s = cfg.bootstrap_ttl;
 	api.provision_timeout_s = cfg.provision_timeout;
 	api.metrics = rp_metrics_new(rp_api_route_count);
@@ -398,10 +619,17 @@ main(int argc, char **argv)
 	api.get_cache = rp_memo_new(16384);
 	if (api.metrics == NULL || api.auth_cache == NULL || api.get_cache == NULL)
 		goto out;
+	if (tls_setup(&cfg, certpath, sizeof certpath, tlskeypath, sizeof tlskeypath, &tls) < 0)
+		goto out;
+	if (cfg.boot_rate > 0 &&
+	    (limit = rp_limit_new(cfg.boot_rate, cfg.boot_burst)) == NULL)
+		goto out;
+	memset(&ho, 0, sizeof ho);
 	ho.listen = cfg.listen;
 	ho.threads = cfg.threads;
 	ho.max_body = cfg.max_body;
 	ho.max_import_body = cfg.max_import_body;
+	ho.max_inventory = cfg.max_inventory;
 	ho.conn_timeout_s = cfg.conn_timeout_s;
 	ho.conn_limit = cfg.conn_limit;
 	ho.access_log = cfg.access_log;
@@ -409,13 +637,45 @@ main(int argc, char **argv)
 	ho.upload_dir = updir;
 	ho.generation = generation;
 	ho.generation_arg = st;
+	ho.tls = tls;
+	ho.limit = limit;
+	if (boot_listen_of(&cfg, tls != NULL, bootaddr, sizeof bootaddr) < 0)
+		goto out;
+	api.tls = tls != NULL;
+	api.tls_sha256 = tls ? rp_tls_fingerprint(tls) : NULL;
 	if (rp_http_start(&ho, &api, &http, why, sizeof why) < 0) {
 		rp_log_error("%s", why);
 		goto out;
 	}
+	if (bootaddr[0]) {
+		char host[64];
+		unsigned port = 0;
+
+		/* Boot scripts fetched here point the agent back at the API's port. */
+		rp_http_parse_listen(rp_http_address(http), host, sizeof host, &port);
+		api.api_port = port;
+		ho.listen = bootaddr;
+		ho.tls = NULL;
+		ho.boot_only = 1;
+		ho.generation = NULL;
+		if (rp_http_start(&ho, &api, &boot_http, why, sizeof why) < 0) {
+			rp_log_error("boot listener: %s", why);
+			goto out;
+		}
+	}
 	rp_log_info("rackpilotd %s: %u HTTP threads", RP_VERSION, cfg.threads);
+	if (tls)
+		rp_log_info("TLS: %s; public-key SHA-256 fingerprint %s (rackpilot --fingerprint, "
+		            "agent server_fingerprint)",
+		            certpath, rp_tls_fingerprint(tls));
+	else if (!listen_is_loopback(cfg.listen))
+		rp_log_warn("tls = off: the API on %s is plain HTTP; tokens and BMC passwords cross the "
+		            "network in clear",
+		            cfg.listen);
 	/* Scripts and tests read this exact line to learn the port. */
 	printf("listening on %s\n", rp_http_address(http));
+	if (boot_http)
+		printf("boot listening on %s\n", rp_http_address(boot_http));
 	fflush(stdout);
 	for (;;) {
 		struct timespec tick = {0, 250 * 1000 * 1000};
@@ -428,7 +688,14 @@ main(int argc, char **argv)
 		if (sig < 0)
 			continue;
 		if (sig == SIGHUP) {
-			rp_log_info("SIGHUP: nothing to reload");
+			/* New handshakes get the new certificate; open connections keep theirs. */
+			if (tls == NULL)
+				rp_log_info("SIGHUP: nothing to reload");
+			else if (rp_tls_reload(tls, why, sizeof why) < 0)
+				rp_log_error("SIGHUP: TLS certificate not reloaded, the old one stays: %s", why);
+			else
+				rp_log_info("SIGHUP: TLS certificate %s reloaded; fingerprint %s", certpath,
+				            rp_tls_fingerprint(tls));
 			continue;
 		}
 		rp_log_info("signal %d: shutting down", sig);
@@ -438,7 +705,10 @@ main(int argc, char **argv)
 out:
 	/* HTTP first (no new jobs), then jobs (running ones stay recorded as running and are
 	 * recovered at the next start), then the BMC sessions. */
+	rp_http_stop(boot_http);
 	rp_http_stop(http);
+	rp_tls_free(tls);
+	rp_limit_free(limit);
 	rp_rollout_free(rollouts);
 	rp_jobs_stop(jobs);
 	if (api.jobs)
@@ -446,6 +716,7 @@ out:
 	rp_log_flush();
 	rp_store_free(st);
 	rp_ssh_key_free(sshkey);
+	rp_secrets_free(secrets);
 	rp_metrics_free(api.metrics);
 	rp_memo_free(api.auth_cache);
 	rp_memo_free(api.get_cache);

@@ -21,6 +21,15 @@ check bmc '#include *"(\.\./)?(api|http|store|jobs|ssh)/' "bmc/ includes a highe
 check api '#include *"(\.\./)?(ssh|bmc)/' "api/ includes ssh/ or bmc/ (it goes through jobs/)"
 check rollout '#include *<(microhttpd|sqlite3).h>' "rollout/ includes microhttpd or sqlite3"
 check rollout '#include *"(\.\./)?(api|http|bmc|ssh|boot)/' "rollout/ includes a module it must not (it drives jobs/ and store/)"
+# One owner per library: TLS (GnuTLS) is http/'s, libsodium util/'s (secret.c).
+if grep -rlE '#include *<gnutls/' "$src/server" | grep -v '/server/http/' >/dev/null; then
+	echo "layering: GnuTLS included outside http/:" $(grep -rlE '#include *<gnutls/' "$src/server" | grep -v '/server/http/') >&2
+	fail=1
+fi
+if grep -rlE '#include *<sodium' "$src/server" | grep -v '/server/util/' >/dev/null; then
+	echo "layering: libsodium included outside util/:" $(grep -rlE '#include *<sodium' "$src/server" | grep -v '/server/util/') >&2
+	fail=1
+fi
 for m in store jobs; do
 	if grep -rlE "#include *\"(\\.\\./)?$m/internal.h\"" "$src/server" | grep -v "/$m/" >/dev/null; then
 		echo "layering: $m/internal.h used outside $m/" >&2

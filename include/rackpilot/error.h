@@ -31,6 +31,7 @@
 	X(PRECONDITION_FAILED, 412, "resource changed since it was read (If-Match)")     \
 	X(TOO_LARGE, 413, "request body too large")                                      \
 	X(UNSUPPORTED_MEDIA_TYPE, 415, "unsupported content type")                       \
+	X(RATE_LIMITED, 429, "too many requests; retry later")                           \
 	X(INTERNAL, 500, "internal error")                                               \
 	X(UNAVAILABLE, 503, "service temporarily unavailable")
 

@@ -271,6 +271,7 @@ rp_api_agent_register(struct rp_api_req *rq, struct rp_api_resp *rs)
 	reg.body = rq->body;
 	reg.host_key = &hk;
 	reg.peer = rq->peer;
+	reg.source_check = rq->api->boot_source_check;
 	e = rp_store_agent_register(rq->api->store, &reg, &out, &detail);
 	if (e != RP_ERR_OK) {
 		rp_api_error(rs, e, detail);

@@ -8,6 +8,7 @@
 #ifndef RP_API_H
 #define RP_API_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,9 @@
 #include "rackpilot/error.h"
 #include "store/store.h"
 #include "util/util.h"
+
+/* Distinct tokens that may hold event streams at once (the server's cap on streams). */
+#define RP_API_MAX_STREAM_TOKENS 256
 
 /* Everything handlers share; owned by main. */
 struct rp_api {
@@ -33,10 +37,23 @@ struct rp_api {
 	const char *image_dir;      /* the image store's directory */
 	const char *boot_url;       /* base URL written into boot scripts; NULL/"": from Host */
 	int discovery;              /* unknown MACs get the discovery ramdisk */
-	int discovery_max;          /* live discovery tokens at most */
+	int discovery_max;          /* MACs with a live discovery token at most */
+	int discovery_per_source;   /* of those, per source address (0: no limit) */
+	int boot_source_check;      /* a script's token registers only from its fetcher's address */
+	const char *agent_url;      /* rackpilot.url= in scripts; NULL/"": from the boot request */
+	unsigned api_port;          /* the API listener's port when boot has its own listener, else 0 */
+	int tls;                    /* the API listener speaks TLS */
+	const char *tls_sha256;     /* its public-key pin (rackpilot.tls_sha256=), or NULL */
 	unsigned bootstrap_ttl_s;   /* lifetime of a token in a boot script */
 	unsigned provision_timeout_s; /* default wait for an agent in commission/deploy/release */
 	int demo;                   /* the database holds demo data (GET /v1 says so) */
+	unsigned max_streams_per_token; /* open event streams one token may hold */
+	/* Open event streams per token (events.c); main initialises the mutex. */
+	pthread_mutex_t streams_mu;
+	struct {
+		char token[40];
+		unsigned open;
+	} streams[RP_API_MAX_STREAM_TOKENS];
 };
 
 /* Operator roles are ordered (admin can do what viewer can). The agent role stands apart:
@@ -105,9 +122,11 @@ struct rp_api_resp {
 	long (*stream_read)(void *ctx, char *buf, size_t max, uint64_t *idle_gen);
 	void (*stream_free)(void *ctx);
 	void *stream_ctx;
-	/* More headers: name/value pairs, NULL-terminated, static storage. A Cache-Control here
-	 * replaces the default no-store. */
+	/* More headers: name/value pairs, NULL-terminated, static storage. A Cache-Control, a
+	 * Content-Security-Policy or an X-Content-Type-Options here replaces the default
+	 * (no-store; default-src 'none'; nosniff). */
 	const char *const *headers;
+	unsigned retry_after;  /* seconds, sent as Retry-After when non-zero (429, 503) */
 };
 
 /* Route flags. */
@@ -115,6 +134,9 @@ struct rp_api_resp {
 #define RP_ROUTE_BIG_BODY 0x2  /* body cap is max_import_body instead of max_body */
 #define RP_ROUTE_PEER 0x4      /* the handler needs the client's address */
 #define RP_ROUTE_UPLOAD 0x8    /* the body (any media type, up to max_upload) streams to a file */
+#define RP_ROUTE_BOOT 0x10     /* also served on the plain-HTTP boot listener (boot_listen) */
+#define RP_ROUTE_LIMIT 0x20    /* unauthenticated: rate-limited per client address (boot_rate) */
+#define RP_ROUTE_INVENTORY 0x40 /* the body is an agent inventory: cap max_inventory */
 
 struct rp_route {
 	const char *method;

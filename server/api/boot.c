@@ -49,13 +49,42 @@ script(struct rp_api_resp *rs, struct rp_buf *b)
 	b->data = NULL;
 }
 
+/* Where the agent reaches the API, for rackpilot.url=: configured, else the host the machine
+ * asked (a boot listener's port swapped for the API's, with the API's scheme). */
+static int
+agent_url(struct rp_api_req *rq, const char *base, char *buf, size_t len)
+{
+	const char *h = base, *end;
+	size_t n;
+
+	if (rq->api->agent_url && rq->api->agent_url[0]) {
+		snprintf(buf, len, "%s", rq->api->agent_url);
+		return 0;
+	}
+	if (rq->api->api_port == 0) {
+		snprintf(buf, len, "%s", base);
+		return 0;
+	}
+	h = strstr(base, "://");
+	h = h ? h + 3 : base;
+	/* The host part: up to the port, or the whole authority for a bare host. */
+	end = h[0] == '[' ? strchr(h, ']') : NULL;
+	end = end ? end + 1 : h + strcspn(h, ":/");
+	n = (size_t)(end - h);
+	if (snprintf(buf, len, "%s://%.*s:%u", rq->api->tls ? "https" : "http", (int)n, h,
+	             rq->api->api_port) >= (int)len)
+		return -1;
+	return 0;
+}
+
 void
 rp_api_boot_ipxe(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	const char *q = json_string_value(json_object_get(rq->query, "mac"));
 	struct rp_boot_script sc = {.kind = RP_BOOT_LOCAL};
+	struct rp_boot_req br = {0};
 	struct rp_buf b = {0};
-	char mac[RP_MAC_BUF], base[256], secret[RP_TOKEN_BUF], hash[RP_SHA256_HEX], why[96];
+	char mac[RP_MAC_BUF], base[256], aurl[300], secret[RP_TOKEN_BUF] = "", why[160];
 	json_t *look = NULL, *node, *profile;
 	const char *state = NULL, *phase;
 	int64_t node_id = 0;
@@ -66,7 +95,7 @@ rp_api_boot_ipxe(struct rp_api_req *rq, struct rp_api_resp *rs)
 		                                    "?mac=${net0/mac})");
 		return;
 	}
-	if (base_url(rq, base, sizeof base) < 0) {
+	if (base_url(rq, base, sizeof base) < 0 || agent_url(rq, base, aurl, sizeof aurl) < 0) {
 		rp_api_errorf(rs, RP_ERR_BAD_REQUEST, "no usable Host header; set boot_url");
 		return;
 	}
@@ -103,21 +132,19 @@ rp_api_boot_ipxe(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	if (sc.kind == RP_BOOT_RAMDISK && profile == NULL) {
 		sc.kind = RP_BOOT_WAIT;
-		sc.why = "no boot profile: create one named \"default\"";
+		sc.why = "no boot profile: create a boot profile named default";
 	}
 	if (sc.kind == RP_BOOT_RAMDISK) {
-		if (rp_token_new(RP_TOKEN_PREFIX_BOOTSTRAP, secret) < 0) {
-			rp_api_error(rs, RP_ERR_INTERNAL, NULL);
-			goto out;
-		}
-		rp_sha256_hex(secret, strlen(secret), hash);
-		e = rp_store_boot_token(rq->api->store, node_id, mac, hash,
-		                        rp_time_now_ms() + (int64_t)rq->api->bootstrap_ttl_s * 1000,
-		                        rq->api->discovery_max);
+		br.node_id = node_id;
+		br.mac = mac;
+		br.source = rq->peer;
+		br.bind_source = rq->api->boot_source_check;
+		br.ttl_ms = (int64_t)rq->api->bootstrap_ttl_s * 1000;
+		br.max_discovery = rq->api->discovery_max;
+		br.max_per_source = rq->api->discovery_per_source;
+		e = rp_store_boot_token(rq->api->store, &br, secret, why, sizeof why);
 		if (e == RP_ERR_UNAVAILABLE) {
 			sc.kind = RP_BOOT_WAIT;
-			snprintf(why, sizeof why, "%d machines are being discovered already; try later",
-			         rq->api->discovery_max);
 			sc.why = why;
 		} else if (e != RP_ERR_OK) {
 			rp_api_error(rs, e, NULL);
@@ -127,6 +154,8 @@ rp_api_boot_ipxe(struct rp_api_req *rq, struct rp_api_resp *rs)
 			sc.initrd = json_string_value(json_object_get(profile, "initrd"));
 			sc.cmdline = json_string_value(json_object_get(profile, "cmdline"));
 			sc.token = secret;
+			sc.agent_url = aurl;
+			sc.tls_sha256 = rq->api->tls_sha256;
 		}
 	}
 	if (rp_boot_ipxe(&sc, &b) < 0) {

@@ -76,6 +76,18 @@ rp_api_csv_parse(const char *text, size_t len, json_t **rows, char *why, size_t 
 			while (n > 0 && (cell[n - 1] == ' ' || cell[n - 1] == '\t'))
 				cell[--n] = '\0';
 		}
+		/* jansson refuses invalid UTF-8 (json_string gives NULL): say so rather than lose
+		 * the cell. */
+		{
+			json_t *v = json_stringn(cell, n);
+
+			if (v == NULL) {
+				snprintf(why, whylen, "line %d: column %zu is not valid UTF-8", row_line,
+				         col + 1);
+				goto out;
+			}
+			json_decref(v);
+		}
 		if (in_header) {
 			size_t j;
 

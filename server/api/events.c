@@ -70,12 +70,39 @@ out:
 
 struct evstream {
 	struct rp_api *api;
+	int slot;              /* in api->streams, or -1 */
 	json_t *filter;
 	int64_t last_id;       /* newest event sent (or the head when the stream began) */
 	int64_t last_write;    /* ms; a keep-alive goes out after STREAM_KEEPALIVE_MS of silence */
 	struct rp_buf pend;    /* formatted, not yet handed to the server */
 	size_t off;
 };
+
+/* Count one more stream for token: its slot, or -1 when it holds its share already (one
+ * viewer token must not hold every stream the server has). */
+static int
+stream_take(struct rp_api *api, const char *token)
+{
+	int i, free_slot = -1, slot = -1;
+
+	pthread_mutex_lock(&api->streams_mu);
+	for (i = 0; i < RP_API_MAX_STREAM_TOKENS && slot < 0; i++) {
+		if (api->streams[i].open && !strcmp(api->streams[i].token, token))
+			slot = i;
+		else if (!api->streams[i].open && free_slot < 0)
+			free_slot = i;
+	}
+	if (slot < 0 && free_slot >= 0) {
+		slot = free_slot;
+		snprintf(api->streams[slot].token, sizeof api->streams[slot].token, "%s", token);
+	}
+	if (slot >= 0 && api->streams[slot].open >= api->max_streams_per_token)
+		slot = -1;
+	if (slot >= 0)
+		api->streams[slot].open++;
+	pthread_mutex_unlock(&api->streams_mu);
+	return slot;
+}
 
 static void
 evstream_free(void *ctx)
@@ -84,6 +111,11 @@ evstream_free(void *ctx)
 
 	if (es == NULL)
 		return;
+	if (es->slot >= 0) {
+		pthread_mutex_lock(&es->api->streams_mu);
+		es->api->streams[es->slot].open--;
+		pthread_mutex_unlock(&es->api->streams_mu);
+	}
 	json_decref(es->filter);
 	rp_buf_free(&es->pend);
 	free(es);
@@ -169,6 +201,13 @@ rp_api_events_stream(struct rp_api_req *rq, struct rp_api_resp *rs)
 		goto out;
 	}
 	es->api = rq->api;
+	if ((es->slot = stream_take(rq->api, rq->who->id)) < 0) {
+		rp_api_errorf(rs, RP_ERR_RATE_LIMITED, "this token has %u event streams open already; "
+		                                       "close one (or use another token)",
+		              rq->api->max_streams_per_token);
+		rs->retry_after = 5;
+		goto out;
+	}
 	/* A reconnecting EventSource sends Last-Event-ID; scripts may say ?after=. */
 	after = rq->last_event_id ? rq->last_event_id
 	                          : json_string_value(json_object_get(filter, "after"));

@@ -12,8 +12,9 @@ const struct rp_route rp_api_routes[] = {
     {"GET", "/healthz", rp_api_healthz, RP_ROLE_NONE, 0},
 
     /* Network boot: no token (they reveal nothing secret; docs/provisioning.md). */
-    {"GET", "/boot/ipxe", rp_api_boot_ipxe, RP_ROLE_NONE, 0},
-    {"GET", "/boot/images/{image}", rp_api_boot_image, RP_ROLE_NONE, 0},
+    {"GET", "/boot/ipxe", rp_api_boot_ipxe, RP_ROLE_NONE,
+     RP_ROUTE_BOOT | RP_ROUTE_LIMIT | RP_ROUTE_PEER},
+    {"GET", "/boot/images/{image}", rp_api_boot_image, RP_ROLE_NONE, RP_ROUTE_BOOT | RP_ROUTE_LIMIT},
     /* The web view: static files, no secrets; the page brings its own token (ui.c). */
     {"GET", "/ui", rp_api_ui_index, RP_ROLE_NONE, 0},
     {"GET", "/ui/{file}", rp_api_ui_file, RP_ROLE_NONE, 0},
@@ -116,9 +117,10 @@ const struct rp_route rp_api_routes[] = {
 
     /* The agent protocol (docs/agent-protocol.md). Registration brings its own secret, a
      * bootstrap token, so the dispatcher lets it through; the rest take agent tokens only. */
-    {"POST", "/v1/agent/register", rp_api_agent_register, RP_ROLE_NONE, RP_ROUTE_PEER},
+    {"POST", "/v1/agent/register", rp_api_agent_register, RP_ROLE_NONE,
+     RP_ROUTE_PEER | RP_ROUTE_LIMIT | RP_ROUTE_INVENTORY},
     {"POST", "/v1/agent/heartbeat", rp_api_agent_heartbeat, RP_ROLE_AGENT, 0},
-    {"POST", "/v1/agent/inventory", rp_api_agent_inventory, RP_ROLE_AGENT, RP_ROUTE_BIG_BODY},
+    {"POST", "/v1/agent/inventory", rp_api_agent_inventory, RP_ROLE_AGENT, RP_ROUTE_INVENTORY},
     {"POST", "/v1/agent/bios", rp_api_agent_bios, RP_ROLE_AGENT, 0},
     {"GET", "/v1/agent/config", rp_api_agent_config, RP_ROLE_AGENT, 0},
     {"GET", "/v1/agent/jobs/{job}", rp_api_agent_job, RP_ROLE_AGENT, 0},

@@ -7,7 +7,7 @@
 static const char *const role_names[] = {"admin", "operator", "viewer", NULL};
 
 static const struct rp_field token_fields[] = {
-    {"name", RP_F_STR, RP_F_REQUIRED, 0, 63},
+    {"name", RP_F_NAME, RP_F_REQUIRED},
     {"role", RP_F_ENUM, RP_F_REQUIRED, 0, 0, role_names},
     {"expires_in_s", RP_F_INT, RP_F_NULLABLE, 60, 10.0 * 365 * 86400},
     {NULL},
@@ -25,11 +25,6 @@ rp_api_tokens_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 		return;
 	if ((e = rp_api_validate(rq->body, token_fields, 1, &detail)) != RP_ERR_OK) {
 		rp_api_error(rs, e, detail);
-		return;
-	}
-	if (json_string_length(json_object_get(rq->body, "name")) == 0) {
-		rp_api_error(rs, RP_ERR_INVALID_FIELD,
-		             json_pack("{s:s, s:s}", "field", "name", "reason", "must not be empty"));
 		return;
 	}
 	exp = json_object_get(rq->body, "expires_in_s");

@@ -35,29 +35,51 @@ plain_name(const char *s)
 	return 1;
 }
 
+/* What an echo line shows: printable ASCII without quotes, backslashes or iPXE's "${"
+ * expansion, so a message never fails the script that carries it (a machine told why it
+ * boots locally is better than one that gets a 500). */
+static const char *
+echo_text(const char *s, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	for (; s && *s && n + 1 < len; s++)
+		buf[n++] = ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f || *s == '"' ||
+		            *s == '\'' || *s == '\\' || *s == '$')
+		               ? '_'
+		               : *s;
+	buf[n] = '\0';
+	return buf;
+}
+
 int
 rp_boot_ipxe(const struct rp_boot_script *s, struct rp_buf *out)
 {
-	if (!safe(s->base) || !safe(s->who) || !safe(s->why) || !safe(s->cmdline) ||
-	    !safe(s->token))
+	char who[128], why[256];
+
+	if (!safe(s->base) || !safe(s->cmdline) || !safe(s->token) || !safe(s->agent_url) ||
+	    !safe(s->tls_sha256))
 		return -1;
+	echo_text(s->who, who, sizeof who);
+	echo_text(s->why, why, sizeof why);
 	rp_buf_printf(out, "#!ipxe\n");
 	if (s->kind == RP_BOOT_RAMDISK) {
 		if (!plain_name(s->kernel) || !plain_name(s->initrd) || s->token == NULL)
 			return -1;
-		rp_buf_printf(out, "echo Rackpilot: %s (%s): agent ramdisk\n", s->who, s->why);
+		rp_buf_printf(out, "echo Rackpilot: %s (%s): agent ramdisk\n", who, why);
 		/* UEFI kernels load the initrd by the name given here (Debian's iPXE offers no
 		 * LoadFile2); BIOS kernels ignore it. BOOTIF lets the ramdisk pick the boot NIC. */
 		rp_buf_printf(out,
-		              "kernel %s/boot/images/%s initrd=%s%s%s rackpilot.url=%s "
+		              "kernel %s/boot/images/%s initrd=%s%s%s rackpilot.url=%s%s%s "
 		              "rackpilot.token=%s BOOTIF=01-${net0/mac:hexhyp}\n",
 		              s->base, s->kernel, s->initrd, s->cmdline && s->cmdline[0] ? " " : "",
-		              s->cmdline ? s->cmdline : "", s->base, s->token);
+		              s->cmdline ? s->cmdline : "", s->agent_url ? s->agent_url : s->base,
+		              s->tls_sha256 ? " rackpilot.tls_sha256=" : "",
+		              s->tls_sha256 ? s->tls_sha256 : "", s->token);
 		rp_buf_printf(out, "initrd %s/boot/images/%s\n", s->base, s->initrd);
 		rp_buf_printf(out, "boot\n");
 	} else {
-		rp_buf_printf(out, "echo Rackpilot: %s (%s): booting from the local disk\n", s->who,
-		              s->why);
+		rp_buf_printf(out, "echo Rackpilot: %s (%s): booting from the local disk\n", who, why);
 		/* UEFI: back to the firmware's boot order. BIOS: the first disk, else back too. */
 		rp_buf_printf(out, "iseq ${platform} efi && exit ||\n");
 		rp_buf_printf(out, "sanboot --no-describe --drive 0x80 || exit\n");

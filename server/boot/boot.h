@@ -29,10 +29,13 @@ struct rp_boot_script {
 	const char *initrd;
 	const char *cmdline;   /* the profile's extra kernel arguments; may be NULL */
 	const char *token;     /* bootstrap token (RAMDISK) */
+	const char *agent_url; /* where the agent reaches the API (rackpilot.url=); NULL: base */
+	const char *tls_sha256; /* the API's TLS public-key pin (rackpilot.tls_sha256=), or NULL */
 };
 
-/* Render an iPXE script into out. -1 when a string holds what must not reach a kernel line
- * (newlines, quotes) or a name is not a plain image name. */
+/* Render an iPXE script into out. -1 when a string bound for the kernel line holds what must
+ * not reach it (newlines, quotes) or a name is not a plain image name. who and why are only
+ * echoed: unsafe bytes in them become '_', they never fail the script. */
 int rp_boot_ipxe(const struct rp_boot_script *s, struct rp_buf *out);
 
 /* Parse a Range header against a file of `size` bytes. Returns 0 for the whole file (no

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ struct stream {
 	void *ctx;
 	uint64_t idle_gen;
 	int64_t parked_at;
+	int gone;                  /* the peer hung up while the stream was parked */
 };
 
 #define MAX_STREAMS 256
@@ -105,6 +107,30 @@ put(char *b, size_t n, size_t cap, const char *s)
 {
 	while (*s && n + 1 < cap)
 		b[n++] = *s++;
+	return n;
+}
+
+/* Like put, for what a client sent: control bytes, non-ASCII, quotes and backslashes become
+ * \xHH, so a decoded "%0a" in a URL cannot start a log line of its own. */
+static size_t
+put_escaped(char *b, size_t n, size_t cap, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\') {
+			if (n + 1 >= cap)
+				break;
+			b[n++] = (char)ch;
+		} else {
+			if (n + 4 >= cap)
+				break;
+			b[n++] = '\\';
+			b[n++] = 'x';
+			b[n++] = "0123456789abcdef"[ch >> 4];
+			b[n++] = "0123456789abcdef"[ch & 15];
+		}
+	}
 	return n;
 }
 
@@ -275,6 +301,8 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	(void)pos;
 	if (__atomic_load_n(&h->closing, __ATOMIC_ACQUIRE))
 		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (st->gone)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
 	n = st->read(st->ctx, buf, max, &gen);
 	if (n > 0)
 		return n;
@@ -349,16 +377,42 @@ fail:
 	return NULL;
 }
 
+/* Mark parked streams whose peer has hung up: a suspended connection is not polled, and a
+ * keep-alive only finds the peer gone at its second write, so without this a client that
+ * left would hold its stream (and its token's share of them) for half a minute. */
+static void
+streams_hangups(struct rp_http *h)
+{
+	struct pollfd p[MAX_STREAMS];
+	size_t i, n = 0;
+
+	for (i = 0; i < h->nparked; i++) {
+		const union MHD_ConnectionInfo *ci =
+		    MHD_get_connection_info(h->parked[i]->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		p[n].fd = ci ? ci->connect_fd : -1;
+		p[n].events = POLLRDHUP;
+		p[n++].revents = 0;
+	}
+	if (n == 0 || poll(p, n, 0) <= 0)
+		return;
+	for (i = 0; i < n; i++)
+		if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR))
+			h->parked[i]->gone = 1;
+}
+
 void
 rp_http_streams_wake(struct rp_http *h, uint64_t gen, int64_t now_ms)
 {
 	size_t i, kept = 0;
 
 	pthread_mutex_lock(&h->lock);
+	streams_hangups(h);
 	for (i = 0; i < h->nparked; i++) {
 		struct stream *st = h->parked[i];
 
-		if (h->closing || st->idle_gen != gen || now_ms - st->parked_at >= STREAM_KEEPALIVE_MS)
+		if (h->closing || st->gone || st->idle_gen != gen ||
+		    now_ms - st->parked_at >= STREAM_KEEPALIVE_MS)
 			MHD_resume_connection(st->c);
 		else
 			h->parked[kept++] = st;
@@ -375,7 +429,9 @@ send_reply(struct rp_http *h, struct MHD_Connection *c, struct request *r,
 	enum MHD_Result ret;
 	char *text = NULL;
 	size_t len = 0;
-	const char *ctype = NULL, *cache = "no-store";
+	const char *ctype = NULL, *cache = "no-store", *csp = "default-src 'none'; frame-ancestors 'none'";
+	const char *nosniff = "nosniff";
+	char retry[16];
 	const char *const *extra;
 	void (*text_free)(void *) = free;
 
@@ -434,12 +490,23 @@ send_reply(struct rp_http *h, struct MHD_Connection *c, struct request *r,
 	if (ctype)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
 	MHD_add_response_header(resp, "X-Request-Id", r->rid);
+	/* Every answer, JSON included, is inert in a browser unless its handler says otherwise. */
 	for (extra = rs->headers; extra && extra[0]; extra += 2)
 		if (!strcasecmp(extra[0], MHD_HTTP_HEADER_CACHE_CONTROL))
 			cache = extra[1];
+		else if (!strcasecmp(extra[0], "Content-Security-Policy"))
+			csp = extra[1];
+		else if (!strcasecmp(extra[0], "X-Content-Type-Options"))
+			nosniff = extra[1];
 		else
 			MHD_add_response_header(resp, extra[0], extra[1]);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, cache);
+	MHD_add_response_header(resp, "Content-Security-Policy", csp);
+	MHD_add_response_header(resp, "X-Content-Type-Options", nosniff);
+	if (rs->retry_after) {
+		snprintf(retry, sizeof retry, "%u", rs->retry_after);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry);
+	}
 	if (rs->etag[0])
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, rs->etag);
 	if (rs->location[0])
@@ -510,19 +577,35 @@ media_type(const char *h, char *out, size_t n)
 	out[i] = '\0';
 }
 
-/* Query arguments into an object created on the first one (most requests have none). */
+#define MAX_QUERY_ARGS 64
+
+/* Query arguments, collected into an object created on the first one (most requests have
+ * none). What cannot be an argument is remembered, not dropped: a filter that vanished
+ * would widen a list, a digest that vanished would skip its check. */
+struct args {
+	json_t *q;
+	const char *bad;      /* why the query is refused, or NULL */
+};
+
 static enum MHD_Result
 collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
-	json_t **q = cls;
+	struct args *a = cls;
+	json_t *v;
 
 	(void)kind;
-	if (key == NULL)
+	if (key == NULL || a->bad)
 		return MHD_YES;
-	if (*q == NULL && (*q = json_object()) == NULL)
+	if (a->q == NULL && (a->q = json_object()) == NULL)
 		return MHD_NO;
-	if (json_object_size(*q) < 64)
-		json_object_set_new(*q, key, json_string(value ? value : ""));
+	if (json_object_size(a->q) >= MAX_QUERY_ARGS) {
+		a->bad = "too many query arguments";
+		return MHD_YES;
+	}
+	/* jansson takes only valid UTF-8, for names and values alike. */
+	if ((v = json_string(value ? value : "")) == NULL ||
+	    json_object_set_new(a->q, key, v) < 0)
+		a->bad = "query arguments must be valid UTF-8";
 	return MHD_YES;
 }
 
@@ -625,6 +708,29 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 		return refuse(c, r, has_body, RP_ERR_NOT_FOUND, json_pack("{s:s}", "path", url));
 	}
 	rt = &rp_api_routes[r->route];
+	/* The boot listener is plain HTTP for firmware that cannot check a certificate: it
+	 * serves the boot endpoints and nothing that takes a token. */
+	if (h->o.boot_only && !(rt->flags & RP_ROUTE_BOOT)) {
+		r->route = rp_api_route_count;
+		return refuse(c, r, has_body, RP_ERR_NOT_FOUND,
+		              json_pack("{s:s, s:s}", "path", url, "reason",
+		                        "this is the boot listener: only /boot/ is served here"));
+	}
+	if ((rt->flags & RP_ROUTE_LIMIT) && h->o.limit) {
+		const union MHD_ConnectionInfo *ci =
+		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		unsigned wait = rp_limit_take(h->o.limit, ci ? ci->client_addr : NULL, rp_time_now_ms());
+
+		if (wait) {
+			if (refuse(c, r, 0, RP_ERR_RATE_LIMITED,
+			           json_pack("{s:s, s:i}", "reason",
+			                     "too many unauthenticated requests from this address",
+			                     "retry_after_s", (int)wait)) != MHD_YES)
+				return MHD_NO;
+			r->early->retry_after = wait;
+			return has_body ? send_reply(NULL, c, r, r->early, r->allow) : MHD_YES;
+		}
+	}
 	if (rt->role != RP_ROLE_NONE) {
 		e = rp_api_authenticate(h->api,
 		                        r->h_auth,
@@ -656,7 +762,9 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 		}
 		return MHD_YES;
 	}
-	r->cap = (rt->flags & RP_ROUTE_BIG_BODY) ? h->o.max_import_body : h->o.max_body;
+	r->cap = (rt->flags & RP_ROUTE_INVENTORY) ? h->o.max_inventory
+	         : (rt->flags & RP_ROUTE_BIG_BODY) ? h->o.max_import_body
+	                                           : h->o.max_body;
 	if (clen > r->cap)
 		return refuse(c, r, has_body, RP_ERR_TOO_LARGE,
 		              json_pack("{s:I}", "limit", (json_int_t)r->cap));
@@ -725,7 +833,18 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 			                  NULL);
 		}
 	}
-	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &query);
+	{
+		struct args a = {0};
+
+		MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
+		query = a.q;
+		if (a.bad) {
+			json_decref(query);
+			json_decref(body);
+			return send_error(c, r, RP_ERR_BAD_QUERY, json_pack("{s:s}", "reason", a.bad),
+			                  NULL);
+		}
+	}
 	rq.api = h->api;
 	rq.method = method;
 	rq.path = rt->pattern;
@@ -792,10 +911,10 @@ dispatch(void *cls, struct MHD_Connection *c, const char *url, const char *metho
 		r->t0 = rp_time_mono_ns();
 		r->route = rp_api_route_count;
 		{
-			size_t n = put(r->line, 0, sizeof r->line, method);
+			size_t n = put_escaped(r->line, 0, sizeof r->line, method);
 
 			n = put(r->line, n, sizeof r->line, " ");
-			r->line[put(r->line, n, sizeof r->line, url)] = '\0';
+			r->line[put_escaped(r->line, n, sizeof r->line, url)] = '\0';
 		}
 		*con_cls = r;
 		return begin(h, c, url, method, r);
@@ -971,14 +1090,28 @@ rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_http *
 	h->o = *o;
 	pthread_mutex_init(&h->lock, NULL);
 	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-	        MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
-	h->d = MHD_start_daemon(flags, 0, NULL, NULL, dispatch, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-	                        NULL, MHD_OPTION_SOCK_ADDR, &ss,
-	                        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(o->threads ? o->threads : 1),
-	                        MHD_OPTION_CONNECTION_TIMEOUT, o->conn_timeout_s,
-	                        MHD_OPTION_CONNECTION_LIMIT, o->conn_limit,
-	                        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024U, MHD_OPTION_NOTIFY_COMPLETED,
-	                        completed, h, MHD_OPTION_END);
+	        MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0) | (o->tls ? MHD_USE_TLS : 0);
+	{
+		struct MHD_OptionItem opts[] = {
+		    {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
+		    {MHD_OPTION_SOCK_ADDR, 0, &ss},
+		    {MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)(o->threads ? o->threads : 1), NULL},
+		    {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)o->conn_timeout_s, NULL},
+		    {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)o->conn_limit, NULL},
+		    {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
+		    {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, h},
+		    /* TLS 1.2 and 1.3 only; the certificate comes from tls.c at every handshake,
+		     * so SIGHUP can replace it without a restart. */
+		    {o->tls ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, 0,
+		     (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
+		    {o->tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, 0,
+		     o->tls ? rp_tls_callback(o->tls) : NULL},
+		    {MHD_OPTION_END, 0, NULL},
+		};
+
+		h->d = MHD_start_daemon(flags, 0, NULL, NULL, dispatch, h, MHD_OPTION_ARRAY, opts,
+		                        MHD_OPTION_END);
+	}
 	if (h->d == NULL) {
 		snprintf(why, whylen, "cannot listen on %s (address in use or not local?)", o->listen);
 		free(h);
@@ -995,6 +1128,17 @@ rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_http *
 badhost:
 	snprintf(why, whylen, "listen address '%s' is not a numeric IP address", host);
 	return -1;
+}
+
+int
+rp_http_loopback(const char *host)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
 const char *

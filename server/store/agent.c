@@ -1,5 +1,7 @@
 /* The on-node agent: bootstrap tokens, registration, agent tokens, heartbeats, pinned SSH host
  * keys, and what an agent may see and say about its own jobs. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -275,46 +277,56 @@ pin(struct conn *c, const struct node_ref *n, const struct rp_sshkey *key, const
 	return e;
 }
 
-/* A live bootstrap token by hash: its row and bound node (0: any). RP_ERR_UNAUTHORIZED with
- * a reason when unknown, used, expired or revoked. */
+/* A live bootstrap token: its row, the node it is bound to (0: none), the MAC whose boot
+ * script carried it and the address that fetched that script ("" when not from a script). */
+struct boot_tok {
+	int64_t id, node_id;
+	char uuid[RP_UUID_BUF];
+	char mac[RP_MAC_BUF];
+	char source[64];
+};
+
+/* The live token with this hash. RP_ERR_UNAUTHORIZED with a reason when unknown, used,
+ * expired or revoked. */
 static enum rp_err
-boot_lookup(struct conn *c, const char *hash, int64_t *id, int64_t *node_id, char mac[RP_MAC_BUF],
-            json_t **detail)
+boot_lookup(struct conn *c, const char *hash, struct boot_tok *t, json_t **detail)
 {
 	sqlite3_stmt *s;
 	char reason[64] = "";
-	int64_t tid = 0, bound = 0;
 	int rc;
 
+	memset(t, 0, sizeof *t);
 	s = STMT(c, "SELECT id, coalesce(node_id, 0), CASE WHEN revoked_at IS NOT NULL THEN "
 	            "'revoked' WHEN used_at IS NOT NULL THEN 'already used' WHEN expires_at <= ? "
-	            "THEN 'expired' END, coalesce(mac, '') FROM bootstrap_tokens WHERE hash = ?");
+	            "THEN 'expired' END, coalesce(mac, ''), coalesce(source, ''), uuid "
+	            "FROM bootstrap_tokens WHERE hash = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sqlite3_bind_int64(s, 1, rp_time_now_ms());
 	store_bind_text(s, 2, hash);
 	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		tid = sqlite3_column_int64(s, 0);
-		bound = sqlite3_column_int64(s, 1);
+		t->id = sqlite3_column_int64(s, 0);
+		t->node_id = sqlite3_column_int64(s, 1);
 		if (sqlite3_column_type(s, 2) != SQLITE_NULL)
 			snprintf(reason, sizeof reason, "%s", (const char *)sqlite3_column_text(s, 2));
-		snprintf(mac, RP_MAC_BUF, "%s", (const char *)sqlite3_column_text(s, 3));
+		snprintf(t->mac, sizeof t->mac, "%s", (const char *)sqlite3_column_text(s, 3));
+		snprintf(t->source, sizeof t->source, "%s", (const char *)sqlite3_column_text(s, 4));
+		snprintf(t->uuid, sizeof t->uuid, "%s", (const char *)sqlite3_column_text(s, 5));
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return store_sqlerr(c, rc, "bootstrap lookup");
-	if (tid == 0 || reason[0]) {
-		*detail = store_why(NULL, "bootstrap token %s", tid ? reason : "unknown");
+	if (t->id == 0 || reason[0]) {
+		*detail = store_why(NULL, "bootstrap token %s", t->id ? reason : "unknown");
 		return RP_ERR_UNAUTHORIZED;
 	}
-	*id = tid;
-	*node_id = bound;
 	return RP_ERR_OK;
 }
 
 /* A real token presented once too often, too late or after its revocation: the operator
- * sees it (a replayed boot script, a clone, a slow ramdisk). Unknown tokens leave no trace,
- * so a flood of made-up ones cannot fill the event log. */
+ * sees it (a replayed boot script, a clone, a slow ramdisk), once per token and address
+ * however often it is replayed (store_refusal counts). Unknown tokens leave no trace, so a
+ * flood of made-up ones cannot fill the event log. */
 static void
 bootstrap_refused(struct conn *c, const char *hash, const char *peer, json_t *why)
 {
@@ -323,14 +335,11 @@ bootstrap_refused(struct conn *c, const char *hash, const char *peer, json_t *wh
 	int64_t node_id = 0;
 	struct node_ref n = {0};
 	const char *reason = json_string_value(json_object_get(why, "reason"));
-	enum rp_err e = RP_ERR_INTERNAL;
 	int rc;
 
-	if (store_begin(c) != RP_ERR_OK)
-		return;
 	s = STMT(c, "SELECT uuid, coalesce(node_id, 0) FROM bootstrap_tokens WHERE hash = ?");
 	if (s == NULL)
-		goto out;
+		return;
 	store_bind_text(s, 1, hash);
 	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(s, 0));
@@ -338,18 +347,13 @@ bootstrap_refused(struct conn *c, const char *hash, const char *peer, json_t *wh
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_ROW)
-		goto out;
+		return;
 	if (node_id && store_node_by_id(c, node_id, &n) != RP_ERR_OK)
-		goto out;
+		return;
 	snprintf(summary, sizeof summary, "refused a registration from %s: %s", peer ? peer : "?",
 	         reason ? reason : "bootstrap token not valid");
-	if (store_event(c, "rackpilotd", "bootstrap_token.refused", "bootstrap_token", uuid,
-	                node_id ? n.name : NULL, node_id, 0, summary, NULL) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	if (e != RP_ERR_OK)
-		store_rollback(c);
+	store_refusal(c, "bootstrap_token.refused", "bootstrap_token", uuid, node_id ? n.name : NULL,
+	              node_id, peer, summary, NULL);
 }
 
 enum rp_err
@@ -357,16 +361,193 @@ rp_store_bootstrap_check(struct rp_store *st, const char *hash, const char *peer
                          json_t **detail)
 {
 	struct conn *c = store_conn(st);
-	char mac[RP_MAC_BUF] = "";
-	int64_t id, node_id;
+	struct boot_tok t;
 	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	e = boot_lookup(c, hash, &id, &node_id, mac, detail);
+	e = boot_lookup(c, hash, &t, detail);
 	if (e == RP_ERR_UNAUTHORIZED)
 		bootstrap_refused(c, hash, peer, *detail);
 	return e;
+}
+
+/* Why a registration was refused, for the event written after the rollback. */
+struct refusal {
+	int64_t node_id;          /* the node whose identity was at stake, or 0 */
+	char node[64];
+	char uuid[RP_UUID_BUF];
+	char summary[300];
+	json_t *detail;           /* owned */
+};
+
+static enum rp_err
+refuse(struct refusal *f, const struct node_ref *n, json_t *detail, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Fill f (and so the event) from n and a summary; detail is taken. RP_ERR_CONFLICT. */
+static enum rp_err
+refuse(struct refusal *f, const struct node_ref *n, json_t *detail, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (n) {
+		f->node_id = n->id;
+		snprintf(f->node, sizeof f->node, "%s", n->name);
+		snprintf(f->uuid, sizeof f->uuid, "%s", n->uuid);
+	}
+	va_start(ap, fmt);
+	vsnprintf(f->summary, sizeof f->summary, fmt, ap);
+	va_end(ap);
+	json_decref(f->detail);
+	f->detail = detail;
+	return RP_ERR_CONFLICT;
+}
+
+static enum rp_err
+node_state(struct conn *c, int64_t id, char *buf, size_t len)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT provision_state FROM nodes WHERE id = ?");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		snprintf(buf, len, "%s", (const char *)sqlite3_column_text(s, 0));
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return RP_ERR_OK;
+	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node state");
+}
+
+static int
+provisioning(const char *state)
+{
+	return !strcmp(state, "commissioning") || !strcmp(state, "deploying") ||
+	       !strcmp(state, "releasing");
+}
+
+/* Which node a registration is for, by the rules of docs/agent-protocol.md "Trust": a token
+ * bound to a node registers that node, and none of the MACs may be another node's; a token
+ * bound to no node (discovery) creates a new `discovered` node, or re-registers the one
+ * `discovered` node that owns the MAC the token was issued to, and may claim no MAC of any
+ * other node. *node_id 0: create one. RP_ERR_CONFLICT with f filled when refused. */
+static enum rp_err
+whose(struct conn *c, const struct boot_tok *t, json_t *macs, int64_t *node_id, json_t **detail,
+      struct refusal *f)
+{
+	json_t *m, *theirs = json_array();
+	int64_t owner, target = t->node_id, other = 0;
+	struct node_ref o = {0};
+	char state[32] = "";
+	enum rp_err e = RP_ERR_INTERNAL;
+	size_t i;
+
+	if (theirs == NULL)
+		return RP_ERR_INTERNAL;
+	/* Without a bound node, the first owned MAC names the candidate. */
+	json_array_foreach(macs, i, m)
+	{
+		if ((e = mac_owner(c, json_string_value(m), &owner)) != RP_ERR_OK)
+			goto out;
+		if (owner == 0)
+			continue;
+		if (target == 0)
+			target = owner;
+		if (owner != target) {
+			json_array_append(theirs, m);
+			other = other ? other : owner;
+		}
+	}
+	if (json_array_size(theirs) > 0) {
+		if ((e = store_node_by_id(c, other, &o)) != RP_ERR_OK)
+			goto out;
+		*detail = json_pack("{s:s, s:s, s:O, s:s}", "field", "macs", "reason",
+		                    "MAC addresses belong to another node", "macs", theirs, "node",
+		                    o.name);
+		e = refuse(f, &o, json_pack("{s:O}", "macs", theirs),
+		           "refused a registration claiming %zu MAC address(es) of %s",
+		           json_array_size(theirs), o.name);
+		goto out;
+	}
+	if (t->node_id == 0 && target != 0) {
+		if ((e = store_node_by_id(c, target, &o)) != RP_ERR_OK ||
+		    (e = node_state(c, target, state, sizeof state)) != RP_ERR_OK ||
+		    (t->mac[0] && (e = mac_owner(c, t->mac, &owner)) != RP_ERR_OK))
+			goto out;
+		if (strcmp(state, "discovered") != 0 || (t->mac[0] && owner != target)) {
+			/* Name the MACs of that node the registration claimed. */
+			json_array_foreach(macs, i, m)
+			{
+				if ((e = mac_owner(c, json_string_value(m), &owner)) != RP_ERR_OK)
+					goto out;
+				if (owner == target)
+					json_array_append(theirs, m);
+			}
+			*detail = json_pack("{s:s, s:s, s:O, s:s}", "field", "macs", "reason",
+			                    "a discovery token registers only a new machine or a "
+			                    "discovered node that owns the MAC it was issued to; "
+			                    "enrolled nodes need a token bound to them",
+			                    "macs", theirs, "node", o.name);
+			e = refuse(f, &o, json_pack("{s:O, s:s}", "macs", theirs, "state", state),
+			           "refused a discovery registration claiming %zu MAC address(es) of %s (%s)",
+			           json_array_size(theirs), o.name, state);
+			goto out;
+		}
+	}
+	*node_id = target;
+	e = RP_ERR_OK;
+out:
+	json_decref(theirs);
+	return e;
+}
+
+/* May this registration replace n's pinned host key? Only a token bound to n, while n is
+ * being commissioned, deployed or released (its ramdisk makes a new key every boot): a
+ * stranger with the MAC, or a token left over from another time, cannot swap the key the
+ * server trusts. OK when nothing is pinned or the key is the same; *why says which case
+ * applies. RP_ERR_CONFLICT with f filled when refused. */
+static enum rp_err
+may_pin(struct conn *c, const struct boot_tok *t, const struct node_ref *n,
+        const struct rp_sshkey *key, char *why, size_t whylen, json_t **detail, struct refusal *f)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT key_type, key_b64, fingerprint FROM ssh_host_keys "
+	                          "WHERE node_id = ?");
+	char state[32] = "", fp[64] = "";
+	int rc, same = 0;
+	enum rp_err e;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, n->id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		same = !strcmp((const char *)sqlite3_column_text(s, 0), key->type) &&
+		       !strcmp((const char *)sqlite3_column_text(s, 1), key->b64);
+		snprintf(fp, sizeof fp, "%s", (const char *)sqlite3_column_text(s, 2));
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "host key read");
+	if ((e = node_state(c, n->id, state, sizeof state)) != RP_ERR_OK)
+		return e;
+	snprintf(why, whylen, "agent registration (%s bootstrap token, %s)",
+	         t->node_id ? "node-bound" : "discovery", state);
+	if (rc == SQLITE_DONE || same)
+		return RP_ERR_OK;
+	if (t->node_id == n->id && provisioning(state))
+		return RP_ERR_OK;
+	*detail = json_pack("{s:s, s:s, s:s, s:s}", "field", "ssh_host_key", "reason",
+	                    "the node has another SSH host key pinned; a registration replaces it "
+	                    "only with a token bound to the node while it is commissioned, "
+	                    "deployed or released (or an operator re-pins it: PUT or DELETE "
+	                    "/v1/nodes/{node}/ssh-host-key)",
+	                    "pinned", fp, "offered", key->fingerprint);
+	return refuse(f, n, json_pack("{s:s, s:s, s:s, s:s}", "pinned", fp, "offered",
+	                              key->fingerprint, "state", state, "token",
+	                              t->node_id ? "node-bound" : "discovery"),
+	              "refused a registration of %s with another SSH host key (%s, %s token)",
+	              n->name, state, t->node_id ? "node-bound" : "discovery");
 }
 
 enum rp_err
@@ -377,10 +558,12 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	json_t *body = r->body, *macs = json_object_get(body, "macs"), *m;
 	json_t *inv = json_object_get(body, "inventory"), *ssh = json_object_get(body, "ssh");
 	const char *address;
+	struct refusal f = {0};
+	struct boot_tok t;
 	struct node_ref n;
 	sqlite3_stmt *s;
-	int64_t tok_id = 0, bound = 0, node_id = 0, owner, now = rp_time_now_ms();
-	char actor[96], summary[240], tok_mac[RP_MAC_BUF] = "";
+	int64_t node_id = 0, now = rp_time_now_ms();
+	char actor[96], summary[240], pin_why[120];
 	enum rp_err e;
 	int created = 0, rc;
 	size_t i;
@@ -389,43 +572,28 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	if ((e = boot_lookup(c, r->bootstrap_hash, &tok_id, &bound, tok_mac, detail)) != RP_ERR_OK)
+	if ((e = boot_lookup(c, r->bootstrap_hash, &t, detail)) != RP_ERR_OK)
 		goto out;
-	/* A discovery token from a boot script belongs to the machine that asked for it. */
-	if (tok_mac[0]) {
+	/* A token from a boot script belongs to the machine that asked for it. */
+	if (t.mac[0]) {
 		int mine = 0;
 
 		json_array_foreach(macs, i, m)
-		    mine |= !strcmp(json_string_value(m), tok_mac);
+		    mine |= !strcmp(json_string_value(m), t.mac);
 		if (!mine) {
-			*detail = store_why("macs", "this bootstrap token was issued to %s", tok_mac);
+			*detail = store_why("macs", "this bootstrap token was issued to %s", t.mac);
 			e = RP_ERR_UNAUTHORIZED;
 			goto out;
 		}
 	}
-	/* Which node is this? The token may say; otherwise its MACs do. */
-	json_array_foreach(macs, i, m)
-	{
-		if ((e = mac_owner(c, json_string_value(m), &owner)) != RP_ERR_OK)
-			goto out;
-		if (owner == 0)
-			continue;
-		if ((bound && owner != bound) || (node_id && owner != node_id)) {
-			struct node_ref o;
-
-			if ((e = store_node_by_id(c, owner, &o)) != RP_ERR_OK)
-				goto out;
-			*detail = json_pack("{s:s, s:s, s:s, s:s}", "field", "macs", "reason",
-			                    bound ? "MAC address belongs to another node than the token's"
-			                          : "MAC addresses belong to several nodes",
-			                    "mac", json_string_value(m), "node", o.name);
-			e = RP_ERR_CONFLICT;
-			goto out;
-		}
-		node_id = owner;
+	if (r->source_check && t.source[0] && (r->peer == NULL || strcmp(r->peer, t.source) != 0)) {
+		*detail = store_why(NULL, "this bootstrap token was issued to %s; register from that "
+		                          "address (boot_source_check)", t.source);
+		e = RP_ERR_UNAUTHORIZED;
+		goto out;
 	}
-	if (bound)
-		node_id = bound;
+	if ((e = whose(c, &t, macs, &node_id, detail, &f)) != RP_ERR_OK)
+		goto out;
 	snprintf(actor, sizeof actor, "agent:%s",
 	         json_string_value(json_object_get(body, "hostname")) ?: "unknown");
 	if (node_id == 0) {
@@ -434,6 +602,8 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 		created = 1;
 	}
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
+		goto out;
+	if ((e = may_pin(c, &t, &n, r->host_key, pin_why, sizeof pin_why, detail, &f)) != RP_ERR_OK)
 		goto out;
 	snprintf(actor, sizeof actor, "agent:%s", n.name);
 	/* MACs nobody claims yet join this node: the agent sees cabling the manifest missed. */
@@ -455,7 +625,7 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	}
 	if (json_is_object(inv) && (e = store_inventory_write(c, &n, "agent", inv, actor)) != RP_ERR_OK)
 		goto out;
-	if ((e = pin(c, &n, r->host_key, "agent registration", actor)) != RP_ERR_OK)
+	if ((e = pin(c, &n, r->host_key, pin_why, actor)) != RP_ERR_OK)
 		goto out;
 	address = json_string_value(json_object_get(ssh, "address"));
 	if (address == NULL)
@@ -485,7 +655,7 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	s = STMT(c, "UPDATE bootstrap_tokens SET used_at = ?2, used_by = ?3 WHERE id = ?1");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, tok_id);
+	sqlite3_bind_int64(s, 1, t.id);
 	sqlite3_bind_int64(s, 2, now);
 	store_bind_text(s, 3, n.name);
 	rc = sqlite3_step(s);
@@ -506,6 +676,15 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	                 created);
 out:
 	store_rollback(c);
+	/* The refusal is recorded after the rollback: the registration changed nothing. */
+	if (f.summary[0]) {
+		json_t *d = json_pack("{s:O?, s:s}", "refused", f.detail, "token", t.uuid);
+
+		store_refusal(c, "agent.register_refused", "node", f.uuid[0] ? f.uuid : NULL,
+		              f.node[0] ? f.node : NULL, f.node_id, r->peer, f.summary, d);
+		json_decref(d);
+	}
+	json_decref(f.detail);
 	return e;
 }
 

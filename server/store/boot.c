@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../util/util.h"
+#include "rackpilot/agent.h"
 #include "internal.h"
 
 #define IMAGE_COLS                                                                          \
@@ -563,76 +564,151 @@ out:
 	return e;
 }
 
+/* The secret of a boot script's token: derived from the server's key and the token's id, so
+ * the database holds only its hash yet a second fetch of the script can hand out the same
+ * token (a fetch never revokes what the machine already has). */
+static int
+boot_secret(struct rp_store *st, const char *uuid, char out[RP_TOKEN_BUF])
+{
+	unsigned char d[32];
+
+	if (st->secrets == NULL ||
+	    rp_secrets_derive(st->secrets, "rackpilot bootstrap token v1", uuid, strlen(uuid), d) < 0)
+		return -1;
+	memcpy(out, RP_TOKEN_PREFIX_BOOTSTRAP, 4);
+	rp_b64url_encode(d, sizeof d, out + 4);
+	explicit_bzero(d, sizeof d);
+	return 0;
+}
+
+/* Used, expired and revoked tokens go a day after they died (a replay then meets an
+ * unknown token: refused, without an event). A few rows per call keep each call short. */
+static enum rp_err
+boot_prune(struct conn *c, int64_t now)
+{
+	sqlite3_stmt *s = STMT(c, "DELETE FROM bootstrap_tokens WHERE id IN (SELECT id FROM "
+	                          "bootstrap_tokens WHERE used_at < ?1 OR revoked_at < ?1 OR "
+	                          "expires_at < ?1 LIMIT 64)");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, now - RP_BOOT_TOKEN_RETAIN_MS);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "bootstrap prune");
+}
+
 enum rp_err
-rp_store_boot_token(struct rp_store *st, int64_t node_id, const char *mac, const char *hash,
-                    int64_t expires_at, int max_discovery)
+rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secret[RP_TOKEN_BUF],
+                    char *why, size_t whylen)
 {
 	struct conn *c = store_conn(st);
 	sqlite3_stmt *s;
-	char uuid[RP_UUID_BUF];
-	int64_t now = rp_time_now_ms(), live = 0;
+	char uuid[RP_UUID_BUF] = "", token[RP_TOKEN_BUF], hash[RP_SHA256_HEX];
+	int64_t now = rp_time_now_ms(), live = 0, mine = 0;
 	enum rp_err e;
 	int rc;
 
-	if (c == NULL || rp_uuid_new(uuid) < 0)
+	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
+	if ((e = boot_prune(c, now)) != RP_ERR_OK)
+		goto out;
 	e = RP_ERR_INTERNAL;
-	/* Only the latest boot of a machine may register: older unused tokens go. */
-	s = node_id ? STMT(c, "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE node_id = ?1 AND "
-	                      "mac IS NULL AND created_by = 'boot' AND used_at IS NULL AND "
-	                      "revoked_at IS NULL")
-	            : STMT(c, "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE node_id IS NULL AND "
-	                      "mac = ?3 AND used_at IS NULL AND revoked_at IS NULL");
+	/* A live token of this machine with half its life ahead is handed out again. */
+	s = STMT(c, "SELECT uuid, hash FROM bootstrap_tokens WHERE node_id IS ?1 AND mac = ?2 AND "
+	            "created_by = 'boot' AND used_at IS NULL AND revoked_at IS NULL AND "
+	            "expires_at - ?3 >= ?4 / 2 AND (?5 IS NULL OR source = ?5) "
+	            "ORDER BY id DESC LIMIT 1");
 	if (s == NULL)
 		goto out;
-	if (node_id)
-		sqlite3_bind_int64(s, 1, node_id);
-	sqlite3_bind_int64(s, 2, now);
-	if (!node_id)
-		store_bind_text(s, 3, mac);
-	rc = sqlite3_step(s);
+	if (r->node_id)
+		sqlite3_bind_int64(s, 1, r->node_id);
+	store_bind_text(s, 2, r->mac);
+	sqlite3_bind_int64(s, 3, now);
+	sqlite3_bind_int64(s, 4, r->ttl_ms);
+	if (r->bind_source)
+		store_bind_text(s, 5, r->source ? r->source : "");
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(s, 0));
+		snprintf(hash, sizeof hash, "%s", (const char *)sqlite3_column_text(s, 1));
+	}
 	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "boot token revoke");
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "boot token lookup");
 		goto out;
 	}
-	if (!node_id) {
-		s = STMT(c, "SELECT count(*) FROM bootstrap_tokens WHERE node_id IS NULL AND mac IS NOT "
-		            "NULL AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ?");
+	if (uuid[0]) {
+		char h[RP_SHA256_HEX];
+
+		/* Made under a key since rotated: it still opens a registration, but its secret can
+		 * no longer be derived; a new one is made below. */
+		if (boot_secret(st, uuid, token) < 0)
+			goto out;
+		rp_sha256_hex(token, strlen(token), h);
+		if (strcmp(h, hash) == 0) {
+			e = store_commit(c);
+			if (e == RP_ERR_OK)
+				memcpy(secret, token, RP_TOKEN_BUF);
+			goto out;
+		}
+	}
+	/* A discovery slot per MAC, a few per address: made-up MACs from one host cannot take
+	 * the slots a real new machine needs. */
+	if (!r->node_id) {
+		s = STMT(c, "SELECT count(DISTINCT mac), count(DISTINCT CASE WHEN source IS ?2 THEN mac "
+		            "END) FROM bootstrap_tokens WHERE node_id IS NULL AND mac IS NOT NULL AND "
+		            "used_at IS NULL AND revoked_at IS NULL AND expires_at > ?1");
 		if (s == NULL)
 			goto out;
 		sqlite3_bind_int64(s, 1, now);
-		if (sqlite3_step(s) == SQLITE_ROW)
+		store_bind_text(s, 2, r->source);
+		if (sqlite3_step(s) == SQLITE_ROW) {
 			live = sqlite3_column_int64(s, 0);
+			mine = sqlite3_column_int64(s, 1);
+		}
 		sqlite3_reset(s);
-		if (live >= max_discovery) {
+		if (live >= r->max_discovery) {
+			snprintf(why, whylen, "%lld machines are being discovered already; try later",
+			         (long long)live);
+			e = RP_ERR_UNAVAILABLE;
+			goto out;
+		}
+		if (r->max_per_source > 0 && mine >= r->max_per_source) {
+			snprintf(why, whylen, "%lld machines are being discovered from %s already; try later",
+			         (long long)mine, r->source ? r->source : "this address");
 			e = RP_ERR_UNAVAILABLE;
 			goto out;
 		}
 	}
-	s = STMT(c, "INSERT INTO bootstrap_tokens(uuid, hash, node_id, mac, created_by, created_at, "
-	            "expires_at) VALUES (?,?,?,?,'boot',?,?)");
+	if (rp_uuid_new(uuid) < 0 || boot_secret(st, uuid, token) < 0)
+		goto out;
+	rp_sha256_hex(token, strlen(token), hash);
+	s = STMT(c, "INSERT INTO bootstrap_tokens(uuid, hash, node_id, mac, source, created_by, "
+	            "created_at, expires_at) VALUES (?,?,?,?,?,'boot',?,?)");
 	if (s == NULL)
 		goto out;
 	store_bind_text(s, 1, uuid);
 	store_bind_text(s, 2, hash);
-	if (node_id)
-		sqlite3_bind_int64(s, 3, node_id);
-	if (!node_id)
-		store_bind_text(s, 4, mac);
-	sqlite3_bind_int64(s, 5, now);
-	sqlite3_bind_int64(s, 6, expires_at);
+	if (r->node_id)
+		sqlite3_bind_int64(s, 3, r->node_id);
+	store_bind_text(s, 4, r->mac);
+	store_bind_text(s, 5, r->source);
+	sqlite3_bind_int64(s, 6, now);
+	sqlite3_bind_int64(s, 7, now + r->ttl_ms);
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE) {
 		e = store_sqlerr(c, rc, "boot token");
 		goto out;
 	}
-	e = store_commit(c);
+	if ((e = store_commit(c)) == RP_ERR_OK)
+		memcpy(secret, token, RP_TOKEN_BUF);
 out:
 	store_rollback(c);
+	explicit_bzero(token, sizeof token);
 	return e;
 }
 

@@ -256,6 +256,12 @@ out:
 }
 
 void
+rp_store_set_secrets(struct rp_store *st, struct rp_secrets *sec)
+{
+	st->secrets = sec;
+}
+
+void
 rp_store_free(struct rp_store *st)
 {
 	struct conn *c, *n;
@@ -699,6 +705,72 @@ store_event(struct conn *c, const char *actor, const char *action, const char *o
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "event");
+}
+
+void
+store_refusal(struct conn *c, const char *action, const char *otype, const char *oid,
+              const char *oname, int64_t node_id, const char *source, const char *summary,
+              json_t *detail)
+{
+	sqlite3_stmt *s;
+	json_t *d = NULL;
+	int64_t now = rp_time_now_ms(), id = 0, count = 0;
+	char text[400];
+	enum rp_err e;
+	int rc;
+
+	if (store_begin(c) != RP_ERR_OK)
+		return;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT id, coalesce(json_extract(detail, '$.count'), 1) FROM events WHERE at >= ?1 "
+	            "AND action = ?2 AND object_id IS ?3 AND node_id IS ?4 AND "
+	            "json_extract(detail, '$.source') IS ?5 ORDER BY id DESC LIMIT 1");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, now - RP_REFUSAL_WINDOW_MS);
+	store_bind_text(s, 2, action);
+	store_bind_text(s, 3, oid);
+	if (node_id > 0)
+		sqlite3_bind_int64(s, 4, node_id);
+	store_bind_text(s, 5, source);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		id = sqlite3_column_int64(s, 0);
+		count = sqlite3_column_int64(s, 1);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "refusal lookup");
+		goto out;
+	}
+	if (id) {
+		snprintf(text, sizeof text, "%.300s (%lld times)", summary, (long long)count + 1);
+		s = STMT(c, "UPDATE events SET summary = ?2, detail = json_set(coalesce(detail, '{}'), "
+		            "'$.count', ?3, '$.last_at', ?4) WHERE id = ?1");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, id);
+		store_bind_text(s, 2, text);
+		sqlite3_bind_int64(s, 3, count + 1);
+		sqlite3_bind_int64(s, 4, now);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		e = rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "refusal count");
+	} else {
+		d = detail ? json_deep_copy(detail) : json_object();
+		if (d == NULL)
+			goto out;
+		json_object_set_new(d, "source", source ? json_string(source) : json_null());
+		json_object_set_new(d, "count", json_integer(1));
+		e = store_event(c, "rackpilotd", action, otype, oid, oname, node_id, 0, summary, d);
+	}
+	if (e == RP_ERR_OK)
+		e = store_commit(c);
+out:
+	if (e != RP_ERR_OK) {
+		store_rollback(c);
+		rp_log_warn("could not record %s: %s", action, rp_err_message(e));
+	}
+	json_decref(d);
 }
 
 json_t *

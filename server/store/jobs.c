@@ -59,7 +59,7 @@ enum rp_err
 store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 {
 	sqlite3_stmt *s = STMT(c, "SELECT n.maintenance, n.maintenance_reason, b.driver, b.address, "
-	                          "b.username, b.password IS NOT NULL FROM nodes n LEFT JOIN bmcs b "
+	                          "b.username, b.password_sealed IS NOT NULL FROM nodes n LEFT JOIN bmcs b "
 	                          "ON b.node_id = n.id WHERE n.id = ?");
 	enum rp_err e = RP_ERR_OK;
 	int rc;
@@ -764,7 +764,7 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 		}
 		s = STMT(c, "SELECT j.id, j.uuid, j.type, j.params, j.recover, j.attempts, "
 		            "j.max_attempts, n.id, n.uuid, n.name, n.serial, n.system_uuid, b.driver, "
-		            "b.address, b.port, b.username, b.password, b.tls_verify, b.options, "
+		            "b.address, b.port, b.username, b.password_sealed, b.tls_verify, b.options, "
 		            "j.sent_at IS NOT NULL, j.phase, coalesce(j.phase_at, 0) "
 		            "FROM jobs j JOIN nodes n ON n.id = j.node_id LEFT JOIN bmcs b ON "
 		            "b.node_id = n.id WHERE j.id = ?");
@@ -777,9 +777,10 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 			goto out;
 		}
 #define COL_TEXT(i) (sqlite3_column_type(s, i) == SQLITE_NULL ? NULL : (const char *)sqlite3_column_text(s, i))
-		bmc = json_pack("{s:s?, s:s?, s:I, s:s?, s:s?, s:b}", "driver", COL_TEXT(12), "address",
+		bmc = json_pack("{s:s?, s:s?, s:I, s:s?, s:o?, s:b}", "driver", COL_TEXT(12), "address",
 		                COL_TEXT(13), "port", (json_int_t)sqlite3_column_int64(s, 14), "username",
-		                COL_TEXT(15), "password", COL_TEXT(16), "tls_verify",
+		                COL_TEXT(15), "password", store_unseal(c, COL_TEXT(16), COL_TEXT(9)),
+		                "tls_verify",
 		                sqlite3_column_type(s, 17) == SQLITE_NULL || sqlite3_column_int(s, 17));
 		if (COL_TEXT(18))
 			json_object_set_new(bmc, "options", json_loads(COL_TEXT(18), 0, NULL));
@@ -1088,19 +1089,22 @@ rp_store_power_targets(struct rp_store *st, json_t **out)
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT n.id, n.uuid, n.name, b.driver, b.address, b.port, b.username, "
-	            "b.password, b.tls_verify, b.options FROM nodes n JOIN bmcs b ON b.node_id = n.id "
-	            "WHERE n.maintenance = 0 AND (b.driver = 'fake' OR (b.address IS NOT NULL AND "
-	            "b.username IS NOT NULL AND b.password IS NOT NULL)) ORDER BY n.id");
+	            "b.password_sealed, b.tls_verify, b.options FROM nodes n JOIN bmcs b ON "
+	            "b.node_id = n.id WHERE n.maintenance = 0 AND (b.driver = 'fake' OR (b.address IS "
+	            "NOT NULL AND b.username IS NOT NULL AND b.password_sealed IS NOT NULL)) ORDER BY "
+	            "n.id");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	list = json_array();
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		json_t *bmc = json_pack(
-		    "{s:s, s:s?, s:I, s:s?, s:s?, s:b}", "driver", (const char *)sqlite3_column_text(s, 3),
+		    "{s:s, s:s?, s:I, s:s?, s:o?, s:b}", "driver", (const char *)sqlite3_column_text(s, 3),
 		    "address", (const char *)sqlite3_column_text(s, 4), "port",
 		    (json_int_t)sqlite3_column_int64(s, 5), "username",
 		    (const char *)sqlite3_column_text(s, 6), "password",
-		    (const char *)sqlite3_column_text(s, 7), "tls_verify", sqlite3_column_int(s, 8));
+		    store_unseal(c, (const char *)sqlite3_column_text(s, 7),
+		                 (const char *)sqlite3_column_text(s, 2)),
+		    "tls_verify", sqlite3_column_int(s, 8));
 
 		if (sqlite3_column_type(s, 9) != SQLITE_NULL)
 			json_object_set_new(bmc, "options",

@@ -14,7 +14,7 @@
 	"ORDER BY mac)) AS \"macs:json\", "                                                    \
 	"b.driver AS \"bmc.driver\", b.address AS \"bmc.address\", b.port AS \"bmc.port\", "   \
 	"b.username AS \"bmc.username\", CASE WHEN b.node_id IS NULL THEN NULL ELSE "          \
-	"b.password IS NOT NULL END AS \"bmc.password_set:bool\", CASE WHEN b.node_id IS NULL " \
+	"b.password_sealed IS NOT NULL END AS \"bmc.password_set:bool\", CASE WHEN b.node_id IS NULL " \
 	"THEN NULL ELSE b.tls_verify END AS \"bmc.tls_verify:bool\", "                         \
 	"b.options AS \"bmc.options:json\", CASE WHEN b.fault IS NULL THEN NULL ELSE "          \
 	"json_object('message', b.fault, 'since', strftime('%Y-%m-%dT%H:%M:%fZ', "              \
@@ -309,12 +309,20 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 	}
 	if (json_is_object(bmc)) {
 		/* A new address, driver or user makes the old health and identity meaningless. */
-		s = STMT(c, "INSERT INTO bmcs(node_id, driver, address, port, username, password, "
+		char *sealed = NULL;
+		enum rp_err se;
+
+		if (!keep_password &&
+		    (se = store_seal(c, json_string_value(json_object_get(bmc, "password")), &sealed)) !=
+		        RP_ERR_OK)
+			return se;
+		s = STMT(c, "INSERT INTO bmcs(node_id, driver, address, port, username, password_sealed, "
 		            "tls_verify, options) VALUES (?1,?2,?3,?4,?5,?6,coalesce(?7,1),?9) "
 		            "ON CONFLICT(node_id) DO UPDATE SET driver = excluded.driver, "
 		            "address = excluded.address, port = excluded.port, "
-		            "username = excluded.username, password = CASE WHEN ?8 THEN "
-		            "bmcs.password ELSE excluded.password END, tls_verify = excluded.tls_verify, "
+		            "username = excluded.username, password_sealed = CASE WHEN ?8 THEN "
+		            "bmcs.password_sealed ELSE excluded.password_sealed END, password = NULL, "
+		            "tls_verify = excluded.tls_verify, "
 		            "options = excluded.options, "
 		            "fault = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
 		            "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
@@ -333,14 +341,17 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		            "excluded.username AND ?8 THEN bmcs.checked_at END, "
 		            "identity = CASE WHEN bmcs.address IS excluded.address AND bmcs.port IS "
 		            "excluded.port THEN bmcs.identity END");
-		if (s == NULL)
+		if (s == NULL) {
+			free(sealed);
 			return RP_ERR_INTERNAL;
+		}
 		sqlite3_bind_int64(s, 1, *id);
 		store_bind_str(s, 2, bmc, "driver");
 		store_bind_str(s, 3, bmc, "address");
 		store_bind_int(s, 4, bmc, "port");
 		store_bind_str(s, 5, bmc, "username");
-		store_bind_str(s, 6, bmc, "password");
+		if (sealed)
+			sqlite3_bind_text(s, 6, sealed, -1, free);
 		store_bind_int(s, 7, bmc, "tls_verify");
 		sqlite3_bind_int(s, 8, keep_password);
 		if (json_is_object(json_object_get(bmc, "options")) &&

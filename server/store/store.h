@@ -33,6 +33,28 @@ struct rp_store;
  * database was written by a newer rackpilotd, RP_ERR_INTERNAL otherwise. */
 enum rp_err rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen);
 
+/* The server's secrets (util secret.c), borrowed for the store's lifetime: BMC passwords are
+ * sealed with them, boot-script tokens derived from them. Set once, before other threads use
+ * the store. Without it, writing a password or a boot token fails with RP_ERR_INTERNAL. */
+void rp_store_set_secrets(struct rp_store *st, struct rp_secrets *sec);
+
+/* Bring the database in line with its secret key at start, before anything else writes:
+ * finish or abandon an interrupted key rotation (whichever key every sealed value carries),
+ * seal BMC passwords an older version stored in clear (one transaction; the old bytes are
+ * zeroed and the WAL truncated), then check that every sealed value opens. forget: clear the
+ * ones that do not (rp_store_secrets_forget) instead of failing. RP_ERR_OK, or an error with
+ * why: RP_ERR_CONFLICT when values do not open (why counts them and names the keys). */
+enum rp_err rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whylen);
+
+/* Clear every BMC password the key cannot open, one node.bmc_password_cleared event each, in
+ * one transaction. */
+enum rp_err rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen);
+
+/* Seal every BMC password again under the key rp_secrets_seal uses now (the next key during
+ * a rotation: rp_secrets_rotate_begin, this, rp_secrets_rotate_finish), in one transaction;
+ * *count: how many. RP_ERR_CONFLICT (nothing changed) when one does not open. */
+enum rp_err rp_store_secrets_reseal(struct rp_store *st, int *count, char *why, size_t whylen);
+
 /* Close every connection. Accepts NULL. Only call once no other thread uses the store. */
 void rp_store_free(struct rp_store *st);
 
@@ -466,11 +488,17 @@ struct rp_agent_reg {
 	                                    1..64), ssh {address, port}?, inventory?} */
 	const struct rp_sshkey *host_key;
 	const char *peer;                /* address the request came from, or NULL */
+	int source_check;                /* boot_source_check: a token from a boot script opens a
+	                                    registration only from the address that fetched it */
 };
 
 /* Register in one transaction: check and consume the bootstrap token, find the node (the
- * token's, else by MAC, else a new `discovered` one), add unclaimed MACs, store the inventory,
- * pin the host key, replace the agent token. *out: {node {id, name}, created}.
+ * token's; for a token bound to no node, a new `discovered` one or the `discovered` node that
+ * owns the token's MAC), add unclaimed MACs, store the inventory, pin the host key, replace
+ * the agent token. *out: {node {id, name}, created}. RP_ERR_CONFLICT (nothing changed; an
+ * agent.register_refused event naming peer, coalesced per node and address) when the MACs
+ * belong to another node, a discovery token names an enrolled node, or the host key differs
+ * from the pinned one outside a provisioning action with a node-bound token.
  * RP_ERR_UNAUTHORIZED (detail says why) for an unknown, used, expired or revoked token;
  * RP_ERR_CONFLICT when MACs belong to another node than the token's, or to several. */
 enum rp_err rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r,
@@ -589,11 +617,28 @@ enum rp_err rp_store_boot_profile_delete(struct rp_store *st, const char *key, i
  * "default"). */
 enum rp_err rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out);
 
-/* Record a bootstrap token for a boot script: for node_id, or (node_id 0) for the unknown
- * mac; earlier unused boot tokens of the same node or MAC are revoked. RP_ERR_UNAVAILABLE when
- * max_discovery discovery tokens are already live. */
-enum rp_err rp_store_boot_token(struct rp_store *st, int64_t node_id, const char *mac,
-                                const char *hash, int64_t expires_at, int max_discovery);
+/* A boot script's token request. */
+struct rp_boot_req {
+	int64_t node_id;     /* the node being provisioned; 0: discovery of an unknown MAC */
+	const char *mac;     /* the MAC that asked (normalised) */
+	const char *source;  /* the address that asked, recorded on the token; may be NULL */
+	int bind_source;     /* boot_source_check: tokens belong to (MAC, source), not the MAC */
+	int64_t ttl_ms;      /* lifetime of a new token */
+	int max_discovery;   /* MACs that may hold a live discovery token at once */
+	int max_per_source;  /* of those, per source address (0: no limit) */
+};
+
+/* Used, expired or revoked bootstrap tokens are deleted this long after they died. */
+#define RP_BOOT_TOKEN_RETAIN_MS (24LL * 3600 * 1000)
+
+/* The bootstrap token for a boot script into secret (RP_TOKEN_BUF bytes): the live one of this
+ * node (or discovery) and MAC (and source, with bind_source) while at least half its lifetime
+ * remains, else a new one. Fetching a script never revokes a token. The secret is derived
+ * from the server key (rp_store_set_secrets) and the token's id; only its hash is stored.
+ * Prunes long-dead tokens. RP_ERR_UNAVAILABLE, why filled, when a discovery slot is needed and
+ * max_discovery MACs (or max_per_source from this source) hold one already. */
+enum rp_err rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r,
+                                char secret[RP_TOKEN_BUF], char *why, size_t whylen);
 
 /* A counter bumped by every change to MACs or node names. */
 enum rp_err rp_store_macs_version(struct rp_store *st, int64_t *out);

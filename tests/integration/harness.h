@@ -18,7 +18,10 @@
 struct server {
 	pid_t pid;
 	char dir[256];        /* data directory (temporary unless given) */
-	char base[128];       /* "http://127.0.0.1:PORT" */
+	char base[128];       /* "http://127.0.0.1:PORT" ("https://" after server_tls) */
+	char boot[128];       /* the boot listener, "http://127.0.0.1:PORT", or "" */
+	char pin[96];         /* "sha256//BASE64" public-key pin for requests; "": none checked */
+	char cacert[256];     /* CA file for requests; "": none */
 	char admin[128];      /* admin token read from admin.token */
 	char log[300];        /* server stderr */
 };
@@ -33,11 +36,18 @@ struct reply {
 	char allow[128];
 	char ctype[128];
 	char request_id[80];
+	char csp[256];
+	char nosniff[32];
+	char retry_after[16];
 };
 
 /* Start rackpilotd with a new temporary data dir (dir NULL) or the given one, plus extra
  * arguments (NULL-terminated array, may be NULL). Fails the test when it does not come up. */
 void server_start(struct server *s, const char *dir, const char *const *extra);
+
+/* The server speaks HTTPS: requests go to https:// and check its certificate against pin
+ * ("sha256//BASE64", may be NULL) and/or cacert (a file, may be NULL; neither: unchecked). */
+void server_tls(struct server *s, const char *pin, const char *cacert);
 
 /* Stop it: SIGTERM (graceful) or SIGKILL, and wait. */
 void server_stop(struct server *s, int sig);
@@ -50,6 +60,15 @@ void server_cleanup(struct server *s);
 long req(struct server *s, const char *token, const char *method, const char *path,
          const char *ctype, const char *body, size_t len, const char *const *headers,
          struct reply *out);
+
+/* Source address of the harness's requests (CURLOPT_INTERFACE, e.g. "127.0.0.2"); NULL:
+ * the kernel's choice. Per thread. */
+extern __thread const char *req_source;
+
+/* req() to a full URL (another listener of the server) instead of s->base + path. */
+long req_url(struct server *s, const char *token, const char *method, const char *url,
+             const char *ctype, const char *body, size_t len, const char *const *headers,
+             struct reply *out);
 
 /* JSON request with a body built by json_pack(fmt, ...) (fmt NULL: no body). */
 long call(struct server *s, const char *token, const char *method, const char *path,

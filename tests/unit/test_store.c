@@ -16,7 +16,9 @@
 struct fx {
 	char dir[64];
 	char path[128];
+	char key[128];
 	struct rp_store *st;
+	struct rp_secrets *sec;
 };
 
 static int
@@ -28,7 +30,10 @@ setup(void **state)
 	snprintf(f->dir, sizeof f->dir, "/tmp/rp-store-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->path, sizeof f->path, "%s/t.db", f->dir);
+	snprintf(f->key, sizeof f->key, "%s/secret.key", f->dir);
 	assert_int_equal(rp_store_open(f->path, &f->st, why, sizeof why), RP_ERR_OK);
+	assert_int_equal(rp_secrets_load(f->key, 1, &f->sec, why, sizeof why), 0);
+	rp_store_set_secrets(f->st, f->sec);
 	*state = f;
 	return 0;
 }
@@ -40,6 +45,7 @@ teardown(void **state)
 	char cmd[128];
 
 	rp_store_free(f->st);
+	rp_secrets_free(f->sec);
 	snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
 	if (system(cmd) != 0)
 		return -1;
@@ -445,6 +451,188 @@ test_bootstrap_tokens(void **state)
 	json_decref(body);
 }
 
+
+/* 1 when needle occurs in any of the database's files (main, WAL, shared memory). */
+static int
+on_disk(struct fx *f, const char *needle)
+{
+	static const char *const suffix[] = {"", "-wal", "-shm", NULL};
+	char path[160], *buf;
+	size_t n = strlen(needle), len, i;
+	int j, found = 0;
+	FILE *fp;
+
+	for (j = 0; suffix[j]; j++) {
+		snprintf(path, sizeof path, "%s%s", f->path, suffix[j]);
+		if ((fp = fopen(path, "rb")) == NULL)
+			continue;
+		buf = malloc(64 << 20);
+		assert_non_null(buf);
+		len = fread(buf, 1, 64 << 20, fp);
+		fclose(fp);
+		for (i = 0; i + n <= len && !found; i++)
+			found = memcmp(buf + i, needle, n) == 0;
+		free(buf);
+	}
+	return found;
+}
+
+/* The password the store hands to a BMC driver for node name (NULL when none). */
+static char *
+driver_password(struct fx *f, const char *name)
+{
+	json_t *list = NULL, *t;
+	char *pw = NULL;
+	size_t i;
+
+	assert_int_equal(rp_store_power_targets(f->st, &list), RP_ERR_OK);
+	json_array_foreach(list, i, t)
+	{
+		const char *p = json_string_value(json_object_get(json_object_get(t, "bmc"), "password"));
+
+		if (!strcmp(json_string_value(json_object_get(t, "name")), name) && p)
+			pw = strdup(p);
+	}
+	json_decref(list);
+	return pw;
+}
+
+static void
+add_bmc_node(struct fx *f, const char *name, const char *pw)
+{
+	char body[400];
+	json_t *in, *out = NULL, *detail = NULL;
+
+	snprintf(body, sizeof body,
+	         "{\"name\":\"%s\",\"bmc\":{\"driver\":\"ipmi\",\"address\":\"10.1.1.1\","
+	         "\"username\":\"admin\",\"password\":\"%s\"}}",
+	         name, pw);
+	in = J(body);
+	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	json_decref(in);
+	json_decref(out);
+}
+
+/* A BMC password is in no database file in any form the key file is not needed to read,
+ * yet the driver gets it back. */
+static void
+test_secrets_sealed(void **state)
+{
+	struct fx *f = *state;
+	char *pw;
+
+	add_bmc_node(f, "s1", "Sekret-4711-Tango");
+	assert_false(on_disk(f, "Sekret-4711-Tango"));
+	pw = driver_password(f, "s1");
+	assert_non_null(pw);
+	assert_string_equal(pw, "Sekret-4711-Tango");
+	free(pw);
+	/* Without its key the store cannot open (or write) one. */
+	rp_store_set_secrets(f->st, NULL);
+	assert_null(driver_password(f, "s1"));
+	rp_store_set_secrets(f->st, f->sec);
+}
+
+/* A database an older version wrote (plaintext in bmcs.password) is sealed at the first
+ * start, in one go, and the plaintext leaves every file. */
+static void
+test_secrets_legacy(void **state)
+{
+	struct fx *f = *state;
+	char cmd[400], why[300];
+	char *pw;
+
+	add_bmc_node(f, "l1", "placeholder");
+	add_bmc_node(f, "l2", "placeholder");
+	snprintf(cmd, sizeof cmd,
+	         "sqlite3 %s \"UPDATE bmcs SET password = 'Legacy-Clear-' || node_id || '-xyzzy', "
+	         "password_sealed = NULL\"",
+	         f->path);
+	assert_int_equal(system(cmd), 0);
+	assert_true(on_disk(f, "Legacy-Clear-"));
+	assert_int_equal(rp_store_secrets_prepare(f->st, 0, why, sizeof why), RP_ERR_OK);
+	assert_false(on_disk(f, "Legacy-Clear-"));
+	pw = driver_password(f, "l2");
+	assert_non_null(strstr(pw, "Legacy-Clear-"));
+	free(pw);
+	/* A second start finds nothing to do. */
+	assert_int_equal(rp_store_secrets_prepare(f->st, 0, why, sizeof why), RP_ERR_OK);
+}
+
+/* Another key file: the start is refused, naming the count and the keys; --forget-secrets
+ * clears what does not open, with an event each, and keeps the rest. */
+static void
+test_secrets_wrong_key(void **state)
+{
+	struct fx *f = *state;
+	struct rp_secrets *other = NULL;
+	char path[160], why[600];
+	char *pw;
+
+	add_bmc_node(f, "w1", "first-pw");
+	snprintf(path, sizeof path, "%s/other.key", f->dir);
+	assert_int_equal(rp_secrets_load(path, 1, &other, why, sizeof why), 0);
+	rp_store_set_secrets(f->st, other);
+	add_bmc_node(f, "w2", "second-pw");
+	assert_int_equal(rp_store_secrets_prepare(f->st, 0, why, sizeof why), RP_ERR_CONFLICT);
+	assert_non_null(strstr(why, "1 of 2 BMC passwords"));
+	assert_non_null(strstr(why, rp_secrets_key_id(f->sec)));
+	assert_non_null(strstr(why, "--forget-secrets"));
+	assert_int_equal(rp_store_secrets_prepare(f->st, 1, why, sizeof why), RP_ERR_OK);
+	assert_null(driver_password(f, "w1"));
+	pw = driver_password(f, "w2");
+	assert_string_equal(pw, "second-pw");
+	free(pw);
+	assert_int_equal(rp_store_secrets_prepare(f->st, 0, why, sizeof why), RP_ERR_OK);
+	rp_store_set_secrets(f->st, f->sec);
+	rp_secrets_free(other);
+}
+
+/* A rotation re-seals everything under the new key; an interrupted one is resolved by the
+ * next start whichever side of the transaction it died on. */
+static void
+test_secrets_rotate(void **state)
+{
+	struct fx *f = *state;
+	struct rp_secrets *again = NULL;
+	char why[300], old[RP_SECRET_KEY_ID_BUF], next[RP_SECRET_KEY_ID_BUF];
+	int n = 0;
+	char *pw;
+
+	add_bmc_node(f, "r1", "rot-one");
+	add_bmc_node(f, "r2", "rot-two");
+	snprintf(old, sizeof old, "%s", rp_secrets_key_id(f->sec));
+	/* Died after the new key was written, before the transaction: the old key stays. */
+	assert_int_equal(rp_secrets_rotate_begin(f->sec, why, sizeof why), 0);
+	assert_int_equal(rp_secrets_load(f->key, 0, &again, why, sizeof why), 0);
+	rp_store_set_secrets(f->st, again);
+	assert_int_equal(rp_store_secrets_prepare(f->st, 0, why, sizeof why), RP_ERR_OK);
+	assert_string_equal(rp_secrets_key_id(again), old);
+	assert_null(rp_secrets_next_key_id(again));
+	pw = driver_password(f, "r1");
+	assert_string_equal(pw, "rot-one");
+	free(pw);
+	rp_secrets_free(again);
+	again = NULL;
+	/* Died after the commit, before the rename: the new key is installed. */
+	rp_secrets_free(f->sec);
+	assert_int_equal(rp_secrets_load(f->key, 0, &f->sec, why, sizeof why), 0);
+	rp_store_set_secrets(f->st, f->sec);
+	assert_int_equal(rp_secrets_rotate_begin(f->sec, why, sizeof why), 0);
+	snprintf(next, sizeof next, "%s", rp_secrets_next_key_id(f->sec));
+	assert_int_equal(rp_store_secrets_reseal(f->st, &n, why, sizeof why), RP_ERR_OK);
+	assert_int_equal(n, 2);
+	assert_int_equal(rp_secrets_load(f->key, 0, &again, why, sizeof why), 0);
+	rp_store_set_secrets(f->st, again);
+	assert_int_equal(rp_store_secrets_prepare(f->st, 0, why, sizeof why), RP_ERR_OK);
+	assert_string_equal(rp_secrets_key_id(again), next);
+	pw = driver_password(f, "r2");
+	assert_string_equal(pw, "rot-two");
+	free(pw);
+	rp_secrets_free(f->sec);
+	f->sec = again;
+}
+
 int
 main(void)
 {
@@ -457,6 +645,10 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bootstrap_tokens, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_secrets_sealed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_secrets_legacy, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_secrets_wrong_key, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_secrets_rotate, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,370 @@
+/*
+ * Secrets at rest: BMC passwords are sealed under the server's key file (util secret.c) in
+ * bmcs.password_sealed; the key never enters the database. This file seals and opens them
+ * for the rest of the store, and brings a database in line with its key at start and at a
+ * key rotation.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+enum rp_err
+store_seal(struct conn *c, const char *plain, char **out)
+{
+	if (plain == NULL) {
+		*out = NULL;
+		return RP_ERR_OK;
+	}
+	if (c->st->secrets == NULL) {
+		rp_log_error("store: no secret key loaded; cannot store a BMC password");
+		return RP_ERR_INTERNAL;
+	}
+	if (rp_secrets_seal(c->st->secrets, plain, strlen(plain), out) < 0) {
+		rp_log_error("store: cannot seal a BMC password: %s", strerror(errno));
+		return RP_ERR_INTERNAL;
+	}
+	return RP_ERR_OK;
+}
+
+json_t *
+store_unseal(struct conn *c, const char *sealed, const char *node)
+{
+	char why[256], *plain = NULL;
+	size_t len = 0;
+	json_t *v;
+
+	if (sealed == NULL)
+		return NULL;
+	if (c->st->secrets == NULL ||
+	    rp_secrets_open(c->st->secrets, sealed, &plain, &len, why, sizeof why) < 0) {
+		rp_log_error("node %s: cannot open its BMC password: %s", node,
+		             c->st->secrets ? why : "no secret key loaded");
+		return NULL;
+	}
+	v = json_stringn(plain, len);
+	rp_secrets_plain_free(plain, len);
+	return v;
+}
+
+/* Key ids the sealed values carry: bit 0 some under the current key, bit 1 some under the
+ * next one, bit 2 some under neither. */
+static enum rp_err
+key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
+{
+	sqlite3_stmt *s =
+	        STMT(c, "SELECT password_sealed FROM bmcs WHERE password_sealed IS NOT NULL");
+	const char *next = rp_secrets_next_key_id(sec);
+	char id[RP_SECRET_KEY_ID_BUF];
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	*seen = 0;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (rp_secrets_sealed_key_id((const char *)sqlite3_column_text(s, 0), id,
+		                             sizeof id) < 0)
+			*seen |= 4;
+		else if (!strcmp(id, rp_secrets_key_id(sec)))
+			*seen |= 1;
+		else if (next && !strcmp(id, next))
+			*seen |= 2;
+		else
+			*seen |= 4;
+	}
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "sealed key ids");
+}
+
+/* Seal every value again under the key rp_secrets_seal uses now (and every plaintext one an
+ * older version left), in the caller's transaction. */
+static enum rp_err
+reseal_all(struct conn *c, int *count)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT node_id, password, password_sealed FROM bmcs WHERE "
+	                          "password IS NOT NULL OR password_sealed IS NOT NULL");
+	json_t *rows = json_array(), *row;
+	enum rp_err e = RP_ERR_INTERNAL;
+	size_t i;
+	int rc;
+
+	if (s == NULL || rows == NULL)
+		goto out;
+	/* Read all first: the statement cannot stay open across the updates of its own rows. */
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *plain = NULL;
+
+		if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
+			char node[24];
+
+			snprintf(node, sizeof node, "#%lld", (long long)sqlite3_column_int64(s, 0));
+			if ((plain = store_unseal(c, (const char *)sqlite3_column_text(s, 2),
+			                          node)) == NULL) {
+				sqlite3_reset(s);
+				e = RP_ERR_CONFLICT;
+				goto out;
+			}
+		} else {
+			plain = json_string((const char *)sqlite3_column_text(s, 1));
+		}
+		json_array_append_new(rows, json_pack("{s:I, s:o}", "id",
+		                                      (json_int_t)sqlite3_column_int64(s, 0), "pw",
+		                                      plain));
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "secrets read");
+		goto out;
+	}
+	json_array_foreach(rows, i, row)
+	{
+		char *sealed = NULL;
+
+		if ((e = store_seal(c, json_string_value(json_object_get(row, "pw")), &sealed)) !=
+		    RP_ERR_OK)
+			goto out;
+		e = RP_ERR_INTERNAL;
+		s = STMT(
+		        c,
+		        "UPDATE bmcs SET password_sealed = ?2, password = NULL WHERE node_id = ?1");
+		if (s == NULL) {
+			free(sealed);
+			goto out;
+		}
+		sqlite3_bind_int64(s, 1, json_integer_value(json_object_get(row, "id")));
+		sqlite3_bind_text(s, 2, sealed, -1, free);
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE) {
+			e = store_sqlerr(c, rc, "reseal");
+			goto out;
+		}
+	}
+	*count = (int)json_array_size(rows);
+	e = RP_ERR_OK;
+out:
+	/* The plaintexts are jansson strings: overwrite them before they are freed. */
+	json_array_foreach(rows, i, row)
+	{
+		const char *pw = json_string_value(json_object_get(row, "pw"));
+
+		if (pw)
+			explicit_bzero((char *)pw, strlen(pw));
+	}
+	json_decref(rows);
+	return e;
+}
+
+/* One transaction that seals everything again under the current sealing key. Old cell
+ * contents are zeroed as they are rewritten (secure_delete), and the WAL is checkpointed and
+ * truncated after, so no copy of what was replaced stays in the database files. */
+static enum rp_err
+reseal(struct conn *c, int *count, char *why, size_t whylen)
+{
+	enum rp_err e;
+
+	sqlite3_exec(c->db, "PRAGMA secure_delete = ON", NULL, NULL, NULL);
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		goto out;
+	if ((e = reseal_all(c, count)) != RP_ERR_OK) {
+		if (e == RP_ERR_CONFLICT)
+			snprintf(why, whylen,
+			         "a BMC password cannot be opened with the key file (the log "
+			         "names the node); nothing was changed");
+		goto out;
+	}
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	sqlite3_exec(c->db, "PRAGMA secure_delete = OFF", NULL, NULL, NULL);
+	if (e == RP_ERR_OK)
+		sqlite3_exec(c->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+	else if (!why[0])
+		snprintf(why, whylen, "cannot seal the BMC passwords: %s", rp_err_message(e));
+	return e;
+}
+
+enum rp_err
+rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whylen)
+{
+	struct conn *c = store_conn(st);
+	struct rp_secrets *sec = st->secrets;
+	sqlite3_stmt *s;
+	int seen = 0, legacy = 0, count = 0, bad = 0, total = 0, rc;
+	char first[300] = "";
+	enum rp_err e;
+
+	why[0] = '\0';
+	if (c == NULL || sec == NULL) {
+		snprintf(why, whylen, "no database connection or no secret key");
+		return RP_ERR_INTERNAL;
+	}
+	/* An interrupted rotation: the database is all under one key (one transaction), which
+	 * decides whether the new key file is installed or dropped. */
+	if (rp_secrets_next_key_id(sec)) {
+		if ((e = key_ids(c, sec, &seen)) != RP_ERR_OK)
+			return e;
+		if ((seen & 3) == 3 && rp_secrets_rotate_begin(sec, why, whylen) == 0 &&
+		    reseal(c, &count, why, whylen) == RP_ERR_OK)
+			seen = 2;
+		if (!(seen & 1)) {
+			if (rp_secrets_rotate_finish(sec, why, whylen) < 0)
+				return RP_ERR_INTERNAL;
+			rp_log_warn("secrets: finished an interrupted key rotation (key %s)",
+			            rp_secrets_key_id(sec));
+		} else if (!(seen & 2)) {
+			if (rp_secrets_rotate_abort(sec, why, whylen) < 0)
+				return RP_ERR_INTERNAL;
+			rp_log_warn("secrets: abandoned an interrupted key rotation; key %s stays",
+			            rp_secrets_key_id(sec));
+		} else {
+			return RP_ERR_INTERNAL;
+		}
+	}
+	/* Plaintext passwords of a database written before sealing existed. */
+	s = STMT(c, "SELECT count(*) FROM bmcs WHERE password IS NOT NULL");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	if (sqlite3_step(s) == SQLITE_ROW)
+		legacy = sqlite3_column_int(s, 0);
+	sqlite3_reset(s);
+	if (legacy > 0) {
+		if ((e = reseal(c, &count, why, whylen)) != RP_ERR_OK)
+			return e;
+		rp_log_info(
+		        "secrets: sealed %d BMC password(s) stored in clear by an older version",
+		        legacy);
+	}
+	/* Every value must open: a wrong key file found now is better than at the next job. */
+	s = STMT(c,
+	         "SELECT b.node_id, n.name, b.password_sealed FROM bmcs b JOIN nodes n ON n.id = "
+	         "b.node_id WHERE b.password_sealed IS NOT NULL");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		char r[256], *plain = NULL;
+		size_t len = 0;
+
+		total++;
+		if (rp_secrets_open(sec, (const char *)sqlite3_column_text(s, 2), &plain, &len, r,
+		                    sizeof r) == 0) {
+			rp_secrets_plain_free(plain, len);
+			continue;
+		}
+		if (bad++ == 0)
+			snprintf(first, sizeof first, "node %s: %s",
+			         (const char *)sqlite3_column_text(s, 1), r);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "secrets check");
+	if (bad == 0)
+		return RP_ERR_OK;
+	if (!forget) {
+		snprintf(why, whylen,
+		         "%d of %d BMC passwords cannot be opened with this secret key (%s). "
+		         "Restore the "
+		         "key file that sealed them; or start once with --forget-secrets to clear "
+		         "them "
+		         "and enter them again",
+		         bad, total, first);
+		return RP_ERR_CONFLICT;
+	}
+	return rp_store_secrets_forget(st, why, whylen);
+}
+
+enum rp_err
+rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
+{
+	struct conn *c = store_conn(st);
+	sqlite3_stmt *s;
+	json_t *gone = json_array(), *g;
+	enum rp_err e = RP_ERR_INTERNAL;
+	size_t i;
+	int rc;
+
+	if (c == NULL || gone == NULL || (e = store_begin(c)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(
+	        c,
+	        "SELECT b.node_id, n.uuid, n.name, coalesce(n.rack_id, 0), b.password_sealed "
+	        "FROM bmcs b JOIN nodes n ON n.id = b.node_id WHERE b.password_sealed IS NOT NULL");
+	if (s == NULL)
+		goto out;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		char *plain = NULL;
+		size_t len = 0;
+
+		if (rp_secrets_open(st->secrets, (const char *)sqlite3_column_text(s, 4), &plain,
+		                    &len, NULL, 0) == 0) {
+			rp_secrets_plain_free(plain, len);
+			continue;
+		}
+		json_array_append_new(gone,
+		                      json_pack("{s:I, s:s, s:s, s:I}", "id",
+		                                (json_int_t)sqlite3_column_int64(s, 0), "uuid",
+		                                (const char *)sqlite3_column_text(s, 1), "name",
+		                                (const char *)sqlite3_column_text(s, 2), "rack",
+		                                (json_int_t)sqlite3_column_int64(s, 3)));
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "secrets forget read");
+		goto out;
+	}
+	json_array_foreach(gone, i, g)
+	{
+		char summary[200];
+
+		s = STMT(c, "UPDATE bmcs SET password_sealed = NULL WHERE node_id = ?");
+		if (s == NULL)
+			goto out;
+		sqlite3_bind_int64(s, 1, json_integer_value(json_object_get(g, "id")));
+		rc = sqlite3_step(s);
+		sqlite3_reset(s);
+		if (rc != SQLITE_DONE) {
+			e = store_sqlerr(c, rc, "secrets forget");
+			goto out;
+		}
+		snprintf(summary, sizeof summary,
+		         "BMC password of %s cleared: it could not be opened with the secret key; "
+		         "set "
+		         "bmc.password again",
+		         json_string_value(json_object_get(g, "name")));
+		if ((e = store_event(c, "rackpilotd --forget-secrets", "node.bmc_password_cleared",
+		                     "node", json_string_value(json_object_get(g, "uuid")),
+		                     json_string_value(json_object_get(g, "name")),
+		                     json_integer_value(json_object_get(g, "id")),
+		                     json_integer_value(json_object_get(g, "rack")), summary,
+		                     NULL)) != RP_ERR_OK)
+			goto out;
+	}
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	rp_log_warn("secrets: cleared %zu BMC password(s) that the key could not open",
+	            json_array_size(gone));
+out:
+	if (c)
+		store_rollback(c);
+	if (e != RP_ERR_OK && !why[0])
+		snprintf(why, whylen, "cannot clear the BMC passwords: %s", rp_err_message(e));
+	json_decref(gone);
+	return e;
+}
+
+enum rp_err
+rp_store_secrets_reseal(struct rp_store *st, int *count, char *why, size_t whylen)
+{
+	struct conn *c = store_conn(st);
+
+	why[0] = '\0';
+	if (c == NULL || st->secrets == NULL) {
+		snprintf(why, whylen, "no database connection or no secret key");
+		return RP_ERR_INTERNAL;
+	}
+	return reseal(c, count, why, whylen);
+}
