@@ -171,6 +171,24 @@ int rp_bmc_task_poll(struct rp_bmc *b, const char *task, int *done, int *ok, jso
 int rp_bmc_task_find(struct rp_bmc *b, const char *needle, char *task, size_t tasklen,
                      struct rp_bmc_err *err);
 
+/* Where a link a Redfish BMC gave (an @odata.id, an action target, a Location header, a push
+ * URI) leads, so that credentials and tokens only ever go to the BMC the node's settings name.
+ * origin is that BMC, "http[s]://host[:port]" with no path (an IPv6 host in brackets).
+ * - "/path..." joins the origin: out = origin + link.
+ * - "http[s]://host[:port]/path..." is accepted only when its scheme, host (compared without
+ *   regard to case; an IPv6 host as the same bracketed text) and port (80 or 443 when absent,
+ *   on either side) are the origin's; out is then origin + its path (and query), never the
+ *   link's own spelling of the host.
+ * - Everything else is refused: another scheme, host or port; "//host/..."; user information
+ *   ("http://user@host/"); a reference without a leading "/"; an empty link; a link over
+ *   RP_BMC_LINK_MAX bytes; one with a space, a control character (CR, LF...), a backslash or
+ *   a non-ASCII byte; a "." or ".." path segment; a result that does not fit in outlen.
+ * 0 with the URL in out, or -1 with why set (the link quoted, cut to 96 bytes, unprintable
+ * bytes as '?' and user information as "***", and the reason) and out untouched. */
+#define RP_BMC_LINK_MAX 2048
+int rp_bmc_url_resolve(const char *origin, const char *link, char *out, size_t outlen, char *why,
+                       size_t whylen);
+
 /* Process-wide set-up (libcurl) and tear-down (cached Redfish sessions logged out). */
 int rp_bmc_global_init(void);
 void rp_bmc_global_cleanup(void);

@@ -9,6 +9,7 @@
  * - Sessions and discovered paths are cached per node between handles, so a sweep costs one
  *   GET per node once warm; they are logged out at shutdown.
  */
+#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,7 @@ struct rf {
 	CURL *curl;
 	char base_url[320];
 	struct learned l;
+	int refused; /* a link was refused: the paths learned are not cached */
 };
 
 struct reply {
@@ -141,6 +143,233 @@ error_text(json_t *body, char *out, size_t len)
 	snprintf(out, len, "%s", m ? m : "no error details");
 }
 
+/* ---- Links the BMC gives --------------------------------------------------------------- */
+
+#define LINK_SHOWN 96 /* bytes of a refused link that a message quotes */
+
+/* Scheme, host and port of an http(s) URL; host is not NUL-terminated (brackets kept). */
+struct url_origin {
+	int https;
+	const char *host;
+	size_t hostlen;
+	unsigned long port;
+};
+
+/* The length of the scheme s starts with ("http" of "http://", "javascript" of
+ * "javascript:..."), or 0 when it starts with none. */
+static size_t
+scheme_len(const char *s)
+{
+	size_t n = 0;
+
+	if (!isalpha((unsigned char)s[0]))
+		return 0;
+	while (isalnum((unsigned char)s[n]) || s[n] == '+' || s[n] == '-' || s[n] == '.')
+		n++;
+	return s[n] == ':' ? n : 0;
+}
+
+/* Split s, whose scheme is n bytes long, as http[s]://host[:port]: 0 and *rest the first byte
+ * after the authority, or -1 with a reason. */
+static int
+split_origin(const char *s, size_t n, struct url_origin *o, const char **rest, char *reason,
+             size_t rlen)
+{
+	const char *a, *end, *colon, *p;
+
+	if (n == 4 && !strncasecmp(s, "http", 4)) {
+		o->https = 0;
+	} else if (n == 5 && !strncasecmp(s, "https", 5)) {
+		o->https = 1;
+	} else {
+		snprintf(reason, rlen, "scheme %.*s is not http or https", (int)(n > 16 ? 16 : n),
+		         s);
+		return -1;
+	}
+	if (strncmp(s + n, "://", 3) != 0) {
+		snprintf(reason, rlen, "no //host after %.*s:", (int)n, s);
+		return -1;
+	}
+	a = s + n + 3;
+	end = a + strcspn(a, "/?#");
+	if (memchr(a, '@', (size_t)(end - a))) {
+		snprintf(reason, rlen, "it carries user information");
+		return -1;
+	}
+	if (*a == '[') {
+		colon = memchr(a, ']', (size_t)(end - a));
+		if (colon == NULL || (colon + 1 != end && colon[1] != ':')) {
+			snprintf(reason, rlen, "its IPv6 host is malformed");
+			return -1;
+		}
+		colon++;
+	} else {
+		colon = memchr(a, ':', (size_t)(end - a));
+		if (colon == NULL)
+			colon = end;
+	}
+	o->host = a;
+	o->hostlen = (size_t)(colon - a);
+	if (o->hostlen == 0) {
+		snprintf(reason, rlen, "it has no host");
+		return -1;
+	}
+	o->port = o->https ? 443 : 80;
+	if (colon != end) {
+		o->port = 0;
+		for (p = colon + 1; p < end && isdigit((unsigned char)*p) && p - colon <= 5; p++)
+			o->port = o->port * 10 + (unsigned long)(*p - '0');
+		if (p != end || p == colon + 1 || o->port == 0 || o->port > 65535) {
+			snprintf(reason, rlen, "its port is malformed");
+			return -1;
+		}
+	}
+	*rest = end;
+	return 0;
+}
+
+/* A link as a message may quote it: cut, unprintable bytes as '?', user information hidden. */
+static void
+link_shown(const char *link, char *out, size_t len)
+{
+	const char *auth = strstr(link, "://"), *at = NULL, *p;
+	size_t n = 0;
+
+	if (auth) {
+		const char *a = auth + 3, *end = a + strcspn(a, "/?#");
+
+		for (p = a; p < end; p++)
+			if (*p == '@')
+				at = p;
+		auth = at ? a : NULL;
+	}
+	for (p = link; *p && n + 4 < len && n < LINK_SHOWN; p++) {
+		if (p == auth) {
+			memcpy(out + n, "***", 3);
+			n += 3;
+			p = at - 1;
+			continue;
+		}
+		out[n++] = (unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f ? '?' : *p;
+	}
+	if (*p && n + 4 <= len) {
+		memcpy(out + n, "...", 3);
+		n += 3;
+	}
+	out[n] = '\0';
+}
+
+/* The path (and query) of link on origin o (spelled origin), or NULL with a reason. */
+static const char *
+link_path(const struct url_origin *o, const char *origin, const char *link, char *reason,
+          size_t rlen)
+{
+	struct url_origin l;
+	const char *p, *path = link, *seg;
+	size_t n;
+
+	if (strnlen(link, RP_BMC_LINK_MAX + 1) > RP_BMC_LINK_MAX) {
+		snprintf(reason, rlen, "it is longer than %d bytes", RP_BMC_LINK_MAX);
+		return NULL;
+	}
+	for (p = link; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c == ' ' || c < 0x20 || c == 0x7f || c >= 0x80 || c == '\\') {
+			snprintf(reason, rlen, "it contains %s",
+			         c == ' '                 ? "a space"
+			         : c == '\\'              ? "a backslash"
+			         : c >= 0x80              ? "a non-ASCII byte"
+			         : c == '\r' || c == '\n' ? "a line break"
+			                                  : "a control character");
+			return NULL;
+		}
+	}
+	if ((n = scheme_len(link)) > 0) {
+		if (split_origin(link, n, &l, &path, reason, rlen) < 0)
+			return NULL;
+		if (l.https != o->https) {
+			snprintf(reason, rlen, "scheme %s is not the BMC's (%s)",
+			         l.https ? "https" : "http", origin);
+			return NULL;
+		}
+		if (l.hostlen != o->hostlen || strncasecmp(l.host, o->host, l.hostlen) != 0) {
+			snprintf(reason, rlen, "host %.*s is not the BMC's (%s)",
+			         (int)(l.hostlen > 64 ? 64 : l.hostlen), l.host, origin);
+			return NULL;
+		}
+		if (l.port != o->port) {
+			snprintf(reason, rlen, "port %lu is not the BMC's (%s)", l.port, origin);
+			return NULL;
+		}
+	} else if (link[0] == '/' && link[1] == '/') {
+		snprintf(reason, rlen, "a protocol-relative link names another host");
+		return NULL;
+	} else if (link[0] != '/') {
+		snprintf(reason, rlen, "it is neither a path nor a URL on the BMC");
+		return NULL;
+	}
+	/* curl would resolve dot segments: the path sent would not be the one named. */
+	for (seg = path; *seg && *seg != '?' && *seg != '#'; seg = p) {
+		seg += *seg == '/';
+		n = strcspn(seg, "/?#");
+		if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.')) {
+			snprintf(reason, rlen, "it has a dot segment");
+			return NULL;
+		}
+		p = seg + n;
+	}
+	return path;
+}
+
+int
+rp_bmc_url_resolve(const char *origin, const char *link, char *out, size_t outlen, char *why,
+                   size_t whylen)
+{
+	struct url_origin o;
+	const char *rest = NULL, *path;
+	char shown[LINK_SHOWN + 8], reason[200];
+	size_t n;
+
+	if (origin == NULL || (n = scheme_len(origin)) == 0 ||
+	    split_origin(origin, n, &o, &rest, reason, sizeof reason) < 0 || *rest != '\0') {
+		snprintf(why, whylen, "the BMC's address %.80s is not http[s]://host[:port]",
+		         origin ? origin : "(none)");
+		return -1;
+	}
+	if (link == NULL || link[0] == '\0') {
+		snprintf(why, whylen, "the BMC gave an empty link");
+		return -1;
+	}
+	link_shown(link, shown, sizeof shown);
+	path = link_path(&o, origin, link, reason, sizeof reason);
+	if (path && strlen(origin) + (path[0] != '/') + strlen(path) >= outlen) {
+		snprintf(reason, sizeof reason,
+		         "it does not fit in %zu bytes with the BMC's address", outlen);
+		path = NULL;
+	}
+	if (path == NULL) {
+		snprintf(why, whylen, "BMC link \"%s\" is refused: %s", shown, reason);
+		return -1;
+	}
+	snprintf(out, outlen, "%s%s%s", origin, path[0] == '/' ? "" : "/", path);
+	return 0;
+}
+
+/* Where a link the BMC gave leads: 0 and the URL on this BMC in url, or -1 with RP_BMC_PROTOCOL
+ * for a link anywhere else, before anything is sent. */
+static int
+resolve(struct rf *h, const char *what, const char *link, char *url, size_t urllen,
+        struct rp_bmc_err *err)
+{
+	char why[240];
+
+	if (rp_bmc_url_resolve(h->base_url, link, url, urllen, why, sizeof why) == 0)
+		return 0;
+	h->refused = 1;
+	return rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s: %s", what, why);
+}
+
 /* One HTTP exchange, no auth logic. Transport failures become errors; every HTTP status
  * comes back to the caller in r->status. */
 static int
@@ -154,12 +383,13 @@ exchange(struct rf *h, const char *method, const char *path, const char *ctype, 
 	double connect = 0;
 
 	memset(r, 0, sizeof *r);
-	if (strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0)
-		snprintf(url, sizeof url, "%s", path);
-	else
-		snprintf(url, sizeof url, "%s%s", h->base_url, path);
+	/* Every request of the driver comes through here: nothing reaches another host. */
+	if (resolve(h, method, path, url, sizeof url, err) < 0)
+		return -1;
 	curl_easy_reset(h->curl);
 	curl_easy_setopt(h->curl, CURLOPT_URL, url);
+	/* A redirect is an answer like any other, never followed (curl_easy_reset's default). */
+	curl_easy_setopt(h->curl, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(h->curl, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(h->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h->curl, CURLOPT_TIMEOUT_MS, (long)h->t.http_timeout_ms);
@@ -168,6 +398,8 @@ exchange(struct rf *h, const char *method, const char *path, const char *ctype, 
 	curl_easy_setopt(h->curl, CURLOPT_SSL_VERIFYPEER, h->t.tls_verify ? 1L : 0L);
 	curl_easy_setopt(h->curl, CURLOPT_SSL_VERIFYHOST, h->t.tls_verify ? 2L : 0L);
 	curl_easy_setopt(h->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	/* Credentials go to the BMC itself, never through a proxy the environment names. */
+	curl_easy_setopt(h->curl, CURLOPT_PROXY, "");
 	curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(h->curl, CURLOPT_HEADERFUNCTION, on_header);
@@ -291,7 +523,7 @@ login(struct rf *h, struct rp_bmc_err *err)
 {
 	struct reply r;
 	json_t *cred;
-	char *body;
+	char *body, url[1024];
 	int rc;
 
 	h->l.token[0] = h->l.session[0] = '\0';
@@ -308,6 +540,12 @@ login(struct rf *h, struct rp_bmc_err *err)
 	if (rc < 0)
 		return -1;
 	if ((r.status == 200 || r.status == 201) && r.token[0]) {
+		/* The logout sends the token to the session's Location: it must be on this BMC. */
+		if (r.location[0] &&
+		    resolve(h, "session login", r.location, url, sizeof url, err) < 0) {
+			reply_free(&r);
+			return -1;
+		}
 		copy(h->l.token, sizeof h->l.token, r.token);
 		copy(h->l.session, sizeof h->l.session, r.location);
 		reply_free(&r);
@@ -371,6 +609,19 @@ http_error(struct rf *h, const char *what, struct reply *r, struct rp_bmc_err *e
 	enum rp_bmc_errkind k;
 
 	error_text(r->json, msg, sizeof msg);
+	/* A BMC's own words reach job errors and logs: a hostile one must not be able to echo
+	 * the password into them. */
+	if (strlen(h->t.password) >= 3) {
+		size_t n = strlen(h->t.password);
+		char *p = msg;
+
+		/* Each match shrinks to "***" (n >= 3): the text never grows; the scan moves on. */
+		while ((p = strstr(p, h->t.password)) != NULL) {
+			memmove(p + 3, p + n, strlen(p + n) + 1);
+			memcpy(p, "***", 3);
+			p += 3;
+		}
+	}
 	switch (r->status) {
 	case 503:
 	case 409:
@@ -515,6 +766,11 @@ rf_close(struct rp_bmc *b)
 			copy(c->base, sizeof c->base, h->base_url);
 			copy(c->user, sizeof c->user, h->t.username);
 			c->l = h->l;
+			/* The BMC named a link elsewhere: find everything again next time. */
+			if (h->refused) {
+				c->l.sessions[0] = c->l.systems[0] = c->l.managers[0] = '\0';
+				c->l.update[0] = c->l.system[0] = '\0';
+			}
 		}
 		pthread_mutex_unlock(&cache_mu);
 	}
@@ -1004,6 +1260,8 @@ rf_firmware_update(struct rp_bmc *b, const char *image_uri, const char *local_fi
 	struct rf *h = (struct rf *)b;
 	json_t *us = NULL, *body = NULL;
 	struct reply r = {0};
+	const char *mon;
+	char url[1024];
 	int rc = -1;
 
 	if (discover_root(h, err) < 0)
@@ -1071,15 +1329,16 @@ rf_firmware_update(struct rp_bmc *b, const char *image_uri, const char *local_fi
 		goto out;
 	}
 	/* A task monitor in Location, or at least the Task in the body. */
-	if (r.location[0])
-		copy(task, tasklen, r.location);
-	else if (json_object_get(r.json, "@odata.id"))
-		copy(task, tasklen, link(r.json));
-	else {
+	mon = r.location[0] ? r.location : link(r.json);
+	if (mon[0] == '\0') {
 		rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s started an update without a task to follow",
 		            h->base_url);
 		goto out;
 	}
+	/* Polled with the token later on: only a task on this BMC is one to follow. */
+	if (resolve(h, "update started; its task", mon, url, sizeof url, err) < 0)
+		goto out;
+	copy(task, tasklen, mon);
 	rc = 0;
 out:
 	reply_free(&r);
@@ -1182,10 +1441,15 @@ rf_task_find(struct rp_bmc *b, const char *needle, char *task, size_t tasklen,
 			break;
 		}
 		if (task_mentions(t, needle)) {
+			char url[1024];
+
 			mon = json_string_value(json_object_get(t, "TaskMonitor"));
-			copy(task, tasklen, mon ? mon : link(t));
+			if (mon == NULL)
+				mon = link(t);
+			rc = resolve(h, "task found", mon, url, sizeof url, err);
+			if (rc == 0)
+				copy(task, tasklen, mon);
 			json_decref(t);
-			rc = 0;
 			break;
 		}
 		json_decref(t);

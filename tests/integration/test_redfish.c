@@ -3,8 +3,12 @@
  * (tests/redfish/mock_bmc.py). Every action is checked from the BMC's side through the
  * mock's own state, not only through Rackpilot's answers.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -41,7 +45,7 @@ setup(void **state)
 
 	(void)state;
 	server_start(&S, NULL, args);
-	mock_start(&M, 6, NULL);
+	mock_start(&M, 7, NULL);
 	snprintf(tmpdir, sizeof tmpdir, "/tmp/rp-tls-XXXXXX");
 	assert_non_null(mkdtemp(tmpdir));
 	snprintf(cert, sizeof cert, "%s/cert.pem", tmpdir);
@@ -59,6 +63,7 @@ setup(void **state)
 	add_node("rf2", &M, 2, 1, "secret");
 	add_node("rf3", &M, 3, 1, "secret");
 	add_node("rf4", &M, 4, 1, "wrong-password");
+	add_node("rf6", &M, 6, 1, "secret");
 	add_node("rftls", &TLS, 0, 1, "secret");
 	return 0;
 }
@@ -350,6 +355,69 @@ test_failures(void **state)
 	reply_free(&r);
 }
 
+/* A loopback port that counts connections and never answers (they queue in the kernel). */
+static int
+sink_open(int *port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof a;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(listen(fd, 64), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+static int
+sink_hits(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int hits = 0, c;
+
+	while (poll(&p, 1, 0) > 0 && (p.revents & POLLIN) && (c = accept(fd, NULL, NULL)) >= 0) {
+		hits++;
+		close(c);
+	}
+	return hits;
+}
+
+/* A BMC whose service root sends the login elsewhere: the job fails at once as a protocol
+ * error naming the link, the password goes nowhere, and fixing the BMC is enough. */
+static void
+test_foreign_link(void **state)
+{
+	json_t *job, *st;
+	char cfg[160], at[96];
+	int port, fd = sink_open(&port);
+
+	(void)state;
+	snprintf(cfg, sizeof cfg, "{\"link_origins\":{\"sessions\":\"http://127.0.0.1:%d\"}}",
+	         port);
+	mock_post(&M, 6, "/__mock/config", cfg);
+	job = act("PUT", "/v1/nodes/rf6/power", "{\"target\":\"on\"}");
+	expect(job, "failed");
+	assert_string_equal(str(json_object_get(job, "error"), "code"), "bmc_protocol");
+	assert_int_equal(json_integer_value(json_object_get(job, "attempts")), 1);
+	snprintf(at, sizeof at, "127.0.0.1:%d/redfish/v1/SessionService/Sessions", port);
+	if (strstr(str(json_object_get(job, "error"), "message"), at) == NULL)
+		fail_msg("%s", str(json_object_get(job, "error"), "message"));
+	json_decref(job);
+	assert_int_equal(sink_hits(fd), 0);
+	st = mock_get(&M, 6, "/__mock/state");
+	assert_string_equal(str(st, "power"), "Off");
+	assert_int_equal(json_integer_value(json_object_get(st, "sessions")), 0);
+	json_decref(st);
+	mock_post(&M, 6, "/__mock/config", "{\"link_origins\":{}}");
+	job = act("PUT", "/v1/nodes/rf6/power", "{\"target\":\"on\"}");
+	expect(job, "succeeded");
+	json_decref(job);
+	assert_int_equal(sink_hits(fd), 0);
+	close(fd);
+}
+
 static void
 sweep(void)
 {
@@ -425,7 +493,8 @@ main(void)
 	    cmocka_unit_test(test_power),      cmocka_unit_test(test_boot_once),
 	    cmocka_unit_test(test_boot_quirk), cmocka_unit_test(test_verify),
 	    cmocka_unit_test(test_sessions),   cmocka_unit_test(test_transient),
-	    cmocka_unit_test(test_failures),   cmocka_unit_test(test_sweep_fault),
+	    cmocka_unit_test(test_failures),   cmocka_unit_test(test_foreign_link),
+	    cmocka_unit_test(test_sweep_fault),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

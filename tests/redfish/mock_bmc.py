@@ -60,6 +60,10 @@ DEFAULTS = {
     "log_services": True,          # False: the System and Manager have no LogServices (404)
     "log_page_size": 50,           # log entries per page of an Entries collection (0 = one page)
     "log_expand": True,            # Entries pages carry whole LogEntry bodies; False: links only
+    "error_text": "",              # when set, every error answer carries this Message (a hostile BMC
+                                   # may put anything there, the client's password included)
+    "link_origins": {},            # {link kind: "http://host:port"}: that link becomes an absolute URL
+                                   # on that origin (kinds: LINK_KINDS), as a spoofed BMC would name it
     "user": "admin",
     "password": "secret",
 }
@@ -128,6 +132,12 @@ MESSAGES = {  # key: (registry, severity, text with %1.. arguments, resolution)
     "QueryParameterValueTypeError": ("Base", "Warning", "The value '%1' for the query parameter %2 is not valid.",
                                      "Send a non-negative integer."),
 }
+
+# Links that link_origins can turn into absolute URLs: the service root's Links.Sessions and the
+# SessionService's Sessions; a login's Location; UpdateService.MultipartHttpPushUri; an update's task
+# monitor (its 202 Location and the Task's TaskMonitor); the ComputerSystem.Reset target; the BIOS
+# registry file's Location[].Uri.
+LINK_KINDS = ("sessions", "session_location", "push_uri", "task_monitor", "reset_target", "registry")
 
 LOG_SEVERITIES = ("OK", "Warning", "Critical")
 RESET_TYPES = ["On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "ForceOn",
@@ -445,6 +455,7 @@ class Tree:
         self.bios_defaults = {n: e["DefaultValue"] for n, e in self.attributes.items() if "DefaultValue" in e}
 
         self.sessions = root["Links"]["Sessions"]["@odata.id"]
+        self.session_service = root.get("SessionService", {}).get("@odata.id")
         self.update = root["UpdateService"]["@odata.id"]
         update = docs[self.update]
         self.push_uri = update.setdefault("MultipartHttpPushUri", self.update + "/upload")
@@ -500,6 +511,8 @@ class Tree:
         self.roles = {ROOT: ("root",), self.system: ("system",), self.manager: ("manager",),
                       self.bios: ("bios",), self.settings: ("settings",), self.update: ("update",),
                       self.sessions: ("sessions",), self.tasks: ("tasks",),
+                      self.registry_file: ("registry_file",),
+                      **({self.session_service: ("session_service",)} if self.session_service in docs else {}),
                       **{c: ("chassis",) for c in self.chassis},
                       **{m["@odata.id"]: ("nic",) for m in nics},
                       **{uri: ("firmware", fid) for fid, uri in self.firmware.items()}}
@@ -513,6 +526,7 @@ class Tree:
         for member in collection["Members"]:
             file = self.docs.get(member["@odata.id"], {})
             if registry_id in (file.get("Id"), file.get("Registry")):
+                self.registry_file = member["@odata.id"]
                 body = self.docs[file["Location"][0]["Uri"]]
                 return {e["AttributeName"]: e for e in body["RegistryEntries"]["Attributes"]}
         entries = []
@@ -532,6 +546,7 @@ class Tree:
                 entry["Type"] = "String"
             entries.append(entry)
         file_uri, body_uri = f"{registries}/{registry_id}", f"{registries}/{registry_id}.json"
+        self.registry_file = file_uri
         self.docs[file_uri] = {"@odata.id": file_uri, "@odata.type": "#MessageRegistryFile.v1_1_3.MessageRegistryFile",
                                "Id": registry_id, "Name": "BIOS Attribute Registry File", "Registry": registry_id,
                                "Languages": ["en"], "Location": [{"Language": "en", "Uri": body_uri}]}
@@ -622,7 +637,12 @@ class Bmc:
                     raise HttpError(503, message("ServiceTemporarilyUnavailable", 1), {"Retry-After": "1"})
                 return self._dispatch(method, path, headers, body, query)
             except HttpError as e:
-                return e.response()
+                status, hdrs, doc = e.response()
+                if self.cfg["error_text"]:
+                    doc["error"]["message"] = self.cfg["error_text"]
+                    for m in doc["error"]["@Message.ExtendedInfo"]:
+                        m["Message"] = self.cfg["error_text"]
+                return status, hdrs, doc
 
     def control(self, method, path, headers, body):
         """The test hooks under /__mock/ (no authentication, no Content-Type check)."""
@@ -702,11 +722,18 @@ class Bmc:
                    (want is float and number)
             if want is list and fits:
                 fits = all(isinstance(v, str) for v in value)
+            if want is dict and fits:
+                fits = all(k in LINK_KINDS and isinstance(v, str) for k, v in value.items())
             if not fits or (number and value < 0):
                 raise HttpError(400, message("PropertyValueTypeError", show(value), key))
         self.cfg.update(changes)
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _link(self, kind, path):
+        """path as the BMC names it to clients: on the origin link_origins gives for kind, if any."""
+        origin = self.cfg["link_origins"].get(kind)
+        return origin + path if origin else path
 
     def _touch(self, *uris):
         for uri in uris:
@@ -867,10 +894,23 @@ class Bmc:
 
     def _render_root(self, d):
         d["UUID"] = self.service_uuid
+        d["Links"]["Sessions"]["@odata.id"] = self._link("sessions", self.t.sessions)
+        return d
+
+    def _render_session_service(self, d):
+        if "Sessions" in d:
+            d["Sessions"]["@odata.id"] = self._link("sessions", d["Sessions"]["@odata.id"])
+        return d
+
+    def _render_registry_file(self, d):
+        for location in d.get("Location", []):
+            if "Uri" in location:
+                location["Uri"] = self._link("registry", location["Uri"])
         return d
 
     def _render_system(self, d):
         d.update(PowerState=self.power, SerialNumber=self.serial, UUID=self.uuid)
+        d["Actions"]["#ComputerSystem.Reset"]["target"] = self._link("reset_target", self.t.reset_target)
         if not self.cfg["log_services"]:
             d.pop("LogServices", None)
         d["Boot"].update(self.boot)
@@ -930,6 +970,7 @@ class Bmc:
 
     def _render_update(self, d):
         d["MaxImageSizeBytes"] = self.cfg["max_image_bytes"]
+        d["MultipartHttpPushUri"] = self._link("push_uri", self.t.push_uri)
         return d
 
     def _render_firmware(self, d, fid):
@@ -970,7 +1011,7 @@ class Bmc:
         session = self.sessions[token] = {"id": secrets.token_hex(8), "user": creds["UserName"], "uses": 0}
         self._touch(self.t.sessions)
         doc = self._session_doc(session)
-        return 201, {"X-Auth-Token": token, "Location": doc["@odata.id"]}, doc
+        return 201, {"X-Auth-Token": token, "Location": self._link("session_location", doc["@odata.id"])}, doc
 
     def _logout(self, path):
         token = next((k for k, s in self.sessions.items() if f"{self.t.sessions}/{s['id']}" == path), None)
@@ -1193,10 +1234,11 @@ class Bmc:
                                           "TaskStatus": "OK", "PercentComplete": 0, "StartTime": now(),
                                           "TaskMonitor": monitor, "Messages": []}}
         self._touch(self.t.tasks)
-        return 202, {"Location": monitor}, self._task_doc(task)
+        return 202, {"Location": self._link("task_monitor", monitor)}, self._task_doc(task)
 
     def _task_doc(self, task):
-        return {**task["doc"], "Messages": list(task["doc"]["Messages"])}
+        return {**task["doc"], "Messages": list(task["doc"]["Messages"]),
+                "TaskMonitor": self._link("task_monitor", task["doc"]["TaskMonitor"])}
 
     # Per poll: (TaskState, PercentComplete, Update message key) until Completed.
     PROGRESS = [("Running", 0, None), ("Running", 25, "TransferringToComponent"),

@@ -445,6 +445,34 @@ get "$SYS/LogServices"; expect 404 "LogServices hidden"
 get "$SEL"; expect 404 "entries hidden"
 config '{"log_services": true, "log_expand": true, "log_page_size": 50}'
 
+section "absolute links (link_origins)"
+B=http://127.0.0.1:$((PB + 2))
+O=http://127.0.0.1:9
+REG=/redfish/v1/Registries/BiosAttributeRegistryGX8.v1_0_0
+mock POST config '{"link_origins": {"nope": "http://x"}}'; expect 400 "unknown link kind"
+mock POST config '{"link_origins": {"sessions": 9}}'; expect 400 "link origin not a string"
+mock POST config '{"link_origins": "http://x"}'; expect 400 "link_origins not an object"
+config "{\"link_origins\": {\"sessions\": \"$O\", \"session_location\": \"$O\", \"push_uri\": \"$O\", \"task_monitor\": \"$O\", \"reset_target\": \"$O\", \"registry\": \"$O\"}}"
+get /redfish/v1/; check "d['Links']['Sessions']['@odata.id'] == '$O/redfish/v1/SessionService/Sessions'" "root Links.Sessions elsewhere"
+get /redfish/v1/SessionService; check "d['Sessions']['@odata.id'] == '$O/redfish/v1/SessionService/Sessions'" "SessionService.Sessions elsewhere"
+login secret; expect 201 "login at the real Sessions path"
+case "$(header Location)" in "$O/redfish/v1/SessionService/Sessions/"*) ;; *) fail "session Location '$(header Location)'" ;; esac
+get /redfish/v1/UpdateService; check "d['MultipartHttpPushUri'] == '$O/redfish/v1/UpdateService/upload'" "push URI elsewhere"
+get "$SYS"; check "d['Actions']['#ComputerSystem.Reset']['target'] == '$O$RESET'" "reset target elsewhere"
+get "$REG"; check "d['Location'][0]['Uri'] == '$O$REG.json'" "registry Location Uri elsewhere"
+post /redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate "{\"ImageURI\":\"http://10.0.0.5/fw/nic_22.50.0.bin\",\"Targets\":[\"$INV/NIC0\"]}"
+expect 202 "SimpleUpdate with the monitor elsewhere"
+MON=$(header Location)
+check "d['TaskMonitor'] == '$MON'" "Task's TaskMonitor elsewhere too"
+case "$MON" in "$O/redfish/v1/TaskService/TaskMonitors/"*) ;; *) fail "monitor Location '$MON'" ;; esac
+poll "${MON#"$O"}"
+truth "${POLLED##* }" "200:Completed:100" "the task runs at its real path"
+config '{"link_origins": {"sessions": "'"$B"'"}}'
+get /redfish/v1/; check "d['Links']['Sessions']['@odata.id'] == '$B/redfish/v1/SessionService/Sessions'" "a link on the BMC's own origin"
+get /redfish/v1/UpdateService; check "d['MultipartHttpPushUri'] == '/redfish/v1/UpdateService/upload'" "other links stay paths"
+config '{"link_origins": {}}'
+get /redfish/v1/; check "d['Links']['Sessions']['@odata.id'] == '/redfish/v1/SessionService/Sessions'" "links back to paths"
+
 # ---------------------------------------------------------------------------------------------
 section "TLS"
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
