@@ -14,6 +14,7 @@
 
 #include "inventory.h" /* rp_agent_inventory(): NULL only when memory runs out */
 #include "rackpilot/agent.h"
+#include "rackpilot/tls.h"
 #include "util/util.h"
 
 /* ---- Configuration (config.c) --------------------------------------------------------- */
@@ -34,6 +35,9 @@ struct rp_agent_config {
 	char reboot_command[RP_AGENT_PATH_MAX];
 	int tls_verify;
 	char ca_file[RP_AGENT_PATH_MAX];
+	/* The server's public key (rackpilot/tls.h), 64 lowercase hex digits; "" not pinned.
+	 * Pinned and no ca_file: the pin replaces CA and host name verification. */
+	char server_fingerprint[RP_TLS_FP_HEX];
 	unsigned heartbeat_s; /* 0: the server's */
 	unsigned file_set;    /* bit per key (rp_agent_config_set order) a file has set */
 };
@@ -58,8 +62,9 @@ int rp_agent_config_set(struct rp_agent_config *c, const char *key, const char *
 int rp_agent_config_file(struct rp_agent_config *c, const char *path, int must_exist, char *err,
                          size_t errlen);
 
-/* Apply rackpilot.url= and rackpilot.token= from a kernel command line, except where a file
- * already set url or bootstrap_token. Unknown words are ignored. */
+/* Apply rackpilot.url=, rackpilot.token= and rackpilot.tls_sha256= from a kernel command line,
+ * except where a file already set url, bootstrap_token or server_fingerprint. Unknown words
+ * and malformed values are ignored (a malformed tls_sha256 with a warning logged). */
 void rp_agent_config_cmdline(struct rp_agent_config *c, const char *cmdline);
 
 /* The whole precedence: defaults < ROOT/proc/cmdline < file (flags->config, else the default
@@ -86,15 +91,16 @@ extern volatile sig_atomic_t rp_agent_stopping;
  * step's process group is stopped, downloads abort, and no further step starts. */
 extern volatile sig_atomic_t rp_agent_cancelled;
 
-/* Outcomes of rp_agent_call() that are not HTTP statuses. */
+/* Outcomes of rp_agent_call() that are not HTTP statuses. EPROTO also stands for a server
+ * key that does not match server_fingerprint. */
 #define RP_AGENT_ENET   (-1) /* no answer: DNS, connect, TLS, timeout (transient) */
 #define RP_AGENT_EPROTO (-2) /* an answer we refuse: too large, not JSON (not transient) */
 #define RP_AGENT_ELOCAL (-3) /* a failure on this side (files, memory); not transient */
 
 struct rp_agent_client;
 
-/* A client for cfg's url, tls_verify and ca_file (cfg must outlive it). NULL on allocation
- * failure. */
+/* A client for cfg's url, tls_verify, ca_file and server_fingerprint (cfg must outlive it).
+ * NULL on allocation failure. */
 struct rp_agent_client *rp_agent_client_new(const struct rp_agent_config *cfg);
 /* Accepts NULL. */
 void rp_agent_client_free(struct rp_agent_client *cl);
@@ -103,12 +109,28 @@ void rp_agent_client_free(struct rp_agent_client *cl);
 void rp_agent_client_set_attempts(struct rp_agent_client *cl, unsigned attempts);
 
 /* One request: method to url + path with `Authorization: Bearer bearer` (unless NULL) and
- * body as JSON (unless NULL). Returns the HTTP status or RP_AGENT_ENET/EPROTO. On 2xx sets
- * *answer to the parsed body (new reference; NULL for an empty body); otherwise err says why,
- * with the server's {"error": {code, message, detail}} when it sent one. Bodies over 1 MiB
- * are refused. */
+ * body as JSON (unless NULL). Returns the HTTP status or RP_AGENT_ENET/EPROTO/ELOCAL. On 2xx
+ * sets *answer to the parsed body (new reference; NULL for an empty body); otherwise err says
+ * why, with the server's {"error": {code, message, detail}} when it sent one. Bodies over
+ * 1 MiB are refused. With server_fingerprint set, a plain-http url is refused (ELOCAL) and a
+ * server whose key does not match gets nothing, not even the request line (EPROTO). */
 long rp_agent_call(struct rp_agent_client *cl, const char *method, const char *path,
                    const char *bearer, json_t *body, json_t **answer, char *err, size_t errlen);
+
+/* The server's key as libcurl saw it in a transfer's handshake (see rp_agent_tls_setup). */
+struct rp_agent_tls {
+	char seen[RP_TLS_FP_HEX]; /* "" until seen */
+};
+
+/* TLS settings of one transfer on curl (a CURL *): tls_verify and ca_file, and, when pinned,
+ * server_fingerprint, with t (which must outlive the transfer) catching the server's key for
+ * rp_agent_tls_mismatch(). */
+void rp_agent_tls_setup(void *curl, const struct rp_agent_config *cfg, int pinned,
+                        struct rp_agent_tls *t);
+
+/* err = what: the mismatch, naming the pinned fingerprint and the server's when seen. */
+void rp_agent_tls_mismatch(const struct rp_agent_config *cfg, const struct rp_agent_tls *t,
+                           const char *what, char *err, size_t errlen);
 
 /* rp_agent_call(), repeated with backoff while the outcome is transient. */
 long rp_agent_call_retry(struct rp_agent_client *cl, const char *method, const char *path,
@@ -123,10 +145,12 @@ int rp_agent_sleep_ms(int64_t ms);
 
 /* ---- Downloads and hashing (download.c) ----------------------------------------------- */
 
-/* Stream url (http/https, at most 5 redirects, HTTP >= 400 fails) into fd, hashing what is
- * written; the whole transfer may take timeout_s. cfg supplies tls_verify and ca_file; no
- * token is sent. 0 with hex and *bytes set, or -1 with err set (fd may hold a partial
- * download; *bytes still says how much was written). */
+/* Stream url (http/https, at most 5 redirects, HTTP >= 400 fails; a path starting with '/'
+ * is relative to cfg's url) into fd, hashing what is written; the whole transfer may take
+ * timeout_s. cfg supplies tls_verify and ca_file, and server_fingerprint for an https URL of
+ * the server's own origin (scheme, host and port as written in url; it then holds for the
+ * redirects too); no token is sent. 0 with hex and *bytes set, or -1 with err set (fd may
+ * hold a partial download; *bytes still says how much was written). */
 int rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd,
                       unsigned timeout_s, char hex[RP_SHA256_HEX], uint64_t *bytes, char *err,
                       size_t errlen);

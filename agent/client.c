@@ -87,6 +87,65 @@ on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t u
 	return rp_agent_stopping ? 1 : 0;
 }
 
+/*
+ * libcurl's informational text while a pin is set, for one line only: the hash of the key the
+ * server presented (" public key hash: sha256//..."), so that a mismatch can name it. That
+ * line is not an API; without it the message names only the pinned key. Headers reach this
+ * callback too (tokens among them) and are ignored.
+ */
+static int
+on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *arg)
+{
+	static const char tag[] = "public key hash: ";
+	struct rp_agent_tls *t = arg;
+	size_t i, n = sizeof tag - 1;
+
+	(void)h;
+	if (type != CURLINFO_TEXT)
+		return 0;
+	for (i = 0; i + n < size; i++)
+		if (!memcmp(data + i, tag, n)) {
+			if (rp_tls_hex_from_pin(data + i + n, size - i - n, t->seen) < 0)
+				t->seen[0] = '\0';
+			break;
+		}
+	return 0;
+}
+
+void
+rp_agent_tls_setup(void *curl, const struct rp_agent_config *cfg, int pinned,
+                   struct rp_agent_tls *t)
+{
+	char pin[RP_TLS_PIN_MAX];
+	/* A pin without a CA file stands in for CA and host name verification, so that the
+	 * server's own self-signed certificate works and is still authenticated. */
+	int verify = cfg->tls_verify && !(pinned && cfg->ca_file[0] == '\0');
+
+	t->seen[0] = '\0';
+	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, verify ? 1L : 0L);
+	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, verify ? 2L : 0L);
+	if (cfg->ca_file[0])
+		curl_easy_setopt(curl, CURLOPT_CAINFO, cfg->ca_file);
+	if (!pinned)
+		return;
+	/* The configuration holds only well-formed fingerprints. */
+	if (rp_tls_pin_from_hex(cfg->server_fingerprint, pin, sizeof pin) == 0)
+		curl_easy_setopt(curl, CURLOPT_PINNEDPUBLICKEY, pin); /* libcurl copies it */
+	curl_easy_setopt(curl, CURLOPT_DEBUGFUNCTION, on_debug);
+	curl_easy_setopt(curl, CURLOPT_DEBUGDATA, t);
+	curl_easy_setopt(curl, CURLOPT_VERBOSE, 1L);
+}
+
+void
+rp_agent_tls_mismatch(const struct rp_agent_config *cfg, const struct rp_agent_tls *t,
+                      const char *what, char *err, size_t errlen)
+{
+	snprintf(err, errlen,
+	         "%s: the server's TLS public key does not match the pinned fingerprint %s "
+	         "(server_fingerprint or rackpilot.tls_sha256=)%s%s; nothing was sent",
+	         what, cfg->server_fingerprint, t->seen[0] ? "; the server's is " : "", t->seen);
+}
+
 /* err gets "HTTP 409 CONFLICT: message (detail)" from an error body, or just the status. */
 static void
 describe_error(long status, const struct rp_buf *body, char *err, size_t errlen)
@@ -120,8 +179,9 @@ rp_agent_call(struct rp_agent_client *cl, const char *method, const char *path, 
               json_t *body, json_t **answer, char *err, size_t errlen)
 {
 	struct answer a = {0};
+	struct rp_agent_tls tls;
 	struct curl_slist *hdrs = NULL;
-	char url[4096], auth[512], *text = NULL;
+	char url[4096], auth[512], cerr[CURL_ERROR_SIZE] = "", *text = NULL;
 	long status = RP_AGENT_ELOCAL;
 	json_t *j = NULL;
 	CURLcode cc;
@@ -136,6 +196,13 @@ rp_agent_call(struct rp_agent_client *cl, const char *method, const char *path, 
 		bl--;
 	if (snprintf(url, sizeof url, "%.*s%s", (int)bl, cl->cfg->url, path) >= (int)sizeof url) {
 		snprintf(err, errlen, "url too long");
+		return RP_AGENT_ELOCAL;
+	}
+	/* Ignoring the pin would send the tokens in the clear to whoever answers. */
+	if (cl->cfg->server_fingerprint[0] && strncmp(url, "https://", 8)) {
+		snprintf(err, errlen,
+		         "server_fingerprint is set but the server url %s is not https://",
+		         cl->cfg->url);
 		return RP_AGENT_ELOCAL;
 	}
 	if (body && (text = json_dumps(body, JSON_COMPACT)) == NULL) {
@@ -164,16 +231,14 @@ rp_agent_call(struct rp_agent_client *cl, const char *method, const char *path, 
 	curl_easy_setopt(cl->curl, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(cl->curl, CURLOPT_CONNECTTIMEOUT, (long)CONNECT_TIMEOUT_S);
 	curl_easy_setopt(cl->curl, CURLOPT_TIMEOUT, (long)TOTAL_TIMEOUT_S);
-	curl_easy_setopt(cl->curl, CURLOPT_SSL_VERIFYPEER, cl->cfg->tls_verify ? 1L : 0L);
-	curl_easy_setopt(cl->curl, CURLOPT_SSL_VERIFYHOST, cl->cfg->tls_verify ? 2L : 0L);
-	if (cl->cfg->ca_file[0])
-		curl_easy_setopt(cl->curl, CURLOPT_CAINFO, cl->cfg->ca_file);
+	rp_agent_tls_setup(cl->curl, cl->cfg, cl->cfg->server_fingerprint[0] != '\0', &tls);
 	curl_easy_setopt(cl->curl, CURLOPT_USERAGENT, "rackpilot-agent/" RP_VERSION);
 	curl_easy_setopt(cl->curl, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(cl->curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(cl->curl, CURLOPT_WRITEDATA, &a);
 	curl_easy_setopt(cl->curl, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(cl->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(cl->curl, CURLOPT_ERRORBUFFER, cerr);
 	if (text) {
 		curl_easy_setopt(cl->curl, CURLOPT_POSTFIELDS, text);
 		curl_easy_setopt(cl->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(text));
@@ -182,15 +247,27 @@ rp_agent_call(struct rp_agent_client *cl, const char *method, const char *path, 
 	}
 
 	cc = curl_easy_perform(cl->curl);
+	curl_easy_setopt(cl->curl, CURLOPT_ERRORBUFFER, NULL);
 	if (a.too_large) {
 		snprintf(err, errlen, "%s %s: answer larger than %d bytes", method, path,
 		         ANSWER_MAX);
 		status = RP_AGENT_EPROTO;
 		goto out;
 	}
+	if (cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH) {
+		char what[600];
+
+		snprintf(what, sizeof what, "%s %s", method, path);
+		rp_agent_tls_mismatch(cl->cfg, &tls, what, err, errlen);
+		status = RP_AGENT_EPROTO;
+		goto out;
+	}
 	if (cc != CURLE_OK) {
+		/* The buffer says which check failed ("SSL certificate problem: ..."). */
 		snprintf(err, errlen, "%s %s: %s", method, path,
-		         rp_agent_stopping ? "stopped" : curl_easy_strerror(cc));
+		         rp_agent_stopping ? "stopped"
+		         : cerr[0]         ? cerr
+		                           : curl_easy_strerror(cc));
 		status = a.body.oom ? RP_AGENT_ELOCAL : RP_AGENT_ENET;
 		goto out;
 	}

@@ -9,7 +9,7 @@
 #include "agent.h"
 
 /* Bit positions in file_set; only the keys the kernel command line also sets need one. */
-enum { KEY_URL = 1u << 0, KEY_BOOTSTRAP_TOKEN = 1u << 1 };
+enum { KEY_URL = 1u << 0, KEY_BOOTSTRAP_TOKEN = 1u << 1, KEY_SERVER_FINGERPRINT = 1u << 2 };
 
 void
 rp_agent_config_defaults(struct rp_agent_config *c)
@@ -117,6 +117,9 @@ rp_agent_config_set(struct rp_agent_config *c, const char *key, const char *valu
 		want = "true or false";
 	} else if (!strcmp(key, "ca_file")) {
 		r = set_path(c->ca_file, sizeof c->ca_file, value);
+	} else if (!strcmp(key, "server_fingerprint")) {
+		r = rp_tls_fingerprint_parse(value, c->server_fingerprint);
+		want = RP_TLS_FP_WANT;
 	} else if (!strcmp(key, "heartbeat_s")) {
 		r = parse_uint(value, 1, 86400, &c->heartbeat_s);
 		want = "seconds (1-86400)";
@@ -194,6 +197,8 @@ rp_agent_config_file(struct rp_agent_config *c, const char *path, int must_exist
 			tmp.file_set |= KEY_URL;
 		else if (!strcmp(k, "bootstrap_token"))
 			tmp.file_set |= KEY_BOOTSTRAP_TOKEN;
+		else if (!strcmp(k, "server_fingerprint"))
+			tmp.file_set |= KEY_SERVER_FINGERPRINT;
 	}
 	if (ferror(f)) {
 		snprintf(err, errlen, "cannot read %s", path);
@@ -237,6 +242,14 @@ rp_agent_config_cmdline(struct rp_agent_config *c, const char *cmdline)
 		         !(c->file_set & KEY_BOOTSTRAP_TOKEN) &&
 		         !strncmp(word + 16, RP_TOKEN_PREFIX_BOOTSTRAP, 4))
 			set_str(c->bootstrap_token, sizeof c->bootstrap_token, word + 16);
+		else if (!strncmp(word, "rackpilot.tls_sha256=", 21) &&
+		         !(c->file_set & KEY_SERVER_FINGERPRINT) &&
+		         rp_tls_fingerprint_parse(word + 21, c->server_fingerprint) < 0)
+			/* Without the pin a self-signed server fails verification: say why. */
+			rp_log_warn(
+			        "ignoring rackpilot.tls_sha256=%.100s on the kernel command line: "
+			        "expected %s",
+			        word + 21, RP_TLS_FP_WANT);
 	}
 }
 

@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -65,6 +66,27 @@ on_data(char *p, size_t size, size_t n, void *arg)
 	return n;
 }
 
+/* Length of url's "scheme://authority", or 0 when it has no "://". */
+static size_t
+origin_len(const char *url)
+{
+	const char *p = strstr(url, "://");
+
+	return p ? (size_t)(p + 3 - url) + strcspn(p + 3, "/?#") : 0;
+}
+
+/* The pin is the server's: it holds for https downloads from the server's own origin, and
+ * other hosts (a vendor mirror) are verified as before. A relative url is the server's. */
+static int
+pinned(const struct rp_agent_config *cfg, const char *url, const char *full)
+{
+	size_t n = origin_len(cfg->url);
+
+	if (cfg->server_fingerprint[0] == '\0' || strncasecmp(full, "https://", 8))
+		return 0;
+	return url[0] == '/' || (n > 0 && origin_len(full) == n && !strncasecmp(full, cfg->url, n));
+}
+
 static int
 on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
@@ -77,6 +99,8 @@ rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd, un
                   char hex[RP_SHA256_HEX], uint64_t *bytes, char *err, size_t errlen)
 {
 	struct sink s = {.fd = fd};
+	struct rp_agent_tls tls;
+	char full[4096], cerr[CURL_ERROR_SIZE] = "";
 	CURL *curl = NULL;
 	CURLcode cc;
 	int rc = -1;
@@ -89,7 +113,6 @@ rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd, un
 	}
 	if (url[0] == '/') {
 		/* Relative to the server: the image store of the rackpilotd this agent knows. */
-		char full[4096];
 		size_t n = strlen(cfg->url);
 
 		while (n > 0 && cfg->url[n - 1] == '/')
@@ -99,10 +122,11 @@ rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd, un
 			snprintf(err, errlen, "%s: no server URL to resolve it against", url);
 			goto out;
 		}
-		curl_easy_setopt(curl, CURLOPT_URL, full);
-	} else {
-		curl_easy_setopt(curl, CURLOPT_URL, url);
+	} else if ((size_t)snprintf(full, sizeof full, "%s", url) >= sizeof full) {
+		snprintf(err, errlen, "download url too long");
+		goto out;
 	}
+	curl_easy_setopt(curl, CURLOPT_URL, full);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -111,10 +135,8 @@ rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd, un
 	curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, (long)CONNECT_TIMEOUT_S);
 	curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)timeout_s);
-	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, cfg->tls_verify ? 1L : 0L);
-	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, cfg->tls_verify ? 2L : 0L);
-	if (cfg->ca_file[0])
-		curl_easy_setopt(curl, CURLOPT_CAINFO, cfg->ca_file);
+	rp_agent_tls_setup(curl, cfg, pinned(cfg, url, full), &tls);
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, cerr);
 	curl_easy_setopt(curl, CURLOPT_USERAGENT, "rackpilot-agent");
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &s);
@@ -130,8 +152,14 @@ rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd, un
 			         strerror(s.write_errno));
 		else if (cc == CURLE_HTTP_RETURNED_ERROR)
 			snprintf(err, errlen, "download %s: HTTP %ld", url, code);
-		else
-			snprintf(err, errlen, "download %s: %s", url, curl_easy_strerror(cc));
+		else if (cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH) {
+			char what[4200];
+
+			snprintf(what, sizeof what, "download %s", url);
+			rp_agent_tls_mismatch(cfg, &tls, what, err, errlen);
+		} else
+			snprintf(err, errlen, "download %s: %s", url,
+			         cerr[0] ? cerr : curl_easy_strerror(cc));
 		goto out;
 	}
 	hex_digest(s.md, hex);

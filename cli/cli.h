@@ -13,6 +13,8 @@
 
 #include <jansson.h>
 
+#include <rackpilot/tls.h>
+
 #define RP_CLI_BODY_MAX (64u << 20) /* cap on any answer, import file or --json file */
 #define RP_CLI_OPTS_MAX 48
 
@@ -61,6 +63,14 @@ struct rp_cli {
 	int json;         /* print the API's JSON */
 	int verbose;      /* a stderr line per request: method, URL, status; never headers */
 	int tty;          /* stdout is a terminal: progress bars */
+	/* Server verification, "" for none. cacert: the chain against this file alone, and the
+	 * host name. fingerprint: as given until configure(), then 64 lowercase hex digits; pin
+	 * its CURLOPT_PINNEDPUBLICKEY value (without cacert, in place of the CA and host name
+	 * checks). seen_fp: the server's key in the last handshake, when libcurl told. */
+	char cacert[1024];
+	char fingerprint[128];
+	char pin[RP_TLS_PIN_MAX];
+	char seen_fp[RP_TLS_FP_HEX];
 	const struct rp_cli_cmd *cmd;
 	int argc; /* positional arguments after noun and verb */
 	char **argv;
@@ -95,8 +105,10 @@ void rp_cli_http_free(struct rp_cli *c);
 /*
  * One request to c->url + path (escaped already); body may be NULL, ctype is its type.
  * Returns 0 with *r filled for any HTTP status (free it with rp_cli_resp_free), or -1 after
- * printing why no answer came (a connection failure names the URL; an answer over the cap).
- * The token goes only into the Authorization header.
+ * printing why no answer came (a connection failure names the URL; a server key that does not
+ * match c->pin names the pinned fingerprint and, when libcurl told, the server's; an answer
+ * over the cap). The token goes only into the Authorization header, and only to a server that
+ * passed the c->cacert and c->pin checks (they come before any byte of the request).
  */
 int rp_cli_http(struct rp_cli *c, const char *method, const char *path, const char *ctype,
                 const char *body, size_t blen, struct rp_cli_resp *r);

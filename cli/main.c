@@ -156,8 +156,22 @@ static const struct rp_cli_cmd commands[] = {
 // clang-format on
 
 static const char global_usage[] =
-        "usage: rackpilot [--url URL] [--token TOKEN] [--json] [--verbose] COMMAND [ARGS]\n"
+        "usage: rackpilot [--url URL] [--token TOKEN] [--cacert FILE] [--fingerprint SHA256]\n"
+        "                 [--json] [--verbose] COMMAND [ARGS]\n"
         "       rackpilot --version | --help | COMMAND --help\n";
+
+/* 1 when the n bytes at name are a global option that takes a value. */
+static int
+global_valued(const char *name, size_t n)
+{
+	static const char *const names[] = {"url", "token", "cacert", "fingerprint"};
+	size_t i;
+
+	for (i = 0; i < sizeof names / sizeof *names; i++)
+		if (strlen(names[i]) == n && !strncmp(name, names[i], n))
+			return 1;
+	return 0;
+}
 
 /* Option name of a command: 0 unknown, 1 a flag, 2 takes a value. */
 static int
@@ -167,7 +181,7 @@ opt_kind(const char *spec, const char *name)
 
 	if (rp_cli_find(spec, name, &t) == 0)
 		return t.valued ? 2 : 1;
-	if (!strcmp(name, "url") || !strcmp(name, "token"))
+	if (global_valued(name, strlen(name)))
 		return 2;
 	return !strcmp(name, "json") || !strcmp(name, "verbose") || !strcmp(name, "help");
 }
@@ -198,7 +212,7 @@ print_cmd(FILE *f, const struct rp_cli_cmd *k, int help)
 		        : t.type == 'j'           ? " JSON"
 		                                  : " X");
 	}
-	fprintf(f, "%s --url URL --token TOKEN --verbose\n",
+	fprintf(f, "%s --url URL --token TOKEN --cacert FILE --fingerprint SHA256 --verbose\n",
 	        strstr(k->opts, "json=") ? "" : " --json");
 }
 
@@ -214,8 +228,11 @@ print_noun(FILE *f, const char *noun)
 			fprintf(f, "  %s %-*s %s\n", k->noun, 20 - (int)strlen(k->noun),
 			        k->verb ? k->verb : "", k->help);
 	if (noun == NULL)
-		fputs("config: --url/--token > RACKPILOT_URL/RACKPILOT_TOKEN > "
-		      "$XDG_CONFIG_HOME/rackpilot/config (url = ..., token = ...)\n"
+		fputs("config: --url/--token/--cacert/--fingerprint > "
+		      "RACKPILOT_URL/RACKPILOT_TOKEN/"
+		      "RACKPILOT_CACERT/RACKPILOT_FINGERPRINT >\n"
+		      "        $XDG_CONFIG_HOME/rackpilot/config (url = ..., token = ..., "
+		      "cacert = ..., fingerprint = ...)\n"
 		      "exit: 0 ok, 1 API or connection error, 2 usage error, 3 some nodes failed\n",
 		      f);
 }
@@ -255,20 +272,22 @@ trim(char *s)
 	return s;
 }
 
-/* "url = ..." and "token = ..." lines, # comments. A missing file is fine. */
+/* "url = ...", "token = ...", "cacert = ..." and "fingerprint = ..." lines, # comments. A
+ * missing file is fine. path (size len) gets the file's name, "" when there is none. */
 static void
-load_file(struct rp_cli *c)
+load_file(struct rp_cli *c, char *path, size_t len)
 {
 	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-	char path[1024], line[2048];
+	char line[2048];
 	struct stat st;
 	unsigned n = 0;
 	FILE *f;
 
+	path[0] = '\0';
 	if (xdg && xdg[0])
-		snprintf(path, sizeof path, "%s/rackpilot/config", xdg);
+		snprintf(path, len, "%s/rackpilot/config", xdg);
 	else if (home && home[0])
-		snprintf(path, sizeof path, "%s/.config/rackpilot/config", home);
+		snprintf(path, len, "%s/.config/rackpilot/config", home);
 	else
 		return;
 	if ((f = fopen(path, "r")) == NULL) {
@@ -298,6 +317,10 @@ load_file(struct rp_cli *c)
 			snprintf(c->url, sizeof c->url, "%s", v);
 		else if (!strcmp(trim(s), "token"))
 			snprintf(c->token, sizeof c->token, "%s", v);
+		else if (!strcmp(trim(s), "cacert"))
+			snprintf(c->cacert, sizeof c->cacert, "%s", v);
+		else if (!strcmp(trim(s), "fingerprint"))
+			snprintf(c->fingerprint, sizeof c->fingerprint, "%s", v);
 		else
 			fprintf(stderr, "rackpilot: warning: %s:%u: unknown key '%s'\n", path, n,
 			        trim(s));
@@ -306,27 +329,89 @@ load_file(struct rp_cli *c)
 	fclose(f);
 }
 
-/* Flags > environment > file > default. 0, or -1 (message printed). */
+/*
+ * The TLS settings once every source is applied; fp_src and ca_src name where each came
+ * from. A fingerprint or CA file with a plain-HTTP URL is refused: silently ignoring it would
+ * send the token in the clear to whoever answers. 0, or -1 (message printed).
+ */
+static int
+configure_tls(struct rp_cli *c, const char *fp_src, const char *ca_src)
+{
+	int https = !strncmp(c->url, "https://", 8);
+
+	if (c->fingerprint[0]) {
+		if (rp_tls_fingerprint_parse(c->fingerprint, c->fingerprint) < 0) {
+			fprintf(stderr,
+			        "rackpilot: %s: '%.100s' is not a fingerprint: expected %s\n",
+			        fp_src, c->fingerprint, RP_TLS_FP_WANT);
+			return -1;
+		}
+		if (!https) {
+			fprintf(stderr, "rackpilot: %s needs an https:// URL (the URL is %s)\n",
+			        fp_src, c->url);
+			return -1;
+		}
+		rp_tls_pin_from_hex(c->fingerprint, c->pin, sizeof c->pin);
+	}
+	if (c->cacert[0]) {
+		if (!https) {
+			fprintf(stderr, "rackpilot: %s needs an https:// URL (the URL is %s)\n",
+			        ca_src, c->url);
+			return -1;
+		}
+		/* curl would only say it cannot set verify locations. */
+		if (access(c->cacert, R_OK) < 0) {
+			fprintf(stderr, "rackpilot: %s %s: %s\n", ca_src, c->cacert,
+			        strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Flags > environment > file > default, key by key. 0, or -1 (message printed). */
 static int
 configure(struct rp_cli *c)
 {
-	const char *v;
+	char path[1024], fp_file[1100], ca_file[1100];
+	const char *v, *fp_src = fp_file, *ca_src = ca_file;
 	size_t n;
 
 	snprintf(c->url, sizeof c->url, "%s", DEFAULT_URL);
-	load_file(c);
+	load_file(c, path, sizeof path);
+	snprintf(fp_file, sizeof fp_file, "fingerprint in %s", path);
+	snprintf(ca_file, sizeof ca_file, "cacert in %s", path);
 	if ((v = getenv("RACKPILOT_URL")) && v[0])
 		snprintf(c->url, sizeof c->url, "%s", v);
 	if ((v = getenv("RACKPILOT_TOKEN")) && v[0])
 		snprintf(c->token, sizeof c->token, "%s", v);
+	if ((v = getenv("RACKPILOT_CACERT")) && v[0]) {
+		snprintf(c->cacert, sizeof c->cacert, "%s", v);
+		ca_src = "RACKPILOT_CACERT";
+	}
+	if ((v = getenv("RACKPILOT_FINGERPRINT")) && v[0]) {
+		snprintf(c->fingerprint, sizeof c->fingerprint, "%s", v);
+		fp_src = "RACKPILOT_FINGERPRINT";
+	}
 	if ((v = rp_cli_opt(c, "url")))
 		snprintf(c->url, sizeof c->url, "%s", v);
 	if ((v = rp_cli_opt(c, "token")))
 		snprintf(c->token, sizeof c->token, "%s", v);
+	/* An empty value clears what the environment or the file said. */
+	if ((v = rp_cli_opt(c, "cacert"))) {
+		snprintf(c->cacert, sizeof c->cacert, "%s", v);
+		ca_src = "--cacert";
+	}
+	if ((v = rp_cli_opt(c, "fingerprint"))) {
+		snprintf(c->fingerprint, sizeof c->fingerprint, "%s", v);
+		fp_src = "--fingerprint";
+	}
 	if (strncmp(c->url, "http://", 7) && strncmp(c->url, "https://", 8)) {
 		fprintf(stderr, "rackpilot: the url must start with http:// or https://\n");
 		return -1;
 	}
+	if (configure_tls(c, fp_src, ca_src) < 0)
+		return -1;
 	n = strlen(c->url);
 	while (n > 0 && c->url[n - 1] == '/')
 		c->url[--n] = '\0';
@@ -421,13 +506,14 @@ main(int argc, char **argv)
 			c.json = 1;
 		} else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
 			c.verbose = 1;
-		} else if (!strncmp(a, "--url", 5) || !strncmp(a, "--token", 7)) {
+		} else if (!strncmp(a, "--", 2) &&
+		           global_valued(a + 2, eq ? (size_t)(eq - a - 2) : strlen(a + 2))) {
 			if (eq)
 				*eq = '\0';
-			if (strcmp(a, "--url") && strcmp(a, "--token"))
-				break;
-			if (!eq && ++i == argc)
+			else if (++i == argc)
 				return rp_cli_usage(&c, "missing value");
+			if (c.nopts == RP_CLI_OPTS_MAX)
+				return rp_cli_usage(&c, "too many options");
 			c.opts[c.nopts].name = a + 2;
 			c.opts[c.nopts++].value = eq ? eq + 1 : argv[i];
 		} else {

@@ -1,5 +1,6 @@
-/* agent: configuration precedence, the output tail and UTF-8, plans, the resume rules,
- * ${image} quoting, real shell steps, file steps, authorized_keys and MAC selection. */
+/* agent: configuration precedence, TLS fingerprints and pinned downloads from a real TLS peer
+ * (openssl s_server), the output tail and UTF-8, plans, the resume rules, ${image} quoting,
+ * real shell steps, file steps, authorized_keys and MAC selection. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -7,7 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -15,6 +24,7 @@
 #include "agent.h"
 
 static char tmpdir[256];
+static pid_t s_server_pid; /* a running openssl s_server (test_download_pinned), or 0 */
 
 static int
 setup(void **state)
@@ -30,6 +40,10 @@ teardown(void **state)
 	char cmd[300];
 
 	(void)state;
+	if (s_server_pid > 0) { /* a failed assertion left it running */
+		kill(s_server_pid, SIGTERM);
+		waitpid(s_server_pid, NULL, 0);
+	}
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
 	return system(cmd) == 0 ? 0 : -1;
 }
@@ -186,6 +200,370 @@ test_config_precedence(void **state)
 	rp_agent_config_cmdline(&c, "\"rackpilot.url=http://q\" rackpilot.token=rpb_z");
 	assert_string_equal(c.url, "http://q");
 	assert_string_equal(c.bootstrap_token, "rpb_z");
+}
+
+/* ---- TLS fingerprints ---------------------------------------------------------------- */
+
+/*
+ * A known pair, made with openssl 3.0 on a throwaway key:
+ *   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout k.pem \
+ *       -out c.pem -days 2 -subj /CN=test -addext subjectAltName=IP:127.0.0.1
+ *   openssl x509 -in c.pem -noout -pubkey | openssl pkey -pubin -outform DER | sha256sum
+ *   ... | openssl dgst -sha256 -binary | base64                  (the pin's base64)
+ * Its public key, to check it again (`openssl pkey -pubin -outform DER | sha256sum`):
+ *   -----BEGIN PUBLIC KEY-----
+ *   MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAErgdiy2/LQeVych7G8SENpb0EJhzu
+ *   TeA/9rdnltb757J45d1u0r37d4oeZIPKYaTLB6QwG/r8GWaY7XiR/lqOPQ==
+ *   -----END PUBLIC KEY-----
+ */
+#define VEC_TAIL  "5faeb5ea6fd67b15107d83e46a9326d7f873973874e8d94e39144d7386cf86"
+#define VEC_HEX   "a6" VEC_TAIL
+#define VEC_UPPER "A65FAEB5EA6FD67B15107D83E46A9326D7F873973874E8D94E39144D7386CF86"
+#define VEC_COLONS                                                                                 \
+	"A6:5F:AE:B5:EA:6F:D6:7B:15:10:7D:83:E4:6A:93:26:D7:F8:73:97:38:74:E8:D9:4E:39:14:4D:73:"  \
+	"86:CF:86"
+#define VEC_PIN   "sha256//pl+utepv1nsVEH2D5GqTJtf4c5c4dOjZTjkUTXOGz4Y="
+#define OTHER_HEX "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static void
+test_tls_fingerprint(void **state)
+{
+	char hex[RP_TLS_FP_HEX], pin[RP_TLS_PIN_MAX], big[128], misplaced[96], dashes[96],
+	        short31[96];
+	const char *bad[] = {
+	        "",
+	        VEC_HEX "0",    /* 65 digits */
+	        VEC_HEX + 1,    /* 63 */
+	        VEC_HEX " ",    /* a blank */
+	        VEC_HEX "\n",   /* a newline */
+	        VEC_HEX "  -",  /* sha256sum's whole line */
+	        "0x" VEC_HEX,   /* a prefix */
+	        VEC_PIN,        /* curl's form */
+	        VEC_COLONS ":", /* a colon too many */
+	        ":" VEC_COLONS, /* ...in front */
+	        misplaced,      /* a colon in the wrong place */
+	        dashes,         /* other separators */
+	        short31,        /* 31 pairs */
+	        "g65faeb5ea6fd67b15107d83e46a9326d7f873973874e8d94e39144d7386cf86", /* not hex */
+	};
+	size_t i;
+
+	(void)state;
+	snprintf(misplaced, sizeof misplaced, "%s", VEC_COLONS); /* A6:5FA:E... */
+	misplaced[5] = misplaced[6];
+	misplaced[6] = ':';
+	snprintf(dashes, sizeof dashes, "%s", VEC_COLONS);
+	for (i = 0; dashes[i]; i++)
+		dashes[i] = dashes[i] == ':' ? '-' : dashes[i];
+	snprintf(short31, sizeof short31, "%.92s", VEC_COLONS);
+
+	assert_int_equal(rp_tls_fingerprint_parse(VEC_HEX, hex), 0);
+	assert_string_equal(hex, VEC_HEX);
+	assert_int_equal(rp_tls_fingerprint_parse(VEC_COLONS, hex), 0);
+	assert_string_equal(hex, VEC_HEX);
+	assert_int_equal(rp_tls_fingerprint_parse(VEC_UPPER, hex), 0);
+	assert_string_equal(hex, VEC_HEX);
+	snprintf(big, sizeof big, "%s", VEC_COLONS);
+	for (i = 0; big[i]; i++)
+		big[i] = (char)tolower((unsigned char)big[i]);
+	assert_int_equal(rp_tls_fingerprint_parse(big, big), 0); /* lower case, in place */
+	assert_string_equal(big, VEC_HEX);
+	for (i = 0; i < sizeof bad / sizeof *bad; i++) {
+		snprintf(hex, sizeof hex, "untouched");
+		assert_int_equal(rp_tls_fingerprint_parse(bad[i], hex), -1);
+		assert_string_equal(hex, "untouched");
+		assert_int_equal(rp_tls_pin_from_hex(bad[i], pin, sizeof pin), -1);
+	}
+
+	/* hex -> pin, in every accepted form; the pin -> hex way back. */
+	assert_int_equal(rp_tls_pin_from_hex(VEC_HEX, pin, sizeof pin), 0);
+	assert_string_equal(pin, VEC_PIN);
+	assert_int_equal(rp_tls_pin_from_hex(VEC_COLONS, pin, sizeof pin), 0);
+	assert_string_equal(pin, VEC_PIN);
+	assert_int_equal(rp_tls_pin_from_hex(VEC_HEX, pin, RP_TLS_PIN_MAX - 1), -1);
+	assert_int_equal(rp_tls_hex_from_pin(VEC_PIN, strlen(VEC_PIN), hex), 0);
+	assert_string_equal(hex, VEC_HEX);
+	/* As libcurl logs it: more text may follow; only 52 bytes are read. */
+	assert_int_equal(rp_tls_hex_from_pin(VEC_PIN "\n", strlen(VEC_PIN) + 1, hex), 0);
+	assert_string_equal(hex, VEC_HEX);
+	/* The extremes of the alphabet ('A', '/'), base64 from Python's base64 module. */
+	memset(big, '0', 64);
+	big[64] = '\0';
+	assert_int_equal(rp_tls_pin_from_hex(big, pin, sizeof pin), 0);
+	assert_string_equal(pin, "sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
+	memset(big, 'f', 64);
+	assert_int_equal(rp_tls_pin_from_hex(big, pin, sizeof pin), 0);
+	assert_string_equal(pin, "sha256////////////////////////////////////////////8=");
+	assert_int_equal(rp_tls_hex_from_pin(pin, strlen(pin), hex), 0);
+	assert_string_equal(hex, big);
+	/* Not pins: short, another hash, a non-canonical last character (spare bits set), no pad,
+	 * a character outside the alphabet. */
+	snprintf(hex, sizeof hex, "untouched");
+	assert_int_equal(rp_tls_hex_from_pin(VEC_PIN, strlen(VEC_PIN) - 1, hex), -1);
+	assert_int_equal(rp_tls_hex_from_pin(
+	                         "sha384//pl+utepv1nsVEH2D5GqTJtf4c5c4dOjZTjkUTXOGz4Y=", 52, hex),
+	                 -1);
+	assert_int_equal(rp_tls_hex_from_pin(
+	                         "sha256//pl+utepv1nsVEH2D5GqTJtf4c5c4dOjZTjkUTXOGz4Z=", 52, hex),
+	                 -1);
+	assert_int_equal(rp_tls_hex_from_pin("sha256//pl+utepv1nsVEH2D5GqTJtf4c5c4dOjZTjkUTXOGz4YA",
+	                                     52, hex),
+	                 -1);
+	assert_int_equal(rp_tls_hex_from_pin(
+	                         "sha256//pl+utepv1nsVEH2D5GqTJtf4c5c4dOjZTjkUTXOGz4-=", 52, hex),
+	                 -1);
+	assert_string_equal(hex, "untouched");
+}
+
+static void
+test_config_fingerprint(void **state)
+{
+	struct rp_agent_config c;
+	struct rp_agent_flags f = {0};
+	char err[512], conf[256];
+
+	(void)state;
+	/* The file: every accepted form, stored as lowercase hex. */
+	put_file("fp1.conf", "server_fingerprint = " VEC_COLONS "\n");
+	f.config = tpath("fp1.conf");
+	f.root = tpath("fproot-none");
+	assert_int_equal(rp_agent_config_load(&c, &f, err, sizeof err), 0);
+	assert_string_equal(c.server_fingerprint, VEC_HEX);
+	assert_int_equal(c.tls_verify, 1); /* untouched: the pin stands in for it without ca_file */
+	put_file("fp2.conf", "server_fingerprint = \"" VEC_HEX "\"\n");
+	f.config = tpath("fp2.conf");
+	assert_int_equal(rp_agent_config_load(&c, &f, err, sizeof err), 0);
+	assert_string_equal(c.server_fingerprint, VEC_HEX);
+
+	/* Bad values in the file are errors naming file:line and the key. */
+	put_file("fp3.conf", "# pinned\nserver_fingerprint = " VEC_HEX "0\n");
+	f.config = tpath("fp3.conf");
+	assert_int_equal(rp_agent_config_load(&c, &f, err, sizeof err), -1);
+	assert_non_null(strstr(err, "fp3.conf:2"));
+	assert_non_null(strstr(err, "server_fingerprint"));
+	assert_non_null(strstr(err, "64 hex digits"));
+	put_file("fp4.conf", "server_fingerprint = zz" VEC_TAIL "\n");
+	f.config = tpath("fp4.conf");
+	assert_int_equal(rp_agent_config_load(&c, &f, err, sizeof err), -1);
+	assert_non_null(strstr(err, "fp4.conf:1"));
+	put_file("fp5.conf", "server_fingerprint =\n");
+	f.config = tpath("fp5.conf");
+	assert_int_equal(rp_agent_config_load(&c, &f, err, sizeof err), -1);
+
+	/* The kernel command line: good forms are taken, bad ones ignored. */
+	rp_agent_config_defaults(&c);
+	rp_agent_config_cmdline(&c, "quiet rackpilot.tls_sha256=" VEC_HEX " ro");
+	assert_string_equal(c.server_fingerprint, VEC_HEX);
+	rp_agent_config_defaults(&c);
+	rp_agent_config_cmdline(&c, "rackpilot.tls_sha256=" VEC_COLONS);
+	assert_string_equal(c.server_fingerprint, VEC_HEX);
+	rp_agent_config_defaults(&c);
+	rp_agent_config_cmdline(&c, "rackpilot.tls_sha256=" VEC_UPPER);
+	assert_string_equal(c.server_fingerprint, VEC_HEX);
+	rp_agent_config_defaults(&c);
+	rp_agent_config_cmdline(&c, "rackpilot.tls_sha256=" VEC_HEX "00 rackpilot.tls_sha256=abc "
+	                            "rackpilot.tls_sha256=x" VEC_TAIL " rackpilot.tls_sha256=");
+	assert_string_equal(c.server_fingerprint, "");
+	/* A bad value does not clear an earlier good one. */
+	rp_agent_config_cmdline(&c, "rackpilot.tls_sha256=" VEC_HEX " rackpilot.tls_sha256=abc");
+	assert_string_equal(c.server_fingerprint, VEC_HEX);
+
+	/* Precedence: the file beats the command line; without the key in the file the command
+	 * line counts, next to the url it gives. */
+	put_file("fproot/proc/cmdline",
+	         "rackpilot.url=https://cmdline:8443 rackpilot.tls_sha256=" OTHER_HEX "\n");
+	put_file("fp6.conf", "server_fingerprint = " VEC_HEX "\n");
+	f.config = tpath("fp6.conf");
+	f.root = tpath("fproot");
+	assert_int_equal(rp_agent_config_load(&c, &f, err, sizeof err), 0);
+	assert_string_equal(c.server_fingerprint, VEC_HEX);
+	assert_string_equal(c.url, "https://cmdline:8443");
+	put_file("fp7.conf", "# nothing pinned here\n");
+	f.config = tpath("fp7.conf");
+	assert_int_equal(rp_agent_config_load(&c, &f, err, sizeof err), 0);
+	assert_string_equal(c.server_fingerprint, OTHER_HEX);
+	/* root from the file decides which cmdline is read, as for url. */
+	snprintf(conf, sizeof conf, "root = %s\n", tpath("fproot"));
+	put_file("fp8.conf", conf);
+	f.config = tpath("fp8.conf");
+	f.root = NULL;
+	assert_int_equal(rp_agent_config_load(&c, &f, err, sizeof err), 0);
+	assert_string_equal(c.server_fingerprint, OTHER_HEX);
+}
+
+/* ---- Pinned downloads from a real TLS peer -------------------------------------------- */
+
+/* Runs cmd (a shell line) in tmpdir; 0 when it exits 0. */
+static int
+sh_in_tmp(const char *cmd)
+{
+	char line[2048];
+
+	snprintf(line, sizeof line, "cd '%s' && %s", tmpdir, cmd);
+	return system(line) == 0 ? 0 : -1;
+}
+
+/* openssl s_server -WWW serving tmpdir/www on 127.0.0.1 with cert.pem/key.pem: the port once
+ * it accepts, or 0. */
+static unsigned
+s_server_start(void)
+{
+	int attempt;
+
+	for (attempt = 0; attempt < 5; attempt++) {
+		struct sockaddr_in sa = {.sin_family = AF_INET};
+		socklen_t sl = sizeof sa;
+		char port[16], log[600], *text = NULL;
+		int s = socket(AF_INET, SOCK_STREAM, 0), i;
+
+		/* A port the kernel just had free; s_server may still lose it to a race, then
+		 * the next attempt takes another. */
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		assert_true(s >= 0);
+		assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof sa), 0);
+		assert_int_equal(getsockname(s, (struct sockaddr *)&sa, &sl), 0);
+		close(s);
+		snprintf(port, sizeof port, "127.0.0.1:%u", ntohs(sa.sin_port));
+		snprintf(log, sizeof log, "%s/s_server.log", tmpdir);
+		s_server_pid = fork();
+		assert_true(s_server_pid >= 0);
+		if (s_server_pid == 0) {
+			char cert[600], key[600], www[600];
+			int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+			int in = open("/dev/null", O_RDONLY);
+
+			snprintf(cert, sizeof cert, "%s/cert.pem", tmpdir);
+			snprintf(key, sizeof key, "%s/key.pem", tmpdir);
+			snprintf(www, sizeof www, "%s/www", tmpdir);
+			if (fd < 0 || in < 0 || chdir(www) < 0)
+				_exit(127);
+			dup2(in, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+			execlp("openssl", "openssl", "s_server", "-accept", port, "-cert", cert,
+			       "-key", key, "-WWW", (char *)NULL);
+			_exit(127);
+		}
+		for (i = 0; i < 200; i++) {
+			struct timespec ts = {0, 50 * 1000000L};
+			int up;
+
+			free(text);
+			text = NULL;
+			up = rp_file_read(log, 1 << 20, &text, NULL) == 0 && strstr(text, "ACCEPT");
+			if (up) {
+				free(text);
+				return ntohs(sa.sin_port);
+			}
+			if (waitpid(s_server_pid, NULL, WNOHANG) == s_server_pid)
+				break;
+			nanosleep(&ts, NULL);
+		}
+		free(text);
+		kill(s_server_pid, SIGTERM);
+		waitpid(s_server_pid, NULL, 0);
+	}
+	s_server_pid = 0;
+	return 0;
+}
+
+/* Downloads url with cfg into a file: rp_agent_download's result, err and hex set. */
+static int
+fetch(const struct rp_agent_config *cfg, const char *url, char hex[RP_SHA256_HEX], char *err,
+      size_t errlen)
+{
+	uint64_t bytes = 0;
+	int fd = open(tpath("got"), O_RDWR | O_CREAT | O_TRUNC, 0600), rc;
+
+	assert_true(fd >= 0);
+	err[0] = '\0';
+	rc = rp_agent_download(cfg, url, fd, 30, hex, &bytes, err, errlen);
+	close(fd);
+	return rc;
+}
+
+static void
+test_download_pinned(void **state)
+{
+	struct rp_agent_config c;
+	const char *ci = getenv("CI");
+	char hex[RP_SHA256_HEX], want[RP_SHA256_HEX], fp[RP_TLS_FP_HEX], err[2048], url[256];
+	unsigned port;
+	int fd;
+
+	(void)state;
+	if (system("command -v openssl > /dev/null 2>&1") != 0) {
+		/* .ci/deps installs it: in CI a missing openssl is a failure, not a skip. */
+		if (ci && !strcmp(ci, "true"))
+			fail_msg("openssl is not installed (CI=true)");
+		skip();
+	}
+	assert_int_equal(
+	        sh_in_tmp("mkdir -p www && printf 'an image, 2 lines\\nof bytes\\n' > www/img && "
+	                  "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	                  "-keyout key.pem -out cert.pem -days 2 -subj /CN=rp-test "
+	                  "-addext subjectAltName=IP:127.0.0.1 2> /dev/null && "
+	                  "openssl x509 -in cert.pem -noout -pubkey | openssl pkey -pubin "
+	                  "-outform DER | sha256sum | cut -c1-64 > fp"),
+	        0);
+	assert_int_equal(rp_agent_read_line(tmpdir, "/fp", fp, sizeof fp), 0);
+	fd = open(tpath("www/img"), O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(rp_agent_sha256_fd(fd, want), 0);
+	close(fd);
+	port = s_server_start();
+	assert_int_not_equal(port, 0);
+
+	rp_agent_config_defaults(&c);
+	snprintf(c.url, sizeof c.url, "https://127.0.0.1:%u/", port);
+	/* Pinned, no ca_file: the pin stands in for CA verification of the self-signed cert. */
+	snprintf(c.server_fingerprint, sizeof c.server_fingerprint, "%s", fp);
+	assert_int_equal(fetch(&c, "/img", hex, err, sizeof err), 0);
+	assert_string_equal(hex, want);
+	snprintf(url, sizeof url, "https://127.0.0.1:%u/img", port);
+	assert_int_equal(fetch(&c, url, hex, err, sizeof err), 0); /* absolute, same origin */
+	assert_string_equal(hex, want);
+
+	/* A wrong pin: refused at the handshake, with both keys named. */
+	snprintf(c.server_fingerprint, sizeof c.server_fingerprint, "%s", OTHER_HEX);
+	assert_int_equal(fetch(&c, "/img", hex, err, sizeof err), -1);
+	assert_non_null(strstr(err, "does not match the pinned fingerprint " OTHER_HEX));
+	assert_non_null(strstr(err, fp));
+	assert_int_equal(fetch(&c, url, hex, err, sizeof err), -1);
+	assert_non_null(strstr(err, "does not match the pinned fingerprint"));
+	/* ...also with tls_verify off: the pin does not depend on it. */
+	c.tls_verify = 0;
+	assert_int_equal(fetch(&c, "/img", hex, err, sizeof err), -1);
+	assert_non_null(strstr(err, "does not match the pinned fingerprint"));
+
+	/* Another origin (the same peer under another name) is not the server: no pin there,
+	 * tls_verify decides as before. */
+	snprintf(url, sizeof url, "https://localhost:%u/img", port);
+	assert_int_equal(fetch(&c, url, hex, err, sizeof err), 0);
+	assert_string_equal(hex, want);
+	c.tls_verify = 1;
+	assert_int_equal(fetch(&c, url, hex, err, sizeof err), -1);
+	assert_null(strstr(err, "pinned"));
+	assert_non_null(strstr(err, "certificate"));
+
+	/* Nothing pinned: the self-signed certificate fails CA verification. */
+	c.server_fingerprint[0] = '\0';
+	assert_int_equal(fetch(&c, "/img", hex, err, sizeof err), -1);
+	assert_non_null(strstr(err, "certificate"));
+	/* ...and with the certificate as ca_file it passes. */
+	snprintf(c.ca_file, sizeof c.ca_file, "%s", tpath("cert.pem"));
+	assert_int_equal(fetch(&c, "/img", hex, err, sizeof err), 0);
+	assert_string_equal(hex, want);
+	/* ca_file and a pin: both must hold. */
+	snprintf(c.server_fingerprint, sizeof c.server_fingerprint, "%s", OTHER_HEX);
+	assert_int_equal(fetch(&c, "/img", hex, err, sizeof err), -1);
+	assert_non_null(strstr(err, "does not match the pinned fingerprint"));
+	snprintf(c.server_fingerprint, sizeof c.server_fingerprint, "%s", fp);
+	assert_int_equal(fetch(&c, "/img", hex, err, sizeof err), 0);
+
+	kill(s_server_pid, SIGTERM);
+	waitpid(s_server_pid, NULL, 0);
+	s_server_pid = 0;
 }
 
 /* ---- Tail and UTF-8 ------------------------------------------------------------------ */
@@ -1044,6 +1422,9 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_config_file),
 	        cmocka_unit_test(test_config_precedence),
+	        cmocka_unit_test(test_tls_fingerprint),
+	        cmocka_unit_test(test_config_fingerprint),
+	        cmocka_unit_test(test_download_pinned),
 	        cmocka_unit_test(test_utf8),
 	        cmocka_unit_test(test_utf8_cap),
 	        cmocka_unit_test(test_tail),
