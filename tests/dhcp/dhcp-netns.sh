@@ -149,7 +149,7 @@ setmac() { ip -n "$NS_N" link set veth-n address "$1"; }
 : > "$W/dnsmasq.hosts"
 start_rpd true
 start_dnsmasq full
-URL="http://$NET.1:8080/boot/ipxe\?mac=\\$\{net0/mac\}"
+URL="http://$NET.1:8476/boot/ipxe\?mac=\\$\{net0/mac\}"
 
 # --- an unknown MAC is sent to rackpilotd (discovery)
 setmac 52:54:00:07:00:01

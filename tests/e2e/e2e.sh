@@ -80,7 +80,7 @@ boot_token() {
 token_refused() {
 	local st
 	[[ $2 == rpb_* ]] || fail "$1: bootstrap token from the console: '$2'"
-	st=$(nsx curl -sS -o "$W/reuse.json" -w '%{http_code}' --max-time 10 -X POST \
+	st=$(nsx curl -sS "${RP_TLS[@]}" -o "$W/reuse.json" -w '%{http_code}' --max-time 10 -X POST \
 		-H "Authorization: Bearer $2" -H 'Content-Type: application/json' \
 		--data-binary '{"format":1,"agent_version":"e2e","hostname":"intruder","boot_id":"00000000-0000-4000-8000-000000000000","macs":["02:00:00:00:00:01"],"ssh_host_key":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl e2e"}' \
 		"$RP_URL/v1/agent/register") || st=000
@@ -92,8 +92,8 @@ token_refused() {
 # boot_script MAC: GET /boot/ipxe?mac=MAC as iPXE would (no token) into $W/script.last
 boot_script() {
 	local st
-	st=$(nsx curl -sS -o "$W/script.last" -w '%{http_code}' --max-time 10 "$RP_URL/boot/ipxe?mac=$1") ||
-		st=000
+	st=$(nsx curl -sS -o "$W/script.last" -w '%{http_code}' --max-time 10 \
+		"$RP_BOOT_URL/boot/ipxe?mac=$1") || st=000
 	[ "$st" = 200 ] || fail "GET /boot/ipxe?mac=$1: HTTP $st"
 }
 
@@ -201,6 +201,10 @@ for i in $(seq 1 "$VMS"); do
 		fail "$NAME: iPXE did not run rackpilotd's commissioning script"
 	# the bootstrap token this boot used: on the kernel command line the console shows
 	TOKEN[$NAME]=$(boot_token "$i" "$pon") || fail "$NAME: no kernel command line on the console"
+	# ... which sent its agent to the HTTPS API, pinned to the server's key: the registration
+	# (the pin just checked) went over that.
+	ts_line "$i" "$pon" "Command line: .*rackpilot\.url=https://$BR_IP:$PORT .*rackpilot\.tls_sha256=$RP_FINGERPRINT " \
+		> /dev/null || fail "$NAME: the ramdisk was not given the HTTPS API and its pin"
 	ipmi_status=$("$E2E_DIR/rack.sh" ipmi "$i" chassis power status)
 	[ "$ipmi_status" = "Chassis Power is off" ] || fail "$NAME after commissioning: $ipmi_status"
 	# The job's final power off is the node's recorded power state at once (not the next sweep).

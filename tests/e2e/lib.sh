@@ -49,10 +49,20 @@ timings() {
 
 # skip WHY: exit 77 (ctest SKIP_RETURN_CODE) when this machine cannot run the rig at all
 skip() { echo "SKIP: $*"; exit 77; }
+# missing WHY: a package is not installed: a skip on a developer's machine, a failure in CI
+# (CI=true: .ci/deps installs everything, so a missing tool is a broken setup, not a pass)
+missing() {
+	if [ "${CI:-}" = true ]; then
+		echo "FAIL: $* (CI=true: .ci/deps should have installed it)"
+		exit 1
+	fi
+	skip "$@"
+}
 
 # The Debian packages the rig needs beyond the build's (.ci/deps).
 E2E_PACKAGES="qemu-system-x86 ipxe-qemu ipxe dnsmasq-base busybox-static dropbear-bin syslinux"
 E2E_PACKAGES+=" syslinux-common mtools dosfstools fdisk openipmi ipmitool iproute2 curl python3"
+E2E_PACKAGES+=" kmod openssl xxd"
 
 # preflight [TOOL...]: skip (77) unless the rig can run here; TOOLs: what the test needs beyond
 # the rig, each a command of the Debian package of the same name (lldpd)
@@ -61,14 +71,14 @@ preflight() {
 	[ -c /dev/net/tun ] || skip "no /dev/net/tun"
 	local t f
 	for t in qemu-system-x86_64 ipmi_sim ipmitool dnsmasq dropbear dropbearkey busybox curl \
-		python3 sfdisk mkfs.vfat mcopy syslinux ip ss setsid apt-get dpkg modinfo; do
-		command -v "$t" > /dev/null || skip "missing $t; apt-get install $E2E_PACKAGES"
+		python3 sfdisk mkfs.vfat mcopy syslinux ip ss setsid apt-get dpkg modinfo openssl xxd; do
+		command -v "$t" > /dev/null || missing "missing $t; apt-get install $E2E_PACKAGES"
 	done
 	for t in "$@"; do
-		command -v "$t" > /dev/null || skip "missing $t; apt-get install $t"
+		command -v "$t" > /dev/null || missing "missing $t; apt-get install $t"
 	done
 	for f in /usr/lib/ipxe/undionly.kpxe /usr/lib/ipxe/qemu/efi-virtio.rom /usr/lib/syslinux/mbr/mbr.bin; do
-		[ -f "$f" ] || skip "missing $f; apt-get install $E2E_PACKAGES"
+		[ -f "$f" ] || missing "missing $f; apt-get install $E2E_PACKAGES"
 	done
 	[ -x "$RACKPILOTD" ] || skip "no rackpilotd at $RACKPILOTD (build first, or set RACKPILOTD)"
 	[ -x "$AGENT" ] || skip "no agent at $AGENT (build first, or set AGENT)"
@@ -216,8 +226,12 @@ print(r if isinstance(r, str) else json.dumps(r))
 
 RP_URL=
 RP_TOKEN=
+RP_BOOT_URL=
 API_STATUS=
 API_BODY=
+# How curl reaches the API: HTTPS, checked against rackpilotd's own certificate (its SAN is
+# the bridge address) and pinned to its public key, as an operator's client would.
+RP_TLS=()
 
 # api METHOD PATH [JSON | @FILE [CONTENT-TYPE]]: sets API_STATUS and API_BODY (a file)
 api() {
@@ -230,8 +244,9 @@ api() {
 			args=(-H "Content-Type: application/json" --data-binary "$3")
 		fi
 	fi
-	API_STATUS=$(nsx curl -sS -o "$API_BODY" -w '%{http_code}' -X "$m" --max-time 120 \
-		-H "Authorization: Bearer $RP_TOKEN" "${args[@]}" "$RP_URL$p") || API_STATUS=000
+	API_STATUS=$(nsx curl -sS "${RP_TLS[@]}" -o "$API_BODY" -w '%{http_code}' -X "$m" \
+		--max-time 120 -H "Authorization: Bearer $RP_TOKEN" "${args[@]}" "$RP_URL$p") ||
+		API_STATUS=000
 	echo "$m $p -> $API_STATUS" >> "$W/api.log"
 }
 
@@ -327,7 +342,8 @@ upload() {
 	sha=$(sha256sum < "$3" | cut -c1-64)
 	size=$(stat -c %s "$3")
 	API_BODY=$W/api.last
-	API_STATUS=$(nsx curl -sS -o "$API_BODY" -w '%{http_code}' -X PUT -T "$3" --max-time 300 \
+	API_STATUS=$(nsx curl -sS "${RP_TLS[@]}" -o "$API_BODY" -w '%{http_code}' -X PUT -T "$3" \
+		--max-time 300 \
 		-H "Authorization: Bearer $RP_TOKEN" -H "Content-Type: application/octet-stream" \
 		"$RP_URL/v1/images/$1?kind=$2&sha256=$sha") || API_STATUS=000
 	echo "PUT /v1/images/$1 -> $API_STATUS" >> "$W/api.log"
@@ -356,7 +372,8 @@ log_level = info
 power_sync_interval = 30
 agent_heartbeat = 5
 image_dir = $W/images
-boot_url = http://$BR_IP:$PORT
+boot_url = http://$BR_IP:$BOOT_PORT
+boot_listen = $BR_IP:$BOOT_PORT
 dnsmasq_hosts = $DNSMASQ_HOSTS
 dnsmasq_pidfile = $DNSMASQ_PIDFILE
 discovery = false
@@ -369,14 +386,33 @@ EOF
 # start_rackpilotd CONF: in the namespace, on $BR_IP:$PORT; sets RP_URL and RP_TOKEN
 start_rackpilotd() {
 	local conf=$1
-	mkdir -p "$W/rp"
+	mkdir -p "$W" && mkdir -p -m 700 "$W/rp"
 	# `ip netns exec` execs rackpilotd: $! is rackpilotd
 	ip netns exec "$NS" "$RACKPILOTD" -c "$conf" --listen "$BR_IP:$PORT" --data-dir "$W/rp" \
 		> "$W/rackpilotd.log" 2>&1 < /dev/null &
 	record_pid $! rackpilotd
-	RP_URL=http://$BR_IP:$PORT
-	wait_for 30 "rackpilotd answers on $RP_URL" \
-		nsx curl -fs -o /dev/null --max-time 2 "$RP_URL/healthz"
+	RP_URL=https://$BR_IP:$PORT
+	RP_BOOT_URL=http://$BR_IP:$BOOT_PORT
+	# Not on loopback: TLS on by default, with a certificate rackpilotd makes for the address
+	# and whose key fingerprint it logs. The boot scripts carry the same pin to the agent.
+	wait_for 30 "rackpilotd logs its TLS fingerprint" \
+		grep -q 'public-key SHA-256 fingerprint [0-9a-f]\{64\}' "$W/rackpilotd.log"
+	RP_FINGERPRINT=$(sed -n 's/.*public-key SHA-256 fingerprint \([0-9a-f]\{64\}\).*/\1/p' \
+		"$W/rackpilotd.log" | head -n 1)
+	RP_TLS=(--cacert "$W/rp/tls/cert.pem"
+		--pinnedpubkey "sha256//$(printf '%s' "$RP_FINGERPRINT" | xxd -r -p | base64)")
+	wait_for 30 "rackpilotd answers on $RP_URL (TLS, pinned)" \
+		nsx curl -fs "${RP_TLS[@]}" -o /dev/null --max-time 2 "$RP_URL/healthz"
+	# The key the server pins to matches what openssl sees in the certificate.
+	[ "$(openssl x509 -in "$W/rp/tls/cert.pem" -noout -pubkey | openssl pkey -pubin -outform DER |
+		sha256sum | cut -c1-64)" = "$RP_FINGERPRINT" ] ||
+		fail "the logged fingerprint is not the certificate's public key"
+	# Plain HTTP to the API port is refused; the boot listener serves nothing but /boot/.
+	if nsx curl -fs -o /dev/null --max-time 2 "http://$BR_IP:$PORT/healthz"; then
+		fail "plain HTTP answered on the TLS port"
+	fi
+	[ "$(nsx curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$RP_BOOT_URL/v1")" = 404 ] ||
+		fail "the boot listener serves /v1"
 	RP_TOKEN=$(cat "$W/rp/admin.token")
 }
 

@@ -27,8 +27,9 @@
 # Environment (defaults)
 #   E2E_WORK=${TMPDIR:-/tmp}/rackpilot-e2e   state and logs; one rack per directory
 #   E2E_VMS=2             number of VMs (1-50)
-#   E2E_PORT=8080         rackpilotd's port on 10.99.1.1 (used in the default boot URL)
-#   E2E_BOOT_URL=http://10.99.1.1:$E2E_PORT/boot/ipxe?mac=${net0/mac}   what dnsmasq gives iPXE
+#   E2E_PORT=8080         rackpilotd's API port on 10.99.1.1 (HTTPS: a non-loopback address)
+#   E2E_BOOT_PORT=$((E2E_PORT + 1))  its plain-HTTP boot listener (used in the default boot URL)
+#   E2E_BOOT_URL=http://10.99.1.1:$E2E_BOOT_PORT/boot/ipxe?mac=${net0/mac}   what dnsmasq gives iPXE
 #   E2E_IPMI_BASE=9001    UDP port of VM 1's BMC
 #   E2E_VM_MEM=512        MiB per VM
 #   E2E_VM_MEM_N          MiB of VM N alone (e.g. E2E_VM_MEM_3=768: a VM unlike its order)
@@ -224,11 +225,12 @@ up() {
 	fi
 	E2E_VMS=${E2E_VMS:-2}
 	E2E_PORT=${E2E_PORT:-8080}
+	E2E_BOOT_PORT=${E2E_BOOT_PORT:-$((E2E_PORT + 1))}
 	E2E_IPMI_BASE=${E2E_IPMI_BASE:-9001}
 	E2E_VM_MEM=${E2E_VM_MEM:-512}
 	E2E_DISK_SIZE=${E2E_DISK_SIZE:-256M}
 	# shellcheck disable=SC2016  # ${net0/mac} is for iPXE
-	local url='http://'$BR_IP:$E2E_PORT'/boot/ipxe?mac=${net0/mac}'
+	local url='http://'$BR_IP:$E2E_BOOT_PORT'/boot/ipxe?mac=${net0/mac}'
 	url=${E2E_BOOT_URL:-$url}
 	if ! [[ $E2E_VMS =~ ^[0-9]+$ ]] || ((E2E_VMS < 1 || E2E_VMS > 50)); then die "E2E_VMS must be 1-50"; fi
 	NS=${E2E_NS:-rpe2e-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')}
@@ -258,6 +260,7 @@ up() {
 NS=$NS
 VMS=$E2E_VMS
 PORT=$E2E_PORT
+BOOT_PORT=$E2E_BOOT_PORT
 IPMI_BASE=$E2E_IPMI_BASE
 VM_MEM=$E2E_VM_MEM
 DISK_SIZE=$E2E_DISK_SIZE

@@ -72,10 +72,31 @@ test_check_config(void **state)
 	assert_int_equal(run(args, out, sizeof out), 1);
 	assert_non_null(strstr(out, "expected ADDR:PORT"));
 	unlink(path);
-	/* The shipped example config is valid and equals the defaults. */
-	snprintf(args, sizeof args, "-n -c %s/docs/rackpilotd.conf", rp_test_src);
-	assert_int_equal(run(args, out, sizeof out), 0);
-	assert_non_null(strstr(out, "listen = 127.0.0.1:8475"));
+	/* The shipped example config is valid, equals the defaults setting by setting, and shows
+	 * every setting there is (the commented-out ones too). */
+	{
+		char shipped[8192], defaults[8192], doc[16384], file[400], *line, *save = NULL;
+
+		snprintf(args, sizeof args, "-n -c %s/docs/rackpilotd.conf", rp_test_src);
+		assert_int_equal(run(args, shipped, sizeof shipped), 0);
+		assert_non_null(strstr(shipped, "listen = 127.0.0.1:8475"));
+		assert_int_equal(run("-n", defaults, sizeof defaults), 0);
+		assert_string_equal(strchr(shipped, '\n'), strchr(defaults, '\n'));
+		snprintf(file, sizeof file, "%s/docs/rackpilotd.conf", rp_test_src);
+		slurp(file, doc, sizeof doc);
+		for (line = strtok_r(strchr(defaults, '\n') + 1, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save)) {
+			char key[80], want[100], commented[100];
+
+			if (line[0] == '[')
+				continue;
+			snprintf(key, sizeof key, "%.*s", (int)strcspn(line, " "), line);
+			snprintf(want, sizeof want, "\n%s = ", key);
+			snprintf(commented, sizeof commented, "\n#%s = ", key);
+			if (!strstr(doc, want) && !strstr(doc, commented))
+				fail_msg("docs/rackpilotd.conf does not show %s", key);
+		}
+	}
 	assert_int_equal(run("--bogus", out, sizeof out), 2);
 }
 
