@@ -6,3 +6,6 @@ ALTER TABLE bootstrap_tokens ADD COLUMN source TEXT;
 -- plaintext column stays only for databases written before this version: rackpilotd seals
 -- what it finds there at its first start and clears it, in one transaction.
 ALTER TABLE bmcs ADD COLUMN password_sealed TEXT;
+-- Refusals from unauthenticated peers are counted into one event per action, object and
+-- address (store_refusal): found by action and time, not by scanning the log.
+CREATE INDEX events_action_at ON events(action, at);

@@ -107,6 +107,7 @@ static const struct setting settings[] = {
         {"discovery", C_BOOL, F(discovery), 0, 0, NULL, NULL, 0},
         {"discovery_max_tokens", C_UINT, F(discovery_max_tokens), 1, 100000, NULL, NULL, 0},
         {"discovery_max_per_source", C_UINT, F(discovery_max_per_source), 0, 100000, NULL, NULL, 0},
+        {"discovery_max_nodes", C_UINT, F(discovery_max_nodes), 0, 1000000, NULL, NULL, 0},
         {"bootstrap_ttl", C_UINT, F(bootstrap_ttl), 30, 7 * 86400, NULL, NULL, 0},
         {"provision_timeout", C_UINT, F(provision_timeout), 30, 7 * 86400, NULL, NULL, 0},
         {"max_upload", C_U64, F(max_upload), 1024, 1ULL << 50, NULL, NULL, 0},
@@ -144,6 +145,7 @@ rp_config_defaults(struct rp_config *c)
 	c->discovery = 1;
 	c->discovery_max_tokens = 64;
 	c->discovery_max_per_source = 4;
+	c->discovery_max_nodes = 1000;
 	c->bootstrap_ttl = 900;
 	c->provision_timeout = 1800;
 	c->max_upload = 64ULL << 30;
@@ -154,6 +156,7 @@ parse_uint(const char *v, unsigned long long max, unsigned long long *out)
 {
 	char *end;
 	unsigned long long n;
+	unsigned shift = 0;
 
 	if (!isdigit((unsigned char)v[0]))
 		return -1;
@@ -161,13 +164,16 @@ parse_uint(const char *v, unsigned long long max, unsigned long long *out)
 	n = strtoull(v, &end, 10);
 	if (errno || end == v)
 		return -1;
-	/* Sizes may carry a K/M/G suffix. */
+	/* Sizes may carry a K/M/G suffix (refused where the shift would overflow). */
 	if (*end == 'K' || *end == 'k')
-		n <<= 10, end++;
+		shift = 10, end++;
 	else if (*end == 'M' || *end == 'm')
-		n <<= 20, end++;
+		shift = 20, end++;
 	else if (*end == 'G' || *end == 'g')
-		n <<= 30, end++;
+		shift = 30, end++;
+	if (n > (~0ULL >> shift))
+		return -1;
+	n <<= shift;
 	if (*end != '\0' || n > max)
 		return -1;
 	*out = n;

@@ -44,6 +44,7 @@ struct rp_config {
 	int discovery;                  /* unknown MACs boot the discovery ramdisk */
 	unsigned discovery_max_tokens;
 	unsigned discovery_max_per_source; /* discovery slots one address may hold; 0: no limit */
+	unsigned discovery_max_nodes;   /* discovered nodes waiting for an operator; 0: no limit */
 	unsigned bootstrap_ttl;         /* seconds a boot script's token lives */
 	unsigned provision_timeout;     /* seconds to wait for an agent in commission/deploy/release */
 	unsigned long long max_upload;  /* bytes of one image upload */

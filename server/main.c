@@ -349,6 +349,11 @@ boot_listen_of(const struct rp_config *cfg, int tls, char *out, size_t len)
 	if (!tls)
 		return 0;
 	rp_http_parse_listen(cfg->listen, host, sizeof host, &port);
+	if (port == 65535) {
+		rp_log_error("listen port 65535 leaves no next port for the boot listener: set "
+		             "boot_listen");
+		return -1;
+	}
 	snprintf(out, len, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port ? port + 1 : 0);
 	return 0;
 }
@@ -606,10 +611,12 @@ main(int argc, char **argv)
 	api.discovery = cfg.discovery;
 	api.discovery_max = (int)cfg.discovery_max_tokens;
 	api.discovery_per_source = (int)cfg.discovery_max_per_source;
+	api.discovery_max_nodes = (int)cfg.discovery_max_nodes;
 	api.boot_source_check = cfg.boot_source_check;
 	api.agent_url = cfg.agent_url;
 	api.max_streams_per_token = cfg.max_streams_per_token;
 	pthread_mutex_init(&api.streams_mu, NULL);
+	pthread_mutex_init(&api.tls_mu, NULL);
 	api.bootstrap_ttl_s = cfg.bootstrap_ttl;
 	api.provision_timeout_s = cfg.provision_timeout;
 	api.metrics = rp_metrics_new(rp_api_route_count);
@@ -642,7 +649,7 @@ main(int argc, char **argv)
 	if (boot_listen_of(&cfg, tls != NULL, bootaddr, sizeof bootaddr) < 0)
 		goto out;
 	api.tls = tls != NULL;
-	api.tls_sha256 = tls ? rp_tls_fingerprint(tls) : NULL;
+	rp_api_tls_pin_set(&api, tls ? rp_tls_fingerprint(tls) : NULL);
 	if (rp_http_start(&ho, &api, &http, why, sizeof why) < 0) {
 		rp_log_error("%s", why);
 		goto out;
@@ -653,7 +660,7 @@ main(int argc, char **argv)
 
 		/* Boot scripts fetched here point the agent back at the API's port. */
 		rp_http_parse_listen(rp_http_address(http), host, sizeof host, &port);
-		api.api_port = port;
+		__atomic_store_n(&api.api_port, port, __ATOMIC_RELEASE);
 		ho.listen = bootaddr;
 		ho.tls = NULL;
 		ho.boot_only = 1;
@@ -672,6 +679,18 @@ main(int argc, char **argv)
 		rp_log_warn("tls = off: the API on %s is plain HTTP; tokens and BMC passwords cross the "
 		            "network in clear",
 		            cfg.listen);
+	/* iPXE and PXE ROMs fetch the kernel and initrd from boot_url: not from the TLS port. */
+	if (tls && !boot_http && !cfg.boot_url[0])
+		rp_log_warn("boot_listen = off with TLS on: PXE firmware cannot fetch boot scripts from "
+		            "%s (it cannot check a certificate)",
+		            rp_http_address(http));
+	else if (tls && cfg.boot_url[0] &&
+	    (!strncmp(cfg.boot_url, "https://", 8) || !boot_http ||
+	     strstr(cfg.boot_url, strrchr(rp_http_address(http), ':')) != NULL))
+		rp_log_warn("boot_url = %s, but PXE firmware cannot fetch from the TLS listener %s: "
+		            "point boot_url at the boot listener (%s)",
+		            cfg.boot_url, rp_http_address(http),
+		            boot_http ? rp_http_address(boot_http) : "boot_listen is off");
 	/* Scripts and tests read this exact line to learn the port. */
 	printf("listening on %s\n", rp_http_address(http));
 	if (boot_http)
@@ -693,9 +712,12 @@ main(int argc, char **argv)
 				rp_log_info("SIGHUP: nothing to reload");
 			else if (rp_tls_reload(tls, why, sizeof why) < 0)
 				rp_log_error("SIGHUP: TLS certificate not reloaded, the old one stays: %s", why);
-			else
+			else {
+				/* Boot scripts hand the new pin to the agents from now on. */
+				rp_api_tls_pin_set(&api, rp_tls_fingerprint(tls));
 				rp_log_info("SIGHUP: TLS certificate %s reloaded; fingerprint %s", certpath,
 				            rp_tls_fingerprint(tls));
+			}
 			continue;
 		}
 		rp_log_info("signal %d: shutting down", sig);

@@ -283,6 +283,18 @@ render_csv(json_t *run, struct rp_buf *b)
 	}
 }
 
+/* The printable report is a document of its own, opened from a download or a link: its one
+ * inline stylesheet and nothing else (no script, no image, no form, no framing); every value
+ * in it is escaped text. */
+static const char *const report_headers[] = {
+    "Content-Security-Policy",
+    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'",
+    "Referrer-Policy",
+    "no-referrer",
+    NULL,
+};
+
 static void
 render_html(json_t *run, struct rp_buf *b)
 {
@@ -435,6 +447,8 @@ rp_api_acceptance_get(struct rp_api_req *rq, struct rp_api_resp *rs)
 	rs->text = b.data;
 	rs->text_len = b.len;
 	rs->content_type = !strcmp(fmt, "csv") ? "text/csv; charset=utf-8" : "text/html; charset=utf-8";
+	if (strcmp(fmt, "csv") != 0)
+		rs->headers = report_headers;
 }
 
 static const struct rp_field signoff_fields[] = {

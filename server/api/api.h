@@ -39,11 +39,16 @@ struct rp_api {
 	int discovery;              /* unknown MACs get the discovery ramdisk */
 	int discovery_max;          /* MACs with a live discovery token at most */
 	int discovery_per_source;   /* of those, per source address (0: no limit) */
+	int discovery_max_nodes;    /* discovered nodes waiting for an operator at most (0: none) */
 	int boot_source_check;      /* a script's token registers only from its fetcher's address */
 	const char *agent_url;      /* rackpilot.url= in scripts; NULL/"": from the boot request */
-	unsigned api_port;          /* the API listener's port when boot has its own listener, else 0 */
+	unsigned api_port;          /* the API listener's port when boot has its own listener, else
+	                               0; set (atomically) before the boot listener starts */
 	int tls;                    /* the API listener speaks TLS */
-	const char *tls_sha256;     /* its public-key pin (rackpilot.tls_sha256=), or NULL */
+	/* Its public-key pin for rackpilot.tls_sha256= ("" without TLS): main replaces it when a
+	 * SIGHUP reloads the certificate, so read it with rp_api_tls_pin. */
+	pthread_mutex_t tls_mu;
+	char tls_sha256[65];
 	unsigned bootstrap_ttl_s;   /* lifetime of a token in a boot script */
 	unsigned provision_timeout_s; /* default wait for an agent in commission/deploy/release */
 	int demo;                   /* the database holds demo data (GET /v1 says so) */
@@ -149,6 +154,12 @@ struct rp_route {
 /* The one static route table, and its length. */
 extern const struct rp_route rp_api_routes[];
 extern const size_t rp_api_route_count;
+
+/* Copy the current TLS public-key pin into out ("" without TLS); thread-safe. */
+void rp_api_tls_pin(struct rp_api *api, char out[65]);
+
+/* Replace it (main, after a certificate reload). */
+void rp_api_tls_pin_set(struct rp_api *api, const char *hex);
 
 /* Resolve "Bearer <token>" to a principal: an API token, or an agent token ("rpa_").
  * RP_ERR_UNAUTHORIZED when missing or unknown. */

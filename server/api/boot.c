@@ -55,13 +55,15 @@ static int
 agent_url(struct rp_api_req *rq, const char *base, char *buf, size_t len)
 {
 	const char *h = base, *end;
+	unsigned port;
 	size_t n;
 
 	if (rq->api->agent_url && rq->api->agent_url[0]) {
 		snprintf(buf, len, "%s", rq->api->agent_url);
 		return 0;
 	}
-	if (rq->api->api_port == 0) {
+	port = __atomic_load_n(&rq->api->api_port, __ATOMIC_ACQUIRE);
+	if (port == 0) {
 		snprintf(buf, len, "%s", base);
 		return 0;
 	}
@@ -71,8 +73,8 @@ agent_url(struct rp_api_req *rq, const char *base, char *buf, size_t len)
 	end = h[0] == '[' ? strchr(h, ']') : NULL;
 	end = end ? end + 1 : h + strcspn(h, ":/");
 	n = (size_t)(end - h);
-	if (snprintf(buf, len, "%s://%.*s:%u", rq->api->tls ? "https" : "http", (int)n, h,
-	             rq->api->api_port) >= (int)len)
+	if (n == 0 || snprintf(buf, len, "%s://%.*s:%u", rq->api->tls ? "https" : "http", (int)n, h,
+	                       port) >= (int)len)
 		return -1;
 	return 0;
 }
@@ -84,7 +86,7 @@ rp_api_boot_ipxe(struct rp_api_req *rq, struct rp_api_resp *rs)
 	struct rp_boot_script sc = {.kind = RP_BOOT_LOCAL};
 	struct rp_boot_req br = {0};
 	struct rp_buf b = {0};
-	char mac[RP_MAC_BUF], base[256], aurl[300], secret[RP_TOKEN_BUF] = "", why[160];
+	char mac[RP_MAC_BUF], base[256], aurl[300], secret[RP_TOKEN_BUF] = "", why[160], pin[65];
 	json_t *look = NULL, *node, *profile;
 	const char *state = NULL, *phase;
 	int64_t node_id = 0;
@@ -142,6 +144,7 @@ rp_api_boot_ipxe(struct rp_api_req *rq, struct rp_api_resp *rs)
 		br.ttl_ms = (int64_t)rq->api->bootstrap_ttl_s * 1000;
 		br.max_discovery = rq->api->discovery_max;
 		br.max_per_source = rq->api->discovery_per_source;
+		br.max_discovered = rq->api->discovery_max_nodes;
 		e = rp_store_boot_token(rq->api->store, &br, secret, why, sizeof why);
 		if (e == RP_ERR_UNAVAILABLE) {
 			sc.kind = RP_BOOT_WAIT;
@@ -155,7 +158,8 @@ rp_api_boot_ipxe(struct rp_api_req *rq, struct rp_api_resp *rs)
 			sc.cmdline = json_string_value(json_object_get(profile, "cmdline"));
 			sc.token = secret;
 			sc.agent_url = aurl;
-			sc.tls_sha256 = rq->api->tls_sha256;
+			rp_api_tls_pin(rq->api, pin);
+			sc.tls_sha256 = pin[0] ? pin : NULL;
 		}
 	}
 	if (rp_boot_ipxe(&sc, &b) < 0) {

@@ -241,3 +241,19 @@ rp_api_filter(struct rp_api_req *req, const char *const *keys, json_t **out,
 	*out = f;
 	return 0;
 }
+
+void
+rp_api_tls_pin(struct rp_api *api, char out[65])
+{
+	pthread_mutex_lock(&api->tls_mu);
+	memcpy(out, api->tls_sha256, 65);
+	pthread_mutex_unlock(&api->tls_mu);
+}
+
+void
+rp_api_tls_pin_set(struct rp_api *api, const char *hex)
+{
+	pthread_mutex_lock(&api->tls_mu);
+	snprintf(api->tls_sha256, sizeof api->tls_sha256, "%s", hex ? hex : "");
+	pthread_mutex_unlock(&api->tls_mu);
+}

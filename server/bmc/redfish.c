@@ -128,19 +128,35 @@ on_header(char *p, size_t size, size_t n, void *arg)
 	return size * n;
 }
 
-/* The most useful human text of a Redfish error body. */
+/* The most useful human text of a Redfish error body, with every occurrence of password (a
+ * BMC's own words reach job errors and logs: a hostile one must not be able to echo it into
+ * them) shown as "***" before it is cut to len. */
 static void
-error_text(json_t *body, char *out, size_t len)
+error_text(json_t *body, const char *password, char *out, size_t len)
 {
 	json_t *e = json_object_get(body, "error"), *info;
-	const char *m = NULL;
+	const char *m = NULL, *p;
+	size_t n = 0, pw = password ? strlen(password) : 0;
 
 	info = json_array_get(json_object_get(e, "@Message.ExtendedInfo"), 0);
 	if (info)
 		m = json_string_value(json_object_get(info, "Message"));
 	if (m == NULL)
 		m = json_string_value(json_object_get(e, "message"));
-	snprintf(out, len, "%s", m ? m : "no error details");
+	if (m == NULL)
+		m = "no error details";
+	for (p = m; *p && n + 1 < len;) {
+		if (pw >= 3 && strncmp(p, password, pw) == 0) {
+			size_t k = n + 3 < len ? 3 : len - 1 - n;
+
+			memcpy(out + n, "***", k);
+			n += k;
+			p += pw;
+		} else {
+			out[n++] = *p++;
+		}
+	}
+	out[n] = '\0';
 }
 
 /* ---- Links the BMC gives --------------------------------------------------------------- */
@@ -608,20 +624,7 @@ http_error(struct rf *h, const char *what, struct reply *r, struct rp_bmc_err *e
 	char msg[200];
 	enum rp_bmc_errkind k;
 
-	error_text(r->json, msg, sizeof msg);
-	/* A BMC's own words reach job errors and logs: a hostile one must not be able to echo
-	 * the password into them. */
-	if (strlen(h->t.password) >= 3) {
-		size_t n = strlen(h->t.password);
-		char *p = msg;
-
-		/* Each match shrinks to "***" (n >= 3): the text never grows; the scan moves on. */
-		while ((p = strstr(p, h->t.password)) != NULL) {
-			memmove(p + 3, p + n, strlen(p + n) + 1);
-			memcpy(p, "***", 3);
-			p += 3;
-		}
-	}
+	error_text(r->json, h->t.password, msg, sizeof msg);
 	switch (r->status) {
 	case 503:
 	case 409:

@@ -719,7 +719,8 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 	if ((rt->flags & RP_ROUTE_LIMIT) && h->o.limit) {
 		const union MHD_ConnectionInfo *ci =
 		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-		unsigned wait = rp_limit_take(h->o.limit, ci ? ci->client_addr : NULL, rp_time_now_ms());
+		unsigned wait = rp_limit_take(h->o.limit, ci ? ci->client_addr : NULL,
+		                              rp_time_mono_ns() / 1000000);
 
 		if (wait) {
 			if (refuse(c, r, 0, RP_ERR_RATE_LIMITED,
@@ -986,7 +987,7 @@ access_line(const char *ip, struct request *r, int64_t ns, int aborted)
 	n = put(b, n, sizeof b, "us rid=");
 	n = put(b, n, sizeof b, r->rid);
 	n = put(b, n, sizeof b, " token=");
-	n = put(b, n, sizeof b, r->who.name[0] ? r->who.name : "-");
+	n = put_escaped(b, n, sizeof b, r->who.name[0] ? r->who.name : "-");
 	if (aborted)
 		n = put(b, n, sizeof b, " (aborted)");
 	rp_log_access(b, n);

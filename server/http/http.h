@@ -60,14 +60,15 @@ int rp_http_loopback(const char *host);
 
 /* ---- Rate limits (limit.c) ----------------------------------------------------------- */
 
-/* Token buckets per client address (IPv4 host, IPv6 /64): rate tokens per second, at most
+/* Token buckets per client address (the whole address): rate tokens per second, at most
  * burst. A fixed table: memory does not grow with the number of addresses. NULL when rate
  * is not positive or burst < 1, or on allocation failure. Thread-safe. */
 struct rp_limit *rp_limit_new(double rate, double burst);
 void rp_limit_free(struct rp_limit *l);
 
-/* Take one token for sa at now_ms: 0 when allowed, else the seconds (>= 1) until a request
- * would be. NULL l or an address of another family: always allowed. */
+/* Take one token for sa at now_ms (a monotonic clock: rp_time_mono_ns() / 1000000): 0 when
+ * allowed, else the seconds (>= 1) until a request would be. NULL l or an address of another
+ * family: always allowed. */
 unsigned rp_limit_take(struct rp_limit *l, const struct sockaddr *sa, int64_t now_ms);
 
 /* ---- TLS (tls.c, GnuTLS) ------------------------------------------------------------- */

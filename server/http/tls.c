@@ -207,17 +207,30 @@ rp_tls_load(const char *cert_file, const char *key_file, struct rp_tls **out, ch
 	return 0;
 }
 
+/* Retired certificates kept: a handshake takes what the callback returned at its start, so one
+ * that began before a reload holds the old certificate for a moment; sixteen reloads later
+ * none does. */
+#define RETIRED_KEPT 16
+
 int
 rp_tls_reload(struct rp_tls *t, char *why, size_t whylen)
 {
-	struct cert *c = cert_load(t->cert_file, t->key_file, why, whylen);
+	struct cert *c = cert_load(t->cert_file, t->key_file, why, whylen), *old = NULL, *p;
+	int n;
 
 	if (c == NULL)
 		return -1;
 	pthread_mutex_lock(&t->mu);
 	c->retired = t->cur;
 	t->cur = c;
+	for (p = c, n = 0; p && n < RETIRED_KEPT; p = p->retired, n++)
+		;
+	if (p) {
+		old = p->retired;
+		p->retired = NULL;
+	}
 	pthread_mutex_unlock(&t->mu);
+	cert_free(old);
 	return 0;
 }
 

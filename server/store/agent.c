@@ -372,14 +372,28 @@ rp_store_bootstrap_check(struct rp_store *st, const char *hash, const char *peer
 	return e;
 }
 
-/* Why a registration was refused, for the event written after the rollback. */
+/* Why a registration was refused, for the event written after the rollback: by default an
+ * agent.register_refused about the node whose identity was at stake. */
 struct refusal {
+	const char *action, *otype;  /* NULL: agent.register_refused, node */
 	int64_t node_id;          /* the node whose identity was at stake, or 0 */
 	char node[64];
-	char uuid[RP_UUID_BUF];
+	char uuid[RP_UUID_BUF];   /* the event's object id */
 	char summary[300];
 	json_t *detail;           /* owned */
 };
+
+/* A live token presented the wrong way (another MAC, another address): like a replayed one,
+ * the operator sees it as bootstrap_token.refused. */
+static void
+token_refused(struct refusal *f, const struct boot_tok *t, const char *why)
+{
+	f->action = "bootstrap_token.refused";
+	f->otype = "bootstrap_token";
+	f->node_id = t->node_id;
+	snprintf(f->uuid, sizeof f->uuid, "%s", t->uuid);
+	snprintf(f->summary, sizeof f->summary, "refused a registration: bootstrap token %s", why);
+}
 
 static enum rp_err
 refuse(struct refusal *f, const struct node_ref *n, json_t *detail, const char *fmt, ...)
@@ -583,6 +597,7 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 		if (!mine) {
 			*detail = store_why("macs", "this bootstrap token was issued to %s", t.mac);
 			e = RP_ERR_UNAUTHORIZED;
+			token_refused(&f, &t, "presented without the MAC it was issued to");
 			goto out;
 		}
 	}
@@ -590,6 +605,7 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 		*detail = store_why(NULL, "this bootstrap token was issued to %s; register from that "
 		                          "address (boot_source_check)", t.source);
 		e = RP_ERR_UNAUTHORIZED;
+		token_refused(&f, &t, "presented from another address than the one it was issued to");
 		goto out;
 	}
 	if ((e = whose(c, &t, macs, &node_id, detail, &f)) != RP_ERR_OK)
@@ -664,6 +680,22 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 		e = store_sqlerr(c, rc, "bootstrap use");
 		goto out;
 	}
+	/* The machine is in: whatever other boot script tokens were handed out for it (its other
+	 * MACs, or someone else asking with its MAC) open nothing any more. */
+	s = STMT(c, "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE id != ?1 AND used_at IS NULL "
+	            "AND revoked_at IS NULL AND created_by = 'boot' AND (node_id = ?3 OR (node_id IS "
+	            "NULL AND mac IN (SELECT mac FROM node_macs WHERE node_id = ?3)))");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, t.id);
+	sqlite3_bind_int64(s, 2, now);
+	sqlite3_bind_int64(s, 3, n.id);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "bootstrap revoke others");
+		goto out;
+	}
 	snprintf(summary, sizeof summary, "agent on %s registered%s (%s)", n.name,
 	         created ? " as a discovered machine" : "",
 	         json_string_value(json_object_get(body, "hostname")) ?: "no hostname");
@@ -680,8 +712,9 @@ out:
 	if (f.summary[0]) {
 		json_t *d = json_pack("{s:O?, s:s}", "refused", f.detail, "token", t.uuid);
 
-		store_refusal(c, "agent.register_refused", "node", f.uuid[0] ? f.uuid : NULL,
-		              f.node[0] ? f.node : NULL, f.node_id, r->peer, f.summary, d);
+		store_refusal(c, f.action ? f.action : "agent.register_refused", f.otype ? f.otype : "node",
+		              f.uuid[0] ? f.uuid : NULL, f.node[0] ? f.node : NULL, f.node_id, r->peer,
+		              f.summary, d);
 		json_decref(d);
 	}
 	json_decref(f.detail);

@@ -658,13 +658,15 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 	/* A discovery slot per MAC, a few per address: made-up MACs from one host cannot take
 	 * the slots a real new machine needs. */
 	if (!r->node_id) {
+		/* A MAC that holds a slot already (its token past half-life) keeps it. */
 		s = STMT(c, "SELECT count(DISTINCT mac), count(DISTINCT CASE WHEN source IS ?2 THEN mac "
 		            "END) FROM bootstrap_tokens WHERE node_id IS NULL AND mac IS NOT NULL AND "
-		            "used_at IS NULL AND revoked_at IS NULL AND expires_at > ?1");
+		            "mac != ?3 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ?1");
 		if (s == NULL)
 			goto out;
 		sqlite3_bind_int64(s, 1, now);
 		store_bind_text(s, 2, r->source);
+		store_bind_text(s, 3, r->mac);
 		if (sqlite3_step(s) == SQLITE_ROW) {
 			live = sqlite3_column_int64(s, 0);
 			mine = sqlite3_column_int64(s, 1);
@@ -675,6 +677,25 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 			         (long long)live);
 			e = RP_ERR_UNAVAILABLE;
 			goto out;
+		}
+		/* Every registration of a discovery token adds a node: they wait for an operator, and
+		 * a host inventing MACs must not fill the database with them. */
+		if (r->max_discovered > 0) {
+			int64_t waiting = 0;
+
+			s = STMT(c, "SELECT count(*) FROM nodes WHERE provision_state = 'discovered'");
+			if (s == NULL)
+				goto out;
+			if (sqlite3_step(s) == SQLITE_ROW)
+				waiting = sqlite3_column_int64(s, 0);
+			sqlite3_reset(s);
+			if (waiting >= r->max_discovered) {
+				snprintf(why, whylen, "%lld discovered nodes wait for an operator (adopt or delete "
+				                      "them); no more are taken",
+				         (long long)waiting);
+				e = RP_ERR_UNAVAILABLE;
+				goto out;
+			}
 		}
 		if (r->max_per_source > 0 && mine >= r->max_per_source) {
 			snprintf(why, whylen, "%lld machines are being discovered from %s already; try later",

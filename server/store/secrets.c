@@ -107,12 +107,22 @@ reseal_all(struct conn *c, int *count)
 				e = RP_ERR_CONFLICT;
 				goto out;
 			}
-		} else {
-			plain = json_string((const char *)sqlite3_column_text(s, 1));
+		} else if ((plain = json_string((const char *)sqlite3_column_text(s, 1))) == NULL) {
+			/* Not UTF-8 (not written through the API): say so rather than leave it in
+			 * clear. */
+			rp_log_error("node #%lld: its BMC password in clear is not valid UTF-8; "
+			             "set it again",
+			             (long long)sqlite3_column_int64(s, 0));
+			sqlite3_reset(s);
+			e = RP_ERR_CONFLICT;
+			goto out;
 		}
-		json_array_append_new(rows, json_pack("{s:I, s:o}", "id",
-		                                      (json_int_t)sqlite3_column_int64(s, 0), "pw",
-		                                      plain));
+		if (json_array_append_new(rows, json_pack("{s:I, s:o}", "id",
+		                                          (json_int_t)sqlite3_column_int64(s, 0),
+		                                          "pw", plain)) < 0) {
+			sqlite3_reset(s);
+			goto out;
+		}
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE) {
@@ -158,12 +168,28 @@ out:
 	return e;
 }
 
+/* PRAGMA secure_delete of c (Debian builds SQLite with it on by default), or -1. */
+static int
+secure_delete(struct conn *c)
+{
+	sqlite3_stmt *s = NULL;
+	int v = -1;
+
+	if (sqlite3_prepare_v2(c->db, "PRAGMA secure_delete", -1, &s, NULL) == SQLITE_OK &&
+	    sqlite3_step(s) == SQLITE_ROW)
+		v = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
 /* One transaction that seals everything again under the current sealing key. Old cell
  * contents are zeroed as they are rewritten (secure_delete), and the WAL is checkpointed and
- * truncated after, so no copy of what was replaced stays in the database files. */
+ * truncated after, so no copy of what was replaced stays in the database files; with vacuum
+ * (after plaintext from an older version) the file is rewritten too, free pages included. */
 static enum rp_err
-reseal(struct conn *c, int *count, char *why, size_t whylen)
+reseal(struct conn *c, int vacuum, int *count, char *why, size_t whylen)
 {
+	int was = secure_delete(c), log = 0, done = 0;
 	enum rp_err e;
 
 	sqlite3_exec(c->db, "PRAGMA secure_delete = ON", NULL, NULL, NULL);
@@ -172,17 +198,31 @@ reseal(struct conn *c, int *count, char *why, size_t whylen)
 	if ((e = reseal_all(c, count)) != RP_ERR_OK) {
 		if (e == RP_ERR_CONFLICT)
 			snprintf(why, whylen,
-			         "a BMC password cannot be opened with the key file (the log "
-			         "names the node); nothing was changed");
+			         "a BMC password cannot be opened with the key file or is "
+			         "unusable (the log names the node); nothing was changed");
 		goto out;
 	}
-	e = store_commit(c);
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	if (vacuum && sqlite3_exec(c->db, "VACUUM", NULL, NULL, NULL) != SQLITE_OK)
+		rp_log_warn("secrets: VACUUM after sealing failed: %s", sqlite3_errmsg(c->db));
+	/* A checkpoint other readers hold up leaves the old pages in the WAL: say so. */
+	if (sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &done) !=
+	            SQLITE_OK ||
+	    log != done)
+		rp_log_warn(
+		        "secrets: the WAL could not be checkpointed at once (%d of %d frames); the "
+		        "replaced values leave it at the next checkpoint",
+		        done, log);
 out:
 	store_rollback(c);
-	sqlite3_exec(c->db, "PRAGMA secure_delete = OFF", NULL, NULL, NULL);
-	if (e == RP_ERR_OK)
-		sqlite3_exec(c->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
-	else if (!why[0])
+	if (was >= 0) {
+		char pragma[40];
+
+		snprintf(pragma, sizeof pragma, "PRAGMA secure_delete = %d", was);
+		sqlite3_exec(c->db, pragma, NULL, NULL, NULL);
+	}
+	if (e != RP_ERR_OK && !why[0])
 		snprintf(why, whylen, "cannot seal the BMC passwords: %s", rp_err_message(e));
 	return e;
 }
@@ -208,9 +248,11 @@ rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whyl
 		if ((e = key_ids(c, sec, &seen)) != RP_ERR_OK)
 			return e;
 		if ((seen & 3) == 3 && rp_secrets_rotate_begin(sec, why, whylen) == 0 &&
-		    reseal(c, &count, why, whylen) == RP_ERR_OK)
+		    reseal(c, 0, &count, why, whylen) == RP_ERR_OK)
 			seen = 2;
-		if (!(seen & 1)) {
+		/* Installed only when values need it; with none under the next key the current
+		 * key stays (backups of the database may need it). */
+		if ((seen & 2) && !(seen & 1)) {
 			if (rp_secrets_rotate_finish(sec, why, whylen) < 0)
 				return RP_ERR_INTERNAL;
 			rp_log_warn("secrets: finished an interrupted key rotation (key %s)",
@@ -232,7 +274,7 @@ rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whyl
 		legacy = sqlite3_column_int(s, 0);
 	sqlite3_reset(s);
 	if (legacy > 0) {
-		if ((e = reseal(c, &count, why, whylen)) != RP_ERR_OK)
+		if ((e = reseal(c, 1, &count, why, whylen)) != RP_ERR_OK)
 			return e;
 		rp_log_info(
 		        "secrets: sealed %d BMC password(s) stored in clear by an older version",
@@ -286,6 +328,7 @@ rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 	size_t i;
 	int rc;
 
+	why[0] = '\0';
 	if (c == NULL || gone == NULL || (e = store_begin(c)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
@@ -366,5 +409,5 @@ rp_store_secrets_reseal(struct rp_store *st, int *count, char *why, size_t whyle
 		snprintf(why, whylen, "no database connection or no secret key");
 		return RP_ERR_INTERNAL;
 	}
-	return reseal(c, count, why, whylen);
+	return reseal(c, 0, count, why, whylen);
 }

@@ -626,6 +626,8 @@ struct rp_boot_req {
 	int64_t ttl_ms;      /* lifetime of a new token */
 	int max_discovery;   /* MACs that may hold a live discovery token at once */
 	int max_per_source;  /* of those, per source address (0: no limit) */
+	int max_discovered;  /* no discovery token while this many nodes are `discovered` (0: no
+	                        limit) */
 };
 
 /* Used, expired or revoked bootstrap tokens are deleted this long after they died. */
@@ -636,7 +638,8 @@ struct rp_boot_req {
  * remains, else a new one. Fetching a script never revokes a token. The secret is derived
  * from the server key (rp_store_set_secrets) and the token's id; only its hash is stored.
  * Prunes long-dead tokens. RP_ERR_UNAVAILABLE, why filled, when a discovery slot is needed and
- * max_discovery MACs (or max_per_source from this source) hold one already. */
+ * max_discovery MACs (or max_per_source from this source) hold one already, or max_discovered
+ * discovered nodes wait for an operator. */
 enum rp_err rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r,
                                 char secret[RP_TOKEN_BUF], char *why, size_t whylen);
 

@@ -282,6 +282,15 @@ test_first_run_finds_both_defects(void **state)
 	                 200);
 	assert_non_null(strstr(r.body, "<td class=\"failed\">failed</td>"));
 	assert_non_null(strstr(r.body, "Ethernet1/9"));
+	/* A document of its own: its stylesheet and nothing else runs or loads. */
+	assert_string_equal(r.nosniff, "nosniff");
+	assert_non_null(strstr(r.csp, "default-src 'none'"));
+	assert_non_null(strstr(r.csp, "style-src 'unsafe-inline'"));
+	assert_null(strstr(r.csp, "script-src"));
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/acc/acceptance?format=csv", &r, NULL), 200);
+	assert_string_equal(r.nosniff, "nosniff");
+	assert_non_null(strstr(r.csp, "default-src 'none'"));
 	reply_free(&r);
 	/* A failed rack cannot be signed off. */
 	run = get("/v1/racks/acc/acceptance");

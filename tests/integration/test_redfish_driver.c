@@ -776,8 +776,46 @@ test_error_text_scrubbed(void **state)
 	assert_int_equal(rp_bmc_power_get(b, &p, &err), -1);
 	assert_null(strstr(err.msg, "secret"));
 	assert_non_null(strstr(err.msg, "login as admin/*** refused; *** ***"));
+	/* Where the message is cut, no first letters of it are left either. */
+	{
+		char body[600];
+
+		snprintf(body, sizeof body,
+		         "{\"fail_next_503\":1,\"error_text\":\"%0195dsecret and more\"}", 0);
+		mock_post(&M, 3, "/__mock/config", body);
+		assert_int_equal(rp_bmc_power_get(b, &p, &err), -1);
+		assert_null(strstr(err.msg, "sec"));
+	}
 	mock_post(&M, 3, "/__mock/config", "{\"error_text\":\"\"}");
 	rp_bmc_close(b);
+}
+
+/* A proxy the environment names never sees BMC traffic (the credentials go to the BMC only). */
+static void
+test_no_proxy(void **state)
+{
+	struct rp_bmc_err err = {0};
+	struct rp_bmc *b;
+	struct sink k;
+	char proxy[64];
+	enum rp_power p;
+
+	(void)state;
+	sink_open(&k);
+	snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", k.port);
+	setenv("http_proxy", proxy, 1);
+	setenv("HTTPS_PROXY", proxy, 1);
+	setenv("ALL_PROXY", proxy, 1);
+	b = open_quick(1, "proxied");
+	if (rp_bmc_power_get(b, &p, &err) < 0)
+		fail_msg("power through a would-be proxy: %s", err.msg);
+	rp_bmc_close(b);
+	unsetenv("http_proxy");
+	unsetenv("HTTPS_PROXY");
+	unsetenv("ALL_PROXY");
+	if (sink_hits(&k) != 0)
+		fail_msg("the proxy was used: %.300s", k.seen);
+	sink_close(&k);
 }
 
 int
@@ -793,6 +831,7 @@ main(void)
 	    cmocka_unit_test(test_foreign_tasks),
 	    cmocka_unit_test(test_same_origin_links),
 	    cmocka_unit_test(test_error_text_scrubbed),
+	    cmocka_unit_test(test_no_proxy),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -633,6 +633,67 @@ test_secrets_rotate(void **state)
 	f->sec = again;
 }
 
+/* Rows of bootstrap_tokens matching a WHERE clause (through the sqlite3 shell). */
+static long
+token_rows(struct fx *f, const char *where)
+{
+	char cmd[600], out[64] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof cmd, "sqlite3 %s \"SELECT count(*) FROM bootstrap_tokens WHERE %s\"",
+	         f->path, where);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_non_null(fgets(out, sizeof out, p));
+	pclose(p);
+	return atol(out);
+}
+
+/* A boot script's token: the same one while half its life is left, a new one after (the old
+ * one not revoked), a new one once the key that derived it is rotated, and long-dead rows
+ * pruned. */
+static void
+test_boot_token_reuse_prune(void **state)
+{
+	struct fx *f = *state;
+	struct rp_boot_req br = {.mac = "02:00:00:00:0b:01", .source = "10.0.0.1", .ttl_ms = 900000,
+	                         .max_discovery = 10};
+	char t1[RP_TOKEN_BUF], t2[RP_TOKEN_BUF], why[200], cmd[600];
+
+	assert_int_equal(rp_store_boot_token(f->st, &br, t1, why, sizeof why), RP_ERR_OK);
+	assert_int_equal(strncmp(t1, "rpb_", 4), 0);
+	assert_int_equal(rp_store_boot_token(f->st, &br, t2, why, sizeof why), RP_ERR_OK);
+	assert_string_equal(t1, t2);
+	assert_int_equal(token_rows(f, "1"), 1);
+	/* Less than half its life left: a fresh one, and the first still opens a registration. */
+	snprintf(cmd, sizeof cmd, "sqlite3 %s 'UPDATE bootstrap_tokens SET expires_at = expires_at - 600000'",
+	         f->path);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(rp_store_boot_token(f->st, &br, t2, why, sizeof why), RP_ERR_OK);
+	assert_string_not_equal(t1, t2);
+	assert_int_equal(token_rows(f, "revoked_at IS NULL AND used_at IS NULL"), 2);
+	/* Another key derives other secrets: the stored hash no longer matches, a new token. */
+	assert_int_equal(rp_secrets_rotate_begin(f->sec, why, sizeof why), 0);
+	assert_int_equal(rp_secrets_rotate_finish(f->sec, why, sizeof why), 0);
+	assert_int_equal(rp_store_boot_token(f->st, &br, t1, why, sizeof why), RP_ERR_OK);
+	assert_string_not_equal(t1, t2);
+	assert_int_equal(token_rows(f, "1"), 3);
+	/* Dead for more than a day: gone at the next boot-token call. */
+	snprintf(cmd, sizeof cmd,
+	         "sqlite3 %s \"UPDATE bootstrap_tokens SET used_at = strftime('%%s','now') * 1000 - "
+	         "2 * 86400000 WHERE hash != (SELECT hash FROM bootstrap_tokens ORDER BY id DESC LIMIT 1)\"",
+	         f->path);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(rp_store_boot_token(f->st, &br, t2, why, sizeof why), RP_ERR_OK);
+	assert_string_equal(t1, t2);
+	assert_int_equal(token_rows(f, "1"), 1);
+	/* Without a key there is no token to hand out. */
+	rp_store_set_secrets(f->st, NULL);
+	br.mac = "02:00:00:00:0b:02";
+	assert_int_equal(rp_store_boot_token(f->st, &br, t2, why, sizeof why), RP_ERR_INTERNAL);
+	rp_store_set_secrets(f->st, f->sec);
+}
+
 int
 main(void)
 {
@@ -649,6 +710,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_secrets_legacy, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_secrets_wrong_key, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_secrets_rotate, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_boot_token_reuse_prune, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
