@@ -46,10 +46,12 @@ access_log = false
 boot_rate = 0
 discovery_max_tokens = 100000
 discovery_max_per_source = 0
+discovery_max_nodes = 0
 EOF
 	taskset -c 0 "$BIN" -c "$DATA/$1.conf" --listen 127.0.0.1:0 --data-dir "$DATA/$1" \
 		--threads 1 > "$DATA/$1.out" 2> "$OUT/tls-$1-server.log" &
 	PIDS="$PIDS $!"
+	echo $! > "$DATA/$1.pid"
 	for _ in $(seq 100); do grep -q '^listening' "$DATA/$1.out" 2> /dev/null && break; sleep 0.1; done
 	sed -n 's/^listening on //p' "$DATA/$1.out" > "$DATA/$1.addr"
 }
@@ -96,9 +98,15 @@ mklua tls
 # alternating a script fetch for a new MAC and the registration with the token it carried (a
 # pair counts 2 requests).
 cat > "$DATA/boot.lua" << 'EOF'
+-- Each wrk thread gets its own MAC range (their random generators start alike), and each
+-- run another (runs repeat on the same server).
+local threads = 0
+setup = function(thread)
+	threads = threads + 1
+	thread:set("id", threads + 16 * tonumber(os.getenv("RUN") or "0"))
+end
 local n, tok, mac = 0, nil, nil
 local key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl bench"
-local id = math.random(0, 65535)
 request = function()
 	if tok then
 		local body = string.format('{"format":1,"hostname":"b","boot_id":"x","macs":["%s"],"ssh_host_key":"%s"}', mac, key)
@@ -119,14 +127,24 @@ end
 EOF
 
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+ticks() { awk '{print $14 + $15}' "/proc/$(cat "$DATA/$1.pid")/stat"; }
+# keepalive NAME URL LUA: rps and the server's CPU microseconds per request (clock ticks of
+# its process over the run / requests)
+keepalive() {
+	t0=$(ticks "$1")
+	res=$(wrkrun "$2" 8 "$3")
+	t1=$(ticks "$1")
+	reqs=$(awk '/requests in/ {print $1}' "$DATA/wrk.out")
+	echo "$res $(echo "$t0 $t1 $reqs $(getconf CLK_TCK)" | awk '{printf "%.1fus/req", ($2-$1)/$4*1e6/$3}')"
+}
 : > "$DATA/r.txt"
 for r in $(seq "$ROUNDS"); do
-	echo "keep_plain $(wrkrun "$PLAIN" 8 "$DATA/get-plain.lua")" >> "$DATA/r.txt"
-	echo "keep_tls $(wrkrun "$TLS" 8 "$DATA/get-tls.lua")" >> "$DATA/r.txt"
+	echo "keep_plain $(keepalive plain "$PLAIN" "$DATA/get-plain.lua")" >> "$DATA/r.txt"
+	echo "keep_tls $(keepalive tls "$TLS" "$DATA/get-tls.lua")" >> "$DATA/r.txt"
 	echo "new_plain $(wrkrun "$PLAIN" 8 "$DATA/get-plain.lua" "Connection: close")" >> "$DATA/r.txt"
 	echo "new_tls $(wrkrun "$TLS" 8 "$DATA/get-tls.lua" "Connection: close")" >> "$DATA/r.txt"
-	echo "boot_plain $(wrkrun "$PLAIN" 4 "$DATA/boot.lua" "" 4)" >> "$DATA/r.txt"
-	echo "boot_tls $(wrkrun "$TLS" 4 "$DATA/boot.lua" "" 4)" >> "$DATA/r.txt"
+	echo "boot_plain $(RUN=$r wrkrun "$PLAIN" 4 "$DATA/boot.lua" "" 4)" >> "$DATA/r.txt"
+	echo "boot_tls $(RUN=$r wrkrun "$TLS" 4 "$DATA/boot.lua" "" 4)" >> "$DATA/r.txt"
 done
 m() { awk -v k="$1" '$1 == k {print $2}' "$DATA/r.txt" | median; }
 bad=$(grep -c NON-2xx "$DATA/r.txt" || true)
@@ -137,6 +155,9 @@ DISC=$(curlx "$TLS" tls "$TLS/v1/nodes?limit=1000&fields=provision_state" | grep
 	echo "# server: rackpilotd on CPU 0, 1 HTTP thread; wrk on CPUs $CL_CPUS; TLS: its own ECDSA P-256 certificate"
 	printf 'GET /v1/nodes/{name} keep-alive  plain %s req/s  tls %s req/s  tls/plain %s\n' \
 		"$(m keep_plain)" "$(m keep_tls)" "$(echo "$(m keep_tls) $(m keep_plain)" | awk '{printf "%.2f", $1/$2}')"
+	printf '  server CPU per request (median)  plain %s us  tls %s us\n' \
+		"$(awk '$1 == "keep_plain" {print $5+0}' "$DATA/r.txt" | median)" \
+		"$(awk '$1 == "keep_tls" {print $5+0}' "$DATA/r.txt" | median)"
 	printf 'new connection per request      plain %s conn/s tls %s handshakes/s  tls/plain %s\n' \
 		"$(m new_plain)" "$(m new_tls)" "$(echo "$(m new_tls) $(m new_plain)" | awk '{printf "%.2f", $1/$2}')"
 	printf 'bootstrap (script + register)   plain %s pairs/s tls %s pairs/s\n' \

@@ -630,7 +630,7 @@ struct rp_boot_req {
 	                        limit) */
 };
 
-/* Used, expired or revoked bootstrap tokens are deleted this long after they died. */
+/* Bootstrap tokens (used, revoked or not) are deleted this long after their expiry. */
 #define RP_BOOT_TOKEN_RETAIN_MS (24LL * 3600 * 1000)
 
 /* The bootstrap token for a boot script into secret (RP_TOKEN_BUF bytes): the live one of this

@@ -369,6 +369,8 @@ start_in_ns(const char *ns, const char *dir, const char *conf, const char *addr,
 	FILE *p;
 	int i;
 
+	/* The last run's words must not be read as this one's. */
+	sh("rm -f %s %s", out, log);
 	snprintf(cmd, sizeof cmd,
 	         "ip netns exec %s %s -c %s --data-dir %s --listen %s > %s 2> %s < /dev/null & "
 	         "echo $!",

@@ -678,10 +678,11 @@ test_boot_token_reuse_prune(void **state)
 	assert_int_equal(rp_store_boot_token(f->st, &br, t1, why, sizeof why), RP_ERR_OK);
 	assert_string_not_equal(t1, t2);
 	assert_int_equal(token_rows(f, "1"), 3);
-	/* Dead for more than a day: gone at the next boot-token call. */
+	/* Expired more than a day ago (used or not): gone at the next boot-token call. */
 	snprintf(cmd, sizeof cmd,
 	         "sqlite3 %s \"UPDATE bootstrap_tokens SET used_at = strftime('%%s','now') * 1000 - "
-	         "2 * 86400000 WHERE hash != (SELECT hash FROM bootstrap_tokens ORDER BY id DESC LIMIT 1)\"",
+	         "3 * 86400000, expires_at = strftime('%%s','now') * 1000 - 2 * 86400000 WHERE hash != "
+	         "(SELECT hash FROM bootstrap_tokens ORDER BY id DESC LIMIT 1)\"",
 	         f->path);
 	assert_int_equal(system(cmd), 0);
 	assert_int_equal(rp_store_boot_token(f->st, &br, t2, why, sizeof why), RP_ERR_OK);
