@@ -17,8 +17,14 @@ SRC=$(CDPATH='' cd -- "$(dirname -- "$0")/../.." && pwd)
 HERE=$SRC/tests/web
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 skip() { echo "SKIP: $*"; exit 77; }
-for t in node npm curl ssh-keygen; do command -v "$t" > /dev/null || skip "no $t"; done
-[ -x "$CHROMIUM" ] || skip "no $CHROMIUM (apt-get install chromium)"
+# A package that is not installed: a skip on a developer's machine, a failure in CI (CI=true:
+# .ci/deps installs them all).
+missing() {
+	[ "${CI:-}" != true ] || { echo "FAIL: $* (CI=true: .ci/deps should have installed it)"; exit 1; }
+	skip "$@"
+}
+for t in node npm curl ssh-keygen; do command -v "$t" > /dev/null || missing "no $t"; done
+[ -x "$CHROMIUM" ] || missing "no $CHROMIUM (apt-get install chromium)"
 [ "$(node -p 'process.versions.node.split(".")[0] >= 18')" = true ] || skip "node $(node -v) is older than 18"
 
 # playwright-core, installed once per lock file.
