@@ -96,19 +96,11 @@ on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t u
 static int
 on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *arg)
 {
-	static const char tag[] = "public key hash: ";
 	struct rp_agent_tls *t = arg;
-	size_t i, n = sizeof tag - 1;
 
 	(void)h;
-	if (type != CURLINFO_TEXT)
-		return 0;
-	for (i = 0; i + n < size; i++)
-		if (!memcmp(data + i, tag, n)) {
-			if (rp_tls_hex_from_pin(data + i + n, size - i - n, t->seen) < 0)
-				t->seen[0] = '\0';
-			break;
-		}
+	if (type == CURLINFO_TEXT)
+		rp_tls_pin_seen(data, size, t->seen);
 	return 0;
 }
 

@@ -99,19 +99,11 @@ on_body(char *data, size_t size, size_t n, void *arg)
 static int
 on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *arg)
 {
-	static const char tag[] = "public key hash: ";
 	struct rp_cli *c = arg;
-	size_t i, n = sizeof tag - 1;
 
 	(void)h;
-	if (type != CURLINFO_TEXT)
-		return 0;
-	for (i = 0; i + n < size; i++)
-		if (!memcmp(data + i, tag, n)) {
-			if (rp_tls_hex_from_pin(data + i + n, size - i - n, c->seen_fp) < 0)
-				c->seen_fp[0] = '\0';
-			break;
-		}
+	if (type == CURLINFO_TEXT)
+		rp_tls_pin_seen(data, size, c->seen_fp);
 	return 0;
 }
 

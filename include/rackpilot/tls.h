@@ -152,4 +152,22 @@ rp_tls_hex_from_pin(const char *pin, size_t len, char hex[RP_TLS_FP_HEX])
 	return 0;
 }
 
+/*
+ * For a libcurl debug callback (CURLINFO_TEXT, while a pin is set): when the size bytes at
+ * data hold the line " public key hash: sha256//...", the server's key as 64 lowercase hex
+ * digits into hex; otherwise hex is left alone. That line is libcurl's wording, not an API:
+ * without it a mismatch names only the pinned key. Returns 1 when hex was set.
+ */
+static inline int
+rp_tls_pin_seen(const char *data, size_t size, char hex[RP_TLS_FP_HEX])
+{
+	static const char tag[] = "public key hash: ";
+	size_t i, n = sizeof tag - 1;
+
+	for (i = 0; i + n < size; i++)
+		if (!memcmp(data + i, tag, n))
+			return rp_tls_hex_from_pin(data + i + n, size - i - n, hex) == 0;
+	return 0;
+}
+
 #endif
