@@ -36,8 +36,9 @@ teardown(void **state)
 	return 0;
 }
 
+/* A handle on BMC i of m; timeout_ms 0: the driver's default. */
 static struct rp_bmc *
-open_bmc(struct mock *m, int i, const char *node)
+open_with(struct mock *m, int i, const char *node, int timeout_ms)
 {
 	json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:s, s:{s:s}}", "driver", "redfish", "address",
 	                      "127.0.0.1", "port", m->base + i, "username", "admin", "password",
@@ -46,12 +47,21 @@ open_bmc(struct mock *m, int i, const char *node)
 	struct rp_bmc_err err;
 	struct rp_bmc *b;
 
+	if (timeout_ms)
+		json_object_set_new(json_object_get(j, "options"), "timeout_ms",
+		                    json_integer(timeout_ms));
 	assert_int_equal(rp_bmc_target_from_json(j, node, &t, &err), 0);
 	json_decref(j);
 	b = rp_bmc_open(&t, &err);
 	if (b == NULL)
 		fail_msg("open: %s", err.msg);
 	return b;
+}
+
+static struct rp_bmc *
+open_bmc(struct mock *m, int i, const char *node)
+{
+	return open_with(m, i, node, 0);
 }
 
 /* Cycle the system (a boot event applies pending settings). */
@@ -84,8 +94,8 @@ test_bios(void **state)
 	assert_int_equal(rp_bmc_bios_get(b, &bios, &err), 0);
 	assert_non_null(json_string_value(json_object_get(bios, "registry")));
 	assert_non_null(json_object_get(json_object_get(bios, "attributes"), "NumaNodesPerSocket"));
-	assert_string_not_equal(json_string_value(json_object_get(json_object_get(bios, "attributes"),
-	                                                          "NumaNodesPerSocket")),
+	assert_string_not_equal(json_string_value(json_object_get(
+	                                json_object_get(bios, "attributes"), "NumaNodesPerSocket")),
 	                        "NPS4");
 	json_decref(bios);
 	/* Staged, not applied, until the next boot. */
@@ -96,8 +106,8 @@ test_bios(void **state)
 	assert_string_equal(json_string_value(json_object_get(json_object_get(bios, "pending"),
 	                                                      "NumaNodesPerSocket")),
 	                    "NPS4");
-	assert_string_not_equal(json_string_value(json_object_get(json_object_get(bios, "attributes"),
-	                                                          "NumaNodesPerSocket")),
+	assert_string_not_equal(json_string_value(json_object_get(
+	                                json_object_get(bios, "attributes"), "NumaNodesPerSocket")),
 	                        "NPS4");
 	json_decref(bios);
 	boot(b);
@@ -154,7 +164,8 @@ version_of(struct rp_bmc *b, const char *component)
 	json_array_foreach(inv, i, c)
 	{
 		if (!strcmp(json_string_value(json_object_get(c, "component")), component))
-			snprintf(v, sizeof v, "%s", json_string_value(json_object_get(c, "version")));
+			snprintf(v, sizeof v, "%s",
+			         json_string_value(json_object_get(c, "version")));
 	}
 	json_decref(inv);
 	return v;
@@ -206,15 +217,16 @@ test_firmware(void **state)
 	fputs("not really firmware\n", f);
 	fclose(f);
 	targets = json_pack("[s]", "/redfish/v1/UpdateService/FirmwareInventory/NIC0");
-	assert_int_equal(rp_bmc_firmware_update(b, NULL, path, targets, task, sizeof task, &err), 0);
+	assert_int_equal(rp_bmc_firmware_update(b, NULL, path, targets, task, sizeof task, &err),
+	                 0);
 	assert_true(finish(b, task));
 	assert_string_equal(version_of(b, "NIC0"), "3.2.1");
 	json_decref(targets);
 	unlink(path);
 	rmdir(dir);
 	st = mock_get(&M, 1, "/__mock/state");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "update_count"), "BMC")),
-	                 1);
+	assert_int_equal(
+	        json_integer_value(json_object_get(json_object_get(st, "update_count"), "BMC")), 1);
 	json_decref(st);
 	rp_bmc_close(b);
 }
@@ -292,15 +304,15 @@ test_not_a_bmc(void **state)
 		snprintf(ps, sizeof ps, "%d", port);
 		if (freopen("/dev/null", "w", stderr) == NULL)
 			_exit(127);
-		execlp("python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory",
-		       dir, ps, (char *)NULL);
+		execlp("python3", "python3", "-m", "http.server", "--bind", "127.0.0.1",
+		       "--directory", dir, ps, (char *)NULL);
 		_exit(127);
 	}
 	for (i = 0; i < 100 && sh_rc("curl -s -o /dev/null http://127.0.0.1:%d/", port); i++)
 		usleep(100000);
 	j = json_pack("{s:s, s:s, s:i, s:s, s:s, s:{s:s}}", "driver", "redfish", "address",
-	              "127.0.0.1", "port", port, "username", "admin", "password", "secret", "options",
-	              "scheme", "http");
+	              "127.0.0.1", "port", port, "username", "admin", "password", "secret",
+	              "options", "scheme", "http");
 	assert_int_equal(rp_bmc_target_from_json(j, "n", &t, &err), 0);
 	json_decref(j);
 	b = rp_bmc_open(&t, &err);
@@ -330,82 +342,82 @@ test_url_resolve(void **state)
 {
 	static const char o[] = "http://127.0.0.1:8000";
 	static const struct resolve_case cases[] = {
-	    {o, "/redfish/v1/", "http://127.0.0.1:8000/redfish/v1/", NULL},
-	    {o, "/redfish/v1/Entries?$skip=50", "http://127.0.0.1:8000/redfish/v1/Entries?$skip=50",
-	     NULL},
-	    {o, "/a/...b/x?y=../z", "http://127.0.0.1:8000/a/...b/x?y=../z", NULL},
-	    /* Absolute on the origin: the path only, sent to the origin as we spell it. */
-	    {o, "http://127.0.0.1:8000/redfish/v1/SessionService/Sessions",
-	     "http://127.0.0.1:8000/redfish/v1/SessionService/Sessions", NULL},
-	    {o, "HTTP://127.0.0.1:8000/x", "http://127.0.0.1:8000/x", NULL},
-	    {o, "http://127.0.0.1:08000/x", "http://127.0.0.1:8000/x", NULL},
-	    {o, "http://127.0.0.1:8000", "http://127.0.0.1:8000/", NULL},
-	    {o, "http://127.0.0.1:8000?a=1", "http://127.0.0.1:8000/?a=1", NULL},
-	    /* Another host, port or scheme. */
-	    {o, "http://127.0.0.1:9999/redfish/v1/SessionService/Sessions", NULL, "port 9999"},
-	    {o, "http://127.0.0.2:8000/x", NULL, "host 127.0.0.2"},
-	    {o, "http://127.0.0.1/x", NULL, "port 80 "},
-	    {o, "https://127.0.0.1:8000/x", NULL, "scheme https"},
-	    {o, "http://evil.example#@127.0.0.1:8000/", NULL, "host evil.example"},
-	    {o, "http://localhost:8000/x", NULL, "host localhost"},
-	    {o, "ftp://127.0.0.1:8000/x", NULL, "scheme ftp"},
-	    {o, "file:///etc/passwd", NULL, "scheme file"},
-	    {o, "gopher://127.0.0.1:8000/_x", NULL, "scheme gopher"},
-	    {o, "javascript:alert(1)", NULL, "scheme javascript"},
-	    {o, "http:/x", NULL, "no //host"},
-	    {o, "http://:8000/x", NULL, "no host"},
-	    {o, "http://127.0.0.1:/x", NULL, "port is malformed"},
-	    {o, "http://127.0.0.1:65536/x", NULL, "port is malformed"},
-	    {o, "http://127.0.0.1:8000x/", NULL, "port is malformed"},
-	    {o, "http://127.0.0.1:0000008000/", NULL, "port is malformed"},
-	    /* Protocol-relative, user information, relative references. */
-	    {o, "//evil.example/x", NULL, "protocol-relative"},
-	    {o, "///x", NULL, "protocol-relative"},
-	    {o, "http://user@127.0.0.1:8000/", NULL, "user information"},
-	    {o, "http://admin:secret@127.0.0.1:8000/x", NULL, "user information"},
-	    {o, "http://127.0.0.1:8000@evil.example/", NULL, "user information"},
-	    {o, "redfish/v1/Systems", NULL, "neither a path"},
-	    {o, "?x", NULL, "neither a path"},
-	    {o, "", NULL, "empty"},
-	    {o, NULL, NULL, "empty"},
-	    /* Bytes that would change the request, and dot segments curl would resolve. */
-	    {o, "/redfish/v1\r\nX-Evil: 1", NULL, "line break"},
-	    {o, "/redfish/v1\nHost: evil", NULL, "line break"},
-	    {o, "/a b", NULL, "a space"},
-	    {o, "/a\tb", NULL, "control character"},
-	    {o, "/a\\b", NULL, "backslash"},
-	    {o, "http://127.0.0.1:8000\\@evil.example/", NULL, "backslash"},
-	    {o, "/caf\xc3\xa9", NULL, "non-ASCII"},
-	    {o, "/redfish/v1/../../x", NULL, "dot segment"},
-	    {o, "/redfish/./v1", NULL, "dot segment"},
-	    {o, "/redfish/..?x", NULL, "dot segment"},
-	    {o, "http://127.0.0.1:8000/..", NULL, "dot segment"},
-	    /* Default ports and host case, with and without a port in the origin. */
-	    {"https://bmc.example.com", "https://bmc.example.com:443/redfish/v1",
-	     "https://bmc.example.com/redfish/v1", NULL},
-	    {"https://bmc.example.com:443", "https://bmc.example.com/x",
-	     "https://bmc.example.com:443/x", NULL},
-	    {"https://bmc.example.com", "https://BMC.Example.COM/x", "https://bmc.example.com/x",
-	     NULL},
-	    {"http://h", "http://h:80/x", "http://h/x", NULL},
-	    {"https://bmc.example.com", "http://bmc.example.com/x", NULL, "scheme http"},
-	    {"https://bmc.example.com", "http://bmc.example.com:443/x", NULL, "scheme http"},
-	    {"https://bmc.example.com", "https://bmc.example.com:8443/x", NULL, "port 8443"},
-	    {"https://bmc.example.com", "https://bmc.example.com.evil.net/x", NULL, "host"},
-	    {"https://bmc.example.com", "https://bmc.example.co/x", NULL, "host"},
-	    /* IPv6 in brackets. */
-	    {"https://[fd00::1]:8443", "https://[FD00::1]:8443/x", "https://[fd00::1]:8443/x",
-	     NULL},
-	    {"https://[fd00::1]:8443", "/x", "https://[fd00::1]:8443/x", NULL},
-	    {"http://[::1]", "http://[::1]:80/x", "http://[::1]/x", NULL},
-	    {"https://[fd00::1]:8443", "https://[fd00::2]:8443/x", NULL, "host [fd00::2]"},
-	    {"https://[fd00::1]:8443", "https://[fd00::1]/x", NULL, "port 443"},
-	    {"https://[fd00::1]:8443", "https://[fd00::1:8443/x", NULL, "IPv6"},
-	    {"https://[fd00::1]:8443", "https://fd00::1:8443/x", NULL, "port is malformed"},
-	    /* Not an origin at all: nothing is resolved against it. */
-	    {"127.0.0.1:8000", "/x", NULL, "not http[s]://host[:port]"},
-	    {"http://127.0.0.1:8000/redfish", "/x", NULL, "not http[s]://host[:port]"},
-	    {NULL, "/x", NULL, "not http[s]://host[:port]"},
+	        {o, "/redfish/v1/", "http://127.0.0.1:8000/redfish/v1/", NULL},
+	        {o, "/redfish/v1/Entries?$skip=50",
+	         "http://127.0.0.1:8000/redfish/v1/Entries?$skip=50", NULL},
+	        {o, "/a/...b/x?y=../z", "http://127.0.0.1:8000/a/...b/x?y=../z", NULL},
+	        /* Absolute on the origin: the path only, sent to the origin as we spell it. */
+	        {o, "http://127.0.0.1:8000/redfish/v1/SessionService/Sessions",
+	         "http://127.0.0.1:8000/redfish/v1/SessionService/Sessions", NULL},
+	        {o, "HTTP://127.0.0.1:8000/x", "http://127.0.0.1:8000/x", NULL},
+	        {o, "http://127.0.0.1:08000/x", "http://127.0.0.1:8000/x", NULL},
+	        {o, "http://127.0.0.1:8000", "http://127.0.0.1:8000/", NULL},
+	        {o, "http://127.0.0.1:8000?a=1", "http://127.0.0.1:8000/?a=1", NULL},
+	        /* Another host, port or scheme. */
+	        {o, "http://127.0.0.1:9999/redfish/v1/SessionService/Sessions", NULL, "port 9999"},
+	        {o, "http://127.0.0.2:8000/x", NULL, "host 127.0.0.2"},
+	        {o, "http://127.0.0.1/x", NULL, "port 80 "},
+	        {o, "https://127.0.0.1:8000/x", NULL, "scheme https"},
+	        {o, "http://evil.example#@127.0.0.1:8000/", NULL, "host evil.example"},
+	        {o, "http://localhost:8000/x", NULL, "host localhost"},
+	        {o, "ftp://127.0.0.1:8000/x", NULL, "scheme ftp"},
+	        {o, "file:///etc/passwd", NULL, "scheme file"},
+	        {o, "gopher://127.0.0.1:8000/_x", NULL, "scheme gopher"},
+	        {o, "javascript:alert(1)", NULL, "scheme javascript"},
+	        {o, "http:/x", NULL, "no //host"},
+	        {o, "http://:8000/x", NULL, "no host"},
+	        {o, "http://127.0.0.1:/x", NULL, "port is malformed"},
+	        {o, "http://127.0.0.1:65536/x", NULL, "port is malformed"},
+	        {o, "http://127.0.0.1:8000x/", NULL, "port is malformed"},
+	        {o, "http://127.0.0.1:0000008000/", NULL, "port is malformed"},
+	        /* Protocol-relative, user information, relative references. */
+	        {o, "//evil.example/x", NULL, "protocol-relative"},
+	        {o, "///x", NULL, "protocol-relative"},
+	        {o, "http://user@127.0.0.1:8000/", NULL, "user information"},
+	        {o, "http://admin:secret@127.0.0.1:8000/x", NULL, "user information"},
+	        {o, "http://127.0.0.1:8000@evil.example/", NULL, "user information"},
+	        {o, "redfish/v1/Systems", NULL, "neither a path"},
+	        {o, "?x", NULL, "neither a path"},
+	        {o, "", NULL, "empty"},
+	        {o, NULL, NULL, "empty"},
+	        /* Bytes that would change the request, and dot segments curl would resolve. */
+	        {o, "/redfish/v1\r\nX-Evil: 1", NULL, "line break"},
+	        {o, "/redfish/v1\nHost: evil", NULL, "line break"},
+	        {o, "/a b", NULL, "a space"},
+	        {o, "/a\tb", NULL, "control character"},
+	        {o, "/a\\b", NULL, "backslash"},
+	        {o, "http://127.0.0.1:8000\\@evil.example/", NULL, "backslash"},
+	        {o, "/caf\xc3\xa9", NULL, "non-ASCII"},
+	        {o, "/redfish/v1/../../x", NULL, "dot segment"},
+	        {o, "/redfish/./v1", NULL, "dot segment"},
+	        {o, "/redfish/..?x", NULL, "dot segment"},
+	        {o, "http://127.0.0.1:8000/..", NULL, "dot segment"},
+	        /* Default ports and host case, with and without a port in the origin. */
+	        {"https://bmc.example.com", "https://bmc.example.com:443/redfish/v1",
+	         "https://bmc.example.com/redfish/v1", NULL},
+	        {"https://bmc.example.com:443", "https://bmc.example.com/x",
+	         "https://bmc.example.com:443/x", NULL},
+	        {"https://bmc.example.com", "https://BMC.Example.COM/x",
+	         "https://bmc.example.com/x", NULL},
+	        {"http://h", "http://h:80/x", "http://h/x", NULL},
+	        {"https://bmc.example.com", "http://bmc.example.com/x", NULL, "scheme http"},
+	        {"https://bmc.example.com", "http://bmc.example.com:443/x", NULL, "scheme http"},
+	        {"https://bmc.example.com", "https://bmc.example.com:8443/x", NULL, "port 8443"},
+	        {"https://bmc.example.com", "https://bmc.example.com.evil.net/x", NULL, "host"},
+	        {"https://bmc.example.com", "https://bmc.example.co/x", NULL, "host"},
+	        /* IPv6 in brackets. */
+	        {"https://[fd00::1]:8443", "https://[FD00::1]:8443/x", "https://[fd00::1]:8443/x",
+	         NULL},
+	        {"https://[fd00::1]:8443", "/x", "https://[fd00::1]:8443/x", NULL},
+	        {"http://[::1]", "http://[::1]:80/x", "http://[::1]/x", NULL},
+	        {"https://[fd00::1]:8443", "https://[fd00::2]:8443/x", NULL, "host [fd00::2]"},
+	        {"https://[fd00::1]:8443", "https://[fd00::1]/x", NULL, "port 443"},
+	        {"https://[fd00::1]:8443", "https://[fd00::1:8443/x", NULL, "IPv6"},
+	        {"https://[fd00::1]:8443", "https://fd00::1:8443/x", NULL, "port is malformed"},
+	        /* Not an origin at all: nothing is resolved against it. */
+	        {"127.0.0.1:8000", "/x", NULL, "not http[s]://host[:port]"},
+	        {"http://127.0.0.1:8000/redfish", "/x", NULL, "not http[s]://host[:port]"},
+	        {NULL, "/x", NULL, "not http[s]://host[:port]"},
 	};
 	char out[1024], why[256], *big;
 	size_t i;
@@ -511,20 +523,7 @@ sink_close(struct sink *k)
 static struct rp_bmc *
 open_quick(int i, const char *node)
 {
-	json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:s, s:{s:s, s:i}}", "driver", "redfish",
-	                      "address", "127.0.0.1", "port", M.base + i, "username", "admin",
-	                      "password", "secret", "options", "scheme", "http", "timeout_ms",
-	                      1500);
-	struct rp_bmc_target t;
-	struct rp_bmc_err err;
-	struct rp_bmc *b;
-
-	assert_int_equal(rp_bmc_target_from_json(j, node, &t, &err), 0);
-	json_decref(j);
-	b = rp_bmc_open(&t, &err);
-	if (b == NULL)
-		fail_msg("open: %s", err.msg);
-	return b;
+	return open_with(&M, i, node, 1500);
 }
 
 /* BMC i names its `kind` links on origin (NULL: its own links again). */
@@ -564,8 +563,8 @@ resets_seen(int i)
 	size_t n;
 	int resets = 0;
 
-	json_array_foreach(json_object_get(st, "actions"), n, a)
-	    resets += json_object_get(a, "reset_type") != NULL;
+	json_array_foreach(json_object_get(st, "actions"), n, a) resets +=
+	        json_object_get(a, "reset_type") != NULL;
 	json_decref(st);
 	return resets;
 }
@@ -822,16 +821,16 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_bios),
-	    cmocka_unit_test(test_firmware),
-	    cmocka_unit_test(test_dmtf_trees),
-	    cmocka_unit_test(test_not_a_bmc),
-	    cmocka_unit_test(test_url_resolve),
-	    cmocka_unit_test(test_foreign_links),
-	    cmocka_unit_test(test_foreign_tasks),
-	    cmocka_unit_test(test_same_origin_links),
-	    cmocka_unit_test(test_error_text_scrubbed),
-	    cmocka_unit_test(test_no_proxy),
+	        cmocka_unit_test(test_bios),
+	        cmocka_unit_test(test_firmware),
+	        cmocka_unit_test(test_dmtf_trees),
+	        cmocka_unit_test(test_not_a_bmc),
+	        cmocka_unit_test(test_url_resolve),
+	        cmocka_unit_test(test_foreign_links),
+	        cmocka_unit_test(test_foreign_tasks),
+	        cmocka_unit_test(test_same_origin_links),
+	        cmocka_unit_test(test_error_text_scrubbed),
+	        cmocka_unit_test(test_no_proxy),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -107,6 +107,23 @@ events(struct server *s, const char *action, const char *node)
 	return items;
 }
 
+/* Start s with these settings (lines of the [server] section) in workdir/name.conf, and the
+ * power sweep off. */
+static void
+start_with(struct server *s, const char *name, const char *settings)
+{
+	static char conf[400];
+	const char *args[] = {"-c", conf, NULL};
+	FILE *f;
+
+	snprintf(conf, sizeof conf, "%s/%s.conf", workdir, name);
+	f = fopen(conf, "w");
+	assert_non_null(f);
+	fprintf(f, "[server]\npower_sync_interval = 0\n%s", settings);
+	fclose(f);
+	server_start(s, NULL, args);
+}
+
 static void
 boot_profile(struct server *s)
 {
@@ -351,21 +368,13 @@ test_script_token_bound_and_reused(void **state)
 static void
 test_boot_source_check(void **state)
 {
-	static char conf[400];
-	const char *args[] = {"-c", conf, NULL};
 	struct server s2;
 	char key[600], script[4096], tok[128];
 	struct reply r;
-	FILE *f;
 
 	(void)state;
 	hostkey("src", key, sizeof key);
-	snprintf(conf, sizeof conf, "%s/source.conf", workdir);
-	f = fopen(conf, "w");
-	assert_non_null(f);
-	fprintf(f, "[server]\nboot_source_check = true\npower_sync_interval = 0\n");
-	fclose(f);
-	server_start(&s2, NULL, args);
+	start_with(&s2, "source", "boot_source_check = true\n");
 	boot_profile(&s2);
 	req_source = "127.0.0.2";
 	assert_int_equal(ipxe_on(&s2, "02:dd:00:00:00:01", script, sizeof script), 200);
@@ -481,20 +490,12 @@ test_fresh_install_pxe(void **state)
 static void
 test_rate_limits(void **state)
 {
-	static char conf[400];
-	const char *args[] = {"-c", conf, NULL};
 	struct server s2;
 	struct reply r;
-	FILE *f;
 	int i;
 
 	(void)state;
-	snprintf(conf, sizeof conf, "%s/rate.conf", workdir);
-	f = fopen(conf, "w");
-	assert_non_null(f);
-	fprintf(f, "[server]\nboot_rate = 1\nboot_burst = 3\npower_sync_interval = 0\n");
-	fclose(f);
-	server_start(&s2, NULL, args);
+	start_with(&s2, "rate", "boot_rate = 1\nboot_burst = 3\n");
 	req_source = "127.0.0.5";
 	for (i = 0; i < 3; i++) {
 		assert_int_equal(req(&s2, NULL, "GET", "/boot/ipxe?mac=02:ee:00:00:00:05", NULL,
@@ -547,21 +548,12 @@ test_rate_limits(void **state)
 static void
 test_discovery_slots(void **state)
 {
-	static char conf[400];
-	const char *args[] = {"-c", conf, NULL};
 	struct server s2;
 	char script[4096], tok[128], again[128], mac[32];
-	FILE *f;
 	int i;
 
 	(void)state;
-	snprintf(conf, sizeof conf, "%s/slots.conf", workdir);
-	f = fopen(conf, "w");
-	assert_non_null(f);
-	fprintf(f, "[server]\ndiscovery_max_tokens = 5\ndiscovery_max_per_source = 2\n"
-	           "power_sync_interval = 0\n");
-	fclose(f);
-	server_start(&s2, NULL, args);
+	start_with(&s2, "slots", "discovery_max_tokens = 5\ndiscovery_max_per_source = 2\n");
 	boot_profile(&s2);
 	req_source = "127.0.0.7";
 	assert_int_equal(ipxe_on(&s2, "02:f0:00:00:00:01", script, sizeof script), 200);
@@ -605,21 +597,13 @@ test_discovery_slots(void **state)
 static void
 test_discovered_nodes_capped(void **state)
 {
-	static char conf[400];
-	const char *args[] = {"-c", conf, NULL};
 	struct server s2;
 	char key[600], script[4096], tok[128];
 	struct reply r;
-	FILE *f;
 
 	(void)state;
 	hostkey("capped", key, sizeof key);
-	snprintf(conf, sizeof conf, "%s/capped.conf", workdir);
-	f = fopen(conf, "w");
-	assert_non_null(f);
-	fprintf(f, "[server]\ndiscovery_max_nodes = 1\npower_sync_interval = 0\n");
-	fclose(f);
-	server_start(&s2, NULL, args);
+	start_with(&s2, "capped", "discovery_max_nodes = 1\n");
 	boot_profile(&s2);
 	assert_int_equal(ipxe_on(&s2, "02:c0:00:00:00:01", script, sizeof script), 200);
 	arg_of(script, "token", tok, sizeof tok);
@@ -702,6 +686,18 @@ test_hostile_bytes(void **state)
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/images/u8", &r, NULL), 404);
 	reply_free(&r);
+	/* Arguments beyond the 64 a request may carry are refused, not dropped. */
+	{
+		char q[2048] = "/v1/nodes?rack=nope";
+		int i;
+
+		for (i = 0; i < 64; i++)
+			snprintf(q + strlen(q), sizeof q - strlen(q), "&a%d=1", i);
+		assert_int_equal(call(&S, S.admin, "GET", q, &r, NULL), 400);
+		assert_error(&r, 400, "BAD_QUERY");
+		assert_non_null(strstr(r.body, "too many query arguments"));
+		reply_free(&r);
+	}
 	/* ... and in a CSV cell. */
 	{
 		const char *csv = "name,rack\nbad\xff\xfe,\n";
@@ -737,21 +733,13 @@ test_hostile_bytes(void **state)
 static void
 test_stream_cap_per_token(void **state)
 {
-	static char conf[400];
-	const char *args[] = {"-c", conf, NULL};
 	struct server s2;
 	char viewer[128], other[128], cmd[1200], pids[16][16];
 	struct reply r;
-	FILE *f;
 	int i;
 
 	(void)state;
-	snprintf(conf, sizeof conf, "%s/streams.conf", workdir);
-	f = fopen(conf, "w");
-	assert_non_null(f);
-	fprintf(f, "[server]\nmax_streams_per_token = 3\npower_sync_interval = 0\n");
-	fclose(f);
-	server_start(&s2, NULL, args);
+	start_with(&s2, "streams", "max_streams_per_token = 3\n");
 	make_token(&s2, "viewer", viewer);
 	make_token(&s2, "viewer", other);
 	for (i = 0; i < 3; i++) {
