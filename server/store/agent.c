@@ -696,6 +696,21 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 		e = store_sqlerr(c, rc, "bootstrap revoke others");
 		goto out;
 	}
+	/* A lifecycle job waiting for this agent runs at the scheduler's next tick, not at the end
+	 * of its poll interval: registration is what it waits for. Only waits come early, never a
+	 * retry's back-off. */
+	s = STMT(c, "UPDATE jobs SET not_before = ?2 WHERE node_id = ?1 AND state = 'queued' AND "
+	            "error_code = 'waiting' AND not_before > ?2");
+	if (s == NULL)
+		goto out;
+	sqlite3_bind_int64(s, 1, n.id);
+	sqlite3_bind_int64(s, 2, now);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE) {
+		e = store_sqlerr(c, rc, "wake waiting jobs");
+		goto out;
+	}
 	snprintf(summary, sizeof summary, "agent on %s registered%s (%s)", n.name,
 	         created ? " as a discovered machine" : "",
 	         json_string_value(json_object_get(body, "hostname")) ?: "no hostname");

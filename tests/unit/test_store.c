@@ -452,6 +452,89 @@ test_bootstrap_tokens(void **state)
 }
 
 
+/* The not_before of job id (ms), read back through the store's job object. */
+static int64_t
+job_not_before(struct fx *f, const char *id)
+{
+	json_t *j = NULL;
+	const char *t;
+	int64_t ms = 0;
+
+	assert_int_equal(rp_store_job_get(f->st, id, &j), RP_ERR_OK);
+	t = json_string_value(json_object_get(j, "not_before"));
+	assert_non_null(t);
+	assert_int_equal(rp_time_parse(t, &ms), 0);
+	json_decref(j);
+	return ms;
+}
+
+/* A job waiting for its node's agent (a retry with wait and error_code "waiting") is due as
+ * soon as that agent registers; a retry backing off after a BMC error is not moved. */
+static void
+test_register_wakes_waiting_job(void **state)
+{
+	struct fx *f = *state;
+	static const char *key =
+	    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEj+0zhiQEJuyA07cB1MguetKm2VQWyaex2sRJ6gWDus x";
+	struct rp_sshkey hk;
+	struct rp_agent_reg reg = {0};
+	json_t *out = NULL, *detail = NULL, *body, *claimed = NULL, *outcomes;
+	char ids[2][64];
+	int64_t far = rp_time_now_ms() + 3600 * 1000, before;
+	size_t i;
+
+	assert_int_equal(rp_sshkey_parse(key, &hk), 0);
+	body = J("{\"name\":\"w1\",\"macs\":[\"02:00:00:00:00:c1\"],"
+	         "\"bmc\":{\"driver\":\"fake\",\"address\":\"fake\",\"username\":\"u\","
+	         "\"password\":\"p\"}}");
+	assert_int_equal(rp_store_node_create(f->st, body, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(body);
+	for (i = 0; i < 2; i++) {
+		body = J("{\"type\":\"power\",\"params\":{\"action\":\"on\"},\"mutating\":false,"
+		         "\"max_attempts\":4}");
+		assert_int_equal(rp_store_job_create(f->st, "w1", body, "t", &out, &detail), RP_ERR_OK);
+		snprintf(ids[i], sizeof ids[i], "%s", json_string_value(json_object_get(out, "id")));
+		json_decref(out);
+		json_decref(body);
+	}
+	assert_int_equal(rp_store_jobs_claim(f->st, "test", 0, 8, 60000, &claimed), RP_ERR_OK);
+	assert_int_equal(json_array_size(claimed), 2);
+	outcomes = json_array();
+	for (i = 0; i < 2; i++) {
+		json_t *c = json_array_get(claimed, i);
+		int waiting = !strcmp(json_string_value(json_object_get(c, "uuid")), ids[0]);
+
+		json_array_append_new(outcomes,
+		                      json_pack("{s:O, s:s, s:b, s:I, s:s, s:s}", "id",
+		                                json_object_get(c, "id"), "state", "retry", "wait",
+		                                waiting, "not_before", (json_int_t)far, "error_code",
+		                                waiting ? "waiting" : "bmc_busy", "error", "later"));
+	}
+	json_decref(claimed);
+	assert_int_equal(rp_store_jobs_finish(f->st, outcomes, 3), RP_ERR_OK);
+	json_decref(outcomes);
+	assert_true(job_not_before(f, ids[0]) >= far - 1000);
+	assert_true(job_not_before(f, ids[1]) >= far - 1000);
+
+	assert_int_equal(rp_store_bootstrap_create(f->st, "w1", "h-wake", rp_time_now_ms() + 60000,
+	                                           "t", &out),
+	                 RP_ERR_OK);
+	json_decref(out);
+	body = J("{\"format\":1,\"hostname\":\"h\",\"boot_id\":\"x\",\"macs\":[\"02:00:00:00:00:c1\"]}");
+	reg.body = body;
+	reg.host_key = &hk;
+	reg.token_hash = "wake";
+	reg.bootstrap_hash = "h-wake";
+	before = rp_time_now_ms();
+	assert_int_equal(rp_store_agent_register(f->st, &reg, &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(body);
+	assert_true(job_not_before(f, ids[0]) <= rp_time_now_ms());
+	assert_true(job_not_before(f, ids[0]) >= before - 1000);
+	assert_true(job_not_before(f, ids[1]) >= far - 1000);
+}
+
 /* 1 when needle occurs in any of the database's files (main, WAL, shared memory). */
 static int
 on_disk(struct fx *f, const char *needle)
@@ -707,6 +790,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bootstrap_tokens, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_register_wakes_waiting_job, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_secrets_sealed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_secrets_legacy, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_secrets_wrong_key, setup, teardown),
