@@ -9,11 +9,20 @@
 void
 rp_api_healthz(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
+	char why[600];
+	enum rp_err e;
+
 	if (rp_store_ping(rq->api->store) != RP_ERR_OK) {
 		rp_api_errorf(rs, RP_ERR_UNAVAILABLE, "database not answering");
 		return;
 	}
 	rs->status = 200;
+	/* Reads work but writes do not (full disk, read-only database): still up, degraded. */
+	if ((e = rp_store_health(rq->api->store, why, sizeof why)) != RP_ERR_OK) {
+		rs->body = json_pack("{s:s, s:s, s:s}", "status", "degraded", "code", rp_err_code(e),
+		                     "reason", why);
+		return;
+	}
 	rs->body = json_pack("{s:s}", "status", "ok");
 }
 

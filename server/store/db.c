@@ -6,21 +6,34 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../util/util.h"
 #include "internal.h"
 
+/* The highest statement slot handed out so far (slot 0 means "not assigned yet"). */
 static int next_slot;
+
+/* Finalize every cached statement of c (before its db closes or is replaced). */
+static void
+conn_forget(struct conn *c)
+{
+	int i;
+
+	for (i = 0; i < c->nslots; i++) {
+		sqlite3_finalize(c->stmt[i]);
+		free(c->meta[i]);
+		c->stmt[i] = NULL;
+		c->meta[i] = NULL;
+	}
+}
 
 static void
 conn_close(struct conn *c)
 {
-	int i;
-
-	for (i = 0; i < STMT_SLOTS; i++) {
-		sqlite3_finalize(c->stmt[i]);
-		free(c->meta[i]);
-	}
+	conn_forget(c);
+	free(c->stmt);
+	free(c->meta);
 	sqlite3_close(c->db);
 	free(c);
 }
@@ -76,23 +89,53 @@ db_open(const char *path, char *why, size_t whylen)
 	sqlite3 *db = NULL;
 	int rc;
 
-	rc = sqlite3_open_v2(path, &db,
-	                     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	rc = sqlite3_open_v2(
+	        path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
-		snprintf(why, whylen, "cannot open %s: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		snprintf(why, whylen, "cannot open %s: %s", path,
+		         db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 		sqlite3_close(db);
 		return NULL;
 	}
 	sqlite3_extended_result_codes(db, 1);
 	sqlite3_busy_handler(db, busy_wait, NULL);
 	/* synchronous=FULL: an acknowledged change survives power loss, not only a crash. */
-	if (exec(db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;"
-	             "PRAGMA cache_size=-16384;",
+	if (exec(db,
+	         "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;"
+	         "PRAGMA cache_size=-16384;",
 	         why, whylen) != SQLITE_OK) {
 		sqlite3_close(db);
 		return NULL;
 	}
 	return db;
+}
+
+/* SQLite opens a file it may not write read-only, and that connection stays read-only
+ * after the file becomes writable (chmod, chattr -i, a remount): reopen it once the file
+ * is writable again, so writes resume without a restart. Only between calls: nothing of
+ * this connection may be in use (no transaction, no statement running). */
+static void
+conn_reopen(struct conn *c)
+{
+	sqlite3_stmt *s = NULL;
+	sqlite3 *db;
+	char why[256];
+
+	if (access(c->st->path, W_OK) != 0 || !sqlite3_get_autocommit(c->db))
+		return;
+	while ((s = sqlite3_next_stmt(c->db, s)) != NULL)
+		if (sqlite3_stmt_busy(s))
+			return;
+	db = db_open(c->st->path, why, sizeof why);
+	if (db == NULL || sqlite3_db_readonly(db, "main") == 1) {
+		sqlite3_close(db);
+		return;
+	}
+	conn_forget(c);
+	sqlite3_close(c->db);
+	c->db = db;
+	c->readonly = 0;
+	rp_log_info("store: %s is writable again; connection reopened", c->st->path);
 }
 
 struct conn *
@@ -101,8 +144,11 @@ store_conn(struct rp_store *st)
 	struct conn *c = pthread_getspecific(st->key);
 	char why[256];
 
-	if (c != NULL)
+	if (c != NULL) {
+		if (__builtin_expect(c->readonly, 0))
+			conn_reopen(c);
 		return c;
+	}
 	c = calloc(1, sizeof *c);
 	if (c == NULL)
 		return NULL;
@@ -112,6 +158,7 @@ store_conn(struct rp_store *st)
 		free(c);
 		return NULL;
 	}
+	c->readonly = sqlite3_db_readonly(c->db, "main") == 1;
 	c->st = st;
 	pthread_mutex_lock(&st->mu);
 	c->next = st->all;
@@ -155,6 +202,11 @@ migrate(sqlite3 *db, int *version, char *why, size_t whylen)
 	int v, i, latest = rp_store_schema_latest();
 	char sql[64];
 
+	/* Up to date: nothing to write, which a read-only database could not. */
+	if ((v = user_version(db)) == latest) {
+		*version = v;
+		return RP_ERR_OK;
+	}
 	if (exec(db, "BEGIN EXCLUSIVE", why, whylen) != SQLITE_OK)
 		return RP_ERR_INTERNAL;
 	v = user_version(db);
@@ -243,6 +295,13 @@ rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen)
 		goto out;
 	}
 	pthread_mutex_init(&st->mu, NULL);
+	if (sqlite3_db_readonly(db, "main") == 1) {
+		st->cond = RP_ERR_STORAGE_READONLY;
+		rp_log_warn(
+		        "store: %s is read-only: serving reads, refusing writes (503) until it is "
+		        "writable",
+		        path);
+	}
 	*out = st;
 	st = NULL;
 	rc = RP_ERR_OK;
@@ -253,6 +312,26 @@ out:
 		free(st);
 	}
 	return rc;
+}
+
+enum rp_err
+rp_store_health(struct rp_store *st, char *why, size_t whylen)
+{
+	enum rp_err e = (enum rp_err)__atomic_load_n(&st->cond, __ATOMIC_ACQUIRE);
+	const char *slash = strrchr(st->path, '/');
+	int dl = slash ? (int)(slash - st->path) : 1;
+	const char *dir = slash ? st->path : ".";
+
+	if (e == RP_ERR_STORAGE_FULL)
+		snprintf(why, whylen, "the database's filesystem is full: free space in %.*s", dl,
+		         dir);
+	else if (e == RP_ERR_STORAGE_READONLY)
+		snprintf(why, whylen, "the database %s is read-only: make it writable", st->path);
+	else if (e == RP_ERR_STORAGE_IO)
+		snprintf(why, whylen, "writing the database %s failed with an I/O error", st->path);
+	else
+		snprintf(why, whylen, "ok");
+	return e;
 }
 
 void
@@ -280,34 +359,71 @@ rp_store_free(struct rp_store *st)
 	free(st);
 }
 
-sqlite3_stmt *
-store_prep(struct conn *c, int *slot, const char *sql)
+/* The first use of a call site on this connection: assign the site a slot (once, for all
+ * threads), grow this connection's arrays to hold it, prepare. */
+static sqlite3_stmt *
+prep_slow(struct conn *c, int *slot, int n, const char *sql)
 {
-	int n = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-
 	if (n == 0) {
 		int want = __atomic_add_fetch(&next_slot, 1, __ATOMIC_ACQ_REL), expect = 0;
 
-		if (want >= STMT_SLOTS) {
-			rp_log_error("store: statement cache full; raise STMT_SLOTS");
-			return NULL;
-		}
 		n = __atomic_compare_exchange_n(slot, &expect, want, 0, __ATOMIC_ACQ_REL,
 		                                __ATOMIC_ACQUIRE)
 		            ? want
 		            : expect;
 	}
+	if (n >= c->nslots) {
+		/* Room for every slot assigned so far and some more, so growth is rare. */
+		int cap = __atomic_load_n(&next_slot, __ATOMIC_ACQUIRE), i;
+		sqlite3_stmt **stmt;
+		struct colmeta **meta;
+
+		cap = (cap > n ? cap : n) + 64;
+		if ((stmt = realloc(c->stmt, (size_t)cap * sizeof *stmt)) == NULL) {
+			rp_log_error("store: out of memory growing the statement cache");
+			return NULL;
+		}
+		c->stmt = stmt;
+		if ((meta = realloc(c->meta, (size_t)cap * sizeof *meta)) == NULL) {
+			rp_log_error("store: out of memory growing the statement cache");
+			return NULL;
+		}
+		c->meta = meta;
+		for (i = c->nslots; i < cap; i++) {
+			c->stmt[i] = NULL;
+			c->meta[i] = NULL;
+		}
+		c->nslots = cap;
+	}
 	if (c->stmt[n] == NULL) {
 		if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->stmt[n],
 		                       NULL) != SQLITE_OK) {
-			rp_log_error("store: prepare failed: %s: %.120s", sqlite3_errmsg(c->db), sql);
+			rp_log_error("store: prepare failed: %s: %.120s", sqlite3_errmsg(c->db),
+			             sql);
 			return NULL;
 		}
+		c->last = n;
 		return c->stmt[n];
 	}
+	c->last = n;
 	sqlite3_reset(c->stmt[n]);
 	sqlite3_clear_bindings(c->stmt[n]);
 	return c->stmt[n];
+}
+
+sqlite3_stmt *
+store_prep(struct conn *c, int *slot, const char *sql)
+{
+	int n = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	sqlite3_stmt *s;
+
+	if (__builtin_expect(n > 0 && n < c->nslots && (s = c->stmt[n]) != NULL, 1)) {
+		c->last = n;
+		sqlite3_reset(s);
+		sqlite3_clear_bindings(s);
+		return s;
+	}
+	return prep_slow(c, slot, n, sql);
 }
 
 void
@@ -321,6 +437,8 @@ enum rp_err
 store_begin(struct conn *c)
 {
 	int rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+
+	c->changes = sqlite3_total_changes64(c->db);
 
 	return rc == SQLITE_OK ? RP_ERR_OK : store_sqlerr(c, rc, "begin");
 }
@@ -340,6 +458,12 @@ store_commit(struct conn *c)
 		/* After the commit, never before: a reader that sees the new generation must also
 		 * see the new data. */
 		__atomic_add_fetch(&c->st->generation, 1, __ATOMIC_RELEASE);
+		/* Only a commit that wrote proves writes work again. */
+		if (__builtin_expect(__atomic_load_n(&c->st->cond, __ATOMIC_RELAXED) != RP_ERR_OK,
+		                     0) &&
+		    sqlite3_total_changes64(c->db) != c->changes &&
+		    __atomic_exchange_n(&c->st->cond, RP_ERR_OK, __ATOMIC_ACQ_REL) != RP_ERR_OK)
+			rp_log_info("store: writes succeed again");
 		return RP_ERR_OK;
 	}
 	store_rollback(c);
@@ -368,9 +492,22 @@ store_read_end(struct conn *c)
 		sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
 }
 
+/* A storage condition: remember it (rp_store_health) and log it when it changes, so a
+ * full disk under load logs one line, not one per request or job. */
+static enum rp_err
+storage_cond(struct conn *c, enum rp_err e, int rc, const char *what)
+{
+	if (__atomic_exchange_n(&c->st->cond, (int)e, __ATOMIC_ACQ_REL) != (int)e)
+		rp_log_error("store: %s: %s (%s, %d); refusing writes until it clears", what,
+		             rp_err_message(e), sqlite3_errmsg(c->db), rc);
+	return e;
+}
+
 enum rp_err
 store_sqlerr(struct conn *c, int rc, const char *what)
 {
+	int err = sqlite3_system_errno(c->db);
+
 	switch (rc & 0xff) {
 	case SQLITE_BUSY:
 	case SQLITE_LOCKED:
@@ -378,6 +515,19 @@ store_sqlerr(struct conn *c, int rc, const char *what)
 		return RP_ERR_UNAVAILABLE;
 	case SQLITE_CONSTRAINT:
 		return RP_ERR_CONFLICT;
+	case SQLITE_FULL:
+		return storage_cond(c, RP_ERR_STORAGE_FULL, rc, what);
+	case SQLITE_READONLY:
+		c->readonly = 1; /* may have been opened read-only: reopen when writable */
+		return storage_cond(c, RP_ERR_STORAGE_READONLY, rc, what);
+	case SQLITE_IOERR:
+	case SQLITE_CANTOPEN:
+		/* The WAL index or journal could not grow, or a file may not be written. */
+		if (err == ENOSPC || err == EDQUOT)
+			return storage_cond(c, RP_ERR_STORAGE_FULL, rc, what);
+		if (err == EROFS || err == EACCES || err == EPERM)
+			return storage_cond(c, RP_ERR_STORAGE_READONLY, rc, what);
+		return storage_cond(c, RP_ERR_STORAGE_IO, rc, what);
 	default:
 		rp_log_error("store: %s: %s (%d)", what, sqlite3_errmsg(c->db), rc);
 		return RP_ERR_INTERNAL;
@@ -391,7 +541,7 @@ struct colmeta {
 	int n;
 	struct col {
 		char key[48];
-		char sub[48];   /* non-empty: member sub of object key */
+		char sub[48]; /* non-empty: member sub of object key */
 		unsigned char hint;
 		unsigned char skip;
 	} col[];
@@ -437,13 +587,19 @@ meta_parse(sqlite3_stmt *s)
 	return m;
 }
 
-/* The parsed columns of s, cached in the slot store_prep gave it. */
+/* The parsed columns of s, cached in the slot store_prep gave it: almost always the latest
+ * one prepared. */
 static struct colmeta *
 meta_of(struct conn *c, sqlite3_stmt *s)
 {
-	int i;
+	int i = c->last;
 
-	for (i = 1; i < STMT_SLOTS; i++) {
+	if (i > 0 && i < c->nslots && c->stmt[i] == s) {
+		if (c->meta[i] == NULL)
+			c->meta[i] = meta_parse(s);
+		return c->meta[i];
+	}
+	for (i = 1; i < c->nslots; i++) {
 		if (c->stmt[i] == s) {
 			if (c->meta[i] == NULL)
 				c->meta[i] = meta_parse(s);
@@ -609,18 +765,18 @@ enum rp_err
 store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id)
 {
 	static const char *by_uuid[] = {
-	    [T_RACK] = "SELECT id FROM racks WHERE uuid = ?",
-	    [T_NODE] = "SELECT id FROM nodes WHERE uuid = ?",
-	    [T_PROFILE] = "SELECT id FROM bios_profiles WHERE uuid = ?",
-	    [T_BASELINE] = "SELECT id FROM firmware_baselines WHERE uuid = ?",
-	    [T_RECIPE] = "SELECT id FROM recipes WHERE uuid = ?",
+	        [T_RACK] = "SELECT id FROM racks WHERE uuid = ?",
+	        [T_NODE] = "SELECT id FROM nodes WHERE uuid = ?",
+	        [T_PROFILE] = "SELECT id FROM bios_profiles WHERE uuid = ?",
+	        [T_BASELINE] = "SELECT id FROM firmware_baselines WHERE uuid = ?",
+	        [T_RECIPE] = "SELECT id FROM recipes WHERE uuid = ?",
 	};
 	static const char *by_name[] = {
-	    [T_RACK] = "SELECT id FROM racks WHERE name = ?",
-	    [T_NODE] = "SELECT id FROM nodes WHERE name = ?",
-	    [T_PROFILE] = "SELECT id FROM bios_profiles WHERE name = ?",
-	    [T_BASELINE] = "SELECT id FROM firmware_baselines WHERE name = ?",
-	    [T_RECIPE] = "SELECT id FROM recipes WHERE name = ?",
+	        [T_RACK] = "SELECT id FROM racks WHERE name = ?",
+	        [T_NODE] = "SELECT id FROM nodes WHERE name = ?",
+	        [T_PROFILE] = "SELECT id FROM bios_profiles WHERE name = ?",
+	        [T_BASELINE] = "SELECT id FROM firmware_baselines WHERE name = ?",
+	        [T_RECIPE] = "SELECT id FROM recipes WHERE name = ?",
 	};
 	static int slots[2][5];
 	sqlite3_stmt *s;
@@ -666,8 +822,10 @@ store_node_ref(struct conn *c, const char *key, struct node_ref *out)
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
 		out->id = id;
-		snprintf(out->uuid, sizeof out->uuid, "%s", (const char *)sqlite3_column_text(s, 0));
-		snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(s, 1));
+		snprintf(out->uuid, sizeof out->uuid, "%s",
+		         (const char *)sqlite3_column_text(s, 0));
+		snprintf(out->name, sizeof out->name, "%s",
+		         (const char *)sqlite3_column_text(s, 1));
 		out->rack_id = sqlite3_column_int64(s, 2);
 	}
 	sqlite3_reset(s);
@@ -722,7 +880,8 @@ store_refusal(struct conn *c, const char *action, const char *otype, const char 
 	if (store_begin(c) != RP_ERR_OK)
 		return;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT id, coalesce(json_extract(detail, '$.count'), 1) FROM events WHERE at >= ?1 "
+	s = STMT(c, "SELECT id, coalesce(json_extract(detail, '$.count'), 1) FROM events WHERE at "
+	            ">= ?1 "
 	            "AND action = ?2 AND object_id IS ?3 AND node_id IS ?4 AND "
 	            "json_extract(detail, '$.source') IS ?5 ORDER BY id DESC LIMIT 1");
 	if (s == NULL)
@@ -744,8 +903,10 @@ store_refusal(struct conn *c, const char *action, const char *otype, const char 
 	}
 	if (id) {
 		snprintf(text, sizeof text, "%.300s (%lld times)", summary, (long long)count + 1);
-		s = STMT(c, "UPDATE events SET summary = ?2, detail = json_set(coalesce(detail, '{}'), "
-		            "'$.count', ?3, '$.last_at', ?4) WHERE id = ?1");
+		s = STMT(
+		        c,
+		        "UPDATE events SET summary = ?2, detail = json_set(coalesce(detail, '{}'), "
+		        "'$.count', ?3, '$.last_at', ?4) WHERE id = ?1");
 		if (s == NULL)
 			goto out;
 		sqlite3_bind_int64(s, 1, id);
@@ -894,7 +1055,8 @@ store_page(struct conn *c, sqlite3_stmt *s, const struct rp_page_req *rq, const 
 		row = store_row(c, s);
 		last_id = sqlite3_column_int64(s, 0);
 		k = json_object_get(row, keyname);
-		snprintf(last_key, sizeof last_key, "%s", json_is_string(k) ? json_string_value(k) : "");
+		snprintf(last_key, sizeof last_key, "%s",
+		         json_is_string(k) ? json_string_value(k) : "");
 		json_array_append_new(items, row);
 		n++;
 	}
@@ -913,7 +1075,8 @@ store_page(struct conn *c, sqlite3_stmt *s, const struct rp_page_req *rq, const 
 enum rp_err
 store_node_by_id(struct conn *c, int64_t id, struct node_ref *out)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?");
+	sqlite3_stmt *s =
+	        STMT(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?");
 	int rc;
 
 	if (s == NULL)
@@ -922,8 +1085,10 @@ store_node_by_id(struct conn *c, int64_t id, struct node_ref *out)
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
 		out->id = id;
-		snprintf(out->uuid, sizeof out->uuid, "%s", (const char *)sqlite3_column_text(s, 0));
-		snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(s, 1));
+		snprintf(out->uuid, sizeof out->uuid, "%s",
+		         (const char *)sqlite3_column_text(s, 0));
+		snprintf(out->name, sizeof out->name, "%s",
+		         (const char *)sqlite3_column_text(s, 1));
 		out->rack_id = sqlite3_column_int64(s, 2);
 	}
 	sqlite3_reset(s);
