@@ -28,12 +28,16 @@
 	X(SLOT_OCCUPIED, 409, "rack units are already occupied")                         \
 	X(IN_USE, 409, "resource is still referenced")                                   \
 	X(INVALID_STATE, 409, "action not allowed in the current state")                 \
+	X(PREFLIGHT_FAILED, 409, "something the operation needs is missing")             \
 	X(PRECONDITION_FAILED, 412, "resource changed since it was read (If-Match)")     \
 	X(TOO_LARGE, 413, "request body too large")                                      \
 	X(UNSUPPORTED_MEDIA_TYPE, 415, "unsupported content type")                       \
 	X(RATE_LIMITED, 429, "too many requests; retry later")                           \
 	X(INTERNAL, 500, "internal error")                                               \
-	X(UNAVAILABLE, 503, "service temporarily unavailable")
+	X(UNAVAILABLE, 503, "service temporarily unavailable")                           \
+	X(STORAGE_FULL, 503, "the database's filesystem is full; free space")            \
+	X(STORAGE_READONLY, 503, "the database is read-only; writes are refused")        \
+	X(STORAGE_IO, 503, "the database's storage failed (I/O error)")
 
 enum rp_err {
 #define RP_ERR_ENUM(name, status, msg) RP_ERR_##name,

@@ -36,6 +36,20 @@ rp_api_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail)
 {
 	rp_api_resp_clear(rs);
 	rs->status = rp_err_status(e);
+	/* The database cannot take writes (full, read-only, failing): reads still work, and the
+	 * next write after the operator fixes it succeeds without a restart. */
+	if (e == RP_ERR_STORAGE_FULL || e == RP_ERR_STORAGE_READONLY || e == RP_ERR_STORAGE_IO) {
+		const char *why =
+		        e == RP_ERR_STORAGE_FULL
+		                ? "the data directory's filesystem is full; nothing changed; "
+		                  "writes succeed again once space is freed"
+		                : "the database cannot be written now; nothing changed; "
+		                  "reads keep working (GET /healthz says why)";
+
+		rs->retry_after = 30;
+		if (detail == NULL)
+			detail = json_pack("{s:s}", "reason", why);
+	}
 	rs->body = json_pack("{s:{s:s, s:s, s:o}}", "error", "code", rp_err_code(e), "message",
 	                     rp_err_message(e), "detail", detail ? detail : json_null());
 }

@@ -65,6 +65,21 @@ static const struct {
     {"nochecksumcheck", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_NO_CHECKSUM_CHECK},
 };
 
+json_t *
+rp_bmc_workaround_names(unsigned flags)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a && i < sizeof workarounds / sizeof workarounds[0]; i++)
+		if ((flags & workarounds[i].flag) &&
+		    json_array_append_new(a, json_string(workarounds[i].name)) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
 static const struct {
 	const char *name;
 	int level;
@@ -110,7 +125,8 @@ parse_options(const char *driver, json_t *o, struct rp_bmc_target *t, char *why,
 			        !strcmp(k, "workarounds") || !strcmp(k, "session_timeout_ms") ||
 			        !strcmp(k, "retransmission_timeout_ms");
 		else if (!strcmp(driver, "redfish"))
-			known = !strcmp(k, "scheme") || !strcmp(k, "system_id") || !strcmp(k, "timeout_ms");
+			known = !strcmp(k, "scheme") || !strcmp(k, "system_id") || !strcmp(k, "timeout_ms") ||
+			        !strcmp(k, "retry_tries") || !strcmp(k, "retry_wait_ms");
 		else if (!strcmp(driver, "fake"))
 			known = !strcmp(k, "delay_ms");
 		if (!known) {
@@ -163,6 +179,8 @@ parse_options(const char *driver, json_t *o, struct rp_bmc_target *t, char *why,
 				if (t)
 					t->workarounds |= workarounds[j].flag;
 			}
+			if (t)
+				t->workarounds_set = 1;
 		}
 	} else if (!strcmp(driver, "redfish")) {
 		json_t *sc = json_object_get(o, "scheme"), *sid = json_object_get(o, "system_id");
@@ -188,6 +206,14 @@ parse_options(const char *driver, json_t *o, struct rp_bmc_target *t, char *why,
 		switch (int_opt(o, "timeout_ms", 100, 300000, &n, why, whylen)) {
 		case -1: return -1;
 		case 1: if (t) t->http_timeout_ms = (unsigned)n; break;
+		}
+		switch (int_opt(o, "retry_tries", 1, 20, &n, why, whylen)) {
+		case -1: return -1;
+		case 1: if (t) t->retry_tries = (unsigned)n; break;
+		}
+		switch (int_opt(o, "retry_wait_ms", 0, 600000, &n, why, whylen)) {
+		case -1: return -1;
+		case 1: if (t) t->retry_wait_ms = (unsigned)n; break;
 		}
 	} else if (!strcmp(driver, "fake")) {
 		switch (int_opt(o, "delay_ms", 0, 60000, &n, why, whylen)) {
@@ -231,6 +257,8 @@ rp_bmc_target_from_json(json_t *bmc, const char *node_uuid, struct rp_bmc_target
 	t->session_timeout_ms = 5000;
 	t->retransmission_timeout_ms = 500;
 	t->http_timeout_ms = 15000;
+	t->retry_tries = 5;
+	t->retry_wait_ms = 30000;
 	snprintf(t->scheme, sizeof t->scheme, "https");
 	if (parse_options(driver, json_object_get(bmc, "options"), t, why, sizeof why) < 0)
 		return rp_bmc_fail(err, RP_BMC_REJECTED, "%s", why);
@@ -298,6 +326,12 @@ int
 rp_bmc_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *err)
 {
 	return b->ops->identity(b, out, err);
+}
+
+int
+rp_bmc_detected_workarounds(struct rp_bmc *b, json_t **names)
+{
+	return b->ops->detected_workarounds ? b->ops->detected_workarounds(b, names) : 0;
 }
 
 #define OPTIONAL(call, ...)                                                                \

@@ -54,10 +54,14 @@ struct rp_bmc_target {
 	int cipher_suite;        /* default 3 */
 	int privilege;           /* 2 user, 3 operator, 4 admin (default) */
 	unsigned workarounds;    /* libfreeipmi IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_* */
+	int workarounds_set;     /* options.workarounds given (even []): used as is, never probed */
 	unsigned session_timeout_ms;       /* default 5000 */
 	unsigned retransmission_timeout_ms; /* default 500 */
 	/* redfish options */
 	unsigned http_timeout_ms;          /* per request, default 15000 */
+	unsigned retry_tries;    /* tries of one request on 503/429/lost answers, default 5 */
+	unsigned retry_wait_ms;  /* one request's retries end within this of its first try,
+	                          * default 30000 */
 	char scheme[8];          /* https (default) or http */
 	char system_id[64];      /* pick this ComputerSystem when a BMC manages several */
 	/* fake options */
@@ -120,6 +124,15 @@ int rp_bmc_boot_set(struct rp_bmc *b, const struct rp_boot *want, struct rp_bmc_
 int rp_bmc_boot_get(struct rp_bmc *b, struct rp_boot *out, struct rp_bmc_err *err);
 
 int rp_bmc_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *err);
+
+/* IPMI workarounds that this handle found, at open, that its BMC needs. When the target names
+ * none (workarounds_set 0) and the plain IPMI 2.0 session fails with an error that known
+ * libfreeipmi workarounds cure (rp_bmc_ipmi_candidates), the ipmi driver tries those sets in
+ * order and keeps the first that opens a session and answers Get Device ID. Then *names gets
+ * a new array of their names (freeipmi's -W spelling, as options.workarounds takes them; the
+ * caller owns it) and 1 is returned. 0, names untouched, when nothing was detected (the
+ * session opened as configured; other drivers); -1 out of memory. */
+int rp_bmc_detected_workarounds(struct rp_bmc *b, json_t **names);
 
 /* The BMC's event log entries at or after since_ms (ms since the epoch), oldest first, at most
  * max: *out a new array (the caller owns it) of {id, at (RFC 3339 or null when the BMC gives
@@ -217,6 +230,7 @@ struct rp_bmc_ops {
 	                 struct rp_bmc_err *err);
 	int (*events)(struct rp_bmc *b, int64_t since_ms, size_t max, json_t **out,
 	              struct rp_bmc_err *err);
+	int (*detected_workarounds)(struct rp_bmc *b, json_t **names);
 };
 
 /* Every handle starts with this header so the dispatcher finds its driver. */
@@ -227,6 +241,18 @@ struct rp_bmc {
 extern const struct rp_bmc_ops rp_bmc_ipmi_ops;
 extern const struct rp_bmc_ops rp_bmc_redfish_ops;
 extern const struct rp_bmc_ops rp_bmc_fake_ops;
+
+/* The names (options.workarounds spelling) of libfreeipmi 2.0 workaround flags, in the order
+ * of bmc.c's table: a new array, NULL out of memory. */
+json_t *rp_bmc_workaround_names(unsigned flags);
+
+/* The IPMI driver's probing (ipmi.c), pure: the workaround sets worth trying, in order, when an
+ * IPMI 2.0 session without workarounds fails with libfreeipmi error errnum (ipmi_ctx_errnum).
+ * Writes up to max of them to sets (may be NULL when max is 0) and returns how many there are
+ * in all (at most RP_BMC_IPMI_PROBES); 0 when no workaround is known to cure that error:
+ * wrong credentials, timeouts (no answer), and all other errors are never probed. */
+#define RP_BMC_IPMI_PROBES 3
+size_t rp_bmc_ipmi_candidates(int errnum, unsigned *sets, size_t max);
 
 /* Set err (kind + printf message); returns -1 for `return rp_bmc_fail(...)`. */
 int rp_bmc_fail(struct rp_bmc_err *err, enum rp_bmc_errkind kind, const char *fmt, ...)

@@ -1,6 +1,11 @@
 /*
  * The IPMI driver: IPMI 2.0 / RMCP+ ("lanplus") through libfreeipmi. One session per
  * handle; a read that finds its session gone (the BMC restarted) reopens it once.
+ *
+ * Workarounds are found, not configured: when a node's options name none and the plain
+ * session fails with an error that a known libfreeipmi workaround cures, ipmi_open tries the
+ * sets rp_bmc_ipmi_candidates gives, in order, and keeps the first that opens a session and
+ * answers Get Device ID (rp_bmc_detected_workarounds tells the caller, which persists it).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -17,7 +22,63 @@ struct ipmi {
 	ipmi_ctx_t ctx;
 	struct rp_bmc_target t;
 	char host[300];
+	unsigned detected; /* workaround flags probing found at open; 0: none */
 };
+
+/*
+ * Which workarounds cure which error, from freeipmi's WORKAROUNDS documentation
+ * (ipmipower(8)) and libfreeipmi's api/ipmi-lan-session-common.c, for IPMI 2.0 sessions:
+ * - "privilege level cannot be obtained": the BMC hashes with (or checks) the privilege of
+ *   Open Session, where freeipmi asks for "highest". opensesspriv sends the real privilege
+ *   (ipmi_sim, Dell, Supermicro X8, Intel S2600/S5500, Quanta); intel20 also accepts the
+ *   "highest" answer Intel BMCs give back; sun20 includes opensesspriv and fixes Sun ILOM's
+ *   key hashing.
+ * - "bad rmcpplus status code": opensesspriv, then sun20 ("bmc error").
+ * Never probed:
+ * - "username invalid", "password invalid", "k_g invalid": authcap, intel20, supermicro20,
+ *   sun20, opensesspriv and integritycheckvalue cure them on a few old BMCs, but far more
+ *   often they mean wrong credentials, which must fail at once. Such BMCs need
+ *   options.workarounds.
+ * - Timeouts (connection, session, password verification): nochecksumcheck cures some, but
+ *   they cannot be told from a BMC that is down or flaky, probing would cost a session
+ *   timeout each, and a false find (a retry that happened to work) would persist a
+ *   workaround that turns off checksum checks.
+ * - "ipmi 2.0 unavailable": libfreeipmi checks it before any 2.0 workaround applies.
+ * - idzero, unexpectedauth, forcepermsg, endianseq, noauthcodecheck are IPMI 1.5 workarounds:
+ *   this driver speaks only 2.0 and ipmi_ctx_open_outofband_2_0 refuses them.
+ * At most RP_BMC_IPMI_PROBES sets, each one more session attempt.
+ */
+size_t
+rp_bmc_ipmi_candidates(int errnum, unsigned *sets, size_t max)
+{
+	static const unsigned privilege[] = {
+	        IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_OPEN_SESSION_PRIVILEGE,
+	        IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_INTEL_2_0_SESSION,
+	        IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_SUN_2_0_SESSION,
+	};
+	static const unsigned status[] = {
+	        IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_OPEN_SESSION_PRIVILEGE,
+	        IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_SUN_2_0_SESSION,
+	};
+	const unsigned *c = NULL;
+	size_t n = 0, i;
+
+	switch (errnum) {
+	case IPMI_ERR_PRIVILEGE_LEVEL_CANNOT_BE_OBTAINED:
+		c = privilege;
+		n = sizeof privilege / sizeof privilege[0];
+		break;
+	case IPMI_ERR_BAD_RMCPPLUS_STATUS_CODE:
+		c = status;
+		n = sizeof status / sizeof status[0];
+		break;
+	default:
+		return 0;
+	}
+	for (i = 0; i < n && i < max; i++)
+		sets[i] = c[i];
+	return n;
+}
 
 /* Map libfreeipmi's error on an open session attempt. */
 static int
@@ -34,25 +95,25 @@ open_error(struct ipmi *h, struct rp_bmc_err *err)
 	case IPMI_ERR_AUTHENTICATION_TYPE_UNAVAILABLE:
 		return rp_bmc_fail(err, RP_BMC_AUTH, "IPMI session to %s refused: %s", h->host, m);
 	case IPMI_ERR_PRIVILEGE_LEVEL_CANNOT_BE_OBTAINED:
-		return rp_bmc_fail(err, RP_BMC_AUTH,
-		                   "IPMI session to %s refused: %s (some BMCs need "
-		                   "options.workarounds [\"opensesspriv\"])",
-		                   h->host, m);
+		return rp_bmc_fail(err, RP_BMC_AUTH, "IPMI session to %s refused: %s", h->host, m);
 	case IPMI_ERR_CIPHER_SUITE_ID_UNAVAILABLE:
 	case IPMI_ERR_IPMI_2_0_UNAVAILABLE:
-		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "IPMI 2.0 session to %s: %s (cipher suite %d)",
-		                   h->host, m, h->t.cipher_suite);
+		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED,
+		                   "IPMI 2.0 session to %s: %s (cipher suite %d)", h->host, m,
+		                   h->t.cipher_suite);
 	case IPMI_ERR_CONNECTION_TIMEOUT:
 	case IPMI_ERR_SESSION_TIMEOUT:
 	case IPMI_ERR_PASSWORD_VERIFICATION_TIMEOUT:
-		return rp_bmc_fail(err, RP_BMC_UNREACHABLE, "no IPMI answer from %s within %u ms: %s",
-		                   h->host, h->t.session_timeout_ms, m);
+		return rp_bmc_fail(err, RP_BMC_UNREACHABLE,
+		                   "no IPMI answer from %s within %u ms: %s", h->host,
+		                   h->t.session_timeout_ms, m);
 	case IPMI_ERR_BMC_BUSY:
 		return rp_bmc_fail(err, RP_BMC_BUSY, "BMC %s busy: %s", h->host, m);
 	case IPMI_ERR_HOSTNAME_INVALID:
 		return rp_bmc_fail(err, RP_BMC_REJECTED, "invalid BMC address %s", h->host);
 	default:
-		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "IPMI session to %s failed: %s", h->host, m);
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "IPMI session to %s failed: %s", h->host,
+		                   m);
 	}
 }
 
@@ -68,18 +129,21 @@ cmd_error(struct ipmi *h, fiid_obj_t rs, uint8_t netfn, const char *what, struct
 	case IPMI_ERR_SESSION_TIMEOUT:
 	case IPMI_ERR_MESSAGE_TIMEOUT:
 	case IPMI_ERR_CONNECTION_TIMEOUT:
-		return rp_bmc_fail(err, RP_BMC_TIMEOUT, "%s: no answer from %s: %s", what, h->host, m);
+		return rp_bmc_fail(err, RP_BMC_TIMEOUT, "%s: no answer from %s: %s", what, h->host,
+		                   m);
 	case IPMI_ERR_BMC_BUSY:
 	case IPMI_ERR_DRIVER_BUSY:
 		return rp_bmc_fail(err, RP_BMC_BUSY, "%s: BMC %s busy", what, h->host);
 	case IPMI_ERR_COMMAND_INVALID_OR_UNSUPPORTED:
-		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: not supported by BMC %s", what, h->host);
+		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: not supported by BMC %s", what,
+		                   h->host);
 	case IPMI_ERR_PRIVILEGE_LEVEL_INSUFFICIENT:
 		return rp_bmc_fail(err, RP_BMC_AUTH, "%s: privilege too low on %s", what, h->host);
 	case IPMI_ERR_BAD_COMPLETION_CODE:
 		if (ipmi_completion_code_strerror_cmd_r(rs, netfn, cc, sizeof cc) < 0)
 			snprintf(cc, sizeof cc, "%s", m);
-		return rp_bmc_fail(err, RP_BMC_REJECTED, "%s: BMC %s answered: %s", what, h->host, cc);
+		return rp_bmc_fail(err, RP_BMC_REJECTED, "%s: BMC %s answered: %s", what, h->host,
+		                   cc);
 	default:
 		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s on %s: %s", what, h->host, m);
 	}
@@ -103,6 +167,86 @@ session(struct ipmi *h, struct rp_bmc_err *err)
 	return 0;
 }
 
+/* The plain session failed with err (libfreeipmi's error still in h->ctx): try the workaround
+ * sets that cure it. 0 with a session open on the first set that answers Get Device ID (kept in
+ * h->t.workarounds and h->detected); -1 with err set: the original error when no set helped,
+ * or the error a set got past the quirk to (a wrong password, no answer), which is the real
+ * one. */
+static int
+probe(struct ipmi *h, struct rp_bmc_err *err)
+{
+	unsigned sets[RP_BMC_IPMI_PROBES];
+	size_t n = rp_bmc_ipmi_candidates(ipmi_ctx_errnum(h->ctx), sets, RP_BMC_IPMI_PROBES), i;
+	struct rp_bmc_err first = *err, e = {0};
+	fiid_obj_t rs = NULL;
+	char tried[64] = "";
+	int rc = -1;
+
+	if (n == 0)
+		return -1;
+	if (h->t.workarounds_set) {
+		/* An operator's choice is kept, even when it does not work. */
+		snprintf(err->msg, sizeof err->msg,
+		         "%.180s (options.workarounds is set, so no other workarounds were tried)",
+		         first.msg);
+		return -1;
+	}
+	if ((rs = fiid_obj_create(tmpl_cmd_get_device_id_rs)) == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	for (i = 0; i < n; i++) {
+		json_t *names = rp_bmc_workaround_names(sets[i]);
+		char name[24];
+		size_t len = strlen(tried);
+
+		snprintf(name, sizeof name, "%s",
+		         json_string_value(json_array_get(names, 0)) ?: "?");
+		json_decref(names);
+		snprintf(tried + len, sizeof tried - len, "%s%s", len ? ", " : "", name);
+		h->t.workarounds = sets[i];
+		if (session(h, &e) == 0) {
+			if (ipmi_cmd_get_device_id(h->ctx, rs) == 0) {
+				h->detected = sets[i];
+				rp_log_info("ipmi: %s; opened with workaround %s", first.msg, name);
+				rc = 0;
+				goto out;
+			}
+			cmd_error(h, rs, IPMI_NET_FN_APP_RQ, "get device id", &e);
+			if (e.kind == RP_BMC_TIMEOUT || e.kind == RP_BMC_UNREACHABLE) {
+				*err = e;
+				goto fail;
+			}
+			continue;
+		}
+		if (rp_bmc_ipmi_candidates(ipmi_ctx_errnum(h->ctx), NULL, 0) == 0) {
+			/* Past the quirk to a refusal no workaround is tried for: that is the
+			 * answer. */
+			*err = e;
+			goto fail;
+		}
+	}
+	snprintf(err->msg, sizeof err->msg, "%.150s (no workaround helped; tried %s)", first.msg,
+	         tried);
+fail:
+	h->t.workarounds = 0;
+out:
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+static int
+ipmi_detected_workarounds(struct rp_bmc *b, json_t **names)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	json_t *a;
+
+	if (h->detected == 0)
+		return 0;
+	if ((a = rp_bmc_workaround_names(h->detected)) == NULL)
+		return -1;
+	*names = a;
+	return 1;
+}
+
 static struct rp_bmc *
 ipmi_open(const struct rp_bmc_target *t, struct rp_bmc_err *err)
 {
@@ -116,11 +260,11 @@ ipmi_open(const struct rp_bmc_target *t, struct rp_bmc_err *err)
 	h->t = *t;
 	/* libfreeipmi takes "host:port" for ports other than 623. */
 	if (t->port && t->port != 623)
-		snprintf(h->host, sizeof h->host, strchr(t->host, ':') ? "[%s]:%u" : "%s:%u", t->host,
-		         t->port);
+		snprintf(h->host, sizeof h->host, strchr(t->host, ':') ? "[%s]:%u" : "%s:%u",
+		         t->host, t->port);
 	else
 		snprintf(h->host, sizeof h->host, "%s", t->host);
-	if (session(h, err) < 0) {
+	if (session(h, err) < 0 && probe(h, err) < 0) {
 		rp_bmc_ipmi_ops.close(&h->base);
 		return NULL;
 	}
@@ -145,13 +289,13 @@ ipmi_close(struct rp_bmc *b)
 
 /* Run a read-only command; if the session died under it (BMC restart), open a new one
  * and try once more: a read is safe to repeat. */
-#define READ_CMD(h, rs, call, netfn, what, err)                                                \
-	__extension__({                                                                        \
-		int rc_ = (call);                                                              \
-		if (rc_ < 0 && ipmi_ctx_errnum((h)->ctx) == IPMI_ERR_SESSION_TIMEOUT &&          \
-		    session((h), (err)) == 0)                                                  \
-			rc_ = (call);                                                          \
-		rc_ < 0 ? cmd_error((h), (rs), (netfn), (what), (err)) : 0;                    \
+#define READ_CMD(h, rs, call, netfn, what, err)                                                    \
+	__extension__({                                                                            \
+		int rc_ = (call);                                                                  \
+		if (rc_ < 0 && ipmi_ctx_errnum((h)->ctx) == IPMI_ERR_SESSION_TIMEOUT &&            \
+		    session((h), (err)) == 0)                                                      \
+			rc_ = (call);                                                              \
+		rc_ < 0 ? cmd_error((h), (rs), (netfn), (what), (err)) : 0;                        \
 	})
 
 static int
@@ -168,7 +312,8 @@ ipmi_power_get(struct rp_bmc *b, enum rp_power *out, struct rp_bmc_err *err)
 	             "get chassis status", err) < 0)
 		goto out;
 	if (fiid_obj_get(rs, "current_power_state.power_is_on", &on) < 0) {
-		rp_bmc_fail(err, RP_BMC_PROTOCOL, "chassis status from %s lacks the power state", h->host);
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "chassis status from %s lacks the power state",
+		            h->host);
 		goto out;
 	}
 	*out = on ? RP_POWER_ON : RP_POWER_OFF;
@@ -182,11 +327,11 @@ static int
 ipmi_power_set(struct rp_bmc *b, enum rp_power_action a, struct rp_bmc_err *err)
 {
 	static const uint8_t codes[] = {
-	    [RP_POWER_ACT_ON] = IPMI_CHASSIS_CONTROL_POWER_UP,
-	    [RP_POWER_ACT_OFF] = IPMI_CHASSIS_CONTROL_POWER_DOWN,
-	    [RP_POWER_ACT_SOFT_OFF] = IPMI_CHASSIS_CONTROL_INITIATE_SOFT_SHUTDOWN,
-	    [RP_POWER_ACT_CYCLE] = IPMI_CHASSIS_CONTROL_POWER_CYCLE,
-	    [RP_POWER_ACT_RESET] = IPMI_CHASSIS_CONTROL_HARD_RESET,
+	        [RP_POWER_ACT_ON] = IPMI_CHASSIS_CONTROL_POWER_UP,
+	        [RP_POWER_ACT_OFF] = IPMI_CHASSIS_CONTROL_POWER_DOWN,
+	        [RP_POWER_ACT_SOFT_OFF] = IPMI_CHASSIS_CONTROL_INITIATE_SOFT_SHUTDOWN,
+	        [RP_POWER_ACT_CYCLE] = IPMI_CHASSIS_CONTROL_POWER_CYCLE,
+	        [RP_POWER_ACT_RESET] = IPMI_CHASSIS_CONTROL_HARD_RESET,
 	};
 	struct ipmi *h = (struct ipmi *)b;
 	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_chassis_control_rs);
@@ -212,10 +357,9 @@ ipmi_boot_get(struct rp_bmc *b, struct rp_boot *out, struct rp_bmc_err *err)
 	if (rs == NULL)
 		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
 	if (READ_CMD(h, rs,
-	             ipmi_cmd_get_system_boot_options_boot_flags(h->ctx,
-	                                                         IPMI_SYSTEM_BOOT_OPTIONS_NO_SET_SELECTOR,
-	                                                         IPMI_SYSTEM_BOOT_OPTIONS_NO_BLOCK_SELECTOR,
-	                                                         rs),
+	             ipmi_cmd_get_system_boot_options_boot_flags(
+	                     h->ctx, IPMI_SYSTEM_BOOT_OPTIONS_NO_SET_SELECTOR,
+	                     IPMI_SYSTEM_BOOT_OPTIONS_NO_BLOCK_SELECTOR, rs),
 	             IPMI_NET_FN_CHASSIS_RQ, "get boot flags", err) < 0)
 		goto out;
 	if (fiid_obj_get(rs, "boot_device", &dev) < 0 ||
@@ -226,9 +370,10 @@ ipmi_boot_get(struct rp_bmc *b, struct rp_boot *out, struct rp_bmc_err *err)
 	}
 	out->device = dev == IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_FORCE_PXE ? RP_BOOT_PXE
 	              : dev == IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_FORCE_HARD_DRIVE
-	                  ? RP_BOOT_DISK
-	              : dev == IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_NO_OVERRIDE ? RP_BOOT_NONE
-	                                                                                  : RP_BOOT_OTHER;
+	                      ? RP_BOOT_DISK
+	              : dev == IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_NO_OVERRIDE
+	                      ? RP_BOOT_NONE
+	                      : RP_BOOT_OTHER;
 	out->persistent = persistent != 0;
 	out->uefi = efi == IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_TYPE_EFI;
 	rc = 0;
@@ -243,27 +388,28 @@ ipmi_boot_set(struct rp_bmc *b, const struct rp_boot *want, struct rp_bmc_err *e
 	struct ipmi *h = (struct ipmi *)b;
 	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_set_system_boot_options_rs);
 	uint8_t dev = want->device == RP_BOOT_PXE
-	                  ? IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_FORCE_PXE
-	                  : IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_FORCE_HARD_DRIVE;
+	                      ? IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_FORCE_PXE
+	                      : IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_DEVICE_FORCE_HARD_DRIVE;
 	int rc = 0;
 
 	if (rs == NULL)
 		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
 	if (ipmi_cmd_set_system_boot_options_boot_flags(
-	        h->ctx, IPMI_SYSTEM_BOOT_OPTIONS_PARAMETER_VALID_UNLOCKED,
-	        want->uefi ? IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_TYPE_EFI
-	                   : IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_TYPE_PC_COMPATIBLE,
-	        want->persistent ? IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_VALID_PERSISTENTLY
-	                         : IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_VALID_FOR_NEXT_BOOT,
-	        IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_VALID, IPMI_SYSTEM_BOOT_OPTION_DISABLE,
-	        IPMI_SYSTEM_BOOT_OPTION_DISABLE, dev, IPMI_SYSTEM_BOOT_OPTION_DISABLE,
-	        IPMI_SYSTEM_BOOT_OPTION_DISABLE, IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_CONSOLE_REDIRECTION_DEFAULT,
-	        IPMI_SYSTEM_BOOT_OPTION_DISABLE, IPMI_SYSTEM_BOOT_OPTION_DISABLE,
-	        IPMI_SYSTEM_BOOT_OPTION_DISABLE,
-	        IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_FIRMWARE_BIOS_VERBOSITY_DEFAULT,
-	        IPMI_SYSTEM_BOOT_OPTION_DISABLE,
-	        IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAGS_SET_MUX_TO_RECOMENDED_AT_END_OF_POST,
-	        IPMI_SYSTEM_BOOT_OPTION_DISABLE, 0, rs) < 0)
+	            h->ctx, IPMI_SYSTEM_BOOT_OPTIONS_PARAMETER_VALID_UNLOCKED,
+	            want->uefi ? IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_TYPE_EFI
+	                       : IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_BOOT_TYPE_PC_COMPATIBLE,
+	            want->persistent ? IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_VALID_PERSISTENTLY
+	                             : IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_VALID_FOR_NEXT_BOOT,
+	            IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_VALID, IPMI_SYSTEM_BOOT_OPTION_DISABLE,
+	            IPMI_SYSTEM_BOOT_OPTION_DISABLE, dev, IPMI_SYSTEM_BOOT_OPTION_DISABLE,
+	            IPMI_SYSTEM_BOOT_OPTION_DISABLE,
+	            IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_CONSOLE_REDIRECTION_DEFAULT,
+	            IPMI_SYSTEM_BOOT_OPTION_DISABLE, IPMI_SYSTEM_BOOT_OPTION_DISABLE,
+	            IPMI_SYSTEM_BOOT_OPTION_DISABLE,
+	            IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAG_FIRMWARE_BIOS_VERBOSITY_DEFAULT,
+	            IPMI_SYSTEM_BOOT_OPTION_DISABLE,
+	            IPMI_SYSTEM_BOOT_OPTION_BOOT_FLAGS_SET_MUX_TO_RECOMENDED_AT_END_OF_POST,
+	            IPMI_SYSTEM_BOOT_OPTION_DISABLE, 0, rs) < 0)
 		rc = cmd_error(h, rs, IPMI_NET_FN_CHASSIS_RQ, "set boot flags", err);
 	fiid_obj_destroy(rs);
 	return rc;
@@ -325,10 +471,12 @@ fru_identity(struct ipmi *h, struct rp_bmc_identity *id)
 			ipmi_fru_field_t mfr, name, model, version, serial, asset, fileid;
 			uint8_t lang = 0;
 
-			if (ipmi_fru_product_info_area(fru, buf, len, &lang, &mfr, &name, &model, &version,
-			                               &serial, &asset, &fileid, NULL, 0) == 0) {
+			if (ipmi_fru_product_info_area(fru, buf, len, &lang, &mfr, &name, &model,
+			                               &version, &serial, &asset, &fileid, NULL,
+			                               0) == 0) {
 				fru_text_keep(fru, &serial, lang, id->serial, sizeof id->serial);
-				fru_text_keep(fru, &mfr, lang, id->manufacturer, sizeof id->manufacturer);
+				fru_text_keep(fru, &mfr, lang, id->manufacturer,
+				              sizeof id->manufacturer);
 				fru_text_keep(fru, &model, lang, id->model, sizeof id->model);
 				fru_text_keep(fru, &name, lang, id->model, sizeof id->model);
 			}
@@ -337,11 +485,11 @@ fru_identity(struct ipmi *h, struct rp_bmc_identity *id)
 			uint8_t lang = 0;
 			uint32_t date = 0;
 
-			if (ipmi_fru_board_info_area(fru, buf, len, &lang, &date, &mfr, &name, &serial,
-			                             &part, &fileid, NULL, 0) == 0)
+			if (ipmi_fru_board_info_area(fru, buf, len, &lang, &date, &mfr, &name,
+			                             &serial, &part, &fileid, NULL, 0) == 0)
 				fru_text_keep(fru, &serial, lang, id->serial, sizeof id->serial);
 		}
-next:
+	next:
 		more = ipmi_fru_next(fru);
 	} while (more == 1);
 close:
@@ -373,7 +521,8 @@ ipmi_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *
 	fiid_obj_get(dev, "manufacturer_id.id", &mfr);
 	fiid_obj_get(dev, "product_id", &product);
 	/* The minor revision is BCD: 0x08 reads "08", 0x45 reads "45". */
-	snprintf(id.bmc_firmware, sizeof id.bmc_firmware, "%u.%02x", (unsigned)major, (unsigned)minor);
+	snprintf(id.bmc_firmware, sizeof id.bmc_firmware, "%u.%02x", (unsigned)major,
+	         (unsigned)minor);
 	snprintf(id.manufacturer, sizeof id.manufacturer, "IANA %u", (unsigned)mfr);
 	snprintf(id.model, sizeof id.model, "product 0x%04x", (unsigned)product);
 	/* The GUID is optional in IPMI; an error here only leaves it empty. */
@@ -382,9 +531,9 @@ ipmi_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *
 		/* IPMI sends the whole GUID least significant byte first; reversed, it reads as
 		 * ipmitool and freeipmi print it. */
 		snprintf(id.uuid, sizeof id.uuid,
-		         "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", g[15],
-		         g[14], g[13], g[12], g[11], g[10], g[9], g[8], g[7], g[6], g[5], g[4], g[3], g[2],
-		         g[1], g[0]);
+		         "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		         g[15], g[14], g[13], g[12], g[11], g[10], g[9], g[8], g[7], g[6], g[5],
+		         g[4], g[3], g[2], g[1], g[0]);
 	}
 	fru_identity(h, &id);
 	*out = id;
@@ -572,13 +721,14 @@ out:
 }
 
 const struct rp_bmc_ops rp_bmc_ipmi_ops = {
-    .name = "ipmi",
-    .open = ipmi_open,
-    .close = ipmi_close,
-    .power_get = ipmi_power_get,
-    .power_set = ipmi_power_set,
-    .boot_set = ipmi_boot_set,
-    .boot_get = ipmi_boot_get,
-    .identity = ipmi_identity,
-    .events = ipmi_events,
+        .name = "ipmi",
+        .open = ipmi_open,
+        .close = ipmi_close,
+        .power_get = ipmi_power_get,
+        .power_set = ipmi_power_set,
+        .boot_set = ipmi_boot_set,
+        .boot_get = ipmi_boot_get,
+        .identity = ipmi_identity,
+        .events = ipmi_events,
+        .detected_workarounds = ipmi_detected_workarounds,
 };

@@ -80,6 +80,13 @@ int jobs_stopping(struct work *w);
 /* Sleep, resuming after signals. */
 void jobs_sleep_ms(unsigned ms);
 
+/* After a BMC handle opened: persist the IPMI workarounds it found that the BMC needs
+ * (rp_bmc_detected_workarounds) in the node's bmc.options, with an event, so the next
+ * session opens directly. node {uuid, name} and bmc {address, port} as claimed (borrowed).
+ * Failures are logged only. */
+struct rp_bmc;
+void jobs_bmc_learned(struct rp_jobs *j, json_t *node, json_t *bmc, struct rp_bmc *b);
+
 /* A BMC error as an outcome: a retry when that can help and attempts remain, else final. */
 struct rp_bmc_err;
 json_t *jobs_bmc_failure(struct work *w, const struct rp_bmc_err *err, int may_retry);
@@ -102,6 +109,19 @@ json_t *jobs_run_acceptance(struct work *w, struct rp_bmc *b);
  * them (source redfish), as a firmware_refresh does. 0, or -1 with err set (kind
  * RP_BMC_UNSUPPORTED for a BMC without Redfish inventory). */
 int jobs_firmware_read(struct work *w, struct rp_bmc *b, struct rp_bmc_err *err);
+
+/* The last JOBS_TAIL bytes a steps job's SSH channel carried (steps.c), for error messages.
+ * Zero-initialise. jobs_tail_add keeps the last JOBS_TAIL bytes of everything added in
+ * order, whatever the chunking; jobs_tail_last_line writes the last non-empty line of the
+ * tail (without its line end, cut to len - 1 bytes, NUL-terminated; "" when there is none)
+ * to buf (len >= 1) and returns buf. Pure functions, exposed for tests/fuzz/fuzz_steps.c. */
+#define JOBS_TAIL 512
+struct jobs_tail {
+	char data[JOBS_TAIL];
+	size_t len;
+};
+void jobs_tail_add(struct jobs_tail *t, const char *data, size_t len);
+const char *jobs_tail_last_line(const struct jobs_tail *t, char *buf, size_t len);
 
 /* Run a steps job (steps.c): push its plan over SSH and settle it. The outcome to record,
  * or NULL when rackpilotd is stopping (the job stays running and is recovered). */

@@ -93,6 +93,30 @@ jobs_set_error(json_t *o, const char *code, const char *fmt, ...)
 	json_object_set_new(o, "error", json_string(msg));
 }
 
+/* Persist the IPMI workarounds b found at open, so the next session opens directly. Its own
+ * transaction, after the BMC answered and before any other BMC call; a failure is logged and
+ * the job goes on (it has a working session either way). */
+void
+jobs_bmc_learned(struct rp_jobs *j, json_t *node, json_t *bmc, struct rp_bmc *b)
+{
+	const char *name = json_string_value(json_object_get(node, "name")) ?: "?";
+	const char *uuid = json_string_value(json_object_get(node, "uuid"));
+	const char *address = json_string_value(json_object_get(bmc, "address"));
+	unsigned port = (unsigned)json_integer_value(json_object_get(bmc, "port"));
+	json_t *names = NULL;
+	enum rp_err e;
+
+	if (rp_bmc_detected_workarounds(b, &names) != 1)
+		return;
+	e = rp_store_bmc_workarounds_detected(j->st, uuid ? uuid : name, address, port, names);
+	if (e == RP_ERR_OK)
+		rp_log_info("jobs: %s: IPMI workarounds detected and saved in bmc.options", name);
+	else if (e != RP_ERR_CONFLICT)
+		rp_log_warn("jobs: %s: detected IPMI workarounds not saved: %s", name,
+		            rp_err_code(e));
+	json_decref(names);
+}
+
 /* A BMC error: retried later when that can help and attempts remain, else final. */
 json_t *
 jobs_bmc_failure(struct work *w, const struct rp_bmc_err *err, int may_retry)
@@ -398,6 +422,7 @@ static json_t *
 run_verify(struct work *w, struct rp_bmc *b)
 {
 	json_t *node = json_object_get(w->claim, "node"), *checks = json_array(), *identity, *o;
+	json_t *o_bmc;
 	const char *serial = json_string_value(json_object_get(node, "serial"));
 	const char *uuid = json_string_value(json_object_get(node, "system_uuid"));
 	struct rp_bmc_identity id;
@@ -455,6 +480,18 @@ run_verify(struct work *w, struct rp_bmc *b)
 	}
 	json_object_set_new(o, "result", json_pack("{s:O, s:s, s:o}", "identity", identity, "power",
 	                                           rp_power_name(p), "checks", checks));
+	/* The IPMI quirks this session needed: found now, or as the options name them. */
+	o_bmc = json_object_get(w->claim, "bmc");
+	if (!strcmp(json_string_value(json_object_get(o_bmc, "driver")) ?: "", "ipmi")) {
+		json_t *res = json_object_get(o, "result"), *quirks = NULL;
+		json_t *conf = json_object_get(json_object_get(o_bmc, "options"), "workarounds");
+
+		if (rp_bmc_detected_workarounds(b, &quirks) == 1)
+			json_object_set_new(res, "workarounds_detected", json_true());
+		else
+			quirks = json_is_array(conf) ? json_deep_copy(conf) : json_array();
+		json_object_set_new(res, "workarounds", quirks);
+	}
 	json_object_set_new(o, "identity", identity);
 	json_object_set_new(o, "power", json_string(rp_power_name(p)));
 	json_object_set_new(o, "bmc_ok", json_true());
@@ -484,6 +521,8 @@ run(struct work *w)
 	explicit_bzero(t.password, sizeof t.password);
 	if (b == NULL)
 		return jobs_bmc_failure(w, &err, 1);
+	jobs_bmc_learned(w->j, json_object_get(w->claim, "node"), json_object_get(w->claim, "bmc"),
+	                 b);
 	if (!strcmp(w->type, "power"))
 		o = run_power(w, b);
 	else if (!strcmp(w->type, "boot"))
@@ -557,16 +596,23 @@ worker(void *arg)
 static void
 record(struct rp_jobs *j, json_t *done)
 {
-	int tries;
+	enum rp_err last = RP_ERR_OK;
+	int tries, storage;
 
 	for (tries = 0; tries < 50; tries++) {
 		enum rp_err e = rp_store_jobs_finish(j->st, done, (int)j->o.fault_threshold);
 
 		if (e == RP_ERR_OK)
 			return;
-		rp_log_warn("jobs: recording %zu jobs_outcome(s) failed (%s); retrying", json_array_size(done),
-		            rp_err_message(e));
-		jobs_sleep_ms(100);
+		/* Once per kind of failure, not per try. */
+		if (e != last)
+			rp_log_warn("jobs: recording %zu jobs_outcome(s) failed (%s); retrying",
+			            json_array_size(done), rp_err_message(e));
+		last = e;
+		/* A full or read-only disk takes an operator: back off longer (50 tries: ~50 s). */
+		storage = e == RP_ERR_STORAGE_FULL || e == RP_ERR_STORAGE_READONLY ||
+		          e == RP_ERR_STORAGE_IO;
+		jobs_sleep_ms(storage ? 1000 : 100);
 	}
 	rp_log_error("jobs: could not record %zu jobs_outcome(s); they stay running and will be "
 	             "recovered at the next start", json_array_size(done));
@@ -702,6 +748,7 @@ sweep_worker(void *arg)
 		if (rp_bmc_target_from_json(json_object_get(node, "bmc"),
 		                            json_string_value(json_object_get(node, "uuid")), &t, &err) == 0 &&
 		    (b = rp_bmc_open(&t, &err)) != NULL) {
+			jobs_bmc_learned(s->j, node, json_object_get(node, "bmc"), b);
 			if (rp_bmc_power_get(b, &p, &err) == 0) {
 				json_object_set_new(r, "ok", json_true());
 				json_object_set_new(r, "power", json_string(rp_power_name(p)));
@@ -797,6 +844,7 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	struct rp_jobs *j = calloc(1, sizeof *j);
 	unsigned i;
 	int recovered = 0, lane;
+	enum rp_err e;
 
 	if (j == NULL) {
 		snprintf(why, whylen, "out of memory");
@@ -822,7 +870,14 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	j->done = json_array();
 	/* The first sweep waits a little, so a fresh start is not a burst of BMC traffic. */
 	j->next_sweep_ms = rp_time_now_ms() + 5000;
-	if (rp_store_jobs_recover(st, &recovered) != RP_ERR_OK) {
+	e = rp_store_jobs_recover(st, &recovered);
+	if (e == RP_ERR_STORAGE_FULL || e == RP_ERR_STORAGE_READONLY || e == RP_ERR_STORAGE_IO) {
+		/* Serve reads meanwhile; jobs wait for a writable database, and interrupted ones
+		 * are recovered at the next start. */
+		rp_log_warn("jobs: cannot recover interrupted jobs now (%s); jobs wait until the "
+		            "database is writable",
+		            rp_err_message(e));
+	} else if (e != RP_ERR_OK) {
 		snprintf(why, whylen, "cannot recover interrupted jobs");
 		goto fail;
 	}

@@ -78,6 +78,9 @@ bmc_open(struct work *w, struct rp_bmc_err *err)
 		return NULL;
 	b = rp_bmc_open(&t, err);
 	explicit_bzero(t.password, sizeof t.password);
+	if (b != NULL)
+		jobs_bmc_learned(w->j, json_object_get(w->claim, "node"),
+		                 json_object_get(w->claim, "bmc"), b);
 	return b;
 }
 

@@ -460,6 +460,18 @@ enum rp_err rp_store_job_mark_sent(struct rp_store *st, int64_t id);
  * A job that ends leaves its pending steps skipped and running ones failed. */
 enum rp_err rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold);
 
+/* IPMI workarounds a job found that node's BMC needs (names: a non-empty array of
+ * options.workarounds names, borrowed): set bmc.options.workarounds to them and record a
+ * bmc.workarounds_detected event ({workarounds, address, port}) in one transaction, so the
+ * next session opens directly. node: UUID or name. address and port (0 when none is stored)
+ * are the BMC the job talked to.
+ * RP_ERR_CONFLICT, nothing changed, when the options already name workarounds (any value
+ * but null, [] included: an operator's choice is never overwritten) or the node's BMC is no
+ * longer that ipmi BMC (edited while the job ran). RP_ERR_NOT_FOUND: no such node or no BMC.
+ * RP_ERR_BAD_REQUEST: names is not a non-empty array of strings. */
+enum rp_err rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node,
+                                              const char *address, unsigned port, json_t *names);
+
 /* ---- Agents --------------------------------------------------------------------------- */
 
 /* Bootstrap token objects: id, node (name, or null: any machine may register with it),
@@ -696,6 +708,20 @@ enum rp_err rp_store_power_record(struct rp_store *st, json_t *readings, int fau
 enum rp_err rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor,
                                     json_t **out, json_t **detail);
 
+/* What a firmware update, BIOS apply or rollout will need, read in one transaction (the
+ * pre-flight check is rp_api_preflight's). what: {kind firmware|bios, node (one node: the
+ * node's own update or apply) or selector (a rollout: only the nodes its plan would give a
+ * job: not in maintenance, with a target, off it), components? (firmware, one node),
+ * profile? (bios, one node)}. *out (caller owns): {kind, nodes [{node, driver (null without
+ * a BMC), address, username, password (booleans: set), and for firmware baseline, targets
+ * [{component, version, method, recipe, recipe_params (null: no such recipe), image, file,
+ * size, sha256}] (components the store shows at target left out), for bios profile {name,
+ * method, recipe, recipe_params, attributes (count)}}]}. Errors as the one-node checks:
+ * RP_ERR_NOT_FOUND (node), RP_ERR_CONFLICT (no baseline / no profile, detail {reason}),
+ * RP_ERR_INVALID_FIELD (a component not in the baseline, an unknown profile; detail),
+ * RP_ERR_BAD_REQUEST (a selector that is malformed or picks nothing; detail). */
+enum rp_err rp_store_preflight(struct rp_store *st, json_t *what, json_t **out, json_t **detail);
+
 /* A rollout by id: {id, kind, state, reason, selector, waves_spec, gate, max_failures,
  * start_at, created_by, created_at, started_at, finished_at, updated_at, counts {pending,
  * running, succeeded, failed, skipped, total}, failures {current, seen, max}, wave_count,
@@ -735,5 +761,10 @@ enum rp_err rp_store_stats(struct rp_store *st, json_t **out);
 
 /* Cheap liveness probe of this thread's connection. */
 enum rp_err rp_store_ping(struct rp_store *st);
+
+/* Why writes fail now: RP_ERR_OK, or RP_ERR_STORAGE_FULL / _READONLY / _IO since the last
+ * failed write (cleared by the next successful one; reads keep working meanwhile), with a
+ * human reason that names the database's directory in why. */
+enum rp_err rp_store_health(struct rp_store *st, char *why, size_t whylen);
 
 #endif
