@@ -24,6 +24,8 @@ static const struct rp_field option_fields[] = {
     {"scheme", RP_F_ENUM, RP_F_NULLABLE, 0, 0, schemes},
     {"system_id", RP_F_STR, RP_F_NULLABLE, 0, 63},
     {"timeout_ms", RP_F_INT, RP_F_NULLABLE, 100, 300000},
+    {"retry_tries", RP_F_INT, RP_F_NULLABLE, 1, 20},
+    {"retry_wait_ms", RP_F_INT, RP_F_NULLABLE, 0, 600000},
     {"delay_ms", RP_F_INT, RP_F_NULLABLE, 0, 60000},
     {NULL},
 };
@@ -101,7 +103,7 @@ rp_api_node_check(json_t *body, json_t **detail)
 	    {"ipmi",
 	     {"cipher_suite", "privilege", "workarounds", "session_timeout_ms",
 	      "retransmission_timeout_ms", NULL}},
-	    {"redfish", {"scheme", "system_id", "timeout_ms", NULL}},
+	    {"redfish", {"scheme", "system_id", "timeout_ms", "retry_tries", "retry_wait_ms", NULL}},
 	    {"fake", {"delay_ms", NULL}},
 	};
 	json_t *bmc = json_object_get(body, "bmc"), *v;

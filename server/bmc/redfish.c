@@ -8,13 +8,20 @@
  * - Values are picked from @Redfish.AllowableValues when the BMC lists them.
  * - Sessions and discovered paths are cached per node between handles, so a sweep costs one
  *   GET per node once warm; they are logged out at shutdown.
+ * - Each request is retried on its own, within a budget of its own (options retry_tries and
+ *   retry_wait_ms), before a job ever sees a failure: a 503 or 429 (the BMC did not act;
+ *   Retry-After honoured, capped), a refused connection (nothing was sent), and, for requests
+ *   that are safe to repeat only, a reset, an empty answer or a timeout after sending. A POST
+ *   that may have acted (a reset, a SimpleUpdate) is never sent again on a lost answer.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <curl/curl.h>
 
@@ -23,16 +30,20 @@
 
 #define MAX_BODY (8u << 20)
 
+#define RETRY_WAIT_CAP_MS 10000 /* longest single wait, whatever Retry-After asks */
+#define RETRY_FIRST_MS    200   /* first backoff without a Retry-After, doubling */
+#define RETRY_FLOOR_MS    50    /* shortest wait, even for Retry-After: 0 */
+
 /* What a handle learns about a BMC; cached per node across handles. */
 struct learned {
 	char token[512];
-	char session[256];   /* session resource, for logout */
-	int basic;           /* the BMC has no usable sessions: Basic on every request */
-	char sessions[256];  /* collection to log in at */
+	char session[256];  /* session resource, for logout */
+	int basic;          /* the BMC has no usable sessions: Basic on every request */
+	char sessions[256]; /* collection to log in at */
 	char systems[256];
 	char managers[256];
 	char update[256];
-	char system[256];    /* the ComputerSystem this node is */
+	char system[256]; /* the ComputerSystem this node is */
 };
 
 struct cached {
@@ -65,6 +76,8 @@ struct reply {
 	char etag[160];
 	char location[512];
 	char token[512];
+	char retry_after[64];
+	char date[64];
 	json_t *json;
 };
 
@@ -125,6 +138,8 @@ on_header(char *p, size_t size, size_t n, void *arg)
 	header(p, size * n, "ETag", r->etag, sizeof r->etag);
 	header(p, size * n, "Location", r->location, sizeof r->location);
 	header(p, size * n, "X-Auth-Token", r->token, sizeof r->token);
+	header(p, size * n, "Retry-After", r->retry_after, sizeof r->retry_after);
+	header(p, size * n, "Date", r->date, sizeof r->date);
 	return size * n;
 }
 
@@ -386,12 +401,20 @@ resolve(struct rf *h, const char *what, const char *link, char *url, size_t urll
 	return rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s: %s", what, why);
 }
 
-/* One HTTP exchange, no auth logic. Transport failures become errors; every HTTP status
- * comes back to the caller in r->status. */
+/* What a failed exchange allows (see exchange). */
+enum again {
+	AGAIN_NEVER, /* a permanent failure */
+	AGAIN_ANY,   /* nothing was sent: any request may go again */
+	AGAIN_SAFE,  /* sent, no answer: only a request that is safe to repeat may go again */
+};
+
+/* One HTTP exchange, no auth logic, no retries. Transport failures become errors, with what
+ * they allow in *again; every HTTP status comes back to the caller in r->status. once: the
+ * request must not be repeated, not even by libcurl itself. */
 static int
-exchange(struct rf *h, const char *method, const char *path, const char *ctype, const char *body,
-         size_t bodylen, curl_mime *mime, const char *if_match, int auth, struct reply *r,
-         struct rp_bmc_err *err)
+exchange_once(struct rf *h, const char *method, const char *path, const char *ctype,
+              const char *body, size_t bodylen, curl_mime *mime, const char *if_match, int auth,
+              int once, struct reply *r, enum again *again, struct rp_bmc_err *err)
 {
 	struct curl_slist *hdrs = NULL;
 	char url[1024], line[700];
@@ -406,6 +429,10 @@ exchange(struct rf *h, const char *method, const char *path, const char *ctype, 
 	curl_easy_setopt(h->curl, CURLOPT_URL, url);
 	/* A redirect is an answer like any other, never followed (curl_easy_reset's default). */
 	curl_easy_setopt(h->curl, CURLOPT_FOLLOWLOCATION, 0L);
+	/* On a kept-alive connection that dies without an answer libcurl sends the request
+	 * again by itself, POSTs too: an action that may act once goes on a connection of its
+	 * own, where it does not. */
+	curl_easy_setopt(h->curl, CURLOPT_FRESH_CONNECT, once ? 1L : 0L);
 	curl_easy_setopt(h->curl, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(h->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h->curl, CURLOPT_TIMEOUT_MS, (long)h->t.http_timeout_ms);
@@ -448,27 +475,49 @@ exchange(struct rf *h, const char *method, const char *path, const char *ctype, 
 	curl_slist_free_all(hdrs);
 	/* The request was built with the password; drop it from the handle now. */
 	curl_easy_setopt(h->curl, CURLOPT_PASSWORD, "");
+	*again = AGAIN_NEVER;
 	if (cc != CURLE_OK) {
 		curl_easy_getinfo(h->curl, CURLINFO_CONNECT_TIME, &connect);
 		switch (cc) {
 		case CURLE_COULDNT_CONNECT:
+			*again = AGAIN_ANY;
+			/* fall through */
 		case CURLE_COULDNT_RESOLVE_HOST:
-			return rp_bmc_fail(err, RP_BMC_UNREACHABLE, "%s %s: %s", method, h->base_url,
-			                   curl_easy_strerror(cc));
+			return rp_bmc_fail(err, RP_BMC_UNREACHABLE, "%s %s: %s", method,
+			                   h->base_url, curl_easy_strerror(cc));
 		case CURLE_OPERATION_TIMEDOUT:
+			*again = connect > 0 ? AGAIN_SAFE : AGAIN_ANY;
 			return rp_bmc_fail(err, connect > 0 ? RP_BMC_TIMEOUT : RP_BMC_UNREACHABLE,
-			                   "%s %s: no answer within %u ms", method, url, h->t.http_timeout_ms);
+			                   "%s %s: no answer within %u ms", method, url,
+			                   h->t.http_timeout_ms);
+		case CURLE_SSL_CONNECT_ERROR:
+			/* The handshake failed (a BMC restarting its web server): nothing was sent.
+			 */
+			*again = AGAIN_ANY;
+			return rp_bmc_fail(err, RP_BMC_UNREACHABLE, "%s %s: %s", method,
+			                   h->base_url, curl_easy_strerror(cc));
+		case CURLE_GOT_NOTHING:
+		case CURLE_RECV_ERROR:
+		case CURLE_SEND_ERROR:
+		case CURLE_PARTIAL_FILE:
+			/* The connection closed or reset after the request went out: it may have
+			 * acted. */
+			*again = AGAIN_SAFE;
+			return rp_bmc_fail(err, RP_BMC_TIMEOUT, "%s %s: %s", method, url,
+			                   curl_easy_strerror(cc));
 		case CURLE_PEER_FAILED_VERIFICATION:
 		case CURLE_SSL_CACERT_BADFILE:
 		case CURLE_SSL_CERTPROBLEM:
-			return rp_bmc_fail(err, RP_BMC_TLS,
-			                   "%s: TLS certificate not trusted (%s); set bmc.tls_verify false "
-			                   "only for a BMC with a self-signed certificate",
-			                   h->base_url, curl_easy_strerror(cc));
+			return rp_bmc_fail(
+			        err, RP_BMC_TLS,
+			        "%s: TLS certificate not trusted (%s); set bmc.tls_verify false "
+			        "only for a BMC with a self-signed certificate",
+			        h->base_url, curl_easy_strerror(cc));
 		case CURLE_WRITE_ERROR:
 			if (r->body.over)
-				return rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s %s: answer over %u bytes", method,
-				                   url, MAX_BODY);
+				return rp_bmc_fail(err, RP_BMC_PROTOCOL,
+				                   "%s %s: answer over %u bytes", method, url,
+				                   MAX_BODY);
 			/* fall through */
 		default:
 			return rp_bmc_fail(err, connect > 0 ? RP_BMC_TIMEOUT : RP_BMC_UNREACHABLE,
@@ -479,6 +528,142 @@ exchange(struct rf *h, const char *method, const char *path, const char *ctype, 
 	if (r->body.len > 0)
 		r->json = json_loadb(r->body.data, r->body.len, 0, NULL);
 	return 0;
+}
+
+/* An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") in seconds since the epoch, or -1. */
+static int64_t
+http_date(const char *s)
+{
+	static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+	struct tm tm = {0};
+	char mon[4], zone[4];
+	const char *m;
+	int n = 0;
+
+	if (sscanf(s, "%*3s, %d %3s %d %d:%d:%d %3s%n", &tm.tm_mday, mon, &tm.tm_year, &tm.tm_hour,
+	           &tm.tm_min, &tm.tm_sec, zone, &n) != 7 ||
+	    s[n] != '\0' || strcmp(zone, "GMT") != 0 || strlen(mon) != 3 ||
+	    (m = strstr(months, mon)) == NULL || (m - months) % 3 != 0)
+		return -1;
+	tm.tm_mon = (int)((m - months) / 3);
+	tm.tm_year -= 1900;
+	return (int64_t)timegm(&tm);
+}
+
+/* The wait a reply's Retry-After asks for in ms (capped), or -1 when it gives none that can be
+ * read. An HTTP-date counts from the reply's own Date when it has one: a BMC whose clock is off
+ * still means "in N seconds". */
+static long
+retry_after_ms(const struct reply *r)
+{
+	const char *v = r->retry_after;
+	int64_t at, base;
+	char *end;
+	unsigned long sec;
+
+	if (v[0] == '\0')
+		return -1;
+	if (isdigit((unsigned char)v[0])) {
+		errno = 0;
+		sec = strtoul(v, &end, 10);
+		if (*end != '\0' || errno)
+			return -1;
+		return sec >= RETRY_WAIT_CAP_MS / 1000 ? RETRY_WAIT_CAP_MS : (long)sec * 1000;
+	}
+	if ((at = http_date(v)) < 0)
+		return -1;
+	base = r->date[0] ? http_date(r->date) : -1;
+	if (base < 0)
+		base = rp_time_now_ms() / 1000;
+	if (at <= base)
+		return 0;
+	return at - base >= RETRY_WAIT_CAP_MS / 1000 ? RETRY_WAIT_CAP_MS : (long)(at - base) * 1000;
+}
+
+/* 0..span, for jitter: a thread's own xorshift, so that BMCs' retries do not fall in step. */
+static unsigned
+jitter(unsigned span)
+{
+	static __thread uint64_t s;
+
+	if (s == 0)
+		s = (uint64_t)rp_time_mono_ns() ^ (uint64_t)(uintptr_t)&s ^ 0x9e3779b97f4a7c15ull;
+	s ^= s << 13;
+	s ^= s >> 7;
+	s ^= s << 17;
+	return (unsigned)(s % ((uint64_t)span + 1));
+}
+
+static void
+pause_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* One request, retried on its own (see the top of the file) until it gets an answer, for at
+ * most retry_tries tries and while the next wait still ends within retry_wait_ms of its first
+ * try. A 503/429 on every try is RP_BMC_BUSY; otherwise the last transport error, both saying
+ * how many tries over how long. Like exchange_once otherwise. */
+static int
+exchange(struct rf *h, const char *method, const char *path, const char *ctype, const char *body,
+         size_t bodylen, curl_mime *mime, const char *if_match, int auth, struct reply *r,
+         struct rp_bmc_err *err)
+{
+	/* Safe to repeat: reads, a PATCH that If-Match guards (a second one is refused, never
+	 * applied twice), a logout, and a login (at worst one more session). */
+	int safe = !strcmp(method, "GET") || !strcmp(method, "HEAD") || !strcmp(method, "DELETE") ||
+	           (!strcmp(method, "PATCH") && if_match && if_match[0]) ||
+	           (!strcmp(method, "POST") && h->l.sessions[0] && !strcmp(path, h->l.sessions));
+	unsigned max = h->t.retry_tries ? h->t.retry_tries : 1, tries;
+	int64_t t0 = rp_time_mono_ns();
+
+	for (tries = 1;; tries++) {
+		enum again again = AGAIN_NEVER;
+		long wait = -1, status = 0, elapsed;
+
+		if (exchange_once(h, method, path, ctype, body, bodylen, mime, if_match, auth,
+		                  !safe, r, &again, err) == 0) {
+			if (r->status != 503 && r->status != 429)
+				return 0;
+			status = r->status;
+			wait = retry_after_ms(r);
+		} else if (again == AGAIN_NEVER || (again == AGAIN_SAFE && !safe)) {
+			return -1;
+		}
+		if (wait < 0)
+			wait = tries >= 7 ? RETRY_WAIT_CAP_MS : (long)RETRY_FIRST_MS << (tries - 1);
+		if (wait < RETRY_FLOOR_MS)
+			wait = RETRY_FLOOR_MS;
+		wait += jitter((unsigned)(wait / 4));
+		if (wait > RETRY_WAIT_CAP_MS)
+			wait = RETRY_WAIT_CAP_MS;
+		elapsed = (long)((rp_time_mono_ns() - t0) / 1000000);
+		if (tries >= max || elapsed + wait > (long)h->t.retry_wait_ms) {
+			if (status) {
+				char msg[120];
+
+				error_text(r->json, h->t.password, msg, sizeof msg);
+				reply_free(r);
+				return rp_bmc_fail(
+				        err, RP_BMC_BUSY,
+				        "%s %s: HTTP %ld (%s) on each of %u tries over %ld ms",
+				        method, path, status, msg, tries, elapsed);
+			}
+			{
+				char last[sizeof err->msg];
+
+				snprintf(last, sizeof last, "%s", err->msg);
+				return rp_bmc_fail(err, err->kind, "%s (%u tries over %ld ms)",
+				                   last, tries, elapsed);
+			}
+		}
+		if (status)
+			reply_free(r);
+		pause_ms(wait);
+	}
 }
 
 /* A path out of an {"@odata.id": ...} link, or "" */
@@ -516,9 +701,14 @@ discover_root(struct rf *h, struct rp_bmc_err *err)
 		long status = r.status; /* reply_free clears it */
 
 		reply_free(&r);
+		/* A BMC that is starting or overloaded answers 5xx here too: that passes. */
+		if (status >= 500)
+			return rp_bmc_fail(err, RP_BMC_BUSY,
+			                   "%s: the Redfish service root answered HTTP %ld",
+			                   h->base_url, status);
 		return rp_bmc_fail(err, status == 404 ? RP_BMC_UNSUPPORTED : RP_BMC_PROTOCOL,
-		                   "%s has no Redfish service root (HTTP %ld%s)", h->base_url, status,
-		                   status == 200 ? ", not JSON" : "");
+		                   "%s has no Redfish service root (HTTP %ld%s)", h->base_url,
+		                   status, status == 200 ? ", not JSON" : "");
 	}
 	links = json_object_get(r.json, "Links");
 	copy(h->l.sessions, sizeof h->l.sessions, link(json_object_get(links, "Sessions")));
@@ -549,8 +739,8 @@ login(struct rf *h, struct rp_bmc_err *err)
 	json_decref(cred);
 	if (body == NULL)
 		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
-	rc = exchange(h, "POST", h->l.sessions, "application/json", body, strlen(body), NULL, NULL, 0,
-	              &r, err);
+	rc = exchange(h, "POST", h->l.sessions, "application/json", body, strlen(body), NULL, NULL,
+	              0, &r, err);
 	explicit_bzero(body, strlen(body));
 	free(body);
 	if (rc < 0)
@@ -574,7 +764,8 @@ login(struct rf *h, struct rp_bmc_err *err)
 	}
 	if (r.status == 503) {
 		reply_free(&r);
-		return rp_bmc_fail(err, RP_BMC_BUSY, "%s: session service unavailable (503)", h->base_url);
+		return rp_bmc_fail(err, RP_BMC_BUSY, "%s: session service unavailable (503)",
+		                   h->base_url);
 	}
 	/* No session service (404/405/501, or no token): Basic on every request. */
 	reply_free(&r);
@@ -597,8 +788,8 @@ call(struct rf *h, const char *method, const char *path, json_t *body, const cha
 	for (tries = 0; tries < 2; tries++) {
 		if (!h->l.basic && h->l.token[0] == '\0' && login(h, err) < 0)
 			goto out;
-		if (exchange(h, method, path, "application/json", text, text ? strlen(text) : 0, NULL,
-		             if_match, 1, r, err) < 0)
+		if (exchange(h, method, path, "application/json", text, text ? strlen(text) : 0,
+		             NULL, if_match, 1, r, err) < 0)
 			goto out;
 		if (r->status != 401)
 			break;
@@ -661,16 +852,17 @@ get(struct rf *h, const char *path, json_t **out, char *etag, size_t etaglen,
 	if (call(h, "GET", path, NULL, NULL, &r, err) < 0)
 		return -1;
 	if (r.status != 200 || !json_is_object(r.json)) {
-		int rc = r.status == 200 ? rp_bmc_fail(err, RP_BMC_PROTOCOL, "GET %s: not a JSON object",
-		                                       path)
+		int rc = r.status == 200 ? rp_bmc_fail(err, RP_BMC_PROTOCOL,
+		                                       "GET %s: not a JSON object", path)
 		                         : http_error(h, "GET", &r, err);
 
 		reply_free(&r);
 		return rc;
 	}
 	if (etag)
-		copy(etag, etaglen, r.etag[0] ? r.etag
-		                              : json_string_value(json_object_get(r.json, "@odata.etag")));
+		copy(etag, etaglen,
+		     r.etag[0] ? r.etag
+		               : json_string_value(json_object_get(r.json, "@odata.etag")));
 	*out = json_incref(r.json);
 	reply_free(&r);
 	return 0;
@@ -842,8 +1034,8 @@ rf_power_set(struct rp_bmc *b, enum rp_power_action a, struct rp_bmc_err *err)
 	values = json_object_get(act, "ResetType@Redfish.AllowableValues");
 	now = power_of(sys);
 	if (target == NULL) {
-		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: system has no ComputerSystem.Reset action",
-		            h->base_url);
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED,
+		            "%s: system has no ComputerSystem.Reset action", h->base_url);
 		goto out;
 	}
 	copy(path, sizeof path, target);
@@ -869,8 +1061,8 @@ rf_power_set(struct rp_bmc *b, enum rp_power_action a, struct rp_bmc_err *err)
 		break;
 	}
 	if (type == NULL) {
-		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s does not offer a reset type for this action",
-		            h->base_url);
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED,
+		            "%s does not offer a reset type for this action", h->base_url);
 		goto out;
 	}
 	body = json_pack("{s:s}", "ResetType", type);
@@ -1030,7 +1222,8 @@ rf_bios_get(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 		return -1;
 	bpath = link(json_object_get(sys, "Bios"));
 	if (bpath[0] == '\0') {
-		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: system has no Bios resource", h->base_url);
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: system has no Bios resource",
+		            h->base_url);
 		goto out;
 	}
 	if (get(h, bpath, &bios, NULL, 0, err) < 0)
@@ -1099,9 +1292,10 @@ registry_entry(json_t *e)
 
 	if (name == NULL)
 		return NULL;
-	out = json_pack("{s:s, s:s, s:b}", "name", name, "type", type ? type : "String", "read_only",
+	out = json_pack("{s:s, s:s, s:b}", "name", name, "type", type ? type : "String",
+	                "read_only",
 	                json_is_true(json_object_get(e, "ReadOnly")) ||
-	                    json_is_true(json_object_get(e, "GrayOut")));
+	                        json_is_true(json_object_get(e, "GrayOut")));
 	if ((v = json_object_get(e, "Value")) != NULL && json_is_array(v)) {
 		values = json_array();
 		json_array_foreach(v, i, e)
@@ -1159,7 +1353,8 @@ rf_bios_registry(struct rp_bmc *b, const char *registry, json_t **out, struct rp
 
 			if (get(h, link(m), &f, NULL, 0, err) < 0)
 				goto out;
-			if (!strcmp(json_string_value(json_object_get(f, "Registry")) ?: "", registry) ||
+			if (!strcmp(json_string_value(json_object_get(f, "Registry")) ?: "",
+			            registry) ||
 			    !strcmp(json_string_value(json_object_get(f, "Id")) ?: "", registry)) {
 				file = f;
 				break;
@@ -1169,7 +1364,8 @@ rf_bios_registry(struct rp_bmc *b, const char *registry, json_t **out, struct rp
 	} else if (get(h, fpath, &file, NULL, 0, err) < 0)
 		goto out;
 	if (file == NULL) {
-		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s serves no registry %s", h->base_url, registry);
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s serves no registry %s", h->base_url,
+		            registry);
 		goto out;
 	}
 	/* Prefer the English copy; any Uri will do otherwise. */
@@ -1182,15 +1378,15 @@ rf_bios_registry(struct rp_bmc *b, const char *registry, json_t **out, struct rp
 			uri = u;
 	}
 	if (uri == NULL) {
-		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: registry %s has no Location Uri", h->base_url,
-		            registry);
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: registry %s has no Location Uri",
+		            h->base_url, registry);
 		goto out;
 	}
 	if (get(h, uri, &body, NULL, 0, err) < 0)
 		goto out;
 	list = json_array();
-	json_array_foreach(json_object_get(json_object_get(body, "RegistryEntries"), "Attributes"), i,
-	                   m)
+	json_array_foreach(json_object_get(json_object_get(body, "RegistryEntries"), "Attributes"),
+	                   i, m)
 	{
 		json_t *e = registry_entry(m);
 
@@ -1229,7 +1425,8 @@ rf_firmware_inventory(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 	ipath = link(json_object_get(us, "FirmwareInventory"));
 	if (ipath[0] == '\0' || get(h, ipath, &inv, NULL, 0, err) < 0) {
 		if (ipath[0] == '\0')
-			rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no FirmwareInventory", h->base_url);
+			rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no FirmwareInventory",
+			            h->base_url);
 		goto out;
 	}
 	json_array_foreach(json_object_get(inv, "Members"), i, m)
@@ -1239,11 +1436,12 @@ rf_firmware_inventory(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 		if (get(h, link(m), &sw, NULL, 0, err) < 0)
 			goto out;
 		json_array_append_new(
-		    list, json_pack("{s:s?, s:s, s:s?, s:s?, s:b}", "component",
-		                    json_string_value(json_object_get(sw, "Id")), "id", link(m), "name",
-		                    json_string_value(json_object_get(sw, "Name")), "version",
-		                    json_string_value(json_object_get(sw, "Version")), "updateable",
-		                    json_is_true(json_object_get(sw, "Updateable"))));
+		        list,
+		        json_pack("{s:s?, s:s, s:s?, s:s?, s:b}", "component",
+		                  json_string_value(json_object_get(sw, "Id")), "id", link(m),
+		                  "name", json_string_value(json_object_get(sw, "Name")), "version",
+		                  json_string_value(json_object_get(sw, "Version")), "updateable",
+		                  json_is_true(json_object_get(sw, "Updateable"))));
 		json_decref(sw);
 	}
 	*out = list;
@@ -1257,8 +1455,8 @@ out:
 }
 
 static int
-rf_firmware_update(struct rp_bmc *b, const char *image_uri, const char *local_file,
-                   json_t *targets, char *task, size_t tasklen, struct rp_bmc_err *err)
+rf_firmware_update(struct rp_bmc *b, const char *image_uri, const char *local_file, json_t *targets,
+                   char *task, size_t tasklen, struct rp_bmc_err *err)
 {
 	struct rf *h = (struct rf *)b;
 	json_t *us = NULL, *body = NULL;
@@ -1281,7 +1479,8 @@ rf_firmware_update(struct rp_bmc *b, const char *image_uri, const char *local_fi
 		int tries;
 
 		if (push == NULL) {
-			rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no MultipartHttpPushUri", h->base_url);
+			rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no MultipartHttpPushUri",
+			            h->base_url);
 			goto out;
 		}
 		body = json_object();
@@ -1312,12 +1511,14 @@ rf_firmware_update(struct rp_bmc *b, const char *image_uri, const char *local_fi
 		if (rc < 0)
 			goto out;
 	} else {
-		const char *target = json_string_value(json_object_get(
-		    json_object_get(json_object_get(us, "Actions"), "#UpdateService.SimpleUpdate"),
-		    "target"));
+		const char *target = json_string_value(
+		        json_object_get(json_object_get(json_object_get(us, "Actions"),
+		                                        "#UpdateService.SimpleUpdate"),
+		                        "target"));
 
 		if (target == NULL) {
-			rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no SimpleUpdate action", h->base_url);
+			rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s has no SimpleUpdate action",
+			            h->base_url);
 			goto out;
 		}
 		body = json_pack("{s:s}", "ImageURI", image_uri);
@@ -1786,10 +1987,12 @@ rp_bmc_global_cleanup(void)
 			h.curl = curl_easy_init();
 			h.l = c->l;
 			h.t.http_timeout_ms = 2000;
-			h.t.tls_verify = 0; /* only a logout; the token was sent to this host before */
+			h.t.retry_tries = 1; /* a logout is not worth waiting for at shutdown */
+			h.t.tls_verify =
+			        0; /* only a logout; the token was sent to this host before */
 			copy(h.base_url, sizeof h.base_url, c->base);
-			if (h.curl && exchange(&h, "DELETE", c->l.session, NULL, NULL, 0, NULL, NULL, 1, &r,
-			                       &err) == 0)
+			if (h.curl && exchange(&h, "DELETE", c->l.session, NULL, NULL, 0, NULL,
+			                       NULL, 1, &r, &err) == 0)
 				reply_free(&r);
 			curl_easy_cleanup(h.curl);
 		}
@@ -1801,20 +2004,20 @@ rp_bmc_global_cleanup(void)
 }
 
 const struct rp_bmc_ops rp_bmc_redfish_ops = {
-    .name = "redfish",
-    .open = rf_open,
-    .close = rf_close,
-    .power_get = rf_power_get,
-    .power_set = rf_power_set,
-    .boot_set = rf_boot_set,
-    .boot_get = rf_boot_get,
-    .identity = rf_identity,
-    .bios_get = rf_bios_get,
-    .bios_set = rf_bios_set,
-    .bios_registry = rf_bios_registry,
-    .firmware_inventory = rf_firmware_inventory,
-    .firmware_update = rf_firmware_update,
-    .task_poll = rf_task_poll,
-    .task_find = rf_task_find,
-    .events = rf_events,
+        .name = "redfish",
+        .open = rf_open,
+        .close = rf_close,
+        .power_get = rf_power_get,
+        .power_set = rf_power_set,
+        .boot_set = rf_boot_set,
+        .boot_get = rf_boot_get,
+        .identity = rf_identity,
+        .bios_get = rf_bios_get,
+        .bios_set = rf_bios_set,
+        .bios_registry = rf_bios_registry,
+        .firmware_inventory = rf_firmware_inventory,
+        .firmware_update = rf_firmware_update,
+        .task_poll = rf_task_poll,
+        .task_find = rf_task_find,
+        .events = rf_events,
 };

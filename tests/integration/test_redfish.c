@@ -286,8 +286,9 @@ test_transient(void **state)
 	int patches = 0;
 
 	(void)state;
-	/* A 503 is retried after a backoff. */
-	mock_post(&M, 3, "/__mock/config", "{\"fail_next_503\":1}");
+	/* A 503 that outlasts the request's own retries (5 tries by default) is retried by the
+	 * job after a backoff. */
+	mock_post(&M, 3, "/__mock/config", "{\"fail_next_503\":5}");
 	job = act("PUT", "/v1/nodes/rf3/power", "{\"target\":\"on\"}");
 	expect(job, "succeeded");
 	assert_int_equal(json_integer_value(json_object_get(job, "attempts")), 2);

@@ -757,7 +757,8 @@ test_same_origin_links(void **state)
 	mock_post(&M, 4, "/__mock/config", "{\"link_origins\":{}}");
 }
 
-/* A BMC's error text reaches job errors and logs: one that echoes the password gets "***". */
+/* A BMC's error text reaches job errors and logs: one that echoes the password gets "***".
+ * (fail_next_503 5: the driver's own 5 tries of the request all meet a 503.) */
 static void
 test_error_text_scrubbed(void **state)
 {
@@ -770,7 +771,7 @@ test_error_text_scrubbed(void **state)
 	if (rp_bmc_power_get(b, &p, &err) < 0)
 		fail_msg("power: %s", err.msg);
 	mock_post(&M, 3, "/__mock/config",
-	          "{\"fail_next_503\":1,\"error_text\":\"login as admin/secret refused; "
+	          "{\"fail_next_503\":5,\"error_text\":\"login as admin/secret refused; "
 	          "secret secret\"}");
 	assert_int_equal(rp_bmc_power_get(b, &p, &err), -1);
 	assert_null(strstr(err.msg, "secret"));
@@ -780,7 +781,7 @@ test_error_text_scrubbed(void **state)
 		char body[600];
 
 		snprintf(body, sizeof body,
-		         "{\"fail_next_503\":1,\"error_text\":\"%0195dsecret and more\"}", 0);
+		         "{\"fail_next_503\":5,\"error_text\":\"%0195dsecret and more\"}", 0);
 		mock_post(&M, 3, "/__mock/config", body);
 		assert_int_equal(rp_bmc_power_get(b, &p, &err), -1);
 		assert_null(strstr(err.msg, "sec"));

@@ -14,6 +14,7 @@ import base64
 import copy
 import json
 import os
+import random
 import re
 import resource
 import secrets
@@ -28,7 +29,8 @@ import time
 import traceback
 import uuid
 import zlib
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from email.utils import formatdate
 from email import policy
 from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -64,6 +66,23 @@ DEFAULTS = {
                                    # may put anything there, the client's password included)
     "link_origins": {},            # {link kind: "http://host:port"}: that link becomes an absolute URL
                                    # on that origin (kinds: LINK_KINDS), as a spoofed BMC would name it
+    # Fault injection (bad days of real BMCs). The control API /__mock/* is never faulted.
+    "fault_seed": 0,               # seeds the fault draws (per BMC: seed and index), set to replay a run
+    "fail_rate_503": 0.0,          # this fraction of Redfish requests answers 503 + Retry-After
+    "fail_rate_429": 0.0,          # this fraction answers 429 + Retry-After
+    "retry_after": 1,              # seconds in the Retry-After of every 503/429 the mock sends
+    "retry_after_date": False,     # Retry-After as an HTTP-date (the BMC's Date + retry_after)
+    "drop_rate": 0.0,              # this fraction of requests: the connection closes, no answer, no effect
+    "lose_next_answers": 0,        # the next N actions (what `actions` lists) take effect, then the
+                                   # connection closes without an answer (a reply lost after the BMC acted)
+    "drop_sessions": False,        # true: every session is invalidated now (reads back false)
+    "drop_sessions_after": 0,      # every session is invalidated once, N Redfish requests from now
+    "drop_sessions_rate": 0.0,     # before each request, every session is invalidated at this rate
+    "unreachable_s": 0.0,          # the BMC is unreachable for this many seconds from now (0: back now)
+    "unreachable_mode": "refuse",  # refuse: the port stops listening; drop: connections close unanswered
+    "reboot_during_update_s": 0.0, # > 0: the first poll of an update task reboots the BMC: unreachable this
+                                   # long, then back with the task Completed, new version, no sessions
+    "clock_skew_s": 0.0,           # the BMC's clock (task StartTime/EndTime, Date header) is off by this
     "user": "admin",
     "password": "secret",
 }
@@ -167,6 +186,10 @@ def message(key, *args, related=None):
     if related:
         msg["RelatedProperties"] = [related]
     return msg
+
+
+class Drop(Exception):
+    """Close the connection without an answer."""
 
 
 class HttpError(Exception):
@@ -612,6 +635,12 @@ class Bmc:
         self.sessions = {}             # token -> {"id", "user", "uses"}
         self.revs = {}                 # URI -> revision, for ETags
         self.actions, self.requests, self.unavailable = [], 0, 0
+        self.index, self.logins = index, 0
+        self.rng = random.Random(f"0:{index}")
+        self.faults = {"503": 0, "429": 0, "dropped": 0, "lost_answers": 0, "sessions_dropped": 0,
+                       "unreachable_drops": 0}
+        self.down_until = 0.0          # monotonic time the BMC answers again (unreachable_s, reboots)
+        self.rebooting = None          # the update task that completes while the BMC is down
         self.logs = {uri: copy.deepcopy(log["initial"]) for uri, log in tree.logs.items()}
         self.log_next = {uri: 1 + max((int(e["Id"]) for e in entries if str(e.get("Id", "")).isdigit()), default=0)
                          for uri, entries in self.logs.items()}
@@ -624,18 +653,88 @@ class Bmc:
     def max_body(self):
         return self.cfg["max_image_bytes"] + (1 << 20)
 
+    def down(self):
+        """Seconds the BMC stays unreachable (0: it answers)."""
+        return max(0.0, self.down_until - time.monotonic())
+
+    def refusing(self):
+        return self.cfg["unreachable_mode"] == "refuse" and self.down() > 0
+
+    def skew(self):
+        return self.cfg["clock_skew_s"]
+
+    def _now(self):
+        return (datetime.now(timezone.utc) + timedelta(seconds=self.skew())).isoformat(timespec="seconds")
+
+    def _come_back(self):
+        """After a reboot mid-update: the update went through while the BMC was down."""
+        if self.rebooting is None or self.down() > 0:
+            return
+        task, self.rebooting = self.rebooting, None
+        while task["doc"]["TaskState"] not in TERMINAL:
+            self._advance_task(task)
+        self.sessions.clear()
+        self._touch(self.t.sessions, self.t.manager)
+
+    def _drop_sessions(self):
+        if self.sessions:
+            self.faults["sessions_dropped"] += 1
+        self.sessions.clear()
+        self._touch(self.t.sessions)
+
+    def _busy(self, status):
+        wait = self.cfg["retry_after"]
+        value = formatdate(time.time() + self.skew() + wait, usegmt=True) if self.cfg["retry_after_date"] \
+            else str(wait)
+        return HttpError(status, message("ServiceTemporarilyUnavailable", wait), {"Retry-After": value})
+
+    def _faults(self, method, path):
+        """The injected faults a Redfish request meets before it is handled."""
+        cfg, rng = self.cfg, self.rng
+        if self.down() > 0:
+            self.faults["unreachable_drops"] += 1
+            raise Drop()
+        if cfg["drop_rate"] and rng.random() < cfg["drop_rate"]:
+            self.faults["dropped"] += 1
+            raise Drop()
+        if cfg["drop_sessions_after"] > 0:
+            cfg["drop_sessions_after"] -= 1
+            if cfg["drop_sessions_after"] == 0:
+                self._drop_sessions()
+        if cfg["drop_sessions_rate"] and rng.random() < cfg["drop_sessions_rate"]:
+            self._drop_sessions()
+        for status in ("503", "429"):
+            if cfg["fail_rate_" + status] and rng.random() < cfg["fail_rate_" + status]:
+                self.faults[status] += 1
+                raise self._busy(int(status))
+        if cfg["reboot_during_update_s"] > 0 and method in ("GET", "HEAD"):
+            task = self._task_for(path)
+            if task and task["doc"]["TaskState"] not in TERMINAL and self.rebooting is None:
+                self.rebooting = task
+                self.down_until = time.monotonic() + cfg["reboot_during_update_s"]
+                self.faults["unreachable_drops"] += 1
+                raise Drop()
+
     def handle(self, method, path, headers, body, query=""):
         with self.lock:
             self.requests += 1
             self._advance_power()
+            self._come_back()
             try:
+                self._faults(method, path)
                 if self.cfg["fail_next_503"] > 0 or self.unavailable > 0:
                     if self.cfg["fail_next_503"] > 0:
                         self.cfg["fail_next_503"] -= 1
                     else:
                         self.unavailable -= 1
-                    raise HttpError(503, message("ServiceTemporarilyUnavailable", 1), {"Retry-After": "1"})
-                return self._dispatch(method, path, headers, body, query)
+                    raise self._busy(503)
+                acted = len(self.actions)
+                response = self._dispatch(method, path, headers, body, query)
+                if self.cfg["lose_next_answers"] > 0 and len(self.actions) > acted:
+                    self.cfg["lose_next_answers"] -= 1
+                    self.faults["lost_answers"] += 1
+                    raise Drop()
+                return response
             except HttpError as e:
                 status, hdrs, doc = e.response()
                 if self.cfg["error_text"]:
@@ -648,6 +747,7 @@ class Bmc:
         """The test hooks under /__mock/ (no authentication, no Content-Type check)."""
         with self.lock:
             self._advance_power()
+            self._come_back()
             try:
                 if (method, path) == ("GET", "/__mock/state"):
                     return 200, {}, self._state()
@@ -680,7 +780,8 @@ class Bmc:
             "firmware": self.firmware, "staged_firmware": self.staged, "update_count": self.update_count,
             "tasks": {tid: task["doc"]["TaskState"] for tid, task in self.tasks.items()},
             "actions": self.actions, "sessions": len(self.sessions), "requests": self.requests,
-            "unavailable_requests": self.unavailable,
+            "unavailable_requests": self.unavailable, "logins": self.logins, "faults": self.faults,
+            "unreachable_for_s": round(self.down(), 3),
             "logs": {self.t.logs[uri]["id"]: len(entries) for uri, entries in self.logs.items()}})
 
     def _add_log_entry(self, spec):
@@ -724,9 +825,21 @@ class Bmc:
                 fits = all(isinstance(v, str) for v in value)
             if want is dict and fits:
                 fits = all(k in LINK_KINDS and isinstance(v, str) for k, v in value.items())
-            if not fits or (number and value < 0):
+            if not fits or (number and value < 0 and key != "clock_skew_s"):
                 raise HttpError(400, message("PropertyValueTypeError", show(value), key))
+            if (key.startswith("fail_rate_") or key.endswith("_rate")) and value > 1:
+                raise HttpError(400, message("PropertyValueOutOfRange", show(value), key))
+            if key == "unreachable_mode" and value not in ("refuse", "drop"):
+                raise HttpError(400, message("PropertyValueNotInList", show(value), key))
         self.cfg.update(changes)
+        if "fault_seed" in changes:
+            self.rng = random.Random(f"{changes['fault_seed']}:{self.index}")
+        if changes.get("drop_sessions"):
+            self._drop_sessions()
+            self.cfg["drop_sessions"] = False
+        if "unreachable_s" in changes:
+            self.down_until = time.monotonic() + changes["unreachable_s"]
+            self.cfg["unreachable_s"] = 0.0
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -847,6 +960,8 @@ class Bmc:
         data = self._json(headers, body)
         if path == t.reset_target and "ResetType" in data:
             self.actions[-1]["reset_type"] = data["ResetType"]
+        if path == t.simple_update and isinstance(data, dict) and "ImageURI" in data:
+            self.actions[-1]["image_uri"] = data["ImageURI"]
         self._check_if_match(headers, path.split("/Actions/")[0], method == "PATCH")
         return handler(data)
 
@@ -1008,6 +1123,7 @@ class Bmc:
         if self.cfg["session_limit"] and len(self.sessions) >= self.cfg["session_limit"]:
             raise HttpError(503, message("SessionLimitExceeded"))
         token = secrets.token_urlsafe(24)
+        self.logins += 1
         session = self.sessions[token] = {"id": secrets.token_hex(8), "user": creds["UserName"], "uses": 0}
         self._touch(self.t.sessions)
         doc = self._session_doc(session)
@@ -1231,7 +1347,7 @@ class Bmc:
         task = self.tasks[tid] = {"image": image, "version": image_version(image), "targets": targets, "step": 0,
                                   "doc": {"@odata.id": f"{self.t.tasks}/{tid}", "@odata.type": "#Task.v1_7_4.Task",
                                           "Id": tid, "Name": f"Firmware update with {image}", "TaskState": "New",
-                                          "TaskStatus": "OK", "PercentComplete": 0, "StartTime": now(),
+                                          "TaskStatus": "OK", "PercentComplete": 0, "StartTime": self._now(),
                                           "TaskMonitor": monitor, "Messages": []}}
         self._touch(self.t.tasks)
         return 202, {"Location": self._link("task_monitor", monitor)}, self._task_doc(task)
@@ -1261,12 +1377,12 @@ class Bmc:
         if key:
             doc["Messages"].append(message(key, image, names))
         if key == "VerifyingAtComponent" and "bad" in image.lower():
-            doc.update(TaskState="Exception", TaskStatus="Critical", EndTime=now())
+            doc.update(TaskState="Exception", TaskStatus="Critical", EndTime=self._now())
             doc["Messages"] += [message("VerificationFailed", image, names), message("TaskAborted", doc["Id"])]
 
     def _finish_update(self, task):
         t, doc, image = self.t, task["doc"], task["image"]
-        doc.update(TaskState="Completed", EndTime=now())
+        doc.update(TaskState="Completed", EndTime=self._now())
         for fid in task["targets"]:
             self.update_count[fid] += 1
             if fid == t.bios_fw:         # activates at the next boot event
@@ -1295,6 +1411,9 @@ class StaticBmc:
 
     def max_body(self):
         return 1 << 20
+
+    def refusing(self):
+        return False
 
     def handle(self, method, path, headers, body, query=""):
         if method not in ("GET", "HEAD"):
@@ -1325,6 +1444,10 @@ class Handler(BaseHTTPRequestHandler):
     def version_string(self):
         return self.server_version
 
+    def date_time_string(self, timestamp=None):   # the Date header, on the BMC's own clock
+        skew = getattr(self.server.app, "skew", None)
+        return formatdate((timestamp or time.time()) + (skew() if skew else 0), usegmt=True)
+
     def serve(self):
         app = self.server.app
         try:
@@ -1347,6 +1470,9 @@ class Handler(BaseHTTPRequestHandler):
                 if app.delay():
                     time.sleep(app.delay())
                 response = app.handle(self.command, path, self.headers, body, url.query)
+        except Drop:           # an injected fault: no answer at all
+            self.close_connection = True
+            return
         except Exception:      # a bug in the mock: report it to the client and on stderr
             traceback.print_exc()
             response = HttpError(500, message("InternalError")).response()
@@ -1457,9 +1583,26 @@ def main():
                            "scheme": "https" if args.tls else "http"}, f)
             os.replace(args.ready_file + ".tmp", args.ready_file)
         print("ready", flush=True)
+        closed = set()
         while True:   # one thread accepts on every port; requests run in per-connection threads
-            for key, _ in selector.select():
+            for key, _ in selector.select(0.05):
                 key.fileobj._handle_request_noblock()
+            for server in servers:   # an unreachable BMC ("refuse") stops listening meanwhile
+                refusing = server.app.refusing()
+                if refusing and server not in closed:
+                    selector.unregister(server)
+                    server.socket.close()
+                    closed.add(server)
+                elif not refusing and server in closed:
+                    server.socket = socket.socket(server.address_family, socket.SOCK_STREAM)
+                    try:
+                        server.server_bind()
+                        server.server_activate()
+                    except OSError:  # the port is briefly someone's source port: next tick
+                        server.socket.close()
+                        continue
+                    selector.register(server, selectors.EVENT_READ)
+                    closed.discard(server)
     except KeyboardInterrupt:
         pass
     finally:

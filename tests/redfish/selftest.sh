@@ -473,6 +473,110 @@ get /redfish/v1/UpdateService; check "d['MultipartHttpPushUri'] == '/redfish/v1/
 config '{"link_origins": {}}'
 get /redfish/v1/; check "d['Links']['Sessions']['@odata.id'] == '/redfish/v1/SessionService/Sessions'" "links back to paths"
 
+section "fault injection"
+start faults $((PB + 50)) --count 2
+B=http://127.0.0.1:$((PB + 50))
+mock POST config '{"fail_rate_503": 1.5}'; expect 400 "a rate above 1"
+mock POST config '{"unreachable_mode": "sometimes"}'; expect 400 "unknown unreachable_mode"
+mock POST config '{"fault_seed": "x"}'; expect 400 "fault_seed not an integer"
+# draws SEED: the statuses of 40 GETs of the service root at 50 % 503s, seeded.
+draws() {
+    local i out=""
+    config "{\"fail_rate_503\": 0.5, \"fault_seed\": $1, \"retry_after\": 0}"
+    for i in $(seq 40); do req GET "$B/redfish/v1/"; out+="$CODE "; done
+    DRAWS=$out
+}
+draws 11; FIRST=$DRAWS
+N503=$(echo "$FIRST" | tr ' ' '\n' | grep -c 503)
+CHECKS=$((CHECKS + 1)); [ "$N503" -ge 8 ] && [ "$N503" -le 32 ] || fail "fail_rate_503 0.5: $N503 of 40"
+truth "$(echo "$FIRST" | tr ' ' '\n' | sort -u | tr '\n' ' ')" " 200 503 " "only 200s and 503s"
+draws 11; truth "$DRAWS" "$FIRST" "the same fault_seed replays the same faults"
+mock GET state; check "d['faults']['503'] == 2 * $N503 and d['requests'] == 80" "faults and requests counted"
+config '{"fail_rate_503": 1.0, "retry_after": 0}'
+get /redfish/v1/; expect 503 "fail_rate_503 1.0"; truth "$(header Retry-After)" 0 "retry_after 0"
+for i in 1 2 3; do mock GET state; expect 200 "the control API is never faulted ($i)"; done
+config '{"retry_after": 4, "retry_after_date": true}'
+get /redfish/v1/; expect 503 "fail_rate_503 with an HTTP-date"
+python3 - "$(header Retry-After)" "$(header Date)" <<'PY' || fail "Retry-After date is not Date + 4 s"
+import sys
+from email.utils import parsedate_to_datetime as p
+sys.exit(0 if (p(sys.argv[1]) - p(sys.argv[2])).total_seconds() in (4, 5) else 1)
+PY
+CHECKS=$((CHECKS + 1))
+config '{"fail_rate_503": 0, "fail_rate_429": 1.0, "retry_after": 1, "retry_after_date": false}'
+get "$SYS"; expect 429 "fail_rate_429"; truth "$(header Retry-After)" 1 "429 Retry-After"
+config '{"fail_rate_429": 0, "drop_rate": 1.0}'
+get "$SYS"; expect 000 "drop_rate 1.0: no answer"
+case "$(cat "$T/curlerr")" in *"Empty reply"*) ;; *) fail "drop: $(cat "$T/curlerr")" ;; esac
+CHECKS=$((CHECKS + 1))
+config '{"drop_rate": 0}'
+mock GET state; check "d['faults']['dropped'] == 1 and d['actions'] == []" "a dropped request counted, no effect"
+config '{"lose_next_answers": 1}'
+post "$RESET" '{"ResetType":"On"}'; expect 000 "lose_next_answers: the answer is lost"
+mock GET state
+check "d['faults']['lost_answers'] == 1 and [a['reset_type'] for a in d['actions']] == ['On'] and d['actions'][0]['status'] == 204" \
+    "the lost answer's reset was carried out"
+post "$RESET" '{"ResetType":"ForceOff"}'; expect 204 "the next answer is not lost"
+# Sessions.
+login secret; expect 201 "login"
+req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 200 "token works"
+config '{"drop_sessions": true}'; check 'd["drop_sessions"] is False' "drop_sessions reads back false"
+req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 401 "drop_sessions: the token is gone"
+login secret
+config '{"drop_sessions_after": 2}'
+req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 200 "drop_sessions_after 2: request 1"
+req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 401 "drop_sessions_after 2: request 2"
+login secret
+config '{"drop_sessions_rate": 1.0}'
+req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 401 "drop_sessions_rate 1.0"
+config '{"drop_sessions_rate": 0}'
+mock GET state; check "d['logins'] == 3 and d['faults']['sessions_dropped'] == 3 and d['sessions'] == 0" \
+    "logins and dropped sessions counted"
+# Outages.
+config '{"unreachable_s": 1.5}'
+sleep 0.2; get "$SYS"; expect 000 "unreachable (refuse)"
+case "$(cat "$T/curlerr")" in *"onnect"*) ;; *) fail "refuse: $(cat "$T/curlerr")" ;; esac
+CHECKS=$((CHECKS + 1))
+sleep 1.6; get "$SYS"; expect 200 "back after unreachable_s"
+config '{"unreachable_mode": "drop", "unreachable_s": 60}'
+get "$SYS"; expect 000 "unreachable (drop)"
+mock GET state; expect 200 "the control API answers during a drop outage"
+check 'd["unreachable_for_s"] > 50' "unreachable_for_s"
+config '{"unreachable_s": 0, "unreachable_mode": "refuse"}'
+get "$SYS"; expect 200 "unreachable_s 0 ends it"
+# A reboot mid-update.
+login secret
+config '{"reboot_during_update_s": 1.5, "bmc_reboot_requests": 0}'
+post "$SIMPLE" "{\"ImageURI\":\"http://10.0.0.5/fw/bmc_2.7.0.bin\",\"Targets\":[\"$INV/BMC\"]}"; expect 202 "update to reboot in"
+MON=$(header Location)
+get "$MON"; expect 000 "the first poll reboots the BMC"
+sleep 0.2; get "$MON"; expect 000 "the BMC is down meanwhile"
+sleep 1.6
+req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 401 "back: the sessions are gone"
+get "$MON"; expect 200 "back: the task is done"; check 'd["TaskState"] == "Completed"' "task completed"
+mock GET state; check 'd["firmware"]["BMC"] == "2.7.0" and d["update_count"]["BMC"] == 1' "flashed once, new version"
+config '{"reboot_during_update_s": 0, "bmc_reboot_requests": 3}'
+# Clock skew.
+config '{"clock_skew_s": -7200}'
+get /redfish/v1/
+python3 - "$(header Date)" <<'PY' || fail "Date is not 2 h behind"
+import sys, time
+from email.utils import parsedate_to_datetime as p
+sys.exit(0 if abs(p(sys.argv[1]).timestamp() - (time.time() - 7200)) < 5 else 1)
+PY
+CHECKS=$((CHECKS + 1))
+post "$SIMPLE" "{\"ImageURI\":\"http://10.0.0.5/fw/nic_22.60.0.bin\",\"Targets\":[\"$INV/NIC0\"]}"; expect 202 "update on a skewed clock"
+MON=$(header Location); poll "$MON"
+python3 - "$T/body" <<'PY' || fail "task times are not 2 h behind: $POLLED $(head -c 300 "$T/body")"
+import json, sys, time
+from datetime import datetime
+d = json.load(open(sys.argv[1]))
+behind = [time.time() - datetime.fromisoformat(d[k]).timestamp() for k in ("StartTime", "EndTime")]
+sys.exit(0 if all(7195 <= b <= 7200 + 600 for b in behind) and d["TaskState"] == "Completed" else 1)
+PY
+CHECKS=$((CHECKS + 1))
+config '{"clock_skew_s": 0}'
+
 # ---------------------------------------------------------------------------------------------
 section "TLS"
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
