@@ -110,7 +110,7 @@ awk -v n="$N_DRIFT" 'BEGIN {
 	for (r = 1; r <= 40; r++) printf "%s{\"name\":\"r%02d\"}", (r > 1 ? "," : ""), r;
 	printf "],\"nodes\":[";
 	for (i = 0; i < n; i++)
-		printf "%s{\"name\":\"n%05d\",\"rack\":\"r%02d\",\"node_class\":\"gpu-h100-8x\",\"bmc\":{\"driver\":\"ipmi\",\"address\":\"10.%d.%d.%d\",\"username\":\"admin\",\"password\":\"pw\"}}",
+		printf "%s{\"name\":\"n%05d\",\"rack\":\"r%02d\",\"node_class\":\"gpu-h100-8x\",\"bmc\":{\"driver\":\"redfish\",\"address\":\"127.%d.%d.%d\",\"username\":\"admin\",\"password\":\"pw\"}}",
 			(i > 0 ? "," : ""), i, int(i * 40 / n) + 1, 100 + int(i / 65536), int(i / 256) % 256, i % 256;
 	printf "]}" }' >"$TMP/drift.json"
 api --data-binary @"$TMP/drift.json" "http://$ADDR/v1/import" >/dev/null

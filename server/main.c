@@ -358,6 +358,30 @@ boot_listen_of(const struct rp_config *cfg, int tls, char *out, size_t len)
 	return 0;
 }
 
+/* The base URL firmware images are offered at (SimpleUpdate's ImageURI, an agent's image_url):
+ * boot_url; unset, the listener that serves /boot/images/ when its address is concrete (not a
+ * wildcard, not port 0): the plain-HTTP boot listener when there is one (a BMC need not trust
+ * the API's certificate), else the API's, https with TLS on. "" when there is none. */
+static void
+image_url_of(const struct rp_config *cfg, int tls, const char *bootaddr, char *out, size_t len)
+{
+	const char *addr = bootaddr[0] ? bootaddr : cfg->listen;
+	char host[64];
+	unsigned port = 0;
+
+	out[0] = '\0';
+	if (cfg->boot_url[0]) {
+		snprintf(out, len, "%s", cfg->boot_url);
+		return;
+	}
+	if (rp_http_parse_listen(addr, host, sizeof host, &port) < 0 || port == 0 || !host[0] ||
+	    !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*") ||
+	    !strcmp(host, "[::]"))
+		return;
+	snprintf(out, len, strchr(host, ':') ? "%s://[%s]:%u" : "%s://%s:%u",
+	         tls && !bootaddr[0] ? "https" : "http", host, port);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -401,7 +425,7 @@ main(int argc, char **argv)
 	struct rp_tls *tls = NULL;
 	struct rp_http *boot_http = NULL;
 	struct rp_limit *limit = NULL;
-	char keypath[600], certpath[600], tlskeypath[600], bootaddr[96] = "";
+	char keypath[600], certpath[600], tlskeypath[600], bootaddr[96] = "", image_url[300] = "";
 	sigset_t sigs;
 	enum rp_err e;
 
@@ -585,9 +609,18 @@ main(int argc, char **argv)
 		goto out;
 	if (is_demo)
 		rp_log_warn("this database holds demo data (seeded by rackpilotd --demo)");
+	/* TLS and the boot listener decide the image URL BMCs get, before any job runs. */
+	if (tls_setup(&cfg, certpath, sizeof certpath, tlskeypath, sizeof tlskeypath, &tls) < 0)
+		goto out;
+	if (boot_listen_of(&cfg, tls != NULL, bootaddr, sizeof bootaddr) < 0)
+		goto out;
+	image_url_of(&cfg, tls != NULL, bootaddr, image_url, sizeof image_url);
+	if (!cfg.boot_url[0] && image_url[0])
+		rp_log_info("boot_url unset: firmware images are offered to BMCs and agents at %s",
+		            image_url);
 	rp_jobs_defaults(&jo);
 	jo.image_dir = cfg.image_dir;
-	jo.image_url = cfg.boot_url[0] ? cfg.boot_url : NULL;
+	jo.image_url = image_url[0] ? image_url : NULL;
 	jo.workers = cfg.job_workers;
 	jo.ssh_workers = cfg.ssh_workers;
 	jo.ssh_key = sshkey;
@@ -608,6 +641,7 @@ main(int argc, char **argv)
 	api.image_dir = cfg.image_dir;
 	api.demo = is_demo;
 	api.boot_url = cfg.boot_url;
+	api.image_url = jo.image_url;
 	api.discovery = cfg.discovery;
 	api.discovery_max = (int)cfg.discovery_max_tokens;
 	api.discovery_per_source = (int)cfg.discovery_max_per_source;
@@ -625,8 +659,6 @@ main(int argc, char **argv)
 	api.auth_cache = rp_memo_new(1024);
 	api.get_cache = rp_memo_new(16384);
 	if (api.metrics == NULL || api.auth_cache == NULL || api.get_cache == NULL)
-		goto out;
-	if (tls_setup(&cfg, certpath, sizeof certpath, tlskeypath, sizeof tlskeypath, &tls) < 0)
 		goto out;
 	if (cfg.boot_rate > 0 &&
 	    (limit = rp_limit_new(cfg.boot_rate, cfg.boot_burst)) == NULL)
@@ -646,8 +678,6 @@ main(int argc, char **argv)
 	ho.generation_arg = st;
 	ho.tls = tls;
 	ho.limit = limit;
-	if (boot_listen_of(&cfg, tls != NULL, bootaddr, sizeof bootaddr) < 0)
-		goto out;
 	api.tls = tls != NULL;
 	rp_api_tls_pin_set(&api, tls ? rp_tls_fingerprint(tls) : NULL);
 	if (rp_http_start(&ho, &api, &http, why, sizeof why) < 0) {

@@ -36,6 +36,9 @@ struct rp_api {
 	/* Network boot (docs/provisioning.md). */
 	const char *image_dir;      /* the image store's directory */
 	const char *boot_url;       /* base URL written into boot scripts; NULL/"": from Host */
+	const char *image_url;      /* base URL BMCs and agents fetch firmware images from
+	                               (BASE/boot/images/NAME): boot_url, or its default;
+	                               NULL/"": none (firmware by SimpleUpdate cannot start) */
 	int discovery;              /* unknown MACs get the discovery ramdisk */
 	int discovery_max;          /* MACs with a live discovery token at most */
 	int discovery_per_source;   /* of those, per source address (0: no limit) */
@@ -472,6 +475,21 @@ enum rp_err rp_api_recipe_params_check(json_t *params, json_t **detail);
  * missing required → MISSING_FIELD) into a new plan in *out. Only declared names are
  * replaced; other ${...} (shell variables) stay as they are. */
 enum rp_err rp_api_recipe_expand(json_t *recipe, json_t *args, json_t **out, json_t **detail);
+
+/* Pre-flight of a firmware update, BIOS apply or rollout (docs/firmware.md, "Pre-flight"):
+ * what (as rp_store_preflight's) is read from the store, each image file of a target is
+ * checked against its recorded size and sha256 (each once), and rp_api_preflight_check says
+ * what is missing. RP_ERR_OK when everything is in place; RP_ERR_PREFLIGHT_FAILED with *detail
+ * {reason, missing [...]} naming every missing thing; or the store's error with its detail.
+ * Reads only; nothing is stored. */
+enum rp_err rp_api_preflight(struct rp_api *api, json_t *what, json_t **detail);
+
+/* The pure part: facts from rp_store_preflight, images {name: {state: ok | missing | size |
+ * digest, sha256?}} (what the image files hold; a name not listed counts as ok), image_url
+ * (NULL/"": none). Returns a new array of {node, need, fix, ...}, empty when nothing is
+ * missing: need boot_url, bmc, bmc_address, bmc_credentials, unsupported (the driver cannot
+ * do it), image, image_file, image_digest, recipe, recipe_argument, attributes. */
+json_t *rp_api_preflight_check(json_t *facts, json_t *images, const char *image_url);
 
 /* The plan a commission of a node of class cls (may be NULL) runs: recipe "commission" (or the
  * built-in inventory step), then "commission-<cls>" when it exists. 0 with *out a new array,

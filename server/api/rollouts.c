@@ -204,6 +204,11 @@ rp_api_rollouts_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 		json_object_set_new(in, "start_at", json_integer(start_ms));
 	else
 		json_object_del(in, "start_at");
+	/* Whatever a wave's jobs would miss fails the request now, not every node of a wave. */
+	if ((e = rp_api_preflight(rq->api, in, &detail)) != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		goto out;
+	}
 	e = rp_store_rollout_create(rq->api->store, in, rp_api_actor(rq, actor), &out, &detail);
 	if (e != RP_ERR_OK) {
 		rp_api_error(rs, e, detail);

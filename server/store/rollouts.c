@@ -1673,3 +1673,266 @@ out:
 	json_decref(r.gate);
 	return e;
 }
+
+/* ---- Pre-flight: what the operation will need ------------------------------------------ */
+
+/* The BMC of node_id as {driver, address, username, password} (booleans but the driver; all
+ * null/false without a BMC) into node. */
+static enum rp_err
+pf_bmc(struct conn *c, int64_t node_id, json_t *node)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT b.driver, b.address IS NOT NULL AND b.address != '', "
+	                          "b.username IS NOT NULL AND b.username != '', b.password_sealed "
+	                          "IS NOT NULL FROM nodes n LEFT JOIN bmcs b ON b.node_id = n.id "
+	                          "WHERE n.id = ?");
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, node_id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_object_set_new(node, "driver",
+		                    col_text(s, 0) ? json_string(col_text(s, 0)) : json_null());
+		json_object_set_new(node, "address", json_boolean(sqlite3_column_int(s, 1)));
+		json_object_set_new(node, "username", json_boolean(sqlite3_column_int(s, 2)));
+		json_object_set_new(node, "password", json_boolean(sqlite3_column_int(s, 3)));
+	}
+	sqlite3_reset(s);
+	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "preflight bmc");
+}
+
+/* The params of recipe `name` (an object), or JSON null when there is no such recipe. */
+static enum rp_err
+pf_recipe(struct conn *c, const char *name, json_t **out)
+{
+	sqlite3_stmt *s = STMT(c, "SELECT params FROM recipes WHERE name = ?");
+	int rc;
+
+	*out = NULL;
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		*out = col_text(s, 0) ? json_loads(col_text(s, 0), 0, NULL) : NULL;
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return store_sqlerr(c, rc, "preflight recipe");
+	if (*out == NULL)
+		*out = rc == SQLITE_ROW ? json_object() : json_null();
+	return RP_ERR_OK;
+}
+
+/* Firmware: the node's baseline components (only those named in `only`, when given; a name
+ * not in the baseline is RP_ERR_INVALID_FIELD), without those the store already shows at
+ * their target. RP_ERR_CONFLICT (detail) without a baseline. */
+static enum rp_err
+pf_firmware(struct conn *c, const struct node_ref *n, json_t *only, json_t *node, json_t **detail)
+{
+	json_t *targets = NULL, *t, *v, *keep = NULL;
+	char bname[128] = "", cls[128] = "";
+	sqlite3_stmt *s;
+	enum rp_err e = RP_ERR_INTERNAL;
+	size_t i, j;
+	int rc;
+
+	s = STMT(c, "SELECT coalesce(n.node_class, ''), b.name FROM nodes n LEFT JOIN "
+	            "firmware_baselines b ON b.node_class = n.node_class WHERE n.id = ?");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, n->id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		snprintf(cls, sizeof cls, "%s", col_text(s, 0));
+		if (col_text(s, 1))
+			snprintf(bname, sizeof bname, "%s", col_text(s, 1));
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_ROW)
+		return store_sqlerr(c, rc, "preflight baseline");
+	if (bname[0] == '\0') {
+		*detail = store_why(NULL,
+		                    cls[0] ? "node class '%s' has no firmware baseline"
+		                           : "node %s has no node_class, so no firmware baseline",
+		                    cls[0] ? cls : n->name);
+		return RP_ERR_CONFLICT;
+	}
+	s = STMT(c, "SELECT bc.component, bc.version, coalesce(bc.method, 'redfish') AS method, "
+	            "bc.recipe, i.name AS image, i.file, i.size, i.sha256, fc.version AS current "
+	            "FROM nodes n JOIN firmware_baselines b ON b.node_class = n.node_class JOIN "
+	            "baseline_components bc ON bc.baseline_id = b.id LEFT JOIN images i ON i.id = "
+	            "bc.image_id LEFT JOIN firmware_components fc ON fc.node_id = n.id AND "
+	            "fc.component = bc.component WHERE n.id = ? ORDER BY bc.component");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, n->id);
+	if ((targets = store_rows(c, s)) == NULL)
+		return RP_ERR_INTERNAL;
+	json_array_foreach(only, i, v)
+	{
+		int found = 0;
+
+		json_array_foreach(targets, j, t) found |=
+		        json_equal(json_object_get(t, "component"), v);
+		if (!found) {
+			*detail = json_pack("{s:s, s:s, s:O}", "field", "components", "reason",
+			                    "not a component of the node's firmware baseline",
+			                    "component", v);
+			e = RP_ERR_INVALID_FIELD;
+			goto out;
+		}
+	}
+	keep = json_array();
+	json_array_foreach(targets, i, t)
+	{
+		int wanted = json_array_size(only) == 0;
+		const char *recipe = json_string_value(json_object_get(t, "recipe"));
+
+		json_array_foreach(only, j, v) wanted |=
+		        json_equal(json_object_get(t, "component"), v);
+		/* The job skips what is already at target; it needs nothing for it. */
+		if (!wanted ||
+		    json_equal(json_object_get(t, "current"), json_object_get(t, "version")))
+			continue;
+		json_object_del(t, "current");
+		if (recipe && !strcmp(json_string_value(json_object_get(t, "method")), "agent")) {
+			if ((e = pf_recipe(c, recipe, &v)) != RP_ERR_OK)
+				goto out;
+			json_object_set_new(t, "recipe_params", v);
+		}
+		json_array_append(keep, t);
+	}
+	json_object_set_new(node, "baseline", json_string(bname));
+	json_object_set(node, "targets", keep);
+	e = RP_ERR_OK;
+out:
+	json_decref(targets);
+	json_decref(keep);
+	return e;
+}
+
+/* BIOS: the profile named (RP_ERR_INVALID_FIELD when unknown), else the node's own or its
+ * class's (none: RP_ERR_CONFLICT). */
+static enum rp_err
+pf_bios(struct conn *c, const struct node_ref *n, const char *profile, json_t *node,
+        json_t **detail)
+{
+	sqlite3_stmt *s;
+	json_t *p = NULL, *params = NULL;
+	int64_t pid = 0;
+	enum rp_err e;
+	int rc;
+
+	if (profile) {
+		if ((e = store_id_of(c, T_PROFILE, profile, &pid)) != RP_ERR_OK) {
+			if (e == RP_ERR_NOT_FOUND) {
+				*detail =
+				        store_why("profile", "no BIOS profile named '%s'", profile);
+				e = RP_ERR_INVALID_FIELD;
+			}
+			return e;
+		}
+		s = STMT(c, "SELECT p.name, p.method, p.recipe, (SELECT count(*) FROM "
+		            "bios_profile_attrs a WHERE a.profile_id = p.id) FROM bios_profiles p "
+		            "WHERE p.id = ?");
+	} else
+		s = STMT(c, "SELECT p.name, p.method, p.recipe, (SELECT count(*) FROM "
+		            "bios_profile_attrs a WHERE a.profile_id = p.id) FROM nodes n JOIN "
+		            "bios_profiles p ON p.id = " TARGET_PROFILE " WHERE n.id = ?");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sqlite3_bind_int64(s, 1, profile ? pid : n->id);
+	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		p = json_pack("{s:s, s:s, s:s?, s:I}", "name", col_text(s, 0), "method",
+		              col_text(s, 1) ? col_text(s, 1) : "redfish", "recipe", col_text(s, 2),
+		              "attributes", (json_int_t)sqlite3_column_int64(s, 3));
+	sqlite3_reset(s);
+	if (rc == SQLITE_DONE) {
+		*detail = store_why(NULL,
+		                    "node %s has no BIOS profile (neither its own nor its class's)",
+		                    n->name);
+		return RP_ERR_CONFLICT;
+	}
+	if (rc != SQLITE_ROW)
+		return store_sqlerr(c, rc, "preflight profile");
+	if (p == NULL)
+		return RP_ERR_INTERNAL;
+	if (json_object_get(p, "recipe") &&
+	    !strcmp(json_string_value(json_object_get(p, "method")), "agent")) {
+		if ((e = pf_recipe(c, json_string_value(json_object_get(p, "recipe")), &params)) !=
+		    RP_ERR_OK) {
+			json_decref(p);
+			return e;
+		}
+		json_object_set_new(p, "recipe_params", params);
+	}
+	json_object_set_new(node, "profile", p);
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_preflight(struct rp_store *st, json_t *what, json_t **out, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	const char *kind = json_string_value(json_object_get(what, "kind"));
+	const char *key = json_string_value(json_object_get(what, "node"));
+	json_t *ids = NULL, *nodes = json_array(), *node = NULL, *v;
+	int fw = kind && !strcmp(kind, "firmware");
+	struct node_ref n;
+	enum rp_err e;
+	size_t i;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
+		goto done;
+	if (key) {
+		if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
+			goto out;
+		ids = json_pack("[I]", (json_int_t)n.id);
+	} else if ((e = store_select_nodes(c, json_object_get(what, "selector"), &ids, detail)) !=
+	           RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	json_array_foreach(ids, i, v)
+	{
+		if ((e = store_node_by_id(c, json_integer_value(v), &n)) != RP_ERR_OK)
+			goto out;
+		if (key == NULL) {
+			/* A rollout: only the nodes its plan will give a job (as in the planning).
+			 */
+			char why[256] = "", what_[300];
+			int target = 0;
+
+			/* In maintenance: skipped. A BMC that cannot take the job (CONFLICT) is
+			 * what the check reports. */
+			e = store_bmc_ready(c, n.id, why, sizeof why);
+			if (e == RP_ERR_INVALID_STATE)
+				continue;
+			if (e != RP_ERR_OK && e != RP_ERR_CONFLICT)
+				goto out;
+			if ((e = node_drift(c, n.id, kind, &target, what_, sizeof what_)) !=
+			    RP_ERR_OK)
+				goto out;
+			if (!target || what_[0] == '\0')
+				continue;
+		}
+		node = json_pack("{s:s}", "node", n.name);
+		if ((e = pf_bmc(c, n.id, node)) != RP_ERR_OK)
+			goto out;
+		e = fw ? pf_firmware(c, &n, json_object_get(what, "components"), node, detail)
+		       : pf_bios(c, &n, json_string_value(json_object_get(what, "profile")), node,
+		                 detail);
+		if (e != RP_ERR_OK)
+			goto out;
+		json_array_append_new(nodes, node);
+		node = NULL;
+	}
+	*out = json_pack("{s:s, s:O}", "kind", fw ? "firmware" : "bios", "nodes", nodes);
+	e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
+out:
+	store_read_end(c);
+done:
+	json_decref(ids);
+	json_decref(nodes);
+	json_decref(node);
+	return e;
+}

@@ -352,6 +352,16 @@ has err '^rackpilot: BAD_QUERY: ' "firmware drift of an unknown rack"
 
 # ---- rollouts
 printf '{"kind":"bios","selector":{"rack":"r01"},"start_at":"2099-01-01T00:00:00Z"}' > "$W/ro.json"
+# Pre-flight: fake BMCs cannot take a BIOS apply by method redfish; each node is named and
+# nothing is stored.
+rp 1 rollout create --json "$W/ro.json"
+has err '^rackpilot: PREFLIGHT_FAILED: .*"node":"n1","need":"unsupported"' "rollout pre-flight"
+rp 0 rollout show
+hasnt out 'bios +scheduled' "a refused rollout is not stored"
+# Through the agent (a vendor tool recipe ending with a bios report) it can.
+api POST /v1/recipes '{"name":"bios-tool","steps":[{"id":"read","type":"bios","command":"true","report":true}]}' \
+	> /dev/null
+api PATCH /v1/bios/profiles/gold '{"method":"agent","recipe":"bios-tool"}' > /dev/null
 rp 0 rollout create --json "$W/ro.json"
 has out '^rollout [0-9a-f-]{36}: scheduled' "rollout create"
 RO=$(sed -n 's/^rollout \([0-9a-f-]*\):.*/\1/p' "$W/out")

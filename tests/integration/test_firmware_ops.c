@@ -248,7 +248,8 @@ test_bios_profiles(void **state)
 	i = (int)json_integer_value(json_object_get(r.json, "version"));
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/fw0", &r, "{s:s, s:b}",
-	                      "bios_profile", "other", "maintenance", 1), 400);
+	                      "bios_profile", "other", "maintenance", 1),
+	                 400);
 	assert_error(&r, 400, "INVALID_FIELD");
 	{
 		json_t *d = json_object_get(json_object_get(r.json, "error"), "detail");
@@ -263,7 +264,8 @@ test_bios_profiles(void **state)
 	assert_true(json_is_false(json_object_get(r.json, "maintenance")));
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/fw0", &r, "{s:s}", "bios_profile",
-	                      "gx8-golden"), 200);
+	                      "gx8-golden"),
+	                 200);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/fw0", &r, "{s:n}", "bios_profile"),
 	                 200);
@@ -618,6 +620,251 @@ test_push(void **state)
 	json_decref(st);
 }
 
+/* ---- Pre-flight: what an update or apply needs, checked before anything starts ---------- */
+
+static struct mock P; /* BMCs of the pre-flight nodes: nothing may reach them on a 409 */
+
+/* POST path (body may be NULL): 409 PREFLIGHT_FAILED; returns detail.missing (caller decrefs). */
+static json_t *
+refused(const char *path, const char *body)
+{
+	struct reply r;
+	json_t *d, *m;
+
+	req(&S, S.admin, "POST", path, body ? "application/json" : NULL, body,
+	    body ? strlen(body) : 0, NULL, &r);
+	if (r.status != 409)
+		fail_msg("POST %s: %ld %s (want 409 PREFLIGHT_FAILED)", path, r.status,
+		         r.body ? r.body : "");
+	assert_error(&r, 409, "PREFLIGHT_FAILED");
+	d = json_object_get(json_object_get(r.json, "error"), "detail");
+	m = json_incref(json_object_get(d, "missing"));
+	assert_true(json_array_size(m) > 0);
+	assert_int_equal(json_integer_value(json_object_get(d, "count")), json_array_size(m));
+	reply_free(&r);
+	return m;
+}
+
+/* The entry of missing for node and need (and member key = val when key is given), or NULL. */
+static json_t *
+missing_of(json_t *missing, const char *node, const char *what, const char *key, const char *val)
+{
+	json_t *m;
+	size_t i;
+
+	json_array_foreach(missing, i, m)
+	{
+		if (!strcmp(str(m, "node"), node) && !strcmp(str(m, "need"), what) &&
+		    (key == NULL || (str(m, key) && !strcmp(str(m, key), val))))
+			return m;
+	}
+	return NULL;
+}
+
+static void
+has_need(json_t *missing, const char *node, const char *what, const char *key, const char *val)
+{
+	json_t *m = missing_of(missing, node, what, key, val);
+
+	if (m == NULL)
+		fail_msg("no %s for %s (%s=%s) in %s", what, node, key ? key : "-", val ? val : "-",
+		         json_dumps(missing, JSON_COMPACT));
+	assert_non_null(str(m, "fix"));
+}
+
+/* The image file in the server's image directory. */
+static void
+image_path(const char *name, char *buf, size_t len)
+{
+	char path[200];
+	struct reply r;
+
+	snprintf(path, sizeof path, "/v1/images/%s", name);
+	assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
+	snprintf(buf, len, "%s/images/%s", S.dir, str(r.json, "file"));
+	reply_free(&r);
+}
+
+static void
+write_file(const char *path, const char *content)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(content, f);
+	fclose(f);
+}
+
+static size_t
+mock_actions(struct mock *m, int i)
+{
+	json_t *st = mock_get(m, i, "/__mock/state");
+	size_t n = json_array_size(json_object_get(st, "actions"));
+
+	json_decref(st);
+	return n;
+}
+
+static long PfJobs;
+static char PfImg[600], PfGood[100];
+
+/* pf0 (all in place but the image file, in the cases below), pf1 (no BMC credentials), pfipmi
+ * (IPMI), the baseline gx8pf-1 (SimpleUpdate of bmc), profiles pf-golden and pf-empty. */
+static void
+test_preflight_seed(void **state)
+{
+	struct reply r;
+
+	(void)state;
+	mock_start(&P, 2, NULL);
+	make_node(&S, "{s:s, s:s, s:{s:s, s:s, s:i, s:s, s:s, s:{s:s, s:i}}}", "name", "pf0",
+	          "node_class", "gx8pf", "bmc", "driver", "redfish", "address", "127.0.0.1", "port",
+	          P.base, "username", "admin", "password", "secret", "options", "scheme", "http",
+	          "timeout_ms", 5000);
+	/* A BMC without credentials. */
+	make_node(&S, "{s:s, s:s, s:{s:s, s:s, s:i, s:{s:s, s:i}}}", "name", "pf1", "node_class",
+	          "gx8pf", "bmc", "driver", "redfish", "address", "127.0.0.1", "port", P.base + 1,
+	          "options", "scheme", "http", "timeout_ms", 5000);
+	/* IPMI cannot do SimpleUpdate or a Redfish BIOS apply. */
+	make_node(&S, "{s:s, s:s, s:{s:s, s:s, s:i, s:s, s:s}}", "name", "pfipmi", "node_class",
+	          "gx8pf", "bmc", "driver", "ipmi", "address", "127.0.0.1", "port", 9, "username",
+	          "admin", "password", "secret");
+	upload("pfbmc_2.1.0.bin");
+	snprintf(PfGood, sizeof PfGood, "firmware image %s\n", "pfbmc_2.1.0.bin");
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/firmware/baselines", &r,
+	                      "{s:s, s:s, s:{s:{s:s, s:s, s:s}}}", "name", "gx8pf-1", "node_class",
+	                      "gx8pf", "components", "bmc", "version", "2.1.0", "image",
+	                      "pfbmc_2.1.0.bin", "method", "redfish"),
+	                 201);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r, "{s:s, s:s, s:{s:s}}",
+	                      "name", "pf-golden", "node_class", "gx8pf", "attributes",
+	                      "SriovSupport", "Enabled"),
+	                 201);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r, "{s:s, s:{}}", "name",
+	                      "pf-empty", "attributes"),
+	                 201);
+	reply_free(&r);
+	PfJobs = count_all(&S, "/v1/jobs");
+	image_path("pfbmc_2.1.0.bin", PfImg, sizeof PfImg);
+}
+
+/* The image file no longer matches its digest (same size, other bytes), then is gone. */
+static void
+test_preflight_image(void **state)
+{
+	json_t *miss;
+
+	(void)state;
+	write_file(PfImg, "firmware image pfbmc_6.6.6.bin\n");
+	miss = refused("/v1/nodes/pf0/firmware/update", NULL);
+	has_need(miss, "pf0", "image_digest", "image", "pfbmc_2.1.0.bin");
+	assert_int_equal(json_array_size(miss), 1);
+	json_decref(miss);
+	/* Gone altogether. */
+	assert_int_equal(unlink(PfImg), 0);
+	miss = refused("/v1/nodes/pf0/firmware/update", "{\"components\":[\"bmc\"]}");
+	has_need(miss, "pf0", "image_file", "image", "pfbmc_2.1.0.bin");
+	json_decref(miss);
+}
+
+/* A BMC without credentials; several things at once: the missing file too, both listed. */
+static void
+test_preflight_credentials(void **state)
+{
+	json_t *miss;
+
+	(void)state;
+	miss = refused("/v1/nodes/pf1/firmware/update", NULL);
+	has_need(miss, "pf1", "bmc_credentials", NULL, NULL);
+	has_need(miss, "pf1", "image_file", "component", "bmc");
+	json_decref(miss);
+}
+
+/* IPMI: unsupported, for a BIOS apply and for SimpleUpdate (with the missing file, too). */
+static void
+test_preflight_ipmi(void **state)
+{
+	json_t *miss;
+
+	(void)state;
+	miss = refused("/v1/nodes/pfipmi/bios/apply", NULL);
+	has_need(miss, "pfipmi", "unsupported", "driver", "ipmi");
+	assert_int_equal(json_array_size(miss), 1);
+	json_decref(miss);
+	miss = refused("/v1/nodes/pfipmi/firmware/update", NULL);
+	has_need(miss, "pfipmi", "unsupported", "component", "bmc");
+	has_need(miss, "pfipmi", "image_file", NULL, NULL);
+	json_decref(miss);
+}
+
+/* A profile that sets nothing; and no credentials for a BIOS apply either. */
+static void
+test_preflight_profile(void **state)
+{
+	json_t *miss;
+
+	(void)state;
+	miss = refused("/v1/nodes/pf1/bios/apply", "{\"profile\":\"pf-empty\"}");
+	has_need(miss, "pf1", "attributes", "profile", "pf-empty");
+	has_need(miss, "pf1", "bmc_credentials", NULL, NULL);
+	json_decref(miss);
+}
+
+/* What was validated before stays as it was; the refusals stored nothing and sent nothing. */
+static void
+test_preflight_nothing_stored(void **state)
+{
+	(void)state;
+	bad("POST", "/v1/nodes/pf0/bios/apply", "{\"profile\":\"nope\"}", 400, "INVALID_FIELD");
+	bad("POST", "/v1/nodes/pf0/firmware/update", "{\"components\":[\"gpu\"]}", 400,
+	    "INVALID_FIELD");
+	/* Nothing was stored, nothing reached a BMC. */
+	assert_int_equal(count_all(&S, "/v1/jobs"), PfJobs);
+	assert_int_equal(mock_actions(&P, 0), 0);
+	assert_int_equal(mock_actions(&P, 1), 0);
+}
+
+/* Everything in place: accepted, and it works. */
+static void
+test_preflight_in_place(void **state)
+{
+	struct reply r;
+	json_t *job, *st, *a;
+	size_t i;
+	int seen;
+
+	(void)state;
+	write_file(PfImg, PfGood);
+	job = act("/v1/nodes/pf0/firmware/update", NULL);
+	expect(job, "succeeded");
+	json_decref(job);
+	st = mock_get(&P, 0, "/__mock/state");
+	assert_string_equal(mock_version(st, "BMC"), "2.1.0");
+	assert_int_equal(mock_count(st, "BMC"), 1);
+	seen = 0;
+	json_array_foreach(json_object_get(st, "actions"), i, a)
+	{
+		if (str(a, "image_uri"))
+			seen |= !strcmp(str(a, "image_uri"),
+			                "http://127.0.0.1:9/boot/images/pfbmc_2.1.0.bin");
+	}
+	assert_true(seen);
+	json_decref(st);
+	job = act("/v1/nodes/pf0/bios/apply", NULL);
+	expect(job, "succeeded");
+	json_decref(job);
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/pf1", &r, "{s:{s:s, s:s}}", "bmc",
+	                      "username", "admin", "password", "secret"),
+	                 200);
+	reply_free(&r);
+	job = act("/v1/nodes/pf1/firmware/update", NULL);
+	expect(job, "succeeded");
+	json_decref(job);
+	mock_stop(&P);
+}
+
 int
 main(void)
 {
@@ -631,6 +878,13 @@ main(void)
 	        cmocka_unit_test(test_kill_during_update),
 	        cmocka_unit_test(test_bad_input),
 	        cmocka_unit_test(test_push),
+	        cmocka_unit_test(test_preflight_seed),
+	        cmocka_unit_test(test_preflight_image),
+	        cmocka_unit_test(test_preflight_credentials),
+	        cmocka_unit_test(test_preflight_ipmi),
+	        cmocka_unit_test(test_preflight_profile),
+	        cmocka_unit_test(test_preflight_nothing_stored),
+	        cmocka_unit_test(test_preflight_in_place),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -10,10 +10,17 @@
  *   node (none for the node already at target and the one in maintenance);
  * - a BIOS rollout where the mock applies pending settings only when the node boots, gated on
  *   power_on and version_match; drift before and after;
- * - pause, resume and abort of a scheduled rollout; events for every change.
+ * - pause, resume and abort of a scheduled rollout; events for every change;
+ * - pre-flight: a SimpleUpdate rollout with boot_url unset, an image file that no longer matches
+ *   its digest, a BMC without credentials: 409 PREFLIGHT_FAILED listing every missing thing for
+ *   every node, nothing stored, nothing sent; boot_url's default (a concrete listen address):
+ *   accepted, and the BMCs get ImageURIs on that address.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -639,11 +646,257 @@ test_pause_resume_abort(void **state_)
 	assert_int_equal(events(&S2, "rollout.paused"), 2);
 }
 
+/* ---- Pre-flight ------------------------------------------------------------------------ */
+
+#define PF 3 /* pf0..pf2 on BMCs of their own (PM); pf3 has no BMC credentials */
+
+static struct mock PM;
+static const char PfImage[] = "pfnic_3.1.0.bin";
+static const char PfRollout[] = "{\"kind\":\"firmware\",\"selector\":{\"class\":\"gpu-pf\"}}";
+
+/* Nodes, image and a SimpleUpdate baseline for class gpu-pf on s; pf3 (no credentials) too
+ * when with_bad. */
+static void
+pf_seed(struct server *s, int with_bad)
+{
+	char name[16];
+	struct reply r;
+	int i;
+
+	for (i = 0; i < PF; i++) {
+		snprintf(name, sizeof name, "pf%d", i);
+		make_node(s, "{s:s, s:s, s:{s:s, s:s, s:i, s:s, s:s, s:{s:s}}}", "name", name,
+		          "node_class", "gpu-pf", "bmc", "driver", "redfish", "address",
+		          "127.0.0.1", "port", PM.base + i, "username", "admin", "password",
+		          "secret", "options", "scheme", "http");
+	}
+	if (with_bad)
+		make_node(s, "{s:s, s:s, s:{s:s, s:s, s:i}}", "name", "pf3", "node_class", "gpu-pf",
+		          "bmc", "driver", "redfish", "address", "127.0.0.1", "port", 9);
+	upload_image(s, PfImage);
+	assert_int_equal(call(s, s->admin, "POST", "/v1/firmware/baselines", &r,
+	                      "{s:s, s:s, s:{s:{s:s, s:s, s:s}}}", "name", "pf-2026", "node_class",
+	                      "gpu-pf", "components", "nic0", "version", "3.1.0", "image", PfImage,
+	                      "method", "redfish"),
+	                 201);
+	reply_free(&r);
+}
+
+/* POST the pre-flight rollout to s: 409 PREFLIGHT_FAILED; detail.missing (caller decrefs). */
+static json_t *
+pf_refused(struct server *s)
+{
+	struct reply r;
+	json_t *m;
+
+	req(s, s->admin, "POST", "/v1/rollouts", "application/json", PfRollout, strlen(PfRollout),
+	    NULL, &r);
+	if (r.status != 409)
+		fail_msg("%s -> %ld %s (want 409 PREFLIGHT_FAILED)", PfRollout, r.status, r.body);
+	assert_error(&r, 409, "PREFLIGHT_FAILED");
+	m = json_incref(json_object_get(json_object_get(json_object_get(r.json, "error"), "detail"),
+	                                "missing"));
+	reply_free(&r);
+	return m;
+}
+
+/* Entries of missing with this need (and node, when given). */
+static int
+needs(json_t *missing, const char *need, const char *node)
+{
+	json_t *m;
+	size_t i;
+	int n = 0;
+
+	json_array_foreach(missing, i, m)
+	{
+		n += !strcmp(jstr(m, "need"), need) &&
+		     (node == NULL || !strcmp(jstr(m, "node"), node));
+		assert_non_null(jstr(m, "fix"));
+	}
+	return n;
+}
+
+static void
+pf_untouched(void)
+{
+	int i;
+
+	for (i = 0; i < PF; i++) {
+		json_t *st = mock_get(&PM, i, "/__mock/state");
+
+		assert_int_equal(json_array_size(json_object_get(st, "actions")), 0);
+		json_decref(st);
+	}
+}
+
+static void
+image_file(struct server *s, const char *name, char *buf, size_t len)
+{
+	char path[200];
+	struct reply r;
+
+	snprintf(path, sizeof path, "/v1/images/%s", name);
+	assert_int_equal(call(s, s->admin, "GET", path, &r, NULL), 200);
+	snprintf(buf, len, "%s/images/%s", s->dir, jstr(r.json, "file"));
+	reply_free(&r);
+}
+
+static void
+put_file(const char *path, const char *content)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(content, f);
+	fclose(f);
+}
+
+/* A loopback port nobody listens on now. */
+static int
+free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof a;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	assert_true(fd >= 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static struct server S3;
+static char Port[16], Listen[64], PfFile[600], PfGood[100];
+static long PfEvents;
+
+/* S2 listens on port 0 and has no boot_url: SimpleUpdate has no URL to give the BMC. Every
+ * node is named, and pf3's missing credentials too (several things at once). */
+static void
+test_preflight_boot_url(void **state_)
+{
+	json_t *miss;
+	size_t k;
+	int b;
+
+	(void)state_;
+	mock_start(&PM, PF, NULL);
+	for (b = 0; b < PF; b++)
+		mock_post(&PM, b, "/__mock/config",
+		          "{\"power_delay_s\": 0, \"bmc_reboot_requests\": 0}");
+	pf_seed(&S2, 1);
+	PfEvents = count_all(&S2, "/v1/events?limit=1000");
+	miss = pf_refused(&S2);
+	for (k = 0; k <= PF; k++) {
+		char node[16];
+
+		snprintf(node, sizeof node, "pf%zu", k);
+		if (needs(miss, "boot_url", node) != 1)
+			fail_msg("boot_url not listed once for %s: %s", node,
+			         json_dumps(miss, JSON_COMPACT));
+	}
+	assert_int_equal(needs(miss, "bmc_credentials", "pf3"), 1);
+	assert_int_equal(json_array_size(miss), PF + 2);
+	json_decref(miss);
+}
+
+/* The refusal stored nothing (no rollout, no job, no event) and sent nothing. */
+static void
+test_preflight_nothing_stored(void **state_)
+{
+	(void)state_;
+	assert_int_equal(count_all(&S2, "/v1/rollouts"), 0);
+	assert_int_equal(count_all(&S2, "/v1/jobs"), 0);
+	assert_int_equal(events(&S2, "rollout."), 0);
+	assert_int_equal(count_all(&S2, "/v1/events?limit=1000"), PfEvents);
+	pf_untouched();
+}
+
+/* A server on a concrete loopback address (boot_url's default applies) whose image file no
+ * longer matches its digest: named, for every node; nothing stored or sent. */
+static void
+test_preflight_digest(void **state_)
+{
+	const char *args3[] = {"--power-sync-interval", "0", "--listen", Listen, NULL};
+	json_t *miss;
+
+	(void)state_;
+	snprintf(Port, sizeof Port, "%d", free_port());
+	snprintf(Listen, sizeof Listen, "127.0.0.1:%s", Port);
+	server_start(&S3, NULL, args3);
+	assert_non_null(strstr(S3.base, Listen));
+	pf_seed(&S3, 0);
+	image_file(&S3, PfImage, PfFile, sizeof PfFile);
+	snprintf(PfGood, sizeof PfGood, "firmware image %s\n", PfImage);
+	put_file(PfFile, "firmware image pfnic_9.9.9.bin\n");
+	miss = pf_refused(&S3);
+	assert_int_equal(needs(miss, "image_digest", NULL), PF);
+	assert_int_equal(needs(miss, "boot_url", NULL), 0);
+	assert_string_equal(jstr(json_array_get(miss, 0), "image"), PfImage);
+	json_decref(miss);
+	assert_int_equal(count_all(&S3, "/v1/rollouts"), 0);
+	assert_int_equal(count_all(&S3, "/v1/jobs"), 0);
+	pf_untouched();
+}
+
+/* Everything in place, boot_url unset: the same request is accepted and works, and each BMC
+ * got an ImageURI on the listen address. */
+static void
+test_preflight_default_boot_url(void **state_)
+{
+	struct reply r;
+	char want[200], id[64];
+	json_t *ro, *st, *a;
+	size_t i;
+	int b, seen;
+
+	(void)state_;
+	put_file(PfFile, PfGood);
+	req(&S3, S3.admin, "POST", "/v1/rollouts", "application/json", PfRollout, strlen(PfRollout),
+	    NULL, &r);
+	if (r.status != 201)
+		fail_msg("%s -> %ld %s", PfRollout, r.status, r.body);
+	snprintf(id, sizeof id, "%s", jstr(r.json, "id"));
+	reply_free(&r);
+	ro = wait_until(&S3, id, is_completed, 120);
+	assert_int_equal(
+	        json_integer_value(json_object_get(json_object_get(ro, "counts"), "succeeded")),
+	        PF);
+	json_decref(ro);
+	snprintf(want, sizeof want, "http://127.0.0.1:%s/boot/images/%s", Port, PfImage);
+	for (b = 0; b < PF; b++) {
+		st = mock_get(&PM, b, "/__mock/state");
+		assert_int_equal(json_integer_value(json_object_get(
+		                         json_object_get(st, "update_count"), "NIC0")),
+		                 1);
+		seen = 0;
+		json_array_foreach(json_object_get(st, "actions"), i, a)
+		{
+			if (jstr(a, "image_uri"))
+				seen |= !strcmp(jstr(a, "image_uri"), want);
+		}
+		if (!seen)
+			fail_msg("BMC %d got no ImageURI %s: %s", b, want,
+			         json_dumps(json_object_get(st, "actions"), JSON_COMPACT));
+		json_decref(st);
+	}
+	server_stop(&S3, SIGTERM);
+	server_cleanup(&S3);
+	mock_stop(&PM);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_bad_input),
+	        cmocka_unit_test(test_preflight_boot_url),
+	        cmocka_unit_test(test_preflight_nothing_stored),
+	        cmocka_unit_test(test_preflight_digest),
+	        cmocka_unit_test(test_preflight_default_boot_url),
 	        cmocka_unit_test(test_firmware_rollout),
 	        cmocka_unit_test(test_bios_rollout),
 	        cmocka_unit_test(test_pause_resume_abort),

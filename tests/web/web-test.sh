@@ -74,8 +74,11 @@ port_of() { # OUTFILE PID: the port rackpilotd --listen 127.0.0.1:0 printed
 	done
 	fail "rackpilotd did not say where it listens"
 }
-"$RPD" --data-dir "$W/data" --listen 127.0.0.1:0 --power-sync-interval 0 --no-access-log \
-	> "$W/rackpilotd.out" 2> "$W/rackpilotd.log" &
+# boot_url: the rollout below is pre-flighted, and its agent recipe downloads the images from
+# there (nothing runs: it starts tomorrow).
+printf '[server]\nboot_url = http://127.0.0.1:9\n' > "$W/rackpilotd.conf"
+"$RPD" -c "$W/rackpilotd.conf" --data-dir "$W/data" --listen 127.0.0.1:0 --power-sync-interval 0 \
+	--no-access-log > "$W/rackpilotd.out" 2> "$W/rackpilotd.log" &
 RPD_PID=$!
 RP=http://127.0.0.1:$(port_of "$W/rackpilotd.out" "$RPD_PID")
 # A second server with its own demo site (rackpilotd --demo): GET /v1 says demo: true.
@@ -172,7 +175,12 @@ for img in bmc-1.8.2.bin bios-2.4.bin; do
 	curl -fsS -X PUT -H "Authorization: Bearer $ADMIN" --data-binary "@$W/$img" \
 		"$RP/v1/images/$img?kind=firmware" > /dev/null || fail "upload $img"
 done
-api POST /v1/firmware/baselines '{"name":"h100-2026q4","node_class":"gpu-h100-8x","components":{"bmc":{"version":"1.8.2","image":"bmc-1.8.2.bin"},"bios":{"version":"2.4","image":"bios-2.4.bin"}}}' > /dev/null
+# The nodes have fake BMCs, which flash nothing: the baseline's components go through an agent
+# recipe, as a vendor flasher would.
+api POST /v1/recipes '{"name":"fw-flash","params":{"version":{"required":true},"image_url":{"required":true},"sha256":{"required":true}},"steps":[{"id":"flash","type":"firmware","image_url":"${image_url}","sha256":"${sha256}","command":"true ${image}"},{"id":"inv","type":"inventory"}]}' > /dev/null ||
+	fail "recipe"
+api POST /v1/firmware/baselines '{"name":"h100-2026q4","node_class":"gpu-h100-8x","components":{"bmc":{"version":"1.8.2","image":"bmc-1.8.2.bin","method":"agent","recipe":"fw-flash"},"bios":{"version":"2.4","image":"bios-2.4.bin","method":"agent","recipe":"fw-flash"}}}' > /dev/null ||
+	fail "baseline"
 api POST /v1/bios/profiles '{"name":"h100-golden","node_class":"gpu-h100-8x","attributes":{"Above4GDecoding":"Enabled","NumaPerSocket":"NPS1","SMT":"Enabled"}}' > /dev/null
 for n in gpu-r01-u01 gpu-r01-u06 gpu-r01-u11 gpu-r01-u16 gpu-r01-u21 gpu-r01-u26 gpu-r01-u31 gpu-r01-u36; do
 	case $n in
