@@ -183,8 +183,10 @@ check_bmc(struct acc *a)
 	if ((job = child_of(a, "bmc", &js, &rc)) == NULL)
 		return rc;
 	if (!ended(js)) {
+		/* js and the id live in job: release it only after they are copied. */
+		rc = wait_child(a, "bmc", json_string_value(json_object_get(job, "id")), js);
 		json_decref(job);
-		return wait_child(a, "bmc", json_string_value(json_object_get(job, "id")), js);
+		return rc;
 	}
 	checks = json_object_get(json_object_get(job, "result"), "checks");
 	for (i = 0; i < json_array_size(checks); i++)
