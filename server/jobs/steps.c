@@ -17,15 +17,41 @@
 #define FLUSH_BYTES (64 * 1024)
 #define FLUSH_NS (1000LL * 1000 * 1000)
 #define REBOOT_POLL_MS 2000
-#define TAIL 512
 
 struct run {
 	struct work *w;
 	struct rp_buf pending;  /* output not yet in the store */
 	int64_t flushed_ns;
-	char tail[TAIL];        /* the last bytes seen, for error messages */
-	size_t tail_len;
+	struct jobs_tail tail;  /* the last bytes seen, for error messages */
 };
+
+void
+jobs_tail_add(struct jobs_tail *t, const char *data, size_t len)
+{
+	size_t keep = len < JOBS_TAIL ? len : JOBS_TAIL;
+
+	if (t->len + keep > JOBS_TAIL) {
+		size_t drop = t->len + keep - JOBS_TAIL;
+
+		memmove(t->data, t->data + drop, t->len - drop);
+		t->len -= drop;
+	}
+	memcpy(t->data + t->len, data + len - keep, keep);
+	t->len += keep;
+}
+
+const char *
+jobs_tail_last_line(const struct jobs_tail *t, char *buf, size_t len)
+{
+	size_t end = t->len, start;
+
+	while (end > 0 && (t->data[end - 1] == '\n' || t->data[end - 1] == '\r'))
+		end--;
+	for (start = end; start > 0 && t->data[start - 1] != '\n'; start--)
+		;
+	snprintf(buf, len, "%.*s", (int)(end - start), t->data + start);
+	return buf;
+}
 
 static void
 flush(struct run *r)
@@ -48,17 +74,9 @@ static void
 on_output(void *arg, const char *data, size_t len)
 {
 	struct run *r = arg;
-	size_t keep = len < TAIL ? len : TAIL;
 
 	rp_buf_append(&r->pending, data, len);
-	if (r->tail_len + keep > TAIL) {
-		size_t drop = r->tail_len + keep - TAIL;
-
-		memmove(r->tail, r->tail + drop, r->tail_len - drop);
-		r->tail_len -= drop;
-	}
-	memcpy(r->tail + r->tail_len, data + len - keep, keep);
-	r->tail_len += keep;
+	jobs_tail_add(&r->tail, data, len);
 	if (r->pending.len >= FLUSH_BYTES)
 		flush(r);
 }
@@ -103,14 +121,7 @@ note(struct run *r, const char *fmt, ...)
 static const char *
 last_line(struct run *r, char *buf, size_t len)
 {
-	size_t end = r->tail_len, start;
-
-	while (end > 0 && (r->tail[end - 1] == '\n' || r->tail[end - 1] == '\r'))
-		end--;
-	for (start = end; start > 0 && r->tail[start - 1] != '\n'; start--)
-		;
-	snprintf(buf, len, "%.*s", (int)(end - start), r->tail + start);
-	return buf;
+	return jobs_tail_last_line(&r->tail, buf, len);
 }
 
 static json_t *
