@@ -778,6 +778,67 @@ test_boot_token_reuse_prune(void **state)
 	rp_store_set_secrets(f->st, f->sec);
 }
 
+/* The statement cache (store/internal.h) is white-box here: call sites are slots. */
+#include "store/internal.h"
+
+#define MANY_SLOTS 1000 /* the old fixed table held 320 */
+
+static int many_slots[MANY_SLOTS];
+
+/* Prepare, run and map every one of MANY_SLOTS distinct statements on this thread's
+ * connection. */
+static void
+many_statements(struct rp_store *st)
+{
+	struct conn *c = store_conn(st);
+	char sql[64];
+	int i;
+
+	assert_non_null(c);
+	for (i = 0; i < MANY_SLOTS; i++) {
+		sqlite3_stmt *s;
+		json_t *row;
+
+		snprintf(sql, sizeof sql, "SELECT %d AS v, 'x%d' AS \"k.w\"", i, i);
+		s = store_prep(c, &many_slots[i], sql);
+		assert_non_null(s);
+		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+		row = store_row(c, s);
+		assert_int_equal(json_integer_value(json_object_get(row, "v")), i);
+		snprintf(sql, sizeof sql, "x%d", i);
+		assert_string_equal(
+		        json_string_value(json_object_get(json_object_get(row, "k"), "w")), sql);
+		json_decref(row);
+		store_done(s);
+	}
+}
+
+static void *
+many_statements_thread(void *arg)
+{
+	many_statements(arg);
+	return NULL;
+}
+
+static void
+test_stmt_cache_grows(void **state)
+{
+	struct fx *f = *state;
+	json_t *in = json_pack("{s:s}", "name", "grown"), *out = NULL, *detail = NULL;
+	pthread_t t;
+
+	many_statements(f->st);
+	/* Cached now: the same slots again, then ordinary store calls on top of them. */
+	many_statements(f->st);
+	assert_int_equal(rp_store_ping(f->st), RP_ERR_OK);
+	assert_int_equal(rp_store_rack_create(f->st, in, "test", &out, &detail), RP_ERR_OK);
+	json_decref(in);
+	json_decref(out);
+	/* A connection opened after the table grew gets arrays that fit every slot. */
+	assert_int_equal(pthread_create(&t, NULL, many_statements_thread, f->st), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+}
+
 int
 main(void)
 {
@@ -796,6 +857,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_secrets_wrong_key, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_secrets_rotate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_boot_token_reuse_prune, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stmt_cache_grows, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
