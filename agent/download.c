@@ -117,7 +117,8 @@ rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd, un
 
 		while (n > 0 && cfg->url[n - 1] == '/')
 			n--;
-		if ((size_t)snprintf(full, sizeof full, "%.*s%s", (int)n, cfg->url, url) >= sizeof full ||
+		if ((size_t)snprintf(full, sizeof full, "%.*s%s", (int)n, cfg->url, url) >=
+		            sizeof full ||
 		    n == 0) {
 			snprintf(err, errlen, "%s: no server URL to resolve it against", url);
 			goto out;

@@ -706,8 +706,9 @@ bios_parse(const char *text, size_t len, char *why, size_t whylen)
 		digits = k[0] != '\0' && strlen(k) < 16;
 		for (i = k[0] == '-'; digits && k[i]; i++)
 			digits = k[i] >= '0' && k[i] <= '9';
-		json_object_set_new(a, name, digits && k[k[0] == '-'] ? json_integer(strtoll(k, NULL, 10))
-		                                                      : json_string(k));
+		json_object_set_new(a, name,
+		                    digits && k[k[0] == '-'] ? json_integer(strtoll(k, NULL, 10))
+		                                             : json_string(k));
 	next:
 		p += (nl ? (size_t)(nl - p) + 1 : (size_t)(end - p));
 	}
@@ -817,7 +818,8 @@ step_firmware(const struct rp_agent_runner *r, const struct rp_agent_step *s,
 		free(q);
 		if (wrapped == NULL)
 			failed(o, "out of memory");
-		else if (rp_agent_shell(wrapped, NULL, NULL, (unsigned)left, o) == 0 && o->succeeded)
+		else if (rp_agent_shell(wrapped, NULL, NULL, (unsigned)left, o) == 0 &&
+		         o->succeeded)
 			bios_report(r, tmp, o);
 		free(wrapped);
 		unlink(tmp);
@@ -1084,15 +1086,18 @@ watch_main(void *arg)
 			break;
 		st = rp_agent_call(cl, "GET", path, w->token, NULL, &ans, err, sizeof err);
 		state = json_string_value(json_object_get(ans, "state"));
-		/* Gone (403/404), cancelled, or ended: stop. A server we cannot reach says nothing. */
+		/* Gone (403/404), cancelled, or ended: stop. A server we cannot reach says nothing.
+		 */
 		if (st == 403 || st == 404 ||
-		    (st == 200 && (json_is_true(json_object_get(ans, "cancel_requested")) ||
-		                   (state && strcmp(state, "running") && strcmp(state, "queued"))))) {
-			rp_log_warn("run-steps: job %s is %s; stopping", w->job,
-			            st == 200 ? (json_is_true(json_object_get(ans, "cancel_requested"))
+		    (st == 200 &&
+		     (json_is_true(json_object_get(ans, "cancel_requested")) ||
+		      (state && strcmp(state, "running") && strcmp(state, "queued"))))) {
+			rp_log_warn(
+			        "run-steps: job %s is %s; stopping", w->job,
+			        st == 200 ? (json_is_true(json_object_get(ans, "cancel_requested"))
 			                             ? "cancelled"
 			                             : state)
-			                      : "gone");
+			                  : "gone");
 			rp_agent_cancelled = 1;
 			json_decref(ans);
 			break;

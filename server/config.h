@@ -11,45 +11,45 @@
 struct rp_config {
 	char listen[96];
 	char data_dir[512];
-	unsigned threads;          /* 0: one per online CPU */
+	unsigned threads; /* 0: one per online CPU */
 	size_t max_body;
 	size_t max_import_body;
-	size_t max_inventory;      /* bytes of an agent inventory (registration included) */
+	size_t max_inventory; /* bytes of an agent inventory (registration included) */
 	unsigned conn_timeout_s;
 	unsigned conn_limit;
 	unsigned max_streams_per_token; /* event streams one token may hold open */
 	int access_log;
 	char log_level[8];
 	/* TLS on the API (docs/security.md). auto: on unless listen is a loopback address. */
-	char tls[8];                    /* auto | on | off */
-	char tls_cert[512];             /* PEM; "": DATA_DIR/tls/cert.pem, made when missing */
+	char tls[8];        /* auto | on | off */
+	char tls_cert[512]; /* PEM; "": DATA_DIR/tls/cert.pem, made when missing */
 	char tls_key[512];
-	char secret_key[512];           /* "": DATA_DIR/secret.key */
+	char secret_key[512]; /* "": DATA_DIR/secret.key */
 	unsigned job_workers;
-	unsigned power_sync_interval;   /* seconds; 0 disables */
+	unsigned power_sync_interval; /* seconds; 0 disables */
 	unsigned power_sync_concurrency;
 	unsigned bmc_fault_threshold;
-	unsigned ssh_workers;           /* step plans running at once */
-	unsigned agent_heartbeat;       /* seconds agents are told to heartbeat at */
-	char agent_command[256];        /* how the agent is run on nodes */
+	unsigned ssh_workers;     /* step plans running at once */
+	unsigned agent_heartbeat; /* seconds agents are told to heartbeat at */
+	char agent_command[256];  /* how the agent is run on nodes */
 	/* Network boot (docs/provisioning.md). */
-	char image_dir[512];            /* "": DATA_DIR/images */
-	char boot_listen[96];           /* plain-HTTP /boot/ listener; "": beside a TLS listen
-	                                   (port + 1), none otherwise; "off": none */
-	char boot_url[256];             /* "": from the Host header of each boot request */
-	char agent_url[256];            /* rackpilot.url= in scripts; "": the boot host, API port */
-	unsigned boot_rate;             /* unauthenticated requests per second per address; 0: off */
+	char image_dir[512];  /* "": DATA_DIR/images */
+	char boot_listen[96]; /* plain-HTTP /boot/ listener; "": beside a TLS listen
+	                         (port + 1), none otherwise; "off": none */
+	char boot_url[256];   /* "": from the Host header of each boot request */
+	char agent_url[256];  /* rackpilot.url= in scripts; "": the boot host, API port */
+	unsigned boot_rate;   /* unauthenticated requests per second per address; 0: off */
 	unsigned boot_burst;
-	int boot_source_check;          /* register only from the address that fetched the script */
-	int discovery;                  /* unknown MACs boot the discovery ramdisk */
+	int boot_source_check; /* register only from the address that fetched the script */
+	int discovery;         /* unknown MACs boot the discovery ramdisk */
 	unsigned discovery_max_tokens;
 	unsigned discovery_max_per_source; /* discovery slots one address may hold; 0: no limit */
-	unsigned discovery_max_nodes;   /* discovered nodes waiting for an operator; 0: no limit */
-	unsigned bootstrap_ttl;         /* seconds a boot script's token lives */
-	unsigned provision_timeout;     /* seconds to wait for an agent in commission/deploy/release */
-	unsigned long long max_upload;  /* bytes of one image upload */
-	char dnsmasq_hosts[512];        /* dhcp-hostsfile to keep current; "": none */
-	char dnsmasq_pidfile[512];      /* dnsmasq to SIGHUP after a change; "": none */
+	unsigned discovery_max_nodes; /* discovered nodes waiting for an operator; 0: no limit */
+	unsigned bootstrap_ttl;       /* seconds a boot script's token lives */
+	unsigned provision_timeout; /* seconds to wait for an agent in commission/deploy/release */
+	unsigned long long max_upload; /* bytes of one image upload */
+	char dnsmasq_hosts[512];       /* dhcp-hostsfile to keep current; "": none */
+	char dnsmasq_pidfile[512];     /* dnsmasq to SIGHUP after a change; "": none */
 };
 
 /* Fill c with the compiled-in defaults. */

@@ -30,7 +30,8 @@ usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: rackpilotd [options]\n"
-	        "  -c, --config FILE      read settings from an INI file (see docs/rackpilotd.conf)\n"
+	        "  -c, --config FILE      read settings from an INI file (see "
+	        "docs/rackpilotd.conf)\n"
 	        "  -n, --check            check the configuration, print the effective one, exit\n"
 	        "      --listen ADDR:PORT listen address (port 0: pick a free port)\n"
 	        "      --tls-cert FILE    serve the API over HTTPS with this PEM certificate...\n"
@@ -135,10 +136,12 @@ private_data_dir(const char *dir)
 		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
 		if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077)) {
 			if (chmod(path, 0600) < 0) {
-				rp_log_error("cannot narrow %s to mode 0600: %s", path, strerror(errno));
+				rp_log_error("cannot narrow %s to mode 0600: %s", path,
+				             strerror(errno));
 				return -1;
 			}
-			rp_log_warn("%s was mode %04o; now 0600", path, (unsigned)(sb.st_mode & 07777));
+			rp_log_warn("%s was mode %04o; now 0600", path,
+			            (unsigned)(sb.st_mode & 07777));
 		}
 	}
 	return 0;
@@ -183,8 +186,8 @@ rotate_secret_key(struct rp_store *st, struct rp_secrets *sec, const char *path)
 		rp_log_error("%s", why);
 		return -1;
 	}
-	rp_log_info("secret key rotated: %d secret(s) sealed under key %s (was %s); %s holds it",
-	            n, rp_secrets_key_id(sec), old, path);
+	rp_log_info("secret key rotated: %d secret(s) sealed under key %s (was %s); %s holds it", n,
+	            rp_secrets_key_id(sec), old, path);
 	return 0;
 }
 
@@ -215,8 +218,8 @@ admin_token(struct rp_store *st, const char *data_dir, int reissue)
 	}
 	rp_sha256_hex(secret, strlen(secret), hash);
 	if (reissue) {
-		e = rp_store_token_create(st, "admin", "admin", hash, 0, "rackpilotd --new-admin-token",
-		                          &out);
+		e = rp_store_token_create(st, "admin", "admin", hash, 0,
+		                          "rackpilotd --new-admin-token", &out);
 		json_decref(out);
 		created = e == RP_ERR_OK;
 	} else {
@@ -261,8 +264,8 @@ dnsmasq_sync(struct rp_store *st, const struct rp_config *cfg, struct dhcp_state
 		goto out;
 	rp_sha256_hex(b.data ? b.data : "", b.len, digest);
 	if (strcmp(digest, d->digest) != 0 || d->retry_at) {
-		if (rp_boot_dnsmasq_update(cfg->dnsmasq_hosts, cfg->dnsmasq_pidfile, b.data ? b.data : "",
-		                           b.len, why, sizeof why) < 0) {
+		if (rp_boot_dnsmasq_update(cfg->dnsmasq_hosts, cfg->dnsmasq_pidfile,
+		                           b.data ? b.data : "", b.len, why, sizeof why) < 0) {
 			/* dnsmasq may not run yet: say so once in a while, and keep trying. */
 			if (d->retry_at == 0)
 				rp_log_warn("dnsmasq: %s", why);
@@ -284,7 +287,8 @@ listen_is_loopback(const char *listen)
 	char host[64];
 	unsigned port;
 
-	return rp_http_parse_listen(listen, host, sizeof host, &port) == 0 && rp_http_loopback(host);
+	return rp_http_parse_listen(listen, host, sizeof host, &port) == 0 &&
+	       rp_http_loopback(host);
 }
 
 /* TLS on the API: on with a configured certificate, or (tls = on, or auto off loopback) with
@@ -319,7 +323,8 @@ tls_setup(const struct rp_config *cfg, char *cert, size_t certlen, char *key, si
 			return -1;
 		}
 		if (made)
-			rp_log_info("TLS: made a self-signed certificate for %s in %s (give clients its "
+			rp_log_info("TLS: made a self-signed certificate for %s in %s (give "
+			            "clients its "
 			            "fingerprint, or replace it with tls_cert/tls_key)",
 			            host, cert);
 	}
@@ -386,24 +391,24 @@ int
 main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"config", required_argument, NULL, 'c'},
-	    {"check", no_argument, NULL, 'n'},
-	    {"listen", required_argument, NULL, 'L'},
-	    {"tls-cert", required_argument, NULL, 'C'},
-	    {"tls-key", required_argument, NULL, 'K'},
-	    {"boot-listen", required_argument, NULL, 'B'},
-	    {"rotate-secret-key", no_argument, NULL, 'R'},
-	    {"forget-secrets", no_argument, NULL, 'F'},
-	    {"data-dir", required_argument, NULL, 'D'},
-	    {"threads", required_argument, NULL, 'T'},
-	    {"log-level", required_argument, NULL, 'l'},
-	    {"no-access-log", no_argument, NULL, 'A'},
-	    {"power-sync-interval", required_argument, NULL, 'P'},
-	    {"new-admin-token", no_argument, NULL, 'N'},
-	    {"demo", no_argument, NULL, 'M'},
-	    {"version", no_argument, NULL, 'V'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	        {"config", required_argument, NULL, 'c'},
+	        {"check", no_argument, NULL, 'n'},
+	        {"listen", required_argument, NULL, 'L'},
+	        {"tls-cert", required_argument, NULL, 'C'},
+	        {"tls-key", required_argument, NULL, 'K'},
+	        {"boot-listen", required_argument, NULL, 'B'},
+	        {"rotate-secret-key", no_argument, NULL, 'R'},
+	        {"forget-secrets", no_argument, NULL, 'F'},
+	        {"data-dir", required_argument, NULL, 'D'},
+	        {"threads", required_argument, NULL, 'T'},
+	        {"log-level", required_argument, NULL, 'l'},
+	        {"no-access-log", no_argument, NULL, 'A'},
+	        {"power-sync-interval", required_argument, NULL, 'P'},
+	        {"new-admin-token", no_argument, NULL, 'N'},
+	        {"demo", no_argument, NULL, 'M'},
+	        {"version", no_argument, NULL, 'V'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	struct rp_config cfg;
 	struct rp_store *st = NULL;
@@ -521,10 +526,10 @@ main(int argc, char **argv)
 		rp_config_print(&cfg, stdout);
 		return 0;
 	}
-	rp_log_set_level(!strcmp(cfg.log_level, "error")  ? RP_LOG_ERROR
-	                 : !strcmp(cfg.log_level, "warn") ? RP_LOG_WARN
+	rp_log_set_level(!strcmp(cfg.log_level, "error")   ? RP_LOG_ERROR
+	                 : !strcmp(cfg.log_level, "warn")  ? RP_LOG_WARN
 	                 : !strcmp(cfg.log_level, "debug") ? RP_LOG_DEBUG
-	                                                    : RP_LOG_INFO);
+	                                                   : RP_LOG_INFO);
 	if (cfg.threads == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -598,7 +603,8 @@ main(int argc, char **argv)
 		goto out;
 	snprintf(updir, sizeof updir, "%s/.incoming", cfg.image_dir);
 	if (mkdir_p(cfg.image_dir) < 0 || mkdir_p(updir) < 0) {
-		rp_log_error("cannot create the image directory %s: %s", cfg.image_dir, strerror(errno));
+		rp_log_error("cannot create the image directory %s: %s", cfg.image_dir,
+		             strerror(errno));
 		goto out;
 	}
 	if (demo && rp_demo_prepare(st, cfg.image_dir, why, sizeof why) < 0) {
@@ -660,8 +666,7 @@ main(int argc, char **argv)
 	api.get_cache = rp_memo_new(16384);
 	if (api.metrics == NULL || api.auth_cache == NULL || api.get_cache == NULL)
 		goto out;
-	if (cfg.boot_rate > 0 &&
-	    (limit = rp_limit_new(cfg.boot_rate, cfg.boot_burst)) == NULL)
+	if (cfg.boot_rate > 0 && (limit = rp_limit_new(cfg.boot_rate, cfg.boot_burst)) == NULL)
 		goto out;
 	memset(&ho, 0, sizeof ho);
 	ho.listen = cfg.listen;
@@ -706,21 +711,24 @@ main(int argc, char **argv)
 		            "agent server_fingerprint)",
 		            certpath, rp_tls_fingerprint(tls));
 	else if (!listen_is_loopback(cfg.listen))
-		rp_log_warn("tls = off: the API on %s is plain HTTP; tokens and BMC passwords cross the "
+		rp_log_warn("tls = off: the API on %s is plain HTTP; tokens and BMC passwords "
+		            "cross the "
 		            "network in clear",
 		            cfg.listen);
 	/* iPXE and PXE ROMs fetch the kernel and initrd from boot_url: not from the TLS port. */
 	if (tls && !boot_http && !cfg.boot_url[0])
-		rp_log_warn("boot_listen = off with TLS on: PXE firmware cannot fetch boot scripts from "
+		rp_log_warn("boot_listen = off with TLS on: PXE firmware cannot fetch boot scripts "
+		            "from "
 		            "%s (it cannot check a certificate)",
 		            rp_http_address(http));
 	else if (tls && cfg.boot_url[0] &&
-	    (!strncmp(cfg.boot_url, "https://", 8) || !boot_http ||
-	     strstr(cfg.boot_url, strrchr(rp_http_address(http), ':')) != NULL))
-		rp_log_warn("boot_url = %s, but PXE firmware cannot fetch from the TLS listener %s: "
-		            "point boot_url at the boot listener (%s)",
-		            cfg.boot_url, rp_http_address(http),
-		            boot_http ? rp_http_address(boot_http) : "boot_listen is off");
+	         (!strncmp(cfg.boot_url, "https://", 8) || !boot_http ||
+	          strstr(cfg.boot_url, strrchr(rp_http_address(http), ':')) != NULL))
+		rp_log_warn(
+		        "boot_url = %s, but PXE firmware cannot fetch from the TLS listener %s: "
+		        "point boot_url at the boot listener (%s)",
+		        cfg.boot_url, rp_http_address(http),
+		        boot_http ? rp_http_address(boot_http) : "boot_listen is off");
 	/* Scripts and tests read this exact line to learn the port. */
 	printf("listening on %s\n", rp_http_address(http));
 	if (boot_http)
@@ -729,7 +737,8 @@ main(int argc, char **argv)
 	for (;;) {
 		struct timespec tick = {0, 250 * 1000 * 1000};
 
-		/* Access lines are buffered; the quarter-second tick bounds how late they appear. */
+		/* Access lines are buffered; the quarter-second tick bounds how late they appear.
+		 */
 		sig = sigtimedwait(&sigs, NULL, &tick);
 		rp_log_flush();
 		dnsmasq_sync(st, &cfg, &dhcp);
@@ -741,12 +750,14 @@ main(int argc, char **argv)
 			if (tls == NULL)
 				rp_log_info("SIGHUP: nothing to reload");
 			else if (rp_tls_reload(tls, why, sizeof why) < 0)
-				rp_log_error("SIGHUP: TLS certificate not reloaded, the old one stays: %s", why);
+				rp_log_error("SIGHUP: TLS certificate not reloaded, the old one "
+				             "stays: %s",
+				             why);
 			else {
 				/* Boot scripts hand the new pin to the agents from now on. */
 				rp_api_tls_pin_set(&api, rp_tls_fingerprint(tls));
-				rp_log_info("SIGHUP: TLS certificate %s reloaded; fingerprint %s", certpath,
-				            rp_tls_fingerprint(tls));
+				rp_log_info("SIGHUP: TLS certificate %s reloaded; fingerprint %s",
+				            certpath, rp_tls_fingerprint(tls));
 			}
 			continue;
 		}

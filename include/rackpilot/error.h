@@ -8,42 +8,42 @@
 #ifndef RACKPILOT_ERROR_H
 #define RACKPILOT_ERROR_H
 
-#define RP_ERRORS(X)                                                                  \
-	X(OK, 200, "ok")                                                                 \
-	X(BAD_JSON, 400, "request body is not valid JSON")                               \
-	X(BAD_REQUEST, 400, "invalid request")                                           \
-	X(MISSING_FIELD, 400, "a required field is missing")                             \
-	X(INVALID_FIELD, 400, "a field has an invalid value")                            \
-	X(UNKNOWN_FIELD, 400, "unknown field")                                           \
-	X(READ_ONLY_FIELD, 400, "field cannot be written")                               \
-	X(BAD_QUERY, 400, "invalid query parameter")                                     \
-	X(BAD_CURSOR, 400, "invalid or expired pagination cursor")                       \
-	X(IMPORT_INVALID, 400, "manifest has invalid rows; nothing was imported")        \
-	X(UNAUTHORIZED, 401, "missing or invalid API token")                             \
-	X(FORBIDDEN, 403, "token role does not allow this request")                      \
-	X(NOT_FOUND, 404, "no such resource")                                            \
-	X(METHOD_NOT_ALLOWED, 405, "method not allowed on this resource")                \
-	X(CONFLICT, 409, "request conflicts with the current state")                     \
-	X(DUPLICATE, 409, "a resource with that name or key already exists")             \
-	X(SLOT_OCCUPIED, 409, "rack units are already occupied")                         \
-	X(IN_USE, 409, "resource is still referenced")                                   \
-	X(INVALID_STATE, 409, "action not allowed in the current state")                 \
-	X(PREFLIGHT_FAILED, 409, "something the operation needs is missing")             \
-	X(PRECONDITION_FAILED, 412, "resource changed since it was read (If-Match)")     \
-	X(TOO_LARGE, 413, "request body too large")                                      \
-	X(UNSUPPORTED_MEDIA_TYPE, 415, "unsupported content type")                       \
-	X(RATE_LIMITED, 429, "too many requests; retry later")                           \
-	X(INTERNAL, 500, "internal error")                                               \
-	X(UNAVAILABLE, 503, "service temporarily unavailable")                           \
-	X(STORAGE_FULL, 503, "the database's filesystem is full; free space")            \
-	X(STORAGE_READONLY, 503, "the database is read-only; writes are refused")        \
+#define RP_ERRORS(X)                                                                               \
+	X(OK, 200, "ok")                                                                           \
+	X(BAD_JSON, 400, "request body is not valid JSON")                                         \
+	X(BAD_REQUEST, 400, "invalid request")                                                     \
+	X(MISSING_FIELD, 400, "a required field is missing")                                       \
+	X(INVALID_FIELD, 400, "a field has an invalid value")                                      \
+	X(UNKNOWN_FIELD, 400, "unknown field")                                                     \
+	X(READ_ONLY_FIELD, 400, "field cannot be written")                                         \
+	X(BAD_QUERY, 400, "invalid query parameter")                                               \
+	X(BAD_CURSOR, 400, "invalid or expired pagination cursor")                                 \
+	X(IMPORT_INVALID, 400, "manifest has invalid rows; nothing was imported")                  \
+	X(UNAUTHORIZED, 401, "missing or invalid API token")                                       \
+	X(FORBIDDEN, 403, "token role does not allow this request")                                \
+	X(NOT_FOUND, 404, "no such resource")                                                      \
+	X(METHOD_NOT_ALLOWED, 405, "method not allowed on this resource")                          \
+	X(CONFLICT, 409, "request conflicts with the current state")                               \
+	X(DUPLICATE, 409, "a resource with that name or key already exists")                       \
+	X(SLOT_OCCUPIED, 409, "rack units are already occupied")                                   \
+	X(IN_USE, 409, "resource is still referenced")                                             \
+	X(INVALID_STATE, 409, "action not allowed in the current state")                           \
+	X(PREFLIGHT_FAILED, 409, "something the operation needs is missing")                       \
+	X(PRECONDITION_FAILED, 412, "resource changed since it was read (If-Match)")               \
+	X(TOO_LARGE, 413, "request body too large")                                                \
+	X(UNSUPPORTED_MEDIA_TYPE, 415, "unsupported content type")                                 \
+	X(RATE_LIMITED, 429, "too many requests; retry later")                                     \
+	X(INTERNAL, 500, "internal error")                                                         \
+	X(UNAVAILABLE, 503, "service temporarily unavailable")                                     \
+	X(STORAGE_FULL, 503, "the database's filesystem is full; free space")                      \
+	X(STORAGE_READONLY, 503, "the database is read-only; writes are refused")                  \
 	X(STORAGE_IO, 503, "the database's storage failed (I/O error)")
 
 enum rp_err {
 #define RP_ERR_ENUM(name, status, msg) RP_ERR_##name,
 	RP_ERRORS(RP_ERR_ENUM)
 #undef RP_ERR_ENUM
-	RP_ERR__COUNT
+	        RP_ERR__COUNT
 };
 
 static const struct rp_err_entry {
@@ -52,7 +52,7 @@ static const struct rp_err_entry {
 	const char *message;
 } rp_err_table[RP_ERR__COUNT] = {
 #define RP_ERR_ROW(name, st, msg) [RP_ERR_##name] = {#name, st, msg},
-	RP_ERRORS(RP_ERR_ROW)
+        RP_ERRORS(RP_ERR_ROW)
 #undef RP_ERR_ROW
 };
 

@@ -19,14 +19,20 @@ struct member {
 
 /* Every member a bom may carry: group NULL is top level. */
 static const struct member bom_members[] = {
-    {"gpus", "count", K_COUNT},          {"gpus", "model", K_MODEL},
-    {"memory", "total_gib", K_POSITIVE}, {"memory", "dimms", K_COUNT},
-    {"memory", "tolerance_pct", K_PERCENT},
-    {"cpu", "model", K_MODEL},           {"cpu", "sockets", K_COUNT},
-    {"disks", "count", K_COUNT},         {"disks", "min_size_gb", K_POSITIVE},
-    {"nics", "count", K_COUNT},          {"nics", "min_speed_mbps", K_POSITIVE},
-    {"hcas", "count", K_COUNT},          {"hcas", "rate_gbps", K_POSITIVE},
-    {"hcas", "link_layer", K_ENUM},
+        {"gpus", "count", K_COUNT},
+        {"gpus", "model", K_MODEL},
+        {"memory", "total_gib", K_POSITIVE},
+        {"memory", "dimms", K_COUNT},
+        {"memory", "tolerance_pct", K_PERCENT},
+        {"cpu", "model", K_MODEL},
+        {"cpu", "sockets", K_COUNT},
+        {"disks", "count", K_COUNT},
+        {"disks", "min_size_gb", K_POSITIVE},
+        {"nics", "count", K_COUNT},
+        {"nics", "min_speed_mbps", K_POSITIVE},
+        {"hcas", "count", K_COUNT},
+        {"hcas", "rate_gbps", K_POSITIVE},
+        {"hcas", "link_layer", K_ENUM},
 };
 
 static enum rp_err
@@ -69,7 +75,8 @@ rp_accept_bom_check(json_t *bom, json_t **detail)
 			const struct member *m = NULL;
 
 			for (i = 0; i < sizeof bom_members / sizeof bom_members[0]; i++)
-				if (!strcmp(bom_members[i].group, g) && !strcmp(bom_members[i].name, k))
+				if (!strcmp(bom_members[i].group, g) &&
+				    !strcmp(bom_members[i].name, k))
 					m = &bom_members[i];
 			snprintf(field, sizeof field, "bom.%.64s.%.64s", g, k);
 			if (m == NULL)
@@ -124,10 +131,10 @@ finding(json_t *findings, const char *item, json_t *expected, json_t *actual, co
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	json_array_append_new(findings, json_pack("{s:s, s:o, s:o, s:s, s:s}", "item", item,
-	                                          "expected", expected ? expected : json_null(),
-	                                          "actual", actual ? actual : json_null(),
-	                                          "message", msg, "fix", fix));
+	json_array_append_new(findings,
+	                      json_pack("{s:s, s:o, s:o, s:s, s:s}", "item", item, "expected",
+	                                expected ? expected : json_null(), "actual",
+	                                actual ? actual : json_null(), "message", msg, "fix", fix));
 }
 
 /* 2048 -> "2,048" */
@@ -175,9 +182,8 @@ count_compare(json_t *findings, const char *item, json_t *want, json_t *have, co
 		return 0;
 	w = json_integer_value(want);
 	if (!json_is_integer(have)) {
-		finding(findings, item, json_integer(w), json_string("not reported"),
-		        unreported, "%s not reported by the node, expected %s", what,
-		        grouped(w, a, sizeof a));
+		finding(findings, item, json_integer(w), json_string("not reported"), unreported,
+		        "%s not reported by the node, expected %s", what, grouped(w, a, sizeof a));
 		return 1;
 	}
 	h = json_integer_value(have);
@@ -204,7 +210,8 @@ rp_accept_bom(json_t *bom, json_t *inv, json_t *findings)
 	if (!json_is_integer(v))
 		v = json_object_get(json_object_get(inv, "pci"), "gpu_count");
 	n += count_compare(findings, "gpus.count", group(bom, "gpus", "count"), v, "GPU count",
-	                   "GPU(s)", "check seating, power cables and the BMC event log, then "
+	                   "GPU(s)",
+	                   "check seating, power cables and the BMC event log, then "
 	                   "nvidia-smi",
 	                   "install the GPU driver (nvidia-smi) on the ramdisk, or check lspci");
 	if ((v = group(bom, "gpus", "model")) != NULL) {
@@ -212,9 +219,9 @@ rp_accept_bom(json_t *bom, json_t *inv, json_t *findings)
 
 		items = json_object_get(json_object_get(inv, "gpus"), "items");
 		if (json_array_size(items) == 0) {
-			finding(findings, "gpus.model", json_string(want), json_string("not reported"),
-			        "install nvidia-smi on the ramdisk", "GPU model not reported, expected %s",
-			        want);
+			finding(findings, "gpus.model", json_string(want),
+			        json_string("not reported"), "install nvidia-smi on the ramdisk",
+			        "GPU model not reported, expected %s", want);
 			n++;
 		}
 		json_array_foreach(items, i, it)
@@ -223,10 +230,11 @@ rp_accept_bom(json_t *bom, json_t *inv, json_t *findings)
 
 			if (model_matches(name, want))
 				continue;
-			finding(findings, "gpus.model", json_string(want), json_string(name ? name : "?"),
+			finding(findings, "gpus.model", json_string(want),
+			        json_string(name ? name : "?"),
 			        "swap the GPU for the ordered model", "GPU %d is %s, expected %s",
-			        (int)json_integer_value(json_object_get(it, "index")), name ? name : "?",
-			        want);
+			        (int)json_integer_value(json_object_get(it, "index")),
+			        name ? name : "?", want);
 			n++;
 			break;
 		}
@@ -235,7 +243,8 @@ rp_accept_bom(json_t *bom, json_t *inv, json_t *findings)
 	/* Memory: the DIMMs' sum when dmidecode ran; else the kernel's total, which is a little
 	 * less (firmware and kernel keep some): within tolerance_pct, 5 by default. */
 	{
-		json_t *mem = json_object_get(inv, "memory"), *dimms = json_object_get(mem, "dimms");
+		json_t *mem = json_object_get(inv, "memory"),
+		       *dimms = json_object_get(mem, "dimms");
 		json_t *want = group(bom, "memory", "total_gib");
 		json_t *tol = group(bom, "memory", "tolerance_pct");
 		double pct = json_is_number(tol) ? json_number_value(tol) / 100 : 0.05;
@@ -250,47 +259,58 @@ rp_accept_bom(json_t *bom, json_t *inv, json_t *findings)
 			json_array_foreach(json_object_get(dimms, "items"), i, it)
 			{
 				if (json_is_true(json_object_get(it, "populated")))
-					sum += (double)json_integer_value(json_object_get(it, "size_bytes"));
+					sum += (double)json_integer_value(
+					        json_object_get(it, "size_bytes"));
 				else if (e < sizeof empty)
-					e += (size_t)snprintf(empty + e, sizeof empty - e, "%s%s", e ? ", " : "",
-					                      json_string_value(json_object_get(it, "locator"))
-					                          ?: "?");
+					e += (size_t)snprintf(
+					        empty + e, sizeof empty - e, "%s%s", e ? ", " : "",
+					        json_string_value(json_object_get(it, "locator"))
+					                ?: "?");
 			}
 			have_gib = sum / GIB;
 		} else if (json_is_integer(json_object_get(mem, "total_bytes"))) {
-			have_gib = (double)json_integer_value(json_object_get(mem, "total_bytes")) / GIB;
+			have_gib = (double)json_integer_value(json_object_get(mem, "total_bytes")) /
+			           GIB;
 			tolerance = 1;
 		}
 		if (want) {
 			double w = json_number_value(want);
-			/* Below 4 GiB (small VMs) whole GiB say nothing ("1 GiB, expected 0 GiB"). */
+			/* Below 4 GiB (small VMs) whole GiB say nothing ("1 GiB, expected 0 GiB").
+			 */
 			int mib = w < 4;
 			const char *unit = mib ? "MiB" : "GiB";
 			double scale = mib ? 1024 : 1;
 
 			if (have_gib < 0) {
-				finding(findings, "memory.total_gib", json_real(w), json_string("not reported"),
-				        "check /proc/meminfo on the ramdisk", "memory not reported, expected "
-				                                              "%s %s",
+				finding(findings, "memory.total_gib", json_real(w),
+				        json_string("not reported"),
+				        "check /proc/meminfo on the ramdisk",
+				        "memory not reported, expected "
+				        "%s %s",
 				        grouped((long long)(w * scale + 0.5), a, sizeof a), unit);
 				n++;
-			} else if (tolerance ? (have_gib < w * (1 - pct) || have_gib > w * (1 + pct))
-			                     : (have_gib + 0.5 < w || have_gib - 0.5 > w)) {
+			} else if (tolerance
+			                   ? (have_gib < w * (1 - pct) || have_gib > w * (1 + pct))
+			                   : (have_gib + 0.5 < w || have_gib - 0.5 > w)) {
 				char fix[300], note[80] = "";
 
-				snprintf(fix, sizeof fix, "%s%s%s", have_gib < w ? "add or reseat DIMMs" :
-				                                                   "remove the extra DIMMs",
+				snprintf(fix, sizeof fix, "%s%s%s",
+				         have_gib < w ? "add or reseat DIMMs"
+				                      : "remove the extra DIMMs",
 				         empty[0] ? "; empty slots: " : "", empty);
 				if (tolerance)
-					snprintf(note, sizeof note, " (kernel total, %g %% tolerance; dmidecode "
-					                            "absent)",
+					snprintf(note, sizeof note,
+					         " (kernel total, %g %% tolerance; dmidecode "
+					         "absent)",
 					         pct * 100);
 				finding(findings, "memory.total_gib", json_real(w),
-				        mib ? json_real((double)(long long)(have_gib * 1000 + 0.5) / 1000)
+				        mib ? json_real((double)(long long)(have_gib * 1000 + 0.5) /
+				                        1000)
 				            : json_integer((json_int_t)(have_gib + 0.5)),
 				        fix, "memory %s %s, expected %s %s%s",
-				        grouped((long long)(have_gib * scale + 0.5), a, sizeof a), unit,
-				        grouped((long long)(w * scale + 0.5), b, sizeof b), unit, note);
+				        grouped((long long)(have_gib * scale + 0.5), a, sizeof a),
+				        unit, grouped((long long)(w * scale + 0.5), b, sizeof b),
+				        unit, note);
 				n++;
 			}
 		}
@@ -300,8 +320,8 @@ rp_accept_bom(json_t *bom, json_t *inv, json_t *findings)
 			snprintf(fix, sizeof fix, "%s%s", empty[0] ? "empty slots " : "",
 			         empty[0] ? empty : "check the BMC's memory inventory");
 			n += count_compare(findings, "memory.dimms", group(bom, "memory", "dimms"),
-			                   json_object_get(dimms, "populated"), "DIMM count", "DIMM(s)",
-			                   fix, "install dmidecode on the ramdisk");
+			                   json_object_get(dimms, "populated"), "DIMM count",
+			                   "DIMM(s)", fix, "install dmidecode on the ramdisk");
 		}
 	}
 
@@ -311,10 +331,12 @@ rp_accept_bom(json_t *bom, json_t *inv, json_t *findings)
 	                   "CPU(s)", "check the CPU population against the order",
 	                   "check /proc/cpuinfo");
 	if ((v = group(bom, "cpu", "model")) != NULL) {
-		const char *have = json_string_value(json_object_get(json_object_get(inv, "cpu"), "model"));
+		const char *have =
+		        json_string_value(json_object_get(json_object_get(inv, "cpu"), "model"));
 
 		if (!model_matches(have, json_string_value(v))) {
-			finding(findings, "cpu.model", json_incref(v), json_string(have ? have : "not reported"),
+			finding(findings, "cpu.model", json_incref(v),
+			        json_string(have ? have : "not reported"),
 			        "swap the CPUs for the ordered model", "CPU %s, expected %s",
 			        have ? have : "not reported", json_string_value(v));
 			n++;
@@ -348,8 +370,9 @@ rp_accept_bom(json_t *bom, json_t *inv, json_t *findings)
 		items = json_object_get(json_object_get(inv, "nics"), "items");
 		json_array_foreach(items, i, it) c += json_is_string(json_object_get(it, "pci"));
 		v = json_is_array(items) ? json_integer(c) : NULL;
-		n += count_compare(findings, "nics.count", group(bom, "nics", "count"), v, "NIC count",
-		                   "NIC(s)", "check the cards and risers", "check /sys/class/net");
+		n += count_compare(findings, "nics.count", group(bom, "nics", "count"), v,
+		                   "NIC count", "NIC(s)", "check the cards and risers",
+		                   "check /sys/class/net");
 		json_decref(v);
 	}
 
@@ -367,7 +390,8 @@ rp_accept_bom(json_t *bom, json_t *inv, json_t *findings)
 		}
 		v = json_is_array(items) ? json_integer(c) : NULL;
 		n += count_compare(findings, "hcas.count", group(bom, "hcas", "count"), v,
-		                   ll && !strcmp(ll, "Ethernet") ? "RoCE port count" : "HCA port count",
+		                   ll && !strcmp(ll, "Ethernet") ? "RoCE port count"
+		                                                 : "HCA port count",
 		                   "HCA port(s)", "check the adapters and their firmware",
 		                   "check /sys/class/infiniband (rdma modules loaded?)");
 		json_decref(v);
@@ -380,7 +404,8 @@ rp_accept_bom(json_t *bom, json_t *inv, json_t *findings)
 enum rp_err
 rp_accept_cable_check(json_t *e, json_t **detail)
 {
-	static const char *const keys[] = {"node", "interface", "port_guid", "switch", "port", NULL};
+	static const char *const keys[] = {"node",   "interface", "port_guid",
+	                                   "switch", "port",      NULL};
 	const char *k;
 	json_t *v;
 	size_t i;
@@ -392,15 +417,18 @@ rp_accept_cable_check(json_t *e, json_t **detail)
 		for (i = 0; keys[i] && strcmp(keys[i], k); i++)
 			;
 		if (keys[i] == NULL)
-			return why(detail, RP_ERR_UNKNOWN_FIELD, k, "unknown member of a cabling entry");
+			return why(detail, RP_ERR_UNKNOWN_FIELD, k,
+			           "unknown member of a cabling entry");
 		if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 128)
-			return why(detail, RP_ERR_INVALID_FIELD, k, "must be a string of 1-128 bytes");
+			return why(detail, RP_ERR_INVALID_FIELD, k,
+			           "must be a string of 1-128 bytes");
 	}
 	for (i = 0; i < 5; i++) {
 		if (i == 1 || i == 2)
 			continue;
 		if (!json_object_get(e, keys[i]))
-			return why(detail, RP_ERR_MISSING_FIELD, keys[i], "a cabling entry needs it");
+			return why(detail, RP_ERR_MISSING_FIELD, keys[i],
+			           "a cabling entry needs it");
 	}
 	if (!json_object_get(e, "interface") == !json_object_get(e, "port_guid"))
 		return why(detail, RP_ERR_INVALID_FIELD, "interface",
@@ -465,7 +493,8 @@ rp_accept_links(json_t *bom, json_t *cabling, json_t *inv, json_t *findings, int
 
 			finding(findings, item, json_real(min_mbps), json_integer(sp),
 			        "check the cable/optic type and the switch port's speed",
-			        "%s: link at %s Mb/s, rated %s Mb/s", name, grouped(sp, a, sizeof a),
+			        "%s: link at %s Mb/s, rated %s Mb/s", name,
+			        grouped(sp, a, sizeof a),
 			        grouped((long long)min_mbps, b, sizeof b));
 			n++;
 		}
@@ -482,13 +511,13 @@ rp_accept_links(json_t *bom, json_t *cabling, json_t *inv, json_t *findings, int
 		snprintf(item, sizeof item, "link.%s", dev);
 		if (strcmp(state, "ACTIVE") != 0) {
 			finding(findings, item, json_string("ACTIVE"), json_string(state),
-			        "check the cable and the subnet manager", "%s: port %s, not ACTIVE", dev,
-			        state);
+			        "check the cable and the subnet manager", "%s: port %s, not ACTIVE",
+			        dev, state);
 			n++;
 		} else if (min_gbps > 0 && (double)rate < min_gbps) {
 			finding(findings, item, json_real(min_gbps), json_integer(rate),
-			        "check the cable type and the switch port", "%s: %lld Gb/s, rated %.0f Gb/s",
-			        dev, (long long)rate, min_gbps);
+			        "check the cable type and the switch port",
+			        "%s: %lld Gb/s, rated %.0f Gb/s", dev, (long long)rate, min_gbps);
 			n++;
 		}
 	}
@@ -512,14 +541,17 @@ rp_accept_links(json_t *bom, json_t *cabling, json_t *inv, json_t *findings, int
 
 			json_array_foreach(lldp, i, it)
 			{
-				if (local && !strcmp(json_string_value(json_object_get(it, "interface")) ?: "",
-				                     local))
+				if (local &&
+				    !strcmp(json_string_value(json_object_get(it, "interface"))
+				                    ?: "",
+				            local))
 					nb = it;
 			}
 			if (nic == NULL) {
 				finding(findings, item, want, json_string("no such interface"),
-				        "fix the cabling plan or check the NIC", "%s: the node has no such "
-				                                                 "interface (plan: %s)",
+				        "fix the cabling plan or check the NIC",
+				        "%s: the node has no such "
+				        "interface (plan: %s)",
 				        ifname, plan);
 				n++;
 				continue;
@@ -527,22 +559,26 @@ rp_accept_links(json_t *bom, json_t *cabling, json_t *inv, json_t *findings, int
 			if (!json_is_array(lldp)) {
 				finding(findings, item, want, json_string("not reported"),
 				        "run lldpd on the node's image to verify cabling",
-				        "%s: no LLDP data (lldpd absent), plan says %s", local, plan);
+				        "%s: no LLDP data (lldpd absent), plan says %s", local,
+				        plan);
 				n++, unv++;
 				continue;
 			}
 		} else {
-			json_array_foreach(json_object_get(json_object_get(inv, "infiniband"), "items"), i,
-			                   it)
+			json_array_foreach(
+			        json_object_get(json_object_get(inv, "infiniband"), "items"), i, it)
 			{
-				if (!strcasecmp(json_string_value(json_object_get(it, "port_guid")) ?: "", guid))
+				if (!strcasecmp(json_string_value(json_object_get(it, "port_guid"))
+				                        ?: "",
+				                guid))
 					nb = json_object_get(it, "neighbor");
 			}
 			if (nb == NULL) {
 				finding(findings, item, want, json_string("not reported"),
 				        "verify with ibnetdiscover from the fabric side",
-				        "port %s: the node reports no InfiniBand neighbour, plan says %s", guid,
-				        plan);
+				        "port %s: the node reports no InfiniBand neighbour, plan "
+				        "says %s",
+				        guid, plan);
 				n++, unv++;
 				continue;
 			}
@@ -563,9 +599,11 @@ rp_accept_links(json_t *bom, json_t *cabling, json_t *inv, json_t *findings, int
 				json_decref(want);
 				continue;
 			}
-			finding(findings, item, want, json_pack("{s:s, s:s}", "switch", hsw, "port", hport),
+			finding(findings, item, want,
+			        json_pack("{s:s, s:s}", "switch", hsw, "port", hport),
 			        "move the cable to the planned port, or fix the plan",
-			        "%s: cabled to %s %s, plan says %s", ifname ? local : guid, hsw, hport, plan);
+			        "%s: cabled to %s %s, plan says %s", ifname ? local : guid, hsw,
+			        hport, plan);
 			n++;
 		}
 	}

@@ -47,7 +47,8 @@ parse_checks(json_t *body, json_t **out, struct rp_api_resp *rs)
 			           "burn_in, sel");
 		for (k = 0; k < i; k++)
 			if (json_equal(json_array_get(want, k), v))
-				return bad(rs, RP_ERR_INVALID_FIELD, "checks", "a check is named twice");
+				return bad(rs, RP_ERR_INVALID_FIELD, "checks",
+				           "a check is named twice");
 	}
 	res = json_array();
 	for (i = 0; check_names[i]; i++) {
@@ -76,7 +77,8 @@ burn_in_steps(struct rp_api_req *rq, json_t *bi, json_t **out, struct rp_api_res
 	{
 		if (strcmp(k, "recipes") != 0 && strcmp(k, "args") != 0) {
 			json_decref(steps);
-			return bad(rs, RP_ERR_UNKNOWN_FIELD, "burn_in", "burn_in has recipes and args");
+			return bad(rs, RP_ERR_UNKNOWN_FIELD, "burn_in",
+			           "burn_in has recipes and args");
 		}
 	}
 	if (!json_is_array(recipes) || json_array_size(recipes) == 0 ||
@@ -107,7 +109,8 @@ burn_in_steps(struct rp_api_req *rq, json_t *bi, json_t **out, struct rp_api_res
 				json_decref(mine);
 				json_decref(steps);
 				return bad(rs, RP_ERR_INVALID_FIELD, "burn_in.recipes",
-				           "recipe and step names too long for burn_in.RECIPE.STEP (64)");
+				           "recipe and step names too long for burn_in.RECIPE.STEP "
+				           "(64)");
 			}
 			json_object_set_new(st, "id", json_string(id));
 			json_object_set_new(st, "continue_on_error", json_true());
@@ -170,7 +173,8 @@ rp_api_acceptance_start(struct rp_api_req *rq, struct rp_api_resp *rs)
 		}
 		json_object_set(plans, json_string_value(json_object_get(nd, "name")), plan);
 	}
-	in = json_pack("{s:O, s:O?}", "checks", checks, "burn_in", json_object_get(rq->body, "burn_in"));
+	in = json_pack("{s:O, s:O?}", "checks", checks, "burn_in",
+	               json_object_get(rq->body, "burn_in"));
 	e = rp_store_accept_start(rq->api->store, rq->params[0], in, plans, rp_api_actor(rq, actor),
 	                          &out, &detail);
 	if (e != RP_ERR_OK) {
@@ -224,11 +228,13 @@ add_grid(json_t *run)
 		}
 		json_object_set(row, json_string_value(json_object_get(r, "check")),
 		                json_object_get(r, "state"));
-		json_object_set_new(counts, st,
-		                    json_integer(json_integer_value(json_object_get(counts, st)) + 1));
+		json_object_set_new(
+		        counts, st,
+		        json_integer(json_integer_value(json_object_get(counts, st)) + 1));
 	}
-	json_object_set_new(run, "grid", json_pack("{s:o, s:O, s:o}", "nodes", nodes, "checks",
-	                                           json_object_get(run, "checks"), "cells", grid));
+	json_object_set_new(run, "grid",
+	                    json_pack("{s:o, s:O, s:o}", "nodes", nodes, "checks",
+	                              json_object_get(run, "checks"), "cells", grid));
 	json_object_set_new(run, "counts", counts);
 }
 
@@ -250,11 +256,20 @@ html_text(struct rp_buf *b, const char *s)
 
 	for (p = s ? s : ""; *p; p++) {
 		switch (*p) {
-		case '<': rp_buf_printf(b, "&lt;"); break;
-		case '>': rp_buf_printf(b, "&gt;"); break;
-		case '&': rp_buf_printf(b, "&amp;"); break;
-		case '"': rp_buf_printf(b, "&quot;"); break;
-		default: rp_buf_printf(b, "%c", *p);
+		case '<':
+			rp_buf_printf(b, "&lt;");
+			break;
+		case '>':
+			rp_buf_printf(b, "&gt;");
+			break;
+		case '&':
+			rp_buf_printf(b, "&amp;");
+			break;
+		case '"':
+			rp_buf_printf(b, "&quot;");
+			break;
+		default:
+			rp_buf_printf(b, "%c", *p);
 		}
 	}
 }
@@ -270,8 +285,10 @@ render_csv(json_t *run, struct rp_buf *b)
 	{
 		char u[32], att[32];
 
-		snprintf(u, sizeof u, "%lld", (long long)json_integer_value(json_object_get(r, "u_position")));
-		snprintf(att, sizeof att, "%lld", (long long)json_integer_value(json_object_get(r, "attempt")));
+		snprintf(u, sizeof u, "%lld",
+		         (long long)json_integer_value(json_object_get(r, "u_position")));
+		snprintf(att, sizeof att, "%lld",
+		         (long long)json_integer_value(json_object_get(r, "attempt")));
 		csv_field(b, json_string_value(json_object_get(r, "node")), 0);
 		csv_field(b, json_is_integer(json_object_get(r, "u_position")) ? u : "", 0);
 		csv_field(b, json_string_value(json_object_get(r, "check")), 0);
@@ -287,12 +304,12 @@ render_csv(json_t *run, struct rp_buf *b)
  * inline stylesheet and nothing else (no script, no image, no form, no framing); every value
  * in it is escaped text. */
 static const char *const report_headers[] = {
-    "Content-Security-Policy",
-    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; "
-    "frame-ancestors 'none'",
-    "Referrer-Policy",
-    "no-referrer",
-    NULL,
+        "Content-Security-Policy",
+        "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'",
+        "Referrer-Policy",
+        "no-referrer",
+        NULL,
 };
 
 static void
@@ -305,11 +322,12 @@ render_html(json_t *run, struct rp_buf *b)
 	rp_buf_printf(b, "<!doctype html><html><head><meta charset=\"utf-8\"><title>Acceptance of "
 	                 "rack ");
 	html_text(b, rack);
-	rp_buf_printf(b, "</title><style>body{font:13px sans-serif;margin:2em}table{border-collapse:"
-	                 "collapse}td,th{border:1px solid #999;padding:3px 6px;text-align:left}"
-	                 ".passed{background:#cfc}.failed{background:#fcc}.skipped{background:#eee}"
-	                 ".pending,.running{background:#ffc}@media print{a{color:#000}}</style>"
-	                 "</head><body><h1>Acceptance of rack ");
+	rp_buf_printf(b,
+	              "</title><style>body{font:13px sans-serif;margin:2em}table{border-collapse:"
+	              "collapse}td,th{border:1px solid #999;padding:3px 6px;text-align:left}"
+	              ".passed{background:#cfc}.failed{background:#fcc}.skipped{background:#eee}"
+	              ".pending,.running{background:#ffc}@media print{a{color:#000}}</style>"
+	              "</head><body><h1>Acceptance of rack ");
 	html_text(b, rack);
 	rp_buf_printf(b, ": <span class=\"%s\">", json_string_value(json_object_get(run, "state")));
 	html_text(b, json_string_value(json_object_get(run, "state")));
@@ -339,7 +357,8 @@ render_html(json_t *run, struct rp_buf *b)
 		rp_buf_printf(b, "</td>");
 		json_array_foreach(json_object_get(grid, "checks"), j, c)
 		{
-			const char *st = json_string_value(json_object_get(row, json_string_value(c))) ?: "";
+			const char *st =
+			        json_string_value(json_object_get(row, json_string_value(c))) ?: "";
 
 			rp_buf_printf(b, "<td class=\"%s\">", st);
 			html_text(b, st);
@@ -446,15 +465,16 @@ rp_api_acceptance_get(struct rp_api_req *rq, struct rp_api_resp *rs)
 	rs->status = 200;
 	rs->text = b.data;
 	rs->text_len = b.len;
-	rs->content_type = !strcmp(fmt, "csv") ? "text/csv; charset=utf-8" : "text/html; charset=utf-8";
+	rs->content_type =
+	        !strcmp(fmt, "csv") ? "text/csv; charset=utf-8" : "text/html; charset=utf-8";
 	if (strcmp(fmt, "csv") != 0)
 		rs->headers = report_headers;
 }
 
 static const struct rp_field signoff_fields[] = {
-    {"report_sha256", RP_F_STR, RP_F_REQUIRED, 64, 64},
-    {"note", RP_F_STR, RP_F_NULLABLE, 0, 1024},
-    {NULL},
+        {"report_sha256", RP_F_STR, RP_F_REQUIRED, 64, 64},
+        {"note", RP_F_STR, RP_F_NULLABLE, 0, 1024},
+        {NULL},
 };
 
 /* Admin only (route table): the signer names the report they read by its digest, so a report
@@ -475,7 +495,8 @@ rp_api_acceptance_signoff(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	want = json_string_value(json_object_get(rq->body, "report_sha256"));
 	if (!rp_api_sha256_valid(want)) {
-		bad(rs, RP_ERR_INVALID_FIELD, "report_sha256", "64 hex digits: the report's digest");
+		bad(rs, RP_ERR_INVALID_FIELD, "report_sha256",
+		    "64 hex digits: the report's digest");
 		return;
 	}
 	if ((run = report(rq, rs)) == NULL)

@@ -14,60 +14,60 @@
 #include "rackpilot/version.h"
 
 #define BOOTSTRAP_DEFAULT_S 3600
-#define BOOTSTRAP_MAX_S (7 * 86400)
+#define BOOTSTRAP_MAX_S     (7 * 86400)
 
 static const struct rp_field bootstrap_fields[] = {
-    {"node", RP_F_STR, RP_F_NULLABLE, 0, 64},
-    {"expires_in_s", RP_F_INT, 0, 60, BOOTSTRAP_MAX_S},
-    {NULL},
+        {"node", RP_F_STR, RP_F_NULLABLE, 0, 64},
+        {"expires_in_s", RP_F_INT, 0, 60, BOOTSTRAP_MAX_S},
+        {NULL},
 };
 
 static const struct rp_field reg_ssh_fields[] = {
-    {"address", RP_F_HOST, RP_F_NULLABLE},
-    {"port", RP_F_INT, RP_F_NULLABLE, 1, 65535},
-    {NULL},
+        {"address", RP_F_HOST, RP_F_NULLABLE},
+        {"port", RP_F_INT, RP_F_NULLABLE, 1, 65535},
+        {NULL},
 };
 
 static const struct rp_field reg_fields[] = {
-    {"format", RP_F_INT, RP_F_REQUIRED, RP_AGENT_FORMAT, RP_AGENT_FORMAT},
-    {"agent_version", RP_F_STR, 0, 0, 32},
-    {"hostname", RP_F_STR, 0, 0, 253},
-    {"boot_id", RP_F_STR, 0, 0, 64},
-    {"macs", RP_F_MACS, RP_F_REQUIRED, 0, 64},
-    {"ssh_host_key", RP_F_STR, RP_F_REQUIRED, 0, 4096},
-    {"ssh", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, reg_ssh_fields},
-    {"inventory", RP_F_ANY_OBJECT, RP_F_NULLABLE},
-    {NULL},
+        {"format", RP_F_INT, RP_F_REQUIRED, RP_AGENT_FORMAT, RP_AGENT_FORMAT},
+        {"agent_version", RP_F_STR, 0, 0, 32},
+        {"hostname", RP_F_STR, 0, 0, 253},
+        {"boot_id", RP_F_STR, 0, 0, 64},
+        {"macs", RP_F_MACS, RP_F_REQUIRED, 0, 64},
+        {"ssh_host_key", RP_F_STR, RP_F_REQUIRED, 0, 4096},
+        {"ssh", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, reg_ssh_fields},
+        {"inventory", RP_F_ANY_OBJECT, RP_F_NULLABLE},
+        {NULL},
 };
 
 static const char *const agent_states[] = {"idle", "busy", NULL};
 
 static const struct rp_field heartbeat_fields[] = {
-    {"boot_id", RP_F_STR, 0, 0, 64},
-    {"agent_version", RP_F_STR, 0, 0, 32},
-    {"status", RP_F_ENUM, 0, 0, 0, agent_states},
-    {"uptime_s", RP_F_INT, 0, 0, 1e12},
-    {NULL},
+        {"boot_id", RP_F_STR, 0, 0, 64},
+        {"agent_version", RP_F_STR, 0, 0, 32},
+        {"status", RP_F_ENUM, 0, 0, 0, agent_states},
+        {"uptime_s", RP_F_INT, 0, 0, 1e12},
+        {NULL},
 };
 
 static const char *const report_states[] = {"running", "succeeded", "failed", NULL};
 
 static const struct rp_field report_fields[] = {
-    {"state", RP_F_ENUM, RP_F_REQUIRED, 0, 0, report_states},
-    {"boot_id", RP_F_STR, RP_F_NULLABLE, 0, 64},
-    {"exit_code", RP_F_INT, RP_F_NULLABLE, -1024, 1024},
-    {"duration_ms", RP_F_INT, RP_F_NULLABLE, 0, 1e12},
-    {"output", RP_F_STR, RP_F_NULLABLE, 0, RP_STEP_OUTPUT_TAIL},
-    {"output_bytes", RP_F_INT, RP_F_NULLABLE, 0, 1e15},
-    {"output_truncated", RP_F_BOOL, RP_F_NULLABLE},
-    {"error", RP_F_STR, RP_F_NULLABLE, 0, 4096},
-    {"result", RP_F_ANY_OBJECT, RP_F_NULLABLE},
-    {NULL},
+        {"state", RP_F_ENUM, RP_F_REQUIRED, 0, 0, report_states},
+        {"boot_id", RP_F_STR, RP_F_NULLABLE, 0, 64},
+        {"exit_code", RP_F_INT, RP_F_NULLABLE, -1024, 1024},
+        {"duration_ms", RP_F_INT, RP_F_NULLABLE, 0, 1e12},
+        {"output", RP_F_STR, RP_F_NULLABLE, 0, RP_STEP_OUTPUT_TAIL},
+        {"output_bytes", RP_F_INT, RP_F_NULLABLE, 0, 1e15},
+        {"output_truncated", RP_F_BOOL, RP_F_NULLABLE},
+        {"error", RP_F_STR, RP_F_NULLABLE, 0, 4096},
+        {"result", RP_F_ANY_OBJECT, RP_F_NULLABLE},
+        {NULL},
 };
 
 static const struct rp_field host_key_fields[] = {
-    {"key", RP_F_STR, RP_F_REQUIRED, 0, 4096},
-    {NULL},
+        {"key", RP_F_STR, RP_F_REQUIRED, 0, 4096},
+        {NULL},
 };
 
 /* The secret after "Bearer ", or NULL. */
@@ -101,7 +101,8 @@ rp_api_bootstrap_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 	enum rp_err e;
 
 	/* No body at all: a discovery token with the default lifetime. */
-	if (rq->body && (e = rp_api_validate(rq->body, bootstrap_fields, 1, &detail)) != RP_ERR_OK) {
+	if (rq->body &&
+	    (e = rp_api_validate(rq->body, bootstrap_fields, 1, &detail)) != RP_ERR_OK) {
 		rp_api_error(rs, e, detail);
 		return;
 	}
@@ -150,7 +151,8 @@ void
 rp_api_bootstrap_revoke(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	char actor[96];
-	enum rp_err e = rp_store_bootstrap_revoke(rq->api->store, rq->params[0], rp_api_actor(rq, actor));
+	enum rp_err e =
+	        rp_store_bootstrap_revoke(rq->api->store, rq->params[0], rp_api_actor(rq, actor));
 
 	if (e != RP_ERR_OK) {
 		rp_api_reply_store_error(rs, e, NULL, "no unused bootstrap token with that id");
@@ -190,12 +192,14 @@ rp_api_nodes_host_key_set(struct rp_api_req *rq, struct rp_api_resp *rs)
 		return;
 	}
 	if (rp_sshkey_parse(json_string_value(json_object_get(rq->body, "key")), &k) < 0) {
-		rp_api_error(rs, RP_ERR_INVALID_FIELD,
-		             json_pack("{s:s, s:s}", "field", "key", "reason",
-		                       "an OpenSSH public key line (\"ssh-ed25519 AAAA... comment\")"));
+		rp_api_error(
+		        rs, RP_ERR_INVALID_FIELD,
+		        json_pack("{s:s, s:s}", "field", "key", "reason",
+		                  "an OpenSSH public key line (\"ssh-ed25519 AAAA... comment\")"));
 		return;
 	}
-	e = rp_store_node_host_key_set(rq->api->store, rq->params[0], &k, rp_api_actor(rq, actor), &out);
+	e = rp_store_node_host_key_set(rq->api->store, rq->params[0], &k, rp_api_actor(rq, actor),
+	                               &out);
 	if (e != RP_ERR_OK) {
 		rp_api_reply_store_error(rs, e, NULL, "no such node");
 		return;
@@ -234,13 +238,15 @@ rp_api_agent_register(struct rp_api_req *rq, struct rp_api_resp *rs)
 	/* The bootstrap token is this route's credential; check its shape before anything. */
 	tok = bearer(rq->authorization, &n);
 	if (tok == NULL || n < 4 || strncmp(tok, RP_TOKEN_PREFIX_BOOTSTRAP, 4) != 0) {
-		rp_api_errorf(rs, RP_ERR_UNAUTHORIZED, "registration needs a bootstrap token "
-		                                       "(Authorization: Bearer rpb_...)");
+		rp_api_errorf(rs, RP_ERR_UNAUTHORIZED,
+		              "registration needs a bootstrap token "
+		              "(Authorization: Bearer rpb_...)");
 		return;
 	}
 	rp_sha256_hex(tok, n, boot_hash);
 	/* Strangers learn nothing, not even what a valid body looks like. */
-	if ((e = rp_store_bootstrap_check(rq->api->store, boot_hash, rq->peer, &detail)) != RP_ERR_OK) {
+	if ((e = rp_store_bootstrap_check(rq->api->store, boot_hash, rq->peer, &detail)) !=
+	    RP_ERR_OK) {
 		rp_api_error(rs, e, detail);
 		return;
 	}
@@ -251,14 +257,17 @@ rp_api_agent_register(struct rp_api_req *rq, struct rp_api_resp *rs)
 		return;
 	}
 	if (json_array_size(json_object_get(rq->body, "macs")) == 0) {
-		rp_api_error(rs, RP_ERR_INVALID_FIELD, json_pack("{s:s, s:s}", "field", "macs", "reason",
-		                                                 "at least one MAC address"));
+		rp_api_error(rs, RP_ERR_INVALID_FIELD,
+		             json_pack("{s:s, s:s}", "field", "macs", "reason",
+		                       "at least one MAC address"));
 		return;
 	}
-	if (rp_sshkey_parse(json_string_value(json_object_get(rq->body, "ssh_host_key")), &hk) < 0) {
-		rp_api_error(rs, RP_ERR_INVALID_FIELD,
-		             json_pack("{s:s, s:s}", "field", "ssh_host_key", "reason",
-		                       "an OpenSSH public key line (\"ssh-ed25519 AAAA... comment\")"));
+	if (rp_sshkey_parse(json_string_value(json_object_get(rq->body, "ssh_host_key")), &hk) <
+	    0) {
+		rp_api_error(
+		        rs, RP_ERR_INVALID_FIELD,
+		        json_pack("{s:s, s:s}", "field", "ssh_host_key", "reason",
+		                  "an OpenSSH public key line (\"ssh-ed25519 AAAA... comment\")"));
 		return;
 	}
 	if (rp_token_new(RP_TOKEN_PREFIX_AGENT, secret) < 0) {
@@ -279,9 +288,9 @@ rp_api_agent_register(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	json_object_set_new(out, "token", json_string(secret));
 	json_object_set_new(out, "heartbeat_s", json_integer(rq->api->agent_heartbeat_s));
-	json_object_set_new(out, "server_ssh_key", rq->api->ssh_public_key
-	                                               ? json_string(rq->api->ssh_public_key)
-	                                               : json_null());
+	json_object_set_new(out, "server_ssh_key",
+	                    rq->api->ssh_public_key ? json_string(rq->api->ssh_public_key)
+	                                            : json_null());
 	rs->status = 200;
 	rs->body = out;
 }
@@ -298,7 +307,8 @@ rp_api_agent_heartbeat(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_error(rs, e, detail);
 		return;
 	}
-	if ((e = rp_store_agent_heartbeat(rq->api->store, rq->who->node_id, rq->body)) != RP_ERR_OK) {
+	if ((e = rp_store_agent_heartbeat(rq->api->store, rq->who->node_id, rq->body)) !=
+	    RP_ERR_OK) {
 		rp_api_error(rs, e, NULL);
 		return;
 	}
@@ -317,11 +327,13 @@ rp_api_agent_inventory(struct rp_api_req *rq, struct rp_api_resp *rs)
 		return;
 	f = json_object_get(rq->body, "format");
 	if (f && !(json_is_integer(f) && json_integer_value(f) == RP_AGENT_FORMAT)) {
-		rp_api_error(rs, RP_ERR_INVALID_FIELD, json_pack("{s:s, s:s}", "field", "format",
-		                                                 "reason", "inventory format 1"));
+		rp_api_error(
+		        rs, RP_ERR_INVALID_FIELD,
+		        json_pack("{s:s, s:s}", "field", "format", "reason", "inventory format 1"));
 		return;
 	}
-	if ((e = rp_store_agent_inventory(rq->api->store, rq->who->node_id, rq->body)) != RP_ERR_OK) {
+	if ((e = rp_store_agent_inventory(rq->api->store, rq->who->node_id, rq->body)) !=
+	    RP_ERR_OK) {
 		rp_api_error(rs, e, NULL);
 		return;
 	}
@@ -332,9 +344,10 @@ void
 rp_api_agent_config(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	rs->status = 200;
-	rs->body = json_pack("{s:{s:s, s:s}, s:i, s:s?, s:s}", "node", "id", rq->who->id, "name",
-	                     rq->who->name, "heartbeat_s", rq->api->agent_heartbeat_s,
-	                     "server_ssh_key", rq->api->ssh_public_key, "server_version", RP_VERSION);
+	rs->body =
+	        json_pack("{s:{s:s, s:s}, s:i, s:s?, s:s}", "node", "id", rq->who->id, "name",
+	                  rq->who->name, "heartbeat_s", rq->api->agent_heartbeat_s,
+	                  "server_ssh_key", rq->api->ssh_public_key, "server_version", RP_VERSION);
 }
 
 void

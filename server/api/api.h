@@ -26,35 +26,35 @@
 struct rp_api {
 	struct rp_store *store;
 	struct rp_metrics *metrics;
-	int64_t started_at;       /* ms since epoch */
-	size_t max_body;          /* for GET /v1 capabilities */
+	int64_t started_at;         /* ms since epoch */
+	size_t max_body;            /* for GET /v1 capabilities */
 	struct rp_memo *auth_cache; /* token hash -> principal; may be NULL */
 	struct rp_memo *get_cache;  /* single-object GET bodies; may be NULL */
 	struct rp_jobs *jobs;       /* BMC jobs, step plans and power sync */
 	const char *ssh_public_key; /* the server's SSH key, authorized_keys form; may be NULL */
 	int agent_heartbeat_s;      /* period agents are told to heartbeat at */
 	/* Network boot (docs/provisioning.md). */
-	const char *image_dir;      /* the image store's directory */
-	const char *boot_url;       /* base URL written into boot scripts; NULL/"": from Host */
-	const char *image_url;      /* base URL BMCs and agents fetch firmware images from
-	                               (BASE/boot/images/NAME): boot_url, or its default;
-	                               NULL/"": none (firmware by SimpleUpdate cannot start) */
-	int discovery;              /* unknown MACs get the discovery ramdisk */
-	int discovery_max;          /* MACs with a live discovery token at most */
-	int discovery_per_source;   /* of those, per source address (0: no limit) */
-	int discovery_max_nodes;    /* discovered nodes waiting for an operator at most (0: none) */
-	int boot_source_check;      /* a script's token registers only from its fetcher's address */
-	const char *agent_url;      /* rackpilot.url= in scripts; NULL/"": from the boot request */
-	unsigned api_port;          /* the API listener's port when boot has its own listener, else
-	                               0; set (atomically) before the boot listener starts */
-	int tls;                    /* the API listener speaks TLS */
+	const char *image_dir;    /* the image store's directory */
+	const char *boot_url;     /* base URL written into boot scripts; NULL/"": from Host */
+	const char *image_url;    /* base URL BMCs and agents fetch firmware images from
+	                             (BASE/boot/images/NAME): boot_url, or its default;
+	                             NULL/"": none (firmware by SimpleUpdate cannot start) */
+	int discovery;            /* unknown MACs get the discovery ramdisk */
+	int discovery_max;        /* MACs with a live discovery token at most */
+	int discovery_per_source; /* of those, per source address (0: no limit) */
+	int discovery_max_nodes;  /* discovered nodes waiting for an operator at most (0: none) */
+	int boot_source_check;    /* a script's token registers only from its fetcher's address */
+	const char *agent_url;    /* rackpilot.url= in scripts; NULL/"": from the boot request */
+	unsigned api_port;        /* the API listener's port when boot has its own listener, else
+	                             0; set (atomically) before the boot listener starts */
+	int tls;                  /* the API listener speaks TLS */
 	/* Its public-key pin for rackpilot.tls_sha256= ("" without TLS): main replaces it when a
 	 * SIGHUP reloads the certificate, so read it with rp_api_tls_pin. */
 	pthread_mutex_t tls_mu;
 	char tls_sha256[65];
-	unsigned bootstrap_ttl_s;   /* lifetime of a token in a boot script */
-	unsigned provision_timeout_s; /* default wait for an agent in commission/deploy/release */
-	int demo;                   /* the database holds demo data (GET /v1 says so) */
+	unsigned bootstrap_ttl_s;       /* lifetime of a token in a boot script */
+	unsigned provision_timeout_s;   /* default wait for an agent in commission/deploy/release */
+	int demo;                       /* the database holds demo data (GET /v1 says so) */
 	unsigned max_streams_per_token; /* open event streams one token may hold */
 	/* Open event streams per token (events.c); main initialises the mutex. */
 	pthread_mutex_t streams_mu;
@@ -73,7 +73,7 @@ struct rp_principal {
 	enum rp_role role;
 	char id[40];
 	char name[64];
-	int64_t node_id;   /* agents only */
+	int64_t node_id; /* agents only */
 };
 
 #define RP_API_MAX_PARAMS 4
@@ -88,33 +88,33 @@ struct rp_api_req {
 	json_t *body;                          /* parsed JSON body or NULL; borrowed */
 	const char *raw;                       /* raw body (for CSV); may be NULL */
 	size_t raw_len;
-	const char *content_type;              /* media type without parameters, or NULL */
-	const char *if_match;                  /* header values or NULL */
+	const char *content_type; /* media type without parameters, or NULL */
+	const char *if_match;     /* header values or NULL */
 	const char *if_none_match;
 	const struct rp_principal *who;
 	const char *request_id;
-	const char *authorization;             /* raw Authorization header or NULL (for routes
-	                                          that check their own secret) */
-	const char *peer;                      /* client address, for RP_ROUTE_PEER routes */
-	const char *host;                      /* Host header or NULL */
-	const char *range;                     /* Range header or NULL */
-	const char *last_event_id;             /* Last-Event-ID header or NULL */
+	const char *authorization; /* raw Authorization header or NULL (for routes
+	                              that check their own secret) */
+	const char *peer;          /* client address, for RP_ROUTE_PEER routes */
+	const char *host;          /* Host header or NULL */
+	const char *range;         /* Range header or NULL */
+	const char *last_event_id; /* Last-Event-ID header or NULL */
 	/* RP_ROUTE_UPLOAD: the body, already on disk. The handler may rename the file; whatever
 	 * is left at upload_path afterwards is removed. */
 	const char *upload_path;
 	uint64_t upload_size;
-	const char *upload_sha256;             /* hex */
+	const char *upload_sha256; /* hex */
 };
 
 struct rp_api_resp {
 	int status;
-	json_t *body;          /* owned; sent as application/json */
-	char *text;            /* owned alternative body, e.g. Prometheus text */
+	json_t *body; /* owned; sent as application/json */
+	char *text;   /* owned alternative body, e.g. Prometheus text */
 	size_t text_len;
 	void (*text_free)(void *); /* releases text; NULL means free() */
-	const char *content_type; /* of text; static storage */
-	char etag[40];         /* sent as ETag when non-empty (already quoted) */
-	char location[256];    /* sent as Location when non-empty */
+	const char *content_type;  /* of text; static storage */
+	char etag[40];             /* sent as ETag when non-empty (already quoted) */
+	char location[256];        /* sent as Location when non-empty */
 	/* A file body instead: file_fd (owned; closed by the server) from file_off, file_len
 	 * bytes, sent without copying. */
 	int has_file;
@@ -134,23 +134,23 @@ struct rp_api_resp {
 	 * Content-Security-Policy or an X-Content-Type-Options here replaces the default
 	 * (no-store; default-src 'none'; nosniff). */
 	const char *const *headers;
-	unsigned retry_after;  /* seconds, sent as Retry-After when non-zero (429, 503) */
+	unsigned retry_after; /* seconds, sent as Retry-After when non-zero (429, 503) */
 };
 
 /* Route flags. */
-#define RP_ROUTE_CSV 0x1       /* also accepts text/csv bodies */
-#define RP_ROUTE_BIG_BODY 0x2  /* body cap is max_import_body instead of max_body */
-#define RP_ROUTE_PEER 0x4      /* the handler needs the client's address */
-#define RP_ROUTE_UPLOAD 0x8    /* the body (any media type, up to max_upload) streams to a file */
-#define RP_ROUTE_BOOT 0x10     /* also served on the plain-HTTP boot listener (boot_listen) */
-#define RP_ROUTE_LIMIT 0x20    /* unauthenticated: rate-limited per client address (boot_rate) */
+#define RP_ROUTE_CSV       0x1  /* also accepts text/csv bodies */
+#define RP_ROUTE_BIG_BODY  0x2  /* body cap is max_import_body instead of max_body */
+#define RP_ROUTE_PEER      0x4  /* the handler needs the client's address */
+#define RP_ROUTE_UPLOAD    0x8  /* the body (any media type, up to max_upload) streams to a file */
+#define RP_ROUTE_BOOT      0x10 /* also served on the plain-HTTP boot listener (boot_listen) */
+#define RP_ROUTE_LIMIT     0x20 /* unauthenticated: rate-limited per client address (boot_rate) */
 #define RP_ROUTE_INVENTORY 0x40 /* the body is an agent inventory: cap max_inventory */
 
 struct rp_route {
 	const char *method;
-	const char *pattern;   /* "/v1/nodes/{id}": {name} captures one path segment */
+	const char *pattern; /* "/v1/nodes/{id}": {name} captures one path segment */
 	void (*handler)(struct rp_api_req *rq, struct rp_api_resp *rs);
-	enum rp_role role;     /* minimum role; RP_ROLE_NONE: no token needed */
+	enum rp_role role; /* minimum role; RP_ROLE_NONE: no token needed */
 	unsigned flags;
 };
 
@@ -175,7 +175,7 @@ void rp_api_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail);
 
 /* Same with a printf-formatted {"reason": ...} detail. */
 void rp_api_errorf(struct rp_api_resp *rs, enum rp_err e, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 /* Release what a response owns. */
 void rp_api_resp_clear(struct rp_api_resp *rs);
@@ -187,30 +187,30 @@ enum rp_role rp_api_role_parse(const char *s);
 /* ---- Validation (validate.c) -------------------------------------------------------- */
 
 enum rp_ftype {
-	RP_F_STR,      /* string, max = max length */
-	RP_F_NAME,     /* resource name (rp_name_valid) */
-	RP_F_KEY,      /* attribute/component key: 1-128 of A-Z a-z 0-9 . _ : / - [ ] */
-	RP_F_INT,      /* integer in [min, max] */
-	RP_F_NUM,      /* number in [min, max] */
+	RP_F_STR,  /* string, max = max length */
+	RP_F_NAME, /* resource name (rp_name_valid) */
+	RP_F_KEY,  /* attribute/component key: 1-128 of A-Z a-z 0-9 . _ : / - [ ] */
+	RP_F_INT,  /* integer in [min, max] */
+	RP_F_NUM,  /* number in [min, max] */
 	RP_F_BOOL,
-	RP_F_ENUM,     /* string from `enums` */
-	RP_F_ENUM_LIST, /* array of at most max distinct strings from `enums` */
-	RP_F_UUID,     /* a UUID string */
-	RP_F_HOST,     /* host name or IP literal */
-	RP_F_TAGS,     /* array of tags, at most max */
-	RP_F_MACS,     /* array of MAC addresses, normalised in place, at most max */
-	RP_F_OBJECT,   /* object validated by `sub` */
+	RP_F_ENUM,       /* string from `enums` */
+	RP_F_ENUM_LIST,  /* array of at most max distinct strings from `enums` */
+	RP_F_UUID,       /* a UUID string */
+	RP_F_HOST,       /* host name or IP literal */
+	RP_F_TAGS,       /* array of tags, at most max */
+	RP_F_MACS,       /* array of MAC addresses, normalised in place, at most max */
+	RP_F_OBJECT,     /* object validated by `sub` */
 	RP_F_ANY_OBJECT, /* free-form object (manifest data) */
 	RP_F_ANY_ARRAY,  /* array of at most max values; a `check` looks inside */
 	RP_F_SCALAR_MAP, /* object of name -> string|number|bool (null allowed when patching) */
 	RP_F_STRING_MAP, /* object of name -> string (null allowed when patching) */
-	RP_F_LIST,     /* array of at most max objects, each validated by `sub` as a creation */
-	RP_F_READ_ONLY /* present in responses, rejected in requests */
+	RP_F_LIST,       /* array of at most max objects, each validated by `sub` as a creation */
+	RP_F_READ_ONLY   /* present in responses, rejected in requests */
 };
 
 #define RP_F_REQUIRED 0x1
 #define RP_F_NULLABLE 0x2
-#define RP_F_SECRET 0x4   /* write-only; never echoed */
+#define RP_F_SECRET   0x4 /* write-only; never echoed */
 
 struct rp_field {
 	const char *name;
@@ -224,8 +224,7 @@ struct rp_field {
 /* Check obj against spec (terminated by a NULL name). create: required fields must be
  * present and nulls are rejected where not nullable; otherwise it is a patch. Normalises
  * MACs in place. RP_ERR_OK, or an error with *detail {field, reason} (caller owns). */
-enum rp_err rp_api_validate(json_t *obj, const struct rp_field *spec, int create,
-                            json_t **detail);
+enum rp_err rp_api_validate(json_t *obj, const struct rp_field *spec, int create, json_t **detail);
 
 /* The rack and node objects' fields (racks.c, nodes.c); import validates manifest rows
  * with them. */
@@ -295,11 +294,11 @@ int rp_api_filter(struct rp_api_req *req, const char *const *keys, json_t **out,
 /* ---- Collections with the usual CRUD shape (crud.c) --------------------------------- */
 
 struct rp_crud {
-	const char *what;         /* "rack": used in messages */
-	const char *collection;   /* "/v1/racks": Location of created resources */
+	const char *what;       /* "rack": used in messages */
+	const char *collection; /* "/v1/racks": Location of created resources */
 	const struct rp_field *spec;
 	const char *const *filters; /* query arguments passed to list as filters */
-	int sortable;             /* supports sort=name */
+	int sortable;               /* supports sort=name */
 	enum rp_err (*create)(struct rp_store *, json_t *, const char *, json_t **, json_t **);
 	enum rp_err (*get)(struct rp_store *, const char *, json_t **);
 	enum rp_err (*list)(struct rp_store *, const struct rp_page_req *, struct rp_page *);

@@ -93,8 +93,9 @@ rp_api_boot_ipxe(struct rp_api_req *rq, struct rp_api_resp *rs)
 	enum rp_err e;
 
 	if (q == NULL || rp_mac_normalize(q, mac) < 0) {
-		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "mac must be the booting NIC's MAC (iPXE: "
-		                                    "?mac=${net0/mac})");
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY,
+		              "mac must be the booting NIC's MAC (iPXE: "
+		              "?mac=${net0/mac})");
 		return;
 	}
 	if (base_url(rq, base, sizeof base) < 0 || agent_url(rq, base, aurl, sizeof aurl) < 0) {
@@ -164,8 +165,9 @@ rp_api_boot_ipxe(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	if (rp_boot_ipxe(&sc, &b) < 0) {
 		rp_buf_free(&b);
-		rp_api_errorf(rs, RP_ERR_INTERNAL, "the boot profile cannot be written as an iPXE "
-		                                   "script (quotes or newlines in its command line?)");
+		rp_api_errorf(rs, RP_ERR_INTERNAL,
+		              "the boot profile cannot be written as an iPXE "
+		              "script (quotes or newlines in its command line?)");
 		goto out;
 	}
 	script(rs, &b);
@@ -200,8 +202,10 @@ rp_api_boot_image(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	if ((uint64_t)sb.st_size != (uint64_t)json_integer_value(json_object_get(img, "size"))) {
 		close(fd);
-		rp_log_error("image %s: %s changed size since it was registered", rq->params[0], path);
-		rp_api_errorf(rs, RP_ERR_CONFLICT, "the image file changed since it was registered");
+		rp_log_error("image %s: %s changed size since it was registered", rq->params[0],
+		             path);
+		rp_api_errorf(rs, RP_ERR_CONFLICT,
+		              "the image file changed since it was registered");
 		goto out;
 	}
 	len = (uint64_t)sb.st_size;
@@ -234,19 +238,21 @@ out:
 /* ---- /v1/images ------------------------------------------------------------------------- */
 
 static const struct rp_field register_fields[] = {
-    {"name", RP_F_NAME, RP_F_REQUIRED},
-    {"kind", RP_F_ENUM, RP_F_REQUIRED, 0, 0, image_kinds},
-    {"file", RP_F_STR, RP_F_REQUIRED, 0, 255},
-    {"sha256", RP_F_STR, 0, 64, 64},
-    {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
-    {NULL},
+        {"name", RP_F_NAME, RP_F_REQUIRED},
+        {"kind", RP_F_ENUM, RP_F_REQUIRED, 0, 0, image_kinds},
+        {"file", RP_F_STR, RP_F_REQUIRED, 0, 255},
+        {"sha256", RP_F_STR, 0, 64, 64},
+        {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
+        {NULL},
 };
 
 static const struct rp_field image_fields[] = {
-    {"id", RP_F_READ_ONLY},         {"name", RP_F_READ_ONLY},     {"kind", RP_F_READ_ONLY},
-    {"file", RP_F_READ_ONLY},       {"size", RP_F_READ_ONLY},     {"sha256", RP_F_READ_ONLY},
-    {"description", RP_F_READ_ONLY}, {"version", RP_F_READ_ONLY}, {"created_by", RP_F_READ_ONLY},
-    {"created_at", RP_F_READ_ONLY}, {"updated_at", RP_F_READ_ONLY}, {NULL},
+        {"id", RP_F_READ_ONLY},          {"name", RP_F_READ_ONLY},
+        {"kind", RP_F_READ_ONLY},        {"file", RP_F_READ_ONLY},
+        {"size", RP_F_READ_ONLY},        {"sha256", RP_F_READ_ONLY},
+        {"description", RP_F_READ_ONLY}, {"version", RP_F_READ_ONLY},
+        {"created_by", RP_F_READ_ONLY},  {"created_at", RP_F_READ_ONLY},
+        {"updated_at", RP_F_READ_ONLY},  {NULL},
 };
 
 static int
@@ -260,11 +266,12 @@ static enum rp_err
 record(struct rp_api_req *rq, const char *name, const char *kind, const char *file, uint64_t size,
        const char *sha, const char *description, json_t **out, json_t **detail)
 {
-	json_t *in = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s?}", "name", name, "kind", kind, "file",
-	                       file, "size", (json_int_t)size, "sha256", sha, "description",
+	json_t *in = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s?}", "name", name, "kind", kind,
+	                       "file", file, "size", (json_int_t)size, "sha256", sha, "description",
 	                       description);
 	char actor[96];
-	enum rp_err e = rp_store_image_create(rq->api->store, in, rp_api_actor(rq, actor), out, detail);
+	enum rp_err e =
+	        rp_store_image_create(rq->api->store, in, rp_api_actor(rq, actor), out, detail);
 
 	json_decref(in);
 	return e;
@@ -282,13 +289,15 @@ rp_api_images_upload(struct rp_api_req *rq, struct rp_api_resp *rs)
 	enum rp_err e;
 
 	if (!rp_name_valid(rq->params[0])) {
-		rp_api_errorf(rs, RP_ERR_INVALID_FIELD, "image names are 1-63 of A-Z a-z 0-9 . _ -");
+		rp_api_errorf(rs, RP_ERR_INVALID_FIELD,
+		              "image names are 1-63 of A-Z a-z 0-9 . _ -");
 		return;
 	}
 	for (i = 0; kind && image_kinds[i] && strcmp(image_kinds[i], kind); i++)
 		;
 	if (kind == NULL || image_kinds[i] == NULL) {
-		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "kind must be kernel, initrd, os, firmware or other");
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY,
+		              "kind must be kernel, initrd, os, firmware or other");
 		return;
 	}
 	if (want && !rp_api_sha256_valid(want)) {
@@ -304,10 +313,11 @@ rp_api_images_upload(struct rp_api_req *rq, struct rp_api_resp *rs)
 		return;
 	}
 	if (want && !same_hex(want, rq->upload_sha256)) {
-		rp_api_error(rs, RP_ERR_INVALID_FIELD,
-		             json_pack("{s:s, s:s, s:s, s:s}", "field", "sha256", "reason",
-		                       "the upload does not match the sha256 given; nothing was kept",
-		                       "expected", want, "received", rq->upload_sha256));
+		rp_api_error(
+		        rs, RP_ERR_INVALID_FIELD,
+		        json_pack("{s:s, s:s, s:s, s:s}", "field", "sha256", "reason",
+		                  "the upload does not match the sha256 given; nothing was kept",
+		                  "expected", want, "received", rq->upload_sha256));
 		return;
 	}
 	/* link(2) claims the name or fails: two uploads of one name never cross. A file left by
@@ -364,14 +374,16 @@ rp_api_images_register(struct rp_api_req *rq, struct rp_api_resp *rs)
 	want = json_string_value(json_object_get(b, "sha256"));
 	/* A plain name inside the image directory: no paths, no dot files. */
 	if (file[0] == '\0' || file[0] == '.' || strchr(file, '/') != NULL) {
-		rp_api_error(rs, RP_ERR_INVALID_FIELD,
-		             json_pack("{s:s, s:s}", "field", "file", "reason",
-		                       "a file name inside the image directory (no '/', not hidden)"));
+		rp_api_error(
+		        rs, RP_ERR_INVALID_FIELD,
+		        json_pack("{s:s, s:s}", "field", "file", "reason",
+		                  "a file name inside the image directory (no '/', not hidden)"));
 		return;
 	}
 	if (want && !rp_api_sha256_valid(want)) {
-		rp_api_error(rs, RP_ERR_INVALID_FIELD, json_pack("{s:s, s:s}", "field", "sha256",
-		                                                 "reason", "64 hexadecimal digits"));
+		rp_api_error(rs, RP_ERR_INVALID_FIELD,
+		             json_pack("{s:s, s:s}", "field", "sha256", "reason",
+		                       "64 hexadecimal digits"));
 		return;
 	}
 	snprintf(path, sizeof path, "%s/%s", rq->api->image_dir, file);
@@ -408,13 +420,13 @@ rp_api_images_register(struct rp_api_req *rq, struct rp_api_resp *rs)
 static const char *const image_filters[] = {"kind", NULL};
 
 static const struct rp_crud images = {
-    .what = "image",
-    .collection = "/v1/images",
-    .spec = image_fields,
-    .filters = image_filters,
-    .sortable = 1,
-    .get = rp_store_image_get,
-    .list = rp_store_image_list,
+        .what = "image",
+        .collection = "/v1/images",
+        .spec = image_fields,
+        .filters = image_filters,
+        .sortable = 1,
+        .get = rp_store_image_get,
+        .list = rp_store_image_list,
 };
 
 void
@@ -434,8 +446,8 @@ rp_api_images_delete(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	json_t *out = NULL, *detail = NULL;
 	char actor[96], path[4200];
-	enum rp_err e = rp_store_image_delete(rq->api->store, rq->params[0], rp_api_actor(rq, actor),
-	                                      &out, &detail);
+	enum rp_err e = rp_store_image_delete(rq->api->store, rq->params[0],
+	                                      rp_api_actor(rq, actor), &out, &detail);
 
 	if (e != RP_ERR_OK) {
 		rp_api_reply_store_error(rs, e, detail, "no such image");
@@ -453,18 +465,18 @@ rp_api_images_delete(struct rp_api_req *rq, struct rp_api_resp *rs)
 /* ---- /v1/boot-profiles ------------------------------------------------------------------ */
 
 static const struct rp_field profile_fields[] = {
-    {"id", RP_F_READ_ONLY},
-    {"name", RP_F_NAME, RP_F_REQUIRED},
-    {"node_class", RP_F_NAME, RP_F_NULLABLE},
-    {"kernel", RP_F_NAME, RP_F_REQUIRED},
-    {"initrd", RP_F_NAME, RP_F_REQUIRED},
-    {"cmdline", RP_F_STR, RP_F_NULLABLE, 0, 1024},
-    {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
-    {"node_count", RP_F_READ_ONLY},
-    {"version", RP_F_READ_ONLY},
-    {"created_at", RP_F_READ_ONLY},
-    {"updated_at", RP_F_READ_ONLY},
-    {NULL},
+        {"id", RP_F_READ_ONLY},
+        {"name", RP_F_NAME, RP_F_REQUIRED},
+        {"node_class", RP_F_NAME, RP_F_NULLABLE},
+        {"kernel", RP_F_NAME, RP_F_REQUIRED},
+        {"initrd", RP_F_NAME, RP_F_REQUIRED},
+        {"cmdline", RP_F_STR, RP_F_NULLABLE, 0, 1024},
+        {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
+        {"node_count", RP_F_READ_ONLY},
+        {"version", RP_F_READ_ONLY},
+        {"created_at", RP_F_READ_ONLY},
+        {"updated_at", RP_F_READ_ONLY},
+        {NULL},
 };
 
 /* A command line goes into an iPXE script: one line, no quotes, and it may not set what the
@@ -478,8 +490,9 @@ profile_check(json_t *body, json_t **detail)
 		return RP_ERR_OK;
 	for (; *c; c++) {
 		if ((unsigned char)*c < 0x20 || strchr("\"'\\", *c)) {
-			*detail = json_pack("{s:s, s:s}", "field", "cmdline", "reason",
-			                    "one line of kernel arguments without quotes or backslashes");
+			*detail = json_pack(
+			        "{s:s, s:s}", "field", "cmdline", "reason",
+			        "one line of kernel arguments without quotes or backslashes");
 			return RP_ERR_INVALID_FIELD;
 		}
 	}
@@ -494,17 +507,17 @@ profile_check(json_t *body, json_t **detail)
 static const char *const profile_filters[] = {NULL};
 
 static const struct rp_crud profiles = {
-    .what = "boot profile",
-    .collection = "/v1/boot-profiles",
-    .spec = profile_fields,
-    .filters = profile_filters,
-    .sortable = 1,
-    .create = rp_store_boot_profile_create,
-    .get = rp_store_boot_profile_get,
-    .list = rp_store_boot_profile_list,
-    .update = rp_store_boot_profile_update,
-    .destroy = rp_store_boot_profile_delete,
-    .check = profile_check,
+        .what = "boot profile",
+        .collection = "/v1/boot-profiles",
+        .spec = profile_fields,
+        .filters = profile_filters,
+        .sortable = 1,
+        .create = rp_store_boot_profile_create,
+        .get = rp_store_boot_profile_get,
+        .list = rp_store_boot_profile_list,
+        .update = rp_store_boot_profile_update,
+        .destroy = rp_store_boot_profile_delete,
+        .check = profile_check,
 };
 
 void

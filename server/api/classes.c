@@ -5,14 +5,10 @@
 #include "api.h"
 
 const struct rp_field rp_api_class_fields[] = {
-    {"name", RP_F_NAME, RP_F_REQUIRED},
-    {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
-    {"bom", RP_F_ANY_OBJECT},
-    {"node_count", RP_F_READ_ONLY},
-    {"version", RP_F_READ_ONLY},
-    {"created_at", RP_F_READ_ONLY},
-    {"updated_at", RP_F_READ_ONLY},
-    {NULL},
+        {"name", RP_F_NAME, RP_F_REQUIRED}, {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
+        {"bom", RP_F_ANY_OBJECT},           {"node_count", RP_F_READ_ONLY},
+        {"version", RP_F_READ_ONLY},        {"created_at", RP_F_READ_ONLY},
+        {"updated_at", RP_F_READ_ONLY},     {NULL},
 };
 
 void
@@ -65,7 +61,7 @@ rp_api_classes_put(struct rp_api_req *rq, struct rp_api_resp *rs)
 	json_object_set_new(in, "name", json_string(rq->params[0]));
 	if ((e = rp_api_validate(in, rp_api_class_fields, 1, &detail)) != RP_ERR_OK ||
 	    (e = rp_accept_bom_check(json_object_get(in, "bom") ?: json_object(), &detail)) !=
-	        RP_ERR_OK) {
+	            RP_ERR_OK) {
 		rp_api_error(rs, e, detail);
 		goto out;
 	}
@@ -84,7 +80,8 @@ void
 rp_api_classes_delete(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	char actor[96];
-	enum rp_err e = rp_store_class_delete(rq->api->store, rq->params[0], rp_api_actor(rq, actor));
+	enum rp_err e =
+	        rp_store_class_delete(rq->api->store, rq->params[0], rp_api_actor(rq, actor));
 
 	if (e != RP_ERR_OK) {
 		rp_api_reply_store_error(rs, e, NULL, "no such node class");
@@ -124,7 +121,8 @@ rp_api_cabling_put(struct rp_api_req *rq, struct rp_api_resp *rs)
 	{
 		if (strcmp(k, "entries") != 0) {
 			rp_api_error(rs, RP_ERR_UNKNOWN_FIELD,
-			             json_pack("{s:s, s:s}", "field", k, "reason", "the body is {entries}"));
+			             json_pack("{s:s, s:s}", "field", k, "reason",
+			                       "the body is {entries}"));
 			return;
 		}
 	}

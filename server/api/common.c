@@ -119,8 +119,9 @@ rp_api_authenticate(struct rp_api *api, const char *authorization, struct rp_pri
 			goto found;
 	}
 	memset(&info, 0, sizeof info);
-	e = strncmp(tok, RP_TOKEN_PREFIX_AGENT, 4) == 0 ? rp_store_agent_auth(api->store, hash, &info)
-	                                                : rp_store_token_auth(api->store, hash, &info);
+	e = strncmp(tok, RP_TOKEN_PREFIX_AGENT, 4) == 0
+	            ? rp_store_agent_auth(api->store, hash, &info)
+	            : rp_store_token_auth(api->store, hash, &info);
 	if (e != RP_ERR_OK)
 		return e;
 	if (api->auth_cache)
@@ -138,8 +139,10 @@ rp_api_etag(json_t *obj, char out[40])
 {
 	json_t *v = json_object_get(obj, "version");
 	const char *a = json_string_value(json_object_get(obj, "power_state_at"));
-	const char *b = json_string_value(json_object_get(json_object_get(obj, "bmc"), "checked_at"));
-	const char *c = json_string_value(json_object_get(json_object_get(obj, "agent"), "seen_at"));
+	const char *b =
+	        json_string_value(json_object_get(json_object_get(obj, "bmc"), "checked_at"));
+	const char *c =
+	        json_string_value(json_object_get(json_object_get(obj, "agent"), "seen_at"));
 	const char *d = json_string_value(json_object_get(obj, "provision_at"));
 	uint64_t h = 1469598103934665603ULL;
 	const char *p;
@@ -163,7 +166,8 @@ rp_api_etag(json_t *obj, char out[40])
 	h = (h ^ '|') * 1099511628211ULL;
 	for (p = d ? d : ""; *p; p++)
 		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-	snprintf(out, 40, "\"%lld-%08x\"", (long long)json_integer_value(v), (unsigned)(h ^ (h >> 32)));
+	snprintf(out, 40, "\"%lld-%08x\"", (long long)json_integer_value(v),
+	         (unsigned)(h ^ (h >> 32)));
 }
 
 int64_t
@@ -186,8 +190,9 @@ rp_api_if_match(struct rp_api_req *req, struct rp_api_resp *rs)
 		goto bad;
 	return v;
 bad:
-	rp_api_errorf(rs, RP_ERR_PRECONDITION_FAILED, "If-Match must be an ETag from this API, "
-	                                              "like \"3\"");
+	rp_api_errorf(rs, RP_ERR_PRECONDITION_FAILED,
+	              "If-Match must be an ETag from this API, "
+	              "like \"3\"");
 	return -1;
 }
 
@@ -236,8 +241,7 @@ rp_api_actor(struct rp_api_req *req, char buf[96])
 }
 
 int
-rp_api_filter(struct rp_api_req *req, const char *const *keys, json_t **out,
-              struct rp_api_resp *rs)
+rp_api_filter(struct rp_api_req *req, const char *const *keys, json_t **out, struct rp_api_resp *rs)
 {
 	json_t *f = json_object(), *v;
 
@@ -246,7 +250,8 @@ rp_api_filter(struct rp_api_req *req, const char *const *keys, json_t **out,
 		if (v == NULL)
 			continue;
 		if (json_string_length(v) == 0 || json_string_length(v) > 256) {
-			rp_api_errorf(rs, RP_ERR_BAD_QUERY, "%s must be 1 to 256 characters", *keys);
+			rp_api_errorf(rs, RP_ERR_BAD_QUERY, "%s must be 1 to 256 characters",
+			              *keys);
 			json_decref(f);
 			return -1;
 		}

@@ -249,7 +249,8 @@ rp_api_reading(struct rp_api_req *rq, struct rp_api_resp *rs, const struct rp_fi
 		rp_api_error(rs, e, detail);
 		return;
 	}
-	e = fn(rq->api->store, rq->params[0], json_string_value(json_object_get(rq->body, "source")),
+	e = fn(rq->api->store, rq->params[0],
+	       json_string_value(json_object_get(rq->body, "source")),
 	       json_object_get(rq->body, member), rp_api_actor(rq, actor));
 	if (e != RP_ERR_OK) {
 		rp_api_reply_store_error(rs, e, NULL, "no such node");

@@ -24,7 +24,8 @@ rp_api_csv_parse(const char *text, size_t len, json_t **rows, char *why, size_t 
 			i++;
 			for (;;) {
 				if (i >= len) {
-					snprintf(why, whylen, "line %d: unterminated quoted field", row_line);
+					snprintf(why, whylen, "line %d: unterminated quoted field",
+					         row_line);
 					goto out;
 				}
 				if (text[i] == '"') {
@@ -46,13 +47,16 @@ rp_api_csv_parse(const char *text, size_t len, json_t **rows, char *why, size_t 
 				cell[n++] = text[i++];
 			}
 			if (i < len && text[i] != ',' && text[i] != '\n' && text[i] != '\r') {
-				snprintf(why, whylen, "line %d: text after a closing quote", row_line);
+				snprintf(why, whylen, "line %d: text after a closing quote",
+				         row_line);
 				goto out;
 			}
 		} else {
 			while (i < len && text[i] != ',' && text[i] != '\n' && text[i] != '\r') {
 				if (text[i] == '"') {
-					snprintf(why, whylen, "line %d: quote inside an unquoted field", row_line);
+					snprintf(why, whylen,
+					         "line %d: quote inside an unquoted field",
+					         row_line);
 					goto out;
 				}
 				if (n >= MAX_CELL)
@@ -82,8 +86,8 @@ rp_api_csv_parse(const char *text, size_t len, json_t **rows, char *why, size_t 
 			json_t *v = json_stringn(cell, n);
 
 			if (v == NULL) {
-				snprintf(why, whylen, "line %d: column %zu is not valid UTF-8", row_line,
-				         col + 1);
+				snprintf(why, whylen, "line %d: column %zu is not valid UTF-8",
+				         row_line, col + 1);
 				goto out;
 			}
 			json_decref(v);
@@ -96,12 +100,15 @@ rp_api_csv_parse(const char *text, size_t len, json_t **rows, char *why, size_t 
 				goto out;
 			}
 			if (n == 0) {
-				snprintf(why, whylen, "line 1: header column %zu is empty", col + 1);
+				snprintf(why, whylen, "line 1: header column %zu is empty",
+				         col + 1);
 				goto out;
 			}
 			for (j = 0; j < json_array_size(header); j++) {
-				if (strcmp(json_string_value(json_array_get(header, j)), cell) == 0) {
-					snprintf(why, whylen, "line 1: column '%.40s' appears twice", cell);
+				if (strcmp(json_string_value(json_array_get(header, j)), cell) ==
+				    0) {
+					snprintf(why, whylen,
+					         "line 1: column '%.40s' appears twice", cell);
 					goto out;
 				}
 			}
@@ -110,11 +117,13 @@ rp_api_csv_parse(const char *text, size_t len, json_t **rows, char *why, size_t 
 			if (row == NULL)
 				row = json_pack("{s:i}", "_line", row_line);
 			if (col >= json_array_size(header)) {
-				snprintf(why, whylen, "line %d: more cells than header columns", row_line);
+				snprintf(why, whylen, "line %d: more cells than header columns",
+				         row_line);
 				goto out;
 			}
 			if (n > 0)
-				json_object_set_new(row, json_string_value(json_array_get(header, col)),
+				json_object_set_new(row,
+				                    json_string_value(json_array_get(header, col)),
 				                    json_string(cell));
 		}
 		col++;

@@ -67,7 +67,8 @@ rp_api_page_parse(struct rp_api_req *req, struct rp_page_req *rq, char *keybuf, 
 	if (limit) {
 		v = strtol(limit, &end, 10);
 		if (end == limit || *end != '\0' || v < 1 || v > 1000) {
-			rp_api_errorf(rs, RP_ERR_BAD_QUERY, "limit must be an integer from 1 to 1000");
+			rp_api_errorf(rs, RP_ERR_BAD_QUERY,
+			              "limit must be an integer from 1 to 1000");
 			return -1;
 		}
 		rq->limit = (int)v;
@@ -76,13 +77,15 @@ rp_api_page_parse(struct rp_api_req *req, struct rp_page_req *rq, char *keybuf, 
 		if (sortable && strcmp(sort, "name") == 0) {
 			rq->sort_by_name = 1;
 		} else if (strcmp(sort, "created") != 0) {
-			rp_api_errorf(rs, RP_ERR_BAD_QUERY, sortable ? "sort must be name or created"
-			                                             : "sort must be created");
+			rp_api_errorf(rs, RP_ERR_BAD_QUERY,
+			              sortable ? "sort must be name or created"
+			                       : "sort must be created");
 			return -1;
 		}
 	}
 	if (cursor) {
-		if (rp_api_cursor_decode(cursor, rq->sort_by_name, &rq->after_id, keybuf, keylen) < 0) {
+		if (rp_api_cursor_decode(cursor, rq->sort_by_name, &rq->after_id, keybuf, keylen) <
+		    0) {
 			rp_api_error(rs, RP_ERR_BAD_CURSOR, NULL);
 			return -1;
 		}

@@ -8,9 +8,10 @@
 #include "api.h"
 
 static const struct rp_field event_fields[] = {
-    {"id", RP_F_READ_ONLY},      {"at", RP_F_READ_ONLY},      {"actor", RP_F_READ_ONLY},
-    {"action", RP_F_READ_ONLY},  {"object", RP_F_READ_ONLY},  {"summary", RP_F_READ_ONLY},
-    {"detail", RP_F_READ_ONLY},  {NULL},
+        {"id", RP_F_READ_ONLY},     {"at", RP_F_READ_ONLY},
+        {"actor", RP_F_READ_ONLY},  {"action", RP_F_READ_ONLY},
+        {"object", RP_F_READ_ONLY}, {"summary", RP_F_READ_ONLY},
+        {"detail", RP_F_READ_ONLY}, {NULL},
 };
 
 static const char *const event_filters[] = {"node", "rack", "action", NULL};
@@ -24,8 +25,10 @@ time_arg(struct rp_api_req *rq, const char *name, json_t *filter, struct rp_api_
 	if (v == NULL)
 		return 0;
 	if (rp_time_parse(v, &ms) < 0) {
-		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "%s must be RFC 3339 (2026-11-30T04:00:00Z) or Unix "
-		                                    "seconds", name);
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY,
+		              "%s must be RFC 3339 (2026-11-30T04:00:00Z) or Unix "
+		              "seconds",
+		              name);
 		return -1;
 	}
 	json_object_set_new(filter, name, json_integer(ms));
@@ -65,16 +68,16 @@ out:
 
 /* ---- GET /v1/events/stream: Server-Sent Events ---------------------------------------- */
 
-#define STREAM_BATCH 100
+#define STREAM_BATCH        100
 #define STREAM_KEEPALIVE_MS 15000
 
 struct evstream {
 	struct rp_api *api;
-	int slot;              /* in api->streams, or -1 */
+	int slot; /* in api->streams, or -1 */
 	json_t *filter;
-	int64_t last_id;       /* newest event sent (or the head when the stream began) */
-	int64_t last_write;    /* ms; a keep-alive goes out after STREAM_KEEPALIVE_MS of silence */
-	struct rp_buf pend;    /* formatted, not yet handed to the server */
+	int64_t last_id;    /* newest event sent (or the head when the stream began) */
+	int64_t last_write; /* ms; a keep-alive goes out after STREAM_KEEPALIVE_MS of silence */
+	struct rp_buf pend; /* formatted, not yet handed to the server */
 	size_t off;
 };
 
@@ -133,7 +136,8 @@ evstream_fill(struct evstream *es, uint64_t *idle_gen)
 	if (rp_store_event_after(es->api->store, es->last_id, es->filter, STREAM_BATCH, &items) !=
 	    RP_ERR_OK)
 		goto out;
-	json_array_foreach(items, i, ev) {
+	json_array_foreach(items, i, ev)
+	{
 		char *data = json_dumps(ev, JSON_COMPACT);
 		json_int_t id = json_integer_value(json_object_get(ev, "id"));
 
@@ -202,8 +206,9 @@ rp_api_events_stream(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	es->api = rq->api;
 	if ((es->slot = stream_take(rq->api, rq->who->id)) < 0) {
-		rp_api_errorf(rs, RP_ERR_RATE_LIMITED, "this token has %u event streams open already; "
-		                                       "close one (or use another token)",
+		rp_api_errorf(rs, RP_ERR_RATE_LIMITED,
+		              "this token has %u event streams open already; "
+		              "close one (or use another token)",
 		              rq->api->max_streams_per_token);
 		rs->retry_after = 5;
 		goto out;
@@ -217,7 +222,8 @@ rp_api_events_stream(struct rp_api_req *rq, struct rp_api_resp *rs)
 		errno = 0;
 		v = strtoll(after, &end, 10);
 		if (errno || end == after || *end || v < 0) {
-			rp_api_errorf(rs, RP_ERR_BAD_QUERY, "after (or Last-Event-ID) must be an event id");
+			rp_api_errorf(rs, RP_ERR_BAD_QUERY,
+			              "after (or Last-Event-ID) must be an event id");
 			goto out;
 		}
 		es->last_id = v;
@@ -233,7 +239,8 @@ rp_api_events_stream(struct rp_api_req *rq, struct rp_api_resp *rs)
 		e = rp_store_event_after(rq->api->store, INT64_MAX - 1, filter, 1, &probe);
 		json_decref(probe);
 		if (e == RP_ERR_NOT_FOUND) {
-			rp_api_errorf(rs, RP_ERR_BAD_QUERY, "node or rack in the filter does not exist");
+			rp_api_errorf(rs, RP_ERR_BAD_QUERY,
+			              "node or rack in the filter does not exist");
 			goto out;
 		} else if (e != RP_ERR_OK) {
 			rp_api_error(rs, e, NULL);

@@ -21,34 +21,33 @@ static const struct column {
 	const char *member;
 	enum ctype type;
 } columns[] = {
-    {"name", NULL, "name", C_STR},
-    {"rack", NULL, "rack", C_STR},
-    {"u_position", NULL, "u_position", C_INT},
-    {"u_height", NULL, "u_height", C_INT},
-    {"serial", NULL, "serial", C_STR},
-    {"vendor", NULL, "vendor", C_STR},
-    {"model", NULL, "model", C_STR},
-    {"node_class", NULL, "node_class", C_STR},
-    {"tags", NULL, "tags", C_LIST},
-    {"macs", NULL, "macs", C_LIST},
-    {"bios_profile", NULL, "bios_profile", C_STR},
-    {"maintenance", NULL, "maintenance", C_BOOL},
-    {"maintenance_reason", NULL, "maintenance_reason", C_STR},
-    {"bmc_driver", "bmc", "driver", C_STR},
-    {"bmc_address", "bmc", "address", C_STR},
-    {"bmc_port", "bmc", "port", C_INT},
-    {"bmc_username", "bmc", "username", C_STR},
-    {"bmc_password", "bmc", "password", C_STR},
-    {"bmc_tls_verify", "bmc", "tls_verify", C_BOOL},
-    {"rack_site", "_rack", "site", C_STR},
-    {"rack_row", "_rack", "row", C_STR},
-    {"rack_height_u", "_rack", "height_u", C_INT},
-    {NULL},
+        {"name", NULL, "name", C_STR},
+        {"rack", NULL, "rack", C_STR},
+        {"u_position", NULL, "u_position", C_INT},
+        {"u_height", NULL, "u_height", C_INT},
+        {"serial", NULL, "serial", C_STR},
+        {"vendor", NULL, "vendor", C_STR},
+        {"model", NULL, "model", C_STR},
+        {"node_class", NULL, "node_class", C_STR},
+        {"tags", NULL, "tags", C_LIST},
+        {"macs", NULL, "macs", C_LIST},
+        {"bios_profile", NULL, "bios_profile", C_STR},
+        {"maintenance", NULL, "maintenance", C_BOOL},
+        {"maintenance_reason", NULL, "maintenance_reason", C_STR},
+        {"bmc_driver", "bmc", "driver", C_STR},
+        {"bmc_address", "bmc", "address", C_STR},
+        {"bmc_port", "bmc", "port", C_INT},
+        {"bmc_username", "bmc", "username", C_STR},
+        {"bmc_password", "bmc", "password", C_STR},
+        {"bmc_tls_verify", "bmc", "tls_verify", C_BOOL},
+        {"rack_site", "_rack", "site", C_STR},
+        {"rack_row", "_rack", "row", C_STR},
+        {"rack_height_u", "_rack", "height_u", C_INT},
+        {NULL},
 };
 
 static void
-add_error(json_t *errors, const char *kind, size_t index, json_t *item, enum rp_err e,
-          json_t *why)
+add_error(json_t *errors, const char *kind, size_t index, json_t *item, enum rp_err e, json_t *why)
 {
 	json_t *err = json_pack("{s:s, s:I, s:s}", "kind", kind, "index", (json_int_t)index, "code",
 	                        rp_err_code(e));
@@ -56,9 +55,10 @@ add_error(json_t *errors, const char *kind, size_t index, json_t *item, enum rp_
 
 	if (line)
 		json_object_set(err, "line", line);
-	json_object_set(err, "name", json_is_string(json_object_get(item, "name"))
-	                                 ? json_object_get(item, "name")
-	                                 : json_null());
+	json_object_set(err, "name",
+	                json_is_string(json_object_get(item, "name"))
+	                        ? json_object_get(item, "name")
+	                        : json_null());
 	if (json_is_object(why))
 		json_object_update(err, why);
 	json_array_append_new(errors, err);
@@ -118,7 +118,8 @@ csv_node(json_t *row, json_t **node, json_t **why)
 		val = cell_value(json_string_value(v), c->type);
 		if (val == NULL) {
 			*why = json_pack("{s:s, s:s}", "field", k, "reason",
-			                 c->type == C_INT ? "must be an integer" : "must be true or false");
+			                 c->type == C_INT ? "must be an integer"
+			                                  : "must be true or false");
 			json_decref(n);
 			return -1;
 		}
@@ -158,7 +159,8 @@ csv_manifest(struct rp_api_req *rq, json_t **manifest, struct rp_api_resp *rs)
 			for (c = columns; c->name && strcmp(c->name, k) != 0; c++)
 				;
 			if (c->name == NULL) {
-				rp_api_errorf(rs, RP_ERR_UNKNOWN_FIELD, "unknown CSV column '%.64s'", k);
+				rp_api_errorf(rs, RP_ERR_UNKNOWN_FIELD,
+				              "unknown CSV column '%.64s'", k);
 				json_decref(rows);
 				return -1;
 			}
@@ -171,7 +173,8 @@ csv_manifest(struct rp_api_req *rq, json_t **manifest, struct rp_api_resp *rs)
 
 		if (csv_node(row, &n, &w) < 0) {
 			/* Keep the row so validation reports it with the conversion error. */
-			n = json_pack("{s:O, s:O, s:o}", "_line", json_object_get(row, "_line"), "name",
+			n = json_pack("{s:O, s:O, s:o}", "_line", json_object_get(row, "_line"),
+			              "name",
 			              json_object_get(row, "name") ? json_object_get(row, "name")
 			                                           : json_null(),
 			              "_invalid", w);
@@ -193,16 +196,17 @@ json_manifest(struct rp_api_req *rq, json_t **manifest, struct rp_api_resp *rs)
 		return -1;
 	json_object_foreach(rq->body, k, v)
 	{
-		if (strcmp(k, "racks") != 0 && strcmp(k, "nodes") != 0 && strcmp(k, "classes") != 0 &&
-		    strcmp(k, "cabling") != 0) {
+		if (strcmp(k, "racks") != 0 && strcmp(k, "nodes") != 0 &&
+		    strcmp(k, "classes") != 0 && strcmp(k, "cabling") != 0) {
 			rp_api_error(rs, RP_ERR_UNKNOWN_FIELD,
 			             json_pack("{s:s, s:s}", "field", k, "reason",
 			                       "a manifest has racks, nodes, classes and cabling"));
 			return -1;
 		}
 		if (!json_is_array(v)) {
-			rp_api_error(rs, RP_ERR_INVALID_FIELD,
-			             json_pack("{s:s, s:s}", "field", k, "reason", "must be an array"));
+			rp_api_error(
+			        rs, RP_ERR_INVALID_FIELD,
+			        json_pack("{s:s, s:s}", "field", k, "reason", "must be an array"));
 			return -1;
 		}
 	}
@@ -255,7 +259,8 @@ check_rows(json_t *rows, const char *kind, const struct rp_field *spec, int csv,
 		if (e == RP_ERR_OK && spec == rp_api_node_fields)
 			e = rp_api_node_check(copy, &detail);
 		if (e == RP_ERR_OK && !strcmp(kind, "class"))
-			e = rp_accept_bom_check(json_object_get(copy, "bom") ?: json_object(), &detail);
+			e = rp_accept_bom_check(json_object_get(copy, "bom") ?: json_object(),
+			                        &detail);
 		if (e == RP_ERR_OK && extra)
 			e = rp_api_validate(extra, rp_api_rack_fields, 0, &detail);
 		if (e != RP_ERR_OK) {
@@ -283,10 +288,10 @@ rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs)
 		const char *kind, *key;
 		const struct rp_field *spec;
 	} parts[] = {
-	    {"rack", "racks", rp_api_rack_fields},
-	    {"node", "nodes", rp_api_node_fields},
-	    {"class", "classes", rp_api_class_fields},
-	    {"cable", "cabling", NULL},
+	        {"rack", "racks", rp_api_rack_fields},
+	        {"node", "nodes", rp_api_node_fields},
+	        {"class", "classes", rp_api_class_fields},
+	        {"cable", "cabling", NULL},
 	};
 	json_t *maps[4] = {NULL};
 	json_t *manifest = NULL, *valid = NULL, *errors = NULL;
@@ -302,9 +307,10 @@ rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs)
 	if ((csv ? csv_manifest(rq, &manifest, rs) : json_manifest(rq, &manifest, rs)) < 0)
 		return;
 	if (json_array_size(json_object_get(manifest, "racks")) +
-	        json_array_size(json_object_get(manifest, "nodes")) +
-	        json_array_size(json_object_get(manifest, "classes")) +
-	        json_array_size(json_object_get(manifest, "cabling")) > MAX_ROWS) {
+	            json_array_size(json_object_get(manifest, "nodes")) +
+	            json_array_size(json_object_get(manifest, "classes")) +
+	            json_array_size(json_object_get(manifest, "cabling")) >
+	    MAX_ROWS) {
 		rp_api_errorf(rs, RP_ERR_BAD_REQUEST, "a manifest holds at most %d rows", MAX_ROWS);
 		goto out;
 	}
@@ -312,8 +318,8 @@ rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs)
 	valid = json_pack("{s:[], s:[], s:[], s:[]}", "racks", "nodes", "classes", "cabling");
 	for (i = 0; i < 4; i++) {
 		maps[i] = json_array();
-		check_rows(json_object_get(manifest, parts[i].key), parts[i].kind, parts[i].spec, csv,
-		           json_object_get(valid, parts[i].key), maps[i], errors);
+		check_rows(json_object_get(manifest, parts[i].key), parts[i].kind, parts[i].spec,
+		           csv, json_object_get(valid, parts[i].key), maps[i], errors);
 	}
 	/* Even with shape errors, let the store check the rest so one reply lists everything. */
 	e = rp_store_import(rq->api->store, valid, csv, dry_run || json_array_size(errors) > 0,
@@ -322,7 +328,8 @@ rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs)
 		json_array_foreach(json_object_get(detail, "errors"), i, err)
 		{
 			const char *kind = json_string_value(json_object_get(err, "kind"));
-			size_t p = 0, at = (size_t)json_integer_value(json_object_get(err, "index"));
+			size_t p = 0,
+			       at = (size_t)json_integer_value(json_object_get(err, "index"));
 			json_t *map, *rows;
 
 			while (p < 3 && strcmp(parts[p].kind, kind) != 0)
@@ -343,8 +350,8 @@ rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	if (json_array_size(errors) > 0) {
 		rp_api_error(rs, RP_ERR_IMPORT_INVALID,
-		             json_pack("{s:I, s:O}", "error_count", (json_int_t)json_array_size(errors),
-		                       "errors", errors));
+		             json_pack("{s:I, s:O}", "error_count",
+		                       (json_int_t)json_array_size(errors), "errors", errors));
 		goto out;
 	}
 	rs->status = 200;

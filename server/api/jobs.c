@@ -6,47 +6,56 @@
 static const char *const power_targets[] = {"on", "off", "soft_off", "cycle", "reset", NULL};
 static const char *const boot_devices[] = {"pxe", "disk", NULL};
 static const char *const boot_modes[] = {"uefi", "legacy", NULL};
-static const char *const job_states[] = {"queued", "running", "succeeded", "failed", "cancelled",
-                                         NULL};
+static const char *const job_states[] = {"queued", "running",   "succeeded",
+                                         "failed", "cancelled", NULL};
 
 static const struct rp_field power_fields[] = {
-    {"target", RP_F_ENUM, RP_F_REQUIRED, 0, 0, power_targets},
-    {"timeout_s", RP_F_INT, 0, 1, 3600},
-    {NULL},
+        {"target", RP_F_ENUM, RP_F_REQUIRED, 0, 0, power_targets},
+        {"timeout_s", RP_F_INT, 0, 1, 3600},
+        {NULL},
 };
 
 static const struct rp_field boot_fields[] = {
-    {"device", RP_F_ENUM, RP_F_REQUIRED, 0, 0, boot_devices},
-    {"persistent", RP_F_BOOL},
-    {"mode", RP_F_ENUM, 0, 0, 0, boot_modes},
-    {NULL},
+        {"device", RP_F_ENUM, RP_F_REQUIRED, 0, 0, boot_devices},
+        {"persistent", RP_F_BOOL},
+        {"mode", RP_F_ENUM, 0, 0, 0, boot_modes},
+        {NULL},
 };
 
 static const struct rp_field selector_fields[] = {
-    {"rack", RP_F_STR, 0, 0, 64},
-    {"tag", RP_F_STR, 0, 0, 64},
-    {"class", RP_F_STR, 0, 0, 64},
-    {"nodes", RP_F_TAGS, 0, 0, 100000},
-    {NULL},
+        {"rack", RP_F_STR, 0, 0, 64},
+        {"tag", RP_F_STR, 0, 0, 64},
+        {"class", RP_F_STR, 0, 0, 64},
+        {"nodes", RP_F_TAGS, 0, 0, 100000},
+        {NULL},
 };
 
 static const struct rp_field bulk_power_fields[] = {
-    {"selector", RP_F_OBJECT, RP_F_REQUIRED, 0, 0, NULL, selector_fields},
-    {"target", RP_F_ENUM, RP_F_REQUIRED, 0, 0, power_targets},
-    {"timeout_s", RP_F_INT, 0, 1, 3600},
-    {NULL},
+        {"selector", RP_F_OBJECT, RP_F_REQUIRED, 0, 0, NULL, selector_fields},
+        {"target", RP_F_ENUM, RP_F_REQUIRED, 0, 0, power_targets},
+        {"timeout_s", RP_F_INT, 0, 1, 3600},
+        {NULL},
 };
 
 static const struct rp_field job_fields[] = {
-    {"id", RP_F_READ_ONLY},        {"type", RP_F_READ_ONLY},
-    {"node", RP_F_READ_ONLY},      {"batch", RP_F_READ_ONLY},
-    {"params", RP_F_READ_ONLY},    {"state", RP_F_READ_ONLY},
-    {"attempts", RP_F_READ_ONLY},  {"max_attempts", RP_F_READ_ONLY},
-    {"cancel_requested", RP_F_READ_ONLY}, {"result", RP_F_READ_ONLY},
-    {"error", RP_F_READ_ONLY},     {"created_by", RP_F_READ_ONLY},
-    {"created_at", RP_F_READ_ONLY}, {"started_at", RP_F_READ_ONLY},
-    {"finished_at", RP_F_READ_ONLY}, {"not_before", RP_F_READ_ONLY},
-    {"updated_at", RP_F_READ_ONLY}, {NULL},
+        {"id", RP_F_READ_ONLY},
+        {"type", RP_F_READ_ONLY},
+        {"node", RP_F_READ_ONLY},
+        {"batch", RP_F_READ_ONLY},
+        {"params", RP_F_READ_ONLY},
+        {"state", RP_F_READ_ONLY},
+        {"attempts", RP_F_READ_ONLY},
+        {"max_attempts", RP_F_READ_ONLY},
+        {"cancel_requested", RP_F_READ_ONLY},
+        {"result", RP_F_READ_ONLY},
+        {"error", RP_F_READ_ONLY},
+        {"created_by", RP_F_READ_ONLY},
+        {"created_at", RP_F_READ_ONLY},
+        {"started_at", RP_F_READ_ONLY},
+        {"finished_at", RP_F_READ_ONLY},
+        {"not_before", RP_F_READ_ONLY},
+        {"updated_at", RP_F_READ_ONLY},
+        {NULL},
 };
 
 /* 202 with the job (or batch) and where to watch it. Takes obj. */
@@ -69,7 +78,8 @@ node_job(struct rp_api_req *rq, struct rp_api_resp *rs, const char *type, int mu
 	char actor[96];
 
 	job = json_pack("{s:s, s:O, s:b}", "type", type, "params", params, "mutating", mutating);
-	e = rp_jobs_submit(rq->api->jobs, rq->params[0], job, rp_api_actor(rq, actor), &out, &detail);
+	e = rp_jobs_submit(rq->api->jobs, rq->params[0], job, rp_api_actor(rq, actor), &out,
+	                   &detail);
 	json_decref(job);
 	if (e != RP_ERR_OK) {
 		rp_api_reply_store_error(rs, e, detail, "no such node");
@@ -119,7 +129,8 @@ rp_api_nodes_verify(struct rp_api_req *rq, struct rp_api_resp *rs)
 	json_t *params;
 
 	if (rq->body && !(json_is_object(rq->body) && json_object_size(rq->body) == 0)) {
-		rp_api_errorf(rs, RP_ERR_BAD_REQUEST, "verify takes no parameters (send no body or {})");
+		rp_api_errorf(rs, RP_ERR_BAD_REQUEST,
+		              "verify takes no parameters (send no body or {})");
 		return;
 	}
 	params = json_object();
@@ -171,8 +182,9 @@ rp_api_jobs_list(struct rp_api_req *rq, struct rp_api_resp *rs)
 		for (i = 0; job_states[i] && strcmp(job_states[i], state); i++)
 			;
 		if (job_states[i] == NULL) {
-			rp_api_errorf(rs, RP_ERR_BAD_QUERY, "state must be queued, running, succeeded, "
-			                                    "failed or cancelled");
+			rp_api_errorf(rs, RP_ERR_BAD_QUERY,
+			              "state must be queued, running, succeeded, "
+			              "failed or cancelled");
 			return;
 		}
 	}
@@ -214,10 +226,11 @@ rp_api_jobs_cancel(struct rp_api_req *rq, struct rp_api_resp *rs)
 		return;
 	}
 	/* A running job stops at its next safe point: accepted, not yet done. */
-	rs->status = json_is_true(json_object_get(out, "cancel_requested")) &&
-	                     !strcmp(json_string_value(json_object_get(out, "state")), "running")
-	                 ? 202
-	                 : 200;
+	rs->status =
+	        json_is_true(json_object_get(out, "cancel_requested")) &&
+	                        !strcmp(json_string_value(json_object_get(out, "state")), "running")
+	                ? 202
+	                : 200;
 	rs->body = out;
 }
 

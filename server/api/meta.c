@@ -19,8 +19,8 @@ rp_api_healthz(struct rp_api_req *rq, struct rp_api_resp *rs)
 	rs->status = 200;
 	/* Reads work but writes do not (full disk, read-only database): still up, degraded. */
 	if ((e = rp_store_health(rq->api->store, why, sizeof why)) != RP_ERR_OK) {
-		rs->body = json_pack("{s:s, s:s, s:s}", "status", "degraded", "code", rp_err_code(e),
-		                     "reason", why);
+		rs->body = json_pack("{s:s, s:s, s:s}", "status", "degraded", "code",
+		                     rp_err_code(e), "reason", why);
 		return;
 	}
 	rs->body = json_pack("{s:s}", "status", "ok");
@@ -33,15 +33,15 @@ rp_api_root(struct rp_api_req *rq, struct rp_api_resp *rs)
 
 	rs->status = 200;
 	rs->body = json_pack(
-	    "{s:s, s:s, s:s, s:i, s:s, s:[s,s,s,s,s,s,s,s,s,s,s], s:[s,s,s], s:{s:I, s:i}, "
-	    "s:{s:s, s:s}, s:b}",
-	    "name", "rackpilot", "version", RP_VERSION, "api", RP_API_VERSION, "schema_version",
-	    rp_store_schema_version(rq->api->store), "started_at",
-	    rp_time_format(rq->api->started_at, ts), "capabilities", "racks", "nodes", "bios",
-	    "firmware", "events", "import", "tokens", "metrics", "jobs", "power", "boot",
-	    "bmc_drivers", "ipmi", "redfish", "fake", "limits", "max_body",
-	    (json_int_t)rq->api->max_body, "page_limit_max", 1000, "you", "name", rq->who->name,
-	    "role", rp_api_role_name(rq->who->role), "demo", rq->api->demo);
+	        "{s:s, s:s, s:s, s:i, s:s, s:[s,s,s,s,s,s,s,s,s,s,s], s:[s,s,s], s:{s:I, s:i}, "
+	        "s:{s:s, s:s}, s:b}",
+	        "name", "rackpilot", "version", RP_VERSION, "api", RP_API_VERSION, "schema_version",
+	        rp_store_schema_version(rq->api->store), "started_at",
+	        rp_time_format(rq->api->started_at, ts), "capabilities", "racks", "nodes", "bios",
+	        "firmware", "events", "import", "tokens", "metrics", "jobs", "power", "boot",
+	        "bmc_drivers", "ipmi", "redfish", "fake", "limits", "max_body",
+	        (json_int_t)rq->api->max_body, "page_limit_max", 1000, "you", "name", rq->who->name,
+	        "role", rp_api_role_name(rq->who->role), "demo", rq->api->demo);
 }
 
 /* The label is used at once by the caller's printf, so a per-thread buffer suffices. */
@@ -73,40 +73,49 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 	rp_buf_printf(&b, "# HELP rackpilot_nodes Nodes by provision state.\n"
 	                  "# TYPE rackpilot_nodes gauge\n");
 	json_object_foreach(json_object_get(stats, "nodes_by_state"), state, v)
-	    rp_buf_printf(&b, "rackpilot_nodes{state=\"%s\"} %lld\n", state,
-	                  (long long)json_integer_value(v));
-	rp_buf_printf(&b, "# HELP rackpilot_racks Racks.\n# TYPE rackpilot_racks gauge\n"
-	                  "rackpilot_racks %lld\n",
+	        rp_buf_printf(&b, "rackpilot_nodes{state=\"%s\"} %lld\n", state,
+	                      (long long)json_integer_value(v));
+	rp_buf_printf(&b,
+	              "# HELP rackpilot_racks Racks.\n# TYPE rackpilot_racks gauge\n"
+	              "rackpilot_racks %lld\n",
 	              (long long)json_integer_value(json_object_get(stats, "racks")));
-	rp_buf_printf(&b, "# HELP rackpilot_db_size_bytes Size of the SQLite database.\n"
-	                  "# TYPE rackpilot_db_size_bytes gauge\nrackpilot_db_size_bytes %lld\n",
+	rp_buf_printf(&b,
+	              "# HELP rackpilot_db_size_bytes Size of the SQLite database.\n"
+	              "# TYPE rackpilot_db_size_bytes gauge\nrackpilot_db_size_bytes %lld\n",
 	              (long long)json_integer_value(json_object_get(stats, "db_bytes")));
-	rp_buf_printf(&b, "# HELP rackpilot_jobs Unfinished jobs by state.\n"
-	                  "# TYPE rackpilot_jobs gauge\nrackpilot_jobs{state=\"queued\"} %lld\n"
-	                  "rackpilot_jobs{state=\"running\"} %lld\n",
-	              (long long)json_integer_value(json_object_get(json_object_get(stats, "jobs"),
-	                                                            "queued")),
-	              (long long)json_integer_value(json_object_get(json_object_get(stats, "jobs"),
-	                                                            "running")));
-	rp_buf_printf(&b, "# HELP rackpilot_bmc_faults Nodes whose BMC is marked faulty.\n"
-	                  "# TYPE rackpilot_bmc_faults gauge\nrackpilot_bmc_faults %lld\n",
+	rp_buf_printf(&b,
+	              "# HELP rackpilot_jobs Unfinished jobs by state.\n"
+	              "# TYPE rackpilot_jobs gauge\nrackpilot_jobs{state=\"queued\"} %lld\n"
+	              "rackpilot_jobs{state=\"running\"} %lld\n",
+	              (long long)json_integer_value(
+	                      json_object_get(json_object_get(stats, "jobs"), "queued")),
+	              (long long)json_integer_value(
+	                      json_object_get(json_object_get(stats, "jobs"), "running")));
+	rp_buf_printf(&b,
+	              "# HELP rackpilot_bmc_faults Nodes whose BMC is marked faulty.\n"
+	              "# TYPE rackpilot_bmc_faults gauge\nrackpilot_bmc_faults %lld\n",
 	              (long long)json_integer_value(json_object_get(stats, "bmc_faults")));
 	if (rq->api->jobs) {
-		json_t *sw = rp_jobs_sweep_status(rq->api->jobs), *last = json_object_get(sw, "last");
+		json_t *sw = rp_jobs_sweep_status(rq->api->jobs),
+		       *last = json_object_get(sw, "last");
 
 		if (json_is_object(last))
-			rp_buf_printf(&b, "# HELP rackpilot_power_sync_last_seconds Duration of the last "
-			                  "power sweep.\n# TYPE rackpilot_power_sync_last_seconds gauge\n"
-			                  "rackpilot_power_sync_last_seconds %.3f\n"
-			                  "# HELP rackpilot_power_sync_last_failed BMCs that did not answer "
-			                  "the last sweep.\n# TYPE rackpilot_power_sync_last_failed gauge\n"
-			                  "rackpilot_power_sync_last_failed %lld\n",
-			              (double)json_integer_value(json_object_get(last, "duration_ms")) / 1000,
-			              (long long)json_integer_value(json_object_get(last, "failed")));
+			rp_buf_printf(
+			        &b,
+			        "# HELP rackpilot_power_sync_last_seconds Duration of the last "
+			        "power sweep.\n# TYPE rackpilot_power_sync_last_seconds gauge\n"
+			        "rackpilot_power_sync_last_seconds %.3f\n"
+			        "# HELP rackpilot_power_sync_last_failed BMCs that did not answer "
+			        "the last sweep.\n# TYPE rackpilot_power_sync_last_failed gauge\n"
+			        "rackpilot_power_sync_last_failed %lld\n",
+			        (double)json_integer_value(json_object_get(last, "duration_ms")) /
+			                1000,
+			        (long long)json_integer_value(json_object_get(last, "failed")));
 		json_decref(sw);
 	}
-	rp_buf_printf(&b, "# HELP rackpilot_uptime_seconds Seconds since start.\n"
-	                  "# TYPE rackpilot_uptime_seconds gauge\nrackpilot_uptime_seconds %.3f\n",
+	rp_buf_printf(&b,
+	              "# HELP rackpilot_uptime_seconds Seconds since start.\n"
+	              "# TYPE rackpilot_uptime_seconds gauge\nrackpilot_uptime_seconds %.3f\n",
 	              (double)(rp_time_now_ms() - rq->api->started_at) / 1000.0);
 	json_decref(stats);
 	if (rq->api->get_cache && rq->api->auth_cache) {
@@ -114,14 +123,16 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 
 		rp_memo_stats(rq->api->get_cache, &gh, &gm);
 		rp_memo_stats(rq->api->auth_cache, &ah, &am);
-		rp_buf_printf(&b, "# HELP rackpilot_cache_lookups_total Cache lookups by cache and result.\n"
-		                  "# TYPE rackpilot_cache_lookups_total counter\n"
-		                  "rackpilot_cache_lookups_total{cache=\"get\",result=\"hit\"} %llu\n"
-		                  "rackpilot_cache_lookups_total{cache=\"get\",result=\"miss\"} %llu\n"
-		                  "rackpilot_cache_lookups_total{cache=\"auth\",result=\"hit\"} %llu\n"
-		                  "rackpilot_cache_lookups_total{cache=\"auth\",result=\"miss\"} %llu\n",
-		              (unsigned long long)gh, (unsigned long long)gm, (unsigned long long)ah,
-		              (unsigned long long)am);
+		rp_buf_printf(
+		        &b,
+		        "# HELP rackpilot_cache_lookups_total Cache lookups by cache and result.\n"
+		        "# TYPE rackpilot_cache_lookups_total counter\n"
+		        "rackpilot_cache_lookups_total{cache=\"get\",result=\"hit\"} %llu\n"
+		        "rackpilot_cache_lookups_total{cache=\"get\",result=\"miss\"} %llu\n"
+		        "rackpilot_cache_lookups_total{cache=\"auth\",result=\"hit\"} %llu\n"
+		        "rackpilot_cache_lookups_total{cache=\"auth\",result=\"miss\"} %llu\n",
+		        (unsigned long long)gh, (unsigned long long)gm, (unsigned long long)ah,
+		        (unsigned long long)am);
 	}
 	if (b.oom) {
 		rp_buf_free(&b);

@@ -5,9 +5,9 @@
 
 static const char *const drivers[] = {"ipmi", "redfish", "fake", NULL};
 
-static const char *const workarounds[] = {"authcap",      "intel20",
-                                          "supermicro20", "sun20",
-                                          "opensesspriv", "integritycheckvalue",
+static const char *const workarounds[] = {"authcap",         "intel20",
+                                          "supermicro20",    "sun20",
+                                          "opensesspriv",    "integritycheckvalue",
                                           "nochecksumcheck", NULL};
 static const char *const privileges[] = {"user", "operator", "admin", NULL};
 static const char *const schemes[] = {"https", "http", NULL};
@@ -16,80 +16,80 @@ static const char *const schemes[] = {"https", "http", NULL};
  * system_id, timeout_ms), fake (delay_ms). Which belong to which driver is checked when
  * the request names the driver, and again when a job builds its connection. */
 static const struct rp_field option_fields[] = {
-    {"cipher_suite", RP_F_INT, RP_F_NULLABLE, 0, 17},
-    {"privilege", RP_F_ENUM, RP_F_NULLABLE, 0, 0, privileges},
-    {"workarounds", RP_F_ENUM_LIST, RP_F_NULLABLE, 0, 7, workarounds},
-    {"session_timeout_ms", RP_F_INT, RP_F_NULLABLE, 100, 60000},
-    {"retransmission_timeout_ms", RP_F_INT, RP_F_NULLABLE, 50, 10000},
-    {"scheme", RP_F_ENUM, RP_F_NULLABLE, 0, 0, schemes},
-    {"system_id", RP_F_STR, RP_F_NULLABLE, 0, 63},
-    {"timeout_ms", RP_F_INT, RP_F_NULLABLE, 100, 300000},
-    {"retry_tries", RP_F_INT, RP_F_NULLABLE, 1, 20},
-    {"retry_wait_ms", RP_F_INT, RP_F_NULLABLE, 0, 600000},
-    {"delay_ms", RP_F_INT, RP_F_NULLABLE, 0, 60000},
-    {NULL},
+        {"cipher_suite", RP_F_INT, RP_F_NULLABLE, 0, 17},
+        {"privilege", RP_F_ENUM, RP_F_NULLABLE, 0, 0, privileges},
+        {"workarounds", RP_F_ENUM_LIST, RP_F_NULLABLE, 0, 7, workarounds},
+        {"session_timeout_ms", RP_F_INT, RP_F_NULLABLE, 100, 60000},
+        {"retransmission_timeout_ms", RP_F_INT, RP_F_NULLABLE, 50, 10000},
+        {"scheme", RP_F_ENUM, RP_F_NULLABLE, 0, 0, schemes},
+        {"system_id", RP_F_STR, RP_F_NULLABLE, 0, 63},
+        {"timeout_ms", RP_F_INT, RP_F_NULLABLE, 100, 300000},
+        {"retry_tries", RP_F_INT, RP_F_NULLABLE, 1, 20},
+        {"retry_wait_ms", RP_F_INT, RP_F_NULLABLE, 0, 600000},
+        {"delay_ms", RP_F_INT, RP_F_NULLABLE, 0, 60000},
+        {NULL},
 };
 
 static const struct rp_field bmc_fields[] = {
-    {"driver", RP_F_ENUM, RP_F_REQUIRED, 0, 0, drivers},
-    {"address", RP_F_HOST, RP_F_NULLABLE},
-    {"port", RP_F_INT, RP_F_NULLABLE, 1, 65535},
-    {"username", RP_F_STR, RP_F_NULLABLE, 0, 64},
-    {"password", RP_F_STR, RP_F_NULLABLE | RP_F_SECRET, 0, 256},
-    {"tls_verify", RP_F_BOOL},
-    {"options", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, option_fields},
-    {"password_set", RP_F_READ_ONLY},
-    {"fault", RP_F_READ_ONLY},
-    {"identity", RP_F_READ_ONLY},
-    {"checked_at", RP_F_READ_ONLY},
-    {"last_error", RP_F_READ_ONLY},
-    {NULL},
+        {"driver", RP_F_ENUM, RP_F_REQUIRED, 0, 0, drivers},
+        {"address", RP_F_HOST, RP_F_NULLABLE},
+        {"port", RP_F_INT, RP_F_NULLABLE, 1, 65535},
+        {"username", RP_F_STR, RP_F_NULLABLE, 0, 64},
+        {"password", RP_F_STR, RP_F_NULLABLE | RP_F_SECRET, 0, 256},
+        {"tls_verify", RP_F_BOOL},
+        {"options", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, option_fields},
+        {"password_set", RP_F_READ_ONLY},
+        {"fault", RP_F_READ_ONLY},
+        {"identity", RP_F_READ_ONLY},
+        {"checked_at", RP_F_READ_ONLY},
+        {"last_error", RP_F_READ_ONLY},
+        {NULL},
 };
 
 static const struct rp_field ssh_fields[] = {
-    {"address", RP_F_HOST, RP_F_NULLABLE},
-    {"port", RP_F_INT, RP_F_NULLABLE, 1, 65535},
-    {"user", RP_F_NAME, RP_F_NULLABLE},
-    {"host_key", RP_F_READ_ONLY},
-    {NULL},
+        {"address", RP_F_HOST, RP_F_NULLABLE},
+        {"port", RP_F_INT, RP_F_NULLABLE, 1, 65535},
+        {"user", RP_F_NAME, RP_F_NULLABLE},
+        {"host_key", RP_F_READ_ONLY},
+        {NULL},
 };
 
 /* Shared with import, which validates manifest rows as node creations. */
 const struct rp_field rp_api_node_fields[] = {
-    {"id", RP_F_READ_ONLY},
-    {"name", RP_F_NAME, RP_F_REQUIRED},
-    {"rack", RP_F_STR, RP_F_NULLABLE, 0, 64},
-    {"u_position", RP_F_INT, RP_F_NULLABLE, 1, 64},
-    {"u_height", RP_F_INT, 0, 1, 16},
-    {"serial", RP_F_STR, RP_F_NULLABLE, 0, 128},
-    {"system_uuid", RP_F_UUID, RP_F_NULLABLE},
-    {"vendor", RP_F_STR, RP_F_NULLABLE, 0, 128},
-    {"model", RP_F_STR, RP_F_NULLABLE, 0, 128},
-    {"node_class", RP_F_NAME, RP_F_NULLABLE},
-    {"tags", RP_F_TAGS, 0, 0, 64},
-    {"macs", RP_F_MACS, 0, 0, 32},
-    {"bmc", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, bmc_fields},
-    {"bios_profile", RP_F_STR, RP_F_NULLABLE, 0, 64},
-    {"provision_state", RP_F_READ_ONLY},
-    {"power_state", RP_F_READ_ONLY},
-    {"power_state_at", RP_F_READ_ONLY},
-    {"maintenance", RP_F_BOOL},
-    {"maintenance_reason", RP_F_STR, RP_F_NULLABLE, 0, 256},
-    {"expected", RP_F_ANY_OBJECT, RP_F_NULLABLE},
-    {"ssh", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, ssh_fields},
-    {"agent", RP_F_READ_ONLY},
-    {"boot_profile", RP_F_STR, RP_F_NULLABLE, 0, 64},
-    {"provision_error", RP_F_READ_ONLY},
-    {"provision_job", RP_F_READ_ONLY},
-    {"provision_at", RP_F_READ_ONLY},
-    {"deployed_image", RP_F_READ_ONLY},
-    {"version", RP_F_READ_ONLY},
-    {"created_at", RP_F_READ_ONLY},
-    {"updated_at", RP_F_READ_ONLY},
-    {NULL},
+        {"id", RP_F_READ_ONLY},
+        {"name", RP_F_NAME, RP_F_REQUIRED},
+        {"rack", RP_F_STR, RP_F_NULLABLE, 0, 64},
+        {"u_position", RP_F_INT, RP_F_NULLABLE, 1, 64},
+        {"u_height", RP_F_INT, 0, 1, 16},
+        {"serial", RP_F_STR, RP_F_NULLABLE, 0, 128},
+        {"system_uuid", RP_F_UUID, RP_F_NULLABLE},
+        {"vendor", RP_F_STR, RP_F_NULLABLE, 0, 128},
+        {"model", RP_F_STR, RP_F_NULLABLE, 0, 128},
+        {"node_class", RP_F_NAME, RP_F_NULLABLE},
+        {"tags", RP_F_TAGS, 0, 0, 64},
+        {"macs", RP_F_MACS, 0, 0, 32},
+        {"bmc", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, bmc_fields},
+        {"bios_profile", RP_F_STR, RP_F_NULLABLE, 0, 64},
+        {"provision_state", RP_F_READ_ONLY},
+        {"power_state", RP_F_READ_ONLY},
+        {"power_state_at", RP_F_READ_ONLY},
+        {"maintenance", RP_F_BOOL},
+        {"maintenance_reason", RP_F_STR, RP_F_NULLABLE, 0, 256},
+        {"expected", RP_F_ANY_OBJECT, RP_F_NULLABLE},
+        {"ssh", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, ssh_fields},
+        {"agent", RP_F_READ_ONLY},
+        {"boot_profile", RP_F_STR, RP_F_NULLABLE, 0, 64},
+        {"provision_error", RP_F_READ_ONLY},
+        {"provision_job", RP_F_READ_ONLY},
+        {"provision_at", RP_F_READ_ONLY},
+        {"deployed_image", RP_F_READ_ONLY},
+        {"version", RP_F_READ_ONLY},
+        {"created_at", RP_F_READ_ONLY},
+        {"updated_at", RP_F_READ_ONLY},
+        {NULL},
 };
 
-static const char *const node_filters[] = {"rack", "state",       "tag", "class",
+static const char *const node_filters[] = {"rack",  "state",       "tag", "class",
                                            "power", "maintenance", "q",   NULL};
 
 /* Options belong to one driver; when the request names the driver, check them against it. */
@@ -100,16 +100,17 @@ rp_api_node_check(json_t *body, json_t **detail)
 		const char *driver;
 		const char *const keys[6];
 	} owners[] = {
-	    {"ipmi",
-	     {"cipher_suite", "privilege", "workarounds", "session_timeout_ms",
-	      "retransmission_timeout_ms", NULL}},
-	    {"redfish", {"scheme", "system_id", "timeout_ms", "retry_tries", "retry_wait_ms", NULL}},
-	    {"fake", {"delay_ms", NULL}},
+	        {"ipmi",
+	         {"cipher_suite", "privilege", "workarounds", "session_timeout_ms",
+	          "retransmission_timeout_ms", NULL}},
+	        {"redfish",
+	         {"scheme", "system_id", "timeout_ms", "retry_tries", "retry_wait_ms", NULL}},
+	        {"fake", {"delay_ms", NULL}},
 	};
 	json_t *bmc = json_object_get(body, "bmc"), *v;
 	const char *driver = json_string_value(json_object_get(bmc, "driver")), *k;
-	const char *sid = json_string_value(json_object_get(json_object_get(bmc, "options"),
-	                                                    "system_id"));
+	const char *sid =
+	        json_string_value(json_object_get(json_object_get(bmc, "options"), "system_id"));
 	size_t i, n;
 
 	if (sid && (sid[0] == '\0' || strchr(sid, '/'))) {
@@ -127,8 +128,9 @@ rp_api_node_check(json_t *body, json_t **detail)
 			;
 		if (owners[i].keys[n] == NULL && !json_is_null(v)) {
 			*detail = json_pack("{s:s, s:s}", "field", "bmc.options", "reason", "");
-			json_object_set_new(*detail, "reason",
-			                    json_sprintf("%s is not an option of the %s driver", k, driver));
+			json_object_set_new(
+			        *detail, "reason",
+			        json_sprintf("%s is not an option of the %s driver", k, driver));
 			return RP_ERR_INVALID_FIELD;
 		}
 	}
@@ -136,17 +138,17 @@ rp_api_node_check(json_t *body, json_t **detail)
 }
 
 static const struct rp_crud nodes = {
-    .what = "node",
-    .collection = "/v1/nodes",
-    .spec = rp_api_node_fields,
-    .filters = node_filters,
-    .sortable = 1,
-    .create = rp_store_node_create,
-    .get = rp_store_node_get,
-    .list = rp_store_node_list,
-    .update = rp_store_node_update,
-    .destroy = rp_store_node_delete,
-    .check = rp_api_node_check,
+        .what = "node",
+        .collection = "/v1/nodes",
+        .spec = rp_api_node_fields,
+        .filters = node_filters,
+        .sortable = 1,
+        .create = rp_store_node_create,
+        .get = rp_store_node_get,
+        .list = rp_store_node_list,
+        .update = rp_store_node_update,
+        .destroy = rp_store_node_delete,
+        .check = rp_api_node_check,
 };
 
 void

@@ -10,69 +10,72 @@
 
 static const char *const step_types[] = {
 #define STEP_NAME(sym, name) name,
-    RP_STEP_TYPES(STEP_NAME)
+        RP_STEP_TYPES(STEP_NAME)
 #undef STEP_NAME
-        NULL};
+                NULL};
 
-#define COMMON                                                                       \
-	{"id", RP_F_STR, 0, 0, RP_STEP_ID_MAX}, {"type", RP_F_ENUM, RP_F_REQUIRED, 0, 0, step_types}, \
-	    {"timeout_s", RP_F_INT, 0, 1, 86400}, {"continue_on_error", RP_F_BOOL},       \
-	    {"rerun_interrupted", RP_F_BOOL}
+#define COMMON                                                                                     \
+	{"id", RP_F_STR, 0, 0, RP_STEP_ID_MAX},                                                    \
+	        {"type", RP_F_ENUM, RP_F_REQUIRED, 0, 0, step_types},                              \
+	        {"timeout_s", RP_F_INT, 0, 1, 86400}, {"continue_on_error", RP_F_BOOL},            \
+	{                                                                                          \
+		"rerun_interrupted", RP_F_BOOL                                                     \
+	}
 
 static const struct rp_field shell_fields[] = {
-    COMMON,
-    {"command", RP_F_STR, RP_F_REQUIRED, 0, 65536},
-    {"env", RP_F_ANY_OBJECT},
-    {"cwd", RP_F_STR, 0, 0, 4096},
-    {NULL},
+        COMMON,
+        {"command", RP_F_STR, RP_F_REQUIRED, 0, 65536},
+        {"env", RP_F_ANY_OBJECT},
+        {"cwd", RP_F_STR, 0, 0, 4096},
+        {NULL},
 };
 
 static const struct rp_field file_fields[] = {
-    COMMON,
-    {"path", RP_F_STR, RP_F_REQUIRED, 0, 4096},
-    {"content", RP_F_STR, 0, 0, RP_FILE_CONTENT_MAX},
-    {"url", RP_F_STR, 0, 0, 2048},
-    {"sha256", RP_F_STR, 0, 0, 64},
-    {"mode", RP_F_STR, 0, 0, 4},
-    {"owner", RP_F_STR, 0, 0, 64},
-    {NULL},
+        COMMON,
+        {"path", RP_F_STR, RP_F_REQUIRED, 0, 4096},
+        {"content", RP_F_STR, 0, 0, RP_FILE_CONTENT_MAX},
+        {"url", RP_F_STR, 0, 0, 2048},
+        {"sha256", RP_F_STR, 0, 0, 64},
+        {"mode", RP_F_STR, 0, 0, 4},
+        {"owner", RP_F_STR, 0, 0, 64},
+        {NULL},
 };
 
 static const struct rp_field bare_fields[] = {COMMON, {NULL}};
 
 static const struct rp_field tool_fields[] = {
-    COMMON,
-    {"command", RP_F_STR, RP_F_REQUIRED, 0, 65536},
-    {"image_url", RP_F_STR, 0, 0, 2048},
-    {"sha256", RP_F_STR, 0, 0, 64},
-    {NULL},
+        COMMON,
+        {"command", RP_F_STR, RP_F_REQUIRED, 0, 65536},
+        {"image_url", RP_F_STR, 0, 0, 2048},
+        {"sha256", RP_F_STR, 0, 0, 64},
+        {NULL},
 };
 
 /* A bios step may also report what the tool printed as the node's BIOS values. */
 static const struct rp_field bios_fields[] = {
-    COMMON,
-    {"command", RP_F_STR, RP_F_REQUIRED, 0, 65536},
-    {"image_url", RP_F_STR, 0, 0, 2048},
-    {"sha256", RP_F_STR, 0, 0, 64},
-    {"report", RP_F_BOOL, 0},
-    {NULL},
+        COMMON,
+        {"command", RP_F_STR, RP_F_REQUIRED, 0, 65536},
+        {"image_url", RP_F_STR, 0, 0, 2048},
+        {"sha256", RP_F_STR, 0, 0, 64},
+        {"report", RP_F_BOOL, 0},
+        {NULL},
 };
 
 static const struct rp_field image_fields[] = {
-    COMMON,
-    {"url", RP_F_STR, RP_F_REQUIRED, 0, 2048},
-    {"sha256", RP_F_STR, RP_F_REQUIRED, 0, 64},
-    {"device", RP_F_STR, RP_F_REQUIRED, 0, 4096},
-    {NULL},
+        COMMON,
+        {"url", RP_F_STR, RP_F_REQUIRED, 0, 2048},
+        {"sha256", RP_F_STR, RP_F_REQUIRED, 0, 64},
+        {"device", RP_F_STR, RP_F_REQUIRED, 0, 4096},
+        {NULL},
 };
 
 static const struct {
 	const char *type;
 	const struct rp_field *spec;
 } specs[] = {
-    {"shell", shell_fields},      {"file", file_fields},   {"reboot", bare_fields},
-    {"inventory", bare_fields},   {"firmware", tool_fields}, {"bios", bios_fields},
-    {"image", image_fields},
+        {"shell", shell_fields},    {"file", file_fields},     {"reboot", bare_fields},
+        {"inventory", bare_fields}, {"firmware", tool_fields}, {"bios", bios_fields},
+        {"image", image_fields},
 };
 
 static enum rp_err
@@ -137,16 +140,19 @@ check_formats(json_t *step, size_t i, int templated, json_t **detail)
 	if ((v = json_object_get(step, "mode")) && !templated_str(v, templated)) {
 		s = json_string_value(v);
 		if (strlen(s) < 3 || strspn(s, "01234567") != strlen(s))
-			return bad(detail, RP_ERR_INVALID_FIELD, i, "mode", "an octal mode such as \"0644\"");
+			return bad(detail, RP_ERR_INVALID_FIELD, i, "mode",
+			           "an octal mode such as \"0644\"");
 	}
 	for (k = "url"; k; k = strcmp(k, "url") == 0 ? "image_url" : NULL) {
 		if ((v = json_object_get(step, k)) && !templated_str(v, templated)) {
 			s = json_string_value(v);
-			/* "/boot/images/x" is on rackpilotd itself: the agent knows where that is. */
+			/* "/boot/images/x" is on rackpilotd itself: the agent knows where that is.
+			 */
 			if (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0 &&
 			    !(s[0] == '/' && s[1] != '/'))
 				return bad(detail, RP_ERR_INVALID_FIELD, i, k,
-				           "an http:// or https:// URL, or a path on rackpilotd (/boot/...)");
+				           "an http:// or https:// URL, or a path on rackpilotd "
+				           "(/boot/...)");
 		}
 	}
 	return RP_ERR_OK;
@@ -165,9 +171,11 @@ check_step(json_t *step, size_t i, int templated, json_t **detail)
 	if (!json_is_object(step))
 		return bad(detail, RP_ERR_INVALID_FIELD, i, NULL, "must be an object");
 	if (type == NULL)
-		return bad(detail, json_object_get(step, "type") ? RP_ERR_INVALID_FIELD
-		                                                  : RP_ERR_MISSING_FIELD,
-		           i, "type", "a step type: shell, file, reboot, inventory, firmware, bios, image");
+		return bad(detail,
+		           json_object_get(step, "type") ? RP_ERR_INVALID_FIELD
+		                                         : RP_ERR_MISSING_FIELD,
+		           i, "type",
+		           "a step type: shell, file, reboot, inventory, firmware, bios, image");
 	for (n = 0; n < sizeof specs / sizeof specs[0]; n++)
 		if (!strcmp(specs[n].type, type))
 			spec = specs[n].spec;
@@ -199,7 +207,8 @@ check_step(json_t *step, size_t i, int templated, json_t **detail)
 			           "a file from a URL needs its sha256");
 	}
 	if ((!strcmp(type, "firmware") || !strcmp(type, "bios")) &&
-	    (json_object_get(step, "image_url") != NULL) != (json_object_get(step, "sha256") != NULL))
+	    (json_object_get(step, "image_url") != NULL) !=
+	            (json_object_get(step, "sha256") != NULL))
 		return bad(detail, RP_ERR_MISSING_FIELD, i,
 		           json_object_get(step, "image_url") ? "sha256" : "image_url",
 		           "image_url and sha256 go together");
@@ -210,7 +219,8 @@ check_step(json_t *step, size_t i, int templated, json_t **detail)
 		{
 			if (!env_name_valid(k))
 				return bad(detail, RP_ERR_INVALID_FIELD, i, "env",
-				           "variable names are letters, digits and _, not starting with a digit");
+				           "variable names are letters, digits and _, not starting "
+				           "with a digit");
 			if (!json_is_string(sub) || json_string_length(sub) > 4096 ||
 			    strlen(json_string_value(sub)) != json_string_length(sub))
 				return bad(detail, RP_ERR_INVALID_FIELD, i, "env",
@@ -249,7 +259,8 @@ rp_api_plan_check(json_t *steps, int templated, json_t **detail)
 		for (j = 0; j < i; j++) {
 			other = json_array_get(steps, j);
 			if (json_equal(json_object_get(step, "id"), json_object_get(other, "id")))
-				return bad(detail, RP_ERR_INVALID_FIELD, i, "id", "step ids must be unique");
+				return bad(detail, RP_ERR_INVALID_FIELD, i, "id",
+				           "step ids must be unique");
 		}
 	}
 	return RP_ERR_OK;
@@ -258,10 +269,10 @@ rp_api_plan_check(json_t *steps, int templated, json_t **detail)
 /* ---- Recipes --------------------------------------------------------------------------- */
 
 static const struct rp_field param_fields[] = {
-    {"required", RP_F_BOOL},
-    {"default", RP_F_STR, RP_F_NULLABLE, 0, 4096},
-    {"description", RP_F_STR, RP_F_NULLABLE, 0, 512},
-    {NULL},
+        {"required", RP_F_BOOL},
+        {"default", RP_F_STR, RP_F_NULLABLE, 0, 4096},
+        {"description", RP_F_STR, RP_F_NULLABLE, 0, 512},
+        {NULL},
 };
 
 enum rp_err
@@ -284,8 +295,9 @@ rp_api_recipe_params_check(json_t *params, json_t **detail)
 
 		snprintf(field, sizeof field, "params.%.64s", k);
 		if (!env_name_valid(k) || strlen(k) > 64) {
-			*detail = json_pack("{s:s, s:s}", "field", field, "reason",
-			                    "names are letters, digits and _, not starting with a digit");
+			*detail = json_pack(
+			        "{s:s, s:s}", "field", field, "reason",
+			        "names are letters, digits and _, not starting with a digit");
 			return RP_ERR_INVALID_FIELD;
 		}
 		if ((e = rp_api_validate(v, param_fields, 1, &sub)) != RP_ERR_OK) {
@@ -326,10 +338,12 @@ rp_api_recipe_expand(json_t *recipe, json_t *args, json_t **out, json_t **detail
 		    strlen(json_string_value(v)) == json_string_length(v)) {
 			json_object_set(values, k, v);
 		} else if (json_is_integer(v)) {
-			json_object_set_new(values, k, json_sprintf("%" JSON_INTEGER_FORMAT,
-			                                            json_integer_value(v)));
+			json_object_set_new(
+			        values, k,
+			        json_sprintf("%" JSON_INTEGER_FORMAT, json_integer_value(v)));
 		} else if (json_is_boolean(v)) {
-			json_object_set_new(values, k, json_string(json_is_true(v) ? "true" : "false"));
+			json_object_set_new(values, k,
+			                    json_string(json_is_true(v) ? "true" : "false"));
 		} else {
 			*detail = json_pack("{s:s, s:s}", "field", field, "reason",
 			                    "a string (at most 4096 bytes), integer or boolean");
@@ -348,7 +362,8 @@ rp_api_recipe_expand(json_t *recipe, json_t *args, json_t **out, json_t **detail
 			goto out;
 		}
 		v = json_object_get(p, "default");
-		json_object_set_new(values, k, json_string(json_is_string(v) ? json_string_value(v) : ""));
+		json_object_set_new(values, k,
+		                    json_string(json_is_string(v) ? json_string_value(v) : ""));
 	}
 	*out = rp_store_recipe_fill(json_object_get(recipe, "steps"), values);
 	e = RP_ERR_OK;

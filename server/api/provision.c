@@ -9,41 +9,41 @@
 
 #include "api.h"
 
-static const char *const actions[] = {"manage", "adopt", "commission", "deploy", "release",
-                                      "abort", NULL};
+static const char *const actions[] = {"manage",  "adopt", "commission", "deploy",
+                                      "release", "abort", NULL};
 static const char *const boot_modes[] = {"uefi", "legacy", NULL};
 static const char *const wipes[] = {"metadata", "full", NULL};
 
 static const struct rp_field bare_fields[] = {
-    {"action", RP_F_ENUM, RP_F_REQUIRED, 0, 0, actions},
-    {NULL},
+        {"action", RP_F_ENUM, RP_F_REQUIRED, 0, 0, actions},
+        {NULL},
 };
 
 static const struct rp_field commission_fields[] = {
-    {"action", RP_F_ENUM, RP_F_REQUIRED, 0, 0, actions},
-    {"timeout_s", RP_F_INT, 0, 30, 86400},
-    {"power_off", RP_F_BOOL},
-    {"boot_mode", RP_F_ENUM, 0, 0, 0, boot_modes},
-    {NULL},
+        {"action", RP_F_ENUM, RP_F_REQUIRED, 0, 0, actions},
+        {"timeout_s", RP_F_INT, 0, 30, 86400},
+        {"power_off", RP_F_BOOL},
+        {"boot_mode", RP_F_ENUM, 0, 0, 0, boot_modes},
+        {NULL},
 };
 
 static const struct rp_field deploy_fields[] = {
-    {"action", RP_F_ENUM, RP_F_REQUIRED, 0, 0, actions},
-    {"image", RP_F_NAME, RP_F_REQUIRED},
-    {"disk", RP_F_STR, 0, 0, 256},
-    {"recipe", RP_F_NAME, 0},
-    {"args", RP_F_ANY_OBJECT},
-    {"timeout_s", RP_F_INT, 0, 30, 86400},
-    {"boot_mode", RP_F_ENUM, 0, 0, 0, boot_modes},
-    {NULL},
+        {"action", RP_F_ENUM, RP_F_REQUIRED, 0, 0, actions},
+        {"image", RP_F_NAME, RP_F_REQUIRED},
+        {"disk", RP_F_STR, 0, 0, 256},
+        {"recipe", RP_F_NAME, 0},
+        {"args", RP_F_ANY_OBJECT},
+        {"timeout_s", RP_F_INT, 0, 30, 86400},
+        {"boot_mode", RP_F_ENUM, 0, 0, 0, boot_modes},
+        {NULL},
 };
 
 static const struct rp_field release_fields[] = {
-    {"action", RP_F_ENUM, RP_F_REQUIRED, 0, 0, actions},
-    {"wipe", RP_F_ENUM, 0, 0, 0, wipes},
-    {"timeout_s", RP_F_INT, 0, 30, 86400},
-    {"boot_mode", RP_F_ENUM, 0, 0, 0, boot_modes},
-    {NULL},
+        {"action", RP_F_ENUM, RP_F_REQUIRED, 0, 0, actions},
+        {"wipe", RP_F_ENUM, 0, 0, 0, wipes},
+        {"timeout_s", RP_F_INT, 0, 30, 86400},
+        {"boot_mode", RP_F_ENUM, 0, 0, 0, boot_modes},
+        {NULL},
 };
 
 /* Append a recipe's expanded steps to plan. 0; 1 when there is no such recipe; -1 with rs
@@ -89,8 +89,7 @@ disks(struct rp_api_req *rq)
 }
 
 int
-rp_api_commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, const char *cls,
-                       json_t **out)
+rp_api_commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, const char *cls, json_t **out)
 {
 	json_t *plan = json_array();
 	char name[96];
@@ -99,7 +98,8 @@ rp_api_commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, const char
 	if ((r = add_recipe(rq, rs, "commission", NULL, plan)) < 0)
 		goto fail;
 	if (r == 1)
-		json_array_append_new(plan, json_pack("{s:s, s:s}", "id", "inventory", "type", "inventory"));
+		json_array_append_new(
+		        plan, json_pack("{s:s, s:s}", "id", "inventory", "type", "inventory"));
 	if (cls) {
 		snprintf(name, sizeof name, "commission-%s", cls);
 		if (add_recipe(rq, rs, name, NULL, plan) < 0)
@@ -113,14 +113,15 @@ fail:
 }
 
 int
-rp_api_recipe_steps(struct rp_api_req *rq, struct rp_api_resp *rs, const char *name,
-                    json_t *args, json_t *plan)
+rp_api_recipe_steps(struct rp_api_req *rq, struct rp_api_resp *rs, const char *name, json_t *args,
+                    json_t *plan)
 {
 	int r = add_recipe(rq, rs, name, args, plan);
 
 	if (r == 1)
-		rp_api_error(rs, RP_ERR_INVALID_FIELD,
-		             json_pack("{s:s, s:s}", "field", "recipe", "reason", "no such recipe"));
+		rp_api_error(
+		        rs, RP_ERR_INVALID_FIELD,
+		        json_pack("{s:s, s:s}", "field", "recipe", "reason", "no such recipe"));
 	return r == 0 ? 0 : -1;
 }
 
@@ -156,7 +157,8 @@ deploy_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
 	if ((e = rp_store_image_get(rq->api->store, image, &img)) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND)
 			rp_api_error(rs, RP_ERR_INVALID_FIELD,
-			             json_pack("{s:s, s:s}", "field", "image", "reason", "no such image"));
+			             json_pack("{s:s, s:s}", "field", "image", "reason",
+			                       "no such image"));
 		else
 			rp_api_error(rs, e, NULL);
 		return -1;
@@ -169,25 +171,30 @@ deploy_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
 			if (json_is_true(json_object_get(item, "removable")) ||
 			    !json_is_string(json_object_get(item, "name")))
 				continue;
-			snprintf(dev, sizeof dev, "/dev/%s", json_string_value(json_object_get(item, "name")));
+			snprintf(dev, sizeof dev, "/dev/%s",
+			         json_string_value(json_object_get(item, "name")));
 			disk = dev;
 			break;
 		}
 		if (disk == NULL) {
 			rp_api_error(rs, RP_ERR_CONFLICT,
 			             json_pack("{s:s, s:s}", "field", "disk", "reason",
-			                       "the node's inventory shows no fixed disk: commission it, or "
+			                       "the node's inventory shows no fixed disk: "
+			                       "commission it, or "
 			                       "give disk"));
 			goto fail;
 		}
 	} else if (disk[0] != '/') {
-		rp_api_error(rs, RP_ERR_INVALID_FIELD, json_pack("{s:s, s:s}", "field", "disk", "reason",
-		                                                 "an absolute device path, e.g. /dev/nvme0n1"));
+		rp_api_error(rs, RP_ERR_INVALID_FIELD,
+		             json_pack("{s:s, s:s}", "field", "disk", "reason",
+		                       "an absolute device path, e.g. /dev/nvme0n1"));
 		goto fail;
 	}
-	snprintf(url, sizeof url, "/boot/images/%s", json_string_value(json_object_get(img, "name")));
-	plan = json_pack("[{s:s, s:s, s:s, s:O, s:s, s:i}]", "id", "image", "type", "image", "url", url,
-	                 "sha256", json_object_get(img, "sha256"), "device", disk, "timeout_s", 7200);
+	snprintf(url, sizeof url, "/boot/images/%s",
+	         json_string_value(json_object_get(img, "name")));
+	plan = json_pack("[{s:s, s:s, s:s, s:O, s:s, s:i}]", "id", "image", "type", "image", "url",
+	                 url, "sha256", json_object_get(img, "sha256"), "device", disk, "timeout_s",
+	                 7200);
 	if (recipe) {
 		int r = add_recipe(rq, rs, recipe, json_object_get(rq->body, "args"), plan);
 
@@ -195,7 +202,8 @@ deploy_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
 			goto fail;
 		if (r == 1) {
 			rp_api_error(rs, RP_ERR_INVALID_FIELD,
-			             json_pack("{s:s, s:s}", "field", "recipe", "reason", "no such recipe"));
+			             json_pack("{s:s, s:s}", "field", "recipe", "reason",
+			                       "no such recipe"));
 			goto fail;
 		}
 	}
@@ -232,28 +240,31 @@ release_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
 		    strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789") != strlen(name))
 			continue;
 		if (!strcmp(wipe, "full"))
-			/* dd ends with "no space left" at the end of the device: check the result. */
+			/* dd ends with "no space left" at the end of the device: check the result.
+			 */
 			snprintf(cmd, sizeof cmd,
 			         "dd if=/dev/zero of=/dev/%s bs=4M conv=fsync 2>&1 | tail -n 2; "
 			         "cmp -n 1048576 /dev/%s /dev/zero && echo wiped /dev/%s",
 			         name, name, name);
 		else
-			/* Partition tables (MBR, GPT and its backup), filesystem and RAID signatures
-			 * live in the first and last MiB. */
+			/* Partition tables (MBR, GPT and its backup), filesystem and RAID
+			 * signatures live in the first and last MiB. */
 			snprintf(cmd, sizeof cmd,
 			         "d=/dev/%s; s=$(blockdev --getsize64 $d) && "
 			         "dd if=/dev/zero of=$d bs=1M count=1 conv=fsync 2>/dev/null && "
-			         "dd if=/dev/zero of=$d bs=1M seek=$(( s / 1048576 - 1 )) count=1 conv=fsync "
-			         "2>/dev/null && cmp -n 1048576 $d /dev/zero && echo wiped the ends of $d",
+			         "dd if=/dev/zero of=$d bs=1M seek=$(( s / 1048576 - 1 )) count=1 "
+			         "conv=fsync "
+			         "2>/dev/null && cmp -n 1048576 $d /dev/zero && echo wiped the "
+			         "ends of $d",
 			         name);
 		snprintf(id, sizeof id, "wipe-%s", name);
-		json_array_append_new(plan, json_pack("{s:s, s:s, s:s, s:i}", "id", id, "type", "shell",
-		                                      "command", cmd, "timeout_s", 86400));
+		json_array_append_new(plan, json_pack("{s:s, s:s, s:s, s:i}", "id", id, "type",
+		                                      "shell", "command", cmd, "timeout_s", 86400));
 	}
 	json_decref(d);
 	if (json_array_size(plan) == 0)
-		json_array_append_new(plan, json_pack("{s:s, s:s, s:s}", "id", "nothing-to-wipe", "type",
-		                                      "shell", "command",
+		json_array_append_new(plan, json_pack("{s:s, s:s, s:s}", "id", "nothing-to-wipe",
+		                                      "type", "shell", "command",
 		                                      "echo the inventory lists no fixed disk"));
 	(void)rs;
 	json_object_set_new(params, "plan", plan);
@@ -285,7 +296,8 @@ rp_api_nodes_provision(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	rp_api_actor(rq, actor);
 	if (!strcmp(action, "abort")) {
-		e = rp_store_provision_abort(rq->api->store, rq->params[0], actor, jid, sizeof jid, &detail);
+		e = rp_store_provision_abort(rq->api->store, rq->params[0], actor, jid, sizeof jid,
+		                             &detail);
 		if (e == RP_ERR_OK && jid[0])
 			e = rp_jobs_cancel(rq->api->jobs, jid, actor, &out, &detail);
 		if (e != RP_ERR_OK) {
@@ -305,17 +317,19 @@ rp_api_nodes_provision(struct rp_api_req *rq, struct rp_api_resp *rs)
 	params = json_object();
 	t = json_object_get(rq->body, "timeout_s");
 	json_object_set_new(params, "timeout_s",
-	                    json_integer(json_is_integer(t) ? json_integer_value(t)
-	                                                    : (json_int_t)rq->api->provision_timeout_s));
-	json_object_set_new(params, "boot_mode",
-	                    json_string(json_string_value(json_object_get(rq->body, "boot_mode"))
-	                                    ?: "legacy"));
+	                    json_integer(json_is_integer(t)
+	                                         ? json_integer_value(t)
+	                                         : (json_int_t)rq->api->provision_timeout_s));
+	json_object_set_new(
+	        params, "boot_mode",
+	        json_string(json_string_value(json_object_get(rq->body, "boot_mode")) ?: "legacy"));
 	if (!strcmp(action, "manage")) {
 		type = "verify";
 	} else if (!strcmp(action, "commission")) {
 		type = "commission";
-		json_object_set_new(params, "power_off",
-		                    json_boolean(!json_is_false(json_object_get(rq->body, "power_off"))));
+		json_object_set_new(
+		        params, "power_off",
+		        json_boolean(!json_is_false(json_object_get(rq->body, "power_off"))));
 		if (commission_plan(rq, rs, params) < 0)
 			goto out;
 	} else if (!strcmp(action, "deploy")) {
@@ -329,8 +343,9 @@ rp_api_nodes_provision(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	if (json_object_get(params, "plan") &&
 	    (e = rp_api_plan_check(json_object_get(params, "plan"), 0, &detail)) != RP_ERR_OK) {
-		json_object_set_new(detail, "reason_context",
-		                    json_string("the plan this action built from recipes is invalid"));
+		json_object_set_new(
+		        detail, "reason_context",
+		        json_string("the plan this action built from recipes is invalid"));
 		rp_api_error(rs, RP_ERR_CONFLICT, detail);
 		goto out;
 	}

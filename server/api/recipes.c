@@ -2,15 +2,15 @@
 #include "api.h"
 
 static const struct rp_field recipe_fields[] = {
-    {"id", RP_F_READ_ONLY},
-    {"name", RP_F_NAME, RP_F_REQUIRED},
-    {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
-    {"params", RP_F_ANY_OBJECT},
-    {"steps", RP_F_ANY_ARRAY, RP_F_REQUIRED, 0, 100},
-    {"version", RP_F_READ_ONLY},
-    {"created_at", RP_F_READ_ONLY},
-    {"updated_at", RP_F_READ_ONLY},
-    {NULL},
+        {"id", RP_F_READ_ONLY},
+        {"name", RP_F_NAME, RP_F_REQUIRED},
+        {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
+        {"params", RP_F_ANY_OBJECT},
+        {"steps", RP_F_ANY_ARRAY, RP_F_REQUIRED, 0, 100},
+        {"version", RP_F_READ_ONLY},
+        {"created_at", RP_F_READ_ONLY},
+        {"updated_at", RP_F_READ_ONLY},
+        {NULL},
 };
 
 /* The plan is checked as a template here and again, filled in, when a job uses it. */
@@ -28,17 +28,17 @@ recipe_check(json_t *body, json_t **detail)
 static const char *const recipe_filters[] = {NULL};
 
 static const struct rp_crud recipes = {
-    .what = "recipe",
-    .collection = "/v1/recipes",
-    .spec = recipe_fields,
-    .filters = recipe_filters,
-    .sortable = 1,
-    .create = rp_store_recipe_create,
-    .get = rp_store_recipe_get,
-    .list = rp_store_recipe_list,
-    .update = rp_store_recipe_update,
-    .destroy = rp_store_recipe_delete,
-    .check = recipe_check,
+        .what = "recipe",
+        .collection = "/v1/recipes",
+        .spec = recipe_fields,
+        .filters = recipe_filters,
+        .sortable = 1,
+        .create = rp_store_recipe_create,
+        .get = rp_store_recipe_get,
+        .list = rp_store_recipe_list,
+        .update = rp_store_recipe_update,
+        .destroy = rp_store_recipe_delete,
+        .check = recipe_check,
 };
 
 void

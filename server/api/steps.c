@@ -11,8 +11,7 @@
 /* The job params {plan, recipe?, args?} a request body asks for (other members: `extra`,
  * NULL-terminated, are allowed and left to the caller). 0, or -1 with rs filled. */
 static int
-plan_params(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const *extra,
-            json_t **out)
+plan_params(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const *extra, json_t **out)
 {
 	json_t *body = rq->body, *detail = NULL, *plan = NULL, *recipe = NULL, *v;
 	const char *k, *name;
@@ -25,41 +24,47 @@ plan_params(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const *ex
 		for (x = extra; x && *x && strcmp(*x, k); x++)
 			;
 		if (strcmp(k, "steps") && strcmp(k, "recipe") && strcmp(k, "args") && !(x && *x)) {
-			rp_api_error(rs, RP_ERR_UNKNOWN_FIELD,
-			             json_pack("{s:s, s:s}", "field", k, "reason", "unknown field"));
+			rp_api_error(
+			        rs, RP_ERR_UNKNOWN_FIELD,
+			        json_pack("{s:s, s:s}", "field", k, "reason", "unknown field"));
 			return -1;
 		}
 	}
 	name = json_string_value(json_object_get(body, "recipe"));
 	if ((json_object_get(body, "steps") != NULL) == (json_object_get(body, "recipe") != NULL)) {
-		rp_api_error(rs, json_object_get(body, "steps") ? RP_ERR_BAD_REQUEST : RP_ERR_MISSING_FIELD,
+		rp_api_error(rs,
+		             json_object_get(body, "steps") ? RP_ERR_BAD_REQUEST
+		                                            : RP_ERR_MISSING_FIELD,
 		             json_pack("{s:s, s:s}", "field", "steps", "reason",
 		                       "give either steps or recipe (with args)"));
 		return -1;
 	}
 	if (json_object_get(body, "recipe")) {
 		if (name == NULL) {
-			rp_api_error(rs, RP_ERR_INVALID_FIELD, json_pack("{s:s, s:s}", "field", "recipe",
-			                                                 "reason", "a recipe name or id"));
+			rp_api_error(rs, RP_ERR_INVALID_FIELD,
+			             json_pack("{s:s, s:s}", "field", "recipe", "reason",
+			                       "a recipe name or id"));
 			return -1;
 		}
 		if ((e = rp_store_recipe_get(rq->api->store, name, &recipe)) != RP_ERR_OK) {
 			if (e == RP_ERR_NOT_FOUND)
 				rp_api_error(rs, RP_ERR_INVALID_FIELD,
-				             json_pack("{s:s, s:s}", "field", "recipe", "reason", "no such recipe"));
+				             json_pack("{s:s, s:s}", "field", "recipe", "reason",
+				                       "no such recipe"));
 			else
 				rp_api_error(rs, e, NULL);
 			return -1;
 		}
-		if ((e = rp_api_recipe_expand(recipe, json_object_get(body, "args"), &plan, &detail)) !=
-		    RP_ERR_OK) {
+		if ((e = rp_api_recipe_expand(recipe, json_object_get(body, "args"), &plan,
+		                              &detail)) != RP_ERR_OK) {
 			rp_api_error(rs, e, detail);
 			goto out;
 		}
 	} else {
 		if (json_object_get(body, "args")) {
-			rp_api_error(rs, RP_ERR_BAD_REQUEST, json_pack("{s:s, s:s}", "field", "args",
-			                                               "reason", "args go with a recipe"));
+			rp_api_error(rs, RP_ERR_BAD_REQUEST,
+			             json_pack("{s:s, s:s}", "field", "args", "reason",
+			                       "args go with a recipe"));
 			goto out;
 		}
 		plan = json_deep_copy(json_object_get(body, "steps"));
@@ -74,8 +79,8 @@ plan_params(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const *ex
 	*out = json_pack("{s:O}", "plan", plan);
 	if (recipe) {
 		json_object_set(*out, "recipe", json_object_get(recipe, "name"));
-		json_object_set_new(*out, "args", json_deep_copy(json_object_get(body, "args"))
-		                                      ?: json_object());
+		json_object_set_new(*out, "args",
+		                    json_deep_copy(json_object_get(body, "args")) ?: json_object());
 	}
 	rc = 0;
 out:
@@ -95,7 +100,8 @@ rp_api_nodes_steps(struct rp_api_req *rq, struct rp_api_resp *rs)
 		return;
 	job = json_pack("{s:s, s:O, s:b, s:i}", "type", "steps", "params", params, "mutating", 1,
 	                "max_attempts", STEPS_MAX_ATTEMPTS);
-	e = rp_jobs_submit(rq->api->jobs, rq->params[0], job, rp_api_actor(rq, actor), &out, &detail);
+	e = rp_jobs_submit(rq->api->jobs, rq->params[0], job, rp_api_actor(rq, actor), &out,
+	                   &detail);
 	if (e != RP_ERR_OK) {
 		rp_api_reply_store_error(rs, e, detail, "no such node");
 		goto out;
@@ -164,7 +170,8 @@ rp_api_jobs_log(struct rp_api_req *rq, struct rp_api_resp *rs)
 	if (off) {
 		offset = strtoll(off, &end, 10);
 		if (*off == '\0' || *end != '\0' || offset < 0) {
-			rp_api_errorf(rs, RP_ERR_BAD_QUERY, "offset must be a byte offset (an integer >= 0)");
+			rp_api_errorf(rs, RP_ERR_BAD_QUERY,
+			              "offset must be a byte offset (an integer >= 0)");
 			return;
 		}
 	}

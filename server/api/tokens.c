@@ -7,10 +7,10 @@
 static const char *const role_names[] = {"admin", "operator", "viewer", NULL};
 
 static const struct rp_field token_fields[] = {
-    {"name", RP_F_NAME, RP_F_REQUIRED},
-    {"role", RP_F_ENUM, RP_F_REQUIRED, 0, 0, role_names},
-    {"expires_in_s", RP_F_INT, RP_F_NULLABLE, 60, 10.0 * 365 * 86400},
-    {NULL},
+        {"name", RP_F_NAME, RP_F_REQUIRED},
+        {"role", RP_F_ENUM, RP_F_REQUIRED, 0, 0, role_names},
+        {"expires_in_s", RP_F_INT, RP_F_NULLABLE, 60, 10.0 * 365 * 86400},
+        {NULL},
 };
 
 void
@@ -35,7 +35,8 @@ rp_api_tokens_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 		return;
 	}
 	rp_sha256_hex(secret, strlen(secret), hash);
-	e = rp_store_token_create(rq->api->store, json_string_value(json_object_get(rq->body, "name")),
+	e = rp_store_token_create(rq->api->store,
+	                          json_string_value(json_object_get(rq->body, "name")),
 	                          json_string_value(json_object_get(rq->body, "role")), hash,
 	                          expires_at, rp_api_actor(rq, actor), &out);
 	if (e != RP_ERR_OK) {

@@ -71,8 +71,9 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 		if (!json_is_string(v))
 			goto type;
 		if (!rp_name_valid(json_string_value(v))) {
-			snprintf(reason, sizeof reason, "1-63 characters of A-Z a-z 0-9 . _ -, starting "
-			                                "with a letter or digit, not a UUID");
+			snprintf(reason, sizeof reason,
+			         "1-63 characters of A-Z a-z 0-9 . _ -, starting "
+			         "with a letter or digit, not a UUID");
 			goto bad;
 		}
 		return RP_ERR_OK;
@@ -80,15 +81,18 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 		if (!json_is_string(v))
 			goto type;
 		if (!key_valid(json_string_value(v))) {
-			snprintf(reason, sizeof reason, "1-128 characters of A-Z a-z 0-9 . _ : / - [ ]");
+			snprintf(reason, sizeof reason,
+			         "1-128 characters of A-Z a-z 0-9 . _ : / - [ ]");
 			goto bad;
 		}
 		return RP_ERR_OK;
 	case RP_F_INT:
 		if (!json_is_integer(v))
 			goto type;
-		if ((double)json_integer_value(v) < f->min || (double)json_integer_value(v) > f->max) {
-			snprintf(reason, sizeof reason, "must be an integer from %.0f to %.0f", f->min, f->max);
+		if ((double)json_integer_value(v) < f->min ||
+		    (double)json_integer_value(v) > f->max) {
+			snprintf(reason, sizeof reason, "must be an integer from %.0f to %.0f",
+			         f->min, f->max);
 			goto bad;
 		}
 		return RP_ERR_OK;
@@ -97,7 +101,8 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 			goto type;
 		if (!isfinite(json_number_value(v)) || json_number_value(v) < f->min ||
 		    json_number_value(v) > f->max) {
-			snprintf(reason, sizeof reason, "must be a number from %g to %g", f->min, f->max);
+			snprintf(reason, sizeof reason, "must be a number from %g to %g", f->min,
+			         f->max);
 			goto bad;
 		}
 		return RP_ERR_OK;
@@ -133,7 +138,8 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 					break;
 			for (size_t y = 0; y < i && json_is_string(e); y++) {
 				if (json_equal(json_array_get(v, y), e)) {
-					snprintf(reason, sizeof reason, "%s listed twice", json_string_value(e));
+					snprintf(reason, sizeof reason, "%s listed twice",
+					         json_string_value(e));
 					goto bad;
 				}
 			}
@@ -142,7 +148,8 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 				for (x = 0; f->enums[x]; x++) {
 					size_t n = strlen(reason);
 
-					snprintf(reason + n, sizeof reason - n, "%s %s", x ? "," : "", f->enums[x]);
+					snprintf(reason + n, sizeof reason - n, "%s %s",
+					         x ? "," : "", f->enums[x]);
 				}
 				goto bad;
 			}
@@ -160,7 +167,8 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 		if (!json_is_string(v))
 			goto type;
 		if (!rp_host_valid(json_string_value(v))) {
-			snprintf(reason, sizeof reason, "must be a host name or IP address (no port)");
+			snprintf(reason, sizeof reason,
+			         "must be a host name or IP address (no port)");
 			goto bad;
 		}
 		return RP_ERR_OK;
@@ -174,8 +182,8 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 		json_array_foreach(v, i, e)
 		{
 			if (!json_is_string(e) || !tag_valid(json_string_value(e))) {
-				snprintf(reason, sizeof reason, "tag %zu: 1-64 characters of A-Z a-z 0-9 . _ : / = -",
-				         i);
+				snprintf(reason, sizeof reason,
+				         "tag %zu: 1-64 characters of A-Z a-z 0-9 . _ : / = -", i);
 				goto bad;
 			}
 		}
@@ -193,7 +201,8 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 			size_t j;
 
 			if (!json_is_string(e) || rp_mac_normalize(json_string_value(e), mac) < 0) {
-				snprintf(reason, sizeof reason, "entry %zu is not a MAC address", i);
+				snprintf(reason, sizeof reason, "entry %zu is not a MAC address",
+				         i);
 				goto bad;
 			}
 			for (j = 0; j < i; j++) {
@@ -233,20 +242,25 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 		json_object_foreach(v, k, e)
 		{
 			int ok = f->type == RP_F_STRING_MAP
-			             ? json_is_string(e) && json_string_length(e) <= 128
-			             : json_is_string(e) || json_is_number(e) || json_is_boolean(e);
+			                 ? json_is_string(e) && json_string_length(e) <= 128
+			                 : json_is_string(e) || json_is_number(e) ||
+			                           json_is_boolean(e);
 
 			/* In a patch, null removes the entry (RFC 7396). */
 			if (!create && json_is_null(e))
 				ok = 1;
 			if (!key_valid(k)) {
-				snprintf(reason, sizeof reason, "key '%.40s': 1-128 characters of A-Z a-z 0-9 . _ : / - [ ]", k);
+				snprintf(reason, sizeof reason,
+				         "key '%.40s': 1-128 characters of A-Z a-z 0-9 . _ : / - [ "
+				         "]",
+				         k);
 				goto bad;
 			}
 			if (!ok) {
 				snprintf(reason, sizeof reason, "value of '%.60s' must be %s", k,
-				         f->type == RP_F_STRING_MAP ? "a string of at most 128 characters"
-				                                    : "a string, number or boolean");
+				         f->type == RP_F_STRING_MAP
+				                 ? "a string of at most 128 characters"
+				                 : "a string, number or boolean");
 				goto bad;
 			}
 		}
@@ -277,7 +291,12 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 	}
 type:
 	switch (f->type) {
-	case RP_F_STR: case RP_F_NAME: case RP_F_KEY: case RP_F_ENUM: case RP_F_HOST: case RP_F_UUID:
+	case RP_F_STR:
+	case RP_F_NAME:
+	case RP_F_KEY:
+	case RP_F_ENUM:
+	case RP_F_HOST:
+	case RP_F_UUID:
 		snprintf(reason, sizeof reason, "must be a string");
 		break;
 	case RP_F_INT:
@@ -289,7 +308,9 @@ type:
 	case RP_F_BOOL:
 		snprintf(reason, sizeof reason, "must be true or false");
 		break;
-	case RP_F_TAGS: case RP_F_MACS: case RP_F_ENUM_LIST:
+	case RP_F_TAGS:
+	case RP_F_MACS:
+	case RP_F_ENUM_LIST:
 		snprintf(reason, sizeof reason, "must be an array of strings");
 		break;
 	case RP_F_LIST:

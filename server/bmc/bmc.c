@@ -8,16 +8,16 @@
 #include "bmc.h"
 
 static const char *const kinds[] = {
-    [RP_BMC_OK] = "ok",
-    [RP_BMC_UNREACHABLE] = "unreachable",
-    [RP_BMC_TIMEOUT] = "timeout",
-    [RP_BMC_BUSY] = "busy",
-    [RP_BMC_AUTH] = "auth",
-    [RP_BMC_TLS] = "tls",
-    [RP_BMC_UNSUPPORTED] = "unsupported",
-    [RP_BMC_REJECTED] = "rejected",
-    [RP_BMC_MISMATCH] = "mismatch",
-    [RP_BMC_PROTOCOL] = "protocol",
+        [RP_BMC_OK] = "ok",
+        [RP_BMC_UNREACHABLE] = "unreachable",
+        [RP_BMC_TIMEOUT] = "timeout",
+        [RP_BMC_BUSY] = "busy",
+        [RP_BMC_AUTH] = "auth",
+        [RP_BMC_TLS] = "tls",
+        [RP_BMC_UNSUPPORTED] = "unsupported",
+        [RP_BMC_REJECTED] = "rejected",
+        [RP_BMC_MISMATCH] = "mismatch",
+        [RP_BMC_PROTOCOL] = "protocol",
 };
 
 int
@@ -56,13 +56,14 @@ static const struct {
 	const char *name;
 	unsigned flag;
 } workarounds[] = {
-    {"authcap", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_AUTHENTICATION_CAPABILITIES},
-    {"intel20", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_INTEL_2_0_SESSION},
-    {"supermicro20", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_SUPERMICRO_2_0_SESSION},
-    {"sun20", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_SUN_2_0_SESSION},
-    {"opensesspriv", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_OPEN_SESSION_PRIVILEGE},
-    {"integritycheckvalue", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_NON_EMPTY_INTEGRITY_CHECK_VALUE},
-    {"nochecksumcheck", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_NO_CHECKSUM_CHECK},
+        {"authcap", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_AUTHENTICATION_CAPABILITIES},
+        {"intel20", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_INTEL_2_0_SESSION},
+        {"supermicro20", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_SUPERMICRO_2_0_SESSION},
+        {"sun20", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_SUN_2_0_SESSION},
+        {"opensesspriv", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_OPEN_SESSION_PRIVILEGE},
+        {"integritycheckvalue",
+         IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_NON_EMPTY_INTEGRITY_CHECK_VALUE},
+        {"nochecksumcheck", IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_NO_CHECKSUM_CHECK},
 };
 
 json_t *
@@ -94,7 +95,8 @@ int_opt(json_t *o, const char *key, long min, long max, long *out, char *why, si
 	if (v == NULL || json_is_null(v))
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
-		snprintf(why, whylen, "options.%s must be an integer from %ld to %ld", key, min, max);
+		snprintf(why, whylen, "options.%s must be an integer from %ld to %ld", key, min,
+		         max);
 		return -1;
 	}
 	*out = (long)json_integer_value(v);
@@ -125,12 +127,14 @@ parse_options(const char *driver, json_t *o, struct rp_bmc_target *t, char *why,
 			        !strcmp(k, "workarounds") || !strcmp(k, "session_timeout_ms") ||
 			        !strcmp(k, "retransmission_timeout_ms");
 		else if (!strcmp(driver, "redfish"))
-			known = !strcmp(k, "scheme") || !strcmp(k, "system_id") || !strcmp(k, "timeout_ms") ||
-			        !strcmp(k, "retry_tries") || !strcmp(k, "retry_wait_ms");
+			known = !strcmp(k, "scheme") || !strcmp(k, "system_id") ||
+			        !strcmp(k, "timeout_ms") || !strcmp(k, "retry_tries") ||
+			        !strcmp(k, "retry_wait_ms");
 		else if (!strcmp(driver, "fake"))
 			known = !strcmp(k, "delay_ms");
 		if (!known) {
-			snprintf(why, whylen, "options.%s is not an option of the %s driver", k, driver);
+			snprintf(why, whylen, "options.%s is not an option of the %s driver", k,
+			         driver);
 			return -1;
 		}
 	}
@@ -138,23 +142,37 @@ parse_options(const char *driver, json_t *o, struct rp_bmc_target *t, char *why,
 		json_t *w = json_object_get(o, "workarounds"), *p = json_object_get(o, "privilege");
 
 		switch (int_opt(o, "cipher_suite", 0, 17, &n, why, whylen)) {
-		case -1: return -1;
-		case 1: if (t) t->cipher_suite = (int)n; break;
+		case -1:
+			return -1;
+		case 1:
+			if (t)
+				t->cipher_suite = (int)n;
+			break;
 		}
 		switch (int_opt(o, "session_timeout_ms", 100, 60000, &n, why, whylen)) {
-		case -1: return -1;
-		case 1: if (t) t->session_timeout_ms = (unsigned)n; break;
+		case -1:
+			return -1;
+		case 1:
+			if (t)
+				t->session_timeout_ms = (unsigned)n;
+			break;
 		}
 		switch (int_opt(o, "retransmission_timeout_ms", 50, 10000, &n, why, whylen)) {
-		case -1: return -1;
-		case 1: if (t) t->retransmission_timeout_ms = (unsigned)n; break;
+		case -1:
+			return -1;
+		case 1:
+			if (t)
+				t->retransmission_timeout_ms = (unsigned)n;
+			break;
 		}
 		if (p && !json_is_null(p)) {
 			for (i = 0; i < 3; i++)
-				if (json_is_string(p) && !strcmp(json_string_value(p), privileges[i].name))
+				if (json_is_string(p) &&
+				    !strcmp(json_string_value(p), privileges[i].name))
 					break;
 			if (i == 3) {
-				snprintf(why, whylen, "options.privilege must be user, operator or admin");
+				snprintf(why, whylen,
+				         "options.privilege must be user, operator or admin");
 				return -1;
 			}
 			if (t)
@@ -162,18 +180,23 @@ parse_options(const char *driver, json_t *o, struct rp_bmc_target *t, char *why,
 		}
 		if (w && !json_is_null(w)) {
 			if (!json_is_array(w)) {
-				snprintf(why, whylen, "options.workarounds must be an array of names");
+				snprintf(why, whylen,
+				         "options.workarounds must be an array of names");
 				return -1;
 			}
 			json_array_foreach(w, i, v)
 			{
 				for (j = 0; j < sizeof workarounds / sizeof workarounds[0]; j++)
-					if (json_is_string(v) && !strcmp(json_string_value(v), workarounds[j].name))
+					if (json_is_string(v) &&
+					    !strcmp(json_string_value(v), workarounds[j].name))
 						break;
 				if (j == sizeof workarounds / sizeof workarounds[0]) {
-					snprintf(why, whylen, "options.workarounds[%zu]: unknown workaround (authcap, "
-					                      "intel20, supermicro20, sun20, opensesspriv, "
-					                      "integritycheckvalue, nochecksumcheck)", i);
+					snprintf(why, whylen,
+					         "options.workarounds[%zu]: unknown workaround "
+					         "(authcap, "
+					         "intel20, supermicro20, sun20, opensesspriv, "
+					         "integritycheckvalue, nochecksumcheck)",
+					         i);
 					return -1;
 				}
 				if (t)
@@ -196,29 +219,48 @@ parse_options(const char *driver, json_t *o, struct rp_bmc_target *t, char *why,
 		}
 		if (sid && !json_is_null(sid)) {
 			if (!json_is_string(sid) || json_string_length(sid) == 0 ||
-			    json_string_length(sid) >= sizeof t->system_id || strchr(json_string_value(sid), '/')) {
-				snprintf(why, whylen, "options.system_id must be a ComputerSystem Id");
+			    json_string_length(sid) >= sizeof t->system_id ||
+			    strchr(json_string_value(sid), '/')) {
+				snprintf(why, whylen,
+				         "options.system_id must be a ComputerSystem Id");
 				return -1;
 			}
 			if (t)
-				snprintf(t->system_id, sizeof t->system_id, "%s", json_string_value(sid));
+				snprintf(t->system_id, sizeof t->system_id, "%s",
+				         json_string_value(sid));
 		}
 		switch (int_opt(o, "timeout_ms", 100, 300000, &n, why, whylen)) {
-		case -1: return -1;
-		case 1: if (t) t->http_timeout_ms = (unsigned)n; break;
+		case -1:
+			return -1;
+		case 1:
+			if (t)
+				t->http_timeout_ms = (unsigned)n;
+			break;
 		}
 		switch (int_opt(o, "retry_tries", 1, 20, &n, why, whylen)) {
-		case -1: return -1;
-		case 1: if (t) t->retry_tries = (unsigned)n; break;
+		case -1:
+			return -1;
+		case 1:
+			if (t)
+				t->retry_tries = (unsigned)n;
+			break;
 		}
 		switch (int_opt(o, "retry_wait_ms", 0, 600000, &n, why, whylen)) {
-		case -1: return -1;
-		case 1: if (t) t->retry_wait_ms = (unsigned)n; break;
+		case -1:
+			return -1;
+		case 1:
+			if (t)
+				t->retry_wait_ms = (unsigned)n;
+			break;
 		}
 	} else if (!strcmp(driver, "fake")) {
 		switch (int_opt(o, "delay_ms", 0, 60000, &n, why, whylen)) {
-		case -1: return -1;
-		case 1: if (t) t->fake_delay_ms = (unsigned)n; break;
+		case -1:
+			return -1;
+		case 1:
+			if (t)
+				t->fake_delay_ms = (unsigned)n;
+			break;
 		}
 	}
 	return 0;
@@ -334,9 +376,9 @@ rp_bmc_detected_workarounds(struct rp_bmc *b, json_t **names)
 	return b->ops->detected_workarounds ? b->ops->detected_workarounds(b, names) : 0;
 }
 
-#define OPTIONAL(call, ...)                                                                \
-	(b->ops->call ? b->ops->call(b, __VA_ARGS__)                                       \
-	              : rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "the %s driver cannot do this",   \
+#define OPTIONAL(call, ...)                                                                        \
+	(b->ops->call ? b->ops->call(b, __VA_ARGS__)                                               \
+	              : rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "the %s driver cannot do this",       \
 	                            b->ops->name))
 
 int

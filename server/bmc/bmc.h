@@ -23,7 +23,7 @@ enum rp_bmc_errkind {
 	RP_BMC_TIMEOUT,     /* no answer after sending: it may or may not have acted */
 	RP_BMC_BUSY,        /* the BMC refused for now (503, 409, node busy): retry later */
 	RP_BMC_AUTH,        /* bad credentials or privilege: permanent */
-	RP_BMC_TLS,         /* certificate not trusted: permanent until the node's settings change */
+	RP_BMC_TLS, /* certificate not trusted: permanent until the node's settings change */
 	RP_BMC_UNSUPPORTED, /* the BMC cannot do this: permanent */
 	RP_BMC_REJECTED,    /* the BMC refused the request as invalid: permanent */
 	RP_BMC_MISMATCH,    /* the BMC accepted a setting but reads back another one */
@@ -43,27 +43,27 @@ const char *rp_bmc_err_name(enum rp_bmc_errkind kind);
 
 /* Where and how to reach a BMC. Strings are copied in by rp_bmc_target_from_json. */
 struct rp_bmc_target {
-	char driver[16];         /* ipmi | redfish | fake */
-	char node[40];           /* node UUID: keys the fake driver's state and session caches */
+	char driver[16]; /* ipmi | redfish | fake */
+	char node[40];   /* node UUID: keys the fake driver's state and session caches */
 	char host[256];
-	unsigned port;           /* 0: the driver's default (623, 443) */
+	unsigned port; /* 0: the driver's default (623, 443) */
 	char username[64];
 	char password[256];
-	int tls_verify;          /* redfish: verify the BMC's certificate (default on) */
+	int tls_verify; /* redfish: verify the BMC's certificate (default on) */
 	/* ipmi options */
-	int cipher_suite;        /* default 3 */
-	int privilege;           /* 2 user, 3 operator, 4 admin (default) */
-	unsigned workarounds;    /* libfreeipmi IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_* */
-	int workarounds_set;     /* options.workarounds given (even []): used as is, never probed */
-	unsigned session_timeout_ms;       /* default 5000 */
+	int cipher_suite;     /* default 3 */
+	int privilege;        /* 2 user, 3 operator, 4 admin (default) */
+	unsigned workarounds; /* libfreeipmi IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_* */
+	int workarounds_set;  /* options.workarounds given (even []): used as is, never probed */
+	unsigned session_timeout_ms;        /* default 5000 */
 	unsigned retransmission_timeout_ms; /* default 500 */
 	/* redfish options */
-	unsigned http_timeout_ms;          /* per request, default 15000 */
-	unsigned retry_tries;    /* tries of one request on 503/429/lost answers, default 5 */
-	unsigned retry_wait_ms;  /* one request's retries end within this of its first try,
-	                          * default 30000 */
-	char scheme[8];          /* https (default) or http */
-	char system_id[64];      /* pick this ComputerSystem when a BMC manages several */
+	unsigned http_timeout_ms; /* per request, default 15000 */
+	unsigned retry_tries;     /* tries of one request on 503/429/lost answers, default 5 */
+	unsigned retry_wait_ms;   /* one request's retries end within this of its first try,
+	                           * default 30000 */
+	char scheme[8];           /* https (default) or http */
+	char system_id[64];       /* pick this ComputerSystem when a BMC manages several */
 	/* fake options */
 	unsigned fake_delay_ms;
 };
@@ -93,8 +93,8 @@ enum rp_boot_device { RP_BOOT_NONE = 0, RP_BOOT_PXE, RP_BOOT_DISK, RP_BOOT_OTHER
 
 struct rp_boot {
 	enum rp_boot_device device;
-	int persistent;   /* 0: next boot only */
-	int uefi;         /* 1 UEFI, 0 legacy BIOS; -1 unknown when read back */
+	int persistent; /* 0: next boot only */
+	int uefi;       /* 1 UEFI, 0 legacy BIOS; -1 unknown when read back */
 };
 
 /* What a BMC says about the machine it manages. Empty strings where it does not say. */
@@ -256,6 +256,6 @@ size_t rp_bmc_ipmi_candidates(int errnum, unsigned *sets, size_t max);
 
 /* Set err (kind + printf message); returns -1 for `return rp_bmc_fail(...)`. */
 int rp_bmc_fail(struct rp_bmc_err *err, enum rp_bmc_errkind kind, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -140,7 +140,8 @@ fake_power_set(struct rp_bmc *b, enum rp_power_action a, struct rp_bmc_err *err)
 			break;
 		case RP_POWER_ACT_RESET:
 			if (s->power != RP_POWER_ON)
-				rc = rp_bmc_fail(err, RP_BMC_REJECTED, "fake BMC: reset while powered off");
+				rc = rp_bmc_fail(err, RP_BMC_REJECTED,
+				                 "fake BMC: reset while powered off");
 			else
 				boot_event(s);
 			break;
@@ -192,12 +193,12 @@ fake_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *
 }
 
 const struct rp_bmc_ops rp_bmc_fake_ops = {
-    .name = "fake",
-    .open = fake_open,
-    .close = fake_close,
-    .power_get = fake_power_get,
-    .power_set = fake_power_set,
-    .boot_set = fake_boot_set,
-    .boot_get = fake_boot_get,
-    .identity = fake_identity,
+        .name = "fake",
+        .open = fake_open,
+        .close = fake_close,
+        .power_get = fake_power_get,
+        .power_set = fake_power_set,
+        .boot_set = fake_boot_set,
+        .boot_get = fake_boot_get,
+        .identity = fake_identity,
 };

@@ -46,8 +46,8 @@ echo_text(const char *s, char *buf, size_t len)
 	for (; s && *s && n + 1 < len; s++)
 		buf[n++] = ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f || *s == '"' ||
 		            *s == '\'' || *s == '\\' || *s == '$')
-		               ? '_'
-		               : *s;
+		                   ? '_'
+		                   : *s;
 	buf[n] = '\0';
 	return buf;
 }
@@ -79,7 +79,8 @@ rp_boot_ipxe(const struct rp_boot_script *s, struct rp_buf *out)
 		rp_buf_printf(out, "initrd %s/boot/images/%s\n", s->base, s->initrd);
 		rp_buf_printf(out, "boot\n");
 	} else {
-		rp_buf_printf(out, "echo Rackpilot: %s (%s): booting from the local disk\n", who, why);
+		rp_buf_printf(out, "echo Rackpilot: %s (%s): booting from the local disk\n", who,
+		              why);
 		/* UEFI: back to the firmware's boot order. BIOS: the first disk, else back too. */
 		rp_buf_printf(out, "iseq ${platform} efi && exit ||\n");
 		rp_buf_printf(out, "sanboot --no-describe --drive 0x80 || exit\n");
@@ -172,14 +173,15 @@ rp_boot_dnsmasq_update(const char *path, const char *pidfile, const char *conten
 	if (pidfile == NULL || pidfile[0] == '\0')
 		return 0;
 	if (rp_file_read(pidfile, 64, &text, &tlen) < 0) {
-		snprintf(why, whylen, "wrote %s but cannot read %s: %s", path, pidfile, strerror(errno));
+		snprintf(why, whylen, "wrote %s but cannot read %s: %s", path, pidfile,
+		         strerror(errno));
 		return -1;
 	}
 	pid = strtol(text, NULL, 10);
 	free(text);
 	if (pid <= 1 || kill((pid_t)pid, SIGHUP) < 0) {
-		snprintf(why, whylen, "wrote %s but cannot signal dnsmasq (pid %ld from %s): %s", path,
-		         pid, pidfile, pid <= 1 ? "not a pid" : strerror(errno));
+		snprintf(why, whylen, "wrote %s but cannot signal dnsmasq (pid %ld from %s): %s",
+		         path, pid, pidfile, pid <= 1 ? "not a pid" : strerror(errno));
 		return -1;
 	}
 	return 0;

@@ -22,14 +22,14 @@ enum rp_boot_kind {
 
 struct rp_boot_script {
 	enum rp_boot_kind kind;
-	const char *base;      /* "http://10.99.1.1:8080", no trailing slash */
-	const char *who;       /* node name or "unknown machine" */
-	const char *why;       /* state, or the reason for RP_BOOT_WAIT */
-	const char *kernel;    /* image names (RAMDISK) */
+	const char *base;   /* "http://10.99.1.1:8080", no trailing slash */
+	const char *who;    /* node name or "unknown machine" */
+	const char *why;    /* state, or the reason for RP_BOOT_WAIT */
+	const char *kernel; /* image names (RAMDISK) */
 	const char *initrd;
-	const char *cmdline;   /* the profile's extra kernel arguments; may be NULL */
-	const char *token;     /* bootstrap token (RAMDISK) */
-	const char *agent_url; /* where the agent reaches the API (rackpilot.url=); NULL: base */
+	const char *cmdline;    /* the profile's extra kernel arguments; may be NULL */
+	const char *token;      /* bootstrap token (RAMDISK) */
+	const char *agent_url;  /* where the agent reaches the API (rackpilot.url=); NULL: base */
 	const char *tls_sha256; /* the API's TLS public-key pin (rackpilot.tls_sha256=), or NULL */
 };
 
@@ -45,7 +45,7 @@ int rp_boot_range(const char *header, uint64_t size, uint64_t *off, uint64_t *le
 
 /* Replace path with content atomically, then SIGHUP the process named in pidfile (may be
  * NULL or missing: then only the file is written). 0, or -1 with why. */
-int rp_boot_dnsmasq_update(const char *path, const char *pidfile, const char *content,
-                           size_t len, char *why, size_t whylen);
+int rp_boot_dnsmasq_update(const char *path, const char *pidfile, const char *content, size_t len,
+                           char *why, size_t whylen);
 
 #endif

@@ -30,24 +30,24 @@ struct stream {
 	void *ctx;
 	uint64_t idle_gen;
 	int64_t parked_at;
-	int gone;                  /* the peer hung up while the stream was parked */
+	int gone; /* the peer hung up while the stream was parked */
 };
 
-#define MAX_STREAMS 256
+#define MAX_STREAMS         256
 #define STREAM_KEEPALIVE_MS 15000
-#define STREAM_POLL_MS 20
+#define STREAM_POLL_MS      20
 
 struct rp_http {
 	struct MHD_Daemon *d;
 	struct rp_api *api;
 	struct rp_http_opts o;
 	char address[80];
-	pthread_mutex_t lock;          /* guards the fields below */
+	pthread_mutex_t lock; /* guards the fields below */
 	struct stream *parked[MAX_STREAMS];
 	size_t nparked;
-	unsigned nstreams;             /* open streams, parked or not */
+	unsigned nstreams; /* open streams, parked or not */
 	int closing;
-	pthread_t waker;               /* polls o.generation for parked streams */
+	pthread_t waker; /* polls o.generation for parked streams */
 	int has_waker;
 };
 
@@ -57,21 +57,21 @@ struct rp_http {
 /* Per-request state, across the access handler's calls. */
 struct request {
 	int64_t t0;
-	size_t route;                 /* index into rp_api_routes, or count when unmatched */
+	size_t route; /* index into rp_api_routes, or count when unmatched */
 	struct rp_buf body;
 	size_t cap;
 	int too_big;
-	int done;                     /* a response was queued */
+	int done; /* a response was queued */
 	int status;
-	struct rp_api_resp *early;    /* an error decided before the body, not yet sent */
+	struct rp_api_resp *early; /* an error decided before the body, not yet sent */
 	/* Request headers this server reads, found in one pass (MHD keeps them alive for the
 	 * request's lifetime). */
 	const char *h_rid, *h_clen, *h_te, *h_auth, *h_ctype, *h_if_match, *h_if_none_match;
 	const char *h_host, *h_range, *h_lei;
-	struct upload *up;            /* RP_ROUTE_UPLOAD: the body on its way to disk */
+	struct upload *up; /* RP_ROUTE_UPLOAD: the body on its way to disk */
 	/* Fields from here on are not cleared at allocation. */
 	char rid[40];
-	char line[128];               /* "METHOD /path" for the access log */
+	char line[128]; /* "METHOD /path" for the access log */
 	char allow[64];
 	char params[RP_API_MAX_PARAMS][72]; /* names are at most 63 bytes, UUIDs 36 */
 	struct rp_principal who;
@@ -83,7 +83,7 @@ _Static_assert(sizeof(struct request) <= 1024, "struct request outgrew the mallo
 /* An upload streaming to a temporary file, hashed as it comes. */
 struct upload {
 	int fd;
-	int failed;           /* errno of a failed write, or 0 */
+	int failed; /* errno of a failed write, or 0 */
 	uint64_t len;
 	struct rp_sha256 *hash;
 	char path[4200];
@@ -284,7 +284,8 @@ route_find(const char *method, const char *url, struct request *r, char *allow, 
 		if (strstr(allow, rp_api_routes[i].method) == NULL) {
 			size_t l = strlen(allow);
 
-			snprintf(allow + l, allowlen - l, "%s%s", l ? ", " : "", rp_api_routes[i].method);
+			snprintf(allow + l, allowlen - l, "%s%s", l ? ", " : "",
+			         rp_api_routes[i].method);
 		}
 	}
 	return rp_api_route_count;
@@ -388,7 +389,7 @@ streams_hangups(struct rp_http *h)
 
 	for (i = 0; i < h->nparked; i++) {
 		const union MHD_ConnectionInfo *ci =
-		    MHD_get_connection_info(h->parked[i]->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		        MHD_get_connection_info(h->parked[i]->c, MHD_CONNECTION_INFO_CONNECTION_FD);
 
 		p[n].fd = ci ? ci->connect_fd : -1;
 		p[n].events = POLLRDHUP;
@@ -422,14 +423,15 @@ rp_http_streams_wake(struct rp_http *h, uint64_t gen, int64_t now_ms)
 }
 
 static enum MHD_Result
-send_reply(struct rp_http *h, struct MHD_Connection *c, struct request *r,
-           struct rp_api_resp *rs, const char *allow)
+send_reply(struct rp_http *h, struct MHD_Connection *c, struct request *r, struct rp_api_resp *rs,
+           const char *allow)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 	char *text = NULL;
 	size_t len = 0;
-	const char *ctype = NULL, *cache = "no-store", *csp = "default-src 'none'; frame-ancestors 'none'";
+	const char *ctype = NULL, *cache = "no-store",
+	           *csp = "default-src 'none'; frame-ancestors 'none'";
 	const char *nosniff = "nosniff";
 	char retry[16];
 	const char *const *extra;
@@ -469,7 +471,8 @@ send_reply(struct rp_http *h, struct MHD_Connection *c, struct request *r,
 		ctype = rs->content_type;
 	} else if (rs->has_file && !text) {
 		/* libmicrohttpd sends it with sendfile(2) and closes the descriptor. */
-		resp = MHD_create_response_from_fd_at_offset64(rs->file_len, rs->file_fd, rs->file_off);
+		resp = MHD_create_response_from_fd_at_offset64(rs->file_len, rs->file_fd,
+		                                               rs->file_off);
 		if (resp == NULL)
 			return MHD_NO;
 		rs->has_file = 0;
@@ -555,9 +558,9 @@ rid_ok(const char *s)
 	size_t i;
 
 	for (i = 0; s[i]; i++)
-		if (i >= 64 || !(s[i] == '-' || s[i] == '_' || s[i] == '.' ||
-		                 (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
-		                 (s[i] >= 'A' && s[i] <= 'Z')))
+		if (i >= 64 ||
+		    !(s[i] == '-' || s[i] == '_' || s[i] == '.' || (s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')))
 			return 0;
 	return i > 0;
 }
@@ -584,7 +587,7 @@ media_type(const char *h, char *out, size_t n)
  * would widen a list, a digest that vanished would skip its check. */
 struct args {
 	json_t *q;
-	const char *bad;      /* why the query is refused, or NULL */
+	const char *bad; /* why the query is refused, or NULL */
 };
 
 static enum MHD_Result
@@ -603,8 +606,7 @@ collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *val
 		return MHD_YES;
 	}
 	/* jansson takes only valid UTF-8, for names and values alike. */
-	if ((v = json_string(value ? value : "")) == NULL ||
-	    json_object_set_new(a->q, key, v) < 0)
+	if ((v = json_string(value ? value : "")) == NULL || json_object_set_new(a->q, key, v) < 0)
 		a->bad = "query arguments must be valid UTF-8";
 	return MHD_YES;
 }
@@ -718,7 +720,7 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 	}
 	if ((rt->flags & RP_ROUTE_LIMIT) && h->o.limit) {
 		const union MHD_ConnectionInfo *ci =
-		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 		unsigned wait = rp_limit_take(h->o.limit, ci ? ci->client_addr : NULL,
 		                              rp_time_mono_ns() / 1000000);
 
@@ -733,16 +735,15 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 		}
 	}
 	if (rt->role != RP_ROLE_NONE) {
-		e = rp_api_authenticate(h->api,
-		                        r->h_auth,
-		                        &r->who);
+		e = rp_api_authenticate(h->api, r->h_auth, &r->who);
 		if (e != RP_ERR_OK)
 			return refuse(c, r, has_body, e, NULL);
 		/* Agent tokens open agent routes only; operator tokens never open those. */
 		if ((rt->role == RP_ROLE_AGENT) != (r->who.role == RP_ROLE_AGENT) ||
 		    r->who.role < rt->role)
 			return refuse(c, r, has_body, RP_ERR_FORBIDDEN,
-			              json_pack("{s:s, s:s}", "required", rp_api_role_name(rt->role), "role",
+			              json_pack("{s:s, s:s}", "required",
+			                        rp_api_role_name(rt->role), "role",
 			                        rp_api_role_name(r->who.role)));
 	}
 	if (rt->flags & RP_ROUTE_UPLOAD) {
@@ -763,7 +764,7 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 		}
 		return MHD_YES;
 	}
-	r->cap = (rt->flags & RP_ROUTE_INVENTORY) ? h->o.max_inventory
+	r->cap = (rt->flags & RP_ROUTE_INVENTORY)  ? h->o.max_inventory
 	         : (rt->flags & RP_ROUTE_BIG_BODY) ? h->o.max_import_body
 	                                           : h->o.max_body;
 	if (clen > r->cap)
@@ -773,15 +774,17 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 	                 strcmp(method, "PATCH") == 0)) {
 		media_type(r->h_ctype, mt, sizeof mt);
 		if (strcmp(mt, "application/json") != 0 &&
-		    !(strcmp(method, "PATCH") == 0 && strcmp(mt, "application/merge-patch+json") == 0) &&
+		    !(strcmp(method, "PATCH") == 0 &&
+		      strcmp(mt, "application/merge-patch+json") == 0) &&
 		    !((rt->flags & RP_ROUTE_CSV) && strcmp(mt, "text/csv") == 0))
-			return refuse(c, r, has_body, RP_ERR_UNSUPPORTED_MEDIA_TYPE,
-			              json_pack("{s:s, s:s}", "content_type", mt[0] ? mt : "(none)",
-			                        "accepted",
-			                        (rt->flags & RP_ROUTE_CSV) ? "application/json, text/csv"
-			                        : strcmp(method, "PATCH") == 0
-			                            ? "application/json, application/merge-patch+json"
-			                            : "application/json"));
+			return refuse(
+			        c, r, has_body, RP_ERR_UNSUPPORTED_MEDIA_TYPE,
+			        json_pack("{s:s, s:s}", "content_type", mt[0] ? mt : "(none)",
+			                  "accepted",
+			                  (rt->flags & RP_ROUTE_CSV) ? "application/json, text/csv"
+			                  : strcmp(method, "PATCH") == 0
+			                          ? "application/json, application/merge-patch+json"
+			                          : "application/json"));
 	}
 	return MHD_YES;
 }
@@ -800,17 +803,18 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 
 	if (r->too_big) {
 		json_decref(query);
-		return send_error(c, r, RP_ERR_TOO_LARGE,
-		                  json_pack("{s:I}", "limit",
-		                            (json_int_t)(r->up ? h->o.max_upload : r->cap)),
-		                  NULL);
+		return send_error(
+		        c, r, RP_ERR_TOO_LARGE,
+		        json_pack("{s:I}", "limit", (json_int_t)(r->up ? h->o.max_upload : r->cap)),
+		        NULL);
 	}
 	if (r->up) {
 		if (r->up->failed || fsync(r->up->fd) < 0) {
 			rp_log_error("upload to %s failed: %s", r->up->path,
 			             strerror(r->up->failed ? r->up->failed : errno));
 			return send_error(c, r, RP_ERR_UNAVAILABLE,
-			                  json_pack("{s:s}", "reason", "could not store the upload (disk full?)"),
+			                  json_pack("{s:s}", "reason",
+			                            "could not store the upload (disk full?)"),
 			                  NULL);
 		}
 		close(r->up->fd);
@@ -821,16 +825,17 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 		rq.upload_sha256 = uphex;
 	}
 	media_type(r->h_ctype, mt, sizeof mt);
-	if (r->body.len > 0 && !r->up && (strcmp(mt, "application/json") == 0 ||
-	                        strcmp(mt, "application/merge-patch+json") == 0)) {
+	if (r->body.len > 0 && !r->up &&
+	    (strcmp(mt, "application/json") == 0 ||
+	     strcmp(mt, "application/merge-patch+json") == 0)) {
 		json_error_t err;
 
 		body = json_loadb(r->body.data, r->body.len, JSON_REJECT_DUPLICATES, &err);
 		if (body == NULL) {
 			json_decref(query);
 			return send_error(c, r, RP_ERR_BAD_JSON,
-			                  json_pack("{s:s, s:i, s:i}", "reason", err.text, "line", err.line,
-			                            "column", err.column),
+			                  json_pack("{s:s, s:i, s:i}", "reason", err.text, "line",
+			                            err.line, "column", err.column),
 			                  NULL);
 		}
 	}
@@ -842,8 +847,8 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 		if (a.bad) {
 			json_decref(query);
 			json_decref(body);
-			return send_error(c, r, RP_ERR_BAD_QUERY, json_pack("{s:s}", "reason", a.bad),
-			                  NULL);
+			return send_error(c, r, RP_ERR_BAD_QUERY,
+			                  json_pack("{s:s}", "reason", a.bad), NULL);
 		}
 	}
 	rq.api = h->api;
@@ -866,15 +871,15 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 	rq.last_event_id = r->h_lei;
 	if (rt->flags & RP_ROUTE_PEER) {
 		const union MHD_ConnectionInfo *ci =
-		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 		const struct sockaddr *sa = ci ? ci->client_addr : NULL;
 
 		if (sa && sa->sa_family == AF_INET)
-			rq.peer = inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, peer,
-			                    sizeof peer);
+			rq.peer = inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr,
+			                    peer, sizeof peer);
 		else if (sa && sa->sa_family == AF_INET6)
-			rq.peer = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, peer,
-			                    sizeof peer);
+			rq.peer = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr,
+			                    peer, sizeof peer);
 	}
 	rt->handler(&rq, &rs);
 	if (r->up) {
@@ -994,8 +999,7 @@ access_line(const char *ip, struct request *r, int64_t ns, int aborted)
 }
 
 static void
-completed(void *cls, struct MHD_Connection *c, void **con_cls,
-          enum MHD_RequestTerminationCode toe)
+completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
 	struct rp_http *h = cls;
 	struct request *r = *con_cls;
@@ -1007,15 +1011,17 @@ completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	rp_metrics_observe(h->api->metrics, r->route, r->status, ns);
 	if (h->o.access_log) {
 		const union MHD_ConnectionInfo *ci =
-		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 		char ip[INET6_ADDRSTRLEN] = "-";
 
 		if (ci && ci->client_addr) {
 			if (ci->client_addr->sa_family == AF_INET)
-				inet_ntop(AF_INET, &((struct sockaddr_in *)ci->client_addr)->sin_addr, ip,
+				inet_ntop(AF_INET,
+				          &((struct sockaddr_in *)ci->client_addr)->sin_addr, ip,
 				          sizeof ip);
 			else if (ci->client_addr->sa_family == AF_INET6)
-				inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr, ip,
+				inet_ntop(AF_INET6,
+				          &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr, ip,
 				          sizeof ip);
 		}
 		access_line(ip, r, ns, toe != MHD_REQUEST_TERMINATED_COMPLETED_OK);
@@ -1046,7 +1052,8 @@ waker(void *arg)
 		n = h->nparked;
 		pthread_mutex_unlock(&h->lock);
 		if (n > 0)
-			rp_http_streams_wake(h, h->o.generation(h->o.generation_arg), rp_time_now_ms());
+			rp_http_streams_wake(h, h->o.generation(h->o.generation_arg),
+			                     rp_time_now_ms());
 	}
 	return NULL;
 }
@@ -1094,27 +1101,29 @@ rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_http *
 	        MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0) | (o->tls ? MHD_USE_TLS : 0);
 	{
 		struct MHD_OptionItem opts[] = {
-		    {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
-		    {MHD_OPTION_SOCK_ADDR, 0, &ss},
-		    {MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)(o->threads ? o->threads : 1), NULL},
-		    {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)o->conn_timeout_s, NULL},
-		    {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)o->conn_limit, NULL},
-		    {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
-		    {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, h},
-		    /* TLS 1.2 and 1.3 only; the certificate comes from tls.c at every handshake,
-		     * so SIGHUP can replace it without a restart. */
-		    {o->tls ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, 0,
-		     (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
-		    {o->tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, 0,
-		     o->tls ? rp_tls_callback(o->tls) : NULL},
-		    {MHD_OPTION_END, 0, NULL},
+		        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
+		        {MHD_OPTION_SOCK_ADDR, 0, &ss},
+		        {MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)(o->threads ? o->threads : 1),
+		         NULL},
+		        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)o->conn_timeout_s, NULL},
+		        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)o->conn_limit, NULL},
+		        {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
+		        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, h},
+		        /* TLS 1.2 and 1.3 only; the certificate comes from tls.c at every
+		         * handshake, so SIGHUP can replace it without a restart. */
+		        {o->tls ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, 0,
+		         (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
+		        {o->tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, 0,
+		         o->tls ? rp_tls_callback(o->tls) : NULL},
+		        {MHD_OPTION_END, 0, NULL},
 		};
 
 		h->d = MHD_start_daemon(flags, 0, NULL, NULL, dispatch, h, MHD_OPTION_ARRAY, opts,
 		                        MHD_OPTION_END);
 	}
 	if (h->d == NULL) {
-		snprintf(why, whylen, "cannot listen on %s (address in use or not local?)", o->listen);
+		snprintf(why, whylen, "cannot listen on %s (address in use or not local?)",
+		         o->listen);
 		free(h);
 		return -1;
 	}

@@ -17,28 +17,28 @@ struct rp_tls;
 struct sockaddr;
 
 struct rp_http_opts {
-	const char *listen;        /* "ADDR:PORT", "[v6]:PORT"; port 0 picks a free one */
-	unsigned threads;          /* worker threads, >= 1 */
-	size_t max_body;           /* bytes; larger bodies get 413 */
-	size_t max_import_body;    /* bytes, for routes flagged RP_ROUTE_BIG_BODY */
-	size_t max_inventory;      /* bytes, for routes flagged RP_ROUTE_INVENTORY */
-	unsigned conn_timeout_s;   /* idle connection timeout */
-	unsigned conn_limit;       /* simultaneous connections */
-	int access_log;            /* log one line per request */
-	uint64_t max_upload;       /* bytes, for RP_ROUTE_UPLOAD routes */
-	const char *upload_dir;    /* where uploads are written (same filesystem as their home) */
+	const char *listen;      /* "ADDR:PORT", "[v6]:PORT"; port 0 picks a free one */
+	unsigned threads;        /* worker threads, >= 1 */
+	size_t max_body;         /* bytes; larger bodies get 413 */
+	size_t max_import_body;  /* bytes, for routes flagged RP_ROUTE_BIG_BODY */
+	size_t max_inventory;    /* bytes, for routes flagged RP_ROUTE_INVENTORY */
+	unsigned conn_timeout_s; /* idle connection timeout */
+	unsigned conn_limit;     /* simultaneous connections */
+	int access_log;          /* log one line per request */
+	uint64_t max_upload;     /* bytes, for RP_ROUTE_UPLOAD routes */
+	const char *upload_dir;  /* where uploads are written (same filesystem as their home) */
 	/* Event streams: a counter that moves with every change (the store's generation); parked
 	 * streams are woken within STREAM_POLL_MS of it moving. NULL: only rp_http_streams_wake. */
 	uint64_t (*generation)(void *arg);
 	void *generation_arg;
-	struct rp_tls *tls;        /* serve HTTPS with this certificate (borrowed); NULL: HTTP */
-	int boot_only;             /* the boot listener: RP_ROUTE_BOOT routes only, others 404 */
-	struct rp_limit *limit;    /* buckets for RP_ROUTE_LIMIT routes (borrowed); NULL: none */
+	struct rp_tls *tls;     /* serve HTTPS with this certificate (borrowed); NULL: HTTP */
+	int boot_only;          /* the boot listener: RP_ROUTE_BOOT routes only, others 404 */
+	struct rp_limit *limit; /* buckets for RP_ROUTE_LIMIT routes (borrowed); NULL: none */
 };
 
 /* Bind and start serving api. On failure writes why and returns -1. */
-int rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_http **out,
-                  char *why, size_t whylen);
+int rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_http **out, char *why,
+                  size_t whylen);
 
 /* The bound address, "127.0.0.1:8475" (port resolved when 0 was asked). Static storage of h. */
 const char *rp_http_address(const struct rp_http *h);

@@ -31,9 +31,9 @@ struct acc {
 	struct work *w;
 	struct rp_bmc *b;
 	const char *run;
-	json_t *info;    /* rp_store_accept_node */
-	json_t *node;    /* rp_store_node_get */
-	json_t *out;     /* the job's outcome once decided */
+	json_t *info; /* rp_store_accept_node */
+	json_t *node; /* rp_store_node_get */
+	json_t *out;  /* the job's outcome once decided */
 };
 
 /* Store trouble: try again in a while. Always -1. */
@@ -67,9 +67,9 @@ check_state(struct acc *a, const char *check)
 
 /* Settle check with state and a printf message; fix, evidence, findings may be NULL
  * (evidence and findings are taken). 0, or -1 with a->out set (store trouble). */
-static int
-settle(struct acc *a, const char *check, const char *state, const char *fix, json_t *evidence,
-       json_t *findings, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static int settle(struct acc *a, const char *check, const char *state, const char *fix,
+                  json_t *evidence, json_t *findings, const char *fmt, ...)
+        __attribute__((format(printf, 7, 8)));
 
 static int
 settle(struct acc *a, const char *check, const char *state, const char *fix, json_t *evidence,
@@ -98,7 +98,8 @@ static int
 wait_child(struct acc *a, const char *check, const char *child, const char *state)
 {
 	a->out = jobs_later(a->w, LOOK_AGAIN_MS);
-	jobs_set_error(a->out, "accepting", "check %s: waiting for job %s (%s)", check, child, state);
+	jobs_set_error(a->out, "accepting", "check %s: waiting for job %s (%s)", check, child,
+	               state);
 	return -1;
 }
 
@@ -111,8 +112,8 @@ queue_child(struct acc *a, const char *check, const char *prev, const char *acti
 	json_t *detail = NULL;
 	enum rp_err e;
 
-	e = rp_store_accept_child(a->w->j->st, a->run, a->w->node_id, check, prev, action, job, child,
-	                          sizeof child, &detail);
+	e = rp_store_accept_child(a->w->j->st, a->run, a->w->node_id, check, prev, action, job,
+	                          child, sizeof child, &detail);
 	json_decref(job);
 	if (e == RP_ERR_OK) {
 		json_decref(detail);
@@ -177,9 +178,9 @@ check_bmc(struct acc *a)
 	size_t i;
 
 	if (!strcmp(check_state(a, "bmc"), "pending"))
-		return queue_child(a, "bmc", NULL, NULL,
-		                   json_pack("{s:s, s:{}, s:b}", "type", "verify", "params", "mutating",
-		                             0));
+		return queue_child(
+		        a, "bmc", NULL, NULL,
+		        json_pack("{s:s, s:{}, s:b}", "type", "verify", "params", "mutating", 0));
 	if ((job = child_of(a, "bmc", &js, &rc)) == NULL)
 		return rc;
 	if (!ended(js)) {
@@ -190,19 +191,23 @@ check_bmc(struct acc *a)
 	}
 	checks = json_object_get(json_object_get(job, "result"), "checks");
 	for (i = 0; i < json_array_size(checks); i++)
-		compared += !strcmp(json_string_value(json_object_get(json_array_get(checks, i),
-		                                                      "status")) ?: "", "ok");
+		compared += !strcmp(
+		        json_string_value(json_object_get(json_array_get(checks, i), "status"))
+		                ?: "",
+		        "ok");
 	if (strcmp(js, "succeeded") != 0)
 		rc = settle(a, "bmc", "failed",
 		            "check the BMC's cabling and address, and the managed credentials",
-		            json_incref(json_object_get(job, "result")), NULL, "%s", job_error(job));
+		            json_incref(json_object_get(job, "result")), NULL, "%s",
+		            job_error(job));
 	else if (compared == 0)
 		rc = settle(a, "bmc", "skipped", "enroll the node's serial or system_uuid",
 		            json_incref(json_object_get(job, "result")), NULL,
 		            "the BMC answers, but there was no serial or UUID to compare");
 	else
-		rc = settle(a, "bmc", "passed", NULL, json_incref(json_object_get(job, "result")), NULL,
-		            "BMC reachable; identity matches (%d of serial/UUID compared)", compared);
+		rc = settle(a, "bmc", "passed", NULL, json_incref(json_object_get(job, "result")),
+		            NULL, "BMC reachable; identity matches (%d of serial/UUID compared)",
+		            compared);
 	json_decref(job);
 	return rc;
 }
@@ -219,8 +224,8 @@ check_power(struct acc *a)
 
 	if (!strcmp(check_state(a, "power"), "pending"))
 		return queue_child(a, "power", NULL, NULL,
-		                   json_pack("{s:s, s:{s:s}, s:b}", "type", "power", "params", "target",
-		                             "off", "mutating", 1));
+		                   json_pack("{s:s, s:{s:s}, s:b}", "type", "power", "params",
+		                             "target", "off", "mutating", 1));
 	if ((job = child_of(a, "power", &js, &rc)) == NULL)
 		return rc;
 	target = json_string_value(json_object_get(json_object_get(job, "params"), "target")) ?: "";
@@ -235,13 +240,14 @@ check_power(struct acc *a)
 		for (i = 0; steps[i] && strcmp(steps[i], target); i++)
 			;
 		if (steps[i] && steps[i + 1])
-			rc = queue_child(a, "power", json_string_value(json_object_get(job, "id")), NULL,
+			rc = queue_child(a, "power", json_string_value(json_object_get(job, "id")),
+			                 NULL,
 			                 json_pack("{s:s, s:{s:s}, s:b}", "type", "power", "params",
 			                           "target", steps[i + 1], "mutating", 1));
 		else
 			rc = settle(a, "power", "passed", NULL,
-			            json_pack("{s:[s,s,s], s:O?}", "observed", "off", "on", "cycle", "last",
-			                      json_object_get(job, "result")),
+			            json_pack("{s:[s,s,s], s:O?}", "observed", "off", "on", "cycle",
+			                      "last", json_object_get(job, "result")),
 			            NULL, "off, on and cycle observed at the BMC");
 	}
 	json_decref(job);
@@ -259,9 +265,9 @@ check_pxe(struct acc *a)
 
 	if (!strcmp(check_state(a, "pxe"), "pending"))
 		return queue_child(a, "pxe", NULL, "commission",
-		                   json_pack("{s:s, s:{s:O}, s:b, s:i}", "type", "commission", "params",
-		                             "plan", plan ? plan : json_array(), "mutating", 1,
-		                             "max_attempts", 3));
+		                   json_pack("{s:s, s:{s:O}, s:b, s:i}", "type", "commission",
+		                             "params", "plan", plan ? plan : json_array(),
+		                             "mutating", 1, "max_attempts", 3));
 	if ((job = child_of(a, "pxe", &js, &rc)) == NULL)
 		return rc;
 	if (!ended(js))
@@ -269,13 +275,13 @@ check_pxe(struct acc *a)
 	else if (strcmp(js, "succeeded") != 0)
 		rc = settle(a, "pxe", "failed",
 		            "watch the node's console: DHCP, the boot profile, the agent ramdisk",
-		            json_pack("{s:O?, s:O?}", "phase", json_object_get(job, "phase"), "error",
-		                      json_object_get(job, "error")),
+		            json_pack("{s:O?, s:O?}", "phase", json_object_get(job, "phase"),
+		                      "error", json_object_get(job, "error")),
 		            NULL, "network boot: %s", job_error(job));
 	else
 		rc = settle(a, "pxe", "passed", NULL,
-		            json_pack("{s:O?, s:O?}", "job", json_object_get(job, "id"), "finished_at",
-		                      json_object_get(job, "finished_at")),
+		            json_pack("{s:O?, s:O?}", "job", json_object_get(job, "id"),
+		                      "finished_at", json_object_get(job, "finished_at")),
 		            NULL, "PXE honoured, the agent checked in and ran its plan");
 	json_decref(job);
 	return rc;
@@ -337,15 +343,16 @@ check_compare(struct acc *a, const char *check)
 	if (gate == NULL)
 		return 1;
 	if (gate[0])
-		return settle(a, check, "skipped", "fix the pxe check first", NULL, NULL, "%s", gate);
+		return settle(a, check, "skipped", "fix the pxe check first", NULL, NULL, "%s",
+		              gate);
 	if ((inv = inventory(a, at, sizeof at)) == NULL)
-		return settle(a, check, "failed", "commission the node (or run the pxe check)", NULL,
-		              NULL, "the node has reported no inventory");
+		return settle(a, check, "failed", "commission the node (or run the pxe check)",
+		              NULL, NULL, "the node has reported no inventory");
 	bom = class_bom(a, &cls);
 	if (bom == NULL && !strcmp(check, "inventory")) {
 		json_decref(inv);
-		return settle(a, check, "skipped", "PUT /v1/node-classes/CLASS with its bom", NULL, NULL,
-		              "no bill of materials for class %s", cls ? cls : "(none)");
+		return settle(a, check, "skipped", "PUT /v1/node-classes/CLASS with its bom", NULL,
+		              NULL, "no bill of materials for class %s", cls ? cls : "(none)");
 	}
 	findings = json_array();
 	if (!strcmp(check, "inventory"))
@@ -362,31 +369,36 @@ check_compare(struct acc *a, const char *check)
 
 		json_array_foreach(findings, i, f)
 		{
-			if (lead == NULL && strcmp(json_string_value(json_object_get(f, "actual")) ?: "",
-			                           "not reported") != 0)
+			if (lead == NULL &&
+			    strcmp(json_string_value(json_object_get(f, "actual")) ?: "",
+			           "not reported") != 0)
 				lead = f;
 		}
 		if (lead == NULL)
 			lead = json_array_get(findings, 0);
 		rc = settle(a, check, "failed", json_string_value(json_object_get(lead, "fix")),
-		            json_pack("{s:s, s:i}", "inventory_at", at, "unverified", unv), findings,
-		            "%s%s", json_string_value(json_object_get(lead, "message")),
+		            json_pack("{s:s, s:i}", "inventory_at", at, "unverified", unv),
+		            findings, "%s%s", json_string_value(json_object_get(lead, "message")),
 		            n > 1 ? " (and more)" : "");
 	} else if (unv > 0) {
-		/* lldpd (or IB neighbour data) absent: the cabling is not verified, which is neither
-		 * a pass nor the rack's fault. */
-		rc = settle(a, check, "skipped", "run lldpd on the node's image",
-		            json_pack("{s:s, s:i}", "inventory_at", at, "unverified", unv), findings,
-		            "links up at rated speed; %d cabling entr%s not verifiable: %s", unv,
-		            unv == 1 ? "y" : "ies",
-		            json_string_value(json_object_get(json_array_get(findings, 0), "message")));
+		/* lldpd (or IB neighbour data) absent: the cabling is not verified, which is
+		 * neither a pass nor the rack's fault. */
+		rc = settle(
+		        a, check, "skipped", "run lldpd on the node's image",
+		        json_pack("{s:s, s:i}", "inventory_at", at, "unverified", unv), findings,
+		        "links up at rated speed; %d cabling entr%s not verifiable: %s", unv,
+		        unv == 1 ? "y" : "ies",
+		        json_string_value(json_object_get(json_array_get(findings, 0), "message")));
 	} else {
 		json_decref(findings);
-		rc = settle(a, check, "passed", NULL,
-		            json_pack("{s:s, s:I}", "inventory_at", at, "cables",
-		                      (json_int_t)json_array_size(json_object_get(a->info, "cabling"))),
-		            NULL, "%s", !strcmp(check, "inventory") ? "inventory equals the bill of materials"
-		                                                    : "links up at rated speed, cabling as planned");
+		rc = settle(
+		        a, check, "passed", NULL,
+		        json_pack("{s:s, s:I}", "inventory_at", at, "cables",
+		                  (json_int_t)json_array_size(json_object_get(a->info, "cabling"))),
+		        NULL, "%s",
+		        !strcmp(check, "inventory")
+		                ? "inventory equals the bill of materials"
+		                : "links up at rated speed, cabling as planned");
 	}
 	json_decref(inv);
 	json_decref(bom);
@@ -415,10 +427,13 @@ check_desired(struct acc *a, const char *check)
 	}
 	if (fw ? !json_is_string(json_object_get(view, "baseline"))
 	       : !json_is_object(json_object_get(view, "desired")) ||
-	                 !json_is_string(json_object_get(json_object_get(view, "desired"), "profile"))) {
-		rc = settle(a, check, "skipped", fw ? "create a firmware baseline for the class"
-		                                    : "create a BIOS profile for the class or node",
-		            NULL, NULL, "no %s applies to the node", fw ? "firmware baseline" : "BIOS profile");
+	                    !json_is_string(
+	                            json_object_get(json_object_get(view, "desired"), "profile"))) {
+		rc = settle(a, check, "skipped",
+		            fw ? "create a firmware baseline for the class"
+		               : "create a BIOS profile for the class or node",
+		            NULL, NULL, "no %s applies to the node",
+		            fw ? "firmware baseline" : "BIOS profile");
 		goto out;
 	}
 	if (fw) {
@@ -431,41 +446,46 @@ check_desired(struct acc *a, const char *check)
 				continue;
 			snprintf(msg, sizeof msg, "%s %s, baseline %s",
 			         json_string_value(json_object_get(it, "component")),
-			         json_string_value(json_object_get(it, "version")) ?: "not reported",
+			         json_string_value(json_object_get(it, "version"))
+			                 ?: "not reported",
 			         json_string_value(json_object_get(it, "desired")) ?: "?");
-			json_array_append_new(findings,
-			                      json_pack("{s:O, s:O, s:O, s:s, s:s}", "item",
-			                                json_object_get(it, "component"), "expected",
-			                                json_object_get(it, "desired"), "actual",
-			                                json_object_get(it, "version"), "message", msg, "fix",
-			                                "POST /v1/nodes/NODE/firmware/update (or a rollout)"));
+			json_array_append_new(
+			        findings,
+			        json_pack("{s:O, s:O, s:O, s:s, s:s}", "item",
+			                  json_object_get(it, "component"), "expected",
+			                  json_object_get(it, "desired"), "actual",
+			                  json_object_get(it, "version"), "message", msg, "fix",
+			                  "POST /v1/nodes/NODE/firmware/update (or a rollout)"));
 		}
 	} else {
 		json_array_foreach(json_object_get(view, "diff"), i, it)
 		{
-			char msg[300], *av = json_dumps(json_object_get(it, "actual") ?: json_null(),
-			                                JSON_ENCODE_ANY),
-			               *dv = json_dumps(json_object_get(it, "desired") ?: json_null(),
-			                                JSON_ENCODE_ANY);
+			char msg[300],
+			        *av = json_dumps(json_object_get(it, "actual") ?: json_null(),
+			                         JSON_ENCODE_ANY),
+			        *dv = json_dumps(json_object_get(it, "desired") ?: json_null(),
+			                         JSON_ENCODE_ANY);
 
 			snprintf(msg, sizeof msg, "%s is %s, profile wants %s",
-			         json_string_value(json_object_get(it, "name")), av ? av : "?", dv ? dv : "?");
+			         json_string_value(json_object_get(it, "name")), av ? av : "?",
+			         dv ? dv : "?");
 			free(av);
 			free(dv);
-			json_array_append_new(findings,
-			                      json_pack("{s:O, s:O, s:O, s:s, s:s}", "item",
-			                                json_object_get(it, "name"), "expected",
-			                                json_object_get(it, "desired"), "actual",
-			                                json_object_get(it, "actual"), "message", msg, "fix",
-			                                "POST /v1/nodes/NODE/bios/apply"));
+			json_array_append_new(
+			        findings, json_pack("{s:O, s:O, s:O, s:s, s:s}", "item",
+			                            json_object_get(it, "name"), "expected",
+			                            json_object_get(it, "desired"), "actual",
+			                            json_object_get(it, "actual"), "message", msg,
+			                            "fix", "POST /v1/nodes/NODE/bios/apply"));
 		}
 	}
 	if (json_array_size(findings) > 0) {
-		rc = settle(a, check, "failed",
-		            json_string_value(json_object_get(json_array_get(findings, 0), "fix")), NULL,
-		            json_incref(findings), "%s%s",
-		            json_string_value(json_object_get(json_array_get(findings, 0), "message")),
-		            json_array_size(findings) > 1 ? " (and more)" : "");
+		rc = settle(
+		        a, check, "failed",
+		        json_string_value(json_object_get(json_array_get(findings, 0), "fix")),
+		        NULL, json_incref(findings), "%s%s",
+		        json_string_value(json_object_get(json_array_get(findings, 0), "message")),
+		        json_array_size(findings) > 1 ? " (and more)" : "");
 	} else
 		rc = settle(a, check, "passed", NULL, NULL, NULL, "%s",
 		            fw ? "firmware at the baseline" : "BIOS equals the profile");
@@ -488,15 +508,17 @@ check_burn_in(struct acc *a)
 	if (gate == NULL)
 		return 1;
 	if (gate[0])
-		return settle(a, "burn_in", "skipped", "fix the pxe check first", NULL, NULL, "%s", gate);
+		return settle(a, "burn_in", "skipped", "fix the pxe check first", NULL, NULL, "%s",
+		              gate);
 	if (check_state(a, "pxe") == NULL)
-		return settle(a, "burn_in", "skipped", "run burn-in together with the pxe check", NULL,
-		              NULL, "burn-in runs in the pxe check's boot, which this run leaves out");
+		return settle(a, "burn_in", "skipped", "run burn-in together with the pxe check",
+		              NULL, NULL,
+		              "burn-in runs in the pxe check's boot, which this run leaves out");
 	if ((id = json_string_value(json_object_get(result_row(a, "pxe"), "job"))) == NULL ||
 	    rp_store_job_get(a->w->j->st, id, &job) != RP_ERR_OK) {
 		/* A re-run kept a passed pxe check from before: burn-in needs a boot of its own. */
-		return settle(a, "burn_in", "skipped", "run acceptance with the pxe check again", NULL,
-		              NULL, "no boot of this run to read burn-in results from");
+		return settle(a, "burn_in", "skipped", "run acceptance with the pxe check again",
+		              NULL, NULL, "no boot of this run to read burn-in results from");
 	}
 	findings = json_array();
 	skips = json_array();
@@ -513,32 +535,35 @@ check_burn_in(struct acc *a)
 		if (!strcmp(state, "succeeded"))
 			continue;
 		if (code == 77)
-			json_array_append_new(skips, json_pack("{s:s, s:s}", "step", sid + 8, "reason", out));
+			json_array_append_new(
+			        skips, json_pack("{s:s, s:s}", "step", sid + 8, "reason", out));
 		else
-			json_array_append_new(findings,
-			                      json_pack("{s:s, s:s, s:s, s:s}", "item", sid + 8, "message",
-			                                json_string_value(json_object_get(st, "error")) ?: state,
-			                                "output", out, "fix",
-			                                "look at the step's output; replace the failing part"));
+			json_array_append_new(
+			        findings,
+			        json_pack("{s:s, s:s, s:s, s:s}", "item", sid + 8, "message",
+			                  json_string_value(json_object_get(st, "error")) ?: state,
+			                  "output", out, "fix",
+			                  "look at the step's output; replace the failing part"));
 	}
 	if (ran == 0)
-		rc = settle(a, "burn_in", "skipped", "name burn-in recipes when starting the run", NULL,
-		            NULL, "no burn-in recipe was given");
+		rc = settle(a, "burn_in", "skipped", "name burn-in recipes when starting the run",
+		            NULL, NULL, "no burn-in recipe was given");
 	else if (json_array_size(findings) > 0)
-		rc = settle(a, "burn_in", "failed",
-		            "look at the step's output; replace the failing part",
-		            json_pack("{s:O}", "skipped", skips), json_incref(findings), "%s: %s",
-		            json_string_value(json_object_get(json_array_get(findings, 0), "item")),
-		            json_string_value(json_object_get(json_array_get(findings, 0), "message")));
+		rc = settle(
+		        a, "burn_in", "failed",
+		        "look at the step's output; replace the failing part",
+		        json_pack("{s:O}", "skipped", skips), json_incref(findings), "%s: %s",
+		        json_string_value(json_object_get(json_array_get(findings, 0), "item")),
+		        json_string_value(json_object_get(json_array_get(findings, 0), "message")));
 	else if (json_array_size(skips) == (size_t)ran)
 		rc = settle(a, "burn_in", "skipped", "install the burn-in tools on the agent image",
 		            json_pack("{s:O}", "skipped", skips), NULL,
 		            "every burn-in step lacked its tool (%s)",
 		            json_string_value(json_object_get(json_array_get(skips, 0), "reason")));
 	else
-		rc = settle(a, "burn_in", "passed", NULL, json_pack("{s:i, s:O}", "steps", ran, "skipped",
-		                                                    skips),
-		            NULL, "%d burn-in step(s) passed, %zu skipped for a missing tool",
+		rc = settle(a, "burn_in", "passed", NULL,
+		            json_pack("{s:i, s:O}", "steps", ran, "skipped", skips), NULL,
+		            "%d burn-in step(s) passed, %zu skipped for a missing tool",
 		            ran - (int)json_array_size(skips), json_array_size(skips));
 	json_decref(findings);
 	json_decref(skips);
@@ -558,8 +583,9 @@ check_sel(struct acc *a)
 
 	if (rp_bmc_events(a->b, since, 10000, &events, &err) < 0) {
 		if (err.kind == RP_BMC_UNSUPPORTED)
-			return settle(a, "sel", "skipped", "read the BMC's event log by hand", NULL, NULL,
-			              "the BMC keeps no event log this driver can read: %s", err.msg);
+			return settle(a, "sel", "skipped", "read the BMC's event log by hand", NULL,
+			              NULL, "the BMC keeps no event log this driver can read: %s",
+			              err.msg);
 		if (rp_bmc_err_transient(err.kind)) {
 			a->out = jobs_bmc_failure(a->w, &err, 1); /* a retry, with backoff */
 			return -1;
@@ -576,22 +602,25 @@ check_sel(struct acc *a)
 		if (!strcmp(sev, "critical"))
 			json_array_append_new(
 			        findings,
-			        json_pack("{s:s, s:O, s:O, s:O, s:s}", "item", "sel", "actual", ev, "at",
-			                  json_object_get(ev, "at"), "message", json_object_get(ev, "message"),
-			                  "fix", "look the event up in the vendor's documentation"));
+			        json_pack("{s:s, s:O, s:O, s:O, s:s}", "item", "sel", "actual", ev,
+			                  "at", json_object_get(ev, "at"), "message",
+			                  json_object_get(ev, "message"), "fix",
+			                  "look the event up in the vendor's documentation"));
 	}
 	if (json_array_size(findings) > 0)
-		rc = settle(a, "sel", "failed", "look the event up in the vendor's documentation",
-		            json_pack("{s:I, s:I}", "entries", (json_int_t)json_array_size(events),
-		                      "warnings", (json_int_t)warnings),
-		            json_incref(findings), "%zu critical event(s) since the run started: %s",
-		            json_array_size(findings),
-		            json_string_value(json_object_get(json_array_get(findings, 0), "message")));
+		rc = settle(
+		        a, "sel", "failed", "look the event up in the vendor's documentation",
+		        json_pack("{s:I, s:I}", "entries", (json_int_t)json_array_size(events),
+		                  "warnings", (json_int_t)warnings),
+		        json_incref(findings), "%zu critical event(s) since the run started: %s",
+		        json_array_size(findings),
+		        json_string_value(json_object_get(json_array_get(findings, 0), "message")));
 	else
 		rc = settle(a, "sel", "passed", NULL,
 		            json_pack("{s:I, s:I}", "entries", (json_int_t)json_array_size(events),
 		                      "warnings", (json_int_t)warnings),
-		            NULL, "no critical event since the run started (%zu entries, %zu warnings)",
+		            NULL,
+		            "no critical event since the run started (%zu entries, %zu warnings)",
 		            json_array_size(events), warnings);
 	json_decref(findings);
 	json_decref(events);
@@ -606,10 +635,12 @@ jobs_run_acceptance(struct work *w, struct rp_bmc *b)
 	size_t i;
 
 	a.run = json_string_value(json_object_get(json_object_get(w->claim, "params"), "run"));
-	if (a.run == NULL || rp_store_accept_node(w->j->st, a.run, w->node_id, &a.info) != RP_ERR_OK ||
+	if (a.run == NULL ||
+	    rp_store_accept_node(w->j->st, a.run, w->node_id, &a.info) != RP_ERR_OK ||
 	    rp_store_node_get(w->j->st, node_uuid(w), &a.node) != RP_ERR_OK) {
 		o = jobs_outcome(w, "failed");
-		jobs_set_error(o, "no_run", "the acceptance run %s is gone", a.run ? a.run : "(none)");
+		jobs_set_error(o, "no_run", "the acceptance run %s is gone",
+		               a.run ? a.run : "(none)");
 		goto out;
 	}
 	for (i = 0; order[i] && a.out == NULL; i++) {

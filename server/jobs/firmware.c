@@ -310,7 +310,8 @@ bios_diff(json_t *want, json_t *have)
 static int
 still_staged(json_t *left, json_t *bios)
 {
-	json_t *pending = json_object_get(bios, "pending"), *cur = json_object_get(bios, "attributes");
+	json_t *pending = json_object_get(bios, "pending"),
+	       *cur = json_object_get(bios, "attributes");
 	const char *k;
 	json_t *v;
 
@@ -320,8 +321,9 @@ still_staged(json_t *left, json_t *bios)
 	{
 		json_t *p = json_object_get(pending, k), *a = json_object_get(cur, k);
 
-		if (p && !(a && (json_equal(p, a) || (json_is_number(p) && json_is_number(a) &&
-		                                      json_number_value(p) == json_number_value(a)))))
+		if (p &&
+		    !(a && (json_equal(p, a) || (json_is_number(p) && json_is_number(a) &&
+		                                 json_number_value(p) == json_number_value(a)))))
 			return 1;
 	}
 	return 0;
@@ -357,10 +359,12 @@ bios_outcome(struct work *w, json_t *left, json_t *read, json_t *set, json_t *pr
 			free(wv);
 			free(hv);
 		}
-		o = failed(w, "bios_not_applied", "after the reboot %zu attribute(s) did not take: %s",
+		o = failed(w, "bios_not_applied",
+		           "after the reboot %zu attribute(s) did not take: %s",
 		           json_object_size(left), msg);
-		json_object_set_new(o, "result", json_pack("{s:b, s:O, s:o}", "skipped", 0, "profile",
-		                                           profile, "not_applied", list));
+		json_object_set_new(o, "result",
+		                    json_pack("{s:b, s:O, s:o}", "skipped", 0, "profile", profile,
+		                              "not_applied", list));
 	} else {
 		json_t *changed = json_array();
 
@@ -369,8 +373,9 @@ bios_outcome(struct work *w, json_t *left, json_t *read, json_t *set, json_t *pr
 			json_array_append_new(changed, json_string(k));
 		}
 		o = jobs_outcome(w, "succeeded");
-		json_object_set_new(o, "result", json_pack("{s:b, s:O, s:o}", "skipped", 0, "profile",
-		                                           profile, "changed", changed));
+		json_object_set_new(o, "result",
+		                    json_pack("{s:b, s:O, s:o}", "skipped", 0, "profile", profile,
+		                              "changed", changed));
 	}
 	return o;
 }
@@ -393,7 +398,8 @@ stored_bios(struct work *w, json_t *names, int64_t *agent_read)
 		json_object_set(flat, k, json_object_get(a, "value"));
 		if (json_object_get(names, k) &&
 		    !strcmp(json_string_value(json_object_get(a, "source")) ?: "", "agent") &&
-		    rp_time_parse(json_string_value(json_object_get(a, "read_at")) ?: "", &t) == 0 &&
+		    rp_time_parse(json_string_value(json_object_get(a, "read_at")) ?: "", &t) ==
+		            0 &&
 		    t > *agent_read)
 			*agent_read = t;
 	}
@@ -410,8 +416,8 @@ stored_bios(struct work *w, json_t *names, int64_t *agent_read)
 static json_t *
 bios_agent(struct work *w, json_t *desired)
 {
-	json_t *want = json_object_get(desired, "attributes"), *profile =
-	                                                           json_object_get(desired, "profile");
+	json_t *want = json_object_get(desired, "attributes"),
+	       *profile = json_object_get(desired, "profile");
 	const char *recipe = json_string_value(json_object_get(desired, "recipe"));
 	json_t *row = NULL, *job = NULL, *have = NULL, *diff = NULL, *left = NULL, *detail = NULL,
 	       *o = NULL;
@@ -429,17 +435,19 @@ bios_agent(struct work *w, json_t *desired)
 		diff = bios_diff(want, have);
 		if (json_object_size(diff) == 0) {
 			o = jobs_outcome(w, "succeeded");
-			json_object_set_new(o, "result", json_pack("{s:b, s:O, s:[]}", "skipped", 1,
-			                                           "profile", profile, "changed"));
+			json_object_set_new(o, "result",
+			                    json_pack("{s:b, s:O, s:[]}", "skipped", 1, "profile",
+			                              profile, "changed"));
 			goto out;
 		}
 		e = rp_store_bios_agent_apply(w->j->st, w->id, json_string_value(profile), recipe,
 		                              diff, child, sizeof child, &detail);
 		if (e == RP_ERR_CONFLICT || e == RP_ERR_INVALID_STATE || e == RP_ERR_NOT_FOUND ||
 		    e == RP_ERR_MISSING_FIELD) {
-			o = failed(w, e == RP_ERR_NOT_FOUND || e == RP_ERR_MISSING_FIELD
-			                      ? "no_recipe"
-			                      : "agent_unreachable",
+			o = failed(w,
+			           e == RP_ERR_NOT_FOUND || e == RP_ERR_MISSING_FIELD
+			                   ? "no_recipe"
+			                   : "agent_unreachable",
 			           "the BIOS recipe %s cannot run: %s", recipe ?: "?",
 			           json_string_value(json_object_get(detail, "reason"))
 			                   ?: rp_err_message(e));
@@ -462,8 +470,10 @@ bios_agent(struct work *w, json_t *desired)
 	snprintf(child, sizeof child, "%s", json_string_value(json_object_get(row, "child")) ?: "");
 	sent = json_integer_value(json_object_get(row, "sent_at"));
 	if ((e = rp_store_job_get(w->j->st, child, &job)) != RP_ERR_OK) {
-		o = e == RP_ERR_NOT_FOUND ? failed(w, "bios_recipe_failed", "the BIOS recipe job %s is "
-		                                                            "gone", child)
+		o = e == RP_ERR_NOT_FOUND ? failed(w, "bios_recipe_failed",
+		                                   "the BIOS recipe job %s is "
+		                                   "gone",
+		                                   child)
 		                          : store_trouble(w, "the BIOS recipe job's state");
 		goto out;
 	}
@@ -475,11 +485,12 @@ bios_agent(struct work *w, json_t *desired)
 	}
 	if (strcmp(js, "succeeded") != 0) {
 		failed_output(job, said, sizeof said);
-		snprintf(why, sizeof why, "BIOS recipe %s (job %s) %s: %s%s%s%s", recipe ?: "?", child,
-		         js,
-		         json_string_value(json_object_get(json_object_get(job, "error"), "message"))
-		                 ?: "no reason given",
-		         said[0] ? " (\"" : "", said, said[0] ? "\")" : "");
+		snprintf(
+		        why, sizeof why, "BIOS recipe %s (job %s) %s: %s%s%s%s", recipe ?: "?",
+		        child, js,
+		        json_string_value(json_object_get(json_object_get(job, "error"), "message"))
+		                ?: "no reason given",
+		        said[0] ? " (\"" : "", said, said[0] ? "\")" : "");
 		o = failed(w, "bios_recipe_failed", "%s", why);
 		goto out;
 	}
@@ -488,10 +499,11 @@ bios_agent(struct work *w, json_t *desired)
 		goto out;
 	}
 	if (agent_read < sent) {
-		o = failed(w, "no_bios_report",
-		           "BIOS recipe %s succeeded but the node reported no BIOS values since (end "
-		           "the recipe with a bios step with \"report\": true)",
-		           recipe ?: "?");
+		o = failed(
+		        w, "no_bios_report",
+		        "BIOS recipe %s succeeded but the node reported no BIOS values since (end "
+		        "the recipe with a bios step with \"report\": true)",
+		        recipe ?: "?");
 		goto out;
 	}
 	left = bios_diff(want, have);
@@ -675,7 +687,7 @@ struct fw_ctx {
 	struct rp_bmc *b;
 	json_t *rows; /* latest inventory_rows */
 	json_t *updated, *skipped;
-	json_t *out; /* the outcome when a component ends the job */
+	json_t *out;    /* the outcome when a component ends the job */
 	int no_redfish; /* the BMC has no firmware inventory (IPMI, fake): agent methods only */
 };
 
@@ -831,9 +843,10 @@ flash_agent(struct fw_ctx *x, json_t *t, json_t *row)
 		json_decref(args);
 		if (e == RP_ERR_CONFLICT || e == RP_ERR_INVALID_STATE || e == RP_ERR_NOT_FOUND ||
 		    e == RP_ERR_MISSING_FIELD) {
-			o = failed(w, e == RP_ERR_NOT_FOUND || e == RP_ERR_MISSING_FIELD
-			                      ? "no_recipe"
-			                      : "agent_unreachable",
+			o = failed(w,
+			           e == RP_ERR_NOT_FOUND || e == RP_ERR_MISSING_FIELD
+			                   ? "no_recipe"
+			                   : "agent_unreachable",
 			           "component %s: the flasher recipe cannot run: %s", comp,
 			           json_string_value(json_object_get(detail, "reason"))
 			                   ?: rp_err_message(e));

@@ -15,8 +15,8 @@
 #include "util/util.h"
 
 #define LEASE_MS (30 * 60 * 1000)
-#define TICK_MS 250
-#define POLL_MS 500
+#define TICK_MS  250
+#define POLL_MS  500
 
 /* Jobs run in two pools: BMC actions are short, step plans may take hours. */
 enum { LANE_BMC, LANE_SSH, LANES };
@@ -30,10 +30,10 @@ struct work {
 	char uuid[RP_UUID_BUF];
 	char type[24];
 	char node_name[64];
-	json_t *claim;      /* the store's claim record (holds the BMC password) */
-	int recover;        /* interrupted by a stop after sending its command: verify only */
+	json_t *claim; /* the store's claim record (holds the BMC password) */
+	int recover;   /* interrupted by a stop after sending its command: verify only */
 	int attempts, max_attempts;
-	int cancel;         /* set by rp_jobs_cancel; read by the worker between steps */
+	int cancel; /* set by rp_jobs_cancel; read by the worker between steps */
 	struct work *next;
 };
 
@@ -41,7 +41,7 @@ struct lane {
 	struct rp_jobs *j;
 	unsigned nworkers;
 	pthread_t *workers;
-	pthread_cond_t cv;        /* its workers: work available, stop */
+	pthread_cond_t cv; /* its workers: work available, stop */
 	struct work *queue;
 	int inflight;
 };
@@ -51,11 +51,11 @@ struct rp_jobs {
 	struct rp_jobs_opts o;
 	char owner[64];
 	pthread_mutex_t mu;
-	pthread_cond_t kick_cv;   /* scheduler: work done, job queued, stop */
+	pthread_cond_t kick_cv; /* scheduler: work done, job queued, stop */
 	int stop, kicked;
 	struct lane lanes[LANES];
 	struct work *running;
-	json_t *done;             /* outcomes waiting to be recorded */
+	json_t *done; /* outcomes waiting to be recorded */
 	pthread_t scheduler, sweeper;
 	/* sweeps */
 	int sweep_wanted, sweeping, sweep_started;
@@ -72,7 +72,7 @@ json_t *jobs_later(struct work *w, unsigned ms);
 
 /* Set error_code and a formatted error message on an outcome. */
 void jobs_set_error(json_t *o, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 /* 1 when w should stop: rackpilotd is stopping or the job was cancelled. */
 int jobs_stopping(struct work *w);

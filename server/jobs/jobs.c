@@ -132,18 +132,19 @@ jobs_bmc_failure(struct work *w, const struct rp_bmc_err *err, int may_retry)
 			delay = 60000;
 		o = jobs_outcome(w, "retry");
 		json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + delay));
-		jobs_set_error(o, code, "%s (attempt %d of %d; retrying in %lld ms)", err->msg, w->attempts,
-		          w->max_attempts, (long long)delay);
+		jobs_set_error(o, code, "%s (attempt %d of %d; retrying in %lld ms)", err->msg,
+		               w->attempts, w->max_attempts, (long long)delay);
 	} else {
 		o = jobs_outcome(w, "failed");
 		if (rp_bmc_err_transient(err->kind) && may_retry)
-			jobs_set_error(o, code, "%s (gave up after %d attempts)", err->msg, w->attempts);
+			jobs_set_error(o, code, "%s (gave up after %d attempts)", err->msg,
+			               w->attempts);
 		else
 			jobs_set_error(o, code, "%s", err->msg);
 	}
 	/* Only contact failures count against the BMC's health, not refusals of a request. */
-	if (err->kind == RP_BMC_UNREACHABLE || err->kind == RP_BMC_TIMEOUT || err->kind == RP_BMC_AUTH ||
-	    err->kind == RP_BMC_TLS)
+	if (err->kind == RP_BMC_UNREACHABLE || err->kind == RP_BMC_TIMEOUT ||
+	    err->kind == RP_BMC_AUTH || err->kind == RP_BMC_TLS)
 		json_object_set_new(o, "bmc_ok", json_false());
 	return o;
 }
@@ -218,31 +219,38 @@ run_power(struct work *w, struct rp_bmc *b)
 
 		if (provable && now == want) {
 			o = jobs_outcome(w, "succeeded");
-			json_object_set_new(o, "result",
-			                    json_pack("{s:s, s:s}", "power", rp_power_name(now), "note",
-			                              "interrupted by a rackpilotd restart; the BMC reports "
-			                              "the requested state, so it was carried out"));
+			json_object_set_new(
+			        o, "result",
+			        json_pack("{s:s, s:s}", "power", rp_power_name(now), "note",
+			                  "interrupted by a rackpilotd restart; the BMC reports "
+			                  "the requested state, so it was carried out"));
 		} else {
 			o = jobs_outcome(w, "failed");
-			jobs_set_error(o, "interrupted",
-			          provable ? "interrupted by a rackpilotd restart before its outcome was "
-			                     "recorded; the BMC reports power %s, not %s; not sent again in "
-			                     "case it was delivered: submit it again if still wanted"
-			                   : "interrupted by a rackpilotd restart; a %s cannot be verified "
-			                     "after the fact and is not repeated (the node is %s now); check "
-			                     "the node and submit it again if needed",
-			          provable ? rp_power_name(now) : target,
-			          provable ? rp_power_name(want) : rp_power_name(now));
+			jobs_set_error(
+			        o, "interrupted",
+			        provable ? "interrupted by a rackpilotd restart before its outcome "
+			                   "was "
+			                   "recorded; the BMC reports power %s, not %s; not sent "
+			                   "again in "
+			                   "case it was delivered: submit it again if still wanted"
+			                 : "interrupted by a rackpilotd restart; a %s cannot be "
+			                   "verified "
+			                   "after the fact and is not repeated (the node is %s "
+			                   "now); check "
+			                   "the node and submit it again if needed",
+			        provable ? rp_power_name(now) : target,
+			        provable ? rp_power_name(want) : rp_power_name(now));
 		}
 		json_object_set_new(o, "power", json_string(rp_power_name(now)));
 		json_object_set_new(o, "bmc_ok", json_true());
 		return o;
 	}
-	if (now == want && (!strcmp(target, "on") || !strcmp(target, "off") ||
-	                    !strcmp(target, "soft_off"))) {
+	if (now == want &&
+	    (!strcmp(target, "on") || !strcmp(target, "off") || !strcmp(target, "soft_off"))) {
 		o = jobs_outcome(w, "succeeded");
-		json_object_set_new(o, "result", json_pack("{s:s, s:b}", "power", rp_power_name(now),
-		                                           "changed", 0));
+		json_object_set_new(
+		        o, "result",
+		        json_pack("{s:s, s:b}", "power", rp_power_name(now), "changed", 0));
 		json_object_set_new(o, "power", json_string(rp_power_name(now)));
 		json_object_set_new(o, "bmc_ok", json_true());
 		return o;
@@ -290,16 +298,19 @@ run_power(struct work *w, struct rp_bmc *b)
 		return jobs_bmc_failure(w, &err, 0);
 	if (rc == 1) {
 		o = jobs_outcome(w, "failed");
-		jobs_set_error(o, "power_timeout", "sent %s, but the node did not reach %s within %u s (BMC "
-		                              "reports %s)",
-		          target, rp_power_name(want), w->j->o.power_wait_s, rp_power_name(seen));
+		jobs_set_error(o, "power_timeout",
+		               "sent %s, but the node did not reach %s within %u s (BMC "
+		               "reports %s)",
+		               target, rp_power_name(want), w->j->o.power_wait_s,
+		               rp_power_name(seen));
 		json_object_set_new(o, "power", json_string(rp_power_name(seen)));
 		json_object_set_new(o, "bmc_ok", json_true());
 		return o;
 	}
 	o = jobs_outcome(w, "succeeded");
-	json_object_set_new(o, "result", json_pack("{s:s, s:b, s:s?}", "power", rp_power_name(seen),
-	                                           "changed", 1, "note", note));
+	json_object_set_new(o, "result",
+	                    json_pack("{s:s, s:b, s:s?}", "power", rp_power_name(seen), "changed",
+	                              1, "note", note));
 	json_object_set_new(o, "power", json_string(rp_power_name(seen)));
 	json_object_set_new(o, "bmc_ok", json_true());
 	return o;
@@ -327,31 +338,36 @@ run_boot(struct work *w, struct rp_bmc *b)
 	if (got.device != want.device) {
 		json_decref(warnings);
 		o = jobs_outcome(w, "failed");
-		jobs_set_error(o, "bmc_mismatch", "the BMC accepted boot device %s but reads back %s", device,
-		          got.device == RP_BOOT_PXE    ? "pxe"
-		          : got.device == RP_BOOT_DISK ? "disk"
-		          : got.device == RP_BOOT_NONE ? "no override"
-		                                       : "another device");
+		jobs_set_error(o, "bmc_mismatch",
+		               "the BMC accepted boot device %s but reads back %s", device,
+		               got.device == RP_BOOT_PXE    ? "pxe"
+		               : got.device == RP_BOOT_DISK ? "disk"
+		               : got.device == RP_BOOT_NONE ? "no override"
+		                                            : "another device");
 		json_object_set_new(o, "bmc_ok", json_true());
 		return o;
 	}
 	if (got.persistent != want.persistent)
-		json_array_append_new(warnings, json_pack("{s:s, s:s}", "field", "persistent", "reason",
-		                                          want.persistent ? "asked persistent, the BMC "
-		                                                            "reads back next boot only"
-		                                                          : "asked next boot only, the BMC "
-		                                                            "reads back persistent"));
+		json_array_append_new(warnings,
+		                      json_pack("{s:s, s:s}", "field", "persistent", "reason",
+		                                want.persistent ? "asked persistent, the BMC "
+		                                                  "reads back next boot only"
+		                                                : "asked next boot only, the BMC "
+		                                                  "reads back persistent"));
 	if (got.uefi >= 0 && got.uefi != want.uefi)
-		json_array_append_new(warnings, json_pack("{s:s, s:s}", "field", "mode", "reason",
-		                                          want.uefi ? "asked UEFI, the BMC reads back "
-		                                                      "legacy BIOS boot"
-		                                                    : "asked legacy BIOS boot, the BMC "
-		                                                      "reads back UEFI"));
+		json_array_append_new(warnings,
+		                      json_pack("{s:s, s:s}", "field", "mode", "reason",
+		                                want.uefi ? "asked UEFI, the BMC reads back "
+		                                            "legacy BIOS boot"
+		                                          : "asked legacy BIOS boot, the BMC "
+		                                            "reads back UEFI"));
 	o = jobs_outcome(w, "succeeded");
 	json_object_set_new(o, "result",
 	                    json_pack("{s:s, s:b, s:s, s:o}", "device", device, "persistent",
 	                              got.persistent, "mode",
-	                              got.uefi < 0 ? "unknown" : got.uefi ? "uefi" : "legacy",
+	                              got.uefi < 0 ? "unknown"
+	                              : got.uefi   ? "uefi"
+	                                           : "legacy",
 	                              "warnings", warnings));
 	json_object_set_new(o, "bmc_ok", json_true());
 	return o;
@@ -438,48 +454,56 @@ run_verify(struct work *w, struct rp_bmc *b)
 	                     "manufacturer", id.manufacturer, "model", id.model, "bmc_firmware",
 	                     id.bmc_firmware, "read_at", rp_time_format(rp_time_now_ms(), ts));
 	if (serial == NULL)
-		json_array_append_new(checks, json_pack("{s:s, s:s, s:s}", "check", "serial", "status",
-		                                        "skipped", "reason", "node has no enrolled serial"));
+		json_array_append_new(checks, json_pack("{s:s, s:s, s:s}", "check", "serial",
+		                                        "status", "skipped", "reason",
+		                                        "node has no enrolled serial"));
 	else if (id.serial[0] == '\0')
-		json_array_append_new(checks, json_pack("{s:s, s:s, s:s}", "check", "serial", "status",
-		                                        "skipped", "reason", "the BMC reports no serial"));
+		json_array_append_new(checks,
+		                      json_pack("{s:s, s:s, s:s}", "check", "serial", "status",
+		                                "skipped", "reason", "the BMC reports no serial"));
 	else if (text_same(serial, id.serial))
-		json_array_append_new(checks, json_pack("{s:s, s:s}", "check", "serial", "status", "ok"));
+		json_array_append_new(checks,
+		                      json_pack("{s:s, s:s}", "check", "serial", "status", "ok"));
 	else {
-		json_array_append_new(checks, json_pack("{s:s, s:s, s:s, s:s}", "check", "serial", "status",
-		                                        "mismatch", "enrolled", serial, "reported",
-		                                        id.serial));
+		json_array_append_new(checks, json_pack("{s:s, s:s, s:s, s:s}", "check", "serial",
+		                                        "status", "mismatch", "enrolled", serial,
+		                                        "reported", id.serial));
 		snprintf(mismatch, sizeof mismatch, "serial: enrolled %s, BMC reports %s", serial,
 		         id.serial);
 	}
 	if (uuid == NULL)
-		json_array_append_new(checks, json_pack("{s:s, s:s, s:s}", "check", "uuid", "status",
-		                                        "skipped", "reason",
+		json_array_append_new(checks, json_pack("{s:s, s:s, s:s}", "check", "uuid",
+		                                        "status", "skipped", "reason",
 		                                        "node has no enrolled system_uuid"));
 	else if (id.uuid[0] == '\0')
-		json_array_append_new(checks, json_pack("{s:s, s:s, s:s}", "check", "uuid", "status",
-		                                        "skipped", "reason", "the BMC reports no UUID"));
+		json_array_append_new(checks,
+		                      json_pack("{s:s, s:s, s:s}", "check", "uuid", "status",
+		                                "skipped", "reason", "the BMC reports no UUID"));
 	else if (uuid_same(uuid, id.uuid))
-		json_array_append_new(checks, json_pack("{s:s, s:s}", "check", "uuid", "status", "ok"));
+		json_array_append_new(checks,
+		                      json_pack("{s:s, s:s}", "check", "uuid", "status", "ok"));
 	else {
 		size_t n = strlen(mismatch);
 
-		json_array_append_new(checks, json_pack("{s:s, s:s, s:s, s:s}", "check", "uuid", "status",
-		                                        "mismatch", "enrolled", uuid, "reported", id.uuid));
+		json_array_append_new(checks,
+		                      json_pack("{s:s, s:s, s:s, s:s}", "check", "uuid", "status",
+		                                "mismatch", "enrolled", uuid, "reported", id.uuid));
 		snprintf(mismatch + n, sizeof mismatch - n, "%suuid: enrolled %s, BMC reports %s",
 		         n ? "; " : "", uuid, id.uuid);
 	}
 	if (mismatch[0]) {
 		o = jobs_outcome(w, "failed");
 		jobs_set_error(o, "identity_mismatch",
-		          "the BMC at this address is not the enrolled machine (%s): a swapped cable or "
-		          "a wrong BMC address?",
-		          mismatch);
+		               "the BMC at this address is not the enrolled machine (%s): a "
+		               "swapped cable or "
+		               "a wrong BMC address?",
+		               mismatch);
 	} else {
 		o = jobs_outcome(w, "succeeded");
 	}
-	json_object_set_new(o, "result", json_pack("{s:O, s:s, s:o}", "identity", identity, "power",
-	                                           rp_power_name(p), "checks", checks));
+	json_object_set_new(o, "result",
+	                    json_pack("{s:O, s:s, s:o}", "identity", identity, "power",
+	                              rp_power_name(p), "checks", checks));
 	/* The IPMI quirks this session needed: found now, or as the options name them. */
 	o_bmc = json_object_get(w->claim, "bmc");
 	if (!strcmp(json_string_value(json_object_get(o_bmc, "driver")) ?: "", "ipmi")) {
@@ -512,10 +536,10 @@ run(struct work *w)
 		return jobs_run_steps(w);
 	if (w->lane == LANE_SSH)
 		return jobs_run_provision(w);
-	if (rp_bmc_target_from_json(json_object_get(w->claim, "bmc"),
-	                            json_string_value(json_object_get(json_object_get(w->claim, "node"),
-	                                                              "uuid")),
-	                            &t, &err) < 0)
+	if (rp_bmc_target_from_json(
+	            json_object_get(w->claim, "bmc"),
+	            json_string_value(json_object_get(json_object_get(w->claim, "node"), "uuid")),
+	            &t, &err) < 0)
 		return jobs_bmc_failure(w, &err, 0);
 	b = rp_bmc_open(&t, &err);
 	explicit_bzero(t.password, sizeof t.password);
@@ -615,7 +639,8 @@ record(struct rp_jobs *j, json_t *done)
 		jobs_sleep_ms(storage ? 1000 : 100);
 	}
 	rp_log_error("jobs: could not record %zu jobs_outcome(s); they stay running and will be "
-	             "recovered at the next start", json_array_size(done));
+	             "recovered at the next start",
+	             json_array_size(done));
 }
 
 static void
@@ -625,8 +650,8 @@ claim(struct rp_jobs *j, int lane, int free_slots)
 	json_t *claimed = NULL, *c;
 	size_t i;
 
-	if (rp_store_jobs_claim(j->st, j->owner, lane == LANE_SSH, free_slots, LEASE_MS, &claimed) !=
-	    RP_ERR_OK)
+	if (rp_store_jobs_claim(j->st, j->owner, lane == LANE_SSH, free_slots, LEASE_MS,
+	                        &claimed) != RP_ERR_OK)
 		return;
 	json_array_foreach(claimed, i, c)
 	{
@@ -638,11 +663,14 @@ claim(struct rp_jobs *j, int lane, int free_slots)
 		w->lane = lane;
 		w->id = json_integer_value(json_object_get(c, "id"));
 		w->node_id = json_integer_value(json_object_get(json_object_get(c, "node"), "id"));
-		snprintf(w->uuid, sizeof w->uuid, "%s", json_string_value(json_object_get(c, "uuid")));
-		snprintf(w->type, sizeof w->type, "%s", json_string_value(json_object_get(c, "type")));
+		snprintf(w->uuid, sizeof w->uuid, "%s",
+		         json_string_value(json_object_get(c, "uuid")));
+		snprintf(w->type, sizeof w->type, "%s",
+		         json_string_value(json_object_get(c, "type")));
 		snprintf(w->node_name, sizeof w->node_name, "%s",
 		         json_string_value(json_object_get(json_object_get(c, "node"), "name")));
-		/* Interrupted before it sent anything: it simply runs. After sending: it verifies. */
+		/* Interrupted before it sent anything: it simply runs. After sending: it verifies.
+		 */
 		w->recover = json_is_true(json_object_get(c, "recover")) &&
 		             json_is_true(json_object_get(c, "sent"));
 		w->attempts = (int)json_integer_value(json_object_get(c, "attempts"));
@@ -741,12 +769,14 @@ sweep_worker(void *arg)
 		pthread_mutex_lock(&s->mu);
 		i = s->next++;
 		pthread_mutex_unlock(&s->mu);
-		if (i >= json_array_size(s->targets) || __atomic_load_n(&s->j->stop, __ATOMIC_RELAXED))
+		if (i >= json_array_size(s->targets) ||
+		    __atomic_load_n(&s->j->stop, __ATOMIC_RELAXED))
 			return NULL;
 		node = json_array_get(s->targets, i);
 		r = json_pack("{s:O}", "id", json_object_get(node, "id"));
 		if (rp_bmc_target_from_json(json_object_get(node, "bmc"),
-		                            json_string_value(json_object_get(node, "uuid")), &t, &err) == 0 &&
+		                            json_string_value(json_object_get(node, "uuid")), &t,
+		                            &err) == 0 &&
 		    (b = rp_bmc_open(&t, &err)) != NULL) {
 			jobs_bmc_learned(s->j, node, json_object_get(node, "bmc"), b);
 			if (rp_bmc_power_get(b, &p, &err) == 0) {
@@ -808,7 +838,8 @@ sweep_main(void *arg)
 				ok += json_is_true(json_object_get(r, "ok"));
 			}
 		}
-		if (rp_store_power_record(j->st, chunk, (int)j->o.fault_threshold, &changed) == RP_ERR_OK)
+		if (rp_store_power_record(j->st, chunk, (int)j->o.fault_threshold, &changed) ==
+		    RP_ERR_OK)
 			total_changed += changed;
 		json_decref(chunk);
 	}
@@ -977,8 +1008,9 @@ enum rp_err
 rp_jobs_submit_batch(struct rp_jobs *j, json_t *selector, json_t *job, const char *actor,
                      json_t **out, json_t **detail)
 {
-	enum rp_err e = rp_store_batch_create(j->st, json_string_value(json_object_get(job, "type")),
-	                                      selector, job, actor, out, detail);
+	enum rp_err e =
+	        rp_store_batch_create(j->st, json_string_value(json_object_get(job, "type")),
+	                              selector, job, actor, out, detail);
 
 	if (e == RP_ERR_OK)
 		kick(j);

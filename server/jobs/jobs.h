@@ -25,20 +25,20 @@ struct rp_jobs;
 struct rp_ssh_key; /* ssh/ssh.h */
 
 struct rp_jobs_opts {
-	unsigned workers;           /* concurrent jobs; default 32 */
-	unsigned sweep_interval_s;  /* power sync period; 0 disables the periodic sweep */
-	unsigned sweep_concurrency; /* BMCs read at once by a sweep; default 64 */
-	unsigned fault_threshold;   /* failures in a row before a BMC fault; default 3 */
-	unsigned retry_base_ms;     /* first retry delay, doubling up to 60 s; default 1000 */
-	unsigned power_wait_s;      /* wait for a power state after a command; default 60 */
-	unsigned ssh_workers;       /* step plans running at once; default 64 */
+	unsigned workers;                 /* concurrent jobs; default 32 */
+	unsigned sweep_interval_s;        /* power sync period; 0 disables the periodic sweep */
+	unsigned sweep_concurrency;       /* BMCs read at once by a sweep; default 64 */
+	unsigned fault_threshold;         /* failures in a row before a BMC fault; default 3 */
+	unsigned retry_base_ms;           /* first retry delay, doubling up to 60 s; default 1000 */
+	unsigned power_wait_s;            /* wait for a power state after a command; default 60 */
+	unsigned ssh_workers;             /* step plans running at once; default 64 */
 	const struct rp_ssh_key *ssh_key; /* the server's SSH key; NULL: steps jobs fail */
-	const char *agent_command;  /* the agent on nodes; default "rackpilot-agent" */
-	unsigned ssh_connect_timeout_s; /* default 10 */
-	size_t log_cap;             /* bytes of SSH output kept per job; default 8 MiB */
-	const char *image_dir;      /* the image store, for checking an image before a deploy */
-	const char *image_url;      /* base URL BMCs fetch images from (BASE/boot/images/NAME);
-	                               NULL: firmware updates by SimpleUpdate fail with a reason */
+	const char *agent_command;        /* the agent on nodes; default "rackpilot-agent" */
+	unsigned ssh_connect_timeout_s;   /* default 10 */
+	size_t log_cap;                   /* bytes of SSH output kept per job; default 8 MiB */
+	const char *image_dir; /* the image store, for checking an image before a deploy */
+	const char *image_url; /* base URL BMCs fetch images from (BASE/boot/images/NAME);
+	                          NULL: firmware updates by SimpleUpdate fail with a reason */
 };
 
 /* Fill o with the defaults. */
@@ -64,8 +64,8 @@ enum rp_err rp_jobs_submit_batch(struct rp_jobs *j, json_t *selector, json_t *jo
                                  const char *actor, json_t **out, json_t **detail);
 
 /* Start a lifecycle action (see rp_store_provision) and wake the scheduler. */
-enum rp_err rp_jobs_provision(struct rp_jobs *j, const char *node, const char *action,
-                              json_t *job, const char *actor, json_t **out, json_t **detail);
+enum rp_err rp_jobs_provision(struct rp_jobs *j, const char *node, const char *action, json_t *job,
+                              const char *actor, json_t **out, json_t **detail);
 
 /* Cancel a job (see rp_store_job_cancel); a running one is told to stop at its next safe
  * point. *out is the job object after the request. */

@@ -38,8 +38,8 @@ enter(struct work *w, const char *p)
 	return 0;
 }
 
-static json_t *
-failed(struct work *w, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static json_t *failed(struct work *w, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
 static json_t *
 failed(struct work *w, const char *code, const char *fmt, ...)
@@ -71,10 +71,10 @@ bmc_open(struct work *w, struct rp_bmc_err *err)
 	struct rp_bmc_target t;
 	struct rp_bmc *b;
 
-	if (rp_bmc_target_from_json(json_object_get(w->claim, "bmc"),
-	                            json_string_value(json_object_get(json_object_get(w->claim, "node"),
-	                                                              "uuid")),
-	                            &t, err) < 0)
+	if (rp_bmc_target_from_json(
+	            json_object_get(w->claim, "bmc"),
+	            json_string_value(json_object_get(json_object_get(w->claim, "node"), "uuid")),
+	            &t, err) < 0)
 		return NULL;
 	b = rp_bmc_open(&t, err);
 	explicit_bzero(t.password, sizeof t.password);
@@ -94,7 +94,8 @@ boot_into(struct work *w, enum rp_boot_device dev, int persistent)
 	enum rp_power now = RP_POWER_UNKNOWN;
 	json_t *o = NULL;
 
-	want.uefi = !strcmp(json_string_value(json_object_get(params(w), "boot_mode")) ?: "", "uefi");
+	want.uefi =
+	        !strcmp(json_string_value(json_object_get(params(w), "boot_mode")) ?: "", "uefi");
 	if ((b = bmc_open(w, &err)) == NULL)
 		return jobs_bmc_failure(w, &err, 1);
 	if (rp_bmc_boot_set(b, &want, &err) < 0 || rp_bmc_power_get(b, &now, &err) < 0) {
@@ -107,7 +108,8 @@ boot_into(struct work *w, enum rp_boot_device dev, int persistent)
 		o = jobs_bmc_failure(w, &busy, 1);
 		goto out;
 	}
-	if (rp_bmc_power_set(b, now == RP_POWER_ON ? RP_POWER_ACT_CYCLE : RP_POWER_ACT_ON, &err) < 0)
+	if (rp_bmc_power_set(b, now == RP_POWER_ON ? RP_POWER_ACT_CYCLE : RP_POWER_ACT_ON, &err) <
+	    0)
 		o = jobs_bmc_failure(w, &err, err.kind != RP_BMC_TIMEOUT);
 out:
 	rp_bmc_close(b);
@@ -144,8 +146,8 @@ firmware_snapshot(struct work *w)
 	}
 	rp_bmc_close(b);
 	if (err.kind != RP_BMC_UNSUPPORTED)
-		rp_log_warn("jobs: %s: firmware inventory not read at commissioning: %s", w->node_name,
-		            err.msg);
+		rp_log_warn("jobs: %s: firmware inventory not read at commissioning: %s",
+		            w->node_name, err.msg);
 }
 
 /* The image on the server still is the one its sha256 says: checked before the node is
@@ -167,7 +169,8 @@ verify_image(struct work *w)
 		return failed(w, "image_corrupt",
 		              "image %s does not match its sha256 (recorded %s, the file has %s): "
 		              "nothing was written to the node",
-		              json_string_value(json_object_get(img, "name")), want ? want : "none", hex);
+		              json_string_value(json_object_get(img, "name")), want ? want : "none",
+		              hex);
 	return NULL;
 }
 
@@ -205,10 +208,13 @@ jobs_run_provision(struct work *w)
 		/* Maintenance stops all automation: someone may have hands in the machine, so the
 		 * job ends here rather than waiting to power-cycle it once the flag is cleared. */
 		if (json_is_true(json_object_get(tgt, "maintenance"))) {
-			const char *why = json_string_value(json_object_get(tgt, "maintenance_reason"));
+			const char *why =
+			        json_string_value(json_object_get(tgt, "maintenance_reason"));
 
-			o = failed(w, "maintenance", "the node was put in maintenance%s%s during %s; "
-			           "clear it and start again", why ? ": " : "", why ? why : "", p);
+			o = failed(w, "maintenance",
+			           "the node was put in maintenance%s%s during %s; "
+			           "clear it and start again",
+			           why ? ": " : "", why ? why : "", p);
 			break;
 		}
 		if (!strcmp(p, "verify_image")) {
@@ -219,8 +225,8 @@ jobs_run_provision(struct work *w)
 				goto out;
 			}
 		} else if (!strcmp(p, "boot")) {
-			/* After a restart that interrupted it, the power cycle may have happened: do
-			 * not cycle a booting machine again, wait for it instead. */
+			/* After a restart that interrupted it, the power cycle may have happened:
+			 * do not cycle a booting machine again, wait for it instead. */
 			if (!w->recover && (o = boot_into(w, RP_BOOT_PXE, 0)) != NULL)
 				goto out;
 			if (enter(w, "wait_agent") < 0) {
@@ -238,17 +244,20 @@ jobs_run_provision(struct work *w)
 				continue;
 			}
 			if (rp_time_now_ms() - since > timeout_ms) {
-				o = failed(w, "agent_timeout",
-				           "the agent did not register within %lld s after the node was "
-				           "PXE-booted (check its console, DHCP and the boot profile)",
-				           (long long)(timeout_ms / 1000));
+				o = failed(
+				        w, "agent_timeout",
+				        "the agent did not register within %lld s after the node "
+				        "was "
+				        "PXE-booted (check its console, DHCP and the boot profile)",
+				        (long long)(timeout_ms / 1000));
 				break;
 			}
 			o = later(w, "waiting for the node's agent to register");
 			break;
 		} else if (!strcmp(p, "steps")) {
 			o = jobs_run_steps(w);
-			if (o == NULL || strcmp(json_string_value(json_object_get(o, "state")), "succeeded"))
+			if (o == NULL ||
+			    strcmp(json_string_value(json_object_get(o, "state")), "succeeded"))
 				break; /* failed, cancelled, a retry, a reboot wait, or stopping */
 			json_decref(o);
 			o = NULL;
@@ -258,7 +267,8 @@ jobs_run_provision(struct work *w)
 			}
 		} else if (!strcmp(p, "finish")) {
 			if (!strcmp(type, "deploy")) {
-				/* From now on the machine is meant to boot its new disk, persistently. */
+				/* From now on the machine is meant to boot its new disk,
+				 * persistently. */
 				if ((o = boot_into(w, RP_BOOT_DISK, 1)) != NULL)
 					break;
 				if (enter(w, "wait_boot") < 0) {
@@ -276,7 +286,8 @@ jobs_run_provision(struct work *w)
 				break;
 			o = jobs_outcome(w, "succeeded");
 			json_object_set_new(o, "result", json_pack("{s:s}", "phase", "done"));
-			/* The node's recorded power follows what the job did, not the next sweep. */
+			/* The node's recorded power follows what the job did, not the next sweep.
+			 */
 			if (off)
 				json_object_set_new(o, "power", json_string("off"));
 			break;
@@ -293,18 +304,22 @@ jobs_run_provision(struct work *w)
 			rp_bmc_close(b);
 			if (now == RP_POWER_ON) {
 				o = jobs_outcome(w, "succeeded");
-				json_object_set_new(o, "result",
-				                    json_pack("{s:O, s:O, s:s}", "image",
-				                              json_object_get(json_object_get(params(w), "image"),
-				                                              "name"),
-				                              "disk", json_object_get(params(w), "disk"), "power",
-				                              "on"));
+				json_object_set_new(
+				        o, "result",
+				        json_pack(
+				                "{s:O, s:O, s:s}", "image",
+				                json_object_get(json_object_get(params(w), "image"),
+				                                "name"),
+				                "disk", json_object_get(params(w), "disk"), "power",
+				                "on"));
 				json_object_set_new(o, "power", json_string("on"));
 				break;
 			}
 			if (rp_time_now_ms() - since > timeout_ms) {
-				o = failed(w, "boot_timeout", "the node did not power on from its disk within "
-				                              "%lld s", (long long)(timeout_ms / 1000));
+				o = failed(w, "boot_timeout",
+				           "the node did not power on from its disk within "
+				           "%lld s",
+				           (long long)(timeout_ms / 1000));
 				break;
 			}
 			o = later(w, "waiting for the node to come up from its disk");

@@ -14,15 +14,15 @@
 #include "internal.h"
 #include "rackpilot/agent.h"
 
-#define FLUSH_BYTES (64 * 1024)
-#define FLUSH_NS (1000LL * 1000 * 1000)
+#define FLUSH_BYTES    (64 * 1024)
+#define FLUSH_NS       (1000LL * 1000 * 1000)
 #define REBOOT_POLL_MS 2000
 
 struct run {
 	struct work *w;
-	struct rp_buf pending;  /* output not yet in the store */
+	struct rp_buf pending; /* output not yet in the store */
 	int64_t flushed_ns;
-	struct jobs_tail tail;  /* the last bytes seen, for error messages */
+	struct jobs_tail tail; /* the last bytes seen, for error messages */
 };
 
 void
@@ -94,8 +94,7 @@ on_poll(void *arg)
 }
 
 /* A line of rackpilotd's own in the job log, so it reads as one story. */
-static void
-note(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
 note(struct run *r, const char *fmt, ...)
@@ -135,12 +134,12 @@ retry_or_fail(struct run *r, const char *code, const char *why)
 
 		if (delay > 60000)
 			delay = 60000;
-		note(r, "%s; retrying in %lld ms (attempt %d of %d)", why, (long long)delay, w->attempts,
-		     w->max_attempts);
+		note(r, "%s; retrying in %lld ms (attempt %d of %d)", why, (long long)delay,
+		     w->attempts, w->max_attempts);
 		o = jobs_outcome(w, "retry");
 		json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + delay));
-		jobs_set_error(o, code, "%s (attempt %d of %d; retrying in %lld ms)", why, w->attempts,
-		               w->max_attempts, (long long)delay);
+		jobs_set_error(o, code, "%s (attempt %d of %d; retrying in %lld ms)", why,
+		               w->attempts, w->max_attempts, (long long)delay);
 		return o;
 	}
 	note(r, "%s; giving up after %d attempts", why, w->attempts);
@@ -214,15 +213,17 @@ next(struct run *r, int exit_status, int *again, char *pending, size_t plen)
 		if (!strcmp(st, "failed") || !strcmp(st, "skipped")) {
 			o = jobs_outcome(w, "failed");
 			jobs_set_error(o, "step_failed", "step %s failed: %s", id,
-			               json_string_value(json_object_get(s, "error")) ?: "no reason given");
+			               json_string_value(json_object_get(s, "error"))
+			                       ?: "no reason given");
 			json_object_set_new(o, "result", summary(steps, exit_status));
 			goto out;
 		}
-		if (!strcmp(st, "running") && !strcmp(json_string_value(json_object_get(s, "type")),
-		                                      "reboot")) {
+		if (!strcmp(st, "running") &&
+		    !strcmp(json_string_value(json_object_get(s, "type")), "reboot")) {
 			const char *before = json_string_value(json_object_get(s, "boot_id"));
 			json_t *to = json_object_get(plan_step(w, idx), "timeout_s");
-			int64_t timeout_ms = (json_is_integer(to) ? json_integer_value(to) : 900) * 1000;
+			int64_t timeout_ms =
+			        (json_is_integer(to) ? json_integer_value(to) : 900) * 1000;
 			int64_t started = json_integer_value(json_object_get(s, "started_at"));
 			const char *now_boot;
 
@@ -240,7 +241,8 @@ next(struct run *r, int exit_status, int *again, char *pending, size_t plen)
 			if (rp_time_now_ms() - started > timeout_ms) {
 				char why[200];
 
-				snprintf(why, sizeof why, "the node did not come back within %lld s",
+				snprintf(why, sizeof why,
+				         "the node did not come back within %lld s",
 				         (long long)(timeout_ms / 1000));
 				note(r, "step %s: %s", id, why);
 				rp_store_step_finish(w->j->st, w->id, (int)idx, "failed", why);
@@ -249,7 +251,8 @@ next(struct run *r, int exit_status, int *again, char *pending, size_t plen)
 			}
 			if (__atomic_load_n(&w->cancel, __ATOMIC_RELAXED)) {
 				o = jobs_outcome(w, "cancelled");
-				jobs_set_error(o, "cancelled", "cancelled while waiting for a reboot");
+				jobs_set_error(o, "cancelled",
+				               "cancelled while waiting for a reboot");
 				goto out;
 			}
 			o = jobs_later(w, REBOOT_POLL_MS);
@@ -319,7 +322,8 @@ push(struct run *r, int *exit_status)
 		               t.host ? "pinned SSH host key" : "SSH address");
 		goto out;
 	}
-	input = json_pack("{s:i, s:s, s:O}", "format", RP_AGENT_FORMAT, "job", w->uuid, "steps", plan);
+	input = json_pack("{s:i, s:s, s:O}", "format", RP_AGENT_FORMAT, "job", w->uuid, "steps",
+	                  plan);
 	if (input == NULL || (text = json_dumps(input, JSON_COMPACT)) == NULL) {
 		o = jobs_outcome(w, "failed");
 		jobs_set_error(o, "internal", "cannot encode the plan");
@@ -385,9 +389,11 @@ push(struct run *r, int *exit_status)
 	case 126:
 	case 127:
 		o = jobs_outcome(w, "failed");
-		jobs_set_error(o, "agent_missing", "'%s' cannot run on %s (exit %d): is "
-		               "rackpilot-agent installed? %s", j->o.agent_command, w->node_name,
-		               res.exit_status, last_line(r, line, sizeof line));
+		jobs_set_error(o, "agent_missing",
+		               "'%s' cannot run on %s (exit %d): is "
+		               "rackpilot-agent installed? %s",
+		               j->o.agent_command, w->node_name, res.exit_status,
+		               last_line(r, line, sizeof line));
 		break;
 	default:
 		o = jobs_outcome(w, "failed");
@@ -421,8 +427,9 @@ jobs_run_steps(struct work *w)
 		 * better by being asked again. */
 		if (pushed) {
 			o = jobs_outcome(w, "failed");
-			jobs_set_error(o, "agent_incomplete", "the agent ended (exit %d) but step %s",
-			               exit_status, pending);
+			jobs_set_error(o, "agent_incomplete",
+			               "the agent ended (exit %d) but step %s", exit_status,
+			               pending);
 			goto out;
 		}
 		if (jobs_stopping(w)) {

@@ -14,9 +14,9 @@
 #include "ssh.h"
 #include "util/util.h"
 
-#define READ_CHUNK 16384
-#define POLL_MS 500
-#define KEEPALIVE_S 30
+#define READ_CHUNK   16384
+#define POLL_MS      500
+#define KEEPALIVE_S  30
 #define STOP_GRACE_S 30
 
 struct rp_ssh_key {
@@ -100,7 +100,8 @@ rp_ssh_key_load(const char *dir, struct rp_ssh_key **out, char *why, size_t whyl
 		/* As OpenSSH: a private key others can read is no longer private. */
 		if ((sb.st_mode & 077) != 0 || sb.st_uid != geteuid()) {
 			snprintf(why, whylen,
-			         "%s is readable by others (mode %04o, owner %u): chmod 600 it (and check "
+			         "%s is readable by others (mode %04o, owner %u): chmod 600 it "
+			         "(and check "
 			         "who may have copied it)",
 			         path, (unsigned)(sb.st_mode & 07777), (unsigned)sb.st_uid);
 			goto out;
@@ -114,8 +115,8 @@ rp_ssh_key_load(const char *dir, struct rp_ssh_key **out, char *why, size_t whyl
 		snprintf(why, whylen, "cannot export the public half of %s", path);
 		goto out;
 	}
-	snprintf(k->pub, sizeof k->pub, "%s %s rackpilotd", ssh_key_type_to_char(ssh_key_type(k->key)),
-	         b64);
+	snprintf(k->pub, sizeof k->pub, "%s %s rackpilotd",
+	         ssh_key_type_to_char(ssh_key_type(k->key)), b64);
 	snprintf(pubpath, sizeof pubpath, "%s.pub", path);
 	{
 		char line[720];
@@ -153,22 +154,30 @@ const char *
 rp_ssh_status_name(enum rp_ssh_status s)
 {
 	switch (s) {
-	case RP_SSH_OK: return "ok";
-	case RP_SSH_CONNECT: return "cannot connect";
-	case RP_SSH_HOSTKEY: return "host key mismatch";
-	case RP_SSH_AUTH: return "authentication failed";
-	case RP_SSH_DROPPED: return "session dropped";
-	case RP_SSH_TIMEOUT: return "timed out";
-	case RP_SSH_CANCELLED: return "cancelled";
-	case RP_SSH_ABANDONED: return "abandoned";
-	case RP_SSH_INTERNAL: break;
+	case RP_SSH_OK:
+		return "ok";
+	case RP_SSH_CONNECT:
+		return "cannot connect";
+	case RP_SSH_HOSTKEY:
+		return "host key mismatch";
+	case RP_SSH_AUTH:
+		return "authentication failed";
+	case RP_SSH_DROPPED:
+		return "session dropped";
+	case RP_SSH_TIMEOUT:
+		return "timed out";
+	case RP_SSH_CANCELLED:
+		return "cancelled";
+	case RP_SSH_ABANDONED:
+		return "abandoned";
+	case RP_SSH_INTERNAL:
+		break;
 	}
 	return "internal error";
 }
 
-static void
-fail(struct rp_ssh_result *res, enum rp_ssh_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void fail(struct rp_ssh_result *res, enum rp_ssh_status st, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
 static void
 fail(struct rp_ssh_result *res, enum rp_ssh_status st, const char *fmt, ...)
@@ -205,8 +214,9 @@ host_key_ok(ssh_session s, const struct rp_ssh_target *t, struct rp_ssh_result *
 		snprintf(res->presented, sizeof res->presented, "%s", parsed.fingerprint);
 	ok = strcmp(type, t->key_type) == 0 && strcmp(b64, t->key_b64) == 0;
 	if (!ok)
-		fail(res, RP_SSH_HOSTKEY, "host key mismatch: %s:%d presented %s %s, not the pinned key",
-		     t->host, t->port, type, res->presented);
+		fail(res, RP_SSH_HOSTKEY,
+		     "host key mismatch: %s:%d presented %s %s, not the pinned key", t->host,
+		     t->port, type, res->presented);
 out:
 	ssh_string_free_char(b64);
 	ssh_key_free(key);
@@ -257,7 +267,8 @@ rp_ssh_exec(const struct rp_ssh_key *k, const struct rp_ssh_target *t, const cha
 		goto out;
 	}
 	if (ssh_connect(s) != SSH_OK) {
-		fail(res, RP_SSH_CONNECT, "cannot connect to %s:%d: %s", t->host, t->port, ssh_get_error(s));
+		fail(res, RP_SSH_CONNECT, "cannot connect to %s:%d: %s", t->host, t->port,
+		     ssh_get_error(s));
 		goto out;
 	}
 	if (!host_key_ok(s, t, res))
@@ -266,8 +277,10 @@ rp_ssh_exec(const struct rp_ssh_key *k, const struct rp_ssh_target *t, const cha
 		if (rc == SSH_AUTH_ERROR)
 			fail(res, RP_SSH_DROPPED, "authentication broke off: %s", ssh_get_error(s));
 		else
-			fail(res, RP_SSH_AUTH, "%s@%s:%d did not accept rackpilotd's key (is it in the "
-			     "node's authorized_keys?)", t->user, t->host, t->port);
+			fail(res, RP_SSH_AUTH,
+			     "%s@%s:%d did not accept rackpilotd's key (is it in the "
+			     "node's authorized_keys?)",
+			     t->user, t->host, t->port);
 		goto out;
 	}
 	if ((ch = ssh_channel_new(s)) == NULL || ssh_channel_open_session(ch) != SSH_OK ||
@@ -317,7 +330,8 @@ rp_ssh_exec(const struct rp_ssh_key *k, const struct rp_ssh_target *t, const cha
 		else if (now - last_io >= KEEPALIVE_S) {
 			/* A node that vanished without a FIN shows up only when we write. */
 			if (ssh_send_ignore(s, "") != SSH_OK) {
-				fail(res, RP_SSH_DROPPED, "the session broke: %s", ssh_get_error(s));
+				fail(res, RP_SSH_DROPPED, "the session broke: %s",
+				     ssh_get_error(s));
 				goto out;
 			}
 			last_io = now;

@@ -41,7 +41,7 @@ struct rp_ssh_target {
 	const char *host;
 	int port;
 	const char *user;
-	const char *key_type;       /* pinned host key: type ("ssh-ed25519") and base64 blob */
+	const char *key_type; /* pinned host key: type ("ssh-ed25519") and base64 blob */
 	const char *key_b64;
 	unsigned connect_timeout_s; /* connection and authentication */
 	unsigned run_timeout_s;     /* the whole command; 0: none */
@@ -49,9 +49,9 @@ struct rp_ssh_target {
 
 struct rp_ssh_result {
 	enum rp_ssh_status status;
-	int exit_status;         /* -1 when the command did not report one */
-	char error[256];         /* what went wrong, for people */
-	char presented[64];      /* fingerprint of the host key the node presented, if any */
+	int exit_status;    /* -1 when the command did not report one */
+	char error[256];    /* what went wrong, for people */
+	char presented[64]; /* fingerprint of the host key the node presented, if any */
 };
 
 /* Connect, verify the host key, authenticate with k, run command, write input to its

@@ -8,8 +8,9 @@
 static enum rp_err
 run_of(struct conn *c, int64_t rack_id, int attempt, int64_t *id, char state[16], int *att)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT id, state, attempt FROM acceptance_runs WHERE rack_id = ?1 "
-	                          "AND (?2 = 0 OR attempt = ?2) ORDER BY attempt DESC LIMIT 1");
+	sqlite3_stmt *s =
+	        STMT(c, "SELECT id, state, attempt FROM acceptance_runs WHERE rack_id = ?1 "
+	                "AND (?2 = 0 OR attempt = ?2) ORDER BY attempt DESC LIMIT 1");
 	int rc;
 
 	if (s == NULL)
@@ -53,9 +54,11 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 
 		/* A run whose jobs all ended (cancelled by hand) would block the rack for good: its
 		 * open checks fail, and this one runs them again. */
-		s = STMT(c, "SELECT EXISTS (SELECT 1 FROM jobs WHERE type = 'acceptance' AND state IN "
-		            "('queued', 'running') AND json_extract(params, '$.run') = (SELECT uuid FROM "
-		            "acceptance_runs WHERE id = ?))");
+		s = STMT(c,
+		         "SELECT EXISTS (SELECT 1 FROM jobs WHERE type = 'acceptance' AND state IN "
+		         "('queued', 'running') AND json_extract(params, '$.run') = (SELECT uuid "
+		         "FROM "
+		         "acceptance_runs WHERE id = ?))");
 		if (s == NULL) {
 			e = RP_ERR_INTERNAL;
 			goto out;
@@ -65,14 +68,17 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 			live = sqlite3_column_int(s, 0);
 		sqlite3_reset(s);
 		if (live) {
-			*detail = store_why(NULL, "an acceptance run of rack %s is already running "
-			                          "(attempt %d)", rack, attempt);
+			*detail = store_why(NULL,
+			                    "an acceptance run of rack %s is already running "
+			                    "(attempt %d)",
+			                    rack, attempt);
 			e = RP_ERR_CONFLICT;
 			goto out;
 		}
-		s = STMT(c, "UPDATE acceptance_results SET state = 'failed', message = 'the node''s "
-		            "acceptance job ended before this check (cancelled?)', finished_at = ?2 "
-		            "WHERE run_id = ?1 AND state IN ('pending', 'running')");
+		s = STMT(c,
+		         "UPDATE acceptance_results SET state = 'failed', message = 'the node''s "
+		         "acceptance job ended before this check (cancelled?)', finished_at = ?2 "
+		         "WHERE run_id = ?1 AND state IN ('pending', 'running')");
 		if (s == NULL) {
 			e = RP_ERR_INTERNAL;
 			goto out;
@@ -125,13 +131,14 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	}
 	run_id = sqlite3_last_insert_rowid(c->db);
 	/* Every node x check, at once: a re-run copies what passed before; the rest is pending. */
-	s = STMT(c, "INSERT INTO acceptance_results(run_id, node_id, check_name, state, message, "
-	            "fix, evidence, findings, attempt, started_at, finished_at) SELECT ?1, n.id, "
-	            "j.value, coalesce(p.state, 'pending'), p.message, p.fix, p.evidence, "
-	            "p.findings, coalesce(p.attempt, ?3), p.started_at, p.finished_at FROM nodes n "
-	            "CROSS JOIN json_each(?2) j LEFT JOIN acceptance_results p ON p.run_id = ?4 AND "
-	            "p.node_id = n.id AND p.check_name = j.value AND p.state = 'passed' WHERE "
-	            "n.rack_id = ?5");
+	s = STMT(c,
+	         "INSERT INTO acceptance_results(run_id, node_id, check_name, state, message, "
+	         "fix, evidence, findings, attempt, started_at, finished_at) SELECT ?1, n.id, "
+	         "j.value, coalesce(p.state, 'pending'), p.message, p.fix, p.evidence, "
+	         "p.findings, coalesce(p.attempt, ?3), p.started_at, p.finished_at FROM nodes n "
+	         "CROSS JOIN json_each(?2) j LEFT JOIN acceptance_results p ON p.run_id = ?4 AND "
+	         "p.node_id = n.id AND p.check_name = j.value AND p.state = 'passed' WHERE "
+	         "n.rack_id = ?5");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, run_id);
@@ -146,12 +153,13 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 		goto out;
 	}
 	/* What is read from a fresh boot needs the boot again: pxe runs with them. */
-	s = STMT(c, "UPDATE acceptance_results AS x SET state = 'pending', message = NULL, fix = "
-	            "NULL, evidence = NULL, findings = NULL, attempt = ?2, started_at = NULL, "
-	            "finished_at = NULL WHERE x.run_id = ?1 AND x.check_name = 'pxe' AND x.state = "
-	            "'passed' AND EXISTS (SELECT 1 FROM acceptance_results d WHERE d.run_id = ?1 AND "
-	            "d.node_id = x.node_id AND d.state = 'pending' AND d.check_name IN "
-	            "('inventory', 'links', 'burn_in'))");
+	s = STMT(c,
+	         "UPDATE acceptance_results AS x SET state = 'pending', message = NULL, fix = "
+	         "NULL, evidence = NULL, findings = NULL, attempt = ?2, started_at = NULL, "
+	         "finished_at = NULL WHERE x.run_id = ?1 AND x.check_name = 'pxe' AND x.state = "
+	         "'passed' AND EXISTS (SELECT 1 FROM acceptance_results d WHERE d.run_id = ?1 AND "
+	         "d.node_id = x.node_id AND d.state = 'pending' AND d.check_name IN "
+	         "('inventory', 'links', 'burn_in'))");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, run_id);
@@ -183,11 +191,11 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 			continue;
 		if ((e = store_node_by_id(c, nid, &n)) != RP_ERR_OK)
 			goto out;
-		/* Not mutating: it orchestrates; the power, verify and commission jobs it queues take
-		 * the node's slot one at a time. */
-		job = json_pack("{s:s, s:{s:s, s:O?}, s:b, s:i}", "type", "acceptance", "params", "run",
-		                uuid, "commission_plan", json_object_get(plans, n.name), "mutating", 0,
-		                "max_attempts", 1000);
+		/* Not mutating: it orchestrates; the power, verify and commission jobs it queues
+		 * take the node's slot one at a time. */
+		job = json_pack("{s:s, s:{s:s, s:O?}, s:b, s:i}", "type", "acceptance", "params",
+		                "run", uuid, "commission_plan", json_object_get(plans, n.name),
+		                "mutating", 0, "max_attempts", 1000);
 		e = store_job_add(c, &n, 0, job, actor, &jid);
 		json_decref(job);
 		if (e != RP_ERR_OK)
@@ -215,10 +223,11 @@ out:
 enum rp_err
 store_accept_settle(struct conn *c, int64_t run_id)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT sum(x.state IN ('pending', 'running')), sum(x.state = "
-	                          "'failed'), r.uuid, r.rack_id, (SELECT name FROM racks WHERE id = "
-	                          "r.rack_id), r.attempt FROM acceptance_results x JOIN "
-	                          "acceptance_runs r ON r.id = x.run_id WHERE x.run_id = ?");
+	sqlite3_stmt *s =
+	        STMT(c, "SELECT sum(x.state IN ('pending', 'running')), sum(x.state = "
+	                "'failed'), r.uuid, r.rack_id, (SELECT name FROM racks WHERE id = "
+	                "r.rack_id), r.attempt FROM acceptance_results x JOIN "
+	                "acceptance_runs r ON r.id = x.run_id WHERE x.run_id = ?");
 	char summary[200], uuid[RP_UUID_BUF] = "", rack[64] = "";
 	int open = 1, failed = 0, attempt = 0, rc;
 	int64_t rack_id = 0;
@@ -254,20 +263,21 @@ store_accept_settle(struct conn *c, int64_t run_id)
 	         failed ? "failed" : "passed", attempt, failed ? ", see the report" : "");
 	{
 		json_t *d = json_pack("{s:s, s:i}", "run", uuid, "failed_checks", failed);
-		enum rp_err e = store_event(c, "rackpilotd",
-		                            failed ? "rack.acceptance_failed" : "rack.acceptance_passed",
-		                            "rack", NULL, rack, 0, rack_id, summary, d);
+		enum rp_err e =
+		        store_event(c, "rackpilotd",
+		                    failed ? "rack.acceptance_failed" : "rack.acceptance_passed",
+		                    "rack", NULL, rack, 0, rack_id, summary, d);
 
 		json_decref(d);
 		return e;
 	}
 }
 
-#define RESULT_COLS                                                                         \
-	"SELECT n.name AS node, n.uuid AS node_id, n.u_position, x.check_name AS \"check\", "   \
-	"x.state, x.message, x.fix, x.evidence AS \"evidence:json\", x.findings AS "           \
-	"\"findings:json\", x.child_job AS job, x.attempt, x.started_at AS \"started_at:time\", " \
-	"x.finished_at AS \"finished_at:time\" FROM acceptance_results x JOIN nodes n ON n.id = " \
+#define RESULT_COLS                                                                                \
+	"SELECT n.name AS node, n.uuid AS node_id, n.u_position, x.check_name AS \"check\", "      \
+	"x.state, x.message, x.fix, x.evidence AS \"evidence:json\", x.findings AS "               \
+	"\"findings:json\", x.child_job AS job, x.attempt, x.started_at AS \"started_at:time\", "  \
+	"x.finished_at AS \"finished_at:time\" FROM acceptance_results x JOIN nodes n ON n.id = "  \
 	"x.node_id "
 
 enum rp_err
@@ -294,10 +304,11 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 		goto out;
 	}
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT r.uuid AS id, k.name AS rack, r.attempt, r.state, r.checks AS "
-	            "\"checks:json\", r.burn_in AS \"burn_in:json\", r.created_by, r.created_at AS "
-	            "\"created_at:time\", r.finished_at AS \"finished_at:time\" FROM acceptance_runs "
-	            "r JOIN racks k ON k.id = r.rack_id WHERE r.id = ?");
+	s = STMT(c,
+	         "SELECT r.uuid AS id, k.name AS rack, r.attempt, r.state, r.checks AS "
+	         "\"checks:json\", r.burn_in AS \"burn_in:json\", r.created_by, r.created_at AS "
+	         "\"created_at:time\", r.finished_at AS \"finished_at:time\" FROM acceptance_runs "
+	         "r JOIN racks k ON k.id = r.rack_id WHERE r.id = ?");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, run_id);
@@ -306,9 +317,10 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 	sqlite3_reset(s);
 	if (run == NULL)
 		goto out;
-	s = STMT(c, RESULT_COLS "WHERE x.run_id = ?1 ORDER BY n.u_position DESC, n.name, (SELECT "
-	            "j.key FROM acceptance_runs r, json_each(r.checks) j WHERE r.id = ?1 AND "
-	            "j.value = x.check_name)");
+	s = STMT(c, RESULT_COLS
+	         "WHERE x.run_id = ?1 ORDER BY n.u_position DESC, n.name, (SELECT "
+	         "j.key FROM acceptance_runs r, json_each(r.checks) j WHERE r.id = ?1 AND "
+	         "j.value = x.check_name)");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, run_id);
@@ -449,7 +461,8 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
 		    RP_ERR_OK)
 			goto out;
 		snprintf(uuid, sizeof uuid, "%s",
-		         json_string_value(json_object_get(json_object_get(res, "job"), "id")) ?: "");
+		         json_string_value(json_object_get(json_object_get(res, "job"), "id"))
+		                 ?: "");
 	} else {
 		char why[256];
 
@@ -470,8 +483,9 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
 		sqlite3_reset(s);
 	}
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "UPDATE acceptance_results SET state = 'running', child_job = ?4, started_at = "
-	            "coalesce(started_at, ?5) WHERE run_id = ?1 AND node_id = ?2 AND check_name = ?3");
+	s = STMT(c,
+	         "UPDATE acceptance_results SET state = 'running', child_job = ?4, started_at = "
+	         "coalesce(started_at, ?5) WHERE run_id = ?1 AND node_id = ?2 AND check_name = ?3");
 	if (s == NULL || uuid[0] == '\0')
 		goto out;
 	sqlite3_bind_int64(s, 1, run_id);
@@ -520,9 +534,9 @@ rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id, co
 	ev = json_object_get(result, "evidence") ? json_dumps(json_object_get(result, "evidence"),
 	                                                      JSON_COMPACT | JSON_ENCODE_ANY)
 	                                         : NULL;
-	fi = json_object_get(result, "findings") ? json_dumps(json_object_get(result, "findings"),
-	                                                      JSON_COMPACT)
-	                                         : NULL;
+	fi = json_object_get(result, "findings")
+	             ? json_dumps(json_object_get(result, "findings"), JSON_COMPACT)
+	             : NULL;
 	s = STMT(c, "UPDATE acceptance_results SET state = ?4, message = ?5, fix = ?6, evidence = "
 	            "?7, findings = ?8, started_at = coalesce(started_at, ?9), finished_at = ?9 "
 	            "WHERE run_id = ?1 AND node_id = ?2 AND check_name = ?3");
@@ -554,8 +568,8 @@ out:
 }
 
 enum rp_err
-rp_store_accept_signoff(struct rp_store *st, const char *rack, const char *sha256,
-                        const char *note, const char *actor, json_t **out, json_t **detail)
+rp_store_accept_signoff(struct rp_store *st, const char *rack, const char *sha256, const char *note,
+                        const char *actor, json_t **out, json_t **detail)
 {
 	struct conn *c = store_conn(st);
 	sqlite3_stmt *s;
@@ -598,7 +612,8 @@ rp_store_accept_signoff(struct rp_store *st, const char *rack, const char *sha25
 	{
 		json_t *d = json_pack("{s:s, s:s?}", "report_sha256", sha256, "note", note);
 
-		e = store_event(c, actor, "rack.signed_off", "rack", NULL, rack, 0, rack_id, summary, d);
+		e = store_event(c, actor, "rack.signed_off", "rack", NULL, rack, 0, rack_id,
+		                summary, d);
 		json_decref(d);
 	}
 	if (e != RP_ERR_OK)

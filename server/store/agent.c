@@ -8,9 +8,10 @@
 #include "../util/util.h"
 #include "internal.h"
 
-#define BOOT_COLS                                                                            \
-	"SELECT t.id AS _id, t.uuid AS id, n.name AS node, t.created_by, t.created_at AS "       \
-	"\"created_at:time\", t.expires_at AS \"expires_at:time\", t.used_at AS \"used_at:time\", " \
+#define BOOT_COLS                                                                                  \
+	"SELECT t.id AS _id, t.uuid AS id, n.name AS node, t.created_by, t.created_at AS "         \
+	"\"created_at:time\", t.expires_at AS \"expires_at:time\", t.used_at AS "                  \
+	"\"used_at:time\", "                                                                       \
 	"t.used_by, CASE WHEN t.revoked_at IS NOT NULL THEN 'revoked' WHEN t.used_at IS NOT NULL " \
 	"THEN 'used' WHEN t.expires_at <= ?1 THEN 'expired' ELSE 'live' END AS state "             \
 	"FROM bootstrap_tokens t LEFT JOIN nodes n ON n.id = t.node_id "
@@ -56,7 +57,8 @@ rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *has
 	if (n.id)
 		snprintf(summary, sizeof summary, "bootstrap token created for %s", n.name);
 	else
-		snprintf(summary, sizeof summary, "bootstrap token created for any machine (discovery)");
+		snprintf(summary, sizeof summary,
+		         "bootstrap token created for any machine (discovery)");
 	if ((e = store_event(c, actor, "bootstrap_token.created", "bootstrap_token", uuid,
 	                     n.id ? n.name : NULL, n.id, n.rack_id, summary, NULL)) != RP_ERR_OK)
 		goto out;
@@ -248,9 +250,10 @@ pin(struct conn *c, const struct node_ref *n, const struct rp_sshkey *key, const
 		return store_sqlerr(c, rc, "host key read");
 	if (same)
 		return RP_ERR_OK;
-	s = STMT(c, "INSERT INTO ssh_host_keys(node_id, key_type, key_b64, fingerprint, pinned_at, "
-	            "pinned_by) VALUES (?1,?2,?3,?4,?5,?6) ON CONFLICT(node_id) DO UPDATE SET "
-	            "key_type = ?2, key_b64 = ?3, fingerprint = ?4, pinned_at = ?5, pinned_by = ?6");
+	s = STMT(c,
+	         "INSERT INTO ssh_host_keys(node_id, key_type, key_b64, fingerprint, pinned_at, "
+	         "pinned_by) VALUES (?1,?2,?3,?4,?5,?6) ON CONFLICT(node_id) DO UPDATE SET "
+	         "key_type = ?2, key_b64 = ?3, fingerprint = ?4, pinned_at = ?5, pinned_by = ?6");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sqlite3_bind_int64(s, 1, n->id);
@@ -264,13 +267,13 @@ pin(struct conn *c, const struct node_ref *n, const struct rp_sshkey *key, const
 	if (rc != SQLITE_DONE)
 		return store_sqlerr(c, rc, "host key pin");
 	if (had)
-		snprintf(summary, sizeof summary, "SSH host key of %s re-pinned by %s: %s -> %s", n->name,
-		         why, old_fp, key->fingerprint);
+		snprintf(summary, sizeof summary, "SSH host key of %s re-pinned by %s: %s -> %s",
+		         n->name, why, old_fp, key->fingerprint);
 	else
-		snprintf(summary, sizeof summary, "SSH host key of %s pinned by %s: %s", n->name, why,
-		         key->fingerprint);
-	d = json_pack("{s:s?, s:s, s:s}", "from", had ? old_fp : NULL, "to", key->fingerprint, "type",
-	              key->type);
+		snprintf(summary, sizeof summary, "SSH host key of %s pinned by %s: %s", n->name,
+		         why, key->fingerprint);
+	d = json_pack("{s:s?, s:s, s:s}", "from", had ? old_fp : NULL, "to", key->fingerprint,
+	              "type", key->type);
 	e = store_event(c, actor, had ? "node.host_key_changed" : "node.host_key_pinned", "node",
 	                n->uuid, n->name, n->id, n->rack_id, summary, d);
 	json_decref(d);
@@ -308,9 +311,11 @@ boot_lookup(struct conn *c, const char *hash, struct boot_tok *t, json_t **detai
 		t->id = sqlite3_column_int64(s, 0);
 		t->node_id = sqlite3_column_int64(s, 1);
 		if (sqlite3_column_type(s, 2) != SQLITE_NULL)
-			snprintf(reason, sizeof reason, "%s", (const char *)sqlite3_column_text(s, 2));
+			snprintf(reason, sizeof reason, "%s",
+			         (const char *)sqlite3_column_text(s, 2));
 		snprintf(t->mac, sizeof t->mac, "%s", (const char *)sqlite3_column_text(s, 3));
-		snprintf(t->source, sizeof t->source, "%s", (const char *)sqlite3_column_text(s, 4));
+		snprintf(t->source, sizeof t->source, "%s",
+		         (const char *)sqlite3_column_text(s, 4));
 		snprintf(t->uuid, sizeof t->uuid, "%s", (const char *)sqlite3_column_text(s, 5));
 	}
 	sqlite3_reset(s);
@@ -352,13 +357,12 @@ bootstrap_refused(struct conn *c, const char *hash, const char *peer, json_t *wh
 		return;
 	snprintf(summary, sizeof summary, "refused a registration from %s: %s", peer ? peer : "?",
 	         reason ? reason : "bootstrap token not valid");
-	store_refusal(c, "bootstrap_token.refused", "bootstrap_token", uuid, node_id ? n.name : NULL,
-	              node_id, peer, summary, NULL);
+	store_refusal(c, "bootstrap_token.refused", "bootstrap_token", uuid,
+	              node_id ? n.name : NULL, node_id, peer, summary, NULL);
 }
 
 enum rp_err
-rp_store_bootstrap_check(struct rp_store *st, const char *hash, const char *peer,
-                         json_t **detail)
+rp_store_bootstrap_check(struct rp_store *st, const char *hash, const char *peer, json_t **detail)
 {
 	struct conn *c = store_conn(st);
 	struct boot_tok t;
@@ -375,12 +379,12 @@ rp_store_bootstrap_check(struct rp_store *st, const char *hash, const char *peer
 /* Why a registration was refused, for the event written after the rollback: by default an
  * agent.register_refused about the node whose identity was at stake. */
 struct refusal {
-	const char *action, *otype;  /* NULL: agent.register_refused, node */
-	int64_t node_id;          /* the node whose identity was at stake, or 0 */
+	const char *action, *otype; /* NULL: agent.register_refused, node */
+	int64_t node_id;            /* the node whose identity was at stake, or 0 */
 	char node[64];
-	char uuid[RP_UUID_BUF];   /* the event's object id */
+	char uuid[RP_UUID_BUF]; /* the event's object id */
 	char summary[300];
-	json_t *detail;           /* owned */
+	json_t *detail; /* owned */
 };
 
 /* A live token presented the wrong way (another MAC, another address): like a replayed one,
@@ -395,9 +399,8 @@ token_refused(struct refusal *f, const struct boot_tok *t, const char *why)
 	snprintf(f->summary, sizeof f->summary, "refused a registration: bootstrap token %s", why);
 }
 
-static enum rp_err
-refuse(struct refusal *f, const struct node_ref *n, json_t *detail, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static enum rp_err refuse(struct refusal *f, const struct node_ref *n, json_t *detail,
+                          const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Fill f (and so the event) from n and a summary; detail is taken. RP_ERR_CONFLICT. */
 static enum rp_err
@@ -505,7 +508,8 @@ whose(struct conn *c, const struct boot_tok *t, json_t *macs, int64_t *node_id, 
 			                    "enrolled nodes need a token bound to them",
 			                    "macs", theirs, "node", o.name);
 			e = refuse(f, &o, json_pack("{s:O, s:s}", "macs", theirs, "state", state),
-			           "refused a discovery registration claiming %zu MAC address(es) of %s (%s)",
+			           "refused a discovery registration claiming %zu MAC address(es) "
+			           "of %s (%s)",
 			           json_array_size(theirs), o.name, state);
 			goto out;
 		}
@@ -557,9 +561,9 @@ may_pin(struct conn *c, const struct boot_tok *t, const struct node_ref *n,
 	                    "deployed or released (or an operator re-pins it: PUT or DELETE "
 	                    "/v1/nodes/{node}/ssh-host-key)",
 	                    "pinned", fp, "offered", key->fingerprint);
-	return refuse(f, n, json_pack("{s:s, s:s, s:s, s:s}", "pinned", fp, "offered",
-	                              key->fingerprint, "state", state, "token",
-	                              t->node_id ? "node-bound" : "discovery"),
+	return refuse(f, n,
+	              json_pack("{s:s, s:s, s:s, s:s}", "pinned", fp, "offered", key->fingerprint,
+	                        "state", state, "token", t->node_id ? "node-bound" : "discovery"),
 	              "refused a registration of %s with another SSH host key (%s, %s token)",
 	              n->name, state, t->node_id ? "node-bound" : "discovery");
 }
@@ -592,8 +596,7 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	if (t.mac[0]) {
 		int mine = 0;
 
-		json_array_foreach(macs, i, m)
-		    mine |= !strcmp(json_string_value(m), t.mac);
+		json_array_foreach(macs, i, m) mine |= !strcmp(json_string_value(m), t.mac);
 		if (!mine) {
 			*detail = store_why("macs", "this bootstrap token was issued to %s", t.mac);
 			e = RP_ERR_UNAUTHORIZED;
@@ -602,10 +605,13 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 		}
 	}
 	if (r->source_check && t.source[0] && (r->peer == NULL || strcmp(r->peer, t.source) != 0)) {
-		*detail = store_why(NULL, "this bootstrap token was issued to %s; register from that "
-		                          "address (boot_source_check)", t.source);
+		*detail = store_why(NULL,
+		                    "this bootstrap token was issued to %s; register from that "
+		                    "address (boot_source_check)",
+		                    t.source);
 		e = RP_ERR_UNAUTHORIZED;
-		token_refused(&f, &t, "presented from another address than the one it was issued to");
+		token_refused(&f, &t,
+		              "presented from another address than the one it was issued to");
 		goto out;
 	}
 	if ((e = whose(c, &t, macs, &node_id, detail, &f)) != RP_ERR_OK)
@@ -639,7 +645,8 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 			goto out;
 		}
 	}
-	if (json_is_object(inv) && (e = store_inventory_write(c, &n, "agent", inv, actor)) != RP_ERR_OK)
+	if (json_is_object(inv) &&
+	    (e = store_inventory_write(c, &n, "agent", inv, actor)) != RP_ERR_OK)
 		goto out;
 	if ((e = pin(c, &n, r->host_key, pin_why, actor)) != RP_ERR_OK)
 		goto out;
@@ -647,11 +654,13 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	if (address == NULL)
 		address = r->peer;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "INSERT INTO agents(node_id, token_hash, registered_at, seen_at, boot_id, version, "
-	            "status, hostname, address, port) VALUES (?1,?2,?3,?3,?4,?5,'idle',?6,?7,?8) "
-	            "ON CONFLICT(node_id) DO UPDATE SET token_hash = ?2, registered_at = ?3, "
-	            "seen_at = ?3, boot_id = ?4, version = ?5, status = 'idle', hostname = ?6, "
-	            "address = ?7, port = ?8");
+	s = STMT(
+	        c,
+	        "INSERT INTO agents(node_id, token_hash, registered_at, seen_at, boot_id, version, "
+	        "status, hostname, address, port) VALUES (?1,?2,?3,?3,?4,?5,'idle',?6,?7,?8) "
+	        "ON CONFLICT(node_id) DO UPDATE SET token_hash = ?2, registered_at = ?3, "
+	        "seen_at = ?3, boot_id = ?4, version = ?5, status = 'idle', hostname = ?6, "
+	        "address = ?7, port = ?8");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, n.id);
@@ -682,9 +691,10 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	}
 	/* The machine is in: whatever other boot script tokens were handed out for it (its other
 	 * MACs, or someone else asking with its MAC) open nothing any more. */
-	s = STMT(c, "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE id != ?1 AND used_at IS NULL "
-	            "AND revoked_at IS NULL AND created_by = 'boot' AND (node_id = ?3 OR (node_id IS "
-	            "NULL AND mac IN (SELECT mac FROM node_macs WHERE node_id = ?3)))");
+	s = STMT(c,
+	         "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE id != ?1 AND used_at IS NULL "
+	         "AND revoked_at IS NULL AND created_by = 'boot' AND (node_id = ?3 OR (node_id IS "
+	         "NULL AND mac IN (SELECT mac FROM node_macs WHERE node_id = ?3)))");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, t.id);
@@ -727,9 +737,9 @@ out:
 	if (f.summary[0]) {
 		json_t *d = json_pack("{s:O?, s:s}", "refused", f.detail, "token", t.uuid);
 
-		store_refusal(c, f.action ? f.action : "agent.register_refused", f.otype ? f.otype : "node",
-		              f.uuid[0] ? f.uuid : NULL, f.node[0] ? f.node : NULL, f.node_id, r->peer,
-		              f.summary, d);
+		store_refusal(c, f.action ? f.action : "agent.register_refused",
+		              f.otype ? f.otype : "node", f.uuid[0] ? f.uuid : NULL,
+		              f.node[0] ? f.node : NULL, f.node_id, r->peer, f.summary, d);
 		json_decref(d);
 	}
 	json_decref(f.detail);
@@ -753,7 +763,8 @@ rp_store_agent_auth(struct rp_store *st, const char *hash, struct rp_token_info 
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
 		snprintf(out->id, sizeof out->id, "%s", (const char *)sqlite3_column_text(s, 0));
-		snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(s, 1));
+		snprintf(out->name, sizeof out->name, "%s",
+		         (const char *)sqlite3_column_text(s, 1));
 		snprintf(out->role, sizeof out->role, "agent");
 		out->node_id = sqlite3_column_int64(s, 2);
 		out->expires_at = 0;
@@ -794,7 +805,8 @@ rp_store_agent_heartbeat(struct rp_store *st, int64_t node_id, json_t *hb)
 		goto out;
 	}
 	s = STMT(c, "UPDATE agents SET seen_at = ?2, boot_id = coalesce(?3, boot_id), "
-	            "version = coalesce(?4, version), status = coalesce(?5, status) WHERE node_id = ?1");
+	            "version = coalesce(?4, version), status = coalesce(?5, status) WHERE node_id "
+	            "= ?1");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, node_id);
@@ -883,14 +895,15 @@ rp_store_node_host_key_set(struct rp_store *st, const char *key, const struct rp
 			char summary[160];
 
 			snprintf(summary, sizeof summary, "SSH host key of %s unpinned", n.name);
-			if ((e = store_event(c, actor, "node.host_key_unpinned", "node", n.uuid, n.name,
-			                     n.id, n.rack_id, summary, NULL)) != RP_ERR_OK)
+			if ((e = store_event(c, actor, "node.host_key_unpinned", "node", n.uuid,
+			                     n.name, n.id, n.rack_id, summary, NULL)) != RP_ERR_OK)
 				goto out;
 		}
 	}
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT key_type AS type, fingerprint, pinned_at AS \"pinned_at:time\", pinned_by "
-	            "FROM ssh_host_keys WHERE node_id = ?");
+	s = STMT(c,
+	         "SELECT key_type AS type, fingerprint, pinned_at AS \"pinned_at:time\", pinned_by "
+	         "FROM ssh_host_keys WHERE node_id = ?");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, n.id);

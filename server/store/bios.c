@@ -6,8 +6,8 @@
 #include "internal.h"
 
 /* The profile that applies to a node: its own assignment, else its class's. */
-#define TARGET_PROFILE                                                                   \
-	"coalesce(n.bios_profile_id, (SELECT id FROM bios_profiles WHERE node_class = "      \
+#define TARGET_PROFILE                                                                             \
+	"coalesce(n.bios_profile_id, (SELECT id FROM bios_profiles WHERE node_class = "            \
 	"n.node_class))"
 
 enum rp_err
@@ -42,16 +42,18 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 
 		v = json_loads((const char *)sqlite3_column_text(s, 1), JSON_DECODE_ANY, NULL);
 		json_object_set_new(actual, (const char *)sqlite3_column_text(s, 0),
-		                    json_pack("{s:o, s:s, s:s}", "value", v ? v : json_null(), "source",
-		                              (const char *)sqlite3_column_text(s, 2), "read_at",
+		                    json_pack("{s:o, s:s, s:s}", "value", v ? v : json_null(),
+		                              "source", (const char *)sqlite3_column_text(s, 2),
+		                              "read_at",
 		                              rp_time_format(sqlite3_column_int64(s, 3), ts)));
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE)
 		goto out;
-	s = STMT(c, "SELECT p.id, p.name, CASE WHEN n.bios_profile_id IS NOT NULL THEN 'node' "
-	            "ELSE 'node_class' END FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
-	            " WHERE n.id = ?");
+	s = STMT(c,
+	         "SELECT p.id, p.name, CASE WHEN n.bios_profile_id IS NOT NULL THEN 'node' "
+	         "ELSE 'node_class' END FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
+	         " WHERE n.id = ?");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, id);
@@ -60,15 +62,16 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 		snprintf(pname, sizeof pname, "%s", (const char *)sqlite3_column_text(s, 1));
 		profile = pname;
 		via = strcmp((const char *)sqlite3_column_text(s, 2), "node") == 0 ? "node"
-		                                                                    : "node_class";
+		                                                                   : "node_class";
 	}
 	sqlite3_reset(s);
 	desired_attrs = json_object();
 	diff = json_array();
 	if (pid) {
-		s = STMT(c, "SELECT pa.name, pa.value, a.value FROM bios_profile_attrs pa LEFT JOIN "
-		            "bios_actual a ON a.node_id = ?2 AND a.name = pa.name "
-		            "WHERE pa.profile_id = ?1 ORDER BY pa.name");
+		s = STMT(c,
+		         "SELECT pa.name, pa.value, a.value FROM bios_profile_attrs pa LEFT JOIN "
+		         "bios_actual a ON a.node_id = ?2 AND a.name = pa.name "
+		         "WHERE pa.profile_id = ?1 ORDER BY pa.name");
 		if (s == NULL)
 			goto out;
 		sqlite3_bind_int64(s, 1, pid);
@@ -83,9 +86,10 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 			if (have == NULL || strcmp(have, want) != 0) {
 				json_t *h = have ? json_loads(have, JSON_DECODE_ANY, NULL) : NULL;
 
-				json_array_append_new(diff, json_pack("{s:s, s:o, s:O}", "name", name,
-				                                      "actual", h ? h : json_null(),
-				                                      "desired", w ? w : json_null()));
+				json_array_append_new(diff,
+				                      json_pack("{s:s, s:o, s:O}", "name", name,
+				                                "actual", h ? h : json_null(),
+				                                "desired", w ? w : json_null()));
 			}
 			json_decref(w);
 		}
@@ -93,9 +97,10 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 		if (rc != SQLITE_DONE)
 			goto out;
 	}
-	res = json_pack("{s:s, s:O, s:{s:s?, s:s?, s:O}, s:O, s:b}", "node", n.name, "actual", actual,
-	                "desired", "profile", profile, "via", via, "attributes", desired_attrs,
-	                "diff", diff, "in_sync", pid != 0 && json_array_size(diff) == 0);
+	res = json_pack("{s:s, s:O, s:{s:s?, s:s?, s:O}, s:O, s:b}", "node", n.name, "actual",
+	                actual, "desired", "profile", profile, "via", via, "attributes",
+	                desired_attrs, "diff", diff, "in_sync",
+	                pid != 0 && json_array_size(diff) == 0);
 	if (res == NULL)
 		goto out;
 	*out = res;
@@ -109,8 +114,8 @@ out:
 }
 
 enum rp_err
-rp_store_node_bios_set(struct rp_store *st, const char *key, const char *source,
-                       json_t *attributes, const char *actor)
+rp_store_node_bios_set(struct rp_store *st, const char *key, const char *source, json_t *attributes,
+                       const char *actor)
 {
 	struct conn *c = store_conn(st);
 	sqlite3_stmt *s;
@@ -202,19 +207,21 @@ store_drift_collect(struct conn *c, sqlite3_stmt *s, const char *target_key, con
 		}
 		if (json_values) {
 			a = sqlite3_column_type(s, 5) == SQLITE_NULL
-			        ? NULL
-			        : json_loads((const char *)sqlite3_column_text(s, 5), JSON_DECODE_ANY, NULL);
-			d = json_loads((const char *)sqlite3_column_text(s, 6), JSON_DECODE_ANY, NULL);
+			            ? NULL
+			            : json_loads((const char *)sqlite3_column_text(s, 5),
+			                         JSON_DECODE_ANY, NULL);
+			d = json_loads((const char *)sqlite3_column_text(s, 6), JSON_DECODE_ANY,
+			               NULL);
 		} else {
 			a = sqlite3_column_type(s, 5) == SQLITE_NULL
-			        ? NULL
-			        : json_string((const char *)sqlite3_column_text(s, 5));
+			            ? NULL
+			            : json_string((const char *)sqlite3_column_text(s, 5));
 			d = json_string((const char *)sqlite3_column_text(s, 6));
 		}
-		json_array_append_new(json_object_get(cur, list_key),
-		                      json_pack("{s:s, s:o, s:o}", json_values ? "name" : "component",
-		                                member, "actual", a ? a : json_null(), "desired",
-		                                d ? d : json_null()));
+		json_array_append_new(
+		        json_object_get(cur, list_key),
+		        json_pack("{s:s, s:o, s:o}", json_values ? "name" : "component", member,
+		                  "actual", a ? a : json_null(), "desired", d ? d : json_null()));
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE) {
@@ -236,8 +243,8 @@ store_drift_count(struct conn *c, sqlite3_stmt *s, int64_t *n)
 	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "drift count");
 }
 
-#define BIOS_DRIFT_WHERE                                                                   \
-	"(?1 = 0 OR n.rack_id = ?1) AND (?2 = 0 OR n.id = ?2) AND (?3 IS NULL OR "            \
+#define BIOS_DRIFT_WHERE                                                                           \
+	"(?1 = 0 OR n.rack_id = ?1) AND (?2 = 0 OR n.id = ?2) AND (?3 IS NULL OR "                 \
 	"n.node_class = ?3) "
 
 enum rp_err
@@ -259,12 +266,15 @@ rp_store_bios_drift(struct rp_store *st, json_t *filter, json_t **out)
 	for (i = 0; i < 2; i++) {
 		s = i == 0 ? STMT(c, "SELECT count(*) FROM nodes n WHERE " TARGET_PROFILE
 		                     " IS NOT NULL AND " BIOS_DRIFT_WHERE)
-		           : STMT(c, "SELECT n.name, r.name, n.node_class, p.name, pa.name, a.value, "
-		                     "pa.value FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
-		                     " JOIN bios_profile_attrs pa ON pa.profile_id = p.id "
-		                     "LEFT JOIN bios_actual a ON a.node_id = n.id AND a.name = pa.name "
-		                     "LEFT JOIN racks r ON r.id = n.rack_id WHERE a.value IS NOT "
-		                     "pa.value AND " BIOS_DRIFT_WHERE "ORDER BY n.name, pa.name");
+		           : STMT(c,
+		                  "SELECT n.name, r.name, n.node_class, p.name, pa.name, a.value, "
+		                  "pa.value FROM nodes n JOIN bios_profiles p ON p.id "
+		                  "= " TARGET_PROFILE
+		                  " JOIN bios_profile_attrs pa ON pa.profile_id = p.id "
+		                  "LEFT JOIN bios_actual a ON a.node_id = n.id AND a.name = "
+		                  "pa.name "
+		                  "LEFT JOIN racks r ON r.id = n.rack_id WHERE a.value IS NOT "
+		                  "pa.value AND " BIOS_DRIFT_WHERE "ORDER BY n.name, pa.name");
 		if (s == NULL) {
 			e = RP_ERR_INTERNAL;
 			goto out;
@@ -321,7 +331,8 @@ registry_refuses(json_t *def, json_t *value, char *buf, size_t len)
 			return "must be an integer";
 		if ((lo && json_number_value(value) < json_number_value(lo)) ||
 		    (hi && json_number_value(value) > json_number_value(hi))) {
-			snprintf(buf, len, "must be between %g and %g", lo ? json_number_value(lo) : -1e18,
+			snprintf(buf, len, "must be between %g and %g",
+			         lo ? json_number_value(lo) : -1e18,
 			         hi ? json_number_value(hi) : 1e18);
 			return buf;
 		}
@@ -336,7 +347,8 @@ registry_refuses(json_t *def, json_t *value, char *buf, size_t len)
 			return "must be a string";
 		if (json_is_integer(max) &&
 		    (json_int_t)json_string_length(value) > json_integer_value(max)) {
-			snprintf(buf, len, "at most %lld characters", (long long)json_integer_value(max));
+			snprintf(buf, len, "at most %lld characters",
+			         (long long)json_integer_value(max));
 			return buf;
 		}
 	}
@@ -368,9 +380,10 @@ registry_check(json_t *defs, json_t *attrs, const char *reg, const char *node, j
 		if (def && (why = registry_refuses(def, v, buf, sizeof buf)) == NULL)
 			continue;
 		snprintf(field, sizeof field, "attributes.%.128s", name);
-		*detail = json_pack("{s:s, s:o, s:s, s:s}", "field", field, "reason",
-		                    json_sprintf("%s %s (registry %s of node %s)", name, why, reg, node),
-		                    "registry", reg, "node", node);
+		*detail = json_pack(
+		        "{s:s, s:o, s:s, s:s}", "field", field, "reason",
+		        json_sprintf("%s %s (registry %s of node %s)", name, why, reg, node),
+		        "registry", reg, "node", node);
 		return RP_ERR_INVALID_FIELD;
 	}
 	return RP_ERR_OK;
@@ -391,8 +404,9 @@ store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **det
 		int64_t rid;
 
 		if (!strcmp(method, "agent") && recipe == NULL) {
-			*detail = store_why("recipe", "method agent needs a recipe (the vendor BIOS tool's "
-			                              "steps)");
+			*detail = store_why("recipe",
+			                    "method agent needs a recipe (the vendor BIOS tool's "
+			                    "steps)");
 			return RP_ERR_INVALID_FIELD;
 		}
 		if (strcmp(method, "agent") != 0 && recipe) {
@@ -410,10 +424,11 @@ store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **det
 	if (json_object_size(attrs) == 0)
 		return RP_ERR_OK;
 	/* One registry per distinct id among the nodes the profile applies to. */
-	s = STMT(c, "SELECT r.registry, r.attributes, min(n.name) FROM bios_registries r JOIN nodes "
-	            "n ON n.id = r.node_id WHERE (?1 IS NOT NULL AND n.node_class = ?1 AND "
-	            "n.bios_profile_id IS NULL) OR n.bios_profile_id = ?2 GROUP BY r.registry "
-	            "LIMIT 16");
+	s = STMT(c,
+	         "SELECT r.registry, r.attributes, min(n.name) FROM bios_registries r JOIN nodes "
+	         "n ON n.id = r.node_id WHERE (?1 IS NOT NULL AND n.node_class = ?1 AND "
+	         "n.bios_profile_id IS NULL) OR n.bios_profile_id = ?2 GROUP BY r.registry "
+	         "LIMIT 16");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	store_bind_text(s, 1, cls);
@@ -455,8 +470,10 @@ store_bios_node_check(struct conn *c, int64_t node_id, int64_t profile_id, json_
 		if (e != RP_ERR_OK) {
 			json_t *f = json_object_get(*detail, "field");
 
-			/* The field the caller sent is the assignment, not the profile's attribute. */
-			json_object_set_new(*detail, "attribute", json_string(json_string_value(f) + 11));
+			/* The field the caller sent is the assignment, not the profile's attribute.
+			 */
+			json_object_set_new(*detail, "attribute",
+			                    json_string(json_string_value(f) + 11));
 			json_object_set_new(*detail, "field", json_string("bios_profile"));
 		}
 	} else if (rc != SQLITE_DONE)
@@ -536,15 +553,18 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 	if (profile) {
 		if ((e = store_id_of(c, T_PROFILE, profile, &pid)) != RP_ERR_OK) {
 			if (e == RP_ERR_NOT_FOUND) {
-				*detail = store_why("profile", "no BIOS profile named '%s'", profile);
+				*detail =
+				        store_why("profile", "no BIOS profile named '%s'", profile);
 				e = RP_ERR_INVALID_FIELD;
 			}
 			goto out;
 		}
 		s = STMT(c, "SELECT id, name, method, recipe FROM bios_profiles WHERE id = ?");
 	} else
-		s = STMT(c, "SELECT p.id, p.name, p.method, p.recipe FROM nodes n JOIN bios_profiles p "
-		            "ON p.id = " TARGET_PROFILE " WHERE n.id = ?");
+		s = STMT(
+		        c,
+		        "SELECT p.id, p.name, p.method, p.recipe FROM nodes n JOIN bios_profiles p "
+		        "ON p.id = " TARGET_PROFILE " WHERE n.id = ?");
 	e = RP_ERR_INTERNAL;
 	if (s == NULL)
 		goto out;
@@ -553,11 +573,13 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 		pid = sqlite3_column_int64(s, 0);
 		snprintf(pname, sizeof pname, "%s", (const char *)sqlite3_column_text(s, 1));
 		snprintf(method, sizeof method, "%s", (const char *)sqlite3_column_text(s, 2));
-		snprintf(recipe, sizeof recipe, "%s", (const char *)sqlite3_column_text(s, 3) ?: "");
+		snprintf(recipe, sizeof recipe, "%s",
+		         (const char *)sqlite3_column_text(s, 3) ?: "");
 	}
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE) {
-		*detail = store_why(NULL, "node %s has no BIOS profile (neither its own nor its class's)",
+		*detail = store_why(NULL,
+		                    "node %s has no BIOS profile (neither its own nor its class's)",
 		                    n.name);
 		e = RP_ERR_CONFLICT;
 		goto out;
@@ -566,15 +588,18 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 		e = store_sqlerr(c, rc, "bios desired");
 		goto out;
 	}
-	s = STMT(c, "SELECT name, value FROM bios_profile_attrs WHERE profile_id = ? ORDER BY name");
+	s = STMT(c,
+	         "SELECT name, value FROM bios_profile_attrs WHERE profile_id = ? ORDER BY name");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, pid);
 	attrs = json_object();
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		json_t *v = json_loads((const char *)sqlite3_column_text(s, 1), JSON_DECODE_ANY, NULL);
+		json_t *v =
+		        json_loads((const char *)sqlite3_column_text(s, 1), JSON_DECODE_ANY, NULL);
 
-		json_object_set_new(attrs, (const char *)sqlite3_column_text(s, 0), v ? v : json_null());
+		json_object_set_new(attrs, (const char *)sqlite3_column_text(s, 0),
+		                    v ? v : json_null());
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE) {
@@ -582,7 +607,8 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 		goto out;
 	}
 	*out = json_pack("{s:s, s:s, s:O, s:s, s:s?}", "node", n.name, "profile", pname,
-	                 "attributes", attrs, "method", method, "recipe", recipe[0] ? recipe : NULL);
+	                 "attributes", attrs, "method", method, "recipe",
+	                 recipe[0] ? recipe : NULL);
 	e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
 out:
 	store_read_end(c);
@@ -646,13 +672,14 @@ rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profi
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE) {
 		e = (rc & 0xff) == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE
-		                                      : store_sqlerr(c, rc, "bios apply row");
+		                                     : store_sqlerr(c, rc, "bios apply row");
 		goto out;
 	}
 	if ((e = store_job_sent(c, job_id, "bios recipe", now)) != RP_ERR_OK)
 		goto out;
-	snprintf(summary, sizeof summary, "steps job queued for %s: recipe %s applies BIOS profile %s",
-	         n.name, recipe, profile);
+	snprintf(summary, sizeof summary,
+	         "steps job queued for %s: recipe %s applies BIOS profile %s", n.name, recipe,
+	         profile);
 	if ((e = store_event(c, "rackpilotd", "job.queued", "job", uuid, n.name, n.id, n.rack_id,
 	                     summary, params)) != RP_ERR_OK)
 		goto out;

@@ -7,15 +7,16 @@
 #include "rackpilot/agent.h"
 #include "internal.h"
 
-#define IMAGE_COLS                                                                          \
-	"SELECT id AS _id, uuid AS id, name, kind, file, size, sha256, description, version, " \
-	"created_by, created_at AS \"created_at:time\", updated_at AS \"updated_at:time\" FROM images "
+#define IMAGE_COLS                                                                                 \
+	"SELECT id AS _id, uuid AS id, name, kind, file, size, sha256, description, version, "     \
+	"created_by, created_at AS \"created_at:time\", updated_at AS \"updated_at:time\" FROM "   \
+	"images "
 
-#define PROFILE_COLS                                                                          \
-	"SELECT p.id AS _id, p.uuid AS id, p.name, p.node_class, k.name AS kernel, i.name AS "   \
-	"initrd, p.cmdline, p.description, (SELECT count(*) FROM nodes WHERE boot_profile_id = " \
-	"p.id) AS node_count, p.version, p.created_at AS \"created_at:time\", p.updated_at AS "  \
-	"\"updated_at:time\" FROM boot_profiles p JOIN images k ON k.id = p.kernel_id JOIN "     \
+#define PROFILE_COLS                                                                               \
+	"SELECT p.id AS _id, p.uuid AS id, p.name, p.node_class, k.name AS kernel, i.name AS "     \
+	"initrd, p.cmdline, p.description, (SELECT count(*) FROM nodes WHERE boot_profile_id = "   \
+	"p.id) AS node_count, p.version, p.created_at AS \"created_at:time\", p.updated_at AS "    \
+	"\"updated_at:time\" FROM boot_profiles p JOIN images k ON k.id = p.kernel_id JOIN "       \
 	"images i ON i.id = p.initrd_id "
 
 /* ---- Images ---------------------------------------------------------------------------- */
@@ -114,8 +115,8 @@ rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t
 	         (long long)json_integer_value(json_object_get(in, "size")),
 	         json_string_value(json_object_get(in, "sha256")));
 	if ((e = store_event(c, actor, "image.created", "image", uuid,
-	                     json_string_value(json_object_get(in, "name")), 0, 0, summary, NULL)) !=
-	    RP_ERR_OK)
+	                     json_string_value(json_object_get(in, "name")), 0, 0, summary,
+	                     NULL)) != RP_ERR_OK)
 		goto out;
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
@@ -150,14 +151,16 @@ rp_store_image_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	if (rq->sort_by_name) {
-		s = STMT(c, IMAGE_COLS "WHERE (?1 IS NULL OR name > ?1) AND (?2 IS NULL OR kind = ?2) "
-		                       "ORDER BY name LIMIT ?3");
+		s = STMT(c,
+		         IMAGE_COLS "WHERE (?1 IS NULL OR name > ?1) AND (?2 IS NULL OR kind = ?2) "
+		                    "ORDER BY name LIMIT ?3");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
 		store_bind_text(s, 1, rq->after_key);
 	} else {
-		s = STMT(c, IMAGE_COLS "WHERE images.id > ?1 AND (?2 IS NULL OR kind = ?2) ORDER BY "
-		                       "images.id LIMIT ?3");
+		s = STMT(c,
+		         IMAGE_COLS "WHERE images.id > ?1 AND (?2 IS NULL OR kind = ?2) ORDER BY "
+		                    "images.id LIMIT ?3");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
 		sqlite3_bind_int64(s, 1, rq->after_id);
@@ -208,11 +211,12 @@ rp_store_image_delete(struct rp_store *st, const char *key, const char *actor, j
 		e = store_sqlerr(c, rc, "image delete");
 		goto out;
 	}
-	snprintf(summary, sizeof summary, "image %s deleted", json_string_value(json_object_get(obj, "name")));
+	snprintf(summary, sizeof summary, "image %s deleted",
+	         json_string_value(json_object_get(obj, "name")));
 	if ((e = store_event(c, actor, "image.deleted", "image",
 	                     json_string_value(json_object_get(obj, "id")),
-	                     json_string_value(json_object_get(obj, "name")), 0, 0, summary, NULL)) !=
-	    RP_ERR_OK)
+	                     json_string_value(json_object_get(obj, "name")), 0, 0, summary,
+	                     NULL)) != RP_ERR_OK)
 		goto out;
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
@@ -247,7 +251,8 @@ profile_load(struct conn *c, int64_t id, json_t **out)
 enum rp_err
 store_boot_profile_id(struct conn *c, const char *key, int64_t *id)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT id FROM boot_profiles WHERE name = ?1 OR uuid = lower(?1)");
+	sqlite3_stmt *s =
+	        STMT(c, "SELECT id FROM boot_profiles WHERE name = ?1 OR uuid = lower(?1)");
 	int rc;
 
 	if (s == NULL)
@@ -288,7 +293,8 @@ profile_save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 		store_bind_text(s, 1, cls);
 		sqlite3_bind_int64(s, 2, *id);
 		if (sqlite3_step(s) == SQLITE_ROW) {
-			*detail = store_why("node_class", "boot profile '%s' already applies to class '%s'",
+			*detail = store_why("node_class",
+			                    "boot profile '%s' already applies to class '%s'",
 			                    (const char *)sqlite3_column_text(s, 0), cls);
 			sqlite3_reset(s);
 			return RP_ERR_DUPLICATE;
@@ -308,9 +314,10 @@ profile_save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 	if (*id == 0) {
 		if (rp_uuid_new(uuid) < 0)
 			return RP_ERR_INTERNAL;
-		s = STMT(c, "INSERT INTO boot_profiles(uuid, name, node_class, kernel_id, initrd_id, "
-		            "cmdline, description, created_at, updated_at) VALUES (?1,?2,?3,?4,?5,"
-		            "coalesce(?6, ''),?7,?8,?8)");
+		s = STMT(c,
+		         "INSERT INTO boot_profiles(uuid, name, node_class, kernel_id, initrd_id, "
+		         "cmdline, description, created_at, updated_at) VALUES (?1,?2,?3,?4,?5,"
+		         "coalesce(?6, ''),?7,?8,?8)");
 	} else {
 		s = STMT(c, "UPDATE boot_profiles SET name = ?2, node_class = ?3, kernel_id = ?4, "
 		            "initrd_id = ?5, cmdline = coalesce(?6, ''), description = ?7, "
@@ -400,7 +407,8 @@ rp_store_boot_profile_list(struct rp_store *st, const struct rp_page_req *rq, st
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	if (rq->sort_by_name) {
-		s = STMT(c, PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) ORDER BY p.name LIMIT ?2");
+		s = STMT(c,
+		         PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) ORDER BY p.name LIMIT ?2");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
 		store_bind_text(s, 1, rq->after_key);
@@ -480,8 +488,9 @@ rp_store_boot_profile_delete(struct rp_store *st, const char *key, int64_t if_ma
 		goto out;
 	}
 	if (json_integer_value(json_object_get(before, "node_count")) > 0) {
-		*detail = store_why(NULL, "%lld node(s) use this boot profile",
-		                    (long long)json_integer_value(json_object_get(before, "node_count")));
+		*detail = store_why(
+		        NULL, "%lld node(s) use this boot profile",
+		        (long long)json_integer_value(json_object_get(before, "node_count")));
 		e = RP_ERR_IN_USE;
 		goto out;
 	}
@@ -521,7 +530,8 @@ rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
 	if ((e = store_read_begin(c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT n.id AS row_id, n.uuid AS id, n.name, n.provision_state AS state, n.maintenance "
+	s = STMT(c, "SELECT n.id AS row_id, n.uuid AS id, n.name, n.provision_state AS state, "
+	            "n.maintenance "
 	            "AS \"maintenance:bool\", n.node_class, j.phase, n.boot_profile_id "
 	            "FROM node_macs m JOIN nodes n ON n.id = m.node_id "
 	            "LEFT JOIN jobs j ON j.id = n.provision_job_id WHERE m.mac = ?");
@@ -537,14 +547,16 @@ rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
 		goto out;
 	}
 	/* The node's own profile, else its class's, else "default". */
-	s = STMT(c, "SELECT p.name, p.cmdline, k.name AS kernel, i.name AS initrd FROM boot_profiles "
-	            "p JOIN images k ON k.id = p.kernel_id JOIN images i ON i.id = p.initrd_id "
-	            "WHERE p.id = ?1 OR (?1 IS NULL AND p.node_class = ?2) OR p.name = 'default' "
-	            "ORDER BY (p.id = ?1) DESC, (p.node_class IS ?2 AND ?2 IS NOT NULL) DESC LIMIT 1");
+	s = STMT(c,
+	         "SELECT p.name, p.cmdline, k.name AS kernel, i.name AS initrd FROM boot_profiles "
+	         "p JOIN images k ON k.id = p.kernel_id JOIN images i ON i.id = p.initrd_id "
+	         "WHERE p.id = ?1 OR (?1 IS NULL AND p.node_class = ?2) OR p.name = 'default' "
+	         "ORDER BY (p.id = ?1) DESC, (p.node_class IS ?2 AND ?2 IS NOT NULL) DESC LIMIT 1");
 	if (s == NULL)
 		goto out;
 	if (node && json_is_integer(json_object_get(node, "boot_profile_id")))
-		sqlite3_bind_int64(s, 1, json_integer_value(json_object_get(node, "boot_profile_id")));
+		sqlite3_bind_int64(s, 1,
+		                   json_integer_value(json_object_get(node, "boot_profile_id")));
 	store_bind_str(s, 2, node, "node_class");
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
@@ -572,8 +584,8 @@ boot_secret(struct rp_store *st, const char *uuid, char out[RP_TOKEN_BUF])
 {
 	unsigned char d[32];
 
-	if (st->secrets == NULL ||
-	    rp_secrets_derive(st->secrets, "rackpilot bootstrap token v1", uuid, strlen(uuid), d) < 0)
+	if (st->secrets == NULL || rp_secrets_derive(st->secrets, "rackpilot bootstrap token v1",
+	                                             uuid, strlen(uuid), d) < 0)
 		return -1;
 	memcpy(out, RP_TOKEN_PREFIX_BOOTSTRAP, 4);
 	rp_b64url_encode(d, sizeof d, out + 4);
@@ -659,9 +671,12 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 	 * the slots a real new machine needs. */
 	if (!r->node_id) {
 		/* A MAC that holds a slot already (its token past half-life) keeps it. */
-		s = STMT(c, "SELECT count(DISTINCT mac), count(DISTINCT CASE WHEN source IS ?2 THEN mac "
-		            "END) FROM bootstrap_tokens WHERE node_id IS NULL AND mac IS NOT NULL AND "
-		            "mac != ?3 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ?1");
+		s = STMT(
+		        c,
+		        "SELECT count(DISTINCT mac), count(DISTINCT CASE WHEN source IS ?2 THEN "
+		        "mac "
+		        "END) FROM bootstrap_tokens WHERE node_id IS NULL AND mac IS NOT NULL AND "
+		        "mac != ?3 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ?1");
 		if (s == NULL)
 			goto out;
 		sqlite3_bind_int64(s, 1, now);
@@ -673,32 +688,37 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 		}
 		sqlite3_reset(s);
 		if (live >= r->max_discovery) {
-			snprintf(why, whylen, "%lld machines are being discovered already; try later",
+			snprintf(why, whylen,
+			         "%lld machines are being discovered already; try later",
 			         (long long)live);
 			e = RP_ERR_UNAVAILABLE;
 			goto out;
 		}
-		/* Every registration of a discovery token adds a node: they wait for an operator, and
-		 * a host inventing MACs must not fill the database with them. */
+		/* Every registration of a discovery token adds a node: they wait for an operator,
+		 * and a host inventing MACs must not fill the database with them. */
 		if (r->max_discovered > 0) {
 			int64_t waiting = 0;
 
-			s = STMT(c, "SELECT count(*) FROM nodes WHERE provision_state = 'discovered'");
+			s = STMT(c,
+			         "SELECT count(*) FROM nodes WHERE provision_state = 'discovered'");
 			if (s == NULL)
 				goto out;
 			if (sqlite3_step(s) == SQLITE_ROW)
 				waiting = sqlite3_column_int64(s, 0);
 			sqlite3_reset(s);
 			if (waiting >= r->max_discovered) {
-				snprintf(why, whylen, "%lld discovered nodes wait for an operator (adopt or delete "
-				                      "them); no more are taken",
+				snprintf(why, whylen,
+				         "%lld discovered nodes wait for an operator (adopt or "
+				         "delete "
+				         "them); no more are taken",
 				         (long long)waiting);
 				e = RP_ERR_UNAVAILABLE;
 				goto out;
 			}
 		}
 		if (r->max_per_source > 0 && mine >= r->max_per_source) {
-			snprintf(why, whylen, "%lld machines are being discovered from %s already; try later",
+			snprintf(why, whylen,
+			         "%lld machines are being discovered from %s already; try later",
 			         (long long)mine, r->source ? r->source : "this address");
 			e = RP_ERR_UNAVAILABLE;
 			goto out;
@@ -774,10 +794,11 @@ rp_store_dhcp_hosts(struct rp_store *st, struct rp_buf *out)
 
 		/* A DHCP host name is a DNS label: keep letters, digits and '-'. */
 		for (i = 0; name[i] && n < sizeof host - 1; i++)
-			host[n++] = (char)((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
-			                           (name[i] >= '0' && name[i] <= '9')
-			                       ? name[i]
-			                       : '-');
+			host[n++] = (char)((name[i] >= 'a' && name[i] <= 'z') ||
+			                                   (name[i] >= 'A' && name[i] <= 'Z') ||
+			                                   (name[i] >= '0' && name[i] <= '9')
+			                           ? name[i]
+			                           : '-');
 		host[n] = '\0';
 		rp_buf_printf(out, "%s,%s\n", (const char *)sqlite3_column_text(s, 0), host);
 	}

@@ -4,9 +4,9 @@
 #include "../util/util.h"
 #include "internal.h"
 
-#define CLASS_COLS                                                                        \
-	"SELECT c.id AS _id, c.name, c.description, c.bom AS \"bom:json\", (SELECT count(*) " \
-	"FROM nodes WHERE node_class = c.name) AS node_count, c.version, c.created_at AS "    \
+#define CLASS_COLS                                                                                 \
+	"SELECT c.id AS _id, c.name, c.description, c.bom AS \"bom:json\", (SELECT count(*) "      \
+	"FROM nodes WHERE node_class = c.name) AS node_count, c.version, c.created_at AS "         \
 	"\"created_at:time\", c.updated_at AS \"updated_at:time\" FROM node_classes c "
 
 enum rp_err
@@ -47,7 +47,8 @@ store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
 		e = store_sqlerr(c, rc, "class put");
 		goto out;
 	}
-	snprintf(summary, sizeof summary, "node class %s %s", name, *created ? "created" : "updated");
+	snprintf(summary, sizeof summary, "node class %s %s", name,
+	         *created ? "created" : "updated");
 	e = store_event(c, actor, *created ? "node_class.created" : "node_class.updated",
 	                "node_class", NULL, name, 0, 0, summary, json_object_get(in, "bom"));
 out:
@@ -56,8 +57,7 @@ out:
 }
 
 enum rp_err
-rp_store_class_put(struct rp_store *st, json_t *in, const char *actor, json_t **out,
-                   int *created)
+rp_store_class_put(struct rp_store *st, json_t *in, const char *actor, json_t **out, int *created)
 {
 	struct conn *c = store_conn(st);
 	enum rp_err e;
@@ -140,8 +140,8 @@ rp_store_class_delete(struct rp_store *st, const char *name, const char *actor)
 		goto out;
 	}
 	snprintf(summary, sizeof summary, "node class %s deleted", name);
-	if ((e = store_event(c, actor, "node_class.deleted", "node_class", NULL, name, 0, 0, summary,
-	                     NULL)) != RP_ERR_OK)
+	if ((e = store_event(c, actor, "node_class.deleted", "node_class", NULL, name, 0, 0,
+	                     summary, NULL)) != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);
 out:
@@ -190,8 +190,8 @@ store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, json_t **deta
 	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "cable insert");
 }
 
-#define CABLE_COLS                                                                       \
-	"SELECT n.name AS node, k.interface, k.port_guid, k.switch, k.port FROM cabling k " \
+#define CABLE_COLS                                                                                 \
+	"SELECT n.name AS node, k.interface, k.port_guid, k.switch, k.port FROM cabling k "        \
 	"JOIN nodes n ON n.id = k.node_id "
 
 enum rp_err
@@ -252,7 +252,8 @@ rp_store_cabling_put(struct rp_store *st, const char *rack, json_t *entries, con
 	if ((e = store_id_of(c, T_RACK, rack, &rid)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "DELETE FROM cabling WHERE node_id IN (SELECT id FROM nodes WHERE rack_id = ?)");
+	s = STMT(c,
+	         "DELETE FROM cabling WHERE node_id IN (SELECT id FROM nodes WHERE rack_id = ?)");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, rid);

@@ -5,20 +5,21 @@
 #include "../util/util.h"
 #include "internal.h"
 
-#define EVENT_COLS                                                                         \
-	"SELECT e.id AS _id, e.id, e.at AS \"at:time\", e.actor, e.action, e.object_type AS " \
-	"\"object.type\", e.object_id AS \"object.id\", e.object_name AS \"object.name\", "    \
+#define EVENT_COLS                                                                                 \
+	"SELECT e.id AS _id, e.id, e.at AS \"at:time\", e.actor, e.action, e.object_type AS "      \
+	"\"object.type\", e.object_id AS \"object.id\", e.object_name AS \"object.name\", "        \
 	"e.summary, e.detail AS \"detail:json\" FROM events e "
 
-#define EVENT_FILTER                                                                       \
-	"AND (?3 IS NULL OR e.at >= ?3) AND (?4 IS NULL OR e.at < ?4) AND (?5 IS NULL OR "    \
+#define EVENT_FILTER                                                                               \
+	"AND (?3 IS NULL OR e.at >= ?3) AND (?4 IS NULL OR e.at < ?4) AND (?5 IS NULL OR "         \
 	"substr(e.action, 1, length(?5)) = ?5) ORDER BY e.id DESC LIMIT ?6"
 
 enum rp_err
 rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
 {
 	struct conn *c = store_conn(st);
-	json_t *f = rq->filter, *since = json_object_get(f, "since"), *until = json_object_get(f, "until");
+	json_t *f = rq->filter, *since = json_object_get(f, "since"),
+	       *until = json_object_get(f, "until");
 	const char *node = json_string_value(json_object_get(f, "node"));
 	const char *rack = json_string_value(json_object_get(f, "rack"));
 	sqlite3_stmt *s;
@@ -55,12 +56,11 @@ rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 }
 
 /* Newest first above; the stream wants oldest first after a known id. */
-#define EVENT_AFTER                                                                        \
+#define EVENT_AFTER                                                                                \
 	"AND (?3 IS NULL OR substr(e.action, 1, length(?3)) = ?3) ORDER BY e.id LIMIT ?4"
 
 enum rp_err
-rp_store_event_after(struct rp_store *st, int64_t after_id, json_t *filter, int limit,
-                     json_t **out)
+rp_store_event_after(struct rp_store *st, int64_t after_id, json_t *filter, int limit, json_t **out)
 {
 	struct conn *c = store_conn(st);
 	const char *node = json_string_value(json_object_get(filter, "node"));

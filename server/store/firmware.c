@@ -58,9 +58,10 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 		v = json_object_get(desired, comp);
 		json_object_set(item, "desired", v ? v : json_null());
 		json_object_set_new(item, "status",
-		                    json_string(v == NULL                                ? "unmanaged"
-		                                : strcmp(json_string_value(v), have) == 0 ? "ok"
-		                                                                          : "drift"));
+		                    json_string(v == NULL ? "unmanaged"
+		                                : strcmp(json_string_value(v), have) == 0
+		                                        ? "ok"
+		                                        : "drift"));
 	}
 	json_object_foreach(desired, comp, v)
 	{
@@ -68,16 +69,18 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 
 		json_array_foreach(list, i, item)
 		{
-			if (strcmp(json_string_value(json_object_get(item, "component")), comp) == 0)
+			if (strcmp(json_string_value(json_object_get(item, "component")), comp) ==
+			    0)
 				seen = 1;
 		}
 		if (!seen)
 			json_array_append_new(list, json_pack("{s:s, s:n, s:n, s:n, s:n, s:O, s:s}",
-			                                      "component", comp, "version", "updateable",
-			                                      "source", "read_at", "desired", v, "status",
-			                                      "missing"));
+			                                      "component", comp, "version",
+			                                      "updateable", "source", "read_at",
+			                                      "desired", v, "status", "missing"));
 	}
-	*out = json_pack("{s:s, s:s?, s:O}", "node", n.name, "baseline", baseline, "components", list);
+	*out = json_pack("{s:s, s:s?, s:O}", "node", n.name, "baseline", baseline, "components",
+	                 list);
 	e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
 out:
 	store_read_end(c);
@@ -108,10 +111,12 @@ rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *sou
 		goto out;
 	json_array_foreach(components, i, v)
 	{
-		s = STMT(c, "INSERT INTO firmware_components(node_id, component, version, updateable, "
-		            "source, read_at) VALUES (?,?,?,coalesce(?,0),?,?) ON CONFLICT(node_id, "
-		            "component) DO UPDATE SET version = excluded.version, updateable = "
-		            "excluded.updateable, source = excluded.source, read_at = excluded.read_at");
+		s = STMT(c,
+		         "INSERT INTO firmware_components(node_id, component, version, updateable, "
+		         "source, read_at) VALUES (?,?,?,coalesce(?,0),?,?) ON CONFLICT(node_id, "
+		         "component) DO UPDATE SET version = excluded.version, updateable = "
+		         "excluded.updateable, source = excluded.source, read_at = "
+		         "excluded.read_at");
 		if (s == NULL) {
 			e = RP_ERR_INTERNAL;
 			goto out;
@@ -131,8 +136,8 @@ rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *sou
 	}
 	snprintf(summary, sizeof summary, "%zu firmware component(s) of %s read from %s",
 	         json_array_size(components), n.name, source);
-	if ((e = store_event(c, actor, "node.firmware_read", "node", n.uuid, n.name, n.id, n.rack_id,
-	                     summary, components)) != RP_ERR_OK)
+	if ((e = store_event(c, actor, "node.firmware_read", "node", n.uuid, n.name, n.id,
+	                     n.rack_id, summary, components)) != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);
 out:
@@ -140,8 +145,8 @@ out:
 	return e;
 }
 
-#define FW_DRIFT_WHERE                                                                     \
-	"(?1 = 0 OR n.rack_id = ?1) AND (?2 = 0 OR n.id = ?2) AND (?3 IS NULL OR "            \
+#define FW_DRIFT_WHERE                                                                             \
+	"(?1 = 0 OR n.rack_id = ?1) AND (?2 = 0 OR n.id = ?2) AND (?3 IS NULL OR "                 \
 	"n.node_class = ?3) "
 
 enum rp_err
@@ -163,13 +168,15 @@ rp_store_firmware_drift(struct rp_store *st, json_t *filter, json_t **out)
 	for (i = 0; i < 2; i++) {
 		s = i == 0 ? STMT(c, "SELECT count(*) FROM nodes n JOIN firmware_baselines b ON "
 		                     "b.node_class = n.node_class WHERE " FW_DRIFT_WHERE)
-		           : STMT(c, "SELECT n.name, r.name, n.node_class, b.name, bc.component, "
-		                     "fc.version, bc.version FROM nodes n JOIN firmware_baselines b ON "
-		                     "b.node_class = n.node_class JOIN baseline_components bc ON "
-		                     "bc.baseline_id = b.id LEFT JOIN firmware_components fc ON "
-		                     "fc.node_id = n.id AND fc.component = bc.component LEFT JOIN "
-		                     "racks r ON r.id = n.rack_id WHERE fc.version IS NOT bc.version "
-		                     "AND " FW_DRIFT_WHERE "ORDER BY n.name, bc.component");
+		           : STMT(c,
+		                  "SELECT n.name, r.name, n.node_class, b.name, bc.component, "
+		                  "fc.version, bc.version FROM nodes n JOIN firmware_baselines b "
+		                  "ON "
+		                  "b.node_class = n.node_class JOIN baseline_components bc ON "
+		                  "bc.baseline_id = b.id LEFT JOIN firmware_components fc ON "
+		                  "fc.node_id = n.id AND fc.component = bc.component LEFT JOIN "
+		                  "racks r ON r.id = n.rack_id WHERE fc.version IS NOT bc.version "
+		                  "AND " FW_DRIFT_WHERE "ORDER BY n.name, bc.component");
 		if (s == NULL) {
 			e = RP_ERR_INTERNAL;
 			goto out;
@@ -221,9 +228,11 @@ store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 		}
 		if (image == NULL) {
 			snprintf(field, sizeof field, "components.%.128s.image", comp);
-			*detail = store_why(field, "component '%s' names no image: a baseline says what to "
-			                           "flash (register the image under /v1/images first)",
-			                    comp);
+			*detail =
+			        store_why(field,
+			                  "component '%s' names no image: a baseline says what to "
+			                  "flash (register the image under /v1/images first)",
+			                  comp);
 			return RP_ERR_INVALID_FIELD;
 		}
 		for (i = 0; method && fw_methods[i]; i++)
@@ -240,9 +249,10 @@ store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 		rc = sqlite3_step(s);
 		if (rc == SQLITE_ROW)
 			kind = strcmp((const char *)sqlite3_column_text(s, 0), "kernel") &&
-			               strcmp((const char *)sqlite3_column_text(s, 0), "initrd")
-			           ? "ok"
-			           : "boot";
+			                       strcmp((const char *)sqlite3_column_text(s, 0),
+			                              "initrd")
+			               ? "ok"
+			               : "boot";
 		sqlite3_reset(s);
 		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 			return store_sqlerr(c, rc, "baseline image");
@@ -252,13 +262,15 @@ store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 			return RP_ERR_INVALID_FIELD;
 		}
 		if (strcmp(kind, "ok") != 0) {
-			*detail = store_why(field, "image '%s' is a kernel or initrd, not firmware", image);
+			*detail = store_why(field, "image '%s' is a kernel or initrd, not firmware",
+			                    image);
 			return RP_ERR_INVALID_FIELD;
 		}
 		if (method && !strcmp(method, "agent")) {
 			snprintf(field, sizeof field, "components.%.128s.recipe", comp);
 			if (recipe == NULL) {
-				*detail = store_why(field, "method agent runs a flasher recipe: name it");
+				*detail = store_why(field,
+				                    "method agent runs a flasher recipe: name it");
 				return RP_ERR_INVALID_FIELD;
 			}
 			s = STMT(c, "SELECT 1 FROM recipes WHERE name = ?");
@@ -328,10 +340,11 @@ store_firmware_from_inventory(struct conn *c, const struct node_ref *n, json_t *
 	size_t i;
 	int first = 1;
 
-	if ((e = fw_put(c, n->id, "dmi.bios",
-	                json_string_value(json_object_get(
-	                    json_object_get(json_object_get(data, "system"), "bios"), "version")),
-	                "agent", now)) != RP_ERR_OK)
+	if ((e = fw_put(
+	             c, n->id, "dmi.bios",
+	             json_string_value(json_object_get(
+	                     json_object_get(json_object_get(data, "system"), "bios"), "version")),
+	             "agent", now)) != RP_ERR_OK)
 		return e;
 	json_array_foreach(json_object_get(json_object_get(data, "gpus"), "items"), i, item)
 	{
@@ -339,7 +352,8 @@ store_firmware_from_inventory(struct conn *c, const struct node_ref *n, json_t *
 		json_t *idx = json_object_get(item, "index");
 
 		snprintf(name, sizeof name, "gpu%lld.vbios",
-		         (long long)(json_is_integer(idx) ? json_integer_value(idx) : (json_int_t)i));
+		         (long long)(json_is_integer(idx) ? json_integer_value(idx)
+		                                          : (json_int_t)i));
 		if ((e = fw_put(c, n->id, name, vb, "agent", now)) != RP_ERR_OK)
 			return e;
 		family(fam, sizeof fam, vb, &first);
@@ -368,8 +382,9 @@ store_firmware_from_inventory(struct conn *c, const struct node_ref *n, json_t *
 		if (nic == NULL)
 			continue;
 		snprintf(name, sizeof name, "nic.%.100s", nic);
-		if ((e = fw_put(c, n->id, name, json_string_value(json_object_get(item, "firmware")),
-		                "agent", now)) != RP_ERR_OK)
+		if ((e = fw_put(c, n->id, name,
+		                json_string_value(json_object_get(item, "firmware")), "agent",
+		                now)) != RP_ERR_OK)
 			return e;
 	}
 	return RP_ERR_OK;
@@ -405,7 +420,8 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		snprintf(cls, sizeof cls, "%s", (const char *)sqlite3_column_text(s, 0));
 		if (sqlite3_column_type(s, 1) != SQLITE_NULL)
-			snprintf(bname, sizeof bname, "%s", (const char *)sqlite3_column_text(s, 1));
+			snprintf(bname, sizeof bname, "%s",
+			         (const char *)sqlite3_column_text(s, 1));
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_ROW) {
@@ -413,8 +429,9 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 		goto out;
 	}
 	if (bname[0] == '\0') {
-		*detail = store_why(NULL, cls[0] ? "node class '%s' has no firmware baseline"
-		                                 : "node %s has no node_class, so no firmware baseline",
+		*detail = store_why(NULL,
+		                    cls[0] ? "node class '%s' has no firmware baseline"
+		                           : "node %s has no node_class, so no firmware baseline",
 		                    cls[0] ? cls : n.name);
 		e = RP_ERR_CONFLICT;
 		goto out;
@@ -434,12 +451,12 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 	{
 		int found = 0;
 
-		json_array_foreach(targets, j, t)
-		    found |= json_equal(json_object_get(t, "component"), v);
+		json_array_foreach(targets, j, t) found |=
+		        json_equal(json_object_get(t, "component"), v);
 		if (!found) {
 			*detail = json_pack("{s:s, s:s, s:O}", "field", "components", "reason",
-			                    "not a component of the node's firmware baseline", "component",
-			                    v);
+			                    "not a component of the node's firmware baseline",
+			                    "component", v);
 			e = RP_ERR_INVALID_FIELD;
 			goto out;
 		}
@@ -448,8 +465,8 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 		for (i = json_array_size(targets); i-- > 0;) {
 			int keep = 0;
 
-			json_array_foreach(only, j, v)
-			    keep |= json_equal(json_object_get(json_array_get(targets, i), "component"), v);
+			json_array_foreach(only, j, v) keep |= json_equal(
+			        json_object_get(json_array_get(targets, i), "component"), v);
 			if (!keep)
 				json_array_remove(targets, i);
 		}
@@ -473,8 +490,9 @@ rp_store_firmware_updates(struct rp_store *st, int64_t job_id, json_t **out)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT component, from_version AS \"from\", to_version AS \"to\", image, state, "
-	            "task, error FROM firmware_updates WHERE job_id = ? ORDER BY id");
+	s = STMT(c,
+	         "SELECT component, from_version AS \"from\", to_version AS \"to\", image, state, "
+	         "task, error FROM firmware_updates WHERE job_id = ? ORDER BY id");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sqlite3_bind_int64(s, 1, job_id);
@@ -482,7 +500,7 @@ rp_store_firmware_updates(struct rp_store *st, int64_t job_id, json_t **out)
 		return RP_ERR_INTERNAL;
 	map = json_object();
 	json_array_foreach(rows, i, r)
-	    json_object_set(map, json_string_value(json_object_get(r, "component")), r);
+	        json_object_set(map, json_string_value(json_object_get(r, "component")), r);
 	json_decref(rows);
 	*out = map;
 	return RP_ERR_OK;
@@ -503,10 +521,11 @@ rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *c
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "INSERT INTO firmware_updates(job_id, node_id, component, from_version, "
-	            "to_version, image, state, sent_at, updated_at) SELECT id, node_id, ?2, ?3, ?4, "
-	            "?5, 'sent', ?6, ?6 FROM jobs WHERE id = ?1 AND state = 'running' AND node_id IS "
-	            "NOT NULL");
+	s = STMT(c,
+	         "INSERT INTO firmware_updates(job_id, node_id, component, from_version, "
+	         "to_version, image, state, sent_at, updated_at) SELECT id, node_id, ?2, ?3, ?4, "
+	         "?5, 'sent', ?6, ?6 FROM jobs WHERE id = ?1 AND state = 'running' AND node_id IS "
+	         "NOT NULL");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, job_id);
@@ -518,7 +537,8 @@ rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *c
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE) {
-		e = (rc & 0xff) == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "update sent");
+		e = (rc & 0xff) == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE
+		                                     : store_sqlerr(c, rc, "update sent");
 		goto out;
 	}
 	if (sqlite3_changes(c->db) == 0) {
@@ -527,8 +547,9 @@ rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *c
 	}
 	/* The job's own sent mark too: whatever else it does after a restart, it verifies. Its
 	 * phase says which component it is at, for GET /v1/jobs/{id}. */
-	s = STMT(c, "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, phase = ?3 || "
-	            "': sent', phase_at = ?2 WHERE id = ?1");
+	s = STMT(c,
+	         "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, phase = ?3 || "
+	         "': sent', phase_at = ?2 WHERE id = ?1");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, job_id);
@@ -563,8 +584,10 @@ rp_store_firmware_update_set(struct rp_store *st, int64_t job_id, const char *co
 	if (state == NULL)
 		s = STMT(c, "DELETE FROM firmware_updates WHERE job_id = ?1 AND component = ?2");
 	else
-		s = STMT(c, "UPDATE firmware_updates SET state = ?3, task = coalesce(?4, task), error = "
-		            "coalesce(?5, error), updated_at = ?6 WHERE job_id = ?1 AND component = ?2");
+		s = STMT(c, "UPDATE firmware_updates SET state = ?3, task = coalesce(?4, task), "
+		            "error = "
+		            "coalesce(?5, error), updated_at = ?6 WHERE job_id = ?1 AND component "
+		            "= ?2");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, job_id);
@@ -582,7 +605,8 @@ rp_store_firmware_update_set(struct rp_store *st, int64_t job_id, const char *co
 		goto out;
 	}
 	if (state) {
-		s = STMT(c, "UPDATE jobs SET phase = ?2 || ': ' || ?3, phase_at = ?4 WHERE id = ?1");
+		s = STMT(c,
+		         "UPDATE jobs SET phase = ?2 || ': ' || ?3, phase_at = ?4 WHERE id = ?1");
 		if (s == NULL)
 			goto out;
 		sqlite3_bind_int64(s, 1, job_id);
@@ -604,8 +628,8 @@ out:
 
 enum rp_err
 store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *args,
-                   const char *what, json_t *extra, struct node_ref *n, char *uuid,
-                   json_t **params, json_t **detail)
+                   const char *what, json_t *extra, struct node_ref *n, char *uuid, json_t **params,
+                   json_t **detail)
 {
 	json_t *rec = NULL, *values = json_object(), *plan = NULL, *job = NULL, *p;
 	sqlite3_stmt *s;
@@ -663,8 +687,9 @@ store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *a
 			goto out;
 		}
 		json_object_set_new(values, k,
-		                    json_string(v ? json_string_value(v) ?: ""
-		                                  : json_is_string(d) ? json_string_value(d) : ""));
+		                    json_string(v                   ? json_string_value(v) ?: ""
+		                                : json_is_string(d) ? json_string_value(d)
+		                                                    : ""));
 	}
 	plan = rp_store_recipe_fill(json_object_get(rec, "steps"), values);
 	if ((e = store_ssh_ready(c, node_id, why, sizeof why)) != RP_ERR_OK) {
@@ -745,7 +770,8 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 	rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE) {
-		e = (rc & 0xff) == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "agent flash");
+		e = (rc & 0xff) == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE
+		                                     : store_sqlerr(c, rc, "agent flash");
 		goto out;
 	}
 	if ((e = store_job_sent(c, job_id, component, now)) != RP_ERR_OK)
@@ -767,8 +793,9 @@ out:
 enum rp_err
 store_job_sent(struct conn *c, int64_t job_id, const char *what, int64_t now)
 {
-	sqlite3_stmt *s = STMT(c, "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, "
-	                          "phase = ?3 || ': polling', phase_at = ?2 WHERE id = ?1");
+	sqlite3_stmt *s =
+	        STMT(c, "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, "
+	                "phase = ?3 || ': polling', phase_at = ?2 WHERE id = ?1");
 	int rc;
 
 	if (s == NULL)

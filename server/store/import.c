@@ -5,13 +5,12 @@
 #include "internal.h"
 
 static void
-row_error(json_t *errors, const char *kind, size_t index, json_t *item, enum rp_err e,
-          json_t *why)
+row_error(json_t *errors, const char *kind, size_t index, json_t *item, enum rp_err e, json_t *why)
 {
-	json_t *row = json_pack("{s:s, s:I, s:O, s:s}", "kind", kind, "index", (json_int_t)index,
-	                        "name", json_object_get(item, "name") ? json_object_get(item, "name")
-	                                                              : json_null(),
-	                        "code", rp_err_code(e));
+	json_t *row = json_pack(
+	        "{s:s, s:I, s:O, s:s}", "kind", kind, "index", (json_int_t)index, "name",
+	        json_object_get(item, "name") ? json_object_get(item, "name") : json_null(), "code",
+	        rp_err_code(e));
 
 	if (json_is_object(why))
 		json_object_update(row, why);
@@ -127,8 +126,8 @@ rp_store_import(struct rp_store *st, json_t *manifest, int create_racks, int dry
 	}
 	snprintf(summary, sizeof summary, "import: %lld rack(s), %lld node(s)", (long long)racks,
 	         (long long)nodes);
-	if ((e = store_event(c, actor, "import.applied", "import", NULL, NULL, 0, 0, summary, *out)) !=
-	    RP_ERR_OK)
+	if ((e = store_event(c, actor, "import.applied", "import", NULL, NULL, 0, 0, summary,
+	                     *out)) != RP_ERR_OK)
 		goto fail;
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto fail;
@@ -198,8 +197,8 @@ rp_store_stats(struct rp_store *st, json_t **out)
 	}
 	sqlite3_reset(s);
 	*out = json_pack("{s:O, s:I, s:I, s:I, s:O, s:I}", "nodes_by_state", by_state, "nodes",
-	                 (json_int_t)nodes, "racks", (json_int_t)racks, "db_bytes", (json_int_t)bytes,
-	                 "jobs", jobs, "bmc_faults", (json_int_t)faults);
+	                 (json_int_t)nodes, "racks", (json_int_t)racks, "db_bytes",
+	                 (json_int_t)bytes, "jobs", jobs, "bmc_faults", (json_int_t)faults);
 	e = RP_ERR_OK;
 out:
 	store_read_end(c);

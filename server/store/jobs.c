@@ -5,14 +5,14 @@
 #include "../util/util.h"
 #include "internal.h"
 
-#define JOB_COLS                                                                             \
-	"SELECT j.id AS _id, j.uuid AS id, j.type, j.node_name AS node, b.uuid AS batch, "      \
-	"j.params AS \"params:json\", j.state, j.attempts, j.max_attempts, "                     \
-	"j.cancel_requested AS \"cancel_requested:bool\", j.result AS \"result:json\", "         \
-	"j.error_code AS \"error.code\", j.error AS \"error.message\", j.created_by, "           \
-	"j.created_at AS \"created_at:time\", j.started_at AS \"started_at:time\", "             \
-	"j.finished_at AS \"finished_at:time\", j.not_before AS \"not_before:time\", "           \
-	"j.updated_at AS \"updated_at:time\", j.phase FROM jobs j LEFT JOIN batches b ON "    \
+#define JOB_COLS                                                                                   \
+	"SELECT j.id AS _id, j.uuid AS id, j.type, j.node_name AS node, b.uuid AS batch, "         \
+	"j.params AS \"params:json\", j.state, j.attempts, j.max_attempts, "                       \
+	"j.cancel_requested AS \"cancel_requested:bool\", j.result AS \"result:json\", "           \
+	"j.error_code AS \"error.code\", j.error AS \"error.message\", j.created_by, "             \
+	"j.created_at AS \"created_at:time\", j.started_at AS \"started_at:time\", "               \
+	"j.finished_at AS \"finished_at:time\", j.not_before AS \"not_before:time\", "             \
+	"j.updated_at AS \"updated_at:time\", j.phase FROM jobs j LEFT JOIN batches b ON "         \
 	"b.id = j.batch_id "
 
 enum rp_err
@@ -58,9 +58,10 @@ job_id(struct conn *c, const char *uuid, int64_t *id)
 enum rp_err
 store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT n.maintenance, n.maintenance_reason, b.driver, b.address, "
-	                          "b.username, b.password_sealed IS NOT NULL FROM nodes n LEFT JOIN bmcs b "
-	                          "ON b.node_id = n.id WHERE n.id = ?");
+	sqlite3_stmt *s =
+	        STMT(c, "SELECT n.maintenance, n.maintenance_reason, b.driver, b.address, "
+	                "b.username, b.password_sealed IS NOT NULL FROM nodes n LEFT JOIN bmcs b "
+	                "ON b.node_id = n.id WHERE n.id = ?");
 	enum rp_err e = RP_ERR_OK;
 	int rc;
 
@@ -75,7 +76,9 @@ store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 	if (sqlite3_column_int(s, 0)) {
 		snprintf(why, len, "node is in maintenance%s%s",
 		         sqlite3_column_type(s, 1) == SQLITE_NULL ? "" : ": ",
-		         sqlite3_column_type(s, 1) == SQLITE_NULL ? "" : (const char *)sqlite3_column_text(s, 1));
+		         sqlite3_column_type(s, 1) == SQLITE_NULL
+		                 ? ""
+		                 : (const char *)sqlite3_column_text(s, 1));
 		e = RP_ERR_INVALID_STATE;
 	} else if (sqlite3_column_type(s, 2) == SQLITE_NULL) {
 		snprintf(why, len, "node has no BMC");
@@ -85,8 +88,9 @@ store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 			snprintf(why, len, "node's BMC has no address");
 			e = RP_ERR_CONFLICT;
 		} else if (sqlite3_column_type(s, 4) == SQLITE_NULL || !sqlite3_column_int(s, 5)) {
-			snprintf(why, len, "node's BMC has no credentials (set bmc.username and "
-			                   "bmc.password)");
+			snprintf(why, len,
+			         "node's BMC has no credentials (set bmc.username and "
+			         "bmc.password)");
 			e = RP_ERR_CONFLICT;
 		}
 	}
@@ -149,7 +153,7 @@ job_ready(struct conn *c, int64_t node_id, json_t *job, char *why, size_t len)
 /* Insert the job and, for a plan, its step rows. */
 enum rp_err
 store_job_add(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *job,
-        const char *actor, int64_t *id)
+              const char *actor, int64_t *id)
 {
 	json_t *plan = json_object_get(json_object_get(job, "params"), "plan");
 	enum rp_err e;
@@ -187,9 +191,9 @@ rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const cha
 		goto out;
 	snprintf(summary, sizeof summary, "%s job queued for %s",
 	         json_string_value(json_object_get(job, "type")), n.name);
-	if ((e = store_event(c, actor, "job.queued", "job", json_string_value(json_object_get(obj, "id")),
-	                     n.name, n.id, n.rack_id, summary, json_object_get(job, "params"))) !=
-	    RP_ERR_OK)
+	if ((e = store_event(c, actor, "job.queued", "job",
+	                     json_string_value(json_object_get(obj, "id")), n.name, n.id, n.rack_id,
+	                     summary, json_object_get(job, "params"))) != RP_ERR_OK)
 		goto out;
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
@@ -226,7 +230,8 @@ store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 	v = json_object_get(sel, which);
 	if (!strcmp(which, "nodes")) {
 		if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > 100000) {
-			*detail = store_why("selector.nodes", "must be a non-empty array of node names or ids");
+			*detail = store_why("selector.nodes",
+			                    "must be a non-empty array of node names or ids");
 			e = RP_ERR_BAD_REQUEST;
 			goto fail;
 		}
@@ -234,11 +239,12 @@ store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 
 		json_array_foreach(v, i, item)
 		{
-			e = json_is_string(item) ? store_id_of(c, T_NODE, json_string_value(item), &id)
-			                         : RP_ERR_NOT_FOUND;
+			e = json_is_string(item)
+			            ? store_id_of(c, T_NODE, json_string_value(item), &id)
+			            : RP_ERR_NOT_FOUND;
 			if (e == RP_ERR_NOT_FOUND) {
-				*detail = json_pack("{s:s, s:s, s:O}", "field", "selector.nodes", "reason",
-				                    "no such node", "node", item);
+				*detail = json_pack("{s:s, s:s, s:O}", "field", "selector.nodes",
+				                    "reason", "no such node", "node", item);
 				e = RP_ERR_BAD_REQUEST;
 				goto fail;
 			}
@@ -250,8 +256,8 @@ store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 				json_t *x;
 				int dup = 0;
 
-				json_array_foreach(list, seen, x)
-				    dup |= json_integer_value(x) == id;
+				json_array_foreach(list, seen, x) dup |=
+				        json_integer_value(x) == id;
 				if (!dup)
 					json_array_append_new(list, json_integer(id));
 			}
@@ -267,7 +273,8 @@ store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 	if (!strcmp(which, "rack")) {
 		if ((e = store_id_of(c, T_RACK, json_string_value(v), &id)) != RP_ERR_OK) {
 			if (e == RP_ERR_NOT_FOUND) {
-				*detail = store_why("selector.rack", "no rack named '%s'", json_string_value(v));
+				*detail = store_why("selector.rack", "no rack named '%s'",
+				                    json_string_value(v));
 				e = RP_ERR_BAD_REQUEST;
 			}
 			goto fail;
@@ -284,7 +291,8 @@ store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 		if (s)
 			sqlite3_bind_text(s, 1, json_string_value(v), -1, SQLITE_TRANSIENT);
 	} else {
-		*detail = store_why("selector", "unknown selector '%s' (rack, tag, class or nodes)", which);
+		*detail = store_why("selector", "unknown selector '%s' (rack, tag, class or nodes)",
+		                    which);
 		e = RP_ERR_BAD_REQUEST;
 		goto fail;
 	}
@@ -300,7 +308,8 @@ store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 		goto fail;
 	}
 	if (json_array_size(list) == 0) {
-		*detail = store_why("selector", "%s '%s' matches no node", which, json_string_value(v));
+		*detail = store_why("selector", "%s '%s' matches no node", which,
+		                    json_string_value(v));
 		e = RP_ERR_BAD_REQUEST;
 		goto fail;
 	}
@@ -333,7 +342,8 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 		goto done;
 	if ((e = store_select_nodes(c, selector, &ids, detail)) != RP_ERR_OK)
 		goto out;
-	params = json_pack("{s:O, s:O}", "selector", selector, "job", json_object_get(job, "params"));
+	params = json_pack("{s:O, s:O}", "selector", selector, "job",
+	                   json_object_get(job, "params"));
 	if (rp_uuid_new(buuid) < 0 || params == NULL || (ptext = store_canon(params)) == NULL) {
 		e = RP_ERR_INTERNAL;
 		goto out;
@@ -362,7 +372,8 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 			goto out;
 		e = job_ready(c, n.id, job, why, sizeof why);
 		if (e == RP_ERR_INVALID_STATE || e == RP_ERR_CONFLICT) {
-			json_array_append_new(skipped, json_pack("{s:s, s:s}", "node", n.name, "reason", why));
+			json_array_append_new(
+			        skipped, json_pack("{s:s, s:s}", "node", n.name, "reason", why));
 			continue;
 		}
 		if (e != RP_ERR_OK)
@@ -398,8 +409,8 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 	}
 	snprintf(summary, sizeof summary, "%s batch: %zu job(s) queued, %zu node(s) skipped", kind,
 	         json_array_size(jobs), json_array_size(skipped));
-	if ((e = store_event(c, actor, "batch.created", "batch", buuid, NULL, 0, 0, summary, params)) !=
-	    RP_ERR_OK)
+	if ((e = store_event(c, actor, "batch.created", "batch", buuid, NULL, 0, 0, summary,
+	                     params)) != RP_ERR_OK)
 		goto out;
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
@@ -447,7 +458,8 @@ rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 		if ((rc = sqlite3_step(s)) == SQLITE_ROW)
 			json_object_set_new(obj, "log",
 			                    json_pack("{s:I, s:I}", "bytes",
-			                              (json_int_t)sqlite3_column_int64(s, 0), "dropped",
+			                              (json_int_t)sqlite3_column_int64(s, 0),
+			                              "dropped",
 			                              (json_int_t)sqlite3_column_int64(s, 1)));
 		sqlite3_reset(s);
 		if (rc != SQLITE_ROW) {
@@ -490,7 +502,8 @@ rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_p
 			batch_id = sqlite3_column_int64(s, 0);
 		sqlite3_reset(s);
 		if (rc != SQLITE_ROW)
-			return rc == SQLITE_DONE ? RP_ERR_BAD_QUERY : store_sqlerr(c, rc, "batch id");
+			return rc == SQLITE_DONE ? RP_ERR_BAD_QUERY
+			                         : store_sqlerr(c, rc, "batch id");
 	}
 	s = STMT(c, JOB_COLS "WHERE j.id < ?1 AND (?2 = 0 OR j.node_id = ?2) AND (?3 = 0 OR "
 	                     "j.batch_id = ?3) AND (?4 IS NULL OR j.state = ?4) AND (?5 IS NULL OR "
@@ -598,9 +611,10 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 		goto out;
 	}
 	was_running = !strcmp(state, "running");
-	s = was_running ? STMT(c, "UPDATE jobs SET cancel_requested = 1, updated_at = ?2 WHERE id = ?1")
-	                : STMT(c, "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, "
-	                          "finished_at = ?2, updated_at = ?2 WHERE id = ?1");
+	s = was_running
+	            ? STMT(c, "UPDATE jobs SET cancel_requested = 1, updated_at = ?2 WHERE id = ?1")
+	            : STMT(c, "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, "
+	                      "finished_at = ?2, updated_at = ?2 WHERE id = ?1");
 	if (s == NULL) {
 		e = RP_ERR_INTERNAL;
 		goto out;
@@ -613,17 +627,18 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 		e = store_sqlerr(c, rc, "job cancel");
 		goto out;
 	}
-	if (!was_running && ((e = store_steps_close(c, id, "cancelled")) != RP_ERR_OK ||
-	                     (e = store_provision_settle(c, id, "cancelled", "cancelled")) != RP_ERR_OK))
+	if (!was_running &&
+	    ((e = store_steps_close(c, id, "cancelled")) != RP_ERR_OK ||
+	     (e = store_provision_settle(c, id, "cancelled", "cancelled")) != RP_ERR_OK))
 		goto out;
 	snprintf(summary, sizeof summary, "%s job for %s %s",
 	         json_string_value(json_object_get(obj, "type")),
 	         json_string_value(json_object_get(obj, "node")),
 	         was_running ? "asked to stop" : "cancelled");
-	if ((e = store_event(c, actor, was_running ? "job.cancel_requested" : "job.cancelled", "job",
-	                     json_string_value(json_object_get(obj, "id")),
-	                     json_string_value(json_object_get(obj, "node")), 0, 0, summary, NULL)) !=
-	    RP_ERR_OK)
+	if ((e = store_event(c, actor, was_running ? "job.cancel_requested" : "job.cancelled",
+	                     "job", json_string_value(json_object_get(obj, "id")),
+	                     json_string_value(json_object_get(obj, "node")), 0, 0, summary,
+	                     NULL)) != RP_ERR_OK)
 		goto out;
 	json_decref(obj);
 	obj = NULL;
@@ -663,11 +678,12 @@ rp_store_jobs_recover(struct rp_store *st, int *n)
 	sqlite3_bind_int64(s, 1, rp_time_now_ms());
 	list = json_array();
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:I}", "uuid",
-		                                      (const char *)sqlite3_column_text(s, 0), "type",
-		                                      (const char *)sqlite3_column_text(s, 1), "node",
-		                                      (const char *)sqlite3_column_text(s, 2), "node_id",
-		                                      (json_int_t)sqlite3_column_int64(s, 3)));
+		json_array_append_new(list,
+		                      json_pack("{s:s, s:s, s:s, s:I}", "uuid",
+		                                (const char *)sqlite3_column_text(s, 0), "type",
+		                                (const char *)sqlite3_column_text(s, 1), "node",
+		                                (const char *)sqlite3_column_text(s, 2), "node_id",
+		                                (json_int_t)sqlite3_column_int64(s, 3)));
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE) {
 		e = store_sqlerr(c, rc, "jobs recover");
@@ -679,12 +695,14 @@ rp_store_jobs_recover(struct rp_store *st, int *n)
 
 		if (!strcmp(json_string_value(json_object_get(j, "type")), "steps"))
 			snprintf(summary, sizeof summary,
-			         "steps job for %s was running when rackpilotd stopped; it resumes after "
+			         "steps job for %s was running when rackpilotd stopped; it resumes "
+			         "after "
 			         "the steps that succeeded",
 			         json_string_value(json_object_get(j, "node")));
 		else
 			snprintf(summary, sizeof summary,
-			         "%s job for %s was running when rackpilotd stopped; it will verify, not "
+			         "%s job for %s was running when rackpilotd stopped; it will "
+			         "verify, not "
 			         "repeat",
 			         json_string_value(json_object_get(j, "type")),
 			         json_string_value(json_object_get(j, "node")));
@@ -723,12 +741,14 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 	e = RP_ERR_INTERNAL;
 	/* FIFO per node: a mutating job waits while an older one for its node is queued or
 	 * running, so "PXE, then cycle" never runs out of order. */
-	s = STMT(c, "SELECT j.id FROM jobs j WHERE j.state = 'queued' AND j.not_before <= ?1 "
-	            "AND j.node_id IS NOT NULL AND (j.mutating = 0 OR (NOT EXISTS (SELECT 1 FROM jobs "
-	            "r WHERE r.node_id = j.node_id AND r.state = 'running' AND r.mutating = 1) AND "
-	            "NOT EXISTS (SELECT 1 FROM jobs q WHERE q.node_id = j.node_id AND q.mutating = 1 "
-	            "AND q.state = 'queued' AND q.id < j.id))) AND (j.type IN ('steps', 'commission', 'deploy', 'release')) = ?3 "
-	            "ORDER BY j.id LIMIT ?2");
+	s = STMT(c,
+	         "SELECT j.id FROM jobs j WHERE j.state = 'queued' AND j.not_before <= ?1 "
+	         "AND j.node_id IS NOT NULL AND (j.mutating = 0 OR (NOT EXISTS (SELECT 1 FROM jobs "
+	         "r WHERE r.node_id = j.node_id AND r.state = 'running' AND r.mutating = 1) AND "
+	         "NOT EXISTS (SELECT 1 FROM jobs q WHERE q.node_id = j.node_id AND q.mutating = 1 "
+	         "AND q.state = 'queued' AND q.id < j.id))) AND (j.type IN ('steps', 'commission', "
+	         "'deploy', 'release')) = ?3 "
+	         "ORDER BY j.id LIMIT ?2");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, now);
@@ -747,9 +767,11 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 	{
 		json_t *bmc;
 
-		s = STMT(c, "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?2, "
-		            "lease_until = ?3, started_at = coalesce(started_at, ?4), updated_at = ?4 "
-		            "WHERE id = ?1 AND state = 'queued'");
+		s = STMT(c,
+		         "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner "
+		         "= ?2, "
+		         "lease_until = ?3, started_at = coalesce(started_at, ?4), updated_at = ?4 "
+		         "WHERE id = ?1 AND state = 'queued'");
 		if (s == NULL)
 			goto out;
 		sqlite3_bind_int64(s, 1, json_integer_value(v));
@@ -762,12 +784,14 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 			e = store_sqlerr(c, rc, "claim");
 			goto out;
 		}
-		s = STMT(c, "SELECT j.id, j.uuid, j.type, j.params, j.recover, j.attempts, "
-		            "j.max_attempts, n.id, n.uuid, n.name, n.serial, n.system_uuid, b.driver, "
-		            "b.address, b.port, b.username, b.password_sealed, b.tls_verify, b.options, "
-		            "j.sent_at IS NOT NULL, j.phase, coalesce(j.phase_at, 0) "
-		            "FROM jobs j JOIN nodes n ON n.id = j.node_id LEFT JOIN bmcs b ON "
-		            "b.node_id = n.id WHERE j.id = ?");
+		s = STMT(c,
+		         "SELECT j.id, j.uuid, j.type, j.params, j.recover, j.attempts, "
+		         "j.max_attempts, n.id, n.uuid, n.name, n.serial, n.system_uuid, b.driver, "
+		         "b.address, b.port, b.username, b.password_sealed, b.tls_verify, "
+		         "b.options, "
+		         "j.sent_at IS NOT NULL, j.phase, coalesce(j.phase_at, 0) "
+		         "FROM jobs j JOIN nodes n ON n.id = j.node_id LEFT JOIN bmcs b ON "
+		         "b.node_id = n.id WHERE j.id = ?");
 		if (s == NULL)
 			goto out;
 		sqlite3_bind_int64(s, 1, json_integer_value(v));
@@ -776,31 +800,35 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 			e = store_sqlerr(c, rc, "claim read");
 			goto out;
 		}
-#define COL_TEXT(i) (sqlite3_column_type(s, i) == SQLITE_NULL ? NULL : (const char *)sqlite3_column_text(s, i))
-		bmc = json_pack("{s:s?, s:s?, s:I, s:s?, s:o?, s:b}", "driver", COL_TEXT(12), "address",
-		                COL_TEXT(13), "port", (json_int_t)sqlite3_column_int64(s, 14), "username",
-		                COL_TEXT(15), "password", store_unseal(c, COL_TEXT(16), COL_TEXT(9)),
-		                "tls_verify",
-		                sqlite3_column_type(s, 17) == SQLITE_NULL || sqlite3_column_int(s, 17));
+#define COL_TEXT(i)                                                                                \
+	(sqlite3_column_type(s, i) == SQLITE_NULL ? NULL : (const char *)sqlite3_column_text(s, i))
+		bmc = json_pack(
+		        "{s:s?, s:s?, s:I, s:s?, s:o?, s:b}", "driver", COL_TEXT(12), "address",
+		        COL_TEXT(13), "port", (json_int_t)sqlite3_column_int64(s, 14), "username",
+		        COL_TEXT(15), "password", store_unseal(c, COL_TEXT(16), COL_TEXT(9)),
+		        "tls_verify",
+		        sqlite3_column_type(s, 17) == SQLITE_NULL || sqlite3_column_int(s, 17));
 		if (COL_TEXT(18))
 			json_object_set_new(bmc, "options", json_loads(COL_TEXT(18), 0, NULL));
 		json_array_append_new(
-		    claimed,
-		    json_pack("{s:I, s:s, s:s, s:o, s:b, s:b, s:i, s:i, s:{s:I, s:s, s:s, s:s?, s:s?}, "
-		              "s:o}",
-		              "id", (json_int_t)sqlite3_column_int64(s, 0), "uuid", COL_TEXT(1), "type",
-		              COL_TEXT(2), "params", json_loads(COL_TEXT(3), 0, NULL) ?: json_object(),
-		              "recover", sqlite3_column_int(s, 4), "sent", sqlite3_column_int(s, 19),
-		              "attempts", sqlite3_column_int(s, 5),
-		              "max_attempts", sqlite3_column_int(s, 6), "node", "id",
-		              (json_int_t)sqlite3_column_int64(s, 7), "uuid", COL_TEXT(8), "name",
-		              COL_TEXT(9), "serial", COL_TEXT(10), "system_uuid", COL_TEXT(11), "bmc",
-		              bmc));
+		        claimed,
+		        json_pack("{s:I, s:s, s:s, s:o, s:b, s:b, s:i, s:i, s:{s:I, s:s, s:s, "
+		                  "s:s?, s:s?}, "
+		                  "s:o}",
+		                  "id", (json_int_t)sqlite3_column_int64(s, 0), "uuid", COL_TEXT(1),
+		                  "type", COL_TEXT(2), "params",
+		                  json_loads(COL_TEXT(3), 0, NULL) ?: json_object(), "recover",
+		                  sqlite3_column_int(s, 4), "sent", sqlite3_column_int(s, 19),
+		                  "attempts", sqlite3_column_int(s, 5), "max_attempts",
+		                  sqlite3_column_int(s, 6), "node", "id",
+		                  (json_int_t)sqlite3_column_int64(s, 7), "uuid", COL_TEXT(8),
+		                  "name", COL_TEXT(9), "serial", COL_TEXT(10), "system_uuid",
+		                  COL_TEXT(11), "bmc", bmc));
 		if (COL_TEXT(20))
-			json_object_set_new(json_array_get(claimed, json_array_size(claimed) - 1), "phase",
-			                    json_string(COL_TEXT(20)));
-		json_object_set_new(json_array_get(claimed, json_array_size(claimed) - 1), "phase_at",
-		                    json_integer(sqlite3_column_int64(s, 21)));
+			json_object_set_new(json_array_get(claimed, json_array_size(claimed) - 1),
+			                    "phase", json_string(COL_TEXT(20)));
+		json_object_set_new(json_array_get(claimed, json_array_size(claimed) - 1),
+		                    "phase_at", json_integer(sqlite3_column_int64(s, 21)));
 #undef COL_TEXT
 		sqlite3_reset(s);
 	}
@@ -827,7 +855,8 @@ rp_store_job_mark_sent(struct rp_store *st, int64_t id)
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	s = STMT(c, "UPDATE jobs SET sent_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'running'");
+	s = STMT(c, "UPDATE jobs SET sent_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = "
+	            "'running'");
 	if (s == NULL) {
 		e = RP_ERR_INTERNAL;
 		goto out;
@@ -932,8 +961,8 @@ bmc_health(struct conn *c, const struct node_ref *n, int ok, const char *error, 
 		                n->rack_id, summary, NULL);
 	} else if (ok && had_fault) {
 		snprintf(summary, sizeof summary, "BMC of %s answers again", n->name);
-		e = store_event(c, "rackpilotd", "node.bmc_recovered", "node", n->uuid, n->name, n->id,
-		                n->rack_id, summary, NULL);
+		e = store_event(c, "rackpilotd", "node.bmc_recovered", "node", n->uuid, n->name,
+		                n->id, n->rack_id, summary, NULL);
 	}
 	return e;
 }
@@ -977,9 +1006,12 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 			if (retry && sqlite3_column_int(s, 1)) {
 				retry = 0;
 				state = "cancelled";
-				json_object_set_new(o, "error", json_sprintf(
-				    "cancelled while waiting to retry (last error: %s)",
-				    json_string_value(json_object_get(o, "error")) ?: "none"));
+				json_object_set_new(
+				        o, "error",
+				        json_sprintf(
+				                "cancelled while waiting to retry (last error: %s)",
+				                json_string_value(json_object_get(o, "error"))
+				                        ?: "none"));
 				json_object_set_new(o, "error_code", json_string("cancelled"));
 			}
 		}
@@ -987,21 +1019,26 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 		if (rc != SQLITE_ROW)
 			continue; /* not ours any more */
 		if (retry) {
-			/* sent_at stays: should rackpilotd stop before the retry, the job still knows
-			 * it may have acted, and verifies instead of sending again. */
+			/* sent_at stays: should rackpilotd stop before the retry, the job still
+			 * knows it may have acted, and verifies instead of sending again. */
 			/* A wait (for a node to come back from a reboot) is no failed attempt. */
-			s = STMT(c, "UPDATE jobs SET state = 'queued', error_code = ?2, error = ?3, "
-			            "not_before = ?4, lease_owner = NULL, lease_until = NULL, updated_at = ?5, "
-			            "attempts = attempts - ?6 WHERE id = ?1");
+			s = STMT(c,
+			         "UPDATE jobs SET state = 'queued', error_code = ?2, error = ?3, "
+			         "not_before = ?4, lease_owner = NULL, lease_until = NULL, "
+			         "updated_at = ?5, "
+			         "attempts = attempts - ?6 WHERE id = ?1");
 			if (s == NULL) {
 				e = RP_ERR_INTERNAL;
 				goto out;
 			}
-			sqlite3_bind_int64(s, 4, json_integer_value(json_object_get(o, "not_before")));
+			sqlite3_bind_int64(s, 4,
+			                   json_integer_value(json_object_get(o, "not_before")));
 			sqlite3_bind_int(s, 6, json_is_true(json_object_get(o, "wait")));
 		} else {
-			s = STMT(c, "UPDATE jobs SET state = ?6, error_code = ?2, error = ?3, result = ?7, "
-			            "finished_at = ?5, lease_owner = NULL, lease_until = NULL, updated_at = ?5 "
+			s = STMT(c, "UPDATE jobs SET state = ?6, error_code = ?2, error = ?3, "
+			            "result = ?7, "
+			            "finished_at = ?5, lease_owner = NULL, lease_until = NULL, "
+			            "updated_at = ?5 "
 			            "WHERE id = ?1");
 			if (s == NULL) {
 				e = RP_ERR_INTERNAL;
@@ -1047,14 +1084,16 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 			}
 		}
 		if (json_is_boolean(ok) &&
-		    (e = bmc_health(c, &n, json_is_true(ok), json_string_value(json_object_get(o, "error")),
-		                    fault_threshold, now)) != RP_ERR_OK)
+		    (e = bmc_health(c, &n, json_is_true(ok),
+		                    json_string_value(json_object_get(o, "error")), fault_threshold,
+		                    now)) != RP_ERR_OK)
 			goto out;
 		if (retry)
 			continue;
 		if ((e = store_steps_close(c, id, state)) != RP_ERR_OK ||
-		    (e = store_provision_settle(c, id, state, json_string_value(json_object_get(o, "error")))) !=
-		        RP_ERR_OK)
+		    (e = store_provision_settle(c, id, state,
+		                                json_string_value(json_object_get(o, "error")))) !=
+		            RP_ERR_OK)
 			goto out;
 		if ((e = store_job_load(c, id, &job)) != RP_ERR_OK)
 			goto out;
@@ -1066,8 +1105,9 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 			snprintf(summary, sizeof summary, "%s job for %s %s: %s",
 			         json_string_value(json_object_get(job, "type")), n.name, state,
 			         json_string_value(json_object_get(o, "error")) ?: "");
-		e = store_event(c, "rackpilotd", action, "job", json_string_value(json_object_get(job, "id")),
-		                n.name, n.id, n.rack_id, summary, result);
+		e = store_event(c, "rackpilotd", action, "job",
+		                json_string_value(json_object_get(job, "id")), n.name, n.id,
+		                n.rack_id, summary, result);
 		json_decref(job);
 		if (e != RP_ERR_OK)
 			goto out;
@@ -1088,31 +1128,34 @@ rp_store_power_targets(struct rp_store *st, json_t **out)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT n.id, n.uuid, n.name, b.driver, b.address, b.port, b.username, "
-	            "b.password_sealed, b.tls_verify, b.options FROM nodes n JOIN bmcs b ON "
-	            "b.node_id = n.id WHERE n.maintenance = 0 AND (b.driver = 'fake' OR (b.address IS "
-	            "NOT NULL AND b.username IS NOT NULL AND b.password_sealed IS NOT NULL)) ORDER BY "
-	            "n.id");
+	s = STMT(c,
+	         "SELECT n.id, n.uuid, n.name, b.driver, b.address, b.port, b.username, "
+	         "b.password_sealed, b.tls_verify, b.options FROM nodes n JOIN bmcs b ON "
+	         "b.node_id = n.id WHERE n.maintenance = 0 AND (b.driver = 'fake' OR (b.address IS "
+	         "NOT NULL AND b.username IS NOT NULL AND b.password_sealed IS NOT NULL)) ORDER BY "
+	         "n.id");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	list = json_array();
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		json_t *bmc = json_pack(
-		    "{s:s, s:s?, s:I, s:s?, s:o?, s:b}", "driver", (const char *)sqlite3_column_text(s, 3),
-		    "address", (const char *)sqlite3_column_text(s, 4), "port",
-		    (json_int_t)sqlite3_column_int64(s, 5), "username",
-		    (const char *)sqlite3_column_text(s, 6), "password",
-		    store_unseal(c, (const char *)sqlite3_column_text(s, 7),
-		                 (const char *)sqlite3_column_text(s, 2)),
-		    "tls_verify", sqlite3_column_int(s, 8));
+		json_t *bmc = json_pack("{s:s, s:s?, s:I, s:s?, s:o?, s:b}", "driver",
+		                        (const char *)sqlite3_column_text(s, 3), "address",
+		                        (const char *)sqlite3_column_text(s, 4), "port",
+		                        (json_int_t)sqlite3_column_int64(s, 5), "username",
+		                        (const char *)sqlite3_column_text(s, 6), "password",
+		                        store_unseal(c, (const char *)sqlite3_column_text(s, 7),
+		                                     (const char *)sqlite3_column_text(s, 2)),
+		                        "tls_verify", sqlite3_column_int(s, 8));
 
 		if (sqlite3_column_type(s, 9) != SQLITE_NULL)
-			json_object_set_new(bmc, "options",
-			                    json_loads((const char *)sqlite3_column_text(s, 9), 0, NULL));
-		json_array_append_new(list, json_pack("{s:I, s:s, s:s, s:o}", "id",
-		                                      (json_int_t)sqlite3_column_int64(s, 0), "uuid",
-		                                      (const char *)sqlite3_column_text(s, 1), "name",
-		                                      (const char *)sqlite3_column_text(s, 2), "bmc", bmc));
+			json_object_set_new(
+			        bmc, "options",
+			        json_loads((const char *)sqlite3_column_text(s, 9), 0, NULL));
+		json_array_append_new(
+		        list, json_pack("{s:I, s:s, s:s, s:o}", "id",
+		                        (json_int_t)sqlite3_column_int64(s, 0), "uuid",
+		                        (const char *)sqlite3_column_text(s, 1), "name",
+		                        (const char *)sqlite3_column_text(s, 2), "bmc", bmc));
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE) {

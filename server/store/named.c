@@ -10,85 +10,86 @@
 
 struct kind {
 	enum store_table table;
-	const char *otype;      /* event object type */
-	const char *map;        /* wire member holding the map */
-	int json_values;        /* map values stored as canonical JSON (else plain strings) */
+	const char *otype; /* event object type */
+	const char *map;   /* wire member holding the map */
+	int json_values;   /* map values stored as canonical JSON (else plain strings) */
 	/* Checks of the map against what the database knows (registries, images), or NULL. */
 	enum rp_err (*check_map)(struct conn *c, int64_t self, json_t *obj, json_t **detail);
-	const char *extra[2];   /* string members bound as ?6, ?7 of insert and update */
-	const char *sql_load, *sql_list_id, *sql_list_name, *sql_insert, *sql_update,
-	    *sql_delete, *sql_map_clear, *sql_map_insert, *sql_class_owner, *sql_in_use;
-	int s_load, s_list_id, s_list_name, s_insert, s_update, s_delete, s_map_clear,
-	    s_map_insert, s_class_owner, s_in_use;
+	const char *extra[2]; /* string members bound as ?6, ?7 of insert and update */
+	const char *sql_load, *sql_list_id, *sql_list_name, *sql_insert, *sql_update, *sql_delete,
+	        *sql_map_clear, *sql_map_insert, *sql_class_owner, *sql_in_use;
+	int s_load, s_list_id, s_list_name, s_insert, s_update, s_delete, s_map_clear, s_map_insert,
+	        s_class_owner, s_in_use;
 };
 
-#define PROFILE_COLS                                                                      \
-	"SELECT p.id AS _id, p.uuid AS id, p.name, p.node_class, p.description, p.method, "  \
-	"p.recipe, "                                                                          \
-	"(SELECT json_group_object(name, json(value)) FROM bios_profile_attrs WHERE "        \
-	"profile_id = p.id) AS \"attributes:json\", (SELECT count(*) FROM nodes WHERE "      \
-	"bios_profile_id = p.id OR (bios_profile_id IS NULL AND node_class = p.node_class)) " \
-	"AS node_count, p.version, p.created_at AS \"created_at:time\", p.updated_at AS "     \
+#define PROFILE_COLS                                                                               \
+	"SELECT p.id AS _id, p.uuid AS id, p.name, p.node_class, p.description, p.method, "        \
+	"p.recipe, "                                                                               \
+	"(SELECT json_group_object(name, json(value)) FROM bios_profile_attrs WHERE "              \
+	"profile_id = p.id) AS \"attributes:json\", (SELECT count(*) FROM nodes WHERE "            \
+	"bios_profile_id = p.id OR (bios_profile_id IS NULL AND node_class = p.node_class)) "      \
+	"AS node_count, p.version, p.created_at AS \"created_at:time\", p.updated_at AS "          \
 	"\"updated_at:time\" FROM bios_profiles p "
 
-#define BASELINE_COLS                                                                      \
-	"SELECT b.id AS _id, b.uuid AS id, b.name, b.node_class, b.description, "             \
-	"(SELECT json_group_object(bc.component, json_object('version', bc.version, 'image', "  \
-	"i.name, 'method', bc.method, 'recipe', bc.recipe)) FROM baseline_components bc LEFT "   \
-	"JOIN images i ON i.id = bc.image_id WHERE bc.baseline_id = b.id) AS "                \
-	"\"components:json\", (SELECT count(*) FROM nodes WHERE "      \
-	"node_class = b.node_class) AS node_count, b.version, b.created_at AS "               \
+#define BASELINE_COLS                                                                              \
+	"SELECT b.id AS _id, b.uuid AS id, b.name, b.node_class, b.description, "                  \
+	"(SELECT json_group_object(bc.component, json_object('version', bc.version, 'image', "     \
+	"i.name, 'method', bc.method, 'recipe', bc.recipe)) FROM baseline_components bc LEFT "     \
+	"JOIN images i ON i.id = bc.image_id WHERE bc.baseline_id = b.id) AS "                     \
+	"\"components:json\", (SELECT count(*) FROM nodes WHERE "                                  \
+	"node_class = b.node_class) AS node_count, b.version, b.created_at AS "                    \
 	"\"created_at:time\", b.updated_at AS \"updated_at:time\" FROM firmware_baselines b "
 
 static struct kind profile_kind = {
-    .table = T_PROFILE,
-    .otype = "bios_profile",
-    .map = "attributes",
-    .json_values = 1,
-    .sql_load = PROFILE_COLS "WHERE p.id = ?",
-    .sql_list_id = PROFILE_COLS "WHERE p.id > ?1 AND (?2 IS NULL OR p.node_class = ?2) "
-                                "ORDER BY p.id LIMIT ?3",
-    .sql_list_name = PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) AND (?2 IS NULL OR "
-                                  "p.node_class = ?2) ORDER BY p.name LIMIT ?3",
-    .sql_insert = "INSERT INTO bios_profiles(uuid, name, node_class, description, created_at, "
-                  "updated_at, method, recipe) VALUES (?1, ?2, ?3, ?4, ?5, ?5, "
-                  "coalesce(?6, 'redfish'), ?7)",
-    .sql_update = "UPDATE bios_profiles SET name = ?2, node_class = ?3, description = ?4, "
-                  "version = version + 1, updated_at = ?5, method = coalesce(?6, 'redfish'), "
-                  "recipe = ?7 WHERE id = ?1",
-    .extra = {"method", "recipe"},
-    .sql_delete = "DELETE FROM bios_profiles WHERE id = ?",
-    .sql_map_clear = "DELETE FROM bios_profile_attrs WHERE profile_id = ?",
-    .sql_map_insert = "INSERT INTO bios_profile_attrs(profile_id, name, value) VALUES (?,?,?)",
-    .sql_class_owner = "SELECT name FROM bios_profiles WHERE node_class = ? AND id != ?",
-    .sql_in_use = "SELECT count(*) FROM nodes WHERE bios_profile_id = ?",
-    .check_map = store_bios_profile_check,
+        .table = T_PROFILE,
+        .otype = "bios_profile",
+        .map = "attributes",
+        .json_values = 1,
+        .sql_load = PROFILE_COLS "WHERE p.id = ?",
+        .sql_list_id = PROFILE_COLS "WHERE p.id > ?1 AND (?2 IS NULL OR p.node_class = ?2) "
+                                    "ORDER BY p.id LIMIT ?3",
+        .sql_list_name = PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) AND (?2 IS NULL OR "
+                                      "p.node_class = ?2) ORDER BY p.name LIMIT ?3",
+        .sql_insert = "INSERT INTO bios_profiles(uuid, name, node_class, description, created_at, "
+                      "updated_at, method, recipe) VALUES (?1, ?2, ?3, ?4, ?5, ?5, "
+                      "coalesce(?6, 'redfish'), ?7)",
+        .sql_update = "UPDATE bios_profiles SET name = ?2, node_class = ?3, description = ?4, "
+                      "version = version + 1, updated_at = ?5, method = coalesce(?6, 'redfish'), "
+                      "recipe = ?7 WHERE id = ?1",
+        .extra = {"method", "recipe"},
+        .sql_delete = "DELETE FROM bios_profiles WHERE id = ?",
+        .sql_map_clear = "DELETE FROM bios_profile_attrs WHERE profile_id = ?",
+        .sql_map_insert = "INSERT INTO bios_profile_attrs(profile_id, name, value) VALUES (?,?,?)",
+        .sql_class_owner = "SELECT name FROM bios_profiles WHERE node_class = ? AND id != ?",
+        .sql_in_use = "SELECT count(*) FROM nodes WHERE bios_profile_id = ?",
+        .check_map = store_bios_profile_check,
 };
 
 static struct kind baseline_kind = {
-    .table = T_BASELINE,
-    .otype = "firmware_baseline",
-    .map = "components",
-    .json_values = 1,
-    .check_map = store_baseline_check,
-    .sql_load = BASELINE_COLS "WHERE b.id = ?",
-    .sql_list_id = BASELINE_COLS "WHERE b.id > ?1 AND (?2 IS NULL OR b.node_class = ?2) "
-                                 "ORDER BY b.id LIMIT ?3",
-    .sql_list_name = BASELINE_COLS "WHERE (?1 IS NULL OR b.name > ?1) AND (?2 IS NULL OR "
-                                   "b.node_class = ?2) ORDER BY b.name LIMIT ?3",
-    .sql_insert = "INSERT INTO firmware_baselines(uuid, name, node_class, description, "
-                  "created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-    .sql_update = "UPDATE firmware_baselines SET name = ?2, node_class = ?3, description = ?4, "
-                  "version = version + 1, updated_at = ?5 WHERE id = ?1",
-    .sql_delete = "DELETE FROM firmware_baselines WHERE id = ?",
-    .sql_map_clear = "DELETE FROM baseline_components WHERE baseline_id = ?",
-    .sql_map_insert = "INSERT INTO baseline_components(baseline_id, component, version, image_id, "
-                      "method, recipe) VALUES (?1, ?2, json_extract(?3, '$.version'), (SELECT id "
-                      "FROM images WHERE name = json_extract(?3, '$.image')), "
-                      "coalesce(json_extract(?3, '$.method'), 'redfish'), "
-                      "json_extract(?3, '$.recipe'))",
-    .sql_class_owner = "SELECT name FROM firmware_baselines WHERE node_class = ? AND id != ?",
-    .sql_in_use = NULL,
+        .table = T_BASELINE,
+        .otype = "firmware_baseline",
+        .map = "components",
+        .json_values = 1,
+        .check_map = store_baseline_check,
+        .sql_load = BASELINE_COLS "WHERE b.id = ?",
+        .sql_list_id = BASELINE_COLS "WHERE b.id > ?1 AND (?2 IS NULL OR b.node_class = ?2) "
+                                     "ORDER BY b.id LIMIT ?3",
+        .sql_list_name = BASELINE_COLS "WHERE (?1 IS NULL OR b.name > ?1) AND (?2 IS NULL OR "
+                                       "b.node_class = ?2) ORDER BY b.name LIMIT ?3",
+        .sql_insert = "INSERT INTO firmware_baselines(uuid, name, node_class, description, "
+                      "created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        .sql_update = "UPDATE firmware_baselines SET name = ?2, node_class = ?3, description = ?4, "
+                      "version = version + 1, updated_at = ?5 WHERE id = ?1",
+        .sql_delete = "DELETE FROM firmware_baselines WHERE id = ?",
+        .sql_map_clear = "DELETE FROM baseline_components WHERE baseline_id = ?",
+        .sql_map_insert =
+                "INSERT INTO baseline_components(baseline_id, component, version, image_id, "
+                "method, recipe) VALUES (?1, ?2, json_extract(?3, '$.version'), (SELECT id "
+                "FROM images WHERE name = json_extract(?3, '$.image')), "
+                "coalesce(json_extract(?3, '$.method'), 'redfish'), "
+                "json_extract(?3, '$.recipe'))",
+        .sql_class_owner = "SELECT name FROM firmware_baselines WHERE node_class = ? AND id != ?",
+        .sql_in_use = NULL,
 };
 
 static const char *const diff_skip[] = {"version", "updated_at", "node_count", NULL};
@@ -222,8 +223,9 @@ event(struct conn *c, struct kind *k, const char *verb, json_t *obj, json_t *dif
 
 	snprintf(action, sizeof action, "%s.%s", k->otype, verb);
 	snprintf(summary, sizeof summary, "%s %s %s", k->otype, name, verb);
-	return store_event(c, actor, action, k->otype, json_string_value(json_object_get(obj, "id")),
-	                   name, 0, 0, summary, diff);
+	return store_event(c, actor, action, k->otype,
+	                   json_string_value(json_object_get(obj, "id")), name, 0, 0, summary,
+	                   diff);
 }
 
 static enum rp_err
@@ -347,8 +349,8 @@ out:
 }
 
 static enum rp_err
-destroy(struct rp_store *st, struct kind *k, const char *key, int64_t if_match,
-       const char *actor, json_t **detail)
+destroy(struct rp_store *st, struct kind *k, const char *key, int64_t if_match, const char *actor,
+        json_t **detail)
 {
 	struct conn *c = store_conn(st);
 	json_t *before = NULL;
@@ -427,8 +429,8 @@ rp_store_bios_profile_list(struct rp_store *st, const struct rp_page_req *rq, st
 }
 
 enum rp_err
-rp_store_bios_profile_update(struct rp_store *st, const char *key, json_t *patch,
-                             int64_t if_match, const char *actor, json_t **out, json_t **detail)
+rp_store_bios_profile_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
+                             const char *actor, json_t **out, json_t **detail)
 {
 	return update(st, &profile_kind, key, patch, if_match, actor, out, detail);
 }
@@ -467,8 +469,8 @@ rp_store_baseline_update(struct rp_store *st, const char *key, json_t *patch, in
 }
 
 enum rp_err
-rp_store_baseline_delete(struct rp_store *st, const char *key, int64_t if_match,
-                         const char *actor, json_t **detail)
+rp_store_baseline_delete(struct rp_store *st, const char *key, int64_t if_match, const char *actor,
+                         json_t **detail)
 {
 	return destroy(st, &baseline_kind, key, if_match, actor, detail);
 }

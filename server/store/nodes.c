@@ -4,53 +4,63 @@
 #include "../util/util.h"
 #include "internal.h"
 
-#define NODE_COLS                                                                         \
-	"SELECT n.id AS _id, n.uuid AS id, n.name, r.name AS rack, n.u_position, n.u_height, " \
-	"n.serial, n.vendor, n.model, n.node_class, "                                          \
-	"n.system_uuid, "                                                                      \
-	"(SELECT json_group_array(tag) FROM (SELECT tag FROM node_tags WHERE node_id = n.id "  \
-	"ORDER BY tag)) AS \"tags:json\", "                                                    \
-	"(SELECT json_group_array(mac) FROM (SELECT mac FROM node_macs WHERE node_id = n.id "  \
-	"ORDER BY mac)) AS \"macs:json\", "                                                    \
-	"b.driver AS \"bmc.driver\", b.address AS \"bmc.address\", b.port AS \"bmc.port\", "   \
-	"b.username AS \"bmc.username\", CASE WHEN b.node_id IS NULL THEN NULL ELSE "          \
-	"b.password_sealed IS NOT NULL END AS \"bmc.password_set:bool\", CASE WHEN b.node_id IS NULL " \
-	"THEN NULL ELSE b.tls_verify END AS \"bmc.tls_verify:bool\", "                         \
-	"b.options AS \"bmc.options:json\", CASE WHEN b.fault IS NULL THEN NULL ELSE "          \
-	"json_object('message', b.fault, 'since', strftime('%Y-%m-%dT%H:%M:%fZ', "              \
-	"b.fault_since / 1000.0, 'unixepoch'), 'failures', b.failures) END "                    \
-	"AS \"bmc.fault:json\", b.identity AS \"bmc.identity:json\", "                         \
-	"b.checked_at AS \"bmc.checked_at:time\", b.last_error AS \"bmc.last_error\", "         \
-	"p.name AS bios_profile, n.provision_state, n.power_state, "                           \
-	"n.power_state_at AS \"power_state_at:time\", n.maintenance AS \"maintenance:bool\", " \
-	"n.maintenance_reason, n.expected AS \"expected:json\", n.version, "                   \
-	"n.created_at AS \"created_at:time\", n.updated_at AS \"updated_at:time\", "          \
-	"n.ssh_address AS \"ssh.address\", n.ssh_port AS \"ssh.port\", n.ssh_user AS "         \
-	"\"ssh.user\", CASE WHEN k.node_id IS NULL THEN NULL ELSE json_object('type', "          \
-	"k.key_type, 'fingerprint', k.fingerprint, 'pinned_at', strftime('%Y-%m-%dT%H:%M:%fZ', " \
-	"k.pinned_at / 1000.0, 'unixepoch'), 'pinned_by', k.pinned_by) END "                     \
-	"AS \"ssh.host_key:json\", a.registered_at AS \"agent.registered_at:time\", "          \
-	"a.seen_at AS \"agent.seen_at:time\", a.boot_id AS \"agent.boot_id\", a.version AS "   \
-	"\"agent.version\", a.status AS \"agent.status\", a.hostname AS \"agent.hostname\", "  \
-	"a.address AS \"agent.address\", a.port AS \"agent.port\", n.provision_error, "          \
-	"(SELECT uuid FROM jobs WHERE id = n.provision_job_id) AS provision_job, "               \
-	"n.provision_at AS \"provision_at:time\", n.deployed_image, bp.name AS boot_profile "    \
-	"FROM nodes n LEFT JOIN racks r ON r.id = n.rack_id LEFT JOIN bmcs b ON "              \
-	"b.node_id = n.id LEFT JOIN bios_profiles p ON p.id = n.bios_profile_id "             \
-	"LEFT JOIN ssh_host_keys k ON k.node_id = n.id LEFT JOIN agents a ON a.node_id = n.id "  \
+#define NODE_COLS                                                                                  \
+	"SELECT n.id AS _id, n.uuid AS id, n.name, r.name AS rack, n.u_position, n.u_height, "     \
+	"n.serial, n.vendor, n.model, n.node_class, "                                              \
+	"n.system_uuid, "                                                                          \
+	"(SELECT json_group_array(tag) FROM (SELECT tag FROM node_tags WHERE node_id = n.id "      \
+	"ORDER BY tag)) AS \"tags:json\", "                                                        \
+	"(SELECT json_group_array(mac) FROM (SELECT mac FROM node_macs WHERE node_id = n.id "      \
+	"ORDER BY mac)) AS \"macs:json\", "                                                        \
+	"b.driver AS \"bmc.driver\", b.address AS \"bmc.address\", b.port AS \"bmc.port\", "       \
+	"b.username AS \"bmc.username\", CASE WHEN b.node_id IS NULL THEN NULL ELSE "              \
+	"b.password_sealed IS NOT NULL END AS \"bmc.password_set:bool\", CASE WHEN b.node_id IS "  \
+	"NULL "                                                                                    \
+	"THEN NULL ELSE b.tls_verify END AS \"bmc.tls_verify:bool\", "                             \
+	"b.options AS \"bmc.options:json\", CASE WHEN b.fault IS NULL THEN NULL ELSE "             \
+	"json_object('message', b.fault, 'since', strftime('%Y-%m-%dT%H:%M:%fZ', "                 \
+	"b.fault_since / 1000.0, 'unixepoch'), 'failures', b.failures) END "                       \
+	"AS \"bmc.fault:json\", b.identity AS \"bmc.identity:json\", "                             \
+	"b.checked_at AS \"bmc.checked_at:time\", b.last_error AS \"bmc.last_error\", "            \
+	"p.name AS bios_profile, n.provision_state, n.power_state, "                               \
+	"n.power_state_at AS \"power_state_at:time\", n.maintenance AS \"maintenance:bool\", "     \
+	"n.maintenance_reason, n.expected AS \"expected:json\", n.version, "                       \
+	"n.created_at AS \"created_at:time\", n.updated_at AS \"updated_at:time\", "               \
+	"n.ssh_address AS \"ssh.address\", n.ssh_port AS \"ssh.port\", n.ssh_user AS "             \
+	"\"ssh.user\", CASE WHEN k.node_id IS NULL THEN NULL ELSE json_object('type', "            \
+	"k.key_type, 'fingerprint', k.fingerprint, 'pinned_at', strftime('%Y-%m-%dT%H:%M:%fZ', "   \
+	"k.pinned_at / 1000.0, 'unixepoch'), 'pinned_by', k.pinned_by) END "                       \
+	"AS \"ssh.host_key:json\", a.registered_at AS \"agent.registered_at:time\", "              \
+	"a.seen_at AS \"agent.seen_at:time\", a.boot_id AS \"agent.boot_id\", a.version AS "       \
+	"\"agent.version\", a.status AS \"agent.status\", a.hostname AS \"agent.hostname\", "      \
+	"a.address AS \"agent.address\", a.port AS \"agent.port\", n.provision_error, "            \
+	"(SELECT uuid FROM jobs WHERE id = n.provision_job_id) AS provision_job, "                 \
+	"n.provision_at AS \"provision_at:time\", n.deployed_image, bp.name AS boot_profile "      \
+	"FROM nodes n LEFT JOIN racks r ON r.id = n.rack_id LEFT JOIN bmcs b ON "                  \
+	"b.node_id = n.id LEFT JOIN bios_profiles p ON p.id = n.bios_profile_id "                  \
+	"LEFT JOIN ssh_host_keys k ON k.node_id = n.id LEFT JOIN agents a ON a.node_id = n.id "    \
 	"LEFT JOIN boot_profiles bp ON bp.id = n.boot_profile_id "
 
 /* Members of the wire object the caller cannot write (the API rejects them first). */
-static const char *const computed[] = {"id",          "provision_state", "power_state",
-                                       "power_state_at", "version",      "created_at",
-                                       "updated_at",  "agent",           "provision_error",
-                                       "provision_job", "provision_at",  "deployed_image",
-                                       NULL};
-static const char *const diff_skip[] = {"id",         "version",         "created_at",
-                                        "updated_at", "bmc.password_set", "bmc.checked_at",
-                                        "bmc.fault",  "bmc.identity",    "bmc.last_error",
-                                        "agent",      "ssh.host_key",    "provision_at",
-                                        "provision_job", "provision_error", NULL};
+static const char *const computed[] = {
+        "id",           "provision_state", "power_state", "power_state_at",  "version",
+        "created_at",   "updated_at",      "agent",       "provision_error", "provision_job",
+        "provision_at", "deployed_image",  NULL};
+static const char *const diff_skip[] = {"id",
+                                        "version",
+                                        "created_at",
+                                        "updated_at",
+                                        "bmc.password_set",
+                                        "bmc.checked_at",
+                                        "bmc.fault",
+                                        "bmc.identity",
+                                        "bmc.last_error",
+                                        "agent",
+                                        "ssh.host_key",
+                                        "provision_at",
+                                        "provision_job",
+                                        "provision_error",
+                                        NULL};
 
 static enum rp_err
 node_load(struct conn *c, int64_t id, json_t **out)
@@ -136,9 +146,10 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 			return RP_ERR_INVALID_FIELD;
 		}
 		lo = json_integer_value(pos);
-		hi = lo + (json_is_integer(json_object_get(obj, "u_height"))
-		               ? json_integer_value(json_object_get(obj, "u_height"))
-		               : 1) -
+		hi = lo +
+		     (json_is_integer(json_object_get(obj, "u_height"))
+		              ? json_integer_value(json_object_get(obj, "u_height"))
+		              : 1) -
 		     1;
 		s = STMT(c, "SELECT height_u FROM racks WHERE id = ?");
 		if (s == NULL)
@@ -147,7 +158,8 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 		height = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
 		sqlite3_reset(s);
 		if (hi > height) {
-			*detail = store_why("u_position", "U%lld-U%lld does not fit in rack %s (%lld U)",
+			*detail = store_why("u_position",
+			                    "U%lld-U%lld does not fit in rack %s (%lld U)",
 			                    (long long)lo, (long long)hi, rack, (long long)height);
 			return RP_ERR_INVALID_FIELD;
 		}
@@ -162,8 +174,8 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 		sqlite3_bind_int64(s, 4, hi);
 		rc = sqlite3_step(s);
 		if (rc == SQLITE_ROW) {
-			*detail = json_pack("{s:s, s:s, s:s, s:I, s:I}", "field", "u_position", "reason",
-			                    "rack units already occupied", "occupied_by",
+			*detail = json_pack("{s:s, s:s, s:s, s:I, s:I}", "field", "u_position",
+			                    "reason", "rack units already occupied", "occupied_by",
 			                    (const char *)sqlite3_column_text(s, 0), "from_u",
 			                    (json_int_t)sqlite3_column_int64(s, 1), "to_u",
 			                    (json_int_t)sqlite3_column_int64(s, 2));
@@ -214,20 +226,23 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 	if (*id == 0) {
 		if (rp_uuid_new(uuid) < 0)
 			return RP_ERR_INTERNAL;
-		s = STMT(c, "INSERT INTO nodes(name, rack_id, u_position, u_height, serial, vendor, "
-		            "model, node_class, bios_profile_id, maintenance, maintenance_reason, "
-		            "expected, uuid, created_at, updated_at, system_uuid, ssh_address, "
-		            "ssh_port, ssh_user, boot_profile_id) VALUES (?1,?2,?3,coalesce(?4,1),?5,?6,"
-		            "?7,?8,?9,?10,?11,?12,?13,?14,?14,?16,?17,?18,?19,"
-		            "(SELECT id FROM boot_profiles WHERE name = ?20 OR uuid = lower(?20)))");
+		s = STMT(c,
+		         "INSERT INTO nodes(name, rack_id, u_position, u_height, serial, vendor, "
+		         "model, node_class, bios_profile_id, maintenance, maintenance_reason, "
+		         "expected, uuid, created_at, updated_at, system_uuid, ssh_address, "
+		         "ssh_port, ssh_user, boot_profile_id) VALUES "
+		         "(?1,?2,?3,coalesce(?4,1),?5,?6,"
+		         "?7,?8,?9,?10,?11,?12,?13,?14,?14,?16,?17,?18,?19,"
+		         "(SELECT id FROM boot_profiles WHERE name = ?20 OR uuid = lower(?20)))");
 	} else {
-		s = STMT(c, "UPDATE nodes SET name = ?1, rack_id = ?2, u_position = ?3, "
-		            "u_height = coalesce(?4,1), serial = ?5, vendor = ?6, model = ?7, "
-		            "node_class = ?8, bios_profile_id = ?9, maintenance = ?10, "
-		            "maintenance_reason = ?11, expected = ?12, version = version + 1, "
-		            "updated_at = ?14, system_uuid = ?16, ssh_address = ?17, ssh_port = ?18, "
-		            "ssh_user = ?19, boot_profile_id = (SELECT id FROM boot_profiles WHERE "
-		            "name = ?20 OR uuid = lower(?20)) WHERE id = ?15");
+		s = STMT(c,
+		         "UPDATE nodes SET name = ?1, rack_id = ?2, u_position = ?3, "
+		         "u_height = coalesce(?4,1), serial = ?5, vendor = ?6, model = ?7, "
+		         "node_class = ?8, bios_profile_id = ?9, maintenance = ?10, "
+		         "maintenance_reason = ?11, expected = ?12, version = version + 1, "
+		         "updated_at = ?14, system_uuid = ?16, ssh_address = ?17, ssh_port = ?18, "
+		         "ssh_user = ?19, boot_profile_id = (SELECT id FROM boot_profiles WHERE "
+		         "name = ?20 OR uuid = lower(?20)) WHERE id = ?15");
 	}
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
@@ -313,34 +328,38 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		enum rp_err se;
 
 		if (!keep_password &&
-		    (se = store_seal(c, json_string_value(json_object_get(bmc, "password")), &sealed)) !=
-		        RP_ERR_OK)
+		    (se = store_seal(c, json_string_value(json_object_get(bmc, "password")),
+		                     &sealed)) != RP_ERR_OK)
 			return se;
-		s = STMT(c, "INSERT INTO bmcs(node_id, driver, address, port, username, password_sealed, "
-		            "tls_verify, options) VALUES (?1,?2,?3,?4,?5,?6,coalesce(?7,1),?9) "
-		            "ON CONFLICT(node_id) DO UPDATE SET driver = excluded.driver, "
-		            "address = excluded.address, port = excluded.port, "
-		            "username = excluded.username, password_sealed = CASE WHEN ?8 THEN "
-		            "bmcs.password_sealed ELSE excluded.password_sealed END, password = NULL, "
-		            "tls_verify = excluded.tls_verify, "
-		            "options = excluded.options, "
-		            "fault = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
-		            "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
-		            "excluded.username AND ?8 THEN bmcs.fault END, "
-		            "fault_since = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
-		            "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
-		            "excluded.username AND ?8 THEN bmcs.fault_since END, "
-		            "failures = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
-		            "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
-		            "excluded.username AND ?8 THEN bmcs.failures ELSE 0 END, "
-		            "last_error = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
-		            "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
-		            "excluded.username AND ?8 THEN bmcs.last_error END, "
-		            "checked_at = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
-		            "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
-		            "excluded.username AND ?8 THEN bmcs.checked_at END, "
-		            "identity = CASE WHEN bmcs.address IS excluded.address AND bmcs.port IS "
-		            "excluded.port THEN bmcs.identity END");
+		s = STMT(
+		        c,
+		        "INSERT INTO bmcs(node_id, driver, address, port, username, "
+		        "password_sealed, "
+		        "tls_verify, options) VALUES (?1,?2,?3,?4,?5,?6,coalesce(?7,1),?9) "
+		        "ON CONFLICT(node_id) DO UPDATE SET driver = excluded.driver, "
+		        "address = excluded.address, port = excluded.port, "
+		        "username = excluded.username, password_sealed = CASE WHEN ?8 THEN "
+		        "bmcs.password_sealed ELSE excluded.password_sealed END, password = NULL, "
+		        "tls_verify = excluded.tls_verify, "
+		        "options = excluded.options, "
+		        "fault = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
+		        "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		        "excluded.username AND ?8 THEN bmcs.fault END, "
+		        "fault_since = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address "
+		        "IS "
+		        "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		        "excluded.username AND ?8 THEN bmcs.fault_since END, "
+		        "failures = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
+		        "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		        "excluded.username AND ?8 THEN bmcs.failures ELSE 0 END, "
+		        "last_error = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
+		        "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		        "excluded.username AND ?8 THEN bmcs.last_error END, "
+		        "checked_at = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
+		        "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		        "excluded.username AND ?8 THEN bmcs.checked_at END, "
+		        "identity = CASE WHEN bmcs.address IS excluded.address AND bmcs.port IS "
+		        "excluded.port THEN bmcs.identity END");
 		if (s == NULL) {
 			free(sealed);
 			return RP_ERR_INTERNAL;
@@ -396,9 +415,9 @@ store_node_insert(struct conn *c, json_t *in, const char *actor, int64_t *id, js
 	else
 		snprintf(summary, sizeof summary, "node %s created",
 		         json_string_value(json_object_get(fresh, "name")));
-	e = store_event(c, actor, "node.created", "node", json_string_value(json_object_get(fresh, "id")),
-	                json_string_value(json_object_get(fresh, "name")), newid, rack_id, summary,
-	                diff);
+	e = store_event(
+	        c, actor, "node.created", "node", json_string_value(json_object_get(fresh, "id")),
+	        json_string_value(json_object_get(fresh, "name")), newid, rack_id, summary, diff);
 	if (e != RP_ERR_OK)
 		goto out;
 	*id = newid;
@@ -450,11 +469,11 @@ rp_store_node_get(struct rp_store *st, const char *key, json_t **out)
 	return node_load(c, id, out);
 }
 
-#define NODE_FILTER                                                                     \
-	"AND (?2 IS NULL OR n.rack_id = ?2) AND (?3 IS NULL OR n.provision_state = ?3) "   \
-	"AND (?4 IS NULL OR EXISTS (SELECT 1 FROM node_tags t WHERE t.node_id = n.id AND " \
-	"t.tag = ?4)) AND (?5 IS NULL OR n.node_class = ?5) AND (?6 IS NULL OR "          \
-	"n.power_state = ?6) AND (?7 IS NULL OR n.maintenance = ?7) AND (?8 IS NULL OR "   \
+#define NODE_FILTER                                                                                \
+	"AND (?2 IS NULL OR n.rack_id = ?2) AND (?3 IS NULL OR n.provision_state = ?3) "           \
+	"AND (?4 IS NULL OR EXISTS (SELECT 1 FROM node_tags t WHERE t.node_id = n.id AND "         \
+	"t.tag = ?4)) AND (?5 IS NULL OR n.node_class = ?5) AND (?6 IS NULL OR "                   \
+	"n.power_state = ?6) AND (?7 IS NULL OR n.maintenance = ?7) AND (?8 IS NULL OR "           \
 	"instr(n.name, ?8) > 0 OR instr(coalesce(n.serial, ''), ?8) > 0) "
 
 enum rp_err
@@ -558,7 +577,8 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 			json_object_set_new(json_object_get(after, "bmc"), "options", opts);
 		}
 	}
-	keep_pw = !(json_is_null(pbmc) || (json_is_object(pbmc) && json_object_get(pbmc, "password")));
+	keep_pw = !(json_is_null(pbmc) ||
+	            (json_is_object(pbmc) && json_object_get(pbmc, "password")));
 	if ((e = node_check(c, id, after, &rack_id, &profile_id, detail)) != RP_ERR_OK)
 		goto out;
 	/* A profile assigned to a node whose BMC published a registry must fit it, as at the
@@ -579,8 +599,9 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 	}
 	snprintf(summary, sizeof summary, "node %s updated",
 	         json_string_value(json_object_get(fresh, "name")));
-	e = store_event(c, actor, "node.updated", "node", json_string_value(json_object_get(fresh, "id")),
-	                json_string_value(json_object_get(fresh, "name")), id, rack_id, summary, diff);
+	e = store_event(
+	        c, actor, "node.updated", "node", json_string_value(json_object_get(fresh, "id")),
+	        json_string_value(json_object_get(fresh, "name")), id, rack_id, summary, diff);
 	if (e != RP_ERR_OK)
 		goto out;
 	if ((e = store_commit(c)) != RP_ERR_OK)
@@ -621,7 +642,8 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 		e = RP_ERR_PRECONDITION_FAILED;
 		goto out;
 	}
-	s = STMT(c, "SELECT count(*) FROM jobs WHERE node_id = ? AND state IN ('queued', 'running')");
+	s = STMT(c,
+	         "SELECT count(*) FROM jobs WHERE node_id = ? AND state IN ('queued', 'running')");
 	if (s == NULL) {
 		e = RP_ERR_INTERNAL;
 		goto out;
@@ -653,8 +675,9 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 	}
 	snprintf(summary, sizeof summary, "node %s deleted",
 	         json_string_value(json_object_get(before, "name")));
-	e = store_event(c, actor, "node.deleted", "node", json_string_value(json_object_get(before, "id")),
-	                json_string_value(json_object_get(before, "name")), id, rack_id, summary, NULL);
+	e = store_event(
+	        c, actor, "node.deleted", "node", json_string_value(json_object_get(before, "id")),
+	        json_string_value(json_object_get(before, "name")), id, rack_id, summary, NULL);
 	if (e != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);
@@ -677,9 +700,10 @@ rp_store_node_inventory(struct rp_store *st, const char *key, json_t **out)
 		return RP_ERR_INTERNAL;
 	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
 		return e;
-	s = STMT(c, "SELECT n.name AS node, i.source, i.collected_at AS \"collected_at:time\", "
-	            "i.data AS \"data:json\" FROM nodes n LEFT JOIN inventory i ON i.node_id = n.id "
-	            "WHERE n.id = ?");
+	s = STMT(c,
+	         "SELECT n.name AS node, i.source, i.collected_at AS \"collected_at:time\", "
+	         "i.data AS \"data:json\" FROM nodes n LEFT JOIN inventory i ON i.node_id = n.id "
+	         "WHERE n.id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sqlite3_bind_int64(s, 1, id);
@@ -705,10 +729,11 @@ store_inventory_write(struct conn *c, const struct node_ref *n, const char *sour
 	if (text == NULL)
 		return RP_ERR_INTERNAL;
 	/* The summary columns feed filters and acceptance; the whole report stays as sent. */
-	s = STMT(c, "INSERT INTO inventory(node_id, data, source, collected_at, gpu_count, mem_bytes) "
-	            "VALUES (?,?,?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET data = excluded.data, "
-	            "source = excluded.source, collected_at = excluded.collected_at, "
-	            "gpu_count = excluded.gpu_count, mem_bytes = excluded.mem_bytes");
+	s = STMT(c,
+	         "INSERT INTO inventory(node_id, data, source, collected_at, gpu_count, mem_bytes) "
+	         "VALUES (?,?,?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET data = excluded.data, "
+	         "source = excluded.source, collected_at = excluded.collected_at, "
+	         "gpu_count = excluded.gpu_count, mem_bytes = excluded.mem_bytes");
 	if (s == NULL) {
 		free(text);
 		return RP_ERR_INTERNAL;
@@ -738,8 +763,8 @@ store_inventory_write(struct conn *c, const struct node_ref *n, const char *sour
 }
 
 enum rp_err
-rp_store_node_inventory_set(struct rp_store *st, const char *key, const char *source,
-                            json_t *data, const char *actor)
+rp_store_node_inventory_set(struct rp_store *st, const char *key, const char *source, json_t *data,
+                            const char *actor)
 {
 	struct conn *c = store_conn(st);
 	struct node_ref n;

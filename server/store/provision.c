@@ -12,19 +12,29 @@
 struct transition {
 	const char *action;
 	const char *from[6];
-	const char *during;  /* NULL: immediate */
+	const char *during; /* NULL: immediate */
 	const char *ok, *fail;
 };
 
 static const struct transition table[] = {
-    {"manage", {"enrolled", "verify_failed", "manageable"}, "verifying", "manageable", "verify_failed"},
-    {"adopt", {"discovered"}, NULL, "manageable", NULL},
-    {"commission", {"manageable", "ready", "commission_failed"}, "commissioning", "ready",
-     "commission_failed"},
-    {"deploy", {"ready", "deploy_failed"}, "deploying", "deployed", "deploy_failed"},
-    {"release", {"deployed", "deploy_failed", "release_failed"}, "releasing", "ready",
-     "release_failed"},
-    {"abort", {"verifying", "commissioning", "deploying", "releasing"}, NULL, NULL, NULL},
+        {"manage",
+         {"enrolled", "verify_failed", "manageable"},
+         "verifying",
+         "manageable",
+         "verify_failed"},
+        {"adopt", {"discovered"}, NULL, "manageable", NULL},
+        {"commission",
+         {"manageable", "ready", "commission_failed"},
+         "commissioning",
+         "ready",
+         "commission_failed"},
+        {"deploy", {"ready", "deploy_failed"}, "deploying", "deployed", "deploy_failed"},
+        {"release",
+         {"deployed", "deploy_failed", "release_failed"},
+         "releasing",
+         "ready",
+         "release_failed"},
+        {"abort", {"verifying", "commissioning", "deploying", "releasing"}, NULL, NULL, NULL},
 };
 
 static const struct transition *
@@ -95,8 +105,8 @@ set_state(struct conn *c, const struct node_ref *n, const char *from, const char
 }
 
 enum rp_err
-store_provision(struct conn *c, const char *key, const char *action, json_t *job,
-                const char *actor, json_t **out, json_t **detail)
+store_provision(struct conn *c, const char *key, const char *action, json_t *job, const char *actor,
+                json_t **out, json_t **detail)
 {
 	const struct transition *t = find(action);
 	struct node_ref n;
@@ -126,8 +136,9 @@ store_provision(struct conn *c, const char *key, const char *action, json_t *job
 		goto out;
 	}
 	if (maint) {
-		*detail = json_pack("{s:s, s:s, s:s}", "state", state, "action", action, "reason",
-		                    "node is in maintenance: clear it first (only abort is allowed)");
+		*detail =
+		        json_pack("{s:s, s:s, s:s}", "state", state, "action", action, "reason",
+		                  "node is in maintenance: clear it first (only abort is allowed)");
 		e = RP_ERR_INVALID_STATE;
 		goto out;
 	}
@@ -145,8 +156,8 @@ store_provision(struct conn *c, const char *key, const char *action, json_t *job
 		}
 		params = json_object_get(job, "params");
 		json_object_set_new(params, "provision",
-		                    json_pack("{s:s, s:s, s:s}", "action", action, "ok", t->ok, "fail",
-		                              t->fail));
+		                    json_pack("{s:s, s:s, s:s}", "action", action, "ok", t->ok,
+		                              "fail", t->fail));
 		if ((e = store_job_add(c, &n, 0, job, actor, &job_id)) != RP_ERR_OK ||
 		    (e = store_job_load(c, job_id, &jobj)) != RP_ERR_OK)
 			goto out;
@@ -284,7 +295,10 @@ store_provision_settle(struct conn *c, int64_t job_id, const char *job_state, co
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
 		goto out;
 	if ((e = set_state(c, &n, state, to, 0,
-	                   ok ? NULL : (!strcmp(job_state, "cancelled") ? "aborted" : error ? error : "failed"),
+	                   ok ? NULL
+	                      : (!strcmp(job_state, "cancelled") ? "aborted"
+	                         : error                         ? error
+	                                                         : "failed"),
 	                   "rackpilotd", action)) != RP_ERR_OK)
 		goto out;
 	/* What is on the disk now. */
@@ -296,8 +310,9 @@ store_provision_settle(struct conn *c, int64_t job_id, const char *job_state, co
 		}
 		sqlite3_bind_int64(s, 1, node_id);
 		if (!strcmp(action, "deploy"))
-			store_bind_text(s, 2, json_string_value(json_object_get(json_object_get(params, "image"),
-			                                                        "name")));
+			store_bind_text(s, 2,
+			                json_string_value(json_object_get(
+			                        json_object_get(params, "image"), "name")));
 		rc = sqlite3_step(s);
 		sqlite3_reset(s);
 		if (rc != SQLITE_DONE)

@@ -4,10 +4,10 @@
 #include "../util/util.h"
 #include "internal.h"
 
-#define RACK_COLS                                                                        \
-	"SELECT r.id AS _id, r.uuid AS id, r.name, r.site, r.row_name AS row, r.height_u, " \
-	"r.power_budget_kw, r.notes, (SELECT count(*) FROM nodes WHERE rack_id = r.id) "    \
-	"AS node_count, r.version, r.created_at AS \"created_at:time\", "                   \
+#define RACK_COLS                                                                                  \
+	"SELECT r.id AS _id, r.uuid AS id, r.name, r.site, r.row_name AS row, r.height_u, "        \
+	"r.power_budget_kw, r.notes, (SELECT count(*) FROM nodes WHERE rack_id = r.id) "           \
+	"AS node_count, r.version, r.created_at AS \"created_at:time\", "                          \
 	"r.updated_at AS \"updated_at:time\" FROM racks r "
 
 static const char *const rack_diff_skip[] = {"version", "updated_at", "node_count", NULL};
@@ -142,8 +142,9 @@ rp_store_rack_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	if (rq->sort_by_name) {
-		s = STMT(c, RACK_COLS "WHERE (?1 IS NULL OR r.name > ?1) AND (?2 IS NULL OR r.site = ?2) "
-		                      "AND (?3 IS NULL OR r.row_name = ?3) ORDER BY r.name LIMIT ?4");
+		s = STMT(c, RACK_COLS
+		         "WHERE (?1 IS NULL OR r.name > ?1) AND (?2 IS NULL OR r.site = ?2) "
+		         "AND (?3 IS NULL OR r.row_name = ?3) ORDER BY r.name LIMIT ?4");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
 		store_bind_text(s, 1, rq->after_key);
@@ -241,7 +242,8 @@ rp_store_rack_update(struct rp_store *st, const char *key, json_t *patch, int64_
 	diff = store_diff(before, fresh, rack_diff_skip);
 	snprintf(summary, sizeof summary, "rack %s updated",
 	         json_string_value(json_object_get(fresh, "name")));
-	e = store_event(c, actor, "rack.updated", "rack", json_string_value(json_object_get(fresh, "id")),
+	e = store_event(c, actor, "rack.updated", "rack",
+	                json_string_value(json_object_get(fresh, "id")),
 	                json_string_value(json_object_get(fresh, "name")), 0, id, summary, diff);
 	if (e != RP_ERR_OK)
 		goto out;
@@ -304,7 +306,8 @@ rp_store_rack_delete(struct rp_store *st, const char *key, int64_t if_match, con
 	}
 	snprintf(summary, sizeof summary, "rack %s deleted",
 	         json_string_value(json_object_get(before, "name")));
-	e = store_event(c, actor, "rack.deleted", "rack", json_string_value(json_object_get(before, "id")),
+	e = store_event(c, actor, "rack.deleted", "rack",
+	                json_string_value(json_object_get(before, "id")),
 	                json_string_value(json_object_get(before, "name")), 0, id, summary, NULL);
 	if (e != RP_ERR_OK)
 		goto out;

@@ -6,9 +6,9 @@
 #include "../util/util.h"
 #include "internal.h"
 
-#define RECIPE_COLS                                                                       \
-	"SELECT id AS _id, uuid AS id, name, description, params AS \"params:json\", steps AS " \
-	"\"steps:json\", version, created_at AS \"created_at:time\", updated_at AS "             \
+#define RECIPE_COLS                                                                                \
+	"SELECT id AS _id, uuid AS id, name, description, params AS \"params:json\", steps AS "    \
+	"\"steps:json\", version, created_at AS \"created_at:time\", updated_at AS "               \
 	"\"updated_at:time\" FROM recipes "
 
 static const char *const diff_skip[] = {"version", "updated_at", NULL};
@@ -58,11 +58,13 @@ save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 			free(steps);
 			return RP_ERR_INTERNAL;
 		}
-		s = STMT(c, "INSERT INTO recipes(uuid, name, description, params, steps, created_at, "
-		            "updated_at) VALUES (?1,?2,?3,?4,?5,?6,?6)");
+		s = STMT(c,
+		         "INSERT INTO recipes(uuid, name, description, params, steps, created_at, "
+		         "updated_at) VALUES (?1,?2,?3,?4,?5,?6,?6)");
 	} else {
-		s = STMT(c, "UPDATE recipes SET name = ?2, description = ?3, params = ?4, steps = ?5, "
-		            "version = version + 1, updated_at = ?6 WHERE id = ?7");
+		s = STMT(c,
+		         "UPDATE recipes SET name = ?2, description = ?3, params = ?4, steps = ?5, "
+		         "version = version + 1, updated_at = ?6 WHERE id = ?7");
 	}
 	if (s == NULL || params == NULL || steps == NULL) {
 		free(params);
@@ -93,9 +95,10 @@ event(struct conn *c, const char *verb, json_t *obj, json_t *diff, const char *a
 	char action[32], summary[160];
 
 	snprintf(action, sizeof action, "recipe.%s", verb);
-	snprintf(summary, sizeof summary, "recipe %s %s", json_string_value(json_object_get(obj, "name")),
-	         verb);
-	return store_event(c, actor, action, "recipe", json_string_value(json_object_get(obj, "id")),
+	snprintf(summary, sizeof summary, "recipe %s %s",
+	         json_string_value(json_object_get(obj, "name")), verb);
+	return store_event(c, actor, action, "recipe",
+	                   json_string_value(json_object_get(obj, "id")),
 	                   json_string_value(json_object_get(obj, "name")), 0, 0, summary, diff);
 }
 
@@ -281,7 +284,8 @@ expand_string(const char *s, json_t *values)
 				memcpy(name, p + 2, n);
 				name[n] = '\0';
 				if ((v = json_object_get(values, name)) != NULL) {
-					rp_buf_append(&b, json_string_value(v), json_string_length(v));
+					rp_buf_append(&b, json_string_value(v),
+					              json_string_length(v));
 					p = end + 1;
 					continue;
 				}
@@ -307,13 +311,13 @@ rp_store_recipe_fill(json_t *v, json_t *values)
 	if (json_is_array(v)) {
 		out = json_array();
 		json_array_foreach(v, i, e)
-		    json_array_append_new(out, rp_store_recipe_fill(e, values));
+		        json_array_append_new(out, rp_store_recipe_fill(e, values));
 		return out;
 	}
 	if (json_is_object(v)) {
 		out = json_object();
 		json_object_foreach(v, k, e)
-		    json_object_set_new(out, k, rp_store_recipe_fill(e, values));
+		        json_object_set_new(out, k, rp_store_recipe_fill(e, values));
 		return out;
 	}
 	return json_incref(v);

@@ -6,11 +6,11 @@
 #include "../util/util.h"
 #include "internal.h"
 
-#define STEP_COLS                                                                           \
-	"SELECT step_id AS id, idx AS \"index\", type, state, continue_on_error AS "             \
-	"\"continue_on_error:bool\", runs, exit_code, started_at AS \"started_at:time\", "      \
-	"finished_at AS \"finished_at:time\", duration_ms, output, output_bytes, "               \
-	"output_truncated AS \"output_truncated:bool\", error, result AS \"result:json\" "       \
+#define STEP_COLS                                                                                  \
+	"SELECT step_id AS id, idx AS \"index\", type, state, continue_on_error AS "               \
+	"\"continue_on_error:bool\", runs, exit_code, started_at AS \"started_at:time\", "         \
+	"finished_at AS \"finished_at:time\", duration_ms, output, output_bytes, "                 \
+	"output_truncated AS \"output_truncated:bool\", error, result AS \"result:json\" "         \
 	"FROM job_steps WHERE job_id = ? ORDER BY idx"
 
 enum rp_err
@@ -35,11 +35,13 @@ store_ssh_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 		snprintf(why, len, "node is in maintenance");
 		e = RP_ERR_INVALID_STATE;
 	} else if (sqlite3_column_type(s, 1) == SQLITE_NULL) {
-		snprintf(why, len, "node has no SSH address: register its agent or set ssh.address");
+		snprintf(why, len,
+		         "node has no SSH address: register its agent or set ssh.address");
 		e = RP_ERR_CONFLICT;
 	} else if (!sqlite3_column_int(s, 2)) {
-		snprintf(why, len, "node has no pinned SSH host key: register its agent or pin one "
-		                   "with PUT /v1/nodes/{node}/ssh-host-key");
+		snprintf(why, len,
+		         "node has no pinned SSH host key: register its agent or pin one "
+		         "with PUT /v1/nodes/{node}/ssh-host-key");
 		e = RP_ERR_CONFLICT;
 	}
 	sqlite3_reset(s);
@@ -221,10 +223,12 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 			goto out;
 		}
 		e = RP_ERR_INTERNAL;
-		s = STMT(c, "UPDATE job_steps SET state = 'running', runs = runs + 1, boot_id = ?3, "
-		            "started_at = ?4, finished_at = NULL, exit_code = NULL, duration_ms = NULL, "
-		            "output = NULL, output_bytes = NULL, output_truncated = 0, error = NULL, "
-		            "result = NULL WHERE job_id = ?1 AND idx = ?2");
+		s = STMT(c,
+		         "UPDATE job_steps SET state = 'running', runs = runs + 1, boot_id = ?3, "
+		         "started_at = ?4, finished_at = NULL, exit_code = NULL, duration_ms = "
+		         "NULL, "
+		         "output = NULL, output_bytes = NULL, output_truncated = 0, error = NULL, "
+		         "result = NULL WHERE job_id = ?1 AND idx = ?2");
 		if (s == NULL)
 			goto out;
 		sqlite3_bind_int64(s, 1, id);
@@ -243,10 +247,11 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 			goto out;
 		}
 		e = RP_ERR_INTERNAL;
-		s = STMT(c, "UPDATE job_steps SET state = ?3, exit_code = ?4, duration_ms = ?5, "
-		            "output = ?6, output_bytes = ?7, output_truncated = ?8, error = ?9, "
-		            "result = ?10, finished_at = ?11, started_at = coalesce(started_at, ?11), "
-		            "boot_id = coalesce(?12, boot_id) WHERE job_id = ?1 AND idx = ?2");
+		s = STMT(c,
+		         "UPDATE job_steps SET state = ?3, exit_code = ?4, duration_ms = ?5, "
+		         "output = ?6, output_bytes = ?7, output_truncated = ?8, error = ?9, "
+		         "result = ?10, finished_at = ?11, started_at = coalesce(started_at, ?11), "
+		         "boot_id = coalesce(?12, boot_id) WHERE job_id = ?1 AND idx = ?2");
 		if (s == NULL)
 			goto out;
 		sqlite3_bind_int64(s, 1, id);
@@ -275,8 +280,8 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 			goto out;
 		snprintf(summary, sizeof summary, "step %s on %s failed: %s", step, n.name,
 		         json_string_value(json_object_get(rep, "error")) ?: "no reason given");
-		if ((e = store_event(c, "agent", "job.step_failed", "job", job, n.name, n.id, n.rack_id,
-		                     summary, NULL)) != RP_ERR_OK)
+		if ((e = store_event(c, "agent", "job.step_failed", "job", job, n.name, n.id,
+		                     n.rack_id, summary, NULL)) != RP_ERR_OK)
 			goto out;
 	}
 	e = store_commit(c);
@@ -354,12 +359,14 @@ rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT coalesce(n.ssh_address, a.address) AS address, coalesce(n.ssh_port, "
-	            "a.port, 22) AS port, coalesce(n.ssh_user, 'root') AS user, k.key_type, "
-	            "k.key_b64, k.fingerprint, a.boot_id, a.seen_at, a.registered_at, "
-	            "n.maintenance AS \"maintenance:bool\", n.maintenance_reason FROM nodes n "
-	            "LEFT JOIN agents a "
-	            "ON a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id WHERE n.id = ?");
+	s = STMT(
+	        c,
+	        "SELECT coalesce(n.ssh_address, a.address) AS address, coalesce(n.ssh_port, "
+	        "a.port, 22) AS port, coalesce(n.ssh_user, 'root') AS user, k.key_type, "
+	        "k.key_b64, k.fingerprint, a.boot_id, a.seen_at, a.registered_at, "
+	        "n.maintenance AS \"maintenance:bool\", n.maintenance_reason FROM nodes n "
+	        "LEFT JOIN agents a "
+	        "ON a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id WHERE n.id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sqlite3_bind_int64(s, 1, node_id);
@@ -388,11 +395,13 @@ rp_store_host_key_mismatch(struct rp_store *st, int64_t node_id, const char *job
 		return e;
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
 		goto out;
-	snprintf(summary, sizeof summary, "SSH host key of %s does not match the pinned key "
-	         "(pinned %s, presented %s): refused to connect", n.name, pinned, seen);
+	snprintf(summary, sizeof summary,
+	         "SSH host key of %s does not match the pinned key "
+	         "(pinned %s, presented %s): refused to connect",
+	         n.name, pinned, seen);
 	d = json_pack("{s:s, s:s, s:s}", "pinned", pinned, "presented", seen, "job", job);
-	if ((e = store_event(c, "rackpilotd", "node.host_key_mismatch", "node", n.uuid, n.name, n.id,
-	                     n.rack_id, summary, d)) != RP_ERR_OK)
+	if ((e = store_event(c, "rackpilotd", "node.host_key_mismatch", "node", n.uuid, n.name,
+	                     n.id, n.rack_id, summary, d)) != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);
 out:
@@ -417,8 +426,9 @@ rp_store_job_log_append(struct rp_store *st, int64_t job_id, const void *data, s
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT log_bytes, (SELECT coalesce(max(seq), 0) FROM job_logs WHERE job_id = ?1) "
-	            "FROM jobs WHERE id = ?1");
+	s = STMT(c,
+	         "SELECT log_bytes, (SELECT coalesce(max(seq), 0) FROM job_logs WHERE job_id = ?1) "
+	         "FROM jobs WHERE id = ?1");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_int64(s, 1, job_id);
@@ -484,14 +494,16 @@ rp_store_job_log(struct rp_store *st, const char *job, int64_t offset, struct rp
 	if ((e = store_read_begin(c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT id, state, log_bytes, log_dropped, type FROM jobs WHERE uuid = lower(?)");
+	s = STMT(c,
+	         "SELECT id, state, log_bytes, log_dropped, type FROM jobs WHERE uuid = lower(?)");
 	if (s == NULL)
 		goto out;
 	sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
 	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		id = sqlite3_column_int64(s, 0);
-		m = json_pack("{s:s, s:I, s:I, s:s}", "state", (const char *)sqlite3_column_text(s, 1),
-		              "bytes", (json_int_t)sqlite3_column_int64(s, 2), "dropped",
+		m = json_pack("{s:s, s:I, s:I, s:s}", "state",
+		              (const char *)sqlite3_column_text(s, 1), "bytes",
+		              (json_int_t)sqlite3_column_int64(s, 2), "dropped",
 		              (json_int_t)sqlite3_column_int64(s, 3), "type",
 		              (const char *)sqlite3_column_text(s, 4));
 	}

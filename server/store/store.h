@@ -75,11 +75,11 @@ uint64_t rp_store_generation(struct rp_store *st);
 /* A keyset page request. `after_id` (internal row id) and `after_key` (sort key) come from
  * the previous page; zero/NULL for the first page. */
 struct rp_page_req {
-	int limit;             /* 1..1000 */
-	int sort_by_name;      /* 0: creation order, 1: name order */
+	int limit;        /* 1..1000 */
+	int sort_by_name; /* 0: creation order, 1: name order */
 	int64_t after_id;
 	const char *after_key;
-	json_t *filter;        /* borrowed object of validated filter values, may be NULL */
+	json_t *filter; /* borrowed object of validated filter values, may be NULL */
 };
 
 /* A page: items (new array, caller owns), `more` when another page exists, and the keyset
@@ -128,8 +128,8 @@ enum rp_err rp_store_token_revoke(struct rp_store *st, const char *id, const cha
 
 /* Rack keys are a UUID or a name. Rack objects: id, name, site, row, height_u,
  * power_budget_kw, notes, node_count, version, created_at, updated_at. */
-enum rp_err rp_store_rack_create(struct rp_store *st, json_t *in, const char *actor,
-                                 json_t **out, json_t **detail);
+enum rp_err rp_store_rack_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
+                                 json_t **detail);
 enum rp_err rp_store_rack_get(struct rp_store *st, const char *key, json_t **out);
 enum rp_err rp_store_rack_list(struct rp_store *st, const struct rp_page_req *rq,
                                struct rp_page *out);
@@ -155,8 +155,8 @@ enum rp_err rp_store_rack_elevation(struct rp_store *st, const char *key, json_t
  * bios_profile, provision_state, power_state, power_state_at, maintenance,
  * maintenance_reason, expected, version, created_at, updated_at. The BMC password is
  * write-only: accepted in `in`/`patch` as bmc.password, never returned. */
-enum rp_err rp_store_node_create(struct rp_store *st, json_t *in, const char *actor,
-                                 json_t **out, json_t **detail);
+enum rp_err rp_store_node_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
+                                 json_t **detail);
 enum rp_err rp_store_node_get(struct rp_store *st, const char *key, json_t **out);
 
 /* Filters (all optional strings): rack, state, tag, class, power, maintenance ("true"/
@@ -246,15 +246,14 @@ enum rp_err rp_store_firmware_updates(struct rp_store *st, int64_t job_id, json_
  * the job's sent mark), before the request leaves. RP_ERR_DUPLICATE when that job already
  * recorded it: it must never be sent twice. */
 enum rp_err rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id,
-                                          const char *component, const char *from,
-                                          const char *to, const char *image);
+                                          const char *component, const char *from, const char *to,
+                                          const char *image);
 
 /* Move a recorded update to state (polling, rebooting, verifying, done, failed), keeping
  * task/error when NULL. state NULL forgets the row (the request provably never reached the
  * BMC, so it may be sent again). */
-enum rp_err rp_store_firmware_update_set(struct rp_store *st, int64_t job_id,
-                                         const char *component, const char *state,
-                                         const char *task, const char *error);
+enum rp_err rp_store_firmware_update_set(struct rp_store *st, int64_t job_id, const char *component,
+                                         const char *state, const char *task, const char *error);
 
 /* Method agent: in one transaction, queue a (non-mutating) steps job for running job
  * job_id's node whose plan is recipe's steps filled with args (an object of strings; the
@@ -265,10 +264,9 @@ enum rp_err rp_store_firmware_update_set(struct rp_store *st, int64_t job_id,
  * argument args lacks: *detail), RP_ERR_CONFLICT / RP_ERR_INVALID_STATE (the node cannot run
  * a plan over SSH now: *detail says why). */
 enum rp_err rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id,
-                                          const char *component, const char *from,
-                                          const char *to, const char *image, const char *recipe,
-                                          json_t *args, char *child, size_t len,
-                                          json_t **detail);
+                                          const char *component, const char *from, const char *to,
+                                          const char *image, const char *recipe, json_t *args,
+                                          char *child, size_t len, json_t **detail);
 
 /* Store the BIOS attribute registry node `key`'s BMC serves (id + [{name, type, read_only,
  * values?, lower?, upper?, max_length?}]); profiles for the node are validated against it. */
@@ -444,9 +442,10 @@ enum rp_err rp_store_jobs_recover(struct rp_store *st, int *n);
 
 /* Claim up to max runnable jobs (FIFO; at most one mutating job per node) for owner, in
  * one transaction; ssh 1 claims only steps jobs, 0 only the others (they run in separate
- * worker pools, so hour-long plans never hold up power actions). *out: array of {id, uuid, type, params, recover, sent, attempts, max_attempts,
- * node: {id, uuid, name, serial, system_uuid}, bmc: {driver, address, port, username,
- * password, tls_verify, options}} — the BMC password is in it: never reply with this. */
+ * worker pools, so hour-long plans never hold up power actions). *out: array of {id, uuid, type,
+ * params, recover, sent, attempts, max_attempts, node: {id, uuid, name, serial, system_uuid}, bmc:
+ * {driver, address, port, username, password, tls_verify, options}} — the BMC password is in it:
+ * never reply with this. */
 enum rp_err rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max,
                                 int64_t lease_ms, json_t **out);
 
@@ -494,14 +493,14 @@ enum rp_err rp_store_bootstrap_check(struct rp_store *st, const char *hash, cons
 
 /* A registration the API has validated (docs/agent-protocol.md). */
 struct rp_agent_reg {
-	const char *bootstrap_hash;      /* of the bootstrap token presented */
-	const char *token_hash;          /* of the new agent token */
-	json_t *body;                    /* {hostname, boot_id, agent_version, macs (normalised,
-	                                    1..64), ssh {address, port}?, inventory?} */
+	const char *bootstrap_hash; /* of the bootstrap token presented */
+	const char *token_hash;     /* of the new agent token */
+	json_t *body;               /* {hostname, boot_id, agent_version, macs (normalised,
+	                               1..64), ssh {address, port}?, inventory?} */
 	const struct rp_sshkey *host_key;
-	const char *peer;                /* address the request came from, or NULL */
-	int source_check;                /* boot_source_check: a token from a boot script opens a
-	                                    registration only from the address that fetched it */
+	const char *peer; /* address the request came from, or NULL */
+	int source_check; /* boot_source_check: a token from a boot script opens a
+	                     registration only from the address that fetched it */
 };
 
 /* Register in one transaction: check and consume the bootstrap token, find the node (the
@@ -513,8 +512,8 @@ struct rp_agent_reg {
  * from the pinned one outside a provisioning action with a node-bound token.
  * RP_ERR_UNAUTHORIZED (detail says why) for an unknown, used, expired or revoked token;
  * RP_ERR_CONFLICT when MACs belong to another node than the token's, or to several. */
-enum rp_err rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r,
-                                    json_t **out, json_t **detail);
+enum rp_err rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_t **out,
+                                    json_t **detail);
 
 /* Look up an agent token by hash: role "agent", id/name of its node, node_id.
  * RP_ERR_UNAUTHORIZED when none matches. */
@@ -530,13 +529,11 @@ enum rp_err rp_store_agent_inventory(struct rp_store *st, int64_t node_id, json_
  * key {type, fingerprint, pinned_at, pinned_by} (pin only). Unpinning a node without a key is
  * RP_ERR_NOT_FOUND. */
 enum rp_err rp_store_node_host_key_set(struct rp_store *st, const char *key,
-                                       const struct rp_sshkey *hk, const char *actor,
-                                       json_t **out);
+                                       const struct rp_sshkey *hk, const char *actor, json_t **out);
 
 /* A steps job as its agent sees it: {id, state, cancel_requested, steps [{id, index, type,
  * state}]}. RP_ERR_FORBIDDEN when the job is another node's, RP_ERR_NOT_FOUND when none. */
-enum rp_err rp_store_agent_job(struct rp_store *st, int64_t node_id, const char *job,
-                               json_t **out);
+enum rp_err rp_store_agent_job(struct rp_store *st, int64_t node_id, const char *job, json_t **out);
 
 /* An agent's step report {state running|succeeded|failed, boot_id?, exit_code?, duration_ms?,
  * output?, output_bytes?, output_truncated?, error?, result?}. RP_ERR_FORBIDDEN (another
@@ -553,8 +550,8 @@ enum rp_err rp_store_step_report(struct rp_store *st, int64_t node_id, const cha
 enum rp_err rp_store_job_steps(struct rp_store *st, int64_t job_id, json_t **out);
 
 /* Settle one step from the server's side (a reboot seen to complete or time out). */
-enum rp_err rp_store_step_finish(struct rp_store *st, int64_t job_id, int index,
-                                 const char *state, const char *error);
+enum rp_err rp_store_step_finish(struct rp_store *st, int64_t job_id, int index, const char *state,
+                                 const char *error);
 
 /* Where and how to reach a node over SSH now: {address, port, user, key_type, key_b64,
  * fingerprint, boot_id, seen_at, registered_at, maintenance, maintenance_reason} (times in ms;
@@ -579,8 +576,8 @@ enum rp_err rp_store_job_log(struct rp_store *st, const char *job, int64_t offse
 /* Recipe objects: id, name, description, params {arg: {required, default, description}},
  * steps [...] (a plan with ${arg} placeholders), version, created_at, updated_at. Updates
  * replace params and steps whole. */
-enum rp_err rp_store_recipe_create(struct rp_store *st, json_t *in, const char *actor,
-                                   json_t **out, json_t **detail);
+enum rp_err rp_store_recipe_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
+                                   json_t **detail);
 enum rp_err rp_store_recipe_get(struct rp_store *st, const char *key, json_t **out);
 enum rp_err rp_store_recipe_list(struct rp_store *st, const struct rp_page_req *rq,
                                  struct rp_page *out);
@@ -599,8 +596,8 @@ json_t *rp_store_recipe_fill(json_t *steps, json_t *values);
 /* Image objects: id, name, kind, file (its name in the image directory), size, sha256,
  * description, version, created_by, created_at, updated_at. Create takes them validated
  * (the API hashed the file); RP_ERR_DUPLICATE for a taken name or file. */
-enum rp_err rp_store_image_create(struct rp_store *st, json_t *in, const char *actor,
-                                  json_t **out, json_t **detail);
+enum rp_err rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
+                                  json_t **detail);
 enum rp_err rp_store_image_get(struct rp_store *st, const char *key, json_t **out);
 /* Filter: kind. */
 enum rp_err rp_store_image_list(struct rp_store *st, const struct rp_page_req *rq,
@@ -631,15 +628,15 @@ enum rp_err rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **
 
 /* A boot script's token request. */
 struct rp_boot_req {
-	int64_t node_id;     /* the node being provisioned; 0: discovery of an unknown MAC */
-	const char *mac;     /* the MAC that asked (normalised) */
-	const char *source;  /* the address that asked, recorded on the token; may be NULL */
-	int bind_source;     /* boot_source_check: tokens belong to (MAC, source), not the MAC */
-	int64_t ttl_ms;      /* lifetime of a new token */
-	int max_discovery;   /* MACs that may hold a live discovery token at once */
-	int max_per_source;  /* of those, per source address (0: no limit) */
-	int max_discovered;  /* no discovery token while this many nodes are `discovered` (0: no
-	                        limit) */
+	int64_t node_id;    /* the node being provisioned; 0: discovery of an unknown MAC */
+	const char *mac;    /* the MAC that asked (normalised) */
+	const char *source; /* the address that asked, recorded on the token; may be NULL */
+	int bind_source;    /* boot_source_check: tokens belong to (MAC, source), not the MAC */
+	int64_t ttl_ms;     /* lifetime of a new token */
+	int max_discovery;  /* MACs that may hold a live discovery token at once */
+	int max_per_source; /* of those, per source address (0: no limit) */
+	int max_discovered; /* no discovery token while this many nodes are `discovered` (0: no
+	                       limit) */
 };
 
 /* Bootstrap tokens (used, revoked or not) are deleted this long after their expiry. */
@@ -751,8 +748,7 @@ enum rp_err rp_store_rollouts_active(struct rp_store *st, json_t **out);
  * max_failures, start the next wave (its jobs inserted in the same transaction), evaluate
  * gates, complete. *moved: something was committed. *need_power: a gate waits for a power
  * reading newer than a node's update (the caller may start a power sweep). */
-enum rp_err rp_store_rollout_advance(struct rp_store *st, int64_t id, int *need_power,
-                                     int *moved);
+enum rp_err rp_store_rollout_advance(struct rp_store *st, int64_t id, int *need_power, int *moved);
 
 /* ---- Health and metrics ---------------------------------------------------------------- */
 

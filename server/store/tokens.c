@@ -4,8 +4,8 @@
 #include "../util/util.h"
 #include "internal.h"
 
-#define TOKEN_COLS                                                                      \
-	"SELECT id AS _id, uuid AS id, name, role, created_at AS \"created_at:time\", "     \
+#define TOKEN_COLS                                                                                 \
+	"SELECT id AS _id, uuid AS id, name, role, created_at AS \"created_at:time\", "            \
 	"created_by, expires_at AS \"expires_at:time\" FROM tokens "
 
 static enum rp_err
@@ -20,8 +20,9 @@ insert(struct conn *c, const char *name, const char *role, const char *hash, int
 
 	if (rp_uuid_new(uuid) < 0)
 		return RP_ERR_INTERNAL;
-	s = STMT(c, "INSERT INTO tokens(uuid, name, role, hash, created_at, created_by, expires_at) "
-	            "VALUES (?,?,?,?,?,?,?)");
+	s = STMT(c,
+	         "INSERT INTO tokens(uuid, name, role, hash, created_at, created_by, expires_at) "
+	         "VALUES (?,?,?,?,?,?,?)");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	store_bind_text(s, 1, uuid);
@@ -38,8 +39,8 @@ insert(struct conn *c, const char *name, const char *role, const char *hash, int
 		return store_sqlerr(c, rc, "token insert");
 	id = sqlite3_last_insert_rowid(c->db);
 	snprintf(summary, sizeof summary, "%s token '%s' created", role, name);
-	if ((e = store_event(c, actor, "token.created", "token", uuid, name, 0, 0, summary, NULL)) !=
-	    RP_ERR_OK)
+	if ((e = store_event(c, actor, "token.created", "token", uuid, name, 0, 0, summary,
+	                     NULL)) != RP_ERR_OK)
 		return e;
 	if (out == NULL)
 		return RP_ERR_OK;
@@ -130,8 +131,10 @@ rp_store_token_auth(struct rp_store *st, const char *hash, struct rp_token_info 
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
 		snprintf(out->id, sizeof out->id, "%s", (const char *)sqlite3_column_text(s, 0));
-		snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(s, 1));
-		snprintf(out->role, sizeof out->role, "%s", (const char *)sqlite3_column_text(s, 2));
+		snprintf(out->name, sizeof out->name, "%s",
+		         (const char *)sqlite3_column_text(s, 1));
+		snprintf(out->role, sizeof out->role, "%s",
+		         (const char *)sqlite3_column_text(s, 2));
 		out->expires_at = sqlite3_column_int64(s, 3);
 	}
 	sqlite3_reset(s);
@@ -149,8 +152,9 @@ rp_store_token_list(struct rp_store *st, json_t **out)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c, TOKEN_COLS "WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) "
-	                       "ORDER BY tokens.id DESC");
+	s = STMT(c,
+	         TOKEN_COLS "WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) "
+	                    "ORDER BY tokens.id DESC");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sqlite3_bind_int64(s, 1, rp_time_now_ms());

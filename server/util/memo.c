@@ -6,7 +6,7 @@
 
 #include "util.h"
 
-#define STRIPES 64
+#define STRIPES   64
 #define MAX_VALUE (64 * 1024)
 
 struct blob {

@@ -73,15 +73,20 @@ rp_metrics_render(struct rp_metrics *m, const char *(*label)(size_t route, void 
 			if (v == 0)
 				continue;
 			if (codes[j])
-				rp_buf_printf(b, "rackpilot_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
+				rp_buf_printf(b,
+				              "rackpilot_http_requests_total{route=\"%s\",code=\"%"
+				              "d\"} %llu\n",
 				              l, codes[j], (unsigned long long)v);
 			else
-				rp_buf_printf(b, "rackpilot_http_requests_total{route=\"%s\",code=\"other\"} %llu\n",
+				rp_buf_printf(b,
+				              "rackpilot_http_requests_total{route=\"%s\",code="
+				              "\"other\"} %llu\n",
 				              l, (unsigned long long)v);
 		}
 	}
-	rp_buf_printf(b, "# HELP rackpilot_http_request_duration_seconds Request latency by route.\n"
-	                 "# TYPE rackpilot_http_request_duration_seconds histogram\n");
+	rp_buf_printf(b,
+	              "# HELP rackpilot_http_request_duration_seconds Request latency by route.\n"
+	              "# TYPE rackpilot_http_request_duration_seconds histogram\n");
 	for (i = 0; i < m->n; i++) {
 		const char *l = label(i, arg);
 		uint64_t cum = 0;
@@ -94,15 +99,22 @@ rp_metrics_render(struct rp_metrics *m, const char *(*label)(size_t route, void 
 		for (j = 0; j <= NBOUNDS; j++) {
 			cum += __atomic_load_n(&m->r[i].bucket[j], __ATOMIC_RELAXED);
 			if (j < NBOUNDS)
-				rp_buf_printf(b, "rackpilot_http_request_duration_seconds_bucket{route=\"%s\","
-				                 "le=\"%g\"} %llu\n", l, bounds[j], (unsigned long long)cum);
+				rp_buf_printf(b,
+				              "rackpilot_http_request_duration_seconds_bucket{"
+				              "route=\"%s\","
+				              "le=\"%g\"} %llu\n",
+				              l, bounds[j], (unsigned long long)cum);
 			else
-				rp_buf_printf(b, "rackpilot_http_request_duration_seconds_bucket{route=\"%s\","
-				                 "le=\"+Inf\"} %llu\n", l, (unsigned long long)cum);
+				rp_buf_printf(b,
+				              "rackpilot_http_request_duration_seconds_bucket{"
+				              "route=\"%s\","
+				              "le=\"+Inf\"} %llu\n",
+				              l, (unsigned long long)cum);
 		}
-		rp_buf_printf(b, "rackpilot_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", l,
-		              (double)__atomic_load_n(&m->r[i].sum_ns, __ATOMIC_RELAXED) / 1e9);
-		rp_buf_printf(b, "rackpilot_http_request_duration_seconds_count{route=\"%s\"} %llu\n", l,
-		              (unsigned long long)cum);
+		rp_buf_printf(b, "rackpilot_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n",
+		              l, (double)__atomic_load_n(&m->r[i].sum_ns, __ATOMIC_RELAXED) / 1e9);
+		rp_buf_printf(b,
+		              "rackpilot_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+		              l, (unsigned long long)cum);
 	}
 }

@@ -309,7 +309,8 @@ rp_sshkey_parse(const char *line, struct rp_sshkey *out)
 	k.type[tl] = '\0';
 	memcpy(k.b64, b, bl);
 	k.b64[bl] = '\0';
-	if (strspn(k.b64, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") != bl ||
+	if (strspn(k.b64, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") !=
+	            bl ||
 	    bl / 4 * 3 > sizeof blob)
 		return -1;
 	/* EVP_DecodeBlock counts padding as zero bytes; take them off. */
@@ -317,8 +318,10 @@ rp_sshkey_parse(const char *line, struct rp_sshkey *out)
 		return -1;
 	dl = (size_t)n - (k.b64[bl - 1] == '=') - (k.b64[bl - 2] == '=');
 	/* The blob starts with its own type as an SSH string: a mislabelled key is no key. */
-	if (dl < 4 + tl || ((size_t)blob[0] << 24 | (size_t)blob[1] << 16 | (size_t)blob[2] << 8 |
-	                    blob[3]) != tl || memcmp(blob + 4, k.type, tl) != 0)
+	if (dl < 4 + tl ||
+	    ((size_t)blob[0] << 24 | (size_t)blob[1] << 16 | (size_t)blob[2] << 8 | blob[3]) !=
+	            tl ||
+	    memcmp(blob + 4, k.type, tl) != 0)
 		return -1;
 	/* The rest is more SSH strings (key material) that fill the blob exactly: a truncated
 	 * or padded key is refused rather than pinned. */

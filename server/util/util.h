@@ -26,8 +26,8 @@ void rp_log_access(const char *msg, size_t len);
 void rp_log_flush(void);
 
 #define rp_log_error(...) rp_log(RP_LOG_ERROR, __VA_ARGS__)
-#define rp_log_warn(...) rp_log(RP_LOG_WARN, __VA_ARGS__)
-#define rp_log_info(...) rp_log(RP_LOG_INFO, __VA_ARGS__)
+#define rp_log_warn(...)  rp_log(RP_LOG_WARN, __VA_ARGS__)
+#define rp_log_info(...)  rp_log(RP_LOG_INFO, __VA_ARGS__)
 #define rp_log_debug(...) rp_log(RP_LOG_DEBUG, __VA_ARGS__)
 
 /* Wall clock in milliseconds since the Unix epoch. */
@@ -83,9 +83,9 @@ long rp_b64url_decode(const char *in, void *out, size_t cap);
 
 /* An OpenSSH public key ("TYPE BASE64 [comment]", as in authorized_keys and *.pub). */
 struct rp_sshkey {
-	char type[32];         /* ssh-ed25519, ecdsa-sha2-nistp256, ssh-rsa, ... */
-	char b64[2048];        /* the key blob, standard base64 */
-	char fingerprint[64];  /* "SHA256:..." as ssh-keygen -l prints it */
+	char type[32];        /* ssh-ed25519, ecdsa-sha2-nistp256, ssh-rsa, ... */
+	char b64[2048];       /* the key blob, standard base64 */
+	char fingerprint[64]; /* "SHA256:..." as ssh-keygen -l prints it */
 };
 
 /* Parse one public key line; the blob must decode and name the same type it is declared
@@ -273,8 +273,8 @@ int rp_secrets_sealed_key_id(const char *sealed, char *out, size_t outlen);
  * inputs and reveals nothing about the key or other contexts. Deterministic per key,
  * context and msg; it changes when a rotation finishes. Returns 0 and fills out, or -1
  * (EINVAL: no context). */
-int rp_secrets_derive(const struct rp_secrets *s, const char *context, const void *msg,
-                      size_t len, unsigned char out[RP_SECRET_DERIVE_BYTES]);
+int rp_secrets_derive(const struct rp_secrets *s, const char *context, const void *msg, size_t len,
+                      unsigned char out[RP_SECRET_DERIVE_BYTES]);
 
 /* Begin a rotation: load PATH.new when it exists (an earlier rotation died; it is reused, as
  * it is when begin is called twice), else make a new key there as load makes a key file.

@@ -104,7 +104,8 @@ server_start(struct server *s, const char *dir, const char *const *extra)
 		if (strchr(line, '\n')) {
 			struct pollfd q = {out[0], POLLIN, 0};
 
-			if (strstr(line, "\nboot listening on ") && strchr(strstr(line, "\nboot") + 1, '\n'))
+			if (strstr(line, "\nboot listening on ") &&
+			    strchr(strstr(line, "\nboot") + 1, '\n'))
 				break;
 			if (poll(&q, 1, 300) <= 0)
 				break;
@@ -246,9 +247,8 @@ req(struct server *s, const char *token, const char *method, const char *path, c
 }
 
 long
-req_url(struct server *s, const char *token, const char *method, const char *url,
-        const char *ctype, const char *body, size_t len, const char *const *headers,
-        struct reply *out)
+req_url(struct server *s, const char *token, const char *method, const char *url, const char *ctype,
+        const char *body, size_t len, const char *const *headers, struct reply *out)
 {
 	struct curl_slist *h = NULL;
 	char auth[200], ct[160];
@@ -388,7 +388,8 @@ count_all(struct server *s, const char *path)
 			reply_free(&r);
 			return total;
 		}
-		snprintf(cur, sizeof cur, "%s", json_string_value(json_object_get(r.json, "next_cursor")));
+		snprintf(cur, sizeof cur, "%s",
+		         json_string_value(json_object_get(r.json, "next_cursor")));
 		reply_free(&r);
 	}
 }
@@ -436,8 +437,8 @@ make_node(struct server *s, const char *fmt, ...)
 		fail_msg("json_pack(%s): %s", fmt, err.text);
 	text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
-	if (req(s, s->admin, "POST", "/v1/nodes", "application/json", text, strlen(text), NULL, &r) !=
-	    201)
+	if (req(s, s->admin, "POST", "/v1/nodes", "application/json", text, strlen(text), NULL,
+	        &r) != 201)
 		fail_msg("create node %s: %ld %s", text, r.status, r.body ? r.body : "");
 	reply_free(&r);
 	free(text);
@@ -454,12 +455,14 @@ mock_start(struct mock *m, int count, const char *const *extra)
 	snprintf(script, sizeof script, "%s/tests/redfish/mock_bmc.py", rp_test_src);
 	memset(m, 0, sizeof m->ready);
 	for (attempt = 0; attempt < 8; attempt++) {
-		/* Parallel test binaries must not fight over ports: spread by pid, retry on a clash. */
+		/* Parallel test binaries must not fight over ports: spread by pid, retry on a
+		 * clash. */
 		m->base = 20000 + (int)((getpid() * 7 + (started + attempt) * 997) % 2000) * 16;
 		m->count = count;
 		snprintf(base, sizeof base, "%d", m->base);
 		snprintf(cnt, sizeof cnt, "%d", count);
-		snprintf(m->ready, sizeof m->ready, "/tmp/rp-mock-%d-%d.ready", (int)getpid(), attempt);
+		snprintf(m->ready, sizeof m->ready, "/tmp/rp-mock-%d-%d.ready", (int)getpid(),
+		         attempt);
 		unlink(m->ready);
 		n = 0;
 		argv[n++] = "python3";
@@ -522,7 +525,8 @@ mock_http(struct mock *m, int i, const char *method, const char *path, const cha
 	json_t *j;
 
 	memset(&s, 0, sizeof s);
-	snprintf(s.base, sizeof s.base, "%s://127.0.0.1:%d", m->tls ? "https" : "http", m->base + i);
+	snprintf(s.base, sizeof s.base, "%s://127.0.0.1:%d", m->tls ? "https" : "http",
+	         m->base + i);
 	if (req(&s, NULL, method, path, json ? "application/json" : NULL, json,
 	        json ? strlen(json) : 0, NULL, &r) != 200)
 		fail_msg("mock %s %s: %ld %s", method, path, r.status, r.body ? r.body : "");

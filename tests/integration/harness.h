@@ -17,19 +17,19 @@
 
 struct server {
 	pid_t pid;
-	char dir[256];        /* data directory (temporary unless given) */
-	char base[128];       /* "http://127.0.0.1:PORT" ("https://" after server_tls) */
-	char boot[128];       /* the boot listener, "http://127.0.0.1:PORT", or "" */
-	char pin[96];         /* "sha256//BASE64" public-key pin for requests; "": none checked */
-	char cacert[256];     /* CA file for requests; "": none */
-	char admin[128];      /* admin token read from admin.token */
-	char log[300];        /* server stderr */
+	char dir[256];    /* data directory (temporary unless given) */
+	char base[128];   /* "http://127.0.0.1:PORT" ("https://" after server_tls) */
+	char boot[128];   /* the boot listener, "http://127.0.0.1:PORT", or "" */
+	char pin[96];     /* "sha256//BASE64" public-key pin for requests; "": none checked */
+	char cacert[256]; /* CA file for requests; "": none */
+	char admin[128];  /* admin token read from admin.token */
+	char log[300];    /* server stderr */
 };
 
 struct reply {
 	long status;
-	json_t *json;         /* parsed body when it is JSON, else NULL */
-	char *body;           /* raw body, NUL-terminated */
+	json_t *json; /* parsed body when it is JSON, else NULL */
+	char *body;   /* raw body, NUL-terminated */
 	size_t len;
 	char etag[64];
 	char location[256];

@@ -83,15 +83,18 @@ boot(struct node *n)
 	snprintf(tok, sizeof tok, "%.*s", (int)strcspn(p, " \n"), p);
 	reply_free(&r);
 	if (!n->started) {
-		sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s %s/tests/fixtures/inventory/%s",
-		   rp_test_src, n->dir, n->addr, port, S.base, tok, n->mac, RP_TEST_AGENT, rp_test_src,
-		   n->fixture);
+		sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s "
+		   "%s/tests/fixtures/inventory/%s",
+		   rp_test_src, n->dir, n->addr, port, S.base, tok, n->mac, RP_TEST_AGENT,
+		   rp_test_src, n->fixture);
 		n->started = 1;
 	} else {
-		sh("sed -i 's/^bootstrap_token = .*/bootstrap_token = %s/' %s/agent.conf", tok, n->dir);
+		sh("sed -i 's/^bootstrap_token = .*/bootstrap_token = %s/' %s/agent.conf", tok,
+		   n->dir);
 	}
 	assert_int_equal(sh_rc("%s -c %s/agent.conf register >> %s/agent.log 2>&1", RP_TEST_AGENT,
-	                       n->dir, n->dir), 0);
+	                       n->dir, n->dir),
+	                 0);
 }
 
 /* Follow the rack's run to its end, booting each node when its commission asks for it (which
@@ -111,7 +114,8 @@ run_to_end(int want_boots[3], int kill_after)
 		for (k = 0; k < 3; k++) {
 			if (want_boots[k] && !booted[k] && waits_for_agent(&nodes[k])) {
 				if (boots == kill_after) {
-					/* The commission is waiting: the restarted server follows the same one. */
+					/* The commission is waiting: the restarted server follows
+					 * the same one. */
 					snprintf(dir, sizeof dir, "%s", S.dir);
 					server_stop(&S, SIGKILL);
 					server_start(&S, dir, args);
@@ -173,8 +177,7 @@ start(const char *body, long want)
 	reply_free(&r);
 }
 
-static const char *const RUN =
-        "{\"burn_in\": {\"recipes\": [\"burn\"]}}"; /* every check */
+static const char *const RUN = "{\"burn_in\": {\"recipes\": [\"burn\"]}}"; /* every check */
 
 static void
 test_bad_input(void **state)
@@ -200,19 +203,23 @@ test_bad_input(void **state)
 	                 400);
 	assert_error(&r, 400, "BAD_QUERY");
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/acc/acceptance?attempt=0", &r, NULL), 400);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/acc/acceptance?attempt=0", &r, NULL),
+	                 400);
 	assert_error(&r, 400, "BAD_QUERY");
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/acc/acceptance/signoff", &r, "{}"), 400);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/acc/acceptance/signoff", &r, "{}"),
+	                 400);
 	assert_error(&r, 400, "MISSING_FIELD");
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/acc/acceptance/signoff", &r, "{s:s}",
-	                      "report_sha256", "abc"), 400);
+	                      "report_sha256", "abc"),
+	                 400);
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/acc/acceptance/signoff", &r, "{s:s, s:i}",
-	                      "report_sha256",
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/acc/acceptance/signoff", &r,
+	                      "{s:s, s:i}", "report_sha256",
 	                      "0000000000000000000000000000000000000000000000000000000000000000",
-	                      "stamp", 1), 400);
+	                      "stamp", 1),
+	                 400);
 	assert_error(&r, 400, "UNKNOWN_FIELD");
 	reply_free(&r);
 	assert_int_equal(count_all(&S, "/v1/jobs?type=acceptance"), 0);
@@ -244,7 +251,9 @@ test_first_run_finds_both_defects(void **state)
 	expect(run, "acc-u20", "inventory", "passed");
 	expect(run, "acc-u20", "links", "failed");
 	msg = jstr(result(run, "acc-u20", "links"), "message");
-	if (strstr(msg, "eno1: cabled to leaf-r01-a Ethernet1/7, plan says leaf-r01-a Ethernet1/9") == NULL)
+	if (strstr(msg,
+	           "eno1: cabled to leaf-r01-a Ethernet1/7, plan says leaf-r01-a Ethernet1/9") ==
+	    NULL)
 		fail_msg("%s", msg);
 	/* acc-u30: a GPU and two DIMMs short; the evidence says which slots. */
 	expect(run, "acc-u30", "inventory", "failed");
@@ -274,9 +283,11 @@ test_first_run_finds_both_defects(void **state)
 	for (k = 0; k < 3; k++)
 		assert_int_equal(commissions(nodes[k].name), 1);
 	/* The CSV and the printable page carry the same verdicts. */
-	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/acc/acceptance?format=csv", &r, NULL), 200);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/acc/acceptance?format=csv", &r, NULL),
+	                 200);
 	assert_non_null(strstr(r.ctype, "text/csv"));
-	assert_non_null(strstr(r.body, "\"acc-u30\",\"30\",\"inventory\",\"failed\",\"GPU count 7, expected 8 (and more)\""));
+	assert_non_null(strstr(r.body, "\"acc-u30\",\"30\",\"inventory\",\"failed\",\"GPU count 7, "
+	                               "expected 8 (and more)\""));
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/acc/acceptance?format=html", &r, NULL),
 	                 200);
@@ -288,14 +299,16 @@ test_first_run_finds_both_defects(void **state)
 	assert_non_null(strstr(r.csp, "style-src 'unsafe-inline'"));
 	assert_null(strstr(r.csp, "script-src"));
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/acc/acceptance?format=csv", &r, NULL), 200);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/acc/acceptance?format=csv", &r, NULL),
+	                 200);
 	assert_string_equal(r.nosniff, "nosniff");
 	assert_non_null(strstr(r.csp, "default-src 'none'"));
 	reply_free(&r);
 	/* A failed rack cannot be signed off. */
 	run = get("/v1/racks/acc/acceptance");
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/acc/acceptance/signoff", &r, "{s:s}",
-	                      "report_sha256", jstr(run, "report_sha256")), 409);
+	                      "report_sha256", jstr(run, "report_sha256")),
+	                 409);
 	assert_error(&r, 409, "INVALID_STATE");
 	reply_free(&r);
 	json_decref(run);
@@ -305,11 +318,12 @@ static void
 test_rerun_after_fixes_and_signoff(void **state)
 {
 	int two_three[3] = {0, 1, 1};
-	const char *cab = "{\"entries\":[{\"node\":\"acc-u10\",\"interface\":\"eno1\",\"switch\":"
-	                  "\"leaf-r01-a\",\"port\":\"Ethernet1/7\"},{\"node\":\"acc-u20\","
-	                  "\"interface\":\"eno1\",\"switch\":\"leaf-r01-a\",\"port\":\"Ethernet1/7\"},"
-	                  "{\"node\":\"acc-u30\",\"interface\":\"eno1\",\"switch\":\"leaf-r01-a\","
-	                  "\"port\":\"Ethernet1/7\"}]}";
+	const char *cab =
+	        "{\"entries\":[{\"node\":\"acc-u10\",\"interface\":\"eno1\",\"switch\":"
+	        "\"leaf-r01-a\",\"port\":\"Ethernet1/7\"},{\"node\":\"acc-u20\","
+	        "\"interface\":\"eno1\",\"switch\":\"leaf-r01-a\",\"port\":\"Ethernet1/7\"},"
+	        "{\"node\":\"acc-u30\",\"interface\":\"eno1\",\"switch\":\"leaf-r01-a\","
+	        "\"port\":\"Ethernet1/7\"}]}";
 	char sha[80];
 	json_t *run;
 	struct reply r;
@@ -317,11 +331,13 @@ test_rerun_after_fixes_and_signoff(void **state)
 	(void)state;
 	/* The cable is moved (in the plan) and the smaller node was ordered that way after all. */
 	assert_int_equal(req(&S, S.admin, "PUT", "/v1/racks/acc/cabling", "application/json", cab,
-	                     strlen(cab), NULL, &r), 200);
+	                     strlen(cab), NULL, &r),
+	                 200);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "PUT", "/v1/node-classes/hgx-b", &r,
 	                      "{s:{s:{s:i}, s:{s:i, s:i}}}", "bom", "gpus", "count", 7, "memory",
-	                      "total_gib", 1920, "dimms", 30), 200);
+	                      "total_gib", 1920, "dimms", 30),
+	                 200);
 	reply_free(&r);
 	start(RUN, 202);
 	run = run_to_end(two_three, -1);
@@ -329,9 +345,12 @@ test_rerun_after_fixes_and_signoff(void **state)
 		fail_msg("%s", json_dumps(run, JSON_INDENT(1)));
 	assert_int_equal(json_integer_value(json_object_get(run, "attempt")), 2);
 	/* What passed before was kept; the failed ones (and their boot) ran again. */
-	assert_int_equal(json_integer_value(json_object_get(result(run, "acc-u10", "links"), "attempt")), 1);
-	assert_int_equal(json_integer_value(json_object_get(result(run, "acc-u20", "links"), "attempt")), 2);
-	assert_int_equal(json_integer_value(json_object_get(result(run, "acc-u20", "pxe"), "attempt")), 2);
+	assert_int_equal(
+	        json_integer_value(json_object_get(result(run, "acc-u10", "links"), "attempt")), 1);
+	assert_int_equal(
+	        json_integer_value(json_object_get(result(run, "acc-u20", "links"), "attempt")), 2);
+	assert_int_equal(
+	        json_integer_value(json_object_get(result(run, "acc-u20", "pxe"), "attempt")), 2);
 	assert_int_equal(commissions("acc-u10"), 1);
 	assert_int_equal(commissions("acc-u20"), 2);
 	snprintf(sha, sizeof sha, "%s", jstr(run, "report_sha256"));
@@ -343,10 +362,12 @@ test_rerun_after_fixes_and_signoff(void **state)
 	                 409);
 	assert_error(&r, 409, "CONFLICT");
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/acc/acceptance/signoff", &r, "{s:s, s:s}",
-	                      "report_sha256", sha, "note", "rack accepted for production"), 201);
-	assert_string_equal(jstr(json_array_get(json_object_get(r.json, "signoffs"), 0), "report_sha256"),
-	                    sha);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/acc/acceptance/signoff", &r,
+	                      "{s:s, s:s}", "report_sha256", sha, "note",
+	                      "rack accepted for production"),
+	                 201);
+	assert_string_equal(
+	        jstr(json_array_get(json_object_get(r.json, "signoffs"), 0), "report_sha256"), sha);
 	reply_free(&r);
 	run = get("/v1/events?action=rack.signed_off");
 	assert_int_equal(json_array_size(json_object_get(run, "items")), 1);
@@ -377,25 +398,31 @@ test_bmc_event_log(void **state)
 	for (k = 0; k < 2; k++) {
 		snprintf(name, sizeof name, "logs-%d", k);
 		make_node(&S, "{s:s, s:s, s:i, s:{s:s, s:s, s:i, s:s, s:s, s:{s:s}}}", "name", name,
-		          "rack", "logs", "u_position", 1 + 2 * k, "bmc", "driver", "redfish", "address",
-		          "127.0.0.1", "port", m.base + k, "username", "admin", "password", "secret",
-		          "options", "scheme", "http");
+		          "rack", "logs", "u_position", 1 + 2 * k, "bmc", "driver", "redfish",
+		          "address", "127.0.0.1", "port", m.base + k, "username", "admin",
+		          "password", "secret", "options", "scheme", "http");
 	}
 	/* From before the run: not counted. */
-	mock_post(&m, 0, "/__mock/log", "{\"severity\":\"Critical\",\"message\":\"old PSU fault\","
-	                                "\"created\":\"2020-01-01T00:00:00Z\"}");
+	mock_post(&m, 0, "/__mock/log",
+	          "{\"severity\":\"Critical\",\"message\":\"old PSU fault\","
+	          "\"created\":\"2020-01-01T00:00:00Z\"}");
 	{
 		char body[300];
 
-		snprintf(body, sizeof body, "{\"severity\":\"Critical\",\"message\":\"Uncorrectable "
-		                            "ECC error on DIMM P1-DIMMA1\",\"created\":\"%s\"}", created);
+		snprintf(body, sizeof body,
+		         "{\"severity\":\"Critical\",\"message\":\"Uncorrectable "
+		         "ECC error on DIMM P1-DIMMA1\",\"created\":\"%s\"}",
+		         created);
 		mock_post(&m, 0, "/__mock/log", body);
-		snprintf(body, sizeof body, "{\"severity\":\"Warning\",\"message\":\"Fan 3 slow\","
-		                            "\"created\":\"%s\"}", created);
+		snprintf(body, sizeof body,
+		         "{\"severity\":\"Warning\",\"message\":\"Fan 3 slow\","
+		         "\"created\":\"%s\"}",
+		         created);
 		mock_post(&m, 1, "/__mock/log", body);
 	}
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/logs/acceptance", &r, "{s:[s,s]}",
-	                      "checks", "bmc", "sel"), 202);
+	                      "checks", "bmc", "sel"),
+	                 202);
 	reply_free(&r);
 	for (i = 0; i < 600; i++) {
 		run = get("/v1/racks/logs/acceptance");
@@ -409,7 +436,8 @@ test_bmc_event_log(void **state)
 	assert_string_equal(jstr(run, "state"), "failed");
 	expect(run, "logs-0", "sel", "failed");
 	if (!strstr(jstr(result(run, "logs-0", "sel"), "message"),
-	            "1 critical event(s) since the run started: Uncorrectable ECC error on DIMM P1-DIMMA1"))
+	            "1 critical event(s) since the run started: Uncorrectable ECC error on DIMM "
+	            "P1-DIMMA1"))
 		fail_msg("%s", jstr(result(run, "logs-0", "sel"), "message"));
 	expect(run, "logs-1", "sel", "passed");
 	/* The mock's serial and UUID were never enrolled: the BMC answers, nothing to compare. */
@@ -433,7 +461,8 @@ test_cancelled_run_does_not_block(void **state)
 	make_node(&S, "{s:s, s:s, s:i, s:{s:s, s:{s:i}}}", "name", "stale-1", "rack", "stale",
 	          "u_position", 1, "bmc", "driver", "fake", "options", "delay_ms", 3000);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/stale/acceptance", &r, "{s:[s]}",
-	                      "checks", "power"), 202);
+	                      "checks", "power"),
+	                 202);
 	reply_free(&r);
 	jobs = get("/v1/jobs?node=stale-1&type=acceptance");
 	snprintf(path, sizeof path, "/v1/jobs/%s",
@@ -444,7 +473,8 @@ test_cancelled_run_does_not_block(void **state)
 	reply_free(&r);
 	for (int i = 0; i < 100; i++) {
 		json_t *j = get(path);
-		int done = strcmp(jstr(j, "state"), "queued") && strcmp(jstr(j, "state"), "running");
+		int done =
+		        strcmp(jstr(j, "state"), "queued") && strcmp(jstr(j, "state"), "running");
 
 		json_decref(j);
 		if (done)
@@ -452,7 +482,8 @@ test_cancelled_run_does_not_block(void **state)
 		usleep(100000);
 	}
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/stale/acceptance", &r, "{s:[s]}",
-	                      "checks", "power"), 202);
+	                      "checks", "power"),
+	                 202);
 	assert_int_equal(json_integer_value(json_object_get(r.json, "attempt")), 2);
 	reply_free(&r);
 	run = get("/v1/racks/stale/acceptance?attempt=1");
@@ -479,24 +510,29 @@ test_cabling_without_lldp(void **state)
 	snprintf(n.dir, sizeof n.dir, "%s/nolldp-1", workdir);
 	snprintf(n.addr, sizeof n.addr, "127.0.4.20");
 	snprintf(n.mac, sizeof n.mac, "02:ac:00:00:01:01");
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "nolldp"), 201);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "nolldp"),
+	                 201);
 	reply_free(&r);
 	make_node(&S, "{s:s, s:s, s:i, s:[s], s:{s:s}}", "name", n.name, "rack", "nolldp",
 	          "u_position", 1, "macs", n.mac, "bmc", "driver", "fake");
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}", "node",
-	                      n.name), 201);
+	assert_int_equal(
+	        call(&S, S.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}", "node", n.name),
+	        201);
 	snprintf(tok, sizeof tok, "%s", jstr(r.json, "token"));
 	reply_free(&r);
 	sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s %s/tests/fixtures/inventory/vm",
 	   rp_test_src, n.dir, n.addr, port, S.base, tok, n.mac, RP_TEST_AGENT, rp_test_src);
 	assert_int_equal(sh_rc("%s -c %s/agent.conf register >> %s/agent.log 2>&1", RP_TEST_AGENT,
-	                       n.dir, n.dir), 0);
+	                       n.dir, n.dir),
+	                 0);
 	sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, n.dir);
-	assert_int_equal(req(&S, S.admin, "PUT", "/v1/racks/nolldp/cabling", "application/json", cab,
-	                     strlen(cab), NULL, &r), 200);
+	assert_int_equal(req(&S, S.admin, "PUT", "/v1/racks/nolldp/cabling", "application/json",
+	                     cab, strlen(cab), NULL, &r),
+	                 200);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/nolldp/acceptance", &r, "{s:[s]}",
-	                      "checks", "links"), 202);
+	                      "checks", "links"),
+	                 202);
 	reply_free(&r);
 	for (i = 0; i < 300; i++) {
 		run = get("/v1/racks/nolldp/acceptance");
@@ -508,7 +544,8 @@ test_cabling_without_lldp(void **state)
 	}
 	assert_non_null(run);
 	expect(run, "nolldp-1", "links", "skipped");
-	if (!strstr(jstr(result(run, "nolldp-1", "links"), "message"), "1 cabling entry not verifiable"))
+	if (!strstr(jstr(result(run, "nolldp-1", "links"), "message"),
+	            "1 cabling entry not verifiable"))
 		fail_msg("%s", jstr(result(run, "nolldp-1", "links"), "message"));
 	assert_string_equal(jstr(run, "state"), "passed");
 	json_decref(run);
@@ -518,15 +555,17 @@ static int
 setup(void **state)
 {
 	static const char *const fixtures[] = {"gpu-h100-8x", "gpu-h100-8x", "gpu-h100-7x-missing"};
-	const char *cab = "{\"entries\":[{\"node\":\"acc-u10\",\"interface\":\"eno1\",\"switch\":"
-	                  "\"leaf-r01-a\",\"port\":\"Ethernet1/7\"},{\"node\":\"acc-u20\","
-	                  "\"interface\":\"eno1\",\"switch\":\"leaf-r01-a\",\"port\":\"Ethernet1/9\"},"
-	                  "{\"node\":\"acc-u30\",\"interface\":\"eno1\",\"switch\":\"leaf-r01-a\","
-	                  "\"port\":\"Ethernet1/7\"}]}";
-	const char *burn = "{\"name\":\"burn\",\"steps\":[{\"id\":\"cpu\",\"type\":\"shell\","
-	                   "\"command\":\"command -v stress-ng >/dev/null || { echo 'stress-ng is not "
-	                   "installed'; exit 77; }; stress-ng --cpu 1 --timeout 1\"},{\"id\":\"mem\","
-	                   "\"type\":\"shell\",\"command\":\"grep -q MemTotal /proc/meminfo\"}]}";
+	const char *cab =
+	        "{\"entries\":[{\"node\":\"acc-u10\",\"interface\":\"eno1\",\"switch\":"
+	        "\"leaf-r01-a\",\"port\":\"Ethernet1/7\"},{\"node\":\"acc-u20\","
+	        "\"interface\":\"eno1\",\"switch\":\"leaf-r01-a\",\"port\":\"Ethernet1/9\"},"
+	        "{\"node\":\"acc-u30\",\"interface\":\"eno1\",\"switch\":\"leaf-r01-a\","
+	        "\"port\":\"Ethernet1/7\"}]}";
+	const char *burn =
+	        "{\"name\":\"burn\",\"steps\":[{\"id\":\"cpu\",\"type\":\"shell\","
+	        "\"command\":\"command -v stress-ng >/dev/null || { echo 'stress-ng is not "
+	        "installed'; exit 77; }; stress-ng --cpu 1 --timeout 1\"},{\"id\":\"mem\","
+	        "\"type\":\"shell\",\"command\":\"grep -q MemTotal /proc/meminfo\"}]}";
 	char path[400], body[512];
 	struct reply r;
 	FILE *f;
@@ -548,9 +587,11 @@ setup(void **state)
 	   "Bearer %s' --data-binary @%s '%s/v1/images/k?kind=kernel'",
 	   path, S.admin, path, S.base);
 	sh("curl -sf -o /dev/null -X PUT -H 'Authorization: Bearer %s' --data-binary @%s "
-	   "'%s/v1/images/i?kind=initrd'", S.admin, path, S.base);
+	   "'%s/v1/images/i?kind=initrd'",
+	   S.admin, path, S.base);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/boot-profiles", &r, "{s:s, s:s, s:s}",
-	                      "name", "default", "kernel", "k", "initrd", "i"), 201);
+	                      "name", "default", "kernel", "k", "initrd", "i"),
+	                 201);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "acc"), 201);
 	reply_free(&r);
@@ -567,25 +608,30 @@ setup(void **state)
 		          k == 2 ? "hgx-b" : "hgx-a", "macs", n->mac, "bmc", "driver", "fake",
 		          "options", "delay_ms", 0);
 		snprintf(path, sizeof path, "/v1/nodes/%.31s/provision", n->name);
-		assert_int_equal(call(&S, S.admin, "PUT", path, &r, "{s:s}", "action", "manage"), 202);
+		assert_int_equal(call(&S, S.admin, "PUT", path, &r, "{s:s}", "action", "manage"),
+		                 202);
 		reply_free(&r);
 	}
 	/* What was ordered: the HGX H100 both classes were bought as. */
 	for (k = 0; k < 2; k++) {
 		snprintf(path, sizeof path, "/v1/node-classes/%s", k ? "hgx-b" : "hgx-a");
-		snprintf(body, sizeof body, "{\"bom\":{\"gpus\":{\"count\":8,\"model\":\"H100\"},"
-		                            "\"memory\":{\"total_gib\":2048,\"dimms\":32},\"cpu\":"
-		                            "{\"sockets\":2},\"hcas\":{\"count\":8,\"link_layer\":"
-		                            "\"InfiniBand\",\"rate_gbps\":400}}}");
-		assert_int_equal(req(&S, S.admin, "PUT", path, "application/json", body, strlen(body),
-		                     NULL, &r), 201);
+		snprintf(body, sizeof body,
+		         "{\"bom\":{\"gpus\":{\"count\":8,\"model\":\"H100\"},"
+		         "\"memory\":{\"total_gib\":2048,\"dimms\":32},\"cpu\":"
+		         "{\"sockets\":2},\"hcas\":{\"count\":8,\"link_layer\":"
+		         "\"InfiniBand\",\"rate_gbps\":400}}}");
+		assert_int_equal(req(&S, S.admin, "PUT", path, "application/json", body,
+		                     strlen(body), NULL, &r),
+		                 201);
 		reply_free(&r);
 	}
 	assert_int_equal(req(&S, S.admin, "PUT", "/v1/racks/acc/cabling", "application/json", cab,
-	                     strlen(cab), NULL, &r), 200);
+	                     strlen(cab), NULL, &r),
+	                 200);
 	reply_free(&r);
 	assert_int_equal(req(&S, S.admin, "POST", "/v1/recipes", "application/json", burn,
-	                     strlen(burn), NULL, &r), 201);
+	                     strlen(burn), NULL, &r),
+	                 201);
 	reply_free(&r);
 	/* Managed (verify with the fake BMC) before anything else. */
 	for (k = 0; k < 3; k++) {
@@ -624,12 +670,12 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_bad_input),
-	    cmocka_unit_test(test_first_run_finds_both_defects),
-	    cmocka_unit_test(test_rerun_after_fixes_and_signoff),
-	    cmocka_unit_test(test_bmc_event_log),
-	    cmocka_unit_test(test_cancelled_run_does_not_block),
-	    cmocka_unit_test(test_cabling_without_lldp),
+	        cmocka_unit_test(test_bad_input),
+	        cmocka_unit_test(test_first_run_finds_both_defects),
+	        cmocka_unit_test(test_rerun_after_fixes_and_signoff),
+	        cmocka_unit_test(test_bmc_event_log),
+	        cmocka_unit_test(test_cancelled_run_does_not_block),
+	        cmocka_unit_test(test_cabling_without_lldp),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -41,7 +41,8 @@ test_role_matrix(void **state)
 		const struct rp_route *rt = &rp_api_routes[i];
 
 		concrete(rt->pattern, path, sizeof path);
-		/* An admitted stream would never end: a bad argument ends it after the role check. */
+		/* An admitted stream would never end: a bad argument ends it after the role check.
+		 */
 		if (strcmp(rt->pattern, "/v1/events/stream") == 0)
 			strcat(path, "?after=x");
 		for (role = 0; role < 4; role++) {
@@ -51,33 +52,38 @@ test_role_matrix(void **state)
 			              has_body ? "application/json" : NULL, has_body ? "{}" : NULL,
 			              has_body ? 2 : 0, NULL, &r);
 
-			if (rt->role == RP_ROLE_NONE && strncmp(rt->pattern, "/v1/agent/", 10) == 0) {
-				/* Registration checks its own secret: an API token is no bootstrap token. */
+			if (rt->role == RP_ROLE_NONE &&
+			    strncmp(rt->pattern, "/v1/agent/", 10) == 0) {
+				/* Registration checks its own secret: an API token is no bootstrap
+				 * token. */
 				if (st != 401)
-					fail_msg("%s %s as %s: expected 401, got %ld", rt->method, path,
-					         names[role], st);
+					fail_msg("%s %s as %s: expected 401, got %ld", rt->method,
+					         path, names[role], st);
 				assert_error(&r, 401, "UNAUTHORIZED");
 			} else if (rt->role == RP_ROLE_NONE) {
 				if (st == 401 || st == 403)
-					fail_msg("%s %s needs no token but %s got %ld", rt->method, path,
-					         names[role], st);
+					fail_msg("%s %s needs no token but %s got %ld", rt->method,
+					         path, names[role], st);
 			} else if (role == 0) {
 				if (st != 401)
-					fail_msg("%s %s without a token: %ld", rt->method, path, st);
+					fail_msg("%s %s without a token: %ld", rt->method, path,
+					         st);
 				assert_error(&r, 401, "UNAUTHORIZED");
 			} else if (rt->role == RP_ROLE_AGENT) {
-				/* Agent routes take agent tokens only, whatever an API token's role. */
+				/* Agent routes take agent tokens only, whatever an API token's
+				 * role. */
 				if (st != 403)
-					fail_msg("%s %s as %s: expected 403, got %ld", rt->method, path,
-					         names[role], st);
+					fail_msg("%s %s as %s: expected 403, got %ld", rt->method,
+					         path, names[role], st);
 				assert_error(&r, 403, "FORBIDDEN");
 			} else if (role < (int)rt->role) {
 				if (st != 403)
-					fail_msg("%s %s as %s: expected 403, got %ld", rt->method, path,
-					         names[role], st);
+					fail_msg("%s %s as %s: expected 403, got %ld", rt->method,
+					         path, names[role], st);
 				assert_error(&r, 403, "FORBIDDEN");
 			} else if (st == 401 || st == 403) {
-				fail_msg("%s %s as %s: refused with %ld", rt->method, path, names[role], st);
+				fail_msg("%s %s as %s: refused with %ld", rt->method, path,
+				         names[role], st);
 			}
 			reply_free(&r);
 		}
@@ -104,8 +110,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_role_matrix),
-	    cmocka_unit_test(test_bearer_forms),
+	        cmocka_unit_test(test_role_matrix),
+	        cmocka_unit_test(test_bearer_forms),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

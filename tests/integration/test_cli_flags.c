@@ -122,8 +122,8 @@ test_demo(void **state)
 	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 16);
 	reply_free(&r);
 	assert_int_equal(call(&s, s.admin, "GET", "/v1/racks/demo-r02/elevation", &r, NULL), 200);
-	json_array_foreach(json_object_get(r.json, "slots"), i, it)
-	    slots += json_is_string(json_object_get(it, "node"));
+	json_array_foreach(json_object_get(r.json, "slots"), i, it) slots +=
+	        json_is_string(json_object_get(it, "node"));
 	assert_int_equal(slots, 8 * 4);
 	reply_free(&r);
 	/* Drift to look at: one firmware component, one BIOS attribute. */
@@ -135,7 +135,8 @@ test_demo(void **state)
 	reply_free(&r);
 	/* The fake BMCs answer power actions. */
 	assert_int_equal(call(&s, s.admin, "PUT", "/v1/nodes/gpu-r01-u02/power", &r, "{s:s}",
-	                      "target", "on"), 202);
+	                      "target", "on"),
+	                 202);
 	reply_free(&r);
 	server_stop(&s, SIGTERM);
 	/* Started again (with or without --demo) it is still demo data, seeded once. */
@@ -179,9 +180,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_version),
-	    cmocka_unit_test(test_check_config),
-	    cmocka_unit_test(test_demo),
+	        cmocka_unit_test(test_version),
+	        cmocka_unit_test(test_check_config),
+	        cmocka_unit_test(test_demo),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -88,16 +88,17 @@ test_nodes(void **state)
 	json_t *ev;
 
 	(void)state;
-	assert_int_equal(
-	    call(&S, S.admin, "POST", "/v1/nodes", &r,
-	         "{s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, s:[s,s], s:[s,s], s:{s:s, s:s, s:i, s:s, "
-	         "s:s, s:b}, s:{s:i}}",
-	         "name", "gpu-r01-u07", "rack", "r01", "u_position", 7, "u_height", 4, "serial",
-	         "SN0007", "vendor", "Supermicro", "model", "SYS-821GE", "node_class", "gpu-h100-8x",
-	         "tags", "gpu", "bringup", "macs", "AA-BB-CC-00-00-07", "aabb.cc00.0017", "bmc",
-	         "driver", "ipmi", "address", "10.1.0.7", "port", 623, "username", "admin", "password",
-	         "s3cret-bmc-pw", "tls_verify", 0, "expected", "gpu_count", 8),
-	    201);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes", &r,
+	                      "{s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, s:[s,s], s:[s,s], s:{s:s, "
+	                      "s:s, s:i, s:s, "
+	                      "s:s, s:b}, s:{s:i}}",
+	                      "name", "gpu-r01-u07", "rack", "r01", "u_position", 7, "u_height", 4,
+	                      "serial", "SN0007", "vendor", "Supermicro", "model", "SYS-821GE",
+	                      "node_class", "gpu-h100-8x", "tags", "gpu", "bringup", "macs",
+	                      "AA-BB-CC-00-00-07", "aabb.cc00.0017", "bmc", "driver", "ipmi",
+	                      "address", "10.1.0.7", "port", 623, "username", "admin", "password",
+	                      "s3cret-bmc-pw", "tls_verify", 0, "expected", "gpu_count", 8),
+	                 201);
 	assert_string_equal(str(r.json, "provision_state"), "enrolled");
 	assert_string_equal(str(r.json, "power_state"), "unknown");
 	bmc = json_object_get(r.json, "bmc");
@@ -116,7 +117,8 @@ test_nodes(void **state)
 	                      "cpu-2s", "tags", "cpu"),
 	                 201);
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes", &r, "{s:s}", "name", "spare-1"), 201);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes", &r, "{s:s}", "name", "spare-1"),
+	                 201);
 	reply_free(&r);
 
 	/* Filters. */
@@ -128,8 +130,8 @@ test_nodes(void **state)
 	assert_int_equal(json_array_size(items), 1);
 	assert_string_equal(str(json_array_get(items, 0), "name"), "gpu-r01-u07");
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes?class=cpu-2s&state=enrolled", &r, NULL),
-	                 200);
+	assert_int_equal(
+	        call(&S, S.admin, "GET", "/v1/nodes?class=cpu-2s&state=enrolled", &r, NULL), 200);
 	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 1);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes?q=SN000", &r, NULL), 200);
@@ -149,8 +151,8 @@ test_nodes(void **state)
 
 	/* Merge patch: change the password only; other BMC fields stay. */
 	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/gpu-r01-u07", &r,
-	                      "{s:{s:s}, s:b, s:s}", "bmc", "password", "n3w-bmc-pw", "maintenance", 1,
-	                      "maintenance_reason", "reseating GPU 3"),
+	                      "{s:{s:s}, s:b, s:s}", "bmc", "password", "n3w-bmc-pw", "maintenance",
+	                      1, "maintenance_reason", "reseating GPU 3"),
 	                 200);
 	bmc = json_object_get(r.json, "bmc");
 	assert_string_equal(str(bmc, "address"), "10.1.0.7");
@@ -159,9 +161,9 @@ test_nodes(void **state)
 	assert_null(strstr(r.body, "n3w-bmc-pw"));
 	reply_free(&r);
 	/* Leaving maintenance clears the reason. */
-	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/gpu-r01-u07", &r, "{s:b}",
-	                      "maintenance", 0),
-	                 200);
+	assert_int_equal(
+	        call(&S, S.admin, "PATCH", "/v1/nodes/gpu-r01-u07", &r, "{s:b}", "maintenance", 0),
+	        200);
 	assert_true(json_is_null(json_object_get(r.json, "maintenance_reason")));
 	reply_free(&r);
 	/* Move it and replace its tags. */
@@ -173,8 +175,8 @@ test_nodes(void **state)
 	assert_int_equal(json_integer_value(json_object_get(r.json, "version")), 4);
 	reply_free(&r);
 	/* RFC 7396's own media type is accepted too. */
-	assert_int_equal(req(&S, S.admin, "PATCH", "/v1/nodes/spare-1", "application/merge-patch+json",
-	                     "{\"vendor\":\"Dell\"}", 17, NULL, &r),
+	assert_int_equal(req(&S, S.admin, "PATCH", "/v1/nodes/spare-1",
+	                     "application/merge-patch+json", "{\"vendor\":\"Dell\"}", 17, NULL, &r),
 	                 200);
 	assert_string_equal(str(r.json, "vendor"), "Dell");
 	reply_free(&r);
@@ -209,7 +211,8 @@ test_nodes(void **state)
 	reply_free(&r);
 
 	/* Inventory is empty until an agent reports. */
-	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/gpu-r01-u07/inventory", &r, NULL), 200);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/gpu-r01-u07/inventory", &r, NULL),
+	                 200);
 	assert_true(json_is_null(json_object_get(r.json, "data")));
 	reply_free(&r);
 
@@ -229,8 +232,8 @@ test_nodes(void **state)
 	assert_null(strstr(r.body, "s3cret-bmc-pw"));
 	assert_null(strstr(r.body, "n3w-bmc-pw"));
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "GET", "/v1/events?action=rack.&since=2000-01-01T00:00:00Z",
-	                      &r, NULL),
+	assert_int_equal(call(&S, S.admin, "GET",
+	                      "/v1/events?action=rack.&since=2000-01-01T00:00:00Z", &r, NULL),
 	                 200);
 	items = json_object_get(r.json, "items");
 	json_array_foreach(items, i, ev)
@@ -239,8 +242,8 @@ test_nodes(void **state)
 	}
 	assert_true(json_array_size(items) >= 3);
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "GET", "/v1/events?until=2000-01-01T00:00:00Z", &r, NULL),
-	                 200);
+	assert_int_equal(
+	        call(&S, S.admin, "GET", "/v1/events?until=2000-01-01T00:00:00Z", &r, NULL), 200);
 	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 0);
 	reply_free(&r);
 
@@ -264,8 +267,9 @@ test_bios(void **state)
 	(void)state;
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r,
 	                      "{s:s, s:s, s:{s:s, s:s, s:i, s:b}}", "name", "h100-golden",
-	                      "node_class", "gpu-h100-8x", "attributes", "Above4GDecoding", "Enabled",
-	                      "NumaPerSocket", "NPS1", "PcieSlots", 8, "SriovSupport", 1),
+	                      "node_class", "gpu-h100-8x", "attributes", "Above4GDecoding",
+	                      "Enabled", "NumaPerSocket", "NPS1", "PcieSlots", 8, "SriovSupport",
+	                      1),
 	                 201);
 	assert_int_equal(json_integer_value(json_object_get(r.json, "node_count")), 1);
 	reply_free(&r);
@@ -293,23 +297,24 @@ test_bios(void **state)
 	assert_string_equal(str(item, "name"), "SriovSupport");
 	assert_true(json_is_null(json_object_get(item, "actual")));
 	assert_true(json_is_false(json_object_get(r.json, "in_sync")));
-	assert_string_equal(str(json_object_get(json_object_get(r.json, "actual"), "BootMode"), "source"),
-	                    "manual");
+	assert_string_equal(
+	        str(json_object_get(json_object_get(r.json, "actual"), "BootMode"), "source"),
+	        "manual");
 	reply_free(&r);
 
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/bios/drift?rack=r01", &r, NULL), 200);
 	assert_int_equal(json_integer_value(json_object_get(r.json, "nodes_checked")), 1);
 	assert_int_equal(json_integer_value(json_object_get(r.json, "nodes_drifted")), 1);
 	assert_int_equal(
-	    json_array_size(json_object_get(json_array_get(json_object_get(r.json, "items"), 0),
-	                                    "attributes")),
-	    2);
+	        json_array_size(json_object_get(json_array_get(json_object_get(r.json, "items"), 0),
+	                                        "attributes")),
+	        2);
 	reply_free(&r);
 
 	/* Fix the node: drift clears. */
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes/gpu-r01-u07/bios/readings", &r,
-	                      "{s:s, s:{s:s, s:b}}", "source", "manual", "attributes", "NumaPerSocket",
-	                      "NPS1", "SriovSupport", 1),
+	                      "{s:s, s:{s:s, s:b}}", "source", "manual", "attributes",
+	                      "NumaPerSocket", "NPS1", "SriovSupport", 1),
 	                 204);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/gpu-r01-u07/bios", &r, NULL), 200);
@@ -320,8 +325,8 @@ test_bios(void **state)
 	reply_free(&r);
 
 	/* A profile assigned to the node itself wins over its class's. */
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r, "{s:s, s:{s:s}}", "name",
-	                      "debug", "attributes", "NumaPerSocket", "NPS2"),
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r, "{s:s, s:{s:s}}",
+	                      "name", "debug", "attributes", "NumaPerSocket", "NPS2"),
 	                 201);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/gpu-r01-u07", &r, "{s:s}",
@@ -344,9 +349,9 @@ test_bios(void **state)
 	assert_string_equal(str(json_object_get(r.json, "attributes"), "NumaPerSocket"), "NPS1");
 	reply_free(&r);
 	assert_int_equal(count_all(&S, "/v1/bios/profiles"), 2);
-	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/gpu-r01-u07", &r, "{s:n}",
-	                      "bios_profile"),
-	                 200);
+	assert_int_equal(
+	        call(&S, S.admin, "PATCH", "/v1/nodes/gpu-r01-u07", &r, "{s:n}", "bios_profile"),
+	        200);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "DELETE", "/v1/bios/profiles/debug", &r, NULL), 204);
 	reply_free(&r);
@@ -377,15 +382,16 @@ test_firmware(void **state)
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/firmware/baselines", &r,
 	                      "{s:s, s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}}", "name",
 	                      "h100-2026q4", "node_class", "gpu-h100-8x", "components", "bmc",
-	                      "version", "1.8.2", "image", "fw.bin", "bios", "version", "2.4", "image",
-	                      "fw.bin", "gpu:0", "version", "96.00.99.00.01", "image", "fw.bin"),
+	                      "version", "1.8.2", "image", "fw.bin", "bios", "version", "2.4",
+	                      "image", "fw.bin", "gpu:0", "version", "96.00.99.00.01", "image",
+	                      "fw.bin"),
 	                 201);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes/gpu-r01-u07/firmware/readings", &r,
-	                      "{s:s, s:[{s:s, s:s, s:b}, {s:s, s:s}, {s:s, s:s}]}", "source", "manual",
-	                      "components", "component", "bmc", "version", "1.8.2", "updateable", 1,
-	                      "component", "bios", "version", "2.1", "component", "nic:0", "version",
-	                      "22.31"),
+	                      "{s:s, s:[{s:s, s:s, s:b}, {s:s, s:s}, {s:s, s:s}]}", "source",
+	                      "manual", "components", "component", "bmc", "version", "1.8.2",
+	                      "updateable", 1, "component", "bios", "version", "2.1", "component",
+	                      "nic:0", "version", "22.31"),
 	                 204);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/gpu-r01-u07/firmware", &r, NULL), 200);
@@ -462,8 +468,8 @@ test_tokens(void **state)
 	assert_error(&r, 409, "CONFLICT");
 	reply_free(&r);
 	/* A token that expires. */
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/tokens", &r, "{s:s, s:s, s:i}", "name", "ci",
-	                      "role", "operator", "expires_in_s", 3600),
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/tokens", &r, "{s:s, s:s, s:i}", "name",
+	                      "ci", "role", "operator", "expires_in_s", 3600),
 	                 201);
 	assert_true(json_is_string(json_object_get(r.json, "expires_at")));
 	reply_free(&r);
@@ -487,8 +493,8 @@ test_meta(void **state)
 	reply_free(&r);
 	assert_int_equal(req(&S, S.admin, "GET", "/metrics", NULL, NULL, 0, NULL, &r), 200);
 	assert_non_null(strstr(r.ctype, "text/plain"));
-	assert_non_null(
-	    strstr(r.body, "rackpilot_http_requests_total{route=\"GET /v1/nodes\",code=\"200\"}"));
+	assert_non_null(strstr(
+	        r.body, "rackpilot_http_requests_total{route=\"GET /v1/nodes\",code=\"200\"}"));
 	assert_non_null(strstr(r.body, "rackpilot_http_request_duration_seconds_bucket{route="));
 	assert_non_null(strstr(r.body, "rackpilot_nodes{state=\"enrolled\"} 2"));
 	assert_non_null(strstr(r.body, "rackpilot_db_size_bytes "));
@@ -531,12 +537,15 @@ test_cache_coherence(void **state)
 	assert_string_not_equal(c.etag, etag);
 	/* The old ETag no longer matches; the new one does. */
 	snprintf(line, sizeof line, "If-None-Match: %s", etag);
-	assert_int_equal(req(&S, S.admin, "GET", "/v1/nodes/cpu-r01-u01", NULL, NULL, 0, h, NULL), 200);
+	assert_int_equal(req(&S, S.admin, "GET", "/v1/nodes/cpu-r01-u01", NULL, NULL, 0, h, NULL),
+	                 200);
 	snprintf(line, sizeof line, "If-None-Match: %s", c.etag);
 	reply_free(&c);
-	assert_int_equal(req(&S, S.admin, "GET", "/v1/nodes/cpu-r01-u01", NULL, NULL, 0, h, NULL), 304);
+	assert_int_equal(req(&S, S.admin, "GET", "/v1/nodes/cpu-r01-u01", NULL, NULL, 0, h, NULL),
+	                 304);
 	/* A rack rename shows in the node (a write elsewhere also invalidates). */
-	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/racks/r01", &c, "{s:s}", "notes", "x"), 200);
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/racks/r01", &c, "{s:s}", "notes", "x"),
+	                 200);
 	reply_free(&c);
 	for (i = 0; i < 3; i++) {
 		assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/r01", &c, NULL), 200);
@@ -553,8 +562,10 @@ test_cache_coherence(void **state)
 	reply_free(&a);
 	reply_free(&b);
 	assert_int_equal(req(&S, S.admin, "GET", "/metrics", NULL, NULL, 0, NULL, &c), 200);
-	assert_non_null(strstr(c.body, "rackpilot_cache_lookups_total{cache=\"get\",result=\"hit\"}"));
-	assert_null(strstr(c.body, "rackpilot_cache_lookups_total{cache=\"get\",result=\"hit\"} 0\n"));
+	assert_non_null(
+	        strstr(c.body, "rackpilot_cache_lookups_total{cache=\"get\",result=\"hit\"}"));
+	assert_null(
+	        strstr(c.body, "rackpilot_cache_lookups_total{cache=\"get\",result=\"hit\"} 0\n"));
 	reply_free(&c);
 }
 
@@ -562,10 +573,13 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_racks),    cmocka_unit_test(test_nodes),
-	    cmocka_unit_test(test_bios),     cmocka_unit_test(test_firmware),
-	    cmocka_unit_test(test_tokens),   cmocka_unit_test(test_meta),
-	    cmocka_unit_test(test_cache_coherence),
+	        cmocka_unit_test(test_racks),
+	        cmocka_unit_test(test_nodes),
+	        cmocka_unit_test(test_bios),
+	        cmocka_unit_test(test_firmware),
+	        cmocka_unit_test(test_tokens),
+	        cmocka_unit_test(test_meta),
+	        cmocka_unit_test(test_cache_coherence),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -279,8 +279,8 @@ test_rollout_version_match(void **state)
 	assert_string_equal(v, "4.0.0");
 	/* At target now: no node needs a rollout (409, the node listed as skipped at target). */
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/rollouts", &r,
-	                      "{s:s, s:{s:[s]}, s:{s:[s]}}", "kind", "firmware", "selector", "nodes",
-	                      NODE, "gate", "require", "version_match"),
+	                      "{s:s, s:{s:[s]}, s:{s:[s]}}", "kind", "firmware", "selector",
+	                      "nodes", NODE, "gate", "require", "version_match"),
 	                 409);
 	if (!strstr(r.body, "at target") || !strstr(r.body, NODE))
 		fail_msg("%s", r.body);
@@ -348,7 +348,8 @@ test_bios_agent(void **state)
 	        nodedir, nodedir, nodedir, nodedir);
 	fclose(f);
 	sh("chmod +x %s && printf 'SriovSupport=Disabled\\nNumaNodesPerSocket=NPS1\\n"
-	   "ProcCoreDisable=0\\n' > %s/bios.txt", tool, nodedir);
+	   "ProcCoreDisable=0\\n' > %s/bios.txt",
+	   tool, nodedir);
 	snprintf(body, sizeof body,
 	         "{\"name\":\"bios-tool\",\"params\":{\"settings\":{\"required\":true},"
 	         "\"profile\":{}},\"steps\":["
@@ -365,20 +366,24 @@ test_bios_agent(void **state)
 
 	/* Bad profiles: 400, nothing stored. */
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r, "{s:s, s:s, s:s}",
-	                      "name", "p1", "node_class", "fa", "method", "agent"), 400);
+	                      "name", "p1", "node_class", "fa", "method", "agent"),
+	                 400);
 	assert_error(&r, 400, "INVALID_FIELD");
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r, "{s:s, s:s, s:s, s:s}",
 	                      "name", "p1", "node_class", "fa", "method", "agent", "recipe",
-	                      "no-such-recipe"), 400);
+	                      "no-such-recipe"),
+	                 400);
 	assert_error(&r, 400, "INVALID_FIELD");
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r, "{s:s, s:s, s:s}",
-	                      "name", "p1", "node_class", "fa", "recipe", "bios-tool"), 400);
+	                      "name", "p1", "node_class", "fa", "recipe", "bios-tool"),
+	                 400);
 	assert_error(&r, 400, "INVALID_FIELD");
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r, "{s:s, s:s, s:s}",
-	                      "name", "p1", "node_class", "fa", "method", "ipmitool"), 400);
+	                      "name", "p1", "node_class", "fa", "method", "ipmitool"),
+	                 400);
 	reply_free(&r);
 
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/bios/profiles", &r,
@@ -394,7 +399,8 @@ test_bios_agent(void **state)
 	j = bios_job(NULL);
 	if (strcmp(str(j, "state"), "succeeded") != 0)
 		fail_msg("expected succeeded: %s", json_dumps(j, 0));
-	assert_int_equal(json_array_size(json_object_get(json_object_get(j, "result"), "changed")), 3);
+	assert_int_equal(json_array_size(json_object_get(json_object_get(j, "result"), "changed")),
+	                 3);
 	json_decref(j);
 	node_bios(bios, sizeof bios);
 	if (!strstr(bios, "SriovSupport=Enabled") || !strstr(bios, "NumaNodesPerSocket=NPS4") ||
@@ -418,8 +424,9 @@ test_bios_agent(void **state)
 
 	/* The BIOS ignores one setting: the job names exactly it. */
 	sh("echo NumaNodesPerSocket > %s/drop", nodedir);
-	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/bios/profiles/fa-bios", &r, "{s:{s:s, s:s}}",
-	                      "attributes", "NumaNodesPerSocket", "NPS2", "SriovSupport", "Disabled"),
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/bios/profiles/fa-bios", &r,
+	                      "{s:{s:s, s:s}}", "attributes", "NumaNodesPerSocket", "NPS2",
+	                      "SriovSupport", "Disabled"),
 	                 200);
 	reply_free(&r);
 	j = bios_job(NULL);

@@ -59,40 +59,46 @@ test_bad_input(void **state)
 		long status;
 		const char *code;
 	} cases[] = {
-	    {"PUT", "/v1/nodes/f01/power", "{\"target\":\"explode\"}", 400, "INVALID_FIELD"},
-	    {"PUT", "/v1/nodes/f01/power", "{}", 400, "MISSING_FIELD"},
-	    {"PUT", "/v1/nodes/f01/power", "{\"target\":\"on\",\"speed\":1}", 400, "UNKNOWN_FIELD"},
-	    {"PUT", "/v1/nodes/f01/power", "{\"target\":\"soft_off\",\"timeout_s\":0}", 400,
-	     "INVALID_FIELD"},
-	    {"PUT", "/v1/nodes/nope/power", "{\"target\":\"on\"}", 404, "NOT_FOUND"},
-	    {"PUT", "/v1/nodes/maint/power", "{\"target\":\"on\"}", 409, "INVALID_STATE"},
-	    {"PUT", "/v1/nodes/nocreds/power", "{\"target\":\"on\"}", 409, "CONFLICT"},
-	    {"PUT", "/v1/nodes/nobmc/power", "{\"target\":\"on\"}", 409, "CONFLICT"},
-	    {"PUT", "/v1/nodes/f01/boot", "{\"device\":\"floppy\"}", 400, "INVALID_FIELD"},
-	    {"PUT", "/v1/nodes/f01/boot", "{\"device\":\"pxe\",\"mode\":\"efi\"}", 400, "INVALID_FIELD"},
-	    {"PUT", "/v1/nodes/maint/boot", "{\"device\":\"pxe\"}", 409, "INVALID_STATE"},
-	    {"POST", "/v1/nodes/f01/verify", "{\"deep\":true}", 400, "BAD_REQUEST"},
-	    {"POST", "/v1/nodes/nope/verify", NULL, 404, "NOT_FOUND"},
-	    {"POST", "/v1/actions/power", "{\"target\":\"on\"}", 400, "MISSING_FIELD"},
-	    {"POST", "/v1/actions/power", "{\"selector\":{},\"target\":\"on\"}", 400, "BAD_REQUEST"},
-	    {"POST", "/v1/actions/power", "{\"selector\":{\"rack\":\"r1\",\"tag\":\"odd\"},\"target\":\"on\"}",
-	     400, "BAD_REQUEST"},
-	    {"POST", "/v1/actions/power", "{\"selector\":{\"rack\":\"r9\"},\"target\":\"on\"}", 400,
-	     "BAD_REQUEST"},
-	    {"POST", "/v1/actions/power", "{\"selector\":{\"tag\":\"none\"},\"target\":\"on\"}", 400,
-	     "BAD_REQUEST"},
-	    {"POST", "/v1/actions/power", "{\"selector\":{\"nodes\":[\"f01\",\"ghost\"]},\"target\":\"on\"}",
-	     400, "BAD_REQUEST"},
-	    {"POST", "/v1/actions/power", "{\"selector\":{\"nodes\":[\"maint\",\"nobmc\"]},\"target\":\"on\"}",
-	     409, "CONFLICT"},
-	    {"POST", "/v1/actions/power", "{\"selector\":{\"site\":\"x\"},\"target\":\"on\"}", 400,
-	     "UNKNOWN_FIELD"},
-	    {"GET", "/v1/jobs?state=exploded", NULL, 400, "BAD_QUERY"},
-	    {"GET", "/v1/jobs?node=ghost", NULL, 400, "BAD_QUERY"},
-	    {"GET", "/v1/jobs?batch=nope", NULL, 400, "BAD_QUERY"},
-	    {"GET", "/v1/jobs/0b5e5c1e-0000-4000-8000-000000000000", NULL, 404, "NOT_FOUND"},
-	    {"GET", "/v1/batches/not-a-batch", NULL, 404, "NOT_FOUND"},
-	    {"DELETE", "/v1/jobs/0b5e5c1e-0000-4000-8000-000000000000", NULL, 404, "NOT_FOUND"},
+	        {"PUT", "/v1/nodes/f01/power", "{\"target\":\"explode\"}", 400, "INVALID_FIELD"},
+	        {"PUT", "/v1/nodes/f01/power", "{}", 400, "MISSING_FIELD"},
+	        {"PUT", "/v1/nodes/f01/power", "{\"target\":\"on\",\"speed\":1}", 400,
+	         "UNKNOWN_FIELD"},
+	        {"PUT", "/v1/nodes/f01/power", "{\"target\":\"soft_off\",\"timeout_s\":0}", 400,
+	         "INVALID_FIELD"},
+	        {"PUT", "/v1/nodes/nope/power", "{\"target\":\"on\"}", 404, "NOT_FOUND"},
+	        {"PUT", "/v1/nodes/maint/power", "{\"target\":\"on\"}", 409, "INVALID_STATE"},
+	        {"PUT", "/v1/nodes/nocreds/power", "{\"target\":\"on\"}", 409, "CONFLICT"},
+	        {"PUT", "/v1/nodes/nobmc/power", "{\"target\":\"on\"}", 409, "CONFLICT"},
+	        {"PUT", "/v1/nodes/f01/boot", "{\"device\":\"floppy\"}", 400, "INVALID_FIELD"},
+	        {"PUT", "/v1/nodes/f01/boot", "{\"device\":\"pxe\",\"mode\":\"efi\"}", 400,
+	         "INVALID_FIELD"},
+	        {"PUT", "/v1/nodes/maint/boot", "{\"device\":\"pxe\"}", 409, "INVALID_STATE"},
+	        {"POST", "/v1/nodes/f01/verify", "{\"deep\":true}", 400, "BAD_REQUEST"},
+	        {"POST", "/v1/nodes/nope/verify", NULL, 404, "NOT_FOUND"},
+	        {"POST", "/v1/actions/power", "{\"target\":\"on\"}", 400, "MISSING_FIELD"},
+	        {"POST", "/v1/actions/power", "{\"selector\":{},\"target\":\"on\"}", 400,
+	         "BAD_REQUEST"},
+	        {"POST", "/v1/actions/power",
+	         "{\"selector\":{\"rack\":\"r1\",\"tag\":\"odd\"},\"target\":\"on\"}", 400,
+	         "BAD_REQUEST"},
+	        {"POST", "/v1/actions/power", "{\"selector\":{\"rack\":\"r9\"},\"target\":\"on\"}",
+	         400, "BAD_REQUEST"},
+	        {"POST", "/v1/actions/power", "{\"selector\":{\"tag\":\"none\"},\"target\":\"on\"}",
+	         400, "BAD_REQUEST"},
+	        {"POST", "/v1/actions/power",
+	         "{\"selector\":{\"nodes\":[\"f01\",\"ghost\"]},\"target\":\"on\"}", 400,
+	         "BAD_REQUEST"},
+	        {"POST", "/v1/actions/power",
+	         "{\"selector\":{\"nodes\":[\"maint\",\"nobmc\"]},\"target\":\"on\"}", 409,
+	         "CONFLICT"},
+	        {"POST", "/v1/actions/power", "{\"selector\":{\"site\":\"x\"},\"target\":\"on\"}",
+	         400, "UNKNOWN_FIELD"},
+	        {"GET", "/v1/jobs?state=exploded", NULL, 400, "BAD_QUERY"},
+	        {"GET", "/v1/jobs?node=ghost", NULL, 400, "BAD_QUERY"},
+	        {"GET", "/v1/jobs?batch=nope", NULL, 400, "BAD_QUERY"},
+	        {"GET", "/v1/jobs/0b5e5c1e-0000-4000-8000-000000000000", NULL, 404, "NOT_FOUND"},
+	        {"GET", "/v1/batches/not-a-batch", NULL, 404, "NOT_FOUND"},
+	        {"DELETE", "/v1/jobs/0b5e5c1e-0000-4000-8000-000000000000", NULL, 404, "NOT_FOUND"},
 	};
 	long jobs = count_jobs(), events = count_all(&S, "/v1/events");
 	size_t i;
@@ -101,11 +107,12 @@ test_bad_input(void **state)
 	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		struct reply r;
 
-		req(&S, S.admin, cases[i].method, cases[i].path, cases[i].body ? "application/json" : NULL,
-		    cases[i].body, cases[i].body ? strlen(cases[i].body) : 0, NULL, &r);
+		req(&S, S.admin, cases[i].method, cases[i].path,
+		    cases[i].body ? "application/json" : NULL, cases[i].body,
+		    cases[i].body ? strlen(cases[i].body) : 0, NULL, &r);
 		if (r.status != cases[i].status)
-			fail_msg("case %zu %s %s: %ld %s", i, cases[i].method, cases[i].path, r.status,
-			         r.body ? r.body : "");
+			fail_msg("case %zu %s %s: %ld %s", i, cases[i].method, cases[i].path,
+			         r.status, r.body ? r.body : "");
 		assert_error(&r, cases[i].status, cases[i].code);
 		reply_free(&r);
 	}
@@ -121,8 +128,8 @@ test_power_and_events(void **state)
 	char id[64];
 
 	(void)state;
-	assert_int_equal(call(&S, S.admin, "PUT", "/v1/nodes/f01/power", &r, "{s:s}", "target", "on"),
-	                 202);
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/nodes/f01/power", &r, "{s:s}", "target", "on"), 202);
 	assert_string_equal(str(r.json, "state"), "queued");
 	assert_non_null(strstr(r.location, "/v1/jobs/"));
 	snprintf(id, sizeof id, "%s", str(r.json, "id"));
@@ -139,16 +146,16 @@ test_power_and_events(void **state)
 	assert_int_equal(count_all(&S, "/v1/events?node=f01&action=node.power"), 1);
 	assert_int_equal(count_all(&S, "/v1/events?node=f01&action=job.succeeded"), 1);
 	/* Already on: done without touching the BMC again. */
-	assert_int_equal(call(&S, S.admin, "PUT", "/v1/nodes/f01/power", &r, "{s:s}", "target", "on"),
-	                 202);
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/nodes/f01/power", &r, "{s:s}", "target", "on"), 202);
 	job = wait_job(&S, str(r.json, "id"), 10);
 	reply_free(&r);
 	assert_true(json_is_false(json_object_get(json_object_get(job, "result"), "changed")));
 	json_decref(job);
 	/* Cycle of a node that is off turns it on, and says so. */
-	assert_int_equal(call(&S, S.admin, "PUT", "/v1/nodes/f02/power", &r, "{s:s}", "target",
-	                      "cycle"),
-	                 202);
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/nodes/f02/power", &r, "{s:s}", "target", "cycle"),
+	        202);
 	job = wait_job(&S, str(r.json, "id"), 10);
 	reply_free(&r);
 	assert_string_equal(str(job, "state"), "succeeded");
@@ -159,8 +166,8 @@ test_power_and_events(void **state)
 		char viewer[128];
 
 		make_token(&S, "viewer", viewer);
-		assert_int_equal(call(&S, viewer, "PUT", "/v1/nodes/f01/power", &r, "{s:s}", "target",
-		                      "off"),
+		assert_int_equal(call(&S, viewer, "PUT", "/v1/nodes/f01/power", &r, "{s:s}",
+		                      "target", "off"),
 		                 403);
 		reply_free(&r);
 		assert_int_equal(call(&S, viewer, "GET", "/v1/jobs?node=f01", &r, NULL), 200);
@@ -179,19 +186,18 @@ test_order_and_exclusion(void **state)
 	int i;
 
 	(void)state;
-	assert_int_equal(call(&S, S.admin, "PUT", "/v1/nodes/slow/boot", &r, "{s:s}", "device",
-	                      "pxe"),
-	                 202);
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/nodes/slow/boot", &r, "{s:s}", "device", "pxe"), 202);
 	snprintf(ids[0], sizeof ids[0], "%s", str(r.json, "id"));
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "PUT", "/v1/nodes/slow/power", &r, "{s:s}", "target",
-	                      "cycle"),
-	                 202);
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/nodes/slow/power", &r, "{s:s}", "target", "cycle"),
+	        202);
 	snprintf(ids[1], sizeof ids[1], "%s", str(r.json, "id"));
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "PUT", "/v1/nodes/slow/power", &r, "{s:s}", "target",
-	                      "off"),
-	                 202);
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/nodes/slow/power", &r, "{s:s}", "target", "off"),
+	        202);
 	snprintf(ids[2], sizeof ids[2], "%s", str(r.json, "id"));
 	reply_free(&r);
 	/* Reads do not wait for the node. */
@@ -200,8 +206,8 @@ test_order_and_exclusion(void **state)
 	reply_free(&r);
 	/* While they run, never two running mutating jobs on the node. */
 	for (i = 0; i < 40; i++) {
-		assert_int_equal(call(&S, S.admin, "GET", "/v1/jobs?node=slow&state=running&type=power",
-		                      &r, NULL),
+		assert_int_equal(call(&S, S.admin, "GET",
+		                      "/v1/jobs?node=slow&state=running&type=power", &r, NULL),
 		                 200);
 		assert_true(json_array_size(json_object_get(r.json, "items")) <= 1);
 		reply_free(&r);
@@ -238,7 +244,8 @@ test_batch(void **state)
 	/* 20 fake nodes and one in maintenance, which is skipped and named. */
 	assert_int_equal(json_integer_value(json_object_get(r.json, "jobs")), 20);
 	assert_int_equal(json_array_size(json_object_get(r.json, "skipped")), 1);
-	assert_string_equal(str(json_array_get(json_object_get(r.json, "skipped"), 0), "node"), "maint");
+	assert_string_equal(str(json_array_get(json_object_get(r.json, "skipped"), 0), "node"),
+	                    "maint");
 	assert_non_null(strstr(str(json_array_get(json_object_get(r.json, "skipped"), 0), "reason"),
 	                       "bad DIMM"));
 	snprintf(path, sizeof path, "/v1/batches/%s", str(r.json, "id"));
@@ -251,9 +258,11 @@ test_batch(void **state)
 			/* Whoever follows the batch later sees what it skipped, too. */
 			assert_int_equal(json_array_size(json_object_get(r.json, "skipped")), 1);
 			assert_string_equal(
-			        str(json_array_get(json_object_get(r.json, "skipped"), 0), "node"), "maint");
+			        str(json_array_get(json_object_get(r.json, "skipped"), 0), "node"),
+			        "maint");
 			counts = json_object_get(r.json, "counts");
-			assert_int_equal(json_integer_value(json_object_get(counts, "succeeded")), 20);
+			assert_int_equal(json_integer_value(json_object_get(counts, "succeeded")),
+			                 20);
 			assert_int_equal(json_integer_value(json_object_get(r.json, "total")), 20);
 		}
 		reply_free(&r);
@@ -280,13 +289,13 @@ test_cancel(void **state)
 	json_t *job;
 
 	(void)state;
-	assert_int_equal(call(&S, S.admin, "PUT", "/v1/nodes/slow/power", &r, "{s:s}", "target", "on"),
-	                 202);
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/nodes/slow/power", &r, "{s:s}", "target", "on"), 202);
 	snprintf(first, sizeof first, "%s", str(r.json, "id"));
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "PUT", "/v1/nodes/slow/power", &r, "{s:s}", "target",
-	                      "off"),
-	                 202);
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/nodes/slow/power", &r, "{s:s}", "target", "off"),
+	        202);
 	snprintf(second, sizeof second, "%s", str(r.json, "id"));
 	reply_free(&r);
 	/* The second waits behind the first: cancelling it ends it at once. */
@@ -301,9 +310,9 @@ test_cancel(void **state)
 	assert_string_equal(str(job, "state"), "succeeded");
 	json_decref(job);
 	/* A node with unfinished jobs cannot be deleted. */
-	assert_int_equal(call(&S, S.admin, "PUT", "/v1/nodes/slow/power", &r, "{s:s}", "target",
-	                      "off"),
-	                 202);
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/nodes/slow/power", &r, "{s:s}", "target", "off"),
+	        202);
 	snprintf(first, sizeof first, "%s", str(r.json, "id"));
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "DELETE", "/v1/nodes/slow", &r, NULL), 409);
@@ -350,23 +359,26 @@ test_bmc_options(void **state)
 		const char *method, *path, *ctype, *body;
 		const char *code;
 	} bad[] = {
-	    {"POST", "/v1/nodes", "application/json",
-	     "{\"name\":\"o1\",\"bmc\":{\"driver\":\"ipmi\",\"options\":{\"scheme\":\"http\"}}}",
-	     "INVALID_FIELD"},
-	    {"POST", "/v1/nodes", "application/json",
-	     "{\"name\":\"o1\",\"bmc\":{\"driver\":\"redfish\",\"options\":{\"system_id\":\"a/b\"}}}",
-	     "INVALID_FIELD"},
-	    {"POST", "/v1/nodes", "application/json",
-	     "{\"name\":\"o1\",\"bmc\":{\"driver\":\"ipmi\",\"options\":{\"workarounds\":"
-	     "[\"opensesspriv\",\"opensesspriv\"]}}}",
-	     "INVALID_FIELD"},
-	    {"POST", "/v1/nodes", "application/json",
-	     "{\"name\":\"o1\",\"bmc\":{\"driver\":\"ipmi\",\"options\":{\"cipher_suite\":99}}}",
-	     "INVALID_FIELD"},
-	    {"POST", "/v1/import", "application/json",
-	     "{\"nodes\":[{\"name\":\"o1\",\"bmc\":{\"driver\":\"fake\",\"options\":"
-	     "{\"cipher_suite\":3}}}]}",
-	     "IMPORT_INVALID"},
+	        {"POST", "/v1/nodes", "application/json",
+	         "{\"name\":\"o1\",\"bmc\":{\"driver\":\"ipmi\",\"options\":{\"scheme\":\"http\"}}"
+	         "}",
+	         "INVALID_FIELD"},
+	        {"POST", "/v1/nodes", "application/json",
+	         "{\"name\":\"o1\",\"bmc\":{\"driver\":\"redfish\",\"options\":{\"system_id\":\"a/"
+	         "b\"}}}",
+	         "INVALID_FIELD"},
+	        {"POST", "/v1/nodes", "application/json",
+	         "{\"name\":\"o1\",\"bmc\":{\"driver\":\"ipmi\",\"options\":{\"workarounds\":"
+	         "[\"opensesspriv\",\"opensesspriv\"]}}}",
+	         "INVALID_FIELD"},
+	        {"POST", "/v1/nodes", "application/json",
+	         "{\"name\":\"o1\",\"bmc\":{\"driver\":\"ipmi\",\"options\":{\"cipher_suite\":99}}"
+	         "}",
+	         "INVALID_FIELD"},
+	        {"POST", "/v1/import", "application/json",
+	         "{\"nodes\":[{\"name\":\"o1\",\"bmc\":{\"driver\":\"fake\",\"options\":"
+	         "{\"cipher_suite\":3}}}]}",
+	         "IMPORT_INVALID"},
 	};
 	struct reply r;
 	size_t i;
@@ -402,7 +414,8 @@ test_bmc_options(void **state)
 	{
 		json_t *want = json_pack("{s:s}", "scheme", "http");
 
-		assert_true(json_equal(json_object_get(json_object_get(r.json, "bmc"), "options"), want));
+		assert_true(json_equal(json_object_get(json_object_get(r.json, "bmc"), "options"),
+		                       want));
 		json_decref(want);
 	}
 	reply_free(&r);
@@ -412,10 +425,11 @@ test_bmc_options(void **state)
 		char body[200];
 		struct reply b;
 
-		snprintf(body, sizeof body, "{\"selector\":{\"nodes\":[\"f03\",\"%s\"]},\"target\":\"on\"}",
+		snprintf(body, sizeof body,
+		         "{\"selector\":{\"nodes\":[\"f03\",\"%s\"]},\"target\":\"on\"}",
 		         str(r.json, "id"));
-		req(&S, S.admin, "POST", "/v1/actions/power", "application/json", body, strlen(body),
-		    NULL, &b);
+		req(&S, S.admin, "POST", "/v1/actions/power", "application/json", body,
+		    strlen(body), NULL, &b);
 		assert_int_equal(b.status, 202);
 		assert_int_equal(json_integer_value(json_object_get(b.json, "jobs")), 1);
 		reply_free(&b);
@@ -427,10 +441,13 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_bad_input),     cmocka_unit_test(test_power_and_events),
-	    cmocka_unit_test(test_order_and_exclusion), cmocka_unit_test(test_batch),
-	    cmocka_unit_test(test_cancel),        cmocka_unit_test(test_sweep),
-	    cmocka_unit_test(test_bmc_options),
+	        cmocka_unit_test(test_bad_input),
+	        cmocka_unit_test(test_power_and_events),
+	        cmocka_unit_test(test_order_and_exclusion),
+	        cmocka_unit_test(test_batch),
+	        cmocka_unit_test(test_cancel),
+	        cmocka_unit_test(test_sweep),
+	        cmocka_unit_test(test_bmc_options),
 	};
 
 	return cmocka_run_group_tests(tests, setup, group_teardown);

@@ -38,7 +38,8 @@ load(struct op *ops, size_t cap)
 		if (strncmp(line, "  /", 3) == 0 && line[strlen(line) - 1] == ':') {
 			snprintf(cur, sizeof cur, "%.*s", (int)strlen(line) - 3, line + 2);
 		} else if (strncmp(line, "    ", 4) == 0 && line[4] != ' ' && cur[0]) {
-			static const char *methods[] = {"get", "post", "put", "patch", "delete", NULL};
+			static const char *methods[] = {"get",   "post",   "put",
+			                                "patch", "delete", NULL};
 			int i;
 
 			for (i = 0; methods[i]; i++) {
@@ -47,7 +48,9 @@ load(struct op *ops, size_t cap)
 				if (strncmp(line + 4, methods[i], l) == 0 && line[4 + l] == ':') {
 					assert_true(n < cap);
 					for (size_t k = 0; k <= l; k++)
-						ops[n].method[k] = (char)(line[4 + k] >= 'a' ? line[4 + k] - 32 : 0);
+						ops[n].method[k] =
+						        (char)(line[4 + k] >= 'a' ? line[4 + k] - 32
+						                                  : 0);
 					ops[n].method[l] = '\0';
 					snprintf(ops[n].path, sizeof ops[n].path, "%s", cur);
 					n++;
@@ -97,7 +100,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_every_route_documented),
+	        cmocka_unit_test(test_every_route_documented),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,7 +13,8 @@ create_nodes(const char *prefix, int from, int to)
 
 	for (i = from; i < to; i++) {
 		snprintf(name, sizeof name, "%s-%04d", prefix, i);
-		assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes", &r, "{s:s}", "name", name), 201);
+		assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes", &r, "{s:s}", "name", name),
+		                 201);
 		reply_free(&r);
 	}
 }
@@ -33,14 +34,15 @@ walk(const char *path, const char *prefix, int insert_from, int insert_to)
 		snprintf(url, sizeof url, "%s%s%s", path, cur[0] ? "&cursor=" : "", cur);
 		assert_int_equal(req(&S, S.admin, "GET", url, NULL, NULL, 0, NULL, &r), 200);
 		json_array_foreach(json_object_get(r.json, "items"), i, it)
-		    json_array_append(seen, json_object_get(it, "name"));
+		        json_array_append(seen, json_object_get(it, "name"));
 		if (page++ == 0 && insert_to > insert_from)
 			create_nodes(prefix, insert_from, insert_to);
 		if (!json_is_string(json_object_get(r.json, "next_cursor"))) {
 			reply_free(&r);
 			break;
 		}
-		snprintf(cur, sizeof cur, "%s", json_string_value(json_object_get(r.json, "next_cursor")));
+		snprintf(cur, sizeof cur, "%s",
+		         json_string_value(json_object_get(r.json, "next_cursor")));
 		reply_free(&r);
 	}
 	return seen;
@@ -65,7 +67,8 @@ test_creation_order(void **state)
 	}
 	for (i = 0; i < 50; i++) {
 		snprintf(want, sizeof want, "late-%04d", i);
-		assert_string_equal(json_string_value(json_array_get(seen, (size_t)(250 + i))), want);
+		assert_string_equal(json_string_value(json_array_get(seen, (size_t)(250 + i))),
+		                    want);
 	}
 	json_decref(seen);
 }
@@ -125,7 +128,7 @@ pages(const char *path)
 		snprintf(url, sizeof url, "%s%s%s", path, cur[0] ? "&cursor=" : "", cur);
 		assert_int_equal(req(&S, S.admin, "GET", url, NULL, NULL, 0, NULL, &r), 200);
 		json_array_foreach(json_object_get(r.json, "items"), i, it)
-		    json_object_set(names, jstr(it, "name"), json_true());
+		        json_object_set(names, jstr(it, "name"), json_true());
 		if (!json_is_string(json_object_get(r.json, "next_cursor"))) {
 			reply_free(&r);
 			break;
@@ -150,14 +153,18 @@ test_creation_order_by_row(void **state)
 	(void)state;
 	for (i = 0; i < 12; i++) {
 		snprintf(name, sizeof name, "rec-%02d", i);
-		snprintf(body, sizeof body, "{\"name\":\"%s\",\"steps\":[{\"id\":\"a\","
-		                            "\"type\":\"inventory\"}]}", name);
+		snprintf(body, sizeof body,
+		         "{\"name\":\"%s\",\"steps\":[{\"id\":\"a\","
+		         "\"type\":\"inventory\"}]}",
+		         name);
 		assert_int_equal(req(&S, S.admin, "POST", "/v1/recipes", "application/json", body,
-		                     strlen(body), NULL, &r), 201);
+		                     strlen(body), NULL, &r),
+		                 201);
 		reply_free(&r);
 		snprintf(path, sizeof path, "/v1/images/img-%02d?kind=other", i);
 		assert_int_equal(req(&S, S.admin, "PUT", path, "application/octet-stream", name,
-		                     strlen(name), NULL, &r), 201);
+		                     strlen(name), NULL, &r),
+		                 201);
 		reply_free(&r);
 	}
 	assert_int_equal(pages("/v1/recipes?limit=1"), 12);
@@ -178,11 +185,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_creation_order),
-	    cmocka_unit_test(test_name_order),
-	    cmocka_unit_test(test_cursor_misuse),
-	    cmocka_unit_test(test_events_paging),
-	    cmocka_unit_test(test_creation_order_by_row),
+	        cmocka_unit_test(test_creation_order),        cmocka_unit_test(test_name_order),
+	        cmocka_unit_test(test_cursor_misuse),         cmocka_unit_test(test_events_paging),
+	        cmocka_unit_test(test_creation_order_by_row),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

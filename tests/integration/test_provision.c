@@ -84,7 +84,8 @@ wait_agent_phase(const char *name)
 			snprintf(path, sizeof path, "/v1/jobs/%s", job);
 			assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
 			ok = json_is_string(json_object_get(r.json, "phase")) &&
-			     !strcmp(json_string_value(json_object_get(r.json, "phase")), "wait_agent");
+			     !strcmp(json_string_value(json_object_get(r.json, "phase")),
+			             "wait_agent");
 			reply_free(&r);
 		}
 		json_decref(n);
@@ -108,11 +109,12 @@ boot(struct node *n)
 	if (tok[0] == '\0')
 		fail_msg("%s got no ramdisk: %s", n->name, script);
 	if (!n->started) {
-		sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s", rp_test_src, n->dir, n->addr,
-		   port, S.base, tok, n->mac, RP_TEST_AGENT);
+		sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s", rp_test_src, n->dir,
+		   n->addr, port, S.base, tok, n->mac, RP_TEST_AGENT);
 		n->started = 1;
 	} else {
-		sh("sed -i 's/^bootstrap_token = .*/bootstrap_token = %s/' %s/agent.conf", tok, n->dir);
+		sh("sed -i 's/^bootstrap_token = .*/bootstrap_token = %s/' %s/agent.conf", tok,
+		   n->dir);
 	}
 	return sh_rc("%s -c %s/agent.conf register >> %s/agent.log 2>&1", RP_TEST_AGENT, n->dir,
 	             n->dir);
@@ -212,14 +214,16 @@ test_boot_scripts(void **state)
 	ipxe("02:70:00:00:ee:01", script, sizeof script);
 	assert_non_null(strstr(script, "unknown machine"));
 	assert_non_null(strstr(script, "kernel "));
-	assert_non_null(strstr(script, "/boot/images/agent-kernel initrd=agent-initrd console=ttyS0"));
+	assert_non_null(
+	        strstr(script, "/boot/images/agent-kernel initrd=agent-initrd console=ttyS0"));
 	token_of(script, tok, sizeof tok);
 	assert_int_equal(strncmp(tok, "rpb_", 4), 0);
 	/* Bad requests. */
 	assert_int_equal(req(&S, NULL, "GET", "/boot/ipxe", NULL, NULL, 0, NULL, &r), 400);
 	assert_error(&r, 400, "BAD_QUERY");
 	reply_free(&r);
-	assert_int_equal(req(&S, NULL, "GET", "/boot/ipxe?mac=zz:zz", NULL, NULL, 0, NULL, &r), 400);
+	assert_int_equal(req(&S, NULL, "GET", "/boot/ipxe?mac=zz:zz", NULL, NULL, 0, NULL, &r),
+	                 400);
 	reply_free(&r);
 }
 
@@ -255,7 +259,8 @@ test_images(void **state)
 	(void)state;
 	/* Range requests on the kernel (100000 random bytes, see setup). */
 	h[0] = "Range: bytes=10-19";
-	assert_int_equal(req(&S, NULL, "GET", "/boot/images/agent-kernel", NULL, NULL, 0, h, &r), 206);
+	assert_int_equal(req(&S, NULL, "GET", "/boot/images/agent-kernel", NULL, NULL, 0, h, &r),
+	                 206);
 	assert_int_equal(r.len, 10);
 	snprintf(path, sizeof path, "%s/kernel.bin", workdir);
 	{
@@ -269,20 +274,25 @@ test_images(void **state)
 	assert_memory_equal(r.body, buf, 10);
 	reply_free(&r);
 	h[0] = "Range: bytes=-5";
-	assert_int_equal(req(&S, NULL, "GET", "/boot/images/agent-kernel", NULL, NULL, 0, h, &r), 206);
+	assert_int_equal(req(&S, NULL, "GET", "/boot/images/agent-kernel", NULL, NULL, 0, h, &r),
+	                 206);
 	assert_int_equal(r.len, 5);
 	reply_free(&r);
 	h[0] = "Range: bytes=100000-";
-	assert_int_equal(req(&S, NULL, "GET", "/boot/images/agent-kernel", NULL, NULL, 0, h, &r), 416);
+	assert_int_equal(req(&S, NULL, "GET", "/boot/images/agent-kernel", NULL, NULL, 0, h, &r),
+	                 416);
 	reply_free(&r);
-	assert_int_equal(req(&S, NULL, "GET", "/boot/images/agent-kernel", NULL, NULL, 0, NULL, &r), 200);
+	assert_int_equal(req(&S, NULL, "GET", "/boot/images/agent-kernel", NULL, NULL, 0, NULL, &r),
+	                 200);
 	assert_int_equal(r.len, 100000);
 	reply_free(&r);
 	/* Only registered images, by name: no path reaches the file system. */
-	assert_int_equal(req(&S, NULL, "GET", "/boot/images/..%2fadmin.token", NULL, NULL, 0, NULL, &r),
-	                 404);
+	assert_int_equal(
+	        req(&S, NULL, "GET", "/boot/images/..%2fadmin.token", NULL, NULL, 0, NULL, &r),
+	        404);
 	reply_free(&r);
-	assert_int_equal(req(&S, NULL, "GET", "/boot/images/admin.token", NULL, NULL, 0, NULL, &r), 404);
+	assert_int_equal(req(&S, NULL, "GET", "/boot/images/admin.token", NULL, NULL, 0, NULL, &r),
+	                 404);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/images", &r, "{s:s, s:s, s:s}", "name", "x",
 	                      "kind", "other", "file", "../admin.token"),
@@ -291,9 +301,12 @@ test_images(void **state)
 	reply_free(&r);
 	/* A mismatching digest keeps nothing. */
 	snprintf(path, sizeof path,
-	         "/v1/images/bad?kind=os&sha256=0000000000000000000000000000000000000000000000000000000000000000");
-	assert_int_equal(req(&S, S.admin, "PUT", path, "application/octet-stream", "hello", 5, NULL, &r),
-	                 400);
+	         "/v1/images/"
+	         "bad?kind=os&sha256="
+	         "0000000000000000000000000000000000000000000000000000000000000000");
+	assert_int_equal(
+	        req(&S, S.admin, "PUT", path, "application/octet-stream", "hello", 5, NULL, &r),
+	        400);
 	assert_error(&r, 400, "INVALID_FIELD");
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/images/bad", &r, NULL), 404);
@@ -305,8 +318,8 @@ test_images(void **state)
 	                     "application/octet-stream", "hello", 5, NULL, &r),
 	                 409);
 	reply_free(&r);
-	assert_int_equal(req(&S, S.admin, "PUT", "/v1/images/y?kind=floppy", "application/octet-stream",
-	                     "hello", 5, NULL, &r),
+	assert_int_equal(req(&S, S.admin, "PUT", "/v1/images/y?kind=floppy",
+	                     "application/octet-stream", "hello", 5, NULL, &r),
 	                 400);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "DELETE", "/v1/images/agent-kernel", &r, NULL), 409);
@@ -341,8 +354,8 @@ test_dnsmasq_hosts(void **state)
 	{
 		struct reply r;
 
-		assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/pv01", &r, "{s:[s, s]}", "macs",
-		                      b.mac, "02:70:00:00:01:02"),
+		assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/pv01", &r, "{s:[s, s]}",
+		                      "macs", b.mac, "02:70:00:00:01:02"),
 		                 200);
 		reply_free(&r);
 	}
@@ -363,11 +376,12 @@ test_lifecycle(void **state)
 	/* Out of order: 409 with what is allowed. */
 	assert_int_equal(act("pv00", "{\"action\":\"release\"}", &r), 409);
 	assert_error(&r, 409, "INVALID_STATE");
-	assert_string_equal(json_string_value(json_array_get(
-	                        json_object_get(json_object_get(json_object_get(r.json, "error"), "detail"),
-	                                        "allowed"),
-	                        0)),
-	                    "manage");
+	assert_string_equal(
+	        json_string_value(json_array_get(
+	                json_object_get(json_object_get(json_object_get(r.json, "error"), "detail"),
+	                                "allowed"),
+	                0)),
+	        "manage");
 	reply_free(&r);
 	act_ok("pv00", "{\"action\":\"manage\"}", 202);
 	json_decref(wait_state("pv00", "manageable", 60));
@@ -386,8 +400,8 @@ test_lifecycle(void **state)
 	/* The node boots locally again, and its used token opens nothing. */
 	ipxe(a.mac, script, sizeof script);
 	assert_non_null(strstr(script, "local disk"));
-	assert_int_not_equal(sh_rc("%s -c %s/agent.conf register >> %s/agent.log 2>&1", RP_TEST_AGENT,
-	                           a.dir, a.dir),
+	assert_int_not_equal(sh_rc("%s -c %s/agent.conf register >> %s/agent.log 2>&1",
+	                           RP_TEST_AGENT, a.dir, a.dir),
 	                     0);
 	/* ... and the operator sees the attempt. */
 	assert_int_equal(call(&S, S.admin, "GET",
@@ -404,7 +418,8 @@ test_lifecycle(void **state)
 	upload("os1", "os", img);
 	snprintf(disk, sizeof disk, "%s/disk0", a.dir);
 	sh("head -c 3000000 /dev/zero > %s", disk);
-	snprintf(buf, sizeof buf, "{\"action\":\"deploy\",\"image\":\"os1\",\"disk\":\"%s\"}", disk);
+	snprintf(buf, sizeof buf, "{\"action\":\"deploy\",\"image\":\"os1\",\"disk\":\"%s\"}",
+	         disk);
 	act_ok("pv00", buf, 202);
 	assert_int_equal(boot(&a), 0);
 	n = wait_state("pv00", "deployed", 120);
@@ -416,7 +431,8 @@ test_lifecycle(void **state)
 	{
 		json_t *jobs;
 
-		assert_int_equal(call(&S, S.admin, "GET", "/v1/jobs?node=pv00&type=deploy", &r, NULL), 200);
+		assert_int_equal(
+		        call(&S, S.admin, "GET", "/v1/jobs?node=pv00&type=deploy", &r, NULL), 200);
 		jobs = json_object_get(r.json, "items");
 		assert_int_equal(json_array_size(jobs), 1);
 		assert_string_equal(jstr(json_array_get(jobs, 0), "state"), "succeeded");
@@ -424,8 +440,9 @@ test_lifecycle(void **state)
 		reply_free(&r);
 		assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
 		assert_string_equal(jstr(r.json, "phase"), "wait_boot");
-		assert_string_equal(jstr(json_array_get(json_object_get(r.json, "steps"), 0), "state"),
-		                    "succeeded");
+		assert_string_equal(
+		        jstr(json_array_get(json_object_get(r.json, "steps"), 0), "state"),
+		        "succeeded");
 		reply_free(&r);
 	}
 	/* Deployed: it boots from its disk. */
@@ -433,8 +450,8 @@ test_lifecycle(void **state)
 	token_of(script, tok, sizeof tok);
 	assert_string_equal(tok, "");
 	/* Every transition is an event. */
-	assert_int_equal(call(&S, S.admin, "GET", "/v1/events?node=pv00&action=node.provision&limit=100",
-	                      &r, NULL),
+	assert_int_equal(call(&S, S.admin, "GET",
+	                      "/v1/events?node=pv00&action=node.provision&limit=100", &r, NULL),
 	                 200);
 	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 6);
 	reply_free(&r);
@@ -459,7 +476,8 @@ test_corrupt_image(void **state)
 	sh("printf X | dd of=%s bs=1 seek=1000 conv=notrunc 2>/dev/null", path);
 	snprintf(disk, sizeof disk, "%s/disk0", b.dir);
 	sh("head -c 3000000 /dev/zero > %s", disk);
-	snprintf(body, sizeof body, "{\"action\":\"deploy\",\"image\":\"os1\",\"disk\":\"%s\"}", disk);
+	snprintf(body, sizeof body, "{\"action\":\"deploy\",\"image\":\"os1\",\"disk\":\"%s\"}",
+	         disk);
 	act_ok("pv01", body, 202);
 	n = wait_state("pv01", "deploy_failed", 60);
 	assert_non_null(strstr(jstr(n, "provision_error"), "does not match its sha256"));
@@ -503,8 +521,8 @@ test_timeout_and_abort(void **state)
 	/* Maintenance stops automation: a running job ends at its next look, with the reason... */
 	act_ok("silent", "{\"action\":\"commission\",\"timeout_s\":600}", 202);
 	wait_agent_phase("silent");
-	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/silent", &r, "{s:b, s:s}", "maintenance",
-	                      1, "maintenance_reason", "reseating GPU 3"),
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/silent", &r, "{s:b, s:s}",
+	                      "maintenance", 1, "maintenance_reason", "reseating GPU 3"),
 	                 200);
 	reply_free(&r);
 	n = wait_state("silent", "commission_failed", 30);
@@ -544,7 +562,8 @@ test_kill9_mid_commission(void **state)
 	assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
 	assert_string_equal(jstr(r.json, "state"), "succeeded");
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "GET", "/v1/jobs?node=pv02&type=commission", &r, NULL), 200);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/jobs?node=pv02&type=commission", &r, NULL),
+	                 200);
 	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 1);
 	assert_string_equal(jstr(json_array_get(json_object_get(r.json, "items"), 0), "id"), job);
 	reply_free(&r);
@@ -554,8 +573,9 @@ test_kill9_mid_commission(void **state)
 		json_t *st = mock_get(&M, 0, "/__mock/state");
 
 		assert_int_equal(json_array_size(json_object_get(st, "boots")), 1);
-		assert_string_equal(jstr(json_array_get(json_object_get(st, "boots"), 0), "booted_from"),
-		                    "Pxe");
+		assert_string_equal(
+		        jstr(json_array_get(json_object_get(st, "boots"), 0), "booted_from"),
+		        "Pxe");
 		assert_string_equal(jstr(st, "power"), "Off");
 		json_decref(st);
 	}
@@ -566,9 +586,9 @@ test_kill9_mid_commission(void **state)
 		size_t i;
 		int bios = 0;
 
-		json_array_foreach(json_object_get(r.json, "components"), i, comp)
-		    bios |= !strcmp(jstr(comp, "component"), "bios") &&
-		            !strcmp(jstr(comp, "source"), "redfish");
+		json_array_foreach(json_object_get(r.json, "components"), i, comp) bios |=
+		        !strcmp(jstr(comp, "component"), "bios") &&
+		        !strcmp(jstr(comp, "source"), "redfish");
 		assert_true(bios);
 	}
 	reply_free(&r);
@@ -582,13 +602,13 @@ test_bad_actions(void **state)
 		long status;
 		const char *code;
 	} cases[] = {
-	    {"{}", 400, "MISSING_FIELD"},
-	    {"{\"action\":\"explode\"}", 400, "INVALID_FIELD"},
-	    {"{\"action\":\"manage\",\"force\":true}", 400, "UNKNOWN_FIELD"},
-	    {"{\"action\":\"commission\",\"timeout_s\":5}", 400, "INVALID_FIELD"},
-	    {"{\"action\":\"deploy\"}", 400, "MISSING_FIELD"},
-	    {"{\"action\":\"deploy\",\"image\":\"nope\"}", 400, "INVALID_FIELD"},
-	    {"{\"action\":\"release\",\"wipe\":\"shred\"}", 400, "INVALID_FIELD"},
+	        {"{}", 400, "MISSING_FIELD"},
+	        {"{\"action\":\"explode\"}", 400, "INVALID_FIELD"},
+	        {"{\"action\":\"manage\",\"force\":true}", 400, "UNKNOWN_FIELD"},
+	        {"{\"action\":\"commission\",\"timeout_s\":5}", 400, "INVALID_FIELD"},
+	        {"{\"action\":\"deploy\"}", 400, "MISSING_FIELD"},
+	        {"{\"action\":\"deploy\",\"image\":\"nope\"}", 400, "INVALID_FIELD"},
+	        {"{\"action\":\"release\",\"wipe\":\"shred\"}", 400, "INVALID_FIELD"},
 	};
 	struct reply r;
 	size_t i;
@@ -633,7 +653,8 @@ setup(void **state)
 	snprintf(conf, sizeof conf, "%s/rackpilotd.conf", workdir);
 	f = fopen(conf, "w");
 	assert_non_null(f);
-	fprintf(f, "[server]\ndiscovery_max_tokens = 3\ndnsmasq_hosts = %s\npower_sync_interval = 0\n",
+	fprintf(f,
+	        "[server]\ndiscovery_max_tokens = 3\ndnsmasq_hosts = %s\npower_sync_interval = 0\n",
 	        hosts);
 	fclose(f);
 	server_start(&S, NULL, args);
@@ -647,8 +668,9 @@ setup(void **state)
 		struct reply r;
 
 		assert_int_equal(call(&S, S.admin, "POST", "/v1/boot-profiles", &r,
-		                      "{s:s, s:s, s:s, s:s}", "name", "default", "kernel", "agent-kernel",
-		                      "initrd", "agent-initrd", "cmdline", "console=ttyS0"),
+		                      "{s:s, s:s, s:s, s:s}", "name", "default", "kernel",
+		                      "agent-kernel", "initrd", "agent-initrd", "cmdline",
+		                      "console=ttyS0"),
 		                 201);
 		reply_free(&r);
 	}
@@ -690,15 +712,15 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_boot_scripts),
-	    cmocka_unit_test(test_discovery_flood_capped),
-	    cmocka_unit_test(test_images),
-	    cmocka_unit_test(test_dnsmasq_hosts),
-	    cmocka_unit_test(test_bad_actions),
-	    cmocka_unit_test(test_lifecycle),
-	    cmocka_unit_test(test_corrupt_image),
-	    cmocka_unit_test(test_timeout_and_abort),
-	    cmocka_unit_test(test_kill9_mid_commission),
+	        cmocka_unit_test(test_boot_scripts),
+	        cmocka_unit_test(test_discovery_flood_capped),
+	        cmocka_unit_test(test_images),
+	        cmocka_unit_test(test_dnsmasq_hosts),
+	        cmocka_unit_test(test_bad_actions),
+	        cmocka_unit_test(test_lifecycle),
+	        cmocka_unit_test(test_corrupt_image),
+	        cmocka_unit_test(test_timeout_and_abort),
+	        cmocka_unit_test(test_kill9_mid_commission),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -28,10 +28,10 @@ add_node(const char *name, struct mock *m, int i, int tls_verify, const char *pa
 {
 	json_t *st = mock_get(m, i, "/__mock/state");
 
-	make_node(&S, "{s:s, s:s, s:s, s:{s:s, s:s, s:i, s:s, s:s, s:b, s:{s:s, s:i}}}", "name", name,
-	          "serial", str(st, "serial"), "system_uuid", str(st, "uuid"), "bmc", "driver",
-	          "redfish", "address", "127.0.0.1", "port", m->base + i, "username", "admin",
-	          "password", password, "tls_verify", tls_verify, "options", "scheme",
+	make_node(&S, "{s:s, s:s, s:s, s:{s:s, s:s, s:i, s:s, s:s, s:b, s:{s:s, s:i}}}", "name",
+	          name, "serial", str(st, "serial"), "system_uuid", str(st, "uuid"), "bmc",
+	          "driver", "redfish", "address", "127.0.0.1", "port", m->base + i, "username",
+	          "admin", "password", password, "tls_verify", tls_verify, "options", "scheme",
 	          m->tls ? "https" : "http", "timeout_ms", 3000);
 	json_decref(st);
 }
@@ -88,8 +88,8 @@ act(const char *method, const char *path, const char *body)
 	struct reply r;
 	json_t *job;
 
-	req(&S, S.admin, method, path, body ? "application/json" : NULL, body, body ? strlen(body) : 0,
-	    NULL, &r);
+	req(&S, S.admin, method, path, body ? "application/json" : NULL, body,
+	    body ? strlen(body) : 0, NULL, &r);
 	if (r.status != 202)
 		fail_msg("%s %s: %ld %s", method, path, r.status, r.body ? r.body : "");
 	job = wait_job(&S, str(r.json, "id"), 30);
@@ -101,8 +101,8 @@ static void
 expect(json_t *job, const char *state)
 {
 	if (strcmp(str(job, "state"), state) != 0)
-		fail_msg("job %s: expected %s, got %s: %s", str(job, "type"), state, str(job, "state"),
-		         json_dumps(json_object_get(job, "error"), 0));
+		fail_msg("job %s: expected %s, got %s: %s", str(job, "type"), state,
+		         str(job, "state"), json_dumps(json_object_get(job, "error"), 0));
 }
 
 /* Reset actions the BMC accepted, in order, as "On,ForceOff,...". */
@@ -158,7 +158,8 @@ test_power(void **state)
 	json_decref(job);
 	mock_post(&M, 0, "/__mock/config", "{\"ignore_acpi\":false}");
 	resets(&M, 0, log, sizeof log);
-	assert_string_equal(log, "On,ForceOff,On,PowerCycle,ForceRestart,GracefulShutdown,ForceOff");
+	assert_string_equal(log,
+	                    "On,ForceOff,On,PowerCycle,ForceRestart,GracefulShutdown,ForceOff");
 	st = mock_get(&M, 0, "/__mock/state");
 	assert_string_equal(str(st, "power"), "Off");
 	json_decref(st);
@@ -172,7 +173,8 @@ test_boot_once(void **state)
 	(void)state;
 	job = act("PUT", "/v1/nodes/rf1/boot", "{\"device\":\"pxe\"}");
 	expect(job, "succeeded");
-	assert_int_equal(json_array_size(json_object_get(json_object_get(job, "result"), "warnings")), 0);
+	assert_int_equal(
+	        json_array_size(json_object_get(json_object_get(job, "result"), "warnings")), 0);
 	json_decref(job);
 	st = mock_get(&M, 1, "/__mock/state");
 	assert_string_equal(str(json_object_get(st, "boot"), "target"), "Pxe");
@@ -194,7 +196,8 @@ test_boot_once(void **state)
 	assert_string_equal(str(json_object_get(st, "boot"), "enabled"), "Disabled");
 	json_decref(st);
 	/* Persistent disk boot, legacy mode. */
-	job = act("PUT", "/v1/nodes/rf1/boot", "{\"device\":\"disk\",\"persistent\":true,\"mode\":\"legacy\"}");
+	job = act("PUT", "/v1/nodes/rf1/boot",
+	          "{\"device\":\"disk\",\"persistent\":true,\"mode\":\"legacy\"}");
 	expect(job, "succeeded");
 	json_decref(job);
 	st = mock_get(&M, 1, "/__mock/state");
@@ -236,13 +239,14 @@ test_verify(void **state)
 	assert_string_equal(str(json_array_get(checks, 1), "status"), "ok");
 	json_decref(job);
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/rf0", &r, NULL), 200);
-	assert_non_null(strstr(str(json_object_get(json_object_get(r.json, "bmc"), "identity"), "serial"),
-	                       "MOCK"));
+	assert_non_null(
+	        strstr(str(json_object_get(json_object_get(r.json, "bmc"), "identity"), "serial"),
+	               "MOCK"));
 	reply_free(&r);
 	/* The node enrolled at rf3's address is really another machine. */
-	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/rf3", &r, "{s:s}", "serial",
-	                      "EXPECTED-123"),
-	                 200);
+	assert_int_equal(
+	        call(&S, S.admin, "PATCH", "/v1/nodes/rf3", &r, "{s:s}", "serial", "EXPECTED-123"),
+	        200);
 	reply_free(&r);
 	job = act("POST", "/v1/nodes/rf3/verify", NULL);
 	expect(job, "failed");
@@ -262,7 +266,8 @@ test_sessions(void **state)
 	/* Sessions that die after 3 requests: the driver logs in again, once per 401. */
 	mock_post(&M, 1, "/__mock/config", "{\"session_expire_after\":3}");
 	for (i = 0; i < 3; i++) {
-		job = act("PUT", "/v1/nodes/rf1/power", i % 2 ? "{\"target\":\"on\"}" : "{\"target\":\"off\"}");
+		job = act("PUT", "/v1/nodes/rf1/power",
+		          i % 2 ? "{\"target\":\"on\"}" : "{\"target\":\"off\"}");
 		expect(job, "succeeded");
 		json_decref(job);
 	}
@@ -300,8 +305,8 @@ test_transient(void **state)
 	assert_int_equal(json_integer_value(json_object_get(job, "attempts")), 1);
 	json_decref(job);
 	st = mock_get(&M, 3, "/__mock/state");
-	json_array_foreach(json_object_get(st, "actions"), i, a)
-	    patches += !strcmp(str(a, "method"), "PATCH");
+	json_array_foreach(json_object_get(st, "actions"), i, a) patches +=
+	        !strcmp(str(a, "method"), "PATCH");
 	assert_int_equal(patches, 2);
 	json_decref(st);
 }
@@ -336,9 +341,9 @@ test_failures(void **state)
 	make_node(&S, "{s:s, s:{s:s, s:s, s:i, s:s, s:s, s:{s:s}}}", "name", "rfdown", "bmc",
 	          "driver", "redfish", "address", "127.0.0.1", "port", 9, "username", "admin",
 	          "password", "x", "options", "scheme", "http");
-	assert_int_equal(call(&S, S.admin, "PUT", "/v1/nodes/rfdown/power", &r, "{s:s}", "target",
-	                      "on"),
-	                 202);
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/nodes/rfdown/power", &r, "{s:s}", "target", "on"),
+	        202);
 	snprintf(path, sizeof path, "/v1/jobs/%s", str(r.json, "id"));
 	reply_free(&r);
 	for (int i = 0; i < 100; i++) {
@@ -456,15 +461,15 @@ test_sweep_fault(void **state)
 		sweep();
 		assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/rfdown", &r, NULL), 200);
 		if (i < 2)
-			assert_true(json_is_null(json_object_get(json_object_get(r.json, "bmc"), "fault")));
+			assert_true(json_is_null(
+			        json_object_get(json_object_get(r.json, "bmc"), "fault")));
 		reply_free(&r);
 	}
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/nodes/rfdown", &r, NULL), 200);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(r.json,
-	                                                                                    "bmc"),
-	                                                                    "fault"),
-	                                                    "failures")),
-	                 3);
+	assert_int_equal(
+	        json_integer_value(json_object_get(
+	                json_object_get(json_object_get(r.json, "bmc"), "fault"), "failures")),
+	        3);
 	reply_free(&r);
 	assert_int_equal(count_all(&S, "/v1/events?node=rfdown&action=node.bmc_fault"), 1);
 	/* The power the sweep saw is stored, with a change event. */
@@ -491,11 +496,11 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_power),      cmocka_unit_test(test_boot_once),
-	    cmocka_unit_test(test_boot_quirk), cmocka_unit_test(test_verify),
-	    cmocka_unit_test(test_sessions),   cmocka_unit_test(test_transient),
-	    cmocka_unit_test(test_failures),   cmocka_unit_test(test_foreign_link),
-	    cmocka_unit_test(test_sweep_fault),
+	        cmocka_unit_test(test_power),       cmocka_unit_test(test_boot_once),
+	        cmocka_unit_test(test_boot_quirk),  cmocka_unit_test(test_verify),
+	        cmocka_unit_test(test_sessions),    cmocka_unit_test(test_transient),
+	        cmocka_unit_test(test_failures),    cmocka_unit_test(test_foreign_link),
+	        cmocka_unit_test(test_sweep_fault),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

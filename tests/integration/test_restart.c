@@ -133,7 +133,8 @@ test_newer_schema_refused(void **state)
 	server_stop(&s, SIGTERM);
 	snprintf(cmd, sizeof cmd, "sqlite3 '%s/rackpilot.db' 'PRAGMA user_version=999'", dir);
 	assert_int_equal(system(cmd), 0);
-	snprintf(cmd, sizeof cmd, "'%s' --listen 127.0.0.1:0 --data-dir '%s' 2>&1", rp_test_bin, dir);
+	snprintf(cmd, sizeof cmd, "'%s' --listen 127.0.0.1:0 --data-dir '%s' 2>&1", rp_test_bin,
+	         dir);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	while (fgets(out + strlen(out), (int)(sizeof out - strlen(out)), p))
@@ -148,10 +149,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_restart_keeps_data),
-	    cmocka_unit_test(test_new_admin_token),
-	    cmocka_unit_test(test_one_server_per_data_dir),
-	    cmocka_unit_test(test_newer_schema_refused),
+	        cmocka_unit_test(test_restart_keeps_data),
+	        cmocka_unit_test(test_new_admin_token),
+	        cmocka_unit_test(test_one_server_per_data_dir),
+	        cmocka_unit_test(test_newer_schema_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,8 +37,8 @@ bootstrap(const char *node, char *buf, size_t len)
 	struct reply r;
 
 	if (node)
-		assert_int_equal(call(&S, S.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}", "node",
-		                      node),
+		assert_int_equal(call(&S, S.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}",
+		                      "node", node),
 		                 201);
 	else
 		assert_int_equal(call(&S, S.admin, "POST", "/v1/bootstrap-tokens", &r, "{}"), 201);
@@ -107,8 +107,8 @@ step(json_t *job, const char *id)
 	json_t *s;
 	size_t i;
 
-	json_array_foreach(json_object_get(job, "steps"), i, s)
-	    if (!strcmp(jstr(s, "id"), id)) return s;
+	json_array_foreach(json_object_get(job, "steps"), i,
+	                   s) if (!strcmp(jstr(s, "id"), id)) return s;
 	fail_msg("no step %s", id);
 	return NULL;
 }
@@ -180,8 +180,8 @@ test_register_pins_host_key(void **state)
 	assert_non_null(fgets(fp, sizeof fp, p));
 	pclose(p);
 	fp[strcspn(fp, "\n")] = '\0';
-	assert_string_equal(jstr(json_object_get(json_object_get(node, "ssh"), "host_key"), "fingerprint"),
-	                    fp);
+	assert_string_equal(
+	        jstr(json_object_get(json_object_get(node, "ssh"), "host_key"), "fingerprint"), fp);
 	snprintf(path, sizeof path, "%s/root/proc/sys/kernel/random/boot_id", n0.dir);
 	slurp(path, boot, sizeof boot);
 	boot[strcspn(boot, "\n")] = '\0';
@@ -200,8 +200,8 @@ test_register_pins_host_key(void **state)
 	assert_string_equal(jstr(r.json, "source"), "agent");
 	reply_free(&r);
 	/* The bootstrap token was single-use. */
-	assert_int_not_equal(sh_rc("%s -c %s/agent.conf register > %s/again.log 2>&1", RP_TEST_AGENT,
-	                           n0.dir, n0.dir),
+	assert_int_not_equal(sh_rc("%s -c %s/agent.conf register > %s/again.log 2>&1",
+	                           RP_TEST_AGENT, n0.dir, n0.dir),
 	                     0);
 	/* The token file is the node's own and private. */
 	{
@@ -212,8 +212,8 @@ test_register_pins_host_key(void **state)
 		assert_int_equal(sb.st_mode & 077, 0);
 	}
 	agent_token(&n0, tok, sizeof tok);
-	assert_int_equal(call(&S, tok, "POST", "/v1/agent/heartbeat", &r, "{s:s}", "status", "idle"),
-	                 200);
+	assert_int_equal(
+	        call(&S, tok, "POST", "/v1/agent/heartbeat", &r, "{s:s}", "status", "idle"), 200);
 	assert_string_equal(jstr(r.json, "node"), "sn00");
 	reply_free(&r);
 }
@@ -228,9 +228,11 @@ test_plan_runs_end_to_end(void **state)
 	(void)state;
 	snprintf(body, sizeof body,
 	         "{\"steps\":["
-	         "{\"id\":\"hello\",\"type\":\"shell\",\"command\":\"echo hello $GREETING; echo oops >&2\","
+	         "{\"id\":\"hello\",\"type\":\"shell\",\"command\":\"echo hello $GREETING; echo "
+	         "oops >&2\","
 	         "\"env\":{\"GREETING\":\"world\"}},"
-	         "{\"id\":\"motd\",\"type\":\"file\",\"path\":\"%s/motd\",\"content\":\"managed\\n\","
+	         "{\"id\":\"motd\",\"type\":\"file\",\"path\":\"%s/"
+	         "motd\",\"content\":\"managed\\n\","
 	         "\"mode\":\"0640\"},"
 	         "{\"id\":\"inv\",\"type\":\"inventory\"},"
 	         "{\"id\":\"count\",\"type\":\"shell\",\"command\":\"echo x >> %s/count\"}]}",
@@ -251,8 +253,8 @@ test_plan_runs_end_to_end(void **state)
 	assert_string_equal(jstr(step(j, "motd"), "state"), "succeeded");
 	assert_string_equal(jstr(step(j, "inv"), "state"), "succeeded");
 	assert_string_equal(jstr(step(j, "count"), "state"), "succeeded");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "result"), "succeeded")),
-	                 4);
+	assert_int_equal(
+	        json_integer_value(json_object_get(json_object_get(j, "result"), "succeeded")), 4);
 	json_decref(j);
 	/* What the steps did on the node. */
 	snprintf(path, sizeof path, "%s/motd", n0.dir);
@@ -289,7 +291,8 @@ test_failing_step_stops_plan(void **state)
 	snprintf(body, sizeof body,
 	         "{\"steps\":["
 	         "{\"id\":\"ok\",\"type\":\"shell\",\"command\":\"true\"},"
-	         "{\"id\":\"soft\",\"type\":\"shell\",\"command\":\"exit 5\",\"continue_on_error\":true},"
+	         "{\"id\":\"soft\",\"type\":\"shell\",\"command\":\"exit "
+	         "5\",\"continue_on_error\":true},"
 	         "{\"id\":\"bad\",\"type\":\"shell\",\"command\":\"echo broken; exit 3\"},"
 	         "{\"id\":\"never\",\"type\":\"shell\",\"command\":\"touch %s/never\"}]}",
 	         n0.dir);
@@ -352,7 +355,8 @@ resumable_plan(struct node *n, const char *flag, char *id, size_t len)
 	snprintf(body, sizeof body,
 	         "{\"steps\":["
 	         "{\"id\":\"one\",\"type\":\"shell\",\"command\":\"echo one >> %s/ran\"},"
-	         "{\"id\":\"two\",\"type\":\"shell\",\"command\":\"while [ ! -f %s ]; do sleep 0.1; done; "
+	         "{\"id\":\"two\",\"type\":\"shell\",\"command\":\"while [ ! -f %s ]; do sleep "
+	         "0.1; done; "
 	         "echo two >> %s/ran\"},"
 	         "{\"id\":\"three\",\"type\":\"shell\",\"command\":\"echo three >> %s/ran\"}]}",
 	         n->dir, flag, n->dir, n->dir);
@@ -469,8 +473,9 @@ test_server_killed_mid_plan(void **state)
 	                      "macs", n.mac),
 	                 201);
 	reply_free(&r);
-	assert_int_equal(call(&s2, s2.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}", "node", "kn"),
-	                 201);
+	assert_int_equal(
+	        call(&s2, s2.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}", "node", "kn"),
+	        201);
 	snprintf(tok, sizeof tok, "%s", jstr(r.json, "token"));
 	reply_free(&r);
 	sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s", rp_test_src, n.dir, n.addr, n.port,
@@ -480,7 +485,8 @@ test_server_killed_mid_plan(void **state)
 	snprintf(body, sizeof body,
 	         "{\"steps\":["
 	         "{\"id\":\"one\",\"type\":\"shell\",\"command\":\"echo one >> %s/ran\"},"
-	         "{\"id\":\"two\",\"type\":\"shell\",\"command\":\"while [ ! -f %s ]; do sleep 0.1; done; "
+	         "{\"id\":\"two\",\"type\":\"shell\",\"command\":\"while [ ! -f %s ]; do sleep "
+	         "0.1; done; "
 	         "echo two >> %s/ran\"},"
 	         "{\"id\":\"three\",\"type\":\"shell\",\"command\":\"echo three >> %s/ran\"}]}",
 	         n.dir, flag, n.dir, n.dir);
@@ -573,9 +579,11 @@ test_bulk_steps(void **state)
 	json_t *skipped;
 
 	(void)state;
-	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/sn00", &r, "{s:[s]}", "tags", "blk"), 200);
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/sn00", &r, "{s:[s]}", "tags", "blk"),
+	                 200);
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/sn01", &r, "{s:[s]}", "tags", "blk"), 200);
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/sn01", &r, "{s:[s]}", "tags", "blk"),
+	                 200);
 	reply_free(&r);
 	make_node(&S, "{s:s, s:[s]}", "name", "nossh", "tags", "blk");
 	snprintf(body, sizeof body,
@@ -595,8 +603,8 @@ test_bulk_steps(void **state)
 		assert_int_equal(call(&S, S.admin, "GET", batch, &r, NULL), 200);
 		done = json_is_true(json_object_get(r.json, "done"));
 		if (done)
-			assert_int_equal(json_integer_value(json_object_get(json_object_get(r.json, "counts"),
-			                                                    "succeeded")),
+			assert_int_equal(json_integer_value(json_object_get(
+			                         json_object_get(r.json, "counts"), "succeeded")),
 			                 2);
 		reply_free(&r);
 		usleep(100000);
@@ -626,8 +634,9 @@ test_bulk_steps(void **state)
 	                 400);
 	assert_error(&r, 400, "BAD_REQUEST");
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/actions/steps", &r, "{s:{s:[s]}, s:[{s:s}]}",
-	                      "selector", "nodes", "nossh", "steps", "type", "inventory"),
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/actions/steps", &r,
+	                      "{s:{s:[s]}, s:[{s:s}]}", "selector", "nodes", "nossh", "steps",
+	                      "type", "inventory"),
 	                 409);
 	assert_error(&r, 409, "CONFLICT");
 	reply_free(&r);
@@ -656,8 +665,8 @@ test_host_key_change_refused(void **state)
 	json_decref(j);
 	snprintf(path, sizeof path, "%s/leaked", n1.dir);
 	assert_int_not_equal(access(path, F_OK), 0);
-	assert_int_equal(call(&S, S.admin, "GET", "/v1/events?node=sn01&action=node.host_key_mismatch",
-	                      &r, NULL),
+	assert_int_equal(call(&S, S.admin, "GET",
+	                      "/v1/events?node=sn01&action=node.host_key_mismatch", &r, NULL),
 	                 200);
 	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 1);
 	reply_free(&r);
@@ -674,7 +683,8 @@ test_agent_token_scoped_to_node(void **state)
 	agent_token(&n0, tok0, sizeof tok0);
 	/* A job of node sn01 (already ended; the point is whose it is). */
 	j = NULL;
-	snprintf(body, sizeof body, "{\"steps\":[{\"id\":\"x\",\"type\":\"shell\",\"command\":\"true\"}]}");
+	snprintf(body, sizeof body,
+	         "{\"steps\":[{\"id\":\"x\",\"type\":\"shell\",\"command\":\"true\"}]}");
 	submit("sn01", body, id, sizeof id);
 	snprintf(path, sizeof path, "/v1/agent/jobs/%s/steps/x", id);
 	assert_int_equal(call(&S, tok0, "POST", path, &r, "{s:s, s:i}", "state", "succeeded",
@@ -710,7 +720,8 @@ test_output_capped(void **state)
 	(void)state;
 	/* 10 MB of output: the step keeps its last 64 KiB, the job log its first 8 MiB. */
 	submit("sn00",
-	       "{\"steps\":[{\"id\":\"big\",\"type\":\"shell\",\"command\":\"head -c 10000000 /dev/zero | "
+	       "{\"steps\":[{\"id\":\"big\",\"type\":\"shell\",\"command\":\"head -c 10000000 "
+	       "/dev/zero | "
 	       "tr '\\\\0' 'x'; echo; echo the-end\"}]}",
 	       id, sizeof id);
 	j = wait_job(&S, id, 120);
@@ -740,7 +751,8 @@ test_reboot_step(void **state)
 	snprintf(path, sizeof path, "%s/root/proc/sys/kernel/random/boot_id", n0.dir);
 	slurp(path, before, sizeof before);
 	snprintf(body, sizeof body,
-	         "{\"steps\":[{\"id\":\"pre\",\"type\":\"shell\",\"command\":\"echo pre >> %s/boots\"},"
+	         "{\"steps\":[{\"id\":\"pre\",\"type\":\"shell\",\"command\":\"echo pre >> "
+	         "%s/boots\"},"
 	         "{\"id\":\"reboot\",\"type\":\"reboot\",\"timeout_s\":60},"
 	         "{\"id\":\"post\",\"type\":\"shell\",\"command\":\"echo post >> %s/boots\"}]}",
 	         n0.dir, n0.dir);
@@ -793,17 +805,19 @@ test_downloads(void **state)
 
 		snprintf(ps, sizeof ps, "%d", port);
 		freopen("/dev/null", "w", stderr);
-		execlp("python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", srv,
-		       ps, (char *)NULL);
+		execlp("python3", "python3", "-m", "http.server", "--bind", "127.0.0.1",
+		       "--directory", srv, ps, (char *)NULL);
 		_exit(127);
 	}
-	for (i = 0; i < 100 && sh_rc("curl -sf -o /dev/null http://127.0.0.1:%d/disk.img", port); i++)
+	for (i = 0; i < 100 && sh_rc("curl -sf -o /dev/null http://127.0.0.1:%d/disk.img", port);
+	     i++)
 		usleep(100000);
 	snprintf(dev, sizeof dev, "%s/fake-disk", n0.dir);
 	sh("head -c 4000000 /dev/zero > %s", dev);
 	snprintf(body, sizeof body,
 	         "{\"steps\":["
-	         "{\"id\":\"fw\",\"type\":\"firmware\",\"image_url\":\"http://127.0.0.1:%d/disk.img\","
+	         "{\"id\":\"fw\",\"type\":\"firmware\",\"image_url\":\"http://127.0.0.1:%d/"
+	         "disk.img\","
 	         "\"sha256\":\"%s\",\"command\":\"cmp ${image} %s && echo flashed\"},"
 	         "{\"id\":\"os\",\"type\":\"image\",\"url\":\"http://127.0.0.1:%d/disk.img\","
 	         "\"sha256\":\"%s\",\"device\":\"%s\"}]}",
@@ -846,18 +860,18 @@ test_recipe(void **state)
 	json_t *j;
 
 	(void)state;
-	assert_int_equal(
-	    call(&S, S.admin, "POST", "/v1/recipes", &r,
-	         "{s:s, s:{s:{s:b}, s:{s:s}}, s:[{s:s, s:s, s:s}, {s:s, s:s}]}", "name", "stamp",
-	         "params", "dir", "required", 1, "word", "default", "hello", "steps", "type", "file",
-	         "path", "${dir}/stamp", "content", "${word} from ${dir}", "type", "shell", "command",
-	         "cat ${dir}/stamp > ${dir}/stamp.copy; echo $HOME > /dev/null"),
-	    201);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/recipes", &r,
+	                      "{s:s, s:{s:{s:b}, s:{s:s}}, s:[{s:s, s:s, s:s}, {s:s, s:s}]}",
+	                      "name", "stamp", "params", "dir", "required", 1, "word", "default",
+	                      "hello", "steps", "type", "file", "path", "${dir}/stamp", "content",
+	                      "${word} from ${dir}", "type", "shell", "command",
+	                      "cat ${dir}/stamp > ${dir}/stamp.copy; echo $HOME > /dev/null"),
+	                 201);
 	reply_free(&r);
 	/* Arguments must fit the recipe. */
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes/sn00/steps", &r, "{s:s}", "recipe",
-	                      "stamp"),
-	                 400);
+	assert_int_equal(
+	        call(&S, S.admin, "POST", "/v1/nodes/sn00/steps", &r, "{s:s}", "recipe", "stamp"),
+	        400);
 	assert_error(&r, 400, "MISSING_FIELD");
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes/sn00/steps", &r, "{s:s, s:{s:s}}",
@@ -913,22 +927,25 @@ test_bad_input(void **state)
 		long status;
 		const char *code;
 	} cases[] = {
-	    {"{}", 400, "MISSING_FIELD"},
-	    {"{\"steps\":[]}", 400, "INVALID_FIELD"},
-	    {"{\"steps\":[{\"type\":\"telnet\"}]}", 400, "INVALID_FIELD"},
-	    {"{\"steps\":[{\"type\":\"shell\"}]}", 400, "MISSING_FIELD"},
-	    {"{\"steps\":[{\"type\":\"shell\",\"command\":\"x\",\"bogus\":1}]}", 400, "UNKNOWN_FIELD"},
-	    {"{\"steps\":[{\"type\":\"file\",\"path\":\"/x\"}]}", 400, "MISSING_FIELD"},
-	    {"{\"steps\":[{\"type\":\"image\",\"url\":\"http://h/i\",\"device\":\"sda\",\"sha256\":"
-	     "\"0000000000000000000000000000000000000000000000000000000000000000\"}]}",
-	     400, "INVALID_FIELD"},
-	    {"{\"steps\":[{\"type\":\"shell\",\"command\":\"x\"}],\"recipe\":\"stamp\"}", 400,
-	     "BAD_REQUEST"},
-	    {"{\"recipe\":\"nope\"}", 400, "INVALID_FIELD"},
-	    {"{\"steps\":[{\"type\":\"shell\",\"command\":\"x\"}],\"args\":{}}", 400, "BAD_REQUEST"},
-	    {"{\"steps\":[{\"type\":\"shell\",\"command\":\"x\"}],\"when\":\"now\"}", 400,
-	     "UNKNOWN_FIELD"},
-	    {"[1]", 400, "BAD_REQUEST"},
+	        {"{}", 400, "MISSING_FIELD"},
+	        {"{\"steps\":[]}", 400, "INVALID_FIELD"},
+	        {"{\"steps\":[{\"type\":\"telnet\"}]}", 400, "INVALID_FIELD"},
+	        {"{\"steps\":[{\"type\":\"shell\"}]}", 400, "MISSING_FIELD"},
+	        {"{\"steps\":[{\"type\":\"shell\",\"command\":\"x\",\"bogus\":1}]}", 400,
+	         "UNKNOWN_FIELD"},
+	        {"{\"steps\":[{\"type\":\"file\",\"path\":\"/x\"}]}", 400, "MISSING_FIELD"},
+	        {"{\"steps\":[{\"type\":\"image\",\"url\":\"http://h/"
+	         "i\",\"device\":\"sda\",\"sha256\":"
+	         "\"0000000000000000000000000000000000000000000000000000000000000000\"}]}",
+	         400, "INVALID_FIELD"},
+	        {"{\"steps\":[{\"type\":\"shell\",\"command\":\"x\"}],\"recipe\":\"stamp\"}", 400,
+	         "BAD_REQUEST"},
+	        {"{\"recipe\":\"nope\"}", 400, "INVALID_FIELD"},
+	        {"{\"steps\":[{\"type\":\"shell\",\"command\":\"x\"}],\"args\":{}}", 400,
+	         "BAD_REQUEST"},
+	        {"{\"steps\":[{\"type\":\"shell\",\"command\":\"x\"}],\"when\":\"now\"}", 400,
+	         "UNKNOWN_FIELD"},
+	        {"[1]", 400, "BAD_REQUEST"},
 	};
 	struct reply r;
 	long before = count_all(&S, "/v1/jobs?type=steps");
@@ -946,8 +963,8 @@ test_bad_input(void **state)
 		reply_free(&r);
 	}
 	/* Unknown node; a node without a pinned key or address; a node in maintenance. */
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes/ghost/steps", &r,
-	                      "{s:[{s:s, s:s}]}", "steps", "type", "shell", "command", "true"),
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes/ghost/steps", &r, "{s:[{s:s, s:s}]}",
+	                      "steps", "type", "shell", "command", "true"),
 	                 404);
 	assert_error(&r, 404, "NOT_FOUND");
 	reply_free(&r);
@@ -957,8 +974,8 @@ test_bad_input(void **state)
 	                 409);
 	assert_error(&r, 409, "CONFLICT");
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/sn01", &r, "{s:b, s:s}", "maintenance",
-	                      1, "maintenance_reason", "rma"),
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/sn01", &r, "{s:b, s:s}",
+	                      "maintenance", 1, "maintenance_reason", "rma"),
 	                 200);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes/sn01/steps", &r, "{s:[{s:s, s:s}]}",
@@ -966,33 +983,34 @@ test_bad_input(void **state)
 	                 409);
 	assert_error(&r, 409, "INVALID_STATE");
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/sn01", &r, "{s:b}", "maintenance", 0),
-	                 200);
+	assert_int_equal(
+	        call(&S, S.admin, "PATCH", "/v1/nodes/sn01", &r, "{s:b}", "maintenance", 0), 200);
 	reply_free(&r);
 	assert_int_equal(count_all(&S, "/v1/jobs?type=steps"), before);
 
 	/* Bootstrap tokens, registration, host keys. */
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}", "node",
-	                      "ghost"),
-	                 400);
+	assert_int_equal(
+	        call(&S, S.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}", "node", "ghost"),
+	        400);
 	assert_error(&r, 400, "INVALID_FIELD");
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:i}",
-	                      "expires_in_s", 5),
-	                 400);
+	assert_int_equal(
+	        call(&S, S.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:i}", "expires_in_s", 5),
+	        400);
 	reply_free(&r);
 	bootstrap("bare", tok, sizeof tok);
-	assert_int_equal(call(&S, tok, "POST", "/v1/agent/register", &r, "{s:i, s:[s], s:s}", "format",
-	                      1, "macs", "02:00:00:00:99:01", "ssh_host_key", "ssh-ed25519 AAAAnotakey"),
+	assert_int_equal(call(&S, tok, "POST", "/v1/agent/register", &r, "{s:i, s:[s], s:s}",
+	                      "format", 1, "macs", "02:00:00:00:99:01", "ssh_host_key",
+	                      "ssh-ed25519 AAAAnotakey"),
 	                 400);
 	assert_error(&r, 400, "INVALID_FIELD");
 	reply_free(&r);
-	assert_int_equal(call(&S, tok, "POST", "/v1/agent/register", &r, "{s:i, s:[], s:s}", "format",
-	                      1, "macs", "ssh_host_key", "x"),
+	assert_int_equal(call(&S, tok, "POST", "/v1/agent/register", &r, "{s:i, s:[], s:s}",
+	                      "format", 1, "macs", "ssh_host_key", "x"),
 	                 400);
 	reply_free(&r);
-	assert_int_equal(call(&S, tok, "POST", "/v1/agent/register", &r, "{s:i, s:[s], s:s}", "format",
-	                      2, "macs", "02:00:00:00:99:01", "ssh_host_key", "x"),
+	assert_int_equal(call(&S, tok, "POST", "/v1/agent/register", &r, "{s:i, s:[s], s:s}",
+	                      "format", 2, "macs", "02:00:00:00:99:01", "ssh_host_key", "x"),
 	                 400);
 	reply_free(&r);
 	/* A MAC that belongs to another node than the token's. */
@@ -1002,8 +1020,9 @@ test_bad_input(void **state)
 		snprintf(line, sizeof line, "%s/hostkey.pub", n0.dir);
 		slurp(line, hk, sizeof hk);
 		hk[strcspn(hk, "\n")] = '\0';
-		assert_int_equal(call(&S, tok, "POST", "/v1/agent/register", &r, "{s:i, s:[s], s:s}",
-		                      "format", 1, "macs", n0.mac, "ssh_host_key", hk),
+		assert_int_equal(call(&S, tok, "POST", "/v1/agent/register", &r,
+		                      "{s:i, s:[s], s:s}", "format", 1, "macs", n0.mac,
+		                      "ssh_host_key", hk),
 		                 409);
 		assert_error(&r, 409, "CONFLICT");
 		reply_free(&r);
@@ -1030,7 +1049,8 @@ test_bad_input(void **state)
 		char atok[128], id[64], path[300];
 
 		agent_token(&n0, atok, sizeof atok);
-		submit("sn00", "{\"steps\":[{\"id\":\"r\",\"type\":\"shell\",\"command\":\"true\"}]}", id,
+		submit("sn00",
+		       "{\"steps\":[{\"id\":\"r\",\"type\":\"shell\",\"command\":\"true\"}]}", id,
 		       sizeof id);
 		json_decref(wait_job(&S, id, 60));
 		snprintf(path, sizeof path, "/v1/agent/jobs/%s/steps/r", id);
@@ -1100,23 +1120,23 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_register_pins_host_key),
-	    cmocka_unit_test(test_plan_runs_end_to_end),
-	    cmocka_unit_test(test_failing_step_stops_plan),
-	    cmocka_unit_test(test_resume_after_sshd_dies),
-	    cmocka_unit_test(test_resume_after_agent_dies),
-	    cmocka_unit_test(test_server_killed_mid_plan),
-	    cmocka_unit_test(test_server_key_permissions),
-	    cmocka_unit_test(test_agent_token_scoped_to_node),
-	    cmocka_unit_test(test_bulk_steps),
-	    cmocka_unit_test(test_host_key_change_refused),
-	    cmocka_unit_test(test_output_capped),
-	    cmocka_unit_test(test_reboot_step),
-	    cmocka_unit_test(test_downloads),
-	    cmocka_unit_test(test_recipe),
-	    cmocka_unit_test(test_cancel_running_plan),
-	    cmocka_unit_test(test_bad_input),
-	    cmocka_unit_test(test_discovery),
+	        cmocka_unit_test(test_register_pins_host_key),
+	        cmocka_unit_test(test_plan_runs_end_to_end),
+	        cmocka_unit_test(test_failing_step_stops_plan),
+	        cmocka_unit_test(test_resume_after_sshd_dies),
+	        cmocka_unit_test(test_resume_after_agent_dies),
+	        cmocka_unit_test(test_server_killed_mid_plan),
+	        cmocka_unit_test(test_server_key_permissions),
+	        cmocka_unit_test(test_agent_token_scoped_to_node),
+	        cmocka_unit_test(test_bulk_steps),
+	        cmocka_unit_test(test_host_key_change_refused),
+	        cmocka_unit_test(test_output_capped),
+	        cmocka_unit_test(test_reboot_step),
+	        cmocka_unit_test(test_downloads),
+	        cmocka_unit_test(test_recipe),
+	        cmocka_unit_test(test_cancel_running_plan),
+	        cmocka_unit_test(test_bad_input),
+	        cmocka_unit_test(test_discovery),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -11,7 +11,7 @@
 
 struct sse {
 	char path[256];
-	char last_event_id[32];  /* sent as Last-Event-ID when non-empty */
+	char last_event_id[32]; /* sent as Last-Event-ID when non-empty */
 	long timeout_ms;
 	char buf[65536];
 	size_t len;
@@ -142,7 +142,7 @@ test_resume_and_filters(void **state)
 	make_rack("resume-r");
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/events?limit=1", &r, NULL), 200);
 	first = (long)json_integer_value(
-	    json_object_get(json_array_get(json_object_get(r.json, "items"), 0), "id"));
+	        json_object_get(json_array_get(json_object_get(r.json, "items"), 0), "id"));
 	reply_free(&r);
 	assert_true(first > 0);
 	/* Resuming after first - 1 replays exactly the event with id first, then goes live. */
@@ -151,16 +151,19 @@ test_resume_and_filters(void **state)
 	s->timeout_ms = 1500;
 	/* A filtered stream sees only its node's events. */
 	snprintf(f->path, sizeof f->path, "/v1/events/stream?node=stream-n1&action=node.");
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes", &r, "{s:s}", "name", "stream-n1"), 201);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes", &r, "{s:s}", "name", "stream-n1"),
+	                 201);
 	reply_free(&r);
 	f->timeout_ms = 2000;
 	pthread_create(&t, NULL, sse_run, s);
 	pthread_create(&tf, NULL, sse_run, f);
 	msleep(400);
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes", &r, "{s:s}", "name", "stream-n2"), 201);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/nodes", &r, "{s:s}", "name", "stream-n2"),
+	                 201);
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/stream-n1", &r, "{s:b}",
-	                      "maintenance", 1), 200);
+	assert_int_equal(
+	        call(&S, S.admin, "PATCH", "/v1/nodes/stream-n1", &r, "{s:b}", "maintenance", 1),
+	        200);
 	reply_free(&r);
 	make_rack("resume-s");
 	pthread_join(t, NULL);
@@ -196,7 +199,8 @@ test_bad_requests(void **state)
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/events/stream?after=-3", &r, NULL), 400);
 	assert_error(&r, 400, "BAD_QUERY");
 	reply_free(&r);
-	assert_int_equal(call(&S, S.admin, "GET", "/v1/events/stream?node=a&rack=b", &r, NULL), 400);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/events/stream?node=a&rack=b", &r, NULL),
+	                 400);
 	reply_free(&r);
 	assert_int_equal(req(&S, S.admin, "GET", "/v1/events/stream", NULL, NULL, 0, lei, &r), 400);
 	assert_error(&r, 400, "BAD_QUERY");
@@ -236,10 +240,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_live_events_in_order),
-	    cmocka_unit_test(test_resume_and_filters),
-	    cmocka_unit_test(test_bad_requests),
-	    cmocka_unit_test(test_keepalive_and_shutdown),
+	        cmocka_unit_test(test_live_events_in_order),
+	        cmocka_unit_test(test_resume_and_filters),
+	        cmocka_unit_test(test_bad_requests),
+	        cmocka_unit_test(test_keepalive_and_shutdown),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

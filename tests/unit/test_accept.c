@@ -102,7 +102,8 @@ test_missing_gpu_and_dimms(void **state)
 	f = about(fs, "memory.dimms");
 	assert_non_null(f);
 	assert_string_equal(msg(f), "DIMM count 30, expected 32");
-	assert_non_null(strstr(json_string_value(json_object_get(f, "fix")), "P1-DIMMF2, P2-DIMMB2"));
+	assert_non_null(
+	        strstr(json_string_value(json_object_get(f, "fix")), "P1-DIMMF2, P2-DIMMB2"));
 	f = about(fs, "memory.total_gib");
 	assert_non_null(f);
 	assert_string_equal(msg(f), "memory 1,920 GiB, expected 2,048 GiB");
@@ -149,7 +150,8 @@ test_cabling(void **state)
 	json_t *b = bom();
 	json_t *cab = json_loads(
 	        "[{\"node\": \"n\", \"interface\": \"eno1\", \"switch\": \"leaf-r01-a\", \"port\": "
-	        "\"Ethernet1/8\"}, {\"node\": \"n\", \"interface\": \"3C:EC:EF:6A:1B:21\", \"switch\": "
+	        "\"Ethernet1/8\"}, {\"node\": \"n\", \"interface\": \"3C:EC:EF:6A:1B:21\", "
+	        "\"switch\": "
 	        "\"leaf-r01-b\", \"port\": \"Ethernet1/7\"}, {\"node\": \"n\", \"interface\": "
 	        "\"eth9\", \"switch\": \"x\", \"port\": \"y\"}]",
 	        0, NULL);
@@ -192,9 +194,11 @@ test_memory_tolerance(void **state)
 	} cases[] = {
 	        {"{\"memory\": {\"total_gib\": 0.5, \"tolerance_pct\": 20}}", 480, NULL},
 	        {"{\"memory\": {\"total_gib\": 0.5, \"tolerance_pct\": 20}}", 720,
-	         "memory 720 MiB, expected 512 MiB (kernel total, 20 % tolerance; dmidecode absent)"},
+	         "memory 720 MiB, expected 512 MiB (kernel total, 20 % tolerance; dmidecode "
+	         "absent)"},
 	        {"{\"memory\": {\"total_gib\": 0.5}}", 480,
-	         "memory 480 MiB, expected 512 MiB (kernel total, 5 % tolerance; dmidecode absent)"},
+	         "memory 480 MiB, expected 512 MiB (kernel total, 5 % tolerance; dmidecode "
+	         "absent)"},
 	        {"{\"memory\": {\"total_gib\": 0.5}}", 500, NULL},
 	        {"{\"memory\": {\"total_gib\": 16, \"tolerance_pct\": 0}}", 15 * 1024,
 	         "memory 15 GiB, expected 16 GiB (kernel total, 0 % tolerance; dmidecode absent)"},
@@ -210,7 +214,8 @@ test_memory_tolerance(void **state)
 		assert_int_equal(rp_accept_bom_check(b, &detail), RP_ERR_OK);
 		if (cases[i].message == NULL) {
 			if (rp_accept_bom(b, inv, fs) != 0)
-				fail_msg("%s, %lld MiB: %s", cases[i].bom, cases[i].mib, json_dumps(fs, 0));
+				fail_msg("%s, %lld MiB: %s", cases[i].bom, cases[i].mib,
+				         json_dumps(fs, 0));
 		} else {
 			assert_int_equal(rp_accept_bom(b, inv, fs), 1);
 			assert_string_equal(msg(about(fs, "memory.total_gib")), cases[i].message);
@@ -269,9 +274,12 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_matching_server), cmocka_unit_test(test_missing_gpu_and_dimms),
-	        cmocka_unit_test(test_other_orders),    cmocka_unit_test(test_cabling),
-	        cmocka_unit_test(test_memory_tolerance), cmocka_unit_test(test_bad_boms),
+	        cmocka_unit_test(test_matching_server),
+	        cmocka_unit_test(test_missing_gpu_and_dimms),
+	        cmocka_unit_test(test_other_orders),
+	        cmocka_unit_test(test_cabling),
+	        cmocka_unit_test(test_memory_tolerance),
+	        cmocka_unit_test(test_bad_boms),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

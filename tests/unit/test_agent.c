@@ -1301,7 +1301,8 @@ test_bios_report(void **state)
 	} cases[] = {
 	        {"printf '# tool v1\\nA = 1\\nB=Enabled\\n'; echo noise >&2",
 	         "no server to post the BIOS values"},
-	        {"echo '{\\\"A\\\": 1, \\\"B\\\": \\\"x\\\"}'", "no server to post the BIOS values"},
+	        {"echo '{\\\"A\\\": 1, \\\"B\\\": \\\"x\\\"}'",
+	         "no server to post the BIOS values"},
 	        {"echo garbage", "not Name=Value"},
 	        {"echo '[1, 2]'", "not an object"},
 	        {"echo '{\\\"A\\\": {\\\"x\\\": 1}}'", "not a scalar"},
@@ -1315,7 +1316,8 @@ test_bios_report(void **state)
 	(void)state;
 	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		snprintf(steps, sizeof steps,
-		         "{\"id\": \"b\", \"type\": \"bios\", \"command\": \"%s\", \"report\": true}",
+		         "{\"id\": \"b\", \"type\": \"bios\", \"command\": \"%s\", \"report\": "
+		         "true}",
 		         cases[i].cmd);
 		run_step(steps, &o);
 		assert_false(o->succeeded);
@@ -1420,28 +1422,17 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_config_file),
-	        cmocka_unit_test(test_config_precedence),
-	        cmocka_unit_test(test_tls_fingerprint),
-	        cmocka_unit_test(test_config_fingerprint),
-	        cmocka_unit_test(test_download_pinned),
-	        cmocka_unit_test(test_utf8),
-	        cmocka_unit_test(test_utf8_cap),
-	        cmocka_unit_test(test_tail),
-	        cmocka_unit_test(test_plan_good),
-	        cmocka_unit_test(test_bios_report),
-	        cmocka_unit_test(test_plan_bad),
-	        cmocka_unit_test(test_plan_content_cap),
-	        cmocka_unit_test(test_decide),
-	        cmocka_unit_test(test_shell_basic),
-	        cmocka_unit_test(test_shell_timeout),
-	        cmocka_unit_test(test_shell_big_output),
-	        cmocka_unit_test(test_result_body),
-	        cmocka_unit_test(test_subst_image),
-	        cmocka_unit_test(test_file_step),
-	        cmocka_unit_test(test_image_step_refuses),
-	        cmocka_unit_test(test_authorized_keys),
-	        cmocka_unit_test(test_macs),
+	        cmocka_unit_test(test_config_file),     cmocka_unit_test(test_config_precedence),
+	        cmocka_unit_test(test_tls_fingerprint), cmocka_unit_test(test_config_fingerprint),
+	        cmocka_unit_test(test_download_pinned), cmocka_unit_test(test_utf8),
+	        cmocka_unit_test(test_utf8_cap),        cmocka_unit_test(test_tail),
+	        cmocka_unit_test(test_plan_good),       cmocka_unit_test(test_bios_report),
+	        cmocka_unit_test(test_plan_bad),        cmocka_unit_test(test_plan_content_cap),
+	        cmocka_unit_test(test_decide),          cmocka_unit_test(test_shell_basic),
+	        cmocka_unit_test(test_shell_timeout),   cmocka_unit_test(test_shell_big_output),
+	        cmocka_unit_test(test_result_body),     cmocka_unit_test(test_subst_image),
+	        cmocka_unit_test(test_file_step),       cmocka_unit_test(test_image_step_refuses),
+	        cmocka_unit_test(test_authorized_keys), cmocka_unit_test(test_macs),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -30,7 +30,7 @@ test_error_registry(void **state)
 	assert_int_equal(rp_err_status(RP_ERR_NOT_FOUND), 404);
 	assert_int_equal(rp_err_status(RP_ERR_SLOT_OCCUPIED), 409);
 	assert_int_equal(rp_err_status((enum rp_err)999), 500);
-	assert_string_equal(rp_err_code((enum rp_err)-1), "INTERNAL");
+	assert_string_equal(rp_err_code((enum rp_err) - 1), "INTERNAL");
 	assert_int_equal(rp_err_from_code("NO_SUCH_CODE", &back), -1);
 	assert_int_equal(rp_err_from_code(NULL, &back), -1);
 }
@@ -46,8 +46,9 @@ test_error_body(void **state)
 	assert_int_equal(rs.status, 409);
 	e = json_object_get(rs.body, "error");
 	assert_string_equal(json_string_value(json_object_get(e, "code")), "SLOT_OCCUPIED");
-	assert_string_equal(json_string_value(json_object_get(json_object_get(e, "detail"), "reason")),
-	                    "U7 taken");
+	assert_string_equal(
+	        json_string_value(json_object_get(json_object_get(e, "detail"), "reason")),
+	        "U7 taken");
 	rp_api_resp_clear(&rs);
 }
 
@@ -89,12 +90,14 @@ test_validate(void **state)
 	assert_int_equal(check("{\"name\":\"n\",\"bmc\":{\"driver\":\"ipmi\",\"port\":0}}", 1, &f),
 	                 RP_ERR_INVALID_FIELD);
 	assert_string_equal(f, "bmc.port");
-	assert_int_equal(check("{\"name\":\"n\",\"bmc\":{\"port\":623}}", 1, &f), RP_ERR_MISSING_FIELD);
+	assert_int_equal(check("{\"name\":\"n\",\"bmc\":{\"port\":623}}", 1, &f),
+	                 RP_ERR_MISSING_FIELD);
 	assert_string_equal(f, "bmc.driver");
 	assert_int_equal(check("{\"bmc\":{\"port\":623}}", 0, NULL), RP_ERR_OK);
-	assert_int_equal(check("{\"name\":\"n\",\"bmc\":{\"driver\":\"ipmi\",\"password_set\":true}}",
-	                       1, &f),
-	                 RP_ERR_READ_ONLY_FIELD);
+	assert_int_equal(
+	        check("{\"name\":\"n\",\"bmc\":{\"driver\":\"ipmi\",\"password_set\":true}}", 1,
+	              &f),
+	        RP_ERR_READ_ONLY_FIELD);
 	assert_int_equal(check("{\"name\":\"n\",\"u_position\":1.5}", 1, &f), RP_ERR_INVALID_FIELD);
 	assert_int_equal(check("{\"name\":\"n\",\"serial\":\"a\\u0000b\"}", 1, &f),
 	                 RP_ERR_INVALID_FIELD);
@@ -127,8 +130,9 @@ test_cursor(void **state)
 	assert_int_equal(rp_api_cursor_decode(buf, 1, &id, key, 5), -1);
 	assert_int_equal(rp_api_cursor_decode("", 0, &id, key, sizeof key), -1);
 	assert_int_equal(rp_api_cursor_decode("!!!", 0, &id, key, sizeof key), -1);
-	assert_int_equal(rp_api_cursor_decode("djE6aTotNTo", 0, &id, key, sizeof key), -1); /* id -5 */
-	assert_int_equal(rp_api_cursor_decode("djI6aToxOg", 0, &id, key, sizeof key), -1);  /* v2 */
+	assert_int_equal(rp_api_cursor_decode("djE6aTotNTo", 0, &id, key, sizeof key),
+	                 -1); /* id -5 */
+	assert_int_equal(rp_api_cursor_decode("djI6aToxOg", 0, &id, key, sizeof key), -1); /* v2 */
 }
 
 static void
@@ -145,8 +149,10 @@ test_csv(void **state)
 	(void)state;
 	assert_int_equal(rp_api_csv_parse(ok, strlen(ok), &rows, why, sizeof why), 0);
 	assert_int_equal(json_array_size(rows), 3);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(rows, 0), "rack")), "r1");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(rows, 0), "tags")), "x;y");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(rows, 0), "rack")),
+	                    "r1");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(rows, 0), "tags")),
+	                    "x;y");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(rows, 1), "name")),
 	                    "b \"q\"");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(rows, 1), "tags")),
@@ -190,48 +196,53 @@ test_plan_check(void **state)
 		enum rp_err want;
 		const char *field;
 	} cases[] = {
-	    {"[{\"type\":\"shell\",\"command\":\"true\"}]", 0, RP_ERR_OK, ""},
-	    {"[{\"type\":\"reboot\"},{\"type\":\"inventory\"}]", 0, RP_ERR_OK, ""},
-	    {"[]", 0, RP_ERR_INVALID_FIELD, "steps"},
-	    {"{}", 0, RP_ERR_INVALID_FIELD, "steps"},
-	    {"[1]", 0, RP_ERR_INVALID_FIELD, "steps[0]"},
-	    {"[{\"command\":\"x\"}]", 0, RP_ERR_MISSING_FIELD, "steps[0].type"},
-	    {"[{\"type\":\"telnet\"}]", 0, RP_ERR_INVALID_FIELD, "steps[0].type"},
-	    {"[{\"type\":\"shell\"}]", 0, RP_ERR_MISSING_FIELD, "steps[0].command"},
-	    {"[{\"type\":\"shell\",\"command\":\"x\",\"colour\":1}]", 0, RP_ERR_UNKNOWN_FIELD,
-	     "steps[0].colour"},
-	    {"[{\"type\":\"shell\",\"command\":\"x\",\"timeout_s\":0}]", 0, RP_ERR_INVALID_FIELD,
-	     "steps[0].timeout_s"},
-	    {"[{\"type\":\"shell\",\"command\":\"x\",\"id\":\"a b\"}]", 0, RP_ERR_INVALID_FIELD,
-	     "steps[0].id"},
-	    {"[{\"type\":\"shell\",\"command\":\"x\",\"id\":\"a\"},{\"type\":\"reboot\",\"id\":\"a\"}]", 0,
-	     RP_ERR_INVALID_FIELD, "steps[1].id"},
-	    {"[{\"type\":\"shell\",\"command\":\"x\",\"env\":{\"1A\":\"v\"}}]", 0, RP_ERR_INVALID_FIELD,
-	     "steps[0].env"},
-	    {"[{\"type\":\"shell\",\"command\":\"x\",\"env\":{\"A\":1}}]", 0, RP_ERR_INVALID_FIELD,
-	     "steps[0].env"},
-	    {"[{\"type\":\"file\",\"path\":\"/etc/x\",\"content\":\"y\"}]", 0, RP_ERR_OK, ""},
-	    {"[{\"type\":\"file\",\"path\":\"etc/x\",\"content\":\"y\"}]", 0, RP_ERR_INVALID_FIELD,
-	     "steps[0].path"},
-	    {"[{\"type\":\"file\",\"path\":\"/etc/x\"}]", 0, RP_ERR_MISSING_FIELD, "steps[0].content"},
-	    {"[{\"type\":\"file\",\"path\":\"/x\",\"content\":\"y\",\"url\":\"http://h/x\",\"sha256\":"
-	     "\"0000000000000000000000000000000000000000000000000000000000000000\"}]",
-	     0, RP_ERR_INVALID_FIELD, "steps[0].content"},
-	    {"[{\"type\":\"file\",\"path\":\"/x\",\"url\":\"http://h/x\"}]", 0, RP_ERR_MISSING_FIELD,
-	     "steps[0].sha256"},
-	    {"[{\"type\":\"file\",\"path\":\"/x\",\"content\":\"y\",\"mode\":\"rw\"}]", 0,
-	     RP_ERR_INVALID_FIELD, "steps[0].mode"},
-	    {"[{\"type\":\"image\",\"url\":\"ftp://h/i\",\"device\":\"/dev/sda\",\"sha256\":"
-	     "\"0000000000000000000000000000000000000000000000000000000000000000\"}]",
-	     0, RP_ERR_INVALID_FIELD, "steps[0].url"},
-	    {"[{\"type\":\"image\",\"url\":\"http://h/i\",\"device\":\"/dev/sda\",\"sha256\":\"abc\"}]",
-	     0, RP_ERR_INVALID_FIELD, "steps[0].sha256"},
-	    {"[{\"type\":\"firmware\",\"command\":\"flash ${image}\",\"image_url\":\"http://h/f\"}]", 0,
-	     RP_ERR_MISSING_FIELD, "steps[0].sha256"},
-	    /* A recipe may leave formats to its arguments; a job may not. */
-	    {"[{\"type\":\"file\",\"path\":\"${dir}/x\",\"content\":\"y\"}]", 1, RP_ERR_OK, ""},
-	    {"[{\"type\":\"file\",\"path\":\"${dir}/x\",\"content\":\"y\"}]", 0, RP_ERR_INVALID_FIELD,
-	     "steps[0].path"},
+	        {"[{\"type\":\"shell\",\"command\":\"true\"}]", 0, RP_ERR_OK, ""},
+	        {"[{\"type\":\"reboot\"},{\"type\":\"inventory\"}]", 0, RP_ERR_OK, ""},
+	        {"[]", 0, RP_ERR_INVALID_FIELD, "steps"},
+	        {"{}", 0, RP_ERR_INVALID_FIELD, "steps"},
+	        {"[1]", 0, RP_ERR_INVALID_FIELD, "steps[0]"},
+	        {"[{\"command\":\"x\"}]", 0, RP_ERR_MISSING_FIELD, "steps[0].type"},
+	        {"[{\"type\":\"telnet\"}]", 0, RP_ERR_INVALID_FIELD, "steps[0].type"},
+	        {"[{\"type\":\"shell\"}]", 0, RP_ERR_MISSING_FIELD, "steps[0].command"},
+	        {"[{\"type\":\"shell\",\"command\":\"x\",\"colour\":1}]", 0, RP_ERR_UNKNOWN_FIELD,
+	         "steps[0].colour"},
+	        {"[{\"type\":\"shell\",\"command\":\"x\",\"timeout_s\":0}]", 0,
+	         RP_ERR_INVALID_FIELD, "steps[0].timeout_s"},
+	        {"[{\"type\":\"shell\",\"command\":\"x\",\"id\":\"a b\"}]", 0, RP_ERR_INVALID_FIELD,
+	         "steps[0].id"},
+	        {"[{\"type\":\"shell\",\"command\":\"x\",\"id\":\"a\"},{\"type\":\"reboot\",\"id\":"
+	         "\"a\"}]",
+	         0, RP_ERR_INVALID_FIELD, "steps[1].id"},
+	        {"[{\"type\":\"shell\",\"command\":\"x\",\"env\":{\"1A\":\"v\"}}]", 0,
+	         RP_ERR_INVALID_FIELD, "steps[0].env"},
+	        {"[{\"type\":\"shell\",\"command\":\"x\",\"env\":{\"A\":1}}]", 0,
+	         RP_ERR_INVALID_FIELD, "steps[0].env"},
+	        {"[{\"type\":\"file\",\"path\":\"/etc/x\",\"content\":\"y\"}]", 0, RP_ERR_OK, ""},
+	        {"[{\"type\":\"file\",\"path\":\"etc/x\",\"content\":\"y\"}]", 0,
+	         RP_ERR_INVALID_FIELD, "steps[0].path"},
+	        {"[{\"type\":\"file\",\"path\":\"/etc/x\"}]", 0, RP_ERR_MISSING_FIELD,
+	         "steps[0].content"},
+	        {"[{\"type\":\"file\",\"path\":\"/x\",\"content\":\"y\",\"url\":\"http://h/"
+	         "x\",\"sha256\":"
+	         "\"0000000000000000000000000000000000000000000000000000000000000000\"}]",
+	         0, RP_ERR_INVALID_FIELD, "steps[0].content"},
+	        {"[{\"type\":\"file\",\"path\":\"/x\",\"url\":\"http://h/x\"}]", 0,
+	         RP_ERR_MISSING_FIELD, "steps[0].sha256"},
+	        {"[{\"type\":\"file\",\"path\":\"/x\",\"content\":\"y\",\"mode\":\"rw\"}]", 0,
+	         RP_ERR_INVALID_FIELD, "steps[0].mode"},
+	        {"[{\"type\":\"image\",\"url\":\"ftp://h/i\",\"device\":\"/dev/sda\",\"sha256\":"
+	         "\"0000000000000000000000000000000000000000000000000000000000000000\"}]",
+	         0, RP_ERR_INVALID_FIELD, "steps[0].url"},
+	        {"[{\"type\":\"image\",\"url\":\"http://h/i\",\"device\":\"/dev/"
+	         "sda\",\"sha256\":\"abc\"}]",
+	         0, RP_ERR_INVALID_FIELD, "steps[0].sha256"},
+	        {"[{\"type\":\"firmware\",\"command\":\"flash "
+	         "${image}\",\"image_url\":\"http://h/f\"}]",
+	         0, RP_ERR_MISSING_FIELD, "steps[0].sha256"},
+	        /* A recipe may leave formats to its arguments; a job may not. */
+	        {"[{\"type\":\"file\",\"path\":\"${dir}/x\",\"content\":\"y\"}]", 1, RP_ERR_OK, ""},
+	        {"[{\"type\":\"file\",\"path\":\"${dir}/x\",\"content\":\"y\"}]", 0,
+	         RP_ERR_INVALID_FIELD, "steps[0].path"},
 	};
 	char field[128];
 	size_t i;
@@ -249,14 +260,17 @@ test_plan_check(void **state)
 static void
 test_plan_defaults_and_cap(void **state)
 {
-	json_t *steps = json_loads("[{\"type\":\"reboot\"},{\"type\":\"inventory\",\"id\":\"inv\"}]", 0,
-	                           NULL), *detail = NULL;
+	json_t *steps = json_loads(
+	               "[{\"type\":\"reboot\"},{\"type\":\"inventory\",\"id\":\"inv\"}]", 0, NULL),
+	       *detail = NULL;
 	size_t i;
 
 	(void)state;
 	assert_int_equal(rp_api_plan_check(steps, 0, &detail), RP_ERR_OK);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(steps, 0), "id")), "step-1");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(steps, 1), "id")), "inv");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(steps, 0), "id")),
+	                    "step-1");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(steps, 1), "id")),
+	                    "inv");
 	json_decref(steps);
 	steps = json_array();
 	for (i = 0; i < 101; i++)
@@ -270,11 +284,13 @@ static void
 test_recipe_expand(void **state)
 {
 	json_t *recipe = json_loads(
-	    "{\"params\":{\"dir\":{\"required\":true},\"mode\":{\"default\":\"0600\"},\"who\":{}},"
-	    "\"steps\":[{\"type\":\"file\",\"path\":\"${dir}/motd\",\"content\":\"hi ${who} ${HOME}\","
-	    "\"mode\":\"${mode}\"},{\"type\":\"shell\",\"command\":\"echo ${dir}${dir}\","
-	    "\"timeout_s\":5}]}",
-	    0, NULL);
+	        "{\"params\":{\"dir\":{\"required\":true},\"mode\":{\"default\":\"0600\"},\"who\":{"
+	        "}},"
+	        "\"steps\":[{\"type\":\"file\",\"path\":\"${dir}/motd\",\"content\":\"hi ${who} "
+	        "${HOME}\","
+	        "\"mode\":\"${mode}\"},{\"type\":\"shell\",\"command\":\"echo ${dir}${dir}\","
+	        "\"timeout_s\":5}]}",
+	        0, NULL);
 	json_t *args, *out = NULL, *detail = NULL, *s0, *s1;
 
 	(void)state;
@@ -316,7 +332,8 @@ test_recipe_expand(void **state)
 	json_decref(recipe);
 	recipe = json_loads("{\"x\":{\"required\":\"yes\"}}", 0, NULL);
 	assert_int_equal(rp_api_recipe_params_check(recipe, &detail), RP_ERR_INVALID_FIELD);
-	assert_string_equal(json_string_value(json_object_get(detail, "field")), "params.x.required");
+	assert_string_equal(json_string_value(json_object_get(detail, "field")),
+	                    "params.x.required");
 	json_decref(detail);
 	json_decref(recipe);
 }
@@ -325,10 +342,14 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_error_registry), cmocka_unit_test(test_error_body),
-	    cmocka_unit_test(test_validate),       cmocka_unit_test(test_cursor),
-	    cmocka_unit_test(test_csv),            cmocka_unit_test(test_plan_check),
-	    cmocka_unit_test(test_plan_defaults_and_cap), cmocka_unit_test(test_recipe_expand),
+	        cmocka_unit_test(test_error_registry),
+	        cmocka_unit_test(test_error_body),
+	        cmocka_unit_test(test_validate),
+	        cmocka_unit_test(test_cursor),
+	        cmocka_unit_test(test_csv),
+	        cmocka_unit_test(test_plan_check),
+	        cmocka_unit_test(test_plan_defaults_and_cap),
+	        cmocka_unit_test(test_recipe_expand),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -108,7 +108,8 @@ test_racks_nodes(void **state)
 	       "\"macs\":[\"02:00:00:00:00:01\"],\"tags\":[\"b\",\"a\"],"
 	       "\"bmc\":{\"driver\":\"ipmi\",\"password\":\"pw\"}}");
 	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
-	assert_string_equal(json_string_value(json_array_get(json_object_get(out, "tags"), 0)), "a");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(out, "tags"), 0)),
+	                    "a");
 	assert_true(json_is_true(json_object_get(json_object_get(out, "bmc"), "password_set")));
 	assert_null(json_object_get(json_object_get(out, "bmc"), "password"));
 	json_decref(out);
@@ -121,7 +122,8 @@ test_racks_nodes(void **state)
 	detail = NULL;
 	json_decref(in);
 	/* U4 is free; a MAC already used is not. */
-	in = J("{\"name\":\"n2\",\"rack\":\"r1\",\"u_position\":4,\"macs\":[\"02:00:00:00:00:01\"]}");
+	in = J("{\"name\":\"n2\",\"rack\":\"r1\",\"u_position\":4,\"macs\":[\"02:00:00:00:00:01\"]"
+	       "}");
 	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_DUPLICATE);
 	json_decref(detail);
 	detail = NULL;
@@ -147,7 +149,8 @@ test_racks_nodes(void **state)
 	json_decref(out);
 	/* The rack cannot shrink below its nodes or be deleted while it holds them. */
 	in = J("{\"height_u\":3}");
-	assert_int_equal(rp_store_rack_update(f->st, "r1", in, 0, "t", &out, &detail), RP_ERR_CONFLICT);
+	assert_int_equal(rp_store_rack_update(f->st, "r1", in, 0, "t", &out, &detail),
+	                 RP_ERR_CONFLICT);
 	json_decref(detail);
 	detail = NULL;
 	json_decref(in);
@@ -190,7 +193,8 @@ test_tokens(void **state)
 	detail = NULL;
 	/* Expired tokens do not authenticate; an expired admin token may be revoked even when
 	 * only one live admin token is left. */
-	assert_int_equal(rp_store_token_create(f->st, "old", "admin", "h3", 1, "t", &out), RP_ERR_OK);
+	assert_int_equal(rp_store_token_create(f->st, "old", "admin", "h3", 1, "t", &out),
+	                 RP_ERR_OK);
 	snprintf(id, sizeof id, "%s", json_string_value(json_object_get(out, "id")));
 	json_decref(out);
 	assert_int_equal(rp_store_token_auth(f->st, "h3", &info), RP_ERR_UNAUTHORIZED);
@@ -216,7 +220,8 @@ test_import_all_or_nothing(void **state)
 	m = J("{\"racks\":[{\"name\":\"r1\"}],\"nodes\":[{\"name\":\"a\",\"rack\":\"r1\","
 	      "\"u_position\":1},{\"name\":\"b\",\"rack\":\"r1\",\"u_position\":1},"
 	      "{\"name\":\"c\",\"rack\":\"r2\"}]}");
-	assert_int_equal(rp_store_import(f->st, m, 0, 0, "t", &out, &detail), RP_ERR_IMPORT_INVALID);
+	assert_int_equal(rp_store_import(f->st, m, 0, 0, "t", &out, &detail),
+	                 RP_ERR_IMPORT_INVALID);
 	assert_null(out);
 	assert_int_equal(json_array_size(json_object_get(detail, "errors")), 2);
 	json_decref(detail);
@@ -253,8 +258,10 @@ test_drift(void **state)
 	assert_int_equal(rp_store_image_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
 	json_decref(out);
 	json_decref(in);
-	in = J("{\"name\":\"b\",\"node_class\":\"k\",\"components\":{\"bmc\":{\"version\":\"2\"}}}");
-	assert_int_equal(rp_store_baseline_create(f->st, in, "t", &out, &detail), RP_ERR_INVALID_FIELD);
+	in = J("{\"name\":\"b\",\"node_class\":\"k\",\"components\":{\"bmc\":{\"version\":\"2\"}}"
+	       "}");
+	assert_int_equal(rp_store_baseline_create(f->st, in, "t", &out, &detail),
+	                 RP_ERR_INVALID_FIELD);
 	json_decref(detail);
 	detail = NULL;
 	json_decref(in);
@@ -264,7 +271,8 @@ test_drift(void **state)
 	assert_int_equal(rp_store_baseline_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
 	json_decref(out);
 	json_decref(in);
-	in = J("[{\"component\":\"bmc\",\"version\":\"2\"},{\"component\":\"bios\",\"version\":\"0\"}]");
+	in = J("[{\"component\":\"bmc\",\"version\":\"2\"},{\"component\":\"bios\",\"version\":"
+	       "\"0\"}]");
 	assert_int_equal(rp_store_node_firmware_set(f->st, "n", "test", in, "t"), RP_ERR_OK);
 	json_decref(in);
 	in = json_object();
@@ -282,7 +290,7 @@ test_drift(void **state)
 	assert_int_equal(rp_store_node_inventory(f->st, "n", &out), RP_ERR_OK);
 	assert_string_equal(json_string_value(json_object_get(out, "source")), "agent");
 	assert_int_equal(json_integer_value(json_object_get(
-	                     json_object_get(json_object_get(out, "data"), "cpus"), "sockets")),
+	                         json_object_get(json_object_get(out, "data"), "cpus"), "sockets")),
 	                 2);
 	json_decref(out);
 	/* Firmware the agent sees joins the store under its own names (docs/firmware.md). */
@@ -293,19 +301,22 @@ test_drift(void **state)
 	json_decref(in);
 	assert_int_equal(rp_store_node_firmware(f->st, "n", &out), RP_ERR_OK);
 	{
-		const char *want[][3] = {{"dmi.bios", "2.1", "agent"}, {"gpu0.vbios", "96.1", "agent"},
-		                         {"gpu.vbios", "mixed", "agent"}, {"hca.mlx5_0", "28.39", "agent"},
-		                         {"hca", "28.39", "agent"}, {"bmc", "2", "test"}};
+		const char *want[][3] = {
+		        {"dmi.bios", "2.1", "agent"},    {"gpu0.vbios", "96.1", "agent"},
+		        {"gpu.vbios", "mixed", "agent"}, {"hca.mlx5_0", "28.39", "agent"},
+		        {"hca", "28.39", "agent"},       {"bmc", "2", "test"}};
 		size_t i, k, found = 0;
 		json_t *c;
 
 		for (k = 0; k < sizeof want / sizeof want[0]; k++)
 			json_array_foreach(json_object_get(out, "components"), i, c)
 			{
-				if (strcmp(json_string_value(json_object_get(c, "component")), want[k][0]))
+				if (strcmp(json_string_value(json_object_get(c, "component")),
+				           want[k][0]))
 					continue;
-				assert_string_equal(json_string_value(json_object_get(c, "version")),
-				                    want[k][1]);
+				assert_string_equal(
+				        json_string_value(json_object_get(c, "version")),
+				        want[k][1]);
 				assert_string_equal(json_string_value(json_object_get(c, "source")),
 				                    want[k][2]);
 				found++;
@@ -382,7 +393,8 @@ test_bootstrap_tokens(void **state)
 {
 	struct fx *f = *state;
 	static const char *key =
-	    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEj+0zhiQEJuyA07cB1MguetKm2VQWyaex2sRJ6gWDus x";
+	        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEj+0zhiQEJuyA07cB1MguetKm2VQWyaex2sRJ6gWDus "
+	        "x";
 	struct rp_sshkey hk;
 	struct rp_agent_reg reg = {0};
 	struct rp_token_info info;
@@ -394,13 +406,14 @@ test_bootstrap_tokens(void **state)
 	assert_int_equal(rp_store_node_create(f->st, body, "t", &out, &detail), RP_ERR_OK);
 	json_decref(out);
 	json_decref(body);
-	body = J("{\"format\":1,\"hostname\":\"h\",\"boot_id\":\"x\",\"macs\":[\"02:00:00:00:00:b1\"]}");
+	body = J("{\"format\":1,\"hostname\":\"h\",\"boot_id\":\"x\",\"macs\":[\"02:00:00:00:00:"
+	         "b1\"]}");
 	reg.body = body;
 	reg.host_key = &hk;
 	reg.token_hash = "aaaa";
 	/* Expired a second ago. */
-	assert_int_equal(rp_store_bootstrap_create(f->st, "b1", "h-expired", rp_time_now_ms() - 1000,
-	                                           "t", &out),
+	assert_int_equal(rp_store_bootstrap_create(f->st, "b1", "h-expired",
+	                                           rp_time_now_ms() - 1000, "t", &out),
 	                 RP_ERR_OK);
 	assert_string_equal(json_string_value(json_object_get(out, "state")), "expired");
 	json_decref(out);
@@ -418,11 +431,11 @@ test_bootstrap_tokens(void **state)
 	json_decref(detail);
 	detail = NULL;
 	/* Revoked. */
-	assert_int_equal(rp_store_bootstrap_create(f->st, NULL, "h-revoked", rp_time_now_ms() + 60000,
-	                                           "t", &out),
+	assert_int_equal(rp_store_bootstrap_create(f->st, NULL, "h-revoked",
+	                                           rp_time_now_ms() + 60000, "t", &out),
 	                 RP_ERR_OK);
-	assert_int_equal(rp_store_bootstrap_revoke(f->st, json_string_value(json_object_get(out, "id")),
-	                                           "t"),
+	assert_int_equal(rp_store_bootstrap_revoke(
+	                         f->st, json_string_value(json_object_get(out, "id")), "t"),
 	                 RP_ERR_OK);
 	json_decref(out);
 	reg.bootstrap_hash = "h-revoked";
@@ -436,21 +449,22 @@ test_bootstrap_tokens(void **state)
 	json_decref(out);
 	reg.bootstrap_hash = "h-live";
 	assert_int_equal(rp_store_agent_register(f->st, &reg, &out, &detail), RP_ERR_OK);
-	assert_string_equal(json_string_value(json_object_get(json_object_get(out, "node"), "name")), "b1");
+	assert_string_equal(
+	        json_string_value(json_object_get(json_object_get(out, "node"), "name")), "b1");
 	json_decref(out);
 	assert_int_equal(rp_store_agent_auth(f->st, "aaaa", &info), RP_ERR_OK);
 	assert_string_equal(info.role, "agent");
 	assert_string_equal(info.name, "b1");
 	reg.token_hash = "bbbb";
 	assert_int_equal(rp_store_agent_register(f->st, &reg, &out, &detail), RP_ERR_UNAUTHORIZED);
-	assert_non_null(strstr(json_string_value(json_object_get(detail, "reason")), "already used"));
+	assert_non_null(
+	        strstr(json_string_value(json_object_get(detail, "reason")), "already used"));
 	json_decref(detail);
 	/* The first registration's token still works, the refused one's never did. */
 	assert_int_equal(rp_store_agent_auth(f->st, "aaaa", &info), RP_ERR_OK);
 	assert_int_equal(rp_store_agent_auth(f->st, "bbbb", &info), RP_ERR_UNAUTHORIZED);
 	json_decref(body);
 }
-
 
 /* The not_before of job id (ms), read back through the store's job object. */
 static int64_t
@@ -475,7 +489,8 @@ test_register_wakes_waiting_job(void **state)
 {
 	struct fx *f = *state;
 	static const char *key =
-	    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEj+0zhiQEJuyA07cB1MguetKm2VQWyaex2sRJ6gWDus x";
+	        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEj+0zhiQEJuyA07cB1MguetKm2VQWyaex2sRJ6gWDus "
+	        "x";
 	struct rp_sshkey hk;
 	struct rp_agent_reg reg = {0};
 	json_t *out = NULL, *detail = NULL, *body, *claimed = NULL, *outcomes;
@@ -493,8 +508,10 @@ test_register_wakes_waiting_job(void **state)
 	for (i = 0; i < 2; i++) {
 		body = J("{\"type\":\"power\",\"params\":{\"action\":\"on\"},\"mutating\":false,"
 		         "\"max_attempts\":4}");
-		assert_int_equal(rp_store_job_create(f->st, "w1", body, "t", &out, &detail), RP_ERR_OK);
-		snprintf(ids[i], sizeof ids[i], "%s", json_string_value(json_object_get(out, "id")));
+		assert_int_equal(rp_store_job_create(f->st, "w1", body, "t", &out, &detail),
+		                 RP_ERR_OK);
+		snprintf(ids[i], sizeof ids[i], "%s",
+		         json_string_value(json_object_get(out, "id")));
 		json_decref(out);
 		json_decref(body);
 	}
@@ -505,11 +522,11 @@ test_register_wakes_waiting_job(void **state)
 		json_t *c = json_array_get(claimed, i);
 		int waiting = !strcmp(json_string_value(json_object_get(c, "uuid")), ids[0]);
 
-		json_array_append_new(outcomes,
-		                      json_pack("{s:O, s:s, s:b, s:I, s:s, s:s}", "id",
-		                                json_object_get(c, "id"), "state", "retry", "wait",
-		                                waiting, "not_before", (json_int_t)far, "error_code",
-		                                waiting ? "waiting" : "bmc_busy", "error", "later"));
+		json_array_append_new(
+		        outcomes, json_pack("{s:O, s:s, s:b, s:I, s:s, s:s}", "id",
+		                            json_object_get(c, "id"), "state", "retry", "wait",
+		                            waiting, "not_before", (json_int_t)far, "error_code",
+		                            waiting ? "waiting" : "bmc_busy", "error", "later"));
 	}
 	json_decref(claimed);
 	assert_int_equal(rp_store_jobs_finish(f->st, outcomes, 3), RP_ERR_OK);
@@ -521,7 +538,8 @@ test_register_wakes_waiting_job(void **state)
 	                                           "t", &out),
 	                 RP_ERR_OK);
 	json_decref(out);
-	body = J("{\"format\":1,\"hostname\":\"h\",\"boot_id\":\"x\",\"macs\":[\"02:00:00:00:00:c1\"]}");
+	body = J("{\"format\":1,\"hostname\":\"h\",\"boot_id\":\"x\",\"macs\":[\"02:00:00:00:00:"
+	         "c1\"]}");
 	reg.body = body;
 	reg.host_key = &hk;
 	reg.token_hash = "wake";
@@ -571,7 +589,8 @@ driver_password(struct fx *f, const char *name)
 	assert_int_equal(rp_store_power_targets(f->st, &list), RP_ERR_OK);
 	json_array_foreach(list, i, t)
 	{
-		const char *p = json_string_value(json_object_get(json_object_get(t, "bmc"), "password"));
+		const char *p =
+		        json_string_value(json_object_get(json_object_get(t, "bmc"), "password"));
 
 		if (!strcmp(json_string_value(json_object_get(t, "name")), name) && p)
 			pw = strdup(p);
@@ -739,7 +758,9 @@ static void
 test_boot_token_reuse_prune(void **state)
 {
 	struct fx *f = *state;
-	struct rp_boot_req br = {.mac = "02:00:00:00:0b:01", .source = "10.0.0.1", .ttl_ms = 900000,
+	struct rp_boot_req br = {.mac = "02:00:00:00:0b:01",
+	                         .source = "10.0.0.1",
+	                         .ttl_ms = 900000,
 	                         .max_discovery = 10};
 	char t1[RP_TOKEN_BUF], t2[RP_TOKEN_BUF], why[200], cmd[600];
 
@@ -749,7 +770,8 @@ test_boot_token_reuse_prune(void **state)
 	assert_string_equal(t1, t2);
 	assert_int_equal(token_rows(f, "1"), 1);
 	/* Less than half its life left: a fresh one, and the first still opens a registration. */
-	snprintf(cmd, sizeof cmd, "sqlite3 %s 'UPDATE bootstrap_tokens SET expires_at = expires_at - 600000'",
+	snprintf(cmd, sizeof cmd,
+	         "sqlite3 %s 'UPDATE bootstrap_tokens SET expires_at = expires_at - 600000'",
 	         f->path);
 	assert_int_equal(system(cmd), 0);
 	assert_int_equal(rp_store_boot_token(f->st, &br, t2, why, sizeof why), RP_ERR_OK);
@@ -762,11 +784,13 @@ test_boot_token_reuse_prune(void **state)
 	assert_string_not_equal(t1, t2);
 	assert_int_equal(token_rows(f, "1"), 3);
 	/* Expired more than a day ago (used or not): gone at the next boot-token call. */
-	snprintf(cmd, sizeof cmd,
-	         "sqlite3 %s \"UPDATE bootstrap_tokens SET used_at = strftime('%%s','now') * 1000 - "
-	         "3 * 86400000, expires_at = strftime('%%s','now') * 1000 - 2 * 86400000 WHERE hash != "
-	         "(SELECT hash FROM bootstrap_tokens ORDER BY id DESC LIMIT 1)\"",
-	         f->path);
+	snprintf(
+	        cmd, sizeof cmd,
+	        "sqlite3 %s \"UPDATE bootstrap_tokens SET used_at = strftime('%%s','now') * 1000 - "
+	        "3 * 86400000, expires_at = strftime('%%s','now') * 1000 - 2 * 86400000 WHERE hash "
+	        "!= "
+	        "(SELECT hash FROM bootstrap_tokens ORDER BY id DESC LIMIT 1)\"",
+	        f->path);
 	assert_int_equal(system(cmd), 0);
 	assert_int_equal(rp_store_boot_token(f->st, &br, t2, why, sizeof why), RP_ERR_OK);
 	assert_string_equal(t1, t2);
@@ -843,21 +867,21 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_racks_nodes, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_import_all_or_nothing, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_drift, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_bootstrap_tokens, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_register_wakes_waiting_job, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_secrets_sealed, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_secrets_legacy, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_secrets_wrong_key, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_secrets_rotate, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_boot_token_reuse_prune, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_stmt_cache_grows, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_racks_nodes, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_import_all_or_nothing, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_drift, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_bootstrap_tokens, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_register_wakes_waiting_job, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_secrets_sealed, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_secrets_legacy, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_secrets_wrong_key, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_secrets_rotate, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_boot_token_reuse_prune, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_stmt_cache_grows, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

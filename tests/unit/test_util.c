@@ -116,7 +116,8 @@ test_b64url_token_sha(void **state)
 	assert_int_equal(strlen(tok), 47);
 	assert_int_equal(strncmp(tok, "rpt_", 4), 0);
 	rp_sha256_hex("abc", 3, hex);
-	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	assert_string_equal(hex,
+	                    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 static void
@@ -141,18 +142,25 @@ test_sshkey(void **state)
 	static const struct {
 		const char *line, *type, *fp;
 	} keys[] = {
-	    {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEj+0zhiQEJuyA07cB1MguetKm2VQWyaex2sRJ6gWDus root@node"
-	    "7",
-	     "ssh-ed25519", "SHA256:Ad7+6NwavcLzMo8yJxTL/a7dIVzCjF5XyZulRQKTXpQ"},
-	    {"ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQDWardLd7nzDTPA/E+KAlu7w+bfISFMYmkD+YtzOyFWI5aTnA/YlX"
-	    "J7oDJpyPsJRWj92W5khs4jDQDVk2dXt6awoctPHCkiwAtsuVZ/omFAgFMX4qN9NdSIm0DoSRpuHP6ET/Rb9LXA02c6"
-	    "R/whFd+I2U/f4z0BOWtpLO68b1zuhBlPFdTmsLZILVBa2dFtwhmlMCAp9BqNK7iDhLzdQt5Q/i9c2dmIVsbfH22HjS"
-	    "uFGMVBUuJguut/dlxqug0nn6BlYm780rGwf6SBuzWlKtoQ+OL9DUec6NjeYvryrubO82Fxi8d35oEPRz5Tw7KqLYkL"
-	    "740FEyf4Tfk85gSr/5JB root@vm",
-	     "ssh-rsa", "SHA256:+K7GJshHLj8kSJ0JPMgrAzEO5rJPq5ooTIBviDvqB4U"},
-	    {"ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBLd3BwpRQT4dEy1zkJ"
-	    "6SrUmq3FDG4Fhc2w23P3t9MMWS9TbCfNw4x/e1kBOzZoXFjTUCifKMDPsA6yNtU3VDL7Y= root@vm",
-	     "ecdsa-sha2-nistp256", "SHA256:OsTZY1L48gpWNvWmdQ/YGX+kDffN6wU9htQNhGBZGH4"},
+	        {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEj+0zhiQEJuyA07cB1MguetKm2VQWyaex2sRJ6gWDus "
+	         "root@node"
+	         "7",
+	         "ssh-ed25519", "SHA256:Ad7+6NwavcLzMo8yJxTL/a7dIVzCjF5XyZulRQKTXpQ"},
+	        {"ssh-rsa "
+	         "AAAAB3NzaC1yc2EAAAADAQABAAABAQDWardLd7nzDTPA/E+KAlu7w+bfISFMYmkD+YtzOyFWI5aTnA/"
+	         "YlX"
+	         "J7oDJpyPsJRWj92W5khs4jDQDVk2dXt6awoctPHCkiwAtsuVZ/omFAgFMX4qN9NdSIm0DoSRpuHP6ET/"
+	         "Rb9LXA02c6"
+	         "R/whFd+I2U/f4z0BOWtpLO68b1zuhBlPFdTmsLZILVBa2dFtwhmlMCAp9BqNK7iDhLzdQt5Q/"
+	         "i9c2dmIVsbfH22HjS"
+	         "uFGMVBUuJguut/"
+	         "dlxqug0nn6BlYm780rGwf6SBuzWlKtoQ+OL9DUec6NjeYvryrubO82Fxi8d35oEPRz5Tw7KqLYkL"
+	         "740FEyf4Tfk85gSr/5JB root@vm",
+	         "ssh-rsa", "SHA256:+K7GJshHLj8kSJ0JPMgrAzEO5rJPq5ooTIBviDvqB4U"},
+	        {"ecdsa-sha2-nistp256 "
+	         "AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBLd3BwpRQT4dEy1zkJ"
+	         "6SrUmq3FDG4Fhc2w23P3t9MMWS9TbCfNw4x/e1kBOzZoXFjTUCifKMDPsA6yNtU3VDL7Y= root@vm",
+	         "ecdsa-sha2-nistp256", "SHA256:OsTZY1L48gpWNvWmdQ/YGX+kDffN6wU9htQNhGBZGH4"},
 	};
 	struct rp_sshkey k;
 	char bad[2200];
@@ -854,15 +862,21 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_uuid),  cmocka_unit_test(test_mac),
-	    cmocka_unit_test(test_names_hosts), cmocka_unit_test(test_time),
-	    cmocka_unit_test(test_b64url_token_sha), cmocka_unit_test(test_buf),
-	    cmocka_unit_test(test_sshkey),
-	    cmocka_unit_test_setup_teardown(test_secret_keyfile, setup_secret, teardown_secret),
-	    cmocka_unit_test_setup_teardown(test_secret_seal_open, setup_secret, teardown_secret),
-	    cmocka_unit_test_setup_teardown(test_secret_rotation, setup_secret, teardown_secret),
-	    cmocka_unit_test_setup_teardown(test_secret_interrupted, setup_secret, teardown_secret),
-	    cmocka_unit_test_setup_teardown(test_secret_derive, setup_secret, teardown_secret),
+	        cmocka_unit_test(test_uuid),
+	        cmocka_unit_test(test_mac),
+	        cmocka_unit_test(test_names_hosts),
+	        cmocka_unit_test(test_time),
+	        cmocka_unit_test(test_b64url_token_sha),
+	        cmocka_unit_test(test_buf),
+	        cmocka_unit_test(test_sshkey),
+	        cmocka_unit_test_setup_teardown(test_secret_keyfile, setup_secret, teardown_secret),
+	        cmocka_unit_test_setup_teardown(test_secret_seal_open, setup_secret,
+	                                        teardown_secret),
+	        cmocka_unit_test_setup_teardown(test_secret_rotation, setup_secret,
+	                                        teardown_secret),
+	        cmocka_unit_test_setup_teardown(test_secret_interrupted, setup_secret,
+	                                        teardown_secret),
+	        cmocka_unit_test_setup_teardown(test_secret_derive, setup_secret, teardown_secret),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
