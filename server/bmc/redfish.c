@@ -60,7 +60,8 @@ static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 struct rf {
 	struct rp_bmc base;
 	struct rp_bmc_target t;
-	CURL *curl;
+	CURL *curl;    /* a new one for every request (renew); NULL when that failed */
+	CURLSH *share; /* the connections, kept across those easy handles; may be NULL */
 	char base_url[320];
 	struct learned l;
 	int refused; /* a link was refused: the paths learned are not cached */
@@ -408,6 +409,21 @@ enum again {
 	AGAIN_SAFE,  /* sent, no answer: only a request that is safe to repeat may go again */
 };
 
+/* A new easy handle for the next request, never curl_easy_reset: libcurl 7.88.1 (Debian 12)
+ * reads freed memory when a reset handle that has served a request gets certain malformed
+ * answers, which any BMC can send (tests/fuzz/README.md, "Findings"). Connections stay open
+ * across handles in h->share. 0, or -1 (h->curl NULL) when out of memory. */
+static int
+renew(struct rf *h)
+{
+	curl_easy_cleanup(h->curl);
+	if ((h->curl = curl_easy_init()) == NULL)
+		return -1;
+	if (h->share)
+		curl_easy_setopt(h->curl, CURLOPT_SHARE, h->share);
+	return 0;
+}
+
 /* One HTTP exchange, no auth logic, no retries. Transport failures become errors, with what
  * they allow in *again; every HTTP status comes back to the caller in r->status. once: the
  * request must not be repeated, not even by libcurl itself. */
@@ -420,14 +436,16 @@ exchange_once(struct rf *h, const char *method, const char *path, const char *ct
 	char url[1024], line[700];
 	CURLcode cc;
 	double connect = 0;
+	long status = 0;
 
 	memset(r, 0, sizeof *r);
 	/* Every request of the driver comes through here: nothing reaches another host. */
 	if (resolve(h, method, path, url, sizeof url, err) < 0)
 		return -1;
-	curl_easy_reset(h->curl);
+	if (h->curl == NULL && renew(h) < 0)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
 	curl_easy_setopt(h->curl, CURLOPT_URL, url);
-	/* A redirect is an answer like any other, never followed (curl_easy_reset's default). */
+	/* A redirect is an answer like any other, never followed (libcurl's default). */
 	curl_easy_setopt(h->curl, CURLOPT_FOLLOWLOCATION, 0L);
 	/* On a kept-alive connection that dies without an answer libcurl sends the request
 	 * again by itself, POSTs too: an action that may act once goes on a connection of its
@@ -473,11 +491,17 @@ exchange_once(struct rf *h, const char *method, const char *path, const char *ct
 	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, hdrs);
 	cc = curl_easy_perform(h->curl);
 	curl_slist_free_all(hdrs);
-	/* The request was built with the password; drop it from the handle now. */
-	curl_easy_setopt(h->curl, CURLOPT_PASSWORD, "");
+	curl_easy_getinfo(h->curl, CURLINFO_CONNECT_TIME, &connect);
+	curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &status);
+	/* The request was built with the password: the handle that holds it goes now. A push's
+	 * form was made for this handle (curl_mime_init): its caller renews it, then frees the
+	 * form. */
+	if (mime == NULL)
+		renew(h);
+	else
+		curl_easy_setopt(h->curl, CURLOPT_PASSWORD, "");
 	*again = AGAIN_NEVER;
 	if (cc != CURLE_OK) {
-		curl_easy_getinfo(h->curl, CURLINFO_CONNECT_TIME, &connect);
 		switch (cc) {
 		case CURLE_COULDNT_CONNECT:
 			*again = AGAIN_ANY;
@@ -524,7 +548,7 @@ exchange_once(struct rf *h, const char *method, const char *path, const char *ct
 			                   "%s %s: %s", method, url, curl_easy_strerror(cc));
 		}
 	}
-	curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &r->status);
+	r->status = status;
 	if (r->body.len > 0)
 		r->json = json_loadb(r->body.data, r->body.len, 0, NULL);
 	return 0;
@@ -913,7 +937,11 @@ rf_open(const struct rp_bmc_target *t, struct rp_bmc_err *err)
 	struct rf *h = calloc(1, sizeof *h);
 	struct cached *c;
 
-	if (h == NULL || (h->curl = curl_easy_init()) == NULL) {
+	if (h == NULL || (h->share = curl_share_init()) == NULL ||
+	    curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
+	    renew(h) < 0) {
+		if (h)
+			curl_share_cleanup(h->share);
 		free(h);
 		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
 		return NULL;
@@ -970,6 +998,7 @@ rf_close(struct rp_bmc *b)
 		pthread_mutex_unlock(&cache_mu);
 	}
 	curl_easy_cleanup(h->curl);
+	curl_share_cleanup(h->share);
 	explicit_bzero(h->t.password, sizeof h->t.password);
 	free(h);
 }
@@ -1500,6 +1529,8 @@ rf_firmware_update(struct rp_bmc *b, const char *image_uri, const char *local_fi
 			curl_mime_type(part, "application/octet-stream");
 			curl_mime_filedata(part, local_file);
 			rc = exchange(h, "POST", push, NULL, NULL, 0, mime, NULL, 1, &r, err);
+			/* The handle the form was made for first, then the form. */
+			renew(h);
 			curl_mime_free(mime);
 			if (rc < 0 || r.status != 401 || h->l.basic)
 				break;

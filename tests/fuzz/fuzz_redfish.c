@@ -235,6 +235,9 @@ responder(void *arg)
 			static const char nf[] = "HTTP/1.1 404 Not Found\r\nContent-Length: "
 			                         "0\r\nConnection: close\r\n\r\n";
 			send_all(fd, nf, sizeof nf - 1);
+		} else if (n >= 5 && memcmp(r, "HTTP/", 5) == 0 && getenv("RP_FUZZ_REDFISH_RAW")) {
+			/* As a hostile BMC would send it: libcurl's own parser too. */
+			send_all(fd, r, n);
 		} else if (n >= 5 && memcmp(r, "HTTP/", 5) == 0) {
 			struct rp_buf f = {0};
 
