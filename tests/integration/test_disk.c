@@ -286,10 +286,14 @@ main(void)
 		return skip_test("sqlite3 or chattr missing");
 	}
 	/* A private mount namespace: the tmpfs is invisible outside and vanishes with us. */
-	if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+	/* In a chroot "/" is no mount point (EINVAL): then /tmp, where the tmpfs goes, must be. */
+	if (unshare(CLONE_NEWNS) != 0 ||
+	    (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 &&
+	     mount(NULL, "/tmp", NULL, MS_REC | MS_PRIVATE, NULL) != 0)) {
 		snprintf(why, sizeof why,
-		         "cannot make a mount namespace (%s): needs root / "
-		         "CAP_SYS_ADMIN, which this machine does not give",
+		         "cannot make a private mount namespace (%s): needs root / "
+		         "CAP_SYS_ADMIN and / or /tmp a mount point, which this machine does not "
+		         "give",
 		         strerror(errno));
 		return skip_test(why);
 	}
