@@ -393,11 +393,33 @@ store_firmware_from_inventory(struct conn *c, const struct node_ref *n, json_t *
 /* ---- Firmware update jobs ------------------------------------------------------------- */
 
 enum rp_err
+store_components_known(json_t *targets, json_t *only, json_t **detail)
+{
+	json_t *v, *t;
+	size_t i, j;
+
+	json_array_foreach(only, i, v)
+	{
+		int found = 0;
+
+		json_array_foreach(targets, j, t) found |=
+		        json_equal(json_object_get(t, "component"), v);
+		if (!found) {
+			*detail = json_pack("{s:s, s:s, s:O}", "field", "components", "reason",
+			                    "not a component of the node's firmware baseline",
+			                    "component", v);
+			return RP_ERR_INVALID_FIELD;
+		}
+	}
+	return RP_ERR_OK;
+}
+
+enum rp_err
 rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, json_t **out,
                           json_t **detail)
 {
 	struct conn *c = store_conn(st);
-	json_t *targets = NULL, *t, *v;
+	json_t *targets = NULL, *v;
 	char bname[128] = "", cls[128] = "";
 	sqlite3_stmt *s;
 	struct node_ref n;
@@ -447,20 +469,8 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 	sqlite3_bind_int64(s, 1, n.id);
 	if ((targets = store_rows(c, s)) == NULL)
 		goto out;
-	json_array_foreach(only, i, v)
-	{
-		int found = 0;
-
-		json_array_foreach(targets, j, t) found |=
-		        json_equal(json_object_get(t, "component"), v);
-		if (!found) {
-			*detail = json_pack("{s:s, s:s, s:O}", "field", "components", "reason",
-			                    "not a component of the node's firmware baseline",
-			                    "component", v);
-			e = RP_ERR_INVALID_FIELD;
-			goto out;
-		}
-	}
+	if ((e = store_components_known(targets, only, detail)) != RP_ERR_OK)
+		goto out;
 	if (json_array_size(only) > 0) {
 		for (i = json_array_size(targets); i-- > 0;) {
 			int keep = 0;

@@ -143,6 +143,11 @@ enum rp_err store_steps_insert(struct conn *c, int64_t job_id, json_t *plan);
 json_t *store_steps_view(struct conn *c, int64_t job_id);
 enum rp_err store_steps_close(struct conn *c, int64_t job_id, const char *job_state);
 
+/* RP_ERR_OK when every component named in only (an array of strings; NULL or empty: none)
+ * is the "component" of one of targets (a node's firmware baseline rows); else
+ * RP_ERR_INVALID_FIELD with *detail naming the first that is not. */
+enum rp_err store_components_known(json_t *targets, json_t *only, json_t **detail);
+
 /* Append an event inside the caller's transaction. detail is borrowed; may be NULL. */
 enum rp_err store_event(struct conn *c, const char *actor, const char *action, const char *otype,
                         const char *oid, const char *oname, int64_t node_id, int64_t rack_id,

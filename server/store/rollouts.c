@@ -1766,20 +1766,8 @@ pf_firmware(struct conn *c, const struct node_ref *n, json_t *only, json_t *node
 	sqlite3_bind_int64(s, 1, n->id);
 	if ((targets = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
-	json_array_foreach(only, i, v)
-	{
-		int found = 0;
-
-		json_array_foreach(targets, j, t) found |=
-		        json_equal(json_object_get(t, "component"), v);
-		if (!found) {
-			*detail = json_pack("{s:s, s:s, s:O}", "field", "components", "reason",
-			                    "not a component of the node's firmware baseline",
-			                    "component", v);
-			e = RP_ERR_INVALID_FIELD;
-			goto out;
-		}
-	}
+	if ((e = store_components_known(targets, only, detail)) != RP_ERR_OK)
+		goto out;
 	keep = json_array();
 	json_array_foreach(targets, i, t)
 	{
