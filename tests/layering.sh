@@ -21,6 +21,11 @@ check bmc '#include *"(\.\./)?(api|http|store|jobs|ssh)/' "bmc/ includes a highe
 check api '#include *"(\.\./)?(ssh|bmc)/' "api/ includes ssh/ or bmc/ (it goes through jobs/)"
 check rollout '#include *<(microhttpd|sqlite3).h>' "rollout/ includes microhttpd or sqlite3"
 check rollout '#include *"(\.\./)?(api|http|bmc|ssh|boot)/' "rollout/ includes a module it must not (it drives jobs/ and store/)"
+# The database is reached through store/sql.h: only its SQLite driver includes sqlite3.h.
+if grep -rlE '#include *<sqlite3.h>' "$src/server" "$src/agent" "$src/cli" 2>/dev/null | grep -v '/server/store/sqlite.c$' >/dev/null; then
+	echo "layering: sqlite3.h included outside store/sqlite.c:" $(grep -rlE '#include *<sqlite3.h>' "$src/server" "$src/agent" "$src/cli" | grep -v '/server/store/sqlite.c$') >&2
+	fail=1
+fi
 # One owner per library: TLS (GnuTLS) is http/'s, libsodium util/'s (secret.c).
 if grep -rlE '#include *<gnutls/' "$src/server" | grep -v '/server/http/' >/dev/null; then
 	echo "layering: GnuTLS included outside http/:" $(grep -rlE '#include *<gnutls/' "$src/server" | grep -v '/server/http/') >&2

@@ -8,24 +8,24 @@
 static enum rp_err
 run_of(struct conn *c, int64_t rack_id, int attempt, int64_t *id, char state[16], int *att)
 {
-	sqlite3_stmt *s =
+	struct stmt *s =
 	        STMT(c, "SELECT id, state, attempt FROM acceptance_runs WHERE rack_id = ?1 "
 	                "AND (?2 = 0 OR attempt = ?2) ORDER BY attempt DESC LIMIT 1");
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, rack_id);
-	sqlite3_bind_int(s, 2, attempt);
-	rc = sqlite3_step(s);
+	sql_bind_int(s, 1, rack_id);
+	sql_bind_int(s, 2, attempt);
+	rc = sql_step(s);
 	*id = 0;
-	if (rc == SQLITE_ROW) {
-		*id = sqlite3_column_int64(s, 0);
-		snprintf(state, 16, "%s", (const char *)sqlite3_column_text(s, 1));
-		*att = sqlite3_column_int(s, 2);
+	if (rc == SQL_ROW) {
+		*id = sql_int(s, 0);
+		snprintf(state, 16, "%s", sql_text(s, 1));
+		*att = sql_int(s, 2);
 	}
-	sqlite3_reset(s);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "run");
+	sql_reset(s);
+	return rc == SQL_ROW || rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "run");
 }
 
 enum rp_err
@@ -34,10 +34,10 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 {
 	struct conn *c = store_conn(st);
 	json_t *checks = json_object_get(in, "checks"), *nodes = NULL, *nd;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char uuid[RP_UUID_BUF], state[16] = "", summary[200], *cj = NULL, *bj = NULL;
 	int64_t rack_id, prev = 0, run_id, now = rp_time_now_ms();
-	int attempt = 0, jobs = 0, rc;
+	int attempt = 0, jobs = 0;
 	size_t i;
 	enum rp_err e;
 
@@ -63,10 +63,10 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, prev);
-		if (sqlite3_step(s) == SQLITE_ROW)
-			live = sqlite3_column_int(s, 0);
-		sqlite3_reset(s);
+		sql_bind_int(s, 1, prev);
+		if (sql_step(s) == SQL_ROW)
+			live = sql_int(s, 0);
+		sql_reset(s);
 		if (live) {
 			*detail = store_why(NULL,
 			                    "an acceptance run of rack %s is already running "
@@ -83,14 +83,10 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, prev);
-		sqlite3_bind_int64(s, 2, now);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
-			e = store_sqlerr(c, rc, "stale run");
+		sql_bind_int(s, 1, prev);
+		sql_bind_int(s, 2, now);
+		if ((e = store_exec(c, s, "stale run")) != RP_ERR_OK)
 			goto out;
-		}
 		if ((e = store_accept_settle(c, prev)) != RP_ERR_OK)
 			goto out;
 	}
@@ -98,7 +94,7 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	s = STMT(c, "SELECT id FROM nodes WHERE rack_id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, rack_id);
+	sql_bind_int(s, 1, rack_id);
 	if ((nodes = store_rows(c, s)) == NULL)
 		goto out;
 	if (json_array_size(nodes) == 0) {
@@ -116,20 +112,16 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	            "created_by, created_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?)");
 	if (s == NULL || cj == NULL)
 		goto out;
-	store_bind_text(s, 1, uuid);
-	sqlite3_bind_int64(s, 2, rack_id);
-	sqlite3_bind_int(s, 3, attempt + 1);
-	store_bind_text(s, 4, cj);
-	store_bind_text(s, 5, bj);
-	store_bind_text(s, 6, actor);
-	sqlite3_bind_int64(s, 7, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "run insert");
+	sql_bind_text(s, 1, uuid);
+	sql_bind_int(s, 2, rack_id);
+	sql_bind_int(s, 3, attempt + 1);
+	sql_bind_text(s, 4, cj);
+	sql_bind_text(s, 5, bj);
+	sql_bind_text(s, 6, actor);
+	sql_bind_int(s, 7, now);
+	if ((e = store_exec(c, s, "run insert")) != RP_ERR_OK)
 		goto out;
-	}
-	run_id = sqlite3_last_insert_rowid(c->db);
+	run_id = sql_last_id(c);
 	/* Every node x check, at once: a re-run copies what passed before; the rest is pending. */
 	s = STMT(c,
 	         "INSERT INTO acceptance_results(run_id, node_id, check_name, state, message, "
@@ -141,17 +133,13 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	         "n.rack_id = ?5");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, run_id);
-	store_bind_text(s, 2, cj);
-	sqlite3_bind_int(s, 3, attempt + 1);
-	sqlite3_bind_int64(s, 4, prev);
-	sqlite3_bind_int64(s, 5, rack_id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "results insert");
+	sql_bind_int(s, 1, run_id);
+	sql_bind_text(s, 2, cj);
+	sql_bind_int(s, 3, attempt + 1);
+	sql_bind_int(s, 4, prev);
+	sql_bind_int(s, 5, rack_id);
+	if ((e = store_exec(c, s, "results insert")) != RP_ERR_OK)
 		goto out;
-	}
 	/* What is read from a fresh boot needs the boot again: pxe runs with them. */
 	s = STMT(c,
 	         "UPDATE acceptance_results AS x SET state = 'pending', message = NULL, fix = "
@@ -162,14 +150,10 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	         "('inventory', 'links', 'burn_in'))");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, run_id);
-	sqlite3_bind_int(s, 2, attempt + 1);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "results reset");
+	sql_bind_int(s, 1, run_id);
+	sql_bind_int(s, 2, attempt + 1);
+	if ((e = store_exec(c, s, "results reset")) != RP_ERR_OK)
 		goto out;
-	}
 	json_array_foreach(nodes, i, nd)
 	{
 		int64_t nid = json_integer_value(json_object_get(nd, "id"));
@@ -182,11 +166,11 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 		            "node_id = ? AND state = 'pending')");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, run_id);
-		sqlite3_bind_int64(s, 2, nid);
-		if (sqlite3_step(s) == SQLITE_ROW)
-			pending = sqlite3_column_int(s, 0);
-		sqlite3_reset(s);
+		sql_bind_int(s, 1, run_id);
+		sql_bind_int(s, 2, nid);
+		if (sql_step(s) == SQL_ROW)
+			pending = sql_int(s, 0);
+		sql_reset(s);
 		if (!pending)
 			continue;
 		if ((e = store_node_by_id(c, nid, &n)) != RP_ERR_OK)
@@ -223,28 +207,28 @@ out:
 enum rp_err
 store_accept_settle(struct conn *c, int64_t run_id)
 {
-	sqlite3_stmt *s =
-	        STMT(c, "SELECT sum(x.state IN ('pending', 'running')), sum(x.state = "
-	                "'failed'), r.uuid, r.rack_id, (SELECT name FROM racks WHERE id = "
-	                "r.rack_id), r.attempt FROM acceptance_results x JOIN "
-	                "acceptance_runs r ON r.id = x.run_id WHERE x.run_id = ?");
+	enum rp_err e;
+	struct stmt *s = STMT(c, "SELECT sum(x.state IN ('pending', 'running')), sum(x.state = "
+	                         "'failed'), r.uuid, r.rack_id, (SELECT name FROM racks WHERE id = "
+	                         "r.rack_id), r.attempt FROM acceptance_results x JOIN "
+	                         "acceptance_runs r ON r.id = x.run_id WHERE x.run_id = ?");
 	char summary[200], uuid[RP_UUID_BUF] = "", rack[64] = "";
 	int open = 1, failed = 0, attempt = 0, rc;
 	int64_t rack_id = 0;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, run_id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		open = sqlite3_column_int(s, 0);
-		failed = sqlite3_column_int(s, 1);
-		snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(s, 2) ?: "");
-		rack_id = sqlite3_column_int64(s, 3);
-		snprintf(rack, sizeof rack, "%s", (const char *)sqlite3_column_text(s, 4) ?: "");
-		attempt = sqlite3_column_int(s, 5);
+	sql_bind_int(s, 1, run_id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		open = sql_int(s, 0);
+		failed = sql_int(s, 1);
+		snprintf(uuid, sizeof uuid, "%s", sql_text(s, 2) ?: "");
+		rack_id = sql_int(s, 3);
+		snprintf(rack, sizeof rack, "%s", sql_text(s, 4) ?: "");
+		attempt = sql_int(s, 5);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW)
+	sql_reset(s);
+	if (rc != SQL_ROW)
 		return store_sqlerr(c, rc, "run settle");
 	if (open > 0)
 		return RP_ERR_OK;
@@ -252,21 +236,18 @@ store_accept_settle(struct conn *c, int64_t run_id)
 	            "state = 'running'");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, run_id);
-	store_bind_text(s, 2, failed ? "failed" : "passed");
-	sqlite3_bind_int64(s, 3, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return store_sqlerr(c, rc, "run settle");
+	sql_bind_int(s, 1, run_id);
+	sql_bind_text(s, 2, failed ? "failed" : "passed");
+	sql_bind_int(s, 3, rp_time_now_ms());
+	if ((e = store_exec(c, s, "run settle")) != RP_ERR_OK)
+		return e;
 	snprintf(summary, sizeof summary, "acceptance of rack %s %s (attempt %d%s)", rack,
 	         failed ? "failed" : "passed", attempt, failed ? ", see the report" : "");
 	{
 		json_t *d = json_pack("{s:s, s:i}", "run", uuid, "failed_checks", failed);
-		enum rp_err e =
-		        store_event(c, "rackpilotd",
-		                    failed ? "rack.acceptance_failed" : "rack.acceptance_passed",
-		                    "rack", NULL, rack, 0, rack_id, summary, d);
+		e = store_event(c, "rackpilotd",
+		                failed ? "rack.acceptance_failed" : "rack.acceptance_passed",
+		                "rack", NULL, rack, 0, rack_id, summary, d);
 
 		json_decref(d);
 		return e;
@@ -285,7 +266,7 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 {
 	struct conn *c = store_conn(st);
 	json_t *run = NULL, *rows = NULL, *signoffs = NULL;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char state[16];
 	int64_t rack_id, run_id;
 	int att = 0, rc;
@@ -311,10 +292,10 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 	         "r JOIN racks k ON k.id = r.rack_id WHERE r.id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, run_id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+	sql_bind_int(s, 1, run_id);
+	if ((rc = sql_step(s)) == SQL_ROW)
 		run = store_row(c, s);
-	sqlite3_reset(s);
+	sql_reset(s);
 	if (run == NULL)
 		goto out;
 	s = STMT(c, RESULT_COLS
@@ -323,14 +304,14 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 	         "j.value = x.check_name)");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, run_id);
+	sql_bind_int(s, 1, run_id);
 	if ((rows = store_rows(c, s)) == NULL)
 		goto out;
 	s = STMT(c, "SELECT signed_by, signed_at AS \"signed_at:time\", report_sha256, note FROM "
 	            "acceptance_signoffs WHERE run_id = ? ORDER BY id");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, run_id);
+	sql_bind_int(s, 1, run_id);
 	if ((signoffs = store_rows(c, s)) == NULL)
 		goto out;
 	json_object_set_new(run, "results", rows);
@@ -351,30 +332,30 @@ out:
 static enum rp_err
 run_by_uuid(struct conn *c, const char *uuid, int64_t *id, int *running, int64_t *created)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT id, state = 'running', created_at FROM acceptance_runs "
-	                          "WHERE uuid = ?");
+	struct stmt *s = STMT(c, "SELECT id, state = 'running', created_at FROM acceptance_runs "
+	                         "WHERE uuid = ?");
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	store_bind_text(s, 1, uuid);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		*id = sqlite3_column_int64(s, 0);
-		*running = sqlite3_column_int(s, 1);
-		*created = sqlite3_column_int64(s, 2);
+	sql_bind_text(s, 1, uuid);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
+		*id = sql_int(s, 0);
+		*running = sql_int(s, 1);
+		*created = sql_int(s, 2);
 	}
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
+	sql_reset(s);
+	if (rc == SQL_ROW)
 		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "run");
+	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "run");
 }
 
 enum rp_err
 rp_store_accept_node(struct rp_store *st, const char *run, int64_t node_id, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *rows, *cab = NULL;
 	int64_t run_id = 0, created = 0;
 	int running = 0;
@@ -388,8 +369,8 @@ rp_store_accept_node(struct rp_store *st, const char *run, int64_t node_id, json
 	            "acceptance_results WHERE run_id = ? AND node_id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, run_id);
-	sqlite3_bind_int64(s, 2, node_id);
+	sql_bind_int(s, 1, run_id);
+	sql_bind_int(s, 2, node_id);
 	if ((rows = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	if ((e = store_cabling_of_node(c, node_id, &cab)) != RP_ERR_OK) {
@@ -406,25 +387,25 @@ static enum rp_err
 result_state(struct conn *c, int64_t run_id, int64_t node_id, const char *check, char state[16],
              char *child)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT state, coalesce(child_job, '') FROM acceptance_results "
-	                          "WHERE run_id = ? AND node_id = ? AND check_name = ?");
+	struct stmt *s = STMT(c, "SELECT state, coalesce(child_job, '') FROM acceptance_results "
+	                         "WHERE run_id = ? AND node_id = ? AND check_name = ?");
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, run_id);
-	sqlite3_bind_int64(s, 2, node_id);
-	store_bind_text(s, 3, check);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		snprintf(state, 16, "%s", (const char *)sqlite3_column_text(s, 0));
+	sql_bind_int(s, 1, run_id);
+	sql_bind_int(s, 2, node_id);
+	sql_bind_text(s, 3, check);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
+		snprintf(state, 16, "%s", sql_text(s, 0));
 		if (child)
-			snprintf(child, RP_UUID_BUF, "%s", (const char *)sqlite3_column_text(s, 1));
+			snprintf(child, RP_UUID_BUF, "%s", sql_text(s, 1));
 	}
-	sqlite3_reset(s);
-	if (rc == SQLITE_DONE)
+	sql_reset(s);
+	if (rc == SQL_DONE)
 		return RP_ERR_NOT_FOUND;
-	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "result");
+	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "result");
 }
 
 enum rp_err
@@ -435,10 +416,10 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
 	struct conn *c = store_conn(st);
 	json_t *res = NULL;
 	struct node_ref n;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char state[16] = "", uuid[RP_UUID_BUF] = "", was[RP_UUID_BUF] = "";
 	int64_t run_id = 0, created, jid = 0;
-	int running = 0, rc;
+	int running = 0;
 	enum rp_err e;
 
 	if (c == NULL)
@@ -477,10 +458,10 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
 		s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, jid);
-		if (sqlite3_step(s) == SQLITE_ROW)
-			snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(s, 0));
-		sqlite3_reset(s);
+		sql_bind_int(s, 1, jid);
+		if (sql_step(s) == SQL_ROW)
+			snprintf(uuid, sizeof uuid, "%s", sql_text(s, 0));
+		sql_reset(s);
 	}
 	e = RP_ERR_INTERNAL;
 	s = STMT(c,
@@ -488,17 +469,13 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
 	         "coalesce(started_at, ?5) WHERE run_id = ?1 AND node_id = ?2 AND check_name = ?3");
 	if (s == NULL || uuid[0] == '\0')
 		goto out;
-	sqlite3_bind_int64(s, 1, run_id);
-	sqlite3_bind_int64(s, 2, node_id);
-	store_bind_text(s, 3, check);
-	store_bind_text(s, 4, uuid);
-	sqlite3_bind_int64(s, 5, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "result running");
+	sql_bind_int(s, 1, run_id);
+	sql_bind_int(s, 2, node_id);
+	sql_bind_text(s, 3, check);
+	sql_bind_text(s, 4, uuid);
+	sql_bind_int(s, 5, rp_time_now_ms());
+	if ((e = store_exec(c, s, "result running")) != RP_ERR_OK)
 		goto out;
-	}
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
 	snprintf(child, len, "%s", uuid);
@@ -513,10 +490,10 @@ rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id, co
                        json_t *result)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char state[16] = "", *ev = NULL, *fi = NULL;
 	int64_t run_id = 0, created, now = rp_time_now_ms();
-	int running = 0, rc;
+	int running = 0;
 	enum rp_err e;
 
 	if (c == NULL)
@@ -542,21 +519,17 @@ rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id, co
 	            "WHERE run_id = ?1 AND node_id = ?2 AND check_name = ?3");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, run_id);
-	sqlite3_bind_int64(s, 2, node_id);
-	store_bind_text(s, 3, check);
+	sql_bind_int(s, 1, run_id);
+	sql_bind_int(s, 2, node_id);
+	sql_bind_text(s, 3, check);
 	store_bind_str(s, 4, result, "state");
 	store_bind_str(s, 5, result, "message");
 	store_bind_str(s, 6, result, "fix");
-	store_bind_text(s, 7, ev);
-	store_bind_text(s, 8, fi);
-	sqlite3_bind_int64(s, 9, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "result record");
+	sql_bind_text(s, 7, ev);
+	sql_bind_text(s, 8, fi);
+	sql_bind_int(s, 9, now);
+	if ((e = store_exec(c, s, "result record")) != RP_ERR_OK)
 		goto out;
-	}
 	if ((e = store_accept_settle(c, run_id)) != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);
@@ -572,10 +545,10 @@ rp_store_accept_signoff(struct rp_store *st, const char *rack, const char *sha25
                         const char *actor, json_t **out, json_t **detail)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char state[16] = "", summary[256];
 	int64_t rack_id, run_id;
-	int att = 0, rc;
+	int att = 0;
 	enum rp_err e;
 
 	if (c == NULL)
@@ -596,17 +569,13 @@ rp_store_accept_signoff(struct rp_store *st, const char *rack, const char *sha25
 	            "note) VALUES (?, ?, ?, ?, ?)");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, run_id);
-	store_bind_text(s, 2, actor);
-	sqlite3_bind_int64(s, 3, rp_time_now_ms());
-	store_bind_text(s, 4, sha256);
-	store_bind_text(s, 5, note);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "signoff");
+	sql_bind_int(s, 1, run_id);
+	sql_bind_text(s, 2, actor);
+	sql_bind_int(s, 3, rp_time_now_ms());
+	sql_bind_text(s, 4, sha256);
+	sql_bind_text(s, 5, note);
+	if ((e = store_exec(c, s, "signoff")) != RP_ERR_OK)
 		goto out;
-	}
 	snprintf(summary, sizeof summary, "rack %s acceptance (attempt %d) signed off by %s", rack,
 	         att, actor);
 	{

@@ -22,7 +22,7 @@ rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *has
 {
 	struct conn *c = store_conn(st);
 	struct node_ref n = {0};
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char uuid[RP_UUID_BUF], summary[200];
 	json_t *obj = NULL;
 	int64_t id, now = rp_time_now_ms();
@@ -40,20 +40,16 @@ rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *has
 	            "expires_at) VALUES (?,?,?,?,?,?)");
 	if (s == NULL)
 		goto out;
-	store_bind_text(s, 1, uuid);
-	store_bind_text(s, 2, hash);
+	sql_bind_text(s, 1, uuid);
+	sql_bind_text(s, 2, hash);
 	if (n.id)
-		sqlite3_bind_int64(s, 3, n.id);
-	store_bind_text(s, 4, actor);
-	sqlite3_bind_int64(s, 5, now);
-	sqlite3_bind_int64(s, 6, expires_at);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "bootstrap insert");
+		sql_bind_int(s, 3, n.id);
+	sql_bind_text(s, 4, actor);
+	sql_bind_int(s, 5, now);
+	sql_bind_int(s, 6, expires_at);
+	if ((e = store_exec(c, s, "bootstrap insert")) != RP_ERR_OK)
 		goto out;
-	}
-	id = sqlite3_last_insert_rowid(c->db);
+	id = sql_last_id(c);
 	if (n.id)
 		snprintf(summary, sizeof summary, "bootstrap token created for %s", n.name);
 	else
@@ -66,12 +62,12 @@ rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *has
 	s = STMT(c, BOOT_COLS "WHERE t.id = ?2");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, now);
-	sqlite3_bind_int64(s, 2, id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+	sql_bind_int(s, 1, now);
+	sql_bind_int(s, 2, id);
+	if ((rc = sql_step(s)) == SQL_ROW)
 		obj = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
+	sql_reset(s);
+	if (rc != SQL_ROW) {
 		e = store_sqlerr(c, rc, "bootstrap read");
 		goto out;
 	}
@@ -89,7 +85,7 @@ enum rp_err
 rp_store_bootstrap_list(struct rp_store *st, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *a;
 
 	if (c == NULL)
@@ -98,7 +94,7 @@ rp_store_bootstrap_list(struct rp_store *st, json_t **out)
 	                      "t.expires_at > ?1 ORDER BY t.id DESC LIMIT 1000");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, rp_time_now_ms());
+	sql_bind_int(s, 1, rp_time_now_ms());
 	if ((a = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = a;
@@ -109,9 +105,8 @@ enum rp_err
 rp_store_bootstrap_revoke(struct rp_store *st, const char *id, const char *actor)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -125,15 +120,11 @@ rp_store_bootstrap_revoke(struct rp_store *st, const char *id, const char *actor
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	store_bind_text(s, 1, id);
-	sqlite3_bind_int64(s, 2, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "bootstrap revoke");
+	sql_bind_text(s, 1, id);
+	sql_bind_int(s, 2, rp_time_now_ms());
+	if ((e = store_exec(c, s, "bootstrap revoke")) != RP_ERR_OK)
 		goto out;
-	}
-	if (sqlite3_changes(c->db) == 0) {
+	if (sql_changes(c) == 0) {
 		e = RP_ERR_NOT_FOUND;
 		goto out;
 	}
@@ -152,16 +143,16 @@ out:
 static enum rp_err
 mac_owner(struct conn *c, const char *mac, int64_t *node_id)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT node_id FROM node_macs WHERE mac = ?");
+	struct stmt *s = STMT(c, "SELECT node_id FROM node_macs WHERE mac = ?");
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_text(s, 1, mac, -1, SQLITE_TRANSIENT);
-	rc = sqlite3_step(s);
-	*node_id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-	sqlite3_reset(s);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "mac owner");
+	sql_bind_text(s, 1, mac);
+	rc = sql_step(s);
+	*node_id = rc == SQL_ROW ? sql_int(s, 0) : 0;
+	sql_reset(s);
+	return rc == SQL_ROW || rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "mac owner");
 }
 
 /* Copy a short inventory string into a node field when it is usable as one. */
@@ -183,7 +174,7 @@ discover(struct conn *c, json_t *macs, json_t *inventory, const char *actor, int
 	json_t *node = json_object(), *system = json_object_get(inventory, "system");
 	const char *mac = json_string_value(json_array_get(macs, 0)), *u;
 	char name[64], hex[13];
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t other;
 	enum rp_err e;
 	int i, j, rc;
@@ -215,10 +206,10 @@ discover(struct conn *c, json_t *macs, json_t *inventory, const char *actor, int
 	s = STMT(c, "UPDATE nodes SET provision_state = 'discovered' WHERE id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, *id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	e = rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "discover");
+	sql_bind_int(s, 1, *id);
+	rc = sql_step(s);
+	sql_reset(s);
+	e = rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "discover");
 out:
 	json_decref(node);
 	return e;
@@ -229,8 +220,8 @@ static enum rp_err
 pin(struct conn *c, const struct node_ref *n, const struct rp_sshkey *key, const char *why,
     const char *actor)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT key_type, key_b64, fingerprint FROM ssh_host_keys "
-	                          "WHERE node_id = ?");
+	struct stmt *s = STMT(c, "SELECT key_type, key_b64, fingerprint FROM ssh_host_keys "
+	                         "WHERE node_id = ?");
 	char old_fp[64] = "", summary[300];
 	int rc, same = 0, had = 0;
 	json_t *d;
@@ -238,15 +229,14 @@ pin(struct conn *c, const struct node_ref *n, const struct rp_sshkey *key, const
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, n->id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	sql_bind_int(s, 1, n->id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
 		had = 1;
-		same = !strcmp((const char *)sqlite3_column_text(s, 0), key->type) &&
-		       !strcmp((const char *)sqlite3_column_text(s, 1), key->b64);
-		snprintf(old_fp, sizeof old_fp, "%s", (const char *)sqlite3_column_text(s, 2));
+		same = !strcmp(sql_text(s, 0), key->type) && !strcmp(sql_text(s, 1), key->b64);
+		snprintf(old_fp, sizeof old_fp, "%s", sql_text(s, 2));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	sql_reset(s);
+	if (rc != SQL_ROW && rc != SQL_DONE)
 		return store_sqlerr(c, rc, "host key read");
 	if (same)
 		return RP_ERR_OK;
@@ -256,16 +246,14 @@ pin(struct conn *c, const struct node_ref *n, const struct rp_sshkey *key, const
 	         "key_type = ?2, key_b64 = ?3, fingerprint = ?4, pinned_at = ?5, pinned_by = ?6");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, n->id);
-	store_bind_text(s, 2, key->type);
-	store_bind_text(s, 3, key->b64);
-	store_bind_text(s, 4, key->fingerprint);
-	sqlite3_bind_int64(s, 5, rp_time_now_ms());
-	store_bind_text(s, 6, actor);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return store_sqlerr(c, rc, "host key pin");
+	sql_bind_int(s, 1, n->id);
+	sql_bind_text(s, 2, key->type);
+	sql_bind_text(s, 3, key->b64);
+	sql_bind_text(s, 4, key->fingerprint);
+	sql_bind_int(s, 5, rp_time_now_ms());
+	sql_bind_text(s, 6, actor);
+	if ((e = store_exec(c, s, "host key pin")) != RP_ERR_OK)
+		return e;
 	if (had)
 		snprintf(summary, sizeof summary, "SSH host key of %s re-pinned by %s: %s -> %s",
 		         n->name, why, old_fp, key->fingerprint);
@@ -294,7 +282,7 @@ struct boot_tok {
 static enum rp_err
 boot_lookup(struct conn *c, const char *hash, struct boot_tok *t, json_t **detail)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char reason[64] = "";
 	int rc;
 
@@ -305,21 +293,19 @@ boot_lookup(struct conn *c, const char *hash, struct boot_tok *t, json_t **detai
 	            "FROM bootstrap_tokens WHERE hash = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, rp_time_now_ms());
-	store_bind_text(s, 2, hash);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		t->id = sqlite3_column_int64(s, 0);
-		t->node_id = sqlite3_column_int64(s, 1);
-		if (sqlite3_column_type(s, 2) != SQLITE_NULL)
-			snprintf(reason, sizeof reason, "%s",
-			         (const char *)sqlite3_column_text(s, 2));
-		snprintf(t->mac, sizeof t->mac, "%s", (const char *)sqlite3_column_text(s, 3));
-		snprintf(t->source, sizeof t->source, "%s",
-		         (const char *)sqlite3_column_text(s, 4));
-		snprintf(t->uuid, sizeof t->uuid, "%s", (const char *)sqlite3_column_text(s, 5));
+	sql_bind_int(s, 1, rp_time_now_ms());
+	sql_bind_text(s, 2, hash);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		t->id = sql_int(s, 0);
+		t->node_id = sql_int(s, 1);
+		if (sql_type(s, 2) != SQL_NULL)
+			snprintf(reason, sizeof reason, "%s", sql_text(s, 2));
+		snprintf(t->mac, sizeof t->mac, "%s", sql_text(s, 3));
+		snprintf(t->source, sizeof t->source, "%s", sql_text(s, 4));
+		snprintf(t->uuid, sizeof t->uuid, "%s", sql_text(s, 5));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	sql_reset(s);
+	if (rc != SQL_ROW && rc != SQL_DONE)
 		return store_sqlerr(c, rc, "bootstrap lookup");
 	if (t->id == 0 || reason[0]) {
 		*detail = store_why(NULL, "bootstrap token %s", t->id ? reason : "unknown");
@@ -335,7 +321,7 @@ boot_lookup(struct conn *c, const char *hash, struct boot_tok *t, json_t **detai
 static void
 bootstrap_refused(struct conn *c, const char *hash, const char *peer, json_t *why)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char uuid[RP_UUID_BUF] = "", summary[200];
 	int64_t node_id = 0;
 	struct node_ref n = {0};
@@ -345,13 +331,13 @@ bootstrap_refused(struct conn *c, const char *hash, const char *peer, json_t *wh
 	s = STMT(c, "SELECT uuid, coalesce(node_id, 0) FROM bootstrap_tokens WHERE hash = ?");
 	if (s == NULL)
 		return;
-	store_bind_text(s, 1, hash);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(s, 0));
-		node_id = sqlite3_column_int64(s, 1);
+	sql_bind_text(s, 1, hash);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		snprintf(uuid, sizeof uuid, "%s", sql_text(s, 0));
+		node_id = sql_int(s, 1);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW)
+	sql_reset(s);
+	if (rc != SQL_ROW)
 		return;
 	if (node_id && store_node_by_id(c, node_id, &n) != RP_ERR_OK)
 		return;
@@ -424,18 +410,18 @@ refuse(struct refusal *f, const struct node_ref *n, json_t *detail, const char *
 static enum rp_err
 node_state(struct conn *c, int64_t id, char *buf, size_t len)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT provision_state FROM nodes WHERE id = ?");
+	struct stmt *s = STMT(c, "SELECT provision_state FROM nodes WHERE id = ?");
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		snprintf(buf, len, "%s", (const char *)sqlite3_column_text(s, 0));
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
+	sql_bind_int(s, 1, id);
+	if ((rc = sql_step(s)) == SQL_ROW)
+		snprintf(buf, len, "%s", sql_text(s, 0));
+	sql_reset(s);
+	if (rc == SQL_ROW)
 		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node state");
+	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node state");
 }
 
 static int
@@ -530,28 +516,27 @@ static enum rp_err
 may_pin(struct conn *c, const struct boot_tok *t, const struct node_ref *n,
         const struct rp_sshkey *key, char *why, size_t whylen, json_t **detail, struct refusal *f)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT key_type, key_b64, fingerprint FROM ssh_host_keys "
-	                          "WHERE node_id = ?");
+	struct stmt *s = STMT(c, "SELECT key_type, key_b64, fingerprint FROM ssh_host_keys "
+	                         "WHERE node_id = ?");
 	char state[32] = "", fp[64] = "";
 	int rc, same = 0;
 	enum rp_err e;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, n->id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		same = !strcmp((const char *)sqlite3_column_text(s, 0), key->type) &&
-		       !strcmp((const char *)sqlite3_column_text(s, 1), key->b64);
-		snprintf(fp, sizeof fp, "%s", (const char *)sqlite3_column_text(s, 2));
+	sql_bind_int(s, 1, n->id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		same = !strcmp(sql_text(s, 0), key->type) && !strcmp(sql_text(s, 1), key->b64);
+		snprintf(fp, sizeof fp, "%s", sql_text(s, 2));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	sql_reset(s);
+	if (rc != SQL_ROW && rc != SQL_DONE)
 		return store_sqlerr(c, rc, "host key read");
 	if ((e = node_state(c, n->id, state, sizeof state)) != RP_ERR_OK)
 		return e;
 	snprintf(why, whylen, "agent registration (%s bootstrap token, %s)",
 	         t->node_id ? "node-bound" : "discovery", state);
-	if (rc == SQLITE_DONE || same)
+	if (rc == SQL_DONE || same)
 		return RP_ERR_OK;
 	if (t->node_id == n->id && provisioning(state))
 		return RP_ERR_OK;
@@ -579,11 +564,11 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	struct refusal f = {0};
 	struct boot_tok t;
 	struct node_ref n;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t node_id = 0, now = rp_time_now_ms();
 	char actor[96], summary[240], pin_why[120];
 	enum rp_err e;
-	int created = 0, rc;
+	int created = 0;
 	size_t i;
 
 	if (c == NULL)
@@ -636,14 +621,10 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_text(s, 1, json_string_value(m), -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int64(s, 2, n.id);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
-			e = store_sqlerr(c, rc, "mac add");
+		sql_bind_text(s, 1, json_string_value(m));
+		sql_bind_int(s, 2, n.id);
+		if ((e = store_exec(c, s, "mac add")) != RP_ERR_OK)
 			goto out;
-		}
 	}
 	if (json_is_object(inv) &&
 	    (e = store_inventory_write(c, &n, "agent", inv, actor)) != RP_ERR_OK)
@@ -663,32 +644,24 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	        "address = ?7, port = ?8");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, n.id);
-	store_bind_text(s, 2, r->token_hash);
-	sqlite3_bind_int64(s, 3, now);
+	sql_bind_int(s, 1, n.id);
+	sql_bind_text(s, 2, r->token_hash);
+	sql_bind_int(s, 3, now);
 	store_bind_str(s, 4, body, "boot_id");
 	store_bind_str(s, 5, body, "agent_version");
 	store_bind_str(s, 6, body, "hostname");
-	store_bind_text(s, 7, address);
+	sql_bind_text(s, 7, address);
 	store_bind_int(s, 8, ssh, "port");
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "agent upsert");
+	if ((e = store_exec(c, s, "agent upsert")) != RP_ERR_OK)
 		goto out;
-	}
 	s = STMT(c, "UPDATE bootstrap_tokens SET used_at = ?2, used_by = ?3 WHERE id = ?1");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, t.id);
-	sqlite3_bind_int64(s, 2, now);
-	store_bind_text(s, 3, n.name);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "bootstrap use");
+	sql_bind_int(s, 1, t.id);
+	sql_bind_int(s, 2, now);
+	sql_bind_text(s, 3, n.name);
+	if ((e = store_exec(c, s, "bootstrap use")) != RP_ERR_OK)
 		goto out;
-	}
 	/* The machine is in: whatever other boot script tokens were handed out for it (its other
 	 * MACs, or someone else asking with its MAC) open nothing any more. */
 	s = STMT(c,
@@ -697,15 +670,11 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	         "NULL AND mac IN (SELECT mac FROM node_macs WHERE node_id = ?3)))");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, t.id);
-	sqlite3_bind_int64(s, 2, now);
-	sqlite3_bind_int64(s, 3, n.id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "bootstrap revoke others");
+	sql_bind_int(s, 1, t.id);
+	sql_bind_int(s, 2, now);
+	sql_bind_int(s, 3, n.id);
+	if ((e = store_exec(c, s, "bootstrap revoke others")) != RP_ERR_OK)
 		goto out;
-	}
 	/* A lifecycle job waiting for this agent runs at the scheduler's next tick, not at the end
 	 * of its poll interval: registration is what it waits for. Only waits come early, never a
 	 * retry's back-off. */
@@ -713,14 +682,10 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	            "error_code = 'waiting' AND not_before > ?2");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, n.id);
-	sqlite3_bind_int64(s, 2, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "wake waiting jobs");
+	sql_bind_int(s, 1, n.id);
+	sql_bind_int(s, 2, now);
+	if ((e = store_exec(c, s, "wake waiting jobs")) != RP_ERR_OK)
 		goto out;
-	}
 	snprintf(summary, sizeof summary, "agent on %s registered%s (%s)", n.name,
 	         created ? " as a discovered machine" : "",
 	         json_string_value(json_object_get(body, "hostname")) ?: "no hostname");
@@ -750,7 +715,7 @@ enum rp_err
 rp_store_agent_auth(struct rp_store *st, const char *hash, struct rp_token_info *out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int rc;
 
 	if (c == NULL)
@@ -759,20 +724,19 @@ rp_store_agent_auth(struct rp_store *st, const char *hash, struct rp_token_info 
 	            "WHERE a.token_hash = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		snprintf(out->id, sizeof out->id, "%s", (const char *)sqlite3_column_text(s, 0));
-		snprintf(out->name, sizeof out->name, "%s",
-		         (const char *)sqlite3_column_text(s, 1));
+	sql_bind_text(s, 1, hash);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
+		snprintf(out->id, sizeof out->id, "%s", sql_text(s, 0));
+		snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
 		snprintf(out->role, sizeof out->role, "agent");
-		out->node_id = sqlite3_column_int64(s, 2);
+		out->node_id = sql_int(s, 2);
 		out->expires_at = 0;
 	}
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
+	sql_reset(s);
+	if (rc == SQL_ROW)
 		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_UNAUTHORIZED : store_sqlerr(c, rc, "agent auth");
+	return rc == SQL_DONE ? RP_ERR_UNAUTHORIZED : store_sqlerr(c, rc, "agent auth");
 }
 
 enum rp_err
@@ -782,7 +746,7 @@ rp_store_agent_heartbeat(struct rp_store *st, int64_t node_id, json_t *hb)
 	const char *boot = json_string_value(json_object_get(hb, "boot_id"));
 	char before[64] = "", summary[200];
 	struct node_ref n;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	int rc;
 
@@ -796,12 +760,12 @@ rp_store_agent_heartbeat(struct rp_store *st, int64_t node_id, json_t *hb)
 	s = STMT(c, "SELECT coalesce(boot_id, '') FROM agents WHERE node_id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, node_id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		snprintf(before, sizeof before, "%s", (const char *)sqlite3_column_text(s, 0));
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
-		e = rc == SQLITE_DONE ? RP_ERR_UNAUTHORIZED : store_sqlerr(c, rc, "heartbeat read");
+	sql_bind_int(s, 1, node_id);
+	if ((rc = sql_step(s)) == SQL_ROW)
+		snprintf(before, sizeof before, "%s", sql_text(s, 0));
+	sql_reset(s);
+	if (rc != SQL_ROW) {
+		e = rc == SQL_DONE ? RP_ERR_UNAUTHORIZED : store_sqlerr(c, rc, "heartbeat read");
 		goto out;
 	}
 	s = STMT(c, "UPDATE agents SET seen_at = ?2, boot_id = coalesce(?3, boot_id), "
@@ -809,17 +773,13 @@ rp_store_agent_heartbeat(struct rp_store *st, int64_t node_id, json_t *hb)
 	            "= ?1");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, node_id);
-	sqlite3_bind_int64(s, 2, rp_time_now_ms());
-	store_bind_text(s, 3, boot);
+	sql_bind_int(s, 1, node_id);
+	sql_bind_int(s, 2, rp_time_now_ms());
+	sql_bind_text(s, 3, boot);
 	store_bind_str(s, 4, hb, "agent_version");
 	store_bind_str(s, 5, hb, "status");
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "heartbeat");
+	if ((e = store_exec(c, s, "heartbeat")) != RP_ERR_OK)
 		goto out;
-	}
 	if (boot && before[0] && strcmp(boot, before) != 0) {
 		snprintf(summary, sizeof summary, "agent on %s is back from a reboot", n.name);
 		if ((e = store_event(c, "rackpilotd", "node.agent_rebooted", "node", n.uuid, n.name,
@@ -861,7 +821,7 @@ rp_store_node_host_key_set(struct rp_store *st, const char *key, const struct rp
 {
 	struct conn *c = store_conn(st);
 	struct node_ref n;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *obj = NULL;
 	enum rp_err e;
 	int rc;
@@ -880,14 +840,10 @@ rp_store_node_host_key_set(struct rp_store *st, const char *key, const struct rp
 		s = STMT(c, "DELETE FROM ssh_host_keys WHERE node_id = ?");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, n.id);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
-			e = store_sqlerr(c, rc, "host key unpin");
+		sql_bind_int(s, 1, n.id);
+		if ((e = store_exec(c, s, "host key unpin")) != RP_ERR_OK)
 			goto out;
-		}
-		if (sqlite3_changes(c->db) == 0) {
+		if (sql_changes(c) == 0) {
 			e = RP_ERR_NOT_FOUND;
 			goto out;
 		}
@@ -906,12 +862,12 @@ rp_store_node_host_key_set(struct rp_store *st, const char *key, const struct rp
 	         "FROM ssh_host_keys WHERE node_id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, n.id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	sql_bind_int(s, 1, n.id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW)
 		obj = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_ROW && rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "host key read");
 		goto out;
 	}

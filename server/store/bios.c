@@ -17,7 +17,7 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 	json_t *actual = NULL, *desired_attrs = NULL, *diff = NULL, *res = NULL, *v;
 	const char *name, *profile = NULL, *via = NULL;
 	char pname[128] = "";
-	sqlite3_stmt *s;
+	struct stmt *s;
 	struct node_ref n;
 	int64_t id, pid = 0;
 	enum rp_err e;
@@ -35,20 +35,19 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 	            "ORDER BY name");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
+	sql_bind_int(s, 1, id);
 	actual = json_object();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = sql_step(s)) == SQL_ROW) {
 		char ts[RP_TIME_BUF];
 
-		v = json_loads((const char *)sqlite3_column_text(s, 1), JSON_DECODE_ANY, NULL);
-		json_object_set_new(actual, (const char *)sqlite3_column_text(s, 0),
+		v = json_loads(sql_text(s, 1), JSON_DECODE_ANY, NULL);
+		json_object_set_new(actual, sql_text(s, 0),
 		                    json_pack("{s:o, s:s, s:s}", "value", v ? v : json_null(),
-		                              "source", (const char *)sqlite3_column_text(s, 2),
-		                              "read_at",
-		                              rp_time_format(sqlite3_column_int64(s, 3), ts)));
+		                              "source", sql_text(s, 2), "read_at",
+		                              rp_time_format(sql_int(s, 3), ts)));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
+	sql_reset(s);
+	if (rc != SQL_DONE)
 		goto out;
 	s = STMT(c,
 	         "SELECT p.id, p.name, CASE WHEN n.bios_profile_id IS NOT NULL THEN 'node' "
@@ -56,15 +55,14 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 	         " WHERE n.id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
-	if (sqlite3_step(s) == SQLITE_ROW) {
-		pid = sqlite3_column_int64(s, 0);
-		snprintf(pname, sizeof pname, "%s", (const char *)sqlite3_column_text(s, 1));
+	sql_bind_int(s, 1, id);
+	if (sql_step(s) == SQL_ROW) {
+		pid = sql_int(s, 0);
+		snprintf(pname, sizeof pname, "%s", sql_text(s, 1));
 		profile = pname;
-		via = strcmp((const char *)sqlite3_column_text(s, 2), "node") == 0 ? "node"
-		                                                                   : "node_class";
+		via = strcmp(sql_text(s, 2), "node") == 0 ? "node" : "node_class";
 	}
-	sqlite3_reset(s);
+	sql_reset(s);
 	desired_attrs = json_object();
 	diff = json_array();
 	if (pid) {
@@ -74,14 +72,14 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 		         "WHERE pa.profile_id = ?1 ORDER BY pa.name");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, pid);
-		sqlite3_bind_int64(s, 2, id);
-		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-			const char *want = (const char *)sqlite3_column_text(s, 1);
-			const char *have = (const char *)sqlite3_column_text(s, 2);
+		sql_bind_int(s, 1, pid);
+		sql_bind_int(s, 2, id);
+		while ((rc = sql_step(s)) == SQL_ROW) {
+			const char *want = sql_text(s, 1);
+			const char *have = sql_text(s, 2);
 			json_t *w = json_loads(want, JSON_DECODE_ANY, NULL);
 
-			name = (const char *)sqlite3_column_text(s, 0);
+			name = sql_text(s, 0);
 			json_object_set(desired_attrs, name, w ? w : json_null());
 			if (have == NULL || strcmp(have, want) != 0) {
 				json_t *h = have ? json_loads(have, JSON_DECODE_ANY, NULL) : NULL;
@@ -93,8 +91,8 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 			}
 			json_decref(w);
 		}
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE)
+		sql_reset(s);
+		if (rc != SQL_DONE)
 			goto out;
 	}
 	res = json_pack("{s:s, s:O, s:{s:s?, s:s?, s:O}, s:O, s:b}", "node", n.name, "actual",
@@ -118,14 +116,13 @@ rp_store_node_bios_set(struct rp_store *st, const char *key, const char *source,
                        const char *actor)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t now = rp_time_now_ms();
 	struct node_ref n;
 	const char *name;
 	json_t *v;
 	enum rp_err e;
 	char summary[192];
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -146,17 +143,13 @@ rp_store_node_bios_set(struct rp_store *st, const char *key, const char *source,
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, n.id);
-		sqlite3_bind_text(s, 2, name, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(s, 3, text, -1, free);
-		store_bind_text(s, 4, source);
-		sqlite3_bind_int64(s, 5, now);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
-			e = store_sqlerr(c, rc, "bios set");
+		sql_bind_int(s, 1, n.id);
+		sql_bind_text(s, 2, name);
+		sql_bind_text_own(s, 3, text);
+		sql_bind_text(s, 4, source);
+		sql_bind_int(s, 5, now);
+		if ((e = store_exec(c, s, "bios set")) != RP_ERR_OK)
 			goto out;
-		}
 	}
 	snprintf(summary, sizeof summary, "%zu BIOS attribute(s) of %s read from %s",
 	         json_object_size(attributes), n.name, source);
@@ -185,46 +178,41 @@ store_drift_filter(struct conn *c, json_t *filter, int64_t *rack_id, int64_t *no
 }
 
 enum rp_err
-store_drift_collect(struct conn *c, sqlite3_stmt *s, const char *target_key, const char *list_key,
+store_drift_collect(struct conn *c, struct stmt *s, const char *target_key, const char *list_key,
                     int json_values, json_t **items)
 {
 	json_t *out = json_array(), *cur = NULL;
 	char last[128] = "";
 	int rc;
 
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *node = (const char *)sqlite3_column_text(s, 0);
-		const char *member = (const char *)sqlite3_column_text(s, 4);
+	while ((rc = sql_step(s)) == SQL_ROW) {
+		const char *node = sql_text(s, 0);
+		const char *member = sql_text(s, 4);
 		json_t *a, *d;
 
 		if (cur == NULL || strcmp(node, last) != 0) {
 			cur = json_pack("{s:s, s:s?, s:s?, s:s, s:[]}", "node", node, "rack",
-			                (const char *)sqlite3_column_text(s, 1), "node_class",
-			                (const char *)sqlite3_column_text(s, 2), target_key,
-			                (const char *)sqlite3_column_text(s, 3), list_key);
+			                sql_text(s, 1), "node_class", sql_text(s, 2), target_key,
+			                sql_text(s, 3), list_key);
 			json_array_append_new(out, cur);
 			snprintf(last, sizeof last, "%s", node);
 		}
 		if (json_values) {
-			a = sqlite3_column_type(s, 5) == SQLITE_NULL
+			a = sql_type(s, 5) == SQL_NULL
 			            ? NULL
-			            : json_loads((const char *)sqlite3_column_text(s, 5),
-			                         JSON_DECODE_ANY, NULL);
-			d = json_loads((const char *)sqlite3_column_text(s, 6), JSON_DECODE_ANY,
-			               NULL);
+			            : json_loads(sql_text(s, 5), JSON_DECODE_ANY, NULL);
+			d = json_loads(sql_text(s, 6), JSON_DECODE_ANY, NULL);
 		} else {
-			a = sqlite3_column_type(s, 5) == SQLITE_NULL
-			            ? NULL
-			            : json_string((const char *)sqlite3_column_text(s, 5));
-			d = json_string((const char *)sqlite3_column_text(s, 6));
+			a = sql_type(s, 5) == SQL_NULL ? NULL : json_string(sql_text(s, 5));
+			d = json_string(sql_text(s, 6));
 		}
 		json_array_append_new(
 		        json_object_get(cur, list_key),
 		        json_pack("{s:s, s:o, s:o}", json_values ? "name" : "component", member,
 		                  "actual", a ? a : json_null(), "desired", d ? d : json_null()));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		json_decref(out);
 		return store_sqlerr(c, rc, "drift");
 	}
@@ -233,14 +221,14 @@ store_drift_collect(struct conn *c, sqlite3_stmt *s, const char *target_key, con
 }
 
 enum rp_err
-store_drift_count(struct conn *c, sqlite3_stmt *s, int64_t *n)
+store_drift_count(struct conn *c, struct stmt *s, int64_t *n)
 {
-	int rc = sqlite3_step(s);
+	int rc = sql_step(s);
 
-	if (rc == SQLITE_ROW)
-		*n = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "drift count");
+	if (rc == SQL_ROW)
+		*n = sql_int(s, 0);
+	sql_reset(s);
+	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "drift count");
 }
 
 #define BIOS_DRIFT_WHERE                                                                           \
@@ -251,7 +239,7 @@ enum rp_err
 rp_store_bios_drift(struct rp_store *st, json_t *filter, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *items = NULL;
 	int64_t rack_id, node_id, checked = 0;
 	enum rp_err e;
@@ -279,8 +267,8 @@ rp_store_bios_drift(struct rp_store *st, json_t *filter, json_t **out)
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, rack_id);
-		sqlite3_bind_int64(s, 2, node_id);
+		sql_bind_int(s, 1, rack_id);
+		sql_bind_int(s, 2, node_id);
 		store_bind_str(s, 3, filter, "class");
 		e = i == 0 ? store_drift_count(c, s, &checked)
 		           : store_drift_collect(c, s, "profile", "attributes", 1, &items);
@@ -394,7 +382,7 @@ store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **det
 {
 	json_t *attrs = json_object_get(obj, "attributes");
 	const char *cls = json_string_value(json_object_get(obj, "node_class"));
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e = RP_ERR_OK;
 	int rc;
 
@@ -431,25 +419,24 @@ store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **det
 	         "LIMIT 16");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	store_bind_text(s, 1, cls);
-	sqlite3_bind_int64(s, 2, self);
-	while (e == RP_ERR_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-		json_t *defs = json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL);
+	sql_bind_text(s, 1, cls);
+	sql_bind_int(s, 2, self);
+	while (e == RP_ERR_OK && (rc = sql_step(s)) == SQL_ROW) {
+		json_t *defs = json_loads(sql_text(s, 1), 0, NULL);
 
-		e = registry_check(defs, attrs, (const char *)sqlite3_column_text(s, 0),
-		                   (const char *)sqlite3_column_text(s, 2), detail);
+		e = registry_check(defs, attrs, sql_text(s, 0), sql_text(s, 2), detail);
 		json_decref(defs);
 	}
-	sqlite3_reset(s);
+	sql_reset(s);
 	if (e != RP_ERR_OK)
 		return e;
-	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "profile check");
+	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "profile check");
 }
 
 enum rp_err
 store_bios_node_check(struct conn *c, int64_t node_id, int64_t profile_id, json_t **detail)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *attrs = NULL, *defs = NULL;
 	enum rp_err e = RP_ERR_OK;
 	int rc;
@@ -459,14 +446,13 @@ store_bios_node_check(struct conn *c, int64_t node_id, int64_t profile_id, json_
 	            "bios_registries r JOIN nodes n ON n.id = r.node_id WHERE r.node_id = ?1");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, node_id);
-	sqlite3_bind_int64(s, 2, profile_id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		defs = json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL);
-		attrs = json_loads((const char *)sqlite3_column_text(s, 3) ?: "{}", 0, NULL);
-		e = registry_check(defs, attrs, (const char *)sqlite3_column_text(s, 0),
-		                   (const char *)sqlite3_column_text(s, 2), detail);
+	sql_bind_int(s, 1, node_id);
+	sql_bind_int(s, 2, profile_id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
+		defs = json_loads(sql_text(s, 1), 0, NULL);
+		attrs = json_loads(sql_text(s, 3) ?: "{}", 0, NULL);
+		e = registry_check(defs, attrs, sql_text(s, 0), sql_text(s, 2), detail);
 		if (e != RP_ERR_OK) {
 			json_t *f = json_object_get(*detail, "field");
 
@@ -476,9 +462,9 @@ store_bios_node_check(struct conn *c, int64_t node_id, int64_t profile_id, json_
 			                    json_string(json_string_value(f) + 11));
 			json_object_set_new(*detail, "field", json_string("bios_profile"));
 		}
-	} else if (rc != SQLITE_DONE)
+	} else if (rc != SQL_DONE)
 		e = store_sqlerr(c, rc, "node registry check");
-	sqlite3_reset(s);
+	sql_reset(s);
 	json_decref(attrs);
 	json_decref(defs);
 	return e;
@@ -490,10 +476,9 @@ rp_store_bios_registry_set(struct rp_store *st, const char *key, const char *reg
 {
 	struct conn *c = store_conn(st);
 	char *text = store_canon(attributes);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	struct node_ref n;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL || text == NULL) {
 		free(text);
@@ -515,16 +500,12 @@ rp_store_bios_registry_set(struct rp_store *st, const char *key, const char *reg
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, n.id);
-	store_bind_text(s, 2, registry);
-	sqlite3_bind_text(s, 3, text, -1, free);
-	sqlite3_bind_int64(s, 4, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "registry set");
+	sql_bind_int(s, 1, n.id);
+	sql_bind_text(s, 2, registry);
+	sql_bind_text_own(s, 3, text);
+	sql_bind_int(s, 4, rp_time_now_ms());
+	if ((e = store_exec(c, s, "registry set")) != RP_ERR_OK)
 		goto out;
-	}
 	e = store_commit(c);
 out:
 	store_rollback(c);
@@ -538,7 +519,7 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 	struct conn *c = store_conn(st);
 	json_t *attrs = NULL;
 	char pname[128] = "", method[16] = "redfish", recipe[128] = "";
-	sqlite3_stmt *s;
+	struct stmt *s;
 	struct node_ref n;
 	int64_t pid = 0;
 	enum rp_err e;
@@ -568,23 +549,22 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 	e = RP_ERR_INTERNAL;
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, profile ? pid : n.id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		pid = sqlite3_column_int64(s, 0);
-		snprintf(pname, sizeof pname, "%s", (const char *)sqlite3_column_text(s, 1));
-		snprintf(method, sizeof method, "%s", (const char *)sqlite3_column_text(s, 2));
-		snprintf(recipe, sizeof recipe, "%s",
-		         (const char *)sqlite3_column_text(s, 3) ?: "");
+	sql_bind_int(s, 1, profile ? pid : n.id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		pid = sql_int(s, 0);
+		snprintf(pname, sizeof pname, "%s", sql_text(s, 1));
+		snprintf(method, sizeof method, "%s", sql_text(s, 2));
+		snprintf(recipe, sizeof recipe, "%s", sql_text(s, 3) ?: "");
 	}
-	sqlite3_reset(s);
-	if (rc == SQLITE_DONE) {
+	sql_reset(s);
+	if (rc == SQL_DONE) {
 		*detail = store_why(NULL,
 		                    "node %s has no BIOS profile (neither its own nor its class's)",
 		                    n.name);
 		e = RP_ERR_CONFLICT;
 		goto out;
 	}
-	if (rc != SQLITE_ROW) {
+	if (rc != SQL_ROW) {
 		e = store_sqlerr(c, rc, "bios desired");
 		goto out;
 	}
@@ -592,17 +572,15 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 	         "SELECT name, value FROM bios_profile_attrs WHERE profile_id = ? ORDER BY name");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, pid);
+	sql_bind_int(s, 1, pid);
 	attrs = json_object();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		json_t *v =
-		        json_loads((const char *)sqlite3_column_text(s, 1), JSON_DECODE_ANY, NULL);
+	while ((rc = sql_step(s)) == SQL_ROW) {
+		json_t *v = json_loads(sql_text(s, 1), JSON_DECODE_ANY, NULL);
 
-		json_object_set_new(attrs, (const char *)sqlite3_column_text(s, 0),
-		                    v ? v : json_null());
+		json_object_set_new(attrs, sql_text(s, 0), v ? v : json_null());
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "bios desired attrs");
 		goto out;
 	}
@@ -625,7 +603,7 @@ rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profi
 	json_t *params = NULL, *args = NULL, *extra = NULL;
 	struct node_ref n;
 	struct rp_buf lines = {0};
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t now = rp_time_now_ms();
 	char summary[256], uuid[RP_UUID_BUF] = "", *attrs_json = NULL;
 	const char *k;
@@ -663,16 +641,15 @@ rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profi
 	            "(?1, ?2, ?3, ?4, ?5)");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, job_id);
-	sqlite3_bind_int64(s, 2, n.id);
-	store_bind_text(s, 3, uuid);
-	store_bind_text(s, 4, attrs_json);
-	sqlite3_bind_int64(s, 5, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = (rc & 0xff) == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE
-		                                     : store_sqlerr(c, rc, "bios apply row");
+	sql_bind_int(s, 1, job_id);
+	sql_bind_int(s, 2, n.id);
+	sql_bind_text(s, 3, uuid);
+	sql_bind_text(s, 4, attrs_json);
+	sql_bind_int(s, 5, now);
+	rc = sql_step(s);
+	sql_reset(s);
+	if (rc != SQL_DONE) {
+		e = rc == SQL_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "bios apply row");
 		goto out;
 	}
 	if ((e = store_job_sent(c, job_id, "bios recipe", now)) != RP_ERR_OK)
@@ -701,7 +678,7 @@ enum rp_err
 rp_store_bios_apply_get(struct rp_store *st, int64_t job_id, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	int rc;
 
@@ -711,13 +688,13 @@ rp_store_bios_apply_get(struct rp_store *st, int64_t job_id, json_t **out)
 	            "WHERE job_id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, job_id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
+	sql_bind_int(s, 1, job_id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
 		*out = store_row(c, s);
 		e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
 	} else
-		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "bios apply row");
-	sqlite3_reset(s);
+		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "bios apply row");
+	sql_reset(s);
 	return e;
 }

@@ -11,7 +11,7 @@ rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node, const c
 {
 	struct conn *c = store_conn(st);
 	struct node_ref n;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *opts = NULL, *w, *detail = NULL;
 	const char *driver, *addr, *text;
 	char summary[300], list[160] = "", *canon = NULL;
@@ -40,25 +40,25 @@ rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node, const c
 	s = STMT(c, "SELECT driver, address, port, options FROM bmcs WHERE node_id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, n.id);
-	if ((rc = sqlite3_step(s)) != SQLITE_ROW) {
-		sqlite3_reset(s);
-		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "bmc workarounds");
+	sql_bind_int(s, 1, n.id);
+	if ((rc = sql_step(s)) != SQL_ROW) {
+		sql_reset(s);
+		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "bmc workarounds");
 		goto out;
 	}
-	driver = (const char *)sqlite3_column_text(s, 0);
-	addr = (const char *)sqlite3_column_text(s, 1);
-	had_port = (unsigned)sqlite3_column_int64(s, 2);
-	text = (const char *)sqlite3_column_text(s, 3);
+	driver = sql_text(s, 0);
+	addr = sql_text(s, 1);
+	had_port = (unsigned)sql_int(s, 2);
+	text = sql_text(s, 3);
 	/* The BMC the job talked to must still be the node's: an edit during the job wins. */
 	e = RP_ERR_CONFLICT;
 	if (driver == NULL || strcmp(driver, "ipmi") != 0 || addr == NULL || address == NULL ||
 	    strcmp(addr, address) != 0 || had_port != port) {
-		sqlite3_reset(s);
+		sql_reset(s);
 		goto out;
 	}
 	opts = text ? json_loads(text, 0, NULL) : json_object();
-	sqlite3_reset(s);
+	sql_reset(s);
 	if (!json_is_object(opts)) {
 		e = RP_ERR_INTERNAL;
 		goto out;
@@ -72,27 +72,19 @@ rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node, const c
 	s = STMT(c, "UPDATE bmcs SET options = ? WHERE node_id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_text(s, 1, canon, -1, free);
+	sql_bind_text_own(s, 1, canon);
 	canon = NULL;
-	sqlite3_bind_int64(s, 2, n.id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "bmc workarounds");
+	sql_bind_int(s, 2, n.id);
+	if ((e = store_exec(c, s, "bmc workarounds")) != RP_ERR_OK)
 		goto out;
-	}
 	/* The node changed: a PATCH made from an older read gets 412 rather than undo this. */
 	s = STMT(c, "UPDATE nodes SET version = version + 1, updated_at = ? WHERE id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, rp_time_now_ms());
-	sqlite3_bind_int64(s, 2, n.id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "bmc workarounds");
+	sql_bind_int(s, 1, rp_time_now_ms());
+	sql_bind_int(s, 2, n.id);
+	if ((e = store_exec(c, s, "bmc workarounds")) != RP_ERR_OK)
 		goto out;
-	}
 	detail = json_pack("{s:O, s:s, s:I}", "workarounds", names, "address", address, "port",
 	                   (json_int_t)port);
 	snprintf(summary, sizeof summary, "BMC of %s needs IPMI workarounds %s (detected)", n.name,

@@ -24,37 +24,33 @@
 static enum rp_err
 image_load(struct conn *c, int64_t id, json_t **out)
 {
-	sqlite3_stmt *s = STMT(c, IMAGE_COLS "WHERE id = ?");
-	int rc;
+	enum rp_err e;
+	struct stmt *s = STMT(c, IMAGE_COLS "WHERE id = ?");
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*out = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
-		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "image load");
+	sql_bind_int(s, 1, id);
+	if ((e = store_one(c, s, "image load")) != RP_ERR_OK)
+		return e;
+	*out = store_row(c, s);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 static enum rp_err
 image_id(struct conn *c, const char *key, int64_t *id)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT id FROM images WHERE name = ?1 OR uuid = lower(?1)");
-	int rc;
+	enum rp_err e;
+	struct stmt *s = STMT(c, "SELECT id FROM images WHERE name = ?1 OR uuid = lower(?1)");
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	store_bind_text(s, 1, key);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*id = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
-		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "image id");
+	sql_bind_text(s, 1, key);
+	if ((e = store_one(c, s, "image id")) != RP_ERR_OK)
+		return e;
+	*id = sql_int(s, 0);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -62,7 +58,7 @@ rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t
                       json_t **detail)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char uuid[RP_UUID_BUF], summary[300];
 	json_t *obj = NULL;
 	int64_t id = 0, now = rp_time_now_ms();
@@ -87,27 +83,27 @@ rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t
 	            "created_by, created_at, updated_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?9)");
 	if (s == NULL)
 		goto out;
-	store_bind_text(s, 1, uuid);
+	sql_bind_text(s, 1, uuid);
 	store_bind_str(s, 2, in, "name");
 	store_bind_str(s, 3, in, "kind");
 	store_bind_str(s, 4, in, "file");
 	store_bind_int(s, 5, in, "size");
 	store_bind_str(s, 6, in, "sha256");
 	store_bind_str(s, 7, in, "description");
-	store_bind_text(s, 8, actor);
-	sqlite3_bind_int64(s, 9, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+	sql_bind_text(s, 8, actor);
+	sql_bind_int(s, 9, now);
+	rc = sql_step(s);
+	sql_reset(s);
+	if (rc == SQL_CONSTRAINT) {
 		*detail = store_why("file", "another image already uses that file");
 		e = RP_ERR_DUPLICATE;
 		goto out;
 	}
-	if (rc != SQLITE_DONE) {
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "image insert");
 		goto out;
 	}
-	if ((e = image_load(c, sqlite3_last_insert_rowid(c->db), &obj)) != RP_ERR_OK)
+	if ((e = image_load(c, sql_last_id(c), &obj)) != RP_ERR_OK)
 		goto out;
 	snprintf(summary, sizeof summary, "%s image %s added (%lld bytes, sha256 %.16s...)",
 	         json_string_value(json_object_get(in, "kind")),
@@ -146,7 +142,7 @@ enum rp_err
 rp_store_image_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -156,17 +152,17 @@ rp_store_image_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 		                    "ORDER BY name LIMIT ?3");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		store_bind_text(s, 1, rq->after_key);
+		sql_bind_text(s, 1, rq->after_key);
 	} else {
 		s = STMT(c,
 		         IMAGE_COLS "WHERE images.id > ?1 AND (?2 IS NULL OR kind = ?2) ORDER BY "
 		                    "images.id LIMIT ?3");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, rq->after_id);
+		sql_bind_int(s, 1, rq->after_id);
 	}
 	store_bind_str(s, 2, rq->filter, "kind");
-	sqlite3_bind_int(s, 3, rq->limit + 1);
+	sql_bind_int(s, 3, rq->limit + 1);
 	return store_page(c, s, rq, "name", out);
 }
 
@@ -176,11 +172,10 @@ rp_store_image_delete(struct rp_store *st, const char *key, const char *actor, j
 {
 	struct conn *c = store_conn(st);
 	json_t *obj = NULL;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t id = 0, users = 0;
 	char summary[200];
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -192,10 +187,10 @@ rp_store_image_delete(struct rp_store *st, const char *key, const char *actor, j
 	s = STMT(c, "SELECT count(*) FROM boot_profiles WHERE kernel_id = ?1 OR initrd_id = ?1");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
-	if (sqlite3_step(s) == SQLITE_ROW)
-		users = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
+	sql_bind_int(s, 1, id);
+	if (sql_step(s) == SQL_ROW)
+		users = sql_int(s, 0);
+	sql_reset(s);
 	if (users > 0) {
 		*detail = store_why(NULL, "%lld boot profile(s) use this image", (long long)users);
 		e = RP_ERR_IN_USE;
@@ -204,13 +199,9 @@ rp_store_image_delete(struct rp_store *st, const char *key, const char *actor, j
 	s = STMT(c, "DELETE FROM images WHERE id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "image delete");
+	sql_bind_int(s, 1, id);
+	if ((e = store_exec(c, s, "image delete")) != RP_ERR_OK)
 		goto out;
-	}
 	snprintf(summary, sizeof summary, "image %s deleted",
 	         json_string_value(json_object_get(obj, "name")));
 	if ((e = store_event(c, actor, "image.deleted", "image",
@@ -233,38 +224,34 @@ out:
 static enum rp_err
 profile_load(struct conn *c, int64_t id, json_t **out)
 {
-	sqlite3_stmt *s = STMT(c, PROFILE_COLS "WHERE p.id = ?");
-	int rc;
+	enum rp_err e;
+	struct stmt *s = STMT(c, PROFILE_COLS "WHERE p.id = ?");
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*out = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
-		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "boot profile load");
+	sql_bind_int(s, 1, id);
+	if ((e = store_one(c, s, "boot profile load")) != RP_ERR_OK)
+		return e;
+	*out = store_row(c, s);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 enum rp_err
 store_boot_profile_id(struct conn *c, const char *key, int64_t *id)
 {
-	sqlite3_stmt *s =
+	enum rp_err e;
+	struct stmt *s =
 	        STMT(c, "SELECT id FROM boot_profiles WHERE name = ?1 OR uuid = lower(?1)");
-	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	store_bind_text(s, 1, key);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*id = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
-		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "boot profile id");
+	sql_bind_text(s, 1, key);
+	if ((e = store_one(c, s, "boot profile id")) != RP_ERR_OK)
+		return e;
+	*id = sql_int(s, 0);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 /* Insert (*id == 0) or rewrite a profile from a whole object; checks names and images. */
@@ -276,9 +263,9 @@ profile_save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 	const char *which[2] = {"kernel", "initrd"};
 	int64_t other = 0, img[2];
 	char uuid[RP_UUID_BUF];
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
-	int i, rc;
+	int i;
 
 	if ((e = store_boot_profile_id(c, name, &other)) == RP_ERR_OK && other != *id) {
 		*detail = store_why("name", "a boot profile named '%s' already exists", name);
@@ -290,16 +277,16 @@ profile_save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 		s = STMT(c, "SELECT name FROM boot_profiles WHERE node_class = ? AND id != ?");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		store_bind_text(s, 1, cls);
-		sqlite3_bind_int64(s, 2, *id);
-		if (sqlite3_step(s) == SQLITE_ROW) {
+		sql_bind_text(s, 1, cls);
+		sql_bind_int(s, 2, *id);
+		if (sql_step(s) == SQL_ROW) {
 			*detail = store_why("node_class",
 			                    "boot profile '%s' already applies to class '%s'",
-			                    (const char *)sqlite3_column_text(s, 0), cls);
-			sqlite3_reset(s);
+			                    sql_text(s, 0), cls);
+			sql_reset(s);
 			return RP_ERR_DUPLICATE;
 		}
-		sqlite3_reset(s);
+		sql_reset(s);
 	}
 	for (i = 0; i < 2; i++) {
 		const char *key = json_string_value(json_object_get(obj, which[i]));
@@ -326,22 +313,20 @@ profile_save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	if (*id == 0)
-		store_bind_text(s, 1, uuid);
+		sql_bind_text(s, 1, uuid);
 	else
-		sqlite3_bind_int64(s, 9, *id);
-	store_bind_text(s, 2, name);
-	store_bind_text(s, 3, cls);
-	sqlite3_bind_int64(s, 4, img[0]);
-	sqlite3_bind_int64(s, 5, img[1]);
+		sql_bind_int(s, 9, *id);
+	sql_bind_text(s, 2, name);
+	sql_bind_text(s, 3, cls);
+	sql_bind_int(s, 4, img[0]);
+	sql_bind_int(s, 5, img[1]);
 	store_bind_str(s, 6, obj, "cmdline");
 	store_bind_str(s, 7, obj, "description");
-	sqlite3_bind_int64(s, 8, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return store_sqlerr(c, rc, "boot profile save");
+	sql_bind_int(s, 8, rp_time_now_ms());
+	if ((e = store_exec(c, s, "boot profile save")) != RP_ERR_OK)
+		return e;
 	if (*id == 0)
-		*id = sqlite3_last_insert_rowid(c->db);
+		*id = sql_last_id(c);
 	return RP_ERR_OK;
 }
 
@@ -402,7 +387,7 @@ enum rp_err
 rp_store_boot_profile_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -411,14 +396,14 @@ rp_store_boot_profile_list(struct rp_store *st, const struct rp_page_req *rq, st
 		         PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) ORDER BY p.name LIMIT ?2");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		store_bind_text(s, 1, rq->after_key);
+		sql_bind_text(s, 1, rq->after_key);
 	} else {
 		s = STMT(c, PROFILE_COLS "WHERE p.id > ?1 ORDER BY p.id LIMIT ?2");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, rq->after_id);
+		sql_bind_int(s, 1, rq->after_id);
 	}
-	sqlite3_bind_int(s, 2, rq->limit + 1);
+	sql_bind_int(s, 2, rq->limit + 1);
 	return store_page(c, s, rq, "name", out);
 }
 
@@ -470,10 +455,9 @@ rp_store_boot_profile_delete(struct rp_store *st, const char *key, int64_t if_ma
 {
 	struct conn *c = store_conn(st);
 	json_t *before = NULL;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t id = 0;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -498,13 +482,9 @@ rp_store_boot_profile_delete(struct rp_store *st, const char *key, int64_t if_ma
 	s = STMT(c, "DELETE FROM boot_profiles WHERE id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "boot profile delete");
+	sql_bind_int(s, 1, id);
+	if ((e = store_exec(c, s, "boot profile delete")) != RP_ERR_OK)
 		goto out;
-	}
 	if ((e = profile_event(c, "deleted", before, NULL, actor)) != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);
@@ -520,7 +500,7 @@ enum rp_err
 rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *node = NULL, *profile = NULL;
 	enum rp_err e;
 	int rc;
@@ -537,12 +517,12 @@ rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
 	            "LEFT JOIN jobs j ON j.id = n.provision_job_id WHERE m.mac = ?");
 	if (s == NULL)
 		goto out;
-	store_bind_text(s, 1, mac);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	sql_bind_text(s, 1, mac);
+	rc = sql_step(s);
+	if (rc == SQL_ROW)
 		node = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_ROW && rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "boot lookup");
 		goto out;
 	}
@@ -555,14 +535,13 @@ rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
 	if (s == NULL)
 		goto out;
 	if (node && json_is_integer(json_object_get(node, "boot_profile_id")))
-		sqlite3_bind_int64(s, 1,
-		                   json_integer_value(json_object_get(node, "boot_profile_id")));
+		sql_bind_int(s, 1, json_integer_value(json_object_get(node, "boot_profile_id")));
 	store_bind_str(s, 2, node, "node_class");
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	rc = sql_step(s);
+	if (rc == SQL_ROW)
 		profile = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_ROW && rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "boot profile");
 		goto out;
 	}
@@ -599,16 +578,16 @@ boot_secret(struct rp_store *st, const char *uuid, char out[RP_TOKEN_BUF])
 static enum rp_err
 boot_prune(struct conn *c, int64_t now)
 {
-	sqlite3_stmt *s = STMT(c, "DELETE FROM bootstrap_tokens WHERE id IN (SELECT id FROM "
-	                          "bootstrap_tokens WHERE expires_at < ?1 LIMIT 64)");
+	struct stmt *s = STMT(c, "DELETE FROM bootstrap_tokens WHERE id IN (SELECT id FROM "
+	                         "bootstrap_tokens WHERE expires_at < ?1 LIMIT 64)");
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, now - RP_BOOT_TOKEN_RETAIN_MS);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "bootstrap prune");
+	sql_bind_int(s, 1, now - RP_BOOT_TOKEN_RETAIN_MS);
+	rc = sql_step(s);
+	sql_reset(s);
+	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "bootstrap prune");
 }
 
 enum rp_err
@@ -616,7 +595,7 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
                     char *why, size_t whylen)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char uuid[RP_UUID_BUF] = "", token[RP_TOKEN_BUF], hash[RP_SHA256_HEX];
 	int64_t now = rp_time_now_ms(), live = 0, mine = 0;
 	enum rp_err e;
@@ -637,18 +616,18 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 	if (s == NULL)
 		goto out;
 	if (r->node_id)
-		sqlite3_bind_int64(s, 1, r->node_id);
-	store_bind_text(s, 2, r->mac);
-	sqlite3_bind_int64(s, 3, now);
-	sqlite3_bind_int64(s, 4, r->ttl_ms);
+		sql_bind_int(s, 1, r->node_id);
+	sql_bind_text(s, 2, r->mac);
+	sql_bind_int(s, 3, now);
+	sql_bind_int(s, 4, r->ttl_ms);
 	if (r->bind_source)
-		store_bind_text(s, 5, r->source ? r->source : "");
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(s, 0));
-		snprintf(hash, sizeof hash, "%s", (const char *)sqlite3_column_text(s, 1));
+		sql_bind_text(s, 5, r->source ? r->source : "");
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		snprintf(uuid, sizeof uuid, "%s", sql_text(s, 0));
+		snprintf(hash, sizeof hash, "%s", sql_text(s, 1));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_ROW && rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "boot token lookup");
 		goto out;
 	}
@@ -679,14 +658,14 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 		        "mac != ?3 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ?1");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, now);
-		store_bind_text(s, 2, r->source);
-		store_bind_text(s, 3, r->mac);
-		if (sqlite3_step(s) == SQLITE_ROW) {
-			live = sqlite3_column_int64(s, 0);
-			mine = sqlite3_column_int64(s, 1);
+		sql_bind_int(s, 1, now);
+		sql_bind_text(s, 2, r->source);
+		sql_bind_text(s, 3, r->mac);
+		if (sql_step(s) == SQL_ROW) {
+			live = sql_int(s, 0);
+			mine = sql_int(s, 1);
 		}
-		sqlite3_reset(s);
+		sql_reset(s);
 		if (live >= r->max_discovery) {
 			snprintf(why, whylen,
 			         "%lld machines are being discovered already; try later",
@@ -703,9 +682,9 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 			         "SELECT count(*) FROM nodes WHERE provision_state = 'discovered'");
 			if (s == NULL)
 				goto out;
-			if (sqlite3_step(s) == SQLITE_ROW)
-				waiting = sqlite3_column_int64(s, 0);
-			sqlite3_reset(s);
+			if (sql_step(s) == SQL_ROW)
+				waiting = sql_int(s, 0);
+			sql_reset(s);
 			if (waiting >= r->max_discovered) {
 				snprintf(why, whylen,
 				         "%lld discovered nodes wait for an operator (adopt or "
@@ -731,20 +710,16 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 	            "created_at, expires_at) VALUES (?,?,?,?,?,'boot',?,?)");
 	if (s == NULL)
 		goto out;
-	store_bind_text(s, 1, uuid);
-	store_bind_text(s, 2, hash);
+	sql_bind_text(s, 1, uuid);
+	sql_bind_text(s, 2, hash);
 	if (r->node_id)
-		sqlite3_bind_int64(s, 3, r->node_id);
-	store_bind_text(s, 4, r->mac);
-	store_bind_text(s, 5, r->source);
-	sqlite3_bind_int64(s, 6, now);
-	sqlite3_bind_int64(s, 7, now + r->ttl_ms);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "boot token");
+		sql_bind_int(s, 3, r->node_id);
+	sql_bind_text(s, 4, r->mac);
+	sql_bind_text(s, 5, r->source);
+	sql_bind_int(s, 6, now);
+	sql_bind_int(s, 7, now + r->ttl_ms);
+	if ((e = store_exec(c, s, "boot token")) != RP_ERR_OK)
 		goto out;
-	}
 	if ((e = store_commit(c)) == RP_ERR_OK)
 		memcpy(secret, token, RP_TOKEN_BUF);
 out:
@@ -759,7 +734,7 @@ enum rp_err
 rp_store_macs_version(struct rp_store *st, int64_t *out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int rc;
 
 	if (c == NULL)
@@ -767,18 +742,18 @@ rp_store_macs_version(struct rp_store *st, int64_t *out)
 	s = STMT(c, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'macs_version'");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*out = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "macs version");
+	rc = sql_step(s);
+	if (rc == SQL_ROW)
+		*out = sql_int(s, 0);
+	sql_reset(s);
+	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "macs version");
 }
 
 enum rp_err
 rp_store_dhcp_hosts(struct rp_store *st, struct rp_buf *out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int rc;
 
 	if (c == NULL)
@@ -787,8 +762,8 @@ rp_store_dhcp_hosts(struct rp_store *st, struct rp_buf *out)
 	            "ORDER BY m.mac");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *name = (const char *)sqlite3_column_text(s, 1);
+	while ((rc = sql_step(s)) == SQL_ROW) {
+		const char *name = sql_text(s, 1);
 		char host[64];
 		size_t i, n = 0;
 
@@ -800,10 +775,10 @@ rp_store_dhcp_hosts(struct rp_store *st, struct rp_buf *out)
 			                           ? name[i]
 			                           : '-');
 		host[n] = '\0';
-		rp_buf_printf(out, "%s,%s\n", (const char *)sqlite3_column_text(s, 0), host);
+		rp_buf_printf(out, "%s,%s\n", sql_text(s, 0), host);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
+	sql_reset(s);
+	if (rc != SQL_DONE)
 		return store_sqlerr(c, rc, "dhcp hosts");
 	return out->oom ? RP_ERR_INTERNAL : RP_ERR_OK;
 }

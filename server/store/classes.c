@@ -15,7 +15,7 @@ store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
 	const char *name = json_string_value(json_object_get(in, "name"));
 	char *bom = json_dumps(json_object_get(in, "bom") ?: json_object(),
 	                       JSON_COMPACT | JSON_SORT_KEYS);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t now = rp_time_now_ms();
 	char summary[200];
 	enum rp_err e = RP_ERR_INTERNAL;
@@ -24,29 +24,25 @@ store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
 	s = STMT(c, "SELECT 1 FROM node_classes WHERE name = ?");
 	if (s == NULL || bom == NULL)
 		goto out;
-	store_bind_text(s, 1, name);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+	sql_bind_text(s, 1, name);
+	rc = sql_step(s);
+	sql_reset(s);
+	if (rc != SQL_ROW && rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "class");
 		goto out;
 	}
-	*created = rc == SQLITE_DONE;
+	*created = rc == SQL_DONE;
 	s = STMT(c, "INSERT INTO node_classes(name, description, bom, created_at, updated_at) "
 	            "VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT(name) DO UPDATE SET description = ?2, "
 	            "bom = ?3, version = version + 1, updated_at = ?4");
 	if (s == NULL)
 		goto out;
-	store_bind_text(s, 1, name);
+	sql_bind_text(s, 1, name);
 	store_bind_str(s, 2, in, "description");
-	store_bind_text(s, 3, bom);
-	sqlite3_bind_int64(s, 4, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "class put");
+	sql_bind_text(s, 3, bom);
+	sql_bind_int(s, 4, now);
+	if ((e = store_exec(c, s, "class put")) != RP_ERR_OK)
 		goto out;
-	}
 	snprintf(summary, sizeof summary, "node class %s %s", name,
 	         *created ? "created" : "updated");
 	e = store_event(c, actor, *created ? "node_class.created" : "node_class.updated",
@@ -81,20 +77,20 @@ enum rp_err
 rp_store_class_get(struct rp_store *st, const char *name, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s = c ? STMT(c, CLASS_COLS "WHERE c.name = ?") : NULL;
+	struct stmt *s = c ? STMT(c, CLASS_COLS "WHERE c.name = ?") : NULL;
 	enum rp_err e;
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	store_bind_text(s, 1, name);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
+	sql_bind_text(s, 1, name);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
 		*out = store_row(c, s);
 		e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
 	} else
-		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "class get");
-	sqlite3_reset(s);
+		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "class get");
+	sql_reset(s);
 	return e;
 }
 
@@ -102,7 +98,7 @@ enum rp_err
 rp_store_class_list(struct rp_store *st, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s = c ? STMT(c, CLASS_COLS "ORDER BY c.name LIMIT 10000") : NULL;
+	struct stmt *s = c ? STMT(c, CLASS_COLS "ORDER BY c.name LIMIT 10000") : NULL;
 	json_t *items;
 
 	if (s == NULL || (items = store_rows(c, s)) == NULL)
@@ -115,10 +111,9 @@ enum rp_err
 rp_store_class_delete(struct rp_store *st, const char *name, const char *actor)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char summary[200];
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -128,14 +123,10 @@ rp_store_class_delete(struct rp_store *st, const char *name, const char *actor)
 	s = STMT(c, "DELETE FROM node_classes WHERE name = ?");
 	if (s == NULL)
 		goto out;
-	store_bind_text(s, 1, name);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "class delete");
+	sql_bind_text(s, 1, name);
+	if ((e = store_exec(c, s, "class delete")) != RP_ERR_OK)
 		goto out;
-	}
-	if (sqlite3_changes(c->db) == 0) {
+	if (sql_changes(c) == 0) {
 		e = RP_ERR_NOT_FOUND;
 		goto out;
 	}
@@ -156,7 +147,7 @@ store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, json_t **deta
 {
 	const char *node = json_string_value(json_object_get(entry, "node"));
 	struct node_ref n;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	int rc;
 
@@ -175,19 +166,19 @@ store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, json_t **deta
 	            "(?, ?, ?, ?, ?)");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, n.id);
+	sql_bind_int(s, 1, n.id);
 	store_bind_str(s, 2, entry, "interface");
 	store_bind_str(s, 3, entry, "port_guid");
 	store_bind_str(s, 4, entry, "switch");
 	store_bind_str(s, 5, entry, "port");
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+	rc = sql_step(s);
+	sql_reset(s);
+	if (rc == SQL_CONSTRAINT) {
 		*detail = store_why(json_object_get(entry, "interface") ? "interface" : "port_guid",
 		                    "node %s's port is planned twice", n.name);
 		return RP_ERR_DUPLICATE;
 	}
-	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "cable insert");
+	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "cable insert");
 }
 
 #define CABLE_COLS                                                                                 \
@@ -197,12 +188,12 @@ store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, json_t **deta
 enum rp_err
 store_cabling_of_node(struct conn *c, int64_t node_id, json_t **out)
 {
-	sqlite3_stmt *s = STMT(c, CABLE_COLS "WHERE k.node_id = ? ORDER BY k.id");
+	struct stmt *s = STMT(c, CABLE_COLS "WHERE k.node_id = ? ORDER BY k.id");
 	json_t *items;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, node_id);
+	sql_bind_int(s, 1, node_id);
 	if ((items = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = items;
@@ -213,7 +204,7 @@ enum rp_err
 rp_store_cabling_get(struct rp_store *st, const char *rack, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *items;
 	int64_t rid;
 	enum rp_err e;
@@ -225,7 +216,7 @@ rp_store_cabling_get(struct rp_store *st, const char *rack, json_t **out)
 	s = STMT(c, CABLE_COLS "WHERE n.rack_id = ? ORDER BY n.name, k.id");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, rid);
+	sql_bind_int(s, 1, rid);
 	if ((items = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = json_pack("{s:s, s:o}", "rack", rack, "entries", items);
@@ -237,13 +228,12 @@ rp_store_cabling_put(struct rp_store *st, const char *rack, json_t *entries, con
                      json_t **detail)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *en, *why = NULL;
 	int64_t rid;
 	char summary[200];
 	enum rp_err e;
 	size_t i;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -256,13 +246,9 @@ rp_store_cabling_put(struct rp_store *st, const char *rack, json_t *entries, con
 	         "DELETE FROM cabling WHERE node_id IN (SELECT id FROM nodes WHERE rack_id = ?)");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, rid);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "cabling clear");
+	sql_bind_int(s, 1, rid);
+	if ((e = store_exec(c, s, "cabling clear")) != RP_ERR_OK)
 		goto out;
-	}
 	json_array_foreach(entries, i, en)
 	{
 		if ((e = store_cable_insert(c, en, rid, &why)) != RP_ERR_OK) {

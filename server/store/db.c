@@ -21,7 +21,7 @@ conn_forget(struct conn *c)
 	int i;
 
 	for (i = 0; i < c->nslots; i++) {
-		sqlite3_finalize(c->stmt[i]);
+		c->drv->finalize(c->stmt[i]);
 		free(c->meta[i]);
 		c->stmt[i] = NULL;
 		c->meta[i] = NULL;
@@ -34,7 +34,7 @@ conn_close(struct conn *c)
 	conn_forget(c);
 	free(c->stmt);
 	free(c->meta);
-	sqlite3_close(c->db);
+	c->drv->close(c->db);
 	free(c);
 }
 
@@ -56,60 +56,6 @@ conn_release(void *p)
 	conn_close(c);
 }
 
-static int
-exec(sqlite3 *db, const char *sql, char *why, size_t whylen)
-{
-	char *msg = NULL;
-	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-
-	if (rc != SQLITE_OK && why)
-		snprintf(why, whylen, "%s", msg ? msg : sqlite3_errstr(rc));
-	sqlite3_free(msg);
-	return rc;
-}
-
-/* Wait for the write lock in short steps. SQLite's own busy timeout sleeps up to 100 ms at
- * a time, which leaves writers idle long after a ~0.3 ms transaction has released the
- * lock; with many job workers that became a long tail. Gives up after 10 s. */
-static int
-busy_wait(void *arg, int n)
-{
-	struct timespec ts = {0, n < 20 ? 50000 : n < 200 ? 250000 : 1000000};
-
-	(void)arg;
-	if (n >= 20 + 180 + 9700) /* 1 ms + 45 ms + 9.7 s */
-		return 0;
-	nanosleep(&ts, NULL);
-	return 1;
-}
-
-static sqlite3 *
-db_open(const char *path, char *why, size_t whylen)
-{
-	sqlite3 *db = NULL;
-	int rc;
-
-	rc = sqlite3_open_v2(
-	        path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-	if (rc != SQLITE_OK) {
-		snprintf(why, whylen, "cannot open %s: %s", path,
-		         db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-		sqlite3_close(db);
-		return NULL;
-	}
-	sqlite3_extended_result_codes(db, 1);
-	sqlite3_busy_handler(db, busy_wait, NULL);
-	/* synchronous=FULL: an acknowledged change survives power loss, not only a crash. */
-	if (exec(db,
-	         "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;"
-	         "PRAGMA cache_size=-16384;",
-	         why, whylen) != SQLITE_OK) {
-		sqlite3_close(db);
-		return NULL;
-	}
-	return db;
-}
-
 /* SQLite opens a file it may not write read-only, and that connection stays read-only
  * after the file becomes writable (chmod, chattr -i, a remount): reopen it once the file
  * is writable again, so writes resume without a restart. Only between calls: nothing of
@@ -117,22 +63,18 @@ db_open(const char *path, char *why, size_t whylen)
 static void
 conn_reopen(struct conn *c)
 {
-	sqlite3_stmt *s = NULL;
-	sqlite3 *db;
+	struct sql_db *db;
 	char why[256];
 
-	if (access(c->st->path, W_OK) != 0 || !sqlite3_get_autocommit(c->db))
+	if (access(c->st->path, W_OK) != 0 || !c->drv->idle(c->db))
 		return;
-	while ((s = sqlite3_next_stmt(c->db, s)) != NULL)
-		if (sqlite3_stmt_busy(s))
-			return;
-	db = db_open(c->st->path, why, sizeof why);
-	if (db == NULL || sqlite3_db_readonly(db, "main") == 1) {
-		sqlite3_close(db);
+	db = c->drv->open(c->st->path, why, sizeof why);
+	if (db == NULL || c->drv->readonly(db)) {
+		c->drv->close(db);
 		return;
 	}
 	conn_forget(c);
-	sqlite3_close(c->db);
+	c->drv->close(c->db);
 	c->db = db;
 	c->readonly = 0;
 	rp_log_info("store: %s is writable again; connection reopened", c->st->path);
@@ -152,13 +94,14 @@ store_conn(struct rp_store *st)
 	c = calloc(1, sizeof *c);
 	if (c == NULL)
 		return NULL;
-	c->db = db_open(st->path, why, sizeof why);
+	c->drv = st->drv;
+	c->db = c->drv->open(st->path, why, sizeof why);
 	if (c->db == NULL) {
 		rp_log_error("store: %s", why);
 		free(c);
 		return NULL;
 	}
-	c->readonly = sqlite3_db_readonly(c->db, "main") == 1;
+	c->readonly = c->drv->readonly(c->db);
 	c->st = st;
 	pthread_mutex_lock(&st->mu);
 	c->next = st->all;
@@ -180,38 +123,26 @@ rp_store_schema_version(struct rp_store *st)
 	return st->version;
 }
 
-static int
-user_version(sqlite3 *db)
-{
-	sqlite3_stmt *s = NULL;
-	int v = -1;
-
-	if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, NULL) == SQLITE_OK &&
-	    sqlite3_step(s) == SQLITE_ROW)
-		v = sqlite3_column_int(s, 0);
-	sqlite3_finalize(s);
-	return v;
-}
-
 /* Apply pending migrations in one exclusive transaction, so two servers starting on one
  * file cannot both migrate and a failed migration leaves the old schema intact. */
 static enum rp_err
-migrate(sqlite3 *db, int *version, char *why, size_t whylen)
+migrate(const struct sql_driver *drv, struct sql_db *db, int *version, char *why, size_t whylen)
 {
 	enum rp_err rc = RP_ERR_INTERNAL;
 	int v, i, latest = rp_store_schema_latest();
-	char sql[64];
 
 	/* Up to date: nothing to write, which a read-only database could not. */
-	if ((v = user_version(db)) == latest) {
+	if ((v = drv->schema_version(db)) == latest) {
 		*version = v;
 		return RP_ERR_OK;
 	}
-	if (exec(db, "BEGIN EXCLUSIVE", why, whylen) != SQLITE_OK)
+	if (drv->begin(db, TXN_SCHEMA) != SQL_OK) {
+		snprintf(why, whylen, "cannot lock the schema: %s", drv->errmsg(db));
 		return RP_ERR_INTERNAL;
-	v = user_version(db);
+	}
+	v = drv->schema_version(db);
 	if (v < 0) {
-		snprintf(why, whylen, "cannot read schema version: %s", sqlite3_errmsg(db));
+		snprintf(why, whylen, "cannot read schema version: %s", drv->errmsg(db));
 		goto out;
 	}
 	if (v > latest) {
@@ -228,55 +159,40 @@ migrate(sqlite3 *db, int *version, char *why, size_t whylen)
 
 		if (m->version <= v)
 			continue;
-		if (exec(db, m->sql, msg, sizeof msg) != SQLITE_OK) {
+		if (drv->exec(db, m->sql, msg, sizeof msg) != SQL_OK) {
 			snprintf(why, whylen, "migration %s failed: %s", m->name, msg);
 			goto out;
 		}
-		snprintf(sql, sizeof sql, "PRAGMA user_version=%d", m->version);
-		if (exec(db, sql, why, whylen) != SQLITE_OK)
+		if (drv->set_schema_version(db, m->version, why, whylen) != SQL_OK)
 			goto out;
 		rp_log_info("store: applied migration %s", m->name);
 		v = m->version;
 	}
-	if (exec(db, "COMMIT", why, whylen) != SQLITE_OK)
+	if (drv->commit(db) != SQL_OK) {
+		snprintf(why, whylen, "cannot commit the migrations: %s", drv->errmsg(db));
 		goto out;
+	}
 	*version = v;
 	return RP_ERR_OK;
 out:
-	exec(db, "ROLLBACK", NULL, 0);
+	drv->rollback(db);
 	return rc;
-}
-
-/* SQLite's memory statistics take a global mutex on every allocation, which every worker
- * thread would contend on; nothing here reads those statistics. */
-static void
-sqlite_setup(void)
-{
-	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
 enum rp_err
 rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
+	const struct sql_driver *drv = &rp_sql_sqlite;
 	struct rp_store *st = NULL;
 	enum rp_err rc = RP_ERR_INTERNAL;
-	sqlite3 *db = NULL;
-	char mode[16] = "";
-	sqlite3_stmt *s = NULL;
+	struct sql_db *db = NULL;
+	char msg[192];
 
-	pthread_once(&once, sqlite_setup);
-	db = db_open(path, why, whylen);
+	db = drv->open(path, why, whylen);
 	if (db == NULL)
 		goto out;
-	if (sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &s, NULL) == SQLITE_OK &&
-	    sqlite3_step(s) == SQLITE_ROW)
-		snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(s, 0));
-	sqlite3_finalize(s);
-	if (strcmp(mode, "wal") != 0) {
-		snprintf(why, whylen, "cannot switch %s to WAL mode (got '%s'): %s", path, mode,
-		         sqlite3_errmsg(db));
+	if (drv->setup(db, msg, sizeof msg) != 0) {
+		snprintf(why, whylen, "%s: %s", path, msg);
 		goto out;
 	}
 	st = calloc(1, sizeof *st);
@@ -286,7 +202,8 @@ rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen)
 		snprintf(why, whylen, "out of memory");
 		goto out;
 	}
-	rc = migrate(db, &st->version, why, whylen);
+	st->drv = drv;
+	rc = migrate(drv, db, &st->version, why, whylen);
 	if (rc != RP_ERR_OK)
 		goto out;
 	rc = RP_ERR_INTERNAL;
@@ -295,7 +212,7 @@ rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen)
 		goto out;
 	}
 	pthread_mutex_init(&st->mu, NULL);
-	if (sqlite3_db_readonly(db, "main") == 1) {
+	if (drv->readonly(db)) {
 		st->cond = RP_ERR_STORAGE_READONLY;
 		rp_log_warn(
 		        "store: %s is read-only: serving reads, refusing writes (503) until it is "
@@ -306,7 +223,8 @@ rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen)
 	st = NULL;
 	rc = RP_ERR_OK;
 out:
-	sqlite3_close(db);
+	if (db)
+		drv->close(db);
 	if (st) {
 		free(st->path);
 		free(st);
@@ -361,7 +279,7 @@ rp_store_free(struct rp_store *st)
 
 /* The first use of a call site on this connection: assign the site a slot (once, for all
  * threads), grow this connection's arrays to hold it, prepare. */
-static sqlite3_stmt *
+static struct stmt *
 prep_slow(struct conn *c, int *slot, int n, const char *sql)
 {
 	if (n == 0) {
@@ -375,7 +293,7 @@ prep_slow(struct conn *c, int *slot, int n, const char *sql)
 	if (n >= c->nslots) {
 		/* Room for every slot assigned so far and some more, so growth is rare. */
 		int cap = __atomic_load_n(&next_slot, __ATOMIC_ACQUIRE), i;
-		sqlite3_stmt **stmt;
+		struct stmt **stmt;
 		struct colmeta **meta;
 
 		cap = (cap > n ? cap : n) + 64;
@@ -396,9 +314,8 @@ prep_slow(struct conn *c, int *slot, int n, const char *sql)
 		c->nslots = cap;
 	}
 	if (c->stmt[n] == NULL) {
-		if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->stmt[n],
-		                       NULL) != SQLITE_OK) {
-			rp_log_error("store: prepare failed: %s: %.120s", sqlite3_errmsg(c->db),
+		if ((c->stmt[n] = c->drv->prepare(c->db, sql)) == NULL) {
+			rp_log_error("store: prepare failed: %s: %.120s", c->drv->errmsg(c->db),
 			             sql);
 			return NULL;
 		}
@@ -406,41 +323,40 @@ prep_slow(struct conn *c, int *slot, int n, const char *sql)
 		return c->stmt[n];
 	}
 	c->last = n;
-	sqlite3_reset(c->stmt[n]);
-	sqlite3_clear_bindings(c->stmt[n]);
+	c->drv->reset(c->stmt[n]);
+	c->drv->clear(c->stmt[n]);
 	return c->stmt[n];
 }
 
-sqlite3_stmt *
+struct stmt *
 store_prep(struct conn *c, int *slot, const char *sql)
 {
 	int n = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	sqlite3_stmt *s;
+	struct stmt *s;
 
 	if (__builtin_expect(n > 0 && n < c->nslots && (s = c->stmt[n]) != NULL, 1)) {
 		c->last = n;
-		sqlite3_reset(s);
-		sqlite3_clear_bindings(s);
+		c->drv->reset(s);
+		c->drv->clear(s);
 		return s;
 	}
 	return prep_slow(c, slot, n, sql);
 }
 
 void
-store_done(sqlite3_stmt *s)
+store_done(struct stmt *s)
 {
 	if (s)
-		sqlite3_reset(s);
+		sql_reset(s);
 }
 
 enum rp_err
 store_begin(struct conn *c)
 {
-	int rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	int rc = c->drv->begin(c->db, TXN_WRITE);
 
-	c->changes = sqlite3_total_changes64(c->db);
-
-	return rc == SQLITE_OK ? RP_ERR_OK : store_sqlerr(c, rc, "begin");
+	c->changes = c->drv->total_changes(c->db);
+	return rc == SQL_OK ? RP_ERR_OK : store_sqlerr(c, rc, "begin");
 }
 
 uint64_t
@@ -452,16 +368,16 @@ rp_store_generation(struct rp_store *st)
 enum rp_err
 store_commit(struct conn *c)
 {
-	int rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+	int rc = c->drv->commit(c->db);
 
-	if (rc == SQLITE_OK) {
+	if (rc == SQL_OK) {
 		/* After the commit, never before: a reader that sees the new generation must also
 		 * see the new data. */
 		__atomic_add_fetch(&c->st->generation, 1, __ATOMIC_RELEASE);
 		/* Only a commit that wrote proves writes work again. */
 		if (__builtin_expect(__atomic_load_n(&c->st->cond, __ATOMIC_RELAXED) != RP_ERR_OK,
 		                     0) &&
-		    sqlite3_total_changes64(c->db) != c->changes &&
+		    c->drv->total_changes(c->db) != c->changes &&
 		    __atomic_exchange_n(&c->st->cond, RP_ERR_OK, __ATOMIC_ACQ_REL) != RP_ERR_OK)
 			rp_log_info("store: writes succeed again");
 		return RP_ERR_OK;
@@ -473,23 +389,22 @@ store_commit(struct conn *c)
 void
 store_rollback(struct conn *c)
 {
-	if (!sqlite3_get_autocommit(c->db))
-		sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+	c->drv->rollback(c->db);
 }
 
 enum rp_err
 store_read_begin(struct conn *c)
 {
-	int rc = sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+	int rc = c->drv->begin(c->db, TXN_READ);
 
-	return rc == SQLITE_OK ? RP_ERR_OK : store_sqlerr(c, rc, "begin read");
+	return rc == SQL_OK ? RP_ERR_OK : store_sqlerr(c, rc, "begin read");
 }
 
 void
 store_read_end(struct conn *c)
 {
-	if (!sqlite3_get_autocommit(c->db))
-		sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+	if (c->drv->in_txn(c->db))
+		c->drv->commit(c->db);
 }
 
 /* A storage condition: remember it (rp_store_health) and log it when it changes, so a
@@ -499,29 +414,27 @@ storage_cond(struct conn *c, enum rp_err e, int rc, const char *what)
 {
 	if (__atomic_exchange_n(&c->st->cond, (int)e, __ATOMIC_ACQ_REL) != (int)e)
 		rp_log_error("store: %s: %s (%s, %d); refusing writes until it clears", what,
-		             rp_err_message(e), sqlite3_errmsg(c->db), rc);
+		             rp_err_message(e), c->drv->errmsg(c->db), rc);
 	return e;
 }
 
 enum rp_err
 store_sqlerr(struct conn *c, int rc, const char *what)
 {
-	int err = sqlite3_system_errno(c->db);
+	int err = c->drv->sys_errno(c->db);
 
-	switch (rc & 0xff) {
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
+	switch (rc) {
+	case SQL_BUSY:
 		rp_log_warn("store: %s: database busy", what);
 		return RP_ERR_UNAVAILABLE;
-	case SQLITE_CONSTRAINT:
+	case SQL_CONSTRAINT:
 		return RP_ERR_CONFLICT;
-	case SQLITE_FULL:
+	case SQL_FULL:
 		return storage_cond(c, RP_ERR_STORAGE_FULL, rc, what);
-	case SQLITE_READONLY:
+	case SQL_READONLY:
 		c->readonly = 1; /* may have been opened read-only: reopen when writable */
 		return storage_cond(c, RP_ERR_STORAGE_READONLY, rc, what);
-	case SQLITE_IOERR:
-	case SQLITE_CANTOPEN:
+	case SQL_IOERR:
 		/* The WAL index or journal could not grow, or a file may not be written. */
 		if (err == ENOSPC || err == EDQUOT)
 			return storage_cond(c, RP_ERR_STORAGE_FULL, rc, what);
@@ -529,7 +442,7 @@ store_sqlerr(struct conn *c, int rc, const char *what)
 			return storage_cond(c, RP_ERR_STORAGE_READONLY, rc, what);
 		return storage_cond(c, RP_ERR_STORAGE_IO, rc, what);
 	default:
-		rp_log_error("store: %s: %s (%d)", what, sqlite3_errmsg(c->db), rc);
+		rp_log_error("store: %s: %s (%d)", what, c->drv->errmsg(c->db), rc);
 		return RP_ERR_INTERNAL;
 	}
 }
@@ -548,9 +461,9 @@ struct colmeta {
 };
 
 static struct colmeta *
-meta_parse(sqlite3_stmt *s)
+meta_parse(struct stmt *s)
 {
-	int i, n = sqlite3_column_count(s);
+	int i, n = s->drv->column_count(s);
 	struct colmeta *m = calloc(1, sizeof *m + (size_t)n * sizeof m->col[0]);
 
 	if (m == NULL)
@@ -558,7 +471,7 @@ meta_parse(sqlite3_stmt *s)
 	m->n = n;
 	for (i = 0; i < n; i++) {
 		struct col *c = &m->col[i];
-		const char *name = sqlite3_column_name(s, i), *colon, *dot;
+		const char *name = s->drv->column_name(s, i), *colon, *dot;
 		size_t kl;
 
 		if (name == NULL || name[0] == '_') {
@@ -590,7 +503,7 @@ meta_parse(sqlite3_stmt *s)
 /* The parsed columns of s, cached in the slot store_prep gave it: almost always the latest
  * one prepared. */
 static struct colmeta *
-meta_of(struct conn *c, sqlite3_stmt *s)
+meta_of(struct conn *c, struct stmt *s)
 {
 	int i = c->last;
 
@@ -610,32 +523,30 @@ meta_of(struct conn *c, sqlite3_stmt *s)
 }
 
 static json_t *
-column_value(sqlite3_stmt *s, int i, int hint)
+column_value(struct stmt *s, int i, int hint)
 {
-	int type = sqlite3_column_type(s, i);
+	enum sql_type type = sql_type(s, i);
 	char ts[RP_TIME_BUF];
 	json_t *v;
 
-	if (type == SQLITE_NULL)
+	if (type == SQL_NULL)
 		return json_null();
 	switch (hint) {
 	case H_BOOL:
-		return json_boolean(sqlite3_column_int64(s, i) != 0);
+		return json_boolean(sql_int(s, i) != 0);
 	case H_TIME:
-		return json_string_nocheck(rp_time_format(sqlite3_column_int64(s, i), ts));
+		return json_string_nocheck(rp_time_format(sql_int(s, i), ts));
 	case H_JSON:
-		v = json_loadb((const char *)sqlite3_column_text(s, i),
-		               (size_t)sqlite3_column_bytes(s, i), JSON_DECODE_ANY, NULL);
+		v = json_loadb(sql_text(s, i), (size_t)sql_bytes(s, i), JSON_DECODE_ANY, NULL);
 		return v ? v : json_null();
 	}
 	switch (type) {
-	case SQLITE_INTEGER:
-		return json_integer(sqlite3_column_int64(s, i));
-	case SQLITE_FLOAT:
-		return json_real(sqlite3_column_double(s, i));
+	case SQL_INT:
+		return json_integer(sql_int(s, i));
+	case SQL_REAL:
+		return json_real(sql_real(s, i));
 	default:
-		return json_stringn((const char *)sqlite3_column_text(s, i),
-		                    (size_t)sqlite3_column_bytes(s, i));
+		return json_stringn(sql_text(s, i), (size_t)sql_bytes(s, i));
 	}
 }
 
@@ -654,7 +565,7 @@ all_null(json_t *o)
 }
 
 json_t *
-store_row(struct conn *c, sqlite3_stmt *s)
+store_row(struct conn *c, struct stmt *s)
 {
 	struct colmeta *m = meta_of(c, s);
 	json_t *o = json_object(), *parent = NULL;
@@ -699,66 +610,92 @@ store_row(struct conn *c, sqlite3_stmt *s)
 	return o;
 }
 
+enum rp_err
+store_exec(struct conn *c, struct stmt *s, const char *what)
+{
+	int rc = sql_step(s);
+
+	sql_reset(s);
+	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, what);
+}
+
+enum rp_err
+store_one(struct conn *c, struct stmt *s, const char *what)
+{
+	int rc = sql_step(s);
+
+	if (rc == SQL_ROW)
+		return RP_ERR_OK;
+	sql_reset(s);
+	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, what);
+}
+
 json_t *
-store_rows(struct conn *c, sqlite3_stmt *s)
+store_rows(struct conn *c, struct stmt *s)
 {
 	json_t *a = json_array();
 	int rc;
 
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+	while ((rc = sql_step(s)) == SQL_ROW)
 		json_array_append_new(a, store_row(c, s));
-	if (rc != SQLITE_DONE) {
-		rp_log_error("store: step: %s", sqlite3_errmsg(sqlite3_db_handle(s)));
+	if (rc != SQL_DONE) {
+		rp_log_error("store: step: %s", c->drv->errmsg(c->db));
 		json_decref(a);
 		a = NULL;
 	}
-	sqlite3_reset(s);
+	sql_reset(s);
 	return a;
 }
 
 void
-store_bind_text(sqlite3_stmt *s, int i, const char *v)
+sql_bind_text(struct stmt *s, int i, const char *v)
 {
 	if (v)
-		sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
+		s->drv->bind_text(s, i, v, strlen(v));
 	else
-		sqlite3_bind_null(s, i);
+		s->drv->bind_null(s, i);
 }
 
 void
-store_bind_str(sqlite3_stmt *s, int i, json_t *obj, const char *key)
+sql_bind_text_own(struct stmt *s, int i, char *v)
+{
+	sql_bind_text(s, i, v);
+	free(v);
+}
+
+void
+store_bind_str(struct stmt *s, int i, json_t *obj, const char *key)
 {
 	json_t *v = json_object_get(obj, key);
 
 	if (json_is_string(v))
-		sqlite3_bind_text(s, i, json_string_value(v), (int)json_string_length(v),
-		                  SQLITE_TRANSIENT);
+		sql_bind_textn(s, i, json_string_value(v), json_string_length(v));
 	else
-		sqlite3_bind_null(s, i);
+		sql_bind_null(s, i);
 }
 
 void
-store_bind_int(sqlite3_stmt *s, int i, json_t *obj, const char *key)
+store_bind_int(struct stmt *s, int i, json_t *obj, const char *key)
 {
 	json_t *v = json_object_get(obj, key);
 
 	if (json_is_integer(v))
-		sqlite3_bind_int64(s, i, json_integer_value(v));
+		sql_bind_int(s, i, json_integer_value(v));
 	else if (json_is_boolean(v))
-		sqlite3_bind_int(s, i, json_is_true(v));
+		sql_bind_int(s, i, json_is_true(v));
 	else
-		sqlite3_bind_null(s, i);
+		sql_bind_null(s, i);
 }
 
 void
-store_bind_real(sqlite3_stmt *s, int i, json_t *obj, const char *key)
+store_bind_real(struct stmt *s, int i, json_t *obj, const char *key)
 {
 	json_t *v = json_object_get(obj, key);
 
 	if (json_is_number(v))
-		sqlite3_bind_double(s, i, json_number_value(v));
+		sql_bind_real(s, i, json_number_value(v));
 	else
-		sqlite3_bind_null(s, i);
+		sql_bind_null(s, i);
 }
 
 enum rp_err
@@ -779,7 +716,7 @@ store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id)
 	        [T_RECIPE] = "SELECT id FROM recipes WHERE name = ?",
 	};
 	static int slots[2][5];
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char lower[RP_UUID_BUF];
 	int uuid = rp_uuid_valid(key), rc, i;
 
@@ -794,21 +731,21 @@ store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id)
 		lower[36] = '\0';
 		key = lower;
 	}
-	sqlite3_bind_text(s, 1, key, -1, SQLITE_TRANSIENT);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		*id = sqlite3_column_int64(s, 0);
-		sqlite3_reset(s);
+	sql_bind_text(s, 1, key);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
+		*id = sql_int(s, 0);
+		sql_reset(s);
 		return RP_ERR_OK;
 	}
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "lookup");
+	sql_reset(s);
+	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "lookup");
 }
 
 enum rp_err
 store_node_ref(struct conn *c, const char *key, struct node_ref *out)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	int64_t id;
 	int rc;
@@ -818,20 +755,18 @@ store_node_ref(struct conn *c, const char *key, struct node_ref *out)
 	s = STMT(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
+	sql_bind_int(s, 1, id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
 		out->id = id;
-		snprintf(out->uuid, sizeof out->uuid, "%s",
-		         (const char *)sqlite3_column_text(s, 0));
-		snprintf(out->name, sizeof out->name, "%s",
-		         (const char *)sqlite3_column_text(s, 1));
-		out->rack_id = sqlite3_column_int64(s, 2);
+		snprintf(out->uuid, sizeof out->uuid, "%s", sql_text(s, 0));
+		snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
+		out->rack_id = sql_int(s, 2);
 	}
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
+	sql_reset(s);
+	if (rc == SQL_ROW)
 		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node ref");
+	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node ref");
 }
 
 enum rp_err
@@ -839,30 +774,30 @@ store_event(struct conn *c, const char *actor, const char *action, const char *o
             const char *oid, const char *oname, int64_t node_id, int64_t rack_id,
             const char *summary, json_t *detail)
 {
-	sqlite3_stmt *s = STMT(c, "INSERT INTO events(at, actor, action, object_type, object_id, "
-	                          "object_name, node_id, rack_id, summary, detail) "
-	                          "VALUES (?,?,?,?,?,?,?,?,?,?)");
+	struct stmt *s = STMT(c, "INSERT INTO events(at, actor, action, object_type, object_id, "
+	                         "object_name, node_id, rack_id, summary, detail) "
+	                         "VALUES (?,?,?,?,?,?,?,?,?,?)");
 	char *d = NULL;
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, rp_time_now_ms());
-	store_bind_text(s, 2, actor ? actor : "system");
-	store_bind_text(s, 3, action);
-	store_bind_text(s, 4, otype);
-	store_bind_text(s, 5, oid);
-	store_bind_text(s, 6, oname);
+	sql_bind_int(s, 1, rp_time_now_ms());
+	sql_bind_text(s, 2, actor ? actor : "system");
+	sql_bind_text(s, 3, action);
+	sql_bind_text(s, 4, otype);
+	sql_bind_text(s, 5, oid);
+	sql_bind_text(s, 6, oname);
 	if (node_id > 0)
-		sqlite3_bind_int64(s, 7, node_id);
+		sql_bind_int(s, 7, node_id);
 	if (rack_id > 0)
-		sqlite3_bind_int64(s, 8, rack_id);
-	store_bind_text(s, 9, summary);
+		sql_bind_int(s, 8, rack_id);
+	sql_bind_text(s, 9, summary);
 	if (detail && (d = json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS)) != NULL)
-		sqlite3_bind_text(s, 10, d, -1, free);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "event");
+		sql_bind_text_own(s, 10, d);
+	rc = sql_step(s);
+	sql_reset(s);
+	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "event");
 }
 
 void
@@ -870,7 +805,7 @@ store_refusal(struct conn *c, const char *action, const char *otype, const char 
               const char *oname, int64_t node_id, const char *source, const char *summary,
               json_t *detail)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *d = NULL;
 	int64_t now = rp_time_now_ms(), id = 0, count = 0;
 	char text[400];
@@ -886,18 +821,18 @@ store_refusal(struct conn *c, const char *action, const char *otype, const char 
 	            "json_extract(detail, '$.source') IS ?5 ORDER BY id DESC LIMIT 1");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, now - RP_REFUSAL_WINDOW_MS);
-	store_bind_text(s, 2, action);
-	store_bind_text(s, 3, oid);
+	sql_bind_int(s, 1, now - RP_REFUSAL_WINDOW_MS);
+	sql_bind_text(s, 2, action);
+	sql_bind_text(s, 3, oid);
 	if (node_id > 0)
-		sqlite3_bind_int64(s, 4, node_id);
-	store_bind_text(s, 5, source);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		id = sqlite3_column_int64(s, 0);
-		count = sqlite3_column_int64(s, 1);
+		sql_bind_int(s, 4, node_id);
+	sql_bind_text(s, 5, source);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		id = sql_int(s, 0);
+		count = sql_int(s, 1);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_ROW && rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "refusal lookup");
 		goto out;
 	}
@@ -909,13 +844,13 @@ store_refusal(struct conn *c, const char *action, const char *otype, const char 
 		        "'$.count', ?3, '$.last_at', ?4) WHERE id = ?1");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, id);
-		store_bind_text(s, 2, text);
-		sqlite3_bind_int64(s, 3, count + 1);
-		sqlite3_bind_int64(s, 4, now);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		e = rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "refusal count");
+		sql_bind_int(s, 1, id);
+		sql_bind_text(s, 2, text);
+		sql_bind_int(s, 3, count + 1);
+		sql_bind_int(s, 4, now);
+		rc = sql_step(s);
+		sql_reset(s);
+		e = rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "refusal count");
 	} else {
 		d = detail ? json_deep_copy(detail) : json_object();
 		if (d == NULL)
@@ -1037,7 +972,7 @@ store_merge(json_t *target, json_t *patch)
 }
 
 enum rp_err
-store_page(struct conn *c, sqlite3_stmt *s, const struct rp_page_req *rq, const char *keyname,
+store_page(struct conn *c, struct stmt *s, const struct rp_page_req *rq, const char *keyname,
            struct rp_page *out)
 {
 	json_t *items = json_array();
@@ -1045,7 +980,7 @@ store_page(struct conn *c, sqlite3_stmt *s, const struct rp_page_req *rq, const 
 	int rc, n = 0, more = 0;
 	char last_key[128] = "";
 
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = sql_step(s)) == SQL_ROW) {
 		json_t *row, *k;
 
 		if (n == rq->limit) {
@@ -1053,15 +988,15 @@ store_page(struct conn *c, sqlite3_stmt *s, const struct rp_page_req *rq, const 
 			break;
 		}
 		row = store_row(c, s);
-		last_id = sqlite3_column_int64(s, 0);
+		last_id = sql_int(s, 0);
 		k = json_object_get(row, keyname);
 		snprintf(last_key, sizeof last_key, "%s",
 		         json_is_string(k) ? json_string_value(k) : "");
 		json_array_append_new(items, row);
 		n++;
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_ROW && rc != SQL_DONE) {
 		json_decref(items);
 		return store_sqlerr(c, rc, "page");
 	}
@@ -1075,24 +1010,21 @@ store_page(struct conn *c, sqlite3_stmt *s, const struct rp_page_req *rq, const 
 enum rp_err
 store_node_by_id(struct conn *c, int64_t id, struct node_ref *out)
 {
-	sqlite3_stmt *s =
-	        STMT(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?");
+	struct stmt *s = STMT(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?");
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
+	sql_bind_int(s, 1, id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
 		out->id = id;
-		snprintf(out->uuid, sizeof out->uuid, "%s",
-		         (const char *)sqlite3_column_text(s, 0));
-		snprintf(out->name, sizeof out->name, "%s",
-		         (const char *)sqlite3_column_text(s, 1));
-		out->rack_id = sqlite3_column_int64(s, 2);
+		snprintf(out->uuid, sizeof out->uuid, "%s", sql_text(s, 0));
+		snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
+		out->rack_id = sql_int(s, 2);
 	}
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
+	sql_reset(s);
+	if (rc == SQL_ROW)
 		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node by id");
+	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node by id");
 }

@@ -5,16 +5,16 @@ enum rp_err
 rp_store_demo_get(struct rp_store *st, int *demo, int *empty)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e = RP_ERR_INTERNAL;
 
 	if (c == NULL)
 		return e;
 	s = STMT(c, "SELECT (SELECT count(*) FROM meta WHERE key = 'demo'), "
 	            "NOT EXISTS (SELECT 1 FROM racks) AND NOT EXISTS (SELECT 1 FROM nodes)");
-	if (s && sqlite3_step(s) == SQLITE_ROW) {
-		*demo = sqlite3_column_int(s, 0) > 0;
-		*empty = sqlite3_column_int(s, 1);
+	if (s && sql_step(s) == SQL_ROW) {
+		*demo = sql_int(s, 0) > 0;
+		*empty = sql_int(s, 1);
 		e = RP_ERR_OK;
 	}
 	store_done(s);
@@ -25,7 +25,7 @@ enum rp_err
 rp_store_demo_mark(struct rp_store *st)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 
 	if (c == NULL)
@@ -33,7 +33,7 @@ rp_store_demo_mark(struct rp_store *st)
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
 	s = STMT(c, "INSERT OR REPLACE INTO meta (key, value) VALUES ('demo', '1')");
-	if (s == NULL || sqlite3_step(s) != SQLITE_DONE) {
+	if (s == NULL || sql_step(s) != SQL_DONE) {
 		store_done(s);
 		store_rollback(c);
 		return RP_ERR_INTERNAL;

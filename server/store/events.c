@@ -22,7 +22,7 @@ rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 	       *until = json_object_get(f, "until");
 	const char *node = json_string_value(json_object_get(f, "node"));
 	const char *rack = json_string_value(json_object_get(f, "rack"));
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t id = 0;
 	enum rp_err e;
 
@@ -43,15 +43,15 @@ rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
+	sql_bind_int(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
 	if (id)
-		sqlite3_bind_int64(s, 2, id);
+		sql_bind_int(s, 2, id);
 	if (json_is_integer(since))
-		sqlite3_bind_int64(s, 3, json_integer_value(since));
+		sql_bind_int(s, 3, json_integer_value(since));
 	if (json_is_integer(until))
-		sqlite3_bind_int64(s, 4, json_integer_value(until));
+		sql_bind_int(s, 4, json_integer_value(until));
 	store_bind_str(s, 5, f, "action");
-	sqlite3_bind_int(s, 6, rq->limit + 1);
+	sql_bind_int(s, 6, rq->limit + 1);
 	return store_page(c, s, rq, "action", out);
 }
 
@@ -65,7 +65,7 @@ rp_store_event_after(struct rp_store *st, int64_t after_id, json_t *filter, int 
 	struct conn *c = store_conn(st);
 	const char *node = json_string_value(json_object_get(filter, "node"));
 	const char *rack = json_string_value(json_object_get(filter, "rack"));
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *items;
 	int64_t id = 0;
 	enum rp_err e;
@@ -84,11 +84,11 @@ rp_store_event_after(struct rp_store *st, int64_t after_id, json_t *filter, int 
 		s = STMT(c, EVENT_COLS "WHERE e.id > ?1 AND ?2 IS NULL " EVENT_AFTER);
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, after_id);
+	sql_bind_int(s, 1, after_id);
 	if (id)
-		sqlite3_bind_int64(s, 2, id);
+		sql_bind_int(s, 2, id);
 	store_bind_str(s, 3, filter, "action");
-	sqlite3_bind_int(s, 4, limit);
+	sql_bind_int(s, 4, limit);
 	if ((items = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = items;
@@ -99,15 +99,15 @@ enum rp_err
 rp_store_event_head(struct rp_store *st, int64_t *out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s = c ? STMT(c, "SELECT coalesce(max(id), 0) FROM events") : NULL;
+	struct stmt *s = c ? STMT(c, "SELECT coalesce(max(id), 0) FROM events") : NULL;
 	enum rp_err e = RP_ERR_INTERNAL;
 
 	if (s == NULL)
 		return e;
-	if (sqlite3_step(s) == SQLITE_ROW) {
-		*out = sqlite3_column_int64(s, 0);
+	if (sql_step(s) == SQL_ROW) {
+		*out = sql_int(s, 0);
 		e = RP_ERR_OK;
 	}
-	sqlite3_reset(s);
+	sql_reset(s);
 	return e;
 }

@@ -11,7 +11,7 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 	json_t *list = NULL, *desired = NULL, *item, *v;
 	const char *comp, *baseline = NULL;
 	char bname[128];
-	sqlite3_stmt *s;
+	struct stmt *s;
 	struct node_ref n;
 	int64_t id;
 	enum rp_err e;
@@ -31,7 +31,7 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 	            "ORDER BY component");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
+	sql_bind_int(s, 1, id);
 	if ((list = store_rows(c, s)) == NULL)
 		goto out;
 	s = STMT(c, "SELECT b.name, bc.component, bc.version FROM nodes n JOIN firmware_baselines "
@@ -39,16 +39,15 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 	            "bc.baseline_id = b.id WHERE n.id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
+	sql_bind_int(s, 1, id);
 	desired = json_object();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		snprintf(bname, sizeof bname, "%s", (const char *)sqlite3_column_text(s, 0));
+	while ((rc = sql_step(s)) == SQL_ROW) {
+		snprintf(bname, sizeof bname, "%s", sql_text(s, 0));
 		baseline = bname;
-		json_object_set_new(desired, (const char *)sqlite3_column_text(s, 1),
-		                    json_string((const char *)sqlite3_column_text(s, 2)));
+		json_object_set_new(desired, sql_text(s, 1), json_string(sql_text(s, 2)));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
+	sql_reset(s);
+	if (rc != SQL_DONE)
 		goto out;
 	json_array_foreach(list, i, item)
 	{
@@ -94,14 +93,13 @@ rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *sou
                            json_t *components, const char *actor)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t now = rp_time_now_ms();
 	struct node_ref n;
 	json_t *v;
 	enum rp_err e;
 	char summary[192];
 	size_t i;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -121,18 +119,14 @@ rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *sou
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, n.id);
+		sql_bind_int(s, 1, n.id);
 		store_bind_str(s, 2, v, "component");
 		store_bind_str(s, 3, v, "version");
 		store_bind_int(s, 4, v, "updateable");
-		store_bind_text(s, 5, source);
-		sqlite3_bind_int64(s, 6, now);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
-			e = store_sqlerr(c, rc, "firmware set");
+		sql_bind_text(s, 5, source);
+		sql_bind_int(s, 6, now);
+		if ((e = store_exec(c, s, "firmware set")) != RP_ERR_OK)
 			goto out;
-		}
 	}
 	snprintf(summary, sizeof summary, "%zu firmware component(s) of %s read from %s",
 	         json_array_size(components), n.name, source);
@@ -153,7 +147,7 @@ enum rp_err
 rp_store_firmware_drift(struct rp_store *st, json_t *filter, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *items = NULL;
 	int64_t rack_id, node_id, checked = 0;
 	enum rp_err e;
@@ -181,8 +175,8 @@ rp_store_firmware_drift(struct rp_store *st, json_t *filter, json_t **out)
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, rack_id);
-		sqlite3_bind_int64(s, 2, node_id);
+		sql_bind_int(s, 1, rack_id);
+		sql_bind_int(s, 2, node_id);
 		store_bind_str(s, 3, filter, "class");
 		e = i == 0 ? store_drift_count(c, s, &checked)
 		           : store_drift_collect(c, s, "baseline", "components", 0, &items);
@@ -207,7 +201,7 @@ store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 {
 	const char *comp;
 	json_t *v;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char field[200];
 	int rc;
 
@@ -245,16 +239,14 @@ store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 		s = STMT(c, "SELECT kind FROM images WHERE name = ?");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_text(s, 1, image, -1, SQLITE_TRANSIENT);
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW)
-			kind = strcmp((const char *)sqlite3_column_text(s, 0), "kernel") &&
-			                       strcmp((const char *)sqlite3_column_text(s, 0),
-			                              "initrd")
+		sql_bind_text(s, 1, image);
+		rc = sql_step(s);
+		if (rc == SQL_ROW)
+			kind = strcmp(sql_text(s, 0), "kernel") && strcmp(sql_text(s, 0), "initrd")
 			               ? "ok"
 			               : "boot";
-		sqlite3_reset(s);
-		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		sql_reset(s);
+		if (rc != SQL_ROW && rc != SQL_DONE)
 			return store_sqlerr(c, rc, "baseline image");
 		snprintf(field, sizeof field, "components.%.128s.image", comp);
 		if (kind == NULL) {
@@ -276,14 +268,14 @@ store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 			s = STMT(c, "SELECT 1 FROM recipes WHERE name = ?");
 			if (s == NULL)
 				return RP_ERR_INTERNAL;
-			sqlite3_bind_text(s, 1, recipe, -1, SQLITE_TRANSIENT);
-			rc = sqlite3_step(s);
-			sqlite3_reset(s);
-			if (rc == SQLITE_DONE) {
+			sql_bind_text(s, 1, recipe);
+			rc = sql_step(s);
+			sql_reset(s);
+			if (rc == SQL_DONE) {
 				*detail = store_why(field, "no recipe named '%s'", recipe);
 				return RP_ERR_INVALID_FIELD;
 			}
-			if (rc != SQLITE_ROW)
+			if (rc != SQL_ROW)
 				return store_sqlerr(c, rc, "baseline recipe");
 		}
 	}
@@ -296,7 +288,7 @@ static enum rp_err
 fw_put(struct conn *c, int64_t node_id, const char *component, const char *version,
        const char *source, int64_t now)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int rc;
 
 	if (component == NULL || version == NULL || version[0] == '\0')
@@ -307,14 +299,14 @@ fw_put(struct conn *c, int64_t node_id, const char *component, const char *versi
 	            "excluded.read_at");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, node_id);
-	sqlite3_bind_text(s, 2, component, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(s, 3, version, -1, SQLITE_TRANSIENT);
-	store_bind_text(s, 4, source);
-	sqlite3_bind_int64(s, 5, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "firmware put");
+	sql_bind_int(s, 1, node_id);
+	sql_bind_text(s, 2, component);
+	sql_bind_text(s, 3, version);
+	sql_bind_text(s, 4, source);
+	sql_bind_int(s, 5, now);
+	rc = sql_step(s);
+	sql_reset(s);
+	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "firmware put");
 }
 
 /* One version for a family of components when they agree, else "mixed". */
@@ -421,7 +413,7 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 	struct conn *c = store_conn(st);
 	json_t *targets = NULL, *v;
 	char bname[128] = "", cls[128] = "";
-	sqlite3_stmt *s;
+	struct stmt *s;
 	struct node_ref n;
 	enum rp_err e;
 	size_t i, j;
@@ -438,15 +430,14 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 	            "firmware_baselines b ON b.node_class = n.node_class WHERE n.id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, n.id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		snprintf(cls, sizeof cls, "%s", (const char *)sqlite3_column_text(s, 0));
-		if (sqlite3_column_type(s, 1) != SQLITE_NULL)
-			snprintf(bname, sizeof bname, "%s",
-			         (const char *)sqlite3_column_text(s, 1));
+	sql_bind_int(s, 1, n.id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		snprintf(cls, sizeof cls, "%s", sql_text(s, 0));
+		if (sql_type(s, 1) != SQL_NULL)
+			snprintf(bname, sizeof bname, "%s", sql_text(s, 1));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
+	sql_reset(s);
+	if (rc != SQL_ROW) {
 		e = store_sqlerr(c, rc, "firmware targets");
 		goto out;
 	}
@@ -466,7 +457,7 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 	            "fc.component = bc.component WHERE n.id = ? ORDER BY bc.component");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, n.id);
+	sql_bind_int(s, 1, n.id);
 	if ((targets = store_rows(c, s)) == NULL)
 		goto out;
 	if ((e = store_components_known(targets, only, detail)) != RP_ERR_OK)
@@ -494,7 +485,7 @@ enum rp_err
 rp_store_firmware_updates(struct rp_store *st, int64_t job_id, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *rows, *r, *map;
 	size_t i;
 
@@ -505,7 +496,7 @@ rp_store_firmware_updates(struct rp_store *st, int64_t job_id, json_t **out)
 	         "task, error FROM firmware_updates WHERE job_id = ? ORDER BY id");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, job_id);
+	sql_bind_int(s, 1, job_id);
 	if ((rows = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	map = json_object();
@@ -521,7 +512,7 @@ rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *c
                               const char *from, const char *to, const char *image)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t now = rp_time_now_ms();
 	enum rp_err e;
 	int rc;
@@ -538,20 +529,19 @@ rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *c
 	         "NOT NULL");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, job_id);
-	store_bind_text(s, 2, component);
-	store_bind_text(s, 3, from);
-	store_bind_text(s, 4, to);
-	store_bind_text(s, 5, image);
-	sqlite3_bind_int64(s, 6, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = (rc & 0xff) == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE
-		                                     : store_sqlerr(c, rc, "update sent");
+	sql_bind_int(s, 1, job_id);
+	sql_bind_text(s, 2, component);
+	sql_bind_text(s, 3, from);
+	sql_bind_text(s, 4, to);
+	sql_bind_text(s, 5, image);
+	sql_bind_int(s, 6, now);
+	rc = sql_step(s);
+	sql_reset(s);
+	if (rc != SQL_DONE) {
+		e = rc == SQL_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "update sent");
 		goto out;
 	}
-	if (sqlite3_changes(c->db) == 0) {
+	if (sql_changes(c) == 0) {
 		e = RP_ERR_NOT_FOUND;
 		goto out;
 	}
@@ -562,15 +552,11 @@ rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *c
 	         "': sent', phase_at = ?2 WHERE id = ?1");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, job_id);
-	sqlite3_bind_int64(s, 2, now);
-	store_bind_text(s, 3, component);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "update sent mark");
+	sql_bind_int(s, 1, job_id);
+	sql_bind_int(s, 2, now);
+	sql_bind_text(s, 3, component);
+	if ((e = store_exec(c, s, "update sent mark")) != RP_ERR_OK)
 		goto out;
-	}
 	e = store_commit(c);
 out:
 	store_rollback(c);
@@ -582,9 +568,8 @@ rp_store_firmware_update_set(struct rp_store *st, int64_t job_id, const char *co
                              const char *state, const char *task, const char *error)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -600,35 +585,27 @@ rp_store_firmware_update_set(struct rp_store *st, int64_t job_id, const char *co
 		            "= ?2");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, job_id);
-	store_bind_text(s, 2, component);
+	sql_bind_int(s, 1, job_id);
+	sql_bind_text(s, 2, component);
 	if (state) {
-		store_bind_text(s, 3, state);
-		store_bind_text(s, 4, task);
-		store_bind_text(s, 5, error);
-		sqlite3_bind_int64(s, 6, rp_time_now_ms());
+		sql_bind_text(s, 3, state);
+		sql_bind_text(s, 4, task);
+		sql_bind_text(s, 5, error);
+		sql_bind_int(s, 6, rp_time_now_ms());
 	}
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "update state");
+	if ((e = store_exec(c, s, "update state")) != RP_ERR_OK)
 		goto out;
-	}
 	if (state) {
 		s = STMT(c,
 		         "UPDATE jobs SET phase = ?2 || ': ' || ?3, phase_at = ?4 WHERE id = ?1");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, job_id);
-		store_bind_text(s, 2, component);
-		store_bind_text(s, 3, state);
-		sqlite3_bind_int64(s, 4, rp_time_now_ms());
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
-			e = store_sqlerr(c, rc, "update phase");
+		sql_bind_int(s, 1, job_id);
+		sql_bind_text(s, 2, component);
+		sql_bind_text(s, 3, state);
+		sql_bind_int(s, 4, rp_time_now_ms());
+		if ((e = store_exec(c, s, "update phase")) != RP_ERR_OK)
 			goto out;
-		}
 	}
 	e = store_commit(c);
 out:
@@ -642,7 +619,7 @@ store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *a
                    json_t **detail)
 {
 	json_t *rec = NULL, *values = json_object(), *plan = NULL, *job = NULL, *p;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t rid, node_id, cid = 0;
 	char why[256], parent[RP_UUID_BUF] = "";
 	const char *k;
@@ -653,14 +630,14 @@ store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *a
 	            "IS NOT NULL");
 	if (s == NULL || values == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, job_id);
-	rc = sqlite3_step(s);
-	node_id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-	if (rc == SQLITE_ROW)
-		snprintf(parent, sizeof parent, "%s", (const char *)sqlite3_column_text(s, 1));
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
-		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "recipe child job");
+	sql_bind_int(s, 1, job_id);
+	rc = sql_step(s);
+	node_id = rc == SQL_ROW ? sql_int(s, 0) : 0;
+	if (rc == SQL_ROW)
+		snprintf(parent, sizeof parent, "%s", sql_text(s, 1));
+	sql_reset(s);
+	if (rc != SQL_ROW) {
+		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "recipe child job");
 		goto out;
 	}
 	if ((e = store_node_by_id(c, node_id, n)) != RP_ERR_OK)
@@ -675,11 +652,11 @@ store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *a
 	            "id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, rid);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+	sql_bind_int(s, 1, rid);
+	if ((rc = sql_step(s)) == SQL_ROW)
 		rec = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW || rec == NULL) {
+	sql_reset(s);
+	if (rc != SQL_ROW || rec == NULL) {
 		e = store_sqlerr(c, rc, "recipe child recipe");
 		goto out;
 	}
@@ -719,11 +696,11 @@ store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *a
 	s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, cid);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		snprintf(uuid, RP_UUID_BUF, "%s", (const char *)sqlite3_column_text(s, 0));
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
+	sql_bind_int(s, 1, cid);
+	if ((rc = sql_step(s)) == SQL_ROW)
+		snprintf(uuid, RP_UUID_BUF, "%s", sql_text(s, 0));
+	sql_reset(s);
+	if (rc != SQL_ROW) {
 		e = store_sqlerr(c, rc, "recipe child");
 		goto out;
 	}
@@ -746,7 +723,7 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 	struct conn *c = store_conn(st);
 	json_t *params = NULL, *extra;
 	struct node_ref n;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t now = rp_time_now_ms();
 	char summary[200], uuid[RP_UUID_BUF] = "";
 	enum rp_err e;
@@ -769,19 +746,18 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 	            "?5, ?6, 'polling', ?7, ?8, ?8)");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, job_id);
-	sqlite3_bind_int64(s, 2, n.id);
-	store_bind_text(s, 3, component);
-	store_bind_text(s, 4, from);
-	store_bind_text(s, 5, to);
-	store_bind_text(s, 6, image);
-	store_bind_text(s, 7, uuid);
-	sqlite3_bind_int64(s, 8, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = (rc & 0xff) == SQLITE_CONSTRAINT ? RP_ERR_DUPLICATE
-		                                     : store_sqlerr(c, rc, "agent flash");
+	sql_bind_int(s, 1, job_id);
+	sql_bind_int(s, 2, n.id);
+	sql_bind_text(s, 3, component);
+	sql_bind_text(s, 4, from);
+	sql_bind_text(s, 5, to);
+	sql_bind_text(s, 6, image);
+	sql_bind_text(s, 7, uuid);
+	sql_bind_int(s, 8, now);
+	rc = sql_step(s);
+	sql_reset(s);
+	if (rc != SQL_DONE) {
+		e = rc == SQL_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "agent flash");
 		goto out;
 	}
 	if ((e = store_job_sent(c, job_id, component, now)) != RP_ERR_OK)
@@ -803,17 +779,17 @@ out:
 enum rp_err
 store_job_sent(struct conn *c, int64_t job_id, const char *what, int64_t now)
 {
-	sqlite3_stmt *s =
+	struct stmt *s =
 	        STMT(c, "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, "
 	                "phase = ?3 || ': polling', phase_at = ?2 WHERE id = ?1");
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, job_id);
-	sqlite3_bind_int64(s, 2, now);
-	store_bind_text(s, 3, what);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "job sent mark");
+	sql_bind_int(s, 1, job_id);
+	sql_bind_int(s, 2, now);
+	sql_bind_text(s, 3, what);
+	rc = sql_step(s);
+	sql_reset(s);
+	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "job sent mark");
 }

@@ -147,7 +147,7 @@ enum rp_err
 rp_store_stats(struct rp_store *st, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *by_state = NULL, *jobs = NULL;
 	int64_t nodes = 0, racks = 0, bytes = 0, faults = 0;
 	enum rp_err e;
@@ -162,40 +162,38 @@ rp_store_stats(struct rp_store *st, json_t **out)
 	if (s == NULL)
 		goto out;
 	by_state = json_object();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		json_object_set_new(by_state, (const char *)sqlite3_column_text(s, 0),
-		                    json_integer(sqlite3_column_int64(s, 1)));
-		nodes += sqlite3_column_int64(s, 1);
+	while ((rc = sql_step(s)) == SQL_ROW) {
+		json_object_set_new(by_state, sql_text(s, 0), json_integer(sql_int(s, 1)));
+		nodes += sql_int(s, 1);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
+	sql_reset(s);
+	if (rc != SQL_DONE)
 		goto out;
 	s = STMT(c, "SELECT state, count(*) FROM jobs WHERE state IN ('queued', 'running') "
 	            "GROUP BY state");
 	if (s == NULL)
 		goto out;
 	jobs = json_pack("{s:i, s:i}", "queued", 0, "running", 0);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_object_set_new(jobs, (const char *)sqlite3_column_text(s, 0),
-		                    json_integer(sqlite3_column_int64(s, 1)));
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
+	while ((rc = sql_step(s)) == SQL_ROW)
+		json_object_set_new(jobs, sql_text(s, 0), json_integer(sql_int(s, 1)));
+	sql_reset(s);
+	if (rc != SQL_DONE)
 		goto out;
 	s = STMT(c, "SELECT (SELECT count(*) FROM bmcs WHERE fault IS NOT NULL)");
 	if (s == NULL)
 		goto out;
-	if (sqlite3_step(s) == SQLITE_ROW)
-		faults = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
+	if (sql_step(s) == SQL_ROW)
+		faults = sql_int(s, 0);
+	sql_reset(s);
 	s = STMT(c, "SELECT (SELECT count(*) FROM racks), (SELECT page_count * page_size FROM "
 	            "pragma_page_count(), pragma_page_size())");
 	if (s == NULL)
 		goto out;
-	if (sqlite3_step(s) == SQLITE_ROW) {
-		racks = sqlite3_column_int64(s, 0);
-		bytes = sqlite3_column_int64(s, 1);
+	if (sql_step(s) == SQL_ROW) {
+		racks = sql_int(s, 0);
+		bytes = sql_int(s, 1);
 	}
-	sqlite3_reset(s);
+	sql_reset(s);
 	*out = json_pack("{s:O, s:I, s:I, s:I, s:O, s:I}", "nodes_by_state", by_state, "nodes",
 	                 (json_int_t)nodes, "racks", (json_int_t)racks, "db_bytes",
 	                 (json_int_t)bytes, "jobs", jobs, "bmc_faults", (json_int_t)faults);
@@ -211,7 +209,7 @@ enum rp_err
 rp_store_ping(struct rp_store *st)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int rc;
 
 	if (c == NULL)
@@ -219,7 +217,7 @@ rp_store_ping(struct rp_store *st)
 	s = STMT(c, "SELECT 1");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "ping");
+	rc = sql_step(s);
+	sql_reset(s);
+	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "ping");
 }

@@ -1,13 +1,13 @@
 /*
  * internal.h — private to server/store/: connections, the statement cache, and helpers the
- * per-resource files share. Nothing outside store/ includes this file (or sqlite3.h).
+ * per-resource files share. Nothing outside store/ includes this file; the database is
+ * reached only through sql.h's driver seam.
  */
 #ifndef RP_STORE_INTERNAL_H
 #define RP_STORE_INTERNAL_H
 
 #include <pthread.h>
-#include <sqlite3.h>
-
+#include "sql.h"
 #include "store.h"
 #include "util/util.h"
 
@@ -18,18 +18,20 @@ struct colmeta;
  * highest slot it has seen, so the cache has no fixed size. Only the owning thread touches
  * a conn (and rp_store_free, once every other thread has stopped). */
 struct conn {
-	sqlite3 *db;
+	const struct sql_driver *drv;
+	struct sql_db *db;
 	int nslots;            /* capacity of stmt[] and meta[] */
 	int last;              /* slot of the latest store_prep, a hint for store_row */
-	sqlite3_stmt **stmt;   /* by slot; NULL until prepared */
+	struct stmt **stmt;    /* by slot; NULL until prepared */
 	struct colmeta **meta; /* parsed column aliases, per statement */
 	int readonly;          /* the file opened read-only: reopen before writing again */
-	int64_t changes;       /* sqlite3_total_changes64 at store_begin */
+	int64_t changes;       /* the driver's total_changes at store_begin */
 	struct conn *next;
 	struct rp_store *st;
 };
 
 struct rp_store {
+	const struct sql_driver *drv;
 	char *path;
 	pthread_key_t key;
 	pthread_mutex_t mu;
@@ -54,10 +56,23 @@ extern const int rp_schema_count;
 /* This thread's connection, opened on first use. NULL when the database cannot be opened. */
 struct conn *store_conn(struct rp_store *st);
 
+/* Rows the latest statement on c changed; the row id c's latest INSERT gave. */
+static inline int64_t
+sql_changes(struct conn *c)
+{
+	return c->drv->changes(c->db);
+}
+
+static inline int64_t
+sql_last_id(struct conn *c)
+{
+	return c->drv->last_id(c->db);
+}
+
 /* A cached prepared statement, reset and with bindings cleared. `slot` is a per-call-site
  * static the cache assigns on first use (any number of them; the cache grows). NULL
  * (logged) on prepare failure or when out of memory. */
-sqlite3_stmt *store_prep(struct conn *c, int *slot, const char *sql);
+struct stmt *store_prep(struct conn *c, int *slot, const char *sql);
 #define STMT(c, sql)                                                                               \
 	__extension__({                                                                            \
 		static int slot_;                                                                  \
@@ -65,7 +80,7 @@ sqlite3_stmt *store_prep(struct conn *c, int *slot, const char *sql);
 	})
 
 /* Release a statement's read snapshot after use; accepts NULL. */
-void store_done(sqlite3_stmt *s);
+void store_done(struct stmt *s);
 
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK. Begin and commit return RP_ERR_OK or an error. */
 enum rp_err store_begin(struct conn *c);
@@ -76,27 +91,35 @@ void store_rollback(struct conn *c);
 enum rp_err store_read_begin(struct conn *c);
 void store_read_end(struct conn *c);
 
-/* Map an SQLite result code to an rp_err and log unexpected ones with `what`. A full disk,
- * a read-only or a failing database (SQLITE_FULL, _READONLY, _IOERR, _CANTOPEN) become
+/* Map a driver's result (enum sql_rc) to an rp_err and log unexpected ones with `what`. A
+ * full disk, a read-only or a failing database (SQL_FULL, _READONLY, _IOERR) become
  * RP_ERR_STORAGE_FULL / _READONLY / _IO (HTTP 503), set the store's condition
  * (rp_store_health) and are logged once per change of condition, not per call. */
 enum rp_err store_sqlerr(struct conn *c, int rc, const char *what);
+
+/* The statement API: run a statement s (from store_prep on c) that returns no rows, to its
+ * end, and reset it: RP_ERR_OK or store_sqlerr's error, with `what` naming it in logs. */
+enum rp_err store_exec(struct conn *c, struct stmt *s, const char *what);
+
+/* Step s once: RP_ERR_OK with a row to read (the caller reads its columns, then calls
+ * sql_reset), or RP_ERR_NOT_FOUND when there is none, or store_sqlerr's error; s is reset
+ * unless a row came back. */
+enum rp_err store_one(struct conn *c, struct stmt *s, const char *what);
 
 /* One row as a wire object (s must come from store_prep on c). Column aliases steer the
  * mapping, parsed once per statement: "_x" is skipped,
  * "x:bool", "x:json" (text parsed as JSON), "x:time" (ms to RFC 3339), and "a.b" nests b
  * in object a (an object whose members are all null becomes null). */
-json_t *store_row(struct conn *c, sqlite3_stmt *s);
+json_t *store_row(struct conn *c, struct stmt *s);
 
 /* Run s to completion collecting store_row() objects into a new array; NULL on error. */
-json_t *store_rows(struct conn *c, sqlite3_stmt *s);
+json_t *store_rows(struct conn *c, struct stmt *s);
 
 /* Bind helpers: a JSON string/number/bool/null member of obj, by parameter index. Missing
- * members bind NULL. */
-void store_bind_str(sqlite3_stmt *s, int i, json_t *obj, const char *key);
-void store_bind_int(sqlite3_stmt *s, int i, json_t *obj, const char *key);
-void store_bind_real(sqlite3_stmt *s, int i, json_t *obj, const char *key);
-void store_bind_text(sqlite3_stmt *s, int i, const char *v);
+ * members bind NULL. (Plain values: sql_bind_* in sql.h.) */
+void store_bind_str(struct stmt *s, int i, json_t *obj, const char *key);
+void store_bind_int(struct stmt *s, int i, json_t *obj, const char *key);
+void store_bind_real(struct stmt *s, int i, json_t *obj, const char *key);
 
 /* Resolve a key (UUID or name) of a table to its row id. RP_ERR_NOT_FOUND when absent. */
 enum store_table { T_RACK, T_NODE, T_PROFILE, T_BASELINE, T_RECIPE };
@@ -185,7 +208,7 @@ void store_merge(json_t *target, json_t *patch);
 
 /* Shared paging plumbing: fill out->items/more/last_* from statement rows where column 0 is
  * the internal id ("_id") and the sort key is member `keyname` of each item. */
-enum rp_err store_page(struct conn *c, sqlite3_stmt *s, const struct rp_page_req *rq,
+enum rp_err store_page(struct conn *c, struct stmt *s, const struct rp_page_req *rq,
                        const char *keyname, struct rp_page *out);
 
 /* Insert one rack / node (with its creation event) inside the caller's transaction; the
@@ -253,8 +276,8 @@ enum rp_err store_firmware_from_inventory(struct conn *c, const struct node_ref 
  * named one does not exist), count the nodes considered, and group (node, rack, class,
  * target, member, actual, desired) rows into per-node items. */
 enum rp_err store_drift_filter(struct conn *c, json_t *filter, int64_t *rack_id, int64_t *node_id);
-enum rp_err store_drift_count(struct conn *c, sqlite3_stmt *s, int64_t *n);
-enum rp_err store_drift_collect(struct conn *c, sqlite3_stmt *s, const char *target_key,
+enum rp_err store_drift_count(struct conn *c, struct stmt *s, int64_t *n);
+enum rp_err store_drift_collect(struct conn *c, struct stmt *s, const char *target_key,
                                 const char *list_key, int json_values, json_t **items);
 
 #endif

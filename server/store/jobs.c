@@ -18,47 +18,43 @@
 enum rp_err
 store_job_load(struct conn *c, int64_t id, json_t **out)
 {
-	sqlite3_stmt *s = STMT(c, JOB_COLS "WHERE j.id = ?");
-	int rc;
+	enum rp_err e;
+	struct stmt *s = STMT(c, JOB_COLS "WHERE j.id = ?");
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*out = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
-		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "job load");
+	sql_bind_int(s, 1, id);
+	if ((e = store_one(c, s, "job load")) != RP_ERR_OK)
+		return e;
+	*out = store_row(c, s);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 static enum rp_err
 job_id(struct conn *c, const char *uuid, int64_t *id)
 {
-	sqlite3_stmt *s;
-	int rc;
+	enum rp_err e;
+	struct stmt *s;
 
 	if (!rp_uuid_valid(uuid))
 		return RP_ERR_NOT_FOUND;
 	s = STMT(c, "SELECT id FROM jobs WHERE uuid = lower(?)");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_text(s, 1, uuid, -1, SQLITE_TRANSIENT);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*id = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
-		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "job id");
+	sql_bind_text(s, 1, uuid);
+	if ((e = store_one(c, s, "job id")) != RP_ERR_OK)
+		return e;
+	*id = sql_int(s, 0);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 /* Why a node cannot take a BMC job now, or RP_ERR_OK. */
 enum rp_err
 store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 {
-	sqlite3_stmt *s =
+	struct stmt *s =
 	        STMT(c, "SELECT n.maintenance, n.maintenance_reason, b.driver, b.address, "
 	                "b.username, b.password_sealed IS NOT NULL FROM nodes n LEFT JOIN bmcs b "
 	                "ON b.node_id = n.id WHERE n.id = ?");
@@ -67,34 +63,32 @@ store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, node_id);
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_ROW) {
-		sqlite3_reset(s);
-		return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node ready");
+	sql_bind_int(s, 1, node_id);
+	rc = sql_step(s);
+	if (rc != SQL_ROW) {
+		sql_reset(s);
+		return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node ready");
 	}
-	if (sqlite3_column_int(s, 0)) {
+	if (sql_int(s, 0)) {
 		snprintf(why, len, "node is in maintenance%s%s",
-		         sqlite3_column_type(s, 1) == SQLITE_NULL ? "" : ": ",
-		         sqlite3_column_type(s, 1) == SQLITE_NULL
-		                 ? ""
-		                 : (const char *)sqlite3_column_text(s, 1));
+		         sql_type(s, 1) == SQL_NULL ? "" : ": ",
+		         sql_type(s, 1) == SQL_NULL ? "" : sql_text(s, 1));
 		e = RP_ERR_INVALID_STATE;
-	} else if (sqlite3_column_type(s, 2) == SQLITE_NULL) {
+	} else if (sql_type(s, 2) == SQL_NULL) {
 		snprintf(why, len, "node has no BMC");
 		e = RP_ERR_CONFLICT;
-	} else if (strcmp((const char *)sqlite3_column_text(s, 2), "fake") != 0) {
-		if (sqlite3_column_type(s, 3) == SQLITE_NULL) {
+	} else if (strcmp(sql_text(s, 2), "fake") != 0) {
+		if (sql_type(s, 3) == SQL_NULL) {
 			snprintf(why, len, "node's BMC has no address");
 			e = RP_ERR_CONFLICT;
-		} else if (sqlite3_column_type(s, 4) == SQLITE_NULL || !sqlite3_column_int(s, 5)) {
+		} else if (sql_type(s, 4) == SQL_NULL || !sql_int(s, 5)) {
 			snprintf(why, len,
 			         "node's BMC has no credentials (set bmc.username and "
 			         "bmc.password)");
 			e = RP_ERR_CONFLICT;
 		}
 	}
-	sqlite3_reset(s);
+	sql_reset(s);
 	return e;
 }
 
@@ -103,11 +97,11 @@ static enum rp_err
 job_insert(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *job,
            const char *actor, int64_t *id)
 {
-	sqlite3_stmt *s;
+	enum rp_err e;
+	struct stmt *s;
 	char uuid[RP_UUID_BUF], *params = store_canon(json_object_get(job, "params"));
 	int64_t now = rp_time_now_ms();
 	json_t *ma = json_object_get(job, "max_attempts");
-	int rc;
 
 	if (params == NULL || rp_uuid_new(uuid) < 0) {
 		free(params);
@@ -120,24 +114,22 @@ job_insert(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *j
 		free(params);
 		return RP_ERR_INTERNAL;
 	}
-	store_bind_text(s, 1, uuid);
+	sql_bind_text(s, 1, uuid);
 	store_bind_str(s, 2, job, "type");
-	sqlite3_bind_int64(s, 3, n->id);
-	store_bind_text(s, 4, n->name);
+	sql_bind_int(s, 3, n->id);
+	sql_bind_text(s, 4, n->name);
 	if (batch_id)
-		sqlite3_bind_int64(s, 5, batch_id);
-	sqlite3_bind_text(s, 6, params, -1, free);
-	sqlite3_bind_int(s, 7, json_is_true(json_object_get(job, "mutating")));
-	sqlite3_bind_int64(s, 8, json_is_integer(ma) ? json_integer_value(ma) : 4);
-	sqlite3_bind_int64(s, 9, now);
-	store_bind_text(s, 10, actor);
-	sqlite3_bind_int64(s, 11, now);
-	sqlite3_bind_int64(s, 12, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return store_sqlerr(c, rc, "job insert");
-	*id = sqlite3_last_insert_rowid(c->db);
+		sql_bind_int(s, 5, batch_id);
+	sql_bind_text_own(s, 6, params);
+	sql_bind_int(s, 7, json_is_true(json_object_get(job, "mutating")));
+	sql_bind_int(s, 8, json_is_integer(ma) ? json_integer_value(ma) : 4);
+	sql_bind_int(s, 9, now);
+	sql_bind_text(s, 10, actor);
+	sql_bind_int(s, 11, now);
+	sql_bind_int(s, 12, now);
+	if ((e = store_exec(c, s, "job insert")) != RP_ERR_OK)
+		return e;
+	*id = sql_last_id(c);
 	return RP_ERR_OK;
 }
 
@@ -210,7 +202,7 @@ enum rp_err
 store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 {
 	json_t *list = json_array(), *v;
-	sqlite3_stmt *s = NULL;
+	struct stmt *s = NULL;
 	const char *k, *which = NULL;
 	size_t i, nkeys = 0;
 	int64_t id = 0;
@@ -281,15 +273,15 @@ store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 		}
 		s = STMT(c, "SELECT id FROM nodes WHERE rack_id = ? ORDER BY id");
 		if (s)
-			sqlite3_bind_int64(s, 1, id);
+			sql_bind_int(s, 1, id);
 	} else if (!strcmp(which, "tag")) {
 		s = STMT(c, "SELECT node_id FROM node_tags WHERE tag = ? ORDER BY node_id");
 		if (s)
-			sqlite3_bind_text(s, 1, json_string_value(v), -1, SQLITE_TRANSIENT);
+			sql_bind_text(s, 1, json_string_value(v));
 	} else if (!strcmp(which, "class")) {
 		s = STMT(c, "SELECT id FROM nodes WHERE node_class = ? ORDER BY id");
 		if (s)
-			sqlite3_bind_text(s, 1, json_string_value(v), -1, SQLITE_TRANSIENT);
+			sql_bind_text(s, 1, json_string_value(v));
 	} else {
 		*detail = store_why("selector", "unknown selector '%s' (rack, tag, class or nodes)",
 		                    which);
@@ -300,10 +292,10 @@ store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 		e = RP_ERR_INTERNAL;
 		goto fail;
 	}
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_array_append_new(list, json_integer(sqlite3_column_int64(s, 0)));
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	while ((rc = sql_step(s)) == SQL_ROW)
+		json_array_append_new(list, json_integer(sql_int(s, 0)));
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "selector");
 		goto fail;
 	}
@@ -328,7 +320,7 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 	json_t *ids = NULL, *skipped = json_array(), *jobs = json_array(), *v, *params = NULL;
 	char buuid[RP_UUID_BUF], why[256], summary[200], *ptext = NULL;
 	int64_t batch_id, id;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	struct node_ref n;
 	enum rp_err e;
 	size_t i;
@@ -354,18 +346,14 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	store_bind_text(s, 1, buuid);
-	store_bind_text(s, 2, kind);
-	store_bind_text(s, 3, ptext);
-	store_bind_text(s, 4, actor);
-	sqlite3_bind_int64(s, 5, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "batch insert");
+	sql_bind_text(s, 1, buuid);
+	sql_bind_text(s, 2, kind);
+	sql_bind_text(s, 3, ptext);
+	sql_bind_text(s, 4, actor);
+	sql_bind_int(s, 5, rp_time_now_ms());
+	if ((e = store_exec(c, s, "batch insert")) != RP_ERR_OK)
 		goto out;
-	}
-	batch_id = sqlite3_last_insert_rowid(c->db);
+	batch_id = sql_last_id(c);
 	json_array_foreach(ids, i, v)
 	{
 		if ((e = store_node_by_id(c, json_integer_value(v), &n)) != RP_ERR_OK)
@@ -397,12 +385,12 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		store_bind_text(s, 1, sk);
-		sqlite3_bind_int64(s, 2, batch_id);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
+		sql_bind_text(s, 1, sk);
+		sql_bind_int(s, 2, batch_id);
+		rc = sql_step(s);
+		sql_reset(s);
 		free(sk);
-		if (rc != SQLITE_DONE) {
+		if (rc != SQL_DONE) {
 			e = store_sqlerr(c, rc, "batch skipped");
 			goto out;
 		}
@@ -435,7 +423,7 @@ rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 	int64_t id = 0;
 	enum rp_err e;
 	json_t *obj = NULL, *steps;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int rc;
 
 	if (c == NULL)
@@ -454,15 +442,14 @@ rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 		s = STMT(c, "SELECT log_bytes, log_dropped FROM jobs WHERE id = ?");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, id);
-		if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		sql_bind_int(s, 1, id);
+		if ((rc = sql_step(s)) == SQL_ROW)
 			json_object_set_new(obj, "log",
 			                    json_pack("{s:I, s:I}", "bytes",
-			                              (json_int_t)sqlite3_column_int64(s, 0),
-			                              "dropped",
-			                              (json_int_t)sqlite3_column_int64(s, 1)));
-		sqlite3_reset(s);
-		if (rc != SQLITE_ROW) {
+			                              (json_int_t)sql_int(s, 0), "dropped",
+			                              (json_int_t)sql_int(s, 1)));
+		sql_reset(s);
+		if (rc != SQL_ROW) {
 			e = store_sqlerr(c, rc, "job log size");
 			goto out;
 		}
@@ -484,7 +471,7 @@ rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_p
 	const char *node = json_string_value(json_object_get(f, "node"));
 	const char *batch = json_string_value(json_object_get(f, "batch"));
 	int64_t node_id = 0, batch_id = 0;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	int rc;
 
@@ -496,26 +483,25 @@ rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_p
 		s = STMT(c, "SELECT id FROM batches WHERE uuid = lower(?)");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_text(s, 1, batch, -1, SQLITE_TRANSIENT);
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW)
-			batch_id = sqlite3_column_int64(s, 0);
-		sqlite3_reset(s);
-		if (rc != SQLITE_ROW)
-			return rc == SQLITE_DONE ? RP_ERR_BAD_QUERY
-			                         : store_sqlerr(c, rc, "batch id");
+		sql_bind_text(s, 1, batch);
+		rc = sql_step(s);
+		if (rc == SQL_ROW)
+			batch_id = sql_int(s, 0);
+		sql_reset(s);
+		if (rc != SQL_ROW)
+			return rc == SQL_DONE ? RP_ERR_BAD_QUERY : store_sqlerr(c, rc, "batch id");
 	}
 	s = STMT(c, JOB_COLS "WHERE j.id < ?1 AND (?2 = 0 OR j.node_id = ?2) AND (?3 = 0 OR "
 	                     "j.batch_id = ?3) AND (?4 IS NULL OR j.state = ?4) AND (?5 IS NULL OR "
 	                     "j.type = ?5) ORDER BY j.id DESC LIMIT ?6");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
-	sqlite3_bind_int64(s, 2, node_id);
-	sqlite3_bind_int64(s, 3, batch_id);
+	sql_bind_int(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
+	sql_bind_int(s, 2, node_id);
+	sql_bind_int(s, 3, batch_id);
 	store_bind_str(s, 4, f, "state");
 	store_bind_str(s, 5, f, "type");
-	sqlite3_bind_int(s, 6, rq->limit + 1);
+	sql_bind_int(s, 6, rq->limit + 1);
 	return store_page(c, s, rq, "id", out);
 }
 
@@ -524,7 +510,7 @@ rp_store_batch_get(struct rp_store *st, const char *key, json_t **out)
 {
 	struct conn *c = store_conn(st);
 	json_t *counts = NULL, *obj = NULL;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t id = 0, total = 0, open = 0;
 	enum rp_err e;
 	int rc;
@@ -541,34 +527,34 @@ rp_store_batch_get(struct rp_store *st, const char *key, json_t **out)
 	            "WHERE uuid = lower(?)");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_text(s, 1, key, -1, SQLITE_TRANSIENT);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		id = sqlite3_column_int64(s, 0);
+	sql_bind_text(s, 1, key);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
+		id = sql_int(s, 0);
 		obj = store_row(c, s);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
-		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "batch");
+	sql_reset(s);
+	if (rc != SQL_ROW) {
+		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "batch");
 		goto out;
 	}
 	s = STMT(c, "SELECT state, count(*) FROM jobs WHERE batch_id = ? GROUP BY state");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
+	sql_bind_int(s, 1, id);
 	counts = json_pack("{s:i, s:i, s:i, s:i, s:i}", "queued", 0, "running", 0, "succeeded", 0,
 	                   "failed", 0, "cancelled", 0);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *state = (const char *)sqlite3_column_text(s, 0);
-		int64_t n = sqlite3_column_int64(s, 1);
+	while ((rc = sql_step(s)) == SQL_ROW) {
+		const char *state = sql_text(s, 0);
+		int64_t n = sql_int(s, 1);
 
 		json_object_set_new(counts, state, json_integer(n));
 		total += n;
 		if (!strcmp(state, "queued") || !strcmp(state, "running"))
 			open += n;
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
+	sql_reset(s);
+	if (rc != SQL_DONE)
 		goto out;
 	json_object_set_new(obj, "total", json_integer(total));
 	json_object_set(obj, "counts", counts);
@@ -589,11 +575,11 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 {
 	struct conn *c = store_conn(st);
 	json_t *obj = NULL;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	const char *state;
 	int64_t id = 0, now = rp_time_now_ms();
 	char summary[200];
-	int rc, was_running;
+	int was_running;
 	enum rp_err e;
 
 	if (c == NULL)
@@ -619,14 +605,10 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, id);
-	sqlite3_bind_int64(s, 2, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "job cancel");
+	sql_bind_int(s, 1, id);
+	sql_bind_int(s, 2, now);
+	if ((e = store_exec(c, s, "job cancel")) != RP_ERR_OK)
 		goto out;
-	}
 	if (!was_running &&
 	    ((e = store_steps_close(c, id, "cancelled")) != RP_ERR_OK ||
 	     (e = store_provision_settle(c, id, "cancelled", "cancelled")) != RP_ERR_OK))
@@ -659,7 +641,7 @@ enum rp_err
 rp_store_jobs_recover(struct rp_store *st, int *n)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *list = NULL, *j;
 	enum rp_err e;
 	size_t i;
@@ -675,17 +657,15 @@ rp_store_jobs_recover(struct rp_store *st, int *n)
 	            "RETURNING uuid, type, node_name, node_id");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, rp_time_now_ms());
+	sql_bind_int(s, 1, rp_time_now_ms());
 	list = json_array();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+	while ((rc = sql_step(s)) == SQL_ROW)
 		json_array_append_new(list,
-		                      json_pack("{s:s, s:s, s:s, s:I}", "uuid",
-		                                (const char *)sqlite3_column_text(s, 0), "type",
-		                                (const char *)sqlite3_column_text(s, 1), "node",
-		                                (const char *)sqlite3_column_text(s, 2), "node_id",
-		                                (json_int_t)sqlite3_column_int64(s, 3)));
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+		                      json_pack("{s:s, s:s, s:s, s:I}", "uuid", sql_text(s, 0),
+		                                "type", sql_text(s, 1), "node", sql_text(s, 2),
+		                                "node_id", (json_int_t)sql_int(s, 3)));
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "jobs recover");
 		goto out;
 	}
@@ -727,7 +707,7 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
                     json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *ids = NULL, *claimed = NULL, *v;
 	int64_t now = rp_time_now_ms();
 	enum rp_err e;
@@ -751,14 +731,14 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 	         "ORDER BY j.id LIMIT ?2");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, now);
-	sqlite3_bind_int(s, 2, max);
-	sqlite3_bind_int(s, 3, ssh != 0);
+	sql_bind_int(s, 1, now);
+	sql_bind_int(s, 2, max);
+	sql_bind_int(s, 3, ssh != 0);
 	ids = json_array();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_array_append_new(ids, json_integer(sqlite3_column_int64(s, 0)));
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	while ((rc = sql_step(s)) == SQL_ROW)
+		json_array_append_new(ids, json_integer(sql_int(s, 0)));
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "claim select");
 		goto out;
 	}
@@ -774,16 +754,12 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 		         "WHERE id = ?1 AND state = 'queued'");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, json_integer_value(v));
-		store_bind_text(s, 2, owner);
-		sqlite3_bind_int64(s, 3, now + lease_ms);
-		sqlite3_bind_int64(s, 4, now);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
-			e = store_sqlerr(c, rc, "claim");
+		sql_bind_int(s, 1, json_integer_value(v));
+		sql_bind_text(s, 2, owner);
+		sql_bind_int(s, 3, now + lease_ms);
+		sql_bind_int(s, 4, now);
+		if ((e = store_exec(c, s, "claim")) != RP_ERR_OK)
 			goto out;
-		}
 		s = STMT(c,
 		         "SELECT j.id, j.uuid, j.type, j.params, j.recover, j.attempts, "
 		         "j.max_attempts, n.id, n.uuid, n.name, n.serial, n.system_uuid, b.driver, "
@@ -794,20 +770,18 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 		         "b.node_id = n.id WHERE j.id = ?");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, json_integer_value(v));
-		if ((rc = sqlite3_step(s)) != SQLITE_ROW) {
-			sqlite3_reset(s);
+		sql_bind_int(s, 1, json_integer_value(v));
+		if ((rc = sql_step(s)) != SQL_ROW) {
+			sql_reset(s);
 			e = store_sqlerr(c, rc, "claim read");
 			goto out;
 		}
-#define COL_TEXT(i)                                                                                \
-	(sqlite3_column_type(s, i) == SQLITE_NULL ? NULL : (const char *)sqlite3_column_text(s, i))
-		bmc = json_pack(
-		        "{s:s?, s:s?, s:I, s:s?, s:o?, s:b}", "driver", COL_TEXT(12), "address",
-		        COL_TEXT(13), "port", (json_int_t)sqlite3_column_int64(s, 14), "username",
-		        COL_TEXT(15), "password", store_unseal(c, COL_TEXT(16), COL_TEXT(9)),
-		        "tls_verify",
-		        sqlite3_column_type(s, 17) == SQLITE_NULL || sqlite3_column_int(s, 17));
+#define COL_TEXT(i) (sql_type(s, i) == SQL_NULL ? NULL : sql_text(s, i))
+		bmc = json_pack("{s:s?, s:s?, s:I, s:s?, s:o?, s:b}", "driver", COL_TEXT(12),
+		                "address", COL_TEXT(13), "port", (json_int_t)sql_int(s, 14),
+		                "username", COL_TEXT(15), "password",
+		                store_unseal(c, COL_TEXT(16), COL_TEXT(9)), "tls_verify",
+		                sql_type(s, 17) == SQL_NULL || sql_int(s, 17));
 		if (COL_TEXT(18))
 			json_object_set_new(bmc, "options", json_loads(COL_TEXT(18), 0, NULL));
 		json_array_append_new(
@@ -815,22 +789,21 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 		        json_pack("{s:I, s:s, s:s, s:o, s:b, s:b, s:i, s:i, s:{s:I, s:s, s:s, "
 		                  "s:s?, s:s?}, "
 		                  "s:o}",
-		                  "id", (json_int_t)sqlite3_column_int64(s, 0), "uuid", COL_TEXT(1),
-		                  "type", COL_TEXT(2), "params",
+		                  "id", (json_int_t)sql_int(s, 0), "uuid", COL_TEXT(1), "type",
+		                  COL_TEXT(2), "params",
 		                  json_loads(COL_TEXT(3), 0, NULL) ?: json_object(), "recover",
-		                  sqlite3_column_int(s, 4), "sent", sqlite3_column_int(s, 19),
-		                  "attempts", sqlite3_column_int(s, 5), "max_attempts",
-		                  sqlite3_column_int(s, 6), "node", "id",
-		                  (json_int_t)sqlite3_column_int64(s, 7), "uuid", COL_TEXT(8),
-		                  "name", COL_TEXT(9), "serial", COL_TEXT(10), "system_uuid",
-		                  COL_TEXT(11), "bmc", bmc));
+		                  sql_int(s, 4), "sent", sql_int(s, 19), "attempts", sql_int(s, 5),
+		                  "max_attempts", sql_int(s, 6), "node", "id",
+		                  (json_int_t)sql_int(s, 7), "uuid", COL_TEXT(8), "name",
+		                  COL_TEXT(9), "serial", COL_TEXT(10), "system_uuid", COL_TEXT(11),
+		                  "bmc", bmc));
 		if (COL_TEXT(20))
 			json_object_set_new(json_array_get(claimed, json_array_size(claimed) - 1),
 			                    "phase", json_string(COL_TEXT(20)));
 		json_object_set_new(json_array_get(claimed, json_array_size(claimed) - 1),
-		                    "phase_at", json_integer(sqlite3_column_int64(s, 21)));
+		                    "phase_at", json_integer(sql_int(s, 21)));
 #undef COL_TEXT
-		sqlite3_reset(s);
+		sql_reset(s);
 	}
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
@@ -847,9 +820,8 @@ enum rp_err
 rp_store_job_mark_sent(struct rp_store *st, int64_t id)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -861,14 +833,10 @@ rp_store_job_mark_sent(struct rp_store *st, int64_t id)
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, id);
-	sqlite3_bind_int64(s, 2, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "mark sent");
+	sql_bind_int(s, 1, id);
+	sql_bind_int(s, 2, rp_time_now_ms());
+	if ((e = store_exec(c, s, "mark sent")) != RP_ERR_OK)
 		goto out;
-	}
 	e = store_commit(c);
 out:
 	store_rollback(c);
@@ -879,28 +847,27 @@ out:
 static enum rp_err
 power_seen(struct conn *c, const struct node_ref *n, const char *power, int64_t now, int *changed)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT power_state FROM nodes WHERE id = ?");
+	enum rp_err e;
+	struct stmt *s = STMT(c, "SELECT power_state FROM nodes WHERE id = ?");
 	char before[16] = "", summary[200];
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, n->id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		snprintf(before, sizeof before, "%s", (const char *)sqlite3_column_text(s, 0));
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW)
+	sql_bind_int(s, 1, n->id);
+	if ((rc = sql_step(s)) == SQL_ROW)
+		snprintf(before, sizeof before, "%s", sql_text(s, 0));
+	sql_reset(s);
+	if (rc != SQL_ROW)
 		return store_sqlerr(c, rc, "power read");
 	s = STMT(c, "UPDATE nodes SET power_state = ?2, power_state_at = ?3 WHERE id = ?1");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, n->id);
-	sqlite3_bind_text(s, 2, power, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return store_sqlerr(c, rc, "power write");
+	sql_bind_int(s, 1, n->id);
+	sql_bind_text(s, 2, power);
+	sql_bind_int(s, 3, now);
+	if ((e = store_exec(c, s, "power write")) != RP_ERR_OK)
+		return e;
 	if (strcmp(before, power) == 0)
 		return RP_ERR_OK;
 	if (changed)
@@ -908,8 +875,8 @@ power_seen(struct conn *c, const struct node_ref *n, const char *power, int64_t 
 	snprintf(summary, sizeof summary, "%s power %s -> %s", n->name, before, power);
 	{
 		json_t *d = json_pack("{s:s, s:s}", "from", before, "to", power);
-		enum rp_err e = store_event(c, "rackpilotd", "node.power", "node", n->uuid, n->name,
-		                            n->id, n->rack_id, summary, d);
+		e = store_event(c, "rackpilotd", "node.power", "node", n->uuid, n->name, n->id,
+		                n->rack_id, summary, d);
 
 		json_decref(d);
 		return e;
@@ -921,7 +888,7 @@ static enum rp_err
 bmc_health(struct conn *c, const struct node_ref *n, int ok, const char *error, int threshold,
            int64_t now)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char summary[400];
 	int rc, failures = 0, had_fault = 0;
 	enum rp_err e = RP_ERR_OK;
@@ -929,15 +896,15 @@ bmc_health(struct conn *c, const struct node_ref *n, int ok, const char *error, 
 	s = STMT(c, "SELECT failures, fault IS NOT NULL FROM bmcs WHERE node_id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, n->id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		failures = sqlite3_column_int(s, 0);
-		had_fault = sqlite3_column_int(s, 1);
+	sql_bind_int(s, 1, n->id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
+		failures = sql_int(s, 0);
+		had_fault = sql_int(s, 1);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW)
-		return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "bmc health");
+	sql_reset(s);
+	if (rc != SQL_ROW)
+		return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "bmc health");
 	failures = ok ? 0 : failures + 1;
 	s = STMT(c, "UPDATE bmcs SET failures = ?2, checked_at = ?3, last_error = ?4, "
 	            "fault = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN ?4 ELSE fault END, "
@@ -945,15 +912,13 @@ bmc_health(struct conn *c, const struct node_ref *n, int ok, const char *error, 
 	            "coalesce(fault_since, ?3) ELSE fault_since END WHERE node_id = ?1");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, n->id);
-	sqlite3_bind_int(s, 2, failures);
-	sqlite3_bind_int64(s, 3, now);
-	store_bind_text(s, 4, ok ? NULL : error);
-	sqlite3_bind_int(s, 5, threshold);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return store_sqlerr(c, rc, "bmc health write");
+	sql_bind_int(s, 1, n->id);
+	sql_bind_int(s, 2, failures);
+	sql_bind_int(s, 3, now);
+	sql_bind_text(s, 4, ok ? NULL : error);
+	sql_bind_int(s, 5, threshold);
+	if ((e = store_exec(c, s, "bmc health write")) != RP_ERR_OK)
+		return e;
 	if (!ok && !had_fault && failures >= threshold) {
 		snprintf(summary, sizeof summary, "BMC of %s failed %d times in a row: %s", n->name,
 		         failures, error ? error : "");
@@ -989,7 +954,7 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 		int64_t node_id = 0;
 		char *rtext = NULL, summary[300], action[40];
 		struct node_ref n;
-		sqlite3_stmt *s;
+		struct stmt *s;
 		int retry = !strcmp(state, "retry"), rc;
 
 		s = STMT(c, "SELECT node_id, cancel_requested FROM jobs WHERE id = ? AND state = "
@@ -998,12 +963,12 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, id);
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW) {
-			node_id = sqlite3_column_int64(s, 0);
+		sql_bind_int(s, 1, id);
+		rc = sql_step(s);
+		if (rc == SQL_ROW) {
+			node_id = sql_int(s, 0);
 			/* A retry of a job someone cancelled ends as cancelled instead. */
-			if (retry && sqlite3_column_int(s, 1)) {
+			if (retry && sql_int(s, 1)) {
 				retry = 0;
 				state = "cancelled";
 				json_object_set_new(
@@ -1015,8 +980,8 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 				json_object_set_new(o, "error_code", json_string("cancelled"));
 			}
 		}
-		sqlite3_reset(s);
-		if (rc != SQLITE_ROW)
+		sql_reset(s);
+		if (rc != SQL_ROW)
 			continue; /* not ours any more */
 		if (retry) {
 			/* sent_at stays: should rackpilotd stop before the retry, the job still
@@ -1031,9 +996,8 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 				e = RP_ERR_INTERNAL;
 				goto out;
 			}
-			sqlite3_bind_int64(s, 4,
-			                   json_integer_value(json_object_get(o, "not_before")));
-			sqlite3_bind_int(s, 6, json_is_true(json_object_get(o, "wait")));
+			sql_bind_int(s, 4, json_integer_value(json_object_get(o, "not_before")));
+			sql_bind_int(s, 6, json_is_true(json_object_get(o, "wait")));
 		} else {
 			s = STMT(c, "UPDATE jobs SET state = ?6, error_code = ?2, error = ?3, "
 			            "result = ?7, "
@@ -1044,20 +1008,16 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 				e = RP_ERR_INTERNAL;
 				goto out;
 			}
-			sqlite3_bind_text(s, 6, state, -1, SQLITE_TRANSIENT);
+			sql_bind_text(s, 6, state);
 			if (result && (rtext = store_canon(result)) != NULL)
-				sqlite3_bind_text(s, 7, rtext, -1, free);
+				sql_bind_text_own(s, 7, rtext);
 		}
-		sqlite3_bind_int64(s, 1, id);
+		sql_bind_int(s, 1, id);
 		store_bind_str(s, 2, o, "error_code");
 		store_bind_str(s, 3, o, "error");
-		sqlite3_bind_int64(s, 5, now);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
-			e = store_sqlerr(c, rc, "job finish");
+		sql_bind_int(s, 5, now);
+		if ((e = store_exec(c, s, "job finish")) != RP_ERR_OK)
 			goto out;
-		}
 		if (node_id == 0 || (e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK) {
 			if (node_id == 0)
 				continue;
@@ -1074,14 +1034,10 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 				e = RP_ERR_INTERNAL;
 				goto out;
 			}
-			sqlite3_bind_text(s, 1, itext, -1, free);
-			sqlite3_bind_int64(s, 2, node_id);
-			rc = sqlite3_step(s);
-			sqlite3_reset(s);
-			if (rc != SQLITE_DONE) {
-				e = store_sqlerr(c, rc, "identity");
+			sql_bind_text_own(s, 1, itext);
+			sql_bind_int(s, 2, node_id);
+			if ((e = store_exec(c, s, "identity")) != RP_ERR_OK)
 				goto out;
-			}
 		}
 		if (json_is_boolean(ok) &&
 		    (e = bmc_health(c, &n, json_is_true(ok),
@@ -1122,7 +1078,7 @@ enum rp_err
 rp_store_power_targets(struct rp_store *st, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *list;
 	int rc;
 
@@ -1137,28 +1093,22 @@ rp_store_power_targets(struct rp_store *st, json_t **out)
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	list = json_array();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = sql_step(s)) == SQL_ROW) {
 		json_t *bmc = json_pack("{s:s, s:s?, s:I, s:s?, s:o?, s:b}", "driver",
-		                        (const char *)sqlite3_column_text(s, 3), "address",
-		                        (const char *)sqlite3_column_text(s, 4), "port",
-		                        (json_int_t)sqlite3_column_int64(s, 5), "username",
-		                        (const char *)sqlite3_column_text(s, 6), "password",
-		                        store_unseal(c, (const char *)sqlite3_column_text(s, 7),
-		                                     (const char *)sqlite3_column_text(s, 2)),
-		                        "tls_verify", sqlite3_column_int(s, 8));
+		                        sql_text(s, 3), "address", sql_text(s, 4), "port",
+		                        (json_int_t)sql_int(s, 5), "username", sql_text(s, 6),
+		                        "password", store_unseal(c, sql_text(s, 7), sql_text(s, 2)),
+		                        "tls_verify", sql_int(s, 8));
 
-		if (sqlite3_column_type(s, 9) != SQLITE_NULL)
-			json_object_set_new(
-			        bmc, "options",
-			        json_loads((const char *)sqlite3_column_text(s, 9), 0, NULL));
-		json_array_append_new(
-		        list, json_pack("{s:I, s:s, s:s, s:o}", "id",
-		                        (json_int_t)sqlite3_column_int64(s, 0), "uuid",
-		                        (const char *)sqlite3_column_text(s, 1), "name",
-		                        (const char *)sqlite3_column_text(s, 2), "bmc", bmc));
+		if (sql_type(s, 9) != SQL_NULL)
+			json_object_set_new(bmc, "options", json_loads(sql_text(s, 9), 0, NULL));
+		json_array_append_new(list,
+		                      json_pack("{s:I, s:s, s:s, s:o}", "id",
+		                                (json_int_t)sql_int(s, 0), "uuid", sql_text(s, 1),
+		                                "name", sql_text(s, 2), "bmc", bmc));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		json_decref(list);
 		return store_sqlerr(c, rc, "power targets");
 	}

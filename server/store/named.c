@@ -97,19 +97,19 @@ static const char *const diff_skip[] = {"version", "updated_at", "node_count", N
 static enum rp_err
 load(struct conn *c, struct kind *k, int64_t id, json_t **out)
 {
-	sqlite3_stmt *s = store_prep(c, &k->s_load, k->sql_load);
+	struct stmt *s = store_prep(c, &k->s_load, k->sql_load);
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	sql_bind_int(s, 1, id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW)
 		*out = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
+	sql_reset(s);
+	if (rc == SQL_ROW)
 		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, k->otype);
+	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, k->otype);
 }
 
 static enum rp_err
@@ -117,7 +117,7 @@ check(struct conn *c, struct kind *k, int64_t self, json_t *obj, json_t **detail
 {
 	const char *name = json_string_value(json_object_get(obj, "name"));
 	const char *cls = json_string_value(json_object_get(obj, "node_class"));
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t other;
 	enum rp_err e;
 
@@ -135,22 +135,22 @@ check(struct conn *c, struct kind *k, int64_t self, json_t *obj, json_t **detail
 	s = store_prep(c, &k->s_class_owner, k->sql_class_owner);
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_text(s, 1, cls, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(s, 2, self);
-	if (sqlite3_step(s) == SQLITE_ROW) {
+	sql_bind_text(s, 1, cls);
+	sql_bind_int(s, 2, self);
+	if (sql_step(s) == SQL_ROW) {
 		*detail = store_why("node_class", "%s '%s' already applies to node class '%s'",
-		                    k->otype, (const char *)sqlite3_column_text(s, 0), cls);
-		sqlite3_reset(s);
+		                    k->otype, sql_text(s, 0), cls);
+		sql_reset(s);
 		return RP_ERR_DUPLICATE;
 	}
-	sqlite3_reset(s);
+	sql_reset(s);
 	return RP_ERR_OK;
 }
 
 static enum rp_err
 save(struct conn *c, struct kind *k, int64_t *id, json_t *obj)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char uuid[RP_UUID_BUF];
 	const char *key;
 	json_t *v;
@@ -162,34 +162,34 @@ save(struct conn *c, struct kind *k, int64_t *id, json_t *obj)
 		s = store_prep(c, &k->s_insert, k->sql_insert);
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		store_bind_text(s, 1, uuid);
+		sql_bind_text(s, 1, uuid);
 	} else {
 		s = store_prep(c, &k->s_update, k->sql_update);
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, *id);
+		sql_bind_int(s, 1, *id);
 	}
 	store_bind_str(s, 2, obj, "name");
 	store_bind_str(s, 3, obj, "node_class");
 	store_bind_str(s, 4, obj, "description");
-	sqlite3_bind_int64(s, 5, rp_time_now_ms());
+	sql_bind_int(s, 5, rp_time_now_ms());
 	if (k->extra[0])
 		store_bind_str(s, 6, obj, k->extra[0]);
 	if (k->extra[1])
 		store_bind_str(s, 7, obj, k->extra[1]);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
+	rc = sql_step(s);
+	sql_reset(s);
+	if (rc != SQL_DONE)
 		return store_sqlerr(c, rc, k->otype);
 	if (*id == 0)
-		*id = sqlite3_last_insert_rowid(c->db);
+		*id = sql_last_id(c);
 	s = store_prep(c, &k->s_map_clear, k->sql_map_clear);
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, *id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
+	sql_bind_int(s, 1, *id);
+	rc = sql_step(s);
+	sql_reset(s);
+	if (rc != SQL_DONE)
 		return store_sqlerr(c, rc, k->otype);
 	json_object_foreach(json_object_get(obj, k->map), key, v)
 	{
@@ -200,15 +200,15 @@ save(struct conn *c, struct kind *k, int64_t *id, json_t *obj)
 			free(text);
 			return RP_ERR_INTERNAL;
 		}
-		sqlite3_bind_int64(s, 1, *id);
-		sqlite3_bind_text(s, 2, key, -1, SQLITE_TRANSIENT);
+		sql_bind_int(s, 1, *id);
+		sql_bind_text(s, 2, key);
 		if (text)
-			sqlite3_bind_text(s, 3, text, -1, free);
+			sql_bind_text_own(s, 3, text);
 		else
-			sqlite3_bind_text(s, 3, json_string_value(v), -1, SQLITE_TRANSIENT);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE)
+			sql_bind_text(s, 3, json_string_value(v));
+		rc = sql_step(s);
+		sql_reset(s);
+		if (rc != SQL_DONE)
 			return store_sqlerr(c, rc, k->otype);
 	}
 	return RP_ERR_OK;
@@ -282,7 +282,7 @@ static enum rp_err
 list(struct rp_store *st, struct kind *k, const struct rp_page_req *rq, struct rp_page *out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -290,15 +290,15 @@ list(struct rp_store *st, struct kind *k, const struct rp_page_req *rq, struct r
 		s = store_prep(c, &k->s_list_name, k->sql_list_name);
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		store_bind_text(s, 1, rq->after_key);
+		sql_bind_text(s, 1, rq->after_key);
 	} else {
 		s = store_prep(c, &k->s_list_id, k->sql_list_id);
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, rq->after_id);
+		sql_bind_int(s, 1, rq->after_id);
 	}
 	store_bind_str(s, 2, rq->filter, "class");
-	sqlite3_bind_int(s, 3, rq->limit + 1);
+	sql_bind_int(s, 3, rq->limit + 1);
 	return store_page(c, s, rq, "name", out);
 }
 
@@ -354,7 +354,7 @@ destroy(struct rp_store *st, struct kind *k, const char *key, int64_t if_match, 
 {
 	struct conn *c = store_conn(st);
 	json_t *before = NULL;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t id;
 	enum rp_err e;
 	int rc;
@@ -378,25 +378,25 @@ destroy(struct rp_store *st, struct kind *k, const char *key, int64_t if_match, 
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, id);
-		if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int64(s, 0) > 0) {
+		sql_bind_int(s, 1, id);
+		if (sql_step(s) == SQL_ROW && sql_int(s, 0) > 0) {
 			*detail = store_why(NULL, "%lld node(s) name this %s; reassign them first",
-			                    (long long)sqlite3_column_int64(s, 0), k->otype);
-			sqlite3_reset(s);
+			                    (long long)sql_int(s, 0), k->otype);
+			sql_reset(s);
 			e = RP_ERR_IN_USE;
 			goto out;
 		}
-		sqlite3_reset(s);
+		sql_reset(s);
 	}
 	s = store_prep(c, &k->s_delete, k->sql_delete);
 	if (s == NULL) {
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_bind_int(s, 1, id);
+	rc = sql_step(s);
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, k->otype);
 		goto out;
 	}

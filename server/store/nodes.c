@@ -65,19 +65,17 @@ static const char *const diff_skip[] = {"id",
 static enum rp_err
 node_load(struct conn *c, int64_t id, json_t **out)
 {
-	sqlite3_stmt *s = STMT(c, NODE_COLS "WHERE n.id = ?");
-	int rc;
+	enum rp_err e;
+	struct stmt *s = STMT(c, NODE_COLS "WHERE n.id = ?");
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*out = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
-		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node load");
+	sql_bind_int(s, 1, id);
+	if ((e = store_one(c, s, "node load")) != RP_ERR_OK)
+		return e;
+	*out = store_row(c, s);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 /* Everything that needs the database before a node row is written: unique name, known
@@ -91,7 +89,7 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 	const char *profile = json_string_value(json_object_get(obj, "bios_profile"));
 	json_t *pos = json_object_get(obj, "u_position"), *macs = json_object_get(obj, "macs"), *m;
 	json_t *bmc = json_object_get(obj, "bmc");
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t other, lo, hi, height;
 	enum rp_err e;
 	size_t i;
@@ -154,9 +152,9 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 		s = STMT(c, "SELECT height_u FROM racks WHERE id = ?");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, *rack_id);
-		height = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-		sqlite3_reset(s);
+		sql_bind_int(s, 1, *rack_id);
+		height = sql_step(s) == SQL_ROW ? sql_int(s, 0) : 0;
+		sql_reset(s);
 		if (hi > height) {
 			*detail = store_why("u_position",
 			                    "U%lld-U%lld does not fit in rack %s (%lld U)",
@@ -168,22 +166,21 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 		            "AND u_position <= ?4 AND u_position + u_height - 1 >= ?3 LIMIT 1");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, *rack_id);
-		sqlite3_bind_int64(s, 2, self);
-		sqlite3_bind_int64(s, 3, lo);
-		sqlite3_bind_int64(s, 4, hi);
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW) {
+		sql_bind_int(s, 1, *rack_id);
+		sql_bind_int(s, 2, self);
+		sql_bind_int(s, 3, lo);
+		sql_bind_int(s, 4, hi);
+		rc = sql_step(s);
+		if (rc == SQL_ROW) {
 			*detail = json_pack("{s:s, s:s, s:s, s:I, s:I}", "field", "u_position",
 			                    "reason", "rack units already occupied", "occupied_by",
-			                    (const char *)sqlite3_column_text(s, 0), "from_u",
-			                    (json_int_t)sqlite3_column_int64(s, 1), "to_u",
-			                    (json_int_t)sqlite3_column_int64(s, 2));
-			sqlite3_reset(s);
+			                    sql_text(s, 0), "from_u", (json_int_t)sql_int(s, 1),
+			                    "to_u", (json_int_t)sql_int(s, 2));
+			sql_reset(s);
 			return RP_ERR_SLOT_OCCUPIED;
 		}
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE)
+		sql_reset(s);
+		if (rc != SQL_DONE)
 			return store_sqlerr(c, rc, "slot check");
 	}
 	s = NULL;
@@ -193,18 +190,17 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 		            "WHERE m.mac = ? AND m.node_id != ?");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_text(s, 1, json_string_value(m), -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int64(s, 2, self);
-		if (sqlite3_step(s) == SQLITE_ROW) {
+		sql_bind_text(s, 1, json_string_value(m));
+		sql_bind_int(s, 2, self);
+		if (sql_step(s) == SQL_ROW) {
 			*detail = json_pack("{s:s, s:s, s:s}", "field", "macs", "reason",
 			                    "MAC address already belongs to another node", "mac",
 			                    json_string_value(m));
-			json_object_set_new(*detail, "node",
-			                    json_string((const char *)sqlite3_column_text(s, 0)));
-			sqlite3_reset(s);
+			json_object_set_new(*detail, "node", json_string(sql_text(s, 0)));
+			sql_reset(s);
 			return RP_ERR_DUPLICATE;
 		}
-		sqlite3_reset(s);
+		sql_reset(s);
 	}
 	return RP_ERR_OK;
 }
@@ -215,7 +211,8 @@ static enum rp_err
 node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t profile_id,
            int keep_password)
 {
-	sqlite3_stmt *s;
+	enum rp_err e;
+	struct stmt *s;
 	json_t *v, *bmc = json_object_get(obj, "bmc");
 	char uuid[RP_UUID_BUF], *expected = NULL, *options = NULL;
 	int64_t now = rp_time_now_ms();
@@ -248,7 +245,7 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		return RP_ERR_INTERNAL;
 	store_bind_str(s, 1, obj, "name");
 	if (rack_id)
-		sqlite3_bind_int64(s, 2, rack_id);
+		sql_bind_int(s, 2, rack_id);
 	store_bind_int(s, 3, obj, "u_position");
 	store_bind_int(s, 4, obj, "u_height");
 	store_bind_str(s, 5, obj, "serial");
@@ -256,71 +253,61 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 	store_bind_str(s, 7, obj, "model");
 	store_bind_str(s, 8, obj, "node_class");
 	if (profile_id)
-		sqlite3_bind_int64(s, 9, profile_id);
-	sqlite3_bind_int(s, 10, maint);
+		sql_bind_int(s, 9, profile_id);
+	sql_bind_int(s, 10, maint);
 	/* Leaving maintenance clears its reason: a stale reason misleads the next reader. */
 	if (maint)
 		store_bind_str(s, 11, obj, "maintenance_reason");
 	v = json_object_get(obj, "expected");
 	if (json_is_object(v) && (expected = store_canon(v)) != NULL)
-		sqlite3_bind_text(s, 12, expected, -1, free);
+		sql_bind_text_own(s, 12, expected);
 	if (*id == 0)
-		store_bind_text(s, 13, uuid);
-	sqlite3_bind_int64(s, 14, now);
+		sql_bind_text(s, 13, uuid);
+	sql_bind_int(s, 14, now);
 	if (*id != 0)
-		sqlite3_bind_int64(s, 15, *id);
+		sql_bind_int(s, 15, *id);
 	store_bind_str(s, 16, obj, "system_uuid");
 	store_bind_str(s, 17, json_object_get(obj, "ssh"), "address");
 	store_bind_int(s, 18, json_object_get(obj, "ssh"), "port");
 	store_bind_str(s, 19, json_object_get(obj, "ssh"), "user");
 	store_bind_str(s, 20, obj, "boot_profile");
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return store_sqlerr(c, rc, "node write");
+	if ((e = store_exec(c, s, "node write")) != RP_ERR_OK)
+		return e;
 	if (*id == 0) {
-		*id = sqlite3_last_insert_rowid(c->db);
+		*id = sql_last_id(c);
 	} else {
 		s = STMT(c, "DELETE FROM node_tags WHERE node_id = ?");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, *id);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE)
-			return store_sqlerr(c, rc, "tags clear");
+		sql_bind_int(s, 1, *id);
+		if ((e = store_exec(c, s, "tags clear")) != RP_ERR_OK)
+			return e;
 		s = STMT(c, "DELETE FROM node_macs WHERE node_id = ?");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, *id);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE)
-			return store_sqlerr(c, rc, "macs clear");
+		sql_bind_int(s, 1, *id);
+		if ((e = store_exec(c, s, "macs clear")) != RP_ERR_OK)
+			return e;
 	}
 	json_array_foreach(json_object_get(obj, "tags"), i, v)
 	{
 		s = STMT(c, "INSERT OR IGNORE INTO node_tags(node_id, tag) VALUES (?, ?)");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, *id);
-		sqlite3_bind_text(s, 2, json_string_value(v), -1, SQLITE_TRANSIENT);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE)
-			return store_sqlerr(c, rc, "tag insert");
+		sql_bind_int(s, 1, *id);
+		sql_bind_text(s, 2, json_string_value(v));
+		if ((e = store_exec(c, s, "tag insert")) != RP_ERR_OK)
+			return e;
 	}
 	json_array_foreach(json_object_get(obj, "macs"), i, v)
 	{
 		s = STMT(c, "INSERT OR IGNORE INTO node_macs(mac, node_id) VALUES (?, ?)");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_text(s, 1, json_string_value(v), -1, SQLITE_TRANSIENT);
-		sqlite3_bind_int64(s, 2, *id);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE)
-			return store_sqlerr(c, rc, "mac insert");
+		sql_bind_text(s, 1, json_string_value(v));
+		sql_bind_int(s, 2, *id);
+		if ((e = store_exec(c, s, "mac insert")) != RP_ERR_OK)
+			return e;
 	}
 	if (json_is_object(bmc)) {
 		/* A new address, driver or user makes the old health and identity meaningless. */
@@ -364,27 +351,27 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 			free(sealed);
 			return RP_ERR_INTERNAL;
 		}
-		sqlite3_bind_int64(s, 1, *id);
+		sql_bind_int(s, 1, *id);
 		store_bind_str(s, 2, bmc, "driver");
 		store_bind_str(s, 3, bmc, "address");
 		store_bind_int(s, 4, bmc, "port");
 		store_bind_str(s, 5, bmc, "username");
 		if (sealed)
-			sqlite3_bind_text(s, 6, sealed, -1, free);
+			sql_bind_text_own(s, 6, sealed);
 		store_bind_int(s, 7, bmc, "tls_verify");
-		sqlite3_bind_int(s, 8, keep_password);
+		sql_bind_int(s, 8, keep_password);
 		if (json_is_object(json_object_get(bmc, "options")) &&
 		    (options = store_canon(json_object_get(bmc, "options"))) != NULL)
-			sqlite3_bind_text(s, 9, options, -1, free);
+			sql_bind_text_own(s, 9, options);
 	} else {
 		s = STMT(c, "DELETE FROM bmcs WHERE node_id = ?");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, *id);
+		sql_bind_int(s, 1, *id);
 	}
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "bmc write");
+	rc = sql_step(s);
+	sql_reset(s);
+	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "bmc write");
 }
 
 /* Insert one node and its creation event inside the caller's transaction (import uses it). */
@@ -480,7 +467,7 @@ enum rp_err
 rp_store_node_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *f = rq->filter;
 	const char *rack = json_string_value(json_object_get(f, "rack"));
 	const char *maint = json_string_value(json_object_get(f, "maintenance"));
@@ -496,23 +483,23 @@ rp_store_node_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_
 		                      "ORDER BY n.name LIMIT ?9");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		store_bind_text(s, 1, rq->after_key);
+		sql_bind_text(s, 1, rq->after_key);
 	} else {
 		s = STMT(c, NODE_COLS "WHERE n.id > ?1 " NODE_FILTER "ORDER BY n.id LIMIT ?9");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, rq->after_id);
+		sql_bind_int(s, 1, rq->after_id);
 	}
 	if (rack_id)
-		sqlite3_bind_int64(s, 2, rack_id);
+		sql_bind_int(s, 2, rack_id);
 	store_bind_str(s, 3, f, "state");
 	store_bind_str(s, 4, f, "tag");
 	store_bind_str(s, 5, f, "class");
 	store_bind_str(s, 6, f, "power");
 	if (maint)
-		sqlite3_bind_int(s, 7, strcmp(maint, "true") == 0);
+		sql_bind_int(s, 7, strcmp(maint, "true") == 0);
 	store_bind_str(s, 8, f, "q");
-	sqlite3_bind_int(s, 9, rq->limit + 1);
+	sql_bind_int(s, 9, rq->limit + 1);
 	return store_page(c, s, rq, "name", out);
 }
 
@@ -623,7 +610,7 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 {
 	struct conn *c = store_conn(st);
 	json_t *before = NULL;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t id, rack_id = 0;
 	enum rp_err e;
 	char summary[160];
@@ -648,28 +635,28 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, id);
-	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int64(s, 0) > 0) {
+	sql_bind_int(s, 1, id);
+	if (sql_step(s) == SQL_ROW && sql_int(s, 0) > 0) {
 		*detail = store_why(NULL, "node has %lld unfinished job(s); cancel them or wait",
-		                    (long long)sqlite3_column_int64(s, 0));
-		sqlite3_reset(s);
+		                    (long long)sql_int(s, 0));
+		sql_reset(s);
 		e = RP_ERR_IN_USE;
 		goto out;
 	}
-	sqlite3_reset(s);
+	sql_reset(s);
 	s = STMT(c, "DELETE FROM nodes WHERE id = ? RETURNING rack_id");
 	if (s == NULL) {
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		rack_id = sqlite3_column_int64(s, 0);
-		rc = sqlite3_step(s);
+	sql_bind_int(s, 1, id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
+		rack_id = sql_int(s, 0);
+		rc = sql_step(s);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "node delete");
 		goto out;
 	}
@@ -691,10 +678,9 @@ enum rp_err
 rp_store_node_inventory(struct rp_store *st, const char *key, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t id;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -706,25 +692,23 @@ rp_store_node_inventory(struct rp_store *st, const char *key, json_t **out)
 	         "WHERE n.id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*out = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
-		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "inventory");
+	sql_bind_int(s, 1, id);
+	if ((e = store_one(c, s, "inventory")) != RP_ERR_OK)
+		return e;
+	*out = store_row(c, s);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 enum rp_err
 store_inventory_write(struct conn *c, const struct node_ref *n, const char *source, json_t *data,
                       const char *actor)
 {
-	sqlite3_stmt *s;
+	enum rp_err e;
+	struct stmt *s;
 	char *text = store_canon(data), summary[160];
 	json_t *gpus = json_object_get(json_object_get(data, "pci"), "gpu_count");
 	json_t *mem = json_object_get(json_object_get(data, "memory"), "total_bytes");
-	int rc;
 
 	if (text == NULL)
 		return RP_ERR_INTERNAL;
@@ -738,21 +722,19 @@ store_inventory_write(struct conn *c, const struct node_ref *n, const char *sour
 		free(text);
 		return RP_ERR_INTERNAL;
 	}
-	sqlite3_bind_int64(s, 1, n->id);
-	sqlite3_bind_text(s, 2, text, -1, free);
-	store_bind_text(s, 3, source);
-	sqlite3_bind_int64(s, 4, rp_time_now_ms());
+	sql_bind_int(s, 1, n->id);
+	sql_bind_text_own(s, 2, text);
+	sql_bind_text(s, 3, source);
+	sql_bind_int(s, 4, rp_time_now_ms());
 	if (json_is_integer(gpus))
-		sqlite3_bind_int64(s, 5, json_integer_value(gpus));
+		sql_bind_int(s, 5, json_integer_value(gpus));
 	if (json_is_integer(mem))
-		sqlite3_bind_int64(s, 6, json_integer_value(mem));
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return store_sqlerr(c, rc, "inventory set");
+		sql_bind_int(s, 6, json_integer_value(mem));
+	if ((e = store_exec(c, s, "inventory set")) != RP_ERR_OK)
+		return e;
 	/* Firmware versions the host sees (DMI BIOS, VBIOS, HCA) join the Redfish ones. */
 	{
-		enum rp_err e = store_firmware_from_inventory(c, n, data);
+		e = store_firmware_from_inventory(c, n, data);
 
 		if (e != RP_ERR_OK)
 			return e;

@@ -76,25 +76,22 @@ static enum rp_err
 set_state(struct conn *c, const struct node_ref *n, const char *from, const char *to,
           int64_t job_id, const char *error, const char *actor, const char *why)
 {
-	sqlite3_stmt *s = STMT(c, "UPDATE nodes SET provision_state = ?2, provision_job_id = ?3, "
-	                          "provision_error = ?4, provision_at = ?5 WHERE id = ?1");
+	struct stmt *s = STMT(c, "UPDATE nodes SET provision_state = ?2, provision_job_id = ?3, "
+	                         "provision_error = ?4, provision_at = ?5 WHERE id = ?1");
 	char summary[400];
 	json_t *d;
 	enum rp_err e;
-	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, n->id);
-	store_bind_text(s, 2, to);
+	sql_bind_int(s, 1, n->id);
+	sql_bind_text(s, 2, to);
 	if (job_id)
-		sqlite3_bind_int64(s, 3, job_id);
-	store_bind_text(s, 4, error);
-	sqlite3_bind_int64(s, 5, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return store_sqlerr(c, rc, "provision state");
+		sql_bind_int(s, 3, job_id);
+	sql_bind_text(s, 4, error);
+	sql_bind_int(s, 5, rp_time_now_ms());
+	if ((e = store_exec(c, s, "provision state")) != RP_ERR_OK)
+		return e;
 	snprintf(summary, sizeof summary, "%s: %s -> %s%s%s", n->name, from, to, error ? ": " : "",
 	         error ? error : "");
 	d = json_pack("{s:s, s:s, s:s?, s:s?}", "from", from, "to", to, "why", why, "error", error);
@@ -110,7 +107,7 @@ store_provision(struct conn *c, const char *key, const char *action, json_t *job
 {
 	const struct transition *t = find(action);
 	struct node_ref n;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char state[32] = "", why[256];
 	json_t *jobj = NULL, *params;
 	int64_t job_id = 0;
@@ -125,13 +122,13 @@ store_provision(struct conn *c, const char *key, const char *action, json_t *job
 	s = STMT(c, "SELECT provision_state, maintenance FROM nodes WHERE id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, n.id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		snprintf(state, sizeof state, "%s", (const char *)sqlite3_column_text(s, 0));
-		maint = sqlite3_column_int(s, 1);
+	sql_bind_int(s, 1, n.id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		snprintf(state, sizeof state, "%s", sql_text(s, 0));
+		maint = sql_int(s, 1);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
+	sql_reset(s);
+	if (rc != SQL_ROW) {
 		e = store_sqlerr(c, rc, "provision read");
 		goto out;
 	}
@@ -202,7 +199,7 @@ rp_store_provision_abort(struct rp_store *st, const char *key, const char *actor
 	struct conn *c = store_conn(st);
 	const struct transition *t;
 	struct node_ref n;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char state[32] = "", uuid[RP_UUID_BUF] = "";
 	enum rp_err e;
 	size_t i;
@@ -219,14 +216,14 @@ rp_store_provision_abort(struct rp_store *st, const char *key, const char *actor
 	            "n.provision_job_id AND j.state IN ('queued', 'running') WHERE n.id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, n.id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		snprintf(state, sizeof state, "%s", (const char *)sqlite3_column_text(s, 0));
-		if (sqlite3_column_type(s, 1) != SQLITE_NULL)
-			snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(s, 1));
+	sql_bind_int(s, 1, n.id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		snprintf(state, sizeof state, "%s", sql_text(s, 0));
+		if (sql_type(s, 1) != SQL_NULL)
+			snprintf(uuid, sizeof uuid, "%s", sql_text(s, 1));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
+	sql_reset(s);
+	if (rc != SQL_ROW) {
 		e = store_sqlerr(c, rc, "abort read");
 		goto out;
 	}
@@ -265,7 +262,7 @@ out:
 enum rp_err
 store_provision_settle(struct conn *c, int64_t job_id, const char *job_state, const char *error)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *params = NULL, *prov;
 	struct node_ref n;
 	char state[32] = "";
@@ -278,15 +275,15 @@ store_provision_settle(struct conn *c, int64_t job_id, const char *job_state, co
 	            "nodes n ON n.id = j.node_id WHERE j.id = ? AND n.provision_job_id = j.id");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, job_id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		params = json_loads((const char *)sqlite3_column_text(s, 0), 0, NULL);
-		node_id = sqlite3_column_int64(s, 1);
-		snprintf(state, sizeof state, "%s", (const char *)sqlite3_column_text(s, 2));
+	sql_bind_int(s, 1, job_id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		params = json_loads(sql_text(s, 0), 0, NULL);
+		node_id = sql_int(s, 1);
+		snprintf(state, sizeof state, "%s", sql_text(s, 2));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW)
-		return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "settle read");
+	sql_reset(s);
+	if (rc != SQL_ROW)
+		return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "settle read");
 	prov = json_object_get(params, "provision");
 	action = json_string_value(json_object_get(prov, "action"));
 	to = json_string_value(json_object_get(prov, ok ? "ok" : "fail"));
@@ -308,14 +305,14 @@ store_provision_settle(struct conn *c, int64_t job_id, const char *job_state, co
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, node_id);
+		sql_bind_int(s, 1, node_id);
 		if (!strcmp(action, "deploy"))
-			store_bind_text(s, 2,
-			                json_string_value(json_object_get(
-			                        json_object_get(params, "image"), "name")));
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE)
+			sql_bind_text(s, 2,
+			              json_string_value(json_object_get(
+			                      json_object_get(params, "image"), "name")));
+		rc = sql_step(s);
+		sql_reset(s);
+		if (rc != SQL_DONE)
 			e = store_sqlerr(c, rc, "deployed image");
 	}
 out:
@@ -327,9 +324,8 @@ enum rp_err
 rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *phase)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -340,15 +336,11 @@ rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *phase)
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, job_id);
-	store_bind_text(s, 2, phase);
-	sqlite3_bind_int64(s, 3, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "job phase");
+	sql_bind_int(s, 1, job_id);
+	sql_bind_text(s, 2, phase);
+	sql_bind_int(s, 3, rp_time_now_ms());
+	if ((e = store_exec(c, s, "job phase")) != RP_ERR_OK)
 		goto out;
-	}
 	e = store_commit(c);
 out:
 	store_rollback(c);

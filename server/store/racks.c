@@ -15,19 +15,17 @@ static const char *const rack_diff_skip[] = {"version", "updated_at", "node_coun
 static enum rp_err
 rack_load(struct conn *c, int64_t id, json_t **out)
 {
-	sqlite3_stmt *s = STMT(c, RACK_COLS "WHERE r.id = ?");
-	int rc;
+	enum rp_err e;
+	struct stmt *s = STMT(c, RACK_COLS "WHERE r.id = ?");
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*out = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
-		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "rack load");
+	sql_bind_int(s, 1, id);
+	if ((e = store_one(c, s, "rack load")) != RP_ERR_OK)
+		return e;
+	*out = store_row(c, s);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 static enum rp_err
@@ -48,12 +46,11 @@ name_free(struct conn *c, const char *name, int64_t self, json_t **detail)
 enum rp_err
 store_rack_insert(struct conn *c, json_t *in, const char *actor, int64_t *id, json_t **detail)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char uuid[RP_UUID_BUF], summary[160];
 	const char *name = json_string_value(json_object_get(in, "name"));
 	int64_t now = rp_time_now_ms(), newid;
 	enum rp_err e;
-	int rc;
 
 	e = name_free(c, name, -1, detail);
 	if (e != RP_ERR_OK)
@@ -64,20 +61,18 @@ store_rack_insert(struct conn *c, json_t *in, const char *actor, int64_t *id, js
 	            "notes, created_at, updated_at) VALUES (?,?,?,?,coalesce(?, 42),?,?,?,?)");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	store_bind_text(s, 1, uuid);
+	sql_bind_text(s, 1, uuid);
 	store_bind_str(s, 2, in, "name");
 	store_bind_str(s, 3, in, "site");
 	store_bind_str(s, 4, in, "row");
 	store_bind_int(s, 5, in, "height_u");
 	store_bind_real(s, 6, in, "power_budget_kw");
 	store_bind_str(s, 7, in, "notes");
-	sqlite3_bind_int64(s, 8, now);
-	sqlite3_bind_int64(s, 9, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return store_sqlerr(c, rc, "rack insert");
-	newid = sqlite3_last_insert_rowid(c->db);
+	sql_bind_int(s, 8, now);
+	sql_bind_int(s, 9, now);
+	if ((e = store_exec(c, s, "rack insert")) != RP_ERR_OK)
+		return e;
+	newid = sql_last_id(c);
 	snprintf(summary, sizeof summary, "rack %s created", name);
 	e = store_event(c, actor, "rack.created", "rack", uuid, name, 0, newid, summary, NULL);
 	if (e != RP_ERR_OK)
@@ -135,7 +130,7 @@ enum rp_err
 rp_store_rack_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	const char *site = json_string_value(json_object_get(rq->filter, "site"));
 	const char *row = json_string_value(json_object_get(rq->filter, "row"));
 
@@ -147,17 +142,17 @@ rp_store_rack_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_
 		         "AND (?3 IS NULL OR r.row_name = ?3) ORDER BY r.name LIMIT ?4");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		store_bind_text(s, 1, rq->after_key);
+		sql_bind_text(s, 1, rq->after_key);
 	} else {
 		s = STMT(c, RACK_COLS "WHERE r.id > ?1 AND (?2 IS NULL OR r.site = ?2) "
 		                      "AND (?3 IS NULL OR r.row_name = ?3) ORDER BY r.id LIMIT ?4");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, rq->after_id);
+		sql_bind_int(s, 1, rq->after_id);
 	}
-	store_bind_text(s, 2, site);
-	store_bind_text(s, 3, row);
-	sqlite3_bind_int(s, 4, rq->limit + 1);
+	sql_bind_text(s, 2, site);
+	sql_bind_text(s, 3, row);
+	sql_bind_int(s, 4, rq->limit + 1);
 	return store_page(c, s, rq, "name", out);
 }
 
@@ -173,10 +168,9 @@ rp_store_rack_update(struct rp_store *st, const char *key, json_t *patch, int64_
 {
 	struct conn *c = store_conn(st);
 	json_t *before = NULL, *after = NULL, *diff = NULL, *fresh = NULL;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	int64_t id;
-	int rc;
 	char summary[160];
 
 	if (c == NULL)
@@ -205,17 +199,16 @@ rp_store_rack_update(struct rp_store *st, const char *key, json_t *patch, int64_
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, id);
-	if (sqlite3_step(s) == SQLITE_ROW &&
-	    sqlite3_column_int64(s, 1) > json_integer_value(json_object_get(after, "height_u"))) {
+	sql_bind_int(s, 1, id);
+	if (sql_step(s) == SQL_ROW &&
+	    sql_int(s, 1) > json_integer_value(json_object_get(after, "height_u"))) {
 		*detail = store_why("height_u", "node %s occupies U%lld, above the new height",
-		                    (const char *)sqlite3_column_text(s, 0),
-		                    (long long)sqlite3_column_int64(s, 1));
-		sqlite3_reset(s);
+		                    sql_text(s, 0), (long long)sql_int(s, 1));
+		sql_reset(s);
 		e = RP_ERR_CONFLICT;
 		goto out;
 	}
-	sqlite3_reset(s);
+	sql_reset(s);
 	s = STMT(c, "UPDATE racks SET name = ?, site = ?, row_name = ?, height_u = ?, "
 	            "power_budget_kw = ?, notes = ?, version = version + 1, updated_at = ? "
 	            "WHERE id = ?");
@@ -229,14 +222,10 @@ rp_store_rack_update(struct rp_store *st, const char *key, json_t *patch, int64_
 	store_bind_int(s, 4, after, "height_u");
 	store_bind_real(s, 5, after, "power_budget_kw");
 	store_bind_str(s, 6, after, "notes");
-	sqlite3_bind_int64(s, 7, rp_time_now_ms());
-	sqlite3_bind_int64(s, 8, id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "rack update");
+	sql_bind_int(s, 7, rp_time_now_ms());
+	sql_bind_int(s, 8, id);
+	if ((e = store_exec(c, s, "rack update")) != RP_ERR_OK)
 		goto out;
-	}
 	if ((e = rack_load(c, id, &fresh)) != RP_ERR_OK)
 		goto out;
 	diff = store_diff(before, fresh, rack_diff_skip);
@@ -266,10 +255,9 @@ rp_store_rack_delete(struct rp_store *st, const char *key, int64_t if_match, con
 {
 	struct conn *c = store_conn(st);
 	json_t *before = NULL;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	int64_t id, count;
-	int rc;
 	char summary[160];
 
 	if (c == NULL)
@@ -297,13 +285,9 @@ rp_store_rack_delete(struct rp_store *st, const char *key, int64_t if_match, con
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "rack delete");
+	sql_bind_int(s, 1, id);
+	if ((e = store_exec(c, s, "rack delete")) != RP_ERR_OK)
 		goto out;
-	}
 	snprintf(summary, sizeof summary, "rack %s deleted",
 	         json_string_value(json_object_get(before, "name")));
 	e = store_event(c, actor, "rack.deleted", "rack",
@@ -323,7 +307,7 @@ rp_store_rack_elevation(struct rp_store *st, const char *key, json_t **out)
 {
 	struct conn *c = store_conn(st);
 	json_t *rack = NULL, *nodes = NULL, *slots = NULL, *unplaced = NULL, *placed = NULL;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	int64_t id, height, u;
 	size_t i;
@@ -346,7 +330,7 @@ rp_store_rack_elevation(struct rp_store *st, const char *key, json_t **out)
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, id);
+	sql_bind_int(s, 1, id);
 	nodes = store_rows(c, s);
 	if (nodes == NULL) {
 		e = RP_ERR_INTERNAL;

@@ -16,19 +16,17 @@ static const char *const diff_skip[] = {"version", "updated_at", NULL};
 static enum rp_err
 load(struct conn *c, int64_t id, json_t **out)
 {
-	sqlite3_stmt *s = STMT(c, RECIPE_COLS "WHERE id = ?");
-	int rc;
+	enum rp_err e;
+	struct stmt *s = STMT(c, RECIPE_COLS "WHERE id = ?");
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*out = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
-		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "recipe load");
+	sql_bind_int(s, 1, id);
+	if ((e = store_one(c, s, "recipe load")) != RP_ERR_OK)
+		return e;
+	*out = store_row(c, s);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 /* Insert (*id == 0) or rewrite a recipe row from a whole object. */
@@ -38,10 +36,9 @@ save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 	const char *name = json_string_value(json_object_get(obj, "name"));
 	char uuid[RP_UUID_BUF], *params, *steps;
 	json_t *p = json_object_get(obj, "params");
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t other;
 	enum rp_err e;
-	int rc;
 
 	e = store_id_of(c, T_RECIPE, name, &other);
 	if (e == RP_ERR_OK && other != *id) {
@@ -72,20 +69,18 @@ save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 		return RP_ERR_INTERNAL;
 	}
 	if (*id == 0)
-		store_bind_text(s, 1, uuid);
+		sql_bind_text(s, 1, uuid);
 	else
-		sqlite3_bind_int64(s, 7, *id);
+		sql_bind_int(s, 7, *id);
 	store_bind_str(s, 2, obj, "name");
 	store_bind_str(s, 3, obj, "description");
-	sqlite3_bind_text(s, 4, params, -1, free);
-	sqlite3_bind_text(s, 5, steps, -1, free);
-	sqlite3_bind_int64(s, 6, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return store_sqlerr(c, rc, "recipe save");
+	sql_bind_text_own(s, 4, params);
+	sql_bind_text_own(s, 5, steps);
+	sql_bind_int(s, 6, rp_time_now_ms());
+	if ((e = store_exec(c, s, "recipe save")) != RP_ERR_OK)
+		return e;
 	if (*id == 0)
-		*id = sqlite3_last_insert_rowid(c->db);
+		*id = sql_last_id(c);
 	return RP_ERR_OK;
 }
 
@@ -149,7 +144,7 @@ enum rp_err
 rp_store_recipe_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -157,14 +152,14 @@ rp_store_recipe_list(struct rp_store *st, const struct rp_page_req *rq, struct r
 		s = STMT(c, RECIPE_COLS "WHERE (?1 IS NULL OR name > ?1) ORDER BY name LIMIT ?2");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		store_bind_text(s, 1, rq->after_key);
+		sql_bind_text(s, 1, rq->after_key);
 	} else {
 		s = STMT(c, RECIPE_COLS "WHERE recipes.id > ?1 ORDER BY recipes.id LIMIT ?2");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, rq->after_id);
+		sql_bind_int(s, 1, rq->after_id);
 	}
-	sqlite3_bind_int(s, 2, rq->limit + 1);
+	sql_bind_int(s, 2, rq->limit + 1);
 	return store_page(c, s, rq, "name", out);
 }
 
@@ -226,10 +221,9 @@ rp_store_recipe_delete(struct rp_store *st, const char *key, int64_t if_match, c
 {
 	struct conn *c = store_conn(st);
 	json_t *before = NULL;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t id;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -248,13 +242,9 @@ rp_store_recipe_delete(struct rp_store *st, const char *key, int64_t if_match, c
 	s = STMT(c, "DELETE FROM recipes WHERE id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "recipe delete");
+	sql_bind_int(s, 1, id);
+	if ((e = store_exec(c, s, "recipe delete")) != RP_ERR_OK)
 		goto out;
-	}
 	if ((e = event(c, "deleted", before, NULL, actor)) != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);

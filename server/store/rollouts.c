@@ -15,10 +15,9 @@
 /* ---- Small helpers --------------------------------------------------------------------- */
 
 static const char *
-col_text(sqlite3_stmt *s, int i)
+col_text(struct stmt *s, int i)
 {
-	return sqlite3_column_type(s, i) == SQLITE_NULL ? NULL
-	                                                : (const char *)sqlite3_column_text(s, i);
+	return sql_type(s, i) == SQL_NULL ? NULL : sql_text(s, i);
 }
 
 static json_t *
@@ -31,33 +30,31 @@ time_or_null(int64_t ms)
 
 /* Run a statement that returns no rows. */
 static enum rp_err
-exec_stmt(struct conn *c, sqlite3_stmt *s, const char *what)
+exec_stmt(struct conn *c, struct stmt *s, const char *what)
 {
-	int rc = sqlite3_step(s);
+	int rc = sql_step(s);
 
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, what);
+	sql_reset(s);
+	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, what);
 }
 
 static enum rp_err
 rollout_id(struct conn *c, const char *key, int64_t *id)
 {
-	sqlite3_stmt *s;
-	int rc;
+	enum rp_err e;
+	struct stmt *s;
 
 	if (!rp_uuid_valid(key))
 		return RP_ERR_NOT_FOUND;
 	s = STMT(c, "SELECT id FROM rollouts WHERE uuid = lower(?)");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_text(s, 1, key, -1, SQLITE_TRANSIENT);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*id = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
-		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "rollout id");
+	sql_bind_text(s, 1, key);
+	if ((e = store_one(c, s, "rollout id")) != RP_ERR_OK)
+		return e;
+	*id = sql_int(s, 0);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 /* What the engine needs of a rollout row. */
@@ -71,27 +68,27 @@ struct ro {
 static enum rp_err
 ro_load(struct conn *c, int64_t id, struct ro *r)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT uuid, kind, state, gate, max_failures, start_at, "
-	                          "created_at FROM rollouts WHERE id = ?");
+	struct stmt *s = STMT(c, "SELECT uuid, kind, state, gate, max_failures, start_at, "
+	                         "created_at FROM rollouts WHERE id = ?");
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
+	sql_bind_int(s, 1, id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
 		r->id = id;
 		snprintf(r->uuid, sizeof r->uuid, "%s", col_text(s, 0));
 		snprintf(r->kind, sizeof r->kind, "%s", col_text(s, 1));
 		snprintf(r->state, sizeof r->state, "%s", col_text(s, 2));
 		r->gate = json_loads(col_text(s, 3), 0, NULL);
-		r->max_failures = sqlite3_column_int64(s, 4);
-		r->start_at = sqlite3_column_int64(s, 5);
-		r->created_at = sqlite3_column_int64(s, 6);
+		r->max_failures = sql_int(s, 4);
+		r->start_at = sql_int(s, 5);
+		r->created_at = sql_int(s, 6);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW)
-		return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "rollout load");
+	sql_reset(s);
+	if (rc != SQL_ROW)
+		return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "rollout load");
 	if (r->gate == NULL)
 		r->gate = json_object();
 	return RP_ERR_OK;
@@ -100,7 +97,7 @@ ro_load(struct conn *c, int64_t id, struct ro *r)
 static enum rp_err
 ro_set_state(struct conn *c, struct ro *r, const char *state, const char *reason, int64_t now)
 {
-	sqlite3_stmt *s =
+	struct stmt *s =
 	        STMT(c, "UPDATE rollouts SET state = ?2, state_reason = ?3, updated_at = ?4, "
 	                "started_at = CASE WHEN ?2 = 'running' THEN coalesce(started_at, ?4) "
 	                "ELSE started_at END, finished_at = CASE WHEN ?2 IN ('completed', "
@@ -108,10 +105,10 @@ ro_set_state(struct conn *c, struct ro *r, const char *state, const char *reason
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, r->id);
-	store_bind_text(s, 2, state);
-	store_bind_text(s, 3, reason);
-	sqlite3_bind_int64(s, 4, now);
+	sql_bind_int(s, 1, r->id);
+	sql_bind_text(s, 2, state);
+	sql_bind_text(s, 3, reason);
+	sql_bind_int(s, 4, now);
 	snprintf(r->state, sizeof r->state, "%s", state);
 	return exec_stmt(c, s, "rollout state");
 }
@@ -140,7 +137,7 @@ ro_event(struct conn *c, const char *actor, const struct ro *r, const char *acti
 static enum rp_err
 node_drift(struct conn *c, int64_t node_id, const char *kind, int *target, char *what, size_t len)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int rc, fw = !strcmp(kind, "firmware");
 
 	what[0] = '\0';
@@ -149,11 +146,11 @@ node_drift(struct conn *c, int64_t node_id, const char *kind, int *target, char 
 	       : STMT(c, "SELECT " TARGET_PROFILE " IS NOT NULL FROM nodes n WHERE n.id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, node_id);
-	rc = sqlite3_step(s);
-	*target = rc == SQLITE_ROW && sqlite3_column_int(s, 0);
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW)
+	sql_bind_int(s, 1, node_id);
+	rc = sql_step(s);
+	*target = rc == SQL_ROW && sql_int(s, 0);
+	sql_reset(s);
+	if (rc != SQL_ROW)
 		return store_sqlerr(c, rc, "rollout target");
 	if (!*target)
 		return RP_ERR_OK;
@@ -170,15 +167,14 @@ node_drift(struct conn *c, int64_t node_id, const char *kind, int *target, char 
 	              "pa.value ORDER BY pa.name LIMIT 1");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, node_id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	sql_bind_int(s, 1, node_id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW)
 		snprintf(what, len, "%s %s is %s, %s wants %s", fw ? "component" : "attribute",
 		         col_text(s, 0), col_text(s, 1) ? col_text(s, 1) : "unknown",
 		         fw ? "the baseline" : "the profile", col_text(s, 2));
-	sqlite3_reset(s);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? RP_ERR_OK
-	                                             : store_sqlerr(c, rc, "rollout drift");
+	sql_reset(s);
+	return rc == SQL_ROW || rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "rollout drift");
 }
 
 /* ---- Planning -------------------------------------------------------------------------- */
@@ -296,42 +292,40 @@ out:
 static enum rp_err
 node_busy(struct conn *c, int64_t node_id, char *buf, size_t len)
 {
-	sqlite3_stmt *s =
-	        STMT(c, "SELECT ro.uuid FROM rollout_nodes rn JOIN rollouts ro ON ro.id = "
-	                "rn.rollout_id WHERE rn.node_id = ? AND rn.state != 'skipped' AND "
-	                "ro.state IN " ACTIVE " LIMIT 1");
+	struct stmt *s = STMT(c, "SELECT ro.uuid FROM rollout_nodes rn JOIN rollouts ro ON ro.id = "
+	                         "rn.rollout_id WHERE rn.node_id = ? AND rn.state != 'skipped' AND "
+	                         "ro.state IN " ACTIVE " LIMIT 1");
 	int rc;
 
 	buf[0] = '\0';
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, node_id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	sql_bind_int(s, 1, node_id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW)
 		snprintf(buf, len, "%s", col_text(s, 0));
-	sqlite3_reset(s);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? RP_ERR_OK
-	                                             : store_sqlerr(c, rc, "rollout busy");
+	sql_reset(s);
+	return rc == SQL_ROW || rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "rollout busy");
 }
 
 static enum rp_err
 node_insert(struct conn *c, int64_t rollout, const struct cand *cd, int wave, const char *state,
             const char *reason)
 {
-	sqlite3_stmt *s =
+	struct stmt *s =
 	        STMT(c, "INSERT INTO rollout_nodes(rollout_id, node_id, node_name, rack_name, "
 	                "wave, state, reason) VALUES (?,?,?,?,?,?,?)");
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, rollout);
-	sqlite3_bind_int64(s, 2, cd->id);
-	store_bind_text(s, 3, cd->name);
-	store_bind_text(s, 4, cd->rack[0] ? cd->rack : NULL);
+	sql_bind_int(s, 1, rollout);
+	sql_bind_int(s, 2, cd->id);
+	sql_bind_text(s, 3, cd->name);
+	sql_bind_text(s, 4, cd->rack[0] ? cd->rack : NULL);
 	if (wave >= 0)
-		sqlite3_bind_int(s, 5, wave);
-	store_bind_text(s, 6, state);
-	store_bind_text(s, 7, reason);
+		sql_bind_int(s, 5, wave);
+	sql_bind_text(s, 6, state);
+	sql_bind_text(s, 7, reason);
 	return exec_stmt(c, s, "rollout node");
 }
 
@@ -352,7 +346,7 @@ rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor, json
 	int canary = 1, batch, max_per_rack, nwaves = 0, w;
 	char uuid[RP_UUID_BUF], why[256], *sel = NULL, *wspec = NULL, *gate = NULL;
 	struct ro r = {0};
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e = RP_ERR_INTERNAL;
 
 	if (c == NULL)
@@ -380,20 +374,20 @@ rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor, json
 		         "WHERE n.id = ?");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, cd.id);
-		if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		sql_bind_int(s, 1, cd.id);
+		if ((rc = sql_step(s)) == SQL_ROW) {
 			snprintf(cd.name, sizeof cd.name, "%s", col_text(s, 0));
-			cd.rack_id = sqlite3_column_int64(s, 1);
+			cd.rack_id = sql_int(s, 1);
 			snprintf(cd.rack, sizeof cd.rack, "%s",
 			         col_text(s, 2) ? col_text(s, 2) : "");
-			maint = sqlite3_column_int(s, 3);
+			maint = sql_int(s, 3);
 			if (maint)
 				snprintf(why, sizeof why, "node is in maintenance%s%s",
 				         col_text(s, 4) ? ": " : "",
 				         col_text(s, 4) ? col_text(s, 4) : "");
 		}
-		sqlite3_reset(s);
-		if (rc != SQLITE_ROW) {
+		sql_reset(s);
+		if (rc != SQL_ROW) {
 			e = store_sqlerr(c, rc, "rollout candidate");
 			goto out;
 		}
@@ -472,28 +466,28 @@ rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor, json
 	        "start_at, created_by, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
 	if (s == NULL)
 		goto out;
-	store_bind_text(s, 1, uuid);
-	store_bind_text(s, 2, kind);
-	store_bind_text(s, 3, start_at > now ? "scheduled" : "running");
-	store_bind_text(s, 4, sel);
-	store_bind_text(s, 5, wspec);
-	store_bind_text(s, 6, gate);
-	sqlite3_bind_int64(s, 7, json_integer_value(json_object_get(in, "max_failures")));
-	sqlite3_bind_int64(s, 8, start_at);
-	store_bind_text(s, 9, actor);
-	sqlite3_bind_int64(s, 10, now);
-	sqlite3_bind_int64(s, 11, now);
+	sql_bind_text(s, 1, uuid);
+	sql_bind_text(s, 2, kind);
+	sql_bind_text(s, 3, start_at > now ? "scheduled" : "running");
+	sql_bind_text(s, 4, sel);
+	sql_bind_text(s, 5, wspec);
+	sql_bind_text(s, 6, gate);
+	sql_bind_int(s, 7, json_integer_value(json_object_get(in, "max_failures")));
+	sql_bind_int(s, 8, start_at);
+	sql_bind_text(s, 9, actor);
+	sql_bind_int(s, 10, now);
+	sql_bind_int(s, 11, now);
 	if ((e = exec_stmt(c, s, "rollout insert")) != RP_ERR_OK)
 		goto out;
-	id = sqlite3_last_insert_rowid(c->db);
+	id = sql_last_id(c);
 	if (start_at <= now) {
 		s = STMT(c, "UPDATE rollouts SET started_at = ?2 WHERE id = ?1");
 		if (s == NULL) {
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, id);
-		sqlite3_bind_int64(s, 2, now);
+		sql_bind_int(s, 1, id);
+		sql_bind_int(s, 2, now);
 		if ((e = exec_stmt(c, s, "rollout started")) != RP_ERR_OK)
 			goto out;
 	}
@@ -503,9 +497,9 @@ rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor, json
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, id);
-		sqlite3_bind_int(s, 2, w);
-		sqlite3_bind_int(s, 3, w == 0 && canary > 0);
+		sql_bind_int(s, 1, id);
+		sql_bind_int(s, 2, w);
+		sql_bind_int(s, 3, w == 0 && canary > 0);
 		if ((e = exec_stmt(c, s, "rollout wave")) != RP_ERR_OK)
 			goto out;
 	}
@@ -574,7 +568,7 @@ rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 {
 	json_t *obj = NULL, *counts = NULL, *wl = NULL, *nl = NULL, *failed = NULL, *skipped = NULL;
 	json_t *gate;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t now = rp_time_now_ms(), dur_sum = 0, dur_n = 0, wave_sum = 0, wave_n = 0;
 	int64_t waves_left = 0, current = -1, wait_s;
 	enum rp_err e = RP_ERR_INTERNAL;
@@ -584,13 +578,13 @@ rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	s = STMT(c, RO_COLS "WHERE id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	sql_bind_int(s, 1, id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW)
 		obj = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
-		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "rollout");
+	sql_reset(s);
+	if (rc != SQL_ROW) {
+		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "rollout");
 		goto out;
 	}
 	/* The expanded recipe plan is the engine's business; the recipe's name says enough. */
@@ -603,17 +597,16 @@ rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	         "SELECT state, count(*) FROM rollout_nodes WHERE rollout_id = ? GROUP BY state");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
+	sql_bind_int(s, 1, id);
 	{
 		int64_t total = 0;
 
-		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-			json_object_set_new(counts, col_text(s, 0),
-			                    json_integer(sqlite3_column_int64(s, 1)));
-			total += sqlite3_column_int64(s, 1);
+		while ((rc = sql_step(s)) == SQL_ROW) {
+			json_object_set_new(counts, col_text(s, 0), json_integer(sql_int(s, 1)));
+			total += sql_int(s, 1);
 		}
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
+		sql_reset(s);
+		if (rc != SQL_DONE) {
 			e = store_sqlerr(c, rc, "rollout counts");
 			goto out;
 		}
@@ -637,15 +630,15 @@ rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	         "w.idx");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		int64_t st_at = sqlite3_column_int64(s, 3), done_at = sqlite3_column_int64(s, 5);
+	sql_bind_int(s, 1, id);
+	while ((rc = sql_step(s)) == SQL_ROW) {
+		int64_t st_at = sql_int(s, 3), done_at = sql_int(s, 5);
 		const char *ws = col_text(s, 2);
 
 		if (strcmp(ws, "done") != 0) {
 			waves_left++;
 			if (current < 0)
-				current = sqlite3_column_int64(s, 0);
+				current = sql_int(s, 0);
 		} else if (st_at > 0 && done_at >= st_at) {
 			wave_sum += done_at - st_at;
 			wave_n++;
@@ -654,20 +647,17 @@ rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 		        wl,
 		        json_pack(
 		                "{s:I, s:b, s:s, s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:o, s:o, s:o}",
-		                "index", (json_int_t)sqlite3_column_int64(s, 0), "canary",
-		                sqlite3_column_int(s, 1), "state", ws, "nodes",
-		                (json_int_t)sqlite3_column_int64(s, 6), "counts", "pending",
-		                (json_int_t)sqlite3_column_int64(s, 7), "running",
-		                (json_int_t)sqlite3_column_int64(s, 8), "succeeded",
-		                (json_int_t)sqlite3_column_int64(s, 9), "failed",
-		                (json_int_t)sqlite3_column_int64(s, 10), "skipped",
-		                (json_int_t)sqlite3_column_int64(s, 11), "started_at",
-		                time_or_null(st_at), "finished_at",
-		                time_or_null(sqlite3_column_int64(s, 4)), "gate_done_at",
+		                "index", (json_int_t)sql_int(s, 0), "canary", sql_int(s, 1),
+		                "state", ws, "nodes", (json_int_t)sql_int(s, 6), "counts",
+		                "pending", (json_int_t)sql_int(s, 7), "running",
+		                (json_int_t)sql_int(s, 8), "succeeded", (json_int_t)sql_int(s, 9),
+		                "failed", (json_int_t)sql_int(s, 10), "skipped",
+		                (json_int_t)sql_int(s, 11), "started_at", time_or_null(st_at),
+		                "finished_at", time_or_null(sql_int(s, 4)), "gate_done_at",
 		                time_or_null(done_at)));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "rollout waves");
 		goto out;
 	}
@@ -685,10 +675,10 @@ rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	            "rn.wave IS NULL, rn.wave, rn.node_name");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	sql_bind_int(s, 1, id);
+	while ((rc = sql_step(s)) == SQL_ROW) {
 		const char *ns = col_text(s, 3);
-		int64_t t0 = sqlite3_column_int64(s, 10), t1 = sqlite3_column_int64(s, 11);
+		int64_t t0 = sql_int(s, 10), t1 = sql_int(s, 11);
 		json_t *node;
 
 		if (t0 > 0 && t1 >= t0) {
@@ -699,9 +689,8 @@ rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 			json_array_append_new(
 			        failed,
 			        json_pack("{s:s, s:o, s:s?}", "node", col_text(s, 0), "wave",
-			                  sqlite3_column_type(s, 2) == SQLITE_NULL
-			                          ? json_null()
-			                          : json_integer(sqlite3_column_int64(s, 2)),
+			                  sql_type(s, 2) == SQL_NULL ? json_null()
+			                                             : json_integer(sql_int(s, 2)),
 			                  "reason", col_text(s, 5)));
 		if (!strcmp(ns, "skipped"))
 			json_array_append_new(skipped,
@@ -713,21 +702,18 @@ rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 		        "{s:s, s:s?, s:o, s:s, s:s?, s:s?, s:i, s:s?, s:s?, s:o, s:o, s:o, "
 		        "s:o, s:o}",
 		        "node", col_text(s, 0), "rack", col_text(s, 1), "wave",
-		        sqlite3_column_type(s, 2) == SQLITE_NULL
-		                ? json_null()
-		                : json_integer(sqlite3_column_int64(s, 2)),
+		        sql_type(s, 2) == SQL_NULL ? json_null() : json_integer(sql_int(s, 2)),
 		        "state", ns, "phase", col_text(s, 4), "reason", col_text(s, 5), "attempt",
-		        sqlite3_column_int(s, 6), "job", col_text(s, 7), "gate_job", col_text(s, 8),
-		        "result",
+		        sql_int(s, 6), "job", col_text(s, 7), "gate_job", col_text(s, 8), "result",
 		        col_text(s, 9) ? json_loads(col_text(s, 9), 0, NULL) ?: json_null()
 		                       : json_null(),
 		        "started_at", time_or_null(t0), "job_finished_at", time_or_null(t1),
-		        "finished_at", time_or_null(sqlite3_column_int64(s, 12)), "duration_ms",
+		        "finished_at", time_or_null(sql_int(s, 12)), "duration_ms",
 		        t0 > 0 && t1 >= t0 ? json_integer(t1 - t0) : json_null());
 		json_array_append_new(nl, node);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "rollout nodes");
 		goto out;
 	}
@@ -790,7 +776,7 @@ rp_store_rollout_list(struct rp_store *st, const struct rp_page_req *rq, struct 
 {
 	struct conn *c = store_conn(st);
 	json_t *items = NULL, *it;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	size_t i;
 
@@ -804,10 +790,10 @@ rp_store_rollout_list(struct rp_store *st, const struct rp_page_req *rq, struct 
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
+	sql_bind_int(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
 	store_bind_str(s, 2, rq->filter, "state");
 	store_bind_str(s, 3, rq->filter, "kind");
-	sqlite3_bind_int(s, 4, rq->limit + 1);
+	sql_bind_int(s, 4, rq->limit + 1);
 	if ((e = store_page(c, s, rq, "id", out)) != RP_ERR_OK)
 		goto out;
 	/* Each item: the summary view (counts, failures, estimate; no per-node list). */
@@ -840,19 +826,19 @@ out:
 static enum rp_err
 count_failed(struct conn *c, int64_t id, int64_t *n)
 {
-	sqlite3_stmt *s =
+	struct stmt *s =
 	        STMT(c, "SELECT count(*) FROM rollout_nodes WHERE rollout_id = ? AND state = "
 	                "'failed'");
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*n = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "rollout failures");
+	sql_bind_int(s, 1, id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW)
+		*n = sql_int(s, 0);
+	sql_reset(s);
+	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "rollout failures");
 }
 
 /* Abort: queued jobs of the rollout end cancelled (their nodes skipped), nodes not started are
@@ -860,7 +846,7 @@ count_failed(struct conn *c, int64_t id, int64_t *n)
 static enum rp_err
 do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, int64_t now)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *jobs = json_array(), *v;
 	enum rp_err e = RP_ERR_INTERNAL;
 	size_t i;
@@ -872,11 +858,11 @@ do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, in
 	         "'queued'");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, r->id);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_array_append_new(jobs, json_integer(sqlite3_column_int64(s, 0)));
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_bind_int(s, 1, r->id);
+	while ((rc = sql_step(s)) == SQL_ROW)
+		json_array_append_new(jobs, json_integer(sql_int(s, 0)));
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "rollout abort jobs");
 		goto out;
 	}
@@ -889,8 +875,8 @@ do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, in
 		        "WHERE id = ?1 AND state = 'queued'");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, json_integer_value(v));
-		sqlite3_bind_int64(s, 2, now);
+		sql_bind_int(s, 1, json_integer_value(v));
+		sql_bind_int(s, 2, now);
 		if ((e = exec_stmt(c, s, "rollout cancel job")) != RP_ERR_OK ||
 		    (e = store_steps_close(c, json_integer_value(v), "cancelled")) != RP_ERR_OK)
 			goto out;
@@ -901,8 +887,8 @@ do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, in
 	            "j.state = 'cancelled')))");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, r->id);
-	sqlite3_bind_int64(s, 2, now);
+	sql_bind_int(s, 1, r->id);
+	sql_bind_int(s, 2, now);
 	if ((e = exec_stmt(c, s, "rollout abort nodes")) != RP_ERR_OK)
 		goto out;
 	s = STMT(c,
@@ -911,8 +897,8 @@ do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, in
 	         "AND state = 'running' AND phase = 'gate'");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, r->id);
-	sqlite3_bind_int64(s, 2, now);
+	sql_bind_int(s, 1, r->id);
+	sql_bind_int(s, 2, now);
 	if ((e = exec_stmt(c, s, "rollout abort gate")) != RP_ERR_OK)
 		goto out;
 	if ((e = ro_set_state(c, r, "aborted", reason, now)) != RP_ERR_OK)
@@ -934,7 +920,7 @@ do_resume(struct conn *c, struct ro *r, json_t *opts, const char *actor, int64_t
 	json_t *mf = json_object_get(opts, "max_failures");
 	int retry = !json_is_false(json_object_get(opts, "retry_failed"));
 	int64_t failed = 0, retried = 0;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 
 	if (json_is_integer(mf)) {
@@ -942,8 +928,8 @@ do_resume(struct conn *c, struct ro *r, json_t *opts, const char *actor, int64_t
 		s = STMT(c, "UPDATE rollouts SET max_failures = ?2 WHERE id = ?1");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, r->id);
-		sqlite3_bind_int64(s, 2, r->max_failures);
+		sql_bind_int(s, 1, r->id);
+		sql_bind_int(s, 2, r->max_failures);
 		if ((e = exec_stmt(c, s, "rollout max_failures")) != RP_ERR_OK)
 			return e;
 	}
@@ -954,7 +940,7 @@ do_resume(struct conn *c, struct ro *r, json_t *opts, const char *actor, int64_t
 		            "'failed')");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, r->id);
+		sql_bind_int(s, 1, r->id);
 		if ((e = exec_stmt(c, s, "rollout reopen waves")) != RP_ERR_OK)
 			return e;
 		s = STMT(c,
@@ -964,10 +950,10 @@ do_resume(struct conn *c, struct ro *r, json_t *opts, const char *actor, int64_t
 		         "AND state = 'failed'");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, r->id);
+		sql_bind_int(s, 1, r->id);
 		if ((e = exec_stmt(c, s, "rollout retry nodes")) != RP_ERR_OK)
 			return e;
-		retried = sqlite3_changes(c->db);
+		retried = sql_changes(c);
 	}
 	if ((e = count_failed(c, r->id, &failed)) != RP_ERR_OK)
 		return e;
@@ -1056,7 +1042,7 @@ enum rp_err
 rp_store_rollouts_active(struct rp_store *st, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *ids;
 	int rc;
 
@@ -1068,10 +1054,10 @@ rp_store_rollouts_active(struct rp_store *st, json_t **out)
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	ids = json_array();
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_array_append_new(ids, json_integer(sqlite3_column_int64(s, 0)));
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	while ((rc = sql_step(s)) == SQL_ROW)
+		json_array_append_new(ids, json_integer(sql_int(s, 0)));
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		json_decref(ids);
 		return store_sqlerr(c, rc, "rollouts active");
 	}
@@ -1084,18 +1070,18 @@ static enum rp_err
 node_settle(struct conn *c, struct ro *r, int64_t node_id, const char *state, const char *reason,
             int64_t now)
 {
-	sqlite3_stmt *s = STMT(c, "UPDATE rollout_nodes SET state = ?3, phase = NULL, reason = ?4, "
-	                          "finished_at = ?5 WHERE rollout_id = ?1 AND node_id = ?2");
+	struct stmt *s = STMT(c, "UPDATE rollout_nodes SET state = ?3, phase = NULL, reason = ?4, "
+	                         "finished_at = ?5 WHERE rollout_id = ?1 AND node_id = ?2");
 	struct node_ref n;
 	enum rp_err e;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, r->id);
-	sqlite3_bind_int64(s, 2, node_id);
-	store_bind_text(s, 3, state);
-	store_bind_text(s, 4, reason);
-	sqlite3_bind_int64(s, 5, now);
+	sql_bind_int(s, 1, r->id);
+	sql_bind_int(s, 2, node_id);
+	sql_bind_text(s, 3, state);
+	sql_bind_text(s, 4, reason);
+	sql_bind_int(s, 5, now);
 	if ((e = exec_stmt(c, s, "rollout node settle")) != RP_ERR_OK)
 		return e;
 	if (strcmp(state, "failed") != 0)
@@ -1104,8 +1090,8 @@ node_settle(struct conn *c, struct ro *r, int64_t node_id, const char *state, co
 	            "id = ?1");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, r->id);
-	sqlite3_bind_int64(s, 2, now);
+	sql_bind_int(s, 1, r->id);
+	sql_bind_int(s, 2, now);
 	if ((e = exec_stmt(c, s, "rollout failures")) != RP_ERR_OK)
 		return e;
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
@@ -1119,7 +1105,7 @@ node_settle(struct conn *c, struct ro *r, int64_t node_id, const char *state, co
 static enum rp_err
 sync_jobs(struct conn *c, struct ro *r, int64_t now, int *changed)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *ended = json_array(), *v;
 	enum rp_err e = RP_ERR_INTERNAL;
 	size_t i;
@@ -1132,17 +1118,16 @@ sync_jobs(struct conn *c, struct ro *r, int64_t now, int *changed)
 	         "'failed', 'cancelled')");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, r->id);
-	sqlite3_bind_int64(s, 2, now);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+	sql_bind_int(s, 1, r->id);
+	sql_bind_int(s, 2, now);
+	while ((rc = sql_step(s)) == SQL_ROW)
 		json_array_append_new(ended,
 		                      json_pack("{s:I, s:s, s:s?, s:s?, s:I}", "node",
-		                                (json_int_t)sqlite3_column_int64(s, 0), "state",
-		                                col_text(s, 1), "error", col_text(s, 2), "result",
-		                                col_text(s, 3), "at",
-		                                (json_int_t)sqlite3_column_int64(s, 4)));
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+		                                (json_int_t)sql_int(s, 0), "state", col_text(s, 1),
+		                                "error", col_text(s, 2), "result", col_text(s, 3),
+		                                "at", (json_int_t)sql_int(s, 4)));
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "rollout sync");
 		goto out;
 	}
@@ -1159,10 +1144,10 @@ sync_jobs(struct conn *c, struct ro *r, int64_t now, int *changed)
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, r->id);
-		sqlite3_bind_int64(s, 2, node);
+		sql_bind_int(s, 1, r->id);
+		sql_bind_int(s, 2, node);
 		store_bind_str(s, 3, v, "result");
-		sqlite3_bind_int64(s, 4, json_integer_value(json_object_get(v, "at")));
+		sql_bind_int(s, 4, json_integer_value(json_object_get(v, "at")));
 		if ((e = exec_stmt(c, s, "rollout job done")) != RP_ERR_OK)
 			goto out;
 		*changed = 1;
@@ -1191,7 +1176,7 @@ out:
 static enum rp_err
 wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *nodes = json_array(), *v, *job = NULL;
 	enum rp_err e = RP_ERR_INTERNAL;
 	int64_t started = 0, skipped = 0;
@@ -1203,12 +1188,12 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 	         "'pending' ORDER BY node_id");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, r->id);
-	sqlite3_bind_int64(s, 2, w);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_array_append_new(nodes, json_integer(sqlite3_column_int64(s, 0)));
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_bind_int(s, 1, r->id);
+	sql_bind_int(s, 2, w);
+	while ((rc = sql_step(s)) == SQL_ROW)
+		json_array_append_new(nodes, json_integer(sql_int(s, 0)));
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "rollout wave nodes");
 		goto out;
 	}
@@ -1234,10 +1219,10 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 				e = RP_ERR_INTERNAL;
 				goto out;
 			}
-			sqlite3_bind_int64(s, 1, r->id);
-			sqlite3_bind_int64(s, 2, n.id);
-			store_bind_text(s, 3, why);
-			sqlite3_bind_int64(s, 4, now);
+			sql_bind_int(s, 1, r->id);
+			sql_bind_int(s, 2, n.id);
+			sql_bind_text(s, 3, why);
+			sql_bind_int(s, 4, now);
 			if ((e = exec_stmt(c, s, "rollout skip")) != RP_ERR_OK)
 				goto out;
 			skipped++;
@@ -1256,10 +1241,10 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, r->id);
-		sqlite3_bind_int64(s, 2, n.id);
-		sqlite3_bind_int64(s, 3, job_id);
-		sqlite3_bind_int64(s, 4, now);
+		sql_bind_int(s, 1, r->id);
+		sql_bind_int(s, 2, n.id);
+		sql_bind_int(s, 3, job_id);
+		sql_bind_int(s, 4, now);
 		if ((e = exec_stmt(c, s, "rollout node start")) != RP_ERR_OK)
 			goto out;
 		started++;
@@ -1271,9 +1256,9 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, r->id);
-	sqlite3_bind_int64(s, 2, w);
-	sqlite3_bind_int64(s, 3, now);
+	sql_bind_int(s, 1, r->id);
+	sql_bind_int(s, 2, w);
+	sql_bind_int(s, 3, now);
 	if ((e = exec_stmt(c, s, "rollout wave start")) != RP_ERR_OK)
 		goto out;
 	e = ro_event(c, "rackpilotd", r, "rollout.wave_started", NULL, NULL,
@@ -1294,7 +1279,7 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 {
 	json_t *req = json_object_get(r->gate, "require"), *v,
 	       *plan = json_object_get(r->gate, "plan");
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	size_t i;
 	int rc;
@@ -1309,9 +1294,9 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 			            "WHERE id = ?");
 			if (s == NULL)
 				return RP_ERR_INTERNAL;
-			sqlite3_bind_int64(s, 1, node_id);
-			if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-				if (sqlite3_column_int64(s, 1) < job_done) {
+			sql_bind_int(s, 1, node_id);
+			if ((rc = sql_step(s)) == SQL_ROW) {
+				if (sql_int(s, 1) < job_done) {
 					snprintf(why, len,
 					         "no power reading since its update (last: %s)",
 					         col_text(s, 0));
@@ -1320,21 +1305,21 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 					snprintf(why, len, "power is %s, not on", col_text(s, 0));
 				}
 			}
-			sqlite3_reset(s);
-			if (rc != SQLITE_ROW)
+			sql_reset(s);
+			if (rc != SQL_ROW)
 				return store_sqlerr(c, rc, "gate power");
 		} else if (!strcmp(q, "agent_heartbeat")) {
 			s = STMT(c, "SELECT seen_at FROM agents WHERE node_id = ?");
 			if (s == NULL)
 				return RP_ERR_INTERNAL;
-			sqlite3_bind_int64(s, 1, node_id);
-			rc = sqlite3_step(s);
-			if (rc == SQLITE_DONE)
+			sql_bind_int(s, 1, node_id);
+			rc = sql_step(s);
+			if (rc == SQL_DONE)
 				snprintf(why, len, "no agent has registered for the node");
-			else if (rc == SQLITE_ROW && sqlite3_column_int64(s, 0) <= wave_end)
+			else if (rc == SQL_ROW && sql_int(s, 0) <= wave_end)
 				snprintf(why, len, "no agent heartbeat since the wave ended");
-			sqlite3_reset(s);
-			if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+			sql_reset(s);
+			if (rc != SQL_ROW && rc != SQL_DONE)
 				return store_sqlerr(c, rc, "gate heartbeat");
 		} else if (!strcmp(q, "version_match")) {
 			char what[300];
@@ -1365,10 +1350,10 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 		            "rn.node_id = ?");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, r->id);
-		sqlite3_bind_int64(s, 2, node_id);
-		if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-			gate_job = sqlite3_column_int64(s, 0);
+		sql_bind_int(s, 1, r->id);
+		sql_bind_int(s, 2, node_id);
+		if ((rc = sql_step(s)) == SQL_ROW) {
+			gate_job = sql_int(s, 0);
 			if (gate_job && !strcmp(col_text(s, 1), "succeeded"))
 				why[0] = '\0';
 			else if (gate_job && (!strcmp(col_text(s, 1), "queued") ||
@@ -1378,8 +1363,8 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 				snprintf(why, len, "!health check recipe %s: %s", col_text(s, 1),
 				         col_text(s, 2) ? col_text(s, 2) : "");
 		}
-		sqlite3_reset(s);
-		if (rc != SQLITE_ROW)
+		sql_reset(s);
+		if (rc != SQL_ROW)
 			return store_sqlerr(c, rc, "gate recipe");
 		if (gate_job == 0) {
 			struct node_ref n;
@@ -1407,9 +1392,9 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 			            "node_id = ?2");
 			if (s == NULL)
 				return RP_ERR_INTERNAL;
-			sqlite3_bind_int64(s, 1, r->id);
-			sqlite3_bind_int64(s, 2, node_id);
-			sqlite3_bind_int64(s, 3, gate_job);
+			sql_bind_int(s, 1, r->id);
+			sql_bind_int(s, 2, node_id);
+			sql_bind_int(s, 3, gate_job);
 			if ((e = exec_stmt(c, s, "gate job")) != RP_ERR_OK)
 				return e;
 			*changed = 1;
@@ -1429,7 +1414,7 @@ wave_gate(struct conn *c, struct ro *r, int64_t w, int64_t wave_end, int64_t now
 	json_t *to = json_object_get(r->gate, "timeout_s");
 	int64_t timeout_ms = (json_is_integer(to) ? json_integer_value(to) : 600) * 1000;
 	json_t *nodes = json_array(), *v;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e = RP_ERR_INTERNAL;
 	int64_t waiting = 0;
 	size_t i;
@@ -1445,14 +1430,13 @@ wave_gate(struct conn *c, struct ro *r, int64_t w, int64_t wave_end, int64_t now
 	         "AND wave = ? AND state = 'running' AND phase = 'gate'");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, r->id);
-	sqlite3_bind_int64(s, 2, w);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-		json_array_append_new(nodes,
-		                      json_pack("[I, I]", (json_int_t)sqlite3_column_int64(s, 0),
-		                                (json_int_t)sqlite3_column_int64(s, 1)));
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_bind_int(s, 1, r->id);
+	sql_bind_int(s, 2, w);
+	while ((rc = sql_step(s)) == SQL_ROW)
+		json_array_append_new(nodes, json_pack("[I, I]", (json_int_t)sql_int(s, 0),
+		                                       (json_int_t)sql_int(s, 1)));
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "gate nodes");
 		goto out;
 	}
@@ -1487,17 +1471,17 @@ out:
 static enum rp_err
 wave_set(struct conn *c, struct ro *r, int64_t w, const char *state, int64_t now)
 {
-	sqlite3_stmt *s =
+	struct stmt *s =
 	        STMT(c, "UPDATE rollout_waves SET state = ?3, finished_at = CASE WHEN ?3 = "
 	                "'gating' THEN ?4 ELSE finished_at END, done_at = CASE WHEN ?3 = "
 	                "'done' THEN ?4 ELSE done_at END WHERE rollout_id = ?1 AND idx = ?2");
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, r->id);
-	sqlite3_bind_int64(s, 2, w);
-	store_bind_text(s, 3, state);
-	sqlite3_bind_int64(s, 4, now);
+	sql_bind_int(s, 1, r->id);
+	sql_bind_int(s, 2, w);
+	sql_bind_text(s, 3, state);
+	sql_bind_int(s, 4, now);
 	return exec_stmt(c, s, "rollout wave state");
 }
 
@@ -1505,7 +1489,7 @@ wave_set(struct conn *c, struct ro *r, int64_t w, const char *state, int64_t now
 static enum rp_err
 advance_once(struct conn *c, struct ro *r, int64_t now, int *progress, int *need_power)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t w = -1, failed = 0, running = 0, wave_end = 0;
 	char wstate[16] = "";
 	enum rp_err e;
@@ -1550,14 +1534,14 @@ advance_once(struct conn *c, struct ro *r, int64_t now, int *progress, int *need
 	         "= ? AND state != 'done' ORDER BY idx LIMIT 1");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, r->id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		w = sqlite3_column_int64(s, 0);
+	sql_bind_int(s, 1, r->id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		w = sql_int(s, 0);
 		snprintf(wstate, sizeof wstate, "%s", col_text(s, 1));
-		wave_end = sqlite3_column_int64(s, 2);
+		wave_end = sql_int(s, 2);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	sql_reset(s);
+	if (rc != SQL_ROW && rc != SQL_DONE)
 		return store_sqlerr(c, rc, "rollout current wave");
 	if (w < 0) {
 		/* Every wave passed its gate. */
@@ -1587,12 +1571,12 @@ advance_once(struct conn *c, struct ro *r, int64_t now, int *progress, int *need
 		         "state = 'running' AND phase = 'job'");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, r->id);
-		sqlite3_bind_int64(s, 2, w);
-		if ((rc = sqlite3_step(s)) == SQLITE_ROW)
-			running = sqlite3_column_int64(s, 0);
-		sqlite3_reset(s);
-		if (rc != SQLITE_ROW)
+		sql_bind_int(s, 1, r->id);
+		sql_bind_int(s, 2, w);
+		if ((rc = sql_step(s)) == SQL_ROW)
+			running = sql_int(s, 0);
+		sql_reset(s);
+		if (rc != SQL_ROW)
 			return store_sqlerr(c, rc, "rollout wave running");
 		*progress = changed;
 		if (running > 0)
@@ -1619,12 +1603,12 @@ advance_once(struct conn *c, struct ro *r, int64_t now, int *progress, int *need
 		         "state = 'failed'");
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, r->id);
-		sqlite3_bind_int64(s, 2, w);
-		if ((rc = sqlite3_step(s)) == SQLITE_ROW)
-			bad = sqlite3_column_int64(s, 0);
-		sqlite3_reset(s);
-		if (rc != SQLITE_ROW)
+		sql_bind_int(s, 1, r->id);
+		sql_bind_int(s, 2, w);
+		if ((rc = sql_step(s)) == SQL_ROW)
+			bad = sql_int(s, 0);
+		sql_reset(s);
+		if (rc != SQL_ROW)
 			return store_sqlerr(c, rc, "rollout wave failures");
 		if ((e = wave_set(c, r, w, "done", now)) != RP_ERR_OK ||
 		    (e = ro_event(c, "rackpilotd", r, "rollout.wave_done", NULL, NULL,
@@ -1681,44 +1665,44 @@ out:
 static enum rp_err
 pf_bmc(struct conn *c, int64_t node_id, json_t *node)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT b.driver, b.address IS NOT NULL AND b.address != '', "
-	                          "b.username IS NOT NULL AND b.username != '', b.password_sealed "
-	                          "IS NOT NULL FROM nodes n LEFT JOIN bmcs b ON b.node_id = n.id "
-	                          "WHERE n.id = ?");
+	struct stmt *s = STMT(c, "SELECT b.driver, b.address IS NOT NULL AND b.address != '', "
+	                         "b.username IS NOT NULL AND b.username != '', b.password_sealed "
+	                         "IS NOT NULL FROM nodes n LEFT JOIN bmcs b ON b.node_id = n.id "
+	                         "WHERE n.id = ?");
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, node_id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	sql_bind_int(s, 1, node_id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
 		json_object_set_new(node, "driver",
 		                    col_text(s, 0) ? json_string(col_text(s, 0)) : json_null());
-		json_object_set_new(node, "address", json_boolean(sqlite3_column_int(s, 1)));
-		json_object_set_new(node, "username", json_boolean(sqlite3_column_int(s, 2)));
-		json_object_set_new(node, "password", json_boolean(sqlite3_column_int(s, 3)));
+		json_object_set_new(node, "address", json_boolean(sql_int(s, 1)));
+		json_object_set_new(node, "username", json_boolean(sql_int(s, 2)));
+		json_object_set_new(node, "password", json_boolean(sql_int(s, 3)));
 	}
-	sqlite3_reset(s);
-	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "preflight bmc");
+	sql_reset(s);
+	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "preflight bmc");
 }
 
 /* The params of recipe `name` (an object), or JSON null when there is no such recipe. */
 static enum rp_err
 pf_recipe(struct conn *c, const char *name, json_t **out)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT params FROM recipes WHERE name = ?");
+	struct stmt *s = STMT(c, "SELECT params FROM recipes WHERE name = ?");
 	int rc;
 
 	*out = NULL;
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+	sql_bind_text(s, 1, name);
+	if ((rc = sql_step(s)) == SQL_ROW)
 		*out = col_text(s, 0) ? json_loads(col_text(s, 0), 0, NULL) : NULL;
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	sql_reset(s);
+	if (rc != SQL_ROW && rc != SQL_DONE)
 		return store_sqlerr(c, rc, "preflight recipe");
 	if (*out == NULL)
-		*out = rc == SQLITE_ROW ? json_object() : json_null();
+		*out = rc == SQL_ROW ? json_object() : json_null();
 	return RP_ERR_OK;
 }
 
@@ -1730,7 +1714,7 @@ pf_firmware(struct conn *c, const struct node_ref *n, json_t *only, json_t *node
 {
 	json_t *targets = NULL, *t, *v, *keep = NULL;
 	char bname[128] = "", cls[128] = "";
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e = RP_ERR_INTERNAL;
 	size_t i, j;
 	int rc;
@@ -1739,14 +1723,14 @@ pf_firmware(struct conn *c, const struct node_ref *n, json_t *only, json_t *node
 	            "firmware_baselines b ON b.node_class = n.node_class WHERE n.id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, n->id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	sql_bind_int(s, 1, n->id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
 		snprintf(cls, sizeof cls, "%s", col_text(s, 0));
 		if (col_text(s, 1))
 			snprintf(bname, sizeof bname, "%s", col_text(s, 1));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW)
+	sql_reset(s);
+	if (rc != SQL_ROW)
 		return store_sqlerr(c, rc, "preflight baseline");
 	if (bname[0] == '\0') {
 		*detail = store_why(NULL,
@@ -1763,7 +1747,7 @@ pf_firmware(struct conn *c, const struct node_ref *n, json_t *only, json_t *node
 	            "fc.component = bc.component WHERE n.id = ? ORDER BY bc.component");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, n->id);
+	sql_bind_int(s, 1, n->id);
 	if ((targets = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	if ((e = store_components_known(targets, only, detail)) != RP_ERR_OK)
@@ -1803,7 +1787,7 @@ static enum rp_err
 pf_bios(struct conn *c, const struct node_ref *n, const char *profile, json_t *node,
         json_t **detail)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *p = NULL, *params = NULL;
 	int64_t pid = 0;
 	enum rp_err e;
@@ -1827,19 +1811,19 @@ pf_bios(struct conn *c, const struct node_ref *n, const char *profile, json_t *n
 		            "bios_profiles p ON p.id = " TARGET_PROFILE " WHERE n.id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, profile ? pid : n->id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+	sql_bind_int(s, 1, profile ? pid : n->id);
+	if ((rc = sql_step(s)) == SQL_ROW)
 		p = json_pack("{s:s, s:s, s:s?, s:I}", "name", col_text(s, 0), "method",
 		              col_text(s, 1) ? col_text(s, 1) : "redfish", "recipe", col_text(s, 2),
-		              "attributes", (json_int_t)sqlite3_column_int64(s, 3));
-	sqlite3_reset(s);
-	if (rc == SQLITE_DONE) {
+		              "attributes", (json_int_t)sql_int(s, 3));
+	sql_reset(s);
+	if (rc == SQL_DONE) {
 		*detail = store_why(NULL,
 		                    "node %s has no BIOS profile (neither its own nor its class's)",
 		                    n->name);
 		return RP_ERR_CONFLICT;
 	}
-	if (rc != SQLITE_ROW)
+	if (rc != SQL_ROW)
 		return store_sqlerr(c, rc, "preflight profile");
 	if (p == NULL)
 		return RP_ERR_INTERNAL;

@@ -55,7 +55,7 @@ store_unseal(struct conn *c, const char *sealed, const char *node)
 static enum rp_err
 key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
 {
-	sqlite3_stmt *s =
+	struct stmt *s =
 	        STMT(c, "SELECT password_sealed FROM bmcs WHERE password_sealed IS NOT NULL");
 	const char *next = rp_secrets_next_key_id(sec);
 	char id[RP_SECRET_KEY_ID_BUF];
@@ -64,9 +64,8 @@ key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	*seen = 0;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (rp_secrets_sealed_key_id((const char *)sqlite3_column_text(s, 0), id,
-		                             sizeof id) < 0)
+	while ((rc = sql_step(s)) == SQL_ROW) {
+		if (rp_secrets_sealed_key_id(sql_text(s, 0), id, sizeof id) < 0)
 			*seen |= 4;
 		else if (!strcmp(id, rp_secrets_key_id(sec)))
 			*seen |= 1;
@@ -75,8 +74,8 @@ key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
 		else
 			*seen |= 4;
 	}
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "sealed key ids");
+	sql_reset(s);
+	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "sealed key ids");
 }
 
 /* Seal every value again under the key rp_secrets_seal uses now (and every plaintext one an
@@ -84,8 +83,8 @@ key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
 static enum rp_err
 reseal_all(struct conn *c, int *count)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT node_id, password, password_sealed FROM bmcs WHERE "
-	                          "password IS NOT NULL OR password_sealed IS NOT NULL");
+	struct stmt *s = STMT(c, "SELECT node_id, password, password_sealed FROM bmcs WHERE "
+	                         "password IS NOT NULL OR password_sealed IS NOT NULL");
 	json_t *rows = json_array(), *row;
 	enum rp_err e = RP_ERR_INTERNAL;
 	size_t i;
@@ -94,38 +93,37 @@ reseal_all(struct conn *c, int *count)
 	if (s == NULL || rows == NULL)
 		goto out;
 	/* Read all first: the statement cannot stay open across the updates of its own rows. */
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = sql_step(s)) == SQL_ROW) {
 		json_t *plain = NULL;
 
-		if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
+		if (sql_type(s, 2) != SQL_NULL) {
 			char node[24];
 
-			snprintf(node, sizeof node, "#%lld", (long long)sqlite3_column_int64(s, 0));
-			if ((plain = store_unseal(c, (const char *)sqlite3_column_text(s, 2),
-			                          node)) == NULL) {
-				sqlite3_reset(s);
+			snprintf(node, sizeof node, "#%lld", (long long)sql_int(s, 0));
+			if ((plain = store_unseal(c, sql_text(s, 2), node)) == NULL) {
+				sql_reset(s);
 				e = RP_ERR_CONFLICT;
 				goto out;
 			}
-		} else if ((plain = json_string((const char *)sqlite3_column_text(s, 1))) == NULL) {
+		} else if ((plain = json_string(sql_text(s, 1))) == NULL) {
 			/* Not UTF-8 (not written through the API): say so rather than leave it in
 			 * clear. */
 			rp_log_error("node #%lld: its BMC password in clear is not valid UTF-8; "
 			             "set it again",
-			             (long long)sqlite3_column_int64(s, 0));
-			sqlite3_reset(s);
+			             (long long)sql_int(s, 0));
+			sql_reset(s);
 			e = RP_ERR_CONFLICT;
 			goto out;
 		}
 		if (json_array_append_new(rows, json_pack("{s:I, s:o}", "id",
-		                                          (json_int_t)sqlite3_column_int64(s, 0),
-		                                          "pw", plain)) < 0) {
-			sqlite3_reset(s);
+		                                          (json_int_t)sql_int(s, 0), "pw", plain)) <
+		    0) {
+			sql_reset(s);
 			goto out;
 		}
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "secrets read");
 		goto out;
 	}
@@ -144,14 +142,10 @@ reseal_all(struct conn *c, int *count)
 			free(sealed);
 			goto out;
 		}
-		sqlite3_bind_int64(s, 1, json_integer_value(json_object_get(row, "id")));
-		sqlite3_bind_text(s, 2, sealed, -1, free);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
-			e = store_sqlerr(c, rc, "reseal");
+		sql_bind_int(s, 1, json_integer_value(json_object_get(row, "id")));
+		sql_bind_text_own(s, 2, sealed);
+		if ((e = store_exec(c, s, "reseal")) != RP_ERR_OK)
 			goto out;
-		}
 	}
 	*count = (int)json_array_size(rows);
 	e = RP_ERR_OK;
@@ -168,31 +162,16 @@ out:
 	return e;
 }
 
-/* PRAGMA secure_delete of c (Debian builds SQLite with it on by default), or -1. */
-static int
-secure_delete(struct conn *c)
-{
-	sqlite3_stmt *s = NULL;
-	int v = -1;
-
-	if (sqlite3_prepare_v2(c->db, "PRAGMA secure_delete", -1, &s, NULL) == SQLITE_OK &&
-	    sqlite3_step(s) == SQLITE_ROW)
-		v = sqlite3_column_int(s, 0);
-	sqlite3_finalize(s);
-	return v;
-}
-
-/* One transaction that seals everything again under the current sealing key. Old cell
- * contents are zeroed as they are rewritten (secure_delete), and the WAL is checkpointed and
- * truncated after, so no copy of what was replaced stays in the database files; with vacuum
- * (after plaintext from an older version) the file is rewritten too, free pages included. */
+/* One transaction that seals everything again under the current sealing key. The driver
+ * makes what was replaced unrecoverable from the database files (SQLite: cells zeroed as
+ * they are rewritten and the WAL truncated after; with vacuum, after plaintext from an
+ * older version, the whole file rewritten, free pages included). */
 static enum rp_err
 reseal(struct conn *c, int vacuum, int *count, char *why, size_t whylen)
 {
-	int was = secure_delete(c), log = 0, done = 0;
 	enum rp_err e;
 
-	sqlite3_exec(c->db, "PRAGMA secure_delete = ON", NULL, NULL, NULL);
+	c->drv->begin_scrub(c->db);
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		goto out;
 	if ((e = reseal_all(c, count)) != RP_ERR_OK) {
@@ -204,24 +183,9 @@ reseal(struct conn *c, int vacuum, int *count, char *why, size_t whylen)
 	}
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
-	if (vacuum && sqlite3_exec(c->db, "VACUUM", NULL, NULL, NULL) != SQLITE_OK)
-		rp_log_warn("secrets: VACUUM after sealing failed: %s", sqlite3_errmsg(c->db));
-	/* A checkpoint other readers hold up leaves the old pages in the WAL: say so. */
-	if (sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &done) !=
-	            SQLITE_OK ||
-	    log != done)
-		rp_log_warn(
-		        "secrets: the WAL could not be checkpointed at once (%d of %d frames); the "
-		        "replaced values leave it at the next checkpoint",
-		        done, log);
 out:
 	store_rollback(c);
-	if (was >= 0) {
-		char pragma[40];
-
-		snprintf(pragma, sizeof pragma, "PRAGMA secure_delete = %d", was);
-		sqlite3_exec(c->db, pragma, NULL, NULL, NULL);
-	}
+	c->drv->end_scrub(c->db, e == RP_ERR_OK, vacuum);
 	if (e != RP_ERR_OK && !why[0])
 		snprintf(why, whylen, "cannot seal the BMC passwords: %s", rp_err_message(e));
 	return e;
@@ -232,7 +196,7 @@ rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whyl
 {
 	struct conn *c = store_conn(st);
 	struct rp_secrets *sec = st->secrets;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int seen = 0, legacy = 0, count = 0, bad = 0, total = 0, rc;
 	char first[300] = "";
 	enum rp_err e;
@@ -270,9 +234,9 @@ rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whyl
 	s = STMT(c, "SELECT count(*) FROM bmcs WHERE password IS NOT NULL");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	if (sqlite3_step(s) == SQLITE_ROW)
-		legacy = sqlite3_column_int(s, 0);
-	sqlite3_reset(s);
+	if (sql_step(s) == SQL_ROW)
+		legacy = sql_int(s, 0);
+	sql_reset(s);
 	if (legacy > 0) {
 		if ((e = reseal(c, 1, &count, why, whylen)) != RP_ERR_OK)
 			return e;
@@ -286,22 +250,20 @@ rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whyl
 	         "b.node_id WHERE b.password_sealed IS NOT NULL");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = sql_step(s)) == SQL_ROW) {
 		char r[256], *plain = NULL;
 		size_t len = 0;
 
 		total++;
-		if (rp_secrets_open(sec, (const char *)sqlite3_column_text(s, 2), &plain, &len, r,
-		                    sizeof r) == 0) {
+		if (rp_secrets_open(sec, sql_text(s, 2), &plain, &len, r, sizeof r) == 0) {
 			rp_secrets_plain_free(plain, len);
 			continue;
 		}
 		if (bad++ == 0)
-			snprintf(first, sizeof first, "node %s: %s",
-			         (const char *)sqlite3_column_text(s, 1), r);
+			snprintf(first, sizeof first, "node %s: %s", sql_text(s, 1), r);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
+	sql_reset(s);
+	if (rc != SQL_DONE)
 		return store_sqlerr(c, rc, "secrets check");
 	if (bad == 0)
 		return RP_ERR_OK;
@@ -322,7 +284,7 @@ enum rp_err
 rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *gone = json_array(), *g;
 	enum rp_err e = RP_ERR_INTERNAL;
 	size_t i;
@@ -338,24 +300,21 @@ rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 	        "FROM bmcs b JOIN nodes n ON n.id = b.node_id WHERE b.password_sealed IS NOT NULL");
 	if (s == NULL)
 		goto out;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = sql_step(s)) == SQL_ROW) {
 		char *plain = NULL;
 		size_t len = 0;
 
-		if (rp_secrets_open(st->secrets, (const char *)sqlite3_column_text(s, 4), &plain,
-		                    &len, NULL, 0) == 0) {
+		if (rp_secrets_open(st->secrets, sql_text(s, 4), &plain, &len, NULL, 0) == 0) {
 			rp_secrets_plain_free(plain, len);
 			continue;
 		}
-		json_array_append_new(gone,
-		                      json_pack("{s:I, s:s, s:s, s:I}", "id",
-		                                (json_int_t)sqlite3_column_int64(s, 0), "uuid",
-		                                (const char *)sqlite3_column_text(s, 1), "name",
-		                                (const char *)sqlite3_column_text(s, 2), "rack",
-		                                (json_int_t)sqlite3_column_int64(s, 3)));
+		json_array_append_new(gone, json_pack("{s:I, s:s, s:s, s:I}", "id",
+		                                      (json_int_t)sql_int(s, 0), "uuid",
+		                                      sql_text(s, 1), "name", sql_text(s, 2),
+		                                      "rack", (json_int_t)sql_int(s, 3)));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "secrets forget read");
 		goto out;
 	}
@@ -366,13 +325,9 @@ rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 		s = STMT(c, "UPDATE bmcs SET password_sealed = NULL WHERE node_id = ?");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, json_integer_value(json_object_get(g, "id")));
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
-			e = store_sqlerr(c, rc, "secrets forget");
+		sql_bind_int(s, 1, json_integer_value(json_object_get(g, "id")));
+		if ((e = store_exec(c, s, "secrets forget")) != RP_ERR_OK)
 			goto out;
-		}
 		snprintf(summary, sizeof summary,
 		         "BMC password of %s cleared: it could not be opened with the secret key; "
 		         "set "

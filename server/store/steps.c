@@ -16,61 +16,59 @@
 enum rp_err
 store_ssh_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 {
-	sqlite3_stmt *s = STMT(c, "SELECT n.maintenance, coalesce(n.ssh_address, a.address), "
-	                          "k.node_id IS NOT NULL FROM nodes n LEFT JOIN agents a ON "
-	                          "a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id "
-	                          "WHERE n.id = ?");
+	struct stmt *s = STMT(c, "SELECT n.maintenance, coalesce(n.ssh_address, a.address), "
+	                         "k.node_id IS NOT NULL FROM nodes n LEFT JOIN agents a ON "
+	                         "a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id "
+	                         "WHERE n.id = ?");
 	enum rp_err e = RP_ERR_OK;
 	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, node_id);
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_ROW) {
-		sqlite3_reset(s);
-		return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "ssh ready");
+	sql_bind_int(s, 1, node_id);
+	rc = sql_step(s);
+	if (rc != SQL_ROW) {
+		sql_reset(s);
+		return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "ssh ready");
 	}
-	if (sqlite3_column_int(s, 0)) {
+	if (sql_int(s, 0)) {
 		snprintf(why, len, "node is in maintenance");
 		e = RP_ERR_INVALID_STATE;
-	} else if (sqlite3_column_type(s, 1) == SQLITE_NULL) {
+	} else if (sql_type(s, 1) == SQL_NULL) {
 		snprintf(why, len,
 		         "node has no SSH address: register its agent or set ssh.address");
 		e = RP_ERR_CONFLICT;
-	} else if (!sqlite3_column_int(s, 2)) {
+	} else if (!sql_int(s, 2)) {
 		snprintf(why, len,
 		         "node has no pinned SSH host key: register its agent or pin one "
 		         "with PUT /v1/nodes/{node}/ssh-host-key");
 		e = RP_ERR_CONFLICT;
 	}
-	sqlite3_reset(s);
+	sql_reset(s);
 	return e;
 }
 
 enum rp_err
 store_steps_insert(struct conn *c, int64_t job_id, json_t *plan)
 {
+	enum rp_err e;
 	json_t *step;
 	size_t i;
 
 	json_array_foreach(plan, i, step)
 	{
-		sqlite3_stmt *s = STMT(c, "INSERT INTO job_steps(job_id, idx, step_id, type, "
-		                          "continue_on_error) VALUES (?,?,?,?,?)");
-		int rc;
+		struct stmt *s = STMT(c, "INSERT INTO job_steps(job_id, idx, step_id, type, "
+		                         "continue_on_error) VALUES (?,?,?,?,?)");
 
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
-		sqlite3_bind_int64(s, 1, job_id);
-		sqlite3_bind_int64(s, 2, (sqlite3_int64)i);
+		sql_bind_int(s, 1, job_id);
+		sql_bind_int(s, 2, (int64_t)i);
 		store_bind_str(s, 3, step, "id");
 		store_bind_str(s, 4, step, "type");
-		sqlite3_bind_int(s, 5, json_is_true(json_object_get(step, "continue_on_error")));
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE)
-			return store_sqlerr(c, rc, "step insert");
+		sql_bind_int(s, 5, json_is_true(json_object_get(step, "continue_on_error")));
+		if ((e = store_exec(c, s, "step insert")) != RP_ERR_OK)
+			return e;
 	}
 	return RP_ERR_OK;
 }
@@ -78,18 +76,18 @@ store_steps_insert(struct conn *c, int64_t job_id, json_t *plan)
 json_t *
 store_steps_view(struct conn *c, int64_t job_id)
 {
-	sqlite3_stmt *s = STMT(c, STEP_COLS);
+	struct stmt *s = STMT(c, STEP_COLS);
 
 	if (s == NULL)
 		return NULL;
-	sqlite3_bind_int64(s, 1, job_id);
+	sql_bind_int(s, 1, job_id);
 	return store_rows(c, s);
 }
 
 enum rp_err
 store_steps_close(struct conn *c, int64_t job_id, const char *job_state)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int rc;
 
 	/* A job that ended leaves no step pretending to wait or run. */
@@ -100,12 +98,12 @@ store_steps_close(struct conn *c, int64_t job_id, const char *job_state)
 	            "WHERE job_id = ?1 AND state IN ('pending', 'running')");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, job_id);
-	store_bind_text(s, 2, job_state);
-	sqlite3_bind_int64(s, 3, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "steps close");
+	sql_bind_int(s, 1, job_id);
+	sql_bind_text(s, 2, job_state);
+	sql_bind_int(s, 3, rp_time_now_ms());
+	rc = sql_step(s);
+	sql_reset(s);
+	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "steps close");
 }
 
 /* The job an agent names, checked to belong to its node. */
@@ -113,7 +111,7 @@ static enum rp_err
 agent_job(struct conn *c, int64_t node_id, const char *uuid, int64_t *job_id, char *state,
           size_t slen, int *cancel)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t owner = 0;
 	int rc;
 
@@ -123,17 +121,17 @@ agent_job(struct conn *c, int64_t node_id, const char *uuid, int64_t *job_id, ch
 	            "uuid = lower(?) AND type IN ('steps', 'commission', 'deploy', 'release')");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_text(s, 1, uuid, -1, SQLITE_TRANSIENT);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		*job_id = sqlite3_column_int64(s, 0);
-		owner = sqlite3_column_int64(s, 1);
-		snprintf(state, slen, "%s", (const char *)sqlite3_column_text(s, 2));
-		*cancel = sqlite3_column_int(s, 3);
+	sql_bind_text(s, 1, uuid);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
+		*job_id = sql_int(s, 0);
+		owner = sql_int(s, 1);
+		snprintf(state, slen, "%s", sql_text(s, 2));
+		*cancel = sql_int(s, 3);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW)
-		return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "agent job");
+	sql_reset(s);
+	if (rc != SQL_ROW)
+		return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "agent job");
 	/* Another node's job: say so, it is no secret that it exists, only what it holds. */
 	return owner == node_id ? RP_ERR_OK : RP_ERR_FORBIDDEN;
 }
@@ -142,7 +140,7 @@ enum rp_err
 rp_store_agent_job(struct rp_store *st, int64_t node_id, const char *job, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *steps;
 	char state[16];
 	int64_t id = 0;
@@ -160,7 +158,7 @@ rp_store_agent_job(struct rp_store *st, int64_t node_id, const char *job, json_t
 	            "job_id = ? ORDER BY idx");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
+	sql_bind_int(s, 1, id);
 	if ((steps = store_rows(c, s)) == NULL)
 		goto out;
 	*out = json_pack("{s:s, s:s, s:b, s:o}", "id", job, "state", state, "cancel_requested",
@@ -179,7 +177,7 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 	const char *state = json_string_value(json_object_get(rep, "state"));
 	char jstate[16], cur[16] = "", summary[400], *rtext = NULL;
 	struct node_ref n;
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t id = 0, idx = -1, now = rp_time_now_ms();
 	enum rp_err e;
 	int cancel = 0, rc;
@@ -194,15 +192,15 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 	s = STMT(c, "SELECT idx, state FROM job_steps WHERE job_id = ? AND step_id = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
-	sqlite3_bind_text(s, 2, step, -1, SQLITE_TRANSIENT);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		idx = sqlite3_column_int64(s, 0);
-		snprintf(cur, sizeof cur, "%s", (const char *)sqlite3_column_text(s, 1));
+	sql_bind_int(s, 1, id);
+	sql_bind_text(s, 2, step);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		idx = sql_int(s, 0);
+		snprintf(cur, sizeof cur, "%s", sql_text(s, 1));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
-		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "step read");
+	sql_reset(s);
+	if (rc != SQL_ROW) {
+		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "step read");
 		goto out;
 	}
 	/* A job waiting to retry (its SSH session dropped) is still the agent's to finish. */
@@ -231,10 +229,10 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 		         "result = NULL WHERE job_id = ?1 AND idx = ?2");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, id);
-		sqlite3_bind_int64(s, 2, idx);
+		sql_bind_int(s, 1, id);
+		sql_bind_int(s, 2, idx);
 		store_bind_str(s, 3, rep, "boot_id");
-		sqlite3_bind_int64(s, 4, now);
+		sql_bind_int(s, 4, now);
 	} else {
 		/* Posting the same end again is a retry after a lost answer: accept it. */
 		if (!strcmp(cur, state)) {
@@ -254,27 +252,23 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 		         "boot_id = coalesce(?12, boot_id) WHERE job_id = ?1 AND idx = ?2");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, id);
-		sqlite3_bind_int64(s, 2, idx);
-		store_bind_text(s, 3, state);
+		sql_bind_int(s, 1, id);
+		sql_bind_int(s, 2, idx);
+		sql_bind_text(s, 3, state);
 		store_bind_int(s, 4, rep, "exit_code");
 		store_bind_int(s, 5, rep, "duration_ms");
 		store_bind_str(s, 6, rep, "output");
 		store_bind_int(s, 7, rep, "output_bytes");
-		sqlite3_bind_int(s, 8, json_is_true(json_object_get(rep, "output_truncated")));
+		sql_bind_int(s, 8, json_is_true(json_object_get(rep, "output_truncated")));
 		store_bind_str(s, 9, rep, "error");
 		if (json_is_object(json_object_get(rep, "result")) &&
 		    (rtext = store_canon(json_object_get(rep, "result"))) != NULL)
-			sqlite3_bind_text(s, 10, rtext, -1, free);
-		sqlite3_bind_int64(s, 11, now);
+			sql_bind_text_own(s, 10, rtext);
+		sql_bind_int(s, 11, now);
 		store_bind_str(s, 12, rep, "boot_id");
 	}
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "step report");
+	if ((e = store_exec(c, s, "step report")) != RP_ERR_OK)
 		goto out;
-	}
 	if (!strcmp(state, "failed")) {
 		if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
 			goto out;
@@ -296,7 +290,7 @@ enum rp_err
 rp_store_job_steps(struct rp_store *st, int64_t job_id, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *a;
 
 	if (c == NULL)
@@ -306,7 +300,7 @@ rp_store_job_steps(struct rp_store *st, int64_t job_id, json_t **out)
 	            "WHERE job_id = ? ORDER BY idx");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, job_id);
+	sql_bind_int(s, 1, job_id);
 	if ((a = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = a;
@@ -318,10 +312,9 @@ rp_store_step_finish(struct rp_store *st, int64_t job_id, int index, const char 
                      const char *error)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	int64_t now = rp_time_now_ms();
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -333,17 +326,13 @@ rp_store_step_finish(struct rp_store *st, int64_t job_id, int index, const char 
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	sqlite3_bind_int64(s, 1, job_id);
-	sqlite3_bind_int(s, 2, index);
-	store_bind_text(s, 3, state);
-	store_bind_text(s, 4, error);
-	sqlite3_bind_int64(s, 5, now);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "step finish");
+	sql_bind_int(s, 1, job_id);
+	sql_bind_int(s, 2, index);
+	sql_bind_text(s, 3, state);
+	sql_bind_text(s, 4, error);
+	sql_bind_int(s, 5, now);
+	if ((e = store_exec(c, s, "step finish")) != RP_ERR_OK)
 		goto out;
-	}
 	e = store_commit(c);
 out:
 	store_rollback(c);
@@ -353,9 +342,9 @@ out:
 enum rp_err
 rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out)
 {
+	enum rp_err e;
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
-	int rc;
+	struct stmt *s;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -369,14 +358,12 @@ rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out)
 	        "ON a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id WHERE n.id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, node_id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
-		*out = store_row(c, s);
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
-		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "ssh target");
+	sql_bind_int(s, 1, node_id);
+	if ((e = store_one(c, s, "ssh target")) != RP_ERR_OK)
+		return e;
+	*out = store_row(c, s);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -415,7 +402,7 @@ rp_store_job_log_append(struct rp_store *st, int64_t job_id, const void *data, s
                         size_t cap)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t have = 0, seq = 0;
 	size_t keep;
 	enum rp_err e;
@@ -431,14 +418,14 @@ rp_store_job_log_append(struct rp_store *st, int64_t job_id, const void *data, s
 	         "FROM jobs WHERE id = ?1");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, job_id);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		have = sqlite3_column_int64(s, 0);
-		seq = sqlite3_column_int64(s, 1);
+	sql_bind_int(s, 1, job_id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		have = sql_int(s, 0);
+		seq = sql_int(s, 1);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
-		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "log read");
+	sql_reset(s);
+	if (rc != SQL_ROW) {
+		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "log read");
 		goto out;
 	}
 	keep = (size_t)have >= cap ? 0 : len < cap - (size_t)have ? len : cap - (size_t)have;
@@ -446,30 +433,22 @@ rp_store_job_log_append(struct rp_store *st, int64_t job_id, const void *data, s
 		s = STMT(c, "INSERT INTO job_logs(job_id, seq, at, data) VALUES (?,?,?,?)");
 		if (s == NULL)
 			goto out;
-		sqlite3_bind_int64(s, 1, job_id);
-		sqlite3_bind_int64(s, 2, seq + 1);
-		sqlite3_bind_int64(s, 3, rp_time_now_ms());
-		sqlite3_bind_blob(s, 4, data, (int)keep, SQLITE_STATIC);
-		rc = sqlite3_step(s);
-		sqlite3_reset(s);
-		if (rc != SQLITE_DONE) {
-			e = store_sqlerr(c, rc, "log append");
+		sql_bind_int(s, 1, job_id);
+		sql_bind_int(s, 2, seq + 1);
+		sql_bind_int(s, 3, rp_time_now_ms());
+		sql_bind_blob(s, 4, data, keep);
+		if ((e = store_exec(c, s, "log append")) != RP_ERR_OK)
 			goto out;
-		}
 	}
 	s = STMT(c, "UPDATE jobs SET log_bytes = log_bytes + ?2, log_dropped = log_dropped + ?3 "
 	            "WHERE id = ?1");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, job_id);
-	sqlite3_bind_int64(s, 2, (sqlite3_int64)keep);
-	sqlite3_bind_int64(s, 3, (sqlite3_int64)(len - keep));
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "log count");
+	sql_bind_int(s, 1, job_id);
+	sql_bind_int(s, 2, (int64_t)keep);
+	sql_bind_int(s, 3, (int64_t)(len - keep));
+	if ((e = store_exec(c, s, "log count")) != RP_ERR_OK)
 		goto out;
-	}
 	e = store_commit(c);
 out:
 	store_rollback(c);
@@ -481,7 +460,7 @@ rp_store_job_log(struct rp_store *st, const char *job, int64_t offset, struct rp
                  json_t **meta)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int64_t id = 0, pos = 0;
 	json_t *m = NULL;
 	enum rp_err e;
@@ -498,27 +477,25 @@ rp_store_job_log(struct rp_store *st, const char *job, int64_t offset, struct rp
 	         "SELECT id, state, log_bytes, log_dropped, type FROM jobs WHERE uuid = lower(?)");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
-	if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		id = sqlite3_column_int64(s, 0);
-		m = json_pack("{s:s, s:I, s:I, s:s}", "state",
-		              (const char *)sqlite3_column_text(s, 1), "bytes",
-		              (json_int_t)sqlite3_column_int64(s, 2), "dropped",
-		              (json_int_t)sqlite3_column_int64(s, 3), "type",
-		              (const char *)sqlite3_column_text(s, 4));
+	sql_bind_text(s, 1, job);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		id = sql_int(s, 0);
+		m = json_pack("{s:s, s:I, s:I, s:s}", "state", sql_text(s, 1), "bytes",
+		              (json_int_t)sql_int(s, 2), "dropped", (json_int_t)sql_int(s, 3),
+		              "type", sql_text(s, 4));
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
-		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "log job");
+	sql_reset(s);
+	if (rc != SQL_ROW) {
+		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "log job");
 		goto out;
 	}
 	s = STMT(c, "SELECT data FROM job_logs WHERE job_id = ? ORDER BY seq");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, id);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *d = sqlite3_column_blob(s, 0);
-		int64_t n = sqlite3_column_bytes(s, 0);
+	sql_bind_int(s, 1, id);
+	while ((rc = sql_step(s)) == SQL_ROW) {
+		const char *d = sql_blob(s, 0);
+		int64_t n = sql_bytes(s, 0);
 
 		if (pos + n > offset) {
 			int64_t skip = offset > pos ? offset - pos : 0;
@@ -527,8 +504,8 @@ rp_store_job_log(struct rp_store *st, const char *job, int64_t offset, struct rp
 		}
 		pos += n;
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
+	sql_reset(s);
+	if (rc != SQL_DONE) {
 		e = store_sqlerr(c, rc, "log read");
 		goto out;
 	}

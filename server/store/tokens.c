@@ -12,7 +12,7 @@ static enum rp_err
 insert(struct conn *c, const char *name, const char *role, const char *hash, int64_t expires_at,
        const char *actor, json_t **out)
 {
-	sqlite3_stmt *s;
+	struct stmt *s;
 	char uuid[RP_UUID_BUF], summary[160];
 	int64_t id;
 	enum rp_err e;
@@ -25,19 +25,17 @@ insert(struct conn *c, const char *name, const char *role, const char *hash, int
 	         "VALUES (?,?,?,?,?,?,?)");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	store_bind_text(s, 1, uuid);
-	store_bind_text(s, 2, name);
-	store_bind_text(s, 3, role);
-	store_bind_text(s, 4, hash);
-	sqlite3_bind_int64(s, 5, rp_time_now_ms());
-	store_bind_text(s, 6, actor);
+	sql_bind_text(s, 1, uuid);
+	sql_bind_text(s, 2, name);
+	sql_bind_text(s, 3, role);
+	sql_bind_text(s, 4, hash);
+	sql_bind_int(s, 5, rp_time_now_ms());
+	sql_bind_text(s, 6, actor);
 	if (expires_at > 0)
-		sqlite3_bind_int64(s, 7, expires_at);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return store_sqlerr(c, rc, "token insert");
-	id = sqlite3_last_insert_rowid(c->db);
+		sql_bind_int(s, 7, expires_at);
+	if ((e = store_exec(c, s, "token insert")) != RP_ERR_OK)
+		return e;
+	id = sql_last_id(c);
 	snprintf(summary, sizeof summary, "%s token '%s' created", role, name);
 	if ((e = store_event(c, actor, "token.created", "token", uuid, name, 0, 0, summary,
 	                     NULL)) != RP_ERR_OK)
@@ -47,19 +45,19 @@ insert(struct conn *c, const char *name, const char *role, const char *hash, int
 	s = STMT(c, TOKEN_COLS "WHERE id = ?");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, id);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW)
+	sql_bind_int(s, 1, id);
+	rc = sql_step(s);
+	if (rc == SQL_ROW)
 		*out = store_row(c, s);
-	sqlite3_reset(s);
-	return rc == SQLITE_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "token read");
+	sql_reset(s);
+	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "token read");
 }
 
 enum rp_err
 rp_store_token_bootstrap(struct rp_store *st, const char *hash, int *created)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	int64_t n = -1;
 
@@ -72,9 +70,9 @@ rp_store_token_bootstrap(struct rp_store *st, const char *hash, int *created)
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	if (sqlite3_step(s) == SQLITE_ROW)
-		n = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
+	if (sql_step(s) == SQL_ROW)
+		n = sql_int(s, 0);
+	sql_reset(s);
 	if (n < 0) {
 		e = RP_ERR_INTERNAL;
 		goto out;
@@ -117,7 +115,7 @@ enum rp_err
 rp_store_token_auth(struct rp_store *st, const char *hash, struct rp_token_info *out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	int rc;
 
 	if (c == NULL)
@@ -126,28 +124,26 @@ rp_store_token_auth(struct rp_store *st, const char *hash, struct rp_token_info 
 	            "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, rp_time_now_ms());
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		snprintf(out->id, sizeof out->id, "%s", (const char *)sqlite3_column_text(s, 0));
-		snprintf(out->name, sizeof out->name, "%s",
-		         (const char *)sqlite3_column_text(s, 1));
-		snprintf(out->role, sizeof out->role, "%s",
-		         (const char *)sqlite3_column_text(s, 2));
-		out->expires_at = sqlite3_column_int64(s, 3);
+	sql_bind_text(s, 1, hash);
+	sql_bind_int(s, 2, rp_time_now_ms());
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
+		snprintf(out->id, sizeof out->id, "%s", sql_text(s, 0));
+		snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
+		snprintf(out->role, sizeof out->role, "%s", sql_text(s, 2));
+		out->expires_at = sql_int(s, 3);
 	}
-	sqlite3_reset(s);
-	if (rc == SQLITE_ROW)
+	sql_reset(s);
+	if (rc == SQL_ROW)
 		return RP_ERR_OK;
-	return rc == SQLITE_DONE ? RP_ERR_UNAUTHORIZED : store_sqlerr(c, rc, "token auth");
+	return rc == SQL_DONE ? RP_ERR_UNAUTHORIZED : store_sqlerr(c, rc, "token auth");
 }
 
 enum rp_err
 rp_store_token_list(struct rp_store *st, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	json_t *a;
 
 	if (c == NULL)
@@ -157,7 +153,7 @@ rp_store_token_list(struct rp_store *st, json_t **out)
 	                    "ORDER BY tokens.id DESC");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	sqlite3_bind_int64(s, 1, rp_time_now_ms());
+	sql_bind_int(s, 1, rp_time_now_ms());
 	if ((a = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = a;
@@ -168,7 +164,7 @@ enum rp_err
 rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, json_t **detail)
 {
 	struct conn *c = store_conn(st);
-	sqlite3_stmt *s;
+	struct stmt *s;
 	enum rp_err e;
 	char role[16] = "", name[64] = "", summary[160];
 	int64_t now = rp_time_now_ms(), admins = 0;
@@ -185,18 +181,18 @@ rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, js
 	            "WHERE uuid = ?1 AND revoked_at IS NULL");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(s, 2, now);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		snprintf(role, sizeof role, "%s", (const char *)sqlite3_column_text(s, 0));
-		snprintf(name, sizeof name, "%s", (const char *)sqlite3_column_text(s, 1));
-		admins = sqlite3_column_int64(s, 2);
-		live = sqlite3_column_int(s, 3);
+	sql_bind_text(s, 1, id);
+	sql_bind_int(s, 2, now);
+	rc = sql_step(s);
+	if (rc == SQL_ROW) {
+		snprintf(role, sizeof role, "%s", sql_text(s, 0));
+		snprintf(name, sizeof name, "%s", sql_text(s, 1));
+		admins = sql_int(s, 2);
+		live = sql_int(s, 3);
 	}
-	sqlite3_reset(s);
-	if (rc != SQLITE_ROW) {
-		e = rc == SQLITE_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "token revoke");
+	sql_reset(s);
+	if (rc != SQL_ROW) {
+		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "token revoke");
 		goto out;
 	}
 	/* Only a live admin token can be the last way in; an expired one may always go. */
@@ -208,14 +204,10 @@ rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, js
 	s = STMT(c, "UPDATE tokens SET revoked_at = ? WHERE uuid = ?");
 	if (s == NULL)
 		goto out;
-	sqlite3_bind_int64(s, 1, now);
-	sqlite3_bind_text(s, 2, id, -1, SQLITE_TRANSIENT);
-	rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	if (rc != SQLITE_DONE) {
-		e = store_sqlerr(c, rc, "token revoke");
+	sql_bind_int(s, 1, now);
+	sql_bind_text(s, 2, id);
+	if ((e = store_exec(c, s, "token revoke")) != RP_ERR_OK)
 		goto out;
-	}
 	snprintf(summary, sizeof summary, "%s token '%s' revoked", role, name);
 	if ((e = store_event(c, actor, "token.revoked", "token", id, name, 0, 0, summary, NULL)) !=
 	    RP_ERR_OK)

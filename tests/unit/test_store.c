@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -368,6 +369,80 @@ test_threads(void **state)
 	}
 	assert_int_equal(rp_store_node_list(f->st, &rq, &pg), RP_ERR_OK);
 	assert_int_equal(json_array_size(pg.items), 200);
+	json_decref(pg.items);
+}
+
+/* Group commit. The store's flushes of the WAL file go through this wrapper (the test links
+ * with --wrap=fdatasync; SQLite's own syncs do not): it counts them, notes the size it
+ * flushed, and can act as a slow disk. */
+static int flushes, flush_delay_us;
+static off_t flushed_size;
+
+int __real_fdatasync(int fd);
+int __wrap_fdatasync(int fd);
+
+int
+__wrap_fdatasync(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0)
+		__atomic_store_n(&flushed_size, st.st_size, __ATOMIC_RELEASE);
+	if (flush_delay_us)
+		usleep((useconds_t)flush_delay_us);
+	__atomic_add_fetch(&flushes, 1, __ATOMIC_ACQ_REL);
+	return __real_fdatasync(fd);
+}
+
+static void
+test_group_commit(void **state)
+{
+	struct fx *f = *state;
+	pthread_t t[8];
+	void *args[8][2], *res;
+	struct rp_page_req rq = {.limit = 1000};
+	struct rp_page pg = {0};
+	json_t *in = J("{\"name\":\"gc-one\"}"), *out = NULL, *detail = NULL;
+	char wal[160];
+	struct stat st;
+	int i, before;
+
+	/* One writer: the acknowledged write was flushed, and after its frames were written
+	 * (the flush saw the WAL as it is now). */
+	before = flushes;
+	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	assert_true(flushes > before);
+	snprintf(wal, sizeof wal, "%s-wal", f->path);
+	assert_int_equal(stat(wal, &st), 0);
+	assert_int_equal((long long)flushed_size, (long long)st.st_size);
+	json_decref(in);
+	json_decref(out);
+
+	/* A read flushes nothing. */
+	before = flushes;
+	assert_int_equal(rp_store_node_list(f->st, &rq, &pg), RP_ERR_OK);
+	json_decref(pg.items);
+	assert_int_equal(flushes, before);
+
+	/* Eight writers on a disk that takes 2 ms per flush: every write lands, and commits
+	 * share flushes (one per commit would be 400). */
+	flush_delay_us = 2000;
+	before = flushes;
+	for (i = 0; i < 8; i++) {
+		args[i][0] = f->st;
+		args[i][1] = (void *)(intptr_t)(10 + i);
+		pthread_create(&t[i], NULL, writer, args[i]);
+	}
+	for (i = 0; i < 8; i++) {
+		pthread_join(t[i], &res);
+		assert_null(res);
+	}
+	flush_delay_us = 0;
+	print_message("group commit: 400 commits, %d flushes\n", flushes - before);
+	assert_true(flushes - before < 200);
+	memset(&pg, 0, sizeof pg);
+	assert_int_equal(rp_store_node_list(f->st, &rq, &pg), RP_ERR_OK);
+	assert_int_equal(json_array_size(pg.items), 401);
 	json_decref(pg.items);
 }
 
@@ -820,13 +895,13 @@ many_statements(struct rp_store *st)
 
 	assert_non_null(c);
 	for (i = 0; i < MANY_SLOTS; i++) {
-		sqlite3_stmt *s;
+		struct stmt *s;
 		json_t *row;
 
 		snprintf(sql, sizeof sql, "SELECT %d AS v, 'x%d' AS \"k.w\"", i, i);
 		s = store_prep(c, &many_slots[i], sql);
 		assert_non_null(s);
-		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+		assert_int_equal(sql_step(s), SQL_ROW);
 		row = store_row(c, s);
 		assert_int_equal(json_integer_value(json_object_get(row, "v")), i);
 		snprintf(sql, sizeof sql, "x%d", i);
@@ -873,6 +948,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_import_all_or_nothing, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_drift, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_bootstrap_tokens, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_register_wakes_waiting_job, setup, teardown),

@@ -1,0 +1,197 @@
+/*
+ * sql.h — private to server/store/: the database driver seam and the statement API the
+ * per-resource files use. A driver (sqlite.c today) fills a struct sql_driver; everything
+ * else in store/ speaks to the database only through the calls below, so a second
+ * database is a new driver file, not a rewrite. Only a driver includes its database's
+ * header.
+ *
+ * SQL text is written once for every driver: `?` parameters (a driver that numbers its
+ * parameters rewrites them), RETURNING and ON CONFLICT where needed. The SQLite-only
+ * constructs still in the text (json_extract/json_each, INSERT OR IGNORE, strftime) are
+ * the dialect differences a second driver must name; they are listed in
+ * docs/architecture.md.
+ */
+#ifndef RP_STORE_SQL_H
+#define RP_STORE_SQL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a step or a driver call ended with; a driver maps its own codes to these and keeps
+ * its own for sql_errmsg. */
+enum sql_rc {
+	SQL_OK = 0,
+	SQL_ROW,        /* a row is ready to read */
+	SQL_DONE,       /* the statement ran to its end */
+	SQL_BUSY,       /* another writer holds the database (or a serialization failure) */
+	SQL_CONSTRAINT, /* a unique, foreign-key or check constraint refused the change */
+	SQL_FULL,       /* the filesystem or quota is full */
+	SQL_READONLY,   /* the database may not be written */
+	SQL_IOERR,      /* reading or writing the database failed (see sys_errno) */
+	SQL_NOMEM,
+	SQL_ERROR /* anything else: a bug in the SQL, a schema mismatch */
+};
+
+/* A result column's storage type. */
+enum sql_type { SQL_NULL, SQL_INT, SQL_REAL, SQL_TEXT, SQL_BLOB };
+
+/* Transaction kinds: a snapshot for reads; a write transaction that holds the write lock
+ * from its start (so it cannot fail half-way for a lock); the schema lock migrations take
+ * so that two servers starting together apply each migration once. */
+enum sql_txn { TXN_READ, TXN_WRITE, TXN_SCHEMA };
+
+struct sql_db; /* a driver's connection */
+
+/* A driver's prepared statement begins with this header. */
+struct stmt {
+	const struct sql_driver *drv;
+};
+
+struct sql_driver {
+	const char *name;
+	/* Open a connection to target (a path, a URL: the driver's business), NULL with why. */
+	struct sql_db *(*open)(const char *target, char *why, size_t whylen);
+	/* Once per store, on the first connection: journal mode and the like. 0 or -1 (why). */
+	int (*setup)(struct sql_db *db, char *why, size_t whylen);
+	void (*close)(struct sql_db *db); /* accepts NULL */
+	/* Run SQL text (any number of statements, no parameters): SQL_OK or an error, why. */
+	int (*exec)(struct sql_db *db, const char *sql, char *why, size_t whylen);
+	/* Prepare one statement for repeated use; NULL (sql_errmsg says why). */
+	struct stmt *(*prepare)(struct sql_db *db, const char *sql);
+	void (*finalize)(struct stmt *s); /* accepts NULL */
+	/* Back to the start (bindings kept) / bindings cleared to NULL. */
+	void (*reset)(struct stmt *s);
+	void (*clear)(struct stmt *s);
+	void (*bind_int)(struct stmt *s, int i, int64_t v);
+	void (*bind_real)(struct stmt *s, int i, double v);
+	void (*bind_text)(struct stmt *s, int i, const char *v, size_t len); /* copied */
+	void (*bind_blob)(struct stmt *s, int i, const void *v, size_t len); /* copied */
+	void (*bind_null)(struct stmt *s, int i);
+	int (*step)(struct stmt *s); /* SQL_ROW, SQL_DONE or an error */
+	int (*column_count)(struct stmt *s);
+	const char *(*column_name)(struct stmt *s, int i);
+	enum sql_type (*column_type)(struct stmt *s, int i);
+	int64_t (*column_int)(struct stmt *s, int i);
+	double (*column_real)(struct stmt *s, int i);
+	const char *(*column_text)(struct stmt *s, int i); /* NULL for NULL; valid to next step */
+	const void *(*column_blob)(struct stmt *s, int i);
+	size_t (*column_bytes)(struct stmt *s, int i);
+	int (*begin)(struct sql_db *db, enum sql_txn kind);
+	int (*commit)(struct sql_db *db);
+	void (*rollback)(struct sql_db *db); /* no-op outside a transaction */
+	int (*in_txn)(struct sql_db *db);
+	/* Rows the latest statement changed; total changes of the connection; the row id the
+	 * latest INSERT gave. */
+	int64_t (*changes)(struct sql_db *db);
+	int64_t (*total_changes)(struct sql_db *db);
+	int64_t (*last_id)(struct sql_db *db);
+	/* The latest error's text, and the errno behind an SQL_IOERR (0 when none). */
+	const char *(*errmsg)(struct sql_db *db);
+	int (*sys_errno)(struct sql_db *db);
+	/* The connection may not write (opened read-only); 1/0. */
+	int (*readonly)(struct sql_db *db);
+	/* No transaction open and no statement mid-way: the connection may be replaced. */
+	int (*idle)(struct sql_db *db);
+	/* The schema version recorded in the database (-1 when unreadable), and recording one
+	 * inside the caller's TXN_SCHEMA transaction. */
+	int (*schema_version)(struct sql_db *db);
+	int (*set_schema_version)(struct sql_db *db, int v, char *why, size_t whylen);
+	/* Bracket a transaction that rewrites secrets: when it committed, make the replaced
+	 * values unrecoverable from the database files (old cells zeroed, logs truncated;
+	 * with_vacuum: the whole file rewritten too); either way restore the connection's
+	 * settings. Logs what it could not do, never fails. */
+	void (*begin_scrub)(struct sql_db *db);
+	void (*end_scrub)(struct sql_db *db, int committed, int with_vacuum);
+};
+
+/* The SQLite driver (sqlite.c). */
+extern const struct sql_driver rp_sql_sqlite;
+
+/* Statement calls, in the order a caller makes them. Binds never fail on their own: an
+ * out-of-memory bind fails the step. */
+static inline void
+sql_bind_int(struct stmt *s, int i, int64_t v)
+{
+	s->drv->bind_int(s, i, v);
+}
+
+static inline void
+sql_bind_real(struct stmt *s, int i, double v)
+{
+	s->drv->bind_real(s, i, v);
+}
+
+/* Bind v (copied), or NULL when v is NULL. */
+void sql_bind_text(struct stmt *s, int i, const char *v);
+
+/* Bind the first len bytes of v (copied). */
+static inline void
+sql_bind_textn(struct stmt *s, int i, const char *v, size_t len)
+{
+	s->drv->bind_text(s, i, v, len);
+}
+
+/* Bind v (NULL binds NULL) and free it, whatever happens. */
+void sql_bind_text_own(struct stmt *s, int i, char *v);
+
+static inline void
+sql_bind_blob(struct stmt *s, int i, const void *v, size_t len)
+{
+	s->drv->bind_blob(s, i, v, len);
+}
+
+static inline void
+sql_bind_null(struct stmt *s, int i)
+{
+	s->drv->bind_null(s, i);
+}
+
+static inline int
+sql_step(struct stmt *s)
+{
+	return s->drv->step(s);
+}
+
+static inline void
+sql_reset(struct stmt *s)
+{
+	s->drv->reset(s);
+}
+
+static inline int64_t
+sql_int(struct stmt *s, int i)
+{
+	return s->drv->column_int(s, i);
+}
+
+static inline double
+sql_real(struct stmt *s, int i)
+{
+	return s->drv->column_real(s, i);
+}
+
+static inline const char *
+sql_text(struct stmt *s, int i)
+{
+	return s->drv->column_text(s, i);
+}
+
+static inline const void *
+sql_blob(struct stmt *s, int i)
+{
+	return s->drv->column_blob(s, i);
+}
+
+static inline size_t
+sql_bytes(struct stmt *s, int i)
+{
+	return s->drv->column_bytes(s, i);
+}
+
+static inline enum sql_type
+sql_type(struct stmt *s, int i)
+{
+	return s->drv->column_type(s, i);
+}
+
+#endif
