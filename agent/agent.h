@@ -39,7 +39,7 @@ struct rp_agent_config {
 	 * Pinned and no ca_file: the pin replaces CA and host name verification. */
 	char server_fingerprint[RP_TLS_FP_HEX];
 	unsigned heartbeat_s; /* 0: the server's */
-	unsigned file_set;    /* bit per key (rp_agent_config_set order) a file has set */
+	unsigned file_set;    /* a bit per key (config.c's table) a file has set */
 };
 
 /* What the command line says; NULL members were not given. */
@@ -51,6 +51,12 @@ struct rp_agent_flags {
 
 /* Fill c with the compiled-in defaults. */
 void rp_agent_config_defaults(struct rp_agent_config *c);
+
+/* The keys table, row i (the order of docs/agent-protocol.md): returns the key, or NULL past
+ * the last row. *def is its default as the doc writes it ("" when none), *unset what no value
+ * means where the doc says more than "—" (else ""), *help one line that the doc's meaning of
+ * the key contains. All static strings. */
+const char *rp_agent_config_key(size_t i, const char **def, const char **unset, const char **help);
 
 /* Apply one `key = value` setting. 0, or -1 with err set (c unchanged). */
 int rp_agent_config_set(struct rp_agent_config *c, const char *key, const char *value, char *err,

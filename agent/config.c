@@ -1,6 +1,10 @@
-/* Agent configuration: defaults < kernel command line < config file < command-line flags. */
+/* Agent configuration: defaults < kernel command line < config file < command-line flags.
+ * One table says every key's type, place, default, kernel command line parameter and a line
+ * of help; setting, defaults and the doc (docs/agent-protocol.md, checked by
+ * tests/unit/test_config.c) all follow it. */
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,19 +12,90 @@
 
 #include "agent.h"
 
-/* Bit positions in file_set; only the keys the kernel command line also sets need one. */
-enum { KEY_URL = 1u << 0, KEY_BOOTSTRAP_TOKEN = 1u << 1, KEY_SERVER_FINGERPRINT = 1u << 2 };
+enum ktype {
+	K_STR,  /* a string into a char array; check() may refuse it */
+	K_PATH, /* an absolute path */
+	K_URL,  /* http:// or https:// */
+	K_UINT, /* unsigned in [min, max] */
+	K_BOOL, /* rp_bool_parse(): stored as int */
+	K_FP    /* a TLS public key fingerprint (rackpilot/tls.h) */
+};
 
-void
-rp_agent_config_defaults(struct rp_agent_config *c)
+struct key {
+	const char *key;
+	enum ktype type;
+	size_t off, len; /* where in struct rp_agent_config; len: bytes of a char array */
+	unsigned min, max;
+	int (*check)(const char *v); /* K_STR: 0 to accept */
+	const char *want;            /* what an error says is expected; NULL: by type */
+	/* The kernel command line's parameter for it: a file's value wins over it (file_bit in
+	 * file_set), and a malformed one is skipped, with a warning where K_WARN says so. */
+	const char *cmdline;
+	unsigned file_bit, flags;
+	const char *def;   /* the default as docs/agent-protocol.md writes it; NULL: "" or 0 */
+	const char *unset; /* what an unset value means there, where not "—" */
+	const char *help;  /* one line; the doc's meaning of the key contains it */
+};
+
+enum {
+	K_WARN = 1u << 0 /* a malformed value on the kernel command line is logged */
+};
+
+static int
+bootstrap_token(const char *v)
 {
-	memset(c, 0, sizeof *c);
-	snprintf(c->state_dir, sizeof c->state_dir, "/var/lib/rackpilot-agent");
-	snprintf(c->root, sizeof c->root, "/");
-	snprintf(c->ssh_host_key, sizeof c->ssh_host_key, "/etc/ssh/ssh_host_ed25519_key.pub");
-	snprintf(c->reboot_command, sizeof c->reboot_command, "/sbin/reboot");
-	c->tls_verify = 1;
+	return strncmp(v, RP_TOKEN_PREFIX_BOOTSTRAP, 4) ? -1 : 0;
 }
+
+static int
+host(const char *v)
+{
+	return rp_host_valid(v) ? 0 : -1;
+}
+
+static int
+nonempty(const char *v)
+{
+	return v[0] ? 0 : -1;
+}
+
+#define F(field)                                                                                   \
+	.off = offsetof(struct rp_agent_config, field),                                            \
+	.len = sizeof(((struct rp_agent_config *)0)->field)
+
+/* In the order of the table in docs/agent-protocol.md. */
+static const struct key keys[] = {
+        {"url", K_URL, F(url), .want = "an http:// or https:// URL",
+         .cmdline = "rackpilot.url=", .file_bit = 1u << 0, .help = "server base URL"},
+        {"bootstrap_token", K_STR, F(bootstrap_token), .check = bootstrap_token,
+         .want = "a token starting with " RP_TOKEN_PREFIX_BOOTSTRAP,
+         .cmdline = "rackpilot.token=", .file_bit = 1u << 1, .help = "for `register`"},
+        {"token_file", K_PATH, F(token_file), .unset = "state_dir/token",
+         .help = "where the agent token is kept (0600)"},
+        {"state_dir", K_PATH, F(state_dir), .def = "/var/lib/rackpilot-agent",
+         .help = "lock, token, downloaded images"},
+        {"root", K_PATH, F(root), .def = "/", .help = "prefix for `/proc`, `/sys` reads"},
+        {"ssh_host_key", K_PATH, F(ssh_host_key), .def = "/etc/ssh/ssh_host_ed25519_key.pub",
+         .help = "public key reported at registration"},
+        {"ssh_address", K_STR, F(ssh_address), .check = host, .want = "a host name or IP address",
+         .help = "reported as `ssh` at registration"},
+        {"ssh_port", K_UINT, F(ssh_port), .min = 1, .max = 65535, .want = "a port (1-65535)",
+         .help = "reported as `ssh` at registration"},
+        {"authorized_keys", K_PATH, F(authorized_keys),
+         .help = "registration makes sure the server's key is in this file"},
+        {"reboot_command", K_STR, F(reboot_command), .check = nonempty, .want = "a command",
+         .def = "/sbin/reboot", .help = "run (detached) by a `reboot` step"},
+        {"tls_verify", K_BOOL, F(tls_verify), .want = "true or false", .def = "true",
+         .help = "verify the server's certificate"},
+        {"ca_file", K_PATH, F(ca_file), .help = "CA bundle for the server"},
+        {"server_fingerprint", K_FP, F(server_fingerprint), .want = RP_TLS_FP_WANT,
+         .cmdline = "rackpilot.tls_sha256=", .file_bit = 1u << 2, .flags = K_WARN,
+         .help = "pin the server's TLS public key"},
+        {"heartbeat_s", K_UINT, F(heartbeat_s), .min = 1, .max = 86400, .want = "seconds (1-86400)",
+         .unset = "from the server", .help = "heartbeat period of `daemon`"},
+};
+
+#define NKEYS (sizeof keys / sizeof keys[0])
 
 static int
 parse_uint(const char *v, unsigned min, unsigned max, unsigned *out)
@@ -38,114 +113,90 @@ parse_uint(const char *v, unsigned min, unsigned max, unsigned *out)
 	return 0;
 }
 
+/* One row's value into c: 0, or -1 with c unchanged. Paths must be absolute: the processes
+ * that read them would otherwise depend on the working directory of whoever started the
+ * agent. */
 static int
-parse_bool(const char *v, int *out)
+apply(struct rp_agent_config *c, const struct key *k, const char *v)
 {
-	if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
-		*out = 1;
-	else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "0"))
-		*out = 0;
-	else
+	char *p = (char *)c + k->off;
+
+	switch (k->type) {
+	case K_URL:
+		if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
+			return -1;
+		break;
+	case K_PATH:
+		if (v[0] != '/')
+			return -1;
+		break;
+	case K_STR:
+		if (k->check && k->check(v) < 0)
+			return -1;
+		break;
+	case K_UINT:
+		return parse_uint(v, k->min, k->max, (unsigned *)(void *)p);
+	case K_BOOL:
+		return rp_bool_parse(v, (int *)(void *)p);
+	case K_FP:
+		return rp_tls_fingerprint_parse(v, p);
+	}
+	if (strlen(v) >= k->len)
 		return -1;
+	memcpy(p, v, strlen(v) + 1);
 	return 0;
 }
 
-static int
-set_str(char *dst, size_t cap, const char *v)
+static const struct key *
+find(const char *key)
 {
-	if (strlen(v) >= cap)
-		return -1;
-	memcpy(dst, v, strlen(v) + 1);
-	return 0;
+	size_t i;
+
+	for (i = 0; i < NKEYS; i++)
+		if (!strcmp(keys[i].key, key))
+			return &keys[i];
+	return NULL;
 }
 
-/* Paths are used as given by the processes that read them, so a relative one would depend
- * on the working directory of whoever started the agent. */
-static int
-set_path(char *dst, size_t cap, const char *v)
+void
+rp_agent_config_defaults(struct rp_agent_config *c)
 {
-	if (v[0] != '/')
-		return -1;
-	return set_str(dst, cap, v);
+	size_t i;
+
+	memset(c, 0, sizeof *c);
+	for (i = 0; i < NKEYS; i++)
+		/* A default its own row refuses is a bug in the table (test_config catches it). */
+		if (keys[i].def && apply(c, &keys[i], keys[i].def) < 0)
+			abort();
 }
 
-static int
-set_url(char *dst, size_t cap, const char *v)
+const char *
+rp_agent_config_key(size_t i, const char **def, const char **unset, const char **help)
 {
-	if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
-		return -1;
-	return set_str(dst, cap, v);
+	if (i >= NKEYS)
+		return NULL;
+	*def = keys[i].def ? keys[i].def : "";
+	*unset = keys[i].unset ? keys[i].unset : "";
+	*help = keys[i].help;
+	return keys[i].key;
 }
 
 int
 rp_agent_config_set(struct rp_agent_config *c, const char *key, const char *value, char *err,
                     size_t errlen)
 {
-	const char *want = NULL;
-	int r;
+	const struct key *k = find(key);
 
-	if (!strcmp(key, "url")) {
-		r = set_url(c->url, sizeof c->url, value);
-		want = "an http:// or https:// URL";
-	} else if (!strcmp(key, "bootstrap_token")) {
-		r = strncmp(value, RP_TOKEN_PREFIX_BOOTSTRAP, 4)
-		            ? -1
-		            : set_str(c->bootstrap_token, sizeof c->bootstrap_token, value);
-		want = "a token starting with " RP_TOKEN_PREFIX_BOOTSTRAP;
-	} else if (!strcmp(key, "token_file")) {
-		r = set_path(c->token_file, sizeof c->token_file, value);
-	} else if (!strcmp(key, "state_dir")) {
-		r = set_path(c->state_dir, sizeof c->state_dir, value);
-	} else if (!strcmp(key, "root")) {
-		r = set_path(c->root, sizeof c->root, value);
-	} else if (!strcmp(key, "ssh_host_key")) {
-		r = set_path(c->ssh_host_key, sizeof c->ssh_host_key, value);
-	} else if (!strcmp(key, "ssh_address")) {
-		r = rp_host_valid(value) ? set_str(c->ssh_address, sizeof c->ssh_address, value)
-		                         : -1;
-		want = "a host name or IP address";
-	} else if (!strcmp(key, "ssh_port")) {
-		r = parse_uint(value, 1, 65535, &c->ssh_port);
-		want = "a port (1-65535)";
-	} else if (!strcmp(key, "authorized_keys")) {
-		r = set_path(c->authorized_keys, sizeof c->authorized_keys, value);
-	} else if (!strcmp(key, "reboot_command")) {
-		r = value[0] ? set_str(c->reboot_command, sizeof c->reboot_command, value) : -1;
-		want = "a command";
-	} else if (!strcmp(key, "tls_verify")) {
-		r = parse_bool(value, &c->tls_verify);
-		want = "true or false";
-	} else if (!strcmp(key, "ca_file")) {
-		r = set_path(c->ca_file, sizeof c->ca_file, value);
-	} else if (!strcmp(key, "server_fingerprint")) {
-		r = rp_tls_fingerprint_parse(value, c->server_fingerprint);
-		want = RP_TLS_FP_WANT;
-	} else if (!strcmp(key, "heartbeat_s")) {
-		r = parse_uint(value, 1, 86400, &c->heartbeat_s);
-		want = "seconds (1-86400)";
-	} else {
+	if (k == NULL) {
 		snprintf(err, errlen, "unknown key '%s'", key);
 		return -1;
 	}
-	if (r < 0) {
+	if (apply(c, k, value) < 0) {
 		snprintf(err, errlen, "invalid value '%s' for %s: expected %s", value, key,
-		         want ? want : "an absolute path");
+		         k->want ? k->want : "an absolute path");
 		return -1;
 	}
 	return 0;
-}
-
-static char *
-trim(char *s)
-{
-	char *e;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = '\0';
-	return s;
 }
 
 int
@@ -173,7 +224,7 @@ rp_agent_config_file(struct rp_agent_config *c, const char *path, int must_exist
 			snprintf(err, errlen, "%s:%d: line too long", path, n);
 			goto out;
 		}
-		s = trim(line);
+		s = rp_str_trim(line);
 		if (*s == '\0' || *s == '#')
 			continue;
 		eq = strchr(s, '=');
@@ -182,8 +233,8 @@ rp_agent_config_file(struct rp_agent_config *c, const char *path, int must_exist
 			goto out;
 		}
 		*eq = '\0';
-		k = trim(s);
-		v = trim(eq + 1);
+		k = rp_str_trim(s);
+		v = rp_str_trim(eq + 1);
 		vl = strlen(v);
 		if (vl >= 2 && v[0] == '"' && v[vl - 1] == '"') {
 			v[vl - 1] = '\0';
@@ -193,12 +244,7 @@ rp_agent_config_file(struct rp_agent_config *c, const char *path, int must_exist
 			snprintf(err, errlen, "%s:%d: %s", path, n, msg);
 			goto out;
 		}
-		if (!strcmp(k, "url"))
-			tmp.file_set |= KEY_URL;
-		else if (!strcmp(k, "bootstrap_token"))
-			tmp.file_set |= KEY_BOOTSTRAP_TOKEN;
-		else if (!strcmp(k, "server_fingerprint"))
-			tmp.file_set |= KEY_SERVER_FINGERPRINT;
+		tmp.file_set |= find(k)->file_bit;
 	}
 	if (ferror(f)) {
 		snprintf(err, errlen, "cannot read %s", path);
@@ -216,6 +262,7 @@ rp_agent_config_cmdline(struct rp_agent_config *c, const char *cmdline)
 {
 	char word[4096];
 	const char *p = cmdline;
+	const struct key *k;
 
 	while (*p) {
 		size_t n = 0;
@@ -236,20 +283,18 @@ rp_agent_config_cmdline(struct rp_agent_config *c, const char *cmdline)
 		word[n] = '\0';
 		/* A malformed value is ignored rather than fatal: the cmdline is the weakest
 		 * source and a node must still be able to use its file. */
-		if (!strncmp(word, "rackpilot.url=", 14) && !(c->file_set & KEY_URL))
-			set_url(c->url, sizeof c->url, word + 14);
-		else if (!strncmp(word, "rackpilot.token=", 16) &&
-		         !(c->file_set & KEY_BOOTSTRAP_TOKEN) &&
-		         !strncmp(word + 16, RP_TOKEN_PREFIX_BOOTSTRAP, 4))
-			set_str(c->bootstrap_token, sizeof c->bootstrap_token, word + 16);
-		else if (!strncmp(word, "rackpilot.tls_sha256=", 21) &&
-		         !(c->file_set & KEY_SERVER_FINGERPRINT) &&
-		         rp_tls_fingerprint_parse(word + 21, c->server_fingerprint) < 0)
-			/* Without the pin a self-signed server fails verification: say why. */
-			rp_log_warn(
-			        "ignoring rackpilot.tls_sha256=%.100s on the kernel command line: "
-			        "expected %s",
-			        word + 21, RP_TLS_FP_WANT);
+		for (k = keys; k < keys + NKEYS; k++) {
+			size_t pl = k->cmdline ? strlen(k->cmdline) : 0;
+
+			if (pl == 0 || strncmp(word, k->cmdline, pl) || (c->file_set & k->file_bit))
+				continue;
+			if (apply(c, k, word + pl) < 0 && (k->flags & K_WARN))
+				/* A self-signed server fails verification without it: say why. */
+				rp_log_warn(
+				        "ignoring %s%.100s on the kernel command line: expected %s",
+				        k->cmdline, word + pl, k->want);
+			break;
+		}
 	}
 }
 
@@ -281,7 +326,7 @@ rp_agent_read_line(const char *root, const char *rel, char *buf, size_t n)
 	e = strchr(s, '\n');
 	if (e)
 		*e = '\0';
-	s = trim(s);
+	s = rp_str_trim(s);
 	if (*s == '\0' || strlen(s) >= n)
 		goto out;
 	memcpy(buf, s, strlen(s) + 1);

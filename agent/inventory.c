@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "rackpilot/version.h"
+#include "util/util.h"
 #include "inventory.h"
 
 extern char **environ;
@@ -63,20 +64,6 @@ struct pci_info {
 };
 
 /* --- strings ------------------------------------------------------------------------- */
-
-static char *
-trim(char *s)
-{
-	char *e;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		e--;
-	*e = '\0';
-	return s;
-}
 
 static void
 copy(char *dst, size_t cap, const char *src)
@@ -134,8 +121,8 @@ kv(char *line, char **key, char **val)
 	if (colon == NULL)
 		return -1;
 	*colon = '\0';
-	*key = trim(line);
-	*val = trim(colon + 1);
+	*key = rp_str_trim(line);
+	*val = rp_str_trim(colon + 1);
 	return 0;
 }
 
@@ -508,7 +495,7 @@ read_attr(const struct ctx *c, const char *p, char *buf, size_t cap)
 	if (rc != 0)
 		return rc;
 	denul(buf, len);
-	t = trim(buf);
+	t = rp_str_trim(buf);
 	memmove(buf, t, strlen(t) + 1);
 	return 0;
 }
@@ -1300,7 +1287,7 @@ dimms_section(struct ctx *c)
 			if (in_dev)
 				dimm_emit(c, items, &d, &populated);
 			in_dev = 0;
-			if (strcmp(trim(line), "Memory Device") == 0 && count < MAX_DIMMS) {
+			if (strcmp(rp_str_trim(line), "Memory Device") == 0 && count < MAX_DIMMS) {
 				memset(&d, 0, sizeof d);
 				in_dev = 1;
 				count++;
@@ -1623,7 +1610,7 @@ smi_parse(struct ctx *c, char *out, json_t *items)
 		if (nf != 8 || s != NULL)
 			continue;
 		for (nf = 0; nf < 8; nf++)
-			f[nf] = trim(f[nf]);
+			f[nf] = rp_str_trim(f[nf]);
 		if (parse_ll(f[0], 10, &idx) != 0 || idx < 0 || idx > 65535 ||
 		    smi_bdf(f[7], bdf) != 0)
 			continue;

@@ -1,5 +1,6 @@
 /* INI configuration with compiled-in defaults: one table says every setting's key, type,
- * range and place, and setting, printing and documenting all read it. */
+ * range, place, default and a line of help, and setting, defaults, printing (`rackpilotd -n`)
+ * and documenting (docs/rackpilotd.conf, checked by tests/unit/test_config.c) all read it. */
 #include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 
 #include "config.h"
 #include "http/http.h"
+#include "util/util.h"
 
 enum ctype {
 	C_STR,  /* a string into a char array; check() may refuse it */
@@ -27,6 +29,13 @@ struct setting {
 	const char *const *enums;
 	int (*check)(const char *v); /* C_STR: 0 to accept */
 	size_t reserve;              /* C_STR/C_PATH: bytes kept free for what is appended */
+	unsigned flags;              /* S_*: what a row does beyond its type */
+	const char *def;  /* the default as docs/rackpilotd.conf writes it; NULL: "" or 0 */
+	const char *help; /* one line; the doc's text about the key contains it */
+};
+
+enum {
+	S_NOSLASH = 1u << 0 /* trailing slashes dropped: scripts append paths to it */
 };
 
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
@@ -72,84 +81,104 @@ listen_or_off(const char *v)
 	               : -1;
 }
 
-#define F(field) offsetof(struct rp_config, field), sizeof(((struct rp_config *)0)->field)
+#define F(field)                                                                                   \
+	.off = offsetof(struct rp_config, field), .len = sizeof(((struct rp_config *)0)->field)
 
+/* In the order of docs/rackpilotd.conf and of `rackpilotd -n`. */
 static const struct setting settings[] = {
-        {"listen", C_STR, F(listen), 0, 0, NULL, nonempty, 0},
-        {"data_dir", C_STR, F(data_dir), 0, 0, NULL, nonempty, 32},
-        {"threads", C_UINT, F(threads), 0, 256, NULL, NULL, 0},
-        {"max_body", C_SIZE, F(max_body), 1024, 1ULL << 30, NULL, NULL, 0},
-        {"max_import_body", C_SIZE, F(max_import_body), 1024, 4ULL << 30, NULL, NULL, 0},
-        {"max_inventory", C_SIZE, F(max_inventory), 64 << 10, 1ULL << 30, NULL, NULL, 0},
-        {"connection_timeout", C_UINT, F(conn_timeout_s), 1, 86400, NULL, NULL, 0},
-        {"connection_limit", C_UINT, F(conn_limit), 1, 1000000, NULL, NULL, 0},
-        {"max_streams_per_token", C_UINT, F(max_streams_per_token), 1, 256, NULL, NULL, 0},
-        {"access_log", C_BOOL, F(access_log), 0, 0, NULL, NULL, 0},
-        {"log_level", C_ENUM, F(log_level), 0, 0, log_levels, NULL, 0},
-        {"tls", C_ENUM, F(tls), 0, 0, tls_modes, NULL, 0},
-        {"tls_cert", C_PATH, F(tls_cert), 0, 0, NULL, NULL, 0},
-        {"tls_key", C_PATH, F(tls_key), 0, 0, NULL, NULL, 0},
-        {"secret_key", C_PATH, F(secret_key), 0, 0, NULL, NULL, 8},
-        {"job_workers", C_UINT, F(job_workers), 1, 1024, NULL, NULL, 0},
-        {"power_sync_interval", C_UINT, F(power_sync_interval), 0, 86400, NULL, NULL, 0},
-        {"power_sync_concurrency", C_UINT, F(power_sync_concurrency), 1, 4096, NULL, NULL, 0},
-        {"bmc_fault_threshold", C_UINT, F(bmc_fault_threshold), 1, 1000, NULL, NULL, 0},
-        {"ssh_workers", C_UINT, F(ssh_workers), 1, 4096, NULL, NULL, 0},
-        {"agent_heartbeat", C_UINT, F(agent_heartbeat), 5, 3600, NULL, NULL, 0},
-        {"agent_command", C_STR, F(agent_command), 0, 0, NULL, plain_command, 0},
-        {"image_dir", C_PATH, F(image_dir), 0, 0, NULL, NULL, 32},
-        {"boot_listen", C_STR, F(boot_listen), 0, 0, NULL, listen_or_off, 0},
-        {"boot_url", C_STR, F(boot_url), 0, 0, NULL, script_url, 0},
-        {"agent_url", C_STR, F(agent_url), 0, 0, NULL, script_url, 0},
-        {"boot_rate", C_UINT, F(boot_rate), 0, 100000, NULL, NULL, 0},
-        {"boot_burst", C_UINT, F(boot_burst), 1, 100000, NULL, NULL, 0},
-        {"boot_source_check", C_BOOL, F(boot_source_check), 0, 0, NULL, NULL, 0},
-        {"discovery", C_BOOL, F(discovery), 0, 0, NULL, NULL, 0},
-        {"discovery_max_tokens", C_UINT, F(discovery_max_tokens), 1, 100000, NULL, NULL, 0},
-        {"discovery_max_per_source", C_UINT, F(discovery_max_per_source), 0, 100000, NULL, NULL, 0},
-        {"discovery_max_nodes", C_UINT, F(discovery_max_nodes), 0, 1000000, NULL, NULL, 0},
-        {"bootstrap_ttl", C_UINT, F(bootstrap_ttl), 30, 7 * 86400, NULL, NULL, 0},
-        {"provision_timeout", C_UINT, F(provision_timeout), 30, 7 * 86400, NULL, NULL, 0},
-        {"max_upload", C_U64, F(max_upload), 1024, 1ULL << 50, NULL, NULL, 0},
-        {"dnsmasq_hosts", C_PATH, F(dnsmasq_hosts), 0, 0, NULL, NULL, 0},
-        {"dnsmasq_pidfile", C_PATH, F(dnsmasq_pidfile), 0, 0, NULL, NULL, 0},
+        {"listen", C_STR, F(listen), .check = nonempty, .def = "127.0.0.1:8475",
+         .help = "Address and port to listen on."},
+        {"data_dir", C_STR, F(data_dir), .check = nonempty, .reserve = 32, .def = "./var",
+         .help = "Holds the SQLite database (rackpilot.db), the secret key (secret.key), the "
+                 "SSH and TLS keys and, on first start, admin.token."},
+        {"threads", C_UINT, F(threads), .max = 256, .def = "0",
+         .help = "HTTP worker threads; 0 means one per online CPU."},
+        {"max_body", C_SIZE, F(max_body), .min = 1024, .max = 1ULL << 30, .def = "1M",
+         .help = "Largest request body accepted, in bytes (K, M and G suffixes work)."},
+        {"max_import_body", C_SIZE, F(max_import_body), .min = 1024, .max = 4ULL << 30,
+         .def = "64M", .help = "Largest body for POST /v1/import (a manifest of a whole site)."},
+        {"max_inventory", C_SIZE, F(max_inventory), .min = 64 << 10, .max = 1ULL << 30, .def = "4M",
+         .help = "Largest agent inventory (POST /v1/agent/inventory, and the one a "
+                 "registration carries)."},
+        {"connection_timeout", C_UINT, F(conn_timeout_s), .min = 1, .max = 86400, .def = "60",
+         .help = "Seconds an idle client connection is kept open."},
+        {"connection_limit", C_UINT, F(conn_limit), .min = 1, .max = 1000000, .def = "4096",
+         .help = "Simultaneous client connections."},
+        {"max_streams_per_token", C_UINT, F(max_streams_per_token), .min = 1, .max = 256,
+         .def = "16",
+         .help = "Event streams (GET /v1/events/stream) one token may hold open; more: 429."},
+        {"access_log", C_BOOL, F(access_log), .def = "true",
+         .help = "One log line per request (method, path, status, duration, request id, token "
+                 "name)."},
+        {"log_level", C_ENUM, F(log_level), .enums = log_levels, .def = "info",
+         .help = "error, warn, info or debug."},
+        {"tls", C_ENUM, F(tls), .enums = tls_modes, .def = "auto",
+         .help = "HTTPS on the API. auto: on unless `listen` is a loopback address."},
+        {"tls_cert", C_PATH, F(tls_cert), .help = "The certificate (PEM, chain allowed)"},
+        {"tls_key", C_PATH, F(tls_key), .help = "its unencrypted private key"},
+        {"secret_key", C_PATH, F(secret_key), .reserve = 8,
+         .help = "The key file that seals the BMC passwords in the database"},
+        {"job_workers", C_UINT, F(job_workers), .min = 1, .max = 1024, .def = "32",
+         .help = "BMC jobs (power, boot, verify) that run at once."},
+        {"power_sync_interval", C_UINT, F(power_sync_interval), .max = 86400, .def = "60",
+         .help = "Seconds between power-state sweeps of every node with a BMC; 0 turns the "
+                 "sweep off."},
+        {"power_sync_concurrency", C_UINT, F(power_sync_concurrency), .min = 1, .max = 4096,
+         .def = "64", .help = "BMCs a sweep reads at once."},
+        {"bmc_fault_threshold", C_UINT, F(bmc_fault_threshold), .min = 1, .max = 1000, .def = "3",
+         .help = "Failed contacts in a row before a node's BMC is marked faulty (cleared by a "
+                 "success)."},
+        {"ssh_workers", C_UINT, F(ssh_workers), .min = 1, .max = 4096, .def = "64",
+         .help = "Step plans (pushed to node agents over SSH) that run at once."},
+        {"agent_heartbeat", C_UINT, F(agent_heartbeat), .min = 5, .max = 3600, .def = "30",
+         .help = "Seconds between an agent's heartbeats (sent to agents at registration)."},
+        {"agent_command", C_STR, F(agent_command), .check = plain_command, .def = "rackpilot-agent",
+         .help = "The command rackpilotd runs over SSH on a node (plain words only, no shell "
+                 "syntax)."},
+        {"image_dir", C_PATH, F(image_dir), .reserve = 32,
+         .help = "Where the image store keeps its files (kernels, initrds, OS and firmware "
+                 "images)."},
+        {"boot_listen", C_STR, F(boot_listen), .check = listen_or_off,
+         .help = "A plain-HTTP listener for the boot endpoints only (/boot/ipxe, "
+                 "/boot/images/*)"},
+        {"boot_url", C_STR, F(boot_url), .check = script_url, .flags = S_NOSLASH,
+         .help = "Base URL written into iPXE scripts for the kernel and initrd, as the nodes "
+                 "reach this server."},
+        {"agent_url", C_STR, F(agent_url), .check = script_url, .flags = S_NOSLASH,
+         .help = "Where the agent reaches the API (the scripts' rackpilot.url=)."},
+        {"boot_rate", C_UINT, F(boot_rate), .max = 100000, .def = "20",
+         .help = "Requests per second (and the burst) one address may make to the endpoints "
+                 "that take no token"},
+        {"boot_burst", C_UINT, F(boot_burst), .min = 1, .max = 100000, .def = "100",
+         .help = "(and the burst) one address may make to the endpoints that take no token"},
+        {"boot_source_check", C_BOOL, F(boot_source_check), .def = "false",
+         .help = "A boot script's bootstrap token registers only from the address that "
+                 "fetched the script"},
+        {"discovery", C_BOOL, F(discovery), .def = "true",
+         .help = "Unknown MACs that network-boot get the agent ramdisk with a discovery token "
+                 "and show up as `discovered` nodes"},
+        {"discovery_max_tokens", C_UINT, F(discovery_max_tokens), .min = 1, .max = 100000,
+         .def = "64", .help = "MACs that may hold a live discovery token at once"},
+        {"discovery_max_per_source", C_UINT, F(discovery_max_per_source), .max = 100000, .def = "4",
+         .help = "how many one source address may hold (0: no limit)"},
+        {"discovery_max_nodes", C_UINT, F(discovery_max_nodes), .max = 1000000, .def = "1000",
+         .help = "No new discovery while this many `discovered` nodes wait for an operator to "
+                 "adopt or delete them"},
+        {"bootstrap_ttl", C_UINT, F(bootstrap_ttl), .min = 30, .max = 7 * 86400, .def = "900",
+         .help = "Seconds a bootstrap token in an iPXE script stays good"},
+        {"provision_timeout", C_UINT, F(provision_timeout), .min = 30, .max = 7 * 86400,
+         .def = "1800",
+         .help = "Default seconds a commission, deploy or release waits for the node's agent "
+                 "to register."},
+        {"max_upload", C_U64, F(max_upload), .min = 1024, .max = 1ULL << 50, .def = "64G",
+         .help = "Largest image upload (PUT /v1/images/{name})"},
+        {"dnsmasq_hosts", C_PATH, F(dnsmasq_hosts),
+         .help = "dnsmasq's dhcp-hostsfile, kept current by rackpilotd"},
+        {"dnsmasq_pidfile", C_PATH, F(dnsmasq_pidfile),
+         .help = "the pid file of the dnsmasq to send SIGHUP after each change"},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
-
-void
-rp_config_defaults(struct rp_config *c)
-{
-	memset(c, 0, sizeof *c);
-	snprintf(c->listen, sizeof c->listen, "127.0.0.1:8475");
-	snprintf(c->data_dir, sizeof c->data_dir, "./var");
-	c->threads = 0;
-	c->max_body = 1 << 20;
-	c->max_import_body = 64 << 20;
-	c->max_inventory = 4 << 20;
-	c->conn_timeout_s = 60;
-	c->conn_limit = 4096;
-	c->max_streams_per_token = 16;
-	c->access_log = 1;
-	snprintf(c->log_level, sizeof c->log_level, "info");
-	snprintf(c->tls, sizeof c->tls, "auto");
-	c->job_workers = 32;
-	c->power_sync_interval = 60;
-	c->power_sync_concurrency = 64;
-	c->bmc_fault_threshold = 3;
-	c->ssh_workers = 64;
-	c->agent_heartbeat = 30;
-	snprintf(c->agent_command, sizeof c->agent_command, "rackpilot-agent");
-	c->boot_rate = 20;
-	c->boot_burst = 100;
-	c->discovery = 1;
-	c->discovery_max_tokens = 64;
-	c->discovery_max_per_source = 4;
-	c->discovery_max_nodes = 1000;
-	c->bootstrap_ttl = 900;
-	c->provision_timeout = 1800;
-	c->max_upload = 64ULL << 30;
-}
 
 static int
 parse_uint(const char *v, unsigned long long max, unsigned long long *out)
@@ -180,59 +209,39 @@ parse_uint(const char *v, unsigned long long max, unsigned long long *out)
 	return 0;
 }
 
+/* One row's value into c: 0, or -1 when the row refuses it (c may then be changed). */
 static int
-parse_bool(const char *v, int *out)
+apply(struct rp_config *c, const struct setting *s, const char *value)
 {
-	if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
-		*out = 1;
-	else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "0"))
-		*out = 0;
-	else
-		return -1;
-	return 0;
-}
-
-int
-rp_config_set(struct rp_config *c, const char *key, const char *value, char *why, size_t whylen)
-{
-	const struct setting *s = NULL;
-	char *p;
+	char *p = (char *)c + s->off;
 	unsigned long long n;
 	size_t i;
 
-	for (i = 0; i < NSETTINGS && s == NULL; i++)
-		if (strcmp(settings[i].key, key) == 0)
-			s = &settings[i];
-	if (s == NULL) {
-		snprintf(why, whylen, "unknown setting '%s'", key);
-		return -1;
-	}
-	p = (char *)c + s->off;
 	switch (s->type) {
 	case C_STR:
 	case C_PATH:
 		if (strlen(value) >= s->len - s->reserve ||
 		    (s->type == C_PATH && value[0] != '\0' && value[0] != '/') ||
 		    (s->check && s->check(value) < 0))
-			goto bad;
+			return -1;
 		snprintf(p, s->len, "%s", value);
 		break;
 	case C_ENUM:
 		for (i = 0; s->enums[i] && strcmp(s->enums[i], value); i++)
 			;
 		if (s->enums[i] == NULL)
-			goto bad;
+			return -1;
 		snprintf(p, s->len, "%s", value);
 		break;
 	case C_BOOL:
-		if (parse_bool(value, (int *)(void *)p) < 0)
-			goto bad;
+		if (rp_bool_parse(value, (int *)(void *)p) < 0)
+			return -1;
 		break;
 	case C_UINT:
 	case C_SIZE:
 	case C_U64:
 		if (parse_uint(value, s->max, &n) < 0 || n < s->min)
-			goto bad;
+			return -1;
 		if (s->type == C_UINT)
 			*(unsigned *)(void *)p = (unsigned)n;
 		else if (s->type == C_SIZE)
@@ -241,27 +250,51 @@ rp_config_set(struct rp_config *c, const char *key, const char *value, char *why
 			*(unsigned long long *)(void *)p = n;
 		break;
 	}
-	/* Scripts append paths to it. */
-	if (!strcmp(key, "boot_url") || !strcmp(key, "agent_url"))
+	if (s->flags & S_NOSLASH)
 		while (strlen(p) > 8 && p[strlen(p) - 1] == '/')
 			p[strlen(p) - 1] = '\0';
 	return 0;
-bad:
-	snprintf(why, whylen, "invalid value '%s' for %s", value, key);
-	return -1;
 }
 
-static char *
-trim(char *s)
+void
+rp_config_defaults(struct rp_config *c)
 {
-	char *e;
+	size_t i;
 
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = '\0';
-	return s;
+	memset(c, 0, sizeof *c);
+	for (i = 0; i < NSETTINGS; i++)
+		/* A default its own row refuses is a bug in the table (test_config catches it). */
+		if (settings[i].def && apply(c, &settings[i], settings[i].def) < 0)
+			abort();
+}
+
+const char *
+rp_config_key(size_t i, const char **def, const char **help)
+{
+	if (i >= NSETTINGS)
+		return NULL;
+	*def = settings[i].def ? settings[i].def : "";
+	*help = settings[i].help;
+	return settings[i].key;
+}
+
+int
+rp_config_set(struct rp_config *c, const char *key, const char *value, char *why, size_t whylen)
+{
+	size_t i;
+
+	for (i = 0; i < NSETTINGS; i++)
+		if (strcmp(settings[i].key, key) == 0)
+			break;
+	if (i == NSETTINGS) {
+		snprintf(why, whylen, "unknown setting '%s'", key);
+		return -1;
+	}
+	if (apply(c, &settings[i], value) < 0) {
+		snprintf(why, whylen, "invalid value '%s' for %s", value, key);
+		return -1;
+	}
+	return 0;
 }
 
 int
@@ -276,7 +309,7 @@ rp_config_load(struct rp_config *c, const char *path, char *why, size_t whylen)
 		return -1;
 	}
 	while (fgets(line, sizeof line, f)) {
-		char *s = trim(line), *eq, *k, *v;
+		char *s = rp_str_trim(line), *eq, *k, *v;
 
 		n++;
 		if (*s == '\0' || *s == '#' || *s == ';')
@@ -289,10 +322,10 @@ rp_config_load(struct rp_config *c, const char *path, char *why, size_t whylen)
 				goto out;
 			}
 			*close = '\0';
-			in_server = strcmp(trim(s + 1), "server") == 0;
+			in_server = strcmp(rp_str_trim(s + 1), "server") == 0;
 			if (!in_server) {
 				snprintf(why, whylen, "%s:%d: unknown section [%s]", path, n,
-				         trim(s + 1));
+				         rp_str_trim(s + 1));
 				goto out;
 			}
 			continue;
@@ -303,8 +336,8 @@ rp_config_load(struct rp_config *c, const char *path, char *why, size_t whylen)
 			goto out;
 		}
 		*eq = '\0';
-		k = trim(s);
-		v = trim(eq + 1);
+		k = rp_str_trim(s);
+		v = rp_str_trim(eq + 1);
 		/* Values may be quoted to keep leading or trailing blanks. */
 		if (strlen(v) >= 2 && v[0] == '"' && v[strlen(v) - 1] == '"') {
 			v[strlen(v) - 1] = '\0';

@@ -52,8 +52,14 @@ struct rp_config {
 	char dnsmasq_pidfile[512];     /* dnsmasq to SIGHUP after a change; "": none */
 };
 
-/* Fill c with the compiled-in defaults. */
+/* Fill c with the compiled-in defaults: each setting's default from the table in config.c
+ * (zero or "" where it has none). */
 void rp_config_defaults(struct rp_config *c);
+
+/* The settings table, row i (file order): returns the key, or NULL past the last row. *def is
+ * the default as docs/rackpilotd.conf writes it ("" when unset), *help one line that the
+ * doc's text about the key contains. All static strings. */
+const char *rp_config_key(size_t i, const char **def, const char **help);
 
 /* Apply one setting by its INI key. 0, or -1 with why set. */
 int rp_config_set(struct rp_config *c, const char *key, const char *value, char *why,

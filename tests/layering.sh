@@ -26,6 +26,23 @@ if grep -rlE '#include *<sqlite3.h>' "$src/server" "$src/agent" "$src/cli" 2>/de
 	echo "layering: sqlite3.h included outside store/sqlite.c:" $(grep -rlE '#include *<sqlite3.h>' "$src/server" "$src/agent" "$src/cli" | grep -v '/server/store/sqlite.c$') >&2
 	fail=1
 fi
+# The engine's pure decisions (rollout/plan.[ch]) are all store/ may use of rollout/, and they
+# include no other module.
+if grep -rhE '#include *"(\.\./)?rollout/' "$src/server/store" | grep -vE '"(\.\./)?rollout/plan\.h"' >/dev/null; then
+	echo "layering: store/ includes rollout/ beyond rollout/plan.h" >&2
+	fail=1
+fi
+if grep -lE '#include *"(\.\./)?[a-z]+/|#include *<(microhttpd|sqlite3)\.h>' "$src/server/rollout/plan.h" "$src/server/rollout/plan.c" >/dev/null 2>&1; then
+	echo "layering: rollout/plan.[ch] include another module (they are pure)" >&2
+	fail=1
+fi
+# Job types live in one table (include/rackpilot/jobtypes.h, pure data that store/, jobs/ and
+# api/ all read): no hand-written lists of type names in SQL, no includes in the table.
+check store "type IN \\('" "store/ lists job types by hand (use STORE_SSH_TYPES_SQL, from rackpilot/jobtypes.h)"
+if grep -E '^#include' "$src/include/rackpilot/jobtypes.h" | grep -vE '<string.h>' >/dev/null; then
+	echo "layering: include/rackpilot/jobtypes.h includes more than <string.h> (it is pure data)" >&2
+	fail=1
+fi
 # One owner per library: TLS (GnuTLS) is http/'s, libsodium util/'s (secret.c).
 if grep -rlE '#include *<gnutls/' "$src/server" | grep -v '/server/http/' >/dev/null; then
 	echo "layering: GnuTLS included outside http/:" $(grep -rlE '#include *<gnutls/' "$src/server" | grep -v '/server/http/') >&2

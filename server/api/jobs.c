@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "rackpilot/jobtypes.h"
 
 static const char *const power_targets[] = {"on", "off", "soft_off", "cycle", "reset", NULL};
 static const char *const boot_devices[] = {"pxe", "disk", NULL};
@@ -68,16 +69,18 @@ accepted(struct rp_api_resp *rs, const char *collection, json_t *obj)
 	rs->body = obj;
 }
 
-/* Queue a job of type with these (validated) params for the node in params[0]. */
+/* Queue a job of type (mutating as its row in rackpilot/jobtypes.h says) with these
+ * (validated) params for the node in params[0]. */
 static void
-node_job(struct rp_api_req *rq, struct rp_api_resp *rs, const char *type, int mutating,
-         json_t *params)
+node_job(struct rp_api_req *rq, struct rp_api_resp *rs, enum rp_job_type type, json_t *params)
 {
+	const struct rp_job_type_entry *t = rp_job_type_get(type);
 	json_t *detail = NULL, *job, *out = NULL;
 	enum rp_err e;
 	char actor[96];
 
-	job = json_pack("{s:s, s:O, s:b}", "type", type, "params", params, "mutating", mutating);
+	job = json_pack("{s:s, s:O, s:b}", "type", t->name, "params", params, "mutating",
+	                t->mutating);
 	e = rp_jobs_submit(rq->api->jobs, rq->params[0], job, rp_api_actor(rq, actor), &out,
 	                   &detail);
 	json_decref(job);
@@ -100,7 +103,7 @@ rp_api_nodes_power(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_error(rs, e, detail);
 		return;
 	}
-	node_job(rq, rs, "power", 1, rq->body);
+	node_job(rq, rs, RP_JOB_POWER, rq->body);
 }
 
 void
@@ -119,7 +122,7 @@ rp_api_nodes_boot(struct rp_api_req *rq, struct rp_api_resp *rs)
 	params = json_pack("{s:O, s:b, s:s}", "device", json_object_get(rq->body, "device"),
 	                   "persistent", json_is_true(json_object_get(rq->body, "persistent")),
 	                   "mode", json_string_value(json_object_get(rq->body, "mode")) ?: "uefi");
-	node_job(rq, rs, "boot", 1, params);
+	node_job(rq, rs, RP_JOB_BOOT, params);
 	json_decref(params);
 }
 
@@ -134,7 +137,7 @@ rp_api_nodes_verify(struct rp_api_req *rq, struct rp_api_resp *rs)
 		return;
 	}
 	params = json_object();
-	node_job(rq, rs, "verify", 0, params);
+	node_job(rq, rs, RP_JOB_VERIFY, params);
 	json_decref(params);
 }
 
@@ -153,7 +156,8 @@ rp_api_actions_power(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	params = json_deep_copy(rq->body);
 	json_object_del(params, "selector");
-	job = json_pack("{s:s, s:o, s:b}", "type", "power", "params", params, "mutating", 1);
+	job = json_pack("{s:s, s:o, s:b}", "type", rp_job_type_table[RP_JOB_POWER].name, "params",
+	                params, "mutating", rp_job_type_table[RP_JOB_POWER].mutating);
 	e = rp_jobs_submit_batch(rq->api->jobs, json_object_get(rq->body, "selector"), job,
 	                         rp_api_actor(rq, actor), &out, &detail);
 	json_decref(job);
@@ -171,6 +175,7 @@ rp_api_jobs_list(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	const char *state = json_string_value(json_object_get(rq->query, "state"));
 	const char *batch = json_string_value(json_object_get(rq->query, "batch"));
+	const char *type = json_string_value(json_object_get(rq->query, "type"));
 	struct rp_page_req pr;
 	struct rp_page pg = {0};
 	json_t *filter = NULL;
@@ -187,6 +192,16 @@ rp_api_jobs_list(struct rp_api_req *rq, struct rp_api_resp *rs)
 			              "failed or cancelled");
 			return;
 		}
+	}
+	if (type && rp_job_type_find(type) == RP_JOB_UNKNOWN) {
+		char names[400];
+		size_t n = 0;
+
+		for (i = 0; i < RP_JOB__COUNT && n < sizeof names; i++)
+			n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
+			                      rp_job_type_table[i].name);
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "type must be one of %s", names);
+		return;
 	}
 	if (batch && !rp_uuid_valid(batch)) {
 		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "batch must be a batch id");

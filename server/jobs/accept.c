@@ -21,19 +21,13 @@ static const char *const order[] = {"bmc",  "power", "pxe",     "inventory", "fi
 
 #define LOOK_AGAIN_MS 2000
 
-static const char *
-node_uuid(struct work *w)
-{
-	return json_string_value(json_object_get(json_object_get(w->claim, "node"), "uuid"));
-}
-
 struct acc {
 	struct work *w;
 	struct rp_bmc *b;
 	const char *run;
-	json_t *info; /* rp_store_accept_node */
-	json_t *node; /* rp_store_node_get */
-	json_t *out;  /* the job's outcome once decided */
+	json_t *info;               /* rp_store_accept_node */
+	json_t *node;               /* rp_store_node_get */
+	struct rp_job_outcome *out; /* the job's outcome once decided */
 };
 
 /* Store trouble: try again in a while. Always -1. */
@@ -258,16 +252,17 @@ check_power(struct acc *a)
 static int
 check_pxe(struct acc *a)
 {
-	json_t *plan = json_object_get(json_object_get(a->w->claim, "params"), "commission_plan");
+	json_t *plan = json_object_get(jobs_params(a->w), "commission_plan");
 	const char *js;
 	json_t *job;
 	int rc;
 
 	if (!strcmp(check_state(a, "pxe"), "pending"))
 		return queue_child(a, "pxe", NULL, "commission",
-		                   json_pack("{s:s, s:{s:O}, s:b, s:i}", "type", "commission",
-		                             "params", "plan", plan ? plan : json_array(),
-		                             "mutating", 1, "max_attempts", 3));
+		                   json_pack("{s:s, s:{s:o}, s:b, s:i}", "type", "commission",
+		                             "params", "plan",
+		                             plan ? json_incref(plan) : json_array(), "mutating", 1,
+		                             "max_attempts", 3));
 	if ((job = child_of(a, "pxe", &js, &rc)) == NULL)
 		return rc;
 	if (!ended(js))
@@ -307,7 +302,7 @@ inventory(struct acc *a, char *at, size_t len)
 {
 	json_t *inv = NULL, *data;
 
-	if (rp_store_node_inventory(a->w->j->st, node_uuid(a->w), &inv) != RP_ERR_OK)
+	if (rp_store_node_inventory(a->w->j->st, jobs_node_uuid(a->w), &inv) != RP_ERR_OK)
 		return NULL;
 	snprintf(at, len, "%s", json_string_value(json_object_get(inv, "collected_at")) ?: "never");
 	data = json_incref(json_object_get(inv, "data"));
@@ -419,8 +414,8 @@ check_desired(struct acc *a, const char *check)
 		json_decref(findings);
 		return 1;
 	}
-	e = fw ? rp_store_node_firmware(a->w->j->st, node_uuid(a->w), &view)
-	       : rp_store_node_bios(a->w->j->st, node_uuid(a->w), &view);
+	e = fw ? rp_store_node_firmware(a->w->j->st, jobs_node_uuid(a->w), &view)
+	       : rp_store_node_bios(a->w->j->st, jobs_node_uuid(a->w), &view);
 	if (e != RP_ERR_OK) {
 		json_decref(findings);
 		return trouble(a, "cannot read the node's state", check);
@@ -627,18 +622,18 @@ check_sel(struct acc *a)
 	return rc;
 }
 
-json_t *
+struct rp_job_outcome *
 jobs_run_acceptance(struct work *w, struct rp_bmc *b)
 {
 	struct acc a = {.w = w, .b = b};
-	json_t *o;
+	struct rp_job_outcome *o;
 	size_t i;
 
-	a.run = json_string_value(json_object_get(json_object_get(w->claim, "params"), "run"));
+	a.run = json_string_value(json_object_get(jobs_params(w), "run"));
 	if (a.run == NULL ||
 	    rp_store_accept_node(w->j->st, a.run, w->node_id, &a.info) != RP_ERR_OK ||
-	    rp_store_node_get(w->j->st, node_uuid(w), &a.node) != RP_ERR_OK) {
-		o = jobs_outcome(w, "failed");
+	    rp_store_node_get(w->j->st, jobs_node_uuid(w), &a.node) != RP_ERR_OK) {
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "no_run", "the acceptance run %s is gone",
 		               a.run ? a.run : "(none)");
 		goto out;
@@ -677,11 +672,11 @@ jobs_run_acceptance(struct work *w, struct rp_bmc *b)
 		o = NULL;
 		goto out;
 	}
-	o = a.out ? a.out : jobs_outcome(w, "succeeded");
+	o = a.out ? a.out : jobs_outcome(w, RP_JOB_END_SUCCEEDED);
 	a.out = NULL;
 out:
 	json_decref(a.info);
 	json_decref(a.node);
-	json_decref(a.out);
+	rp_store_outcome_free(a.out);
 	return o;
 }

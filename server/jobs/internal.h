@@ -1,6 +1,6 @@
 /*
- * internal.h — private to server/jobs/: the scheduler's state, a claimed job, and helpers
- * that the BMC runners (jobs.c) and the step-plan runner (steps.c) share.
+ * internal.h — private to server/jobs/: the scheduler's state, a claimed job, the runners of
+ * rackpilot/jobtypes.h's table, and the helpers they share (common.c).
  */
 #ifndef RP_JOBS_INTERNAL_H
 #define RP_JOBS_INTERNAL_H
@@ -10,7 +10,9 @@
 
 #include <jansson.h>
 
+#include "bmc/bmc.h"
 #include "jobs.h"
+#include "rackpilot/jobtypes.h"
 #include "ssh/ssh.h"
 #include "util/util.h"
 
@@ -18,20 +20,23 @@
 #define TICK_MS  250
 #define POLL_MS  500
 
-/* Jobs run in two pools: BMC actions are short, step plans may take hours. */
-enum { LANE_BMC, LANE_SSH, LANES };
+/* Jobs run in two pools (rackpilot/jobtypes.h): BMC actions are short, step plans may take
+ * hours. */
+#define LANE_BMC RP_JOB_LANE_BMC
+#define LANE_SSH RP_JOB_LANE_SSH
+#define LANES    RP_JOB_LANES
 
 /* A claimed job on its way through a worker. */
 struct work {
 	struct rp_jobs *j;
-	int lane;
+	enum rp_job_lane lane;
 	int64_t id;
 	int64_t node_id;
 	char uuid[RP_UUID_BUF];
-	char type[24];
+	enum rp_job_type type;
 	char node_name[64];
-	json_t *claim; /* the store's claim record (holds the BMC password) */
-	int recover;   /* interrupted by a stop after sending its command: verify only */
+	struct rp_job_claim *claim; /* the store's claim (holds the BMC password); owned */
+	int recover; /* interrupted by a stop after sending its command: verify only */
 	int attempts, max_attempts;
 	int cancel; /* set by rp_jobs_cancel; read by the worker between steps */
 	struct work *next;
@@ -55,7 +60,7 @@ struct rp_jobs {
 	int stop, kicked;
 	struct lane lanes[LANES];
 	struct work *running;
-	json_t *done; /* outcomes waiting to be recorded */
+	struct rp_job_outcome *done, **done_tail; /* outcomes waiting to be recorded, in order */
 	pthread_t scheduler, sweeper;
 	/* sweeps */
 	int sweep_wanted, sweeping, sweep_started;
@@ -63,16 +68,35 @@ struct rp_jobs {
 	int64_t next_sweep_ms;
 };
 
-/* A new outcome {id, state} for w. */
-json_t *jobs_outcome(struct work *w, const char *state);
+/* ---- Shared helpers (common.c) ---------------------------------------------------- */
+
+/* A new outcome of w ending as state (bmc_ok -1: no BMC contact to count). Never NULL: out
+ * of memory aborts, as a lost outcome would leave the job running for good. */
+struct rp_job_outcome *jobs_outcome(struct work *w, enum rp_job_end state);
 
 /* Back to the queue in ms, holding no worker and counting no attempt (a job waiting on
  * something else: a child job, an agent, a reboot). New outcome. */
-json_t *jobs_later(struct work *w, unsigned ms);
+struct rp_job_outcome *jobs_later(struct work *w, unsigned ms);
 
-/* Set error_code and a formatted error message on an outcome. */
-void jobs_set_error(json_t *o, const char *code, const char *fmt, ...)
+/* Set error_code and a formatted error message on an outcome (replacing earlier ones). */
+void jobs_set_error(struct rp_job_outcome *o, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+
+/* A new failed outcome of w with error_code code and a formatted message. */
+struct rp_job_outcome *jobs_failed(struct work *w, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* Set the outcome's result to r (taken; replaces an earlier one). */
+void jobs_set_result(struct rp_job_outcome *o, json_t *r);
+
+/* Set the power state observed (a name of rp_power_name, copied). */
+void jobs_set_power(struct rp_job_outcome *o, const char *power);
+
+/* The job's params (borrowed from the claim, never NULL). */
+json_t *jobs_params(struct work *w);
+
+/* The job's node UUID (borrowed from the claim). */
+const char *jobs_node_uuid(struct work *w);
 
 /* 1 when w should stop: rackpilotd is stopping or the job was cancelled. */
 int jobs_stopping(struct work *w);
@@ -80,30 +104,92 @@ int jobs_stopping(struct work *w);
 /* Sleep, resuming after signals. */
 void jobs_sleep_ms(unsigned ms);
 
+/* Fill t for the claim's BMC: 0, or -1 with err set (see rp_bmc_target_from_json). The
+ * password goes from the claim straight into t; wipe t.password after rp_bmc_open. */
+int jobs_bmc_target(struct work *w, struct rp_bmc_target *t, struct rp_bmc_err *err);
+
+/* Open the claim's BMC and persist the workarounds it found (jobs_bmc_learned). The handle,
+ * or NULL with err set. */
+struct rp_bmc *jobs_bmc_open(struct work *w, struct rp_bmc_err *err);
+
 /* After a BMC handle opened: persist the IPMI workarounds it found that the BMC needs
  * (rp_bmc_detected_workarounds) in the node's bmc.options, with an event, so the next
- * session opens directly. node {uuid, name} and bmc {address, port} as claimed (borrowed).
- * Failures are logged only. */
-struct rp_bmc;
-void jobs_bmc_learned(struct rp_jobs *j, json_t *node, json_t *bmc, struct rp_bmc *b);
+ * session opens directly. name and uuid of the node, address and port of the BMC as
+ * claimed. Failures are logged only. */
+void jobs_bmc_learned(struct rp_jobs *j, const char *name, const char *uuid, const char *address,
+                      unsigned port, struct rp_bmc *b);
 
 /* A BMC error as an outcome: a retry when that can help and attempts remain, else final. */
-struct rp_bmc_err;
-json_t *jobs_bmc_failure(struct work *w, const struct rp_bmc_err *err, int may_retry);
+struct rp_job_outcome *jobs_bmc_failure(struct work *w, const struct rp_bmc_err *err,
+                                        int may_retry);
 
-/* Run a commission, deploy or release job (provision.c): its phases in order, each recorded
- * as it is reached, so a restart resumes in the right one. Outcome as jobs_run_steps. */
-json_t *jobs_run_provision(struct work *w);
+/* The outcome of an interruption: NULL when rackpilotd is stopping (the job stays running
+ * and is recovered at the next start), else cancelled. */
+struct rp_job_outcome *jobs_interrupted(struct work *w);
 
-/* Run a firmware_refresh, bios_apply or firmware_update job (firmware.c) on an open BMC
- * handle. The outcome to record, or NULL when rackpilotd is stopping (the job stays running
- * and resumes from its recorded progress at the next start). */
-struct rp_bmc;
-json_t *jobs_run_firmware(struct work *w, struct rp_bmc *b);
+/* Poll until the node's power reads want, up to timeout_s. 0 reached; 1 timed out (*seen,
+ * when not NULL, is the last reading); -1 error or interruption (err set; kind RP_BMC_OK for
+ * an interruption). One tolerance for every wait: up to JOBS_POWER_ERRORS transient BMC
+ * errors in a row (a BMC that resets itself or drops a session while the host changes
+ * power), the more forgiving of the two waits it replaces; any other error ends it. */
+#define JOBS_POWER_ERRORS 20
+int jobs_wait_power(struct work *w, struct rp_bmc *b, enum rp_power want, unsigned timeout_s,
+                    enum rp_power *seen, struct rp_bmc_err *err);
+
+/* The one power-to-boot rule, for a node that must boot now (into a boot override, or to
+ * apply staged settings) and whose power reads now: power on when it is off, else (on, or
+ * in a transition) power cycle. Pure. */
+enum rp_power_action jobs_boot_action(enum rp_power now);
+
+/* Apply jobs_boot_action to the node's power as it reads now: it boots, into a boot
+ * override or applying staged settings. 0, or -1 with err set. */
+int jobs_boot_now(struct rp_bmc *b, struct rp_bmc_err *err);
+
+/* ---- Runners (the `run` column of rackpilot/jobtypes.h) ------------------------------ */
+
+/* Each runs one job; b is the open BMC handle for BMC-lane types, NULL for SSH-lane ones.
+ * The outcome to record, or NULL when rackpilotd is stopping (the job stays running and
+ * resumes from its recorded progress, or verifies, at the next start). */
+struct rp_job_outcome *jobs_run_power(struct work *w, struct rp_bmc *b);
+struct rp_job_outcome *jobs_run_boot(struct work *w, struct rp_bmc *b);
+struct rp_job_outcome *jobs_run_verify(struct work *w, struct rp_bmc *b);
+
+/* A commission, deploy or release job (provision.c; SSH lane, b NULL): its phases in order,
+ * each recorded as it is reached, so a restart resumes in the right one. */
+struct rp_job_outcome *jobs_run_provision(struct work *w, struct rp_bmc *b);
+
+/* firmware_refresh (firmware.c), bios_apply (bios.c) and firmware_update (update.c). */
+struct rp_job_outcome *jobs_run_firmware_refresh(struct work *w, struct rp_bmc *b);
+struct rp_job_outcome *jobs_run_bios_apply(struct work *w, struct rp_bmc *b);
+struct rp_job_outcome *jobs_run_firmware_update(struct work *w, struct rp_bmc *b);
 
 /* An acceptance job (accept.c): runs the node's pending acceptance checks, queueing and
  * following the jobs they act through. */
-json_t *jobs_run_acceptance(struct work *w, struct rp_bmc *b);
+struct rp_job_outcome *jobs_run_acceptance(struct work *w, struct rp_bmc *b);
+
+/* What the firmware job types share (firmware.c). The store could not record progress:
+ * nothing was sent after it, so a retry is safe (a new outcome). */
+struct rp_job_outcome *jobs_fw_store_trouble(struct work *w, const char *what);
+
+/* The row of rows (inventory rows, see jobs_fw_read_firmware) for component (borrowed), or
+ * NULL. */
+json_t *jobs_fw_row(json_t *rows, const char *component);
+
+/* Read the firmware inventory as rows ({component, version, updateable, ids}: each Redfish
+ * SoftwareInventory Id lowercased, plus one row per family of numbered components) into
+ * *rows (new) and, with keep, store it (source redfish). 0, or -1 with err set. */
+int jobs_fw_read_firmware(struct work *w, struct rp_bmc *b, json_t **rows, int keep,
+                          struct rp_bmc_err *err);
+
+/* Read BIOS attributes (and, with keep, store them and the registry they follow). *bios
+ * (may be NULL) gets what rp_bmc_bios_get returned. A BMC without BIOS resources is not an
+ * error. 0, or -1 with err set. */
+int jobs_fw_read_bios(struct work *w, struct rp_bmc *b, json_t **bios, int keep,
+                      struct rp_bmc_err *err);
+
+/* The last non-empty line a failed step of a steps job (a job object) printed, into buf (""
+ * when none). */
+void jobs_failed_output(json_t *job, char *buf, size_t len);
 
 /* Read the node's firmware inventory, BIOS attributes and registry from its BMC and store
  * them (source redfish), as a firmware_refresh does. 0, or -1 with err set (kind
@@ -123,8 +209,7 @@ struct jobs_tail {
 void jobs_tail_add(struct jobs_tail *t, const char *data, size_t len);
 const char *jobs_tail_last_line(const struct jobs_tail *t, char *buf, size_t len);
 
-/* Run a steps job (steps.c): push its plan over SSH and settle it. The outcome to record,
- * or NULL when rackpilotd is stopping (the job stays running and is recovered). */
-json_t *jobs_run_steps(struct work *w);
+/* A steps job (steps.c; SSH lane, b NULL): push its plan over SSH and settle it. */
+struct rp_job_outcome *jobs_run_steps(struct work *w, struct rp_bmc *b);
 
 #endif

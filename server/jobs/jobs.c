@@ -1,7 +1,5 @@
 /* The scheduler, the workers, and the power-sync sweeper. */
-#include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,158 +44,12 @@ kick(struct rp_jobs *j)
 	pthread_mutex_unlock(&j->mu);
 }
 
-int
-jobs_stopping(struct work *w)
-{
-	return __atomic_load_n(&w->j->stop, __ATOMIC_RELAXED) ||
-	       __atomic_load_n(&w->cancel, __ATOMIC_RELAXED);
-}
-
-void
-jobs_sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-/* ---- Outcomes ---------------------------------------------------------------------- */
-
-json_t *
-jobs_outcome(struct work *w, const char *state)
-{
-	return json_pack("{s:I, s:s}", "id", (json_int_t)w->id, "state", state);
-}
-
-json_t *
-jobs_later(struct work *w, unsigned ms)
-{
-	json_t *o = jobs_outcome(w, "retry");
-
-	json_object_set_new(o, "wait", json_true());
-	json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + ms));
-	return o;
-}
-
-void
-jobs_set_error(json_t *o, const char *code, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	json_object_set_new(o, "error_code", json_string(code));
-	json_object_set_new(o, "error", json_string(msg));
-}
-
-/* Persist the IPMI workarounds b found at open, so the next session opens directly. Its own
- * transaction, after the BMC answered and before any other BMC call; a failure is logged and
- * the job goes on (it has a working session either way). */
-void
-jobs_bmc_learned(struct rp_jobs *j, json_t *node, json_t *bmc, struct rp_bmc *b)
-{
-	const char *name = json_string_value(json_object_get(node, "name")) ?: "?";
-	const char *uuid = json_string_value(json_object_get(node, "uuid"));
-	const char *address = json_string_value(json_object_get(bmc, "address"));
-	unsigned port = (unsigned)json_integer_value(json_object_get(bmc, "port"));
-	json_t *names = NULL;
-	enum rp_err e;
-
-	if (rp_bmc_detected_workarounds(b, &names) != 1)
-		return;
-	e = rp_store_bmc_workarounds_detected(j->st, uuid ? uuid : name, address, port, names);
-	if (e == RP_ERR_OK)
-		rp_log_info("jobs: %s: IPMI workarounds detected and saved in bmc.options", name);
-	else if (e != RP_ERR_CONFLICT)
-		rp_log_warn("jobs: %s: detected IPMI workarounds not saved: %s", name,
-		            rp_err_code(e));
-	json_decref(names);
-}
-
-/* A BMC error: retried later when that can help and attempts remain, else final. */
-json_t *
-jobs_bmc_failure(struct work *w, const struct rp_bmc_err *err, int may_retry)
-{
-	char code[40];
-	json_t *o;
-
-	snprintf(code, sizeof code, "bmc_%s", rp_bmc_err_name(err->kind));
-	if (may_retry && rp_bmc_err_transient(err->kind) && w->attempts < w->max_attempts) {
-		int64_t delay = (int64_t)w->j->o.retry_base_ms << (w->attempts - 1);
-
-		if (delay > 60000)
-			delay = 60000;
-		o = jobs_outcome(w, "retry");
-		json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + delay));
-		jobs_set_error(o, code, "%s (attempt %d of %d; retrying in %lld ms)", err->msg,
-		               w->attempts, w->max_attempts, (long long)delay);
-	} else {
-		o = jobs_outcome(w, "failed");
-		if (rp_bmc_err_transient(err->kind) && may_retry)
-			jobs_set_error(o, code, "%s (gave up after %d attempts)", err->msg,
-			               w->attempts);
-		else
-			jobs_set_error(o, code, "%s", err->msg);
-	}
-	/* Only contact failures count against the BMC's health, not refusals of a request. */
-	if (err->kind == RP_BMC_UNREACHABLE || err->kind == RP_BMC_TIMEOUT ||
-	    err->kind == RP_BMC_AUTH || err->kind == RP_BMC_TLS)
-		json_object_set_new(o, "bmc_ok", json_false());
-	return o;
-}
-
-static json_t *
-interrupted(struct work *w)
-{
-	json_t *o;
-
-	/* Shutting down: leave the job running in the store; the next start recovers it. */
-	if (__atomic_load_n(&w->j->stop, __ATOMIC_RELAXED))
-		return NULL;
-	o = jobs_outcome(w, "cancelled");
-	jobs_set_error(o, "cancelled", "cancelled while in progress");
-	return o;
-}
-
 /* ---- Power ------------------------------------------------------------------------- */
 
-/* Poll until the node reaches want, up to timeout_s. 0 reached; 1 timed out (*seen is the
- * last reading); -1 error or interruption (err set; kind OK for interruption). */
-static int
-wait_power(struct work *w, struct rp_bmc *b, enum rp_power want, unsigned timeout_s,
-           enum rp_power *seen, struct rp_bmc_err *err)
+struct rp_job_outcome *
+jobs_run_power(struct work *w, struct rp_bmc *b)
 {
-	int64_t until = rp_time_mono_ns() + (int64_t)timeout_s * 1000000000;
-	int errors = 0;
-
-	for (;;) {
-		enum rp_power p;
-
-		if (rp_bmc_power_get(b, &p, err) == 0) {
-			*seen = p;
-			errors = 0;
-			if (p == want)
-				return 0;
-		} else if (!rp_bmc_err_transient(err->kind) || ++errors > 5) {
-			return -1;
-		}
-		if (rp_time_mono_ns() > until)
-			return 1;
-		if (jobs_stopping(w)) {
-			err->kind = RP_BMC_OK;
-			return -1;
-		}
-		jobs_sleep_ms(POLL_MS);
-	}
-}
-
-static json_t *
-run_power(struct work *w, struct rp_bmc *b)
-{
-	json_t *params = json_object_get(w->claim, "params");
+	json_t *params = jobs_params(w);
 	const char *target = json_string_value(json_object_get(params, "target"));
 	json_t *to = json_object_get(params, "timeout_s");
 	unsigned soft_wait = json_is_integer(to) ? (unsigned)json_integer_value(to) : 60;
@@ -205,7 +57,7 @@ run_power(struct work *w, struct rp_bmc *b)
 	enum rp_power_action act;
 	struct rp_bmc_err err = {0};
 	const char *note = NULL;
-	json_t *o;
+	struct rp_job_outcome *o;
 	int rc;
 
 	if (rp_bmc_power_get(b, &now, &err) < 0)
@@ -218,14 +70,13 @@ run_power(struct work *w, struct rp_bmc *b)
 		               !strcmp(target, "soft_off");
 
 		if (provable && now == want) {
-			o = jobs_outcome(w, "succeeded");
-			json_object_set_new(
-			        o, "result",
-			        json_pack("{s:s, s:s}", "power", rp_power_name(now), "note",
-			                  "interrupted by a rackpilotd restart; the BMC reports "
-			                  "the requested state, so it was carried out"));
+			o = jobs_outcome(w, RP_JOB_END_SUCCEEDED);
+			jobs_set_result(
+			        o, json_pack("{s:s, s:s}", "power", rp_power_name(now), "note",
+			                     "interrupted by a rackpilotd restart; the BMC reports "
+			                     "the requested state, so it was carried out"));
 		} else {
-			o = jobs_outcome(w, "failed");
+			o = jobs_outcome(w, RP_JOB_END_FAILED);
 			jobs_set_error(
 			        o, "interrupted",
 			        provable ? "interrupted by a rackpilotd restart before its outcome "
@@ -241,18 +92,17 @@ run_power(struct work *w, struct rp_bmc *b)
 			        provable ? rp_power_name(now) : target,
 			        provable ? rp_power_name(want) : rp_power_name(now));
 		}
-		json_object_set_new(o, "power", json_string(rp_power_name(now)));
-		json_object_set_new(o, "bmc_ok", json_true());
+		jobs_set_power(o, rp_power_name(now));
+		o->bmc_ok = 1;
 		return o;
 	}
 	if (now == want &&
 	    (!strcmp(target, "on") || !strcmp(target, "off") || !strcmp(target, "soft_off"))) {
-		o = jobs_outcome(w, "succeeded");
-		json_object_set_new(
-		        o, "result",
-		        json_pack("{s:s, s:b}", "power", rp_power_name(now), "changed", 0));
-		json_object_set_new(o, "power", json_string(rp_power_name(now)));
-		json_object_set_new(o, "bmc_ok", json_true());
+		o = jobs_outcome(w, RP_JOB_END_SUCCEEDED);
+		jobs_set_result(o,
+		                json_pack("{s:s, s:b}", "power", rp_power_name(now), "changed", 0));
+		jobs_set_power(o, rp_power_name(now));
+		o->bmc_ok = 1;
 		return o;
 	}
 	if (!strcmp(target, "on"))
@@ -283,45 +133,46 @@ run_power(struct work *w, struct rp_bmc *b)
 
 		return jobs_bmc_failure(w, &err, may_retry);
 	}
-	rc = wait_power(w, b, want, act == RP_POWER_ACT_SOFT_OFF ? soft_wait : w->j->o.power_wait_s,
-	                &seen, &err);
+	rc = jobs_wait_power(w, b, want,
+	                     act == RP_POWER_ACT_SOFT_OFF ? soft_wait : w->j->o.power_wait_s, &seen,
+	                     &err);
 	if (rc == 1 && act == RP_POWER_ACT_SOFT_OFF) {
 		/* The OS ignored the graceful request: fall back to a hard power off. */
 		if (rp_bmc_power_set(b, RP_POWER_ACT_OFF, &err) < 0)
 			return jobs_bmc_failure(w, &err, 0);
 		note = "no graceful shutdown: powered off hard";
-		rc = wait_power(w, b, RP_POWER_OFF, w->j->o.power_wait_s, &seen, &err);
+		rc = jobs_wait_power(w, b, RP_POWER_OFF, w->j->o.power_wait_s, &seen, &err);
 	}
 	if (rc < 0 && err.kind == RP_BMC_OK)
-		return interrupted(w);
+		return jobs_interrupted(w);
 	if (rc < 0)
 		return jobs_bmc_failure(w, &err, 0);
 	if (rc == 1) {
-		o = jobs_outcome(w, "failed");
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "power_timeout",
 		               "sent %s, but the node did not reach %s within %u s (BMC "
 		               "reports %s)",
 		               target, rp_power_name(want), w->j->o.power_wait_s,
 		               rp_power_name(seen));
-		json_object_set_new(o, "power", json_string(rp_power_name(seen)));
-		json_object_set_new(o, "bmc_ok", json_true());
+		jobs_set_power(o, rp_power_name(seen));
+		o->bmc_ok = 1;
 		return o;
 	}
-	o = jobs_outcome(w, "succeeded");
-	json_object_set_new(o, "result",
-	                    json_pack("{s:s, s:b, s:s?}", "power", rp_power_name(seen), "changed",
-	                              1, "note", note));
-	json_object_set_new(o, "power", json_string(rp_power_name(seen)));
-	json_object_set_new(o, "bmc_ok", json_true());
+	o = jobs_outcome(w, RP_JOB_END_SUCCEEDED);
+	jobs_set_result(o, json_pack("{s:s, s:b, s:s?}", "power", rp_power_name(seen), "changed", 1,
+	                             "note", note));
+	jobs_set_power(o, rp_power_name(seen));
+	o->bmc_ok = 1;
 	return o;
 }
 
 /* ---- Boot -------------------------------------------------------------------------- */
 
-static json_t *
-run_boot(struct work *w, struct rp_bmc *b)
+struct rp_job_outcome *
+jobs_run_boot(struct work *w, struct rp_bmc *b)
 {
-	json_t *params = json_object_get(w->claim, "params"), *warnings = json_array(), *o;
+	json_t *params = jobs_params(w), *warnings = json_array();
+	struct rp_job_outcome *o;
 	const char *device = json_string_value(json_object_get(params, "device"));
 	const char *mode = json_string_value(json_object_get(params, "mode"));
 	struct rp_boot want = {0}, got = {0};
@@ -337,14 +188,14 @@ run_boot(struct work *w, struct rp_bmc *b)
 	}
 	if (got.device != want.device) {
 		json_decref(warnings);
-		o = jobs_outcome(w, "failed");
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "bmc_mismatch",
 		               "the BMC accepted boot device %s but reads back %s", device,
 		               got.device == RP_BOOT_PXE    ? "pxe"
 		               : got.device == RP_BOOT_DISK ? "disk"
 		               : got.device == RP_BOOT_NONE ? "no override"
 		                                            : "another device");
-		json_object_set_new(o, "bmc_ok", json_true());
+		o->bmc_ok = 1;
 		return o;
 	}
 	if (got.persistent != want.persistent)
@@ -361,15 +212,14 @@ run_boot(struct work *w, struct rp_bmc *b)
 		                                            "legacy BIOS boot"
 		                                          : "asked legacy BIOS boot, the BMC "
 		                                            "reads back UEFI"));
-	o = jobs_outcome(w, "succeeded");
-	json_object_set_new(o, "result",
-	                    json_pack("{s:s, s:b, s:s, s:o}", "device", device, "persistent",
-	                              got.persistent, "mode",
-	                              got.uefi < 0 ? "unknown"
-	                              : got.uefi   ? "uefi"
-	                                           : "legacy",
-	                              "warnings", warnings));
-	json_object_set_new(o, "bmc_ok", json_true());
+	o = jobs_outcome(w, RP_JOB_END_SUCCEEDED);
+	jobs_set_result(o, json_pack("{s:s, s:b, s:s, s:o}", "device", device, "persistent",
+	                             got.persistent, "mode",
+	                             got.uefi < 0 ? "unknown"
+	                             : got.uefi   ? "uefi"
+	                                          : "legacy",
+	                             "warnings", warnings));
+	o->bmc_ok = 1;
 	return o;
 }
 
@@ -434,13 +284,13 @@ text_same(const char *a, const char *b)
 	return la == lb && strncasecmp(a, b, la) == 0;
 }
 
-static json_t *
-run_verify(struct work *w, struct rp_bmc *b)
+struct rp_job_outcome *
+jobs_run_verify(struct work *w, struct rp_bmc *b)
 {
-	json_t *node = json_object_get(w->claim, "node"), *checks = json_array(), *identity, *o;
-	json_t *o_bmc;
-	const char *serial = json_string_value(json_object_get(node, "serial"));
-	const char *uuid = json_string_value(json_object_get(node, "system_uuid"));
+	json_t *checks = json_array(), *identity;
+	struct rp_job_outcome *o;
+	const char *serial = w->claim->node.serial;
+	const char *uuid = w->claim->node.system_uuid;
 	struct rp_bmc_identity id;
 	struct rp_bmc_err err = {0};
 	enum rp_power p;
@@ -492,23 +342,21 @@ run_verify(struct work *w, struct rp_bmc *b)
 		         n ? "; " : "", uuid, id.uuid);
 	}
 	if (mismatch[0]) {
-		o = jobs_outcome(w, "failed");
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "identity_mismatch",
 		               "the BMC at this address is not the enrolled machine (%s): a "
 		               "swapped cable or "
 		               "a wrong BMC address?",
 		               mismatch);
 	} else {
-		o = jobs_outcome(w, "succeeded");
+		o = jobs_outcome(w, RP_JOB_END_SUCCEEDED);
 	}
-	json_object_set_new(o, "result",
-	                    json_pack("{s:O, s:s, s:o}", "identity", identity, "power",
-	                              rp_power_name(p), "checks", checks));
+	jobs_set_result(o, json_pack("{s:O, s:s, s:o}", "identity", identity, "power",
+	                             rp_power_name(p), "checks", checks));
 	/* The IPMI quirks this session needed: found now, or as the options name them. */
-	o_bmc = json_object_get(w->claim, "bmc");
-	if (!strcmp(json_string_value(json_object_get(o_bmc, "driver")) ?: "", "ipmi")) {
-		json_t *res = json_object_get(o, "result"), *quirks = NULL;
-		json_t *conf = json_object_get(json_object_get(o_bmc, "options"), "workarounds");
+	if (!strcmp(w->claim->bmc.driver ?: "", "ipmi")) {
+		json_t *res = o->result, *quirks = NULL;
+		json_t *conf = json_object_get(w->claim->bmc.options, "workarounds");
 
 		if (rp_bmc_detected_workarounds(b, &quirks) == 1)
 			json_object_set_new(res, "workarounds_detected", json_true());
@@ -516,52 +364,38 @@ run_verify(struct work *w, struct rp_bmc *b)
 			quirks = json_is_array(conf) ? json_deep_copy(conf) : json_array();
 		json_object_set_new(res, "workarounds", quirks);
 	}
-	json_object_set_new(o, "identity", identity);
-	json_object_set_new(o, "power", json_string(rp_power_name(p)));
-	json_object_set_new(o, "bmc_ok", json_true());
+	o->identity = identity;
+	jobs_set_power(o, rp_power_name(p));
+	o->bmc_ok = 1;
 	return o;
 }
 
 /* ---- Workers ----------------------------------------------------------------------- */
 
-static json_t *
+/* The runners of rackpilot/jobtypes.h's table, by type. */
+static struct rp_job_outcome *(*const runners[RP_JOB__COUNT])(struct work *, struct rp_bmc *) = {
+#define RUNNER(id, name, lane, rerun, mutating, run) [RP_JOB_##id] = run,
+        RP_JOB_TYPES(RUNNER)
+#undef RUNNER
+};
+
+static struct rp_job_outcome *
 run(struct work *w)
 {
-	struct rp_bmc_target t;
+	const struct rp_job_type_entry *t = rp_job_type_get(w->type);
 	struct rp_bmc_err err = {0};
+	struct rp_job_outcome *o;
 	struct rp_bmc *b;
-	json_t *o;
 
-	if (!strcmp(w->type, "steps"))
-		return jobs_run_steps(w);
-	if (w->lane == LANE_SSH)
-		return jobs_run_provision(w);
-	if (rp_bmc_target_from_json(
-	            json_object_get(w->claim, "bmc"),
-	            json_string_value(json_object_get(json_object_get(w->claim, "node"), "uuid")),
-	            &t, &err) < 0)
-		return jobs_bmc_failure(w, &err, 0);
-	b = rp_bmc_open(&t, &err);
-	explicit_bzero(t.password, sizeof t.password);
-	if (b == NULL)
-		return jobs_bmc_failure(w, &err, 1);
-	jobs_bmc_learned(w->j, json_object_get(w->claim, "node"), json_object_get(w->claim, "bmc"),
-	                 b);
-	if (!strcmp(w->type, "power"))
-		o = run_power(w, b);
-	else if (!strcmp(w->type, "boot"))
-		o = run_boot(w, b);
-	else if (!strcmp(w->type, "verify"))
-		o = run_verify(w, b);
-	else if (!strcmp(w->type, "firmware_refresh") || !strcmp(w->type, "bios_apply") ||
-	         !strcmp(w->type, "firmware_update"))
-		o = jobs_run_firmware(w, b);
-	else if (!strcmp(w->type, "acceptance"))
-		o = jobs_run_acceptance(w, b);
-	else {
-		o = jobs_outcome(w, "failed");
-		jobs_set_error(o, "unknown_type", "no runner for job type '%s'", w->type);
-	}
+	if (t == NULL)
+		return jobs_failed(w, "unknown_type", "no runner for job type '%s'",
+		                   w->claim->type_name);
+	/* SSH-lane runners open what they need themselves (a plan may never touch the BMC). */
+	if (t->lane == RP_JOB_LANE_SSH)
+		return runners[w->type](w, NULL);
+	if ((b = jobs_bmc_open(w, &err)) == NULL)
+		return jobs_bmc_failure(w, &err, err.kind != RP_BMC_REJECTED);
+	o = runners[w->type](w, b);
 	rp_bmc_close(b);
 	return o;
 }
@@ -569,7 +403,7 @@ run(struct work *w)
 static void
 work_free(struct work *w)
 {
-	json_decref(w->claim);
+	rp_store_claim_free(w->claim);
 	free(w);
 }
 
@@ -581,7 +415,7 @@ worker(void *arg)
 
 	for (;;) {
 		struct work *w, **pp;
-		json_t *o;
+		struct rp_job_outcome *o;
 
 		pthread_mutex_lock(&j->mu);
 		while (l->queue == NULL && !j->stop)
@@ -605,8 +439,10 @@ worker(void *arg)
 				break;
 			}
 		}
-		if (o)
-			json_array_append_new(j->done, o);
+		if (o) {
+			*j->done_tail = o;
+			j->done_tail = &o->next;
+		}
 		l->inflight--;
 		kick_locked(j);
 		pthread_mutex_unlock(&j->mu);
@@ -618,20 +454,24 @@ worker(void *arg)
 
 /* Record outcomes; the database may be busy for a moment, never lose them. */
 static void
-record(struct rp_jobs *j, json_t *done)
+record(struct rp_jobs *j, const struct rp_job_outcome *done)
 {
 	enum rp_err last = RP_ERR_OK;
+	size_t n = 0;
+	const struct rp_job_outcome *o;
 	int tries, storage;
 
+	for (o = done; o; o = o->next)
+		n++;
 	for (tries = 0; tries < 50; tries++) {
-		enum rp_err e = rp_store_jobs_finish(j->st, done, (int)j->o.fault_threshold);
+		enum rp_err e = rp_store_jobs_record(j->st, done, (int)j->o.fault_threshold);
 
 		if (e == RP_ERR_OK)
 			return;
 		/* Once per kind of failure, not per try. */
 		if (e != last)
-			rp_log_warn("jobs: recording %zu jobs_outcome(s) failed (%s); retrying",
-			            json_array_size(done), rp_err_message(e));
+			rp_log_warn("jobs: recording %zu jobs_outcome(s) failed (%s); retrying", n,
+			            rp_err_message(e));
 		last = e;
 		/* A full or read-only disk takes an operator: back off longer (50 tries: ~50 s). */
 		storage = e == RP_ERR_STORAGE_FULL || e == RP_ERR_STORAGE_READONLY ||
@@ -640,42 +480,38 @@ record(struct rp_jobs *j, json_t *done)
 	}
 	rp_log_error("jobs: could not record %zu jobs_outcome(s); they stay running and will be "
 	             "recovered at the next start",
-	             json_array_size(done));
+	             n);
 }
 
 static void
-claim(struct rp_jobs *j, int lane, int free_slots)
+claim(struct rp_jobs *j, enum rp_job_lane lane, int free_slots)
 {
 	struct lane *l = &j->lanes[lane];
-	json_t *claimed = NULL, *c;
-	size_t i;
+	struct rp_job_claim *claimed = NULL, *c;
 
-	if (rp_store_jobs_claim(j->st, j->owner, lane == LANE_SSH, free_slots, LEASE_MS,
-	                        &claimed) != RP_ERR_OK)
+	if (rp_store_jobs_take(j->st, j->owner, lane, free_slots, LEASE_MS, &claimed) != RP_ERR_OK)
 		return;
-	json_array_foreach(claimed, i, c)
-	{
+	while ((c = claimed) != NULL) {
+		const struct rp_job_type_entry *t = rp_job_type_get(c->type);
 		struct work *w = calloc(1, sizeof *w);
 
 		if (w == NULL)
 			break; /* stays running; recovered at the next start */
+		claimed = c->next;
+		c->next = NULL;
 		w->j = j;
 		w->lane = lane;
-		w->id = json_integer_value(json_object_get(c, "id"));
-		w->node_id = json_integer_value(json_object_get(json_object_get(c, "node"), "id"));
-		snprintf(w->uuid, sizeof w->uuid, "%s",
-		         json_string_value(json_object_get(c, "uuid")));
-		snprintf(w->type, sizeof w->type, "%s",
-		         json_string_value(json_object_get(c, "type")));
-		snprintf(w->node_name, sizeof w->node_name, "%s",
-		         json_string_value(json_object_get(json_object_get(c, "node"), "name")));
-		/* Interrupted before it sent anything: it simply runs. After sending: it verifies.
-		 */
-		w->recover = json_is_true(json_object_get(c, "recover")) &&
-		             json_is_true(json_object_get(c, "sent"));
-		w->attempts = (int)json_integer_value(json_object_get(c, "attempts"));
-		w->max_attempts = (int)json_integer_value(json_object_get(c, "max_attempts"));
-		w->claim = json_incref(c);
+		w->id = c->id;
+		w->node_id = c->node.id;
+		snprintf(w->uuid, sizeof w->uuid, "%s", c->uuid);
+		w->type = c->type;
+		snprintf(w->node_name, sizeof w->node_name, "%s", c->node.name ?: "");
+		/* Interrupted before it sent anything: it simply runs. After sending: it
+		 * verifies (a rerun-safe type never marks sent). */
+		w->recover = c->recover && c->sent && !(t && t->rerun_safe);
+		w->attempts = c->attempts;
+		w->max_attempts = c->max_attempts;
+		w->claim = c;
 		pthread_mutex_lock(&j->mu);
 		w->next = l->queue;
 		l->queue = w;
@@ -683,7 +519,7 @@ claim(struct rp_jobs *j, int lane, int free_slots)
 		pthread_cond_signal(&l->cv);
 		pthread_mutex_unlock(&j->mu);
 	}
-	json_decref(claimed);
+	rp_store_claim_free(claimed);
 }
 
 static void *sweep_main(void *arg);
@@ -694,7 +530,7 @@ scheduler(void *arg)
 	struct rp_jobs *j = arg;
 
 	for (;;) {
-		json_t *done;
+		struct rp_job_outcome *done;
 		int free_slots[LANES], stop, start_sweep = 0, lane;
 
 		pthread_mutex_lock(&j->mu);
@@ -712,7 +548,8 @@ scheduler(void *arg)
 		j->kicked = 0;
 		stop = j->stop;
 		done = j->done;
-		j->done = json_array();
+		j->done = NULL;
+		j->done_tail = &j->done;
 		for (lane = 0; lane < LANES; lane++)
 			free_slots[lane] = (int)j->lanes[lane].nworkers - j->lanes[lane].inflight;
 		if (!j->sweeping && !stop &&
@@ -723,9 +560,9 @@ scheduler(void *arg)
 			start_sweep = 1;
 		}
 		pthread_mutex_unlock(&j->mu);
-		if (json_array_size(done) > 0)
+		if (done)
 			record(j, done);
-		json_decref(done);
+		rp_store_outcome_free(done);
 		if (stop)
 			return NULL;
 		if (start_sweep) {
@@ -778,7 +615,13 @@ sweep_worker(void *arg)
 		                            json_string_value(json_object_get(node, "uuid")), &t,
 		                            &err) == 0 &&
 		    (b = rp_bmc_open(&t, &err)) != NULL) {
-			jobs_bmc_learned(s->j, node, json_object_get(node, "bmc"), b);
+			json_t *bmc = json_object_get(node, "bmc");
+
+			jobs_bmc_learned(s->j, json_string_value(json_object_get(node, "name")),
+			                 json_string_value(json_object_get(node, "uuid")),
+			                 json_string_value(json_object_get(bmc, "address")),
+			                 (unsigned)json_integer_value(json_object_get(bmc, "port")),
+			                 b);
 			if (rp_bmc_power_get(b, &p, &err) == 0) {
 				json_object_set_new(r, "ok", json_true());
 				json_object_set_new(r, "power", json_string(rp_power_name(p)));
@@ -898,7 +741,8 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 		j->lanes[lane].j = j;
 		pthread_cond_init(&j->lanes[lane].cv, NULL);
 	}
-	j->done = json_array();
+	j->done = NULL;
+	j->done_tail = &j->done;
 	/* The first sweep waits a little, so a fresh start is not a burst of BMC traffic. */
 	j->next_sweep_ms = rp_time_now_ms() + 5000;
 	e = rp_store_jobs_recover(st, &recovered);
@@ -944,7 +788,6 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	*out = j;
 	return 0;
 fail:
-	json_decref(j->done);
 	for (lane = 0; lane < LANES; lane++)
 		pthread_cond_destroy(&j->lanes[lane].cv);
 	pthread_cond_destroy(&j->kick_cv);
@@ -976,7 +819,7 @@ rp_jobs_stop(struct rp_jobs *j)
 	if (j->sweep_started)
 		pthread_join(j->sweeper, NULL);
 	/* Outcomes of jobs that finished while stopping are still worth recording. */
-	if (json_array_size(j->done) > 0)
+	if (j->done)
 		record(j, j->done);
 	for (lane = 0; lane < LANES; lane++) {
 		for (w = j->lanes[lane].queue; w; w = n) {
@@ -986,7 +829,7 @@ rp_jobs_stop(struct rp_jobs *j)
 		free(j->lanes[lane].workers);
 		pthread_cond_destroy(&j->lanes[lane].cv);
 	}
-	json_decref(j->done);
+	rp_store_outcome_free(j->done);
 	json_decref(j->last_sweep);
 	pthread_mutex_destroy(&j->mu);
 	pthread_cond_destroy(&j->kick_cv);

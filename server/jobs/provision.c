@@ -15,88 +15,51 @@
 
 #define WAIT_POLL_MS 2000
 
-static json_t *
-params(struct work *w)
-{
-	return json_object_get(w->claim, "params");
-}
-
 static const char *
 phase(struct work *w)
 {
-	return json_string_value(json_object_get(w->claim, "phase"));
+	return w->claim->phase;
 }
 
-/* Move to phase p, durably; the claim record follows so this run sees it. */
+/* Move to phase p, durably; the claim follows so this run sees it. */
 static int
 enter(struct work *w, const char *p)
 {
-	if (rp_store_job_phase(w->j->st, w->id, p) != RP_ERR_OK)
+	char *copy = strdup(p);
+
+	if (copy == NULL || rp_store_job_phase(w->j->st, w->id, p) != RP_ERR_OK) {
+		free(copy);
 		return -1;
-	json_object_set_new(w->claim, "phase", json_string(p));
-	json_object_set_new(w->claim, "phase_at", json_integer(rp_time_now_ms()));
+	}
+	free(w->claim->phase);
+	w->claim->phase = copy;
+	w->claim->phase_at = rp_time_now_ms();
 	return 0;
 }
 
-static json_t *failed(struct work *w, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static json_t *
-failed(struct work *w, const char *code, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	json_t *o = jobs_outcome(w, "failed");
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	jobs_set_error(o, code, "%s", msg);
-	return o;
-}
-
 /* Come back in a while, without counting an attempt. */
-static json_t *
+static struct rp_job_outcome *
 later(struct work *w, const char *why)
 {
-	json_t *o = jobs_later(w, WAIT_POLL_MS);
+	struct rp_job_outcome *o = jobs_later(w, WAIT_POLL_MS);
 
 	jobs_set_error(o, "waiting", "%s", why);
 	return o;
 }
 
-static struct rp_bmc *
-bmc_open(struct work *w, struct rp_bmc_err *err)
-{
-	struct rp_bmc_target t;
-	struct rp_bmc *b;
-
-	if (rp_bmc_target_from_json(
-	            json_object_get(w->claim, "bmc"),
-	            json_string_value(json_object_get(json_object_get(w->claim, "node"), "uuid")),
-	            &t, err) < 0)
-		return NULL;
-	b = rp_bmc_open(&t, err);
-	explicit_bzero(t.password, sizeof t.password);
-	if (b != NULL)
-		jobs_bmc_learned(w->j, json_object_get(w->claim, "node"),
-		                 json_object_get(w->claim, "bmc"), b);
-	return b;
-}
-
-/* Boot device, then power: on when off, else a cycle (the node must boot again now). */
-static json_t *
+/* Boot device, then power (jobs_boot_action: the node must boot again now). */
+static struct rp_job_outcome *
 boot_into(struct work *w, enum rp_boot_device dev, int persistent)
 {
 	struct rp_bmc_err err = {0};
 	struct rp_boot want = {.device = dev, .persistent = persistent};
 	struct rp_bmc *b;
 	enum rp_power now = RP_POWER_UNKNOWN;
-	json_t *o = NULL;
+	struct rp_job_outcome *o = NULL;
 
-	want.uefi =
-	        !strcmp(json_string_value(json_object_get(params(w), "boot_mode")) ?: "", "uefi");
-	if ((b = bmc_open(w, &err)) == NULL)
+	want.uefi = !strcmp(json_string_value(json_object_get(jobs_params(w), "boot_mode")) ?: "",
+	                    "uefi");
+	if ((b = jobs_bmc_open(w, &err)) == NULL)
 		return jobs_bmc_failure(w, &err, 1);
 	if (rp_bmc_boot_set(b, &want, &err) < 0 || rp_bmc_power_get(b, &now, &err) < 0) {
 		o = jobs_bmc_failure(w, &err, 1);
@@ -108,22 +71,21 @@ boot_into(struct work *w, enum rp_boot_device dev, int persistent)
 		o = jobs_bmc_failure(w, &busy, 1);
 		goto out;
 	}
-	if (rp_bmc_power_set(b, now == RP_POWER_ON ? RP_POWER_ACT_CYCLE : RP_POWER_ACT_ON, &err) <
-	    0)
+	if (rp_bmc_power_set(b, jobs_boot_action(now), &err) < 0)
 		o = jobs_bmc_failure(w, &err, err.kind != RP_BMC_TIMEOUT);
 out:
 	rp_bmc_close(b);
 	return o;
 }
 
-static json_t *
+static struct rp_job_outcome *
 power_off(struct work *w)
 {
 	struct rp_bmc_err err = {0};
 	struct rp_bmc *b;
-	json_t *o = NULL;
+	struct rp_job_outcome *o = NULL;
 
-	if ((b = bmc_open(w, &err)) == NULL)
+	if ((b = jobs_bmc_open(w, &err)) == NULL)
 		return jobs_bmc_failure(w, &err, 1);
 	if (rp_bmc_power_set(b, RP_POWER_ACT_OFF, &err) < 0)
 		o = jobs_bmc_failure(w, &err, 1);
@@ -138,7 +100,7 @@ static void
 firmware_snapshot(struct work *w)
 {
 	struct rp_bmc_err err = {0};
-	struct rp_bmc *b = bmc_open(w, &err);
+	struct rp_bmc *b = jobs_bmc_open(w, &err);
 
 	if (b != NULL && jobs_firmware_read(w, b, &err) == 0) {
 		rp_bmc_close(b);
@@ -152,10 +114,10 @@ firmware_snapshot(struct work *w)
 
 /* The image on the server still is the one its sha256 says: checked before the node is
  * touched, so a corrupt image is never written to a disk. */
-static json_t *
+static struct rp_job_outcome *
 verify_image(struct work *w)
 {
-	json_t *img = json_object_get(params(w), "image");
+	json_t *img = json_object_get(jobs_params(w), "image");
 	const char *want = json_string_value(json_object_get(img, "sha256"));
 	char path[4200], hex[RP_SHA256_HEX];
 	uint64_t size = 0;
@@ -163,39 +125,43 @@ verify_image(struct work *w)
 	snprintf(path, sizeof path, "%s/%s", w->j->o.image_dir ? w->j->o.image_dir : ".",
 	         json_string_value(json_object_get(img, "file")));
 	if (rp_file_sha256(path, hex, &size) < 0)
-		return failed(w, "image_missing", "cannot read image %s (%s): nothing was written",
-		              json_string_value(json_object_get(img, "name")), path);
+		return jobs_failed(w, "image_missing",
+		                   "cannot read image %s (%s): nothing was written",
+		                   json_string_value(json_object_get(img, "name")), path);
 	if (want == NULL || strcmp(hex, want) != 0)
-		return failed(w, "image_corrupt",
-		              "image %s does not match its sha256 (recorded %s, the file has %s): "
-		              "nothing was written to the node",
-		              json_string_value(json_object_get(img, "name")), want ? want : "none",
-		              hex);
+		return jobs_failed(
+		        w, "image_corrupt",
+		        "image %s does not match its sha256 (recorded %s, the file has %s): "
+		        "nothing was written to the node",
+		        json_string_value(json_object_get(img, "name")), want ? want : "none", hex);
 	return NULL;
 }
 
-json_t *
-jobs_run_provision(struct work *w)
+struct rp_job_outcome *
+jobs_run_provision(struct work *w, struct rp_bmc *unused)
 {
-	const char *type = w->type;
-	int64_t timeout_ms = json_integer_value(json_object_get(params(w), "timeout_s")) * 1000;
-	json_t *o = NULL, *tgt = NULL;
+	int64_t timeout_ms =
+	        json_integer_value(json_object_get(jobs_params(w), "timeout_s")) * 1000;
+	struct rp_job_outcome *o = NULL;
+	json_t *tgt = NULL;
 	int rounds;
+
+	(void)unused;
 
 	if (timeout_ms <= 0)
 		timeout_ms = 1800 * 1000;
-	if (phase(w) == NULL && enter(w, !strcmp(type, "deploy") ? "verify_image" : "boot") < 0)
+	if (phase(w) == NULL && enter(w, w->type == RP_JOB_DEPLOY ? "verify_image" : "boot") < 0)
 		return later(w, "could not record the job's phase");
 	for (rounds = 0; rounds < 16; rounds++) {
 		const char *p = phase(w);
-		int64_t since = json_integer_value(json_object_get(w->claim, "phase_at"));
+		int64_t since = w->claim->phase_at;
 
 		if (__atomic_load_n(&w->j->stop, __ATOMIC_RELAXED)) {
 			o = NULL;
 			goto out;
 		}
 		if (__atomic_load_n(&w->cancel, __ATOMIC_RELAXED)) {
-			o = jobs_outcome(w, "cancelled");
+			o = jobs_outcome(w, RP_JOB_END_CANCELLED);
 			jobs_set_error(o, "cancelled", "aborted during %s", p);
 			goto out;
 		}
@@ -211,10 +177,10 @@ jobs_run_provision(struct work *w)
 			const char *why =
 			        json_string_value(json_object_get(tgt, "maintenance_reason"));
 
-			o = failed(w, "maintenance",
-			           "the node was put in maintenance%s%s during %s; "
-			           "clear it and start again",
-			           why ? ": " : "", why ? why : "", p);
+			o = jobs_failed(w, "maintenance",
+			                "the node was put in maintenance%s%s during %s; "
+			                "clear it and start again",
+			                why ? ": " : "", why ? why : "", p);
 			break;
 		}
 		if (!strcmp(p, "verify_image")) {
@@ -244,7 +210,7 @@ jobs_run_provision(struct work *w)
 				continue;
 			}
 			if (rp_time_now_ms() - since > timeout_ms) {
-				o = failed(
+				o = jobs_failed(
 				        w, "agent_timeout",
 				        "the agent did not register within %lld s after the node "
 				        "was "
@@ -255,18 +221,17 @@ jobs_run_provision(struct work *w)
 			o = later(w, "waiting for the node's agent to register");
 			break;
 		} else if (!strcmp(p, "steps")) {
-			o = jobs_run_steps(w);
-			if (o == NULL ||
-			    strcmp(json_string_value(json_object_get(o, "state")), "succeeded"))
+			o = jobs_run_steps(w, NULL);
+			if (o == NULL || o->state != RP_JOB_END_SUCCEEDED)
 				break; /* failed, cancelled, a retry, a reboot wait, or stopping */
-			json_decref(o);
+			rp_store_outcome_free(o);
 			o = NULL;
 			if (enter(w, "finish") < 0) {
 				o = later(w, "could not record the job's phase");
 				goto out;
 			}
 		} else if (!strcmp(p, "finish")) {
-			if (!strcmp(type, "deploy")) {
+			if (w->type == RP_JOB_DEPLOY) {
 				/* From now on the machine is meant to boot its new disk,
 				 * persistently. */
 				if ((o = boot_into(w, RP_BOOT_DISK, 1)) != NULL)
@@ -277,23 +242,23 @@ jobs_run_provision(struct work *w)
 				}
 				continue;
 			}
-			int off = !strcmp(type, "release") ||
-			          !json_is_false(json_object_get(params(w), "power_off"));
+			int off = w->type == RP_JOB_RELEASE ||
+			          !json_is_false(json_object_get(jobs_params(w), "power_off"));
 
-			if (!strcmp(type, "commission"))
+			if (w->type == RP_JOB_COMMISSION)
 				firmware_snapshot(w);
 			if (off && (o = power_off(w)) != NULL)
 				break;
-			o = jobs_outcome(w, "succeeded");
-			json_object_set_new(o, "result", json_pack("{s:s}", "phase", "done"));
+			o = jobs_outcome(w, RP_JOB_END_SUCCEEDED);
+			jobs_set_result(o, json_pack("{s:s}", "phase", "done"));
 			/* The node's recorded power follows what the job did, not the next sweep.
 			 */
 			if (off)
-				json_object_set_new(o, "power", json_string("off"));
+				jobs_set_power(o, "off");
 			break;
 		} else if (!strcmp(p, "wait_boot")) {
 			struct rp_bmc_err err = {0};
-			struct rp_bmc *b = bmc_open(w, &err);
+			struct rp_bmc *b = jobs_bmc_open(w, &err);
 			enum rp_power now = RP_POWER_UNKNOWN;
 
 			if (b == NULL || rp_bmc_power_get(b, &now, &err) < 0) {
@@ -303,34 +268,34 @@ jobs_run_provision(struct work *w)
 			}
 			rp_bmc_close(b);
 			if (now == RP_POWER_ON) {
-				o = jobs_outcome(w, "succeeded");
-				json_object_set_new(
-				        o, "result",
-				        json_pack(
-				                "{s:O, s:O, s:s}", "image",
-				                json_object_get(json_object_get(params(w), "image"),
-				                                "name"),
-				                "disk", json_object_get(params(w), "disk"), "power",
-				                "on"));
-				json_object_set_new(o, "power", json_string("on"));
+				o = jobs_outcome(w, RP_JOB_END_SUCCEEDED);
+				jobs_set_result(
+				        o,
+				        json_pack("{s:O, s:O, s:s}", "image",
+				                  json_object_get(
+				                          json_object_get(jobs_params(w), "image"),
+				                          "name"),
+				                  "disk", json_object_get(jobs_params(w), "disk"),
+				                  "power", "on"));
+				jobs_set_power(o, "on");
 				break;
 			}
 			if (rp_time_now_ms() - since > timeout_ms) {
-				o = failed(w, "boot_timeout",
-				           "the node did not power on from its disk within "
-				           "%lld s",
-				           (long long)(timeout_ms / 1000));
+				o = jobs_failed(w, "boot_timeout",
+				                "the node did not power on from its disk within "
+				                "%lld s",
+				                (long long)(timeout_ms / 1000));
 				break;
 			}
 			o = later(w, "waiting for the node to come up from its disk");
 			break;
 		} else {
-			o = failed(w, "internal", "unknown phase %s", p);
+			o = jobs_failed(w, "internal", "unknown phase %s", p);
 			break;
 		}
 	}
 	if (o == NULL && rounds >= 16)
-		o = failed(w, "internal", "no progress after %d phases", rounds);
+		o = jobs_failed(w, "internal", "no progress after %d phases", rounds);
 out:
 	json_decref(tgt);
 	return o;

@@ -123,11 +123,11 @@ last_line(struct run *r, char *buf, size_t len)
 	return jobs_tail_last_line(&r->tail, buf, len);
 }
 
-static json_t *
+static struct rp_job_outcome *
 retry_or_fail(struct run *r, const char *code, const char *why)
 {
 	struct work *w = r->w;
-	json_t *o;
+	struct rp_job_outcome *o;
 
 	if (w->attempts < w->max_attempts) {
 		int64_t delay = (int64_t)w->j->o.retry_base_ms << (w->attempts - 1);
@@ -136,14 +136,14 @@ retry_or_fail(struct run *r, const char *code, const char *why)
 			delay = 60000;
 		note(r, "%s; retrying in %lld ms (attempt %d of %d)", why, (long long)delay,
 		     w->attempts, w->max_attempts);
-		o = jobs_outcome(w, "retry");
-		json_object_set_new(o, "not_before", json_integer(rp_time_now_ms() + delay));
+		o = jobs_outcome(w, RP_JOB_END_RETRY);
+		o->not_before = rp_time_now_ms() + delay;
 		jobs_set_error(o, code, "%s (attempt %d of %d; retrying in %lld ms)", why,
 		               w->attempts, w->max_attempts, (long long)delay);
 		return o;
 	}
 	note(r, "%s; giving up after %d attempts", why, w->attempts);
-	o = jobs_outcome(w, "failed");
+	o = jobs_outcome(w, RP_JOB_END_FAILED);
 	jobs_set_error(o, code, "%s (gave up after %d attempts)", why, w->attempts);
 	return o;
 }
@@ -185,18 +185,18 @@ settled(json_t *step)
 static json_t *
 plan_step(struct work *w, int64_t index)
 {
-	return json_array_get(json_object_get(json_object_get(w->claim, "params"), "plan"),
-	                      (size_t)index);
+	return json_array_get(json_object_get(jobs_params(w), "plan"), (size_t)index);
 }
 
 /* What the store says to do next: an outcome when the job is settled or must wait for a
  * reboot, NULL when the agent has steps to run. *again is set when a reboot was just seen
  * to complete (look again). */
-static json_t *
+static struct rp_job_outcome *
 next(struct run *r, int exit_status, int *again, char *pending, size_t plen)
 {
 	struct work *w = r->w;
-	json_t *steps = NULL, *s, *o = NULL, *tgt = NULL;
+	json_t *steps = NULL, *s, *tgt = NULL;
+	struct rp_job_outcome *o = NULL;
 	size_t i;
 
 	*again = 0;
@@ -211,11 +211,11 @@ next(struct run *r, int exit_status, int *again, char *pending, size_t plen)
 		if (settled(s))
 			continue;
 		if (!strcmp(st, "failed") || !strcmp(st, "skipped")) {
-			o = jobs_outcome(w, "failed");
+			o = jobs_outcome(w, RP_JOB_END_FAILED);
 			jobs_set_error(o, "step_failed", "step %s failed: %s", id,
 			               json_string_value(json_object_get(s, "error"))
 			                       ?: "no reason given");
-			json_object_set_new(o, "result", summary(steps, exit_status));
+			jobs_set_result(o, summary(steps, exit_status));
 			goto out;
 		}
 		if (!strcmp(st, "running") &&
@@ -250,7 +250,7 @@ next(struct run *r, int exit_status, int *again, char *pending, size_t plen)
 				goto out;
 			}
 			if (__atomic_load_n(&w->cancel, __ATOMIC_RELAXED)) {
-				o = jobs_outcome(w, "cancelled");
+				o = jobs_outcome(w, RP_JOB_END_CANCELLED);
 				jobs_set_error(o, "cancelled",
 				               "cancelled while waiting for a reboot");
 				goto out;
@@ -263,8 +263,8 @@ next(struct run *r, int exit_status, int *again, char *pending, size_t plen)
 		snprintf(pending, plen, "%s is %s", id, st);
 		goto out; /* pending, or running on the agent: connect */
 	}
-	o = jobs_outcome(w, "succeeded");
-	json_object_set_new(o, "result", summary(steps, exit_status));
+	o = jobs_outcome(w, RP_JOB_END_SUCCEEDED);
+	jobs_set_result(o, summary(steps, exit_status));
 out:
 	json_decref(steps);
 	json_decref(tgt);
@@ -289,19 +289,20 @@ plan_timeout(json_t *plan)
 	return total > 7 * 86400 ? 7 * 86400 : (unsigned)total;
 }
 
-static json_t *
+static struct rp_job_outcome *
 push(struct run *r, int *exit_status)
 {
 	struct work *w = r->w;
 	struct rp_jobs *j = w->j;
-	json_t *plan = json_object_get(json_object_get(w->claim, "params"), "plan");
-	json_t *tgt = NULL, *input = NULL, *o = NULL;
+	json_t *plan = json_object_get(jobs_params(w), "plan");
+	json_t *tgt = NULL, *input = NULL;
+	struct rp_job_outcome *o = NULL;
 	struct rp_ssh_target t = {0};
 	struct rp_ssh_result res;
 	char cmd[512], *text = NULL, line[300];
 
 	if (j->o.ssh_key == NULL) {
-		o = jobs_outcome(w, "failed");
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "ssh_unavailable", "rackpilotd has no SSH key");
 		goto out;
 	}
@@ -317,7 +318,7 @@ push(struct run *r, int *exit_status)
 	t.connect_timeout_s = j->o.ssh_connect_timeout_s;
 	t.run_timeout_s = plan_timeout(plan);
 	if (t.host == NULL || t.key_type == NULL || t.key_b64 == NULL) {
-		o = jobs_outcome(w, "failed");
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "ssh_unavailable", "%s has no %s any more", w->node_name,
 		               t.host ? "pinned SSH host key" : "SSH address");
 		goto out;
@@ -325,7 +326,7 @@ push(struct run *r, int *exit_status)
 	input = json_pack("{s:i, s:s, s:O}", "format", RP_AGENT_FORMAT, "job", w->uuid, "steps",
 	                  plan);
 	if (input == NULL || (text = json_dumps(input, JSON_COMPACT)) == NULL) {
-		o = jobs_outcome(w, "failed");
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "internal", "cannot encode the plan");
 		goto out;
 	}
@@ -344,13 +345,13 @@ push(struct run *r, int *exit_status)
 		rp_store_host_key_mismatch(j->st, w->node_id, w->uuid,
 		                           json_string_value(json_object_get(tgt, "fingerprint")),
 		                           res.presented[0] ? res.presented : "unknown");
-		o = jobs_outcome(w, "failed");
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "ssh_host_key", "%s (pinned %s)", res.error,
 		               json_string_value(json_object_get(tgt, "fingerprint")));
 		goto out;
 	case RP_SSH_AUTH:
 		note(r, "%s", res.error);
-		o = jobs_outcome(w, "failed");
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "ssh_auth", "%s", res.error);
 		goto out;
 	case RP_SSH_CONNECT:
@@ -360,13 +361,13 @@ push(struct run *r, int *exit_status)
 		goto out;
 	case RP_SSH_CANCELLED:
 		note(r, "cancelled: the agent was told to stop");
-		o = jobs_outcome(w, "cancelled");
+		o = jobs_outcome(w, RP_JOB_END_CANCELLED);
 		jobs_set_error(o, "cancelled", "cancelled while in progress");
 		goto out;
 	case RP_SSH_TIMEOUT:
 	case RP_SSH_INTERNAL:
 		note(r, "%s", res.error);
-		o = jobs_outcome(w, "failed");
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, res.status == RP_SSH_TIMEOUT ? "timeout" : "internal", "%s",
 		               res.error);
 		goto out;
@@ -382,13 +383,13 @@ push(struct run *r, int *exit_status)
 		o = retry_or_fail(r, "agent_unreachable", "the agent could not reach rackpilotd");
 		break;
 	case RP_RUN_EXIT_USAGE:
-		o = jobs_outcome(w, "failed");
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "agent_rejected", "the agent rejected the plan: %s",
 		               last_line(r, line, sizeof line));
 		break;
 	case 126:
 	case 127:
-		o = jobs_outcome(w, "failed");
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "agent_missing",
 		               "'%s' cannot run on %s (exit %d): is "
 		               "rackpilot-agent installed? %s",
@@ -396,7 +397,7 @@ push(struct run *r, int *exit_status)
 		               last_line(r, line, sizeof line));
 		break;
 	default:
-		o = jobs_outcome(w, "failed");
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "agent_failed", "the agent exited with status %d: %s",
 		               res.exit_status, last_line(r, line, sizeof line));
 		break;
@@ -408,13 +409,15 @@ out:
 	return o;
 }
 
-json_t *
-jobs_run_steps(struct work *w)
+struct rp_job_outcome *
+jobs_run_steps(struct work *w, struct rp_bmc *unused)
 {
 	struct run r = {.w = w, .flushed_ns = rp_time_mono_ns()};
-	json_t *o = NULL;
+	struct rp_job_outcome *o = NULL;
 	char pending[200] = "";
 	int again, rounds, pushed = 0, exit_status = -1;
+
+	(void)unused; /* an SSH-lane runner: no BMC */
 
 	for (rounds = 0; rounds < 64; rounds++) {
 		if ((o = next(&r, exit_status, &again, pending, sizeof pending)) != NULL)
@@ -426,7 +429,7 @@ jobs_run_steps(struct work *w)
 		/* The agent ran the plan to its end, yet a step is unsettled: it will not do
 		 * better by being asked again. */
 		if (pushed) {
-			o = jobs_outcome(w, "failed");
+			o = jobs_outcome(w, RP_JOB_END_FAILED);
 			jobs_set_error(o, "agent_incomplete",
 			               "the agent ended (exit %d) but step %s", exit_status,
 			               pending);
@@ -435,7 +438,7 @@ jobs_run_steps(struct work *w)
 		if (jobs_stopping(w)) {
 			if (__atomic_load_n(&w->j->stop, __ATOMIC_RELAXED))
 				goto out;
-			o = jobs_outcome(w, "cancelled");
+			o = jobs_outcome(w, RP_JOB_END_CANCELLED);
 			jobs_set_error(o, "cancelled", "cancelled before the plan was pushed");
 			goto out;
 		}
@@ -444,7 +447,7 @@ jobs_run_steps(struct work *w)
 			goto out;
 		pushed = 1;
 	}
-	o = jobs_outcome(w, "failed");
+	o = jobs_outcome(w, RP_JOB_END_FAILED);
 	jobs_set_error(o, "internal", "the plan made no progress after %d rounds", rounds);
 out:
 	flush(&r);

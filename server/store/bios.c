@@ -162,126 +162,37 @@ out:
 	return e;
 }
 
-enum rp_err
-store_drift_filter(struct conn *c, json_t *filter, int64_t *rack_id, int64_t *node_id)
+static struct stmt *
+drift_count(struct conn *c)
 {
-	const char *rack = json_string_value(json_object_get(filter, "rack"));
-	const char *node = json_string_value(json_object_get(filter, "node"));
-	enum rp_err e;
-
-	*rack_id = *node_id = 0;
-	if (rack && (e = store_id_of(c, T_RACK, rack, rack_id)) != RP_ERR_OK)
-		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
-	if (node && (e = store_id_of(c, T_NODE, node, node_id)) != RP_ERR_OK)
-		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
-	return RP_ERR_OK;
+	return STMT(c, "SELECT count(*) FROM nodes n WHERE " TARGET_PROFILE
+	               " IS NOT NULL AND " STORE_DRIFT_WHERE);
 }
 
-enum rp_err
-store_drift_collect(struct conn *c, struct stmt *s, const char *target_key, const char *list_key,
-                    int json_values, json_t **items)
+static struct stmt *
+drift_rows(struct conn *c)
 {
-	json_t *out = json_array(), *cur = NULL;
-	char last[128] = "";
-	int rc;
-
-	while ((rc = sql_step(s)) == SQL_ROW) {
-		const char *node = sql_text(s, 0);
-		const char *member = sql_text(s, 4);
-		json_t *a, *d;
-
-		if (cur == NULL || strcmp(node, last) != 0) {
-			cur = json_pack("{s:s, s:s?, s:s?, s:s, s:[]}", "node", node, "rack",
-			                sql_text(s, 1), "node_class", sql_text(s, 2), target_key,
-			                sql_text(s, 3), list_key);
-			json_array_append_new(out, cur);
-			snprintf(last, sizeof last, "%s", node);
-		}
-		if (json_values) {
-			a = sql_type(s, 5) == SQL_NULL
-			            ? NULL
-			            : json_loads(sql_text(s, 5), JSON_DECODE_ANY, NULL);
-			d = json_loads(sql_text(s, 6), JSON_DECODE_ANY, NULL);
-		} else {
-			a = sql_type(s, 5) == SQL_NULL ? NULL : json_string(sql_text(s, 5));
-			d = json_string(sql_text(s, 6));
-		}
-		json_array_append_new(
-		        json_object_get(cur, list_key),
-		        json_pack("{s:s, s:o, s:o}", json_values ? "name" : "component", member,
-		                  "actual", a ? a : json_null(), "desired", d ? d : json_null()));
-	}
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		json_decref(out);
-		return store_sqlerr(c, rc, "drift");
-	}
-	*items = out;
-	return RP_ERR_OK;
+	return STMT(c, "SELECT n.name, r.name, n.node_class, p.name, pa.name, a.value, pa.value "
+	               "FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
+	               " JOIN bios_profile_attrs pa ON pa.profile_id = p.id LEFT JOIN bios_actual "
+	               "a ON a.node_id = n.id AND a.name = pa.name LEFT JOIN racks r ON r.id = "
+	               "n.rack_id WHERE a.value IS NOT pa.value AND " STORE_DRIFT_WHERE
+	               "ORDER BY n.name, pa.name");
 }
 
-enum rp_err
-store_drift_count(struct conn *c, struct stmt *s, int64_t *n)
-{
-	int rc = sql_step(s);
-
-	if (rc == SQL_ROW)
-		*n = sql_int(s, 0);
-	sql_reset(s);
-	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "drift count");
-}
-
-#define BIOS_DRIFT_WHERE                                                                           \
-	"(?1 = 0 OR n.rack_id = ?1) AND (?2 = 0 OR n.id = ?2) AND (?3 IS NULL OR "                 \
-	"n.node_class = ?3) "
+static const struct store_drift_kind bios_drift = {
+        .count = drift_count,
+        .rows = drift_rows,
+        .target_key = "profile",
+        .list_key = "attributes",
+        .member_key = "name",
+        .json_values = 1,
+};
 
 enum rp_err
 rp_store_bios_drift(struct rp_store *st, json_t *filter, json_t **out)
 {
-	struct conn *c = store_conn(st);
-	struct stmt *s;
-	json_t *items = NULL;
-	int64_t rack_id, node_id, checked = 0;
-	enum rp_err e;
-	int i;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = store_drift_filter(c, filter, &rack_id, &node_id)) != RP_ERR_OK)
-		goto out;
-	for (i = 0; i < 2; i++) {
-		s = i == 0 ? STMT(c, "SELECT count(*) FROM nodes n WHERE " TARGET_PROFILE
-		                     " IS NOT NULL AND " BIOS_DRIFT_WHERE)
-		           : STMT(c,
-		                  "SELECT n.name, r.name, n.node_class, p.name, pa.name, a.value, "
-		                  "pa.value FROM nodes n JOIN bios_profiles p ON p.id "
-		                  "= " TARGET_PROFILE
-		                  " JOIN bios_profile_attrs pa ON pa.profile_id = p.id "
-		                  "LEFT JOIN bios_actual a ON a.node_id = n.id AND a.name = "
-		                  "pa.name "
-		                  "LEFT JOIN racks r ON r.id = n.rack_id WHERE a.value IS NOT "
-		                  "pa.value AND " BIOS_DRIFT_WHERE "ORDER BY n.name, pa.name");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
-		sql_bind_int(s, 1, rack_id);
-		sql_bind_int(s, 2, node_id);
-		store_bind_str(s, 3, filter, "class");
-		e = i == 0 ? store_drift_count(c, s, &checked)
-		           : store_drift_collect(c, s, "profile", "attributes", 1, &items);
-		if (e != RP_ERR_OK)
-			goto out;
-	}
-	*out = json_pack("{s:I, s:I, s:o}", "nodes_checked", (json_int_t)checked, "nodes_drifted",
-	                 (json_int_t)json_array_size(items), "items", items);
-	items = NULL;
-out:
-	store_read_end(c);
-	json_decref(items);
-	return e;
+	return store_drift(st, filter, &bios_drift, out);
 }
 
 /* ---- Attribute registries ------------------------------------------------------------- */
@@ -652,7 +563,7 @@ rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profi
 		e = rc == SQL_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "bios apply row");
 		goto out;
 	}
-	if ((e = store_job_sent(c, job_id, "bios recipe", now)) != RP_ERR_OK)
+	if ((e = store_job_sent(c, job_id, "bios recipe", "polling", now)) != RP_ERR_OK)
 		goto out;
 	snprintf(summary, sizeof summary,
 	         "steps job queued for %s: recipe %s applies BIOS profile %s", n.name, recipe,

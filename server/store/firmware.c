@@ -139,57 +139,37 @@ out:
 	return e;
 }
 
-#define FW_DRIFT_WHERE                                                                             \
-	"(?1 = 0 OR n.rack_id = ?1) AND (?2 = 0 OR n.id = ?2) AND (?3 IS NULL OR "                 \
-	"n.node_class = ?3) "
+static struct stmt *
+drift_count(struct conn *c)
+{
+	return STMT(c, "SELECT count(*) FROM nodes n JOIN firmware_baselines b ON b.node_class = "
+	               "n.node_class WHERE " STORE_DRIFT_WHERE);
+}
+
+static struct stmt *
+drift_rows(struct conn *c)
+{
+	return STMT(c, "SELECT n.name, r.name, n.node_class, b.name, bc.component, fc.version, "
+	               "bc.version FROM nodes n JOIN firmware_baselines b ON b.node_class = "
+	               "n.node_class JOIN baseline_components bc ON bc.baseline_id = b.id LEFT "
+	               "JOIN firmware_components fc ON fc.node_id = n.id AND fc.component = "
+	               "bc.component LEFT JOIN racks r ON r.id = n.rack_id WHERE fc.version IS "
+	               "NOT bc.version AND " STORE_DRIFT_WHERE "ORDER BY n.name, bc.component");
+}
+
+static const struct store_drift_kind firmware_drift = {
+        .count = drift_count,
+        .rows = drift_rows,
+        .target_key = "baseline",
+        .list_key = "components",
+        .member_key = "component",
+        .json_values = 0,
+};
 
 enum rp_err
 rp_store_firmware_drift(struct rp_store *st, json_t *filter, json_t **out)
 {
-	struct conn *c = store_conn(st);
-	struct stmt *s;
-	json_t *items = NULL;
-	int64_t rack_id, node_id, checked = 0;
-	enum rp_err e;
-	int i;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = store_drift_filter(c, filter, &rack_id, &node_id)) != RP_ERR_OK)
-		goto out;
-	for (i = 0; i < 2; i++) {
-		s = i == 0 ? STMT(c, "SELECT count(*) FROM nodes n JOIN firmware_baselines b ON "
-		                     "b.node_class = n.node_class WHERE " FW_DRIFT_WHERE)
-		           : STMT(c,
-		                  "SELECT n.name, r.name, n.node_class, b.name, bc.component, "
-		                  "fc.version, bc.version FROM nodes n JOIN firmware_baselines b "
-		                  "ON "
-		                  "b.node_class = n.node_class JOIN baseline_components bc ON "
-		                  "bc.baseline_id = b.id LEFT JOIN firmware_components fc ON "
-		                  "fc.node_id = n.id AND fc.component = bc.component LEFT JOIN "
-		                  "racks r ON r.id = n.rack_id WHERE fc.version IS NOT bc.version "
-		                  "AND " FW_DRIFT_WHERE "ORDER BY n.name, bc.component");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
-		sql_bind_int(s, 1, rack_id);
-		sql_bind_int(s, 2, node_id);
-		store_bind_str(s, 3, filter, "class");
-		e = i == 0 ? store_drift_count(c, s, &checked)
-		           : store_drift_collect(c, s, "baseline", "components", 0, &items);
-		if (e != RP_ERR_OK)
-			goto out;
-	}
-	*out = json_pack("{s:I, s:I, s:o}", "nodes_checked", (json_int_t)checked, "nodes_drifted",
-	                 (json_int_t)json_array_size(items), "items", items);
-	items = NULL;
-out:
-	store_read_end(c);
-	json_decref(items);
-	return e;
+	return store_drift(st, filter, &firmware_drift, out);
 }
 
 /* ---- Baselines: images and methods ---------------------------------------------------- */
@@ -547,15 +527,7 @@ rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *c
 	}
 	/* The job's own sent mark too: whatever else it does after a restart, it verifies. Its
 	 * phase says which component it is at, for GET /v1/jobs/{id}. */
-	s = STMT(c,
-	         "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, phase = ?3 || "
-	         "': sent', phase_at = ?2 WHERE id = ?1");
-	if (s == NULL)
-		goto out;
-	sql_bind_int(s, 1, job_id);
-	sql_bind_int(s, 2, now);
-	sql_bind_text(s, 3, component);
-	if ((e = store_exec(c, s, "update sent mark")) != RP_ERR_OK)
+	if ((e = store_job_sent(c, job_id, component, "sent", now)) != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);
 out:
@@ -595,122 +567,12 @@ rp_store_firmware_update_set(struct rp_store *st, int64_t job_id, const char *co
 	}
 	if ((e = store_exec(c, s, "update state")) != RP_ERR_OK)
 		goto out;
-	if (state) {
-		s = STMT(c,
-		         "UPDATE jobs SET phase = ?2 || ': ' || ?3, phase_at = ?4 WHERE id = ?1");
-		if (s == NULL)
-			goto out;
-		sql_bind_int(s, 1, job_id);
-		sql_bind_text(s, 2, component);
-		sql_bind_text(s, 3, state);
-		sql_bind_int(s, 4, rp_time_now_ms());
-		if ((e = store_exec(c, s, "update phase")) != RP_ERR_OK)
-			goto out;
-	}
+	if (state &&
+	    (e = store_job_phase(c, job_id, component, state, rp_time_now_ms())) != RP_ERR_OK)
+		goto out;
 	e = store_commit(c);
 out:
 	store_rollback(c);
-	return e;
-}
-
-enum rp_err
-store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *args,
-                   const char *what, json_t *extra, struct node_ref *n, char *uuid, json_t **params,
-                   json_t **detail)
-{
-	json_t *rec = NULL, *values = json_object(), *plan = NULL, *job = NULL, *p;
-	struct stmt *s;
-	int64_t rid, node_id, cid = 0;
-	char why[256], parent[RP_UUID_BUF] = "";
-	const char *k;
-	enum rp_err e = RP_ERR_INTERNAL;
-	int rc;
-
-	s = STMT(c, "SELECT node_id, uuid FROM jobs WHERE id = ? AND state = 'running' AND node_id "
-	            "IS NOT NULL");
-	if (s == NULL || values == NULL)
-		goto out;
-	sql_bind_int(s, 1, job_id);
-	rc = sql_step(s);
-	node_id = rc == SQL_ROW ? sql_int(s, 0) : 0;
-	if (rc == SQL_ROW)
-		snprintf(parent, sizeof parent, "%s", sql_text(s, 1));
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "recipe child job");
-		goto out;
-	}
-	if ((e = store_node_by_id(c, node_id, n)) != RP_ERR_OK)
-		goto out;
-	if ((e = store_id_of(c, T_RECIPE, recipe, &rid)) != RP_ERR_OK) {
-		if (e == RP_ERR_NOT_FOUND)
-			*detail = store_why("recipe", "no recipe named '%s'", recipe);
-		goto out;
-	}
-	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT params AS \"params:json\", steps AS \"steps:json\" FROM recipes WHERE "
-	            "id = ?");
-	if (s == NULL)
-		goto out;
-	sql_bind_int(s, 1, rid);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		rec = store_row(c, s);
-	sql_reset(s);
-	if (rc != SQL_ROW || rec == NULL) {
-		e = store_sqlerr(c, rc, "recipe child recipe");
-		goto out;
-	}
-	/* Our arguments where the recipe declares them, else its defaults. */
-	json_object_foreach(json_object_get(rec, "params"), k, p)
-	{
-		json_t *v = json_object_get(args, k), *d = json_object_get(p, "default");
-
-		if (v == NULL && json_is_true(json_object_get(p, "required"))) {
-			*detail = store_why("recipe",
-			                    "recipe '%s' requires argument '%s', which %s does not "
-			                    "supply",
-			                    recipe, k, what);
-			e = RP_ERR_MISSING_FIELD;
-			goto out;
-		}
-		json_object_set_new(values, k,
-		                    json_string(v                   ? json_string_value(v) ?: ""
-		                                : json_is_string(d) ? json_string_value(d)
-		                                                    : ""));
-	}
-	plan = rp_store_recipe_fill(json_object_get(rec, "steps"), values);
-	if ((e = store_ssh_ready(c, node_id, why, sizeof why)) != RP_ERR_OK) {
-		if (e != RP_ERR_INTERNAL)
-			*detail = store_why(NULL, "%s", why);
-		goto out;
-	}
-	e = RP_ERR_INTERNAL;
-	/* Not mutating: the job that waits for it holds the node's slot. */
-	job = json_pack("{s:s, s:{s:O, s:s, s:s}, s:b, s:i}", "type", "steps", "params", "plan",
-	                plan, "recipe", recipe, "parent", parent, "mutating", 0, "max_attempts", 8);
-	if (job == NULL || json_object_update(json_object_get(job, "params"), extra) < 0)
-		goto out;
-	if ((e = store_job_add(c, n, 0, job, "rackpilotd", &cid)) != RP_ERR_OK)
-		goto out;
-	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
-	if (s == NULL)
-		goto out;
-	sql_bind_int(s, 1, cid);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		snprintf(uuid, RP_UUID_BUF, "%s", sql_text(s, 0));
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = store_sqlerr(c, rc, "recipe child");
-		goto out;
-	}
-	*params = json_incref(json_object_get(job, "params"));
-	e = RP_ERR_OK;
-out:
-	json_decref(rec);
-	json_decref(values);
-	json_decref(plan);
-	json_decref(job);
 	return e;
 }
 
@@ -760,7 +622,7 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 		e = rc == SQL_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "agent flash");
 		goto out;
 	}
-	if ((e = store_job_sent(c, job_id, component, now)) != RP_ERR_OK)
+	if ((e = store_job_sent(c, job_id, component, "polling", now)) != RP_ERR_OK)
 		goto out;
 	snprintf(summary, sizeof summary, "steps job queued for %s: recipe %s flashes %s to %s",
 	         n.name, recipe, component, to);
@@ -774,22 +636,4 @@ out:
 	store_rollback(c);
 	json_decref(params);
 	return e;
-}
-
-enum rp_err
-store_job_sent(struct conn *c, int64_t job_id, const char *what, int64_t now)
-{
-	struct stmt *s =
-	        STMT(c, "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, "
-	                "phase = ?3 || ': polling', phase_at = ?2 WHERE id = ?1");
-	int rc;
-
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_int(s, 1, job_id);
-	sql_bind_int(s, 2, now);
-	sql_bind_text(s, 3, what);
-	rc = sql_step(s);
-	sql_reset(s);
-	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "job sent mark");
 }

@@ -87,6 +87,16 @@ enum rp_err store_begin(struct conn *c);
 enum rp_err store_commit(struct conn *c);
 void store_rollback(struct conn *c);
 
+/* Run cb(c, ctx) in one BEGIN IMMEDIATE transaction on this thread's connection (txn.c):
+ * commit when it returns RP_ERR_OK, roll back otherwise; a callback that rolled back itself
+ * (store_rollback) and returns RP_ERR_OK keeps nothing and is not committed. When the database
+ * is busy or locked (RP_ERR_UNAVAILABLE from the begin, the callback or the commit) the whole
+ * transaction runs again, a bounded number of times; so a callback writes its out-params only
+ * on success, starts from its ctx's inputs every time, and never returns RP_ERR_UNAVAILABLE
+ * for another reason. Returns the callback's or the store's error (RP_ERR_INTERNAL without a
+ * connection). */
+enum rp_err store_txn(struct rp_store *st, enum rp_err (*cb)(struct conn *c, void *ctx), void *ctx);
+
 /* A read transaction, so several SELECTs see one snapshot. End it whatever happened. */
 enum rp_err store_read_begin(struct conn *c);
 void store_read_end(struct conn *c);
@@ -144,6 +154,15 @@ enum rp_err store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t l
 enum rp_err store_job_add(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *job,
                           const char *actor, int64_t *id);
 enum rp_err store_job_load(struct conn *c, int64_t id, json_t **out);
+
+/* The SSH lane's job type names (rackpilot/jobtypes.h) as an SQL list for `type IN ...`:
+ * "('', 'steps', 'commission', ...)" ('' names no type and keeps the list well-formed). A
+ * string literal, so STMT() caches it like any other. */
+#define STORE_SQL_IN_SSH(name) ", '" name "'"
+#define STORE_SQL_IN_BMC(name)
+#define STORE_SQL_SSH_TYPE(id, name, lane, rerun, mutating, run) STORE_SQL_IN_##lane(name)
+
+#define STORE_SSH_TYPES_SQL "(''" RP_JOB_TYPES(STORE_SQL_SSH_TYPE) ")"
 
 /* The node row ids a selector ({rack}, {tag}, {class} or {nodes: [...]}, exactly one) picks,
  * in id order, as a new array of integers. RP_ERR_BAD_REQUEST (detail says why) when it is
@@ -229,10 +248,10 @@ enum rp_err store_inventory_write(struct conn *c, const struct node_ref *n, cons
  * the row being updated (-1 when creating). RP_ERR_OK, or an error with *detail. */
 enum rp_err store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail);
 enum rp_err store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **detail);
-/* Inside the caller's transaction: queue a non-mutating steps job on running job job_id's node
- * whose plan is recipe's steps filled with args (the recipe's defaults for what args lacks;
- * `what` names the caller in errors), its params extended by extra (borrowed). *n is the node,
- * uuid (RP_UUID_BUF bytes) the child's id, *params a new reference to its params.
+/* Recipes (recipes.c), inside the caller's transaction: queue a non-mutating steps job on running
+ * job job_id's node whose plan is recipe's steps filled with args (the recipe's defaults for what
+ * args lacks; `what` names the caller in errors), its params extended by extra (borrowed). *n is
+ * the node, uuid (RP_UUID_BUF bytes) the child's id, *params a new reference to its params.
  * RP_ERR_NOT_FOUND (no such recipe: *detail, or the job is not running), RP_ERR_MISSING_FIELD
  * (an argument the recipe requires: *detail), RP_ERR_CONFLICT / RP_ERR_INVALID_STATE (the node
  * cannot run a plan over SSH now: *detail). */
@@ -252,6 +271,15 @@ enum rp_err store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, j
 /* The node's cabling entries (new array). */
 enum rp_err store_cabling_of_node(struct conn *c, int64_t node_id, json_t **out);
 
+/* Rollouts (rollouts.c, rollout_view.c): rollout key (UUID) to row id (RP_ERR_NOT_FOUND);
+ * the wire view of rollout id (full: with its waves and nodes) into a new *out; the first
+ * member of node_id's drift for kind ("firmware" or "bios") into what ("" when none), *target
+ * 0 when the node has no baseline (profile) at all. */
+enum rp_err store_rollout_id(struct conn *c, const char *key, int64_t *id);
+enum rp_err store_rollout_view(struct conn *c, int64_t id, int full, json_t **out);
+enum rp_err store_rollout_drift(struct conn *c, int64_t node_id, const char *kind, int *target,
+                                char *what, size_t len);
+
 /* Settle acceptance run run_id when none of its results is pending or running: passed, or
  * failed when some check failed; with its event. */
 enum rp_err store_accept_settle(struct conn *c, int64_t run_id);
@@ -260,8 +288,13 @@ enum rp_err store_accept_settle(struct conn *c, int64_t run_id);
 enum rp_err store_provision(struct conn *c, const char *key, const char *action, json_t *job,
                             const char *actor, json_t **out, json_t **detail);
 
-/* Mark job_id sent (once) and its phase "<what>: polling". */
-enum rp_err store_job_sent(struct conn *c, int64_t job_id, const char *what, int64_t now);
+/* Job-row marks (jobrow.c), inside the caller's transaction: store_job_sent sets job_id's
+ * sent_at (once: a restart verifies instead of sending again), updated_at and its phase
+ * "<what>: <state>"; store_job_phase sets only the phase. RP_ERR_OK or a storage error. */
+enum rp_err store_job_sent(struct conn *c, int64_t job_id, const char *what, const char *state,
+                           int64_t now);
+enum rp_err store_job_phase(struct conn *c, int64_t job_id, const char *what, const char *state,
+                            int64_t now);
 
 /* Does profile_id fit node_id's stored BIOS registry (when it has one)? RP_ERR_INVALID_FIELD
  * with detail {field: "bios_profile", attribute, reason, registry, node} when it does not. */
@@ -272,12 +305,26 @@ enum rp_err store_bios_node_check(struct conn *c, int64_t node_id, int64_t profi
  * transaction: BIOS via DMI, GPU VBIOS, HCA firmware, with source 'agent'. */
 enum rp_err store_firmware_from_inventory(struct conn *c, const struct node_ref *n, json_t *data);
 
-/* Drift views: resolve the rack/node filters to ids (0 = none; RP_ERR_BAD_QUERY when a
- * named one does not exist), count the nodes considered, and group (node, rack, class,
- * target, member, actual, desired) rows into per-node items. */
-enum rp_err store_drift_filter(struct conn *c, json_t *filter, int64_t *rack_id, int64_t *node_id);
-enum rp_err store_drift_count(struct conn *c, struct stmt *s, int64_t *n);
-enum rp_err store_drift_collect(struct conn *c, struct stmt *s, const char *target_key,
-                                const char *list_key, int json_values, json_t **items);
+/* Fleet drift views (drift.c). A kind names a view's two statements, each prepared at the
+ * kind's own call site (STMT caches by call site): count counts the nodes considered, rows
+ * yields (node, rack, node_class, target, member, actual, desired) ordered by node. Both
+ * take ?1 rack id, ?2 node id (0: any) and ?3 class (NULL: any), as STORE_DRIFT_WHERE does.
+ * An item is {node, rack, node_class, <target_key>, <list_key>: [{<member_key>, actual,
+ * desired}]}; json_values: actual and desired are JSON text, else plain strings. */
+#define STORE_DRIFT_WHERE                                                                          \
+	"(?1 = 0 OR n.rack_id = ?1) AND (?2 = 0 OR n.id = ?2) AND (?3 IS NULL OR "                 \
+	"n.node_class = ?3) "
+struct store_drift_kind {
+	struct stmt *(*count)(struct conn *c);
+	struct stmt *(*rows)(struct conn *c);
+	const char *target_key, *list_key, *member_key;
+	int json_values;
+};
+
+/* The drift view of kind k over the nodes filter picks (members rack, node, class), in one
+ * read snapshot: a new {nodes_checked, nodes_drifted, items} in *out. RP_ERR_BAD_QUERY when a
+ * named rack or node does not exist, RP_ERR_INTERNAL or a storage error otherwise. */
+enum rp_err store_drift(struct rp_store *st, json_t *filter, const struct store_drift_kind *k,
+                        json_t **out);
 
 #endif

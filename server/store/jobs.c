@@ -101,7 +101,9 @@ job_insert(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *j
 	struct stmt *s;
 	char uuid[RP_UUID_BUF], *params = store_canon(json_object_get(job, "params"));
 	int64_t now = rp_time_now_ms();
-	json_t *ma = json_object_get(job, "max_attempts");
+	json_t *ma = json_object_get(job, "max_attempts"), *mut = json_object_get(job, "mutating");
+	const struct rp_job_type_entry *t =
+	        rp_job_type_get(rp_job_type_find(json_string_value(json_object_get(job, "type"))));
 
 	if (params == NULL || rp_uuid_new(uuid) < 0) {
 		free(params);
@@ -121,7 +123,8 @@ job_insert(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *j
 	if (batch_id)
 		sql_bind_int(s, 5, batch_id);
 	sql_bind_text_own(s, 6, params);
-	sql_bind_int(s, 7, json_is_true(json_object_get(job, "mutating")));
+	/* Unsaid, a job is as mutating as its type (jobtypes.h). */
+	sql_bind_int(s, 7, json_is_boolean(mut) ? json_is_true(mut) : t && t->mutating);
 	sql_bind_int(s, 8, json_is_integer(ma) ? json_integer_value(ma) : 4);
 	sql_bind_int(s, 9, now);
 	sql_bind_text(s, 10, actor);
@@ -133,11 +136,15 @@ job_insert(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *j
 	return RP_ERR_OK;
 }
 
-/* Whether node_id can take job now: a plan needs SSH, everything else a BMC. */
+/* Whether node_id can take job now: an SSH-lane job (jobtypes.h) needs SSH, everything else
+ * a BMC. */
 static enum rp_err
 job_ready(struct conn *c, int64_t node_id, json_t *job, char *why, size_t len)
 {
-	if (json_object_get(json_object_get(job, "params"), "plan"))
+	const struct rp_job_type_entry *t =
+	        rp_job_type_get(rp_job_type_find(json_string_value(json_object_get(job, "type"))));
+
+	if (t && t->lane == RP_JOB_LANE_SSH)
 		return store_ssh_ready(c, node_id, why, len);
 	return store_bmc_ready(c, node_id, why, len);
 }
@@ -673,7 +680,7 @@ rp_store_jobs_recover(struct rp_store *st, int *n)
 	{
 		char summary[200];
 
-		if (!strcmp(json_string_value(json_object_get(j, "type")), "steps"))
+		if (rp_job_type_find(json_string_value(json_object_get(j, "type"))) == RP_JOB_STEPS)
 			snprintf(summary, sizeof summary,
 			         "steps job for %s was running when rackpilotd stopped; it resumes "
 			         "after "
@@ -702,13 +709,95 @@ out:
 	return e;
 }
 
+void
+rp_store_claim_free(struct rp_job_claim *c)
+{
+	struct rp_job_claim *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		json_decref(c->params);
+		free(c->phase);
+		free(c->node.name);
+		free(c->node.serial);
+		free(c->node.system_uuid);
+		free(c->bmc.driver);
+		free(c->bmc.address);
+		free(c->bmc.username);
+		rp_secrets_plain_free(c->bmc.password, c->bmc.password_len);
+		json_decref(c->bmc.options);
+		free(c);
+	}
+}
+
+/* A copy of column i, or NULL for SQL NULL; sets *oom when the copy fails. */
+static char *
+col_dup(struct stmt *s, int i, int *oom)
+{
+	char *v;
+
+	if (sql_type(s, i) == SQL_NULL)
+		return NULL;
+	if ((v = strdup(sql_text(s, i))) == NULL)
+		*oom = 1;
+	return v;
+}
+
+/* The claim of the row the claim read statement s is on. NULL when out of memory. */
+static struct rp_job_claim *
+claim_row(struct conn *c, struct stmt *s)
+{
+	struct rp_job_claim *cl = calloc(1, sizeof *cl);
+	const char *sealed = sql_text(s, 16);
+	char why[256];
+	int oom = 0;
+
+	if (cl == NULL)
+		return NULL;
+	cl->id = sql_int(s, 0);
+	snprintf(cl->uuid, sizeof cl->uuid, "%s", sql_text(s, 1));
+	snprintf(cl->type_name, sizeof cl->type_name, "%s", sql_text(s, 2));
+	cl->type = rp_job_type_find(cl->type_name);
+	cl->params = json_loads(sql_text(s, 3), 0, NULL) ?: json_object();
+	cl->recover = sql_int(s, 4);
+	cl->attempts = sql_int(s, 5);
+	cl->max_attempts = sql_int(s, 6);
+	cl->node.id = sql_int(s, 7);
+	snprintf(cl->node.uuid, sizeof cl->node.uuid, "%s", sql_text(s, 8));
+	cl->node.name = col_dup(s, 9, &oom);
+	cl->node.serial = col_dup(s, 10, &oom);
+	cl->node.system_uuid = col_dup(s, 11, &oom);
+	cl->bmc.driver = col_dup(s, 12, &oom);
+	cl->bmc.address = col_dup(s, 13, &oom);
+	cl->bmc.port = (unsigned)sql_int(s, 14);
+	cl->bmc.username = col_dup(s, 15, &oom);
+	/* Opened straight into a buffer that is wiped on free: never a jansson string. */
+	if (sealed &&
+	    (c->st->secrets == NULL || rp_secrets_open(c->st->secrets, sealed, &cl->bmc.password,
+	                                               &cl->bmc.password_len, why, sizeof why) < 0))
+		rp_log_error("node %s: cannot open its BMC password: %s", cl->node.name,
+		             c->st->secrets ? why : "no secret key loaded");
+	cl->bmc.tls_verify = sql_type(s, 17) == SQL_NULL || sql_int(s, 17);
+	if (sql_type(s, 18) != SQL_NULL)
+		cl->bmc.options = json_loads(sql_text(s, 18), 0, NULL);
+	cl->sent = sql_int(s, 19);
+	cl->phase = col_dup(s, 20, &oom);
+	cl->phase_at = sql_int(s, 21);
+	if (oom || cl->params == NULL) {
+		rp_store_claim_free(cl);
+		return NULL;
+	}
+	return cl;
+}
+
 enum rp_err
-rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, int64_t lease_ms,
-                    json_t **out)
+rp_store_jobs_take(struct rp_store *st, const char *owner, enum rp_job_lane lane, int max,
+                   int64_t lease_ms, struct rp_job_claim **out)
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s;
-	json_t *ids = NULL, *claimed = NULL, *v;
+	json_t *ids = NULL, *v;
+	struct rp_job_claim *head = NULL, **tail = &head, *cl;
 	int64_t now = rp_time_now_ms();
 	enum rp_err e;
 	size_t i;
@@ -726,14 +815,14 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 	         "AND j.node_id IS NOT NULL AND (j.mutating = 0 OR (NOT EXISTS (SELECT 1 FROM jobs "
 	         "r WHERE r.node_id = j.node_id AND r.state = 'running' AND r.mutating = 1) AND "
 	         "NOT EXISTS (SELECT 1 FROM jobs q WHERE q.node_id = j.node_id AND q.mutating = 1 "
-	         "AND q.state = 'queued' AND q.id < j.id))) AND (j.type IN ('steps', 'commission', "
-	         "'deploy', 'release')) = ?3 "
+	         "AND q.state = 'queued' AND q.id < j.id))) AND (j.type IN " STORE_SSH_TYPES_SQL
+	         ") = ?3 "
 	         "ORDER BY j.id LIMIT ?2");
 	if (s == NULL)
 		goto out;
 	sql_bind_int(s, 1, now);
 	sql_bind_int(s, 2, max);
-	sql_bind_int(s, 3, ssh != 0);
+	sql_bind_int(s, 3, lane == RP_JOB_LANE_SSH);
 	ids = json_array();
 	while ((rc = sql_step(s)) == SQL_ROW)
 		json_array_append_new(ids, json_integer(sql_int(s, 0)));
@@ -742,11 +831,8 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 		e = store_sqlerr(c, rc, "claim select");
 		goto out;
 	}
-	claimed = json_array();
 	json_array_foreach(ids, i, v)
 	{
-		json_t *bmc;
-
 		s = STMT(c,
 		         "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner "
 		         "= ?2, "
@@ -776,44 +862,62 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 			e = store_sqlerr(c, rc, "claim read");
 			goto out;
 		}
-#define COL_TEXT(i) (sql_type(s, i) == SQL_NULL ? NULL : sql_text(s, i))
-		bmc = json_pack("{s:s?, s:s?, s:I, s:s?, s:o?, s:b}", "driver", COL_TEXT(12),
-		                "address", COL_TEXT(13), "port", (json_int_t)sql_int(s, 14),
-		                "username", COL_TEXT(15), "password",
-		                store_unseal(c, COL_TEXT(16), COL_TEXT(9)), "tls_verify",
-		                sql_type(s, 17) == SQL_NULL || sql_int(s, 17));
-		if (COL_TEXT(18))
-			json_object_set_new(bmc, "options", json_loads(COL_TEXT(18), 0, NULL));
-		json_array_append_new(
-		        claimed,
-		        json_pack("{s:I, s:s, s:s, s:o, s:b, s:b, s:i, s:i, s:{s:I, s:s, s:s, "
-		                  "s:s?, s:s?}, "
-		                  "s:o}",
-		                  "id", (json_int_t)sql_int(s, 0), "uuid", COL_TEXT(1), "type",
-		                  COL_TEXT(2), "params",
-		                  json_loads(COL_TEXT(3), 0, NULL) ?: json_object(), "recover",
-		                  sql_int(s, 4), "sent", sql_int(s, 19), "attempts", sql_int(s, 5),
-		                  "max_attempts", sql_int(s, 6), "node", "id",
-		                  (json_int_t)sql_int(s, 7), "uuid", COL_TEXT(8), "name",
-		                  COL_TEXT(9), "serial", COL_TEXT(10), "system_uuid", COL_TEXT(11),
-		                  "bmc", bmc));
-		if (COL_TEXT(20))
-			json_object_set_new(json_array_get(claimed, json_array_size(claimed) - 1),
-			                    "phase", json_string(COL_TEXT(20)));
-		json_object_set_new(json_array_get(claimed, json_array_size(claimed) - 1),
-		                    "phase_at", json_integer(sql_int(s, 21)));
-#undef COL_TEXT
+		cl = claim_row(c, s);
 		sql_reset(s);
+		if (cl == NULL)
+			goto out;
+		*tail = cl;
+		tail = &cl->next;
 	}
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
-	*out = claimed;
-	claimed = NULL;
+	*out = head;
+	head = NULL;
 out:
 	store_rollback(c);
 	json_decref(ids);
-	json_decref(claimed);
+	rp_store_claim_free(head);
 	return e;
+}
+
+enum rp_err
+rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, int64_t lease_ms,
+                    json_t **out)
+{
+	struct rp_job_claim *head = NULL, *cl;
+	json_t *claimed;
+	enum rp_err e;
+
+	e = rp_store_jobs_take(st, owner, ssh ? RP_JOB_LANE_SSH : RP_JOB_LANE_BMC, max, lease_ms,
+	                       &head);
+	if (e != RP_ERR_OK)
+		return e;
+	claimed = json_array();
+	for (cl = head; cl; cl = cl->next) {
+		json_t *bmc =
+		        json_pack("{s:s?, s:s?, s:I, s:s?, s:b}", "driver", cl->bmc.driver,
+		                  "address", cl->bmc.address, "port", (json_int_t)cl->bmc.port,
+		                  "username", cl->bmc.username, "tls_verify", cl->bmc.tls_verify);
+		json_t *o;
+
+		if (cl->bmc.options)
+			json_object_set(bmc, "options", cl->bmc.options);
+		o = json_pack("{s:I, s:s, s:s, s:O, s:b, s:b, s:i, s:i, s:{s:I, s:s, s:s?, s:s?, "
+		              "s:s?}, s:o, s:I}",
+		              "id", (json_int_t)cl->id, "uuid", cl->uuid, "type", cl->type_name,
+		              "params", cl->params, "recover", cl->recover, "sent", cl->sent,
+		              "attempts", cl->attempts, "max_attempts", cl->max_attempts, "node",
+		              "id", (json_int_t)cl->node.id, "uuid", cl->node.uuid, "name",
+		              cl->node.name, "serial", cl->node.serial, "system_uuid",
+		              cl->node.system_uuid, "bmc", bmc, "phase_at",
+		              (json_int_t)cl->phase_at);
+		if (o && cl->phase)
+			json_object_set_new(o, "phase", json_string(cl->phase));
+		json_array_append_new(claimed, o);
+	}
+	rp_store_claim_free(head);
+	*out = claimed;
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -932,30 +1036,69 @@ bmc_health(struct conn *c, const struct node_ref *n, int ok, const char *error, 
 	return e;
 }
 
+static const char *const end_names[] = {
+        [RP_JOB_END_SUCCEEDED] = "succeeded",
+        [RP_JOB_END_FAILED] = "failed",
+        [RP_JOB_END_CANCELLED] = "cancelled",
+        [RP_JOB_END_RETRY] = "retry",
+};
+
+const char *
+rp_store_job_end_name(enum rp_job_end e)
+{
+	return e >= 0 && e <= RP_JOB_END_RETRY ? end_names[e] : "failed";
+}
+
+struct rp_job_outcome *
+rp_store_outcome_new(int64_t id, enum rp_job_end state)
+{
+	struct rp_job_outcome *o = calloc(1, sizeof *o);
+
+	if (o == NULL)
+		return NULL;
+	o->id = id;
+	o->state = state;
+	o->bmc_ok = -1;
+	return o;
+}
+
+void
+rp_store_outcome_free(struct rp_job_outcome *o)
+{
+	struct rp_job_outcome *next;
+
+	for (; o; o = next) {
+		next = o->next;
+		json_decref(o->result);
+		json_decref(o->identity);
+		free(o->error_code);
+		free(o->error);
+		free(o);
+	}
+}
+
 enum rp_err
-rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
+rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o, int fault_threshold)
 {
 	struct conn *c = store_conn(st);
-	json_t *o;
-	size_t i;
+	char *cancelled = NULL;
 	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	json_array_foreach(outcomes, i, o)
-	{
-		const char *state = json_string_value(json_object_get(o, "state"));
-		const char *power = json_string_value(json_object_get(o, "power"));
-		json_t *result = json_object_get(o, "result"), *ok = json_object_get(o, "bmc_ok");
-		json_t *job = NULL, *identity = json_object_get(o, "identity");
-		int64_t id = json_integer_value(json_object_get(o, "id")), now = rp_time_now_ms();
+	for (; o; o = o->next) {
+		const char *state = rp_store_job_end_name(o->state);
+		const char *power = o->power[0] ? o->power : NULL, *error = o->error;
+		const char *error_code = o->error_code;
+		json_t *result = o->result, *job = NULL, *identity = o->identity;
+		int64_t id = o->id, now = rp_time_now_ms();
 		int64_t node_id = 0;
 		char *rtext = NULL, summary[300], action[40];
 		struct node_ref n;
 		struct stmt *s;
-		int retry = !strcmp(state, "retry"), rc;
+		int retry = o->state == RP_JOB_END_RETRY, rc;
 
 		s = STMT(c, "SELECT node_id, cancel_requested FROM jobs WHERE id = ? AND state = "
 		            "'running'");
@@ -971,13 +1114,17 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 			if (retry && sql_int(s, 1)) {
 				retry = 0;
 				state = "cancelled";
-				json_object_set_new(
-				        o, "error",
-				        json_sprintf(
-				                "cancelled while waiting to retry (last error: %s)",
-				                json_string_value(json_object_get(o, "error"))
-				                        ?: "none"));
-				json_object_set_new(o, "error_code", json_string("cancelled"));
+				free(cancelled);
+				if (asprintf(&cancelled,
+				             "cancelled while waiting to retry (last error: %s)",
+				             error ?: "none") < 0) {
+					cancelled = NULL;
+					sql_reset(s);
+					e = RP_ERR_INTERNAL;
+					goto out;
+				}
+				error = cancelled;
+				error_code = "cancelled";
 			}
 		}
 		sql_reset(s);
@@ -996,8 +1143,8 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 				e = RP_ERR_INTERNAL;
 				goto out;
 			}
-			sql_bind_int(s, 4, json_integer_value(json_object_get(o, "not_before")));
-			sql_bind_int(s, 6, json_is_true(json_object_get(o, "wait")));
+			sql_bind_int(s, 4, o->not_before);
+			sql_bind_int(s, 6, o->wait != 0);
 		} else {
 			s = STMT(c, "UPDATE jobs SET state = ?6, error_code = ?2, error = ?3, "
 			            "result = ?7, "
@@ -1013,8 +1160,8 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 				sql_bind_text_own(s, 7, rtext);
 		}
 		sql_bind_int(s, 1, id);
-		store_bind_str(s, 2, o, "error_code");
-		store_bind_str(s, 3, o, "error");
+		sql_bind_text(s, 2, error_code);
+		sql_bind_text(s, 3, error);
 		sql_bind_int(s, 5, now);
 		if ((e = store_exec(c, s, "job finish")) != RP_ERR_OK)
 			goto out;
@@ -1039,17 +1186,13 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 			if ((e = store_exec(c, s, "identity")) != RP_ERR_OK)
 				goto out;
 		}
-		if (json_is_boolean(ok) &&
-		    (e = bmc_health(c, &n, json_is_true(ok),
-		                    json_string_value(json_object_get(o, "error")), fault_threshold,
-		                    now)) != RP_ERR_OK)
+		if (o->bmc_ok >= 0 &&
+		    (e = bmc_health(c, &n, o->bmc_ok, error, fault_threshold, now)) != RP_ERR_OK)
 			goto out;
 		if (retry)
 			continue;
 		if ((e = store_steps_close(c, id, state)) != RP_ERR_OK ||
-		    (e = store_provision_settle(c, id, state,
-		                                json_string_value(json_object_get(o, "error")))) !=
-		            RP_ERR_OK)
+		    (e = store_provision_settle(c, id, state, error)) != RP_ERR_OK)
 			goto out;
 		if ((e = store_job_load(c, id, &job)) != RP_ERR_OK)
 			goto out;
@@ -1060,7 +1203,7 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 		else
 			snprintf(summary, sizeof summary, "%s job for %s %s: %s",
 			         json_string_value(json_object_get(job, "type")), n.name, state,
-			         json_string_value(json_object_get(o, "error")) ?: "");
+			         error ?: "");
 		e = store_event(c, "rackpilotd", action, "job",
 		                json_string_value(json_object_get(job, "id")), n.name, n.id,
 		                n.rack_id, summary, result);
@@ -1071,6 +1214,62 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 	e = store_commit(c);
 out:
 	store_rollback(c);
+	free(cancelled);
+	return e;
+}
+
+/* A copy of o's string member key, or NULL when it has none; sets *oom when the copy fails. */
+static char *
+member_dup(json_t *o, const char *key, int *oom)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	char *d;
+
+	if (v == NULL)
+		return NULL;
+	if ((d = strdup(v)) == NULL)
+		*oom = 1;
+	return d;
+}
+
+enum rp_err
+rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
+{
+	struct rp_job_outcome *head = NULL, **tail = &head, *t;
+	enum rp_err e = RP_ERR_INTERNAL;
+	json_t *o;
+	size_t i;
+	int oom = 0;
+
+	json_array_foreach(outcomes, i, o)
+	{
+		const char *state = json_string_value(json_object_get(o, "state")) ?: "";
+		const char *power = json_string_value(json_object_get(o, "power"));
+		json_t *ok = json_object_get(o, "bmc_ok");
+		enum rp_job_end end = !strcmp(state, "succeeded")   ? RP_JOB_END_SUCCEEDED
+		                      : !strcmp(state, "cancelled") ? RP_JOB_END_CANCELLED
+		                      : !strcmp(state, "retry")     ? RP_JOB_END_RETRY
+		                                                    : RP_JOB_END_FAILED;
+
+		if ((t = rp_store_outcome_new(json_integer_value(json_object_get(o, "id")), end)) ==
+		    NULL)
+			goto out;
+		*tail = t;
+		tail = &t->next;
+		t->result = json_incref(json_object_get(o, "result"));
+		t->identity = json_incref(json_object_get(o, "identity"));
+		t->error_code = member_dup(o, "error_code", &oom);
+		t->error = member_dup(o, "error", &oom);
+		t->not_before = json_integer_value(json_object_get(o, "not_before"));
+		t->wait = json_is_true(json_object_get(o, "wait"));
+		snprintf(t->power, sizeof t->power, "%s", power ?: "");
+		t->bmc_ok = json_is_boolean(ok) ? json_is_true(ok) : -1;
+		if (oom)
+			goto out;
+	}
+	e = rp_store_jobs_record(st, head, fault_threshold);
+out:
+	rp_store_outcome_free(head);
 	return e;
 }
 

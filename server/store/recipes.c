@@ -312,3 +312,104 @@ rp_store_recipe_fill(json_t *v, json_t *values)
 	}
 	return json_incref(v);
 }
+
+enum rp_err
+store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *args,
+                   const char *what, json_t *extra, struct node_ref *n, char *uuid, json_t **params,
+                   json_t **detail)
+{
+	json_t *rec = NULL, *values = json_object(), *plan = NULL, *job = NULL, *p;
+	struct stmt *s;
+	int64_t rid, node_id, cid = 0;
+	char why[256], parent[RP_UUID_BUF] = "";
+	const char *k;
+	enum rp_err e = RP_ERR_INTERNAL;
+	int rc;
+
+	s = STMT(c, "SELECT node_id, uuid FROM jobs WHERE id = ? AND state = 'running' AND node_id "
+	            "IS NOT NULL");
+	if (s == NULL || values == NULL)
+		goto out;
+	sql_bind_int(s, 1, job_id);
+	rc = sql_step(s);
+	node_id = rc == SQL_ROW ? sql_int(s, 0) : 0;
+	if (rc == SQL_ROW)
+		snprintf(parent, sizeof parent, "%s", sql_text(s, 1));
+	sql_reset(s);
+	if (rc != SQL_ROW) {
+		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "recipe child job");
+		goto out;
+	}
+	if ((e = store_node_by_id(c, node_id, n)) != RP_ERR_OK)
+		goto out;
+	if ((e = store_id_of(c, T_RECIPE, recipe, &rid)) != RP_ERR_OK) {
+		if (e == RP_ERR_NOT_FOUND)
+			*detail = store_why("recipe", "no recipe named '%s'", recipe);
+		goto out;
+	}
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT params AS \"params:json\", steps AS \"steps:json\" FROM recipes WHERE "
+	            "id = ?");
+	if (s == NULL)
+		goto out;
+	sql_bind_int(s, 1, rid);
+	if ((rc = sql_step(s)) == SQL_ROW)
+		rec = store_row(c, s);
+	sql_reset(s);
+	if (rc != SQL_ROW || rec == NULL) {
+		e = store_sqlerr(c, rc, "recipe child recipe");
+		goto out;
+	}
+	/* Our arguments where the recipe declares them, else its defaults. */
+	json_object_foreach(json_object_get(rec, "params"), k, p)
+	{
+		json_t *v = json_object_get(args, k), *d = json_object_get(p, "default");
+
+		if (v == NULL && json_is_true(json_object_get(p, "required"))) {
+			*detail = store_why("recipe",
+			                    "recipe '%s' requires argument '%s', which %s does not "
+			                    "supply",
+			                    recipe, k, what);
+			e = RP_ERR_MISSING_FIELD;
+			goto out;
+		}
+		json_object_set_new(values, k,
+		                    json_string(v                   ? json_string_value(v) ?: ""
+		                                : json_is_string(d) ? json_string_value(d)
+		                                                    : ""));
+	}
+	plan = rp_store_recipe_fill(json_object_get(rec, "steps"), values);
+	if ((e = store_ssh_ready(c, node_id, why, sizeof why)) != RP_ERR_OK) {
+		if (e != RP_ERR_INTERNAL)
+			*detail = store_why(NULL, "%s", why);
+		goto out;
+	}
+	e = RP_ERR_INTERNAL;
+	/* Not mutating: the job that waits for it holds the node's slot. */
+	job = json_pack("{s:s, s:{s:O, s:s, s:s}, s:b, s:i}", "type", "steps", "params", "plan",
+	                plan, "recipe", recipe, "parent", parent, "mutating", 0, "max_attempts", 8);
+	if (job == NULL || json_object_update(json_object_get(job, "params"), extra) < 0)
+		goto out;
+	if ((e = store_job_add(c, n, 0, job, "rackpilotd", &cid)) != RP_ERR_OK)
+		goto out;
+	e = RP_ERR_INTERNAL;
+	s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
+	if (s == NULL)
+		goto out;
+	sql_bind_int(s, 1, cid);
+	if ((rc = sql_step(s)) == SQL_ROW)
+		snprintf(uuid, RP_UUID_BUF, "%s", sql_text(s, 0));
+	sql_reset(s);
+	if (rc != SQL_ROW) {
+		e = store_sqlerr(c, rc, "recipe child");
+		goto out;
+	}
+	*params = json_incref(json_object_get(job, "params"));
+	e = RP_ERR_OK;
+out:
+	json_decref(rec);
+	json_decref(values);
+	json_decref(plan);
+	json_decref(job);
+	return e;
+}

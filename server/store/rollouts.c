@@ -6,11 +6,9 @@
 
 #include "../util/util.h"
 #include "internal.h"
+#include "rollout/plan.h"
 
 #define ACTIVE "('scheduled', 'running', 'paused')"
-#define TARGET_PROFILE                                                                             \
-	"coalesce(n.bios_profile_id, (SELECT id FROM bios_profiles WHERE node_class = "            \
-	"n.node_class))"
 
 /* ---- Small helpers --------------------------------------------------------------------- */
 
@@ -18,14 +16,6 @@ static const char *
 col_text(struct stmt *s, int i)
 {
 	return sql_type(s, i) == SQL_NULL ? NULL : sql_text(s, i);
-}
-
-static json_t *
-time_or_null(int64_t ms)
-{
-	char ts[RP_TIME_BUF];
-
-	return ms > 0 ? json_string(rp_time_format(ms, ts)) : json_null();
 }
 
 /* Run a statement that returns no rows. */
@@ -36,25 +26,6 @@ exec_stmt(struct conn *c, struct stmt *s, const char *what)
 
 	sql_reset(s);
 	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, what);
-}
-
-static enum rp_err
-rollout_id(struct conn *c, const char *key, int64_t *id)
-{
-	enum rp_err e;
-	struct stmt *s;
-
-	if (!rp_uuid_valid(key))
-		return RP_ERR_NOT_FOUND;
-	s = STMT(c, "SELECT id FROM rollouts WHERE uuid = lower(?)");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_text(s, 1, key);
-	if ((e = store_one(c, s, "rollout id")) != RP_ERR_OK)
-		return e;
-	*id = sql_int(s, 0);
-	sql_reset(s);
-	return RP_ERR_OK;
 }
 
 /* What the engine needs of a rollout row. */
@@ -132,161 +103,14 @@ ro_event(struct conn *c, const char *actor, const struct ro *r, const char *acti
 	                   n ? n->rack_id : 0, summary, detail);
 }
 
-/* The first member of node_id's drift for kind ("component BMC is 1.0, baseline wants 2.0"),
- * or "" when none. *target 0 when the node has no baseline/profile at all. */
-static enum rp_err
-node_drift(struct conn *c, int64_t node_id, const char *kind, int *target, char *what, size_t len)
-{
-	struct stmt *s;
-	int rc, fw = !strcmp(kind, "firmware");
-
-	what[0] = '\0';
-	s = fw ? STMT(c, "SELECT EXISTS (SELECT 1 FROM nodes n JOIN firmware_baselines b ON "
-	                 "b.node_class = n.node_class WHERE n.id = ?)")
-	       : STMT(c, "SELECT " TARGET_PROFILE " IS NOT NULL FROM nodes n WHERE n.id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_int(s, 1, node_id);
-	rc = sql_step(s);
-	*target = rc == SQL_ROW && sql_int(s, 0);
-	sql_reset(s);
-	if (rc != SQL_ROW)
-		return store_sqlerr(c, rc, "rollout target");
-	if (!*target)
-		return RP_ERR_OK;
-	s = fw ? STMT(c, "SELECT bc.component, fc.version, bc.version FROM nodes n JOIN "
-	                 "firmware_baselines b ON b.node_class = n.node_class JOIN "
-	                 "baseline_components bc ON bc.baseline_id = b.id LEFT JOIN "
-	                 "firmware_components fc ON fc.node_id = n.id AND fc.component = "
-	                 "bc.component WHERE n.id = ? AND fc.version IS NOT bc.version ORDER BY "
-	                 "bc.component LIMIT 1")
-	       : STMT(c,
-	              "SELECT pa.name, a.value, pa.value FROM nodes n JOIN bios_profile_attrs pa "
-	              "ON pa.profile_id = " TARGET_PROFILE " LEFT JOIN bios_actual a ON "
-	              "a.node_id = n.id AND a.name = pa.name WHERE n.id = ? AND a.value IS NOT "
-	              "pa.value ORDER BY pa.name LIMIT 1");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_int(s, 1, node_id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW)
-		snprintf(what, len, "%s %s is %s, %s wants %s", fw ? "component" : "attribute",
-		         col_text(s, 0), col_text(s, 1) ? col_text(s, 1) : "unknown",
-		         fw ? "the baseline" : "the profile", col_text(s, 2));
-	sql_reset(s);
-	return rc == SQL_ROW || rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "rollout drift");
-}
-
 /* ---- Planning -------------------------------------------------------------------------- */
 
+/* A node that takes part, as rollout_nodes records it (its wave comes from
+ * rp_rollout_plan_waves). */
 struct cand {
 	int64_t id, rack_id;
 	char name[64], rack[64];
-	int wave;
 };
-
-/* Assign candidates (in selector order) to waves: a canary wave of `canary` nodes, then
- * waves of `batch`, each taking at most max_per_rack nodes of one rack (0: no cap). Racks
- * take turns, so every wave spreads over as many racks as it can. Nodes without a rack count
- * as racks of their own. Returns the number of waves. */
-static int
-plan_waves(struct cand *cs, size_t n, int canary, int batch, int max_per_rack)
-{
-	size_t *order = calloc(n ? n : 1, sizeof *order), *start = calloc(n + 1, sizeof *start);
-	size_t *next = calloc(n + 1, sizeof *next), *end = calloc(n + 1, sizeof *end);
-	int64_t *key = calloc(n ? n : 1, sizeof *key);
-	int *taken = calloc(n + 1, sizeof *taken);
-	size_t ngroups = 0, i, g, left = n, cursor = 0;
-	int wave = 0;
-
-	if (!order || !start || !next || !end || !key || !taken) {
-		wave = -1;
-		goto out;
-	}
-	/* Group by rack (an open-addressing hash of the keys, so thousands of racks cost no
-	 * more than a few), keeping the selector's order inside a rack and ordering racks by
-	 * their first node. order[] then lists the nodes rack by rack. */
-	for (i = 0; i < n; i++)
-		key[i] = cs[i].rack_id ? cs[i].rack_id : -cs[i].id;
-	{
-		size_t cap = 1;
-		int64_t *hk;
-		size_t *hg;
-
-		while (cap < 2 * n + 2)
-			cap <<= 1;
-		hk = calloc(cap, sizeof *hk);
-		hg = calloc(cap, sizeof *hg);
-		if (!hk || !hg) {
-			free(hk);
-			free(hg);
-			wave = -1;
-			goto out;
-		}
-		/* First pass: group sizes. group ids are in order of first appearance. */
-		size_t *gid = calloc(n ? n : 1, sizeof *gid), *count = calloc(n + 1, sizeof *count);
-
-		if (!gid || !count) {
-			free(hk), free(hg), free(gid), free(count);
-			wave = -1;
-			goto out;
-		}
-		for (i = 0; i < n; i++) {
-			uint64_t h = (uint64_t)key[i] * 0x9E3779B97F4A7C15ull;
-			size_t p = (size_t)(h >> 20) & (cap - 1);
-
-			while (hg[p] && hk[p] != key[i])
-				p = (p + 1) & (cap - 1);
-			if (hg[p] == 0) {
-				hk[p] = key[i];
-				hg[p] = ++ngroups;
-			}
-			gid[i] = hg[p] - 1;
-			count[gid[i]]++;
-		}
-		for (g = 0; g < ngroups; g++)
-			start[g + 1] = start[g] + count[g];
-		for (g = 0; g < ngroups; g++)
-			next[g] = end[g] = start[g];
-		for (i = 0; i < n; i++)
-			order[end[gid[i]]++] = i;
-		free(hk);
-		free(hg);
-		free(gid);
-		free(count);
-	}
-	while (left > 0) {
-		int want = (wave == 0 && canary > 0) ? canary : batch, got = 0, progress = 1;
-
-		memset(taken, 0, (ngroups + 1) * sizeof *taken);
-		while (got < want && progress) {
-			progress = 0;
-			for (g = 0; g < ngroups && got < want; g++) {
-				size_t k = (cursor + g) % ngroups;
-
-				if (next[k] == end[k] ||
-				    (max_per_rack > 0 && taken[k] >= max_per_rack))
-					continue;
-				cs[order[next[k]++]].wave = wave;
-				taken[k]++;
-				got++;
-				left--;
-				progress = 1;
-			}
-		}
-		/* The next wave starts at the rack after the last one served. */
-		cursor = ngroups ? (cursor + 1) % ngroups : 0;
-		wave++;
-	}
-out:
-	free(order);
-	free(start);
-	free(next);
-	free(end);
-	free(key);
-	free(taken);
-	return wave;
-}
 
 /* A node already in an active rollout (not skipped there): that rollout's id into buf. */
 static enum rp_err
@@ -329,30 +153,36 @@ node_insert(struct conn *c, int64_t rollout, const struct cand *cd, int wave, co
 	return exec_stmt(c, s, "rollout node");
 }
 
-static enum rp_err rollout_view(struct conn *c, int64_t id, int full, json_t **out);
+/* rp_store_rollout_create's transaction (store_txn): the view of the new rollout into obj. */
+struct create_ctx {
+	json_t *in;
+	const char *actor;
+	json_t **detail;
+	json_t *obj;
+};
 
-enum rp_err
-rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
-                        json_t **detail)
+static enum rp_err
+create_txn(struct conn *c, void *arg)
 {
-	struct conn *c = store_conn(st);
-	const char *kind = json_string_value(json_object_get(in, "kind"));
+	struct create_ctx *x = arg;
+	json_t *in = x->in, **detail = x->detail;
+	const char *kind = json_string_value(json_object_get(in, "kind")), *actor = x->actor;
 	json_t *waves = json_object_get(in, "waves"), *ids = NULL, *busy = json_array();
 	json_t *skipped = json_array(), *v, *obj = NULL;
 	json_t *bv = json_object_get(waves, "batch");
+	struct rp_rollout_spec spec = {.canary = 1};
+	struct rp_rollout_cand *pc = NULL;
 	struct cand *cs = NULL;
 	size_t i, n = 0, nc = 0;
 	int64_t now = rp_time_now_ms(), id = 0, start_at;
-	int canary = 1, batch, max_per_rack, nwaves = 0, w;
+	int nwaves = 0, w;
 	char uuid[RP_UUID_BUF], why[256], *sel = NULL, *wspec = NULL, *gate = NULL;
 	struct ro r = {0};
 	struct stmt *s;
-	enum rp_err e = RP_ERR_INTERNAL;
+	enum rp_err e;
 
-	if (c == NULL)
-		goto done;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		goto done;
+	json_decref(x->obj);
+	x->obj = NULL;
 	if ((e = store_select_nodes(c, json_object_get(in, "selector"), &ids, detail)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
@@ -362,7 +192,7 @@ rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor, json
 	/* Who takes part: not in maintenance, with a usable BMC, with a target, and off it. */
 	json_array_foreach(ids, i, v)
 	{
-		struct cand cd = {.id = json_integer_value(v), .wave = -1};
+		struct cand cd = {.id = json_integer_value(v)};
 		int maint = 0, target = 0, busy_now = 0, rc;
 		char other[RP_UUID_BUF], what[300];
 
@@ -395,8 +225,8 @@ rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor, json
 			if ((e = store_bmc_ready(c, cd.id, why, sizeof why)) == RP_ERR_INTERNAL)
 				goto out;
 			if (e == RP_ERR_OK) {
-				if ((e = node_drift(c, cd.id, kind, &target, what, sizeof what)) !=
-				    RP_ERR_OK)
+				if ((e = store_rollout_drift(c, cd.id, kind, &target, what,
+				                             sizeof what)) != RP_ERR_OK)
 					goto out;
 				if (!target)
 					snprintf(why, sizeof why, "%s",
@@ -439,17 +269,19 @@ rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor, json
 		goto out;
 	}
 	if (json_is_integer(json_object_get(waves, "canary")))
-		canary = (int)json_integer_value(json_object_get(waves, "canary"));
-	max_per_rack = (int)json_integer_value(json_object_get(waves, "max_per_rack"));
-	if (json_is_string(bv)) /* "P%" (checked by the API): of the nodes that take part */
-		batch = (int)(((size_t)atoi(json_string_value(bv)) * nc + 99) / 100);
-	else
-		batch = json_is_integer(bv) ? (int)json_integer_value(bv) : (int)nc;
-	if (batch < 1)
-		batch = 1;
-	if (canary > (int)nc)
-		canary = (int)nc;
-	if ((nwaves = plan_waves(cs, nc, canary, batch, max_per_rack)) < 0)
+		spec.canary = (int)json_integer_value(json_object_get(waves, "canary"));
+	spec.max_per_rack = (int)json_integer_value(json_object_get(waves, "max_per_rack"));
+	if (json_is_string(bv)) { /* "P%" (checked by the API): of the nodes that take part */
+		spec.batch = atoi(json_string_value(bv));
+		spec.pct = 1;
+	} else if (json_is_integer(bv)) {
+		spec.batch = json_integer_value(bv) < 1 ? 1 : (int)json_integer_value(bv);
+	}
+	if ((pc = calloc(nc, sizeof *pc)) == NULL)
+		goto out;
+	for (i = 0; i < nc; i++)
+		pc[i] = (struct rp_rollout_cand){.id = cs[i].id, .rack_id = cs[i].rack_id};
+	if ((nwaves = rp_rollout_plan_waves(pc, nc, &spec)) < 0)
 		goto out;
 	start_at = json_is_integer(json_object_get(in, "start_at"))
 	                   ? json_integer_value(json_object_get(in, "start_at"))
@@ -499,12 +331,12 @@ rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor, json
 		}
 		sql_bind_int(s, 1, id);
 		sql_bind_int(s, 2, w);
-		sql_bind_int(s, 3, w == 0 && canary > 0);
+		sql_bind_int(s, 3, w == 0 && spec.canary > 0);
 		if ((e = exec_stmt(c, s, "rollout wave")) != RP_ERR_OK)
 			goto out;
 	}
 	for (i = 0; i < nc; i++)
-		if ((e = node_insert(c, id, &cs[i], cs[i].wave, "pending", NULL)) != RP_ERR_OK)
+		if ((e = node_insert(c, id, &cs[i], pc[i].wave, "pending", NULL)) != RP_ERR_OK)
 			goto out;
 	json_array_foreach(skipped, i, v)
 	{
@@ -533,15 +365,12 @@ rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor, json
 	obj = NULL;
 	if (e != RP_ERR_OK)
 		goto out;
-	if ((e = rollout_view(c, id, 1, &obj)) != RP_ERR_OK)
+	if ((e = store_rollout_view(c, id, 1, &obj)) != RP_ERR_OK)
 		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = obj;
+	x->obj = obj;
 	obj = NULL;
 out:
-	store_rollback(c);
-done:
+	free(pc);
 	free(cs);
 	free(sel);
 	free(wspec);
@@ -553,271 +382,17 @@ done:
 	return e;
 }
 
-/* ---- Views ----------------------------------------------------------------------------- */
-
-#define RO_COLS                                                                                    \
-	"SELECT id AS _id, uuid AS id, kind, state, state_reason AS reason, selector AS "          \
-	"\"selector:json\", waves_spec AS \"waves_spec:json\", gate AS \"gate:json\", "            \
-	"max_failures, failures_seen, start_at AS \"start_at:time\", created_by, created_at AS "   \
-	"\"created_at:time\", started_at AS \"started_at:time\", finished_at AS "                  \
-	"\"finished_at:time\", updated_at AS \"updated_at:time\" FROM rollouts "
-
-/* Counts by node state, the failure total, and (full) waves, nodes and the estimate. */
-static enum rp_err
-rollout_view(struct conn *c, int64_t id, int full, json_t **out)
-{
-	json_t *obj = NULL, *counts = NULL, *wl = NULL, *nl = NULL, *failed = NULL, *skipped = NULL;
-	json_t *gate;
-	struct stmt *s;
-	int64_t now = rp_time_now_ms(), dur_sum = 0, dur_n = 0, wave_sum = 0, wave_n = 0;
-	int64_t waves_left = 0, current = -1, wait_s;
-	enum rp_err e = RP_ERR_INTERNAL;
-	const char *state;
-	int rc;
-
-	s = STMT(c, RO_COLS "WHERE id = ?");
-	if (s == NULL)
-		goto out;
-	sql_bind_int(s, 1, id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW)
-		obj = store_row(c, s);
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "rollout");
-		goto out;
-	}
-	/* The expanded recipe plan is the engine's business; the recipe's name says enough. */
-	gate = json_object_get(obj, "gate");
-	json_object_del(gate, "plan");
-	wait_s = json_integer_value(json_object_get(gate, "wait_s"));
-	counts = json_pack("{s:i, s:i, s:i, s:i, s:i}", "pending", 0, "running", 0, "succeeded", 0,
-	                   "failed", 0, "skipped", 0);
-	s = STMT(c,
-	         "SELECT state, count(*) FROM rollout_nodes WHERE rollout_id = ? GROUP BY state");
-	if (s == NULL)
-		goto out;
-	sql_bind_int(s, 1, id);
-	{
-		int64_t total = 0;
-
-		while ((rc = sql_step(s)) == SQL_ROW) {
-			json_object_set_new(counts, col_text(s, 0), json_integer(sql_int(s, 1)));
-			total += sql_int(s, 1);
-		}
-		sql_reset(s);
-		if (rc != SQL_DONE) {
-			e = store_sqlerr(c, rc, "rollout counts");
-			goto out;
-		}
-		json_object_set_new(counts, "total", json_integer(total));
-	}
-	json_object_set(obj, "counts", counts);
-	json_object_set_new(obj, "failures",
-	                    json_pack("{s:O, s:O, s:O}", "current",
-	                              json_object_get(counts, "failed"), "seen",
-	                              json_object_get(obj, "failures_seen"), "max",
-	                              json_object_get(obj, "max_failures")));
-	json_object_del(obj, "failures_seen");
-	/* Waves: per-state node counts and timings. */
-	wl = json_array();
-	s = STMT(c,
-	         "SELECT w.idx, w.canary, w.state, w.started_at, w.finished_at, w.done_at, "
-	         "count(rn.node_id), sum(rn.state = 'pending'), sum(rn.state = 'running'), "
-	         "sum(rn.state = 'succeeded'), sum(rn.state = 'failed'), sum(rn.state = "
-	         "'skipped') FROM rollout_waves w LEFT JOIN rollout_nodes rn ON rn.rollout_id = "
-	         "w.rollout_id AND rn.wave = w.idx WHERE w.rollout_id = ? GROUP BY w.idx ORDER BY "
-	         "w.idx");
-	if (s == NULL)
-		goto out;
-	sql_bind_int(s, 1, id);
-	while ((rc = sql_step(s)) == SQL_ROW) {
-		int64_t st_at = sql_int(s, 3), done_at = sql_int(s, 5);
-		const char *ws = col_text(s, 2);
-
-		if (strcmp(ws, "done") != 0) {
-			waves_left++;
-			if (current < 0)
-				current = sql_int(s, 0);
-		} else if (st_at > 0 && done_at >= st_at) {
-			wave_sum += done_at - st_at;
-			wave_n++;
-		}
-		json_array_append_new(
-		        wl,
-		        json_pack(
-		                "{s:I, s:b, s:s, s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:o, s:o, s:o}",
-		                "index", (json_int_t)sql_int(s, 0), "canary", sql_int(s, 1),
-		                "state", ws, "nodes", (json_int_t)sql_int(s, 6), "counts",
-		                "pending", (json_int_t)sql_int(s, 7), "running",
-		                (json_int_t)sql_int(s, 8), "succeeded", (json_int_t)sql_int(s, 9),
-		                "failed", (json_int_t)sql_int(s, 10), "skipped",
-		                (json_int_t)sql_int(s, 11), "started_at", time_or_null(st_at),
-		                "finished_at", time_or_null(sql_int(s, 4)), "gate_done_at",
-		                time_or_null(done_at)));
-	}
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "rollout waves");
-		goto out;
-	}
-	json_object_set_new(obj, "wave_count", json_integer((json_int_t)json_array_size(wl)));
-	json_object_set_new(obj, "current_wave",
-	                    current >= 0 ? json_integer(current) : json_null());
-	/* Nodes. */
-	nl = json_array();
-	failed = json_array();
-	skipped = json_array();
-	s = STMT(c, "SELECT rn.node_name, rn.rack_name, rn.wave, rn.state, rn.phase, rn.reason, "
-	            "rn.attempt, j.uuid, g.uuid, rn.result, rn.started_at, rn.job_done_at, "
-	            "rn.finished_at FROM rollout_nodes rn LEFT JOIN jobs j ON j.id = rn.job_id "
-	            "LEFT JOIN jobs g ON g.id = rn.gate_job_id WHERE rn.rollout_id = ? ORDER BY "
-	            "rn.wave IS NULL, rn.wave, rn.node_name");
-	if (s == NULL)
-		goto out;
-	sql_bind_int(s, 1, id);
-	while ((rc = sql_step(s)) == SQL_ROW) {
-		const char *ns = col_text(s, 3);
-		int64_t t0 = sql_int(s, 10), t1 = sql_int(s, 11);
-		json_t *node;
-
-		if (t0 > 0 && t1 >= t0) {
-			dur_sum += t1 - t0;
-			dur_n++;
-		}
-		if (!strcmp(ns, "failed"))
-			json_array_append_new(
-			        failed,
-			        json_pack("{s:s, s:o, s:s?}", "node", col_text(s, 0), "wave",
-			                  sql_type(s, 2) == SQL_NULL ? json_null()
-			                                             : json_integer(sql_int(s, 2)),
-			                  "reason", col_text(s, 5)));
-		if (!strcmp(ns, "skipped"))
-			json_array_append_new(skipped,
-			                      json_pack("{s:s, s:s?}", "node", col_text(s, 0),
-			                                "reason", col_text(s, 5)));
-		if (!full)
-			continue;
-		node = json_pack(
-		        "{s:s, s:s?, s:o, s:s, s:s?, s:s?, s:i, s:s?, s:s?, s:o, s:o, s:o, "
-		        "s:o, s:o}",
-		        "node", col_text(s, 0), "rack", col_text(s, 1), "wave",
-		        sql_type(s, 2) == SQL_NULL ? json_null() : json_integer(sql_int(s, 2)),
-		        "state", ns, "phase", col_text(s, 4), "reason", col_text(s, 5), "attempt",
-		        sql_int(s, 6), "job", col_text(s, 7), "gate_job", col_text(s, 8), "result",
-		        col_text(s, 9) ? json_loads(col_text(s, 9), 0, NULL) ?: json_null()
-		                       : json_null(),
-		        "started_at", time_or_null(t0), "job_finished_at", time_or_null(t1),
-		        "finished_at", time_or_null(sql_int(s, 12)), "duration_ms",
-		        t0 > 0 && t1 >= t0 ? json_integer(t1 - t0) : json_null());
-		json_array_append_new(nl, node);
-	}
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "rollout nodes");
-		goto out;
-	}
-	json_object_set_new(obj, "failed", failed);
-	failed = NULL;
-	json_object_set_new(obj, "skipped", skipped);
-	skipped = NULL;
-	if (full) {
-		json_object_set_new(obj, "waves", wl);
-		wl = NULL;
-		json_object_set_new(obj, "nodes", nl);
-		nl = NULL;
-	}
-	/* Estimated finish: the mean wave (start to gate passed) so far times the waves left;
-	 * before any wave passed, the mean node update plus the gate wait per wave left. */
-	state = json_string_value(json_object_get(obj, "state"));
-	json_object_set_new(obj, "mean_node_ms",
-	                    dur_n ? json_integer(dur_sum / dur_n) : json_null());
-	if ((!strcmp(state, "running") || !strcmp(state, "scheduled")) && waves_left > 0 &&
-	    (wave_n > 0 || dur_n > 0)) {
-		int64_t per = wave_n ? wave_sum / wave_n : dur_sum / dur_n + wait_s * 1000;
-
-		json_object_set_new(obj, "estimated_finish_at",
-		                    time_or_null(now + per * waves_left));
-	} else {
-		json_object_set_new(obj, "estimated_finish_at", json_null());
-	}
-	*out = obj;
-	obj = NULL;
-	e = RP_ERR_OK;
-out:
-	json_decref(obj);
-	json_decref(counts);
-	json_decref(wl);
-	json_decref(nl);
-	json_decref(failed);
-	json_decref(skipped);
-	return e;
-}
-
 enum rp_err
-rp_store_rollout_get(struct rp_store *st, const char *key, json_t **out)
+rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
+                        json_t **detail)
 {
-	struct conn *c = store_conn(st);
-	int64_t id = 0;
-	enum rp_err e;
+	struct create_ctx x = {.in = in, .actor = actor, .detail = detail};
+	enum rp_err e = store_txn(st, create_txn, &x);
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = rollout_id(c, key, &id)) == RP_ERR_OK)
-		e = rollout_view(c, id, 1, out);
-	store_read_end(c);
-	return e;
-}
-
-enum rp_err
-rp_store_rollout_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
-{
-	struct conn *c = store_conn(st);
-	json_t *items = NULL, *it;
-	struct stmt *s;
-	enum rp_err e;
-	size_t i;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
-		return e;
-	s = STMT(c, "SELECT id AS _id, uuid AS id FROM rollouts WHERE id < ?1 AND (?2 IS NULL OR "
-	            "state = ?2) AND (?3 IS NULL OR kind = ?3) ORDER BY id DESC LIMIT ?4");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
-	sql_bind_int(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
-	store_bind_str(s, 2, rq->filter, "state");
-	store_bind_str(s, 3, rq->filter, "kind");
-	sql_bind_int(s, 4, rq->limit + 1);
-	if ((e = store_page(c, s, rq, "id", out)) != RP_ERR_OK)
-		goto out;
-	/* Each item: the summary view (counts, failures, estimate; no per-node list). */
-	items = json_array();
-	json_array_foreach(out->items, i, it)
-	{
-		json_t *v = NULL;
-		int64_t id = 0;
-
-		if ((e = rollout_id(c, json_string_value(json_object_get(it, "id")), &id)) !=
-		            RP_ERR_OK ||
-		    (e = rollout_view(c, id, 0, &v)) != RP_ERR_OK) {
-			json_decref(out->items);
-			out->items = NULL;
-			goto out;
-		}
-		json_array_append_new(items, v);
-	}
-	json_decref(out->items);
-	out->items = items;
-	items = NULL;
-out:
-	json_decref(items);
-	store_read_end(c);
+	if (e == RP_ERR_OK)
+		*out = x.obj;
+	else
+		json_decref(x.obj);
 	return e;
 }
 
@@ -972,21 +547,28 @@ do_resume(struct conn *c, struct ro *r, json_t *opts, const char *actor, int64_t
 	                "rollout resumed; %lld failed node(s) retried", (long long)retried);
 }
 
-enum rp_err
-rp_store_rollout_control(struct rp_store *st, const char *key, const char *action, json_t *opts,
-                         const char *actor, json_t **out, json_t **detail)
+/* rp_store_rollout_control's transaction (store_txn): the rollout's view after it into obj. */
+struct control_ctx {
+	const char *key, *action, *actor;
+	json_t *opts, **detail;
+	json_t *obj;
+};
+
+static enum rp_err
+control_txn(struct conn *c, void *arg)
 {
-	struct conn *c = store_conn(st);
+	struct control_ctx *x = arg;
+	const char *key = x->key, *action = x->action, *actor = x->actor;
+	json_t *opts = x->opts, **detail = x->detail;
 	struct ro r = {0};
 	int64_t id = 0, now = rp_time_now_ms();
 	json_t *obj = NULL;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = rollout_id(c, key, &id)) != RP_ERR_OK || (e = ro_load(c, id, &r)) != RP_ERR_OK)
+	json_decref(x->obj);
+	x->obj = NULL;
+	if ((e = store_rollout_id(c, key, &id)) != RP_ERR_OK ||
+	    (e = ro_load(c, id, &r)) != RP_ERR_OK)
 		goto out;
 	if (!strcmp(action, "pause")) {
 		if (strcmp(r.state, "running") && strcmp(r.state, "scheduled")) {
@@ -1023,16 +605,28 @@ rp_store_rollout_control(struct rp_store *st, const char *key, const char *actio
 		if ((e = do_abort(c, &r, actor, "aborted by an operator", now)) != RP_ERR_OK)
 			goto out;
 	}
-	if ((e = rollout_view(c, id, 1, &obj)) != RP_ERR_OK)
+	if ((e = store_rollout_view(c, id, 1, &obj)) != RP_ERR_OK)
 		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = obj;
+	x->obj = obj;
 	obj = NULL;
 out:
-	store_rollback(c);
 	json_decref(obj);
 	json_decref(r.gate);
+	return e;
+}
+
+enum rp_err
+rp_store_rollout_control(struct rp_store *st, const char *key, const char *action, json_t *opts,
+                         const char *actor, json_t **out, json_t **detail)
+{
+	struct control_ctx x = {
+	        .key = key, .action = action, .actor = actor, .opts = opts, .detail = detail};
+	enum rp_err e = store_txn(st, control_txn, &x);
+
+	if (e == RP_ERR_OK)
+		*out = x.obj;
+	else
+		json_decref(x.obj);
 	return e;
 }
 
@@ -1271,24 +865,22 @@ out:
 	return e;
 }
 
-/* Why node n does not pass the gate yet ("" when it does). *need_power: only a fresh power
- * reading is missing. A gate recipe job is queued here once the rest passes. */
+/* What the gate's required checks (req) need to know about node_id into *f: only what they
+ * require is read. */
 static enum rp_err
-gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int64_t job_done,
-           char *why, size_t len, int *need_power, int *changed)
+gate_facts(struct conn *c, struct ro *r, int64_t node_id, json_t *req, struct rp_rollout_facts *f)
 {
-	json_t *req = json_object_get(r->gate, "require"), *v,
-	       *plan = json_object_get(r->gate, "plan");
 	struct stmt *s;
-	enum rp_err e;
+	json_t *v;
 	size_t i;
 	int rc;
 
-	why[0] = '\0';
 	json_array_foreach(req, i, v)
 	{
 		const char *q = json_string_value(v);
 
+		if (q == NULL)
+			continue;
 		if (!strcmp(q, "power_on")) {
 			s = STMT(c, "SELECT power_state, coalesce(power_state_at, 0) FROM nodes "
 			            "WHERE id = ?");
@@ -1296,14 +888,8 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 				return RP_ERR_INTERNAL;
 			sql_bind_int(s, 1, node_id);
 			if ((rc = sql_step(s)) == SQL_ROW) {
-				if (sql_int(s, 1) < job_done) {
-					snprintf(why, len,
-					         "no power reading since its update (last: %s)",
-					         col_text(s, 0));
-					*need_power = 1;
-				} else if (strcmp(col_text(s, 0), "on") != 0) {
-					snprintf(why, len, "power is %s, not on", col_text(s, 0));
-				}
+				snprintf(f->power, sizeof f->power, "%s", col_text(s, 0));
+				f->power_at = sql_int(s, 1);
 			}
 			sql_reset(s);
 			if (rc != SQL_ROW)
@@ -1314,105 +900,101 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 				return RP_ERR_INTERNAL;
 			sql_bind_int(s, 1, node_id);
 			rc = sql_step(s);
-			if (rc == SQL_DONE)
-				snprintf(why, len, "no agent has registered for the node");
-			else if (rc == SQL_ROW && sql_int(s, 0) <= wave_end)
-				snprintf(why, len, "no agent heartbeat since the wave ended");
+			f->agent = rc == SQL_ROW;
+			if (rc == SQL_ROW)
+				f->agent_seen = sql_int(s, 0);
 			sql_reset(s);
 			if (rc != SQL_ROW && rc != SQL_DONE)
 				return store_sqlerr(c, rc, "gate heartbeat");
 		} else if (!strcmp(q, "version_match")) {
-			char what[300];
-			int target = 0;
+			enum rp_err e = store_rollout_drift(c, node_id, r->kind, &f->target,
+			                                    f->drift, sizeof f->drift);
 
-			if ((e = node_drift(c, node_id, r->kind, &target, what, sizeof what)) !=
-			    RP_ERR_OK)
-				return e;
-			if (!target)
-				snprintf(why, len, "the node no longer has a %s",
-				         !strcmp(r->kind, "firmware") ? "firmware baseline"
-				                                      : "BIOS profile");
-			else if (what[0])
-				snprintf(why, len, "still off target: %s", what);
-		}
-		if (why[0])
-			return RP_ERR_OK;
-	}
-	if (!json_is_array(plan))
-		return RP_ERR_OK;
-	/* The health-check recipe, as a steps job, once per node and attempt. */
-	{
-		int64_t gate_job = 0;
-
-		s = STMT(c, "SELECT coalesce(rn.gate_job_id, 0), j.state, j.error FROM "
-		            "rollout_nodes rn "
-		            "LEFT JOIN jobs j ON j.id = rn.gate_job_id WHERE rn.rollout_id = ? AND "
-		            "rn.node_id = ?");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
-		sql_bind_int(s, 1, r->id);
-		sql_bind_int(s, 2, node_id);
-		if ((rc = sql_step(s)) == SQL_ROW) {
-			gate_job = sql_int(s, 0);
-			if (gate_job && !strcmp(col_text(s, 1), "succeeded"))
-				why[0] = '\0';
-			else if (gate_job && (!strcmp(col_text(s, 1), "queued") ||
-			                      !strcmp(col_text(s, 1), "running")))
-				snprintf(why, len, "health check recipe still running");
-			else if (gate_job)
-				snprintf(why, len, "!health check recipe %s: %s", col_text(s, 1),
-				         col_text(s, 2) ? col_text(s, 2) : "");
-		}
-		sql_reset(s);
-		if (rc != SQL_ROW)
-			return store_sqlerr(c, rc, "gate recipe");
-		if (gate_job == 0) {
-			struct node_ref n;
-			json_t *job;
-			char nwhy[256];
-
-			if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
-				return e;
-			if ((e = store_ssh_ready(c, node_id, nwhy, sizeof nwhy)) != RP_ERR_OK) {
-				if (e == RP_ERR_INTERNAL)
-					return e;
-				snprintf(why, len, "!health check recipe cannot run: %s", nwhy);
-				return RP_ERR_OK;
-			}
-			job = json_pack("{s:s, s:{s:O, s:O, s:s}, s:b, s:i}", "type", "steps",
-			                "params", "plan", plan, "recipe",
-			                json_object_get(r->gate, "recipe"), "rollout", r->uuid,
-			                "mutating", 1, "max_attempts", 8);
-			e = store_job_add(c, &n, 0, job, "rollout", &gate_job);
-			json_decref(job);
 			if (e != RP_ERR_OK)
 				return e;
-			s = STMT(c, "UPDATE rollout_nodes SET gate_job_id = ?3 WHERE rollout_id = "
-			            "?1 AND "
-			            "node_id = ?2");
-			if (s == NULL)
-				return RP_ERR_INTERNAL;
-			sql_bind_int(s, 1, r->id);
-			sql_bind_int(s, 2, node_id);
-			sql_bind_int(s, 3, gate_job);
-			if ((e = exec_stmt(c, s, "gate job")) != RP_ERR_OK)
-				return e;
-			*changed = 1;
-			snprintf(why, len, "health check recipe queued");
 		}
 	}
 	return RP_ERR_OK;
 }
 
-/* The gate of wave w (every job ended at wave_end): after wait_s, each node waiting on it
- * passes, or fails once timeout_s has gone by too (a "!" reason fails at once). */
+/* Why node n does not pass the gate yet ("" when it does; rp_rollout_gate_require and
+ * rp_rollout_gate_recipe decide). *need_power: only a fresh power reading is missing. A gate
+ * recipe job is queued here once the rest passes. */
+static enum rp_err
+gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int64_t job_done,
+           char *why, size_t len, int *need_power, int *changed)
+{
+	json_t *req = json_object_get(r->gate, "require"), *plan = json_object_get(r->gate, "plan");
+	struct rp_rollout_facts f = {.kind = r->kind, .job_done = job_done, .wave_end = wave_end};
+	struct node_ref n;
+	struct stmt *s;
+	int64_t gate_job = 0;
+	char nwhy[256];
+	json_t *job;
+	enum rp_err e;
+	int rc, none = 0;
+
+	why[0] = '\0';
+	if ((e = gate_facts(c, r, node_id, req, &f)) != RP_ERR_OK)
+		return e;
+	if (rp_rollout_gate_require(req, &f, why, len))
+		*need_power = 1;
+	if (why[0] || !json_is_array(plan))
+		return RP_ERR_OK;
+	/* The health-check recipe, as a steps job, once per node and attempt. */
+	s = STMT(c, "SELECT coalesce(rn.gate_job_id, 0), j.state, j.error FROM rollout_nodes rn "
+	            "LEFT JOIN jobs j ON j.id = rn.gate_job_id WHERE rn.rollout_id = ? AND "
+	            "rn.node_id = ?");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sql_bind_int(s, 1, r->id);
+	sql_bind_int(s, 2, node_id);
+	if ((rc = sql_step(s)) == SQL_ROW) {
+		gate_job = sql_int(s, 0);
+		none = rp_rollout_gate_recipe(gate_job ? col_text(s, 1) : NULL, col_text(s, 2), why,
+		                              len);
+	}
+	sql_reset(s);
+	if (rc != SQL_ROW)
+		return store_sqlerr(c, rc, "gate recipe");
+	if (!none)
+		return RP_ERR_OK;
+	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
+		return e;
+	if ((e = store_ssh_ready(c, node_id, nwhy, sizeof nwhy)) != RP_ERR_OK) {
+		if (e == RP_ERR_INTERNAL)
+			return e;
+		snprintf(why, len, "!health check recipe cannot run: %s", nwhy);
+		return RP_ERR_OK;
+	}
+	job = json_pack("{s:s, s:{s:O, s:O, s:s}, s:b, s:i}", "type", "steps", "params", "plan",
+	                plan, "recipe", json_object_get(r->gate, "recipe"), "rollout", r->uuid,
+	                "mutating", 1, "max_attempts", 8);
+	e = store_job_add(c, &n, 0, job, "rollout", &gate_job);
+	json_decref(job);
+	if (e != RP_ERR_OK)
+		return e;
+	s = STMT(c, "UPDATE rollout_nodes SET gate_job_id = ?3 WHERE rollout_id = ?1 AND "
+	            "node_id = ?2");
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sql_bind_int(s, 1, r->id);
+	sql_bind_int(s, 2, node_id);
+	sql_bind_int(s, 3, gate_job);
+	if ((e = exec_stmt(c, s, "gate job")) != RP_ERR_OK)
+		return e;
+	*changed = 1;
+	snprintf(why, len, "health check recipe queued");
+	return RP_ERR_OK;
+}
+
+/* The gate of wave w (every job ended at wave_end): once it opens (rp_rollout_gate_open),
+ * each node waiting on it gets its verdict (rp_rollout_gate_verdict). */
 static enum rp_err
 wave_gate(struct conn *c, struct ro *r, int64_t w, int64_t wave_end, int64_t now, int *done,
           int *need_power, int *changed)
 {
-	int64_t wait_ms = json_integer_value(json_object_get(r->gate, "wait_s")) * 1000;
-	json_t *to = json_object_get(r->gate, "timeout_s");
-	int64_t timeout_ms = (json_is_integer(to) ? json_integer_value(to) : 600) * 1000;
+	struct rp_rollout_gate g;
 	json_t *nodes = json_array(), *v;
 	struct stmt *s;
 	enum rp_err e = RP_ERR_INTERNAL;
@@ -1421,7 +1003,8 @@ wave_gate(struct conn *c, struct ro *r, int64_t w, int64_t wave_end, int64_t now
 	int rc;
 
 	*done = 0;
-	if (now < wave_end + wait_ms) {
+	rp_rollout_gate_policy(r->gate, &g);
+	if (!rp_rollout_gate_open(&g, wave_end, now)) {
 		e = RP_ERR_OK;
 		goto out;
 	}
@@ -1448,17 +1031,21 @@ wave_gate(struct conn *c, struct ro *r, int64_t w, int64_t wave_end, int64_t now
 		if ((e = gate_check(c, r, node, wave_end, json_integer_value(json_array_get(v, 1)),
 		                    why, sizeof why, need_power, changed)) != RP_ERR_OK)
 			goto out;
-		if (why[0] == '\0') {
+		switch (rp_rollout_gate_verdict(&g, wave_end, now, why)) {
+		case RP_ROLLOUT_PASS:
 			if ((e = node_settle(c, r, node, "succeeded", NULL, now)) != RP_ERR_OK)
 				goto out;
 			*changed = 1;
-		} else if (why[0] == '!' || now >= wave_end + wait_ms + timeout_ms) {
+			break;
+		case RP_ROLLOUT_FAIL:
 			snprintf(reason, sizeof reason, "gate: %s", why[0] == '!' ? why + 1 : why);
 			if ((e = node_settle(c, r, node, "failed", reason, now)) != RP_ERR_OK)
 				goto out;
 			*changed = 1;
-		} else {
+			break;
+		case RP_ROLLOUT_UNDECIDED:
 			waiting++;
+			break;
 		}
 	}
 	*done = waiting == 0;
@@ -1485,49 +1072,43 @@ wave_set(struct conn *c, struct ro *r, int64_t w, const char *state, int64_t now
 	return exec_stmt(c, s, "rollout wave state");
 }
 
-/* One step of the state machine; *progress when it moved (call again). */
+/* A count(*) over rollout r's nodes, in wave w unless w < 0 (state and phase as in sql). */
+static enum rp_err
+count_of(struct conn *c, struct stmt *s, int64_t id, int64_t w, int64_t *n, const char *what)
+{
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	sql_bind_int(s, 1, id);
+	sql_bind_int(s, 2, w);
+	if ((rc = sql_step(s)) == SQL_ROW)
+		*n = sql_int(s, 0);
+	sql_reset(s);
+	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, what);
+}
+
+/* One step of the state machine (rp_rollout_next decides which); *progress when it moved
+ * (call again). */
 static enum rp_err
 advance_once(struct conn *c, struct ro *r, int64_t now, int *progress, int *need_power)
 {
+	struct rp_rollout_status st = {.state = r->state,
+	                               .now = now,
+	                               .start_at = r->start_at,
+	                               .max_failures = r->max_failures,
+	                               .wave = -1};
 	struct stmt *s;
-	int64_t w = -1, failed = 0, running = 0, wave_end = 0;
-	char wstate[16] = "";
+	int64_t wave_end = 0, bad = 0;
+	char wstate[16] = "", reason[160];
 	enum rp_err e;
 	int rc, changed = 0, done = 0;
 
 	*progress = 0;
 	if ((e = sync_jobs(c, r, now, &changed)) != RP_ERR_OK)
 		return e;
-	if (!strcmp(r->state, "completed") || !strcmp(r->state, "aborted")) {
-		*progress = changed;
-		return RP_ERR_OK;
-	}
-	if (!strcmp(r->state, "scheduled")) {
-		if (now < r->start_at)
-			return RP_ERR_OK;
-		if ((e = ro_set_state(c, r, "running", NULL, now)) != RP_ERR_OK ||
-		    (e = ro_event(c, "rackpilotd", r, "rollout.started", NULL, NULL,
-		                  "scheduled rollout started")) != RP_ERR_OK)
-			return e;
-		*progress = 1;
-		return RP_ERR_OK;
-	}
-	if ((e = count_failed(c, r->id, &failed)) != RP_ERR_OK)
+	if ((e = count_failed(c, r->id, &st.failed)) != RP_ERR_OK)
 		return e;
-	if (!strcmp(r->state, "running") && failed > r->max_failures) {
-		char reason[160];
-
-		snprintf(reason, sizeof reason, "%lld node(s) failed, more than max_failures %lld",
-		         (long long)failed, (long long)r->max_failures);
-		if ((e = ro_set_state(c, r, "paused", reason, now)) != RP_ERR_OK ||
-		    (e = ro_event(
-		             c, "rackpilotd", r, "rollout.paused", NULL, NULL,
-		             "rollout paused: %s; the running wave finishes, no later wave starts",
-		             reason)) != RP_ERR_OK)
-			return e;
-		*progress = 1;
-		return RP_ERR_OK;
-	}
 	/* The current wave: the first one not done. */
 	s = STMT(c,
 	         "SELECT idx, state, coalesce(finished_at, 0) FROM rollout_waves WHERE rollout_id "
@@ -1536,111 +1117,107 @@ advance_once(struct conn *c, struct ro *r, int64_t now, int *progress, int *need
 		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, r->id);
 	if ((rc = sql_step(s)) == SQL_ROW) {
-		w = sql_int(s, 0);
+		st.wave = sql_int(s, 0);
 		snprintf(wstate, sizeof wstate, "%s", col_text(s, 1));
+		st.wave_state = wstate;
 		wave_end = sql_int(s, 2);
 	}
 	sql_reset(s);
 	if (rc != SQL_ROW && rc != SQL_DONE)
 		return store_sqlerr(c, rc, "rollout current wave");
-	if (w < 0) {
-		/* Every wave passed its gate. */
-		if (strcmp(r->state, "running") != 0)
-			return RP_ERR_OK;
+	if (st.wave >= 0 && !strcmp(wstate, "running") &&
+	    (e = count_of(c,
+	                  STMT(c, "SELECT count(*) FROM rollout_nodes WHERE rollout_id = ? AND "
+	                          "wave = ? AND state = 'running' AND phase = 'job'"),
+	                  r->id, st.wave, &st.wave_running, "rollout wave running")) != RP_ERR_OK)
+		return e;
+	switch (rp_rollout_next(&st)) {
+	case RP_ROLLOUT_HOLD:
+		return RP_ERR_OK;
+	case RP_ROLLOUT_WAIT:
+		*progress = changed;
+		return RP_ERR_OK;
+	case RP_ROLLOUT_START:
+		if ((e = ro_set_state(c, r, "running", NULL, now)) != RP_ERR_OK ||
+		    (e = ro_event(c, "rackpilotd", r, "rollout.started", NULL, NULL,
+		                  "scheduled rollout started")) != RP_ERR_OK)
+			return e;
+		break;
+	case RP_ROLLOUT_PAUSE:
+		snprintf(reason, sizeof reason, "%lld node(s) failed, more than max_failures %lld",
+		         (long long)st.failed, (long long)r->max_failures);
+		if ((e = ro_set_state(c, r, "paused", reason, now)) != RP_ERR_OK ||
+		    (e = ro_event(
+		             c, "rackpilotd", r, "rollout.paused", NULL, NULL,
+		             "rollout paused: %s; the running wave finishes, no later wave starts",
+		             reason)) != RP_ERR_OK)
+			return e;
+		break;
+	case RP_ROLLOUT_COMPLETE:
 		if ((e = ro_set_state(c, r, "completed",
-		                      failed ? "completed with failed nodes" : NULL, now)) !=
+		                      st.failed ? "completed with failed nodes" : NULL, now)) !=
 		            RP_ERR_OK ||
 		    (e = ro_event(c, "rackpilotd", r, "rollout.completed", NULL, NULL,
-		                  "rollout completed: %lld node(s) failed", (long long)failed)) !=
-		            RP_ERR_OK)
+		                  "rollout completed: %lld node(s) failed",
+		                  (long long)st.failed)) != RP_ERR_OK)
 			return e;
-		*progress = 1;
-		return RP_ERR_OK;
-	}
-	if (!strcmp(wstate, "pending")) {
-		if (strcmp(r->state, "running") != 0)
-			return RP_ERR_OK; /* paused: no wave starts */
-		if ((e = wave_start(c, r, w, now)) != RP_ERR_OK)
+		break;
+	case RP_ROLLOUT_WAVE_START:
+		if ((e = wave_start(c, r, st.wave, now)) != RP_ERR_OK)
 			return e;
-		*progress = 1;
-		return RP_ERR_OK;
-	}
-	if (!strcmp(wstate, "running")) {
-		s = STMT(c,
-		         "SELECT count(*) FROM rollout_nodes WHERE rollout_id = ? AND wave = ? AND "
-		         "state = 'running' AND phase = 'job'");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
-		sql_bind_int(s, 1, r->id);
-		sql_bind_int(s, 2, w);
-		if ((rc = sql_step(s)) == SQL_ROW)
-			running = sql_int(s, 0);
-		sql_reset(s);
-		if (rc != SQL_ROW)
-			return store_sqlerr(c, rc, "rollout wave running");
-		*progress = changed;
-		if (running > 0)
-			return RP_ERR_OK;
-		if ((e = wave_set(c, r, w, "gating", now)) != RP_ERR_OK ||
+		break;
+	case RP_ROLLOUT_WAVE_GATING:
+		if ((e = wave_set(c, r, st.wave, "gating", now)) != RP_ERR_OK ||
 		    (e = ro_event(c, "rackpilotd", r, "rollout.wave_finished", NULL, NULL,
-		                  "wave %lld: every job ended; gate next", (long long)w)) !=
+		                  "wave %lld: every job ended; gate next", (long long)st.wave)) !=
 		            RP_ERR_OK)
 			return e;
-		*progress = 1;
-		return RP_ERR_OK;
-	}
-	/* gating */
-	if ((e = wave_gate(c, r, w, wave_end, now, &done, need_power, &changed)) != RP_ERR_OK)
-		return e;
-	*progress = changed;
-	if (!done)
-		return RP_ERR_OK;
-	{
-		int64_t bad = 0;
-
-		s = STMT(c,
-		         "SELECT count(*) FROM rollout_nodes WHERE rollout_id = ? AND wave = ? AND "
-		         "state = 'failed'");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
-		sql_bind_int(s, 1, r->id);
-		sql_bind_int(s, 2, w);
-		if ((rc = sql_step(s)) == SQL_ROW)
-			bad = sql_int(s, 0);
-		sql_reset(s);
-		if (rc != SQL_ROW)
-			return store_sqlerr(c, rc, "rollout wave failures");
-		if ((e = wave_set(c, r, w, "done", now)) != RP_ERR_OK ||
+		break;
+	case RP_ROLLOUT_WAVE_GATE:
+		if ((e = wave_gate(c, r, st.wave, wave_end, now, &done, need_power, &changed)) !=
+		    RP_ERR_OK)
+			return e;
+		*progress = changed;
+		if (!done)
+			return RP_ERR_OK;
+		if ((e = count_of(c,
+		                  STMT(c, "SELECT count(*) FROM rollout_nodes WHERE rollout_id = ? "
+		                          "AND wave = ? AND state = 'failed'"),
+		                  r->id, st.wave, &bad, "rollout wave failures")) != RP_ERR_OK ||
+		    (e = wave_set(c, r, st.wave, "done", now)) != RP_ERR_OK ||
 		    (e = ro_event(c, "rackpilotd", r, "rollout.wave_done", NULL, NULL,
 		                  "wave %lld gate evaluated: %lld node(s) failed in it",
-		                  (long long)w, (long long)bad)) != RP_ERR_OK)
+		                  (long long)st.wave, (long long)bad)) != RP_ERR_OK)
 			return e;
+		break;
 	}
 	*progress = 1;
 	return RP_ERR_OK;
 }
 
-enum rp_err
-rp_store_rollout_advance(struct rp_store *st, int64_t id, int *need_power, int *moved)
+/* rp_store_rollout_advance's transaction (store_txn). */
+struct advance_ctx {
+	int64_t id;
+	int need_power, moved;
+};
+
+static enum rp_err
+advance_txn(struct conn *c, void *arg)
 {
-	struct conn *c = store_conn(st);
+	struct advance_ctx *x = arg;
 	struct ro r = {0};
 	int64_t now = rp_time_now_ms();
 	int progress = 0, any = 0, i;
 	enum rp_err e;
 
-	*need_power = 0;
-	*moved = 0;
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = ro_load(c, id, &r)) != RP_ERR_OK)
+	x->need_power = 0;
+	x->moved = 0;
+	if ((e = ro_load(c, x->id, &r)) != RP_ERR_OK)
 		goto out;
 	/* A few steps at a time (a wave ends, its gate passes, the next starts) keep each
 	 * transaction short. */
 	for (i = 0; i < 8; i++) {
-		if ((e = advance_once(c, &r, now, &progress, need_power)) != RP_ERR_OK)
+		if ((e = advance_once(c, &r, now, &progress, &x->need_power)) != RP_ERR_OK)
 			goto out;
 		if (!progress)
 			break;
@@ -1648,263 +1225,20 @@ rp_store_rollout_advance(struct rp_store *st, int64_t id, int *need_power, int *
 	}
 	/* Nothing moved: leave the database (and its generation) untouched. */
 	if (!any)
-		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*moved = 1;
+		store_rollback(c);
+	x->moved = any;
 out:
-	store_rollback(c);
 	json_decref(r.gate);
 	return e;
 }
 
-/* ---- Pre-flight: what the operation will need ------------------------------------------ */
-
-/* The BMC of node_id as {driver, address, username, password} (booleans but the driver; all
- * null/false without a BMC) into node. */
-static enum rp_err
-pf_bmc(struct conn *c, int64_t node_id, json_t *node)
-{
-	struct stmt *s = STMT(c, "SELECT b.driver, b.address IS NOT NULL AND b.address != '', "
-	                         "b.username IS NOT NULL AND b.username != '', b.password_sealed "
-	                         "IS NOT NULL FROM nodes n LEFT JOIN bmcs b ON b.node_id = n.id "
-	                         "WHERE n.id = ?");
-	int rc;
-
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_int(s, 1, node_id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		json_object_set_new(node, "driver",
-		                    col_text(s, 0) ? json_string(col_text(s, 0)) : json_null());
-		json_object_set_new(node, "address", json_boolean(sql_int(s, 1)));
-		json_object_set_new(node, "username", json_boolean(sql_int(s, 2)));
-		json_object_set_new(node, "password", json_boolean(sql_int(s, 3)));
-	}
-	sql_reset(s);
-	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "preflight bmc");
-}
-
-/* The params of recipe `name` (an object), or JSON null when there is no such recipe. */
-static enum rp_err
-pf_recipe(struct conn *c, const char *name, json_t **out)
-{
-	struct stmt *s = STMT(c, "SELECT params FROM recipes WHERE name = ?");
-	int rc;
-
-	*out = NULL;
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_text(s, 1, name);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		*out = col_text(s, 0) ? json_loads(col_text(s, 0), 0, NULL) : NULL;
-	sql_reset(s);
-	if (rc != SQL_ROW && rc != SQL_DONE)
-		return store_sqlerr(c, rc, "preflight recipe");
-	if (*out == NULL)
-		*out = rc == SQL_ROW ? json_object() : json_null();
-	return RP_ERR_OK;
-}
-
-/* Firmware: the node's baseline components (only those named in `only`, when given; a name
- * not in the baseline is RP_ERR_INVALID_FIELD), without those the store already shows at
- * their target. RP_ERR_CONFLICT (detail) without a baseline. */
-static enum rp_err
-pf_firmware(struct conn *c, const struct node_ref *n, json_t *only, json_t *node, json_t **detail)
-{
-	json_t *targets = NULL, *t, *v, *keep = NULL;
-	char bname[128] = "", cls[128] = "";
-	struct stmt *s;
-	enum rp_err e = RP_ERR_INTERNAL;
-	size_t i, j;
-	int rc;
-
-	s = STMT(c, "SELECT coalesce(n.node_class, ''), b.name FROM nodes n LEFT JOIN "
-	            "firmware_baselines b ON b.node_class = n.node_class WHERE n.id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_int(s, 1, n->id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		snprintf(cls, sizeof cls, "%s", col_text(s, 0));
-		if (col_text(s, 1))
-			snprintf(bname, sizeof bname, "%s", col_text(s, 1));
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW)
-		return store_sqlerr(c, rc, "preflight baseline");
-	if (bname[0] == '\0') {
-		*detail = store_why(NULL,
-		                    cls[0] ? "node class '%s' has no firmware baseline"
-		                           : "node %s has no node_class, so no firmware baseline",
-		                    cls[0] ? cls : n->name);
-		return RP_ERR_CONFLICT;
-	}
-	s = STMT(c, "SELECT bc.component, bc.version, coalesce(bc.method, 'redfish') AS method, "
-	            "bc.recipe, i.name AS image, i.file, i.size, i.sha256, fc.version AS current "
-	            "FROM nodes n JOIN firmware_baselines b ON b.node_class = n.node_class JOIN "
-	            "baseline_components bc ON bc.baseline_id = b.id LEFT JOIN images i ON i.id = "
-	            "bc.image_id LEFT JOIN firmware_components fc ON fc.node_id = n.id AND "
-	            "fc.component = bc.component WHERE n.id = ? ORDER BY bc.component");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_int(s, 1, n->id);
-	if ((targets = store_rows(c, s)) == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_components_known(targets, only, detail)) != RP_ERR_OK)
-		goto out;
-	keep = json_array();
-	json_array_foreach(targets, i, t)
-	{
-		int wanted = json_array_size(only) == 0;
-		const char *recipe = json_string_value(json_object_get(t, "recipe"));
-
-		json_array_foreach(only, j, v) wanted |=
-		        json_equal(json_object_get(t, "component"), v);
-		/* The job skips what is already at target; it needs nothing for it. */
-		if (!wanted ||
-		    json_equal(json_object_get(t, "current"), json_object_get(t, "version")))
-			continue;
-		json_object_del(t, "current");
-		if (recipe && !strcmp(json_string_value(json_object_get(t, "method")), "agent")) {
-			if ((e = pf_recipe(c, recipe, &v)) != RP_ERR_OK)
-				goto out;
-			json_object_set_new(t, "recipe_params", v);
-		}
-		json_array_append(keep, t);
-	}
-	json_object_set_new(node, "baseline", json_string(bname));
-	json_object_set(node, "targets", keep);
-	e = RP_ERR_OK;
-out:
-	json_decref(targets);
-	json_decref(keep);
-	return e;
-}
-
-/* BIOS: the profile named (RP_ERR_INVALID_FIELD when unknown), else the node's own or its
- * class's (none: RP_ERR_CONFLICT). */
-static enum rp_err
-pf_bios(struct conn *c, const struct node_ref *n, const char *profile, json_t *node,
-        json_t **detail)
-{
-	struct stmt *s;
-	json_t *p = NULL, *params = NULL;
-	int64_t pid = 0;
-	enum rp_err e;
-	int rc;
-
-	if (profile) {
-		if ((e = store_id_of(c, T_PROFILE, profile, &pid)) != RP_ERR_OK) {
-			if (e == RP_ERR_NOT_FOUND) {
-				*detail =
-				        store_why("profile", "no BIOS profile named '%s'", profile);
-				e = RP_ERR_INVALID_FIELD;
-			}
-			return e;
-		}
-		s = STMT(c, "SELECT p.name, p.method, p.recipe, (SELECT count(*) FROM "
-		            "bios_profile_attrs a WHERE a.profile_id = p.id) FROM bios_profiles p "
-		            "WHERE p.id = ?");
-	} else
-		s = STMT(c, "SELECT p.name, p.method, p.recipe, (SELECT count(*) FROM "
-		            "bios_profile_attrs a WHERE a.profile_id = p.id) FROM nodes n JOIN "
-		            "bios_profiles p ON p.id = " TARGET_PROFILE " WHERE n.id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_int(s, 1, profile ? pid : n->id);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		p = json_pack("{s:s, s:s, s:s?, s:I}", "name", col_text(s, 0), "method",
-		              col_text(s, 1) ? col_text(s, 1) : "redfish", "recipe", col_text(s, 2),
-		              "attributes", (json_int_t)sql_int(s, 3));
-	sql_reset(s);
-	if (rc == SQL_DONE) {
-		*detail = store_why(NULL,
-		                    "node %s has no BIOS profile (neither its own nor its class's)",
-		                    n->name);
-		return RP_ERR_CONFLICT;
-	}
-	if (rc != SQL_ROW)
-		return store_sqlerr(c, rc, "preflight profile");
-	if (p == NULL)
-		return RP_ERR_INTERNAL;
-	if (json_object_get(p, "recipe") &&
-	    !strcmp(json_string_value(json_object_get(p, "method")), "agent")) {
-		if ((e = pf_recipe(c, json_string_value(json_object_get(p, "recipe")), &params)) !=
-		    RP_ERR_OK) {
-			json_decref(p);
-			return e;
-		}
-		json_object_set_new(p, "recipe_params", params);
-	}
-	json_object_set_new(node, "profile", p);
-	return RP_ERR_OK;
-}
-
 enum rp_err
-rp_store_preflight(struct rp_store *st, json_t *what, json_t **out, json_t **detail)
+rp_store_rollout_advance(struct rp_store *st, int64_t id, int *need_power, int *moved)
 {
-	struct conn *c = store_conn(st);
-	const char *kind = json_string_value(json_object_get(what, "kind"));
-	const char *key = json_string_value(json_object_get(what, "node"));
-	json_t *ids = NULL, *nodes = json_array(), *node = NULL, *v;
-	int fw = kind && !strcmp(kind, "firmware");
-	struct node_ref n;
-	enum rp_err e;
-	size_t i;
+	struct advance_ctx x = {.id = id};
+	enum rp_err e = store_txn(st, advance_txn, &x);
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
-		goto done;
-	if (key) {
-		if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
-			goto out;
-		ids = json_pack("[I]", (json_int_t)n.id);
-	} else if ((e = store_select_nodes(c, json_object_get(what, "selector"), &ids, detail)) !=
-	           RP_ERR_OK)
-		goto out;
-	e = RP_ERR_INTERNAL;
-	json_array_foreach(ids, i, v)
-	{
-		if ((e = store_node_by_id(c, json_integer_value(v), &n)) != RP_ERR_OK)
-			goto out;
-		if (key == NULL) {
-			/* A rollout: only the nodes its plan will give a job (as in the planning).
-			 */
-			char why[256] = "", what_[300];
-			int target = 0;
-
-			/* In maintenance: skipped. A BMC that cannot take the job (CONFLICT) is
-			 * what the check reports. */
-			e = store_bmc_ready(c, n.id, why, sizeof why);
-			if (e == RP_ERR_INVALID_STATE)
-				continue;
-			if (e != RP_ERR_OK && e != RP_ERR_CONFLICT)
-				goto out;
-			if ((e = node_drift(c, n.id, kind, &target, what_, sizeof what_)) !=
-			    RP_ERR_OK)
-				goto out;
-			if (!target || what_[0] == '\0')
-				continue;
-		}
-		node = json_pack("{s:s}", "node", n.name);
-		if ((e = pf_bmc(c, n.id, node)) != RP_ERR_OK)
-			goto out;
-		e = fw ? pf_firmware(c, &n, json_object_get(what, "components"), node, detail)
-		       : pf_bios(c, &n, json_string_value(json_object_get(what, "profile")), node,
-		                 detail);
-		if (e != RP_ERR_OK)
-			goto out;
-		json_array_append_new(nodes, node);
-		node = NULL;
-	}
-	*out = json_pack("{s:s, s:O}", "kind", fw ? "firmware" : "bios", "nodes", nodes);
-	e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
-out:
-	store_read_end(c);
-done:
-	json_decref(ids);
-	json_decref(nodes);
-	json_decref(node);
+	*need_power = x.need_power;
+	*moved = e == RP_ERR_OK && x.moved;
 	return e;
 }

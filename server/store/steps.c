@@ -118,7 +118,7 @@ agent_job(struct conn *c, int64_t node_id, const char *uuid, int64_t *job_id, ch
 	if (!rp_uuid_valid(uuid))
 		return RP_ERR_NOT_FOUND;
 	s = STMT(c, "SELECT id, coalesce(node_id, 0), state, cancel_requested FROM jobs WHERE "
-	            "uuid = lower(?) AND type IN ('steps', 'commission', 'deploy', 'release')");
+	            "uuid = lower(?) AND type IN " STORE_SSH_TYPES_SQL);
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, uuid);

@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "rackpilot/error.h"
+#include "rackpilot/jobtypes.h"
 #include "util/util.h"
 
 struct rp_store;
@@ -440,12 +441,50 @@ enum rp_err rp_store_job_cancel(struct rp_store *st, const char *id, const char 
  * acting again. Sets *n to how many. */
 enum rp_err rp_store_jobs_recover(struct rp_store *st, int *n);
 
-/* Claim up to max runnable jobs (FIFO; at most one mutating job per node) for owner, in
- * one transaction; ssh 1 claims only steps jobs, 0 only the others (they run in separate
- * worker pools, so hour-long plans never hold up power actions). *out: array of {id, uuid, type,
- * params, recover, sent, attempts, max_attempts, node: {id, uuid, name, serial, system_uuid}, bmc:
- * {driver, address, port, username, password, tls_verify, options}} — the BMC password is in it:
- * never reply with this. */
+/* A job the scheduler claimed, with what its worker needs of the node and its BMC. Strings
+ * are NULL where the row has none. bmc.password is the opened BMC password (NULL when none or
+ * it does not open): it never enters jansson and rp_store_claim_free wipes it. */
+struct rp_job_claim {
+	struct rp_job_claim *next; /* the rest of a claimed list */
+	int64_t id;
+	char uuid[RP_UUID_BUF];
+	enum rp_job_type type; /* RP_JOB_UNKNOWN: a name no row of jobtypes.h knows */
+	char type_name[32];
+	json_t *params; /* owned, never NULL */
+	int recover;    /* interrupted by a restart */
+	int sent;       /* sent_at is set: it may have acted */
+	int attempts, max_attempts;
+	char *phase; /* provisioning phase, NULL when none */
+	int64_t phase_at;
+	struct {
+		int64_t id;
+		char uuid[RP_UUID_BUF];
+		char *name, *serial, *system_uuid;
+	} node;
+	struct {
+		char *driver, *address, *username;
+		char *password;
+		size_t password_len;
+		unsigned port;
+		int tls_verify;
+		json_t *options; /* owned, NULL when none */
+	} bmc;
+};
+
+/* Free c and the claims after it (c->next...), wiping their passwords. Accepts NULL. */
+void rp_store_claim_free(struct rp_job_claim *c);
+
+/* Claim up to max runnable jobs of lane (RP_JOB_LANE_BMC or RP_JOB_LANE_SSH: they run in
+ * separate worker pools, so hour-long plans never hold up power actions) for owner, in one
+ * transaction, FIFO, at most one mutating job per node. *out: the claims in id order (a
+ * list; NULL when none), free with rp_store_claim_free. */
+enum rp_err rp_store_jobs_take(struct rp_store *st, const char *owner, enum rp_job_lane lane,
+                               int max, int64_t lease_ms, struct rp_job_claim **out);
+
+/* rp_store_jobs_take as JSON, for tests and tools: ssh 1 the SSH lane, 0 the BMC lane. *out:
+ * array of {id, uuid, type, params, recover, sent, attempts, max_attempts, phase?, phase_at,
+ * node: {id, uuid, name, serial, system_uuid}, bmc: {driver, address, port, username,
+ * tls_verify, options}} (no password). */
 enum rp_err rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max,
                                 int64_t lease_ms, json_t **out);
 
@@ -453,10 +492,44 @@ enum rp_err rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh,
  * job interrupted after this point must not send it again. */
 enum rp_err rp_store_job_mark_sent(struct rp_store *st, int64_t id);
 
-/* Record outcomes in one transaction. Each: {id, state: succeeded|failed|cancelled|retry,
- * result?, error_code?, error?, not_before? (retry), wait? (a retry that is no failed attempt),
- * power? ("on"/"off" observed), identity?, bmc_ok? (true/false: whether the BMC answered)}.
- * A job that ends leaves its pending steps skipped and running ones failed. */
+/* How a job run ends; RP_JOB_END_RETRY sends it back to the queue. */
+enum rp_job_end { RP_JOB_END_SUCCEEDED, RP_JOB_END_FAILED, RP_JOB_END_CANCELLED, RP_JOB_END_RETRY };
+
+/* "succeeded", "failed", "cancelled" or "retry" (the jobs.state and event names). */
+const char *rp_store_job_end_name(enum rp_job_end e);
+
+/* What a worker found: rp_store_outcome_new's, filled by the worker, recorded by
+ * rp_store_jobs_record. Strings and JSON are owned (NULL: none). */
+struct rp_job_outcome {
+	struct rp_job_outcome *next; /* the rest of a list to record */
+	int64_t id;                  /* the job */
+	enum rp_job_end state;
+	json_t *result;   /* the job's result (kept on the row; the event's detail) */
+	char *error_code; /* with error: why it failed or is retried */
+	char *error;
+	int64_t not_before; /* retry: not before this (ms since the epoch) */
+	int wait;           /* retry: waiting on something else, no failed attempt */
+	char power[16];     /* the power state observed ("on", "off", ...), "" when not read */
+	json_t *identity;   /* the BMC's identity, stored on the node's BMC */
+	int bmc_ok;         /* 1 the BMC answered, 0 it did not, -1 no contact to count */
+};
+
+/* A new outcome of job id ending as state, bmc_ok -1; NULL when out of memory. */
+struct rp_job_outcome *rp_store_outcome_new(int64_t id, enum rp_job_end state);
+
+/* Free o and the outcomes after it. Accepts NULL. */
+void rp_store_outcome_free(struct rp_job_outcome *o);
+
+/* Record outcomes (the list from o) in one transaction. A retry of a job someone cancelled
+ * ends as cancelled. A job that ends leaves its pending steps skipped and running ones
+ * failed. The outcomes are not changed. */
+enum rp_err rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o,
+                                 int fault_threshold);
+
+/* rp_store_jobs_record from JSON, for tests and tools. Each: {id, state:
+ * succeeded|failed|cancelled|retry, result?, error_code?, error?, not_before? (retry), wait?
+ * (a retry that is no failed attempt), power? ("on"/"off" observed), identity?, bmc_ok?
+ * (true/false: whether the BMC answered)}. */
 enum rp_err rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold);
 
 /* IPMI workarounds a job found that node's BMC needs (names: a non-empty array of

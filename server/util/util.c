@@ -563,6 +563,32 @@ rp_host_valid(const char *s)
 	return colons == 0 || colons >= 2;
 }
 
+char *
+rp_str_trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		e--;
+	*e = '\0';
+	return s;
+}
+
+int
+rp_bool_parse(const char *v, int *out)
+{
+	if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
+		*out = 1;
+	else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "0"))
+		*out = 0;
+	else
+		return -1;
+	return 0;
+}
+
 int
 rp_file_read(const char *path, size_t cap, char **out, size_t *len)
 {

@@ -104,6 +104,14 @@ int rp_name_valid(const char *s);
 /* 1 when s is a plausible host: DNS name, IPv4 or IPv6 literal, at most 253 bytes. */
 int rp_host_valid(const char *s);
 
+/* Strip leading and trailing white space (isspace) in place: the end is cut with a NUL, and
+ * the return value points into s at the first byte kept. */
+char *rp_str_trim(char *s);
+
+/* A configuration boolean: true/yes/on/1 set *out to 1, false/no/off/0 to 0 (lowercase
+ * only). Returns 0, or -1 for anything else (*out untouched). */
+int rp_bool_parse(const char *v, int *out);
+
 /* Read a whole file (at most cap bytes) into a new NUL-terminated buffer. Caller frees *out.
  * Returns 0, or -1 with errno set (EFBIG when larger than cap). */
 int rp_file_read(const char *path, size_t cap, char **out, size_t *len);

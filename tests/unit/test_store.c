@@ -938,6 +938,78 @@ test_stmt_cache_grows(void **state)
 	assert_int_equal(pthread_join(t, NULL), 0);
 }
 
+/* A claim is typed (its type from rackpilot/jobtypes.h, the opened BMC password outside
+ * jansson) and lands in the lane the table gives its type; a typed outcome is recorded as
+ * the JSON one was: state, power, BMC health. */
+static void
+test_typed_claim_outcome(void **state)
+{
+	struct fx *f = *state;
+	struct rp_job_claim *cl = NULL;
+	struct rp_job_outcome *o;
+	json_t *out = NULL, *detail = NULL, *body, *job = NULL;
+	char id[64];
+
+	assert_int_equal(rp_job_type_find("power"), RP_JOB_POWER);
+	assert_int_equal(rp_job_type_find("nonsense"), RP_JOB_UNKNOWN);
+	assert_int_equal(rp_job_type_find(NULL), RP_JOB_UNKNOWN);
+	assert_int_equal(rp_job_type_get(RP_JOB_STEPS)->lane, RP_JOB_LANE_SSH);
+	assert_int_equal(rp_job_type_get(RP_JOB_VERIFY)->lane, RP_JOB_LANE_BMC);
+	assert_null(rp_job_type_get(RP_JOB_UNKNOWN));
+	assert_string_equal(rp_store_job_end_name(RP_JOB_END_RETRY), "retry");
+
+	body = J("{\"name\":\"tc1\",\"bmc\":{\"driver\":\"fake\",\"address\":\"fake\","
+	         "\"username\":\"u\",\"password\":\"s3cret\"}}");
+	assert_int_equal(rp_store_node_create(f->st, body, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(body);
+	body = J("{\"type\":\"power\",\"params\":{\"target\":\"on\"},\"mutating\":true}");
+	assert_int_equal(rp_store_job_create(f->st, "tc1", body, "t", &out, &detail), RP_ERR_OK);
+	snprintf(id, sizeof id, "%s", json_string_value(json_object_get(out, "id")));
+	json_decref(out);
+	json_decref(body);
+
+	assert_int_equal(rp_store_jobs_take(f->st, "test", RP_JOB_LANE_SSH, 8, 60000, &cl),
+	                 RP_ERR_OK);
+	assert_null(cl);
+	assert_int_equal(rp_store_jobs_take(f->st, "test", RP_JOB_LANE_BMC, 8, 60000, &cl),
+	                 RP_ERR_OK);
+	assert_non_null(cl);
+	assert_null(cl->next);
+	assert_string_equal(cl->uuid, id);
+	assert_int_equal(cl->type, RP_JOB_POWER);
+	assert_string_equal(cl->type_name, "power");
+	assert_string_equal(json_string_value(json_object_get(cl->params, "target")), "on");
+	assert_string_equal(cl->node.name, "tc1");
+	assert_string_equal(cl->bmc.driver, "fake");
+	assert_string_equal(cl->bmc.password, "s3cret");
+	assert_int_equal(cl->bmc.password_len, 6);
+	assert_int_equal(cl->attempts, 1);
+	assert_false(cl->recover);
+	assert_false(cl->sent);
+
+	o = rp_store_outcome_new(cl->id, RP_JOB_END_SUCCEEDED);
+	assert_non_null(o);
+	assert_int_equal(o->bmc_ok, -1);
+	o->result = json_pack("{s:s}", "power", "on");
+	snprintf(o->power, sizeof o->power, "on");
+	o->bmc_ok = 1;
+	assert_int_equal(rp_store_jobs_record(f->st, o, 3), RP_ERR_OK);
+	rp_store_outcome_free(o);
+	rp_store_claim_free(cl);
+	rp_store_claim_free(NULL);
+	rp_store_outcome_free(NULL);
+
+	assert_int_equal(rp_store_job_get(f->st, id, &job), RP_ERR_OK);
+	assert_string_equal(json_string_value(json_object_get(job, "state")), "succeeded");
+	assert_string_equal(
+	        json_string_value(json_object_get(json_object_get(job, "result"), "power")), "on");
+	json_decref(job);
+	assert_int_equal(rp_store_node_get(f->st, "tc1", &out), RP_ERR_OK);
+	assert_string_equal(json_string_value(json_object_get(out, "power_state")), "on");
+	json_decref(out);
+}
+
 int
 main(void)
 {
@@ -952,6 +1024,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_bootstrap_tokens, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_register_wakes_waiting_job, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_typed_claim_outcome, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_secrets_sealed, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_secrets_legacy, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_secrets_wrong_key, setup, teardown),

@@ -1,0 +1,113 @@
+/* Fleet drift: the nodes whose actual values differ from what applies to them (a BIOS
+ * profile, a firmware baseline). One implementation; each view brings its two statements. */
+#include <string.h>
+
+#include "internal.h"
+
+/* The rack and node filters as row ids (0 = none); a named one that does not exist is a bad
+ * query, not a missing resource. */
+static enum rp_err
+filter_ids(struct conn *c, json_t *filter, int64_t *rack_id, int64_t *node_id)
+{
+	const char *rack = json_string_value(json_object_get(filter, "rack"));
+	const char *node = json_string_value(json_object_get(filter, "node"));
+	enum rp_err e;
+
+	*rack_id = *node_id = 0;
+	if (rack && (e = store_id_of(c, T_RACK, rack, rack_id)) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
+	if (node && (e = store_id_of(c, T_NODE, node, node_id)) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
+	return RP_ERR_OK;
+}
+
+static enum rp_err
+count(struct conn *c, struct stmt *s, int64_t *n)
+{
+	int rc = sql_step(s);
+
+	if (rc == SQL_ROW)
+		*n = sql_int(s, 0);
+	sql_reset(s);
+	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "drift count");
+}
+
+/* Rows are ordered by node, so a node's members are consecutive. */
+static enum rp_err
+collect(struct conn *c, struct stmt *s, const struct store_drift_kind *k, json_t **items)
+{
+	json_t *out = json_array(), *cur = NULL;
+	char last[128] = "";
+	int rc;
+
+	while ((rc = sql_step(s)) == SQL_ROW) {
+		const char *node = sql_text(s, 0);
+		const char *member = sql_text(s, 4);
+		json_t *a, *d;
+
+		if (cur == NULL || strcmp(node, last) != 0) {
+			cur = json_pack("{s:s, s:s?, s:s?, s:s, s:[]}", "node", node, "rack",
+			                sql_text(s, 1), "node_class", sql_text(s, 2), k->target_key,
+			                sql_text(s, 3), k->list_key);
+			json_array_append_new(out, cur);
+			snprintf(last, sizeof last, "%s", node);
+		}
+		if (k->json_values) {
+			a = sql_type(s, 5) == SQL_NULL
+			            ? NULL
+			            : json_loads(sql_text(s, 5), JSON_DECODE_ANY, NULL);
+			d = json_loads(sql_text(s, 6), JSON_DECODE_ANY, NULL);
+		} else {
+			a = sql_type(s, 5) == SQL_NULL ? NULL : json_string(sql_text(s, 5));
+			d = json_string(sql_text(s, 6));
+		}
+		json_array_append_new(json_object_get(cur, k->list_key),
+		                      json_pack("{s:s, s:o, s:o}", k->member_key, member, "actual",
+		                                a ? a : json_null(), "desired",
+		                                d ? d : json_null()));
+	}
+	sql_reset(s);
+	if (rc != SQL_DONE) {
+		json_decref(out);
+		return store_sqlerr(c, rc, "drift");
+	}
+	*items = out;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+store_drift(struct rp_store *st, json_t *filter, const struct store_drift_kind *k, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	struct stmt *s;
+	json_t *items = NULL;
+	int64_t rack_id, node_id, checked = 0;
+	enum rp_err e;
+	int i;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_read_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = filter_ids(c, filter, &rack_id, &node_id)) != RP_ERR_OK)
+		goto out;
+	for (i = 0; i < 2; i++) {
+		if ((s = i == 0 ? k->count(c) : k->rows(c)) == NULL) {
+			e = RP_ERR_INTERNAL;
+			goto out;
+		}
+		sql_bind_int(s, 1, rack_id);
+		sql_bind_int(s, 2, node_id);
+		store_bind_str(s, 3, filter, "class");
+		e = i == 0 ? count(c, s, &checked) : collect(c, s, k, &items);
+		if (e != RP_ERR_OK)
+			goto out;
+	}
+	*out = json_pack("{s:I, s:I, s:o}", "nodes_checked", (json_int_t)checked, "nodes_drifted",
+	                 (json_int_t)json_array_size(items), "items", items);
+	items = NULL;
+out:
+	store_read_end(c);
+	json_decref(items);
+	return e;
+}
