@@ -18,7 +18,17 @@ check util '#include *"(\.\./)?(api|http|store)/' "util/ includes a higher modul
 check ssh '#include *"(\.\./)?(api|http|store|jobs|bmc)/' "ssh/ includes a higher module"
 check boot '#include *"(\.\./)?(api|http|store|jobs|bmc|ssh)/' "boot/ includes a higher module"
 check bmc '#include *"(\.\./)?(api|http|store|jobs|ssh)/' "bmc/ includes a higher module"
-check api '#include *"(\.\./)?(ssh|bmc)/' "api/ includes ssh/ or bmc/ (it goes through jobs/)"
+check api '#include *"(\.\./)?ssh/' "api/ includes ssh/ (it goes through jobs/)"
+# BMC options are data, not BMC actions: bmc/options.h (which includes nothing but jansson) is
+# all of bmc/ that api/ may include; everything else goes through jobs/.
+if grep -rhE '#include *"(\.\./)?bmc/' "$src/server/api" | grep -vE '"(\.\./)?bmc/options\.h"' >/dev/null; then
+	echo "layering: api/ includes bmc/ beyond bmc/options.h (it goes through jobs/)" >&2
+	fail=1
+fi
+if grep -E '^#include' "$src/server/bmc/options.h" | grep -vE '<jansson.h>' >/dev/null; then
+	echo "layering: bmc/options.h includes more than <jansson.h> (it is pure data)" >&2
+	fail=1
+fi
 check rollout '#include *<(microhttpd|sqlite3).h>' "rollout/ includes microhttpd or sqlite3"
 check rollout '#include *"(\.\./)?(api|http|bmc|ssh|boot)/' "rollout/ includes a module it must not (it drives jobs/ and store/)"
 # The database is reached through store/sql.h: only its SQLite driver includes sqlite3.h.

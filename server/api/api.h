@@ -205,7 +205,8 @@ enum rp_ftype {
 	RP_F_SCALAR_MAP, /* object of name -> string|number|bool (null allowed when patching) */
 	RP_F_STRING_MAP, /* object of name -> string (null allowed when patching) */
 	RP_F_LIST,       /* array of at most max objects, each validated by `sub` as a creation */
-	RP_F_READ_ONLY   /* present in responses, rejected in requests */
+	RP_F_READ_ONLY,  /* present in responses, rejected in requests */
+	RP_F_CHECK       /* any value, judged by `check` (another module's schema) */
 };
 
 #define RP_F_REQUIRED 0x1
@@ -219,6 +220,9 @@ struct rp_field {
 	double min, max;
 	const char *const *enums;
 	const struct rp_field *sub;
+	/* RP_F_CHECK: v (never JSON null) at path ("bmc.options"): RP_ERR_OK, or an error with
+	 * *detail {field, reason} (the caller owns it). */
+	enum rp_err (*check)(json_t *v, const char *path, json_t **detail);
 };
 
 /* Check obj against spec (terminated by a NULL name). create: required fields must be

@@ -2,42 +2,43 @@
 #include <string.h>
 
 #include "api.h"
+#include "bmc/options.h"
 
-static const char *const drivers[] = {"ipmi", "redfish", "fake", NULL};
+/* bmc.options: their names, types and ranges are bmc/options.h's table; whether they are the
+ * named driver's is checked by rp_api_node_check, once the whole body is well-formed. */
+static enum rp_err
+options_fault(enum rp_bmc_opt_fault f, const char *path, const struct rp_bmc_opt_error *why,
+              json_t **detail)
+{
+	char field[256];
 
-static const char *const workarounds[] = {"authcap",         "intel20",
-                                          "supermicro20",    "sun20",
-                                          "opensesspriv",    "integritycheckvalue",
-                                          "nochecksumcheck", NULL};
-static const char *const privileges[] = {"user", "operator", "admin", NULL};
-static const char *const schemes[] = {"https", "http", NULL};
+	if (f == RP_BMC_OPT_OK)
+		return RP_ERR_OK;
+	if (why->field[0])
+		snprintf(field, sizeof field, "%s.%s", path, why->field);
+	else
+		snprintf(field, sizeof field, "%s", path);
+	field[127] = '\0'; /* as long as validate.c's field paths get */
+	*detail = json_pack("{s:s, s:s}", "field", field, "reason", why->reason);
+	return f == RP_BMC_OPT_UNKNOWN ? RP_ERR_UNKNOWN_FIELD : RP_ERR_INVALID_FIELD;
+}
 
-/* Driver options: ipmi (cipher_suite ... retransmission_timeout_ms), redfish (scheme,
- * system_id, timeout_ms), fake (delay_ms). Which belong to which driver is checked when
- * the request names the driver, and again when a job builds its connection. */
-static const struct rp_field option_fields[] = {
-        {"cipher_suite", RP_F_INT, RP_F_NULLABLE, 0, 17},
-        {"privilege", RP_F_ENUM, RP_F_NULLABLE, 0, 0, privileges},
-        {"workarounds", RP_F_ENUM_LIST, RP_F_NULLABLE, 0, 7, workarounds},
-        {"session_timeout_ms", RP_F_INT, RP_F_NULLABLE, 100, 60000},
-        {"retransmission_timeout_ms", RP_F_INT, RP_F_NULLABLE, 50, 10000},
-        {"scheme", RP_F_ENUM, RP_F_NULLABLE, 0, 0, schemes},
-        {"system_id", RP_F_STR, RP_F_NULLABLE, 0, 63},
-        {"timeout_ms", RP_F_INT, RP_F_NULLABLE, 100, 300000},
-        {"retry_tries", RP_F_INT, RP_F_NULLABLE, 1, 20},
-        {"retry_wait_ms", RP_F_INT, RP_F_NULLABLE, 0, 600000},
-        {"delay_ms", RP_F_INT, RP_F_NULLABLE, 0, 60000},
-        {NULL},
-};
+static enum rp_err
+options_check(json_t *v, const char *path, json_t **detail)
+{
+	struct rp_bmc_opt_error why;
+
+	return options_fault(rp_bmc_options_validate(NULL, v, &why), path, &why, detail);
+}
 
 static const struct rp_field bmc_fields[] = {
-        {"driver", RP_F_ENUM, RP_F_REQUIRED, 0, 0, drivers},
+        {"driver", RP_F_ENUM, RP_F_REQUIRED, 0, 0, rp_bmc_drivers},
         {"address", RP_F_HOST, RP_F_NULLABLE},
         {"port", RP_F_INT, RP_F_NULLABLE, 1, 65535},
         {"username", RP_F_STR, RP_F_NULLABLE, 0, 64},
         {"password", RP_F_STR, RP_F_NULLABLE | RP_F_SECRET, 0, 256},
         {"tls_verify", RP_F_BOOL},
-        {"options", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, option_fields},
+        {"options", RP_F_CHECK, RP_F_NULLABLE, .check = options_check},
         {"password_set", RP_F_READ_ONLY},
         {"fault", RP_F_READ_ONLY},
         {"identity", RP_F_READ_ONLY},
@@ -96,45 +97,14 @@ static const char *const node_filters[] = {"rack",  "state",       "tag", "class
 enum rp_err
 rp_api_node_check(json_t *body, json_t **detail)
 {
-	static const struct {
-		const char *driver;
-		const char *const keys[6];
-	} owners[] = {
-	        {"ipmi",
-	         {"cipher_suite", "privilege", "workarounds", "session_timeout_ms",
-	          "retransmission_timeout_ms", NULL}},
-	        {"redfish",
-	         {"scheme", "system_id", "timeout_ms", "retry_tries", "retry_wait_ms", NULL}},
-	        {"fake", {"delay_ms", NULL}},
-	};
-	json_t *bmc = json_object_get(body, "bmc"), *v;
-	const char *driver = json_string_value(json_object_get(bmc, "driver")), *k;
-	const char *sid =
-	        json_string_value(json_object_get(json_object_get(bmc, "options"), "system_id"));
-	size_t i, n;
+	json_t *bmc = json_object_get(body, "bmc");
+	const char *driver = json_string_value(json_object_get(bmc, "driver"));
+	struct rp_bmc_opt_error why;
 
-	if (sid && (sid[0] == '\0' || strchr(sid, '/'))) {
-		*detail = json_pack("{s:s, s:s}", "field", "bmc.options.system_id", "reason",
-		                    "a ComputerSystem Id (the last segment of its URI)");
-		return RP_ERR_INVALID_FIELD;
-	}
 	if (driver == NULL)
 		return RP_ERR_OK;
-	for (i = 0; i < sizeof owners / sizeof owners[0] && strcmp(owners[i].driver, driver); i++)
-		;
-	json_object_foreach(json_object_get(bmc, "options"), k, v)
-	{
-		for (n = 0; owners[i].keys[n] && strcmp(owners[i].keys[n], k); n++)
-			;
-		if (owners[i].keys[n] == NULL && !json_is_null(v)) {
-			*detail = json_pack("{s:s, s:s}", "field", "bmc.options", "reason", "");
-			json_object_set_new(
-			        *detail, "reason",
-			        json_sprintf("%s is not an option of the %s driver", k, driver));
-			return RP_ERR_INVALID_FIELD;
-		}
-	}
-	return RP_ERR_OK;
+	return options_fault(rp_bmc_options_validate(driver, json_object_get(bmc, "options"), &why),
+	                     "bmc.options", &why, detail);
 }
 
 static const struct rp_crud nodes = {

@@ -288,6 +288,9 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 	case RP_F_READ_ONLY:
 		*detail = why(prefix, f->name, "read-only field");
 		return RP_ERR_READ_ONLY_FIELD;
+	case RP_F_CHECK:
+		snprintf(sub, sizeof sub, "%s%s", prefix, f->name);
+		return f->check(v, sub, detail);
 	}
 type:
 	switch (f->type) {

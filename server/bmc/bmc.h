@@ -69,13 +69,12 @@ struct rp_bmc_target {
 };
 
 /* Fill t from a node's BMC object as the store gives it to jobs ({driver, address, port,
- * username, password, tls_verify, options}) plus the node UUID. 0, or -1 with err set
- * (an unknown option value, no address for a network driver). */
+ * username, password, tls_verify, options}) plus the node UUID; options are read through
+ * options.h's table (its defaults for those not given). 0, or -1 with err set (RP_BMC_REJECTED:
+ * options that rp_bmc_options_validate refuses for the driver, no address for a network
+ * driver). */
 int rp_bmc_target_from_json(json_t *bmc, const char *node_uuid, struct rp_bmc_target *t,
                             struct rp_bmc_err *err);
-
-/* Validate a BMC `options` object for a driver (API input): 0, or -1 with a reason in why. */
-int rp_bmc_options_check(const char *driver, json_t *options, char *why, size_t whylen);
 
 /* UNKNOWN also stands for transitions (Redfish PoweringOn/PoweringOff). */
 enum rp_power { RP_POWER_UNKNOWN = 0, RP_POWER_ON, RP_POWER_OFF };
@@ -242,8 +241,15 @@ extern const struct rp_bmc_ops rp_bmc_ipmi_ops;
 extern const struct rp_bmc_ops rp_bmc_redfish_ops;
 extern const struct rp_bmc_ops rp_bmc_fake_ops;
 
-/* The names (options.workarounds spelling) of libfreeipmi 2.0 workaround flags, in the order
- * of bmc.c's table: a new array, NULL out of memory. */
+/* The libfreeipmi IPMI 2.0 workarounds the IPMI driver knows (ipmi.c): their names
+ * (options.workarounds spelling, freeipmi's -W values; NULL-terminated) and, at the same
+ * index, their IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_* flags. options.c's table lists them as
+ * the names and codes of options.workarounds. */
+extern const char *const rp_bmc_ipmi_workaround_names[];
+extern const long rp_bmc_ipmi_workaround_flags[];
+
+/* The names of libfreeipmi 2.0 workaround flags, in the order of rp_bmc_ipmi_workaround_names:
+ * a new array, NULL out of memory. */
 json_t *rp_bmc_workaround_names(unsigned flags);
 
 /* The IPMI driver's probing (ipmi.c), pure: the workaround sets worth trying, in order, when an

@@ -25,6 +25,43 @@ struct ipmi {
 	unsigned detected; /* workaround flags probing found at open; 0: none */
 };
 
+/* libfreeipmi's out-of-band IPMI 2.0 workarounds, by the names ipmitool/freeipmi users know
+ * (freeipmi's -W values), and their flags: options.c's table lists them as the names and codes
+ * of options.workarounds, so that rp_bmc_option_int gives the session its flags. */
+const char *const rp_bmc_ipmi_workaround_names[] = {
+        "authcap",         "intel20",      "supermicro20",
+        "sun20",           "opensesspriv", "integritycheckvalue",
+        "nochecksumcheck", NULL,
+};
+const long rp_bmc_ipmi_workaround_flags[] = {
+        IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_AUTHENTICATION_CAPABILITIES,
+        IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_INTEL_2_0_SESSION,
+        IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_SUPERMICRO_2_0_SESSION,
+        IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_SUN_2_0_SESSION,
+        IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_OPEN_SESSION_PRIVILEGE,
+        IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_NON_EMPTY_INTEGRITY_CHECK_VALUE,
+        IPMI_WORKAROUND_FLAGS_OUTOFBAND_2_0_NO_CHECKSUM_CHECK,
+};
+#define NWORKAROUNDS (sizeof rp_bmc_ipmi_workaround_flags / sizeof rp_bmc_ipmi_workaround_flags[0])
+_Static_assert(NWORKAROUNDS + 1 ==
+                       sizeof rp_bmc_ipmi_workaround_names / sizeof rp_bmc_ipmi_workaround_names[0],
+               "one flag per workaround name");
+
+json_t *
+rp_bmc_workaround_names(unsigned flags)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a && i < NWORKAROUNDS; i++)
+		if ((flags & (unsigned)rp_bmc_ipmi_workaround_flags[i]) &&
+		    json_array_append_new(a, json_string(rp_bmc_ipmi_workaround_names[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
 /*
  * Which workarounds cure which error, from freeipmi's WORKAROUNDS documentation
  * (ipmipower(8)) and libfreeipmi's api/ipmi-lan-session-common.c, for IPMI 2.0 sessions:
