@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "inventory.h" /* rp_agent_inventory(): NULL only when memory runs out */
+#include "run.h"       /* rp_agent_proc_run(): the one process runner */
 #include "rackpilot/agent.h"
 #include "rackpilot/tls.h"
 #include "util/util.h"
@@ -260,7 +261,7 @@ enum rp_agent_decision {
 
 enum rp_agent_decision rp_agent_decide(enum rp_step_state s, const struct rp_agent_step *st);
 
-/* ---- Steps (steps.c) ------------------------------------------------------------------ */
+/* ---- Steps (steps.c: running one; runsteps.c: run-steps around them) ------------------ */
 
 /* What running one step produced. */
 struct rp_agent_outcome {
@@ -283,6 +284,15 @@ void rp_agent_outcome_free(struct rp_agent_outcome *o);
 /* Append output (echo + tail). Echo write failures are ignored: a dropped SSH session must
  * not stop a step; a stalled one holds it up at most a few seconds. */
 void rp_agent_output(struct rp_agent_outcome *o, const void *p, size_t n);
+
+/* Write n bytes to the job log fd (-1: nowhere), the outcome's tail aside. A write that fails
+ * is dropped; a non-blocking fd that stays full holds the caller up at most 5 s, then writes
+ * are tried once each until one goes through whole. */
+void rp_agent_echo(int fd, const void *data, size_t n);
+
+/* Mark o failed with a formatted error (cut to fit o->error). */
+void rp_agent_failed(struct rp_agent_outcome *o, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
 
 /* What running steps needs beyond the step itself. */
 struct rp_agent_runner {

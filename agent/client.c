@@ -21,11 +21,6 @@ struct rp_agent_client {
 	unsigned attempts;
 };
 
-struct answer {
-	struct rp_buf body;
-	int too_large;
-};
-
 struct rp_agent_client *
 rp_agent_client_new(const struct rp_agent_config *cfg)
 {
@@ -66,18 +61,11 @@ rp_agent_client_set_attempts(struct rp_agent_client *cl, unsigned attempts)
 	cl->attempts = attempts ? attempts : 1;
 }
 
+/* Into an rp_buf capped at ANSWER_MAX: a refused chunk (toobig, oom) ends the transfer. */
 static size_t
 on_body(char *p, size_t size, size_t n, void *arg)
 {
-	struct answer *a = arg;
-
-	n *= size;
-	if (a->body.len + n > ANSWER_MAX) {
-		a->too_large = 1;
-		return 0;
-	}
-	rp_buf_append(&a->body, p, n);
-	return a->body.oom ? 0 : n;
+	return rp_buf_append(arg, p, size * n) < 0 ? 0 : size * n;
 }
 
 static int
@@ -170,7 +158,7 @@ long
 rp_agent_call(struct rp_agent_client *cl, const char *method, const char *path, const char *bearer,
               json_t *body, json_t **answer, char *err, size_t errlen)
 {
-	struct answer a = {0};
+	struct rp_buf a;
 	struct rp_agent_tls tls;
 	struct curl_slist *hdrs = NULL;
 	char url[4096], auth[512], cerr[CURL_ERROR_SIZE] = "", *text = NULL;
@@ -179,6 +167,7 @@ rp_agent_call(struct rp_agent_client *cl, const char *method, const char *path, 
 	CURLcode cc;
 	size_t bl = strlen(cl->cfg->url);
 
+	rp_buf_init(&a, ANSWER_MAX);
 	if (cl->cfg->url[0] == '\0') {
 		snprintf(err, errlen, "no server url configured (url, --url or rackpilot.url=)");
 		return RP_AGENT_ELOCAL;
@@ -240,7 +229,7 @@ rp_agent_call(struct rp_agent_client *cl, const char *method, const char *path, 
 
 	cc = curl_easy_perform(cl->curl);
 	curl_easy_setopt(cl->curl, CURLOPT_ERRORBUFFER, NULL);
-	if (a.too_large) {
+	if (a.toobig) {
 		snprintf(err, errlen, "%s %s: answer larger than %d bytes", method, path,
 		         ANSWER_MAX);
 		status = RP_AGENT_EPROTO;
@@ -260,21 +249,21 @@ rp_agent_call(struct rp_agent_client *cl, const char *method, const char *path, 
 		         rp_agent_stopping ? "stopped"
 		         : cerr[0]         ? cerr
 		                           : curl_easy_strerror(cc));
-		status = a.body.oom ? RP_AGENT_ELOCAL : RP_AGENT_ENET;
+		status = a.oom ? RP_AGENT_ELOCAL : RP_AGENT_ENET;
 		goto out;
 	}
 	curl_easy_getinfo(cl->curl, CURLINFO_RESPONSE_CODE, &status);
 	if (status < 200 || status > 299) {
 		char why[768];
 
-		describe_error(status, &a.body, why, sizeof why);
+		describe_error(status, &a, why, sizeof why);
 		snprintf(err, errlen, "%s %s: %s", method, path, why);
 		goto out;
 	}
-	if (a.body.len > 0) {
+	if (a.len > 0) {
 		json_error_t je;
 
-		j = json_loadb(a.body.data, a.body.len, JSON_REJECT_DUPLICATES, &je);
+		j = json_loadb(a.data, a.len, JSON_REJECT_DUPLICATES, &je);
 		if (j == NULL) {
 			snprintf(err, errlen, "%s %s: answer is not JSON: %s", method, path,
 			         je.text);
@@ -288,7 +277,7 @@ out:
 	json_decref(j);
 	curl_slist_free_all(hdrs);
 	free(text);
-	rp_buf_free(&a.body);
+	rp_buf_free(&a);
 	return status;
 }
 

@@ -31,6 +31,7 @@
 #include "rackpilot/version.h"
 #include "util/util.h"
 #include "inventory.h"
+#include "run.h"
 
 extern char **environ;
 
@@ -734,41 +735,29 @@ find_tool(const struct ctx *c, const char *tool, char path[PATH_MAX])
 	return -1;
 }
 
-static int64_t
-mono_ms(void)
+/* A tool's stdout, into an rp_buf capped at MAX_OUTPUT: a refused chunk stops the tool. */
+static int
+collect(void *arg, const void *p, size_t n)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return rp_buf_append(arg, p, n);
 }
 
-/* Kill a tool and whatever it started (its process group, and itself should it have left it). */
-static void
-stop(pid_t pid)
-{
-	kill(-pid, SIGKILL);
-	kill(pid, SIGKILL);
-}
-
-/* Run path with argv: stdin and stderr on /dev/null, LC_ALL=C, in its own process group (so a
- * timeout kills whatever it started), for at most timeout_ms and MAX_OUTPUT bytes of stdout.
- * Returns 0 with the output (*out NUL-terminated, NULs inside made spaces; the caller frees
- * it) when it exits 0; otherwise -1 with the reason in why. */
+/* Run path with argv (rp_agent_proc_run): stdin and stderr on /dev/null, LC_ALL=C, killed at
+ * once after timeout_ms or MAX_OUTPUT bytes of stdout. Returns 0 with the output (*out
+ * NUL-terminated, NULs inside made spaces; the caller frees it) when it exits 0; otherwise -1
+ * with the reason in why. */
 static int
 run(struct ctx *c, const char *path, char *const argv[], int timeout_ms, char **out, size_t *outlen,
     char *why, size_t whycap)
 {
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t sa;
-	sigset_t none, dfl;
-	char **env = NULL, *buf = NULL, *nb;
-	size_t len = 0, size = 0, ne = 0, i, k = 0;
-	int p[2] = {-1, -1}, status = 0, rc = -1, err, timed_out = 0, too_big = 0, fa_ok = 0,
-	    sa_ok = 0;
-	int64_t deadline = mono_ms() + timeout_ms;
-	pid_t pid = -1, w;
+	struct rp_agent_proc p = {.path = path, .argv = argv, .timeout_ms = timeout_ms};
+	struct rp_agent_proc_end end;
+	struct rp_buf b;
+	char **env = NULL;
+	size_t ne = 0, i, k = 0;
+	int rc = -1;
 
+	rp_buf_init(&b, MAX_OUTPUT);
 	snprintf(why, whycap, "cannot run");
 	while (environ != NULL && environ[ne] != NULL)
 		ne++;
@@ -781,147 +770,47 @@ run(struct ctx *c, const char *path, char *const argv[], int timeout_ms, char **
 		if (strncmp(environ[i], "LC_ALL=", 7) != 0)
 			env[k++] = environ[i];
 	env[k] = (char *)"LC_ALL=C";
-	if (pipe2(p, O_CLOEXEC) != 0)
+	p.envp = env;
+	p.output = collect;
+	p.arg = &b;
+	if (rp_agent_proc_run(&p, &end) < 0)
 		goto out;
-	if (posix_spawn_file_actions_init(&fa) != 0)
-		goto out;
-	fa_ok = 1;
-	if (posix_spawnattr_init(&sa) != 0)
-		goto out;
-	sa_ok = 1;
-	sigemptyset(&none);
-	sigemptyset(&dfl);
-	sigaddset(&dfl, SIGPIPE);
-	sigaddset(&dfl, SIGINT);
-	sigaddset(&dfl, SIGTERM);
-	sigaddset(&dfl, SIGHUP);
-	sigaddset(&dfl, SIGQUIT);
-	sigaddset(&dfl, SIGCHLD);
-	if (posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO) != 0 ||
-	    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0) != 0 ||
-	    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0) != 0 ||
-	    posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-	                                          POSIX_SPAWN_SETSIGDEF) != 0 ||
-	    posix_spawnattr_setpgroup(&sa, 0) != 0 || posix_spawnattr_setsigmask(&sa, &none) != 0 ||
-	    posix_spawnattr_setsigdefault(&sa, &dfl) != 0)
-		goto out;
-	err = posix_spawn(&pid, path, &fa, &sa, argv, env);
-	if (err != 0) {
-		pid = -1;
-		snprintf(why, whycap, "cannot run: %s", strerror(err));
-		goto out;
-	}
-	close(p[1]);
-	p[1] = -1;
-	for (;;) {
-		struct pollfd pfd = {.fd = p[0], .events = POLLIN};
-		int64_t left = deadline - mono_ms();
-		ssize_t n;
-		int r;
-
-		if (left <= 0) {
-			timed_out = 1;
-			break;
-		}
-		r = poll(&pfd, 1, (int)left);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			break;
-		if (r == 0) {
-			timed_out = 1;
-			break;
-		}
-		if (len + 1 >= size) {
-			if (size >= MAX_OUTPUT + 1) {
-				too_big = 1;
-				break;
-			}
-			size = size == 0 ? 16384 : size * 2;
-			if (size > MAX_OUTPUT + 1)
-				size = MAX_OUTPUT + 1;
-			if ((nb = realloc(buf, size)) == NULL) {
-				c->oom = 1;
-				break;
-			}
-			buf = nb;
-		}
-		n = read(p[0], buf + len, size - 1 - len);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(p[0]);
-	p[0] = -1;
-	if (timed_out || too_big || c->oom)
-		stop(pid);
-	/* A tool that closed its stdout but lingers gets the rest of the deadline, no more. */
-	for (;;) {
-		w = waitpid(pid, &status, WNOHANG);
-		if (w == pid)
-			break;
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			status = 0; /* SIGCHLD ignored by our caller: nothing to learn */
-			break;
-		}
-		if (mono_ms() >= deadline) {
-			timed_out = 1;
-			stop(pid);
-			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-				;
-			break;
-		}
-		nanosleep(&(struct timespec){.tv_nsec = 5 * 1000 * 1000}, NULL);
-	}
-	pid = -1;
-	if (c->oom)
-		goto out;
-	if (timed_out) {
-		snprintf(why, whycap, "timed out after %d s", timeout_ms / 1000);
-		goto out;
-	}
-	if (too_big) {
-		snprintf(why, whycap, "output over %u bytes", MAX_OUTPUT);
-		goto out;
-	}
-	if (WIFSIGNALED(status)) {
-		snprintf(why, whycap, "killed by signal %d", WTERMSIG(status));
-		goto out;
-	}
-	if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-		snprintf(why, whycap, "exit status %d", WEXITSTATUS(status));
-		goto out;
-	}
-	if (buf == NULL && (buf = malloc(1)) == NULL) {
+	if (b.oom) {
 		c->oom = 1;
 		goto out;
 	}
-	buf[len] = '\0';
-	denul(buf, len);
-	*out = buf;
-	*outlen = len;
-	buf = NULL;
+	if (end.exec_errno) {
+		snprintf(why, whycap, "cannot run: %s", strerror(end.exec_errno));
+		goto out;
+	}
+	if (end.timed_out) {
+		snprintf(why, whycap, "timed out after %d s", timeout_ms / 1000);
+		goto out;
+	}
+	if (b.toobig) {
+		snprintf(why, whycap, "output over %u bytes", MAX_OUTPUT);
+		goto out;
+	}
+	if (WIFSIGNALED(end.status)) {
+		snprintf(why, whycap, "killed by signal %d", WTERMSIG(end.status));
+		goto out;
+	}
+	if (WIFEXITED(end.status) && WEXITSTATUS(end.status) != 0) {
+		snprintf(why, whycap, "exit status %d", WEXITSTATUS(end.status));
+		goto out;
+	}
+	if (b.data == NULL && (b.data = calloc(1, 1)) == NULL) {
+		c->oom = 1;
+		goto out;
+	}
+	denul(b.data, b.len);
+	*out = b.data;
+	*outlen = b.len;
+	b.data = NULL;
 	rc = 0;
 out:
-	if (pid > 0) {
-		stop(pid);
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-	}
-	if (p[0] >= 0)
-		close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
-	if (fa_ok)
-		posix_spawn_file_actions_destroy(&fa);
-	if (sa_ok)
-		posix_spawnattr_destroy(&sa);
 	free(env);
-	free(buf);
+	rp_buf_free(&b);
 	return rc;
 }
 

@@ -1,7 +1,7 @@
 /*
  * inventory.h — the agent's hardware inventory collector: the object docs/inventory.md
  * describes, read from /proc, /sys and three optional tools (nvidia-smi, dmidecode, lldpctl).
- * Depends on libc and jansson only.
+ * Depends on libc, jansson, run.c (its tools run through rp_agent_proc_run) and util/ (rp_buf).
  */
 #ifndef RP_AGENT_INVENTORY_H
 #define RP_AGENT_INVENTORY_H

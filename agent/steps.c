@@ -1,19 +1,19 @@
 /*
- * Running a plan's steps. Running a step (rp_agent_step_run) and reporting it
- * (rp_agent_step_report) are apart so that the runner can be exercised without a server.
+ * Running one step: its output (echo and tail), the shell (through the process runner,
+ * run.c), files, images, firmware and BIOS tools, the inventory. Nothing here talks to the
+ * server about the job: lock, watch, reports and the run-steps loop are runsteps.c's, so that
+ * steps run in tests without a server.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
-#include <pthread.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -25,7 +25,6 @@ extern char **environ;
 
 #define ECHO_STALL_MS 5000 /* longest a stuck stdout may hold up a step, once */
 #define KILL_GRACE_S  5    /* SIGTERM to SIGKILL */
-#define READ_ROUND    (1024 * 1024)
 
 /* ---- Output -------------------------------------------------------------------------- */
 
@@ -35,8 +34,8 @@ static int echo_stalled;
  * (SIGPIPE is ignored) and are dropped; when it is stuck, run-steps makes the fd
  * non-blocking and a step waits at most ECHO_STALL_MS, then output goes only to the tail
  * until the channel drains again. */
-static void
-echo(int fd, const void *data, size_t n)
+void
+rp_agent_echo(int fd, const void *data, size_t n)
 {
 	const char *p = data;
 	int64_t deadline = 0;
@@ -75,26 +74,6 @@ echo(int fd, const void *data, size_t n)
 	}
 }
 
-static void frame(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-frame(int fd, const char *fmt, ...)
-{
-	char line[2048];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof line - 1, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n > sizeof line - 2)
-		n = (int)sizeof line - 2;
-	line[n++] = '\n';
-	echo(fd, line, (size_t)n);
-}
-
 struct rp_agent_outcome *
 rp_agent_outcome_new(int echo_fd)
 {
@@ -122,7 +101,7 @@ rp_agent_output(struct rp_agent_outcome *o, const void *p, size_t n)
 {
 	if (n == 0)
 		return;
-	echo(o->echo_fd, p, n);
+	rp_agent_echo(o->echo_fd, p, n);
 	rp_agent_tail_add(&o->tail, p, n);
 	o->at_line_start = ((const char *)p)[n - 1] == '\n';
 }
@@ -151,11 +130,8 @@ note(struct rp_agent_outcome *o, const char *fmt, ...)
 	rp_agent_output(o, line, (size_t)n);
 }
 
-static void failed(struct rp_agent_outcome *o, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-
-static void
-failed(struct rp_agent_outcome *o, const char *fmt, ...)
+void
+rp_agent_failed(struct rp_agent_outcome *o, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -164,7 +140,6 @@ failed(struct rp_agent_outcome *o, const char *fmt, ...)
 	vsnprintf(o->error, sizeof o->error, fmt, ap);
 	va_end(ap);
 }
-
 /* ---- shell --------------------------------------------------------------------------- */
 
 /* environ with env's members put over it. The "NAME=value" strings of env come first in the
@@ -223,145 +198,66 @@ free_env(char **e, size_t owned)
 	free(e);
 }
 
-static void __attribute__((noreturn))
-child(const char *command, char **envp, const char *cwd, int in, int out)
-{
-	char *argv[] = {"sh", "-c", (char *)command, NULL};
-	sigset_t none;
-	int s;
-
-	setpgid(0, 0);
-	/* Ignored signals (SIGPIPE, SIGHUP) stay ignored across exec; the step gets defaults. */
-	for (s = 1; s < NSIG; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			signal(s, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
-		_exit(127);
-	if (cwd && chdir(cwd) < 0) {
-		dprintf(2, "rackpilot-agent: cannot enter %s: %s\n", cwd, strerror(errno));
-		_exit(127);
-	}
-	execve("/bin/sh", argv, envp);
-	dprintf(2, "rackpilot-agent: cannot run /bin/sh: %s\n", strerror(errno));
-	_exit(127);
-}
-
-/* Read what is there (at most max bytes). Returns 0 at end of file, else 1. */
+/* Shell output goes to the outcome (echo and tail), all of it. */
 static int
-pump(struct rp_agent_outcome *o, int fd, size_t max)
+shell_output(void *arg, const void *p, size_t n)
 {
-	char buf[64 * 1024];
-	size_t got = 0;
-
-	while (got < max) {
-		ssize_t r = read(fd, buf, sizeof buf);
-
-		if (r == 0)
-			return 0;
-		if (r < 0)
-			return errno == EAGAIN || errno == EINTR ? 1 : 0;
-		rp_agent_output(o, buf, (size_t)r);
-		got += (size_t)r;
-	}
-	return 1;
+	rp_agent_output(arg, p, n);
+	return 0;
 }
 
 int
 rp_agent_shell(const char *command, json_t *env, const char *cwd, unsigned timeout_s,
                struct rp_agent_outcome *o)
 {
-	int p[2] = {-1, -1}, in = -1, rc = -1, status = 0, open_pipe = 1, reaped = 0;
-	int term_sent = 0, kill_sent = 0;
-	int64_t deadline, kill_at = 0, nap_ms = 1;
+	char *argv[] = {"sh", "-c", (char *)command, NULL};
+	struct rp_agent_proc p = {
+	        .path = "/bin/sh",
+	        .argv = argv,
+	        .cwd = cwd,
+	        .stderr_output = 1,
+	        .timeout_ms = (int64_t)timeout_s * 1000,
+	        .grace_ms = KILL_GRACE_S * 1000,
+	        .cancel = &rp_agent_cancelled,
+	        .output = shell_output,
+	        .arg = o,
+	};
+	struct rp_agent_proc_end end;
 	size_t owned = 0;
 	char **envp = NULL;
 	struct stat st;
-	pid_t pid;
+	int rc = -1;
 
 	o->succeeded = 0;
 	o->exit_code = -1;
 	if (cwd && (stat(cwd, &st) < 0 || !S_ISDIR(st.st_mode))) {
-		failed(o, "cwd %s: %s", cwd, errno ? strerror(errno) : "not a directory");
+		rp_agent_failed(o, "cwd %s: %s", cwd, errno ? strerror(errno) : "not a directory");
 		return -1;
 	}
-	envp = make_env(env, &owned);
-	in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (envp == NULL || in < 0 || pipe2(p, O_CLOEXEC) < 0) {
-		failed(o, "cannot start the command: %s", strerror(errno));
+	if ((envp = make_env(env, &owned)) == NULL) {
+		rp_agent_failed(o, "cannot start the command: %s", strerror(errno));
 		goto out;
 	}
-	pid = fork();
-	if (pid < 0) {
-		failed(o, "fork: %s", strerror(errno));
+	p.envp = envp;
+	if (rp_agent_proc_run(&p, &end) < 0) {
+		rp_agent_failed(o, "cannot start the command: %s", strerror(errno));
 		goto out;
 	}
-	if (pid == 0)
-		child(command, envp, cwd, in, p[1]);
-	/* Both sides set the group, so a signal sent right after fork still reaches it. */
-	setpgid(pid, pid);
-	close(p[1]);
-	p[1] = -1;
-	fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
-	deadline = rp_time_mono_ns() + (int64_t)timeout_s * 1000000000LL;
-
-	for (;;) {
-		int64_t now = rp_time_mono_ns();
-
-		if (!term_sent && (now >= deadline || rp_agent_cancelled)) {
-			kill(-pid, SIGTERM);
-			term_sent = 1;
-			kill_at = now + KILL_GRACE_S * 1000000000LL;
-		}
-		if (term_sent && !kill_sent && now >= kill_at) {
-			kill(-pid, SIGKILL);
-			kill_sent = 1;
-		}
-		if (!reaped && waitpid(pid, &status, WNOHANG) == pid)
-			reaped = 1;
-		if (reaped) {
-			/* Whatever the shell wrote before exiting is in the pipe now; background
-			 * children that keep it open are not waited for. */
-			if (open_pipe)
-				pump(o, p[0], 16 * READ_ROUND);
-			/* After a timeout the rest of the group gets the grace period too. */
-			if (!term_sent || kill_sent || kill(-pid, 0) < 0)
-				break;
-		}
-		if (open_pipe && !reaped) {
-			struct pollfd pfd = {.fd = p[0], .events = POLLIN};
-
-			if (poll(&pfd, 1, 100) > 0)
-				open_pipe = pump(o, p[0], READ_ROUND);
-			nap_ms = 1;
-		} else {
-			/* The pipe is closed but the shell lives on (or the group does): check
-			 * back soon, then less often. */
-			poll(NULL, 0, (int)nap_ms);
-			nap_ms = nap_ms < 100 ? nap_ms * 2 : 100;
-		}
-	}
-	if (term_sent && rp_agent_cancelled) {
-		failed(o, "cancelled");
-	} else if (term_sent) {
-		failed(o, "timed out after %u s", timeout_s);
-	} else if (WIFEXITED(status)) {
-		o->exit_code = WEXITSTATUS(status);
+	/* The flag, not how the runner stopped it: a cancel during the grace period wins. */
+	if ((end.timed_out || end.cancelled) && rp_agent_cancelled) {
+		rp_agent_failed(o, "cancelled");
+	} else if (end.timed_out || end.cancelled) {
+		rp_agent_failed(o, "timed out after %u s", timeout_s);
+	} else if (WIFEXITED(end.status)) {
+		o->exit_code = WEXITSTATUS(end.status);
 		o->succeeded = o->exit_code == 0;
 		if (!o->succeeded)
-			failed(o, "exit status %d", o->exit_code);
-	} else if (WIFSIGNALED(status)) {
-		failed(o, "killed by signal %d", WTERMSIG(status));
+			rp_agent_failed(o, "exit status %d", o->exit_code);
+	} else if (WIFSIGNALED(end.status)) {
+		rp_agent_failed(o, "killed by signal %d", WTERMSIG(end.status));
 	}
 	rc = 0;
 out:
-	if (p[0] >= 0)
-		close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
-	if (in >= 0)
-		close(in);
 	free_env(envp, owned);
 	return rc;
 }
@@ -464,31 +360,31 @@ step_file(const struct rp_agent_runner *r, const struct rp_agent_step *s,
 	if (snprintf(dir, sizeof dir, "%.*s", (int)(base - path - 1), path) >= (int)sizeof dir ||
 	    snprintf(tmp, sizeof tmp, "%s/.%s.rackpilot-XXXXXX", dir, base) >= (int)sizeof tmp) {
 		tmp[0] = '\0';
-		failed(o, "path too long");
+		rp_agent_failed(o, "path too long");
 		goto out;
 	}
 	if (dir[0] == '\0')
 		snprintf(dir, sizeof dir, "/");
 	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		tmp[0] = '\0';
-		failed(o, "parent directory %s %s", dir,
-		       errno == ENOENT ? "does not exist" : "is not a directory");
+		rp_agent_failed(o, "parent directory %s %s", dir,
+		                errno == ENOENT ? "does not exist" : "is not a directory");
 		goto out;
 	}
 	if (owner && resolve_owner(owner, &uid, &gid, why, sizeof why) < 0) {
 		tmp[0] = '\0';
-		failed(o, "owner %s: %s", owner, why);
+		rp_agent_failed(o, "owner %s: %s", owner, why);
 		goto out;
 	}
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
-		failed(o, "cannot create a file in %s: %s", dir, strerror(errno));
+		rp_agent_failed(o, "cannot create a file in %s: %s", dir, strerror(errno));
 		tmp[0] = '\0';
 		goto out;
 	}
 	if (content) {
 		if (write_all(fd, json_string_value(content), json_string_length(content)) < 0) {
-			failed(o, "writing %s: %s", tmp, strerror(errno));
+			rp_agent_failed(o, "writing %s: %s", tmp, strerror(errno));
 			goto out;
 		}
 		bytes = json_string_length(content);
@@ -498,34 +394,35 @@ step_file(const struct rp_agent_runner *r, const struct rp_agent_step *s,
 		note(o, "downloading %s", url);
 		if (rp_agent_download(r->cfg, url, fd, s->timeout_s, hex, &bytes, why, sizeof why) <
 		    0) {
-			failed(o, "%s", why);
+			rp_agent_failed(o, "%s", why);
 			goto out;
 		}
 		if (strcasecmp(hex, want) != 0) {
-			failed(o, "sha256 mismatch for %s: expected %s, got %s", url, want, hex);
+			rp_agent_failed(o, "sha256 mismatch for %s: expected %s, got %s", url, want,
+			                hex);
 			goto out;
 		}
 	}
 	if (fsync(fd) < 0) {
-		failed(o, "fsync %s: %s", tmp, strerror(errno));
+		rp_agent_failed(o, "fsync %s: %s", tmp, strerror(errno));
 		goto out;
 	}
 	/* chown first: it may clear set-id bits that the mode asks for. */
 	if (owner && fchown(fd, uid, gid) < 0) {
-		failed(o, "chown %s %s: %s", owner, tmp, strerror(errno));
+		rp_agent_failed(o, "chown %s %s: %s", owner, tmp, strerror(errno));
 		goto out;
 	}
 	if (fchmod(fd, mode) < 0) {
-		failed(o, "chmod %s: %s", tmp, strerror(errno));
+		rp_agent_failed(o, "chmod %s: %s", tmp, strerror(errno));
 		goto out;
 	}
 	if (rename(tmp, path) < 0) {
-		failed(o, "rename to %s: %s", path, strerror(errno));
+		rp_agent_failed(o, "rename to %s: %s", path, strerror(errno));
 		goto out;
 	}
 	tmp[0] = '\0';
 	if (fsync_dir(dir) < 0) {
-		failed(o, "fsync %s: %s", dir, strerror(errno));
+		rp_agent_failed(o, "fsync %s: %s", dir, strerror(errno));
 		goto out;
 	}
 	note(o, "wrote %llu bytes to %s (mode %04o)", (unsigned long long)bytes, path,
@@ -557,11 +454,11 @@ fetch_image(const struct rp_agent_runner *r, const char *url, const char *sha256
 	if (snprintf(dir, sizeof dir, "%s/images", r->cfg->state_dir) >= (int)sizeof dir ||
 	    snprintf(final, sizeof final, "%s/%s", dir, want) >= (int)sizeof final ||
 	    snprintf(part, sizeof part, "%s.part", final) >= (int)sizeof part) {
-		failed(o, "state_dir too long");
+		rp_agent_failed(o, "state_dir too long");
 		return -1;
 	}
 	if (rp_agent_mkdir(r->cfg->state_dir) < 0 || rp_agent_mkdir(dir) < 0) {
-		failed(o, "cannot create %s: %s", dir, strerror(errno));
+		rp_agent_failed(o, "cannot create %s: %s", dir, strerror(errno));
 		return -1;
 	}
 	/* Verified when stored, but a disk can rot; hashing is cheap next to flashing. */
@@ -580,27 +477,27 @@ fetch_image(const struct rp_agent_runner *r, const char *url, const char *sha256
 	}
 	fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		failed(o, "cannot create %s: %s", part, strerror(errno));
+		rp_agent_failed(o, "cannot create %s: %s", part, strerror(errno));
 		goto out;
 	}
 	note(o, "downloading %s", url);
 	if (rp_agent_download(r->cfg, url, fd, timeout_s, hex, &bytes, why, sizeof why) < 0) {
-		failed(o, "%s", why);
+		rp_agent_failed(o, "%s", why);
 		goto out;
 	}
 	if (strcmp(hex, want) != 0) {
-		failed(o, "sha256 mismatch for %s: expected %s, got %s", url, want, hex);
+		rp_agent_failed(o, "sha256 mismatch for %s: expected %s, got %s", url, want, hex);
 		goto out;
 	}
 	if (fsync(fd) < 0 || rename(part, final) < 0) {
-		failed(o, "storing %s: %s", final, strerror(errno));
+		rp_agent_failed(o, "storing %s: %s", final, strerror(errno));
 		goto out;
 	}
 	fsync_dir(dir);
 	note(o, "downloaded %llu bytes, sha256 verified", (unsigned long long)bytes);
 done:
 	if (snprintf(path, pathlen, "%s", final) >= (int)pathlen) {
-		failed(o, "path too long");
+		rp_agent_failed(o, "path too long");
 		goto out;
 	}
 	rc = 0;
@@ -733,33 +630,33 @@ bios_report(const struct rp_agent_runner *r, const char *path, struct rp_agent_o
 
 	o->succeeded = 0;
 	if (fd < 0 || (text = malloc(BIOS_REPORT_MAX + 1)) == NULL) {
-		failed(o, "reading the BIOS dump: %s", strerror(errno));
+		rp_agent_failed(o, "reading the BIOS dump: %s", strerror(errno));
 		goto out;
 	}
 	while (got < BIOS_REPORT_MAX &&
 	       (k = read(fd, text + got, (size_t)(BIOS_REPORT_MAX - got))) > 0)
 		got += k;
 	if (got == BIOS_REPORT_MAX) {
-		failed(o, "the BIOS dump is larger than %d bytes", BIOS_REPORT_MAX);
+		rp_agent_failed(o, "the BIOS dump is larger than %d bytes", BIOS_REPORT_MAX);
 		goto out;
 	}
 	if ((attrs = bios_parse(text, (size_t)got, why, sizeof why)) == NULL) {
-		failed(o, "%s", why);
+		rp_agent_failed(o, "%s", why);
 		goto out;
 	}
 	if (json_object_size(attrs) == 0) {
-		failed(o, "the BIOS tool printed no attributes");
+		rp_agent_failed(o, "the BIOS tool printed no attributes");
 		goto out;
 	}
 	if (r->client == NULL) {
-		failed(o, "no server to post the BIOS values to");
+		rp_agent_failed(o, "no server to post the BIOS values to");
 		goto out;
 	}
 	body = json_pack("{s:O}", "attributes", attrs);
 	st = rp_agent_call_retry(r->client, "POST", "/v1/agent/bios", r->token, body, &ans, err,
 	                         sizeof err);
 	if (st < 200 || st > 299) {
-		failed(o, "posting the BIOS values: %s", err);
+		rp_agent_failed(o, "posting the BIOS values: %s", err);
 		goto out;
 	}
 	json_decref(o->result);
@@ -793,13 +690,13 @@ step_firmware(const struct rp_agent_runner *r, const struct rp_agent_step *s,
 		cmd = strdup(tmpl);
 	}
 	if (cmd == NULL) {
-		failed(o, "out of memory");
+		rp_agent_failed(o, "out of memory");
 		goto out;
 	}
 	/* timeout_s covers the whole step, download included. */
 	left = (int64_t)s->timeout_s - (rp_time_mono_ns() - t0) / 1000000000LL;
 	if (left < 1) {
-		failed(o, "timed out after %u s", s->timeout_s);
+		rp_agent_failed(o, "timed out after %u s", s->timeout_s);
 		goto out;
 	}
 	if (json_is_true(json_object_get(s->obj, "report"))) {
@@ -808,7 +705,7 @@ step_firmware(const struct rp_agent_runner *r, const struct rp_agent_step *s,
 		int fd = mkstemp(tmp);
 
 		if (fd < 0) {
-			failed(o, "temporary file: %s", strerror(errno));
+			rp_agent_failed(o, "temporary file: %s", strerror(errno));
 			goto out;
 		}
 		close(fd);
@@ -817,7 +714,7 @@ step_firmware(const struct rp_agent_runner *r, const struct rp_agent_step *s,
 			wrapped = NULL;
 		free(q);
 		if (wrapped == NULL)
-			failed(o, "out of memory");
+			rp_agent_failed(o, "out of memory");
 		else if (rp_agent_shell(wrapped, NULL, NULL, (unsigned)left, o) == 0 &&
 		         o->succeeded)
 			bios_report(r, tmp, o);
@@ -845,43 +742,46 @@ step_image(const struct rp_agent_runner *r, const struct rp_agent_step *s,
 	/* Never O_CREAT: a typo must not become a file in /dev. A block device is opened
 	 * exclusively, which Linux refuses while it is mounted. */
 	if (stat(dev, &st) < 0) {
-		failed(o, "device %s: %s", dev, strerror(errno));
+		rp_agent_failed(o, "device %s: %s", dev, strerror(errno));
 		goto out;
 	}
 	if (!S_ISBLK(st.st_mode) && !S_ISREG(st.st_mode)) {
-		failed(o, "device %s is neither a block device nor a file", dev);
+		rp_agent_failed(o, "device %s is neither a block device nor a file", dev);
 		goto out;
 	}
 	if (S_ISBLK(st.st_mode))
 		flags |= O_EXCL;
 	fd = open(dev, flags);
 	if (fd < 0) {
-		failed(o, "device %s: %s", dev,
-		       errno == EBUSY ? "in use (mounted?)" : strerror(errno));
+		rp_agent_failed(o, "device %s: %s", dev,
+		                errno == EBUSY ? "in use (mounted?)" : strerror(errno));
 		goto out;
 	}
 	note(o, "writing %s to %s", url, dev);
 	if (rp_agent_download(r->cfg, url, fd, s->timeout_s, hex, &bytes, why, sizeof why) < 0) {
 		if (bytes > 0)
-			failed(o, "%s; %s now holds a partial, corrupt image (%llu bytes written)",
-			       why, dev, (unsigned long long)bytes);
+			rp_agent_failed(
+			        o, "%s; %s now holds a partial, corrupt image (%llu bytes written)",
+			        why, dev, (unsigned long long)bytes);
 		else
-			failed(o, "%s", why);
+			rp_agent_failed(o, "%s", why);
 		goto out;
 	}
 	/* A file that was longer before would keep a stale tail. */
 	if (S_ISREG(st.st_mode) && ftruncate(fd, (off_t)bytes) < 0) {
-		failed(o, "truncate %s: %s", dev, strerror(errno));
+		rp_agent_failed(o, "truncate %s: %s", dev, strerror(errno));
 		goto out;
 	}
 	if (fsync(fd) < 0) {
-		failed(o, "fsync %s: %s; the image may not be on disk", dev, strerror(errno));
+		rp_agent_failed(o, "fsync %s: %s; the image may not be on disk", dev,
+		                strerror(errno));
 		goto out;
 	}
 	if (strcasecmp(hex, want) != 0) {
-		failed(o,
-		       "sha256 mismatch for %s: expected %s, got %s; %s now holds a corrupt image",
-		       url, want, hex, dev);
+		rp_agent_failed(
+		        o,
+		        "sha256 mismatch for %s: expected %s, got %s; %s now holds a corrupt image",
+		        url, want, hex, dev);
 		goto out;
 	}
 	note(o, "wrote %llu bytes to %s, sha256 verified", (unsigned long long)bytes, dev);
@@ -908,17 +808,17 @@ step_inventory(const struct rp_agent_runner *r, struct rp_agent_outcome *o)
 	long st;
 
 	if (inv == NULL) {
-		failed(o, "out of memory collecting the inventory");
+		rp_agent_failed(o, "out of memory collecting the inventory");
 		goto out;
 	}
 	if (r->client == NULL) {
-		failed(o, "no server to post the inventory to");
+		rp_agent_failed(o, "no server to post the inventory to");
 		goto out;
 	}
 	st = rp_agent_call_retry(r->client, "POST", "/v1/agent/inventory", r->token, inv, &ans, err,
 	                         sizeof err);
 	if (st < 200 || st > 299) {
-		failed(o, "posting the inventory: %s", err);
+		rp_agent_failed(o, "posting the inventory: %s", err);
 		goto out;
 	}
 	/* The same summary the server extracts: the larger of the two GPU counts. */
@@ -972,489 +872,12 @@ rp_agent_step_run(const struct rp_agent_runner *r, const struct rp_agent_step *s
 		break;
 	case RP_STEP_REBOOT:
 	case RP_STEP__COUNT:
-		failed(o, "%s steps are not run here", rp_step_type_name(s->type));
+		rp_agent_failed(o, "%s steps are not run here", rp_step_type_name(s->type));
 		break;
 	}
 	if (o->succeeded)
 		o->error[0] = '\0';
 	else if (o->error[0] == '\0')
-		failed(o, "failed");
+		rp_agent_failed(o, "failed");
 	o->duration_ms = (rp_time_mono_ns() - t0) / 1000000;
-}
-
-/* ---- Reporting ----------------------------------------------------------------------- */
-
-json_t *
-rp_agent_result_body(enum rp_step_state state, const char *boot_id,
-                     const struct rp_agent_outcome *o)
-{
-	json_t *b = json_object(), *out = NULL, *error = NULL;
-	char *text = NULL;
-	size_t len = 0;
-
-	if (b == NULL)
-		return NULL;
-	json_object_set_new(b, "state", json_string(rp_step_state_name(state)));
-	if (boot_id)
-		json_object_set_new(b, "boot_id", json_string(boot_id));
-	if (state == RP_STATE_RUNNING || o == NULL)
-		return b;
-	text = rp_agent_tail_text(&o->tail, &len);
-	out = text ? json_stringn(text, len) : NULL;
-	free(text);
-	/* snprintf may have cut a multi-byte character of a path in two. */
-	text = rp_agent_utf8_clean(o->error, strlen(o->error), 0, sizeof o->error, &len);
-	error = text && len ? json_stringn(text, len) : json_null();
-	free(text);
-	if (out == NULL || error == NULL) {
-		json_decref(out);
-		json_decref(error);
-		json_decref(b);
-		return NULL;
-	}
-	json_object_set_new(b, "exit_code",
-	                    o->exit_code >= 0 ? json_integer(o->exit_code) : json_null());
-	json_object_set_new(b, "duration_ms", json_integer(o->duration_ms));
-	json_object_set_new(b, "output", out);
-	json_object_set_new(b, "output_bytes", json_integer((json_int_t)o->tail.total));
-	json_object_set_new(b, "output_truncated", json_boolean(rp_agent_tail_truncated(&o->tail)));
-	json_object_set_new(b, "error", error);
-	json_object_set(b, "result", o->result ? o->result : json_null());
-	return b;
-}
-
-int
-rp_agent_step_report(const struct rp_agent_runner *r, const char *job, const char *step,
-                     json_t *body, char *err, size_t errlen)
-{
-	char path[256];
-	json_t *ans = NULL;
-	long st;
-
-	if (body == NULL || r->client == NULL) {
-		snprintf(err, errlen, body ? "no server to report to" : "out of memory");
-		return -1;
-	}
-	snprintf(path, sizeof path, "/v1/agent/jobs/%s/steps/%s", job, step);
-	st = rp_agent_call_retry(r->client, "POST", path, r->token, body, &ans, err, errlen);
-	json_decref(ans);
-	if (st >= 200 && st <= 299)
-		return 0;
-	/* 409: the job was cancelled or has ended; the server wants no more of it. */
-	return st == 409 ? -2 : -1;
-}
-
-/* ---- Cancellation ---------------------------------------------------------------------- */
-
-volatile sig_atomic_t rp_agent_cancelled;
-
-#define WATCH_INTERVAL_MS 3000
-
-/* Watches the job while steps run: sshd does not pass signals to forced commands, and a
- * session may be gone altogether, so the agent asks the server itself. */
-struct watch {
-	const struct rp_agent_config *cfg;
-	const char *job, *token;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int stop;
-};
-
-static void *
-watch_main(void *arg)
-{
-	struct watch *w = arg;
-	struct rp_agent_client *cl = rp_agent_client_new(w->cfg);
-	char path[256], err[512];
-
-	snprintf(path, sizeof path, "/v1/agent/jobs/%s", w->job);
-	while (cl) {
-		struct timespec ts;
-		json_t *ans = NULL;
-		const char *state;
-		long st;
-		int stop;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += WATCH_INTERVAL_MS / 1000;
-		pthread_mutex_lock(&w->mu);
-		while (!w->stop && pthread_cond_timedwait(&w->cv, &w->mu, &ts) == 0)
-			;
-		stop = w->stop;
-		pthread_mutex_unlock(&w->mu);
-		if (stop)
-			break;
-		st = rp_agent_call(cl, "GET", path, w->token, NULL, &ans, err, sizeof err);
-		state = json_string_value(json_object_get(ans, "state"));
-		/* Gone (403/404), cancelled, or ended: stop. A server we cannot reach says nothing.
-		 */
-		if (st == 403 || st == 404 ||
-		    (st == 200 &&
-		     (json_is_true(json_object_get(ans, "cancel_requested")) ||
-		      (state && strcmp(state, "running") && strcmp(state, "queued"))))) {
-			rp_log_warn(
-			        "run-steps: job %s is %s; stopping", w->job,
-			        st == 200 ? (json_is_true(json_object_get(ans, "cancel_requested"))
-			                             ? "cancelled"
-			                             : state)
-			                  : "gone");
-			rp_agent_cancelled = 1;
-			json_decref(ans);
-			break;
-		}
-		json_decref(ans);
-	}
-	rp_agent_client_free(cl);
-	return NULL;
-}
-
-static void
-on_term(int sig)
-{
-	(void)sig;
-	rp_agent_cancelled = 1;
-}
-
-/* ---- run-steps ----------------------------------------------------------------------- */
-
-static int
-lock_path(const struct rp_agent_config *cfg, char *buf, size_t n)
-{
-	return snprintf(buf, n, "%s/run-steps.lock", cfg->state_dir) >= (int)n ? -1 : 0;
-}
-
-int
-rp_agent_busy(const struct rp_agent_config *cfg)
-{
-	char path[RP_AGENT_PATH_MAX];
-	int fd, busy = 0;
-
-	if (lock_path(cfg, path, sizeof path) < 0)
-		return 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK)
-		busy = 1;
-	close(fd);
-	return busy;
-}
-
-/* Start reboot_command detached (double fork + setsid): it must outlive us and our SSH
- * session. 0, or -1 with errno. */
-static int
-start_detached(const char *command)
-{
-	pid_t pid = fork();
-	int status;
-
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		int fd, s;
-
-		setsid();
-		if (fork() != 0)
-			_exit(0);
-		fd = open("/dev/null", O_RDWR);
-		if (fd >= 0) {
-			dup2(fd, 0), dup2(fd, 1), dup2(fd, 2);
-			if (fd > 2)
-				close(fd);
-		}
-		for (s = 1; s < NSIG; s++)
-			if (s != SIGKILL && s != SIGSTOP)
-				signal(s, SIG_DFL);
-		execl("/bin/sh", "sh", "-c", command, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	return 0;
-}
-
-static int
-read_plan(int fd, char **out, size_t *len)
-{
-	struct rp_buf b = {0};
-	char buf[64 * 1024];
-	ssize_t r;
-
-	while ((r = read(fd, buf, sizeof buf)) != 0) {
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			rp_buf_free(&b);
-			return -1;
-		}
-		rp_buf_append(&b, buf, (size_t)r);
-		/* One byte over is enough to know it is too large. */
-		if (b.len > RP_PLAN_MAX_BYTES)
-			break;
-	}
-	if (b.oom) {
-		rp_buf_free(&b);
-		errno = ENOMEM;
-		return -1;
-	}
-	*out = b.data;
-	*len = b.len;
-	return 0;
-}
-
-/* The server's state of each plan step, by the plan's order. 0, or -1 with err set. */
-static int
-job_states(json_t *job, const struct rp_agent_plan *p, enum rp_step_state *states, char *err,
-           size_t errlen)
-{
-	json_t *steps = json_object_get(job, "steps"), *v;
-	size_t i, k;
-
-	if (!json_is_array(steps)) {
-		snprintf(err, errlen, "the server's job has no steps array");
-		return -1;
-	}
-	for (i = 0; i < p->nsteps; i++) {
-		json_t *found = NULL;
-
-		json_array_foreach(steps, k, v)
-		{
-			const char *id = json_string_value(json_object_get(v, "id"));
-
-			if (id && !strcmp(id, p->steps[i].id)) {
-				found = v;
-				break;
-			}
-		}
-		if (found == NULL) {
-			snprintf(err, errlen, "step %s is not part of job %s on the server",
-			         p->steps[i].id, p->job);
-			return -1;
-		}
-		if (rp_step_state_parse(json_string_value(json_object_get(found, "state")),
-		                        &states[i]) < 0) {
-			snprintf(err, errlen, "step %s has an unknown state on the server",
-			         p->steps[i].id);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-int
-rp_agent_run_steps(const struct rp_agent_config *cfg, const char *job, int in_fd)
-{
-	struct rp_agent_runner r = {.cfg = cfg, .echo_fd = STDOUT_FILENO};
-	struct rp_agent_plan *plan = NULL;
-	struct rp_agent_outcome *o = NULL;
-	enum rp_step_state states[RP_PLAN_MAX_STEPS];
-	char err[2048], token[256], boot_id[64], lock[RP_AGENT_PATH_MAX], path[256], *text = NULL;
-	const char *boot = NULL;
-	json_t *answer = NULL;
-	int rc = RP_RUN_EXIT_USAGE, lfd = -1, out_flags = -1, watching = 0;
-	struct watch watch = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-	pthread_t watcher;
-	struct stat st;
-	size_t len = 0, i;
-	long hs;
-
-	signal(SIGHUP, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
-	{
-		struct sigaction sa;
-
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = on_term;
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGINT, &sa, NULL);
-	}
-	if (!rp_uuid_valid(job)) {
-		rp_log_error("run-steps: --job must be a job id (UUID), not '%s'", job);
-		goto out;
-	}
-	if (read_plan(in_fd, &text, &len) < 0) {
-		rp_log_error("run-steps: reading the plan: %s", strerror(errno));
-		goto out;
-	}
-	plan = rp_agent_plan_parse(text ? text : "", len, job, err, sizeof err);
-	if (plan == NULL) {
-		rp_log_error("run-steps: bad plan: %s", err);
-		goto out;
-	}
-	if (rp_agent_token_read(cfg, token, sizeof token, err, sizeof err) < 0) {
-		rp_log_error("run-steps: %s", err);
-		goto out;
-	}
-	r.token = token;
-	if (rp_agent_read_line(cfg->root, "/proc/sys/kernel/random/boot_id", boot_id,
-	                       sizeof boot_id) == 0)
-		boot = boot_id;
-
-	if (rp_agent_mkdir(cfg->state_dir) < 0 || lock_path(cfg, lock, sizeof lock) < 0 ||
-	    (lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
-		rp_log_error("run-steps: cannot open the lock in %s: %s", cfg->state_dir,
-		             strerror(errno));
-		goto out;
-	}
-	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
-		rp_log_info("run-steps: waiting for an earlier run-steps to finish");
-		while (flock(lfd, LOCK_EX) < 0) {
-			if (errno != EINTR) {
-				rp_log_error("run-steps: lock %s: %s", lock, strerror(errno));
-				goto out;
-			}
-		}
-	}
-
-	rc = RP_RUN_EXIT_SERVER;
-	r.client = rp_agent_client_new(cfg);
-	if (r.client == NULL) {
-		rp_log_error("run-steps: out of memory");
-		goto out;
-	}
-	snprintf(path, sizeof path, "/v1/agent/jobs/%s", job);
-	hs = rp_agent_call_retry(r.client, "GET", path, token, NULL, &answer, err, sizeof err);
-	if (hs < 200 || hs > 299) {
-		rp_log_error("run-steps: %s", err);
-		goto out;
-	}
-	if (job_states(answer, plan, states, err, sizeof err) < 0) {
-		rp_log_error("run-steps: %s", err);
-		rc = RP_RUN_EXIT_USAGE;
-		goto out;
-	}
-
-	/* A stuck SSH channel must not stall steps (see echo()); only pipes and sockets, as a
-	 * terminal's flags are shared with the shell that owns it. */
-	if (fstat(STDOUT_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
-		out_flags = fcntl(STDOUT_FILENO, F_GETFL);
-		if (out_flags >= 0)
-			fcntl(STDOUT_FILENO, F_SETFL, out_flags | O_NONBLOCK);
-	}
-
-	watch.cfg = cfg;
-	watch.job = job;
-	watch.token = token;
-	watching = pthread_create(&watcher, NULL, watch_main, &watch) == 0;
-	rc = RP_RUN_EXIT_OK;
-	for (i = 0; i < plan->nsteps; i++) {
-		const struct rp_agent_step *s = &plan->steps[i];
-		const char *tn = rp_step_type_name(s->type);
-		enum rp_agent_decision d = rp_agent_decide(states[i], s);
-
-		if (rp_agent_cancelled) {
-			frame(r.echo_fd, "== cancelled: step %s and later ones not started", s->id);
-			rc = RP_RUN_EXIT_FAILED;
-			break;
-		}
-		rp_agent_outcome_free(o);
-		o = rp_agent_outcome_new(r.echo_fd);
-		if (o == NULL) {
-			rp_log_error("run-steps: out of memory");
-			rc = RP_RUN_EXIT_SERVER;
-			break;
-		}
-		if (d == RP_DECIDE_SKIP) {
-			frame(r.echo_fd, "== step %s skipped (already %s)", s->id,
-			      rp_step_state_name(states[i]));
-			continue;
-		}
-		if (d == RP_DECIDE_INTERRUPTED) {
-			json_t *body;
-
-			failed(o, "interrupted");
-			frame(r.echo_fd, "== step %s failed: %s", s->id, o->error);
-			body = rp_agent_result_body(RP_STATE_FAILED, boot, o);
-			rc = RP_RUN_EXIT_FAILED;
-			if (rp_agent_step_report(&r, job, s->id, body, err, sizeof err) < 0) {
-				rp_log_error("run-steps: step %s: %s", s->id, err);
-				rc = RP_RUN_EXIT_SERVER;
-			}
-			json_decref(body);
-			break;
-		}
-
-		frame(r.echo_fd, "== step %s (%s) started", s->id, tn);
-		if (s->type == RP_STEP_REBOOT && boot == NULL) {
-			/* Without it the server cannot tell the reboot happened. */
-			failed(o, "cannot read boot_id");
-		} else {
-			json_t *body = rp_agent_result_body(RP_STATE_RUNNING, boot, NULL);
-			int bad = rp_agent_step_report(&r, job, s->id, body, err, sizeof err);
-
-			json_decref(body);
-			if (bad == -2) {
-				frame(r.echo_fd, "== step %s not started: %s", s->id, err);
-				rc = RP_RUN_EXIT_FAILED;
-				break;
-			}
-			if (bad) {
-				rp_log_error("run-steps: step %s: %s", s->id, err);
-				rc = RP_RUN_EXIT_SERVER;
-				break;
-			}
-			if (s->type == RP_STEP_REBOOT) {
-				if (start_detached(cfg->reboot_command) == 0) {
-					frame(r.echo_fd, "== step %s rebooting (boot_id %s)", s->id,
-					      boot);
-					rc = RP_RUN_EXIT_REBOOTING;
-					break;
-				}
-				failed(o, "cannot start %s: %s", cfg->reboot_command,
-				       strerror(errno));
-			} else {
-				rp_agent_step_run(&r, s, o);
-			}
-		}
-		if (!o->at_line_start)
-			echo(r.echo_fd, "\n", 1);
-		if (o->succeeded && o->exit_code >= 0)
-			frame(r.echo_fd, "== step %s succeeded (exit %d, %lld ms)", s->id,
-			      o->exit_code, (long long)o->duration_ms);
-		else if (o->succeeded)
-			frame(r.echo_fd, "== step %s succeeded (%lld ms)", s->id,
-			      (long long)o->duration_ms);
-		else
-			frame(r.echo_fd, "== step %s failed: %s", s->id, o->error);
-		{
-			json_t *body = rp_agent_result_body(
-			        o->succeeded ? RP_STATE_SUCCEEDED : RP_STATE_FAILED, boot, o);
-			int bad = rp_agent_step_report(&r, job, s->id, body, err, sizeof err);
-
-			json_decref(body);
-			if (bad == -2) {
-				rc = RP_RUN_EXIT_FAILED;
-				break;
-			}
-			if (bad) {
-				rp_log_error("run-steps: step %s: %s", s->id, err);
-				rc = RP_RUN_EXIT_SERVER;
-				break;
-			}
-		}
-		if (!o->succeeded && !s->continue_on_error) {
-			rc = RP_RUN_EXIT_FAILED;
-			break;
-		}
-	}
-out:
-	if (watching) {
-		pthread_mutex_lock(&watch.mu);
-		watch.stop = 1;
-		pthread_cond_signal(&watch.cv);
-		pthread_mutex_unlock(&watch.mu);
-		pthread_join(watcher, NULL);
-	}
-	if (out_flags >= 0)
-		fcntl(STDOUT_FILENO, F_SETFL, out_flags);
-	rp_agent_outcome_free(o);
-	rp_agent_client_free(r.client);
-	json_decref(answer);
-	rp_agent_plan_free(plan);
-	free(text);
-	explicit_bzero(token, sizeof token);
-	if (lfd >= 0)
-		close(lfd);
-	return rc;
 }

@@ -4,7 +4,8 @@
  * main.c: the command table, the command line, the configuration. run.c: the generic command
  * (a row's method, path, options and output spec are the whole command). follow.c: what is
  * more than one request (jobs, batches, events, import). http.c talks to rackpilotd; out.c
- * formats. The CLI shares only include/rackpilot/ with the server.
+ * formats. The CLI shares include/rackpilot/ with the server, and of server/util/ only the
+ * capped buffer (struct rp_buf, util/buf.c: answers and files have hard caps).
  */
 #ifndef RP_CLI_H
 #define RP_CLI_H

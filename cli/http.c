@@ -11,13 +11,12 @@
 #include <rackpilot/version.h>
 
 #include "cli.h"
+#include "util/util.h"
 
 #define PAGES_MAX 10000
 
 struct sink {
-	struct rp_cli_resp *r;
-	size_t cap;
-	int too_large;
+	struct rp_buf body; /* capped at RP_CLI_BODY_MAX */
 	/* Streams: chunks of a 200 answer of the right type go to fn. */
 	CURL *curl;
 	const char *ctype;
@@ -64,30 +63,13 @@ rp_cli_sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* A refused chunk (over the cap, out of memory) ends the transfer. */
 static size_t
 on_body(char *data, size_t size, size_t n, void *arg)
 {
 	struct sink *s = arg;
-	struct rp_cli_resp *r = s->r;
-	size_t len = size * n, cap = s->cap ? s->cap : 4096;
-	char *p;
 
-	if (len > RP_CLI_BODY_MAX - r->len) {
-		s->too_large = 1;
-		return 0;
-	}
-	while (cap < r->len + len + 1)
-		cap *= 2;
-	if (cap != s->cap) {
-		if ((p = realloc(r->body, cap)) == NULL)
-			return 0;
-		r->body = p;
-		s->cap = cap;
-	}
-	memcpy(r->body + r->len, data, len);
-	r->len += len;
-	r->body[r->len] = '\0';
-	return len;
+	return rp_buf_append(&s->body, data, size * n) < 0 ? 0 : size * n;
 }
 
 /*
@@ -213,7 +195,7 @@ perform(struct rp_cli *c, const char *method, const char *path, const char *ctyp
 out:
 	explicit_bzero(hdr, sizeof hdr);
 	curl_slist_free_all(h);
-	if (s->too_large)
+	if (s->body.toobig)
 		fprintf(stderr, "rackpilot: %s %s: answer over %u bytes\n", method, path,
 		        RP_CLI_BODY_MAX);
 	else if (cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH) /* at the handshake: nothing was sent */
@@ -229,22 +211,30 @@ out:
 		                ? "cannot connect to"
 		                : "transfer failed with",
 		        c->url, err[0] ? err : curl_easy_strerror(cc));
-	return s->too_large || (cc != CURLE_OK && !s->fn) ? -1 : 0;
+	return s->body.toobig || (cc != CURLE_OK && !s->fn) ? -1 : 0;
 }
 
 int
 rp_cli_http(struct rp_cli *c, const char *method, const char *path, const char *ctype,
             const char *body, size_t blen, struct rp_cli_resp *r)
 {
-	struct sink s = {.r = r};
+	struct sink s = {0};
+	int rc = -1;
 
 	memset(r, 0, sizeof *r);
+	rp_buf_init(&s.body, RP_CLI_BODY_MAX);
 	if (perform(c, method, path, body ? ctype : NULL, body, blen, NULL, &s, &r->status) < 0 ||
-	    (r->body == NULL && (r->body = calloc(1, 1)) == NULL)) {
-		rp_cli_resp_free(r);
-		return -1;
-	}
-	return 0;
+	    (s.body.data == NULL && (s.body.data = calloc(1, 1)) == NULL))
+		goto out;
+	r->body = s.body.data;
+	r->len = s.body.len;
+	s.body.data = NULL;
+	rc = 0;
+out:
+	rp_buf_free(&s.body);
+	if (rc < 0)
+		memset(r, 0, sizeof *r);
+	return rc;
 }
 
 long

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "cli.h"
+#include "util/util.h"
 
 size_t
 rp_cli_tok(const char *p, struct rp_cli_tok *t)
@@ -44,41 +45,38 @@ char *
 rp_cli_read_file(const char *path, size_t *len)
 {
 	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-	char *buf = NULL, *p;
-	size_t n = 0, cap = 0, got;
+	struct rp_buf b;
+	char chunk[65536], *out = NULL;
+	size_t got;
 
+	rp_buf_init(&b, RP_CLI_BODY_MAX);
 	if (f == NULL) {
 		fprintf(stderr, "rackpilot: %s: %s\n", path, strerror(errno));
 		return NULL;
 	}
-	for (;;) {
-		if (n + 1 >= cap) {
-			cap = cap ? cap * 2 : 65536;
-			if ((p = realloc(buf, cap)) == NULL)
-				goto fail;
-			buf = p;
-		}
-		if ((got = fread(buf + n, 1, cap - 1 - n, f)) == 0)
+	while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
+		if (rp_buf_append(&b, chunk, got) < 0)
 			break;
-		if ((n += got) > RP_CLI_BODY_MAX) {
-			fprintf(stderr, "rackpilot: %s: larger than 64 MiB\n", path);
-			goto fail;
-		}
+	if (b.toobig) {
+		fprintf(stderr, "rackpilot: %s: larger than 64 MiB\n", path);
+		goto out;
+	}
+	if (b.oom || (b.data == NULL && (b.data = calloc(1, 1)) == NULL)) {
+		fprintf(stderr, "rackpilot: %s: out of memory\n", path);
+		goto out;
 	}
 	if (ferror(f)) {
 		fprintf(stderr, "rackpilot: %s: read error\n", path);
-		goto fail;
+		goto out;
 	}
+	*len = b.len;
+	out = b.data;
+	b.data = NULL;
+out:
 	if (f != stdin)
 		fclose(f);
-	buf[n] = '\0';
-	*len = n;
-	return buf;
-fail:
-	if (f != stdin)
-		fclose(f);
-	free(buf);
-	return NULL;
+	rp_buf_free(&b);
+	return out;
 }
 
 /* Choice "A|B" of s: A when first, else B (s itself without '|'). */

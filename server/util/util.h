@@ -122,17 +122,28 @@ int rp_file_write_private(const char *path, const void *data, size_t len, unsign
 
 /* ---- Growable buffer ------------------------------------------------------------------ */
 
-/* A byte buffer; zero-initialise it. On allocation failure `oom` is set and further
- * appends are ignored. data is NUL-terminated whenever len > 0. */
+/* A byte buffer. Zero-initialised it has no cap (text the program makes itself); bytes a
+ * peer sends go into one from rp_buf_init with a hard cap. data is NUL-terminated whenever
+ * len > 0. An append that fails changes nothing and marks the buffer, `oom` when memory ran
+ * out, `toobig` when len would pass max; a marked buffer refuses every later append but keeps
+ * what it held, readable until rp_buf_free. */
 struct rp_buf {
 	char *data;
-	size_t len, cap;
-	int oom;
+	size_t len, cap; /* cap: bytes allocated */
+	size_t max;      /* the most len may reach (the NUL not counted); 0: no cap */
+	int oom, toobig;
 };
 
-void rp_buf_append(struct rp_buf *b, const void *p, size_t n);
-void rp_buf_printf(struct rp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Release the buffer's memory and zero it. */
+/* Start b empty, holding at most max bytes (0: no cap). Allocates nothing; b needs
+ * rp_buf_free only once something was appended, but accepts it at any time. */
+void rp_buf_init(struct rp_buf *b, size_t max);
+/* Append n bytes of p. Returns 0, or -1 when the buffer is or becomes marked (oom, toobig);
+ * exactly max bytes in all still fit. */
+int rp_buf_append(struct rp_buf *b, const void *p, size_t n);
+/* Append formatted text, on the same terms as rp_buf_append (also -1 for a format error,
+ * which does not mark the buffer). */
+int rp_buf_printf(struct rp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Release the buffer's memory and zero it (the cap too). */
 void rp_buf_free(struct rp_buf *b);
 
 /* ---- Memo table ----------------------------------------------------------------------- */

@@ -135,6 +135,51 @@ test_buf(void **state)
 	assert_null(b.data);
 }
 
+/* A capped buffer: exactly max bytes fit, one more is refused and marks it, what it held
+ * stays readable, and every later append is refused too. */
+static void
+test_buf_cap(void **state)
+{
+	struct rp_buf b;
+
+	(void)state;
+	rp_buf_init(&b, 8);
+	assert_int_equal(rp_buf_append(&b, "abcd", 4), 0);
+	assert_int_equal(rp_buf_printf(&b, "%s", "efgh"), 0);
+	assert_int_equal(b.len, 8);
+	assert_false(b.toobig);
+	assert_int_equal(rp_buf_append(&b, "i", 1), -1);
+	assert_true(b.toobig);
+	assert_false(b.oom);
+	assert_int_equal(b.len, 8);
+	assert_string_equal(b.data, "abcdefgh");
+	assert_int_equal(rp_buf_append(&b, "", 0), -1);
+	assert_int_equal(rp_buf_printf(&b, "x"), -1);
+	assert_string_equal(b.data, "abcdefgh");
+	rp_buf_free(&b);
+	assert_null(b.data);
+
+	/* One append past the cap from empty, and one that would wrap size_t. */
+	rp_buf_init(&b, 4);
+	assert_int_equal(rp_buf_append(&b, "abcde", 5), -1);
+	assert_true(b.toobig);
+	assert_int_equal(b.len, 0);
+	rp_buf_free(&b);
+	rp_buf_init(&b, 4);
+	assert_int_equal(rp_buf_append(&b, "ab", 2), 0);
+	assert_int_equal(rp_buf_append(&b, "x", SIZE_MAX), -1);
+	assert_true(b.toobig);
+	assert_string_equal(b.data, "ab");
+	rp_buf_free(&b);
+
+	/* Zero-initialised: no cap. */
+	b = (struct rp_buf){0};
+	assert_int_equal(rp_buf_printf(&b, "%0*d", 100000, 7), 0);
+	assert_int_equal(b.len, 100000);
+	assert_false(b.toobig);
+	rp_buf_free(&b);
+}
+
 /* Fingerprints as `ssh-keygen -lf` printed them for these keys. */
 static void
 test_sshkey(void **state)
@@ -868,6 +913,7 @@ main(void)
 	        cmocka_unit_test(test_time),
 	        cmocka_unit_test(test_b64url_token_sha),
 	        cmocka_unit_test(test_buf),
+	        cmocka_unit_test(test_buf_cap),
 	        cmocka_unit_test(test_sshkey),
 	        cmocka_unit_test_setup_teardown(test_secret_keyfile, setup_secret, teardown_secret),
 	        cmocka_unit_test_setup_teardown(test_secret_seal_open, setup_secret,
