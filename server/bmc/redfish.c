@@ -69,11 +69,7 @@ struct rf {
 
 struct reply {
 	long status;
-	struct rp_buf_lite {
-		char *data;
-		size_t len;
-		int over;
-	} body;
+	struct rp_buf body; /* capped at MAX_BODY */
 	char etag[160];
 	char location[512];
 	char token[512];
@@ -85,7 +81,7 @@ struct reply {
 static void
 reply_free(struct reply *r)
 {
-	free(r->body.data);
+	rp_buf_free(&r->body);
 	json_decref(r->json);
 	memset(r, 0, sizeof *r);
 }
@@ -94,21 +90,9 @@ static size_t
 on_body(char *p, size_t size, size_t n, void *arg)
 {
 	struct reply *r = arg;
-	size_t len = size * n;
-	char *d;
 
-	if (r->body.len + len > MAX_BODY) {
-		r->body.over = 1;
-		return 0;
-	}
-	d = realloc(r->body.data, r->body.len + len + 1);
-	if (d == NULL)
-		return 0;
-	memcpy(d + r->body.len, p, len);
-	r->body.len += len;
-	d[r->body.len] = '\0';
-	r->body.data = d;
-	return len;
+	/* Anything but the full count makes libcurl stop with CURLE_WRITE_ERROR. */
+	return rp_buf_append(&r->body, p, size * n) < 0 ? 0 : size * n;
 }
 
 static void
@@ -439,6 +423,7 @@ exchange_once(struct rf *h, const char *method, const char *path, const char *ct
 	long status = 0;
 
 	memset(r, 0, sizeof *r);
+	rp_buf_init(&r->body, MAX_BODY);
 	/* Every request of the driver comes through here: nothing reaches another host. */
 	if (resolve(h, method, path, url, sizeof url, err) < 0)
 		return -1;
@@ -538,7 +523,7 @@ exchange_once(struct rf *h, const char *method, const char *path, const char *ct
 			        "only for a BMC with a self-signed certificate",
 			        h->base_url, curl_easy_strerror(cc));
 		case CURLE_WRITE_ERROR:
-			if (r->body.over)
+			if (r->body.toobig)
 				return rp_bmc_fail(err, RP_BMC_PROTOCOL,
 				                   "%s %s: answer over %u bytes", method, url,
 				                   MAX_BODY);

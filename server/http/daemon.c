@@ -57,11 +57,10 @@ struct rp_http {
 /* Per-request state, across the access handler's calls. */
 struct request {
 	int64_t t0;
-	size_t route; /* index into rp_api_routes, or count when unmatched */
-	struct rp_buf body;
-	size_t cap;
-	int too_big;
-	int done; /* a response was queued */
+	size_t route;       /* index into rp_api_routes, or count when unmatched */
+	struct rp_buf body; /* capped by the route's body limit (rp_buf_init in begin) */
+	int too_big;        /* an upload passed max_upload */
+	int done;           /* a response was queued */
 	int status;
 	struct rp_api_resp *early; /* an error decided before the body, not yet sent */
 	/* Request headers this server reads, found in one pass (MHD keeps them alive for the
@@ -764,12 +763,12 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 		}
 		return MHD_YES;
 	}
-	r->cap = (rt->flags & RP_ROUTE_INVENTORY)  ? h->o.max_inventory
-	         : (rt->flags & RP_ROUTE_BIG_BODY) ? h->o.max_import_body
-	                                           : h->o.max_body;
-	if (clen > r->cap)
+	rp_buf_init(&r->body, (rt->flags & RP_ROUTE_INVENTORY)  ? h->o.max_inventory
+	                      : (rt->flags & RP_ROUTE_BIG_BODY) ? h->o.max_import_body
+	                                                        : h->o.max_body);
+	if (clen > r->body.max)
 		return refuse(c, r, has_body, RP_ERR_TOO_LARGE,
-		              json_pack("{s:I}", "limit", (json_int_t)r->cap));
+		              json_pack("{s:I}", "limit", (json_int_t)r->body.max));
 	if (has_body && (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
 	                 strcmp(method, "PATCH") == 0)) {
 		media_type(r->h_ctype, mt, sizeof mt);
@@ -801,12 +800,12 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 	enum MHD_Result ret;
 	int i;
 
-	if (r->too_big) {
+	if (r->too_big || r->body.toobig) {
 		json_decref(query);
-		return send_error(
-		        c, r, RP_ERR_TOO_LARGE,
-		        json_pack("{s:I}", "limit", (json_int_t)(r->up ? h->o.max_upload : r->cap)),
-		        NULL);
+		return send_error(c, r, RP_ERR_TOO_LARGE,
+		                  json_pack("{s:I}", "limit",
+		                            (json_int_t)(r->up ? h->o.max_upload : r->body.max)),
+		                  NULL);
 	}
 	if (r->up) {
 		if (r->up->failed || fsync(r->up->fd) < 0) {
@@ -960,10 +959,8 @@ dispatch(void *cls, struct MHD_Connection *c, const char *url, const char *metho
 		return MHD_YES;
 	}
 	if (*upload_size > 0) {
-		if (r->body.len + *upload_size > r->cap)
-			r->too_big = 1;
-		else
-			rp_buf_append(&r->body, upload, *upload_size);
+		/* Past the cap the buffer marks itself and drops the rest; finish says 413. */
+		rp_buf_append(&r->body, upload, *upload_size);
 		*upload_size = 0;
 		return MHD_YES;
 	}

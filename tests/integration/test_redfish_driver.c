@@ -282,20 +282,14 @@ test_dmtf_trees(void **state)
 
 /* An HTTP server that is no BMC (a plain python http.server): the driver says so, with the
  * status it got, and calls it unsupported (404), not a protocol error with "HTTP 0". */
-static void
-test_not_a_bmc(void **state)
+/* A plain web server (python3's http.server) serving dir on 127.0.0.1:port, up when this
+ * returns. */
+static pid_t
+static_server(const char *dir, int port)
 {
-	char dir[] = "/tmp/rp-notbmc-XXXXXX";
-	struct rp_bmc_target t;
-	struct rp_bmc_err err = {0};
-	struct rp_bmc *b;
-	enum rp_power p;
-	json_t *j;
 	pid_t pid;
-	int port = 24000 + getpid() % 1000, i, rc = -1;
+	int i;
 
-	(void)state;
-	assert_non_null(mkdtemp(dir));
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -310,21 +304,72 @@ test_not_a_bmc(void **state)
 	}
 	for (i = 0; i < 100 && sh_rc("curl -s -o /dev/null http://127.0.0.1:%d/", port); i++)
 		usleep(100000);
+	return pid;
+}
+
+/* A power read from the Redfish driver against whatever static_server serves from dir. */
+static int
+power_from(const char *dir, int port, struct rp_bmc_err *err)
+{
+	struct rp_bmc_target t;
+	struct rp_bmc *b;
+	enum rp_power p;
+	json_t *j;
+	pid_t pid;
+	int rc = -1;
+
+	pid = static_server(dir, port);
 	j = json_pack("{s:s, s:s, s:i, s:s, s:s, s:{s:s}}", "driver", "redfish", "address",
 	              "127.0.0.1", "port", port, "username", "admin", "password", "secret",
 	              "options", "scheme", "http");
-	assert_int_equal(rp_bmc_target_from_json(j, "n", &t, &err), 0);
+	assert_int_equal(rp_bmc_target_from_json(j, "n", &t, err), 0);
 	json_decref(j);
-	b = rp_bmc_open(&t, &err);
+	b = rp_bmc_open(&t, err);
 	if (b != NULL)
-		rc = rp_bmc_power_get(b, &p, &err);
+		rc = rp_bmc_power_get(b, &p, err);
 	rp_bmc_close(b);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
+	return rc;
+}
+
+static void
+test_not_a_bmc(void **state)
+{
+	char dir[] = "/tmp/rp-notbmc-XXXXXX";
+	struct rp_bmc_err err = {0};
+	int rc;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	rc = power_from(dir, 24000 + getpid() % 1000, &err);
 	rmdir(dir);
 	assert_int_equal(rc, -1);
 	assert_int_equal(err.kind, RP_BMC_UNSUPPORTED);
 	if (strstr(err.msg, "no Redfish service root (HTTP 404)") == NULL)
+		fail_msg("%s", err.msg);
+}
+
+/* A peer that answers without end (or with 9 MiB for a service root) is cut off at the cap,
+ * said as such, not read into memory. */
+static void
+test_huge_answer(void **state)
+{
+	char dir[] = "/tmp/rp-hugebmc-XXXXXX";
+	struct rp_bmc_err err = {0};
+	int rc;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(sh_rc("mkdir -p %s/redfish/v1 && head -c 9437184 /dev/zero | tr '\\0' ' ' "
+	                       "> %s/redfish/v1/index.html",
+	                       dir, dir),
+	                 0);
+	rc = power_from(dir, 25000 + getpid() % 1000, &err);
+	assert_int_equal(sh_rc("rm -rf %s", dir), 0);
+	assert_int_equal(rc, -1);
+	assert_int_equal(err.kind, RP_BMC_PROTOCOL);
+	if (strstr(err.msg, "answer over 8388608 bytes") == NULL)
 		fail_msg("%s", err.msg);
 }
 
@@ -826,6 +871,7 @@ main(void)
 	        cmocka_unit_test(test_firmware),
 	        cmocka_unit_test(test_dmtf_trees),
 	        cmocka_unit_test(test_not_a_bmc),
+	        cmocka_unit_test(test_huge_answer),
 	        cmocka_unit_test(test_url_resolve),
 	        cmocka_unit_test(test_foreign_links),
 	        cmocka_unit_test(test_foreign_tasks),
