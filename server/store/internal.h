@@ -148,12 +148,33 @@ enum rp_err store_node_ref(struct conn *c, const char *key, struct node_ref *out
 /* The same by row id. */
 enum rp_err store_node_by_id(struct conn *c, int64_t id, struct node_ref *out);
 
-/* Jobs (jobs.c): why a node cannot take a BMC job now (RP_ERR_OK when it can); insert a
- * queued job (and, for a plan, its step rows) for node n; a job's wire object by row id. */
+/* The select list of a job's wire object (jobs j LEFT JOIN batches b), for a WHERE to follow. */
+#define STORE_JOB_COLS                                                                             \
+	"SELECT j.id AS _id, j.uuid AS id, j.type, j.node_name AS node, b.uuid AS batch, "         \
+	"j.params AS \"params:json\", j.state, j.attempts, j.max_attempts, "                       \
+	"j.cancel_requested AS \"cancel_requested:bool\", j.result AS \"result:json\", "           \
+	"j.error_code AS \"error.code\", j.error AS \"error.message\", j.created_by, "             \
+	"j.created_at AS \"created_at:time\", j.started_at AS \"started_at:time\", "               \
+	"j.finished_at AS \"finished_at:time\", j.not_before AS \"not_before:time\", "             \
+	"j.updated_at AS \"updated_at:time\", j.phase FROM jobs j LEFT JOIN batches b ON "         \
+	"b.id = j.batch_id "
+
+/* Job rows (jobrow.c): why a node cannot take a BMC job now (RP_ERR_OK when it can); insert a
+ * queued job (and, for a plan, its step rows) for node n, once the node is ready for the
+ * job's lane; a job's wire object by row id. */
 enum rp_err store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t len);
 enum rp_err store_job_add(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *job,
                           const char *actor, int64_t *id);
 enum rp_err store_job_load(struct conn *c, int64_t id, json_t **out);
+/* Whether node_id can take job now: an SSH-lane job (jobtypes.h) needs SSH, every other a
+ * BMC; RP_ERR_OK, or the error with why filled. */
+enum rp_err store_job_ready(struct conn *c, int64_t node_id, json_t *job, char *why, size_t len);
+
+/* Everything else that ends with job_id (jobs.c's hook table: its step rows, its node's
+ * provisioning), inside the caller's transaction, once the job's row holds its final state
+ * (succeeded, failed, cancelled; error: the job's error text or NULL). RP_ERR_OK or the
+ * first hook's error. */
+enum rp_err store_job_ended(struct conn *c, int64_t job_id, const char *state, const char *error);
 
 /* The SSH lane's job type names (rackpilot/jobtypes.h) as an SQL list for `type IN ...`:
  * "('', 'steps', 'commission', ...)" ('' names no type and keeps the list well-formed). A

@@ -5,32 +5,6 @@
 #include "../util/util.h"
 #include "internal.h"
 
-#define JOB_COLS                                                                                   \
-	"SELECT j.id AS _id, j.uuid AS id, j.type, j.node_name AS node, b.uuid AS batch, "         \
-	"j.params AS \"params:json\", j.state, j.attempts, j.max_attempts, "                       \
-	"j.cancel_requested AS \"cancel_requested:bool\", j.result AS \"result:json\", "           \
-	"j.error_code AS \"error.code\", j.error AS \"error.message\", j.created_by, "             \
-	"j.created_at AS \"created_at:time\", j.started_at AS \"started_at:time\", "               \
-	"j.finished_at AS \"finished_at:time\", j.not_before AS \"not_before:time\", "             \
-	"j.updated_at AS \"updated_at:time\", j.phase FROM jobs j LEFT JOIN batches b ON "         \
-	"b.id = j.batch_id "
-
-enum rp_err
-store_job_load(struct conn *c, int64_t id, json_t **out)
-{
-	enum rp_err e;
-	struct stmt *s = STMT(c, JOB_COLS "WHERE j.id = ?");
-
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_int(s, 1, id);
-	if ((e = store_one(c, s, "job load")) != RP_ERR_OK)
-		return e;
-	*out = store_row(c, s);
-	sql_reset(s);
-	return RP_ERR_OK;
-}
-
 static enum rp_err
 job_id(struct conn *c, const char *uuid, int64_t *id)
 {
@@ -50,116 +24,31 @@ job_id(struct conn *c, const char *uuid, int64_t *id)
 	return RP_ERR_OK;
 }
 
-/* Why a node cannot take a BMC job now, or RP_ERR_OK. */
-enum rp_err
-store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t len)
+/* What else ends with a job, in the job's own transaction, in this order: its open step rows
+ * close with its state (steps.c), and a provisioning job moves its node to the state the
+ * provisioning asked for (provision.c). A new consequence of a job's end is a row here, not
+ * one more call at each place a job ends. */
+static enum rp_err
+steps_end(struct conn *c, int64_t job_id, const char *state, const char *error)
 {
-	struct stmt *s =
-	        STMT(c, "SELECT n.maintenance, n.maintenance_reason, b.driver, b.address, "
-	                "b.username, b.password_sealed IS NOT NULL FROM nodes n LEFT JOIN bmcs b "
-	                "ON b.node_id = n.id WHERE n.id = ?");
+	(void)error;
+	return store_steps_close(c, job_id, state);
+}
+
+static enum rp_err (*const job_end_hooks[])(struct conn *c, int64_t job_id, const char *state,
+                                            const char *error) = {
+        steps_end,
+        store_provision_settle,
+};
+
+enum rp_err
+store_job_ended(struct conn *c, int64_t job_id, const char *state, const char *error)
+{
 	enum rp_err e = RP_ERR_OK;
-	int rc;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_int(s, 1, node_id);
-	rc = sql_step(s);
-	if (rc != SQL_ROW) {
-		sql_reset(s);
-		return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node ready");
-	}
-	if (sql_int(s, 0)) {
-		snprintf(why, len, "node is in maintenance%s%s",
-		         sql_type(s, 1) == SQL_NULL ? "" : ": ",
-		         sql_type(s, 1) == SQL_NULL ? "" : sql_text(s, 1));
-		e = RP_ERR_INVALID_STATE;
-	} else if (sql_type(s, 2) == SQL_NULL) {
-		snprintf(why, len, "node has no BMC");
-		e = RP_ERR_CONFLICT;
-	} else if (strcmp(sql_text(s, 2), "fake") != 0) {
-		if (sql_type(s, 3) == SQL_NULL) {
-			snprintf(why, len, "node's BMC has no address");
-			e = RP_ERR_CONFLICT;
-		} else if (sql_type(s, 4) == SQL_NULL || !sql_int(s, 5)) {
-			snprintf(why, len,
-			         "node's BMC has no credentials (set bmc.username and "
-			         "bmc.password)");
-			e = RP_ERR_CONFLICT;
-		}
-	}
-	sql_reset(s);
+	for (size_t i = 0; i < sizeof job_end_hooks / sizeof *job_end_hooks && e == RP_ERR_OK; i++)
+		e = job_end_hooks[i](c, job_id, state, error);
 	return e;
-}
-
-/* Insert one queued job for node n inside the caller's transaction. */
-static enum rp_err
-job_insert(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *job,
-           const char *actor, int64_t *id)
-{
-	enum rp_err e;
-	struct stmt *s;
-	char uuid[RP_UUID_BUF], *params = store_canon(json_object_get(job, "params"));
-	int64_t now = rp_time_now_ms();
-	json_t *ma = json_object_get(job, "max_attempts"), *mut = json_object_get(job, "mutating");
-	const struct rp_job_type_entry *t =
-	        rp_job_type_get(rp_job_type_find(json_string_value(json_object_get(job, "type"))));
-
-	if (params == NULL || rp_uuid_new(uuid) < 0) {
-		free(params);
-		return RP_ERR_INTERNAL;
-	}
-	s = STMT(c, "INSERT INTO jobs(uuid, type, node_id, node_name, batch_id, params, mutating, "
-	            "max_attempts, not_before, created_by, created_at, updated_at) "
-	            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
-	if (s == NULL) {
-		free(params);
-		return RP_ERR_INTERNAL;
-	}
-	sql_bind_text(s, 1, uuid);
-	store_bind_str(s, 2, job, "type");
-	sql_bind_int(s, 3, n->id);
-	sql_bind_text(s, 4, n->name);
-	if (batch_id)
-		sql_bind_int(s, 5, batch_id);
-	sql_bind_text_own(s, 6, params);
-	/* Unsaid, a job is as mutating as its type (jobtypes.h). */
-	sql_bind_int(s, 7, json_is_boolean(mut) ? json_is_true(mut) : t && t->mutating);
-	sql_bind_int(s, 8, json_is_integer(ma) ? json_integer_value(ma) : 4);
-	sql_bind_int(s, 9, now);
-	sql_bind_text(s, 10, actor);
-	sql_bind_int(s, 11, now);
-	sql_bind_int(s, 12, now);
-	if ((e = store_exec(c, s, "job insert")) != RP_ERR_OK)
-		return e;
-	*id = sql_last_id(c);
-	return RP_ERR_OK;
-}
-
-/* Whether node_id can take job now: an SSH-lane job (jobtypes.h) needs SSH, everything else
- * a BMC. */
-static enum rp_err
-job_ready(struct conn *c, int64_t node_id, json_t *job, char *why, size_t len)
-{
-	const struct rp_job_type_entry *t =
-	        rp_job_type_get(rp_job_type_find(json_string_value(json_object_get(job, "type"))));
-
-	if (t && t->lane == RP_JOB_LANE_SSH)
-		return store_ssh_ready(c, node_id, why, len);
-	return store_bmc_ready(c, node_id, why, len);
-}
-
-/* Insert the job and, for a plan, its step rows. */
-enum rp_err
-store_job_add(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *job,
-              const char *actor, int64_t *id)
-{
-	json_t *plan = json_object_get(json_object_get(job, "params"), "plan");
-	enum rp_err e;
-
-	if ((e = job_insert(c, n, batch_id, job, actor, id)) != RP_ERR_OK)
-		return e;
-	return plan ? store_steps_insert(c, *id, plan) : RP_ERR_OK;
 }
 
 enum rp_err
@@ -179,7 +68,7 @@ rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const cha
 		return e;
 	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
 		goto out;
-	if ((e = job_ready(c, n.id, job, why, sizeof why)) != RP_ERR_OK) {
+	if ((e = store_job_ready(c, n.id, job, why, sizeof why)) != RP_ERR_OK) {
 		if (e != RP_ERR_INTERNAL)
 			*detail = store_why(NULL, "%s", why);
 		goto out;
@@ -365,7 +254,7 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 	{
 		if ((e = store_node_by_id(c, json_integer_value(v), &n)) != RP_ERR_OK)
 			goto out;
-		e = job_ready(c, n.id, job, why, sizeof why);
+		e = store_job_ready(c, n.id, job, why, sizeof why);
 		if (e == RP_ERR_INVALID_STATE || e == RP_ERR_CONFLICT) {
 			json_array_append_new(
 			        skipped, json_pack("{s:s, s:s}", "node", n.name, "reason", why));
@@ -498,9 +387,10 @@ rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_p
 		if (rc != SQL_ROW)
 			return rc == SQL_DONE ? RP_ERR_BAD_QUERY : store_sqlerr(c, rc, "batch id");
 	}
-	s = STMT(c, JOB_COLS "WHERE j.id < ?1 AND (?2 = 0 OR j.node_id = ?2) AND (?3 = 0 OR "
-	                     "j.batch_id = ?3) AND (?4 IS NULL OR j.state = ?4) AND (?5 IS NULL OR "
-	                     "j.type = ?5) ORDER BY j.id DESC LIMIT ?6");
+	s = STMT(c, STORE_JOB_COLS
+	         "WHERE j.id < ?1 AND (?2 = 0 OR j.node_id = ?2) AND (?3 = 0 OR "
+	         "j.batch_id = ?3) AND (?4 IS NULL OR j.state = ?4) AND (?5 IS NULL OR "
+	         "j.type = ?5) ORDER BY j.id DESC LIMIT ?6");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
@@ -616,9 +506,7 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 	sql_bind_int(s, 2, now);
 	if ((e = store_exec(c, s, "job cancel")) != RP_ERR_OK)
 		goto out;
-	if (!was_running &&
-	    ((e = store_steps_close(c, id, "cancelled")) != RP_ERR_OK ||
-	     (e = store_provision_settle(c, id, "cancelled", "cancelled")) != RP_ERR_OK))
+	if (!was_running && (e = store_job_ended(c, id, "cancelled", "cancelled")) != RP_ERR_OK)
 		goto out;
 	snprintf(summary, sizeof summary, "%s job for %s %s",
 	         json_string_value(json_object_get(obj, "type")),
@@ -920,33 +808,6 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 	return RP_ERR_OK;
 }
 
-enum rp_err
-rp_store_job_mark_sent(struct rp_store *st, int64_t id)
-{
-	struct conn *c = store_conn(st);
-	struct stmt *s;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	s = STMT(c, "UPDATE jobs SET sent_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = "
-	            "'running'");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
-	sql_bind_int(s, 1, id);
-	sql_bind_int(s, 2, rp_time_now_ms());
-	if ((e = store_exec(c, s, "mark sent")) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	store_rollback(c);
-	return e;
-}
-
 /* A power state seen at the node's BMC: store it, with an event when it changed. */
 static enum rp_err
 power_seen(struct conn *c, const struct node_ref *n, const char *power, int64_t now, int *changed)
@@ -1191,8 +1052,7 @@ rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o, int fa
 			goto out;
 		if (retry)
 			continue;
-		if ((e = store_steps_close(c, id, state)) != RP_ERR_OK ||
-		    (e = store_provision_settle(c, id, state, error)) != RP_ERR_OK)
+		if ((e = store_job_ended(c, id, state, error)) != RP_ERR_OK)
 			goto out;
 		if ((e = store_job_load(c, id, &job)) != RP_ERR_OK)
 			goto out;

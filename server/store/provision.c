@@ -319,30 +319,3 @@ out:
 	json_decref(params);
 	return e;
 }
-
-enum rp_err
-rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *phase)
-{
-	struct conn *c = store_conn(st);
-	struct stmt *s;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	s = STMT(c, "UPDATE jobs SET phase = ?2, phase_at = ?3, updated_at = ?3 WHERE id = ?1");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
-	sql_bind_int(s, 1, job_id);
-	sql_bind_text(s, 2, phase);
-	sql_bind_int(s, 3, rp_time_now_ms());
-	if ((e = store_exec(c, s, "job phase")) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	store_rollback(c);
-	return e;
-}

@@ -18,16 +18,6 @@ col_text(struct stmt *s, int i)
 	return sql_type(s, i) == SQL_NULL ? NULL : sql_text(s, i);
 }
 
-/* Run a statement that returns no rows. */
-static enum rp_err
-exec_stmt(struct conn *c, struct stmt *s, const char *what)
-{
-	int rc = sql_step(s);
-
-	sql_reset(s);
-	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, what);
-}
-
 /* What the engine needs of a rollout row. */
 struct ro {
 	int64_t id, start_at, max_failures, created_at;
@@ -81,7 +71,7 @@ ro_set_state(struct conn *c, struct ro *r, const char *state, const char *reason
 	sql_bind_text(s, 3, reason);
 	sql_bind_int(s, 4, now);
 	snprintf(r->state, sizeof r->state, "%s", state);
-	return exec_stmt(c, s, "rollout state");
+	return store_exec(c, s, "rollout state");
 }
 
 /* An event about rollout r (and, when n is given, one of its nodes). */
@@ -150,7 +140,7 @@ node_insert(struct conn *c, int64_t rollout, const struct cand *cd, int wave, co
 		sql_bind_int(s, 5, wave);
 	sql_bind_text(s, 6, state);
 	sql_bind_text(s, 7, reason);
-	return exec_stmt(c, s, "rollout node");
+	return store_exec(c, s, "rollout node");
 }
 
 /* rp_store_rollout_create's transaction (store_txn): the view of the new rollout into obj. */
@@ -309,7 +299,7 @@ create_txn(struct conn *c, void *arg)
 	sql_bind_text(s, 9, actor);
 	sql_bind_int(s, 10, now);
 	sql_bind_int(s, 11, now);
-	if ((e = exec_stmt(c, s, "rollout insert")) != RP_ERR_OK)
+	if ((e = store_exec(c, s, "rollout insert")) != RP_ERR_OK)
 		goto out;
 	id = sql_last_id(c);
 	if (start_at <= now) {
@@ -320,7 +310,7 @@ create_txn(struct conn *c, void *arg)
 		}
 		sql_bind_int(s, 1, id);
 		sql_bind_int(s, 2, now);
-		if ((e = exec_stmt(c, s, "rollout started")) != RP_ERR_OK)
+		if ((e = store_exec(c, s, "rollout started")) != RP_ERR_OK)
 			goto out;
 	}
 	for (w = 0; w < nwaves; w++) {
@@ -332,7 +322,7 @@ create_txn(struct conn *c, void *arg)
 		sql_bind_int(s, 1, id);
 		sql_bind_int(s, 2, w);
 		sql_bind_int(s, 3, w == 0 && spec.canary > 0);
-		if ((e = exec_stmt(c, s, "rollout wave")) != RP_ERR_OK)
+		if ((e = store_exec(c, s, "rollout wave")) != RP_ERR_OK)
 			goto out;
 	}
 	for (i = 0; i < nc; i++)
@@ -452,8 +442,9 @@ do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, in
 			goto out;
 		sql_bind_int(s, 1, json_integer_value(v));
 		sql_bind_int(s, 2, now);
-		if ((e = exec_stmt(c, s, "rollout cancel job")) != RP_ERR_OK ||
-		    (e = store_steps_close(c, json_integer_value(v), "cancelled")) != RP_ERR_OK)
+		if ((e = store_exec(c, s, "rollout cancel job")) != RP_ERR_OK ||
+		    (e = store_job_ended(c, json_integer_value(v), "cancelled",
+		                         "rollout aborted")) != RP_ERR_OK)
 			goto out;
 	}
 	s = STMT(c, "UPDATE rollout_nodes SET state = 'skipped', phase = NULL, reason = 'rollout "
@@ -464,7 +455,7 @@ do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, in
 		goto out;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, now);
-	if ((e = exec_stmt(c, s, "rollout abort nodes")) != RP_ERR_OK)
+	if ((e = store_exec(c, s, "rollout abort nodes")) != RP_ERR_OK)
 		goto out;
 	s = STMT(c,
 	         "UPDATE rollout_nodes SET state = 'succeeded', phase = NULL, reason = 'updated; "
@@ -474,7 +465,7 @@ do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, in
 		goto out;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, now);
-	if ((e = exec_stmt(c, s, "rollout abort gate")) != RP_ERR_OK)
+	if ((e = store_exec(c, s, "rollout abort gate")) != RP_ERR_OK)
 		goto out;
 	if ((e = ro_set_state(c, r, "aborted", reason, now)) != RP_ERR_OK)
 		goto out;
@@ -505,7 +496,7 @@ do_resume(struct conn *c, struct ro *r, json_t *opts, const char *actor, int64_t
 			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, r->id);
 		sql_bind_int(s, 2, r->max_failures);
-		if ((e = exec_stmt(c, s, "rollout max_failures")) != RP_ERR_OK)
+		if ((e = store_exec(c, s, "rollout max_failures")) != RP_ERR_OK)
 			return e;
 	}
 	if (retry) {
@@ -516,7 +507,7 @@ do_resume(struct conn *c, struct ro *r, json_t *opts, const char *actor, int64_t
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, r->id);
-		if ((e = exec_stmt(c, s, "rollout reopen waves")) != RP_ERR_OK)
+		if ((e = store_exec(c, s, "rollout reopen waves")) != RP_ERR_OK)
 			return e;
 		s = STMT(c,
 		         "UPDATE rollout_nodes SET state = 'pending', phase = NULL, reason = NULL, "
@@ -526,7 +517,7 @@ do_resume(struct conn *c, struct ro *r, json_t *opts, const char *actor, int64_t
 		if (s == NULL)
 			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, r->id);
-		if ((e = exec_stmt(c, s, "rollout retry nodes")) != RP_ERR_OK)
+		if ((e = store_exec(c, s, "rollout retry nodes")) != RP_ERR_OK)
 			return e;
 		retried = sql_changes(c);
 	}
@@ -676,7 +667,7 @@ node_settle(struct conn *c, struct ro *r, int64_t node_id, const char *state, co
 	sql_bind_text(s, 3, state);
 	sql_bind_text(s, 4, reason);
 	sql_bind_int(s, 5, now);
-	if ((e = exec_stmt(c, s, "rollout node settle")) != RP_ERR_OK)
+	if ((e = store_exec(c, s, "rollout node settle")) != RP_ERR_OK)
 		return e;
 	if (strcmp(state, "failed") != 0)
 		return RP_ERR_OK;
@@ -686,7 +677,7 @@ node_settle(struct conn *c, struct ro *r, int64_t node_id, const char *state, co
 		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, now);
-	if ((e = exec_stmt(c, s, "rollout failures")) != RP_ERR_OK)
+	if ((e = store_exec(c, s, "rollout failures")) != RP_ERR_OK)
 		return e;
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
 		return e;
@@ -742,7 +733,7 @@ sync_jobs(struct conn *c, struct ro *r, int64_t now, int *changed)
 		sql_bind_int(s, 2, node);
 		store_bind_str(s, 3, v, "result");
 		sql_bind_int(s, 4, json_integer_value(json_object_get(v, "at")));
-		if ((e = exec_stmt(c, s, "rollout job done")) != RP_ERR_OK)
+		if ((e = store_exec(c, s, "rollout job done")) != RP_ERR_OK)
 			goto out;
 		*changed = 1;
 		if (!strcmp(js, "succeeded")) {
@@ -817,7 +808,7 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 			sql_bind_int(s, 2, n.id);
 			sql_bind_text(s, 3, why);
 			sql_bind_int(s, 4, now);
-			if ((e = exec_stmt(c, s, "rollout skip")) != RP_ERR_OK)
+			if ((e = store_exec(c, s, "rollout skip")) != RP_ERR_OK)
 				goto out;
 			skipped++;
 			continue;
@@ -839,7 +830,7 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 		sql_bind_int(s, 2, n.id);
 		sql_bind_int(s, 3, job_id);
 		sql_bind_int(s, 4, now);
-		if ((e = exec_stmt(c, s, "rollout node start")) != RP_ERR_OK)
+		if ((e = store_exec(c, s, "rollout node start")) != RP_ERR_OK)
 			goto out;
 		started++;
 	}
@@ -853,7 +844,7 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, w);
 	sql_bind_int(s, 3, now);
-	if ((e = exec_stmt(c, s, "rollout wave start")) != RP_ERR_OK)
+	if ((e = store_exec(c, s, "rollout wave start")) != RP_ERR_OK)
 		goto out;
 	e = ro_event(c, "rackpilotd", r, "rollout.wave_started", NULL, NULL,
 	             "wave %lld started: %lld %s job(s) queued, %lld node(s) skipped", (long long)w,
@@ -981,7 +972,7 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, node_id);
 	sql_bind_int(s, 3, gate_job);
-	if ((e = exec_stmt(c, s, "gate job")) != RP_ERR_OK)
+	if ((e = store_exec(c, s, "gate job")) != RP_ERR_OK)
 		return e;
 	*changed = 1;
 	snprintf(why, len, "health check recipe queued");
@@ -1069,7 +1060,7 @@ wave_set(struct conn *c, struct ro *r, int64_t w, const char *state, int64_t now
 	sql_bind_int(s, 2, w);
 	sql_bind_text(s, 3, state);
 	sql_bind_int(s, 4, now);
-	return exec_stmt(c, s, "rollout wave state");
+	return store_exec(c, s, "rollout wave state");
 }
 
 /* A count(*) over rollout r's nodes, in wave w unless w < 0 (state and phase as in sql). */
