@@ -16,7 +16,7 @@
 #include "run.h"       /* rp_agent_proc_run(): the one process runner */
 #include "rackpilot/agent.h"
 #include "rackpilot/tls.h"
-#include "util/util.h"
+#include "rackpilot/common.h"
 
 /* ---- Configuration (config.c) --------------------------------------------------------- */
 
@@ -161,10 +161,6 @@ int rp_agent_sleep_ms(int64_t ms);
 int rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd,
                       unsigned timeout_s, char hex[RP_SHA256_HEX], uint64_t *bytes, char *err,
                       size_t errlen);
-
-/* SHA-256 of everything readable from fd (from its current offset). 0 with hex set, or -1
- * with errno. */
-int rp_agent_sha256_fd(int fd, char hex[RP_SHA256_HEX]);
 
 /* 1 when s is 64 hex digits. */
 int rp_agent_sha256_valid(const char *s);

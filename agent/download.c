@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
 
 #include "agent.h"
 
@@ -14,25 +13,10 @@
 
 struct sink {
 	int fd;
-	EVP_MD_CTX *md;
+	struct rp_sha256 *md;
 	uint64_t bytes;
 	int write_errno;
 };
-
-static void
-hex_digest(EVP_MD_CTX *md, char hex[RP_SHA256_HEX])
-{
-	static const char digits[] = "0123456789abcdef";
-	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned dl = 0, i;
-
-	EVP_DigestFinal_ex(md, d, &dl);
-	for (i = 0; i < dl && i < 32; i++) {
-		hex[2 * i] = digits[d[i] >> 4];
-		hex[2 * i + 1] = digits[d[i] & 15];
-	}
-	hex[64] = '\0';
-}
 
 static int
 write_all(int fd, const char *p, size_t n)
@@ -61,7 +45,7 @@ on_data(char *p, size_t size, size_t n, void *arg)
 		s->write_errno = errno;
 		return 0;
 	}
-	EVP_DigestUpdate(s->md, p, n);
+	rp_sha256_update(s->md, p, n);
 	s->bytes += n;
 	return n;
 }
@@ -105,9 +89,9 @@ rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd, un
 	CURLcode cc;
 	int rc = -1;
 
-	s.md = EVP_MD_CTX_new();
+	s.md = rp_sha256_new();
 	curl = curl_easy_init();
-	if (s.md == NULL || curl == NULL || EVP_DigestInit_ex(s.md, EVP_sha256(), NULL) != 1) {
+	if (s.md == NULL || curl == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -163,39 +147,12 @@ rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd, un
 			         cerr[0] ? cerr : curl_easy_strerror(cc));
 		goto out;
 	}
-	hex_digest(s.md, hex);
+	rp_sha256_final(s.md, hex);
 	rc = 0;
 out:
 	*bytes = s.bytes;
 	curl_easy_cleanup(curl);
-	EVP_MD_CTX_free(s.md);
-	return rc;
-}
-
-int
-rp_agent_sha256_fd(int fd, char hex[RP_SHA256_HEX])
-{
-	char buf[64 * 1024];
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	ssize_t r;
-	int rc = -1;
-
-	if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-		errno = ENOMEM;
-		goto out;
-	}
-	while ((r = read(fd, buf, sizeof buf)) != 0) {
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			goto out;
-		}
-		EVP_DigestUpdate(md, buf, (size_t)r);
-	}
-	hex_digest(md, hex);
-	rc = 0;
-out:
-	EVP_MD_CTX_free(md);
+	rp_sha256_free(s.md);
 	return rc;
 }
 

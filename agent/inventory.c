@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "rackpilot/version.h"
-#include "util/util.h"
+#include "rackpilot/common.h"
 #include "inventory.h"
 #include "run.h"
 

@@ -464,7 +464,7 @@ fetch_image(const struct rp_agent_runner *r, const char *url, const char *sha256
 	/* Verified when stored, but a disk can rot; hashing is cheap next to flashing. */
 	fd = open(final, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
-		int ok = rp_agent_sha256_fd(fd, hex) == 0 && strcmp(hex, want) == 0;
+		int ok = rp_fd_sha256(fd, hex, NULL) == 0 && strcmp(hex, want) == 0;
 
 		close(fd);
 		fd = -1;

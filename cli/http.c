@@ -11,7 +11,7 @@
 #include <rackpilot/version.h>
 
 #include "cli.h"
-#include "util/util.h"
+#include "rackpilot/common.h"
 
 #define PAGES_MAX 10000
 

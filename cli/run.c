@@ -6,7 +6,7 @@
 #include <strings.h>
 
 #include "cli.h"
-#include "util/util.h"
+#include "rackpilot/common.h"
 
 size_t
 rp_cli_tok(const char *p, struct rp_cli_tok *t)

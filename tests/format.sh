@@ -9,7 +9,7 @@ if ! command -v clang-format > /dev/null 2>&1; then
 	exit 77
 fi
 cd "$src" || exit 1
-files=$(find server agent cli include tests bench -name '*.[ch]' -not -path 'tests/fuzz/corpus/*' -not -path 'bench/out/*' | sort)
+files=$(find server agent cli common include tests bench -name '*.[ch]' -not -path 'tests/fuzz/corpus/*' -not -path 'bench/out/*' | sort)
 out=$(clang-format --dry-run --Werror $files 2>&1)
 if [ -n "$out" ]; then
 	printf '%s\n' "$out" | grep -E '^[^ ].*: (error|warning):' | cut -d: -f1 | sort -u |

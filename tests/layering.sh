@@ -53,6 +53,19 @@ if grep -E '^#include' "$src/include/rackpilot/jobtypes.h" | grep -vE '<string.h
 	echo "layering: include/rackpilot/jobtypes.h includes more than <string.h> (it is pure data)" >&2
 	fail=1
 fi
+# What all three programs share is common/ (declared in include/rackpilot/common.h): it
+# includes no program's code, and the agent and the CLI include nothing of server/ (their
+# build gives them only include/ as a root; this catches a relative path around that).
+if grep -rhE '^#include *"' "$src/common" "$src/include/rackpilot/common.h" | grep -vE '"rackpilot/[a-z]+\.h"' >/dev/null; then
+	echo "layering: common/ includes something beyond rackpilot/*.h:" $(grep -rnE '^#include *"' "$src/common" "$src/include/rackpilot/common.h" | grep -vE '"rackpilot/[a-z]+\.h"') >&2
+	fail=1
+fi
+for d in agent cli; do
+	if grep -rlE '#include *"(\.\./)*(server|util|store|api|http|jobs|bmc|ssh|boot|rollout|accept)/' "$src/$d" >/dev/null; then
+		echo "layering: $d/ includes server code:" $(grep -rlE '#include *"(\.\./)*(server|util|store|api|http|jobs|bmc|ssh|boot|rollout|accept)/' "$src/$d") >&2
+		fail=1
+	fi
+done
 # One owner per library: TLS (GnuTLS) is http/'s, libsodium util/'s (secret.c).
 if grep -rlE '#include *<gnutls/' "$src/server" | grep -v '/server/http/' >/dev/null; then
 	echo "layering: GnuTLS included outside http/:" $(grep -rlE '#include *<gnutls/' "$src/server" | grep -v '/server/http/') >&2

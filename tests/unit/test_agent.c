@@ -509,7 +509,7 @@ test_download_pinned(void **state)
 	assert_int_equal(rp_agent_read_line(tmpdir, "/fp", fp, sizeof fp), 0);
 	fd = open(tpath("www/img"), O_RDONLY);
 	assert_true(fd >= 0);
-	assert_int_equal(rp_agent_sha256_fd(fd, want), 0);
+	assert_int_equal(rp_fd_sha256(fd, want, NULL), 0);
 	close(fd);
 	port = s_server_start();
 	assert_int_not_equal(port, 0);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "rackpilot/common.h"
 
 void
 rp_buf_init(struct rp_buf *b, size_t max)

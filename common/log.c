@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "rackpilot/common.h"
 
 static enum rp_log_level max_level = RP_LOG_INFO;
 static const char *names[] = {"error", "warn", "info", "debug"};
