@@ -52,6 +52,8 @@ rp_api_crud_list(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_r
 	if (rp_api_filter(rq, c->filters, &filter, rs) < 0)
 		return;
 	pr.filter = filter;
+	/* Items that are sent as they are come as text; fields= selects from a tree. */
+	pr.want_text = json_object_get(rq->query, "fields") == NULL;
 	e = c->list(rq->api->store, &pr, &pg);
 	if (e == RP_ERR_BAD_QUERY)
 		rp_api_errorf(rs, e, "a filter names a %s that does not exist", "rack or node");

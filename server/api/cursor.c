@@ -143,13 +143,37 @@ rp_api_page_reply(struct rp_api_req *req, struct rp_api_resp *rs, struct rp_page
 	const char *fields = json_string_value(json_object_get(req->query, "fields"));
 	char cursor[RP_CURSOR_BUF];
 
+	if (pg->more)
+		rp_api_cursor_encode(sort_by_name, pg->last_id, pg->last_key, cursor);
+	if (pg->text) {
+		/* The same bytes the tree below would be printed as. */
+		struct rp_buf b;
+
+		rp_buf_init(&b, 0);
+		rp_buf_append(&b, "{\"items\":", 9);
+		rp_buf_append(&b, pg->text, pg->text_len);
+		if (pg->more)
+			rp_buf_printf(&b, ",\"next_cursor\":\"%s\"}\n", cursor);
+		else
+			rp_buf_append(&b, ",\"next_cursor\":null}\n", 21);
+		free(pg->text);
+		pg->text = NULL;
+		if (b.oom) {
+			rp_buf_free(&b);
+			rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+			return;
+		}
+		rs->status = 200;
+		rs->text = b.data;
+		rs->text_len = b.len;
+		rs->content_type = "application/json";
+		return;
+	}
 	if (fields && select_fields(pg->items, fields, spec, rs) < 0) {
 		json_decref(pg->items);
 		pg->items = NULL;
 		return;
 	}
-	if (pg->more)
-		rp_api_cursor_encode(sort_by_name, pg->last_id, pg->last_key, cursor);
 	rs->status = 200;
 	rs->body = json_pack("{s:o, s:s?}", "items", pg->items, "next_cursor",
 	                     pg->more ? cursor : NULL);

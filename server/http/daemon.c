@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -36,6 +37,7 @@ struct stream {
 #define MAX_STREAMS         256
 #define STREAM_KEEPALIVE_MS 15000
 #define STREAM_POLL_MS      20
+#define BIG_REQUEST         (1u << 20) /* a body this large: memory goes back after it */
 
 struct rp_http {
 	struct MHD_Daemon *d;
@@ -1001,6 +1003,7 @@ completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestT
 	struct rp_http *h = cls;
 	struct request *r = *con_cls;
 	int64_t ns;
+	int big;
 
 	if (r == NULL)
 		return;
@@ -1028,9 +1031,15 @@ completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestT
 		free(r->early);
 	}
 	upload_free(r->up);
+	/* A request that brought megabytes (an import, an inventory) was parsed into a tree of
+	 * many times its size; freed, glibc keeps that memory in the process (85 MB RSS after a
+	 * 10,000-node import, 35 MB of it in use). Hand it back now. */
+	big = r->body.len >= BIG_REQUEST;
 	rp_buf_free(&r->body);
 	free(r);
 	*con_cls = NULL;
+	if (big)
+		malloc_trim(0);
 }
 
 /* Parked streams wake within STREAM_POLL_MS of a change: a cheap counter read, and nothing at

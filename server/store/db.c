@@ -457,8 +457,25 @@ struct colmeta {
 		char sub[48]; /* non-empty: member sub of object key */
 		unsigned char hint;
 		unsigned char skip;
+		/* `"key":` and `"sub":` as store_row_text writes them (column names are this
+		 * store's own identifiers: nothing in them needs escaping) */
+		unsigned char klen, slen;
+		char klead[52], slead[52];
+		int gend; /* a nested member's group: the index after its object's last member */
 	} col[];
 };
+
+/* `"name":` into out (52 bytes; name is under 48); returns its length. */
+static unsigned char
+lead(char out[52], const char *name)
+{
+	size_t n = strlen(name);
+
+	out[0] = '"';
+	memcpy(out + 1, name, n);
+	memcpy(out + 1 + n, "\":", 3);
+	return (unsigned char)(n + 3);
+}
 
 static struct colmeta *
 meta_parse(struct stmt *s)
@@ -496,6 +513,19 @@ meta_parse(struct stmt *s)
 			snprintf(c->sub, sizeof c->sub, "%s", dot + 1);
 			c->key[dot - c->key] = '\0';
 		}
+		c->klen = lead(c->klead, c->key);
+		c->slen = lead(c->slead, c->sub);
+	}
+	/* Members of one nested object are adjacent in every SELECT here. */
+	for (i = n - 1; i >= 0; i--) {
+		struct col *c = &m->col[i];
+
+		if (c->skip || c->sub[0] == '\0')
+			continue;
+		c->gend = i + 1 < n && !m->col[i + 1].skip && m->col[i + 1].sub[0] &&
+		                          strcmp(m->col[i + 1].key, c->key) == 0
+		                  ? m->col[i + 1].gend
+		                  : i + 1;
 	}
 	return m;
 }
@@ -608,6 +638,215 @@ store_row(struct conn *c, struct stmt *s)
 		}
 	}
 	return o;
+}
+
+/* ---- Rows as JSON text ------------------------------------------------------------------
+ * The same object store_row builds, written straight into a buffer: a 1,000-node page is
+ * ~30,000 JSON values, and building them as a tree only to print it and free it was most of
+ * a list's time. JSON columns (":json") hold text this store wrote (store_canon) or SQLite's
+ * json functions made, so they are copied as they are. The bytes match what json_dumps
+ * (JSON_COMPACT) prints for store_row's object (test_row_text checks it). */
+
+/* 1 when p[0..n) is UTF-8 as jansson accepts it (no overlongs, no surrogates, <= U+10FFFF). */
+static int
+utf8_valid(const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned c = p[i], need, cp, min;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if ((c & 0xe0) == 0xc0)
+			need = 1, cp = c & 0x1f, min = 0x80;
+		else if ((c & 0xf0) == 0xe0)
+			need = 2, cp = c & 0x0f, min = 0x800;
+		else if ((c & 0xf8) == 0xf0)
+			need = 3, cp = c & 0x07, min = 0x10000;
+		else
+			return 0;
+		if (n - i <= need)
+			return 0;
+		for (unsigned k = 1; k <= need; k++) {
+			if ((p[i + k] & 0xc0) != 0x80)
+				return 0;
+			cp = cp << 6 | (p[i + k] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		i += need + 1;
+	}
+	return 1;
+}
+
+/* A JSON string as jansson writes it: ", \ and control characters escaped, the rest as is. */
+static void
+text_string(struct rp_buf *b, const char *p, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF"; /* jansson's case */
+	size_t i, run = 0;
+
+	rp_buf_append(b, "\"", 1);
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
+		char esc[6];
+		size_t el = 2;
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		rp_buf_append(b, p + run, i - run);
+		run = i + 1;
+		esc[0] = '\\';
+		switch (c) {
+		case '"':
+			esc[1] = '"';
+			break;
+		case '\\':
+			esc[1] = '\\';
+			break;
+		case '\b':
+			esc[1] = 'b';
+			break;
+		case '\f':
+			esc[1] = 'f';
+			break;
+		case '\n':
+			esc[1] = 'n';
+			break;
+		case '\r':
+			esc[1] = 'r';
+			break;
+		case '\t':
+			esc[1] = 't';
+			break;
+		default:
+			memcpy(esc + 1, "u00", 3);
+			esc[4] = hex[c >> 4];
+			esc[5] = hex[c & 15];
+			el = 6;
+		}
+		rp_buf_append(b, esc, el);
+	}
+	rp_buf_append(b, p + run, n - run);
+	rp_buf_append(b, "\"", 1);
+}
+
+static void
+text_value(struct rp_buf *b, struct stmt *s, int i, int hint)
+{
+	enum sql_type type = sql_type(s, i);
+	char num[RP_TIME_BUF];
+	const char *t;
+	size_t n;
+
+	if (type == SQL_NULL) {
+		rp_buf_append(b, "null", 4);
+		return;
+	}
+	switch (hint) {
+	case H_BOOL:
+		if (sql_int(s, i) != 0)
+			rp_buf_append(b, "true", 4);
+		else
+			rp_buf_append(b, "false", 5);
+		return;
+	case H_TIME:
+		rp_time_format(sql_int(s, i), num);
+		rp_buf_append(b, "\"", 1);
+		rp_buf_append(b, num, strlen(num));
+		rp_buf_append(b, "\"", 1);
+		return;
+	case H_JSON:
+		t = sql_text(s, i);
+		n = (size_t)sql_bytes(s, i);
+		if (n == 0)
+			rp_buf_append(b, "null", 4);
+		else
+			rp_buf_append(b, t, n);
+		return;
+	}
+	switch (type) {
+	case SQL_INT: {
+		/* By hand: printf's format parsing was a visible share of a list. */
+		int64_t v = sql_int(s, i);
+		uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+		char *e = num + sizeof num, *p = e;
+
+		do
+			*--p = (char)('0' + u % 10);
+		while ((u /= 10) != 0);
+		if (v < 0)
+			*--p = '-';
+		rp_buf_append(b, p, (size_t)(e - p));
+		return;
+	}
+	case SQL_REAL: {
+		/* jansson's form: 17 significant digits, and a ".0" when that reads as an integer.
+		 */
+		int len = snprintf(num, sizeof num, "%.17g", sql_real(s, i));
+
+		if (len > 0 && strpbrk(num, ".eE") == NULL &&
+		    strspn(num, "-0123456789") == (size_t)len)
+			memcpy(num + len, ".0", 3);
+		rp_buf_append(b, num, strlen(num));
+		return;
+	}
+	default:
+		t = sql_text(s, i);
+		n = (size_t)sql_bytes(s, i);
+		/* Text jansson would refuse reads as null there too. */
+		if (!utf8_valid((const unsigned char *)t, n))
+			rp_buf_append(b, "null", 4);
+		else
+			text_string(b, t, n);
+	}
+}
+
+void
+store_row_text(struct conn *c, struct stmt *s, struct rp_buf *b)
+{
+	struct colmeta *m = meta_of(c, s);
+	int i, first = 1;
+
+	rp_buf_append(b, "{", 1);
+	for (i = 0; m && i < m->n; i++) {
+		const struct col *col = &m->col[i];
+		int j, end, any = 0, inner = 1;
+
+		if (col->skip)
+			continue;
+		if (!first)
+			rp_buf_append(b, ",", 1);
+		first = 0;
+		rp_buf_append(b, col->klead, col->klen);
+		if (col->sub[0] == '\0') {
+			text_value(b, s, i, col->hint);
+			continue;
+		}
+		/* One nested object: the adjacent columns of the same key, null when all are. */
+		end = col->gend;
+		for (j = i; j < end; j++)
+			any |= sql_type(s, j) != SQL_NULL;
+		if (!any) {
+			rp_buf_append(b, "null", 4);
+			i = end - 1;
+			continue;
+		}
+		rp_buf_append(b, "{", 1);
+		for (j = i; j < end; j++) {
+			if (!inner)
+				rp_buf_append(b, ",", 1);
+			inner = 0;
+			rp_buf_append(b, m->col[j].slead, m->col[j].slen);
+			text_value(b, s, j, m->col[j].hint);
+		}
+		rp_buf_append(b, "}", 1);
+		i = end - 1;
+	}
+	rp_buf_append(b, "}", 1);
 }
 
 enum rp_err
@@ -971,36 +1210,69 @@ store_merge(json_t *target, json_t *patch)
 	}
 }
 
+/* The column of s named keyname (its item member), or -1. */
+static int
+key_column(struct conn *c, struct stmt *s, const char *keyname)
+{
+	struct colmeta *m = meta_of(c, s);
+
+	for (int i = 0; m && i < m->n; i++)
+		if (!m->col[i].skip && m->col[i].sub[0] == '\0' && !strcmp(m->col[i].key, keyname))
+			return i;
+	return -1;
+}
+
 enum rp_err
 store_page(struct conn *c, struct stmt *s, const struct rp_page_req *rq, const char *keyname,
            struct rp_page *out)
 {
-	json_t *items = json_array();
+	json_t *items = rq->want_text ? NULL : json_array();
+	struct rp_buf text;
 	int64_t last_id = 0;
-	int rc, n = 0, more = 0;
+	int rc, n = 0, more = 0, kc = -1;
 	char last_key[128] = "";
 
+	rp_buf_init(&text, 0);
+	if (rq->want_text)
+		rp_buf_append(&text, "[", 1);
 	while ((rc = sql_step(s)) == SQL_ROW) {
-		json_t *row, *k;
-
 		if (n == rq->limit) {
 			more = 1;
 			break;
 		}
-		row = store_row(c, s);
 		last_id = sql_int(s, 0);
-		k = json_object_get(row, keyname);
-		snprintf(last_key, sizeof last_key, "%s",
-		         json_is_string(k) ? json_string_value(k) : "");
-		json_array_append_new(items, row);
+		if (rq->want_text) {
+			if (n > 0)
+				rp_buf_append(&text, ",", 1);
+			store_row_text(c, s, &text);
+			if (n == 0)
+				kc = key_column(c, s, keyname);
+			snprintf(last_key, sizeof last_key, "%s",
+			         kc >= 0 && sql_type(s, kc) == SQL_TEXT ? sql_text(s, kc) : "");
+		} else {
+			json_t *row = store_row(c, s), *k = json_object_get(row, keyname);
+
+			snprintf(last_key, sizeof last_key, "%s",
+			         json_is_string(k) ? json_string_value(k) : "");
+			json_array_append_new(items, row);
+		}
 		n++;
 	}
 	sql_reset(s);
+	if (rq->want_text)
+		rp_buf_append(&text, "]", 1);
 	if (rc != SQL_ROW && rc != SQL_DONE) {
 		json_decref(items);
+		rp_buf_free(&text);
 		return store_sqlerr(c, rc, "page");
 	}
+	if (text.oom) {
+		rp_buf_free(&text);
+		return RP_ERR_INTERNAL;
+	}
 	out->items = items;
+	out->text = text.data;
+	out->text_len = text.len;
 	out->more = more;
 	out->last_id = last_id;
 	memcpy(out->last_key, last_key, sizeof out->last_key);

@@ -122,6 +122,10 @@ enum rp_err store_one(struct conn *c, struct stmt *s, const char *what);
  * in object a (an object whose members are all null becomes null). */
 json_t *store_row(struct conn *c, struct stmt *s);
 
+/* The object store_row makes of s's current row, appended to b as compact JSON text (the
+ * bytes json_dumps(JSON_COMPACT) prints for it). */
+void store_row_text(struct conn *c, struct stmt *s, struct rp_buf *b);
+
 /* Run s to completion collecting store_row() objects into a new array; NULL on error. */
 json_t *store_rows(struct conn *c, struct stmt *s);
 
@@ -246,8 +250,9 @@ char *store_canon(json_t *v);
 /* Merge patch (RFC 7396) of patch into target, in place. */
 void store_merge(json_t *target, json_t *patch);
 
-/* Shared paging plumbing: fill out->items/more/last_* from statement rows where column 0 is
- * the internal id ("_id") and the sort key is member `keyname` of each item. */
+/* Shared paging plumbing: fill out->items (or, when rq->want_text, out->text) and more/last_*
+ * from statement rows where column 0 is the internal id ("_id") and the sort key is member
+ * `keyname` of each item. */
 enum rp_err store_page(struct conn *c, struct stmt *s, const struct rp_page_req *rq,
                        const char *keyname, struct rp_page *out);
 

@@ -330,8 +330,14 @@ rp_store_rollout_list(struct rp_store *st, const struct rp_page_req *rq, struct 
 	store_bind_str(s, 2, rq->filter, "state");
 	store_bind_str(s, 3, rq->filter, "kind");
 	sql_bind_int(s, 4, rq->limit + 1);
-	if ((e = store_page(c, s, rq, "id", out)) != RP_ERR_OK)
-		goto out;
+	/* The items are reshaped below: this list answers with a tree. */
+	{
+		struct rp_page_req tree = *rq;
+
+		tree.want_text = 0;
+		if ((e = store_page(c, s, &tree, "id", out)) != RP_ERR_OK)
+			goto out;
+	}
 	/* Each item: the summary view (counts, failures, estimate; no per-node list). */
 	items = json_array();
 	json_array_foreach(out->items, i, it)

@@ -81,12 +81,17 @@ struct rp_page_req {
 	int64_t after_id;
 	const char *after_key;
 	json_t *filter; /* borrowed object of validated filter values, may be NULL */
+	int want_text;  /* the items as JSON text (rp_page.text) instead of a tree, where the
+	                   list can (a list that reshapes its items answers with items) */
 };
 
-/* A page: items (new array, caller owns), `more` when another page exists, and the keyset
- * of the last item for the next cursor. */
+/* A page: items (new array, caller owns) or, when asked for and given, text (the same array
+ * as compact JSON, text_len bytes, NUL-terminated, caller frees; items is then NULL), `more`
+ * when another page exists, and the keyset of the last item for the next cursor. */
 struct rp_page {
 	json_t *items;
+	char *text;
+	size_t text_len;
 	int more;
 	int64_t last_id;
 	char last_key[128];

@@ -1010,6 +1010,81 @@ test_typed_claim_outcome(void **state)
 	json_decref(out);
 }
 
+/* Lists answer with rows written as JSON text (store_row_text); the text is the same bytes
+ * json_dumps prints for the tree the same rows make, on values that need escaping, nested
+ * objects that are null (no BMC) and not, JSON columns, times, booleans and non-ASCII text. */
+static void
+page_same(struct rp_store *st,
+          enum rp_err (*list)(struct rp_store *, const struct rp_page_req *, struct rp_page *),
+          int sort_by_name, size_t want_items)
+{
+	struct rp_page_req rq = {.limit = 1000, .sort_by_name = sort_by_name};
+	struct rp_page tree = {0}, text = {0};
+	char *dumped;
+
+	assert_int_equal(list(st, &rq, &tree), RP_ERR_OK);
+	rq.want_text = 1;
+	assert_int_equal(list(st, &rq, &text), RP_ERR_OK);
+	assert_null(tree.text);
+	assert_null(text.items);
+	assert_non_null(text.text);
+	assert_int_equal(json_array_size(tree.items), want_items);
+	dumped = json_dumps(tree.items, JSON_COMPACT);
+	assert_non_null(dumped);
+	assert_int_equal(strlen(text.text), text.text_len);
+	if (strcmp(dumped, text.text) != 0)
+		fail_msg("tree: %s\ntext: %s", dumped, text.text);
+	assert_int_equal(tree.more, text.more);
+	assert_int_equal(tree.last_id, text.last_id);
+	assert_string_equal(tree.last_key, text.last_key);
+	free(dumped);
+	free(text.text);
+	json_decref(tree.items);
+}
+
+static void
+test_row_text(void **state)
+{
+	struct fx *f = *state;
+	json_t *in, *out = NULL, *detail = NULL;
+	const char *bodies[] = {
+	        "{\"name\":\"r1\",\"height_u\":42,\"site\":\"s\\\"q\\\\b\\n\\t\\u0001\\u001f\","
+	        "\"row\":\"\\u00e9\\u4e2d\\ud83d\\ude00/\"}",
+	        "{\"name\":\"r2\"}",
+	};
+	const char *nodes[] = {
+	        "{\"name\":\"a1\",\"rack\":\"r1\",\"u_position\":2,\"serial\":\"q\\\"\\\\\\u007f\","
+	        "\"macs\":[\"02:00:00:00:00:01\",\"02:00:00:00:00:02\"],\"tags\":[\"b\\\"x\",\"a\"]"
+	        ","
+	        "\"expected\":{\"cpu\":{\"count\":2},\"note\":\"\\u00fc\\n\"},"
+	        "\"bmc\":{\"driver\":\"redfish\",\"address\":\"10.0.0.1\",\"port\":8443,"
+	        "\"username\":\"root\",\"password\":\"pw\",\"tls_verify\":false}}",
+	        "{\"name\":\"a0\",\"maintenance\":true,\"maintenance_reason\":\"fan \\u2014 out\"}",
+	        "{\"name\":\"a2\",\"rack\":\"r2\",\"ssh\":{\"address\":\"10.0.0.9\",\"user\":"
+	        "\"ops\"}}",
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof bodies / sizeof *bodies; i++) {
+		in = J(bodies[i]);
+		assert_int_equal(rp_store_rack_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+		json_decref(out);
+		json_decref(in);
+	}
+	for (i = 0; i < sizeof nodes / sizeof *nodes; i++) {
+		in = J(nodes[i]);
+		if (rp_store_node_create(f->st, in, "t", &out, &detail) != RP_ERR_OK)
+			fail_msg("%s: %s", nodes[i], detail ? json_dumps(detail, 0) : "");
+		json_decref(out);
+		json_decref(in);
+	}
+	page_same(f->st, rp_store_node_list, 0, 3);
+	page_same(f->st, rp_store_node_list, 1, 3);
+	page_same(f->st, rp_store_rack_list, 1, 2);
+	page_same(f->st, rp_store_event_list, 0, 5);
+}
+
 int
 main(void)
 {
@@ -1031,6 +1106,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_secrets_rotate, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_boot_token_reuse_prune, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_stmt_cache_grows, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_row_text, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
