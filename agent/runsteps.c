@@ -27,17 +27,14 @@ frame(int fd, const char *fmt, ...)
 {
 	char line[2048];
 	va_list ap;
-	int n;
+	size_t n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof line - 1, fmt, ap);
+	n = rp_vline(line, sizeof line, fmt, ap);
 	va_end(ap);
-	if (n < 0)
+	if (n == 0)
 		return;
-	if ((size_t)n > sizeof line - 2)
-		n = (int)sizeof line - 2;
-	line[n++] = '\n';
-	rp_agent_echo(fd, line, (size_t)n);
+	rp_agent_echo(fd, line, n);
 }
 
 /* ---- Reporting ----------------------------------------------------------------------- */

@@ -115,19 +115,16 @@ note(struct rp_agent_outcome *o, const char *fmt, ...)
 {
 	char line[1024];
 	va_list ap;
-	int n;
+	size_t n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof line - 1, fmt, ap);
+	n = rp_vline(line, sizeof line, fmt, ap);
 	va_end(ap);
-	if (n < 0)
+	if (n == 0)
 		return;
-	if ((size_t)n > sizeof line - 2)
-		n = (int)sizeof line - 2;
-	line[n++] = '\n';
 	if (!o->at_line_start)
 		rp_agent_output(o, "\n", 1);
-	rp_agent_output(o, line, (size_t)n);
+	rp_agent_output(o, line, n);
 }
 
 void

@@ -5,7 +5,7 @@
 #  2. sweep of N_RF Redfish mock BMCs: cold (logins) and warm (cached sessions), server CPU
 #  3. power-on of N_FAKE fake-driver nodes through the API, one bulk request and one request
 #     per node: time from the first request to all jobs done
-# Usage: bench/power.sh   (env N_IPMI=200 N_RF=500 N_FAKE=200 ROUNDS=3). Results: bench/out/power.txt
+# Usage: bench/power.sh   (env N_IPMI=200 N_RF=500 N_FAKE=200 ROUNDS=3 RP_BIN=). Results: bench/out/power.txt
 set -eu
 cd "$(dirname "$0")/.."
 N_IPMI=${N_IPMI:-200}; N_RF=${N_RF:-500}; N_FAKE=${N_FAKE:-200}; ROUNDS=${ROUNDS:-3}
@@ -15,9 +15,14 @@ sh .ci/deps
 for p in libopenipmi-dev; do
 	dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -q "ok installed" || apt-get install -y -q $p >/dev/null
 done
-cmake -S . -B "$OUT/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$OUT/build" -j "$(nproc)" --target rackpilotd >/dev/null
-BIN="$PWD/$OUT/build/rackpilotd"
+# RP_BIN: run another build (say, of an earlier commit) instead of building this tree.
+if [ -n "${RP_BIN:-}" ]; then
+	BIN=$(readlink -f "$RP_BIN")
+else
+	cmake -S . -B "$OUT/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build "$OUT/build" -j "$(nproc)" --target rackpilotd >/dev/null
+	BIN="$PWD/$OUT/build/rackpilotd"
+fi
 TMP=$(mktemp -d /tmp/rp-bench-power-XXXXXX)
 SIM="$TMP/sim"; mkdir -p "$SIM"
 PIDS=""

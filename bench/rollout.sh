@@ -8,7 +8,7 @@
 #     GET /v1/firmware/drift for the whole fleet and for one rack (median of ROUNDS), and the
 #     planning of a rollout over all of them (POST /v1/rollouts, then aborted).
 # The server runs on CPU 0, the mock BMCs and the clients on the others (as bench/foundation.sh).
-# Usage: bench/rollout.sh   (env N_RF=500 BATCH=50 N_DRIFT=10000 ROUNDS=5).
+# Usage: bench/rollout.sh   (env N_RF=500 BATCH=50 N_DRIFT=10000 ROUNDS=5 RP_BIN=).
 # Results: bench/out/rollout.txt
 set -eu
 cd "$(dirname "$0")/.."
@@ -16,9 +16,14 @@ N_RF=${N_RF:-500}; BATCH=${BATCH:-50}; N_DRIFT=${N_DRIFT:-10000}; ROUNDS=${ROUND
 OUT=bench/out
 mkdir -p "$OUT"
 sh .ci/deps
-cmake -S . -B "$OUT/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$OUT/build" -j "$(nproc)" --target rackpilotd >/dev/null
-BIN="$PWD/$OUT/build/rackpilotd"
+# RP_BIN: run another build (say, of an earlier commit) instead of building this tree.
+if [ -n "${RP_BIN:-}" ]; then
+	BIN=$(readlink -f "$RP_BIN")
+else
+	cmake -S . -B "$OUT/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build "$OUT/build" -j "$(nproc)" --target rackpilotd >/dev/null
+	BIN="$PWD/$OUT/build/rackpilotd"
+fi
 TMP=$(mktemp -d /tmp/rp-bench-rollout-XXXXXX)
 NCPU=$(nproc)
 OTHER="1-$((NCPU - 1))"

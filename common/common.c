@@ -3,6 +3,7 @@
  * libc (getrandom for randomness). */
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -448,4 +449,18 @@ out:
 		unlink(tmp);
 	errno = saved;
 	return rc;
+}
+
+size_t
+rp_vline(char *buf, size_t cap, const char *fmt, va_list ap)
+{
+	int n = vsnprintf(buf, cap - 1, fmt, ap);
+
+	if (n < 0)
+		return 0;
+	if ((size_t)n > cap - 2)
+		n = (int)cap - 2;
+	buf[n++] = '\n';
+	buf[n] = '\0';
+	return (size_t)n;
 }

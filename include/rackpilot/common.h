@@ -7,6 +7,7 @@
 #ifndef RP_COMMON_H
 #define RP_COMMON_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -99,6 +100,11 @@ char *rp_str_trim(char *s);
 /* A configuration boolean: true/yes/on/1 set *out to 1, false/no/off/0 to 0 (lowercase
  * only). Returns 0, or -1 for anything else (*out untouched). */
 int rp_bool_parse(const char *v, int *out);
+
+/* Format one line into buf (cap >= 2 bytes): the text cut to fit, then '\n' and a NUL.
+ * Returns its length with the newline, or 0 for a format error. */
+size_t rp_vline(char *buf, size_t cap, const char *fmt, va_list ap)
+        __attribute__((format(printf, 3, 0)));
 
 /* Read a whole file (at most cap bytes) into a new NUL-terminated buffer. Caller frees *out.
  * Returns 0, or -1 with errno set (EFBIG when larger than cap). */

@@ -101,18 +101,15 @@ note(struct run *r, const char *fmt, ...)
 {
 	char line[600];
 	va_list ap;
-	int n;
+	size_t n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof line - 1, fmt, ap);
+	n = rp_vline(line, sizeof line, fmt, ap);
 	va_end(ap);
-	if (n < 0)
+	if (n == 0)
 		return;
-	if ((size_t)n > sizeof line - 2)
-		n = (int)sizeof line - 2;
-	line[n++] = '\n';
 	rp_buf_append(&r->pending, "== rackpilotd: ", 15);
-	rp_buf_append(&r->pending, line, (size_t)n);
+	rp_buf_append(&r->pending, line, n);
 	flush(r);
 }
 

@@ -580,14 +580,11 @@ boot_prune(struct conn *c, int64_t now)
 {
 	struct stmt *s = STMT(c, "DELETE FROM bootstrap_tokens WHERE id IN (SELECT id FROM "
 	                         "bootstrap_tokens WHERE expires_at < ?1 LIMIT 64)");
-	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, now - RP_BOOT_TOKEN_RETAIN_MS);
-	rc = sql_step(s);
-	sql_reset(s);
-	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "bootstrap prune");
+	return store_exec(c, s, "bootstrap prune");
 }
 
 enum rp_err

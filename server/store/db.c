@@ -1017,7 +1017,6 @@ store_event(struct conn *c, const char *actor, const char *action, const char *o
 	                         "object_name, node_id, rack_id, summary, detail) "
 	                         "VALUES (?,?,?,?,?,?,?,?,?,?)");
 	char *d = NULL;
-	int rc;
 
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
@@ -1034,9 +1033,7 @@ store_event(struct conn *c, const char *actor, const char *action, const char *o
 	sql_bind_text(s, 9, summary);
 	if (detail && (d = json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS)) != NULL)
 		sql_bind_text_own(s, 10, d);
-	rc = sql_step(s);
-	sql_reset(s);
-	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "event");
+	return store_exec(c, s, "event");
 }
 
 void

@@ -269,7 +269,6 @@ fw_put(struct conn *c, int64_t node_id, const char *component, const char *versi
        const char *source, int64_t now)
 {
 	struct stmt *s;
-	int rc;
 
 	if (component == NULL || version == NULL || version[0] == '\0')
 		return RP_ERR_OK;
@@ -284,9 +283,7 @@ fw_put(struct conn *c, int64_t node_id, const char *component, const char *versi
 	sql_bind_text(s, 3, version);
 	sql_bind_text(s, 4, source);
 	sql_bind_int(s, 5, now);
-	rc = sql_step(s);
-	sql_reset(s);
-	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "firmware put");
+	return store_exec(c, s, "firmware put");
 }
 
 /* One version for a family of components when they agree, else "mixed". */

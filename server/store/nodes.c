@@ -218,7 +218,6 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 	int64_t now = rp_time_now_ms();
 	int maint = json_is_true(json_object_get(obj, "maintenance"));
 	size_t i;
-	int rc;
 
 	if (*id == 0) {
 		if (rp_uuid_new(uuid) < 0)
@@ -369,9 +368,7 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, *id);
 	}
-	rc = sql_step(s);
-	sql_reset(s);
-	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "bmc write");
+	return store_exec(c, s, "bmc write");
 }
 
 /* Insert one node and its creation event inside the caller's transaction (import uses it). */

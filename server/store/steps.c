@@ -88,7 +88,6 @@ enum rp_err
 store_steps_close(struct conn *c, int64_t job_id, const char *job_state)
 {
 	struct stmt *s;
-	int rc;
 
 	/* A job that ended leaves no step pretending to wait or run. */
 	s = STMT(c, "UPDATE job_steps SET state = CASE state WHEN 'pending' THEN 'skipped' ELSE "
@@ -101,9 +100,7 @@ store_steps_close(struct conn *c, int64_t job_id, const char *job_state)
 	sql_bind_int(s, 1, job_id);
 	sql_bind_text(s, 2, job_state);
 	sql_bind_int(s, 3, rp_time_now_ms());
-	rc = sql_step(s);
-	sql_reset(s);
-	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "steps close");
+	return store_exec(c, s, "steps close");
 }
 
 /* The job an agent names, checked to belong to its node. */

@@ -1,7 +1,8 @@
 /* The settings tables of rackpilotd (server/config.c) and rackpilot-agent (agent/config.c):
  * the defaults come from them, and the shipped docs (docs/rackpilotd.conf, the agent's table
  * in docs/agent-protocol.md) show every key with the default its table says, its help line
- * among the words about it, and no key a table lacks. */
+ * among the words about it, and no key a table lacks; docs/openapi.yaml lists the job types
+ * of include/rackpilot/jobtypes.h where it filters by them. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -13,9 +14,10 @@
 #include <cmocka.h>
 
 #include "agent.h"
+#include "rackpilot/jobtypes.h"
 #include "config.h"
 
-#define DOC_MAX (256 * 1024)
+#define DOC_MAX (1024 * 1024)
 
 static char *
 read_doc(const char *rel)
@@ -365,14 +367,38 @@ test_agent_doc(void **state)
 	free(doc);
 }
 
+/* docs/openapi.yaml's job type filter (GET /v1/jobs?type=) lists the job-type table, in its
+ * order: a type the table gains is documented, or this fails. */
+static void
+test_job_types_doc(void **state)
+{
+	char *doc = read_doc("docs/openapi.yaml"), *p, *end, want[512] = "";
+	size_t n = 0;
+
+	(void)state;
+	for (int i = 0; i < RP_JOB__COUNT; i++)
+		n += (size_t)snprintf(want + n, sizeof want - n, "%s%s", i ? ", " : "",
+		                      rp_job_type_table[i].name);
+	p = strstr(doc, "Only jobs of this type (the job types of include/rackpilot/jobtypes.h)");
+	assert_non_null(p);
+	p = strstr(p, "enum: [");
+	assert_non_null(p);
+	p += 7;
+	end = strchr(p, ']');
+	assert_non_null(end);
+	*end = '\0';
+	if (strcmp(p, want) != 0)
+		fail_msg("docs/openapi.yaml job types [%s], the table [%s]", p, want);
+	free(doc);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_server_defaults),
-	        cmocka_unit_test(test_server_doc),
-	        cmocka_unit_test(test_agent_defaults),
-	        cmocka_unit_test(test_agent_doc),
+	        cmocka_unit_test(test_server_defaults), cmocka_unit_test(test_server_doc),
+	        cmocka_unit_test(test_agent_defaults),  cmocka_unit_test(test_agent_doc),
+	        cmocka_unit_test(test_job_types_doc),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -137,6 +137,38 @@ test_buf(void **state)
 
 /* A capped buffer: exactly max bytes fit, one more is refused and marks it, what it held
  * stays readable, and every later append is refused too. */
+static size_t line_of(char *buf, size_t cap, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static size_t
+line_of(char *buf, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	size_t n;
+
+	va_start(ap, fmt);
+	n = rp_vline(buf, cap, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+/* One line, newline included, cut to the buffer with the newline kept. */
+static void
+test_vline(void **state)
+{
+	char b[8];
+
+	(void)state;
+	assert_int_equal(line_of(b, sizeof b, "%s", "ab"), 3);
+	assert_string_equal(b, "ab\n");
+	assert_int_equal(line_of(b, sizeof b, "%s", "abcdef"), 7);
+	assert_string_equal(b, "abcdef\n");
+	assert_int_equal(line_of(b, sizeof b, "%d-%s", 12, "toolongforit"), 7);
+	assert_string_equal(b, "12-too\n");
+	assert_int_equal(line_of(b, 2, "%s", "x"), 1);
+	assert_string_equal(b, "\n");
+}
+
 static void
 test_buf_cap(void **state)
 {
@@ -914,6 +946,7 @@ main(void)
 	        cmocka_unit_test(test_b64url_token_sha),
 	        cmocka_unit_test(test_buf),
 	        cmocka_unit_test(test_buf_cap),
+	        cmocka_unit_test(test_vline),
 	        cmocka_unit_test(test_sshkey),
 	        cmocka_unit_test_setup_teardown(test_secret_keyfile, setup_secret, teardown_secret),
 	        cmocka_unit_test_setup_teardown(test_secret_seal_open, setup_secret,
