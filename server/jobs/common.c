@@ -124,24 +124,23 @@ jobs_node_uuid(struct work *w)
 /* ---- BMC sessions -------------------------------------------------------------------- */
 
 int
-jobs_bmc_target(struct work *w, struct rp_bmc_target *t, struct rp_bmc_err *err)
+jobs_bmc_target(const struct rp_store_bmc *b, const char *node_uuid, struct rp_bmc_target *t,
+                struct rp_bmc_err *err)
 {
-	const struct rp_job_claim *c = w->claim;
 	json_t *bmc;
 	int rc;
 
 	/* Everything but the password goes through the driver's own parsing; the password
 	 * never enters jansson. */
-	bmc = json_pack("{s:s?, s:s?, s:I, s:s?, s:b}", "driver", c->bmc.driver, "address",
-	                c->bmc.address, "port", (json_int_t)c->bmc.port, "username",
-	                c->bmc.username, "tls_verify", c->bmc.tls_verify);
-	if (bmc && c->bmc.options)
-		json_object_set(bmc, "options", c->bmc.options);
-	rc = rp_bmc_target_from_json(bmc, c->node.uuid, t, err);
+	bmc = json_pack("{s:s?, s:s?, s:I, s:s?, s:b}", "driver", b->driver, "address", b->address,
+	                "port", (json_int_t)b->port, "username", b->username, "tls_verify",
+	                b->tls_verify);
+	if (bmc && b->options)
+		json_object_set(bmc, "options", b->options);
+	rc = rp_bmc_target_from_json(bmc, node_uuid, t, err);
 	json_decref(bmc);
 	if (rc == 0)
-		snprintf(t->password, sizeof t->password, "%s",
-		         c->bmc.password ? c->bmc.password : "");
+		snprintf(t->password, sizeof t->password, "%s", b->password ? b->password : "");
 	return rc;
 }
 
@@ -151,7 +150,7 @@ jobs_bmc_open(struct work *w, struct rp_bmc_err *err)
 	struct rp_bmc_target t;
 	struct rp_bmc *b;
 
-	if (jobs_bmc_target(w, &t, err) < 0) {
+	if (jobs_bmc_target(&w->claim->bmc, w->claim->node.uuid, &t, err) < 0) {
 		explicit_bzero(t.password, sizeof t.password);
 		return NULL;
 	}

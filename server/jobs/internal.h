@@ -104,9 +104,11 @@ int jobs_stopping(struct work *w);
 /* Sleep, resuming after signals. */
 void jobs_sleep_ms(unsigned ms);
 
-/* Fill t for the claim's BMC: 0, or -1 with err set (see rp_bmc_target_from_json). The
- * password goes from the claim straight into t; wipe t.password after rp_bmc_open. */
-int jobs_bmc_target(struct work *w, struct rp_bmc_target *t, struct rp_bmc_err *err);
+/* Fill t for BMC b of node node_uuid (a claim's, a sweep target's): 0, or -1 with err set
+ * (see rp_bmc_target_from_json). The password goes from b straight into t; wipe t.password
+ * after rp_bmc_open. */
+int jobs_bmc_target(const struct rp_store_bmc *b, const char *node_uuid, struct rp_bmc_target *t,
+                    struct rp_bmc_err *err);
 
 /* Open the claim's BMC and persist the workarounds it found (jobs_bmc_learned). The handle,
  * or NULL with err set. */

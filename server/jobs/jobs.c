@@ -585,7 +585,9 @@ scheduler(void *arg)
 
 struct sweep {
 	struct rp_jobs *j;
-	json_t *targets, *readings;
+	struct rp_power_target *targets;
+	size_t ntargets;
+	json_t *readings;
 	size_t next;
 	pthread_mutex_t mu;
 };
@@ -600,28 +602,21 @@ sweep_worker(void *arg)
 		struct rp_bmc_err err = {0};
 		struct rp_bmc *b;
 		enum rp_power p;
-		json_t *node, *r;
+		const struct rp_power_target *node;
+		json_t *r;
 		size_t i;
 
 		pthread_mutex_lock(&s->mu);
 		i = s->next++;
 		pthread_mutex_unlock(&s->mu);
-		if (i >= json_array_size(s->targets) ||
-		    __atomic_load_n(&s->j->stop, __ATOMIC_RELAXED))
+		if (i >= s->ntargets || __atomic_load_n(&s->j->stop, __ATOMIC_RELAXED))
 			return NULL;
-		node = json_array_get(s->targets, i);
-		r = json_pack("{s:O}", "id", json_object_get(node, "id"));
-		if (rp_bmc_target_from_json(json_object_get(node, "bmc"),
-		                            json_string_value(json_object_get(node, "uuid")), &t,
-		                            &err) == 0 &&
+		node = &s->targets[i];
+		r = json_pack("{s:I}", "id", (json_int_t)node->id);
+		if (jobs_bmc_target(&node->bmc, node->uuid, &t, &err) == 0 &&
 		    (b = rp_bmc_open(&t, &err)) != NULL) {
-			json_t *bmc = json_object_get(node, "bmc");
-
-			jobs_bmc_learned(s->j, json_string_value(json_object_get(node, "name")),
-			                 json_string_value(json_object_get(node, "uuid")),
-			                 json_string_value(json_object_get(bmc, "address")),
-			                 (unsigned)json_integer_value(json_object_get(bmc, "port")),
-			                 b);
+			jobs_bmc_learned(s->j, node->name, node->uuid, node->bmc.address,
+			                 node->bmc.port, b);
 			if (rp_bmc_power_get(b, &p, &err) == 0) {
 				json_object_set_new(r, "ok", json_true());
 				json_object_set_new(r, "power", json_string(rp_power_name(p)));
@@ -651,9 +646,9 @@ sweep_main(void *arg)
 	char ts0[RP_TIME_BUF], ts1[RP_TIME_BUF];
 
 	pthread_mutex_init(&s.mu, NULL);
-	if (rp_store_power_targets(j->st, &s.targets) != RP_ERR_OK)
+	if (rp_store_power_targets(j->st, &s.targets, &s.ntargets) != RP_ERR_OK)
 		goto out;
-	n = json_array_size(s.targets);
+	n = s.ntargets;
 	s.readings = json_array();
 	for (i = 0; i < n; i++)
 		json_array_append_new(s.readings, json_null());
@@ -699,7 +694,7 @@ sweep_main(void *arg)
 	            total_changed, (long long)((rp_time_mono_ns() - m0) / 1000000));
 out:
 	free(threads);
-	json_decref(s.targets);
+	rp_store_power_targets_free(s.targets, s.ntargets);
 	json_decref(s.readings);
 	pthread_mutex_destroy(&s.mu);
 	pthread_mutex_lock(&j->mu);

@@ -597,6 +597,16 @@ out:
 	return e;
 }
 
+static void
+bmc_free(struct rp_store_bmc *b)
+{
+	free(b->driver);
+	free(b->address);
+	free(b->username);
+	rp_secrets_plain_free(b->password, b->password_len);
+	json_decref(b->options);
+}
+
 void
 rp_store_claim_free(struct rp_job_claim *c)
 {
@@ -609,11 +619,7 @@ rp_store_claim_free(struct rp_job_claim *c)
 		free(c->node.name);
 		free(c->node.serial);
 		free(c->node.system_uuid);
-		free(c->bmc.driver);
-		free(c->bmc.address);
-		free(c->bmc.username);
-		rp_secrets_plain_free(c->bmc.password, c->bmc.password_len);
-		json_decref(c->bmc.options);
+		bmc_free(&c->bmc);
 		free(c);
 	}
 }
@@ -631,13 +637,34 @@ col_dup(struct stmt *s, int i, int *oom)
 	return v;
 }
 
+/* The BMC of node `name` from columns i.. of s: driver, address, port, username,
+ * password_sealed, tls_verify, options. A password that cannot be opened is logged and left
+ * NULL (the driver then says the BMC refused the login). */
+static void
+bmc_cols(struct conn *c, struct stmt *s, int i, const char *name, struct rp_store_bmc *b, int *oom)
+{
+	const char *sealed = sql_text(s, i + 4);
+	char why[256];
+
+	b->driver = col_dup(s, i, oom);
+	b->address = col_dup(s, i + 1, oom);
+	b->port = (unsigned)sql_int(s, i + 2);
+	b->username = col_dup(s, i + 3, oom);
+	if (sealed &&
+	    (c->st->secrets == NULL || rp_secrets_open(c->st->secrets, sealed, &b->password,
+	                                               &b->password_len, why, sizeof why) < 0))
+		rp_log_error("node %s: cannot open its BMC password: %s", name,
+		             c->st->secrets ? why : "no secret key loaded");
+	b->tls_verify = sql_type(s, i + 5) == SQL_NULL || sql_int(s, i + 5);
+	if (sql_type(s, i + 6) != SQL_NULL)
+		b->options = json_loads(sql_text(s, i + 6), 0, NULL);
+}
+
 /* The claim of the row the claim read statement s is on. NULL when out of memory. */
 static struct rp_job_claim *
 claim_row(struct conn *c, struct stmt *s)
 {
 	struct rp_job_claim *cl = calloc(1, sizeof *cl);
-	const char *sealed = sql_text(s, 16);
-	char why[256];
 	int oom = 0;
 
 	if (cl == NULL)
@@ -655,19 +682,7 @@ claim_row(struct conn *c, struct stmt *s)
 	cl->node.name = col_dup(s, 9, &oom);
 	cl->node.serial = col_dup(s, 10, &oom);
 	cl->node.system_uuid = col_dup(s, 11, &oom);
-	cl->bmc.driver = col_dup(s, 12, &oom);
-	cl->bmc.address = col_dup(s, 13, &oom);
-	cl->bmc.port = (unsigned)sql_int(s, 14);
-	cl->bmc.username = col_dup(s, 15, &oom);
-	/* Opened straight into a buffer that is wiped on free: never a jansson string. */
-	if (sealed &&
-	    (c->st->secrets == NULL || rp_secrets_open(c->st->secrets, sealed, &cl->bmc.password,
-	                                               &cl->bmc.password_len, why, sizeof why) < 0))
-		rp_log_error("node %s: cannot open its BMC password: %s", cl->node.name,
-		             c->st->secrets ? why : "no secret key loaded");
-	cl->bmc.tls_verify = sql_type(s, 17) == SQL_NULL || sql_int(s, 17);
-	if (sql_type(s, 18) != SQL_NULL)
-		cl->bmc.options = json_loads(sql_text(s, 18), 0, NULL);
+	bmc_cols(c, s, 12, cl->node.name, &cl->bmc, &oom);
 	cl->sent = sql_int(s, 19);
 	cl->phase = col_dup(s, 20, &oom);
 	cl->phase_at = sql_int(s, 21);
@@ -1134,12 +1149,13 @@ out:
 }
 
 enum rp_err
-rp_store_power_targets(struct rp_store *st, json_t **out)
+rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t *n)
 {
 	struct conn *c = store_conn(st);
+	struct rp_power_target *list = NULL, *t;
+	size_t len = 0, cap = 0;
 	struct stmt *s;
-	json_t *list;
-	int rc;
+	int rc, oom = 0;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -1151,28 +1167,42 @@ rp_store_power_targets(struct rp_store *st, json_t **out)
 	         "n.id");
 	if (s == NULL)
 		return RP_ERR_INTERNAL;
-	list = json_array();
-	while ((rc = sql_step(s)) == SQL_ROW) {
-		json_t *bmc = json_pack("{s:s, s:s?, s:I, s:s?, s:o?, s:b}", "driver",
-		                        sql_text(s, 3), "address", sql_text(s, 4), "port",
-		                        (json_int_t)sql_int(s, 5), "username", sql_text(s, 6),
-		                        "password", store_unseal(c, sql_text(s, 7), sql_text(s, 2)),
-		                        "tls_verify", sql_int(s, 8));
+	while (!oom && (rc = sql_step(s)) == SQL_ROW) {
+		if (len == cap) {
+			size_t ncap = cap ? cap * 2 : 256;
 
-		if (sql_type(s, 9) != SQL_NULL)
-			json_object_set_new(bmc, "options", json_loads(sql_text(s, 9), 0, NULL));
-		json_array_append_new(list,
-		                      json_pack("{s:I, s:s, s:s, s:o}", "id",
-		                                (json_int_t)sql_int(s, 0), "uuid", sql_text(s, 1),
-		                                "name", sql_text(s, 2), "bmc", bmc));
+			if ((t = realloc(list, ncap * sizeof *t)) == NULL) {
+				oom = 1;
+				break;
+			}
+			list = t;
+			cap = ncap;
+		}
+		t = &list[len++];
+		memset(t, 0, sizeof *t);
+		t->id = sql_int(s, 0);
+		snprintf(t->uuid, sizeof t->uuid, "%s", sql_text(s, 1));
+		t->name = col_dup(s, 2, &oom);
+		bmc_cols(c, s, 3, t->name, &t->bmc, &oom);
 	}
 	sql_reset(s);
-	if (rc != SQL_DONE) {
-		json_decref(list);
-		return store_sqlerr(c, rc, "power targets");
+	if (oom || rc != SQL_DONE) {
+		rp_store_power_targets_free(list, len);
+		return oom ? RP_ERR_INTERNAL : store_sqlerr(c, rc, "power targets");
 	}
 	*out = list;
+	*n = len;
 	return RP_ERR_OK;
+}
+
+void
+rp_store_power_targets_free(struct rp_power_target *t, size_t n)
+{
+	for (size_t i = 0; t && i < n; i++) {
+		free(t[i].name);
+		bmc_free(&t[i].bmc);
+	}
+	free(t);
 }
 
 enum rp_err

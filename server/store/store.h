@@ -449,6 +449,17 @@ enum rp_err rp_store_jobs_recover(struct rp_store *st, int *n);
 /* A job the scheduler claimed, with what its worker needs of the node and its BMC. Strings
  * are NULL where the row has none. bmc.password is the opened BMC password (NULL when none or
  * it does not open): it never enters jansson and rp_store_claim_free wipes it. */
+/* A node's BMC as a worker needs it to open a session: the password opened straight into a
+ * buffer that is wiped on free (never a jansson string). Strings owned, NULL when unset. */
+struct rp_store_bmc {
+	char *driver, *address, *username;
+	char *password;
+	size_t password_len;
+	unsigned port;
+	int tls_verify;
+	json_t *options; /* owned, NULL when none */
+};
+
 struct rp_job_claim {
 	struct rp_job_claim *next; /* the rest of a claimed list */
 	int64_t id;
@@ -466,14 +477,7 @@ struct rp_job_claim {
 		char uuid[RP_UUID_BUF];
 		char *name, *serial, *system_uuid;
 	} node;
-	struct {
-		char *driver, *address, *username;
-		char *password;
-		size_t password_len;
-		unsigned port;
-		int tls_verify;
-		json_t *options; /* owned, NULL when none */
-	} bmc;
+	struct rp_store_bmc bmc;
 };
 
 /* Free c and the claims after it (c->next...), wiping their passwords. Accepts NULL. */
@@ -758,9 +762,20 @@ enum rp_err rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *
 
 /* ---- Power sync ------------------------------------------------------------------------ */
 
-/* Nodes a power sweep reads: with a usable BMC, not in maintenance. Array of {id, uuid,
- * name, bmc {... password ...}} (never reply with this). */
-enum rp_err rp_store_power_targets(struct rp_store *st, json_t **out);
+/* A node a power sweep reads. */
+struct rp_power_target {
+	int64_t id;
+	char uuid[RP_UUID_BUF];
+	char *name;
+	struct rp_store_bmc bmc;
+};
+
+/* Nodes a power sweep reads: with a usable BMC, not in maintenance, in row order. *out: a new
+ * array of *n targets (NULL when none), released with rp_store_power_targets_free. */
+enum rp_err rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t *n);
+
+/* Free the n targets of t, wiping their passwords. Accepts NULL. */
+void rp_store_power_targets_free(struct rp_power_target *t, size_t n);
 
 /* Record a sweep's readings [{id, ok, power?, error?}] in one transaction: power state and
  * time, failure counts, faults set after fault_threshold failures in a row and cleared by a

@@ -657,20 +657,18 @@ on_disk(struct fx *f, const char *needle)
 static char *
 driver_password(struct fx *f, const char *name)
 {
-	json_t *list = NULL, *t;
+	struct rp_power_target *list = NULL;
 	char *pw = NULL;
-	size_t i;
+	size_t i, n = 0;
 
-	assert_int_equal(rp_store_power_targets(f->st, &list), RP_ERR_OK);
-	json_array_foreach(list, i, t)
-	{
-		const char *p =
-		        json_string_value(json_object_get(json_object_get(t, "bmc"), "password"));
-
-		if (!strcmp(json_string_value(json_object_get(t, "name")), name) && p)
-			pw = strdup(p);
+	assert_int_equal(rp_store_power_targets(f->st, &list, &n), RP_ERR_OK);
+	for (i = 0; i < n; i++) {
+		if (!strcmp(list[i].name, name) && list[i].bmc.password) {
+			assert_int_equal(strlen(list[i].bmc.password), list[i].bmc.password_len);
+			pw = strdup(list[i].bmc.password);
+		}
 	}
-	json_decref(list);
+	rp_store_power_targets_free(list, n);
 	return pw;
 }
 
