@@ -487,6 +487,11 @@ exchange_once(struct rf *h, const char *method, const char *path, const char *ct
 		curl_easy_setopt(h->curl, CURLOPT_PASSWORD, "");
 	*again = AGAIN_NEVER;
 	if (cc != CURLE_OK) {
+		/* No answer to hand back: what part of one came goes now (callers free a reply
+		 * only when the request succeeded). */
+		int toobig = r->body.toobig;
+
+		rp_buf_free(&r->body);
 		switch (cc) {
 		case CURLE_COULDNT_CONNECT:
 			*again = AGAIN_ANY;
@@ -523,7 +528,7 @@ exchange_once(struct rf *h, const char *method, const char *path, const char *ct
 			        "only for a BMC with a self-signed certificate",
 			        h->base_url, curl_easy_strerror(cc));
 		case CURLE_WRITE_ERROR:
-			if (r->body.toobig)
+			if (toobig)
 				return rp_bmc_fail(err, RP_BMC_PROTOCOL,
 				                   "%s %s: answer over %u bytes", method, url,
 				                   MAX_BODY);
