@@ -457,17 +457,10 @@ rp_api_acceptance_get(struct rp_api_req *rq, struct rp_api_resp *rs)
 	else
 		render_html(run, &b);
 	json_decref(run);
-	if (b.oom) {
-		rp_buf_free(&b);
-		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
-		return;
-	}
-	rs->status = 200;
-	rs->text = b.data;
-	rs->text_len = b.len;
-	rs->content_type =
-	        !strcmp(fmt, "csv") ? "text/csv; charset=utf-8" : "text/html; charset=utf-8";
-	if (strcmp(fmt, "csv") != 0)
+	rp_api_reply_buf(rs, &b,
+	                 !strcmp(fmt, "csv") ? "text/csv; charset=utf-8"
+	                                     : "text/html; charset=utf-8");
+	if (rs->status == 200 && strcmp(fmt, "csv") != 0)
 		rs->headers = report_headers;
 }
 

@@ -280,6 +280,10 @@ int64_t rp_api_if_match(struct rp_api_req *req, struct rp_api_resp *rs);
  * If-None-Match matches. Takes obj. */
 void rp_api_reply_object(struct rp_api_req *req, struct rp_api_resp *rs, int status, json_t *obj);
 
+/* Reply 200 with the text b holds as content_type (static storage), taking b's memory; a
+ * buffer that ran out of memory (b->oom) is freed and answers 500 INTERNAL instead. */
+void rp_api_reply_buf(struct rp_api_resp *rs, struct rp_buf *b, const char *content_type);
+
 /* Map a store outcome to the response: errors get their body (detail taken). */
 void rp_api_reply_store_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail,
                               const char *what);

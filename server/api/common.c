@@ -10,6 +10,21 @@
 #include "rackpilot/agent.h"
 
 void
+rp_api_reply_buf(struct rp_api_resp *rs, struct rp_buf *b, const char *content_type)
+{
+	if (b->oom) {
+		rp_buf_free(b);
+		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+		return;
+	}
+	rs->status = 200;
+	rs->text = b->data;
+	rs->text_len = b->len;
+	rs->content_type = content_type;
+	memset(b, 0, sizeof *b);
+}
+
+void
 rp_api_resp_clear(struct rp_api_resp *rs)
 {
 	json_decref(rs->body);

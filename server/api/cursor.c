@@ -158,15 +158,7 @@ rp_api_page_reply(struct rp_api_req *req, struct rp_api_resp *rs, struct rp_page
 			rp_buf_append(&b, ",\"next_cursor\":null}\n", 21);
 		free(pg->text);
 		pg->text = NULL;
-		if (b.oom) {
-			rp_buf_free(&b);
-			rp_api_error(rs, RP_ERR_INTERNAL, NULL);
-			return;
-		}
-		rs->status = 200;
-		rs->text = b.data;
-		rs->text_len = b.len;
-		rs->content_type = "application/json";
+		rp_api_reply_buf(rs, &b, "application/json");
 		return;
 	}
 	if (fields && select_fields(pg->items, fields, spec, rs) < 0) {

@@ -134,13 +134,5 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 		        (unsigned long long)gh, (unsigned long long)gm, (unsigned long long)ah,
 		        (unsigned long long)am);
 	}
-	if (b.oom) {
-		rp_buf_free(&b);
-		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
-		return;
-	}
-	rs->status = 200;
-	rs->text = b.data;
-	rs->text_len = b.len;
-	rs->content_type = "text/plain; version=0.0.4; charset=utf-8";
+	rp_api_reply_buf(rs, &b, "text/plain; version=0.0.4; charset=utf-8");
 }
