@@ -852,7 +852,11 @@ store_row_text(struct conn *c, struct stmt *s, struct rp_buf *b)
 enum rp_err
 store_exec(struct conn *c, struct stmt *s, const char *what)
 {
-	int rc = sql_step(s);
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	rc = sql_step(s);
 
 	sql_reset(s);
 	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, what);
@@ -861,7 +865,11 @@ store_exec(struct conn *c, struct stmt *s, const char *what)
 enum rp_err
 store_one(struct conn *c, struct stmt *s, const char *what)
 {
-	int rc = sql_step(s);
+	int rc;
+
+	if (s == NULL)
+		return RP_ERR_INTERNAL;
+	rc = sql_step(s);
 
 	if (rc == SQL_ROW)
 		return RP_ERR_OK;
@@ -869,11 +877,33 @@ store_one(struct conn *c, struct stmt *s, const char *what)
 	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, what);
 }
 
+int
+store_next(struct conn *c, struct stmt *s, const char *what, enum rp_err *e)
+{
+	int rc;
+
+	if (s == NULL) {
+		*e = RP_ERR_INTERNAL;
+		return 0;
+	}
+	rc = sql_step(s);
+
+	if (rc == SQL_ROW)
+		return 1;
+	sql_reset(s);
+	*e = rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, what);
+	return 0;
+}
+
 json_t *
 store_rows(struct conn *c, struct stmt *s)
 {
-	json_t *a = json_array();
+	json_t *a;
 	int rc;
+
+	if (s == NULL)
+		return NULL;
+	a = json_array();
 
 	while ((rc = sql_step(s)) == SQL_ROW)
 		json_array_append_new(a, store_row(c, s));
@@ -889,6 +919,8 @@ store_rows(struct conn *c, struct stmt *s)
 void
 sql_bind_text(struct stmt *s, int i, const char *v)
 {
+	if (s == NULL)
+		return;
 	if (v)
 		s->drv->bind_text(s, i, v, strlen(v));
 	else

@@ -108,13 +108,21 @@ void store_read_end(struct conn *c);
 enum rp_err store_sqlerr(struct conn *c, int rc, const char *what);
 
 /* The statement API: run a statement s (from store_prep on c) that returns no rows, to its
- * end, and reset it: RP_ERR_OK or store_sqlerr's error, with `what` naming it in logs. */
+ * end, and reset it: RP_ERR_OK or store_sqlerr's error, with `what` naming it in logs. These
+ * four accept s == NULL (store_prep failed and logged it) and then report RP_ERR_INTERNAL
+ * (store_rows: NULL), so callers prepare, bind and run without checking s in between. */
 enum rp_err store_exec(struct conn *c, struct stmt *s, const char *what);
 
 /* Step s once: RP_ERR_OK with a row to read (the caller reads its columns, then calls
  * sql_reset), or RP_ERR_NOT_FOUND when there is none, or store_sqlerr's error; s is reset
  * unless a row came back. */
 enum rp_err store_one(struct conn *c, struct stmt *s, const char *what);
+
+/* Step s for the next row of a loop, `while (store_next(c, s, what, &e)) { ...read... }`:
+ * 1 with a row to read, or 0 at the end (*e = RP_ERR_OK) or on an error (*e = store_sqlerr's
+ * error), and s is reset whenever 0 comes back; *e is written only then. A loop that leaves
+ * early calls sql_reset itself. */
+int store_next(struct conn *c, struct stmt *s, const char *what, enum rp_err *e);
 
 /* One row as a wire object (s must come from store_prep on c). Column aliases steer the
  * mapping, parsed once per statement: "_x" is skipped,

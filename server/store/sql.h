@@ -108,17 +108,21 @@ struct sql_driver {
 extern const struct sql_driver rp_sql_sqlite;
 
 /* Statement calls, in the order a caller makes them. Binds never fail on their own: an
- * out-of-memory bind fails the step. */
+ * out-of-memory bind fails the step. Binds and resets on a NULL statement (one that failed
+ * to prepare, already logged) do nothing and its step returns SQL_ERROR, so a caller binds
+ * and runs without checking and store_exec/store_one/store_next report RP_ERR_INTERNAL. */
 static inline void
 sql_bind_int(struct stmt *s, int i, int64_t v)
 {
-	s->drv->bind_int(s, i, v);
+	if (s)
+		s->drv->bind_int(s, i, v);
 }
 
 static inline void
 sql_bind_real(struct stmt *s, int i, double v)
 {
-	s->drv->bind_real(s, i, v);
+	if (s)
+		s->drv->bind_real(s, i, v);
 }
 
 /* Bind v (copied), or NULL when v is NULL. */
@@ -128,7 +132,8 @@ void sql_bind_text(struct stmt *s, int i, const char *v);
 static inline void
 sql_bind_textn(struct stmt *s, int i, const char *v, size_t len)
 {
-	s->drv->bind_text(s, i, v, len);
+	if (s)
+		s->drv->bind_text(s, i, v, len);
 }
 
 /* Bind v (NULL binds NULL) and free it, whatever happens. */
@@ -137,25 +142,28 @@ void sql_bind_text_own(struct stmt *s, int i, char *v);
 static inline void
 sql_bind_blob(struct stmt *s, int i, const void *v, size_t len)
 {
-	s->drv->bind_blob(s, i, v, len);
+	if (s)
+		s->drv->bind_blob(s, i, v, len);
 }
 
 static inline void
 sql_bind_null(struct stmt *s, int i)
 {
-	s->drv->bind_null(s, i);
+	if (s)
+		s->drv->bind_null(s, i);
 }
 
 static inline int
 sql_step(struct stmt *s)
 {
-	return s->drv->step(s);
+	return s ? s->drv->step(s) : SQL_ERROR;
 }
 
 static inline void
 sql_reset(struct stmt *s)
 {
-	s->drv->reset(s);
+	if (s)
+		s->drv->reset(s);
 }
 
 static inline int64_t
