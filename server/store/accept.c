@@ -11,21 +11,21 @@ run_of(struct conn *c, int64_t rack_id, int attempt, int64_t *id, char state[16]
 	struct stmt *s =
 	        STMT(c, "SELECT id, state, attempt FROM acceptance_runs WHERE rack_id = ?1 "
 	                "AND (?2 = 0 OR attempt = ?2) ORDER BY attempt DESC LIMIT 1");
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, rack_id);
 	sql_bind_int(s, 2, attempt);
-	rc = sql_step(s);
-	*id = 0;
-	if (rc == SQL_ROW) {
-		*id = sql_int(s, 0);
-		snprintf(state, 16, "%s", sql_text(s, 1));
-		*att = sql_int(s, 2);
+	if ((e = store_one(c, s, "run")) == RP_ERR_NOT_FOUND) {
+		*id = 0;
+		return RP_ERR_OK;
 	}
+	if (e != RP_ERR_OK)
+		return e;
+	*id = sql_int(s, 0);
+	snprintf(state, 16, "%s", sql_text(s, 1));
+	*att = sql_int(s, 2);
 	sql_reset(s);
-	return rc == SQL_ROW || rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "run");
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -59,14 +59,12 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 		         "('queued', 'running') AND json_extract(params, '$.run') = (SELECT uuid "
 		         "FROM "
 		         "acceptance_runs WHERE id = ?))");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
 		sql_bind_int(s, 1, prev);
-		if (sql_step(s) == SQL_ROW)
+		if ((e = store_one(c, s, "run live")) == RP_ERR_OK) {
 			live = sql_int(s, 0);
-		sql_reset(s);
+			sql_reset(s);
+		} else if (e != RP_ERR_NOT_FOUND)
+			goto out;
 		if (live) {
 			*detail = store_why(NULL,
 			                    "an acceptance run of rack %s is already running "
@@ -79,10 +77,6 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 		         "UPDATE acceptance_results SET state = 'failed', message = 'the node''s "
 		         "acceptance job ended before this check (cancelled?)', finished_at = ?2 "
 		         "WHERE run_id = ?1 AND state IN ('pending', 'running')");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
 		sql_bind_int(s, 1, prev);
 		sql_bind_int(s, 2, now);
 		if ((e = store_exec(c, s, "stale run")) != RP_ERR_OK)
@@ -92,8 +86,6 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	}
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT id FROM nodes WHERE rack_id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, rack_id);
 	if ((nodes = store_rows(c, s)) == NULL)
 		goto out;
@@ -110,7 +102,7 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	             : NULL;
 	s = STMT(c, "INSERT INTO acceptance_runs(uuid, rack_id, attempt, state, checks, burn_in, "
 	            "created_by, created_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?)");
-	if (s == NULL || cj == NULL)
+	if (cj == NULL)
 		goto out;
 	sql_bind_text(s, 1, uuid);
 	sql_bind_int(s, 2, rack_id);
@@ -131,8 +123,6 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	         "CROSS JOIN json_each(?2) j LEFT JOIN acceptance_results p ON p.run_id = ?4 AND "
 	         "p.node_id = n.id AND p.check_name = j.value AND p.state = 'passed' WHERE "
 	         "n.rack_id = ?5");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, run_id);
 	sql_bind_text(s, 2, cj);
 	sql_bind_int(s, 3, attempt + 1);
@@ -148,8 +138,6 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	         "'passed' AND EXISTS (SELECT 1 FROM acceptance_results d WHERE d.run_id = ?1 AND "
 	         "d.node_id = x.node_id AND d.state = 'pending' AND d.check_name IN "
 	         "('inventory', 'links', 'burn_in'))");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, run_id);
 	sql_bind_int(s, 2, attempt + 1);
 	if ((e = store_exec(c, s, "results reset")) != RP_ERR_OK)
@@ -164,13 +152,13 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 
 		s = STMT(c, "SELECT EXISTS (SELECT 1 FROM acceptance_results WHERE run_id = ? AND "
 		            "node_id = ? AND state = 'pending')");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, run_id);
 		sql_bind_int(s, 2, nid);
-		if (sql_step(s) == SQL_ROW)
+		if ((e = store_one(c, s, "run pending")) == RP_ERR_OK) {
 			pending = sql_int(s, 0);
-		sql_reset(s);
+			sql_reset(s);
+		} else if (e != RP_ERR_NOT_FOUND)
+			goto out;
 		if (!pending)
 			continue;
 		if ((e = store_node_by_id(c, nid, &n)) != RP_ERR_OK)
@@ -213,29 +201,24 @@ store_accept_settle(struct conn *c, int64_t run_id)
 	                         "r.rack_id), r.attempt FROM acceptance_results x JOIN "
 	                         "acceptance_runs r ON r.id = x.run_id WHERE x.run_id = ?");
 	char summary[200], uuid[RP_UUID_BUF] = "", rack[64] = "";
-	int open = 1, failed = 0, attempt = 0, rc;
-	int64_t rack_id = 0;
+	int open, failed, attempt;
+	int64_t rack_id;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, run_id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		open = sql_int(s, 0);
-		failed = sql_int(s, 1);
-		snprintf(uuid, sizeof uuid, "%s", sql_text(s, 2) ?: "");
-		rack_id = sql_int(s, 3);
-		snprintf(rack, sizeof rack, "%s", sql_text(s, 4) ?: "");
-		attempt = sql_int(s, 5);
-	}
+	/* An aggregate always yields its row. */
+	if ((e = store_one(c, s, "run settle")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;
+	open = sql_int(s, 0);
+	failed = sql_int(s, 1);
+	snprintf(uuid, sizeof uuid, "%s", sql_text(s, 2) ?: "");
+	rack_id = sql_int(s, 3);
+	snprintf(rack, sizeof rack, "%s", sql_text(s, 4) ?: "");
+	attempt = sql_int(s, 5);
 	sql_reset(s);
-	if (rc != SQL_ROW)
-		return store_sqlerr(c, rc, "run settle");
 	if (open > 0)
 		return RP_ERR_OK;
 	s = STMT(c, "UPDATE acceptance_runs SET state = ?2, finished_at = ?3 WHERE id = ?1 AND "
 	            "state = 'running'");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, run_id);
 	sql_bind_text(s, 2, failed ? "failed" : "passed");
 	sql_bind_int(s, 3, rp_time_now_ms());
@@ -269,7 +252,7 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 	struct stmt *s;
 	char state[16];
 	int64_t rack_id, run_id;
-	int att = 0, rc;
+	int att = 0;
 	enum rp_err e;
 
 	if (c == NULL)
@@ -284,33 +267,31 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 		e = RP_ERR_NOT_FOUND;
 		goto out;
 	}
-	e = RP_ERR_INTERNAL;
 	s = STMT(c,
 	         "SELECT r.uuid AS id, k.name AS rack, r.attempt, r.state, r.checks AS "
 	         "\"checks:json\", r.burn_in AS \"burn_in:json\", r.created_by, r.created_at AS "
 	         "\"created_at:time\", r.finished_at AS \"finished_at:time\" FROM acceptance_runs "
 	         "r JOIN racks k ON k.id = r.rack_id WHERE r.id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, run_id);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		run = store_row(c, s);
+	if ((e = store_one(c, s, "run get")) != RP_ERR_OK) {
+		if (e == RP_ERR_NOT_FOUND)
+			e = RP_ERR_INTERNAL; /* run_of found it in this snapshot */
+		goto out;
+	}
+	run = store_row(c, s);
 	sql_reset(s);
+	e = RP_ERR_INTERNAL;
 	if (run == NULL)
 		goto out;
 	s = STMT(c, RESULT_COLS
 	         "WHERE x.run_id = ?1 ORDER BY n.u_position DESC, n.name, (SELECT "
 	         "j.key FROM acceptance_runs r, json_each(r.checks) j WHERE r.id = ?1 AND "
 	         "j.value = x.check_name)");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, run_id);
 	if ((rows = store_rows(c, s)) == NULL)
 		goto out;
 	s = STMT(c, "SELECT signed_by, signed_at AS \"signed_at:time\", report_sha256, note FROM "
 	            "acceptance_signoffs WHERE run_id = ? ORDER BY id");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, run_id);
 	if ((signoffs = store_rows(c, s)) == NULL)
 		goto out;
@@ -334,21 +315,16 @@ run_by_uuid(struct conn *c, const char *uuid, int64_t *id, int *running, int64_t
 {
 	struct stmt *s = STMT(c, "SELECT id, state = 'running', created_at FROM acceptance_runs "
 	                         "WHERE uuid = ?");
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, uuid);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		*id = sql_int(s, 0);
-		*running = sql_int(s, 1);
-		*created = sql_int(s, 2);
-	}
+	if ((e = store_one(c, s, "run")) != RP_ERR_OK)
+		return e;
+	*id = sql_int(s, 0);
+	*running = sql_int(s, 1);
+	*created = sql_int(s, 2);
 	sql_reset(s);
-	if (rc == SQL_ROW)
-		return RP_ERR_OK;
-	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "run");
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -367,8 +343,6 @@ rp_store_accept_node(struct rp_store *st, const char *run, int64_t node_id, json
 		return e;
 	s = STMT(c, "SELECT check_name AS \"check\", state, child_job AS job, started_at FROM "
 	            "acceptance_results WHERE run_id = ? AND node_id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, run_id);
 	sql_bind_int(s, 2, node_id);
 	if ((rows = store_rows(c, s)) == NULL)
@@ -389,23 +363,18 @@ result_state(struct conn *c, int64_t run_id, int64_t node_id, const char *check,
 {
 	struct stmt *s = STMT(c, "SELECT state, coalesce(child_job, '') FROM acceptance_results "
 	                         "WHERE run_id = ? AND node_id = ? AND check_name = ?");
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, run_id);
 	sql_bind_int(s, 2, node_id);
 	sql_bind_text(s, 3, check);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		snprintf(state, 16, "%s", sql_text(s, 0));
-		if (child)
-			snprintf(child, RP_UUID_BUF, "%s", sql_text(s, 1));
-	}
+	if ((e = store_one(c, s, "result")) != RP_ERR_OK)
+		return e;
+	snprintf(state, 16, "%s", sql_text(s, 0));
+	if (child)
+		snprintf(child, RP_UUID_BUF, "%s", sql_text(s, 1));
 	sql_reset(s);
-	if (rc == SQL_DONE)
-		return RP_ERR_NOT_FOUND;
-	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "result");
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -454,20 +423,19 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
 		}
 		if ((e = store_job_add(c, &n, 0, job, "rackpilotd", &jid)) != RP_ERR_OK)
 			goto out;
-		e = RP_ERR_INTERNAL;
 		s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, jid);
-		if (sql_step(s) == SQL_ROW)
+		if ((e = store_one(c, s, "child job")) == RP_ERR_OK) {
 			snprintf(uuid, sizeof uuid, "%s", sql_text(s, 0));
-		sql_reset(s);
+			sql_reset(s);
+		} else if (e != RP_ERR_NOT_FOUND)
+			goto out;
 	}
 	e = RP_ERR_INTERNAL;
 	s = STMT(c,
 	         "UPDATE acceptance_results SET state = 'running', child_job = ?4, started_at = "
 	         "coalesce(started_at, ?5) WHERE run_id = ?1 AND node_id = ?2 AND check_name = ?3");
-	if (s == NULL || uuid[0] == '\0')
+	if (uuid[0] == '\0')
 		goto out;
 	sql_bind_int(s, 1, run_id);
 	sql_bind_int(s, 2, node_id);
@@ -507,7 +475,6 @@ rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id, co
 		e = RP_ERR_OK; /* settled before a restart: keep it */
 		goto out;
 	}
-	e = RP_ERR_INTERNAL;
 	ev = json_object_get(result, "evidence") ? json_dumps(json_object_get(result, "evidence"),
 	                                                      JSON_COMPACT | JSON_ENCODE_ANY)
 	                                         : NULL;
@@ -517,8 +484,6 @@ rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id, co
 	s = STMT(c, "UPDATE acceptance_results SET state = ?4, message = ?5, fix = ?6, evidence = "
 	            "?7, findings = ?8, started_at = coalesce(started_at, ?9), finished_at = ?9 "
 	            "WHERE run_id = ?1 AND node_id = ?2 AND check_name = ?3");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, run_id);
 	sql_bind_int(s, 2, node_id);
 	sql_bind_text(s, 3, check);
@@ -564,11 +529,8 @@ rp_store_accept_signoff(struct rp_store *st, const char *rack, const char *sha25
 		e = RP_ERR_INVALID_STATE;
 		goto out;
 	}
-	e = RP_ERR_INTERNAL;
 	s = STMT(c, "INSERT INTO acceptance_signoffs(run_id, signed_by, signed_at, report_sha256, "
 	            "note) VALUES (?, ?, ?, ?, ?)");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, run_id);
 	sql_bind_text(s, 2, actor);
 	sql_bind_int(s, 3, rp_time_now_ms());

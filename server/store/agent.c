@@ -27,7 +27,6 @@ rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *has
 	json_t *obj = NULL;
 	int64_t id, now = rp_time_now_ms();
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL || rp_uuid_new(uuid) < 0)
 		return RP_ERR_INTERNAL;
@@ -35,11 +34,8 @@ rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *has
 		return e;
 	if (node && (e = store_node_ref(c, node, &n)) != RP_ERR_OK)
 		goto out;
-	e = RP_ERR_INTERNAL;
 	s = STMT(c, "INSERT INTO bootstrap_tokens(uuid, hash, node_id, created_by, created_at, "
 	            "expires_at) VALUES (?,?,?,?,?,?)");
-	if (s == NULL)
-		goto out;
 	sql_bind_text(s, 1, uuid);
 	sql_bind_text(s, 2, hash);
 	if (n.id)
@@ -58,19 +54,16 @@ rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *has
 	if ((e = store_event(c, actor, "bootstrap_token.created", "bootstrap_token", uuid,
 	                     n.id ? n.name : NULL, n.id, n.rack_id, summary, NULL)) != RP_ERR_OK)
 		goto out;
-	e = RP_ERR_INTERNAL;
 	s = STMT(c, BOOT_COLS "WHERE t.id = ?2");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, now);
 	sql_bind_int(s, 2, id);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		obj = store_row(c, s);
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = store_sqlerr(c, rc, "bootstrap read");
+	if ((e = store_one(c, s, "bootstrap read")) != RP_ERR_OK) {
+		if (e == RP_ERR_NOT_FOUND)
+			e = RP_ERR_INTERNAL; /* inserted just now */
 		goto out;
 	}
+	obj = store_row(c, s);
+	sql_reset(s);
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
 	*out = obj;
@@ -92,8 +85,6 @@ rp_store_bootstrap_list(struct rp_store *st, json_t **out)
 		return RP_ERR_INTERNAL;
 	s = STMT(c, BOOT_COLS "WHERE t.used_at IS NULL AND t.revoked_at IS NULL AND "
 	                      "t.expires_at > ?1 ORDER BY t.id DESC LIMIT 1000");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, rp_time_now_ms());
 	if ((a = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
@@ -116,10 +107,6 @@ rp_store_bootstrap_revoke(struct rp_store *st, const char *id, const char *actor
 		return e;
 	s = STMT(c, "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE uuid = lower(?1) AND "
 	            "revoked_at IS NULL AND used_at IS NULL");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_text(s, 1, id);
 	sql_bind_int(s, 2, rp_time_now_ms());
 	if ((e = store_exec(c, s, "bootstrap revoke")) != RP_ERR_OK)
@@ -144,15 +131,18 @@ static enum rp_err
 mac_owner(struct conn *c, const char *mac, int64_t *node_id)
 {
 	struct stmt *s = STMT(c, "SELECT node_id FROM node_macs WHERE mac = ?");
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, mac);
-	rc = sql_step(s);
-	*node_id = rc == SQL_ROW ? sql_int(s, 0) : 0;
+	if ((e = store_one(c, s, "mac owner")) == RP_ERR_NOT_FOUND) {
+		*node_id = 0;
+		return RP_ERR_OK;
+	}
+	if (e != RP_ERR_OK)
+		return e;
+	*node_id = sql_int(s, 0);
 	sql_reset(s);
-	return rc == SQL_ROW || rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "mac owner");
+	return RP_ERR_OK;
 }
 
 /* Copy a short inventory string into a node field when it is usable as one. */
@@ -177,7 +167,7 @@ discover(struct conn *c, json_t *macs, json_t *inventory, const char *actor, int
 	struct stmt *s;
 	int64_t other;
 	enum rp_err e;
-	int i, j, rc;
+	int i, j;
 
 	for (i = j = 0; mac[i] && j < 12; i++)
 		if (mac[i] != ':')
@@ -202,14 +192,9 @@ discover(struct conn *c, json_t *macs, json_t *inventory, const char *actor, int
 	}
 	if ((e = store_node_insert(c, node, actor, id, detail)) != RP_ERR_OK)
 		goto out;
-	e = RP_ERR_INTERNAL;
 	s = STMT(c, "UPDATE nodes SET provision_state = 'discovered' WHERE id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, *id);
-	rc = sql_step(s);
-	sql_reset(s);
-	e = rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "discover");
+	e = store_exec(c, s, "discover");
 out:
 	json_decref(node);
 	return e;
@@ -223,29 +208,24 @@ pin(struct conn *c, const struct node_ref *n, const struct rp_sshkey *key, const
 	struct stmt *s = STMT(c, "SELECT key_type, key_b64, fingerprint FROM ssh_host_keys "
 	                         "WHERE node_id = ?");
 	char old_fp[64] = "", summary[300];
-	int rc, same = 0, had = 0;
+	int same = 0, had = 0;
 	json_t *d;
 	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, n->id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
+	if ((e = store_one(c, s, "host key read")) == RP_ERR_OK) {
 		had = 1;
 		same = !strcmp(sql_text(s, 0), key->type) && !strcmp(sql_text(s, 1), key->b64);
 		snprintf(old_fp, sizeof old_fp, "%s", sql_text(s, 2));
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW && rc != SQL_DONE)
-		return store_sqlerr(c, rc, "host key read");
+		sql_reset(s);
+	} else if (e != RP_ERR_NOT_FOUND)
+		return e;
 	if (same)
 		return RP_ERR_OK;
 	s = STMT(c,
 	         "INSERT INTO ssh_host_keys(node_id, key_type, key_b64, fingerprint, pinned_at, "
 	         "pinned_by) VALUES (?1,?2,?3,?4,?5,?6) ON CONFLICT(node_id) DO UPDATE SET "
 	         "key_type = ?2, key_b64 = ?3, fingerprint = ?4, pinned_at = ?5, pinned_by = ?6");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, n->id);
 	sql_bind_text(s, 2, key->type);
 	sql_bind_text(s, 3, key->b64);
@@ -284,18 +264,16 @@ boot_lookup(struct conn *c, const char *hash, struct boot_tok *t, json_t **detai
 {
 	struct stmt *s;
 	char reason[64] = "";
-	int rc;
+	enum rp_err e;
 
 	memset(t, 0, sizeof *t);
 	s = STMT(c, "SELECT id, coalesce(node_id, 0), CASE WHEN revoked_at IS NOT NULL THEN "
 	            "'revoked' WHEN used_at IS NOT NULL THEN 'already used' WHEN expires_at <= ? "
 	            "THEN 'expired' END, coalesce(mac, ''), coalesce(source, ''), uuid "
 	            "FROM bootstrap_tokens WHERE hash = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, rp_time_now_ms());
 	sql_bind_text(s, 2, hash);
-	if ((rc = sql_step(s)) == SQL_ROW) {
+	if ((e = store_one(c, s, "bootstrap lookup")) == RP_ERR_OK) {
 		t->id = sql_int(s, 0);
 		t->node_id = sql_int(s, 1);
 		if (sql_type(s, 2) != SQL_NULL)
@@ -303,10 +281,9 @@ boot_lookup(struct conn *c, const char *hash, struct boot_tok *t, json_t **detai
 		snprintf(t->mac, sizeof t->mac, "%s", sql_text(s, 3));
 		snprintf(t->source, sizeof t->source, "%s", sql_text(s, 4));
 		snprintf(t->uuid, sizeof t->uuid, "%s", sql_text(s, 5));
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW && rc != SQL_DONE)
-		return store_sqlerr(c, rc, "bootstrap lookup");
+		sql_reset(s);
+	} else if (e != RP_ERR_NOT_FOUND)
+		return e;
 	if (t->id == 0 || reason[0]) {
 		*detail = store_why(NULL, "bootstrap token %s", t->id ? reason : "unknown");
 		return RP_ERR_UNAUTHORIZED;
@@ -326,19 +303,15 @@ bootstrap_refused(struct conn *c, const char *hash, const char *peer, json_t *wh
 	int64_t node_id = 0;
 	struct node_ref n = {0};
 	const char *reason = json_string_value(json_object_get(why, "reason"));
-	int rc;
 
 	s = STMT(c, "SELECT uuid, coalesce(node_id, 0) FROM bootstrap_tokens WHERE hash = ?");
-	if (s == NULL)
-		return;
 	sql_bind_text(s, 1, hash);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		snprintf(uuid, sizeof uuid, "%s", sql_text(s, 0));
-		node_id = sql_int(s, 1);
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW)
+	/* Best effort: no row or an error records nothing. */
+	if (store_one(c, s, "bootstrap refused") != RP_ERR_OK)
 		return;
+	snprintf(uuid, sizeof uuid, "%s", sql_text(s, 0));
+	node_id = sql_int(s, 1);
+	sql_reset(s);
 	if (node_id && store_node_by_id(c, node_id, &n) != RP_ERR_OK)
 		return;
 	snprintf(summary, sizeof summary, "refused a registration from %s: %s", peer ? peer : "?",
@@ -411,17 +384,14 @@ static enum rp_err
 node_state(struct conn *c, int64_t id, char *buf, size_t len)
 {
 	struct stmt *s = STMT(c, "SELECT provision_state FROM nodes WHERE id = ?");
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		snprintf(buf, len, "%s", sql_text(s, 0));
+	if ((e = store_one(c, s, "node state")) != RP_ERR_OK)
+		return e;
+	snprintf(buf, len, "%s", sql_text(s, 0));
 	sql_reset(s);
-	if (rc == SQL_ROW)
-		return RP_ERR_OK;
-	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node state");
+	return RP_ERR_OK;
 }
 
 static int
@@ -519,24 +489,22 @@ may_pin(struct conn *c, const struct boot_tok *t, const struct node_ref *n,
 	struct stmt *s = STMT(c, "SELECT key_type, key_b64, fingerprint FROM ssh_host_keys "
 	                         "WHERE node_id = ?");
 	char state[32] = "", fp[64] = "";
-	int rc, same = 0;
+	int had = 0, same = 0;
 	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, n->id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
+	if ((e = store_one(c, s, "host key read")) == RP_ERR_OK) {
+		had = 1;
 		same = !strcmp(sql_text(s, 0), key->type) && !strcmp(sql_text(s, 1), key->b64);
 		snprintf(fp, sizeof fp, "%s", sql_text(s, 2));
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW && rc != SQL_DONE)
-		return store_sqlerr(c, rc, "host key read");
+		sql_reset(s);
+	} else if (e != RP_ERR_NOT_FOUND)
+		return e;
 	if ((e = node_state(c, n->id, state, sizeof state)) != RP_ERR_OK)
 		return e;
 	snprintf(why, whylen, "agent registration (%s bootstrap token, %s)",
 	         t->node_id ? "node-bound" : "discovery", state);
-	if (rc == SQL_DONE || same)
+	if (!had || same)
 		return RP_ERR_OK;
 	if (t->node_id == n->id && provisioning(state))
 		return RP_ERR_OK;
@@ -617,10 +585,6 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	json_array_foreach(macs, i, m)
 	{
 		s = STMT(c, "INSERT OR IGNORE INTO node_macs(mac, node_id) VALUES (?, ?)");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
 		sql_bind_text(s, 1, json_string_value(m));
 		sql_bind_int(s, 2, n.id);
 		if ((e = store_exec(c, s, "mac add")) != RP_ERR_OK)
@@ -634,7 +598,6 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	address = json_string_value(json_object_get(ssh, "address"));
 	if (address == NULL)
 		address = r->peer;
-	e = RP_ERR_INTERNAL;
 	s = STMT(
 	        c,
 	        "INSERT INTO agents(node_id, token_hash, registered_at, seen_at, boot_id, version, "
@@ -642,8 +605,6 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	        "ON CONFLICT(node_id) DO UPDATE SET token_hash = ?2, registered_at = ?3, "
 	        "seen_at = ?3, boot_id = ?4, version = ?5, status = 'idle', hostname = ?6, "
 	        "address = ?7, port = ?8");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, n.id);
 	sql_bind_text(s, 2, r->token_hash);
 	sql_bind_int(s, 3, now);
@@ -655,8 +616,6 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	if ((e = store_exec(c, s, "agent upsert")) != RP_ERR_OK)
 		goto out;
 	s = STMT(c, "UPDATE bootstrap_tokens SET used_at = ?2, used_by = ?3 WHERE id = ?1");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, t.id);
 	sql_bind_int(s, 2, now);
 	sql_bind_text(s, 3, n.name);
@@ -668,8 +627,6 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	         "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE id != ?1 AND used_at IS NULL "
 	         "AND revoked_at IS NULL AND created_by = 'boot' AND (node_id = ?3 OR (node_id IS "
 	         "NULL AND mac IN (SELECT mac FROM node_macs WHERE node_id = ?3)))");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, t.id);
 	sql_bind_int(s, 2, now);
 	sql_bind_int(s, 3, n.id);
@@ -680,8 +637,6 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	 * retry's back-off. */
 	s = STMT(c, "UPDATE jobs SET not_before = ?2 WHERE node_id = ?1 AND state = 'queued' AND "
 	            "error_code = 'waiting' AND not_before > ?2");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, n.id);
 	sql_bind_int(s, 2, now);
 	if ((e = store_exec(c, s, "wake waiting jobs")) != RP_ERR_OK)
@@ -716,27 +671,22 @@ rp_store_agent_auth(struct rp_store *st, const char *hash, struct rp_token_info 
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s;
-	int rc;
+	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT n.uuid, n.name, n.id FROM agents a JOIN nodes n ON n.id = a.node_id "
 	            "WHERE a.token_hash = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, hash);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		snprintf(out->id, sizeof out->id, "%s", sql_text(s, 0));
-		snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
-		snprintf(out->role, sizeof out->role, "agent");
-		out->node_id = sql_int(s, 2);
-		out->expires_at = 0;
-	}
+	if ((e = store_one(c, s, "agent auth")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_UNAUTHORIZED : e;
+	snprintf(out->id, sizeof out->id, "%s", sql_text(s, 0));
+	snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
+	snprintf(out->role, sizeof out->role, "agent");
+	out->node_id = sql_int(s, 2);
+	out->expires_at = 0;
 	sql_reset(s);
-	if (rc == SQL_ROW)
-		return RP_ERR_OK;
-	return rc == SQL_DONE ? RP_ERR_UNAUTHORIZED : store_sqlerr(c, rc, "agent auth");
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -748,7 +698,6 @@ rp_store_agent_heartbeat(struct rp_store *st, int64_t node_id, json_t *hb)
 	struct node_ref n;
 	struct stmt *s;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -756,23 +705,18 @@ rp_store_agent_heartbeat(struct rp_store *st, int64_t node_id, json_t *hb)
 		return e;
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
 		goto out;
-	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT coalesce(boot_id, '') FROM agents WHERE node_id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, node_id);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		snprintf(before, sizeof before, "%s", sql_text(s, 0));
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = rc == SQL_DONE ? RP_ERR_UNAUTHORIZED : store_sqlerr(c, rc, "heartbeat read");
+	if ((e = store_one(c, s, "heartbeat read")) != RP_ERR_OK) {
+		if (e == RP_ERR_NOT_FOUND)
+			e = RP_ERR_UNAUTHORIZED;
 		goto out;
 	}
+	snprintf(before, sizeof before, "%s", sql_text(s, 0));
+	sql_reset(s);
 	s = STMT(c, "UPDATE agents SET seen_at = ?2, boot_id = coalesce(?3, boot_id), "
 	            "version = coalesce(?4, version), status = coalesce(?5, status) WHERE node_id "
 	            "= ?1");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, node_id);
 	sql_bind_int(s, 2, rp_time_now_ms());
 	sql_bind_text(s, 3, boot);
@@ -824,7 +768,6 @@ rp_store_node_host_key_set(struct rp_store *st, const char *key, const struct rp
 	struct stmt *s;
 	json_t *obj = NULL;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -836,10 +779,7 @@ rp_store_node_host_key_set(struct rp_store *st, const char *key, const struct rp
 		if ((e = pin(c, &n, hk, "an operator", actor)) != RP_ERR_OK)
 			goto out;
 	} else {
-		e = RP_ERR_INTERNAL;
 		s = STMT(c, "DELETE FROM ssh_host_keys WHERE node_id = ?");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, n.id);
 		if ((e = store_exec(c, s, "host key unpin")) != RP_ERR_OK)
 			goto out;
@@ -856,21 +796,15 @@ rp_store_node_host_key_set(struct rp_store *st, const char *key, const struct rp
 				goto out;
 		}
 	}
-	e = RP_ERR_INTERNAL;
 	s = STMT(c,
 	         "SELECT key_type AS type, fingerprint, pinned_at AS \"pinned_at:time\", pinned_by "
 	         "FROM ssh_host_keys WHERE node_id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, n.id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW)
+	if ((e = store_one(c, s, "host key read")) == RP_ERR_OK) {
 		obj = store_row(c, s);
-	sql_reset(s);
-	if (rc != SQL_ROW && rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "host key read");
+		sql_reset(s);
+	} else if (e != RP_ERR_NOT_FOUND)
 		goto out;
-	}
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
 	if (out) {

@@ -21,7 +21,6 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 	struct node_ref n;
 	int64_t id, pid = 0;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -30,14 +29,11 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
 		goto out;
 	id = n.id;
-	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT name, value, source, read_at FROM bios_actual WHERE node_id = ? "
 	            "ORDER BY name");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
 	actual = json_object();
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "bios actual", &e)) {
 		char ts[RP_TIME_BUF];
 
 		v = json_loads(sql_text(s, 1), JSON_DECODE_ANY, NULL);
@@ -46,23 +42,21 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 		                              "source", sql_text(s, 2), "read_at",
 		                              rp_time_format(sql_int(s, 3), ts)));
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE)
+	if (e != RP_ERR_OK)
 		goto out;
 	s = STMT(c,
 	         "SELECT p.id, p.name, CASE WHEN n.bios_profile_id IS NOT NULL THEN 'node' "
 	         "ELSE 'node_class' END FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
 	         " WHERE n.id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
-	if (sql_step(s) == SQL_ROW) {
+	if ((e = store_one(c, s, "bios profile")) == RP_ERR_OK) {
 		pid = sql_int(s, 0);
 		snprintf(pname, sizeof pname, "%s", sql_text(s, 1));
 		profile = pname;
 		via = strcmp(sql_text(s, 2), "node") == 0 ? "node" : "node_class";
-	}
-	sql_reset(s);
+		sql_reset(s);
+	} else if (e != RP_ERR_NOT_FOUND)
+		goto out;
 	desired_attrs = json_object();
 	diff = json_array();
 	if (pid) {
@@ -70,11 +64,9 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 		         "SELECT pa.name, pa.value, a.value FROM bios_profile_attrs pa LEFT JOIN "
 		         "bios_actual a ON a.node_id = ?2 AND a.name = pa.name "
 		         "WHERE pa.profile_id = ?1 ORDER BY pa.name");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, pid);
 		sql_bind_int(s, 2, id);
-		while ((rc = sql_step(s)) == SQL_ROW) {
+		while (store_next(c, s, "bios diff", &e)) {
 			const char *want = sql_text(s, 1);
 			const char *have = sql_text(s, 2);
 			json_t *w = json_loads(want, JSON_DECODE_ANY, NULL);
@@ -91,10 +83,10 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 			}
 			json_decref(w);
 		}
-		sql_reset(s);
-		if (rc != SQL_DONE)
+		if (e != RP_ERR_OK)
 			goto out;
 	}
+	e = RP_ERR_INTERNAL;
 	res = json_pack("{s:s, s:O, s:{s:s?, s:s?, s:O}, s:O, s:b}", "node", n.name, "actual",
 	                actual, "desired", "profile", profile, "via", via, "attributes",
 	                desired_attrs, "diff", diff, "in_sync",
@@ -138,8 +130,7 @@ rp_store_node_bios_set(struct rp_store *st, const char *key, const char *source,
 		            "VALUES (?,?,?,?,?) ON CONFLICT(node_id, name) DO UPDATE SET "
 		            "value = excluded.value, source = excluded.source, read_at = "
 		            "excluded.read_at");
-		if (s == NULL || text == NULL) {
-			free(text);
+		if (text == NULL) {
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
@@ -295,7 +286,6 @@ store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **det
 	const char *cls = json_string_value(json_object_get(obj, "node_class"));
 	struct stmt *s;
 	enum rp_err e = RP_ERR_OK;
-	int rc;
 
 	{
 		const char *method = json_string_value(json_object_get(obj, "method")) ?: "redfish";
@@ -328,20 +318,19 @@ store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **det
 	         "n ON n.id = r.node_id WHERE (?1 IS NOT NULL AND n.node_class = ?1 AND "
 	         "n.bios_profile_id IS NULL) OR n.bios_profile_id = ?2 GROUP BY r.registry "
 	         "LIMIT 16");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, cls);
 	sql_bind_int(s, 2, self);
-	while (e == RP_ERR_OK && (rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "profile check", &e)) {
 		json_t *defs = json_loads(sql_text(s, 1), 0, NULL);
 
 		e = registry_check(defs, attrs, sql_text(s, 0), sql_text(s, 2), detail);
 		json_decref(defs);
+		if (e != RP_ERR_OK) {
+			sql_reset(s);
+			return e;
+		}
 	}
-	sql_reset(s);
-	if (e != RP_ERR_OK)
-		return e;
-	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "profile check");
+	return e;
 }
 
 enum rp_err
@@ -349,32 +338,25 @@ store_bios_node_check(struct conn *c, int64_t node_id, int64_t profile_id, json_
 {
 	struct stmt *s;
 	json_t *attrs = NULL, *defs = NULL;
-	enum rp_err e = RP_ERR_OK;
-	int rc;
+	enum rp_err e;
 
 	s = STMT(c, "SELECT r.registry, r.attributes, n.name, (SELECT json_group_object(a.name, "
 	            "json(a.value)) FROM bios_profile_attrs a WHERE a.profile_id = ?2) FROM "
 	            "bios_registries r JOIN nodes n ON n.id = r.node_id WHERE r.node_id = ?1");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, node_id);
 	sql_bind_int(s, 2, profile_id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		defs = json_loads(sql_text(s, 1), 0, NULL);
-		attrs = json_loads(sql_text(s, 3) ?: "{}", 0, NULL);
-		e = registry_check(defs, attrs, sql_text(s, 0), sql_text(s, 2), detail);
-		if (e != RP_ERR_OK) {
-			json_t *f = json_object_get(*detail, "field");
+	if ((e = store_one(c, s, "node registry check")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_OK : e; /* no registry: nothing to check */
+	defs = json_loads(sql_text(s, 1), 0, NULL);
+	attrs = json_loads(sql_text(s, 3) ?: "{}", 0, NULL);
+	e = registry_check(defs, attrs, sql_text(s, 0), sql_text(s, 2), detail);
+	if (e != RP_ERR_OK) {
+		json_t *f = json_object_get(*detail, "field");
 
-			/* The field the caller sent is the assignment, not the profile's attribute.
-			 */
-			json_object_set_new(*detail, "attribute",
-			                    json_string(json_string_value(f) + 11));
-			json_object_set_new(*detail, "field", json_string("bios_profile"));
-		}
-	} else if (rc != SQL_DONE)
-		e = store_sqlerr(c, rc, "node registry check");
+		/* The field the caller sent is the assignment, not the profile's attribute. */
+		json_object_set_new(*detail, "attribute", json_string(json_string_value(f) + 11));
+		json_object_set_new(*detail, "field", json_string("bios_profile"));
+	}
 	sql_reset(s);
 	json_decref(attrs);
 	json_decref(defs);
@@ -406,11 +388,6 @@ rp_store_bios_registry_set(struct rp_store *st, const char *key, const char *reg
 	s = STMT(c, "INSERT INTO bios_registries(node_id, registry, attributes, read_at) VALUES "
 	            "(?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET registry = excluded.registry, "
 	            "attributes = excluded.attributes, read_at = excluded.read_at");
-	if (s == NULL) {
-		free(text);
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, n.id);
 	sql_bind_text(s, 2, registry);
 	sql_bind_text_own(s, 3, text);
@@ -434,7 +411,6 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 	struct node_ref n;
 	int64_t pid = 0;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -457,44 +433,33 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 		        c,
 		        "SELECT p.id, p.name, p.method, p.recipe FROM nodes n JOIN bios_profiles p "
 		        "ON p.id = " TARGET_PROFILE " WHERE n.id = ?");
-	e = RP_ERR_INTERNAL;
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, profile ? pid : n.id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		pid = sql_int(s, 0);
-		snprintf(pname, sizeof pname, "%s", sql_text(s, 1));
-		snprintf(method, sizeof method, "%s", sql_text(s, 2));
-		snprintf(recipe, sizeof recipe, "%s", sql_text(s, 3) ?: "");
+	if ((e = store_one(c, s, "bios desired")) != RP_ERR_OK) {
+		if (e == RP_ERR_NOT_FOUND) {
+			*detail = store_why(
+			        NULL,
+			        "node %s has no BIOS profile (neither its own nor its class's)",
+			        n.name);
+			e = RP_ERR_CONFLICT;
+		}
+		goto out;
 	}
+	pid = sql_int(s, 0);
+	snprintf(pname, sizeof pname, "%s", sql_text(s, 1));
+	snprintf(method, sizeof method, "%s", sql_text(s, 2));
+	snprintf(recipe, sizeof recipe, "%s", sql_text(s, 3) ?: "");
 	sql_reset(s);
-	if (rc == SQL_DONE) {
-		*detail = store_why(NULL,
-		                    "node %s has no BIOS profile (neither its own nor its class's)",
-		                    n.name);
-		e = RP_ERR_CONFLICT;
-		goto out;
-	}
-	if (rc != SQL_ROW) {
-		e = store_sqlerr(c, rc, "bios desired");
-		goto out;
-	}
 	s = STMT(c,
 	         "SELECT name, value FROM bios_profile_attrs WHERE profile_id = ? ORDER BY name");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, pid);
 	attrs = json_object();
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "bios desired attrs", &e)) {
 		json_t *v = json_loads(sql_text(s, 1), JSON_DECODE_ANY, NULL);
 
 		json_object_set_new(attrs, sql_text(s, 0), v ? v : json_null());
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "bios desired attrs");
+	if (e != RP_ERR_OK)
 		goto out;
-	}
 	*out = json_pack("{s:s, s:s, s:O, s:s, s:s?}", "node", n.name, "profile", pname,
 	                 "attributes", attrs, "method", method, "recipe",
 	                 recipe[0] ? recipe : NULL);
@@ -520,7 +485,6 @@ rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profi
 	const char *k;
 	json_t *v;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -547,20 +511,16 @@ rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profi
 	                       detail);
 	if (e != RP_ERR_OK)
 		goto out;
-	e = RP_ERR_INTERNAL;
 	s = STMT(c, "INSERT INTO bios_applies(job_id, node_id, child, attributes, sent_at) VALUES "
 	            "(?1, ?2, ?3, ?4, ?5)");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, job_id);
 	sql_bind_int(s, 2, n.id);
 	sql_bind_text(s, 3, uuid);
 	sql_bind_text(s, 4, attrs_json);
 	sql_bind_int(s, 5, now);
-	rc = sql_step(s);
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = rc == SQL_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "bios apply row");
+	if ((e = store_exec(c, s, "bios apply row")) != RP_ERR_OK) {
+		if (e == RP_ERR_CONFLICT)
+			e = RP_ERR_DUPLICATE;
 		goto out;
 	}
 	if ((e = store_job_sent(c, job_id, "bios recipe", "polling", now)) != RP_ERR_OK)
@@ -590,22 +550,20 @@ rp_store_bios_apply_get(struct rp_store *st, int64_t job_id, json_t **out)
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s;
+	json_t *row;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT child, attributes AS \"attributes:json\", sent_at FROM bios_applies "
 	            "WHERE job_id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, job_id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		*out = store_row(c, s);
-		e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
-	} else
-		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "bios apply row");
+	if ((e = store_one(c, s, "bios apply row")) != RP_ERR_OK)
+		return e;
+	row = store_row(c, s);
 	sql_reset(s);
-	return e;
+	if (row == NULL)
+		return RP_ERR_INTERNAL;
+	*out = row;
+	return RP_ERR_OK;
 }

@@ -18,7 +18,6 @@ rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node, const c
 	size_t i, len;
 	unsigned had_port;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -38,14 +37,9 @@ rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node, const c
 		goto out;
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT driver, address, port, options FROM bmcs WHERE node_id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, n.id);
-	if ((rc = sql_step(s)) != SQL_ROW) {
-		sql_reset(s);
-		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "bmc workarounds");
+	if ((e = store_one(c, s, "bmc workarounds")) != RP_ERR_OK)
 		goto out;
-	}
 	driver = sql_text(s, 0);
 	addr = sql_text(s, 1);
 	had_port = (unsigned)sql_int(s, 2);
@@ -70,8 +64,6 @@ rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node, const c
 	if (json_object_set(opts, "workarounds", names) < 0 || (canon = store_canon(opts)) == NULL)
 		goto out;
 	s = STMT(c, "UPDATE bmcs SET options = ? WHERE node_id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_text_own(s, 1, canon);
 	canon = NULL;
 	sql_bind_int(s, 2, n.id);
@@ -79,8 +71,6 @@ rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node, const c
 		goto out;
 	/* The node changed: a PATCH made from an older read gets 412 rather than undo this. */
 	s = STMT(c, "UPDATE nodes SET version = version + 1, updated_at = ? WHERE id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, rp_time_now_ms());
 	sql_bind_int(s, 2, n.id);
 	if ((e = store_exec(c, s, "bmc workarounds")) != RP_ERR_OK)

@@ -27,8 +27,6 @@ image_load(struct conn *c, int64_t id, json_t **out)
 	enum rp_err e;
 	struct stmt *s = STMT(c, IMAGE_COLS "WHERE id = ?");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "image load")) != RP_ERR_OK)
 		return e;
@@ -43,8 +41,6 @@ image_id(struct conn *c, const char *key, int64_t *id)
 	enum rp_err e;
 	struct stmt *s = STMT(c, "SELECT id FROM images WHERE name = ?1 OR uuid = lower(?1)");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, key);
 	if ((e = store_one(c, s, "image id")) != RP_ERR_OK)
 		return e;
@@ -63,7 +59,6 @@ rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t
 	json_t *obj = NULL;
 	int64_t id = 0, now = rp_time_now_ms();
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL || rp_uuid_new(uuid) < 0)
 		return RP_ERR_INTERNAL;
@@ -81,8 +76,6 @@ rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "INSERT INTO images(uuid, name, kind, file, size, sha256, description, "
 	            "created_by, created_at, updated_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?9)");
-	if (s == NULL)
-		goto out;
 	sql_bind_text(s, 1, uuid);
 	store_bind_str(s, 2, in, "name");
 	store_bind_str(s, 3, in, "kind");
@@ -92,15 +85,11 @@ rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t
 	store_bind_str(s, 7, in, "description");
 	sql_bind_text(s, 8, actor);
 	sql_bind_int(s, 9, now);
-	rc = sql_step(s);
-	sql_reset(s);
-	if (rc == SQL_CONSTRAINT) {
-		*detail = store_why("file", "another image already uses that file");
-		e = RP_ERR_DUPLICATE;
-		goto out;
-	}
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "image insert");
+	if ((e = store_exec(c, s, "image insert")) != RP_ERR_OK) {
+		if (e == RP_ERR_CONFLICT) {
+			*detail = store_why("file", "another image already uses that file");
+			e = RP_ERR_DUPLICATE;
+		}
 		goto out;
 	}
 	if ((e = image_load(c, sql_last_id(c), &obj)) != RP_ERR_OK)
@@ -150,15 +139,11 @@ rp_store_image_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 		s = STMT(c,
 		         IMAGE_COLS "WHERE (?1 IS NULL OR name > ?1) AND (?2 IS NULL OR kind = ?2) "
 		                    "ORDER BY name LIMIT ?3");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_text(s, 1, rq->after_key);
 	} else {
 		s = STMT(c,
 		         IMAGE_COLS "WHERE images.id > ?1 AND (?2 IS NULL OR kind = ?2) ORDER BY "
 		                    "images.id LIMIT ?3");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, rq->after_id);
 	}
 	store_bind_str(s, 2, rq->filter, "kind");
@@ -185,20 +170,18 @@ rp_store_image_delete(struct rp_store *st, const char *key, const char *actor, j
 		goto out;
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT count(*) FROM boot_profiles WHERE kernel_id = ?1 OR initrd_id = ?1");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
-	if (sql_step(s) == SQL_ROW)
-		users = sql_int(s, 0);
+	if ((e = store_one(c, s, "image users")) != RP_ERR_OK)
+		goto out; /* an aggregate: always a row */
+	users = sql_int(s, 0);
 	sql_reset(s);
+	e = RP_ERR_INTERNAL;
 	if (users > 0) {
 		*detail = store_why(NULL, "%lld boot profile(s) use this image", (long long)users);
 		e = RP_ERR_IN_USE;
 		goto out;
 	}
 	s = STMT(c, "DELETE FROM images WHERE id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
 	if ((e = store_exec(c, s, "image delete")) != RP_ERR_OK)
 		goto out;
@@ -227,8 +210,6 @@ profile_load(struct conn *c, int64_t id, json_t **out)
 	enum rp_err e;
 	struct stmt *s = STMT(c, PROFILE_COLS "WHERE p.id = ?");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "boot profile load")) != RP_ERR_OK)
 		return e;
@@ -244,8 +225,6 @@ store_boot_profile_id(struct conn *c, const char *key, int64_t *id)
 	struct stmt *s =
 	        STMT(c, "SELECT id FROM boot_profiles WHERE name = ?1 OR uuid = lower(?1)");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, key);
 	if ((e = store_one(c, s, "boot profile id")) != RP_ERR_OK)
 		return e;
@@ -275,18 +254,17 @@ profile_save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 		return e;
 	if (cls) {
 		s = STMT(c, "SELECT name FROM boot_profiles WHERE node_class = ? AND id != ?");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_text(s, 1, cls);
 		sql_bind_int(s, 2, *id);
-		if (sql_step(s) == SQL_ROW) {
+		if ((e = store_one(c, s, "boot profile class")) == RP_ERR_OK) {
 			*detail = store_why("node_class",
 			                    "boot profile '%s' already applies to class '%s'",
 			                    sql_text(s, 0), cls);
 			sql_reset(s);
 			return RP_ERR_DUPLICATE;
 		}
-		sql_reset(s);
+		if (e != RP_ERR_NOT_FOUND)
+			return e;
 	}
 	for (i = 0; i < 2; i++) {
 		const char *key = json_string_value(json_object_get(obj, which[i]));
@@ -310,8 +288,6 @@ profile_save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 		            "initrd_id = ?5, cmdline = coalesce(?6, ''), description = ?7, "
 		            "version = version + 1, updated_at = ?8 WHERE id = ?9");
 	}
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	if (*id == 0)
 		sql_bind_text(s, 1, uuid);
 	else
@@ -394,13 +370,9 @@ rp_store_boot_profile_list(struct rp_store *st, const struct rp_page_req *rq, st
 	if (rq->sort_by_name) {
 		s = STMT(c,
 		         PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) ORDER BY p.name LIMIT ?2");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_text(s, 1, rq->after_key);
 	} else {
 		s = STMT(c, PROFILE_COLS "WHERE p.id > ?1 ORDER BY p.id LIMIT ?2");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, rq->after_id);
 	}
 	sql_bind_int(s, 2, rq->limit + 1);
@@ -480,8 +452,6 @@ rp_store_boot_profile_delete(struct rp_store *st, const char *key, int64_t if_ma
 	}
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "DELETE FROM boot_profiles WHERE id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
 	if ((e = store_exec(c, s, "boot profile delete")) != RP_ERR_OK)
 		goto out;
@@ -503,7 +473,6 @@ rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
 	struct stmt *s;
 	json_t *node = NULL, *profile = NULL;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -515,36 +484,26 @@ rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
 	            "AS \"maintenance:bool\", n.node_class, j.phase, n.boot_profile_id "
 	            "FROM node_macs m JOIN nodes n ON n.id = m.node_id "
 	            "LEFT JOIN jobs j ON j.id = n.provision_job_id WHERE m.mac = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_text(s, 1, mac);
-	rc = sql_step(s);
-	if (rc == SQL_ROW)
+	if ((e = store_one(c, s, "boot lookup")) == RP_ERR_OK) {
 		node = store_row(c, s);
-	sql_reset(s);
-	if (rc != SQL_ROW && rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "boot lookup");
+		sql_reset(s);
+	} else if (e != RP_ERR_NOT_FOUND)
 		goto out;
-	}
 	/* The node's own profile, else its class's, else "default". */
 	s = STMT(c,
 	         "SELECT p.name, p.cmdline, k.name AS kernel, i.name AS initrd FROM boot_profiles "
 	         "p JOIN images k ON k.id = p.kernel_id JOIN images i ON i.id = p.initrd_id "
 	         "WHERE p.id = ?1 OR (?1 IS NULL AND p.node_class = ?2) OR p.name = 'default' "
 	         "ORDER BY (p.id = ?1) DESC, (p.node_class IS ?2 AND ?2 IS NOT NULL) DESC LIMIT 1");
-	if (s == NULL)
-		goto out;
 	if (node && json_is_integer(json_object_get(node, "boot_profile_id")))
 		sql_bind_int(s, 1, json_integer_value(json_object_get(node, "boot_profile_id")));
 	store_bind_str(s, 2, node, "node_class");
-	rc = sql_step(s);
-	if (rc == SQL_ROW)
+	if ((e = store_one(c, s, "boot profile")) == RP_ERR_OK) {
 		profile = store_row(c, s);
-	sql_reset(s);
-	if (rc != SQL_ROW && rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "boot profile");
+		sql_reset(s);
+	} else if (e != RP_ERR_NOT_FOUND)
 		goto out;
-	}
 	*out = json_pack("{s:o?, s:o?}", "node", node, "profile", profile);
 	node = profile = NULL;
 	e = RP_ERR_OK;
@@ -581,8 +540,6 @@ boot_prune(struct conn *c, int64_t now)
 	struct stmt *s = STMT(c, "DELETE FROM bootstrap_tokens WHERE id IN (SELECT id FROM "
 	                         "bootstrap_tokens WHERE expires_at < ?1 LIMIT 64)");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, now - RP_BOOT_TOKEN_RETAIN_MS);
 	return store_exec(c, s, "bootstrap prune");
 }
@@ -596,7 +553,6 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 	char uuid[RP_UUID_BUF] = "", token[RP_TOKEN_BUF], hash[RP_SHA256_HEX];
 	int64_t now = rp_time_now_ms(), live = 0, mine = 0;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -610,8 +566,6 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 	            "created_by = 'boot' AND used_at IS NULL AND revoked_at IS NULL AND "
 	            "expires_at - ?3 >= ?4 / 2 AND (?5 IS NULL OR source = ?5) "
 	            "ORDER BY id DESC LIMIT 1");
-	if (s == NULL)
-		goto out;
 	if (r->node_id)
 		sql_bind_int(s, 1, r->node_id);
 	sql_bind_text(s, 2, r->mac);
@@ -619,15 +573,13 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 	sql_bind_int(s, 4, r->ttl_ms);
 	if (r->bind_source)
 		sql_bind_text(s, 5, r->source ? r->source : "");
-	if ((rc = sql_step(s)) == SQL_ROW) {
+	if ((e = store_one(c, s, "boot token lookup")) == RP_ERR_OK) {
 		snprintf(uuid, sizeof uuid, "%s", sql_text(s, 0));
 		snprintf(hash, sizeof hash, "%s", sql_text(s, 1));
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW && rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "boot token lookup");
+		sql_reset(s);
+	} else if (e != RP_ERR_NOT_FOUND)
 		goto out;
-	}
+	e = RP_ERR_INTERNAL;
 	if (uuid[0]) {
 		char h[RP_SHA256_HEX];
 
@@ -653,16 +605,15 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 		        "mac "
 		        "END) FROM bootstrap_tokens WHERE node_id IS NULL AND mac IS NOT NULL AND "
 		        "mac != ?3 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ?1");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, now);
 		sql_bind_text(s, 2, r->source);
 		sql_bind_text(s, 3, r->mac);
-		if (sql_step(s) == SQL_ROW) {
-			live = sql_int(s, 0);
-			mine = sql_int(s, 1);
-		}
+		if ((e = store_one(c, s, "discovery slots")) != RP_ERR_OK)
+			goto out; /* an aggregate: always a row */
+		live = sql_int(s, 0);
+		mine = sql_int(s, 1);
 		sql_reset(s);
+		e = RP_ERR_INTERNAL;
 		if (live >= r->max_discovery) {
 			snprintf(why, whylen,
 			         "%lld machines are being discovered already; try later",
@@ -677,11 +628,11 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 
 			s = STMT(c,
 			         "SELECT count(*) FROM nodes WHERE provision_state = 'discovered'");
-			if (s == NULL)
+			if ((e = store_one(c, s, "discovered nodes")) != RP_ERR_OK)
 				goto out;
-			if (sql_step(s) == SQL_ROW)
-				waiting = sql_int(s, 0);
+			waiting = sql_int(s, 0);
 			sql_reset(s);
+			e = RP_ERR_INTERNAL;
 			if (waiting >= r->max_discovered) {
 				snprintf(why, whylen,
 				         "%lld discovered nodes wait for an operator (adopt or "
@@ -705,8 +656,6 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 	rp_sha256_hex(token, strlen(token), hash);
 	s = STMT(c, "INSERT INTO bootstrap_tokens(uuid, hash, node_id, mac, source, created_by, "
 	            "created_at, expires_at) VALUES (?,?,?,?,?,'boot',?,?)");
-	if (s == NULL)
-		goto out;
 	sql_bind_text(s, 1, uuid);
 	sql_bind_text(s, 2, hash);
 	if (r->node_id)
@@ -732,18 +681,17 @@ rp_store_macs_version(struct rp_store *st, int64_t *out)
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s;
-	int rc;
+	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'macs_version'");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	rc = sql_step(s);
-	if (rc == SQL_ROW)
-		*out = sql_int(s, 0);
+	/* The row is made by the schema: its absence is a broken database, not "none". */
+	if ((e = store_one(c, s, "macs version")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;
+	*out = sql_int(s, 0);
 	sql_reset(s);
-	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "macs version");
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -751,15 +699,13 @@ rp_store_dhcp_hosts(struct rp_store *st, struct rp_buf *out)
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s;
-	int rc;
+	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT m.mac, n.name FROM node_macs m JOIN nodes n ON n.id = m.node_id "
 	            "ORDER BY m.mac");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "dhcp hosts", &e)) {
 		const char *name = sql_text(s, 1);
 		char host[64];
 		size_t i, n = 0;
@@ -774,8 +720,7 @@ rp_store_dhcp_hosts(struct rp_store *st, struct rp_buf *out)
 		host[n] = '\0';
 		rp_buf_printf(out, "%s,%s\n", sql_text(s, 0), host);
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE)
-		return store_sqlerr(c, rc, "dhcp hosts");
+	if (e != RP_ERR_OK)
+		return e;
 	return out->oom ? RP_ERR_INTERNAL : RP_ERR_OK;
 }

@@ -19,24 +19,19 @@ store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
 	int64_t now = rp_time_now_ms();
 	char summary[200];
 	enum rp_err e = RP_ERR_INTERNAL;
-	int rc;
 
+	if (bom == NULL)
+		goto out;
 	s = STMT(c, "SELECT 1 FROM node_classes WHERE name = ?");
-	if (s == NULL || bom == NULL)
-		goto out;
 	sql_bind_text(s, 1, name);
-	rc = sql_step(s);
-	sql_reset(s);
-	if (rc != SQL_ROW && rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "class");
+	if ((e = store_one(c, s, "class")) == RP_ERR_OK)
+		sql_reset(s);
+	else if (e != RP_ERR_NOT_FOUND)
 		goto out;
-	}
-	*created = rc == SQL_DONE;
+	*created = e == RP_ERR_NOT_FOUND;
 	s = STMT(c, "INSERT INTO node_classes(name, description, bom, created_at, updated_at) "
 	            "VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT(name) DO UPDATE SET description = ?2, "
 	            "bom = ?3, version = version + 1, updated_at = ?4");
-	if (s == NULL)
-		goto out;
 	sql_bind_text(s, 1, name);
 	store_bind_str(s, 2, in, "description");
 	sql_bind_text(s, 3, bom);
@@ -78,20 +73,20 @@ rp_store_class_get(struct rp_store *st, const char *name, json_t **out)
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s = c ? STMT(c, CLASS_COLS "WHERE c.name = ?") : NULL;
+	json_t *row;
 	enum rp_err e;
-	int rc;
 
-	if (s == NULL)
+	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, name);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		*out = store_row(c, s);
-		e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
-	} else
-		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "class get");
+	if ((e = store_one(c, s, "class get")) != RP_ERR_OK)
+		return e;
+	row = store_row(c, s);
 	sql_reset(s);
-	return e;
+	if (row == NULL)
+		return RP_ERR_INTERNAL;
+	*out = row;
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -101,7 +96,7 @@ rp_store_class_list(struct rp_store *st, json_t **out)
 	struct stmt *s = c ? STMT(c, CLASS_COLS "ORDER BY c.name LIMIT 10000") : NULL;
 	json_t *items;
 
-	if (s == NULL || (items = store_rows(c, s)) == NULL)
+	if (c == NULL || (items = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = json_pack("{s:o}", "items", items);
 	return RP_ERR_OK;
@@ -121,8 +116,6 @@ rp_store_class_delete(struct rp_store *st, const char *name, const char *actor)
 		return e;
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "DELETE FROM node_classes WHERE name = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_text(s, 1, name);
 	if ((e = store_exec(c, s, "class delete")) != RP_ERR_OK)
 		goto out;
@@ -149,7 +142,6 @@ store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, json_t **deta
 	struct node_ref n;
 	struct stmt *s;
 	enum rp_err e;
-	int rc;
 
 	if ((e = store_node_ref(c, node, &n)) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND) {
@@ -164,21 +156,17 @@ store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, json_t **deta
 	}
 	s = STMT(c, "INSERT INTO cabling(node_id, interface, port_guid, switch, port) VALUES "
 	            "(?, ?, ?, ?, ?)");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, n.id);
 	store_bind_str(s, 2, entry, "interface");
 	store_bind_str(s, 3, entry, "port_guid");
 	store_bind_str(s, 4, entry, "switch");
 	store_bind_str(s, 5, entry, "port");
-	rc = sql_step(s);
-	sql_reset(s);
-	if (rc == SQL_CONSTRAINT) {
+	if ((e = store_exec(c, s, "cable insert")) == RP_ERR_CONFLICT) {
 		*detail = store_why(json_object_get(entry, "interface") ? "interface" : "port_guid",
 		                    "node %s's port is planned twice", n.name);
 		return RP_ERR_DUPLICATE;
 	}
-	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "cable insert");
+	return e;
 }
 
 #define CABLE_COLS                                                                                 \
@@ -191,8 +179,6 @@ store_cabling_of_node(struct conn *c, int64_t node_id, json_t **out)
 	struct stmt *s = STMT(c, CABLE_COLS "WHERE k.node_id = ? ORDER BY k.id");
 	json_t *items;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, node_id);
 	if ((items = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
@@ -214,8 +200,6 @@ rp_store_cabling_get(struct rp_store *st, const char *rack, json_t **out)
 	if ((e = store_id_of(c, T_RACK, rack, &rid)) != RP_ERR_OK)
 		return e;
 	s = STMT(c, CABLE_COLS "WHERE n.rack_id = ? ORDER BY n.name, k.id");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, rid);
 	if ((items = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
@@ -244,8 +228,6 @@ rp_store_cabling_put(struct rp_store *st, const char *rack, json_t *entries, con
 	e = RP_ERR_INTERNAL;
 	s = STMT(c,
 	         "DELETE FROM cabling WHERE node_id IN (SELECT id FROM nodes WHERE rack_id = ?)");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, rid);
 	if ((e = store_exec(c, s, "cabling clear")) != RP_ERR_OK)
 		goto out;

@@ -6,19 +6,19 @@ rp_store_demo_get(struct rp_store *st, int *demo, int *empty)
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s;
-	enum rp_err e = RP_ERR_INTERNAL;
+	enum rp_err e;
 
 	if (c == NULL)
-		return e;
+		return RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT (SELECT count(*) FROM meta WHERE key = 'demo'), "
 	            "NOT EXISTS (SELECT 1 FROM racks) AND NOT EXISTS (SELECT 1 FROM nodes)");
-	if (s && sql_step(s) == SQL_ROW) {
-		*demo = sql_int(s, 0) > 0;
-		*empty = sql_int(s, 1);
-		e = RP_ERR_OK;
-	}
-	store_done(s);
-	return e;
+	/* Scalar subqueries: always a row. */
+	if ((e = store_one(c, s, "demo get")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;
+	*demo = sql_int(s, 0) > 0;
+	*empty = sql_int(s, 1);
+	sql_reset(s);
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -33,13 +33,8 @@ rp_store_demo_mark(struct rp_store *st)
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
 	s = STMT(c, "INSERT OR REPLACE INTO meta (key, value) VALUES ('demo', '1')");
-	if (s == NULL || sql_step(s) != SQL_DONE) {
-		store_done(s);
-		store_rollback(c);
-		return RP_ERR_INTERNAL;
-	}
-	store_done(s);
-	if ((e = store_event(c, "rackpilotd --demo", "demo.marked", "site", NULL, "demo", 0, 0,
+	if ((e = store_exec(c, s, "demo mark")) != RP_ERR_OK ||
+	    (e = store_event(c, "rackpilotd --demo", "demo.marked", "site", NULL, "demo", 0, 0,
 	                     "database marked as demo data", NULL)) != RP_ERR_OK) {
 		store_rollback(c);
 		return e;

@@ -24,12 +24,14 @@ filter_ids(struct conn *c, json_t *filter, int64_t *rack_id, int64_t *node_id)
 static enum rp_err
 count(struct conn *c, struct stmt *s, int64_t *n)
 {
-	int rc = sql_step(s);
+	enum rp_err e;
 
-	if (rc == SQL_ROW)
-		*n = sql_int(s, 0);
+	/* A count: always a row. */
+	if ((e = store_one(c, s, "drift count")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;
+	*n = sql_int(s, 0);
 	sql_reset(s);
-	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "drift count");
+	return RP_ERR_OK;
 }
 
 /* Rows are ordered by node, so a node's members are consecutive. */
@@ -38,9 +40,9 @@ collect(struct conn *c, struct stmt *s, const struct store_drift_kind *k, json_t
 {
 	json_t *out = json_array(), *cur = NULL;
 	char last[128] = "";
-	int rc;
+	enum rp_err e;
 
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "drift", &e)) {
 		const char *node = sql_text(s, 0);
 		const char *member = sql_text(s, 4);
 		json_t *a, *d;
@@ -66,10 +68,9 @@ collect(struct conn *c, struct stmt *s, const struct store_drift_kind *k, json_t
 		                                a ? a : json_null(), "desired",
 		                                d ? d : json_null()));
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE) {
+	if (e != RP_ERR_OK) {
 		json_decref(out);
-		return store_sqlerr(c, rc, "drift");
+		return e;
 	}
 	*items = out;
 	return RP_ERR_OK;

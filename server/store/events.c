@@ -41,8 +41,6 @@ rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 	}
 	if (e != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
 	if (id)
 		sql_bind_int(s, 2, id);
@@ -82,8 +80,6 @@ rp_store_event_after(struct rp_store *st, int64_t after_id, json_t *filter, int 
 		s = STMT(c, EVENT_COLS "WHERE e.rack_id = ?2 AND e.id > ?1 " EVENT_AFTER);
 	} else
 		s = STMT(c, EVENT_COLS "WHERE e.id > ?1 AND ?2 IS NULL " EVENT_AFTER);
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, after_id);
 	if (id)
 		sql_bind_int(s, 2, id);
@@ -100,14 +96,14 @@ rp_store_event_head(struct rp_store *st, int64_t *out)
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s = c ? STMT(c, "SELECT coalesce(max(id), 0) FROM events") : NULL;
-	enum rp_err e = RP_ERR_INTERNAL;
+	enum rp_err e;
 
-	if (s == NULL)
-		return e;
-	if (sql_step(s) == SQL_ROW) {
-		*out = sql_int(s, 0);
-		e = RP_ERR_OK;
-	}
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	/* An aggregate: always a row. */
+	if ((e = store_one(c, s, "event head")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;
+	*out = sql_int(s, 0);
 	sql_reset(s);
-	return e;
+	return RP_ERR_OK;
 }

@@ -16,7 +16,6 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 	int64_t id;
 	enum rp_err e;
 	size_t i;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -29,26 +28,22 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 	s = STMT(c, "SELECT component, version, updateable AS \"updateable:bool\", source, "
 	            "read_at AS \"read_at:time\" FROM firmware_components WHERE node_id = ? "
 	            "ORDER BY component");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
 	if ((list = store_rows(c, s)) == NULL)
 		goto out;
 	s = STMT(c, "SELECT b.name, bc.component, bc.version FROM nodes n JOIN firmware_baselines "
 	            "b ON b.node_class = n.node_class JOIN baseline_components bc ON "
 	            "bc.baseline_id = b.id WHERE n.id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
 	desired = json_object();
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "firmware desired", &e)) {
 		snprintf(bname, sizeof bname, "%s", sql_text(s, 0));
 		baseline = bname;
 		json_object_set_new(desired, sql_text(s, 1), json_string(sql_text(s, 2)));
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE)
+	if (e != RP_ERR_OK)
 		goto out;
+	e = RP_ERR_INTERNAL;
 	json_array_foreach(list, i, item)
 	{
 		const char *have = json_string_value(json_object_get(item, "version"));
@@ -115,10 +110,6 @@ rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *sou
 		         "component) DO UPDATE SET version = excluded.version, updateable = "
 		         "excluded.updateable, source = excluded.source, read_at = "
 		         "excluded.read_at");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
 		sql_bind_int(s, 1, n.id);
 		store_bind_str(s, 2, v, "component");
 		store_bind_str(s, 3, v, "version");
@@ -183,7 +174,7 @@ store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 	json_t *v;
 	struct stmt *s;
 	char field[200];
-	int rc;
+	enum rp_err e;
 
 	(void)self;
 	json_object_foreach(json_object_get(obj, "components"), comp, v)
@@ -217,17 +208,14 @@ store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 			return RP_ERR_INVALID_FIELD;
 		}
 		s = STMT(c, "SELECT kind FROM images WHERE name = ?");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_text(s, 1, image);
-		rc = sql_step(s);
-		if (rc == SQL_ROW)
+		if ((e = store_one(c, s, "baseline image")) == RP_ERR_OK) {
 			kind = strcmp(sql_text(s, 0), "kernel") && strcmp(sql_text(s, 0), "initrd")
 			               ? "ok"
 			               : "boot";
-		sql_reset(s);
-		if (rc != SQL_ROW && rc != SQL_DONE)
-			return store_sqlerr(c, rc, "baseline image");
+			sql_reset(s);
+		} else if (e != RP_ERR_NOT_FOUND)
+			return e;
 		snprintf(field, sizeof field, "components.%.128s.image", comp);
 		if (kind == NULL) {
 			*detail = store_why(field, "no image named '%s' in the image store", image);
@@ -246,17 +234,14 @@ store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 				return RP_ERR_INVALID_FIELD;
 			}
 			s = STMT(c, "SELECT 1 FROM recipes WHERE name = ?");
-			if (s == NULL)
-				return RP_ERR_INTERNAL;
 			sql_bind_text(s, 1, recipe);
-			rc = sql_step(s);
-			sql_reset(s);
-			if (rc == SQL_DONE) {
+			if ((e = store_one(c, s, "baseline recipe")) == RP_ERR_NOT_FOUND) {
 				*detail = store_why(field, "no recipe named '%s'", recipe);
 				return RP_ERR_INVALID_FIELD;
 			}
-			if (rc != SQL_ROW)
-				return store_sqlerr(c, rc, "baseline recipe");
+			if (e != RP_ERR_OK)
+				return e;
+			sql_reset(s);
 		}
 	}
 	return RP_ERR_OK;
@@ -276,8 +261,6 @@ fw_put(struct conn *c, int64_t node_id, const char *component, const char *versi
 	            "source, read_at) VALUES (?,?,?,0,?,?) ON CONFLICT(node_id, component) DO "
 	            "UPDATE SET version = excluded.version, source = excluded.source, read_at = "
 	            "excluded.read_at");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, node_id);
 	sql_bind_text(s, 2, component);
 	sql_bind_text(s, 3, version);
@@ -394,7 +377,6 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 	struct node_ref n;
 	enum rp_err e;
 	size_t i, j;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -405,19 +387,18 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT coalesce(n.node_class, ''), b.name FROM nodes n LEFT JOIN "
 	            "firmware_baselines b ON b.node_class = n.node_class WHERE n.id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, n.id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		snprintf(cls, sizeof cls, "%s", sql_text(s, 0));
-		if (sql_type(s, 1) != SQL_NULL)
-			snprintf(bname, sizeof bname, "%s", sql_text(s, 1));
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = store_sqlerr(c, rc, "firmware targets");
+	/* store_node_ref found the node in this snapshot: no row is a broken read. */
+	if ((e = store_one(c, s, "firmware targets")) != RP_ERR_OK) {
+		if (e == RP_ERR_NOT_FOUND)
+			e = RP_ERR_INTERNAL;
 		goto out;
 	}
+	snprintf(cls, sizeof cls, "%s", sql_text(s, 0));
+	if (sql_type(s, 1) != SQL_NULL)
+		snprintf(bname, sizeof bname, "%s", sql_text(s, 1));
+	sql_reset(s);
+	e = RP_ERR_INTERNAL;
 	if (bname[0] == '\0') {
 		*detail = store_why(NULL,
 		                    cls[0] ? "node class '%s' has no firmware baseline"
@@ -432,8 +413,6 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 	            "baseline_components bc ON bc.baseline_id = b.id LEFT JOIN images i ON i.id = "
 	            "bc.image_id LEFT JOIN firmware_components fc ON fc.node_id = n.id AND "
 	            "fc.component = bc.component WHERE n.id = ? ORDER BY bc.component");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, n.id);
 	if ((targets = store_rows(c, s)) == NULL)
 		goto out;
@@ -471,8 +450,6 @@ rp_store_firmware_updates(struct rp_store *st, int64_t job_id, json_t **out)
 	s = STMT(c,
 	         "SELECT component, from_version AS \"from\", to_version AS \"to\", image, state, "
 	         "task, error FROM firmware_updates WHERE job_id = ? ORDER BY id");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, job_id);
 	if ((rows = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
@@ -492,30 +469,25 @@ rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *c
 	struct stmt *s;
 	int64_t now = rp_time_now_ms();
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	e = RP_ERR_INTERNAL;
 	s = STMT(c,
 	         "INSERT INTO firmware_updates(job_id, node_id, component, from_version, "
 	         "to_version, image, state, sent_at, updated_at) SELECT id, node_id, ?2, ?3, ?4, "
 	         "?5, 'sent', ?6, ?6 FROM jobs WHERE id = ?1 AND state = 'running' AND node_id IS "
 	         "NOT NULL");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, job_id);
 	sql_bind_text(s, 2, component);
 	sql_bind_text(s, 3, from);
 	sql_bind_text(s, 4, to);
 	sql_bind_text(s, 5, image);
 	sql_bind_int(s, 6, now);
-	rc = sql_step(s);
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = rc == SQL_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "update sent");
+	if ((e = store_exec(c, s, "update sent")) != RP_ERR_OK) {
+		if (e == RP_ERR_CONFLICT)
+			e = RP_ERR_DUPLICATE;
 		goto out;
 	}
 	if (sql_changes(c) == 0) {
@@ -552,8 +524,6 @@ rp_store_firmware_update_set(struct rp_store *st, int64_t job_id, const char *co
 		            "error = "
 		            "coalesce(?5, error), updated_at = ?6 WHERE job_id = ?1 AND component "
 		            "= ?2");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, job_id);
 	sql_bind_text(s, 2, component);
 	if (state) {
@@ -586,7 +556,6 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 	int64_t now = rp_time_now_ms();
 	char summary[200], uuid[RP_UUID_BUF] = "";
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -603,8 +572,6 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 	s = STMT(c, "INSERT INTO firmware_updates(job_id, node_id, component, from_version, "
 	            "to_version, image, state, task, sent_at, updated_at) VALUES (?1, ?2, ?3, ?4, "
 	            "?5, ?6, 'polling', ?7, ?8, ?8)");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, job_id);
 	sql_bind_int(s, 2, n.id);
 	sql_bind_text(s, 3, component);
@@ -613,10 +580,9 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 	sql_bind_text(s, 6, image);
 	sql_bind_text(s, 7, uuid);
 	sql_bind_int(s, 8, now);
-	rc = sql_step(s);
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = rc == SQL_CONSTRAINT ? RP_ERR_DUPLICATE : store_sqlerr(c, rc, "agent flash");
+	if ((e = store_exec(c, s, "agent flash")) != RP_ERR_OK) {
+		if (e == RP_ERR_CONFLICT)
+			e = RP_ERR_DUPLICATE;
 		goto out;
 	}
 	if ((e = store_job_sent(c, job_id, component, "polling", now)) != RP_ERR_OK)

@@ -151,7 +151,6 @@ rp_store_stats(struct rp_store *st, json_t **out)
 	json_t *by_state = NULL, *jobs = NULL;
 	int64_t nodes = 0, racks = 0, bytes = 0, faults = 0;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -159,40 +158,31 @@ rp_store_stats(struct rp_store *st, json_t **out)
 		return e;
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT provision_state, count(*) FROM nodes GROUP BY provision_state");
-	if (s == NULL)
-		goto out;
 	by_state = json_object();
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "stats nodes", &e)) {
 		json_object_set_new(by_state, sql_text(s, 0), json_integer(sql_int(s, 1)));
 		nodes += sql_int(s, 1);
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE)
+	if (e != RP_ERR_OK)
 		goto out;
 	s = STMT(c, "SELECT state, count(*) FROM jobs WHERE state IN ('queued', 'running') "
 	            "GROUP BY state");
-	if (s == NULL)
-		goto out;
 	jobs = json_pack("{s:i, s:i}", "queued", 0, "running", 0);
-	while ((rc = sql_step(s)) == SQL_ROW)
+	while (store_next(c, s, "stats jobs", &e))
 		json_object_set_new(jobs, sql_text(s, 0), json_integer(sql_int(s, 1)));
-	sql_reset(s);
-	if (rc != SQL_DONE)
+	if (e != RP_ERR_OK)
 		goto out;
 	s = STMT(c, "SELECT (SELECT count(*) FROM bmcs WHERE fault IS NOT NULL)");
-	if (s == NULL)
+	if ((e = store_one(c, s, "stats faults")) != RP_ERR_OK)
 		goto out;
-	if (sql_step(s) == SQL_ROW)
-		faults = sql_int(s, 0);
+	faults = sql_int(s, 0);
 	sql_reset(s);
 	s = STMT(c, "SELECT (SELECT count(*) FROM racks), (SELECT page_count * page_size FROM "
 	            "pragma_page_count(), pragma_page_size())");
-	if (s == NULL)
+	if ((e = store_one(c, s, "stats size")) != RP_ERR_OK)
 		goto out;
-	if (sql_step(s) == SQL_ROW) {
-		racks = sql_int(s, 0);
-		bytes = sql_int(s, 1);
-	}
+	racks = sql_int(s, 0);
+	bytes = sql_int(s, 1);
 	sql_reset(s);
 	*out = json_pack("{s:O, s:I, s:I, s:I, s:O, s:I}", "nodes_by_state", by_state, "nodes",
 	                 (json_int_t)nodes, "racks", (json_int_t)racks, "db_bytes",
@@ -210,14 +200,13 @@ rp_store_ping(struct rp_store *st)
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s;
-	int rc;
+	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT 1");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	rc = sql_step(s);
+	if ((e = store_one(c, s, "ping")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;
 	sql_reset(s);
-	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "ping");
+	return RP_ERR_OK;
 }

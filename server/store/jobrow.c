@@ -15,8 +15,6 @@ store_job_sent(struct conn *c, int64_t job_id, const char *what, const char *sta
 	        STMT(c, "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, "
 	                "phase = ?3 || ': ' || ?4, phase_at = ?2 WHERE id = ?1");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, job_id);
 	sql_bind_int(s, 2, now);
 	sql_bind_text(s, 3, what);
@@ -30,8 +28,6 @@ store_job_phase(struct conn *c, int64_t job_id, const char *what, const char *st
 	struct stmt *s = STMT(c, "UPDATE jobs SET phase = ?2 || ': ' || ?3, phase_at = ?4 WHERE "
 	                         "id = ?1");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, job_id);
 	sql_bind_text(s, 2, what);
 	sql_bind_text(s, 3, state);
@@ -45,8 +41,6 @@ store_job_load(struct conn *c, int64_t id, json_t **out)
 	enum rp_err e;
 	struct stmt *s = STMT(c, STORE_JOB_COLS "WHERE j.id = ?");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "job load")) != RP_ERR_OK)
 		return e;
@@ -63,17 +57,11 @@ store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 	        STMT(c, "SELECT n.maintenance, n.maintenance_reason, b.driver, b.address, "
 	                "b.username, b.password_sealed IS NOT NULL FROM nodes n LEFT JOIN bmcs b "
 	                "ON b.node_id = n.id WHERE n.id = ?");
-	enum rp_err e = RP_ERR_OK;
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, node_id);
-	rc = sql_step(s);
-	if (rc != SQL_ROW) {
-		sql_reset(s);
-		return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node ready");
-	}
+	if ((e = store_one(c, s, "node ready")) != RP_ERR_OK)
+		return e;
 	if (sql_int(s, 0)) {
 		snprintf(why, len, "node is in maintenance%s%s",
 		         sql_type(s, 1) == SQL_NULL ? "" : ": ",
@@ -117,10 +105,6 @@ job_insert(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *j
 	s = STMT(c, "INSERT INTO jobs(uuid, type, node_id, node_name, batch_id, params, mutating, "
 	            "max_attempts, not_before, created_by, created_at, updated_at) "
 	            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
-	if (s == NULL) {
-		free(params);
-		return RP_ERR_INTERNAL;
-	}
 	sql_bind_text(s, 1, uuid);
 	store_bind_str(s, 2, job, "type");
 	sql_bind_int(s, 3, n->id);
@@ -172,26 +156,15 @@ rp_store_job_mark_sent(struct rp_store *st, int64_t id)
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s;
-	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
+	/* One statement is its own transaction, flushed before it returns (sqlite.c). */
 	s = STMT(c, "UPDATE jobs SET sent_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = "
 	            "'running'");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, id);
 	sql_bind_int(s, 2, rp_time_now_ms());
-	if ((e = store_exec(c, s, "mark sent")) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	store_rollback(c);
-	return e;
+	return store_exec(c, s, "mark sent");
 }
 
 enum rp_err
@@ -199,24 +172,12 @@ rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *phase)
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s;
-	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
 	s = STMT(c, "UPDATE jobs SET phase = ?2, phase_at = ?3, updated_at = ?3 WHERE id = ?1");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, job_id);
 	sql_bind_text(s, 2, phase);
 	sql_bind_int(s, 3, rp_time_now_ms());
-	if ((e = store_exec(c, s, "job phase")) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	store_rollback(c);
-	return e;
+	return store_exec(c, s, "job phase");
 }

@@ -14,8 +14,6 @@ job_id(struct conn *c, const char *uuid, int64_t *id)
 	if (!rp_uuid_valid(uuid))
 		return RP_ERR_NOT_FOUND;
 	s = STMT(c, "SELECT id FROM jobs WHERE uuid = lower(?)");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, uuid);
 	if ((e = store_one(c, s, "job id")) != RP_ERR_OK)
 		return e;
@@ -103,7 +101,6 @@ store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 	size_t i, nkeys = 0;
 	int64_t id = 0;
 	enum rp_err e;
-	int rc;
 
 	json_object_foreach(sel, k, v)
 	{
@@ -168,33 +165,23 @@ store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 			goto fail;
 		}
 		s = STMT(c, "SELECT id FROM nodes WHERE rack_id = ? ORDER BY id");
-		if (s)
-			sql_bind_int(s, 1, id);
+		sql_bind_int(s, 1, id);
 	} else if (!strcmp(which, "tag")) {
 		s = STMT(c, "SELECT node_id FROM node_tags WHERE tag = ? ORDER BY node_id");
-		if (s)
-			sql_bind_text(s, 1, json_string_value(v));
+		sql_bind_text(s, 1, json_string_value(v));
 	} else if (!strcmp(which, "class")) {
 		s = STMT(c, "SELECT id FROM nodes WHERE node_class = ? ORDER BY id");
-		if (s)
-			sql_bind_text(s, 1, json_string_value(v));
+		sql_bind_text(s, 1, json_string_value(v));
 	} else {
 		*detail = store_why("selector", "unknown selector '%s' (rack, tag, class or nodes)",
 		                    which);
 		e = RP_ERR_BAD_REQUEST;
 		goto fail;
 	}
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto fail;
-	}
-	while ((rc = sql_step(s)) == SQL_ROW)
+	while (store_next(c, s, "selector", &e))
 		json_array_append_new(list, json_integer(sql_int(s, 0)));
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "selector");
+	if (e != RP_ERR_OK)
 		goto fail;
-	}
 	if (json_array_size(list) == 0) {
 		*detail = store_why("selector", "%s '%s' matches no node", which,
 		                    json_string_value(v));
@@ -220,7 +207,6 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 	struct node_ref n;
 	enum rp_err e;
 	size_t i;
-	int rc;
 
 	if (c == NULL) {
 		e = RP_ERR_INTERNAL;
@@ -238,10 +224,6 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 	}
 	s = STMT(c, "INSERT INTO batches(uuid, kind, params, created_by, created_at) "
 	            "VALUES (?,?,?,?,?)");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_text(s, 1, buuid);
 	sql_bind_text(s, 2, kind);
 	sql_bind_text(s, 3, ptext);
@@ -275,21 +257,15 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 	{
 		char *sk = json_dumps(skipped, JSON_COMPACT);
 
-		s = sk ? STMT(c, "UPDATE batches SET skipped = ? WHERE id = ?") : NULL;
-		if (s == NULL) {
-			free(sk);
+		if (sk == NULL) {
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		sql_bind_text(s, 1, sk);
+		s = STMT(c, "UPDATE batches SET skipped = ? WHERE id = ?");
+		sql_bind_text_own(s, 1, sk);
 		sql_bind_int(s, 2, batch_id);
-		rc = sql_step(s);
-		sql_reset(s);
-		free(sk);
-		if (rc != SQL_DONE) {
-			e = store_sqlerr(c, rc, "batch skipped");
+		if ((e = store_exec(c, s, "batch skipped")) != RP_ERR_OK)
 			goto out;
-		}
 	}
 	snprintf(summary, sizeof summary, "%s batch: %zu job(s) queued, %zu node(s) skipped", kind,
 	         json_array_size(jobs), json_array_size(skipped));
@@ -320,7 +296,6 @@ rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 	enum rp_err e;
 	json_t *obj = NULL, *steps;
 	struct stmt *s;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -336,19 +311,13 @@ rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 			goto out;
 		json_object_set_new(obj, "steps", steps);
 		s = STMT(c, "SELECT log_bytes, log_dropped FROM jobs WHERE id = ?");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, id);
-		if ((rc = sql_step(s)) == SQL_ROW)
-			json_object_set_new(obj, "log",
-			                    json_pack("{s:I, s:I}", "bytes",
-			                              (json_int_t)sql_int(s, 0), "dropped",
-			                              (json_int_t)sql_int(s, 1)));
-		sql_reset(s);
-		if (rc != SQL_ROW) {
-			e = store_sqlerr(c, rc, "job log size");
+		if ((e = store_one(c, s, "job log size")) != RP_ERR_OK)
 			goto out;
-		}
+		json_object_set_new(obj, "log",
+		                    json_pack("{s:I, s:I}", "bytes", (json_int_t)sql_int(s, 0),
+		                              "dropped", (json_int_t)sql_int(s, 1)));
+		sql_reset(s);
 	}
 	*out = obj;
 	obj = NULL;
@@ -369,7 +338,6 @@ rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_p
 	int64_t node_id = 0, batch_id = 0;
 	struct stmt *s;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -377,22 +345,16 @@ rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_p
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
 	if (batch) {
 		s = STMT(c, "SELECT id FROM batches WHERE uuid = lower(?)");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_text(s, 1, batch);
-		rc = sql_step(s);
-		if (rc == SQL_ROW)
-			batch_id = sql_int(s, 0);
+		if ((e = store_one(c, s, "batch id")) != RP_ERR_OK)
+			return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
+		batch_id = sql_int(s, 0);
 		sql_reset(s);
-		if (rc != SQL_ROW)
-			return rc == SQL_DONE ? RP_ERR_BAD_QUERY : store_sqlerr(c, rc, "batch id");
 	}
 	s = STMT(c, STORE_JOB_COLS
 	         "WHERE j.id < ?1 AND (?2 = 0 OR j.node_id = ?2) AND (?3 = 0 OR "
 	         "j.batch_id = ?3) AND (?4 IS NULL OR j.state = ?4) AND (?5 IS NULL OR "
 	         "j.type = ?5) ORDER BY j.id DESC LIMIT ?6");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
 	sql_bind_int(s, 2, node_id);
 	sql_bind_int(s, 3, batch_id);
@@ -410,7 +372,6 @@ rp_store_batch_get(struct rp_store *st, const char *key, json_t **out)
 	struct stmt *s;
 	int64_t id = 0, total = 0, open = 0;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -422,26 +383,17 @@ rp_store_batch_get(struct rp_store *st, const char *key, json_t **out)
 	s = STMT(c, "SELECT id AS _id, uuid AS id, kind, params AS \"params:json\", created_by, "
 	            "created_at AS \"created_at:time\", skipped AS \"skipped:json\" FROM batches "
 	            "WHERE uuid = lower(?)");
-	if (s == NULL)
-		goto out;
 	sql_bind_text(s, 1, key);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		id = sql_int(s, 0);
-		obj = store_row(c, s);
-	}
+	if ((e = store_one(c, s, "batch")) != RP_ERR_OK)
+		goto out;
+	id = sql_int(s, 0);
+	obj = store_row(c, s);
 	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "batch");
-		goto out;
-	}
 	s = STMT(c, "SELECT state, count(*) FROM jobs WHERE batch_id = ? GROUP BY state");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
 	counts = json_pack("{s:i, s:i, s:i, s:i, s:i}", "queued", 0, "running", 0, "succeeded", 0,
 	                   "failed", 0, "cancelled", 0);
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "batch counts", &e)) {
 		const char *state = sql_text(s, 0);
 		int64_t n = sql_int(s, 1);
 
@@ -450,8 +402,7 @@ rp_store_batch_get(struct rp_store *st, const char *key, json_t **out)
 		if (!strcmp(state, "queued") || !strcmp(state, "running"))
 			open += n;
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE)
+	if (e != RP_ERR_OK)
 		goto out;
 	json_object_set_new(obj, "total", json_integer(total));
 	json_object_set(obj, "counts", counts);
@@ -498,10 +449,6 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 	            ? STMT(c, "UPDATE jobs SET cancel_requested = 1, updated_at = ?2 WHERE id = ?1")
 	            : STMT(c, "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, "
 	                      "finished_at = ?2, updated_at = ?2 WHERE id = ?1");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, id);
 	sql_bind_int(s, 2, now);
 	if ((e = store_exec(c, s, "job cancel")) != RP_ERR_OK)
@@ -540,7 +487,6 @@ rp_store_jobs_recover(struct rp_store *st, int *n)
 	json_t *list = NULL, *j;
 	enum rp_err e;
 	size_t i;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -550,20 +496,15 @@ rp_store_jobs_recover(struct rp_store *st, int *n)
 	s = STMT(c, "UPDATE jobs SET state = 'queued', recover = 1, lease_owner = NULL, "
 	            "lease_until = NULL, updated_at = ?1 WHERE state = 'running' "
 	            "RETURNING uuid, type, node_name, node_id");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, rp_time_now_ms());
 	list = json_array();
-	while ((rc = sql_step(s)) == SQL_ROW)
+	while (store_next(c, s, "jobs recover", &e))
 		json_array_append_new(list,
 		                      json_pack("{s:s, s:s, s:s, s:I}", "uuid", sql_text(s, 0),
 		                                "type", sql_text(s, 1), "node", sql_text(s, 2),
 		                                "node_id", (json_int_t)sql_int(s, 3)));
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "jobs recover");
+	if (e != RP_ERR_OK)
 		goto out;
-	}
 	json_array_foreach(list, i, j)
 	{
 		char summary[200];
@@ -704,7 +645,6 @@ rp_store_jobs_take(struct rp_store *st, const char *owner, enum rp_job_lane lane
 	int64_t now = rp_time_now_ms();
 	enum rp_err e;
 	size_t i;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -721,19 +661,14 @@ rp_store_jobs_take(struct rp_store *st, const char *owner, enum rp_job_lane lane
 	         "AND q.state = 'queued' AND q.id < j.id))) AND (j.type IN " STORE_SSH_TYPES_SQL
 	         ") = ?3 "
 	         "ORDER BY j.id LIMIT ?2");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, now);
 	sql_bind_int(s, 2, max);
 	sql_bind_int(s, 3, lane == RP_JOB_LANE_SSH);
 	ids = json_array();
-	while ((rc = sql_step(s)) == SQL_ROW)
+	while (store_next(c, s, "claim select", &e))
 		json_array_append_new(ids, json_integer(sql_int(s, 0)));
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "claim select");
+	if (e != RP_ERR_OK)
 		goto out;
-	}
 	json_array_foreach(ids, i, v)
 	{
 		s = STMT(c,
@@ -741,8 +676,6 @@ rp_store_jobs_take(struct rp_store *st, const char *owner, enum rp_job_lane lane
 		         "= ?2, "
 		         "lease_until = ?3, started_at = coalesce(started_at, ?4), updated_at = ?4 "
 		         "WHERE id = ?1 AND state = 'queued'");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, json_integer_value(v));
 		sql_bind_text(s, 2, owner);
 		sql_bind_int(s, 3, now + lease_ms);
@@ -757,18 +690,15 @@ rp_store_jobs_take(struct rp_store *st, const char *owner, enum rp_job_lane lane
 		         "j.sent_at IS NOT NULL, j.phase, coalesce(j.phase_at, 0) "
 		         "FROM jobs j JOIN nodes n ON n.id = j.node_id LEFT JOIN bmcs b ON "
 		         "b.node_id = n.id WHERE j.id = ?");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, json_integer_value(v));
-		if ((rc = sql_step(s)) != SQL_ROW) {
-			sql_reset(s);
-			e = store_sqlerr(c, rc, "claim read");
+		if ((e = store_one(c, s, "claim read")) != RP_ERR_OK)
 			goto out;
-		}
 		cl = claim_row(c, s);
 		sql_reset(s);
-		if (cl == NULL)
+		if (cl == NULL) {
+			e = RP_ERR_INTERNAL;
 			goto out;
+		}
 		*tail = cl;
 		tail = &cl->next;
 	}
@@ -830,19 +760,13 @@ power_seen(struct conn *c, const struct node_ref *n, const char *power, int64_t 
 	enum rp_err e;
 	struct stmt *s = STMT(c, "SELECT power_state FROM nodes WHERE id = ?");
 	char before[16] = "", summary[200];
-	int rc;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, n->id);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		snprintf(before, sizeof before, "%s", sql_text(s, 0));
+	if ((e = store_one(c, s, "power read")) != RP_ERR_OK)
+		return e;
+	snprintf(before, sizeof before, "%s", sql_text(s, 0));
 	sql_reset(s);
-	if (rc != SQL_ROW)
-		return store_sqlerr(c, rc, "power read");
 	s = STMT(c, "UPDATE nodes SET power_state = ?2, power_state_at = ?3 WHERE id = ?1");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, n->id);
 	sql_bind_text(s, 2, power);
 	sql_bind_int(s, 3, now);
@@ -870,28 +794,21 @@ bmc_health(struct conn *c, const struct node_ref *n, int ok, const char *error, 
 {
 	struct stmt *s;
 	char summary[400];
-	int rc, failures = 0, had_fault = 0;
-	enum rp_err e = RP_ERR_OK;
+	int failures, had_fault;
+	enum rp_err e;
 
 	s = STMT(c, "SELECT failures, fault IS NOT NULL FROM bmcs WHERE node_id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, n->id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		failures = sql_int(s, 0);
-		had_fault = sql_int(s, 1);
-	}
+	if ((e = store_one(c, s, "bmc health")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_OK : e;
+	failures = sql_int(s, 0);
+	had_fault = sql_int(s, 1);
 	sql_reset(s);
-	if (rc != SQL_ROW)
-		return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "bmc health");
 	failures = ok ? 0 : failures + 1;
 	s = STMT(c, "UPDATE bmcs SET failures = ?2, checked_at = ?3, last_error = ?4, "
 	            "fault = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN ?4 ELSE fault END, "
 	            "fault_since = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN "
 	            "coalesce(fault_since, ?3) ELSE fault_since END WHERE node_id = ?1");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, n->id);
 	sql_bind_int(s, 2, failures);
 	sql_bind_int(s, 3, now);
@@ -974,38 +891,33 @@ rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o, int fa
 		char *rtext = NULL, summary[300], action[40];
 		struct node_ref n;
 		struct stmt *s;
-		int retry = o->state == RP_JOB_END_RETRY, rc;
+		int retry = o->state == RP_JOB_END_RETRY;
 
 		s = STMT(c, "SELECT node_id, cancel_requested FROM jobs WHERE id = ? AND state = "
 		            "'running'");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
 		sql_bind_int(s, 1, id);
-		rc = sql_step(s);
-		if (rc == SQL_ROW) {
-			node_id = sql_int(s, 0);
-			/* A retry of a job someone cancelled ends as cancelled instead. */
-			if (retry && sql_int(s, 1)) {
-				retry = 0;
-				state = "cancelled";
-				free(cancelled);
-				if (asprintf(&cancelled,
-				             "cancelled while waiting to retry (last error: %s)",
-				             error ?: "none") < 0) {
-					cancelled = NULL;
-					sql_reset(s);
-					e = RP_ERR_INTERNAL;
-					goto out;
-				}
-				error = cancelled;
-				error_code = "cancelled";
+		if ((e = store_one(c, s, "job finish read")) == RP_ERR_NOT_FOUND)
+			continue; /* not ours any more */
+		if (e != RP_ERR_OK)
+			goto out;
+		node_id = sql_int(s, 0);
+		/* A retry of a job someone cancelled ends as cancelled instead. */
+		if (retry && sql_int(s, 1)) {
+			retry = 0;
+			state = "cancelled";
+			free(cancelled);
+			if (asprintf(&cancelled,
+			             "cancelled while waiting to retry (last error: %s)",
+			             error ?: "none") < 0) {
+				cancelled = NULL;
+				sql_reset(s);
+				e = RP_ERR_INTERNAL;
+				goto out;
 			}
+			error = cancelled;
+			error_code = "cancelled";
 		}
 		sql_reset(s);
-		if (rc != SQL_ROW)
-			continue; /* not ours any more */
 		if (retry) {
 			/* sent_at stays: should rackpilotd stop before the retry, the job still
 			 * knows it may have acted, and verifies instead of sending again. */
@@ -1015,10 +927,6 @@ rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o, int fa
 			         "not_before = ?4, lease_owner = NULL, lease_until = NULL, "
 			         "updated_at = ?5, "
 			         "attempts = attempts - ?6 WHERE id = ?1");
-			if (s == NULL) {
-				e = RP_ERR_INTERNAL;
-				goto out;
-			}
 			sql_bind_int(s, 4, o->not_before);
 			sql_bind_int(s, 6, o->wait != 0);
 		} else {
@@ -1027,10 +935,6 @@ rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o, int fa
 			            "finished_at = ?5, lease_owner = NULL, lease_until = NULL, "
 			            "updated_at = ?5 "
 			            "WHERE id = ?1");
-			if (s == NULL) {
-				e = RP_ERR_INTERNAL;
-				goto out;
-			}
 			sql_bind_text(s, 6, state);
 			if (result && (rtext = store_canon(result)) != NULL)
 				sql_bind_text_own(s, 7, rtext);
@@ -1051,12 +955,11 @@ rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o, int fa
 		if (json_is_object(identity)) {
 			char *itext = store_canon(identity);
 
-			s = STMT(c, "UPDATE bmcs SET identity = ? WHERE node_id = ?");
-			if (s == NULL || itext == NULL) {
-				free(itext);
+			if (itext == NULL) {
 				e = RP_ERR_INTERNAL;
 				goto out;
 			}
+			s = STMT(c, "UPDATE bmcs SET identity = ? WHERE node_id = ?");
 			sql_bind_text_own(s, 1, itext);
 			sql_bind_int(s, 2, node_id);
 			if ((e = store_exec(c, s, "identity")) != RP_ERR_OK)
@@ -1155,7 +1058,8 @@ rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t
 	struct rp_power_target *list = NULL, *t;
 	size_t len = 0, cap = 0;
 	struct stmt *s;
-	int rc, oom = 0;
+	enum rp_err e = RP_ERR_OK;
+	int oom = 0;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -1165,9 +1069,7 @@ rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t
 	         "b.node_id = n.id WHERE n.maintenance = 0 AND (b.driver = 'fake' OR (b.address IS "
 	         "NOT NULL AND b.username IS NOT NULL AND b.password_sealed IS NOT NULL)) ORDER BY "
 	         "n.id");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	while (!oom && (rc = sql_step(s)) == SQL_ROW) {
+	while (!oom && store_next(c, s, "power targets", &e)) {
 		if (len == cap) {
 			size_t ncap = cap ? cap * 2 : 256;
 
@@ -1185,10 +1087,11 @@ rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t
 		t->name = col_dup(s, 2, &oom);
 		bmc_cols(c, s, 3, t->name, &t->bmc, &oom);
 	}
-	sql_reset(s);
-	if (oom || rc != SQL_DONE) {
+	if (oom)
+		sql_reset(s); /* left before its end */
+	if (oom || e != RP_ERR_OK) {
 		rp_store_power_targets_free(list, len);
-		return oom ? RP_ERR_INTERNAL : store_sqlerr(c, rc, "power targets");
+		return oom ? RP_ERR_INTERNAL : e;
 	}
 	*out = list;
 	*n = len;

@@ -98,18 +98,14 @@ static enum rp_err
 load(struct conn *c, struct kind *k, int64_t id, json_t **out)
 {
 	struct stmt *s = store_prep(c, &k->s_load, k->sql_load);
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW)
-		*out = store_row(c, s);
+	if ((e = store_one(c, s, k->otype)) != RP_ERR_OK)
+		return e;
+	*out = store_row(c, s);
 	sql_reset(s);
-	if (rc == SQL_ROW)
-		return RP_ERR_OK;
-	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, k->otype);
+	return RP_ERR_OK;
 }
 
 static enum rp_err
@@ -133,18 +129,15 @@ check(struct conn *c, struct kind *k, int64_t self, json_t *obj, json_t **detail
 	if (cls == NULL)
 		return RP_ERR_OK;
 	s = store_prep(c, &k->s_class_owner, k->sql_class_owner);
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, cls);
 	sql_bind_int(s, 2, self);
-	if (sql_step(s) == SQL_ROW) {
+	if ((e = store_one(c, s, k->otype)) == RP_ERR_OK) {
 		*detail = store_why("node_class", "%s '%s' already applies to node class '%s'",
 		                    k->otype, sql_text(s, 0), cls);
 		sql_reset(s);
 		return RP_ERR_DUPLICATE;
 	}
-	sql_reset(s);
-	return RP_ERR_OK;
+	return e == RP_ERR_NOT_FOUND ? RP_ERR_OK : e;
 }
 
 static enum rp_err
@@ -154,19 +147,15 @@ save(struct conn *c, struct kind *k, int64_t *id, json_t *obj)
 	char uuid[RP_UUID_BUF];
 	const char *key;
 	json_t *v;
-	int rc;
+	enum rp_err e;
 
 	if (*id == 0) {
 		if (rp_uuid_new(uuid) < 0)
 			return RP_ERR_INTERNAL;
 		s = store_prep(c, &k->s_insert, k->sql_insert);
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_text(s, 1, uuid);
 	} else {
 		s = store_prep(c, &k->s_update, k->sql_update);
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, *id);
 	}
 	store_bind_str(s, 2, obj, "name");
@@ -177,39 +166,27 @@ save(struct conn *c, struct kind *k, int64_t *id, json_t *obj)
 		store_bind_str(s, 6, obj, k->extra[0]);
 	if (k->extra[1])
 		store_bind_str(s, 7, obj, k->extra[1]);
-	rc = sql_step(s);
-	sql_reset(s);
-	if (rc != SQL_DONE)
-		return store_sqlerr(c, rc, k->otype);
+	if ((e = store_exec(c, s, k->otype)) != RP_ERR_OK)
+		return e;
 	if (*id == 0)
 		*id = sql_last_id(c);
 	s = store_prep(c, &k->s_map_clear, k->sql_map_clear);
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, *id);
-	rc = sql_step(s);
-	sql_reset(s);
-	if (rc != SQL_DONE)
-		return store_sqlerr(c, rc, k->otype);
+	if ((e = store_exec(c, s, k->otype)) != RP_ERR_OK)
+		return e;
 	json_object_foreach(json_object_get(obj, k->map), key, v)
 	{
 		char *text = k->json_values ? store_canon(v) : NULL;
 
 		s = store_prep(c, &k->s_map_insert, k->sql_map_insert);
-		if (s == NULL) {
-			free(text);
-			return RP_ERR_INTERNAL;
-		}
 		sql_bind_int(s, 1, *id);
 		sql_bind_text(s, 2, key);
 		if (text)
 			sql_bind_text_own(s, 3, text);
 		else
 			sql_bind_text(s, 3, json_string_value(v));
-		rc = sql_step(s);
-		sql_reset(s);
-		if (rc != SQL_DONE)
-			return store_sqlerr(c, rc, k->otype);
+		if ((e = store_exec(c, s, k->otype)) != RP_ERR_OK)
+			return e;
 	}
 	return RP_ERR_OK;
 }
@@ -288,13 +265,9 @@ list(struct rp_store *st, struct kind *k, const struct rp_page_req *rq, struct r
 		return RP_ERR_INTERNAL;
 	if (rq->sort_by_name) {
 		s = store_prep(c, &k->s_list_name, k->sql_list_name);
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_text(s, 1, rq->after_key);
 	} else {
 		s = store_prep(c, &k->s_list_id, k->sql_list_id);
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, rq->after_id);
 	}
 	store_bind_str(s, 2, rq->filter, "class");
@@ -357,7 +330,6 @@ destroy(struct rp_store *st, struct kind *k, const char *key, int64_t if_match, 
 	struct stmt *s;
 	int64_t id;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -374,12 +346,11 @@ destroy(struct rp_store *st, struct kind *k, const char *key, int64_t if_match, 
 	}
 	if (k->sql_in_use) {
 		s = store_prep(c, &k->s_in_use, k->sql_in_use);
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
 		sql_bind_int(s, 1, id);
-		if (sql_step(s) == SQL_ROW && sql_int(s, 0) > 0) {
+		/* A count: always a row. */
+		if ((e = store_one(c, s, k->otype)) != RP_ERR_OK)
+			goto out;
+		if (sql_int(s, 0) > 0) {
 			*detail = store_why(NULL, "%lld node(s) name this %s; reassign them first",
 			                    (long long)sql_int(s, 0), k->otype);
 			sql_reset(s);
@@ -389,17 +360,9 @@ destroy(struct rp_store *st, struct kind *k, const char *key, int64_t if_match, 
 		sql_reset(s);
 	}
 	s = store_prep(c, &k->s_delete, k->sql_delete);
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, id);
-	rc = sql_step(s);
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, k->otype);
+	if ((e = store_exec(c, s, k->otype)) != RP_ERR_OK)
 		goto out;
-	}
 	if ((e = event(c, k, "deleted", before, NULL, actor)) != RP_ERR_OK)
 		goto out;
 	e = store_commit(c);

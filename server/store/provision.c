@@ -82,8 +82,6 @@ set_state(struct conn *c, const struct node_ref *n, const char *from, const char
 	json_t *d;
 	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, n->id);
 	sql_bind_text(s, 2, to);
 	if (job_id)
@@ -112,7 +110,7 @@ store_provision(struct conn *c, const char *key, const char *action, json_t *job
 	json_t *jobj = NULL, *params;
 	int64_t job_id = 0;
 	enum rp_err e;
-	int maint = 0, rc;
+	int maint;
 
 	if (t == NULL || !strcmp(action, "abort"))
 		return RP_ERR_BAD_REQUEST;
@@ -120,18 +118,12 @@ store_provision(struct conn *c, const char *key, const char *action, json_t *job
 		goto out;
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT provision_state, maintenance FROM nodes WHERE id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, n.id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		snprintf(state, sizeof state, "%s", sql_text(s, 0));
-		maint = sql_int(s, 1);
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = store_sqlerr(c, rc, "provision read");
+	if ((e = store_one(c, s, "provision read")) != RP_ERR_OK)
 		goto out;
-	}
+	snprintf(state, sizeof state, "%s", sql_text(s, 0));
+	maint = sql_int(s, 1);
+	sql_reset(s);
 	if (maint) {
 		*detail =
 		        json_pack("{s:s, s:s, s:s}", "state", state, "action", action, "reason",
@@ -203,7 +195,6 @@ rp_store_provision_abort(struct rp_store *st, const char *key, const char *actor
 	char state[32] = "", uuid[RP_UUID_BUF] = "";
 	enum rp_err e;
 	size_t i;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -214,19 +205,13 @@ rp_store_provision_abort(struct rp_store *st, const char *key, const char *actor
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT n.provision_state, j.uuid FROM nodes n LEFT JOIN jobs j ON j.id = "
 	            "n.provision_job_id AND j.state IN ('queued', 'running') WHERE n.id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, n.id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		snprintf(state, sizeof state, "%s", sql_text(s, 0));
-		if (sql_type(s, 1) != SQL_NULL)
-			snprintf(uuid, sizeof uuid, "%s", sql_text(s, 1));
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = store_sqlerr(c, rc, "abort read");
+	if ((e = store_one(c, s, "abort read")) != RP_ERR_OK)
 		goto out;
-	}
+	snprintf(state, sizeof state, "%s", sql_text(s, 0));
+	if (sql_type(s, 1) != SQL_NULL)
+		snprintf(uuid, sizeof uuid, "%s", sql_text(s, 1));
+	sql_reset(s);
 	if (!allowed(find("abort"), state)) {
 		*detail = json_pack("{s:s, s:s, s:o}", "state", state, "action", "abort", "allowed",
 		                    allowed_actions(state));
@@ -267,23 +252,19 @@ store_provision_settle(struct conn *c, int64_t job_id, const char *job_state, co
 	struct node_ref n;
 	char state[32] = "";
 	const char *to, *action;
-	int64_t node_id = 0;
-	enum rp_err e = RP_ERR_OK;
-	int rc, ok = !strcmp(job_state, "succeeded");
+	int64_t node_id;
+	enum rp_err e;
+	int ok = !strcmp(job_state, "succeeded");
 
 	s = STMT(c, "SELECT j.params, coalesce(j.node_id, 0), n.provision_state FROM jobs j JOIN "
 	            "nodes n ON n.id = j.node_id WHERE j.id = ? AND n.provision_job_id = j.id");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, job_id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		params = json_loads(sql_text(s, 0), 0, NULL);
-		node_id = sql_int(s, 1);
-		snprintf(state, sizeof state, "%s", sql_text(s, 2));
-	}
+	if ((e = store_one(c, s, "settle read")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_OK : e;
+	params = json_loads(sql_text(s, 0), 0, NULL);
+	node_id = sql_int(s, 1);
+	snprintf(state, sizeof state, "%s", sql_text(s, 2));
 	sql_reset(s);
-	if (rc != SQL_ROW)
-		return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "settle read");
 	prov = json_object_get(params, "provision");
 	action = json_string_value(json_object_get(prov, "action"));
 	to = json_string_value(json_object_get(prov, ok ? "ok" : "fail"));
@@ -301,19 +282,12 @@ store_provision_settle(struct conn *c, int64_t job_id, const char *job_state, co
 	/* What is on the disk now. */
 	if (ok && (!strcmp(action, "deploy") || !strcmp(action, "release"))) {
 		s = STMT(c, "UPDATE nodes SET deployed_image = ?2 WHERE id = ?1");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
 		sql_bind_int(s, 1, node_id);
 		if (!strcmp(action, "deploy"))
 			sql_bind_text(s, 2,
 			              json_string_value(json_object_get(
 			                      json_object_get(params, "image"), "name")));
-		rc = sql_step(s);
-		sql_reset(s);
-		if (rc != SQL_DONE)
-			e = store_sqlerr(c, rc, "deployed image");
+		e = store_exec(c, s, "deployed image");
 	}
 out:
 	json_decref(params);

@@ -18,8 +18,6 @@ rack_load(struct conn *c, int64_t id, json_t **out)
 	enum rp_err e;
 	struct stmt *s = STMT(c, RACK_COLS "WHERE r.id = ?");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "rack load")) != RP_ERR_OK)
 		return e;
@@ -59,8 +57,6 @@ store_rack_insert(struct conn *c, json_t *in, const char *actor, int64_t *id, js
 		return RP_ERR_INTERNAL;
 	s = STMT(c, "INSERT INTO racks(uuid, name, site, row_name, height_u, power_budget_kw, "
 	            "notes, created_at, updated_at) VALUES (?,?,?,?,coalesce(?, 42),?,?,?,?)");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, uuid);
 	store_bind_str(s, 2, in, "name");
 	store_bind_str(s, 3, in, "site");
@@ -140,14 +136,10 @@ rp_store_rack_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_
 		s = STMT(c, RACK_COLS
 		         "WHERE (?1 IS NULL OR r.name > ?1) AND (?2 IS NULL OR r.site = ?2) "
 		         "AND (?3 IS NULL OR r.row_name = ?3) ORDER BY r.name LIMIT ?4");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_text(s, 1, rq->after_key);
 	} else {
 		s = STMT(c, RACK_COLS "WHERE r.id > ?1 AND (?2 IS NULL OR r.site = ?2) "
 		                      "AND (?3 IS NULL OR r.row_name = ?3) ORDER BY r.id LIMIT ?4");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, rq->after_id);
 	}
 	sql_bind_text(s, 2, site);
@@ -195,12 +187,9 @@ rp_store_rack_update(struct rp_store *st, const char *key, json_t *patch, int64_
 		goto out;
 	s = STMT(c, "SELECT name, u_position + u_height - 1 AS top FROM nodes WHERE rack_id = ? "
 	            "AND u_position IS NOT NULL ORDER BY top DESC LIMIT 1");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, id);
-	if (sql_step(s) == SQL_ROW &&
+	e = store_one(c, s, "rack top");
+	if (e == RP_ERR_OK &&
 	    sql_int(s, 1) > json_integer_value(json_object_get(after, "height_u"))) {
 		*detail = store_why("height_u", "node %s occupies U%lld, above the new height",
 		                    sql_text(s, 0), (long long)sql_int(s, 1));
@@ -208,14 +197,13 @@ rp_store_rack_update(struct rp_store *st, const char *key, json_t *patch, int64_
 		e = RP_ERR_CONFLICT;
 		goto out;
 	}
-	sql_reset(s);
+	if (e == RP_ERR_OK)
+		sql_reset(s);
+	else if (e != RP_ERR_NOT_FOUND)
+		goto out;
 	s = STMT(c, "UPDATE racks SET name = ?, site = ?, row_name = ?, height_u = ?, "
 	            "power_budget_kw = ?, notes = ?, version = version + 1, updated_at = ? "
 	            "WHERE id = ?");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	store_bind_str(s, 1, after, "name");
 	store_bind_str(s, 2, after, "site");
 	store_bind_str(s, 3, after, "row");
@@ -281,10 +269,6 @@ rp_store_rack_delete(struct rp_store *st, const char *key, int64_t if_match, con
 		goto out;
 	}
 	s = STMT(c, "DELETE FROM racks WHERE id = ?");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, id);
 	if ((e = store_exec(c, s, "rack delete")) != RP_ERR_OK)
 		goto out;
@@ -326,10 +310,6 @@ rp_store_rack_elevation(struct rp_store *st, const char *key, json_t **out)
 	            "n.node_class, n.provision_state, n.power_state, "
 	            "n.maintenance AS \"maintenance:bool\" "
 	            "FROM nodes n WHERE n.rack_id = ? ORDER BY n.u_position DESC, n.name");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, id);
 	nodes = store_rows(c, s);
 	if (nodes == NULL) {

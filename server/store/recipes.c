@@ -19,8 +19,6 @@ load(struct conn *c, int64_t id, json_t **out)
 	enum rp_err e;
 	struct stmt *s = STMT(c, RECIPE_COLS "WHERE id = ?");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "recipe load")) != RP_ERR_OK)
 		return e;
@@ -63,7 +61,7 @@ save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 		         "UPDATE recipes SET name = ?2, description = ?3, params = ?4, steps = ?5, "
 		         "version = version + 1, updated_at = ?6 WHERE id = ?7");
 	}
-	if (s == NULL || params == NULL || steps == NULL) {
+	if (params == NULL || steps == NULL) {
 		free(params);
 		free(steps);
 		return RP_ERR_INTERNAL;
@@ -150,13 +148,9 @@ rp_store_recipe_list(struct rp_store *st, const struct rp_page_req *rq, struct r
 		return RP_ERR_INTERNAL;
 	if (rq->sort_by_name) {
 		s = STMT(c, RECIPE_COLS "WHERE (?1 IS NULL OR name > ?1) ORDER BY name LIMIT ?2");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_text(s, 1, rq->after_key);
 	} else {
 		s = STMT(c, RECIPE_COLS "WHERE recipes.id > ?1 ORDER BY recipes.id LIMIT ?2");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, rq->after_id);
 	}
 	sql_bind_int(s, 2, rq->limit + 1);
@@ -238,10 +232,7 @@ rp_store_recipe_delete(struct rp_store *st, const char *key, int64_t if_match, c
 		e = RP_ERR_PRECONDITION_FAILED;
 		goto out;
 	}
-	e = RP_ERR_INTERNAL;
 	s = STMT(c, "DELETE FROM recipes WHERE id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
 	if ((e = store_exec(c, s, "recipe delete")) != RP_ERR_OK)
 		goto out;
@@ -324,22 +315,17 @@ store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *a
 	char why[256], parent[RP_UUID_BUF] = "";
 	const char *k;
 	enum rp_err e = RP_ERR_INTERNAL;
-	int rc;
 
+	if (values == NULL)
+		goto out;
 	s = STMT(c, "SELECT node_id, uuid FROM jobs WHERE id = ? AND state = 'running' AND node_id "
 	            "IS NOT NULL");
-	if (s == NULL || values == NULL)
-		goto out;
 	sql_bind_int(s, 1, job_id);
-	rc = sql_step(s);
-	node_id = rc == SQL_ROW ? sql_int(s, 0) : 0;
-	if (rc == SQL_ROW)
-		snprintf(parent, sizeof parent, "%s", sql_text(s, 1));
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "recipe child job");
+	if ((e = store_one(c, s, "recipe child job")) != RP_ERR_OK)
 		goto out;
-	}
+	node_id = sql_int(s, 0);
+	snprintf(parent, sizeof parent, "%s", sql_text(s, 1));
+	sql_reset(s);
 	if ((e = store_node_by_id(c, node_id, n)) != RP_ERR_OK)
 		goto out;
 	if ((e = store_id_of(c, T_RECIPE, recipe, &rid)) != RP_ERR_OK) {
@@ -347,17 +333,15 @@ store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *a
 			*detail = store_why("recipe", "no recipe named '%s'", recipe);
 		goto out;
 	}
-	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT params AS \"params:json\", steps AS \"steps:json\" FROM recipes WHERE "
 	            "id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, rid);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		rec = store_row(c, s);
+	if ((e = store_one(c, s, "recipe child recipe")) != RP_ERR_OK)
+		goto out;
+	rec = store_row(c, s);
 	sql_reset(s);
-	if (rc != SQL_ROW || rec == NULL) {
-		e = store_sqlerr(c, rc, "recipe child recipe");
+	if (rec == NULL) {
+		e = RP_ERR_INTERNAL;
 		goto out;
 	}
 	/* Our arguments where the recipe declares them, else its defaults. */
@@ -392,18 +376,12 @@ store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *a
 		goto out;
 	if ((e = store_job_add(c, n, 0, job, "rackpilotd", &cid)) != RP_ERR_OK)
 		goto out;
-	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, cid);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		snprintf(uuid, RP_UUID_BUF, "%s", sql_text(s, 0));
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = store_sqlerr(c, rc, "recipe child");
+	if ((e = store_one(c, s, "recipe child")) != RP_ERR_OK)
 		goto out;
-	}
+	snprintf(uuid, RP_UUID_BUF, "%s", sql_text(s, 0));
+	sql_reset(s);
 	*params = json_incref(json_object_get(job, "params"));
 	e = RP_ERR_OK;
 out:

@@ -34,8 +34,6 @@ store_rollout_id(struct conn *c, const char *key, int64_t *id)
 	if (!rp_uuid_valid(key))
 		return RP_ERR_NOT_FOUND;
 	s = STMT(c, "SELECT id FROM rollouts WHERE uuid = lower(?)");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, key);
 	if ((e = store_one(c, s, "rollout id")) != RP_ERR_OK)
 		return e;
@@ -50,20 +48,18 @@ store_rollout_drift(struct conn *c, int64_t node_id, const char *kind, int *targ
                     size_t len)
 {
 	struct stmt *s;
-	int rc, fw = !strcmp(kind, "firmware");
+	enum rp_err e;
+	int fw = !strcmp(kind, "firmware");
 
 	what[0] = '\0';
 	s = fw ? STMT(c, "SELECT EXISTS (SELECT 1 FROM nodes n JOIN firmware_baselines b ON "
 	                 "b.node_class = n.node_class WHERE n.id = ?)")
 	       : STMT(c, "SELECT " TARGET_PROFILE " IS NOT NULL FROM nodes n WHERE n.id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, node_id);
-	rc = sql_step(s);
-	*target = rc == SQL_ROW && sql_int(s, 0);
+	if ((e = store_one(c, s, "rollout target")) != RP_ERR_OK)
+		return e;
+	*target = sql_int(s, 0) != 0;
 	sql_reset(s);
-	if (rc != SQL_ROW)
-		return store_sqlerr(c, rc, "rollout target");
 	if (!*target)
 		return RP_ERR_OK;
 	s = fw ? STMT(c, "SELECT bc.component, fc.version, bc.version FROM nodes n JOIN "
@@ -77,16 +73,14 @@ store_rollout_drift(struct conn *c, int64_t node_id, const char *kind, int *targ
 	              "ON pa.profile_id = " TARGET_PROFILE " LEFT JOIN bios_actual a ON "
 	              "a.node_id = n.id AND a.name = pa.name WHERE n.id = ? AND a.value IS NOT "
 	              "pa.value ORDER BY pa.name LIMIT 1");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, node_id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW)
-		snprintf(what, len, "%s %s is %s, %s wants %s", fw ? "component" : "attribute",
-		         col_text(s, 0), col_text(s, 1) ? col_text(s, 1) : "unknown",
-		         fw ? "the baseline" : "the profile", col_text(s, 2));
+	if ((e = store_one(c, s, "rollout drift")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_OK : e;
+	snprintf(what, len, "%s %s is %s, %s wants %s", fw ? "component" : "attribute",
+	         col_text(s, 0), col_text(s, 1) ? col_text(s, 1) : "unknown",
+	         fw ? "the baseline" : "the profile", col_text(s, 2));
 	sql_reset(s);
-	return rc == SQL_ROW || rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "rollout drift");
+	return RP_ERR_OK;
 }
 
 /* ---- Views ----------------------------------------------------------------------------- */
@@ -109,20 +103,13 @@ store_rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	int64_t waves_left = 0, current = -1, wait_s;
 	enum rp_err e = RP_ERR_INTERNAL;
 	const char *state;
-	int rc;
 
 	s = STMT(c, RO_COLS "WHERE id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW)
-		obj = store_row(c, s);
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "rollout");
+	if ((e = store_one(c, s, "rollout")) != RP_ERR_OK)
 		goto out;
-	}
+	obj = store_row(c, s);
+	sql_reset(s);
 	/* The expanded recipe plan is the engine's business; the recipe's name says enough. */
 	gate = json_object_get(obj, "gate");
 	json_object_del(gate, "plan");
@@ -131,21 +118,16 @@ store_rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	                   "failed", 0, "skipped", 0);
 	s = STMT(c,
 	         "SELECT state, count(*) FROM rollout_nodes WHERE rollout_id = ? GROUP BY state");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
 	{
 		int64_t total = 0;
 
-		while ((rc = sql_step(s)) == SQL_ROW) {
+		while (store_next(c, s, "rollout counts", &e)) {
 			json_object_set_new(counts, col_text(s, 0), json_integer(sql_int(s, 1)));
 			total += sql_int(s, 1);
 		}
-		sql_reset(s);
-		if (rc != SQL_DONE) {
-			e = store_sqlerr(c, rc, "rollout counts");
+		if (e != RP_ERR_OK)
 			goto out;
-		}
 		json_object_set_new(counts, "total", json_integer(total));
 	}
 	json_object_set(obj, "counts", counts);
@@ -164,10 +146,8 @@ store_rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	         "'skipped') FROM rollout_waves w LEFT JOIN rollout_nodes rn ON rn.rollout_id = "
 	         "w.rollout_id AND rn.wave = w.idx WHERE w.rollout_id = ? GROUP BY w.idx ORDER BY "
 	         "w.idx");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "rollout waves", &e)) {
 		int64_t st_at = sql_int(s, 3), done_at = sql_int(s, 5);
 		const char *ws = col_text(s, 2);
 
@@ -192,11 +172,8 @@ store_rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 		                "finished_at", time_or_null(sql_int(s, 4)), "gate_done_at",
 		                time_or_null(done_at)));
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "rollout waves");
+	if (e != RP_ERR_OK)
 		goto out;
-	}
 	json_object_set_new(obj, "wave_count", json_integer((json_int_t)json_array_size(wl)));
 	json_object_set_new(obj, "current_wave",
 	                    current >= 0 ? json_integer(current) : json_null());
@@ -209,10 +186,8 @@ store_rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	            "rn.finished_at FROM rollout_nodes rn LEFT JOIN jobs j ON j.id = rn.job_id "
 	            "LEFT JOIN jobs g ON g.id = rn.gate_job_id WHERE rn.rollout_id = ? ORDER BY "
 	            "rn.wave IS NULL, rn.wave, rn.node_name");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "rollout nodes", &e)) {
 		const char *ns = col_text(s, 3);
 		int64_t t0 = sql_int(s, 10), t1 = sql_int(s, 11);
 		json_t *node;
@@ -248,11 +223,8 @@ store_rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 		        t0 > 0 && t1 >= t0 ? json_integer(t1 - t0) : json_null());
 		json_array_append_new(nl, node);
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "rollout nodes");
+	if (e != RP_ERR_OK)
 		goto out;
-	}
 	json_object_set_new(obj, "failed", failed);
 	failed = NULL;
 	json_object_set_new(obj, "skipped", skipped);
@@ -322,10 +294,6 @@ rp_store_rollout_list(struct rp_store *st, const struct rp_page_req *rq, struct 
 		return e;
 	s = STMT(c, "SELECT id AS _id, uuid AS id FROM rollouts WHERE id < ?1 AND (?2 IS NULL OR "
 	            "state = ?2) AND (?3 IS NULL OR kind = ?3) ORDER BY id DESC LIMIT ?4");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
 	store_bind_str(s, 2, rq->filter, "state");
 	store_bind_str(s, 3, rq->filter, "kind");
@@ -374,20 +342,18 @@ pf_bmc(struct conn *c, int64_t node_id, json_t *node)
 	                         "b.username IS NOT NULL AND b.username != '', b.password_sealed "
 	                         "IS NOT NULL FROM nodes n LEFT JOIN bmcs b ON b.node_id = n.id "
 	                         "WHERE n.id = ?");
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, node_id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		json_object_set_new(node, "driver",
-		                    col_text(s, 0) ? json_string(col_text(s, 0)) : json_null());
-		json_object_set_new(node, "address", json_boolean(sql_int(s, 1)));
-		json_object_set_new(node, "username", json_boolean(sql_int(s, 2)));
-		json_object_set_new(node, "password", json_boolean(sql_int(s, 3)));
-	}
+	if ((e = store_one(c, s, "preflight bmc")) != RP_ERR_OK)
+		return e;
+	json_object_set_new(node, "driver",
+	                    col_text(s, 0) ? json_string(col_text(s, 0)) : json_null());
+	json_object_set_new(node, "address", json_boolean(sql_int(s, 1)));
+	json_object_set_new(node, "username", json_boolean(sql_int(s, 2)));
+	json_object_set_new(node, "password", json_boolean(sql_int(s, 3)));
 	sql_reset(s);
-	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "preflight bmc");
+	return RP_ERR_OK;
 }
 
 /* The params of recipe `name` (an object), or JSON null when there is no such recipe. */
@@ -395,19 +361,20 @@ static enum rp_err
 pf_recipe(struct conn *c, const char *name, json_t **out)
 {
 	struct stmt *s = STMT(c, "SELECT params FROM recipes WHERE name = ?");
-	int rc;
+	enum rp_err e;
 
 	*out = NULL;
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, name);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		*out = col_text(s, 0) ? json_loads(col_text(s, 0), 0, NULL) : NULL;
+	if ((e = store_one(c, s, "preflight recipe")) == RP_ERR_NOT_FOUND) {
+		*out = json_null();
+		return RP_ERR_OK;
+	}
+	if (e != RP_ERR_OK)
+		return e;
+	*out = col_text(s, 0) ? json_loads(col_text(s, 0), 0, NULL) : NULL;
 	sql_reset(s);
-	if (rc != SQL_ROW && rc != SQL_DONE)
-		return store_sqlerr(c, rc, "preflight recipe");
 	if (*out == NULL)
-		*out = rc == SQL_ROW ? json_object() : json_null();
+		*out = json_object();
 	return RP_ERR_OK;
 }
 
@@ -420,23 +387,18 @@ pf_firmware(struct conn *c, const struct node_ref *n, json_t *only, json_t *node
 	json_t *targets = NULL, *t, *v, *keep = NULL;
 	char bname[128] = "", cls[128] = "";
 	struct stmt *s;
-	enum rp_err e = RP_ERR_INTERNAL;
+	enum rp_err e;
 	size_t i, j;
-	int rc;
 
 	s = STMT(c, "SELECT coalesce(n.node_class, ''), b.name FROM nodes n LEFT JOIN "
 	            "firmware_baselines b ON b.node_class = n.node_class WHERE n.id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, n->id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		snprintf(cls, sizeof cls, "%s", col_text(s, 0));
-		if (col_text(s, 1))
-			snprintf(bname, sizeof bname, "%s", col_text(s, 1));
-	}
+	if ((e = store_one(c, s, "preflight baseline")) != RP_ERR_OK)
+		return e;
+	snprintf(cls, sizeof cls, "%s", col_text(s, 0) ?: "");
+	if (col_text(s, 1))
+		snprintf(bname, sizeof bname, "%s", col_text(s, 1) ?: "");
 	sql_reset(s);
-	if (rc != SQL_ROW)
-		return store_sqlerr(c, rc, "preflight baseline");
 	if (bname[0] == '\0') {
 		*detail = store_why(NULL,
 		                    cls[0] ? "node class '%s' has no firmware baseline"
@@ -450,8 +412,6 @@ pf_firmware(struct conn *c, const struct node_ref *n, json_t *only, json_t *node
 	            "baseline_components bc ON bc.baseline_id = b.id LEFT JOIN images i ON i.id = "
 	            "bc.image_id LEFT JOIN firmware_components fc ON fc.node_id = n.id AND "
 	            "fc.component = bc.component WHERE n.id = ? ORDER BY bc.component");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, n->id);
 	if ((targets = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
@@ -496,7 +456,6 @@ pf_bios(struct conn *c, const struct node_ref *n, const char *profile, json_t *n
 	json_t *p = NULL, *params = NULL;
 	int64_t pid = 0;
 	enum rp_err e;
-	int rc;
 
 	if (profile) {
 		if ((e = store_id_of(c, T_PROFILE, profile, &pid)) != RP_ERR_OK) {
@@ -514,22 +473,19 @@ pf_bios(struct conn *c, const struct node_ref *n, const char *profile, json_t *n
 		s = STMT(c, "SELECT p.name, p.method, p.recipe, (SELECT count(*) FROM "
 		            "bios_profile_attrs a WHERE a.profile_id = p.id) FROM nodes n JOIN "
 		            "bios_profiles p ON p.id = " TARGET_PROFILE " WHERE n.id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, profile ? pid : n->id);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		p = json_pack("{s:s, s:s, s:s?, s:I}", "name", col_text(s, 0), "method",
-		              col_text(s, 1) ? col_text(s, 1) : "redfish", "recipe", col_text(s, 2),
-		              "attributes", (json_int_t)sql_int(s, 3));
-	sql_reset(s);
-	if (rc == SQL_DONE) {
+	if ((e = store_one(c, s, "preflight profile")) == RP_ERR_NOT_FOUND) {
 		*detail = store_why(NULL,
 		                    "node %s has no BIOS profile (neither its own nor its class's)",
 		                    n->name);
 		return RP_ERR_CONFLICT;
 	}
-	if (rc != SQL_ROW)
-		return store_sqlerr(c, rc, "preflight profile");
+	if (e != RP_ERR_OK)
+		return e;
+	p = json_pack("{s:s, s:s, s:s?, s:I}", "name", col_text(s, 0), "method",
+	              col_text(s, 1) ? col_text(s, 1) : "redfish", "recipe", col_text(s, 2),
+	              "attributes", (json_int_t)sql_int(s, 3));
+	sql_reset(s);
 	if (p == NULL)
 		return RP_ERR_INTERNAL;
 	if (json_object_get(p, "recipe") &&

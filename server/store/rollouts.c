@@ -31,25 +31,20 @@ ro_load(struct conn *c, int64_t id, struct ro *r)
 {
 	struct stmt *s = STMT(c, "SELECT uuid, kind, state, gate, max_failures, start_at, "
 	                         "created_at FROM rollouts WHERE id = ?");
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		r->id = id;
-		snprintf(r->uuid, sizeof r->uuid, "%s", col_text(s, 0));
-		snprintf(r->kind, sizeof r->kind, "%s", col_text(s, 1));
-		snprintf(r->state, sizeof r->state, "%s", col_text(s, 2));
-		r->gate = json_loads(col_text(s, 3), 0, NULL);
-		r->max_failures = sql_int(s, 4);
-		r->start_at = sql_int(s, 5);
-		r->created_at = sql_int(s, 6);
-	}
+	if ((e = store_one(c, s, "rollout load")) != RP_ERR_OK)
+		return e;
+	r->id = id;
+	snprintf(r->uuid, sizeof r->uuid, "%s", col_text(s, 0) ?: "");
+	snprintf(r->kind, sizeof r->kind, "%s", col_text(s, 1) ?: "");
+	snprintf(r->state, sizeof r->state, "%s", col_text(s, 2) ?: "");
+	r->gate = json_loads(col_text(s, 3), 0, NULL);
+	r->max_failures = sql_int(s, 4);
+	r->start_at = sql_int(s, 5);
+	r->created_at = sql_int(s, 6);
 	sql_reset(s);
-	if (rc != SQL_ROW)
-		return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "rollout load");
 	if (r->gate == NULL)
 		r->gate = json_object();
 	return RP_ERR_OK;
@@ -64,8 +59,6 @@ ro_set_state(struct conn *c, struct ro *r, const char *state, const char *reason
 	                "ELSE started_at END, finished_at = CASE WHEN ?2 IN ('completed', "
 	                "'aborted') THEN ?4 ELSE finished_at END WHERE id = ?1");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_text(s, 2, state);
 	sql_bind_text(s, 3, reason);
@@ -109,17 +102,15 @@ node_busy(struct conn *c, int64_t node_id, char *buf, size_t len)
 	struct stmt *s = STMT(c, "SELECT ro.uuid FROM rollout_nodes rn JOIN rollouts ro ON ro.id = "
 	                         "rn.rollout_id WHERE rn.node_id = ? AND rn.state != 'skipped' AND "
 	                         "ro.state IN " ACTIVE " LIMIT 1");
-	int rc;
+	enum rp_err e;
 
 	buf[0] = '\0';
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, node_id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW)
-		snprintf(buf, len, "%s", col_text(s, 0));
+	if ((e = store_one(c, s, "rollout busy")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_OK : e;
+	snprintf(buf, len, "%s", col_text(s, 0) ?: "");
 	sql_reset(s);
-	return rc == SQL_ROW || rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "rollout busy");
+	return RP_ERR_OK;
 }
 
 static enum rp_err
@@ -130,8 +121,6 @@ node_insert(struct conn *c, int64_t rollout, const struct cand *cd, int wave, co
 	        STMT(c, "INSERT INTO rollout_nodes(rollout_id, node_id, node_name, rack_name, "
 	                "wave, state, reason) VALUES (?,?,?,?,?,?,?)");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, rollout);
 	sql_bind_int(s, 2, cd->id);
 	sql_bind_text(s, 3, cd->name);
@@ -183,7 +172,7 @@ create_txn(struct conn *c, void *arg)
 	json_array_foreach(ids, i, v)
 	{
 		struct cand cd = {.id = json_integer_value(v)};
-		int maint = 0, target = 0, busy_now = 0, rc;
+		int maint, target = 0, busy_now = 0;
 		char other[RP_UUID_BUF], what[300];
 
 		why[0] = '\0';
@@ -192,25 +181,17 @@ create_txn(struct conn *c, void *arg)
 		         "SELECT n.name, coalesce(n.rack_id, 0), r.name, n.maintenance, "
 		         "n.maintenance_reason FROM nodes n LEFT JOIN racks r ON r.id = n.rack_id "
 		         "WHERE n.id = ?");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, cd.id);
-		if ((rc = sql_step(s)) == SQL_ROW) {
-			snprintf(cd.name, sizeof cd.name, "%s", col_text(s, 0));
-			cd.rack_id = sql_int(s, 1);
-			snprintf(cd.rack, sizeof cd.rack, "%s",
-			         col_text(s, 2) ? col_text(s, 2) : "");
-			maint = sql_int(s, 3);
-			if (maint)
-				snprintf(why, sizeof why, "node is in maintenance%s%s",
-				         col_text(s, 4) ? ": " : "",
-				         col_text(s, 4) ? col_text(s, 4) : "");
-		}
-		sql_reset(s);
-		if (rc != SQL_ROW) {
-			e = store_sqlerr(c, rc, "rollout candidate");
+		if ((e = store_one(c, s, "rollout candidate")) != RP_ERR_OK)
 			goto out;
-		}
+		snprintf(cd.name, sizeof cd.name, "%s", col_text(s, 0) ?: "");
+		cd.rack_id = sql_int(s, 1);
+		snprintf(cd.rack, sizeof cd.rack, "%s", col_text(s, 2) ? col_text(s, 2) : "");
+		maint = sql_int(s, 3);
+		if (maint)
+			snprintf(why, sizeof why, "node is in maintenance%s%s",
+			         col_text(s, 4) ? ": " : "", col_text(s, 4) ? col_text(s, 4) : "");
+		sql_reset(s);
 		if (!maint) {
 			if ((e = store_bmc_ready(c, cd.id, why, sizeof why)) == RP_ERR_INTERNAL)
 				goto out;
@@ -286,8 +267,6 @@ create_txn(struct conn *c, void *arg)
 	        c,
 	        "INSERT INTO rollouts(uuid, kind, state, selector, waves_spec, gate, max_failures, "
 	        "start_at, created_by, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
-	if (s == NULL)
-		goto out;
 	sql_bind_text(s, 1, uuid);
 	sql_bind_text(s, 2, kind);
 	sql_bind_text(s, 3, start_at > now ? "scheduled" : "running");
@@ -304,10 +283,6 @@ create_txn(struct conn *c, void *arg)
 	id = sql_last_id(c);
 	if (start_at <= now) {
 		s = STMT(c, "UPDATE rollouts SET started_at = ?2 WHERE id = ?1");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
 		sql_bind_int(s, 1, id);
 		sql_bind_int(s, 2, now);
 		if ((e = store_exec(c, s, "rollout started")) != RP_ERR_OK)
@@ -315,10 +290,6 @@ create_txn(struct conn *c, void *arg)
 	}
 	for (w = 0; w < nwaves; w++) {
 		s = STMT(c, "INSERT INTO rollout_waves(rollout_id, idx, canary) VALUES (?,?,?)");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
 		sql_bind_int(s, 1, id);
 		sql_bind_int(s, 2, w);
 		sql_bind_int(s, 3, w == 0 && spec.canary > 0);
@@ -394,16 +365,14 @@ count_failed(struct conn *c, int64_t id, int64_t *n)
 	struct stmt *s =
 	        STMT(c, "SELECT count(*) FROM rollout_nodes WHERE rollout_id = ? AND state = "
 	                "'failed'");
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW)
-		*n = sql_int(s, 0);
+	if ((e = store_one(c, s, "rollout failures")) != RP_ERR_OK)
+		return e;
+	*n = sql_int(s, 0);
 	sql_reset(s);
-	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "rollout failures");
+	return RP_ERR_OK;
 }
 
 /* Abort: queued jobs of the rollout end cancelled (their nodes skipped), nodes not started are
@@ -413,24 +382,18 @@ do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, in
 {
 	struct stmt *s;
 	json_t *jobs = json_array(), *v;
-	enum rp_err e = RP_ERR_INTERNAL;
+	enum rp_err e;
 	size_t i;
-	int rc;
 
 	s = STMT(c,
 	         "SELECT j.id FROM rollout_nodes rn JOIN jobs j ON j.id IN (rn.job_id, "
 	         "rn.gate_job_id) WHERE rn.rollout_id = ? AND rn.state = 'running' AND j.state = "
 	         "'queued'");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, r->id);
-	while ((rc = sql_step(s)) == SQL_ROW)
+	while (store_next(c, s, "rollout abort jobs", &e))
 		json_array_append_new(jobs, json_integer(sql_int(s, 0)));
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "rollout abort jobs");
+	if (e != RP_ERR_OK)
 		goto out;
-	}
 	json_array_foreach(jobs, i, v)
 	{
 		s = STMT(
@@ -438,8 +401,6 @@ do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, in
 		        "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, error_code = "
 		        "'cancelled', error = 'rollout aborted', finished_at = ?2, updated_at = ?2 "
 		        "WHERE id = ?1 AND state = 'queued'");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, json_integer_value(v));
 		sql_bind_int(s, 2, now);
 		if ((e = store_exec(c, s, "rollout cancel job")) != RP_ERR_OK ||
@@ -451,8 +412,6 @@ do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, in
 	            "aborted', finished_at = ?2 WHERE rollout_id = ?1 AND (state = 'pending' OR "
 	            "(state = 'running' AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = job_id AND "
 	            "j.state = 'cancelled')))");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, now);
 	if ((e = store_exec(c, s, "rollout abort nodes")) != RP_ERR_OK)
@@ -461,8 +420,6 @@ do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, in
 	         "UPDATE rollout_nodes SET state = 'succeeded', phase = NULL, reason = 'updated; "
 	         "gate not evaluated (rollout aborted)', finished_at = ?2 WHERE rollout_id = ?1 "
 	         "AND state = 'running' AND phase = 'gate'");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, now);
 	if ((e = store_exec(c, s, "rollout abort gate")) != RP_ERR_OK)
@@ -492,8 +449,6 @@ do_resume(struct conn *c, struct ro *r, json_t *opts, const char *actor, int64_t
 	if (json_is_integer(mf)) {
 		r->max_failures = json_integer_value(mf);
 		s = STMT(c, "UPDATE rollouts SET max_failures = ?2 WHERE id = ?1");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, r->id);
 		sql_bind_int(s, 2, r->max_failures);
 		if ((e = store_exec(c, s, "rollout max_failures")) != RP_ERR_OK)
@@ -504,8 +459,6 @@ do_resume(struct conn *c, struct ro *r, json_t *opts, const char *actor, int64_t
 		            "idx IN "
 		            "(SELECT wave FROM rollout_nodes WHERE rollout_id = ?1 AND state = "
 		            "'failed')");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, r->id);
 		if ((e = store_exec(c, s, "rollout reopen waves")) != RP_ERR_OK)
 			return e;
@@ -514,8 +467,6 @@ do_resume(struct conn *c, struct ro *r, json_t *opts, const char *actor, int64_t
 		         "job_id = NULL, gate_job_id = NULL, finished_at = NULL WHERE rollout_id = "
 		         "?1 "
 		         "AND state = 'failed'");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, r->id);
 		if ((e = store_exec(c, s, "rollout retry nodes")) != RP_ERR_OK)
 			return e;
@@ -629,22 +580,19 @@ rp_store_rollouts_active(struct rp_store *st, json_t **out)
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	json_t *ids;
-	int rc;
+	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	/* Active ones, and ended ones whose last jobs still run (their nodes settle). */
 	s = STMT(c, "SELECT id FROM rollouts WHERE state IN " ACTIVE " UNION SELECT DISTINCT "
 	            "rollout_id FROM rollout_nodes WHERE state = 'running' ORDER BY 1");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	ids = json_array();
-	while ((rc = sql_step(s)) == SQL_ROW)
+	while (store_next(c, s, "rollouts active", &e))
 		json_array_append_new(ids, json_integer(sql_int(s, 0)));
-	sql_reset(s);
-	if (rc != SQL_DONE) {
+	if (e != RP_ERR_OK) {
 		json_decref(ids);
-		return store_sqlerr(c, rc, "rollouts active");
+		return e;
 	}
 	*out = ids;
 	return RP_ERR_OK;
@@ -660,8 +608,6 @@ node_settle(struct conn *c, struct ro *r, int64_t node_id, const char *state, co
 	struct node_ref n;
 	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, node_id);
 	sql_bind_text(s, 3, state);
@@ -673,8 +619,6 @@ node_settle(struct conn *c, struct ro *r, int64_t node_id, const char *state, co
 		return RP_ERR_OK;
 	s = STMT(c, "UPDATE rollouts SET failures_seen = failures_seen + 1, updated_at = ?2 WHERE "
 	            "id = ?1");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, now);
 	if ((e = store_exec(c, s, "rollout failures")) != RP_ERR_OK)
@@ -692,30 +636,24 @@ sync_jobs(struct conn *c, struct ro *r, int64_t now, int *changed)
 {
 	struct stmt *s;
 	json_t *ended = json_array(), *v;
-	enum rp_err e = RP_ERR_INTERNAL;
+	enum rp_err e;
 	size_t i;
-	int rc;
 
 	s = STMT(c,
 	         "SELECT rn.node_id, j.state, j.error, j.result, coalesce(j.finished_at, ?2) "
 	         "FROM rollout_nodes rn JOIN jobs j ON j.id = rn.job_id WHERE rn.rollout_id = ?1 "
 	         "AND rn.state = 'running' AND rn.phase = 'job' AND j.state IN ('succeeded', "
 	         "'failed', 'cancelled')");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, now);
-	while ((rc = sql_step(s)) == SQL_ROW)
+	while (store_next(c, s, "rollout sync", &e))
 		json_array_append_new(ended,
 		                      json_pack("{s:I, s:s, s:s?, s:s?, s:I}", "node",
 		                                (json_int_t)sql_int(s, 0), "state", col_text(s, 1),
 		                                "error", col_text(s, 2), "result", col_text(s, 3),
 		                                "at", (json_int_t)sql_int(s, 4)));
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "rollout sync");
+	if (e != RP_ERR_OK)
 		goto out;
-	}
 	json_array_foreach(ended, i, v)
 	{
 		int64_t node = json_integer_value(json_object_get(v, "node"));
@@ -725,10 +663,6 @@ sync_jobs(struct conn *c, struct ro *r, int64_t now, int *changed)
 		s = STMT(c,
 		         "UPDATE rollout_nodes SET result = ?3, job_done_at = ?4, phase = 'gate' "
 		         "WHERE rollout_id = ?1 AND node_id = ?2");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
 		sql_bind_int(s, 1, r->id);
 		sql_bind_int(s, 2, node);
 		store_bind_str(s, 3, v, "result");
@@ -763,25 +697,19 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 {
 	struct stmt *s;
 	json_t *nodes = json_array(), *v, *job = NULL;
-	enum rp_err e = RP_ERR_INTERNAL;
+	enum rp_err e;
 	int64_t started = 0, skipped = 0;
 	size_t i;
-	int rc;
 
 	s = STMT(c,
 	         "SELECT node_id FROM rollout_nodes WHERE rollout_id = ? AND wave = ? AND state = "
 	         "'pending' ORDER BY node_id");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, w);
-	while ((rc = sql_step(s)) == SQL_ROW)
+	while (store_next(c, s, "rollout wave nodes", &e))
 		json_array_append_new(nodes, json_integer(sql_int(s, 0)));
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "rollout wave nodes");
+	if (e != RP_ERR_OK)
 		goto out;
-	}
 	job = json_pack("{s:s, s:{s:s}, s:b}", "type",
 	                !strcmp(r->kind, "firmware") ? "firmware_update" : "bios_apply", "params",
 	                "rollout", r->uuid, "mutating", 1);
@@ -800,10 +728,6 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 			s = STMT(c, "UPDATE rollout_nodes SET state = 'skipped', reason = ?3, "
 			            "finished_at = "
 			            "?4 WHERE rollout_id = ?1 AND node_id = ?2");
-			if (s == NULL) {
-				e = RP_ERR_INTERNAL;
-				goto out;
-			}
 			sql_bind_int(s, 1, r->id);
 			sql_bind_int(s, 2, n.id);
 			sql_bind_text(s, 3, why);
@@ -822,10 +746,6 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 		        "UPDATE rollout_nodes SET state = 'running', phase = 'job', job_id = ?3, "
 		        "attempt = attempt + 1, started_at = ?4, job_done_at = NULL, reason = NULL "
 		        "WHERE rollout_id = ?1 AND node_id = ?2 AND state = 'pending'");
-		if (s == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
 		sql_bind_int(s, 1, r->id);
 		sql_bind_int(s, 2, n.id);
 		sql_bind_int(s, 3, job_id);
@@ -837,10 +757,6 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 	s = STMT(c, "UPDATE rollout_waves SET state = 'running', started_at = coalesce(started_at, "
 	            "?3), "
 	            "finished_at = NULL, done_at = NULL WHERE rollout_id = ?1 AND idx = ?2");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, w);
 	sql_bind_int(s, 3, now);
@@ -864,7 +780,7 @@ gate_facts(struct conn *c, struct ro *r, int64_t node_id, json_t *req, struct rp
 	struct stmt *s;
 	json_t *v;
 	size_t i;
-	int rc;
+	enum rp_err e;
 
 	json_array_foreach(req, i, v)
 	{
@@ -875,33 +791,26 @@ gate_facts(struct conn *c, struct ro *r, int64_t node_id, json_t *req, struct rp
 		if (!strcmp(q, "power_on")) {
 			s = STMT(c, "SELECT power_state, coalesce(power_state_at, 0) FROM nodes "
 			            "WHERE id = ?");
-			if (s == NULL)
-				return RP_ERR_INTERNAL;
 			sql_bind_int(s, 1, node_id);
-			if ((rc = sql_step(s)) == SQL_ROW) {
-				snprintf(f->power, sizeof f->power, "%s", col_text(s, 0));
-				f->power_at = sql_int(s, 1);
-			}
+			if ((e = store_one(c, s, "gate power")) != RP_ERR_OK)
+				return e;
+			snprintf(f->power, sizeof f->power, "%s", col_text(s, 0) ?: "");
+			f->power_at = sql_int(s, 1);
 			sql_reset(s);
-			if (rc != SQL_ROW)
-				return store_sqlerr(c, rc, "gate power");
 		} else if (!strcmp(q, "agent_heartbeat")) {
 			s = STMT(c, "SELECT seen_at FROM agents WHERE node_id = ?");
-			if (s == NULL)
-				return RP_ERR_INTERNAL;
 			sql_bind_int(s, 1, node_id);
-			rc = sql_step(s);
-			f->agent = rc == SQL_ROW;
-			if (rc == SQL_ROW)
+			e = store_one(c, s, "gate heartbeat");
+			if (e != RP_ERR_OK && e != RP_ERR_NOT_FOUND)
+				return e;
+			f->agent = e == RP_ERR_OK;
+			if (f->agent) {
 				f->agent_seen = sql_int(s, 0);
-			sql_reset(s);
-			if (rc != SQL_ROW && rc != SQL_DONE)
-				return store_sqlerr(c, rc, "gate heartbeat");
+				sql_reset(s);
+			}
 		} else if (!strcmp(q, "version_match")) {
-			enum rp_err e = store_rollout_drift(c, node_id, r->kind, &f->target,
-			                                    f->drift, sizeof f->drift);
-
-			if (e != RP_ERR_OK)
+			if ((e = store_rollout_drift(c, node_id, r->kind, &f->target, f->drift,
+			                             sizeof f->drift)) != RP_ERR_OK)
 				return e;
 		}
 	}
@@ -923,7 +832,7 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 	char nwhy[256];
 	json_t *job;
 	enum rp_err e;
-	int rc, none = 0;
+	int none;
 
 	why[0] = '\0';
 	if ((e = gate_facts(c, r, node_id, req, &f)) != RP_ERR_OK)
@@ -936,18 +845,13 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 	s = STMT(c, "SELECT coalesce(rn.gate_job_id, 0), j.state, j.error FROM rollout_nodes rn "
 	            "LEFT JOIN jobs j ON j.id = rn.gate_job_id WHERE rn.rollout_id = ? AND "
 	            "rn.node_id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, node_id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		gate_job = sql_int(s, 0);
-		none = rp_rollout_gate_recipe(gate_job ? col_text(s, 1) : NULL, col_text(s, 2), why,
-		                              len);
-	}
+	if ((e = store_one(c, s, "gate recipe")) != RP_ERR_OK)
+		return e;
+	gate_job = sql_int(s, 0);
+	none = rp_rollout_gate_recipe(gate_job ? col_text(s, 1) : NULL, col_text(s, 2), why, len);
 	sql_reset(s);
-	if (rc != SQL_ROW)
-		return store_sqlerr(c, rc, "gate recipe");
 	if (!none)
 		return RP_ERR_OK;
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
@@ -967,8 +871,6 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 		return e;
 	s = STMT(c, "UPDATE rollout_nodes SET gate_job_id = ?3 WHERE rollout_id = ?1 AND "
 	            "node_id = ?2");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, node_id);
 	sql_bind_int(s, 3, gate_job);
@@ -991,7 +893,6 @@ wave_gate(struct conn *c, struct ro *r, int64_t w, int64_t wave_end, int64_t now
 	enum rp_err e = RP_ERR_INTERNAL;
 	int64_t waiting = 0;
 	size_t i;
-	int rc;
 
 	*done = 0;
 	rp_rollout_gate_policy(r->gate, &g);
@@ -1002,18 +903,13 @@ wave_gate(struct conn *c, struct ro *r, int64_t w, int64_t wave_end, int64_t now
 	s = STMT(c,
 	         "SELECT node_id, coalesce(job_done_at, 0) FROM rollout_nodes WHERE rollout_id = ? "
 	         "AND wave = ? AND state = 'running' AND phase = 'gate'");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, w);
-	while ((rc = sql_step(s)) == SQL_ROW)
+	while (store_next(c, s, "gate nodes", &e))
 		json_array_append_new(nodes, json_pack("[I, I]", (json_int_t)sql_int(s, 0),
 		                                       (json_int_t)sql_int(s, 1)));
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "gate nodes");
+	if (e != RP_ERR_OK)
 		goto out;
-	}
 	json_array_foreach(nodes, i, v)
 	{
 		int64_t node = json_integer_value(json_array_get(v, 0));
@@ -1054,8 +950,6 @@ wave_set(struct conn *c, struct ro *r, int64_t w, const char *state, int64_t now
 	                "'gating' THEN ?4 ELSE finished_at END, done_at = CASE WHEN ?3 = "
 	                "'done' THEN ?4 ELSE done_at END WHERE rollout_id = ?1 AND idx = ?2");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, r->id);
 	sql_bind_int(s, 2, w);
 	sql_bind_text(s, 3, state);
@@ -1067,16 +961,15 @@ wave_set(struct conn *c, struct ro *r, int64_t w, const char *state, int64_t now
 static enum rp_err
 count_of(struct conn *c, struct stmt *s, int64_t id, int64_t w, int64_t *n, const char *what)
 {
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
 	sql_bind_int(s, 2, w);
-	if ((rc = sql_step(s)) == SQL_ROW)
-		*n = sql_int(s, 0);
+	if ((e = store_one(c, s, what)) != RP_ERR_OK)
+		return e;
+	*n = sql_int(s, 0);
 	sql_reset(s);
-	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, what);
+	return RP_ERR_OK;
 }
 
 /* One step of the state machine (rp_rollout_next decides which); *progress when it moved
@@ -1093,7 +986,7 @@ advance_once(struct conn *c, struct ro *r, int64_t now, int *progress, int *need
 	int64_t wave_end = 0, bad = 0;
 	char wstate[16] = "", reason[160];
 	enum rp_err e;
-	int rc, changed = 0, done = 0;
+	int changed = 0, done = 0;
 
 	*progress = 0;
 	if ((e = sync_jobs(c, r, now, &changed)) != RP_ERR_OK)
@@ -1104,18 +997,16 @@ advance_once(struct conn *c, struct ro *r, int64_t now, int *progress, int *need
 	s = STMT(c,
 	         "SELECT idx, state, coalesce(finished_at, 0) FROM rollout_waves WHERE rollout_id "
 	         "= ? AND state != 'done' ORDER BY idx LIMIT 1");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, r->id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
+	if ((e = store_one(c, s, "rollout current wave")) == RP_ERR_OK) {
 		st.wave = sql_int(s, 0);
-		snprintf(wstate, sizeof wstate, "%s", col_text(s, 1));
+		snprintf(wstate, sizeof wstate, "%s", col_text(s, 1) ?: "");
 		st.wave_state = wstate;
 		wave_end = sql_int(s, 2);
+		sql_reset(s);
+	} else if (e != RP_ERR_NOT_FOUND) {
+		return e;
 	}
-	sql_reset(s);
-	if (rc != SQL_ROW && rc != SQL_DONE)
-		return store_sqlerr(c, rc, "rollout current wave");
 	if (st.wave >= 0 && !strcmp(wstate, "running") &&
 	    (e = count_of(c,
 	                  STMT(c, "SELECT count(*) FROM rollout_nodes WHERE rollout_id = ? AND "

@@ -59,12 +59,10 @@ key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
 	        STMT(c, "SELECT password_sealed FROM bmcs WHERE password_sealed IS NOT NULL");
 	const char *next = rp_secrets_next_key_id(sec);
 	char id[RP_SECRET_KEY_ID_BUF];
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	*seen = 0;
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "sealed key ids", &e)) {
 		if (rp_secrets_sealed_key_id(sql_text(s, 0), id, sizeof id) < 0)
 			*seen |= 4;
 		else if (!strcmp(id, rp_secrets_key_id(sec)))
@@ -74,8 +72,7 @@ key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
 		else
 			*seen |= 4;
 	}
-	sql_reset(s);
-	return rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "sealed key ids");
+	return e;
 }
 
 /* Seal every value again under the key rp_secrets_seal uses now (and every plaintext one an
@@ -88,12 +85,11 @@ reseal_all(struct conn *c, int *count)
 	json_t *rows = json_array(), *row;
 	enum rp_err e = RP_ERR_INTERNAL;
 	size_t i;
-	int rc;
 
-	if (s == NULL || rows == NULL)
+	if (rows == NULL)
 		goto out;
 	/* Read all first: the statement cannot stay open across the updates of its own rows. */
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "secrets read", &e)) {
 		json_t *plain = NULL;
 
 		if (sql_type(s, 2) != SQL_NULL) {
@@ -119,14 +115,12 @@ reseal_all(struct conn *c, int *count)
 		                                          (json_int_t)sql_int(s, 0), "pw", plain)) <
 		    0) {
 			sql_reset(s);
+			e = RP_ERR_INTERNAL;
 			goto out;
 		}
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "secrets read");
+	if (e != RP_ERR_OK)
 		goto out;
-	}
 	json_array_foreach(rows, i, row)
 	{
 		char *sealed = NULL;
@@ -134,14 +128,9 @@ reseal_all(struct conn *c, int *count)
 		if ((e = store_seal(c, json_string_value(json_object_get(row, "pw")), &sealed)) !=
 		    RP_ERR_OK)
 			goto out;
-		e = RP_ERR_INTERNAL;
 		s = STMT(
 		        c,
 		        "UPDATE bmcs SET password_sealed = ?2, password = NULL WHERE node_id = ?1");
-		if (s == NULL) {
-			free(sealed);
-			goto out;
-		}
 		sql_bind_int(s, 1, json_integer_value(json_object_get(row, "id")));
 		sql_bind_text_own(s, 2, sealed);
 		if ((e = store_exec(c, s, "reseal")) != RP_ERR_OK)
@@ -197,7 +186,7 @@ rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whyl
 	struct conn *c = store_conn(st);
 	struct rp_secrets *sec = st->secrets;
 	struct stmt *s;
-	int seen = 0, legacy = 0, count = 0, bad = 0, total = 0, rc;
+	int seen = 0, legacy = 0, count = 0, bad = 0, total = 0;
 	char first[300] = "";
 	enum rp_err e;
 
@@ -232,11 +221,12 @@ rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whyl
 	}
 	/* Plaintext passwords of a database written before sealing existed. */
 	s = STMT(c, "SELECT count(*) FROM bmcs WHERE password IS NOT NULL");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	if (sql_step(s) == SQL_ROW)
+	if ((e = store_one(c, s, "legacy secrets")) == RP_ERR_OK) {
 		legacy = sql_int(s, 0);
-	sql_reset(s);
+		sql_reset(s);
+	} else if (e != RP_ERR_NOT_FOUND) {
+		return e;
+	}
 	if (legacy > 0) {
 		if ((e = reseal(c, 1, &count, why, whylen)) != RP_ERR_OK)
 			return e;
@@ -248,9 +238,7 @@ rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whyl
 	s = STMT(c,
 	         "SELECT b.node_id, n.name, b.password_sealed FROM bmcs b JOIN nodes n ON n.id = "
 	         "b.node_id WHERE b.password_sealed IS NOT NULL");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "secrets check", &e)) {
 		char r[256], *plain = NULL;
 		size_t len = 0;
 
@@ -262,9 +250,8 @@ rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whyl
 		if (bad++ == 0)
 			snprintf(first, sizeof first, "node %s: %s", sql_text(s, 1), r);
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE)
-		return store_sqlerr(c, rc, "secrets check");
+	if (e != RP_ERR_OK)
+		return e;
 	if (bad == 0)
 		return RP_ERR_OK;
 	if (!forget) {
@@ -288,7 +275,6 @@ rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 	json_t *gone = json_array(), *g;
 	enum rp_err e = RP_ERR_INTERNAL;
 	size_t i;
-	int rc;
 
 	why[0] = '\0';
 	if (c == NULL || gone == NULL || (e = store_begin(c)) != RP_ERR_OK)
@@ -298,9 +284,7 @@ rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 	        c,
 	        "SELECT b.node_id, n.uuid, n.name, coalesce(n.rack_id, 0), b.password_sealed "
 	        "FROM bmcs b JOIN nodes n ON n.id = b.node_id WHERE b.password_sealed IS NOT NULL");
-	if (s == NULL)
-		goto out;
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "secrets forget read", &e)) {
 		char *plain = NULL;
 		size_t len = 0;
 
@@ -313,18 +297,13 @@ rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 		                                      sql_text(s, 1), "name", sql_text(s, 2),
 		                                      "rack", (json_int_t)sql_int(s, 3)));
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "secrets forget read");
+	if (e != RP_ERR_OK)
 		goto out;
-	}
 	json_array_foreach(gone, i, g)
 	{
 		char summary[200];
 
 		s = STMT(c, "UPDATE bmcs SET password_sealed = NULL WHERE node_id = ?");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, json_integer_value(json_object_get(g, "id")));
 		if ((e = store_exec(c, s, "secrets forget")) != RP_ERR_OK)
 			goto out;

@@ -20,17 +20,11 @@ store_ssh_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 	                         "k.node_id IS NOT NULL FROM nodes n LEFT JOIN agents a ON "
 	                         "a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id "
 	                         "WHERE n.id = ?");
-	enum rp_err e = RP_ERR_OK;
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, node_id);
-	rc = sql_step(s);
-	if (rc != SQL_ROW) {
-		sql_reset(s);
-		return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "ssh ready");
-	}
+	if ((e = store_one(c, s, "ssh ready")) != RP_ERR_OK)
+		return e;
 	if (sql_int(s, 0)) {
 		snprintf(why, len, "node is in maintenance");
 		e = RP_ERR_INVALID_STATE;
@@ -60,8 +54,6 @@ store_steps_insert(struct conn *c, int64_t job_id, json_t *plan)
 		struct stmt *s = STMT(c, "INSERT INTO job_steps(job_id, idx, step_id, type, "
 		                         "continue_on_error) VALUES (?,?,?,?,?)");
 
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, job_id);
 		sql_bind_int(s, 2, (int64_t)i);
 		store_bind_str(s, 3, step, "id");
@@ -78,8 +70,6 @@ store_steps_view(struct conn *c, int64_t job_id)
 {
 	struct stmt *s = STMT(c, STEP_COLS);
 
-	if (s == NULL)
-		return NULL;
 	sql_bind_int(s, 1, job_id);
 	return store_rows(c, s);
 }
@@ -95,8 +85,6 @@ store_steps_close(struct conn *c, int64_t job_id, const char *job_state)
 	            "'interrupted: the job ended (' || ?2 || ') while this step ran' END, "
 	            "finished_at = CASE state WHEN 'running' THEN ?3 ELSE finished_at END "
 	            "WHERE job_id = ?1 AND state IN ('pending', 'running')");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, job_id);
 	sql_bind_text(s, 2, job_state);
 	sql_bind_int(s, 3, rp_time_now_ms());
@@ -109,26 +97,21 @@ agent_job(struct conn *c, int64_t node_id, const char *uuid, int64_t *job_id, ch
           size_t slen, int *cancel)
 {
 	struct stmt *s;
-	int64_t owner = 0;
-	int rc;
+	int64_t owner;
+	enum rp_err e;
 
 	if (!rp_uuid_valid(uuid))
 		return RP_ERR_NOT_FOUND;
 	s = STMT(c, "SELECT id, coalesce(node_id, 0), state, cancel_requested FROM jobs WHERE "
 	            "uuid = lower(?) AND type IN " STORE_SSH_TYPES_SQL);
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, uuid);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		*job_id = sql_int(s, 0);
-		owner = sql_int(s, 1);
-		snprintf(state, slen, "%s", sql_text(s, 2));
-		*cancel = sql_int(s, 3);
-	}
+	if ((e = store_one(c, s, "agent job")) != RP_ERR_OK)
+		return e;
+	*job_id = sql_int(s, 0);
+	owner = sql_int(s, 1);
+	snprintf(state, slen, "%s", sql_text(s, 2));
+	*cancel = sql_int(s, 3);
 	sql_reset(s);
-	if (rc != SQL_ROW)
-		return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "agent job");
 	/* Another node's job: say so, it is no secret that it exists, only what it holds. */
 	return owner == node_id ? RP_ERR_OK : RP_ERR_FORBIDDEN;
 }
@@ -153,8 +136,6 @@ rp_store_agent_job(struct rp_store *st, int64_t node_id, const char *job, json_t
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT step_id AS id, idx AS \"index\", type, state FROM job_steps WHERE "
 	            "job_id = ? ORDER BY idx");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
 	if ((steps = store_rows(c, s)) == NULL)
 		goto out;
@@ -177,7 +158,7 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 	struct stmt *s;
 	int64_t id = 0, idx = -1, now = rp_time_now_ms();
 	enum rp_err e;
-	int cancel = 0, rc;
+	int cancel = 0;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -187,19 +168,13 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 		goto out;
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT idx, state FROM job_steps WHERE job_id = ? AND step_id = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
 	sql_bind_text(s, 2, step);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		idx = sql_int(s, 0);
-		snprintf(cur, sizeof cur, "%s", sql_text(s, 1));
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "step read");
+	if ((e = store_one(c, s, "step read")) != RP_ERR_OK)
 		goto out;
-	}
+	idx = sql_int(s, 0);
+	snprintf(cur, sizeof cur, "%s", sql_text(s, 1));
+	sql_reset(s);
 	/* A job waiting to retry (its SSH session dropped) is still the agent's to finish. */
 	if (strcmp(jstate, "running") != 0 && strcmp(jstate, "queued") != 0) {
 		*detail = store_why(NULL, "job is %s", jstate);
@@ -217,15 +192,12 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 			e = RP_ERR_CONFLICT;
 			goto out;
 		}
-		e = RP_ERR_INTERNAL;
 		s = STMT(c,
 		         "UPDATE job_steps SET state = 'running', runs = runs + 1, boot_id = ?3, "
 		         "started_at = ?4, finished_at = NULL, exit_code = NULL, duration_ms = "
 		         "NULL, "
 		         "output = NULL, output_bytes = NULL, output_truncated = 0, error = NULL, "
 		         "result = NULL WHERE job_id = ?1 AND idx = ?2");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, id);
 		sql_bind_int(s, 2, idx);
 		store_bind_str(s, 3, rep, "boot_id");
@@ -241,14 +213,11 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 			e = RP_ERR_CONFLICT;
 			goto out;
 		}
-		e = RP_ERR_INTERNAL;
 		s = STMT(c,
 		         "UPDATE job_steps SET state = ?3, exit_code = ?4, duration_ms = ?5, "
 		         "output = ?6, output_bytes = ?7, output_truncated = ?8, error = ?9, "
 		         "result = ?10, finished_at = ?11, started_at = coalesce(started_at, ?11), "
 		         "boot_id = coalesce(?12, boot_id) WHERE job_id = ?1 AND idx = ?2");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, id);
 		sql_bind_int(s, 2, idx);
 		sql_bind_text(s, 3, state);
@@ -295,8 +264,6 @@ rp_store_job_steps(struct rp_store *st, int64_t job_id, json_t **out)
 	s = STMT(c, "SELECT step_id AS id, idx AS \"index\", type, state, continue_on_error AS "
 	            "\"continue_on_error:bool\", boot_id, started_at, error FROM job_steps "
 	            "WHERE job_id = ? ORDER BY idx");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, job_id);
 	if ((a = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
@@ -319,10 +286,6 @@ rp_store_step_finish(struct rp_store *st, int64_t job_id, int index, const char 
 		return e;
 	s = STMT(c, "UPDATE job_steps SET state = ?3, error = ?4, finished_at = ?5, duration_ms = "
 	            "?5 - coalesce(started_at, ?5) WHERE job_id = ?1 AND idx = ?2");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, job_id);
 	sql_bind_int(s, 2, index);
 	sql_bind_text(s, 3, state);
@@ -353,8 +316,6 @@ rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out)
 	        "n.maintenance AS \"maintenance:bool\", n.maintenance_reason FROM nodes n "
 	        "LEFT JOIN agents a "
 	        "ON a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id WHERE n.id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, node_id);
 	if ((e = store_one(c, s, "ssh target")) != RP_ERR_OK)
 		return e;
@@ -400,10 +361,9 @@ rp_store_job_log_append(struct rp_store *st, int64_t job_id, const void *data, s
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s;
-	int64_t have = 0, seq = 0;
+	int64_t have, seq;
 	size_t keep;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -413,23 +373,15 @@ rp_store_job_log_append(struct rp_store *st, int64_t job_id, const void *data, s
 	s = STMT(c,
 	         "SELECT log_bytes, (SELECT coalesce(max(seq), 0) FROM job_logs WHERE job_id = ?1) "
 	         "FROM jobs WHERE id = ?1");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, job_id);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		have = sql_int(s, 0);
-		seq = sql_int(s, 1);
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "log read");
+	if ((e = store_one(c, s, "log read")) != RP_ERR_OK)
 		goto out;
-	}
+	have = sql_int(s, 0);
+	seq = sql_int(s, 1);
+	sql_reset(s);
 	keep = (size_t)have >= cap ? 0 : len < cap - (size_t)have ? len : cap - (size_t)have;
 	if (keep > 0) {
 		s = STMT(c, "INSERT INTO job_logs(job_id, seq, at, data) VALUES (?,?,?,?)");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, job_id);
 		sql_bind_int(s, 2, seq + 1);
 		sql_bind_int(s, 3, rp_time_now_ms());
@@ -439,8 +391,6 @@ rp_store_job_log_append(struct rp_store *st, int64_t job_id, const void *data, s
 	}
 	s = STMT(c, "UPDATE jobs SET log_bytes = log_bytes + ?2, log_dropped = log_dropped + ?3 "
 	            "WHERE id = ?1");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, job_id);
 	sql_bind_int(s, 2, (int64_t)keep);
 	sql_bind_int(s, 3, (int64_t)(len - keep));
@@ -461,7 +411,6 @@ rp_store_job_log(struct rp_store *st, const char *job, int64_t offset, struct rp
 	int64_t id = 0, pos = 0;
 	json_t *m = NULL;
 	enum rp_err e;
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -472,25 +421,17 @@ rp_store_job_log(struct rp_store *st, const char *job, int64_t offset, struct rp
 	e = RP_ERR_INTERNAL;
 	s = STMT(c,
 	         "SELECT id, state, log_bytes, log_dropped, type FROM jobs WHERE uuid = lower(?)");
-	if (s == NULL)
-		goto out;
 	sql_bind_text(s, 1, job);
-	if ((rc = sql_step(s)) == SQL_ROW) {
-		id = sql_int(s, 0);
-		m = json_pack("{s:s, s:I, s:I, s:s}", "state", sql_text(s, 1), "bytes",
-		              (json_int_t)sql_int(s, 2), "dropped", (json_int_t)sql_int(s, 3),
-		              "type", sql_text(s, 4));
-	}
+	if ((e = store_one(c, s, "log job")) != RP_ERR_OK)
+		goto out;
+	id = sql_int(s, 0);
+	m = json_pack("{s:s, s:I, s:I, s:s}", "state", sql_text(s, 1), "bytes",
+	              (json_int_t)sql_int(s, 2), "dropped", (json_int_t)sql_int(s, 3), "type",
+	              sql_text(s, 4));
 	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "log job");
-		goto out;
-	}
 	s = STMT(c, "SELECT data FROM job_logs WHERE job_id = ? ORDER BY seq");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, id);
-	while ((rc = sql_step(s)) == SQL_ROW) {
+	while (store_next(c, s, "log read", &e)) {
 		const char *d = sql_blob(s, 0);
 		int64_t n = sql_bytes(s, 0);
 
@@ -501,11 +442,8 @@ rp_store_job_log(struct rp_store *st, const char *job, int64_t offset, struct rp
 		}
 		pos += n;
 	}
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "log read");
+	if (e != RP_ERR_OK)
 		goto out;
-	}
 	if (out->oom) {
 		e = RP_ERR_INTERNAL;
 		goto out;

@@ -16,15 +16,12 @@ insert(struct conn *c, const char *name, const char *role, const char *hash, int
 	char uuid[RP_UUID_BUF], summary[160];
 	int64_t id;
 	enum rp_err e;
-	int rc;
 
 	if (rp_uuid_new(uuid) < 0)
 		return RP_ERR_INTERNAL;
 	s = STMT(c,
 	         "INSERT INTO tokens(uuid, name, role, hash, created_at, created_by, expires_at) "
 	         "VALUES (?,?,?,?,?,?,?)");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, uuid);
 	sql_bind_text(s, 2, name);
 	sql_bind_text(s, 3, role);
@@ -43,14 +40,12 @@ insert(struct conn *c, const char *name, const char *role, const char *hash, int
 	if (out == NULL)
 		return RP_ERR_OK;
 	s = STMT(c, TOKEN_COLS "WHERE id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW)
-		*out = store_row(c, s);
+	if ((e = store_one(c, s, "token read")) != RP_ERR_OK)
+		return e;
+	*out = store_row(c, s);
 	sql_reset(s);
-	return rc == SQL_ROW ? RP_ERR_OK : store_sqlerr(c, rc, "token read");
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -59,24 +54,20 @@ rp_store_token_bootstrap(struct rp_store *st, const char *hash, int *created)
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	enum rp_err e;
-	int64_t n = -1;
+	int64_t n;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
 	s = STMT(c, "SELECT count(*) FROM tokens");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
+	if ((e = store_one(c, s, "token count")) != RP_ERR_OK) {
+		if (e == RP_ERR_NOT_FOUND)
+			e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	if (sql_step(s) == SQL_ROW)
-		n = sql_int(s, 0);
+	n = sql_int(s, 0);
 	sql_reset(s);
-	if (n < 0) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	if (n == 0 && (e = insert(c, "admin", "admin", hash, 0, "rackpilotd", NULL)) != RP_ERR_OK)
 		goto out;
 	if ((e = store_commit(c)) != RP_ERR_OK)
@@ -116,27 +107,22 @@ rp_store_token_auth(struct rp_store *st, const char *hash, struct rp_token_info 
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s;
-	int rc;
+	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT uuid, name, role, coalesce(expires_at, 0) FROM tokens WHERE hash = ? "
 	            "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, hash);
 	sql_bind_int(s, 2, rp_time_now_ms());
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		snprintf(out->id, sizeof out->id, "%s", sql_text(s, 0));
-		snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
-		snprintf(out->role, sizeof out->role, "%s", sql_text(s, 2));
-		out->expires_at = sql_int(s, 3);
-	}
+	if ((e = store_one(c, s, "token auth")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_UNAUTHORIZED : e;
+	snprintf(out->id, sizeof out->id, "%s", sql_text(s, 0));
+	snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
+	snprintf(out->role, sizeof out->role, "%s", sql_text(s, 2));
+	out->expires_at = sql_int(s, 3);
 	sql_reset(s);
-	if (rc == SQL_ROW)
-		return RP_ERR_OK;
-	return rc == SQL_DONE ? RP_ERR_UNAUTHORIZED : store_sqlerr(c, rc, "token auth");
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -151,8 +137,6 @@ rp_store_token_list(struct rp_store *st, json_t **out)
 	s = STMT(c,
 	         TOKEN_COLS "WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) "
 	                    "ORDER BY tokens.id DESC");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, rp_time_now_ms());
 	if ((a = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
@@ -167,8 +151,8 @@ rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, js
 	struct stmt *s;
 	enum rp_err e;
 	char role[16] = "", name[64] = "", summary[160];
-	int64_t now = rp_time_now_ms(), admins = 0;
-	int rc, live = 0;
+	int64_t now = rp_time_now_ms(), admins;
+	int live;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -179,22 +163,15 @@ rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, js
 	            "revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)), "
 	            "(expires_at IS NULL OR expires_at > ?2) FROM tokens "
 	            "WHERE uuid = ?1 AND revoked_at IS NULL");
-	if (s == NULL)
-		goto out;
 	sql_bind_text(s, 1, id);
 	sql_bind_int(s, 2, now);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		snprintf(role, sizeof role, "%s", sql_text(s, 0));
-		snprintf(name, sizeof name, "%s", sql_text(s, 1));
-		admins = sql_int(s, 2);
-		live = sql_int(s, 3);
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW) {
-		e = rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "token revoke");
+	if ((e = store_one(c, s, "token revoke")) != RP_ERR_OK)
 		goto out;
-	}
+	snprintf(role, sizeof role, "%s", sql_text(s, 0));
+	snprintf(name, sizeof name, "%s", sql_text(s, 1));
+	admins = sql_int(s, 2);
+	live = sql_int(s, 3);
+	sql_reset(s);
 	/* Only a live admin token can be the last way in; an expired one may always go. */
 	if (strcmp(role, "admin") == 0 && live && admins <= 1) {
 		*detail = store_why(NULL, "this is the last admin token; create another one first");
@@ -202,8 +179,6 @@ rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, js
 		goto out;
 	}
 	s = STMT(c, "UPDATE tokens SET revoked_at = ? WHERE uuid = ?");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, now);
 	sql_bind_text(s, 2, id);
 	if ((e = store_exec(c, s, "token revoke")) != RP_ERR_OK)
