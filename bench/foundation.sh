@@ -6,7 +6,10 @@
 #     answers the same bytes without auth, SQLite or JSON work
 #   - listing all nodes in 1,000-node pages
 #   - server RSS
-# Usage: bench/foundation.sh [SECONDS_PER_WRK_RUN]   (default 10). Results: bench/out/foundation.txt
+# Usage: bench/foundation.sh [SECONDS_PER_WRK_RUN]   (default 10; env ROUNDS=3 RP_BIN=).
+# Results: bench/out/foundation.txt
+# RP_BIN: measure another build of rackpilotd (say, of an earlier commit) instead of this
+# tree's; the ceiling is always this tree's.
 set -eu
 cd "$(dirname "$0")/.."
 DUR=${1:-10}
@@ -16,7 +19,7 @@ sh .ci/deps
 command -v wrk >/dev/null || { [ "$(id -u)" = 0 ] && apt-get install -y -q wrk >/dev/null || sudo apt-get install -y -q wrk >/dev/null; }
 cmake -S . -B "$OUT/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$OUT/build" -j "$(nproc)" --target rackpilotd rp_ceiling >/dev/null
-BIN="$OUT/build/rackpilotd"
+BIN=$(readlink -f "${RP_BIN:-$OUT/build/rackpilotd}")
 DATA=$(mktemp -d /tmp/rp-bench-XXXXXX)
 # Servers run on CPU 0 with one thread, wrk on the other CPUs: on a 2-core machine, letting
 # the scheduler mix them makes single runs differ by 2-4x.
@@ -28,7 +31,10 @@ PIDS=""
 cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null || true; done; rm -rf "$DATA"; }
 trap cleanup EXIT INT TERM
 
-taskset -c 0 "$BIN" --listen 127.0.0.1:0 --data-dir "$DATA" --threads "$THREADS" >"$DATA/out" 2>"$OUT/server.log" &
+# No power sweep: the manifest's BMC addresses (10.x) are not on this machine, and a sweep
+# would send IPMI to them (and compete with what is measured).
+taskset -c 0 "$BIN" --listen 127.0.0.1:0 --data-dir "$DATA" --threads "$THREADS" \
+	--power-sync-interval 0 >"$DATA/out" 2>"$OUT/server.log" &
 SPID=$!
 PIDS="$SPID"
 for _ in $(seq 50); do grep -q listening "$DATA/out" 2>/dev/null && break; sleep 0.1; done
@@ -107,6 +113,7 @@ pick() { # file -> the run with the median req/s: "rps p50 p99"
 ratio() { awk -v a="${1%% *}" -v b="${2%% *}" 'BEGIN {printf "%.0f%%", 100 * a / b}'; }
 {
 	echo "rackpilot foundation benchmark — $(date -u +%Y-%m-%dT%H:%M:%SZ), $NCPU CPUs; servers pinned to CPU 0 ($THREADS thread), wrk to CPU $WRK_CPUS"
+	echo "rackpilotd: $BIN"
 	echo "import 10,000 nodes / 40 racks:        ${IMPORT_S} s"
 	echo "GET /v1/nodes/{name} (${NODE_BYTES} B), median req/s p50 p99:"
 	for c in 4 8 64; do

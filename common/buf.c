@@ -45,7 +45,7 @@ reserve(struct rp_buf *b, size_t extra)
 }
 
 int
-rp_buf_append(struct rp_buf *b, const void *p, size_t n)
+rp_buf_append_grow(struct rp_buf *b, const void *p, size_t n)
 {
 	if (reserve(b, n) < 0)
 		return -1;

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum rp_log_level { RP_LOG_ERROR, RP_LOG_WARN, RP_LOG_INFO, RP_LOG_DEBUG };
 
@@ -131,9 +132,23 @@ struct rp_buf {
 /* Start b empty, holding at most max bytes (0: no cap). Allocates nothing; b needs
  * rp_buf_free only once something was appended, but accepts it at any time. */
 void rp_buf_init(struct rp_buf *b, size_t max);
+/* The part of rp_buf_append that grows the buffer or refuses (buf.c). */
+int rp_buf_append_grow(struct rp_buf *b, const void *p, size_t n);
 /* Append n bytes of p. Returns 0, or -1 when the buffer is or becomes marked (oom, toobig);
- * exactly max bytes in all still fit. */
-int rp_buf_append(struct rp_buf *b, const void *p, size_t n);
+ * exactly max bytes in all still fit. Inline when the bytes fit what is allocated: a list
+ * page makes ~100,000 small appends. (cap never passes max + 1, so fitting in cap is within
+ * max.) */
+static inline int
+rp_buf_append(struct rp_buf *b, const void *p, size_t n)
+{
+	if (n > 0 && n < b->cap - b->len && !(b->oom | b->toobig)) {
+		memcpy(b->data + b->len, p, n);
+		b->len += n;
+		b->data[b->len] = '\0';
+		return 0;
+	}
+	return rp_buf_append_grow(b, p, n);
+}
 /* Append formatted text, on the same terms as rp_buf_append (also -1 for a format error,
  * which does not mark the buffer). */
 int rp_buf_printf(struct rp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -245,7 +245,9 @@ check_rows(json_t *rows, const char *kind, const struct rp_field *spec, int csv,
 			add_error(errors, kind, i, item, RP_ERR_INVALID_FIELD, extra);
 			continue;
 		}
-		copy = json_deep_copy(item);
+		/* A JSON manifest's rows are this request's own: validate them in place. A CSV
+		 * row loses its reader's notes, which the error mapping reads afterwards. */
+		copy = csv ? json_deep_copy(item) : json_incref(item);
 		line = csv ? json_object_get(item, "_line") : NULL;
 		extra = csv ? json_object_get(item, "_rack") : NULL;
 		if (csv) {

@@ -46,6 +46,24 @@ key_valid(const char *s)
 static enum rp_err validate(json_t *obj, const struct rp_field *spec, int create,
                             const char *prefix, json_t **detail);
 
+/* What a value of each type must be, said when it is of another JSON type. */
+static const char *const type_reason[] = {
+        [RP_F_STR] = "must be a string",
+        [RP_F_NAME] = "must be a string",
+        [RP_F_KEY] = "must be a string",
+        [RP_F_ENUM] = "must be a string",
+        [RP_F_HOST] = "must be a string",
+        [RP_F_UUID] = "must be a string",
+        [RP_F_INT] = "must be an integer",
+        [RP_F_NUM] = "must be a number",
+        [RP_F_BOOL] = "must be true or false",
+        [RP_F_TAGS] = "must be an array of strings",
+        [RP_F_MACS] = "must be an array of strings",
+        [RP_F_ENUM_LIST] = "must be an array of strings",
+        [RP_F_LIST] = "must be an array of objects",
+        [RP_F_ANY_ARRAY] = "must be an array",
+};
+
 static enum rp_err
 check_value(json_t *v, const struct rp_field *f, int create, const char *prefix, json_t **detail)
 {
@@ -293,39 +311,10 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 		return f->check(v, sub, detail);
 	}
 type:
-	switch (f->type) {
-	case RP_F_STR:
-	case RP_F_NAME:
-	case RP_F_KEY:
-	case RP_F_ENUM:
-	case RP_F_HOST:
-	case RP_F_UUID:
-		snprintf(reason, sizeof reason, "must be a string");
-		break;
-	case RP_F_INT:
-		snprintf(reason, sizeof reason, "must be an integer");
-		break;
-	case RP_F_NUM:
-		snprintf(reason, sizeof reason, "must be a number");
-		break;
-	case RP_F_BOOL:
-		snprintf(reason, sizeof reason, "must be true or false");
-		break;
-	case RP_F_TAGS:
-	case RP_F_MACS:
-	case RP_F_ENUM_LIST:
-		snprintf(reason, sizeof reason, "must be an array of strings");
-		break;
-	case RP_F_LIST:
-		snprintf(reason, sizeof reason, "must be an array of objects");
-		break;
-	case RP_F_ANY_ARRAY:
-		snprintf(reason, sizeof reason, "must be an array");
-		break;
-	default:
-		snprintf(reason, sizeof reason, "must be an object");
-		break;
-	}
+	snprintf(reason, sizeof reason, "%s",
+	         (size_t)f->type < sizeof type_reason / sizeof *type_reason && type_reason[f->type]
+	                 ? type_reason[f->type]
+	                 : "must be an object");
 bad:
 	*detail = why(prefix, f->name, reason);
 	return RP_ERR_INVALID_FIELD;

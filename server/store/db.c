@@ -343,13 +343,6 @@ store_prep(struct conn *c, int *slot, const char *sql)
 	return prep_slow(c, slot, n, sql);
 }
 
-void
-store_done(struct stmt *s)
-{
-	if (s)
-		sql_reset(s);
-}
-
 enum rp_err
 store_begin(struct conn *c)
 {
@@ -452,6 +445,8 @@ enum hint { H_NONE, H_BOOL, H_JSON, H_TIME };
 /* A statement's result columns, parsed from their aliases once. */
 struct colmeta {
 	int n;
+	int nsorted;
+	int *sorted; /* the unskipped columns in canonical order: see meta_parse */
 	struct col {
 		char key[48];
 		char sub[48]; /* non-empty: member sub of object key */
@@ -481,11 +476,12 @@ static struct colmeta *
 meta_parse(struct stmt *s)
 {
 	int i, n = s->drv->column_count(s);
-	struct colmeta *m = calloc(1, sizeof *m + (size_t)n * sizeof m->col[0]);
+	struct colmeta *m = calloc(1, sizeof *m + (size_t)n * (sizeof m->col[0] + sizeof(int)));
 
 	if (m == NULL)
 		return NULL;
 	m->n = n;
+	m->sorted = (int *)(void *)&m->col[n];
 	for (i = 0; i < n; i++) {
 		struct col *c = &m->col[i];
 		const char *name = s->drv->column_name(s, i), *colon, *dot;
@@ -526,6 +522,25 @@ meta_parse(struct stmt *s)
 		                          strcmp(m->col[i + 1].key, c->key) == 0
 		                  ? m->col[i + 1].gend
 		                  : i + 1;
+	}
+	/* The order json_dumps(JSON_SORT_KEYS) prints: keys by strcmp, a nested object's
+	 * members together under their key, by strcmp of their names. Insertion sort: a
+	 * statement has tens of columns and this runs once per statement. */
+	for (i = 0; i < n; i++) {
+		int j;
+
+		if (m->col[i].skip)
+			continue;
+		for (j = m->nsorted; j > 0; j--) {
+			const struct col *a = &m->col[m->sorted[j - 1]], *b = &m->col[i];
+			int d = strcmp(a->key, b->key);
+
+			if (d < 0 || (d == 0 && strcmp(a->sub, b->sub) <= 0))
+				break;
+			m->sorted[j] = m->sorted[j - 1];
+		}
+		m->sorted[j] = i;
+		m->nsorted++;
 	}
 	return m;
 }
@@ -849,6 +864,152 @@ store_row_text(struct conn *c, struct stmt *s, struct rp_buf *b)
 	rp_buf_append(b, "}", 1);
 }
 
+static int
+skipped(const char *k, const char *const *skip)
+{
+	for (; skip && *skip; skip++)
+		if (strcmp(*skip, k) == 0)
+			return 1;
+	return 0;
+}
+
+/* Column i read as store_row reads it, for canonical text: JSON columns parsed (NULL when
+ * the cell is null, does not parse or holds null), *isnull set for what reads as null. */
+static json_t *
+canon_json(struct stmt *s, int i, int *isnull)
+{
+	json_t *v = NULL;
+
+	if (sql_type(s, i) != SQL_NULL)
+		v = json_loadb(sql_text(s, i), (size_t)sql_bytes(s, i), JSON_DECODE_ANY, NULL);
+	if (json_is_null(v)) {
+		json_decref(v);
+		v = NULL;
+	}
+	*isnull = v == NULL;
+	return v;
+}
+
+/* 1 when JSON text t[0..n) is an array of strings with no \u escape: jansson prints it back
+ * byte for byte (SQLite's json_group_array and store_canon both write it compactly, and the
+ * two differ only in the case of \u escapes' hex digits), so it needs no parse. */
+static int
+canon_strings(const char *t, size_t n)
+{
+	size_t i = 1;
+
+	if (n < 2 || t[0] != '[' || t[n - 1] != ']')
+		return 0;
+	while (i < n - 1) {
+		if (t[i] != '"')
+			return 0;
+		for (i++; i < n - 1 && t[i] != '"'; i++)
+			if (t[i] == '\\' && (++i >= n - 1 || t[i] == 'u'))
+				return 0;
+		if (++i < n - 1 && t[i++] != ',')
+			return 0;
+	}
+	return 1;
+}
+
+static int
+col_isnull(struct stmt *s, const struct col *col, int i)
+{
+	int isnull;
+	json_t *v;
+
+	if (sql_type(s, i) == SQL_NULL)
+		return 1;
+	if (col->hint == H_JSON) {
+		if (canon_strings(sql_text(s, i), (size_t)sql_bytes(s, i)))
+			return 0;
+		v = canon_json(s, i, &isnull);
+		json_decref(v);
+		return isnull;
+	}
+	if (col->hint == H_NONE && sql_type(s, i) == SQL_TEXT)
+		return !utf8_valid((const unsigned char *)sql_text(s, i), (size_t)sql_bytes(s, i));
+	return 0;
+}
+
+/* Column i's value as canonical text: JSON columns re-printed with sorted keys (what they
+ * hold is small and may come from SQLite's json_object, which keeps its own order). */
+static void
+canon_value(struct rp_buf *b, struct stmt *s, int i, int hint)
+{
+	char *t;
+	json_t *v;
+	int isnull;
+
+	if (hint != H_JSON || (sql_type(s, i) != SQL_NULL &&
+	                       canon_strings(sql_text(s, i), (size_t)sql_bytes(s, i)))) {
+		text_value(b, s, i, hint);
+		return;
+	}
+	v = canon_json(s, i, &isnull);
+	t = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : NULL;
+	if (t) {
+		rp_buf_append(b, t, strlen(t));
+		free(t);
+	} else {
+		rp_buf_append(b, "null", 4);
+	}
+	json_decref(v);
+}
+
+int
+store_created_text(struct conn *c, struct stmt *s, const char *const *skip, struct rp_buf *b)
+{
+	static const char from_to[] = "{\"from\":null,\"to\":";
+	struct colmeta *m = meta_of(c, s);
+	int k, j, n = 0;
+
+	rp_buf_append(b, "{", 1);
+	for (k = 0; m && k < m->nsorted; k = j) {
+		const struct col *col = &m->col[m->sorted[k]];
+		int any = 0;
+
+		/* [k, j): one top-level member, a column or a nested object's columns. */
+		for (j = k; j < m->nsorted && !strcmp(m->col[m->sorted[j]].key, col->key); j++)
+			if (!any && !col_isnull(s, &m->col[m->sorted[j]], m->sorted[j]))
+				any = 1;
+		if (!any || skipped(col->key, skip))
+			continue;
+		if (n++ > 0)
+			rp_buf_append(b, ",", 1);
+		rp_buf_append(b, col->klead, col->klen);
+		rp_buf_append(b, from_to, sizeof from_to - 1);
+		if (col->sub[0] == '\0') {
+			canon_value(b, s, m->sorted[k], col->hint);
+		} else {
+			rp_buf_append(b, "{", 1);
+			for (int x = k; x < j; x++) {
+				const struct col *mc = &m->col[m->sorted[x]];
+
+				if (x > k)
+					rp_buf_append(b, ",", 1);
+				rp_buf_append(b, mc->slead, mc->slen);
+				canon_value(b, s, m->sorted[x], mc->hint);
+			}
+			rp_buf_append(b, "}", 1);
+		}
+		rp_buf_append(b, "}", 1);
+	}
+	rp_buf_append(b, "}", 1);
+	return n;
+}
+
+int
+store_col(struct conn *c, struct stmt *s, const char *key)
+{
+	struct colmeta *m = meta_of(c, s);
+
+	for (int i = 0; m && i < m->n; i++)
+		if (!m->col[i].skip && m->col[i].sub[0] == '\0' && !strcmp(m->col[i].key, key))
+			return i;
+	return -1;
+}
+
 enum rp_err
 store_exec(struct conn *c, struct stmt *s, const char *what)
 {
@@ -989,13 +1150,12 @@ store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id)
 	static int slots[2][5];
 	struct stmt *s;
 	char lower[RP_UUID_BUF];
-	int uuid = rp_uuid_valid(key), rc, i;
+	int uuid = rp_uuid_valid(key), i;
+	enum rp_err e;
 
 	if (key == NULL)
 		return RP_ERR_NOT_FOUND;
 	s = store_prep(c, &slots[uuid][t], uuid ? by_uuid[t] : by_name[t]);
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	if (uuid) {
 		for (i = 0; i < 36; i++)
 			lower[i] = (char)((key[i] >= 'A' && key[i] <= 'F') ? key[i] + 32 : key[i]);
@@ -1003,55 +1163,33 @@ store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id)
 		key = lower;
 	}
 	sql_bind_text(s, 1, key);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		*id = sql_int(s, 0);
-		sql_reset(s);
-		return RP_ERR_OK;
-	}
+	if ((e = store_one(c, s, "lookup")) != RP_ERR_OK)
+		return e;
+	*id = sql_int(s, 0);
 	sql_reset(s);
-	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "lookup");
+	return RP_ERR_OK;
 }
 
 enum rp_err
 store_node_ref(struct conn *c, const char *key, struct node_ref *out)
 {
-	struct stmt *s;
 	enum rp_err e;
 	int64_t id;
-	int rc;
 
 	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
 		return e;
-	s = STMT(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_int(s, 1, id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		out->id = id;
-		snprintf(out->uuid, sizeof out->uuid, "%s", sql_text(s, 0));
-		snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
-		out->rack_id = sql_int(s, 2);
-	}
-	sql_reset(s);
-	if (rc == SQL_ROW)
-		return RP_ERR_OK;
-	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node ref");
+	return store_node_by_id(c, id, out);
 }
 
 enum rp_err
-store_event(struct conn *c, const char *actor, const char *action, const char *otype,
-            const char *oid, const char *oname, int64_t node_id, int64_t rack_id,
-            const char *summary, json_t *detail)
+store_event_text(struct conn *c, const char *actor, const char *action, const char *otype,
+                 const char *oid, const char *oname, int64_t node_id, int64_t rack_id,
+                 const char *summary, const char *detail)
 {
 	struct stmt *s = STMT(c, "INSERT INTO events(at, actor, action, object_type, object_id, "
 	                         "object_name, node_id, rack_id, summary, detail) "
 	                         "VALUES (?,?,?,?,?,?,?,?,?,?)");
-	char *d = NULL;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, rp_time_now_ms());
 	sql_bind_text(s, 2, actor ? actor : "system");
 	sql_bind_text(s, 3, action);
@@ -1063,9 +1201,23 @@ store_event(struct conn *c, const char *actor, const char *action, const char *o
 	if (rack_id > 0)
 		sql_bind_int(s, 8, rack_id);
 	sql_bind_text(s, 9, summary);
-	if (detail && (d = json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS)) != NULL)
-		sql_bind_text_own(s, 10, d);
+	sql_bind_text(s, 10, detail);
 	return store_exec(c, s, "event");
+}
+
+enum rp_err
+store_event(struct conn *c, const char *actor, const char *action, const char *otype,
+            const char *oid, const char *oname, int64_t node_id, int64_t rack_id,
+            const char *summary, json_t *detail)
+{
+	char *d = NULL;
+	enum rp_err e;
+
+	if (detail && (d = json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS)) == NULL)
+		return RP_ERR_INTERNAL;
+	e = store_event_text(c, actor, action, otype, oid, oname, node_id, rack_id, summary, d);
+	free(d);
+	return e;
 }
 
 void
@@ -1078,7 +1230,6 @@ store_refusal(struct conn *c, const char *action, const char *otype, const char 
 	int64_t now = rp_time_now_ms(), id = 0, count = 0;
 	char text[400];
 	enum rp_err e;
-	int rc;
 
 	if (store_begin(c) != RP_ERR_OK)
 		return;
@@ -1087,38 +1238,30 @@ store_refusal(struct conn *c, const char *action, const char *otype, const char 
 	            ">= ?1 "
 	            "AND action = ?2 AND object_id IS ?3 AND node_id IS ?4 AND "
 	            "json_extract(detail, '$.source') IS ?5 ORDER BY id DESC LIMIT 1");
-	if (s == NULL)
-		goto out;
 	sql_bind_int(s, 1, now - RP_REFUSAL_WINDOW_MS);
 	sql_bind_text(s, 2, action);
 	sql_bind_text(s, 3, oid);
 	if (node_id > 0)
 		sql_bind_int(s, 4, node_id);
 	sql_bind_text(s, 5, source);
-	if ((rc = sql_step(s)) == SQL_ROW) {
+	if ((e = store_one(c, s, "refusal lookup")) == RP_ERR_OK) {
 		id = sql_int(s, 0);
 		count = sql_int(s, 1);
-	}
-	sql_reset(s);
-	if (rc != SQL_ROW && rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "refusal lookup");
+		sql_reset(s);
+	} else if (e != RP_ERR_NOT_FOUND)
 		goto out;
-	}
+	e = RP_ERR_INTERNAL;
 	if (id) {
 		snprintf(text, sizeof text, "%.300s (%lld times)", summary, (long long)count + 1);
 		s = STMT(
 		        c,
 		        "UPDATE events SET summary = ?2, detail = json_set(coalesce(detail, '{}'), "
 		        "'$.count', ?3, '$.last_at', ?4) WHERE id = ?1");
-		if (s == NULL)
-			goto out;
 		sql_bind_int(s, 1, id);
 		sql_bind_text(s, 2, text);
 		sql_bind_int(s, 3, count + 1);
 		sql_bind_int(s, 4, now);
-		rc = sql_step(s);
-		sql_reset(s);
-		e = rc == SQL_DONE ? RP_ERR_OK : store_sqlerr(c, rc, "refusal count");
+		e = store_exec(c, s, "refusal count");
 	} else {
 		d = detail ? json_deep_copy(detail) : json_object();
 		if (d == NULL)
@@ -1149,15 +1292,6 @@ store_why(const char *field, const char *fmt, ...)
 	if (field)
 		return json_pack("{s:s, s:s}", "field", field, "reason", buf);
 	return json_pack("{s:s}", "reason", buf);
-}
-
-static int
-skipped(const char *k, const char *const *skip)
-{
-	for (; skip && *skip; skip++)
-		if (strcmp(*skip, k) == 0)
-			return 1;
-	return 0;
 }
 
 static void
@@ -1239,28 +1373,19 @@ store_merge(json_t *target, json_t *patch)
 	}
 }
 
-/* The column of s named keyname (its item member), or -1. */
-static int
-key_column(struct conn *c, struct stmt *s, const char *keyname)
-{
-	struct colmeta *m = meta_of(c, s);
-
-	for (int i = 0; m && i < m->n; i++)
-		if (!m->col[i].skip && m->col[i].sub[0] == '\0' && !strcmp(m->col[i].key, keyname))
-			return i;
-	return -1;
-}
-
 enum rp_err
 store_page(struct conn *c, struct stmt *s, const struct rp_page_req *rq, const char *keyname,
            struct rp_page *out)
 {
-	json_t *items = rq->want_text ? NULL : json_array();
+	json_t *items;
 	struct rp_buf text;
 	int64_t last_id = 0;
 	int rc, n = 0, more = 0, kc = -1;
 	char last_key[128] = "";
 
+	if (s == NULL)
+		return RP_ERR_INTERNAL; /* store_prep logged it */
+	items = rq->want_text ? NULL : json_array();
 	rp_buf_init(&text, 0);
 	if (rq->want_text)
 		rp_buf_append(&text, "[", 1);
@@ -1275,7 +1400,7 @@ store_page(struct conn *c, struct stmt *s, const struct rp_page_req *rq, const c
 				rp_buf_append(&text, ",", 1);
 			store_row_text(c, s, &text);
 			if (n == 0)
-				kc = key_column(c, s, keyname);
+				kc = store_col(c, s, keyname);
 			snprintf(last_key, sizeof last_key, "%s",
 			         kc >= 0 && sql_type(s, kc) == SQL_TEXT ? sql_text(s, kc) : "");
 		} else {
@@ -1312,20 +1437,15 @@ enum rp_err
 store_node_by_id(struct conn *c, int64_t id, struct node_ref *out)
 {
 	struct stmt *s = STMT(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?");
-	int rc;
+	enum rp_err e;
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		out->id = id;
-		snprintf(out->uuid, sizeof out->uuid, "%s", sql_text(s, 0));
-		snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
-		out->rack_id = sql_int(s, 2);
-	}
+	if ((e = store_one(c, s, "node by id")) != RP_ERR_OK)
+		return e;
+	out->id = id;
+	snprintf(out->uuid, sizeof out->uuid, "%s", sql_text(s, 0));
+	snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
+	out->rack_id = sql_int(s, 2);
 	sql_reset(s);
-	if (rc == SQL_ROW)
-		return RP_ERR_OK;
-	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, "node by id");
+	return RP_ERR_OK;
 }

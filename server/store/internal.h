@@ -79,9 +79,6 @@ struct stmt *store_prep(struct conn *c, int *slot, const char *sql);
 		store_prep((c), &slot_, (sql));                                                    \
 	})
 
-/* Release a statement's read snapshot after use; accepts NULL. */
-void store_done(struct stmt *s);
-
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK. Begin and commit return RP_ERR_OK or an error. */
 enum rp_err store_begin(struct conn *c);
 enum rp_err store_commit(struct conn *c);
@@ -133,6 +130,15 @@ json_t *store_row(struct conn *c, struct stmt *s);
 /* The object store_row makes of s's current row, appended to b as compact JSON text (the
  * bytes json_dumps(JSON_COMPACT) prints for it). */
 void store_row_text(struct conn *c, struct stmt *s, struct rp_buf *b);
+
+/* The detail of a creation event for s's current row, as canonical text appended to b: the
+ * bytes json_dumps(store_diff({}, store_row(c, s), skip), JSON_COMPACT | JSON_SORT_KEYS)
+ * prints, without building either tree (an import writes 10,000 of them). Returns how many
+ * members it has; 0 where store_diff returns NULL (b then holds "{}"). */
+int store_created_text(struct conn *c, struct stmt *s, const char *const *skip, struct rp_buf *b);
+
+/* The index of s's top-level column named key (its alias up to ':'), or -1. */
+int store_col(struct conn *c, struct stmt *s, const char *key);
 
 /* Run s to completion collecting store_row() objects into a new array; NULL on error. */
 json_t *store_rows(struct conn *c, struct stmt *s);
@@ -223,6 +229,12 @@ enum rp_err store_steps_close(struct conn *c, int64_t job_id, const char *job_st
  * RP_ERR_INVALID_FIELD with *detail naming the first that is not. */
 enum rp_err store_components_known(json_t *targets, json_t *only, json_t **detail);
 
+/* Append an event inside the caller's transaction, its detail given as canonical JSON text
+ * (compact, sorted keys; may be NULL). */
+enum rp_err store_event_text(struct conn *c, const char *actor, const char *action,
+                             const char *otype, const char *oid, const char *oname, int64_t node_id,
+                             int64_t rack_id, const char *summary, const char *detail);
+
 /* Append an event inside the caller's transaction. detail is borrowed; may be NULL. */
 enum rp_err store_event(struct conn *c, const char *actor, const char *action, const char *otype,
                         const char *oid, const char *oname, int64_t node_id, int64_t rack_id,
@@ -260,7 +272,7 @@ void store_merge(json_t *target, json_t *patch);
 
 /* Shared paging plumbing: fill out->items (or, when rq->want_text, out->text) and more/last_*
  * from statement rows where column 0 is the internal id ("_id") and the sort key is member
- * `keyname` of each item. */
+ * `keyname` of each item. Like store_exec, it accepts s == NULL and reports RP_ERR_INTERNAL. */
 enum rp_err store_page(struct conn *c, struct stmt *s, const struct rp_page_req *rq,
                        const char *keyname, struct rp_page *out);
 

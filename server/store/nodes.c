@@ -68,8 +68,6 @@ node_load(struct conn *c, int64_t id, json_t **out)
 	enum rp_err e;
 	struct stmt *s = STMT(c, NODE_COLS "WHERE n.id = ?");
 
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "node load")) != RP_ERR_OK)
 		return e;
@@ -93,7 +91,6 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 	int64_t other, lo, hi, height;
 	enum rp_err e;
 	size_t i;
-	int rc;
 
 	e = store_id_of(c, T_NODE, name, &other);
 	if (e == RP_ERR_OK && other != self) {
@@ -150,10 +147,11 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 		              : 1) -
 		     1;
 		s = STMT(c, "SELECT height_u FROM racks WHERE id = ?");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, *rack_id);
-		height = sql_step(s) == SQL_ROW ? sql_int(s, 0) : 0;
+		/* The rack was found above, in this transaction. */
+		if ((e = store_one(c, s, "rack height")) != RP_ERR_OK)
+			return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;
+		height = sql_int(s, 0);
 		sql_reset(s);
 		if (hi > height) {
 			*detail = store_why("u_position",
@@ -164,14 +162,11 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 		s = STMT(c, "SELECT name, u_position, u_position + u_height - 1 FROM nodes "
 		            "WHERE rack_id = ?1 AND id != ?2 AND u_position IS NOT NULL "
 		            "AND u_position <= ?4 AND u_position + u_height - 1 >= ?3 LIMIT 1");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, *rack_id);
 		sql_bind_int(s, 2, self);
 		sql_bind_int(s, 3, lo);
 		sql_bind_int(s, 4, hi);
-		rc = sql_step(s);
-		if (rc == SQL_ROW) {
+		if ((e = store_one(c, s, "slot check")) == RP_ERR_OK) {
 			*detail = json_pack("{s:s, s:s, s:s, s:I, s:I}", "field", "u_position",
 			                    "reason", "rack units already occupied", "occupied_by",
 			                    sql_text(s, 0), "from_u", (json_int_t)sql_int(s, 1),
@@ -179,20 +174,17 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 			sql_reset(s);
 			return RP_ERR_SLOT_OCCUPIED;
 		}
-		sql_reset(s);
-		if (rc != SQL_DONE)
-			return store_sqlerr(c, rc, "slot check");
+		if (e != RP_ERR_NOT_FOUND)
+			return e;
 	}
 	s = NULL;
 	json_array_foreach(macs, i, m)
 	{
 		s = STMT(c, "SELECT n.name FROM node_macs m JOIN nodes n ON n.id = m.node_id "
 		            "WHERE m.mac = ? AND m.node_id != ?");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_text(s, 1, json_string_value(m));
 		sql_bind_int(s, 2, self);
-		if (sql_step(s) == SQL_ROW) {
+		if ((e = store_one(c, s, "mac check")) == RP_ERR_OK) {
 			*detail = json_pack("{s:s, s:s, s:s}", "field", "macs", "reason",
 			                    "MAC address already belongs to another node", "mac",
 			                    json_string_value(m));
@@ -200,7 +192,8 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 			sql_reset(s);
 			return RP_ERR_DUPLICATE;
 		}
-		sql_reset(s);
+		if (e != RP_ERR_NOT_FOUND)
+			return e;
 	}
 	return RP_ERR_OK;
 }
@@ -240,8 +233,6 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		         "ssh_user = ?19, boot_profile_id = (SELECT id FROM boot_profiles WHERE "
 		         "name = ?20 OR uuid = lower(?20)) WHERE id = ?15");
 	}
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	store_bind_str(s, 1, obj, "name");
 	if (rack_id)
 		sql_bind_int(s, 2, rack_id);
@@ -276,14 +267,10 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		*id = sql_last_id(c);
 	} else {
 		s = STMT(c, "DELETE FROM node_tags WHERE node_id = ?");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, *id);
 		if ((e = store_exec(c, s, "tags clear")) != RP_ERR_OK)
 			return e;
 		s = STMT(c, "DELETE FROM node_macs WHERE node_id = ?");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, *id);
 		if ((e = store_exec(c, s, "macs clear")) != RP_ERR_OK)
 			return e;
@@ -291,8 +278,6 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 	json_array_foreach(json_object_get(obj, "tags"), i, v)
 	{
 		s = STMT(c, "INSERT OR IGNORE INTO node_tags(node_id, tag) VALUES (?, ?)");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, *id);
 		sql_bind_text(s, 2, json_string_value(v));
 		if ((e = store_exec(c, s, "tag insert")) != RP_ERR_OK)
@@ -301,8 +286,6 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 	json_array_foreach(json_object_get(obj, "macs"), i, v)
 	{
 		s = STMT(c, "INSERT OR IGNORE INTO node_macs(mac, node_id) VALUES (?, ?)");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_text(s, 1, json_string_value(v));
 		sql_bind_int(s, 2, *id);
 		if ((e = store_exec(c, s, "mac insert")) != RP_ERR_OK)
@@ -346,10 +329,6 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		        "excluded.username AND ?8 THEN bmcs.checked_at END, "
 		        "identity = CASE WHEN bmcs.address IS excluded.address AND bmcs.port IS "
 		        "excluded.port THEN bmcs.identity END");
-		if (s == NULL) {
-			free(sealed);
-			return RP_ERR_INTERNAL;
-		}
 		sql_bind_int(s, 1, *id);
 		store_bind_str(s, 2, bmc, "driver");
 		store_bind_str(s, 3, bmc, "address");
@@ -364,51 +343,64 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 			sql_bind_text_own(s, 9, options);
 	} else {
 		s = STMT(c, "DELETE FROM bmcs WHERE node_id = ?");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, *id);
 	}
 	return store_exec(c, s, "bmc write");
 }
 
-/* Insert one node and its creation event inside the caller's transaction (import uses it). */
+/* Insert one node and its creation event inside the caller's transaction (import uses it).
+ * The event's detail is written from the new row as text (store_created_text): reading the
+ * node back as a tree, diffing it against nothing and printing the diff was half an
+ * import's time. */
 enum rp_err
 store_node_insert(struct conn *c, json_t *in, const char *actor, int64_t *id, json_t **detail)
 {
-	json_t *fresh = NULL, *diff = NULL, *empty = json_object();
+	struct stmt *s;
+	struct rp_buf text;
 	int64_t rack_id, profile_id, newid = 0;
 	enum rp_err e;
 	char summary[192];
-	const char *rack;
+	const char *name, *rack, *uuid;
+	int cu, members;
 
+	rp_buf_init(&text, 0);
 	e = node_check(c, -1, in, &rack_id, &profile_id, detail);
 	if (e != RP_ERR_OK)
 		goto out;
 	e = node_write(c, &newid, in, rack_id, profile_id, 0);
 	if (e != RP_ERR_OK)
 		goto out;
-	e = node_load(c, newid, &fresh);
-	if (e != RP_ERR_OK)
+	s = STMT(c, NODE_COLS "WHERE n.id = ?");
+	sql_bind_int(s, 1, newid);
+	if ((e = store_one(c, s, "node load")) != RP_ERR_OK) {
+		if (e == RP_ERR_NOT_FOUND)
+			e = RP_ERR_INTERNAL;
 		goto out;
-	diff = store_diff(empty, fresh, diff_skip);
-	rack = json_string_value(json_object_get(fresh, "rack"));
-	if (rack && json_is_integer(json_object_get(fresh, "u_position")))
-		snprintf(summary, sizeof summary, "node %s created in rack %s at U%lld",
-		         json_string_value(json_object_get(fresh, "name")), rack,
-		         (long long)json_integer_value(json_object_get(fresh, "u_position")));
+	}
+	members = store_created_text(c, s, diff_skip, &text);
+	name = sql_text(s, store_col(c, s, "name"));
+	rack = sql_text(s, store_col(c, s, "rack"));
+	uuid = sql_text(s, store_col(c, s, "id"));
+	cu = store_col(c, s, "u_position");
+	if (rack && sql_type(s, cu) == SQL_INT)
+		snprintf(summary, sizeof summary, "node %s created in rack %s at U%lld", name, rack,
+		         (long long)sql_int(s, cu));
 	else
-		snprintf(summary, sizeof summary, "node %s created",
-		         json_string_value(json_object_get(fresh, "name")));
-	e = store_event(
-	        c, actor, "node.created", "node", json_string_value(json_object_get(fresh, "id")),
-	        json_string_value(json_object_get(fresh, "name")), newid, rack_id, summary, diff);
+		snprintf(summary, sizeof summary, "node %s created", name);
+	if (text.oom) {
+		sql_reset(s);
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	/* uuid and name stay valid until the reset, after the event is written. */
+	e = store_event_text(c, actor, "node.created", "node", uuid, name, newid, rack_id, summary,
+	                     members > 0 ? text.data : NULL);
+	sql_reset(s);
 	if (e != RP_ERR_OK)
 		goto out;
 	*id = newid;
 out:
-	json_decref(fresh);
-	json_decref(diff);
-	json_decref(empty);
+	rp_buf_free(&text);
 	return e;
 }
 
@@ -478,13 +470,9 @@ rp_store_node_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_
 	if (rq->sort_by_name) {
 		s = STMT(c, NODE_COLS "WHERE (?1 IS NULL OR n.name > ?1) " NODE_FILTER
 		                      "ORDER BY n.name LIMIT ?9");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_text(s, 1, rq->after_key);
 	} else {
 		s = STMT(c, NODE_COLS "WHERE n.id > ?1 " NODE_FILTER "ORDER BY n.id LIMIT ?9");
-		if (s == NULL)
-			return RP_ERR_INTERNAL;
 		sql_bind_int(s, 1, rq->after_id);
 	}
 	if (rack_id)
@@ -611,7 +599,6 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 	int64_t id, rack_id = 0;
 	enum rp_err e;
 	char summary[160];
-	int rc;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -628,12 +615,11 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 	}
 	s = STMT(c,
 	         "SELECT count(*) FROM jobs WHERE node_id = ? AND state IN ('queued', 'running')");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, id);
-	if (sql_step(s) == SQL_ROW && sql_int(s, 0) > 0) {
+	/* A count: always a row. */
+	if ((e = store_one(c, s, "node jobs")) != RP_ERR_OK)
+		goto out;
+	if (sql_int(s, 0) > 0) {
 		*detail = store_why(NULL, "node has %lld unfinished job(s); cancel them or wait",
 		                    (long long)sql_int(s, 0));
 		sql_reset(s);
@@ -642,21 +628,16 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 	}
 	sql_reset(s);
 	s = STMT(c, "DELETE FROM nodes WHERE id = ? RETURNING rack_id");
-	if (s == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
 	sql_bind_int(s, 1, id);
-	rc = sql_step(s);
-	if (rc == SQL_ROW) {
-		rack_id = sql_int(s, 0);
-		rc = sql_step(s);
-	}
-	sql_reset(s);
-	if (rc != SQL_DONE) {
-		e = store_sqlerr(c, rc, "node delete");
+	/* RETURNING: a row for the node deleted (found above), then the statement's end. */
+	if ((e = store_one(c, s, "node delete")) != RP_ERR_OK) {
+		if (e == RP_ERR_NOT_FOUND)
+			e = RP_ERR_INTERNAL;
 		goto out;
 	}
+	rack_id = sql_int(s, 0);
+	if ((e = store_exec(c, s, "node delete")) != RP_ERR_OK)
+		goto out;
 	snprintf(summary, sizeof summary, "node %s deleted",
 	         json_string_value(json_object_get(before, "name")));
 	e = store_event(
@@ -687,8 +668,6 @@ rp_store_node_inventory(struct rp_store *st, const char *key, json_t **out)
 	         "SELECT n.name AS node, i.source, i.collected_at AS \"collected_at:time\", "
 	         "i.data AS \"data:json\" FROM nodes n LEFT JOIN inventory i ON i.node_id = n.id "
 	         "WHERE n.id = ?");
-	if (s == NULL)
-		return RP_ERR_INTERNAL;
 	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "inventory")) != RP_ERR_OK)
 		return e;
@@ -715,10 +694,6 @@ store_inventory_write(struct conn *c, const struct node_ref *n, const char *sour
 	         "VALUES (?,?,?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET data = excluded.data, "
 	         "source = excluded.source, collected_at = excluded.collected_at, "
 	         "gpu_count = excluded.gpu_count, mem_bytes = excluded.mem_bytes");
-	if (s == NULL) {
-		free(text);
-		return RP_ERR_INTERNAL;
-	}
 	sql_bind_int(s, 1, n->id);
 	sql_bind_text_own(s, 2, text);
 	sql_bind_text(s, 3, source);

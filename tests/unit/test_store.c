@@ -906,7 +906,7 @@ many_statements(struct rp_store *st)
 		assert_string_equal(
 		        json_string_value(json_object_get(json_object_get(row, "k"), "w")), sql);
 		json_decref(row);
-		store_done(s);
+		sql_reset(s);
 	}
 }
 
@@ -1040,6 +1040,61 @@ page_same(struct rp_store *st,
 	json_decref(tree.items);
 }
 
+/* The detail a node.created event must hold, from the node as GET reads it: each member
+ * that is not null and not one the events leave out, as {"from": null, "to": value}. */
+static json_t *
+created_detail(json_t *node)
+{
+	static const char *const left_out[] = {
+	        "id",    "version",      "created_at",    "updated_at",
+	        "agent", "provision_at", "provision_job", "provision_error"};
+	json_t *d = json_object(), *v;
+	const char *k;
+
+	json_object_foreach(node, k, v)
+	{
+		size_t i;
+
+		for (i = 0; i < sizeof left_out / sizeof *left_out; i++)
+			if (!strcmp(k, left_out[i]))
+				break;
+		if (i < sizeof left_out / sizeof *left_out || json_is_null(v))
+			continue;
+		json_object_set_new(d, k, json_pack("{s:n, s:O}", "from", "to", v));
+	}
+	return d;
+}
+
+/* Each node.created event's detail, as stored (the event page's text copies it as it is),
+ * is the canonical text (compact, sorted keys) of created_detail. */
+static void
+created_events_same(struct rp_store *st, const char *const *names, size_t n)
+{
+	struct rp_page_req rq = {.limit = 1000, .want_text = 1};
+	struct rp_page page = {0};
+	size_t i;
+
+	assert_int_equal(rp_store_event_list(st, &rq, &page), RP_ERR_OK);
+	assert_non_null(page.text);
+	for (i = 0; i < n; i++) {
+		json_t *node = NULL, *want;
+		char *text, *at;
+
+		assert_int_equal(rp_store_node_get(st, names[i], &node), RP_ERR_OK);
+		want = created_detail(node);
+		text = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS);
+		assert_non_null(text);
+		at = strstr(page.text, text);
+		if (at == NULL || strncmp(at - 9, "\"detail\":", 9) != 0)
+			fail_msg("node %s: want detail %s\nin events %s", names[i], text,
+			         page.text);
+		free(text);
+		json_decref(want);
+		json_decref(node);
+	}
+	free(page.text);
+}
+
 static void
 test_row_text(void **state)
 {
@@ -1056,7 +1111,8 @@ test_row_text(void **state)
 	        ","
 	        "\"expected\":{\"cpu\":{\"count\":2},\"note\":\"\\u00fc\\n\"},"
 	        "\"bmc\":{\"driver\":\"redfish\",\"address\":\"10.0.0.1\",\"port\":8443,"
-	        "\"username\":\"root\",\"password\":\"pw\",\"tls_verify\":false}}",
+	        "\"username\":\"root\",\"password\":\"pw\",\"tls_verify\":false,"
+	        "\"options\":{\"retry_wait_ms\":100,\"retry_tries\":3}}}",
 	        "{\"name\":\"a0\",\"maintenance\":true,\"maintenance_reason\":\"fan \\u2014 out\"}",
 	        "{\"name\":\"a2\",\"rack\":\"r2\",\"ssh\":{\"address\":\"10.0.0.9\",\"user\":"
 	        "\"ops\"}}",
@@ -1081,6 +1137,7 @@ test_row_text(void **state)
 	page_same(f->st, rp_store_node_list, 1, 3);
 	page_same(f->st, rp_store_rack_list, 1, 2);
 	page_same(f->st, rp_store_event_list, 0, 5);
+	created_events_same(f->st, (const char *const[]){"a1", "a0", "a2"}, 3);
 }
 
 int
