@@ -590,6 +590,11 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 		if ((e = store_exec(c, s, "mac add")) != RP_ERR_OK)
 			goto out;
 	}
+	if (json_array_size(macs) > 0) {
+		store_macs_changed(c);
+		if ((e = store_node_lists(c, n.id)) != RP_ERR_OK)
+			goto out;
+	}
 	if (json_is_object(inv) &&
 	    (e = store_inventory_write(c, &n, "agent", inv, actor)) != RP_ERR_OK)
 		goto out;

@@ -26,6 +26,7 @@ struct conn {
 	struct colmeta **meta; /* parsed column aliases, per statement */
 	int readonly;          /* the file opened read-only: reopen before writing again */
 	int64_t changes;       /* the driver's total_changes at store_begin */
+	int macs_changed;      /* store_macs_changed in the open transaction */
 	struct conn *next;
 	struct rp_store *st;
 };
@@ -267,6 +268,12 @@ json_t *store_diff(json_t *before, json_t *after, const char *const *skip);
 /* Canonical compact JSON text of v (for values compared by text). Caller frees. */
 char *store_canon(json_t *v);
 
+/* The strings of array v, sorted (bytewise) and without repeats, as a compact JSON array:
+ * the text SQLite's json_group_array writes for them in that order (strings with a control
+ * character, '"' or '\\' get jansson's escapes). Members that are not strings are left out.
+ * Caller frees; NULL when out of memory. */
+char *store_set_text(json_t *v);
+
 /* Merge patch (RFC 7396) of patch into target, in place. */
 void store_merge(json_t *target, json_t *patch);
 
@@ -282,6 +289,16 @@ enum rp_err store_rack_insert(struct conn *c, json_t *in, const char *actor, int
                               json_t **detail);
 enum rp_err store_node_insert(struct conn *c, json_t *in, const char *actor, int64_t *id,
                               json_t **detail);
+
+/* MACs or node names changed in the open write transaction: store_commit bumps meta's
+ * macs_version (the counter the dnsmasq hosts sync watches) once, in that transaction, and
+ * a rollback forgets it. Every write to node_macs or to a node's name calls it. */
+void store_macs_changed(struct conn *c);
+
+/* Rewrite node id's tags and macs columns (the API's sorted arrays) from node_tags and
+ * node_macs, inside the caller's transaction: for a write to those tables that does not go
+ * through the node's own write, which sets both columns itself (agent registration's MACs). */
+enum rp_err store_node_lists(struct conn *c, int64_t id);
 
 /* Store a node's inventory report (and its summary columns) with an event, inside the
  * caller's transaction. */

@@ -8,10 +8,7 @@
 	"SELECT n.id AS _id, n.uuid AS id, n.name, r.name AS rack, n.u_position, n.u_height, "     \
 	"n.serial, n.vendor, n.model, n.node_class, "                                              \
 	"n.system_uuid, "                                                                          \
-	"(SELECT json_group_array(tag) FROM (SELECT tag FROM node_tags WHERE node_id = n.id "      \
-	"ORDER BY tag)) AS \"tags:json\", "                                                        \
-	"(SELECT json_group_array(mac) FROM (SELECT mac FROM node_macs WHERE node_id = n.id "      \
-	"ORDER BY mac)) AS \"macs:json\", "                                                        \
+	"n.tags AS \"tags:json\", n.macs AS \"macs:json\", "                                       \
 	"b.driver AS \"bmc.driver\", b.address AS \"bmc.address\", b.port AS \"bmc.port\", "       \
 	"b.username AS \"bmc.username\", CASE WHEN b.node_id IS NULL THEN NULL ELSE "              \
 	"b.password_sealed IS NOT NULL END AS \"bmc.password_set:bool\", CASE WHEN b.node_id IS "  \
@@ -206,8 +203,8 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 {
 	enum rp_err e;
 	struct stmt *s;
-	json_t *v, *bmc = json_object_get(obj, "bmc");
-	char uuid[RP_UUID_BUF], *expected = NULL, *options = NULL;
+	json_t *v, *tags, *macs, *bmc = json_object_get(obj, "bmc");
+	char uuid[RP_UUID_BUF], *expected = NULL, *options = NULL, *tags_text, *macs_text;
 	int64_t now = rp_time_now_ms();
 	int maint = json_is_true(json_object_get(obj, "maintenance"));
 	size_t i;
@@ -219,10 +216,11 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		         "INSERT INTO nodes(name, rack_id, u_position, u_height, serial, vendor, "
 		         "model, node_class, bios_profile_id, maintenance, maintenance_reason, "
 		         "expected, uuid, created_at, updated_at, system_uuid, ssh_address, "
-		         "ssh_port, ssh_user, boot_profile_id) VALUES "
+		         "ssh_port, ssh_user, boot_profile_id, tags, macs) VALUES "
 		         "(?1,?2,?3,coalesce(?4,1),?5,?6,"
 		         "?7,?8,?9,?10,?11,?12,?13,?14,?14,?16,?17,?18,?19,"
-		         "(SELECT id FROM boot_profiles WHERE name = ?20 OR uuid = lower(?20)))");
+		         "(SELECT id FROM boot_profiles WHERE name = ?20 OR uuid = "
+		         "lower(?20)), ?21, ?22)");
 	} else {
 		s = STMT(c,
 		         "UPDATE nodes SET name = ?1, rack_id = ?2, u_position = ?3, "
@@ -231,7 +229,7 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		         "maintenance_reason = ?11, expected = ?12, version = version + 1, "
 		         "updated_at = ?14, system_uuid = ?16, ssh_address = ?17, ssh_port = ?18, "
 		         "ssh_user = ?19, boot_profile_id = (SELECT id FROM boot_profiles WHERE "
-		         "name = ?20 OR uuid = lower(?20)) WHERE id = ?15");
+		         "name = ?20 OR uuid = lower(?20)), tags = ?21, macs = ?22 WHERE id = ?15");
 	}
 	store_bind_str(s, 1, obj, "name");
 	if (rack_id)
@@ -261,8 +259,20 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 	store_bind_int(s, 18, json_object_get(obj, "ssh"), "port");
 	store_bind_str(s, 19, json_object_get(obj, "ssh"), "user");
 	store_bind_str(s, 20, obj, "boot_profile");
+	/* The lists as the API shows them, in the form store_node_lists writes them. */
+	if ((tags_text = store_set_text(tags = json_object_get(obj, "tags"))) == NULL ||
+	    (macs_text = store_set_text(macs = json_object_get(obj, "macs"))) == NULL) {
+		free(tags_text);
+		sql_reset(s);
+		return RP_ERR_INTERNAL;
+	}
+	sql_bind_text_own(s, 21, tags_text);
+	sql_bind_text_own(s, 22, macs_text);
 	if ((e = store_exec(c, s, "node write")) != RP_ERR_OK)
 		return e;
+	/* An update rewrites the name and the MACs: dnsmasq's hosts may change either way. */
+	if (*id != 0 || json_array_size(macs) > 0)
+		store_macs_changed(c);
 	if (*id == 0) {
 		*id = sql_last_id(c);
 	} else {
@@ -275,17 +285,21 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		if ((e = store_exec(c, s, "macs clear")) != RP_ERR_OK)
 			return e;
 	}
-	json_array_foreach(json_object_get(obj, "tags"), i, v)
+	json_array_foreach(tags, i, v)
 	{
-		s = STMT(c, "INSERT OR IGNORE INTO node_tags(node_id, tag) VALUES (?, ?)");
+		s = STMT(
+		        c,
+		        "INSERT INTO node_tags(node_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING");
 		sql_bind_int(s, 1, *id);
 		sql_bind_text(s, 2, json_string_value(v));
 		if ((e = store_exec(c, s, "tag insert")) != RP_ERR_OK)
 			return e;
 	}
-	json_array_foreach(json_object_get(obj, "macs"), i, v)
+	json_array_foreach(macs, i, v)
 	{
-		s = STMT(c, "INSERT OR IGNORE INTO node_macs(mac, node_id) VALUES (?, ?)");
+		s = STMT(
+		        c,
+		        "INSERT INTO node_macs(mac, node_id) VALUES (?, ?) ON CONFLICT DO NOTHING");
 		sql_bind_text(s, 1, json_string_value(v));
 		sql_bind_int(s, 2, *id);
 		if ((e = store_exec(c, s, "mac insert")) != RP_ERR_OK)
@@ -346,6 +360,19 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		sql_bind_int(s, 1, *id);
 	}
 	return store_exec(c, s, "bmc write");
+}
+
+enum rp_err
+store_node_lists(struct conn *c, int64_t id)
+{
+	struct stmt *s = STMT(
+	        c, "UPDATE nodes SET tags = (SELECT json_group_array(tag) FROM (SELECT tag FROM "
+	           "node_tags WHERE node_id = ?1 ORDER BY tag)), macs = (SELECT "
+	           "json_group_array(mac) FROM (SELECT mac FROM node_macs WHERE node_id = ?1 "
+	           "ORDER BY mac)) WHERE id = ?1");
+
+	sql_bind_int(s, 1, id);
+	return store_exec(c, s, "node lists");
 }
 
 /* Insert one node and its creation event inside the caller's transaction (import uses it).
@@ -638,6 +665,7 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 	rack_id = sql_int(s, 0);
 	if ((e = store_exec(c, s, "node delete")) != RP_ERR_OK)
 		goto out;
+	store_macs_changed(c); /* its MACs went with it */
 	snprintf(summary, sizeof summary, "node %s deleted",
 	         json_string_value(json_object_get(before, "name")));
 	e = store_event(

@@ -557,23 +557,46 @@ job_not_before(struct fx *f, const char *id)
 	return ms;
 }
 
+/* Register an agent for node with a bootstrap token made for it (hash names both), the
+ * agent reporting macs (a JSON array's text). */
+static void
+agent_register(struct fx *f, const char *node, const char *hash, const char *macs)
+{
+	static const char *key =
+	        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEj+0zhiQEJuyA07cB1MguetKm2VQWyaex2sRJ6gWDus "
+	        "x";
+	struct rp_sshkey hk;
+	struct rp_agent_reg reg = {0};
+	json_t *out = NULL, *detail = NULL;
+	char bootstrap[64];
+
+	assert_int_equal(rp_sshkey_parse(key, &hk), 0);
+	snprintf(bootstrap, sizeof bootstrap, "h-%s", hash);
+	assert_int_equal(rp_store_bootstrap_create(f->st, node, bootstrap, rp_time_now_ms() + 60000,
+	                                           "t", &out),
+	                 RP_ERR_OK);
+	json_decref(out);
+	reg.body = json_pack("{s:i, s:s, s:s, s:o}", "format", 1, "hostname", "h", "boot_id", "x",
+	                     "macs", J(macs));
+	reg.host_key = &hk;
+	reg.token_hash = hash;
+	reg.bootstrap_hash = bootstrap;
+	assert_int_equal(rp_store_agent_register(f->st, &reg, &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(reg.body);
+}
+
 /* A job waiting for its node's agent (a retry with wait and error_code "waiting") is due as
  * soon as that agent registers; a retry backing off after a BMC error is not moved. */
 static void
 test_register_wakes_waiting_job(void **state)
 {
 	struct fx *f = *state;
-	static const char *key =
-	        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEj+0zhiQEJuyA07cB1MguetKm2VQWyaex2sRJ6gWDus "
-	        "x";
-	struct rp_sshkey hk;
-	struct rp_agent_reg reg = {0};
 	json_t *out = NULL, *detail = NULL, *body, *claimed = NULL, *outcomes;
 	char ids[2][64];
 	int64_t far = rp_time_now_ms() + 3600 * 1000, before;
 	size_t i;
 
-	assert_int_equal(rp_sshkey_parse(key, &hk), 0);
 	body = J("{\"name\":\"w1\",\"macs\":[\"02:00:00:00:00:c1\"],"
 	         "\"bmc\":{\"driver\":\"fake\",\"address\":\"fake\",\"username\":\"u\","
 	         "\"password\":\"p\"}}");
@@ -609,20 +632,8 @@ test_register_wakes_waiting_job(void **state)
 	assert_true(job_not_before(f, ids[0]) >= far - 1000);
 	assert_true(job_not_before(f, ids[1]) >= far - 1000);
 
-	assert_int_equal(rp_store_bootstrap_create(f->st, "w1", "h-wake", rp_time_now_ms() + 60000,
-	                                           "t", &out),
-	                 RP_ERR_OK);
-	json_decref(out);
-	body = J("{\"format\":1,\"hostname\":\"h\",\"boot_id\":\"x\",\"macs\":[\"02:00:00:00:00:"
-	         "c1\"]}");
-	reg.body = body;
-	reg.host_key = &hk;
-	reg.token_hash = "wake";
-	reg.bootstrap_hash = "h-wake";
 	before = rp_time_now_ms();
-	assert_int_equal(rp_store_agent_register(f->st, &reg, &out, &detail), RP_ERR_OK);
-	json_decref(out);
-	json_decref(body);
+	agent_register(f, "w1", "wake", "[\"02:00:00:00:00:c1\"]");
 	assert_true(job_not_before(f, ids[0]) <= rp_time_now_ms());
 	assert_true(job_not_before(f, ids[0]) >= before - 1000);
 	assert_true(job_not_before(f, ids[1]) >= far - 1000);
@@ -1095,6 +1106,164 @@ created_events_same(struct rp_store *st, const char *const *names, size_t n)
 	free(page.text);
 }
 
+static int64_t
+macs_version(struct fx *f)
+{
+	int64_t v = -1;
+
+	assert_int_equal(rp_store_macs_version(f->st, &v), RP_ERR_OK);
+	return v;
+}
+
+/* n's tags or macs as the API shows them, as compact text. */
+static char *
+list_of(struct fx *f, const char *n, const char *key)
+{
+	json_t *out = NULL;
+	char *t;
+
+	assert_int_equal(rp_store_node_get(f->st, n, &out), RP_ERR_OK);
+	t = json_dumps(json_object_get(out, key), JSON_COMPACT);
+	json_decref(out);
+	return t;
+}
+
+static void
+assert_list(struct fx *f, const char *n, const char *key, const char *want)
+{
+	char *t = list_of(f, n, key);
+
+	assert_string_equal(t, want);
+	free(t);
+}
+
+/* The names of the nodes a tag filter finds (node_tags, not the column). */
+static void
+assert_tagged(struct fx *f, const char *tag, const char *want)
+{
+	struct rp_page_req rq = {.limit = 100};
+	struct rp_page pg = {0};
+	char got[256] = "";
+	json_t *item;
+	size_t i;
+
+	rq.filter = json_pack("{s:s}", "tag", tag);
+	assert_int_equal(rp_store_node_list(f->st, &rq, &pg), RP_ERR_OK);
+	json_array_foreach(pg.items, i, item)
+	{
+		snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? "," : "",
+		         json_string_value(json_object_get(item, "name")));
+	}
+	assert_string_equal(got, want);
+	json_decref(pg.items);
+	json_decref(rq.filter);
+}
+
+/* A node's tags and macs columns follow node_tags and node_macs through create, update,
+ * agent registration and failed imports, and macs_version (what the dnsmasq sync watches)
+ * moves once per transaction that changes a MAC or a name, never for one rolled back. */
+static void
+test_node_lists(void **state)
+{
+	struct fx *f = *state;
+	struct rp_buf hosts = {0};
+	json_t *in, *out = NULL, *detail = NULL;
+	int64_t v = macs_version(f);
+
+	in = J("{\"name\":\"l1\",\"tags\":[\"b\",\"a\",\"b\"],"
+	       "\"macs\":[\"02:00:00:00:00:12\",\"02:00:00:00:00:11\"]}");
+	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(in);
+	assert_list(f, "l1", "tags", "[\"a\",\"b\"]");
+	assert_list(f, "l1", "macs", "[\"02:00:00:00:00:11\",\"02:00:00:00:00:12\"]");
+	assert_int_equal(macs_version(f), v + 1);
+	/* No MACs, nothing for dnsmasq. */
+	in = J("{\"name\":\"l2\",\"tags\":[\"a\"]}");
+	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(in);
+	assert_list(f, "l2", "macs", "[]");
+	assert_int_equal(macs_version(f), v + 1);
+	assert_tagged(f, "a", "l1,l2");
+	/* An import whose second row fails writes nothing, the version included. */
+	in = J("{\"nodes\":[{\"name\":\"l3\",\"macs\":[\"02:00:00:00:00:13\"]},"
+	       "{\"name\":\"l4\",\"macs\":[\"02:00:00:00:00:11\"]}]}");
+	assert_int_equal(rp_store_import(f->st, in, 0, 0, "t", &out, &detail),
+	                 RP_ERR_IMPORT_INVALID);
+	json_decref(detail);
+	detail = NULL;
+	json_decref(in);
+	assert_int_equal(rp_store_node_get(f->st, "l3", &out), RP_ERR_NOT_FOUND);
+	assert_int_equal(macs_version(f), v + 1);
+	/* ...and leaves nothing behind for the next transaction's commit to count. */
+	in = J("{\"name\":\"l5\"}");
+	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(in);
+	assert_int_equal(macs_version(f), v + 1);
+	/* An update replaces both lists, in the column and in the tables. */
+	in = J("{\"tags\":[\"c\"],\"macs\":[\"02:00:00:00:00:14\"]}");
+	assert_int_equal(rp_store_node_update(f->st, "l1", in, 0, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(in);
+	assert_list(f, "l1", "tags", "[\"c\"]");
+	assert_list(f, "l1", "macs", "[\"02:00:00:00:00:14\"]");
+	assert_tagged(f, "a", "l2");
+	assert_tagged(f, "c", "l1");
+	assert_int_equal(macs_version(f), v + 2);
+	/* A MAC the agent reports and nobody owns joins the node: table, column and version. */
+	agent_register(f, "l1", "lists", "[\"02:00:00:00:00:14\",\"02:00:00:00:00:10\"]");
+	assert_list(f, "l1", "macs", "[\"02:00:00:00:00:10\",\"02:00:00:00:00:14\"]");
+	assert_int_equal(macs_version(f), v + 3);
+	assert_int_equal(rp_store_dhcp_hosts(f->st, &hosts), RP_ERR_OK);
+	assert_non_null(strstr(hosts.data, "02:00:00:00:00:10"));
+	assert_null(strstr(hosts.data, "02:00:00:00:00:11"));
+	rp_buf_free(&hosts);
+	assert_int_equal(rp_store_node_delete(f->st, "l1", 0, "t", &detail), RP_ERR_OK);
+	assert_int_equal(macs_version(f), v + 4);
+}
+
+/* Migration 0012 fills the new columns from a version-11 database's tables and drops the
+ * MAC triggers. The version-11 file is made from this one the way 0012 changed it. */
+static void
+test_node_lists_migration(void **state)
+{
+	struct fx *f = *state;
+	json_t *in, *out = NULL, *detail = NULL;
+	char cmd[1024], why[256], line[64] = "";
+	FILE *p;
+
+	in = J("{\"name\":\"m1\",\"tags\":[\"y\",\"x\"],"
+	       "\"macs\":[\"02:00:00:00:00:22\",\"02:00:00:00:00:21\"]}");
+	assert_int_equal(rp_store_node_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(in);
+	rp_store_free(f->st);
+	f->st = NULL;
+	snprintf(cmd, sizeof cmd,
+	         "sqlite3 %s \"ALTER TABLE nodes DROP COLUMN tags; ALTER TABLE nodes DROP COLUMN "
+	         "macs; CREATE TRIGGER macs_ins AFTER INSERT ON node_macs BEGIN UPDATE meta SET "
+	         "value = value + 1 WHERE key = 'macs_version'; END; CREATE TRIGGER macs_del "
+	         "AFTER DELETE ON node_macs BEGIN UPDATE meta SET value = value + 1 WHERE key = "
+	         "'macs_version'; END; CREATE TRIGGER macs_name AFTER UPDATE OF name ON nodes "
+	         "BEGIN UPDATE meta SET value = value + 1 WHERE key = 'macs_version'; END; "
+	         "PRAGMA user_version=11\"",
+	         f->path);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(rp_store_open(f->path, &f->st, why, sizeof why), RP_ERR_OK);
+	rp_store_set_secrets(f->st, f->sec);
+	assert_list(f, "m1", "tags", "[\"x\",\"y\"]");
+	assert_list(f, "m1", "macs", "[\"02:00:00:00:00:21\",\"02:00:00:00:00:22\"]");
+	snprintf(cmd, sizeof cmd,
+	         "sqlite3 %s \"SELECT count(*) FROM sqlite_master WHERE type = 'trigger'\"",
+	         f->path);
+	assert_non_null(p = popen(cmd, "r"));
+	assert_non_null(fgets(line, sizeof line, p));
+	assert_int_equal(pclose(p), 0);
+	assert_string_equal(line, "0\n");
+}
+
 static void
 test_row_text(void **state)
 {
@@ -1162,6 +1331,8 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_boot_token_reuse_prune, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_stmt_cache_grows, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_row_text, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_node_lists, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_node_lists_migration, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
