@@ -189,15 +189,22 @@ int
 rp_uuid_new(char buf[RP_UUID_BUF])
 {
 	unsigned char b[16];
+	static const char hex[] = "0123456789abcdef";
+	char *p = buf;
+	int i;
 
 	if (rp_random(b, sizeof b) < 0)
 		return -1;
 	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
 	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-	snprintf(buf, RP_UUID_BUF,
-	         "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-	         b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-	         b[15]);
+	/* By hand: snprintf's 16 conversions were 2% of an import's instructions. */
+	for (i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*p++ = '-';
+		*p++ = hex[b[i] >> 4];
+		*p++ = hex[b[i] & 15];
+	}
+	*p = '\0';
 	return 0;
 }
 

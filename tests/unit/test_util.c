@@ -27,6 +27,7 @@ test_uuid(void **state)
 	assert_true(rp_uuid_valid(a));
 	assert_int_equal(a[14], '4');
 	assert_true(strchr("89ab", a[19]) != NULL);
+	assert_null(strpbrk(a, "ABCDEF")); /* lowercase, as stored and compared */
 	assert_true(rp_uuid_valid("0B5E5C1E-0000-4000-8000-000000000000"));
 	assert_false(rp_uuid_valid("0b5e5c1e-0000-4000-8000-00000000000"));
 	assert_false(rp_uuid_valid("0b5e5c1e_0000-4000-8000-000000000000"));
