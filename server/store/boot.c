@@ -204,20 +204,6 @@ out:
 
 /* ---- Boot profiles --------------------------------------------------------------------- */
 
-static enum rp_err
-profile_load(struct conn *c, int64_t id, json_t **out)
-{
-	enum rp_err e;
-	struct stmt *s = STMT(c, PROFILE_COLS "WHERE p.id = ?");
-
-	sql_bind_int(s, 1, id);
-	if ((e = store_one(c, s, "boot profile load")) != RP_ERR_OK)
-		return e;
-	*out = store_row(c, s);
-	sql_reset(s);
-	return RP_ERR_OK;
-}
-
 enum rp_err
 store_boot_profile_id(struct conn *c, const char *key, int64_t *id)
 {
@@ -235,7 +221,7 @@ store_boot_profile_id(struct conn *c, const char *key, int64_t *id)
 
 /* Insert (*id == 0) or rewrite a profile from a whole object; checks names and images. */
 static enum rp_err
-profile_save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
+profile_save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json_t **detail)
 {
 	const char *name = json_string_value(json_object_get(obj, "name"));
 	const char *cls = json_string_value(json_object_get(obj, "node_class"));
@@ -246,6 +232,7 @@ profile_save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 	enum rp_err e;
 	int i;
 
+	(void)r;
 	if ((e = store_boot_profile_id(c, name, &other)) == RP_ERR_OK && other != *id) {
 		*detail = store_why("name", "a boot profile named '%s' already exists", name);
 		return RP_ERR_DUPLICATE;
@@ -307,56 +294,41 @@ profile_save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 }
 
 static enum rp_err
-profile_event(struct conn *c, const char *verb, json_t *obj, json_t *diff, const char *actor)
+profile_in_use(struct conn *c, struct store_res *r, int64_t id, json_t *before, json_t **detail)
 {
-	char action[40], summary[160];
+	int64_t n = json_integer_value(json_object_get(before, "node_count"));
 
-	snprintf(action, sizeof action, "boot_profile.%s", verb);
-	snprintf(summary, sizeof summary, "boot profile %s %s",
-	         json_string_value(json_object_get(obj, "name")), verb);
-	return store_event(c, actor, action, "boot_profile",
-	                   json_string_value(json_object_get(obj, "id")),
-	                   json_string_value(json_object_get(obj, "name")), 0, 0, summary, diff);
+	(void)c, (void)r, (void)id;
+	if (n == 0)
+		return RP_ERR_OK;
+	*detail = store_why(NULL, "%lld node(s) use this boot profile", (long long)n);
+	return RP_ERR_IN_USE;
 }
+
+static const char *const profile_skip[] = {"version", "updated_at", "node_count", NULL};
+
+static struct store_res profile_res = {
+        .otype = "boot_profile",
+        .noun = "boot profile",
+        .diff_skip = profile_skip,
+        .sql_load = PROFILE_COLS "WHERE p.id = ?",
+        .sql_delete = "DELETE FROM boot_profiles WHERE id = ?",
+        .id_of = store_boot_profile_id,
+        .save = profile_save,
+        .may_delete = profile_in_use,
+};
 
 enum rp_err
 rp_store_boot_profile_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
                              json_t **detail)
 {
-	struct conn *c = store_conn(st);
-	json_t *obj = NULL;
-	int64_t id = 0;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = profile_save(c, &id, in, detail)) != RP_ERR_OK ||
-	    (e = profile_load(c, id, &obj)) != RP_ERR_OK ||
-	    (e = profile_event(c, "created", obj, NULL, actor)) != RP_ERR_OK ||
-	    (e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = obj;
-	obj = NULL;
-out:
-	store_rollback(c);
-	json_decref(obj);
-	return e;
+	return store_res_create(st, &profile_res, in, actor, out, detail);
 }
 
 enum rp_err
 rp_store_boot_profile_get(struct rp_store *st, const char *key, json_t **out)
 {
-	struct conn *c = store_conn(st);
-	int64_t id = 0;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_boot_profile_id(c, key, &id)) != RP_ERR_OK)
-		return e;
-	return profile_load(c, id, out);
+	return store_res_get(st, &profile_res, key, out);
 }
 
 enum rp_err
@@ -383,85 +355,14 @@ enum rp_err
 rp_store_boot_profile_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
                              const char *actor, json_t **out, json_t **detail)
 {
-	static const char *const skip[] = {"version", "updated_at", "node_count", NULL};
-	struct conn *c = store_conn(st);
-	json_t *before = NULL, *after = NULL, *fresh = NULL, *diff = NULL;
-	int64_t id = 0;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = store_boot_profile_id(c, key, &id)) != RP_ERR_OK ||
-	    (e = profile_load(c, id, &before)) != RP_ERR_OK)
-		goto out;
-	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
-		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
-		e = RP_ERR_PRECONDITION_FAILED;
-		goto out;
-	}
-	after = json_deep_copy(before);
-	store_merge(after, patch);
-	if ((e = profile_save(c, &id, after, detail)) != RP_ERR_OK ||
-	    (e = profile_load(c, id, &fresh)) != RP_ERR_OK)
-		goto out;
-	diff = store_diff(before, fresh, skip);
-	if ((e = profile_event(c, "updated", fresh, diff, actor)) != RP_ERR_OK ||
-	    (e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = fresh;
-	fresh = NULL;
-out:
-	store_rollback(c);
-	json_decref(before);
-	json_decref(after);
-	json_decref(fresh);
-	json_decref(diff);
-	return e;
+	return store_res_update(st, &profile_res, key, patch, if_match, actor, out, detail);
 }
 
 enum rp_err
 rp_store_boot_profile_delete(struct rp_store *st, const char *key, int64_t if_match,
                              const char *actor, json_t **detail)
 {
-	struct conn *c = store_conn(st);
-	json_t *before = NULL;
-	struct stmt *s;
-	int64_t id = 0;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = store_boot_profile_id(c, key, &id)) != RP_ERR_OK ||
-	    (e = profile_load(c, id, &before)) != RP_ERR_OK)
-		goto out;
-	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
-		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
-		e = RP_ERR_PRECONDITION_FAILED;
-		goto out;
-	}
-	if (json_integer_value(json_object_get(before, "node_count")) > 0) {
-		*detail = store_why(
-		        NULL, "%lld node(s) use this boot profile",
-		        (long long)json_integer_value(json_object_get(before, "node_count")));
-		e = RP_ERR_IN_USE;
-		goto out;
-	}
-	e = RP_ERR_INTERNAL;
-	s = STMT(c, "DELETE FROM boot_profiles WHERE id = ?");
-	sql_bind_int(s, 1, id);
-	if ((e = store_exec(c, s, "boot profile delete")) != RP_ERR_OK)
-		goto out;
-	if ((e = profile_event(c, "deleted", before, NULL, actor)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	store_rollback(c);
-	json_decref(before);
-	return e;
+	return store_res_delete(st, &profile_res, key, if_match, actor, detail);
 }
 
 /* ---- Booting ----------------------------------------------------------------------------- */

@@ -283,6 +283,45 @@ void store_merge(json_t *target, json_t *patch);
 enum rp_err store_page(struct conn *c, struct stmt *s, const struct rp_page_req *rq,
                        const char *keyname, struct rp_page *out);
 
+/* A resource kept as a row with a name, a uuid and a version (resource.c runs its create,
+ * get, update and delete, each one transaction with one event). Callbacks get the
+ * descriptor, so one set of callbacks can serve several (named.c). */
+struct store_res {
+	enum store_table table;       /* found by store_id_of(table), unless id_of is set */
+	const char *otype;            /* event object type, and the action's prefix ("recipe") */
+	const char *noun;             /* the summary's word for it ("boot profile"); NULL: otype */
+	int rack_events;              /* its events carry its own id as their rack_id (racks) */
+	int created_diff;             /* its creation event carries the diff from {} (else none) */
+	const char *const *diff_skip; /* members an update's diff ignores */
+	const char *sql_load;         /* its wire object's columns "... WHERE x.id = ?" */
+	const char *sql_delete;       /* "DELETE FROM ... WHERE id = ?" */
+	int s_load, s_delete;         /* their statement slots */
+	enum rp_err (*id_of)(struct conn *c, const char *key, int64_t *id);
+	/* Check a whole object against the database and write it: *id == 0 inserts and
+	 * returns the new id. A refusal comes with *detail. */
+	enum rp_err (*save)(struct conn *c, struct store_res *r, int64_t *id, json_t *obj,
+	                    json_t **detail);
+	/* How a patch changes a copy of the object; NULL: a merge patch (store_merge). */
+	void (*apply)(json_t *after, json_t *patch);
+	/* Refuse a delete (RP_ERR_IN_USE with *detail), or NULL: always allowed. */
+	enum rp_err (*may_delete)(struct conn *c, struct store_res *r, int64_t id, json_t *before,
+	                          json_t **detail);
+};
+
+/* The wire object of r's row id (sql_load), or NOT_FOUND. */
+enum rp_err store_res_load(struct conn *c, struct store_res *r, int64_t id, json_t **out);
+
+/* The API's create, get, update (if_match: the version the caller saw, 0: any; a mismatch
+ * is PRECONDITION_FAILED with current_version) and delete of a resource r describes. */
+enum rp_err store_res_create(struct rp_store *st, struct store_res *r, json_t *in,
+                             const char *actor, json_t **out, json_t **detail);
+enum rp_err store_res_get(struct rp_store *st, struct store_res *r, const char *key, json_t **out);
+enum rp_err store_res_update(struct rp_store *st, struct store_res *r, const char *key,
+                             json_t *patch, int64_t if_match, const char *actor, json_t **out,
+                             json_t **detail);
+enum rp_err store_res_delete(struct rp_store *st, struct store_res *r, const char *key,
+                             int64_t if_match, const char *actor, json_t **detail);
+
 /* Insert one rack / node (with its creation event) inside the caller's transaction; the
  * new row id comes back through *id. Shared by the create calls and import. */
 enum rp_err store_rack_insert(struct conn *c, json_t *in, const char *actor, int64_t *id,

@@ -10,22 +10,6 @@
 	"AS node_count, r.version, r.created_at AS \"created_at:time\", "                          \
 	"r.updated_at AS \"updated_at:time\" FROM racks r "
 
-static const char *const rack_diff_skip[] = {"version", "updated_at", "node_count", NULL};
-
-static enum rp_err
-rack_load(struct conn *c, int64_t id, json_t **out)
-{
-	enum rp_err e;
-	struct stmt *s = STMT(c, RACK_COLS "WHERE r.id = ?");
-
-	sql_bind_int(s, 1, id);
-	if ((e = store_one(c, s, "rack load")) != RP_ERR_OK)
-		return e;
-	*out = store_row(c, s);
-	sql_reset(s);
-	return RP_ERR_OK;
-}
-
 static enum rp_err
 name_free(struct conn *c, const char *name, int64_t self, json_t **detail)
 {
@@ -41,36 +25,118 @@ name_free(struct conn *c, const char *name, int64_t self, json_t **detail)
 	return e;
 }
 
+/* Insert (*id == 0) or rewrite a rack from a whole object: a unique name, and no node above
+ * a lowered height. */
+static enum rp_err
+rack_save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json_t **detail)
+{
+	struct stmt *s;
+	char uuid[RP_UUID_BUF];
+	int64_t now = rp_time_now_ms();
+	enum rp_err e;
+
+	(void)r;
+	if ((e = name_free(c, json_string_value(json_object_get(obj, "name")), *id ? *id : -1,
+	                   detail)) != RP_ERR_OK)
+		return e;
+	if (*id == 0) {
+		if (rp_uuid_new(uuid) < 0)
+			return RP_ERR_INTERNAL;
+		s = STMT(c, "INSERT INTO racks(uuid, name, site, row_name, height_u, "
+		            "power_budget_kw, notes, created_at, updated_at) VALUES "
+		            "(?9,?1,?2,?3,coalesce(?4, 42),?5,?6,?7,?7)");
+		sql_bind_text(s, 9, uuid);
+	} else {
+		s = STMT(c, "SELECT name, u_position + u_height - 1 AS top FROM nodes WHERE "
+		            "rack_id = ? AND u_position IS NOT NULL ORDER BY top DESC LIMIT 1");
+		sql_bind_int(s, 1, *id);
+		e = store_one(c, s, "rack top");
+		if (e == RP_ERR_OK &&
+		    sql_int(s, 1) > json_integer_value(json_object_get(obj, "height_u"))) {
+			*detail = store_why("height_u",
+			                    "node %s occupies U%lld, above the new height",
+			                    sql_text(s, 0), (long long)sql_int(s, 1));
+			sql_reset(s);
+			return RP_ERR_CONFLICT;
+		}
+		if (e == RP_ERR_OK)
+			sql_reset(s);
+		else if (e != RP_ERR_NOT_FOUND)
+			return e;
+		s = STMT(c, "UPDATE racks SET name = ?1, site = ?2, row_name = ?3, height_u = ?4, "
+		            "power_budget_kw = ?5, notes = ?6, version = version + 1, "
+		            "updated_at = ?7 WHERE id = ?8");
+		sql_bind_int(s, 8, *id);
+	}
+	store_bind_str(s, 1, obj, "name");
+	store_bind_str(s, 2, obj, "site");
+	store_bind_str(s, 3, obj, "row");
+	store_bind_int(s, 4, obj, "height_u");
+	store_bind_real(s, 5, obj, "power_budget_kw");
+	store_bind_str(s, 6, obj, "notes");
+	sql_bind_int(s, 7, now);
+	if ((e = store_exec(c, s, "rack write")) != RP_ERR_OK)
+		return e;
+	if (*id == 0)
+		*id = sql_last_id(c);
+	return RP_ERR_OK;
+}
+
+/* A patch that removes the height leaves the default one. */
+static void
+rack_apply(json_t *after, json_t *patch)
+{
+	store_merge(after, patch);
+	if (json_object_get(after, "height_u") == NULL)
+		json_object_set_new(after, "height_u", json_integer(42));
+}
+
+static enum rp_err
+rack_empty(struct conn *c, struct store_res *r, int64_t id, json_t *before, json_t **detail)
+{
+	int64_t count = json_integer_value(json_object_get(before, "node_count"));
+
+	(void)c, (void)r, (void)id;
+	if (count == 0)
+		return RP_ERR_OK;
+	*detail = store_why(NULL, "rack holds %lld node(s); move or delete them first",
+	                    (long long)count);
+	return RP_ERR_IN_USE;
+}
+
+static const char *const rack_diff_skip[] = {"version", "updated_at", "node_count", NULL};
+
+static struct store_res rack_res = {
+        .table = T_RACK,
+        .otype = "rack",
+        .rack_events = 1,
+        .diff_skip = rack_diff_skip,
+        .sql_load = RACK_COLS "WHERE r.id = ?",
+        .sql_delete = "DELETE FROM racks WHERE id = ?",
+        .save = rack_save,
+        .apply = rack_apply,
+        .may_delete = rack_empty,
+};
+
 enum rp_err
 store_rack_insert(struct conn *c, json_t *in, const char *actor, int64_t *id, json_t **detail)
 {
-	struct stmt *s;
-	char uuid[RP_UUID_BUF], summary[160];
-	const char *name = json_string_value(json_object_get(in, "name"));
-	int64_t now = rp_time_now_ms(), newid;
+	json_t *obj = NULL;
+	int64_t newid = 0;
+	char summary[160];
 	enum rp_err e;
 
-	e = name_free(c, name, -1, detail);
-	if (e != RP_ERR_OK)
+	if ((e = rack_save(c, &rack_res, &newid, in, detail)) != RP_ERR_OK)
 		return e;
-	if (rp_uuid_new(uuid) < 0)
-		return RP_ERR_INTERNAL;
-	s = STMT(c, "INSERT INTO racks(uuid, name, site, row_name, height_u, power_budget_kw, "
-	            "notes, created_at, updated_at) VALUES (?,?,?,?,coalesce(?, 42),?,?,?,?)");
-	sql_bind_text(s, 1, uuid);
-	store_bind_str(s, 2, in, "name");
-	store_bind_str(s, 3, in, "site");
-	store_bind_str(s, 4, in, "row");
-	store_bind_int(s, 5, in, "height_u");
-	store_bind_real(s, 6, in, "power_budget_kw");
-	store_bind_str(s, 7, in, "notes");
-	sql_bind_int(s, 8, now);
-	sql_bind_int(s, 9, now);
-	if ((e = store_exec(c, s, "rack insert")) != RP_ERR_OK)
-		return e;
-	newid = sql_last_id(c);
-	snprintf(summary, sizeof summary, "rack %s created", name);
-	e = store_event(c, actor, "rack.created", "rack", uuid, name, 0, newid, summary, NULL);
+	/* The uuid just made, for the event (the same event as rp_store_rack_create's). */
+	if ((e = store_res_load(c, &rack_res, newid, &obj)) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;
+	snprintf(summary, sizeof summary, "rack %s created",
+	         json_string_value(json_object_get(obj, "name")));
+	e = store_event(c, actor, "rack.created", "rack",
+	                json_string_value(json_object_get(obj, "id")),
+	                json_string_value(json_object_get(obj, "name")), 0, newid, summary, NULL);
+	json_decref(obj);
 	if (e != RP_ERR_OK)
 		return e;
 	*id = newid;
@@ -81,45 +147,13 @@ enum rp_err
 rp_store_rack_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
                      json_t **detail)
 {
-	struct conn *c = store_conn(st);
-	enum rp_err e;
-	int64_t id;
-	json_t *obj = NULL;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	e = store_rack_insert(c, in, actor, &id, detail);
-	if (e != RP_ERR_OK)
-		goto out;
-	e = rack_load(c, id, &obj);
-	if (e != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-	if (e != RP_ERR_OK)
-		goto out;
-	*out = obj;
-	obj = NULL;
-out:
-	store_rollback(c);
-	json_decref(obj);
-	return e;
+	return store_res_create(st, &rack_res, in, actor, out, detail);
 }
 
 enum rp_err
 rp_store_rack_get(struct rp_store *st, const char *key, json_t **out)
 {
-	struct conn *c = store_conn(st);
-	int64_t id;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	e = store_id_of(c, T_RACK, key, &id);
-	if (e != RP_ERR_OK)
-		return e;
-	return rack_load(c, id, out);
+	return store_res_get(st, &rack_res, key, out);
 }
 
 enum rp_err
@@ -148,142 +182,18 @@ rp_store_rack_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_
 	return store_page(c, s, rq, "name", out);
 }
 
-static int64_t
-version_of(json_t *o)
-{
-	return json_integer_value(json_object_get(o, "version"));
-}
-
 enum rp_err
 rp_store_rack_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
                      const char *actor, json_t **out, json_t **detail)
 {
-	struct conn *c = store_conn(st);
-	json_t *before = NULL, *after = NULL, *diff = NULL, *fresh = NULL;
-	struct stmt *s;
-	enum rp_err e;
-	int64_t id;
-	char summary[160];
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = store_id_of(c, T_RACK, key, &id)) != RP_ERR_OK)
-		goto out;
-	if ((e = rack_load(c, id, &before)) != RP_ERR_OK)
-		goto out;
-	if (if_match && version_of(before) != if_match) {
-		e = RP_ERR_PRECONDITION_FAILED;
-		*detail = json_pack("{s:I}", "current_version", (json_int_t)version_of(before));
-		goto out;
-	}
-	after = json_deep_copy(before);
-	store_merge(after, patch);
-	if (json_object_get(after, "height_u") == NULL)
-		json_object_set_new(after, "height_u", json_integer(42));
-	if ((e = name_free(c, json_string_value(json_object_get(after, "name")), id, detail)) !=
-	    RP_ERR_OK)
-		goto out;
-	s = STMT(c, "SELECT name, u_position + u_height - 1 AS top FROM nodes WHERE rack_id = ? "
-	            "AND u_position IS NOT NULL ORDER BY top DESC LIMIT 1");
-	sql_bind_int(s, 1, id);
-	e = store_one(c, s, "rack top");
-	if (e == RP_ERR_OK &&
-	    sql_int(s, 1) > json_integer_value(json_object_get(after, "height_u"))) {
-		*detail = store_why("height_u", "node %s occupies U%lld, above the new height",
-		                    sql_text(s, 0), (long long)sql_int(s, 1));
-		sql_reset(s);
-		e = RP_ERR_CONFLICT;
-		goto out;
-	}
-	if (e == RP_ERR_OK)
-		sql_reset(s);
-	else if (e != RP_ERR_NOT_FOUND)
-		goto out;
-	s = STMT(c, "UPDATE racks SET name = ?, site = ?, row_name = ?, height_u = ?, "
-	            "power_budget_kw = ?, notes = ?, version = version + 1, updated_at = ? "
-	            "WHERE id = ?");
-	store_bind_str(s, 1, after, "name");
-	store_bind_str(s, 2, after, "site");
-	store_bind_str(s, 3, after, "row");
-	store_bind_int(s, 4, after, "height_u");
-	store_bind_real(s, 5, after, "power_budget_kw");
-	store_bind_str(s, 6, after, "notes");
-	sql_bind_int(s, 7, rp_time_now_ms());
-	sql_bind_int(s, 8, id);
-	if ((e = store_exec(c, s, "rack update")) != RP_ERR_OK)
-		goto out;
-	if ((e = rack_load(c, id, &fresh)) != RP_ERR_OK)
-		goto out;
-	diff = store_diff(before, fresh, rack_diff_skip);
-	snprintf(summary, sizeof summary, "rack %s updated",
-	         json_string_value(json_object_get(fresh, "name")));
-	e = store_event(c, actor, "rack.updated", "rack",
-	                json_string_value(json_object_get(fresh, "id")),
-	                json_string_value(json_object_get(fresh, "name")), 0, id, summary, diff);
-	if (e != RP_ERR_OK)
-		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = fresh;
-	fresh = NULL;
-out:
-	store_rollback(c);
-	json_decref(before);
-	json_decref(after);
-	json_decref(diff);
-	json_decref(fresh);
-	return e;
+	return store_res_update(st, &rack_res, key, patch, if_match, actor, out, detail);
 }
 
 enum rp_err
 rp_store_rack_delete(struct rp_store *st, const char *key, int64_t if_match, const char *actor,
                      json_t **detail)
 {
-	struct conn *c = store_conn(st);
-	json_t *before = NULL;
-	struct stmt *s;
-	enum rp_err e;
-	int64_t id, count;
-	char summary[160];
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = store_id_of(c, T_RACK, key, &id)) != RP_ERR_OK)
-		goto out;
-	if ((e = rack_load(c, id, &before)) != RP_ERR_OK)
-		goto out;
-	if (if_match && version_of(before) != if_match) {
-		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
-		e = RP_ERR_PRECONDITION_FAILED;
-		goto out;
-	}
-	count = json_integer_value(json_object_get(before, "node_count"));
-	if (count > 0) {
-		*detail = store_why(NULL, "rack holds %lld node(s); move or delete them first",
-		                    (long long)count);
-		e = RP_ERR_IN_USE;
-		goto out;
-	}
-	s = STMT(c, "DELETE FROM racks WHERE id = ?");
-	sql_bind_int(s, 1, id);
-	if ((e = store_exec(c, s, "rack delete")) != RP_ERR_OK)
-		goto out;
-	snprintf(summary, sizeof summary, "rack %s deleted",
-	         json_string_value(json_object_get(before, "name")));
-	e = store_event(c, actor, "rack.deleted", "rack",
-	                json_string_value(json_object_get(before, "id")),
-	                json_string_value(json_object_get(before, "name")), 0, id, summary, NULL);
-	if (e != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	store_rollback(c);
-	json_decref(before);
-	return e;
+	return store_res_delete(st, &rack_res, key, if_match, actor, detail);
 }
 
 enum rp_err
@@ -304,7 +214,7 @@ rp_store_rack_elevation(struct rp_store *st, const char *key, json_t **out)
 		return e;
 	if ((e = store_id_of(c, T_RACK, key, &id)) != RP_ERR_OK)
 		goto out;
-	if ((e = rack_load(c, id, &rack)) != RP_ERR_OK)
+	if ((e = store_res_load(c, &rack_res, id, &rack)) != RP_ERR_OK)
 		goto out;
 	s = STMT(c, "SELECT n.id AS _id, n.uuid AS id, n.name, n.u_position, n.u_height, "
 	            "n.node_class, n.provision_state, n.power_state, "

@@ -13,23 +13,9 @@
 
 static const char *const diff_skip[] = {"version", "updated_at", NULL};
 
-static enum rp_err
-load(struct conn *c, int64_t id, json_t **out)
-{
-	enum rp_err e;
-	struct stmt *s = STMT(c, RECIPE_COLS "WHERE id = ?");
-
-	sql_bind_int(s, 1, id);
-	if ((e = store_one(c, s, "recipe load")) != RP_ERR_OK)
-		return e;
-	*out = store_row(c, s);
-	sql_reset(s);
-	return RP_ERR_OK;
-}
-
 /* Insert (*id == 0) or rewrite a recipe row from a whole object. */
 static enum rp_err
-save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
+save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json_t **detail)
 {
 	const char *name = json_string_value(json_object_get(obj, "name"));
 	char uuid[RP_UUID_BUF], *params, *steps;
@@ -45,6 +31,7 @@ save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 	}
 	if (e != RP_ERR_OK && e != RP_ERR_NOT_FOUND)
 		return e;
+	(void)r;
 	params = p ? store_canon(p) : strdup("{}");
 	steps = store_canon(json_object_get(obj, "steps"));
 	if (*id == 0) {
@@ -82,60 +69,38 @@ save(struct conn *c, int64_t *id, json_t *obj, json_t **detail)
 	return RP_ERR_OK;
 }
 
-static enum rp_err
-event(struct conn *c, const char *verb, json_t *obj, json_t *diff, const char *actor)
+/* Steps and params are replaced whole: merging two plans step by step means nothing. */
+static void
+apply(json_t *after, json_t *patch)
 {
-	char action[32], summary[160];
+	static const char *const members[] = {"steps", "params", "name", "description", NULL};
 
-	snprintf(action, sizeof action, "recipe.%s", verb);
-	snprintf(summary, sizeof summary, "recipe %s %s",
-	         json_string_value(json_object_get(obj, "name")), verb);
-	return store_event(c, actor, action, "recipe",
-	                   json_string_value(json_object_get(obj, "id")),
-	                   json_string_value(json_object_get(obj, "name")), 0, 0, summary, diff);
+	for (const char *const *m = members; *m; m++)
+		if (json_object_get(patch, *m))
+			json_object_set(after, *m, json_object_get(patch, *m));
 }
+
+static struct store_res recipe_res = {
+        .table = T_RECIPE,
+        .otype = "recipe",
+        .diff_skip = diff_skip,
+        .sql_load = RECIPE_COLS "WHERE id = ?",
+        .sql_delete = "DELETE FROM recipes WHERE id = ?",
+        .save = save,
+        .apply = apply,
+};
 
 enum rp_err
 rp_store_recipe_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
                        json_t **detail)
 {
-	struct conn *c = store_conn(st);
-	json_t *obj = NULL;
-	int64_t id = 0;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = save(c, &id, in, detail)) != RP_ERR_OK)
-		goto out;
-	if ((e = load(c, id, &obj)) != RP_ERR_OK)
-		goto out;
-	if ((e = event(c, "created", obj, NULL, actor)) != RP_ERR_OK)
-		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = obj;
-	obj = NULL;
-out:
-	store_rollback(c);
-	json_decref(obj);
-	return e;
+	return store_res_create(st, &recipe_res, in, actor, out, detail);
 }
 
 enum rp_err
 rp_store_recipe_get(struct rp_store *st, const char *key, json_t **out)
 {
-	struct conn *c = store_conn(st);
-	int64_t id;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_id_of(c, T_RECIPE, key, &id)) != RP_ERR_OK)
-		return e;
-	return load(c, id, out);
+	return store_res_get(st, &recipe_res, key, out);
 }
 
 enum rp_err
@@ -161,88 +126,14 @@ enum rp_err
 rp_store_recipe_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
                        const char *actor, json_t **out, json_t **detail)
 {
-	struct conn *c = store_conn(st);
-	json_t *before = NULL, *after = NULL, *fresh = NULL, *diff = NULL;
-	int64_t id;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = store_id_of(c, T_RECIPE, key, &id)) != RP_ERR_OK)
-		goto out;
-	if ((e = load(c, id, &before)) != RP_ERR_OK)
-		goto out;
-	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
-		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
-		e = RP_ERR_PRECONDITION_FAILED;
-		goto out;
-	}
-	/* Steps and params are replaced whole: merging two plans step by step means nothing. */
-	after = json_deep_copy(before);
-	if (json_object_get(patch, "steps"))
-		json_object_set(after, "steps", json_object_get(patch, "steps"));
-	if (json_object_get(patch, "params"))
-		json_object_set(after, "params", json_object_get(patch, "params"));
-	if (json_object_get(patch, "name"))
-		json_object_set(after, "name", json_object_get(patch, "name"));
-	if (json_object_get(patch, "description"))
-		json_object_set(after, "description", json_object_get(patch, "description"));
-	if ((e = save(c, &id, after, detail)) != RP_ERR_OK)
-		goto out;
-	if ((e = load(c, id, &fresh)) != RP_ERR_OK)
-		goto out;
-	diff = store_diff(before, fresh, diff_skip);
-	if ((e = event(c, "updated", fresh, diff, actor)) != RP_ERR_OK)
-		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = fresh;
-	fresh = NULL;
-out:
-	store_rollback(c);
-	json_decref(before);
-	json_decref(after);
-	json_decref(fresh);
-	json_decref(diff);
-	return e;
+	return store_res_update(st, &recipe_res, key, patch, if_match, actor, out, detail);
 }
 
 enum rp_err
 rp_store_recipe_delete(struct rp_store *st, const char *key, int64_t if_match, const char *actor,
                        json_t **detail)
 {
-	struct conn *c = store_conn(st);
-	json_t *before = NULL;
-	struct stmt *s;
-	int64_t id;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = store_id_of(c, T_RECIPE, key, &id)) != RP_ERR_OK)
-		goto out;
-	if ((e = load(c, id, &before)) != RP_ERR_OK)
-		goto out;
-	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
-		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
-		e = RP_ERR_PRECONDITION_FAILED;
-		goto out;
-	}
-	s = STMT(c, "DELETE FROM recipes WHERE id = ?");
-	sql_bind_int(s, 1, id);
-	if ((e = store_exec(c, s, "recipe delete")) != RP_ERR_OK)
-		goto out;
-	if ((e = event(c, "deleted", before, NULL, actor)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	store_rollback(c);
-	json_decref(before);
-	return e;
+	return store_res_delete(st, &recipe_res, key, if_match, actor, detail);
 }
 
 /* Replace ${name} for every declared name in s. New string. */

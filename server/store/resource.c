@@ -1,0 +1,182 @@
+/*
+ * The one create/get/update/delete skeleton of the resources kept as a row (plus children)
+ * with a name, a uuid and a version: racks, recipes, boot profiles, BIOS profiles and
+ * firmware baselines. A descriptor (struct store_res) says how to find, load, write and
+ * announce one; every action here is one transaction and writes one event.
+ */
+#include <stdio.h>
+
+#include "internal.h"
+
+static enum rp_err
+id_of(struct conn *c, struct store_res *r, const char *key, int64_t *id)
+{
+	return r->id_of ? r->id_of(c, key, id) : store_id_of(c, r->table, key, id);
+}
+
+static enum rp_err
+event(struct conn *c, struct store_res *r, const char *verb, json_t *obj, int64_t id, json_t *diff,
+      const char *actor)
+{
+	char action[64], summary[192];
+	const char *name = json_string_value(json_object_get(obj, "name"));
+
+	snprintf(action, sizeof action, "%s.%s", r->otype, verb);
+	snprintf(summary, sizeof summary, "%s %s %s", r->noun ? r->noun : r->otype, name, verb);
+	return store_event(c, actor, action, r->otype,
+	                   json_string_value(json_object_get(obj, "id")), name, 0,
+	                   r->rack_events ? id : 0, summary, diff);
+}
+
+enum rp_err
+store_res_load(struct conn *c, struct store_res *r, int64_t id, json_t **out)
+{
+	struct stmt *s = store_prep(c, &r->s_load, r->sql_load);
+	json_t *obj;
+	enum rp_err e;
+
+	sql_bind_int(s, 1, id);
+	if ((e = store_one(c, s, r->otype)) != RP_ERR_OK)
+		return e;
+	obj = store_row(c, s);
+	sql_reset(s);
+	if (obj == NULL)
+		return RP_ERR_INTERNAL;
+	*out = obj;
+	return RP_ERR_OK;
+}
+
+/* The object behind key, held to the version the caller saw (if_match, 0: any). */
+static enum rp_err
+current(struct conn *c, struct store_res *r, const char *key, int64_t if_match, int64_t *id,
+        json_t **out, json_t **detail)
+{
+	enum rp_err e;
+
+	if ((e = id_of(c, r, key, id)) != RP_ERR_OK ||
+	    (e = store_res_load(c, r, *id, out)) != RP_ERR_OK)
+		return e;
+	if (if_match && json_integer_value(json_object_get(*out, "version")) != if_match) {
+		*detail = json_pack("{s:O}", "current_version", json_object_get(*out, "version"));
+		json_decref(*out);
+		*out = NULL;
+		return RP_ERR_PRECONDITION_FAILED;
+	}
+	return RP_ERR_OK;
+}
+
+enum rp_err
+store_res_create(struct rp_store *st, struct store_res *r, json_t *in, const char *actor,
+                 json_t **out, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *fresh = NULL, *diff = NULL, *empty = NULL;
+	int64_t id = 0;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = r->save(c, r, &id, in, detail)) != RP_ERR_OK ||
+	    (e = store_res_load(c, r, id, &fresh)) != RP_ERR_OK)
+		goto out;
+	if (r->created_diff)
+		diff = store_diff(empty = json_object(), fresh, r->diff_skip);
+	if ((e = event(c, r, "created", fresh, id, diff, actor)) != RP_ERR_OK ||
+	    (e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = fresh;
+	fresh = NULL;
+out:
+	store_rollback(c);
+	json_decref(fresh);
+	json_decref(diff);
+	json_decref(empty);
+	return e;
+}
+
+enum rp_err
+store_res_get(struct rp_store *st, struct store_res *r, const char *key, json_t **out)
+{
+	struct conn *c = store_conn(st);
+	int64_t id;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = id_of(c, r, key, &id)) != RP_ERR_OK)
+		return e;
+	return store_res_load(c, r, id, out);
+}
+
+enum rp_err
+store_res_update(struct rp_store *st, struct store_res *r, const char *key, json_t *patch,
+                 int64_t if_match, const char *actor, json_t **out, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *before = NULL, *after = NULL, *fresh = NULL, *diff = NULL;
+	int64_t id;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = current(c, r, key, if_match, &id, &before, detail)) != RP_ERR_OK)
+		goto out;
+	if ((after = json_deep_copy(before)) == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
+	}
+	if (r->apply)
+		r->apply(after, patch);
+	else
+		store_merge(after, patch);
+	if ((e = r->save(c, r, &id, after, detail)) != RP_ERR_OK ||
+	    (e = store_res_load(c, r, id, &fresh)) != RP_ERR_OK)
+		goto out;
+	diff = store_diff(before, fresh, r->diff_skip);
+	if ((e = event(c, r, "updated", fresh, id, diff, actor)) != RP_ERR_OK ||
+	    (e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*out = fresh;
+	fresh = NULL;
+out:
+	store_rollback(c);
+	json_decref(before);
+	json_decref(after);
+	json_decref(fresh);
+	json_decref(diff);
+	return e;
+}
+
+enum rp_err
+store_res_delete(struct rp_store *st, struct store_res *r, const char *key, int64_t if_match,
+                 const char *actor, json_t **detail)
+{
+	struct conn *c = store_conn(st);
+	json_t *before = NULL;
+	struct stmt *s;
+	int64_t id;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = current(c, r, key, if_match, &id, &before, detail)) != RP_ERR_OK)
+		goto out;
+	if (r->may_delete && (e = r->may_delete(c, r, id, before, detail)) != RP_ERR_OK)
+		goto out;
+	s = store_prep(c, &r->s_delete, r->sql_delete);
+	sql_bind_int(s, 1, id);
+	if ((e = store_exec(c, s, r->otype)) != RP_ERR_OK ||
+	    (e = event(c, r, "deleted", before, id, NULL, actor)) != RP_ERR_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	store_rollback(c);
+	json_decref(before);
+	return e;
+}
