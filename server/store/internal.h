@@ -311,6 +311,16 @@ struct store_res {
 /* The wire object of r's row id (sql_load), or NOT_FOUND. */
 enum rp_err store_res_load(struct conn *c, struct store_res *r, int64_t id, json_t **out);
 
+/* The object behind key, held to the version the caller saw (if_match, 0: any; a mismatch
+ * is PRECONDITION_FAILED with current_version in *detail), with its row id. */
+enum rp_err store_res_current(struct conn *c, struct store_res *r, const char *key,
+                              int64_t if_match, int64_t *id, json_t **out, json_t **detail);
+
+/* Insert in (r's save), load it and write its creation event, inside the caller's
+ * transaction: the new row id, and the object when out is not NULL. */
+enum rp_err store_res_insert(struct conn *c, struct store_res *r, json_t *in, const char *actor,
+                             int64_t *id, json_t **out, json_t **detail);
+
 /* The API's create, get, update (if_match: the version the caller saw, 0: any; a mismatch
  * is PRECONDITION_FAILED with current_version) and delete of a resource r describes. */
 enum rp_err store_res_create(struct rp_store *st, struct store_res *r, json_t *in,

@@ -59,19 +59,13 @@ static const char *const diff_skip[] = {"id",
                                         "provision_error",
                                         NULL};
 
-static enum rp_err
-node_load(struct conn *c, int64_t id, json_t **out)
-{
-	enum rp_err e;
-	struct stmt *s = STMT(c, NODE_COLS "WHERE n.id = ?");
-
-	sql_bind_int(s, 1, id);
-	if ((e = store_one(c, s, "node load")) != RP_ERR_OK)
-		return e;
-	*out = store_row(c, s);
-	sql_reset(s);
-	return RP_ERR_OK;
-}
+/* Nodes are found, loaded and held to a version as the other resources are (resource.c);
+ * their writes stay here (BMC passwords, MAC versions, events with node and rack). */
+static struct store_res node_res = {
+        .table = T_NODE,
+        .otype = "node",
+        .sql_load = NODE_COLS "WHERE n.id = ?",
+};
 
 /* Everything that needs the database before a node row is written: unique name, known
  * rack and profile, free rack units, unclaimed MACs. rack_id/profile_id are resolved. */
@@ -446,7 +440,7 @@ rp_store_node_create(struct rp_store *st, json_t *in, const char *actor, json_t 
 		return e;
 	if ((e = store_node_insert(c, in, actor, &id, detail)) != RP_ERR_OK)
 		goto out;
-	if ((e = node_load(c, id, &obj)) != RP_ERR_OK)
+	if ((e = store_res_load(c, &node_res, id, &obj)) != RP_ERR_OK)
 		goto out;
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
@@ -461,15 +455,7 @@ out:
 enum rp_err
 rp_store_node_get(struct rp_store *st, const char *key, json_t **out)
 {
-	struct conn *c = store_conn(st);
-	int64_t id;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
-		return e;
-	return node_load(c, id, out);
+	return store_res_get(st, &node_res, key, out);
 }
 
 #define NODE_FILTER                                                                                \
@@ -532,15 +518,8 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+	if ((e = store_res_current(c, &node_res, key, if_match, &id, &before, detail)) != RP_ERR_OK)
 		goto out;
-	if ((e = node_load(c, id, &before)) != RP_ERR_OK)
-		goto out;
-	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
-		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
-		e = RP_ERR_PRECONDITION_FAILED;
-		goto out;
-	}
 	after = json_deep_copy(before);
 	for (k = computed; *k; k++)
 		json_object_del(after, *k);
@@ -587,7 +566,7 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 		goto out;
 	if ((e = node_write(c, &id, after, rack_id, profile_id, keep_pw)) != RP_ERR_OK)
 		goto out;
-	if ((e = node_load(c, id, &fresh)) != RP_ERR_OK)
+	if ((e = store_res_load(c, &node_res, id, &fresh)) != RP_ERR_OK)
 		goto out;
 	diff = store_diff(before, fresh, diff_skip);
 	/* The password never appears in events, only the fact that it changed. */
@@ -631,15 +610,8 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
+	if ((e = store_res_current(c, &node_res, key, if_match, &id, &before, detail)) != RP_ERR_OK)
 		goto out;
-	if ((e = node_load(c, id, &before)) != RP_ERR_OK)
-		goto out;
-	if (if_match && json_integer_value(json_object_get(before, "version")) != if_match) {
-		*detail = json_pack("{s:O}", "current_version", json_object_get(before, "version"));
-		e = RP_ERR_PRECONDITION_FAILED;
-		goto out;
-	}
 	s = STMT(c,
 	         "SELECT count(*) FROM jobs WHERE node_id = ? AND state IN ('queued', 'running')");
 	sql_bind_int(s, 1, id);

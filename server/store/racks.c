@@ -121,26 +121,7 @@ static struct store_res rack_res = {
 enum rp_err
 store_rack_insert(struct conn *c, json_t *in, const char *actor, int64_t *id, json_t **detail)
 {
-	json_t *obj = NULL;
-	int64_t newid = 0;
-	char summary[160];
-	enum rp_err e;
-
-	if ((e = rack_save(c, &rack_res, &newid, in, detail)) != RP_ERR_OK)
-		return e;
-	/* The uuid just made, for the event (the same event as rp_store_rack_create's). */
-	if ((e = store_res_load(c, &rack_res, newid, &obj)) != RP_ERR_OK)
-		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;
-	snprintf(summary, sizeof summary, "rack %s created",
-	         json_string_value(json_object_get(obj, "name")));
-	e = store_event(c, actor, "rack.created", "rack",
-	                json_string_value(json_object_get(obj, "id")),
-	                json_string_value(json_object_get(obj, "name")), 0, newid, summary, NULL);
-	json_decref(obj);
-	if (e != RP_ERR_OK)
-		return e;
-	*id = newid;
-	return RP_ERR_OK;
+	return store_res_insert(c, &rack_res, in, actor, id, NULL, detail);
 }
 
 enum rp_err

@@ -46,10 +46,9 @@ store_res_load(struct conn *c, struct store_res *r, int64_t id, json_t **out)
 	return RP_ERR_OK;
 }
 
-/* The object behind key, held to the version the caller saw (if_match, 0: any). */
-static enum rp_err
-current(struct conn *c, struct store_res *r, const char *key, int64_t if_match, int64_t *id,
-        json_t **out, json_t **detail)
+enum rp_err
+store_res_current(struct conn *c, struct store_res *r, const char *key, int64_t if_match,
+                  int64_t *id, json_t **out, json_t **detail)
 {
 	enum rp_err e;
 
@@ -66,24 +65,46 @@ current(struct conn *c, struct store_res *r, const char *key, int64_t if_match, 
 }
 
 enum rp_err
+store_res_insert(struct conn *c, struct store_res *r, json_t *in, const char *actor, int64_t *id,
+                 json_t **out, json_t **detail)
+{
+	json_t *fresh = NULL, *diff = NULL, *empty = NULL;
+	int64_t newid = 0;
+	enum rp_err e;
+
+	if ((e = r->save(c, r, &newid, in, detail)) != RP_ERR_OK ||
+	    (e = store_res_load(c, r, newid, &fresh)) != RP_ERR_OK)
+		goto out;
+	if (r->created_diff)
+		diff = store_diff(empty = json_object(), fresh, r->diff_skip);
+	if ((e = event(c, r, "created", fresh, newid, diff, actor)) != RP_ERR_OK)
+		goto out;
+	*id = newid;
+	if (out) {
+		*out = fresh;
+		fresh = NULL;
+	}
+out:
+	json_decref(fresh);
+	json_decref(diff);
+	json_decref(empty);
+	return e;
+}
+
+enum rp_err
 store_res_create(struct rp_store *st, struct store_res *r, json_t *in, const char *actor,
                  json_t **out, json_t **detail)
 {
 	struct conn *c = store_conn(st);
-	json_t *fresh = NULL, *diff = NULL, *empty = NULL;
-	int64_t id = 0;
+	json_t *fresh = NULL;
+	int64_t id;
 	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	if ((e = r->save(c, r, &id, in, detail)) != RP_ERR_OK ||
-	    (e = store_res_load(c, r, id, &fresh)) != RP_ERR_OK)
-		goto out;
-	if (r->created_diff)
-		diff = store_diff(empty = json_object(), fresh, r->diff_skip);
-	if ((e = event(c, r, "created", fresh, id, diff, actor)) != RP_ERR_OK ||
+	if ((e = store_res_insert(c, r, in, actor, &id, &fresh, detail)) != RP_ERR_OK ||
 	    (e = store_commit(c)) != RP_ERR_OK)
 		goto out;
 	*out = fresh;
@@ -91,8 +112,6 @@ store_res_create(struct rp_store *st, struct store_res *r, json_t *in, const cha
 out:
 	store_rollback(c);
 	json_decref(fresh);
-	json_decref(diff);
-	json_decref(empty);
 	return e;
 }
 
@@ -123,7 +142,7 @@ store_res_update(struct rp_store *st, struct store_res *r, const char *key, json
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	if ((e = current(c, r, key, if_match, &id, &before, detail)) != RP_ERR_OK)
+	if ((e = store_res_current(c, r, key, if_match, &id, &before, detail)) != RP_ERR_OK)
 		goto out;
 	if ((after = json_deep_copy(before)) == NULL) {
 		e = RP_ERR_INTERNAL;
@@ -165,7 +184,7 @@ store_res_delete(struct rp_store *st, struct store_res *r, const char *key, int6
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	if ((e = current(c, r, key, if_match, &id, &before, detail)) != RP_ERR_OK)
+	if ((e = store_res_current(c, r, key, if_match, &id, &before, detail)) != RP_ERR_OK)
 		goto out;
 	if (r->may_delete && (e = r->may_delete(c, r, id, before, detail)) != RP_ERR_OK)
 		goto out;
