@@ -32,7 +32,7 @@ enum rp_err
 rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t *plans,
                       const char *actor, json_t **out, json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *checks = json_object_get(in, "checks"), *nodes = NULL, *nd;
 	struct stmt *s;
 	char uuid[RP_UUID_BUF], state[16] = "", summary[200], *cj = NULL, *bj = NULL;
@@ -41,9 +41,7 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	size_t i;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_id_of(c, T_RACK, rack, &rack_id)) != RP_ERR_OK)
 		goto out;
@@ -54,12 +52,13 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 
 		/* A run whose jobs all ended (cancelled by hand) would block the rack for good: its
 		 * open checks fail, and this one runs them again. */
-		s = STMT(c,
-		         "SELECT EXISTS (SELECT 1 FROM jobs WHERE type = 'acceptance' AND state IN "
-		         "('queued', 'running') AND json_extract(params, '$.run') = (SELECT uuid "
-		         "FROM "
-		         "acceptance_runs WHERE id = ?))");
-		sql_bind_int(s, 1, prev);
+		s = STMT_ARGS(
+		        c,
+		        "SELECT EXISTS (SELECT 1 FROM jobs WHERE type = 'acceptance' AND state IN "
+		        "('queued', 'running') AND json_extract(params, '$.run') = (SELECT uuid "
+		        "FROM "
+		        "acceptance_runs WHERE id = ?))",
+		        prev);
 		if ((e = store_one(c, s, "run live")) == RP_ERR_OK) {
 			live = sql_int(s, 0);
 			sql_reset(s);
@@ -73,20 +72,19 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 			e = RP_ERR_CONFLICT;
 			goto out;
 		}
-		s = STMT(c,
-		         "UPDATE acceptance_results SET state = 'failed', message = 'the node''s "
-		         "acceptance job ended before this check (cancelled?)', finished_at = ?2 "
-		         "WHERE run_id = ?1 AND state IN ('pending', 'running')");
-		sql_bind_int(s, 1, prev);
-		sql_bind_int(s, 2, now);
-		if ((e = store_exec(c, s, "stale run")) != RP_ERR_OK)
+		if ((e = EXEC(c, "stale run",
+		              "UPDATE acceptance_results SET state = 'failed', message = 'the "
+		              "node''s "
+		              "acceptance job ended before this check (cancelled?)', finished_at = "
+		              "?2 "
+		              "WHERE run_id = ?1 AND state IN ('pending', 'running')",
+		              prev, now)) != RP_ERR_OK)
 			goto out;
 		if ((e = store_accept_settle(c, prev)) != RP_ERR_OK)
 			goto out;
 	}
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT id FROM nodes WHERE rack_id = ?");
-	sql_bind_int(s, 1, rack_id);
+	s = STMT_ARGS(c, "SELECT id FROM nodes WHERE rack_id = ?", rack_id);
 	if ((nodes = store_rows(c, s)) == NULL)
 		goto out;
 	if (json_array_size(nodes) == 0) {
@@ -115,32 +113,29 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 		goto out;
 	run_id = sql_last_id(c);
 	/* Every node x check, at once: a re-run copies what passed before; the rest is pending. */
-	s = STMT(c,
-	         "INSERT INTO acceptance_results(run_id, node_id, check_name, state, message, "
-	         "fix, evidence, findings, attempt, started_at, finished_at) SELECT ?1, n.id, "
-	         "j.value, coalesce(p.state, 'pending'), p.message, p.fix, p.evidence, "
-	         "p.findings, coalesce(p.attempt, ?3), p.started_at, p.finished_at FROM nodes n "
-	         "CROSS JOIN json_each(?2) j LEFT JOIN acceptance_results p ON p.run_id = ?4 AND "
-	         "p.node_id = n.id AND p.check_name = j.value AND p.state = 'passed' WHERE "
-	         "n.rack_id = ?5");
-	sql_bind_int(s, 1, run_id);
-	sql_bind_text(s, 2, cj);
-	sql_bind_int(s, 3, attempt + 1);
-	sql_bind_int(s, 4, prev);
-	sql_bind_int(s, 5, rack_id);
-	if ((e = store_exec(c, s, "results insert")) != RP_ERR_OK)
+	if ((e = EXEC(c, "results insert",
+	              "INSERT INTO acceptance_results(run_id, node_id, check_name, state, message, "
+	              "fix, evidence, findings, attempt, started_at, finished_at) SELECT ?1, n.id, "
+	              "j.value, coalesce(p.state, 'pending'), p.message, p.fix, p.evidence, "
+	              "p.findings, coalesce(p.attempt, ?3), p.started_at, p.finished_at FROM nodes "
+	              "n "
+	              "CROSS JOIN json_each(?2) j LEFT JOIN acceptance_results p ON p.run_id = ?4 "
+	              "AND "
+	              "p.node_id = n.id AND p.check_name = j.value AND p.state = 'passed' WHERE "
+	              "n.rack_id = ?5",
+	              run_id, cj, attempt + 1, prev, rack_id)) != RP_ERR_OK)
 		goto out;
 	/* What is read from a fresh boot needs the boot again: pxe runs with them. */
-	s = STMT(c,
-	         "UPDATE acceptance_results AS x SET state = 'pending', message = NULL, fix = "
-	         "NULL, evidence = NULL, findings = NULL, attempt = ?2, started_at = NULL, "
-	         "finished_at = NULL WHERE x.run_id = ?1 AND x.check_name = 'pxe' AND x.state = "
-	         "'passed' AND EXISTS (SELECT 1 FROM acceptance_results d WHERE d.run_id = ?1 AND "
-	         "d.node_id = x.node_id AND d.state = 'pending' AND d.check_name IN "
-	         "('inventory', 'links', 'burn_in'))");
-	sql_bind_int(s, 1, run_id);
-	sql_bind_int(s, 2, attempt + 1);
-	if ((e = store_exec(c, s, "results reset")) != RP_ERR_OK)
+	if ((e = EXEC(c, "results reset",
+	              "UPDATE acceptance_results AS x SET state = 'pending', message = NULL, fix = "
+	              "NULL, evidence = NULL, findings = NULL, attempt = ?2, started_at = NULL, "
+	              "finished_at = NULL WHERE x.run_id = ?1 AND x.check_name = 'pxe' AND x.state "
+	              "= "
+	              "'passed' AND EXISTS (SELECT 1 FROM acceptance_results d WHERE d.run_id = ?1 "
+	              "AND "
+	              "d.node_id = x.node_id AND d.state = 'pending' AND d.check_name IN "
+	              "('inventory', 'links', 'burn_in'))",
+	              run_id, attempt + 1)) != RP_ERR_OK)
 		goto out;
 	json_array_foreach(nodes, i, nd)
 	{
@@ -150,10 +145,11 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 		int64_t jid;
 		int pending = 0;
 
-		s = STMT(c, "SELECT EXISTS (SELECT 1 FROM acceptance_results WHERE run_id = ? AND "
-		            "node_id = ? AND state = 'pending')");
-		sql_bind_int(s, 1, run_id);
-		sql_bind_int(s, 2, nid);
+		s = STMT_ARGS(
+		        c,
+		        "SELECT EXISTS (SELECT 1 FROM acceptance_results WHERE run_id = ? AND "
+		        "node_id = ? AND state = 'pending')",
+		        run_id, nid);
 		if ((e = store_one(c, s, "run pending")) == RP_ERR_OK) {
 			pending = sql_int(s, 0);
 			sql_reset(s);
@@ -217,11 +213,10 @@ store_accept_settle(struct conn *c, int64_t run_id)
 	sql_reset(s);
 	if (open > 0)
 		return RP_ERR_OK;
-	s = STMT(c, "UPDATE acceptance_runs SET state = ?2, finished_at = ?3 WHERE id = ?1 AND "
-	            "state = 'running'");
-	sql_bind_int(s, 1, run_id);
-	sql_bind_text(s, 2, failed ? "failed" : "passed");
-	sql_bind_int(s, 3, rp_time_now_ms());
+	s = STMT_ARGS(c,
+	              "UPDATE acceptance_runs SET state = ?2, finished_at = ?3 WHERE id = ?1 AND "
+	              "state = 'running'",
+	              run_id, failed ? "failed" : "passed", rp_time_now_ms());
 	if ((e = store_exec(c, s, "run settle")) != RP_ERR_OK)
 		return e;
 	snprintf(summary, sizeof summary, "acceptance of rack %s %s (attempt %d%s)", rack,
@@ -247,7 +242,7 @@ store_accept_settle(struct conn *c, int64_t run_id)
 enum rp_err
 rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t **out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *run = NULL, *rows = NULL, *signoffs = NULL;
 	struct stmt *s;
 	char state[16];
@@ -255,9 +250,7 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 	int att = 0;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
+	if ((e = store_read(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_id_of(c, T_RACK, rack, &rack_id)) != RP_ERR_OK)
 		goto out;
@@ -267,12 +260,13 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 		e = RP_ERR_NOT_FOUND;
 		goto out;
 	}
-	s = STMT(c,
-	         "SELECT r.uuid AS id, k.name AS rack, r.attempt, r.state, r.checks AS "
-	         "\"checks:json\", r.burn_in AS \"burn_in:json\", r.created_by, r.created_at AS "
-	         "\"created_at:time\", r.finished_at AS \"finished_at:time\" FROM acceptance_runs "
-	         "r JOIN racks k ON k.id = r.rack_id WHERE r.id = ?");
-	sql_bind_int(s, 1, run_id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT r.uuid AS id, k.name AS rack, r.attempt, r.state, r.checks AS "
+	        "\"checks:json\", r.burn_in AS \"burn_in:json\", r.created_by, r.created_at AS "
+	        "\"created_at:time\", r.finished_at AS \"finished_at:time\" FROM acceptance_runs "
+	        "r JOIN racks k ON k.id = r.rack_id WHERE r.id = ?",
+	        run_id);
 	if ((e = store_one(c, s, "run get")) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND)
 			e = RP_ERR_INTERNAL; /* run_of found it in this snapshot */
@@ -283,16 +277,18 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 	e = RP_ERR_INTERNAL;
 	if (run == NULL)
 		goto out;
-	s = STMT(c, RESULT_COLS
-	         "WHERE x.run_id = ?1 ORDER BY n.u_position DESC, n.name, (SELECT "
-	         "j.key FROM acceptance_runs r, json_each(r.checks) j WHERE r.id = ?1 AND "
-	         "j.value = x.check_name)");
-	sql_bind_int(s, 1, run_id);
+	s = STMT_ARGS(c,
+	              RESULT_COLS
+	              "WHERE x.run_id = ?1 ORDER BY n.u_position DESC, n.name, (SELECT "
+	              "j.key FROM acceptance_runs r, json_each(r.checks) j WHERE r.id = ?1 AND "
+	              "j.value = x.check_name)",
+	              run_id);
 	if ((rows = store_rows(c, s)) == NULL)
 		goto out;
-	s = STMT(c, "SELECT signed_by, signed_at AS \"signed_at:time\", report_sha256, note FROM "
-	            "acceptance_signoffs WHERE run_id = ? ORDER BY id");
-	sql_bind_int(s, 1, run_id);
+	s = STMT_ARGS(c,
+	              "SELECT signed_by, signed_at AS \"signed_at:time\", report_sha256, note FROM "
+	              "acceptance_signoffs WHERE run_id = ? ORDER BY id",
+	              run_id);
 	if ((signoffs = store_rows(c, s)) == NULL)
 		goto out;
 	json_object_set_new(run, "results", rows);
@@ -341,10 +337,10 @@ rp_store_accept_node(struct rp_store *st, const char *run, int64_t node_id, json
 		return RP_ERR_INTERNAL;
 	if ((e = run_by_uuid(c, run, &run_id, &running, &created)) != RP_ERR_OK)
 		return e;
-	s = STMT(c, "SELECT check_name AS \"check\", state, child_job AS job, started_at FROM "
-	            "acceptance_results WHERE run_id = ? AND node_id = ?");
-	sql_bind_int(s, 1, run_id);
-	sql_bind_int(s, 2, node_id);
+	s = STMT_ARGS(c,
+	              "SELECT check_name AS \"check\", state, child_job AS job, started_at FROM "
+	              "acceptance_results WHERE run_id = ? AND node_id = ?",
+	              run_id, node_id);
 	if ((rows = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	if ((e = store_cabling_of_node(c, node_id, &cab)) != RP_ERR_OK) {
@@ -377,6 +373,24 @@ result_state(struct conn *c, int64_t run_id, int64_t node_id, const char *check,
 	return RP_ERR_OK;
 }
 
+/* Begin the write transaction that moves one result of run: the run's row id, the result's
+ * state and the job it waits on (result_state). Rolled back again on failure. */
+static enum rp_err
+result_begin(struct conn *c, const char *run, int64_t node_id, const char *check, int64_t *run_id,
+             char state[16], char *child)
+{
+	int64_t created;
+	int running;
+	enum rp_err e;
+
+	if ((e = store_begin(c)) != RP_ERR_OK)
+		return e;
+	if ((e = run_by_uuid(c, run, run_id, &running, &created)) != RP_ERR_OK ||
+	    (e = result_state(c, *run_id, node_id, check, state, child)) != RP_ERR_OK)
+		store_rollback(c);
+	return e;
+}
+
 enum rp_err
 rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, const char *check,
                       const char *prev, const char *action, json_t *job, char *child, size_t len,
@@ -387,17 +401,13 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
 	struct node_ref n;
 	struct stmt *s;
 	char state[16] = "", uuid[RP_UUID_BUF] = "", was[RP_UUID_BUF] = "";
-	int64_t run_id = 0, created, jid = 0;
-	int running = 0;
+	int64_t run_id = 0, jid = 0;
 	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = result_begin(c, run, node_id, check, &run_id, state, was)) != RP_ERR_OK)
 		return e;
-	if ((e = run_by_uuid(c, run, &run_id, &running, &created)) != RP_ERR_OK ||
-	    (e = result_state(c, run_id, node_id, check, state, was)) != RP_ERR_OK)
-		goto out;
 	/* Queued before (a restart): follow that child, never queue a second. */
 	if (prev == NULL ? strcmp(state, "pending") != 0
 	                 : strcmp(state, "running") != 0 || strcmp(was, prev) != 0) {
@@ -423,8 +433,7 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
 		}
 		if ((e = store_job_add(c, &n, 0, job, "rackpilotd", &jid)) != RP_ERR_OK)
 			goto out;
-		s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
-		sql_bind_int(s, 1, jid);
+		s = STMT_ARGS(c, "SELECT uuid FROM jobs WHERE id = ?", jid);
 		if ((e = store_one(c, s, "child job")) == RP_ERR_OK) {
 			snprintf(uuid, sizeof uuid, "%s", sql_text(s, 0));
 			sql_reset(s);
@@ -432,24 +441,19 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
 			goto out;
 	}
 	e = RP_ERR_INTERNAL;
-	s = STMT(c,
-	         "UPDATE acceptance_results SET state = 'running', child_job = ?4, started_at = "
-	         "coalesce(started_at, ?5) WHERE run_id = ?1 AND node_id = ?2 AND check_name = ?3");
 	if (uuid[0] == '\0')
 		goto out;
-	sql_bind_int(s, 1, run_id);
-	sql_bind_int(s, 2, node_id);
-	sql_bind_text(s, 3, check);
-	sql_bind_text(s, 4, uuid);
-	sql_bind_int(s, 5, rp_time_now_ms());
-	if ((e = store_exec(c, s, "result running")) != RP_ERR_OK)
-		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	snprintf(child, len, "%s", uuid);
+	s = STMT_ARGS(
+	        c,
+	        "UPDATE acceptance_results SET state = 'running', child_job = ?4, started_at = "
+	        "coalesce(started_at, ?5) WHERE run_id = ?1 AND node_id = ?2 AND check_name = "
+	        "?3",
+	        run_id, node_id, check, uuid, rp_time_now_ms());
+	e = store_exec(c, s, "result running");
 out:
-	store_rollback(c);
 	json_decref(res);
+	if ((e = store_end(c, e, NULL, NULL)) == RP_ERR_OK)
+		snprintf(child, len, "%s", uuid);
 	return e;
 }
 
@@ -460,17 +464,13 @@ rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id, co
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	char state[16] = "", *ev = NULL, *fi = NULL;
-	int64_t run_id = 0, created, now = rp_time_now_ms();
-	int running = 0;
+	int64_t run_id = 0, now = rp_time_now_ms();
 	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = result_begin(c, run, node_id, check, &run_id, state, NULL)) != RP_ERR_OK)
 		return e;
-	if ((e = run_by_uuid(c, run, &run_id, &running, &created)) != RP_ERR_OK ||
-	    (e = result_state(c, run_id, node_id, check, state, NULL)) != RP_ERR_OK)
-		goto out;
 	if (strcmp(state, "pending") != 0 && strcmp(state, "running") != 0) {
 		e = RP_ERR_OK; /* settled before a restart: keep it */
 		goto out;
@@ -481,12 +481,12 @@ rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id, co
 	fi = json_object_get(result, "findings")
 	             ? json_dumps(json_object_get(result, "findings"), JSON_COMPACT)
 	             : NULL;
-	s = STMT(c, "UPDATE acceptance_results SET state = ?4, message = ?5, fix = ?6, evidence = "
-	            "?7, findings = ?8, started_at = coalesce(started_at, ?9), finished_at = ?9 "
-	            "WHERE run_id = ?1 AND node_id = ?2 AND check_name = ?3");
-	sql_bind_int(s, 1, run_id);
-	sql_bind_int(s, 2, node_id);
-	sql_bind_text(s, 3, check);
+	s = STMT_ARGS(
+	        c,
+	        "UPDATE acceptance_results SET state = ?4, message = ?5, fix = ?6, evidence = "
+	        "?7, findings = ?8, started_at = coalesce(started_at, ?9), finished_at = ?9 "
+	        "WHERE run_id = ?1 AND node_id = ?2 AND check_name = ?3",
+	        run_id, node_id, check);
 	store_bind_str(s, 4, result, "state");
 	store_bind_str(s, 5, result, "message");
 	store_bind_str(s, 6, result, "fix");
@@ -495,30 +495,25 @@ rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id, co
 	sql_bind_int(s, 9, now);
 	if ((e = store_exec(c, s, "result record")) != RP_ERR_OK)
 		goto out;
-	if ((e = store_accept_settle(c, run_id)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
+	e = store_accept_settle(c, run_id);
 out:
-	store_rollback(c);
 	free(ev);
 	free(fi);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }
 
 enum rp_err
 rp_store_accept_signoff(struct rp_store *st, const char *rack, const char *sha256, const char *note,
                         const char *actor, json_t **out, json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	char state[16] = "", summary[256];
 	int64_t rack_id, run_id;
 	int att = 0;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_id_of(c, T_RACK, rack, &rack_id)) != RP_ERR_OK ||
 	    (e = run_of(c, rack_id, 0, &run_id, state, &att)) != RP_ERR_OK)
@@ -529,13 +524,11 @@ rp_store_accept_signoff(struct rp_store *st, const char *rack, const char *sha25
 		e = RP_ERR_INVALID_STATE;
 		goto out;
 	}
-	s = STMT(c, "INSERT INTO acceptance_signoffs(run_id, signed_by, signed_at, report_sha256, "
-	            "note) VALUES (?, ?, ?, ?, ?)");
-	sql_bind_int(s, 1, run_id);
-	sql_bind_text(s, 2, actor);
-	sql_bind_int(s, 3, rp_time_now_ms());
-	sql_bind_text(s, 4, sha256);
-	sql_bind_text(s, 5, note);
+	s = STMT_ARGS(
+	        c,
+	        "INSERT INTO acceptance_signoffs(run_id, signed_by, signed_at, report_sha256, "
+	        "note) VALUES (?, ?, ?, ?, ?)",
+	        run_id, actor, rp_time_now_ms(), sha256, note);
 	if ((e = store_exec(c, s, "signoff")) != RP_ERR_OK)
 		goto out;
 	snprintf(summary, sizeof summary, "rack %s acceptance (attempt %d) signed off by %s", rack,

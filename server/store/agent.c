@@ -34,10 +34,10 @@ rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *has
 		return e;
 	if (node && (e = store_node_ref(c, node, &n)) != RP_ERR_OK)
 		goto out;
-	s = STMT(c, "INSERT INTO bootstrap_tokens(uuid, hash, node_id, created_by, created_at, "
-	            "expires_at) VALUES (?,?,?,?,?,?)");
-	sql_bind_text(s, 1, uuid);
-	sql_bind_text(s, 2, hash);
+	s = STMT_ARGS(c,
+	              "INSERT INTO bootstrap_tokens(uuid, hash, node_id, created_by, created_at, "
+	              "expires_at) VALUES (?,?,?,?,?,?)",
+	              uuid, hash);
 	if (n.id)
 		sql_bind_int(s, 3, n.id);
 	sql_bind_text(s, 4, actor);
@@ -54,9 +54,7 @@ rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *has
 	if ((e = store_event(c, actor, "bootstrap_token.created", "bootstrap_token", uuid,
 	                     n.id ? n.name : NULL, n.id, n.rack_id, summary, NULL)) != RP_ERR_OK)
 		goto out;
-	s = STMT(c, BOOT_COLS "WHERE t.id = ?2");
-	sql_bind_int(s, 1, now);
-	sql_bind_int(s, 2, id);
+	s = STMT_ARGS(c, BOOT_COLS "WHERE t.id = ?2", now, id);
 	if ((e = store_one(c, s, "bootstrap read")) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND)
 			e = RP_ERR_INTERNAL; /* inserted just now */
@@ -64,14 +62,8 @@ rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *has
 	}
 	obj = store_row(c, s);
 	sql_reset(s);
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = obj;
-	obj = NULL;
 out:
-	store_rollback(c);
-	json_decref(obj);
-	return e;
+	return store_end(c, e, obj, out);
 }
 
 enum rp_err
@@ -83,9 +75,10 @@ rp_store_bootstrap_list(struct rp_store *st, json_t **out)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c, BOOT_COLS "WHERE t.used_at IS NULL AND t.revoked_at IS NULL AND "
-	                      "t.expires_at > ?1 ORDER BY t.id DESC LIMIT 1000");
-	sql_bind_int(s, 1, rp_time_now_ms());
+	s = STMT_ARGS(c,
+	              BOOT_COLS "WHERE t.used_at IS NULL AND t.revoked_at IS NULL AND "
+	                        "t.expires_at > ?1 ORDER BY t.id DESC LIMIT 1000",
+	              rp_time_now_ms());
 	if ((a = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = a;
@@ -96,7 +89,6 @@ enum rp_err
 rp_store_bootstrap_revoke(struct rp_store *st, const char *id, const char *actor)
 {
 	struct conn *c = store_conn(st);
-	struct stmt *s;
 	enum rp_err e;
 
 	if (c == NULL)
@@ -105,23 +97,19 @@ rp_store_bootstrap_revoke(struct rp_store *st, const char *id, const char *actor
 		return RP_ERR_NOT_FOUND;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	s = STMT(c, "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE uuid = lower(?1) AND "
-	            "revoked_at IS NULL AND used_at IS NULL");
-	sql_bind_text(s, 1, id);
-	sql_bind_int(s, 2, rp_time_now_ms());
-	if ((e = store_exec(c, s, "bootstrap revoke")) != RP_ERR_OK)
+	if ((e = EXEC(c, "bootstrap revoke",
+	              "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE uuid = lower(?1) AND "
+	              "revoked_at IS NULL AND used_at IS NULL",
+	              id, rp_time_now_ms())) != RP_ERR_OK)
 		goto out;
 	if (sql_changes(c) == 0) {
 		e = RP_ERR_NOT_FOUND;
 		goto out;
 	}
-	if ((e = store_event(c, actor, "bootstrap_token.revoked", "bootstrap_token", id, NULL, 0, 0,
-	                     "bootstrap token revoked", NULL)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
+	e = store_event(c, actor, "bootstrap_token.revoked", "bootstrap_token", id, NULL, 0, 0,
+	                "bootstrap token revoked", NULL);
 out:
-	store_rollback(c);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }
 
 /* ---- Registration ---------------------------------------------------------------------- */
@@ -164,7 +152,6 @@ discover(struct conn *c, json_t *macs, json_t *inventory, const char *actor, int
 	json_t *node = json_object(), *system = json_object_get(inventory, "system");
 	const char *mac = json_string_value(json_array_get(macs, 0)), *u;
 	char name[64], hex[13];
-	struct stmt *s;
 	int64_t other;
 	enum rp_err e;
 	int i, j;
@@ -192,9 +179,8 @@ discover(struct conn *c, json_t *macs, json_t *inventory, const char *actor, int
 	}
 	if ((e = store_node_insert(c, node, actor, id, detail)) != RP_ERR_OK)
 		goto out;
-	s = STMT(c, "UPDATE nodes SET provision_state = 'discovered' WHERE id = ?");
-	sql_bind_int(s, 1, *id);
-	e = store_exec(c, s, "discover");
+	e = EXEC(c, "discover", "UPDATE nodes SET provision_state = 'discovered' WHERE id = ?",
+	         *id);
 out:
 	json_decref(node);
 	return e;
@@ -222,16 +208,12 @@ pin(struct conn *c, const struct node_ref *n, const struct rp_sshkey *key, const
 		return e;
 	if (same)
 		return RP_ERR_OK;
-	s = STMT(c,
-	         "INSERT INTO ssh_host_keys(node_id, key_type, key_b64, fingerprint, pinned_at, "
-	         "pinned_by) VALUES (?1,?2,?3,?4,?5,?6) ON CONFLICT(node_id) DO UPDATE SET "
-	         "key_type = ?2, key_b64 = ?3, fingerprint = ?4, pinned_at = ?5, pinned_by = ?6");
-	sql_bind_int(s, 1, n->id);
-	sql_bind_text(s, 2, key->type);
-	sql_bind_text(s, 3, key->b64);
-	sql_bind_text(s, 4, key->fingerprint);
-	sql_bind_int(s, 5, rp_time_now_ms());
-	sql_bind_text(s, 6, actor);
+	s = STMT_ARGS(
+	        c,
+	        "INSERT INTO ssh_host_keys(node_id, key_type, key_b64, fingerprint, pinned_at, "
+	        "pinned_by) VALUES (?1,?2,?3,?4,?5,?6) ON CONFLICT(node_id) DO UPDATE SET "
+	        "key_type = ?2, key_b64 = ?3, fingerprint = ?4, pinned_at = ?5, pinned_by = ?6",
+	        n->id, key->type, key->b64, key->fingerprint, rp_time_now_ms(), actor);
 	if ((e = store_exec(c, s, "host key pin")) != RP_ERR_OK)
 		return e;
 	if (had)
@@ -267,12 +249,12 @@ boot_lookup(struct conn *c, const char *hash, struct boot_tok *t, json_t **detai
 	enum rp_err e;
 
 	memset(t, 0, sizeof *t);
-	s = STMT(c, "SELECT id, coalesce(node_id, 0), CASE WHEN revoked_at IS NOT NULL THEN "
-	            "'revoked' WHEN used_at IS NOT NULL THEN 'already used' WHEN expires_at <= ? "
-	            "THEN 'expired' END, coalesce(mac, ''), coalesce(source, ''), uuid "
-	            "FROM bootstrap_tokens WHERE hash = ?");
-	sql_bind_int(s, 1, rp_time_now_ms());
-	sql_bind_text(s, 2, hash);
+	s = STMT_ARGS(c,
+	              "SELECT id, coalesce(node_id, 0), CASE WHEN revoked_at IS NOT NULL THEN "
+	              "'revoked' WHEN used_at IS NOT NULL THEN 'already used' WHEN expires_at <= ? "
+	              "THEN 'expired' END, coalesce(mac, ''), coalesce(source, ''), uuid "
+	              "FROM bootstrap_tokens WHERE hash = ?",
+	              rp_time_now_ms(), hash);
 	if ((e = store_one(c, s, "bootstrap lookup")) == RP_ERR_OK) {
 		t->id = sql_int(s, 0);
 		t->node_id = sql_int(s, 1);
@@ -304,8 +286,8 @@ bootstrap_refused(struct conn *c, const char *hash, const char *peer, json_t *wh
 	struct node_ref n = {0};
 	const char *reason = json_string_value(json_object_get(why, "reason"));
 
-	s = STMT(c, "SELECT uuid, coalesce(node_id, 0) FROM bootstrap_tokens WHERE hash = ?");
-	sql_bind_text(s, 1, hash);
+	s = STMT_ARGS(c, "SELECT uuid, coalesce(node_id, 0) FROM bootstrap_tokens WHERE hash = ?",
+	              hash);
 	/* Best effort: no row or an error records nothing. */
 	if (store_one(c, s, "bootstrap refused") != RP_ERR_OK)
 		return;
@@ -525,7 +507,7 @@ enum rp_err
 rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_t **out,
                         json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *body = r->body, *macs = json_object_get(body, "macs"), *m;
 	json_t *inv = json_object_get(body, "inventory"), *ssh = json_object_get(body, "ssh");
 	const char *address;
@@ -539,9 +521,7 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	int created = 0;
 	size_t i;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = boot_lookup(c, r->bootstrap_hash, &t, detail)) != RP_ERR_OK)
 		goto out;
@@ -584,10 +564,9 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	/* MACs nobody claims yet join this node: the agent sees cabling the manifest missed. */
 	json_array_foreach(macs, i, m)
 	{
-		s = STMT(c, "INSERT OR IGNORE INTO node_macs(mac, node_id) VALUES (?, ?)");
-		sql_bind_text(s, 1, json_string_value(m));
-		sql_bind_int(s, 2, n.id);
-		if ((e = store_exec(c, s, "mac add")) != RP_ERR_OK)
+		if ((e = EXEC(c, "mac add",
+		              "INSERT OR IGNORE INTO node_macs(mac, node_id) VALUES (?, ?)",
+		              json_string_value(m), n.id)) != RP_ERR_OK)
 			goto out;
 	}
 	if (json_array_size(macs) > 0) {
@@ -603,16 +582,14 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	address = json_string_value(json_object_get(ssh, "address"));
 	if (address == NULL)
 		address = r->peer;
-	s = STMT(
+	s = STMT_ARGS(
 	        c,
 	        "INSERT INTO agents(node_id, token_hash, registered_at, seen_at, boot_id, version, "
 	        "status, hostname, address, port) VALUES (?1,?2,?3,?3,?4,?5,'idle',?6,?7,?8) "
 	        "ON CONFLICT(node_id) DO UPDATE SET token_hash = ?2, registered_at = ?3, "
 	        "seen_at = ?3, boot_id = ?4, version = ?5, status = 'idle', hostname = ?6, "
-	        "address = ?7, port = ?8");
-	sql_bind_int(s, 1, n.id);
-	sql_bind_text(s, 2, r->token_hash);
-	sql_bind_int(s, 3, now);
+	        "address = ?7, port = ?8",
+	        n.id, r->token_hash, now);
 	store_bind_str(s, 4, body, "boot_id");
 	store_bind_str(s, 5, body, "agent_version");
 	store_bind_str(s, 6, body, "hostname");
@@ -620,30 +597,27 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	store_bind_int(s, 8, ssh, "port");
 	if ((e = store_exec(c, s, "agent upsert")) != RP_ERR_OK)
 		goto out;
-	s = STMT(c, "UPDATE bootstrap_tokens SET used_at = ?2, used_by = ?3 WHERE id = ?1");
-	sql_bind_int(s, 1, t.id);
-	sql_bind_int(s, 2, now);
-	sql_bind_text(s, 3, n.name);
-	if ((e = store_exec(c, s, "bootstrap use")) != RP_ERR_OK)
+	if ((e = EXEC(c, "bootstrap use",
+	              "UPDATE bootstrap_tokens SET used_at = ?2, used_by = ?3 WHERE id = ?1", t.id,
+	              now, n.name)) != RP_ERR_OK)
 		goto out;
 	/* The machine is in: whatever other boot script tokens were handed out for it (its other
 	 * MACs, or someone else asking with its MAC) open nothing any more. */
-	s = STMT(c,
-	         "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE id != ?1 AND used_at IS NULL "
-	         "AND revoked_at IS NULL AND created_by = 'boot' AND (node_id = ?3 OR (node_id IS "
-	         "NULL AND mac IN (SELECT mac FROM node_macs WHERE node_id = ?3)))");
-	sql_bind_int(s, 1, t.id);
-	sql_bind_int(s, 2, now);
-	sql_bind_int(s, 3, n.id);
+	s = STMT_ARGS(
+	        c,
+	        "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE id != ?1 AND used_at IS NULL "
+	        "AND revoked_at IS NULL AND created_by = 'boot' AND (node_id = ?3 OR (node_id IS "
+	        "NULL AND mac IN (SELECT mac FROM node_macs WHERE node_id = ?3)))",
+	        t.id, now, n.id);
 	if ((e = store_exec(c, s, "bootstrap revoke others")) != RP_ERR_OK)
 		goto out;
 	/* A lifecycle job waiting for this agent runs at the scheduler's next tick, not at the end
 	 * of its poll interval: registration is what it waits for. Only waits come early, never a
 	 * retry's back-off. */
-	s = STMT(c, "UPDATE jobs SET not_before = ?2 WHERE node_id = ?1 AND state = 'queued' AND "
-	            "error_code = 'waiting' AND not_before > ?2");
-	sql_bind_int(s, 1, n.id);
-	sql_bind_int(s, 2, now);
+	s = STMT_ARGS(c,
+	              "UPDATE jobs SET not_before = ?2 WHERE node_id = ?1 AND state = 'queued' AND "
+	              "error_code = 'waiting' AND not_before > ?2",
+	              n.id, now);
 	if ((e = store_exec(c, s, "wake waiting jobs")) != RP_ERR_OK)
 		goto out;
 	snprintf(summary, sizeof summary, "agent on %s registered%s (%s)", n.name,
@@ -672,46 +646,20 @@ out:
 }
 
 enum rp_err
-rp_store_agent_auth(struct rp_store *st, const char *hash, struct rp_token_info *out)
-{
-	struct conn *c = store_conn(st);
-	struct stmt *s;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT n.uuid, n.name, n.id FROM agents a JOIN nodes n ON n.id = a.node_id "
-	            "WHERE a.token_hash = ?");
-	sql_bind_text(s, 1, hash);
-	if ((e = store_one(c, s, "agent auth")) != RP_ERR_OK)
-		return e == RP_ERR_NOT_FOUND ? RP_ERR_UNAUTHORIZED : e;
-	snprintf(out->id, sizeof out->id, "%s", sql_text(s, 0));
-	snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
-	snprintf(out->role, sizeof out->role, "agent");
-	out->node_id = sql_int(s, 2);
-	out->expires_at = 0;
-	sql_reset(s);
-	return RP_ERR_OK;
-}
-
-enum rp_err
 rp_store_agent_heartbeat(struct rp_store *st, int64_t node_id, json_t *hb)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	const char *boot = json_string_value(json_object_get(hb, "boot_id"));
 	char before[64] = "", summary[200];
 	struct node_ref n;
 	struct stmt *s;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
 		goto out;
-	s = STMT(c, "SELECT coalesce(boot_id, '') FROM agents WHERE node_id = ?");
-	sql_bind_int(s, 1, node_id);
+	s = STMT_ARGS(c, "SELECT coalesce(boot_id, '') FROM agents WHERE node_id = ?", node_id);
 	if ((e = store_one(c, s, "heartbeat read")) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND)
 			e = RP_ERR_UNAUTHORIZED;
@@ -719,12 +667,12 @@ rp_store_agent_heartbeat(struct rp_store *st, int64_t node_id, json_t *hb)
 	}
 	snprintf(before, sizeof before, "%s", sql_text(s, 0));
 	sql_reset(s);
-	s = STMT(c, "UPDATE agents SET seen_at = ?2, boot_id = coalesce(?3, boot_id), "
-	            "version = coalesce(?4, version), status = coalesce(?5, status) WHERE node_id "
-	            "= ?1");
-	sql_bind_int(s, 1, node_id);
-	sql_bind_int(s, 2, rp_time_now_ms());
-	sql_bind_text(s, 3, boot);
+	s = STMT_ARGS(
+	        c,
+	        "UPDATE agents SET seen_at = ?2, boot_id = coalesce(?3, boot_id), "
+	        "version = coalesce(?4, version), status = coalesce(?5, status) WHERE node_id "
+	        "= ?1",
+	        node_id, rp_time_now_ms(), boot);
 	store_bind_str(s, 4, hb, "agent_version");
 	store_bind_str(s, 5, hb, "status");
 	if ((e = store_exec(c, s, "heartbeat")) != RP_ERR_OK)
@@ -735,57 +683,45 @@ rp_store_agent_heartbeat(struct rp_store *st, int64_t node_id, json_t *hb)
 		                     n.id, n.rack_id, summary, NULL)) != RP_ERR_OK)
 			goto out;
 	}
-	e = store_commit(c);
 out:
-	store_rollback(c);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }
 
 enum rp_err
 rp_store_agent_inventory(struct rp_store *st, int64_t node_id, json_t *inventory)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct node_ref n;
 	char actor[96];
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
 		goto out;
 	snprintf(actor, sizeof actor, "agent:%s", n.name);
-	if ((e = store_inventory_write(c, &n, "agent", inventory, actor)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
+	e = store_inventory_write(c, &n, "agent", inventory, actor);
 out:
-	store_rollback(c);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }
 
 enum rp_err
 rp_store_node_host_key_set(struct rp_store *st, const char *key, const struct rp_sshkey *hk,
                            const char *actor, json_t **out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct node_ref n;
 	struct stmt *s;
 	json_t *obj = NULL;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write_node(st, key, &c, &n)) != RP_ERR_OK)
 		return e;
-	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
-		goto out;
 	if (hk) {
 		if ((e = pin(c, &n, hk, "an operator", actor)) != RP_ERR_OK)
 			goto out;
 	} else {
-		s = STMT(c, "DELETE FROM ssh_host_keys WHERE node_id = ?");
-		sql_bind_int(s, 1, n.id);
+		s = STMT_ARGS(c, "DELETE FROM ssh_host_keys WHERE node_id = ?", n.id);
 		if ((e = store_exec(c, s, "host key unpin")) != RP_ERR_OK)
 			goto out;
 		if (sql_changes(c) == 0) {
@@ -801,10 +737,11 @@ rp_store_node_host_key_set(struct rp_store *st, const char *key, const struct rp
 				goto out;
 		}
 	}
-	s = STMT(c,
-	         "SELECT key_type AS type, fingerprint, pinned_at AS \"pinned_at:time\", pinned_by "
-	         "FROM ssh_host_keys WHERE node_id = ?");
-	sql_bind_int(s, 1, n.id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT key_type AS type, fingerprint, pinned_at AS \"pinned_at:time\", pinned_by "
+	        "FROM ssh_host_keys WHERE node_id = ?",
+	        n.id);
 	if ((e = store_one(c, s, "host key read")) == RP_ERR_OK) {
 		obj = store_row(c, s);
 		sql_reset(s);

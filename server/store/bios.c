@@ -13,7 +13,7 @@
 enum rp_err
 rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *actual = NULL, *desired_attrs = NULL, *diff = NULL, *res = NULL, *v;
 	const char *name, *profile = NULL, *via = NULL;
 	char pname[128] = "";
@@ -22,16 +22,13 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 	int64_t id, pid = 0;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
+	if ((e = store_read_node(st, key, &c, &n)) != RP_ERR_OK)
 		return e;
-	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
-		goto out;
 	id = n.id;
-	s = STMT(c, "SELECT name, value, source, read_at FROM bios_actual WHERE node_id = ? "
-	            "ORDER BY name");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(c,
+	              "SELECT name, value, source, read_at FROM bios_actual WHERE node_id = ? "
+	              "ORDER BY name",
+	              id);
 	actual = json_object();
 	while (store_next(c, s, "bios actual", &e)) {
 		char ts[RP_TIME_BUF];
@@ -44,11 +41,12 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 	}
 	if (e != RP_ERR_OK)
 		goto out;
-	s = STMT(c,
-	         "SELECT p.id, p.name, CASE WHEN n.bios_profile_id IS NOT NULL THEN 'node' "
-	         "ELSE 'node_class' END FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
-	         " WHERE n.id = ?");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT p.id, p.name, CASE WHEN n.bios_profile_id IS NOT NULL THEN 'node' "
+	        "ELSE 'node_class' END FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
+	        " WHERE n.id = ?",
+	        id);
 	if ((e = store_one(c, s, "bios profile")) == RP_ERR_OK) {
 		pid = sql_int(s, 0);
 		snprintf(pname, sizeof pname, "%s", sql_text(s, 1));
@@ -60,12 +58,12 @@ rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 	desired_attrs = json_object();
 	diff = json_array();
 	if (pid) {
-		s = STMT(c,
-		         "SELECT pa.name, pa.value, a.value FROM bios_profile_attrs pa LEFT JOIN "
-		         "bios_actual a ON a.node_id = ?2 AND a.name = pa.name "
-		         "WHERE pa.profile_id = ?1 ORDER BY pa.name");
-		sql_bind_int(s, 1, pid);
-		sql_bind_int(s, 2, id);
+		s = STMT_ARGS(
+		        c,
+		        "SELECT pa.name, pa.value, a.value FROM bios_profile_attrs pa LEFT JOIN "
+		        "bios_actual a ON a.node_id = ?2 AND a.name = pa.name "
+		        "WHERE pa.profile_id = ?1 ORDER BY pa.name",
+		        pid, id);
 		while (store_next(c, s, "bios diff", &e)) {
 			const char *want = sql_text(s, 1);
 			const char *have = sql_text(s, 2);
@@ -103,77 +101,52 @@ out:
 	return e;
 }
 
+/* store_node_reading's write: attributes into bios_actual. */
+static enum rp_err
+bios_write(struct conn *c, const struct node_ref *n, json_t *attributes, const char *source,
+           int64_t now)
+{
+	const char *name;
+	json_t *v;
+	enum rp_err e;
+
+	json_object_foreach(attributes, name, v)
+	{
+		char *text = store_canon(v);
+		struct stmt *s;
+
+		if (text == NULL)
+			return RP_ERR_INTERNAL;
+		s = STMT_ARGS(c,
+		              "INSERT INTO bios_actual(node_id, name, value, source, read_at) "
+		              "VALUES (?,?,?,?,?) ON CONFLICT(node_id, name) DO UPDATE SET "
+		              "value = excluded.value, source = excluded.source, read_at = "
+		              "excluded.read_at",
+		              n->id, name, text, source, now);
+		free(text);
+		if ((e = store_exec(c, s, "bios set")) != RP_ERR_OK)
+			return e;
+	}
+	return RP_ERR_OK;
+}
+
 enum rp_err
 rp_store_node_bios_set(struct rp_store *st, const char *key, const char *source, json_t *attributes,
                        const char *actor)
 {
-	struct conn *c = store_conn(st);
-	struct stmt *s;
-	int64_t now = rp_time_now_ms();
-	struct node_ref n;
-	const char *name;
-	json_t *v;
-	enum rp_err e;
-	char summary[192];
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
-		goto out;
-	json_object_foreach(attributes, name, v)
-	{
-		char *text = store_canon(v);
-
-		s = STMT(c, "INSERT INTO bios_actual(node_id, name, value, source, read_at) "
-		            "VALUES (?,?,?,?,?) ON CONFLICT(node_id, name) DO UPDATE SET "
-		            "value = excluded.value, source = excluded.source, read_at = "
-		            "excluded.read_at");
-		if (text == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
-		sql_bind_int(s, 1, n.id);
-		sql_bind_text(s, 2, name);
-		sql_bind_text_own(s, 3, text);
-		sql_bind_text(s, 4, source);
-		sql_bind_int(s, 5, now);
-		if ((e = store_exec(c, s, "bios set")) != RP_ERR_OK)
-			goto out;
-	}
-	snprintf(summary, sizeof summary, "%zu BIOS attribute(s) of %s read from %s",
-	         json_object_size(attributes), n.name, source);
-	if ((e = store_event(c, actor, "node.bios_read", "node", n.uuid, n.name, n.id, n.rack_id,
-	                     summary, attributes)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	store_rollback(c);
-	return e;
+	return store_node_reading(st, key, source, attributes, actor, "node.bios_read",
+	                          "BIOS attribute(s)", bios_write);
 }
 
-static struct stmt *
-drift_count(struct conn *c)
-{
-	return STMT(c, "SELECT count(*) FROM nodes n WHERE " TARGET_PROFILE
-	               " IS NOT NULL AND " STORE_DRIFT_WHERE);
-}
-
-static struct stmt *
-drift_rows(struct conn *c)
-{
-	return STMT(c, "SELECT n.name, r.name, n.node_class, p.name, pa.name, a.value, pa.value "
-	               "FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
-	               " JOIN bios_profile_attrs pa ON pa.profile_id = p.id LEFT JOIN bios_actual "
-	               "a ON a.node_id = n.id AND a.name = pa.name LEFT JOIN racks r ON r.id = "
-	               "n.rack_id WHERE a.value IS NOT pa.value AND " STORE_DRIFT_WHERE
-	               "ORDER BY n.name, pa.name");
-}
-
-static const struct store_drift_kind bios_drift = {
-        .count = drift_count,
-        .rows = drift_rows,
+static struct store_drift_kind bios_drift = {
+        .sql_count = "SELECT count(*) FROM nodes n WHERE " TARGET_PROFILE
+                     " IS NOT NULL AND " STORE_DRIFT_WHERE,
+        .sql_rows = "SELECT n.name, r.name, n.node_class, p.name, pa.name, a.value, pa.value "
+                    "FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
+                    " JOIN bios_profile_attrs pa ON pa.profile_id = p.id LEFT JOIN bios_actual "
+                    "a ON a.node_id = n.id AND a.name = pa.name LEFT JOIN racks r ON r.id = "
+                    "n.rack_id WHERE a.value IS NOT pa.value AND " STORE_DRIFT_WHERE
+                    "ORDER BY n.name, pa.name",
         .target_key = "profile",
         .list_key = "attributes",
         .member_key = "name",
@@ -302,24 +275,19 @@ store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **det
 			*detail = store_why("recipe", "a recipe goes only with method agent");
 			return RP_ERR_INVALID_FIELD;
 		}
-		if (recipe && (e = store_id_of(c, T_RECIPE, recipe, &rid)) != RP_ERR_OK) {
-			if (e == RP_ERR_NOT_FOUND) {
-				*detail = store_why("recipe", "no recipe named '%s'", recipe);
-				e = RP_ERR_INVALID_FIELD;
-			}
+		if ((e = store_ref(c, T_RECIPE, recipe, "recipe", &rid, detail)) != RP_ERR_OK)
 			return e;
-		}
 	}
 	if (json_object_size(attrs) == 0)
 		return RP_ERR_OK;
 	/* One registry per distinct id among the nodes the profile applies to. */
-	s = STMT(c,
-	         "SELECT r.registry, r.attributes, min(n.name) FROM bios_registries r JOIN nodes "
-	         "n ON n.id = r.node_id WHERE (?1 IS NOT NULL AND n.node_class = ?1 AND "
-	         "n.bios_profile_id IS NULL) OR n.bios_profile_id = ?2 GROUP BY r.registry "
-	         "LIMIT 16");
-	sql_bind_text(s, 1, cls);
-	sql_bind_int(s, 2, self);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT r.registry, r.attributes, min(n.name) FROM bios_registries r JOIN nodes "
+	        "n ON n.id = r.node_id WHERE (?1 IS NOT NULL AND n.node_class = ?1 AND "
+	        "n.bios_profile_id IS NULL) OR n.bios_profile_id = ?2 GROUP BY r.registry "
+	        "LIMIT 16",
+	        cls, self);
 	while (store_next(c, s, "profile check", &e)) {
 		json_t *defs = json_loads(sql_text(s, 1), 0, NULL);
 
@@ -340,11 +308,11 @@ store_bios_node_check(struct conn *c, int64_t node_id, int64_t profile_id, json_
 	json_t *attrs = NULL, *defs = NULL;
 	enum rp_err e;
 
-	s = STMT(c, "SELECT r.registry, r.attributes, n.name, (SELECT json_group_object(a.name, "
-	            "json(a.value)) FROM bios_profile_attrs a WHERE a.profile_id = ?2) FROM "
-	            "bios_registries r JOIN nodes n ON n.id = r.node_id WHERE r.node_id = ?1");
-	sql_bind_int(s, 1, node_id);
-	sql_bind_int(s, 2, profile_id);
+	s = STMT_ARGS(c,
+	              "SELECT r.registry, r.attributes, n.name, (SELECT json_group_object(a.name, "
+	              "json(a.value)) FROM bios_profile_attrs a WHERE a.profile_id = ?2) FROM "
+	              "bios_registries r JOIN nodes n ON n.id = r.node_id WHERE r.node_id = ?1",
+	              node_id, profile_id);
 	if ((e = store_one(c, s, "node registry check")) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_OK : e; /* no registry: nothing to check */
 	defs = json_loads(sql_text(s, 1), 0, NULL);
@@ -367,44 +335,30 @@ enum rp_err
 rp_store_bios_registry_set(struct rp_store *st, const char *key, const char *registry,
                            json_t *attributes)
 {
-	struct conn *c = store_conn(st);
-	char *text = store_canon(attributes);
+	struct conn *c = NULL;
+	char *text = NULL;
 	struct stmt *s;
 	struct node_ref n;
 	enum rp_err e;
 
-	if (c == NULL || text == NULL) {
-		free(text);
-		return RP_ERR_INTERNAL;
-	}
-	if ((e = store_begin(c)) != RP_ERR_OK) {
-		free(text);
+	if ((e = store_write_node(st, key, &c, &n)) != RP_ERR_OK)
 		return e;
-	}
-	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK) {
-		free(text);
-		goto out;
-	}
-	s = STMT(c, "INSERT INTO bios_registries(node_id, registry, attributes, read_at) VALUES "
-	            "(?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET registry = excluded.registry, "
-	            "attributes = excluded.attributes, read_at = excluded.read_at");
-	sql_bind_int(s, 1, n.id);
-	sql_bind_text(s, 2, registry);
-	sql_bind_text_own(s, 3, text);
-	sql_bind_int(s, 4, rp_time_now_ms());
-	if ((e = store_exec(c, s, "registry set")) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	store_rollback(c);
-	return e;
+	if ((text = store_canon(attributes)) == NULL)
+		return store_end(c, RP_ERR_INTERNAL, NULL, NULL);
+	s = STMT_ARGS(c,
+	              "INSERT INTO bios_registries(node_id, registry, attributes, read_at) VALUES "
+	              "(?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET registry = excluded.registry, "
+	              "attributes = excluded.attributes, read_at = excluded.read_at",
+	              n.id, registry, text, rp_time_now_ms());
+	free(text);
+	return store_end(c, store_exec(c, s, "registry set"), NULL, NULL);
 }
 
 enum rp_err
 rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile, json_t **out,
                       json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *attrs = NULL;
 	char pname[128] = "", method[16] = "redfish", recipe[128] = "";
 	struct stmt *s;
@@ -412,28 +366,19 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 	int64_t pid = 0;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
+	if ((e = store_read_node(st, key, &c, &n)) != RP_ERR_OK)
 		return e;
-	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
-		goto out;
 	if (profile) {
-		if ((e = store_id_of(c, T_PROFILE, profile, &pid)) != RP_ERR_OK) {
-			if (e == RP_ERR_NOT_FOUND) {
-				*detail =
-				        store_why("profile", "no BIOS profile named '%s'", profile);
-				e = RP_ERR_INVALID_FIELD;
-			}
+		if ((e = store_ref(c, T_PROFILE, profile, "profile", &pid, detail)) != RP_ERR_OK)
 			goto out;
-		}
-		s = STMT(c, "SELECT id, name, method, recipe FROM bios_profiles WHERE id = ?");
+		s = STMT_ARGS(c, "SELECT id, name, method, recipe FROM bios_profiles WHERE id = ?",
+		              pid);
 	} else
-		s = STMT(
+		s = STMT_ARGS(
 		        c,
 		        "SELECT p.id, p.name, p.method, p.recipe FROM nodes n JOIN bios_profiles p "
-		        "ON p.id = " TARGET_PROFILE " WHERE n.id = ?");
-	sql_bind_int(s, 1, profile ? pid : n.id);
+		        "ON p.id = " TARGET_PROFILE " WHERE n.id = ?",
+		        n.id);
 	if ((e = store_one(c, s, "bios desired")) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND) {
 			*detail = store_why(
@@ -449,9 +394,9 @@ rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile,
 	snprintf(method, sizeof method, "%s", sql_text(s, 2));
 	snprintf(recipe, sizeof recipe, "%s", sql_text(s, 3) ?: "");
 	sql_reset(s);
-	s = STMT(c,
-	         "SELECT name, value FROM bios_profile_attrs WHERE profile_id = ? ORDER BY name");
-	sql_bind_int(s, 1, pid);
+	s = STMT_ARGS(
+	        c, "SELECT name, value FROM bios_profile_attrs WHERE profile_id = ? ORDER BY name",
+	        pid);
 	attrs = json_object();
 	while (store_next(c, s, "bios desired attrs", &e)) {
 		json_t *v = json_loads(sql_text(s, 1), JSON_DECODE_ANY, NULL);
@@ -511,13 +456,11 @@ rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profi
 	                       detail);
 	if (e != RP_ERR_OK)
 		goto out;
-	s = STMT(c, "INSERT INTO bios_applies(job_id, node_id, child, attributes, sent_at) VALUES "
-	            "(?1, ?2, ?3, ?4, ?5)");
-	sql_bind_int(s, 1, job_id);
-	sql_bind_int(s, 2, n.id);
-	sql_bind_text(s, 3, uuid);
-	sql_bind_text(s, 4, attrs_json);
-	sql_bind_int(s, 5, now);
+	s = STMT_ARGS(
+	        c,
+	        "INSERT INTO bios_applies(job_id, node_id, child, attributes, sent_at) VALUES "
+	        "(?1, ?2, ?3, ?4, ?5)",
+	        job_id, n.id, uuid, attrs_json, now);
 	if ((e = store_exec(c, s, "bios apply row")) != RP_ERR_OK) {
 		if (e == RP_ERR_CONFLICT)
 			e = RP_ERR_DUPLICATE;
@@ -555,9 +498,10 @@ rp_store_bios_apply_get(struct rp_store *st, int64_t job_id, json_t **out)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT child, attributes AS \"attributes:json\", sent_at FROM bios_applies "
-	            "WHERE job_id = ?");
-	sql_bind_int(s, 1, job_id);
+	s = STMT_ARGS(c,
+	              "SELECT child, attributes AS \"attributes:json\", sent_at FROM bios_applies "
+	              "WHERE job_id = ?",
+	              job_id);
 	if ((e = store_one(c, s, "bios apply row")) != RP_ERR_OK)
 		return e;
 	row = store_row(c, s);

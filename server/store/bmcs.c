@@ -36,8 +36,7 @@ rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node, const c
 	if ((e = store_node_ref(c, node, &n)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT driver, address, port, options FROM bmcs WHERE node_id = ?");
-	sql_bind_int(s, 1, n.id);
+	s = STMT_ARGS(c, "SELECT driver, address, port, options FROM bmcs WHERE node_id = ?", n.id);
 	if ((e = store_one(c, s, "bmc workarounds")) != RP_ERR_OK)
 		goto out;
 	driver = sql_text(s, 0);
@@ -70,23 +69,19 @@ rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node, const c
 	if ((e = store_exec(c, s, "bmc workarounds")) != RP_ERR_OK)
 		goto out;
 	/* The node changed: a PATCH made from an older read gets 412 rather than undo this. */
-	s = STMT(c, "UPDATE nodes SET version = version + 1, updated_at = ? WHERE id = ?");
-	sql_bind_int(s, 1, rp_time_now_ms());
-	sql_bind_int(s, 2, n.id);
+	s = STMT_ARGS(c, "UPDATE nodes SET version = version + 1, updated_at = ? WHERE id = ?",
+	              rp_time_now_ms(), n.id);
 	if ((e = store_exec(c, s, "bmc workarounds")) != RP_ERR_OK)
 		goto out;
 	detail = json_pack("{s:O, s:s, s:I}", "workarounds", names, "address", address, "port",
 	                   (json_int_t)port);
 	snprintf(summary, sizeof summary, "BMC of %s needs IPMI workarounds %s (detected)", n.name,
 	         list);
-	if ((e = store_event(c, "rackpilotd", "bmc.workarounds_detected", "node", n.uuid, n.name,
-	                     n.id, n.rack_id, summary, detail)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
+	e = store_event(c, "rackpilotd", "bmc.workarounds_detected", "node", n.uuid, n.name, n.id,
+	                n.rack_id, summary, detail);
 out:
-	store_rollback(c);
 	free(canon);
 	json_decref(opts);
 	json_decref(detail);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }

@@ -74,9 +74,10 @@ rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t
 	if (e != RP_ERR_NOT_FOUND)
 		goto out;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "INSERT INTO images(uuid, name, kind, file, size, sha256, description, "
-	            "created_by, created_at, updated_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?9)");
-	sql_bind_text(s, 1, uuid);
+	s = STMT_ARGS(c,
+	              "INSERT INTO images(uuid, name, kind, file, size, sha256, description, "
+	              "created_by, created_at, updated_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?9)",
+	              uuid);
 	store_bind_str(s, 2, in, "name");
 	store_bind_str(s, 3, in, "kind");
 	store_bind_str(s, 4, in, "file");
@@ -99,18 +100,10 @@ rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t
 	         json_string_value(json_object_get(in, "name")),
 	         (long long)json_integer_value(json_object_get(in, "size")),
 	         json_string_value(json_object_get(in, "sha256")));
-	if ((e = store_event(c, actor, "image.created", "image", uuid,
-	                     json_string_value(json_object_get(in, "name")), 0, 0, summary,
-	                     NULL)) != RP_ERR_OK)
-		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = obj;
-	obj = NULL;
+	e = store_event(c, actor, "image.created", "image", uuid,
+	                json_string_value(json_object_get(in, "name")), 0, 0, summary, NULL);
 out:
-	store_rollback(c);
-	json_decref(obj);
-	return e;
+	return store_end(c, e, obj, out);
 }
 
 enum rp_err
@@ -136,15 +129,17 @@ rp_store_image_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	if (rq->sort_by_name) {
-		s = STMT(c,
-		         IMAGE_COLS "WHERE (?1 IS NULL OR name > ?1) AND (?2 IS NULL OR kind = ?2) "
-		                    "ORDER BY name LIMIT ?3");
-		sql_bind_text(s, 1, rq->after_key);
+		s = STMT_ARGS(c,
+		              IMAGE_COLS
+		              "WHERE (?1 IS NULL OR name > ?1) AND (?2 IS NULL OR kind = ?2) "
+		              "ORDER BY name LIMIT ?3",
+		              rq->after_key);
 	} else {
-		s = STMT(c,
-		         IMAGE_COLS "WHERE images.id > ?1 AND (?2 IS NULL OR kind = ?2) ORDER BY "
-		                    "images.id LIMIT ?3");
-		sql_bind_int(s, 1, rq->after_id);
+		s = STMT_ARGS(c,
+		              IMAGE_COLS
+		              "WHERE images.id > ?1 AND (?2 IS NULL OR kind = ?2) ORDER BY "
+		              "images.id LIMIT ?3",
+		              rq->after_id);
 	}
 	store_bind_str(s, 2, rq->filter, "kind");
 	sql_bind_int(s, 3, rq->limit + 1);
@@ -155,22 +150,20 @@ enum rp_err
 rp_store_image_delete(struct rp_store *st, const char *key, const char *actor, json_t **out,
                       json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *obj = NULL;
 	struct stmt *s;
 	int64_t id = 0, users = 0;
 	char summary[200];
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = image_id(c, key, &id)) != RP_ERR_OK || (e = image_load(c, id, &obj)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT count(*) FROM boot_profiles WHERE kernel_id = ?1 OR initrd_id = ?1");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(
+	        c, "SELECT count(*) FROM boot_profiles WHERE kernel_id = ?1 OR initrd_id = ?1", id);
 	if ((e = store_one(c, s, "image users")) != RP_ERR_OK)
 		goto out; /* an aggregate: always a row */
 	users = sql_int(s, 0);
@@ -181,25 +174,16 @@ rp_store_image_delete(struct rp_store *st, const char *key, const char *actor, j
 		e = RP_ERR_IN_USE;
 		goto out;
 	}
-	s = STMT(c, "DELETE FROM images WHERE id = ?");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(c, "DELETE FROM images WHERE id = ?", id);
 	if ((e = store_exec(c, s, "image delete")) != RP_ERR_OK)
 		goto out;
 	snprintf(summary, sizeof summary, "image %s deleted",
 	         json_string_value(json_object_get(obj, "name")));
-	if ((e = store_event(c, actor, "image.deleted", "image",
-	                     json_string_value(json_object_get(obj, "id")),
-	                     json_string_value(json_object_get(obj, "name")), 0, 0, summary,
-	                     NULL)) != RP_ERR_OK)
-		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = obj;
-	obj = NULL;
+	e = store_event(c, actor, "image.deleted", "image",
+	                json_string_value(json_object_get(obj, "id")),
+	                json_string_value(json_object_get(obj, "name")), 0, 0, summary, NULL);
 out:
-	store_rollback(c);
-	json_decref(obj);
-	return e;
+	return store_end(c, e, obj, out);
 }
 
 /* ---- Boot profiles --------------------------------------------------------------------- */
@@ -240,9 +224,8 @@ profile_save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json
 	if (e != RP_ERR_OK && e != RP_ERR_NOT_FOUND)
 		return e;
 	if (cls) {
-		s = STMT(c, "SELECT name FROM boot_profiles WHERE node_class = ? AND id != ?");
-		sql_bind_text(s, 1, cls);
-		sql_bind_int(s, 2, *id);
+		s = STMT_ARGS(c, "SELECT name FROM boot_profiles WHERE node_class = ? AND id != ?",
+		              cls, *id);
 		if ((e = store_one(c, s, "boot profile class")) == RP_ERR_OK) {
 			*detail = store_why("node_class",
 			                    "boot profile '%s' already applies to class '%s'",
@@ -313,79 +296,35 @@ static struct store_res profile_res = {
         .diff_skip = profile_skip,
         .sql_load = PROFILE_COLS "WHERE p.id = ?",
         .sql_delete = "DELETE FROM boot_profiles WHERE id = ?",
+        .sql_list_id = PROFILE_COLS "WHERE p.id > ?1 ORDER BY p.id LIMIT ?2",
+        .sql_list_name = PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) ORDER BY p.name LIMIT ?2",
         .id_of = store_boot_profile_id,
         .save = profile_save,
         .may_delete = profile_in_use,
 };
 
-enum rp_err
-rp_store_boot_profile_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
-                             json_t **detail)
-{
-	return store_res_create(st, &profile_res, in, actor, out, detail);
-}
-
-enum rp_err
-rp_store_boot_profile_get(struct rp_store *st, const char *key, json_t **out)
-{
-	return store_res_get(st, &profile_res, key, out);
-}
-
-enum rp_err
-rp_store_boot_profile_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
-{
-	struct conn *c = store_conn(st);
-	struct stmt *s;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if (rq->sort_by_name) {
-		s = STMT(c,
-		         PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) ORDER BY p.name LIMIT ?2");
-		sql_bind_text(s, 1, rq->after_key);
-	} else {
-		s = STMT(c, PROFILE_COLS "WHERE p.id > ?1 ORDER BY p.id LIMIT ?2");
-		sql_bind_int(s, 1, rq->after_id);
-	}
-	sql_bind_int(s, 2, rq->limit + 1);
-	return store_page(c, s, rq, "name", out);
-}
-
-enum rp_err
-rp_store_boot_profile_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
-                             const char *actor, json_t **out, json_t **detail)
-{
-	return store_res_update(st, &profile_res, key, patch, if_match, actor, out, detail);
-}
-
-enum rp_err
-rp_store_boot_profile_delete(struct rp_store *st, const char *key, int64_t if_match,
-                             const char *actor, json_t **detail)
-{
-	return store_res_delete(st, &profile_res, key, if_match, actor, detail);
-}
+STORE_RES_CALLS(boot_profile, &profile_res)
 
 /* ---- Booting ----------------------------------------------------------------------------- */
 
 enum rp_err
 rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *node = NULL, *profile = NULL;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
+	if ((e = store_read(st, &c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT n.id AS row_id, n.uuid AS id, n.name, n.provision_state AS state, "
-	            "n.maintenance "
-	            "AS \"maintenance:bool\", n.node_class, j.phase, n.boot_profile_id "
-	            "FROM node_macs m JOIN nodes n ON n.id = m.node_id "
-	            "LEFT JOIN jobs j ON j.id = n.provision_job_id WHERE m.mac = ?");
-	sql_bind_text(s, 1, mac);
+	s = STMT_ARGS(c,
+	              "SELECT n.id AS row_id, n.uuid AS id, n.name, n.provision_state AS state, "
+	              "n.maintenance "
+	              "AS \"maintenance:bool\", n.node_class, j.phase, n.boot_profile_id "
+	              "FROM node_macs m JOIN nodes n ON n.id = m.node_id "
+	              "LEFT JOIN jobs j ON j.id = n.provision_job_id WHERE m.mac = ?",
+	              mac);
 	if ((e = store_one(c, s, "boot lookup")) == RP_ERR_OK) {
 		node = store_row(c, s);
 		sql_reset(s);
@@ -449,15 +388,13 @@ enum rp_err
 rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secret[RP_TOKEN_BUF],
                     char *why, size_t whylen)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	char uuid[RP_UUID_BUF] = "", token[RP_TOKEN_BUF], hash[RP_SHA256_HEX];
 	int64_t now = rp_time_now_ms(), live = 0, mine = 0;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = boot_prune(c, now)) != RP_ERR_OK)
 		goto out;
@@ -500,15 +437,13 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 	 * the slots a real new machine needs. */
 	if (!r->node_id) {
 		/* A MAC that holds a slot already (its token past half-life) keeps it. */
-		s = STMT(
+		s = STMT_ARGS(
 		        c,
 		        "SELECT count(DISTINCT mac), count(DISTINCT CASE WHEN source IS ?2 THEN "
 		        "mac "
 		        "END) FROM bootstrap_tokens WHERE node_id IS NULL AND mac IS NOT NULL AND "
-		        "mac != ?3 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ?1");
-		sql_bind_int(s, 1, now);
-		sql_bind_text(s, 2, r->source);
-		sql_bind_text(s, 3, r->mac);
+		        "mac != ?3 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ?1",
+		        now, r->source, r->mac);
 		if ((e = store_one(c, s, "discovery slots")) != RP_ERR_OK)
 			goto out; /* an aggregate: always a row */
 		live = sql_int(s, 0);
@@ -555,10 +490,10 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 	if (rp_uuid_new(uuid) < 0 || boot_secret(st, uuid, token) < 0)
 		goto out;
 	rp_sha256_hex(token, strlen(token), hash);
-	s = STMT(c, "INSERT INTO bootstrap_tokens(uuid, hash, node_id, mac, source, created_by, "
-	            "created_at, expires_at) VALUES (?,?,?,?,?,'boot',?,?)");
-	sql_bind_text(s, 1, uuid);
-	sql_bind_text(s, 2, hash);
+	s = STMT_ARGS(c,
+	              "INSERT INTO bootstrap_tokens(uuid, hash, node_id, mac, source, created_by, "
+	              "created_at, expires_at) VALUES (?,?,?,?,?,'boot',?,?)",
+	              uuid, hash);
 	if (r->node_id)
 		sql_bind_int(s, 3, r->node_id);
 	sql_bind_text(s, 4, r->mac);

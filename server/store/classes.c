@@ -22,17 +22,18 @@ store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
 
 	if (bom == NULL)
 		goto out;
-	s = STMT(c, "SELECT 1 FROM node_classes WHERE name = ?");
-	sql_bind_text(s, 1, name);
+	s = STMT_ARGS(c, "SELECT 1 FROM node_classes WHERE name = ?", name);
 	if ((e = store_one(c, s, "class")) == RP_ERR_OK)
 		sql_reset(s);
 	else if (e != RP_ERR_NOT_FOUND)
 		goto out;
 	*created = e == RP_ERR_NOT_FOUND;
-	s = STMT(c, "INSERT INTO node_classes(name, description, bom, created_at, updated_at) "
-	            "VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT(name) DO UPDATE SET description = ?2, "
-	            "bom = ?3, version = version + 1, updated_at = ?4");
-	sql_bind_text(s, 1, name);
+	s = STMT_ARGS(
+	        c,
+	        "INSERT INTO node_classes(name, description, bom, created_at, updated_at) "
+	        "VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT(name) DO UPDATE SET description = ?2, "
+	        "bom = ?3, version = version + 1, updated_at = ?4",
+	        name);
 	store_bind_str(s, 2, in, "description");
 	sql_bind_text(s, 3, bom);
 	sql_bind_int(s, 4, now);
@@ -50,13 +51,11 @@ out:
 enum rp_err
 rp_store_class_put(struct rp_store *st, json_t *in, const char *actor, json_t **out, int *created)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	enum rp_err e;
 	int made = 0;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_class_put(c, in, actor, &made)) == RP_ERR_OK &&
 	    (e = store_commit(c)) == RP_ERR_OK) {
@@ -105,18 +104,15 @@ rp_store_class_list(struct rp_store *st, json_t **out)
 enum rp_err
 rp_store_class_delete(struct rp_store *st, const char *name, const char *actor)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	char summary[200];
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "DELETE FROM node_classes WHERE name = ?");
-	sql_bind_text(s, 1, name);
+	s = STMT_ARGS(c, "DELETE FROM node_classes WHERE name = ?", name);
 	if ((e = store_exec(c, s, "class delete")) != RP_ERR_OK)
 		goto out;
 	if (sql_changes(c) == 0) {
@@ -124,13 +120,10 @@ rp_store_class_delete(struct rp_store *st, const char *name, const char *actor)
 		goto out;
 	}
 	snprintf(summary, sizeof summary, "node class %s deleted", name);
-	if ((e = store_event(c, actor, "node_class.deleted", "node_class", NULL, name, 0, 0,
-	                     summary, NULL)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
+	e = store_event(c, actor, "node_class.deleted", "node_class", NULL, name, 0, 0, summary,
+	                NULL);
 out:
-	store_rollback(c);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }
 
 /* ---- Cabling --------------------------------------------------------------------------- */
@@ -154,9 +147,10 @@ store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, json_t **deta
 		*detail = store_why("node", "node %s is not in this rack", n.name);
 		return RP_ERR_INVALID_FIELD;
 	}
-	s = STMT(c, "INSERT INTO cabling(node_id, interface, port_guid, switch, port) VALUES "
-	            "(?, ?, ?, ?, ?)");
-	sql_bind_int(s, 1, n.id);
+	s = STMT_ARGS(c,
+	              "INSERT INTO cabling(node_id, interface, port_guid, switch, port) VALUES "
+	              "(?, ?, ?, ?, ?)",
+	              n.id);
 	store_bind_str(s, 2, entry, "interface");
 	store_bind_str(s, 3, entry, "port_guid");
 	store_bind_str(s, 4, entry, "switch");
@@ -199,8 +193,7 @@ rp_store_cabling_get(struct rp_store *st, const char *rack, json_t **out)
 		return RP_ERR_INTERNAL;
 	if ((e = store_id_of(c, T_RACK, rack, &rid)) != RP_ERR_OK)
 		return e;
-	s = STMT(c, CABLE_COLS "WHERE n.rack_id = ? ORDER BY n.name, k.id");
-	sql_bind_int(s, 1, rid);
+	s = STMT_ARGS(c, CABLE_COLS "WHERE n.rack_id = ? ORDER BY n.name, k.id", rid);
 	if ((items = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = json_pack("{s:s, s:o}", "rack", rack, "entries", items);
@@ -211,7 +204,7 @@ enum rp_err
 rp_store_cabling_put(struct rp_store *st, const char *rack, json_t *entries, const char *actor,
                      json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *en, *why = NULL;
 	int64_t rid;
@@ -219,16 +212,14 @@ rp_store_cabling_put(struct rp_store *st, const char *rack, json_t *entries, con
 	enum rp_err e;
 	size_t i;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_id_of(c, T_RACK, rack, &rid)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c,
-	         "DELETE FROM cabling WHERE node_id IN (SELECT id FROM nodes WHERE rack_id = ?)");
-	sql_bind_int(s, 1, rid);
+	s = STMT_ARGS(
+	        c, "DELETE FROM cabling WHERE node_id IN (SELECT id FROM nodes WHERE rack_id = ?)",
+	        rid);
 	if ((e = store_exec(c, s, "cabling clear")) != RP_ERR_OK)
 		goto out;
 	json_array_foreach(entries, i, en)
@@ -247,11 +238,7 @@ rp_store_cabling_put(struct rp_store *st, const char *rack, json_t *entries, con
 	}
 	snprintf(summary, sizeof summary, "cabling plan of rack %s: %zu entries", rack,
 	         json_array_size(entries));
-	if ((e = store_event(c, actor, "rack.cabling_set", "rack", NULL, rack, 0, rid, summary,
-	                     NULL)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
+	e = store_event(c, actor, "rack.cabling_set", "rack", NULL, rack, 0, rid, summary, NULL);
 out:
-	store_rollback(c);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }

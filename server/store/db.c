@@ -407,6 +407,73 @@ store_rollback(struct conn *c)
 	c->drv->rollback(c->db);
 }
 
+static enum rp_err
+open_txn(struct rp_store *st, struct conn **c, enum rp_err (*begin)(struct conn *c))
+{
+	struct conn *x = store_conn(st);
+	enum rp_err e;
+
+	if (x == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = begin(x)) != RP_ERR_OK)
+		return e;
+	*c = x;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+store_write(struct rp_store *st, struct conn **c)
+{
+	return open_txn(st, c, store_begin);
+}
+
+enum rp_err
+store_read(struct rp_store *st, struct conn **c)
+{
+	return open_txn(st, c, store_read_begin);
+}
+
+static enum rp_err
+open_node(struct rp_store *st, const char *key, struct conn **c, struct node_ref *n,
+          enum rp_err (*begin)(struct conn *c), void (*end)(struct conn *c))
+{
+	struct conn *x = NULL;
+	enum rp_err e;
+
+	if ((e = open_txn(st, &x, begin)) != RP_ERR_OK)
+		return e;
+	if ((e = store_node_ref(x, key, n)) != RP_ERR_OK) {
+		end(x);
+		return e;
+	}
+	*c = x;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+store_write_node(struct rp_store *st, const char *key, struct conn **c, struct node_ref *n)
+{
+	return open_node(st, key, c, n, store_begin, store_rollback);
+}
+
+enum rp_err
+store_read_node(struct rp_store *st, const char *key, struct conn **c, struct node_ref *n)
+{
+	return open_node(st, key, c, n, store_read_begin, store_read_end);
+}
+
+enum rp_err
+store_end(struct conn *c, enum rp_err e, json_t *obj, json_t **out)
+{
+	if (e == RP_ERR_OK && (e = store_commit(c)) == RP_ERR_OK && out) {
+		*out = obj;
+		return e;
+	}
+	store_rollback(c);
+	json_decref(obj);
+	return e;
+}
+
 enum rp_err
 store_read_begin(struct conn *c)
 {
@@ -1119,6 +1186,22 @@ store_rows(struct conn *c, struct stmt *s)
 	return a;
 }
 
+struct stmt *
+sql_bind_args(struct stmt *s, const struct sql_arg *args, size_t n)
+{
+	size_t i;
+
+	for (i = 0; s && i < n; i++) {
+		if (args[i].type == 't')
+			sql_bind_text(s, (int)i + 1, args[i].t);
+		else if (args[i].type == 'r')
+			sql_bind_real(s, (int)i + 1, args[i].r);
+		else
+			sql_bind_int(s, (int)i + 1, args[i].i);
+	}
+	return s;
+}
+
 void
 sql_bind_text(struct stmt *s, int i, const char *v)
 {
@@ -1170,6 +1253,31 @@ store_bind_real(struct stmt *s, int i, json_t *obj, const char *key)
 		sql_bind_real(s, i, json_number_value(v));
 	else
 		sql_bind_null(s, i);
+}
+
+enum rp_err
+store_ref(struct conn *c, enum store_table t, const char *key, const char *field, int64_t *id,
+          json_t **detail)
+{
+	static const char *const noun[] = {
+	        [T_RACK] = "rack",
+	        [T_NODE] = "node",
+	        [T_PROFILE] = "BIOS profile",
+	        [T_BASELINE] = "firmware baseline",
+	        [T_RECIPE] = "recipe",
+	};
+	int64_t found = 0;
+	enum rp_err e;
+
+	if (key && (e = store_id_of(c, t, key, &found)) != RP_ERR_OK) {
+		if (e == RP_ERR_NOT_FOUND) {
+			*detail = store_why(field, "no %s named '%s'", noun[t], key);
+			e = RP_ERR_INVALID_FIELD;
+		}
+		return e;
+	}
+	*id = found;
+	return RP_ERR_OK;
 }
 
 enum rp_err
@@ -1276,13 +1384,13 @@ store_refusal(struct conn *c, const char *action, const char *otype, const char 
 	if (store_begin(c) != RP_ERR_OK)
 		return;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT id, coalesce(json_extract(detail, '$.count'), 1) FROM events WHERE at "
-	            ">= ?1 "
-	            "AND action = ?2 AND object_id IS ?3 AND node_id IS ?4 AND "
-	            "json_extract(detail, '$.source') IS ?5 ORDER BY id DESC LIMIT 1");
-	sql_bind_int(s, 1, now - RP_REFUSAL_WINDOW_MS);
-	sql_bind_text(s, 2, action);
-	sql_bind_text(s, 3, oid);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT id, coalesce(json_extract(detail, '$.count'), 1) FROM events WHERE at "
+	        ">= ?1 "
+	        "AND action = ?2 AND object_id IS ?3 AND node_id IS ?4 AND "
+	        "json_extract(detail, '$.source') IS ?5 ORDER BY id DESC LIMIT 1",
+	        now - RP_REFUSAL_WINDOW_MS, action, oid);
 	if (node_id > 0)
 		sql_bind_int(s, 4, node_id);
 	sql_bind_text(s, 5, source);
@@ -1295,14 +1403,11 @@ store_refusal(struct conn *c, const char *action, const char *otype, const char 
 	e = RP_ERR_INTERNAL;
 	if (id) {
 		snprintf(text, sizeof text, "%.300s (%lld times)", summary, (long long)count + 1);
-		s = STMT(
+		s = STMT_ARGS(
 		        c,
 		        "UPDATE events SET summary = ?2, detail = json_set(coalesce(detail, '{}'), "
-		        "'$.count', ?3, '$.last_at', ?4) WHERE id = ?1");
-		sql_bind_int(s, 1, id);
-		sql_bind_text(s, 2, text);
-		sql_bind_int(s, 3, count + 1);
-		sql_bind_int(s, 4, now);
+		        "'$.count', ?3, '$.last_at', ?4) WHERE id = ?1",
+		        id, text, count + 1, now);
 		e = store_exec(c, s, "refusal count");
 	} else {
 		d = detail ? json_deep_copy(detail) : json_object();

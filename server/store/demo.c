@@ -24,13 +24,11 @@ rp_store_demo_get(struct rp_store *st, int *demo, int *empty)
 enum rp_err
 rp_store_demo_mark(struct rp_store *st)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	s = STMT(c, "INSERT OR REPLACE INTO meta (key, value) VALUES ('demo', '1')");
 	if ((e = store_exec(c, s, "demo mark")) != RP_ERR_OK ||

@@ -1,5 +1,6 @@
 /* Fleet drift: the nodes whose actual values differ from what applies to them (a BIOS
- * profile, a firmware baseline). One implementation; each view brings its two statements. */
+ * profile, a firmware baseline). One implementation; each view brings its two statements.
+ * The actual values come in as readings, recorded by one function here too. */
 #include <string.h>
 
 #include "internal.h"
@@ -36,7 +37,7 @@ count(struct conn *c, struct stmt *s, int64_t *n)
 
 /* Rows are ordered by node, so a node's members are consecutive. */
 static enum rp_err
-collect(struct conn *c, struct stmt *s, const struct store_drift_kind *k, json_t **items)
+collect(struct conn *c, struct stmt *s, struct store_drift_kind *k, json_t **items)
 {
 	json_t *out = json_array(), *cur = NULL;
 	char last[128] = "";
@@ -77,23 +78,22 @@ collect(struct conn *c, struct stmt *s, const struct store_drift_kind *k, json_t
 }
 
 enum rp_err
-store_drift(struct rp_store *st, json_t *filter, const struct store_drift_kind *k, json_t **out)
+store_drift(struct rp_store *st, json_t *filter, struct store_drift_kind *k, json_t **out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *items = NULL;
 	int64_t rack_id, node_id, checked = 0;
 	enum rp_err e;
 	int i;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
+	if ((e = store_read(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = filter_ids(c, filter, &rack_id, &node_id)) != RP_ERR_OK)
 		goto out;
 	for (i = 0; i < 2; i++) {
-		if ((s = i == 0 ? k->count(c) : k->rows(c)) == NULL) {
+		if ((s = i == 0 ? store_prep(c, &k->s_count, k->sql_count)
+		                : store_prep(c, &k->s_rows, k->sql_rows)) == NULL) {
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
@@ -111,4 +111,26 @@ out:
 	store_read_end(c);
 	json_decref(items);
 	return e;
+}
+
+enum rp_err
+store_node_reading(struct rp_store *st, const char *key, const char *source, json_t *v,
+                   const char *actor, const char *type, const char *what,
+                   enum rp_err (*write)(struct conn *c, const struct node_ref *n, json_t *v,
+                                        const char *source, int64_t now))
+{
+	struct conn *c = NULL;
+	struct node_ref n;
+	enum rp_err e;
+	char summary[192];
+
+	if ((e = store_write_node(st, key, &c, &n)) != RP_ERR_OK)
+		return e;
+	if ((e = write(c, &n, v, source, rp_time_now_ms())) != RP_ERR_OK)
+		goto out;
+	snprintf(summary, sizeof summary, "%zu %s of %s read from %s",
+	         json_is_array(v) ? json_array_size(v) : json_object_size(v), what, n.name, source);
+	e = store_event(c, actor, type, "node", n.uuid, n.name, n.id, n.rack_id, summary, v);
+out:
+	return store_end(c, e, NULL, NULL);
 }

@@ -7,7 +7,7 @@
 enum rp_err
 rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *list = NULL, *desired = NULL, *item, *v;
 	const char *comp, *baseline = NULL;
 	char bname[128];
@@ -17,24 +17,23 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 	enum rp_err e;
 	size_t i;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
+	if ((e = store_read_node(st, key, &c, &n)) != RP_ERR_OK)
 		return e;
-	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
-		goto out;
 	id = n.id;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT component, version, updateable AS \"updateable:bool\", source, "
-	            "read_at AS \"read_at:time\" FROM firmware_components WHERE node_id = ? "
-	            "ORDER BY component");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(c,
+	              "SELECT component, version, updateable AS \"updateable:bool\", source, "
+	              "read_at AS \"read_at:time\" FROM firmware_components WHERE node_id = ? "
+	              "ORDER BY component",
+	              id);
 	if ((list = store_rows(c, s)) == NULL)
 		goto out;
-	s = STMT(c, "SELECT b.name, bc.component, bc.version FROM nodes n JOIN firmware_baselines "
-	            "b ON b.node_class = n.node_class JOIN baseline_components bc ON "
-	            "bc.baseline_id = b.id WHERE n.id = ?");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT b.name, bc.component, bc.version FROM nodes n JOIN firmware_baselines "
+	        "b ON b.node_class = n.node_class JOIN baseline_components bc ON "
+	        "bc.baseline_id = b.id WHERE n.id = ?",
+	        id);
 	desired = json_object();
 	while (store_next(c, s, "firmware desired", &e)) {
 		snprintf(bname, sizeof bname, "%s", sql_text(s, 0));
@@ -83,74 +82,54 @@ out:
 	return e;
 }
 
-enum rp_err
-rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *source,
-                           json_t *components, const char *actor)
+/* store_node_reading's write: components into firmware_components. */
+static enum rp_err
+firmware_write(struct conn *c, const struct node_ref *n, json_t *components, const char *source,
+               int64_t now)
 {
-	struct conn *c = store_conn(st);
-	struct stmt *s;
-	int64_t now = rp_time_now_ms();
-	struct node_ref n;
 	json_t *v;
 	enum rp_err e;
-	char summary[192];
 	size_t i;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		return e;
-	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
-		goto out;
 	json_array_foreach(components, i, v)
 	{
-		s = STMT(c,
-		         "INSERT INTO firmware_components(node_id, component, version, updateable, "
-		         "source, read_at) VALUES (?,?,?,coalesce(?,0),?,?) ON CONFLICT(node_id, "
-		         "component) DO UPDATE SET version = excluded.version, updateable = "
-		         "excluded.updateable, source = excluded.source, read_at = "
-		         "excluded.read_at");
-		sql_bind_int(s, 1, n.id);
+		struct stmt *s = STMT_ARGS(
+		        c,
+		        "INSERT INTO firmware_components(node_id, component, version, updateable, "
+		        "source, read_at) VALUES (?,?,?,coalesce(?,0),?,?) ON CONFLICT(node_id, "
+		        "component) DO UPDATE SET version = excluded.version, updateable = "
+		        "excluded.updateable, source = excluded.source, read_at = "
+		        "excluded.read_at",
+		        n->id);
+
 		store_bind_str(s, 2, v, "component");
 		store_bind_str(s, 3, v, "version");
 		store_bind_int(s, 4, v, "updateable");
 		sql_bind_text(s, 5, source);
 		sql_bind_int(s, 6, now);
 		if ((e = store_exec(c, s, "firmware set")) != RP_ERR_OK)
-			goto out;
+			return e;
 	}
-	snprintf(summary, sizeof summary, "%zu firmware component(s) of %s read from %s",
-	         json_array_size(components), n.name, source);
-	if ((e = store_event(c, actor, "node.firmware_read", "node", n.uuid, n.name, n.id,
-	                     n.rack_id, summary, components)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	store_rollback(c);
-	return e;
+	return RP_ERR_OK;
 }
 
-static struct stmt *
-drift_count(struct conn *c)
+enum rp_err
+rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *source,
+                           json_t *components, const char *actor)
 {
-	return STMT(c, "SELECT count(*) FROM nodes n JOIN firmware_baselines b ON b.node_class = "
-	               "n.node_class WHERE " STORE_DRIFT_WHERE);
+	return store_node_reading(st, key, source, components, actor, "node.firmware_read",
+	                          "firmware component(s)", firmware_write);
 }
 
-static struct stmt *
-drift_rows(struct conn *c)
-{
-	return STMT(c, "SELECT n.name, r.name, n.node_class, b.name, bc.component, fc.version, "
-	               "bc.version FROM nodes n JOIN firmware_baselines b ON b.node_class = "
-	               "n.node_class JOIN baseline_components bc ON bc.baseline_id = b.id LEFT "
-	               "JOIN firmware_components fc ON fc.node_id = n.id AND fc.component = "
-	               "bc.component LEFT JOIN racks r ON r.id = n.rack_id WHERE fc.version IS "
-	               "NOT bc.version AND " STORE_DRIFT_WHERE "ORDER BY n.name, bc.component");
-}
-
-static const struct store_drift_kind firmware_drift = {
-        .count = drift_count,
-        .rows = drift_rows,
+static struct store_drift_kind firmware_drift = {
+        .sql_count = "SELECT count(*) FROM nodes n JOIN firmware_baselines b ON b.node_class = "
+                     "n.node_class WHERE " STORE_DRIFT_WHERE,
+        .sql_rows = "SELECT n.name, r.name, n.node_class, b.name, bc.component, fc.version, "
+                    "bc.version FROM nodes n JOIN firmware_baselines b ON b.node_class = "
+                    "n.node_class JOIN baseline_components bc ON bc.baseline_id = b.id LEFT "
+                    "JOIN firmware_components fc ON fc.node_id = n.id AND fc.component = "
+                    "bc.component LEFT JOIN racks r ON r.id = n.rack_id WHERE fc.version IS "
+                    "NOT bc.version AND " STORE_DRIFT_WHERE "ORDER BY n.name, bc.component",
         .target_key = "baseline",
         .list_key = "components",
         .member_key = "component",
@@ -207,8 +186,7 @@ store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 			*detail = store_why(field, "method must be redfish, redfish-push or agent");
 			return RP_ERR_INVALID_FIELD;
 		}
-		s = STMT(c, "SELECT kind FROM images WHERE name = ?");
-		sql_bind_text(s, 1, image);
+		s = STMT_ARGS(c, "SELECT kind FROM images WHERE name = ?", image);
 		if ((e = store_one(c, s, "baseline image")) == RP_ERR_OK) {
 			kind = strcmp(sql_text(s, 0), "kernel") && strcmp(sql_text(s, 0), "initrd")
 			               ? "ok"
@@ -233,8 +211,7 @@ store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 				                    "method agent runs a flasher recipe: name it");
 				return RP_ERR_INVALID_FIELD;
 			}
-			s = STMT(c, "SELECT 1 FROM recipes WHERE name = ?");
-			sql_bind_text(s, 1, recipe);
+			s = STMT_ARGS(c, "SELECT 1 FROM recipes WHERE name = ?", recipe);
 			if ((e = store_one(c, s, "baseline recipe")) == RP_ERR_NOT_FOUND) {
 				*detail = store_why(field, "no recipe named '%s'", recipe);
 				return RP_ERR_INVALID_FIELD;
@@ -257,15 +234,12 @@ fw_put(struct conn *c, int64_t node_id, const char *component, const char *versi
 
 	if (component == NULL || version == NULL || version[0] == '\0')
 		return RP_ERR_OK;
-	s = STMT(c, "INSERT INTO firmware_components(node_id, component, version, updateable, "
-	            "source, read_at) VALUES (?,?,?,0,?,?) ON CONFLICT(node_id, component) DO "
-	            "UPDATE SET version = excluded.version, source = excluded.source, read_at = "
-	            "excluded.read_at");
-	sql_bind_int(s, 1, node_id);
-	sql_bind_text(s, 2, component);
-	sql_bind_text(s, 3, version);
-	sql_bind_text(s, 4, source);
-	sql_bind_int(s, 5, now);
+	s = STMT_ARGS(c,
+	              "INSERT INTO firmware_components(node_id, component, version, updateable, "
+	              "source, read_at) VALUES (?,?,?,0,?,?) ON CONFLICT(node_id, component) DO "
+	              "UPDATE SET version = excluded.version, source = excluded.source, read_at = "
+	              "excluded.read_at",
+	              node_id, component, version, source, now);
 	return store_exec(c, s, "firmware put");
 }
 
@@ -370,7 +344,7 @@ enum rp_err
 rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, json_t **out,
                           json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *targets = NULL, *v;
 	char bname[128] = "", cls[128] = "";
 	struct stmt *s;
@@ -378,16 +352,13 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 	enum rp_err e;
 	size_t i, j;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
+	if ((e = store_read_node(st, key, &c, &n)) != RP_ERR_OK)
 		return e;
-	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
-		goto out;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT coalesce(n.node_class, ''), b.name FROM nodes n LEFT JOIN "
-	            "firmware_baselines b ON b.node_class = n.node_class WHERE n.id = ?");
-	sql_bind_int(s, 1, n.id);
+	s = STMT_ARGS(c,
+	              "SELECT coalesce(n.node_class, ''), b.name FROM nodes n LEFT JOIN "
+	              "firmware_baselines b ON b.node_class = n.node_class WHERE n.id = ?",
+	              n.id);
 	/* store_node_ref found the node in this snapshot: no row is a broken read. */
 	if ((e = store_one(c, s, "firmware targets")) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND)
@@ -407,13 +378,15 @@ rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, js
 		e = RP_ERR_CONFLICT;
 		goto out;
 	}
-	s = STMT(c, "SELECT bc.component, bc.version, i.name AS image, i.file AS file, i.sha256, "
-	            "bc.method, bc.recipe, fc.version AS current, fc.source AS source FROM nodes n "
-	            "JOIN firmware_baselines b ON b.node_class = n.node_class JOIN "
-	            "baseline_components bc ON bc.baseline_id = b.id LEFT JOIN images i ON i.id = "
-	            "bc.image_id LEFT JOIN firmware_components fc ON fc.node_id = n.id AND "
-	            "fc.component = bc.component WHERE n.id = ? ORDER BY bc.component");
-	sql_bind_int(s, 1, n.id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT bc.component, bc.version, i.name AS image, i.file AS file, i.sha256, "
+	        "bc.method, bc.recipe, fc.version AS current, fc.source AS source FROM nodes n "
+	        "JOIN firmware_baselines b ON b.node_class = n.node_class JOIN "
+	        "baseline_components bc ON bc.baseline_id = b.id LEFT JOIN images i ON i.id = "
+	        "bc.image_id LEFT JOIN firmware_components fc ON fc.node_id = n.id AND "
+	        "fc.component = bc.component WHERE n.id = ? ORDER BY bc.component",
+	        n.id);
 	if ((targets = store_rows(c, s)) == NULL)
 		goto out;
 	if ((e = store_components_known(targets, only, detail)) != RP_ERR_OK)
@@ -447,10 +420,11 @@ rp_store_firmware_updates(struct rp_store *st, int64_t job_id, json_t **out)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c,
-	         "SELECT component, from_version AS \"from\", to_version AS \"to\", image, state, "
-	         "task, error FROM firmware_updates WHERE job_id = ? ORDER BY id");
-	sql_bind_int(s, 1, job_id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT component, from_version AS \"from\", to_version AS \"to\", image, state, "
+	        "task, error FROM firmware_updates WHERE job_id = ? ORDER BY id",
+	        job_id);
 	if ((rows = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	map = json_object();
@@ -465,26 +439,20 @@ enum rp_err
 rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *component,
                               const char *from, const char *to, const char *image)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	int64_t now = rp_time_now_ms();
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
-	s = STMT(c,
-	         "INSERT INTO firmware_updates(job_id, node_id, component, from_version, "
-	         "to_version, image, state, sent_at, updated_at) SELECT id, node_id, ?2, ?3, ?4, "
-	         "?5, 'sent', ?6, ?6 FROM jobs WHERE id = ?1 AND state = 'running' AND node_id IS "
-	         "NOT NULL");
-	sql_bind_int(s, 1, job_id);
-	sql_bind_text(s, 2, component);
-	sql_bind_text(s, 3, from);
-	sql_bind_text(s, 4, to);
-	sql_bind_text(s, 5, image);
-	sql_bind_int(s, 6, now);
+	s = STMT_ARGS(
+	        c,
+	        "INSERT INTO firmware_updates(job_id, node_id, component, from_version, "
+	        "to_version, image, state, sent_at, updated_at) SELECT id, node_id, ?2, ?3, ?4, "
+	        "?5, 'sent', ?6, ?6 FROM jobs WHERE id = ?1 AND state = 'running' AND node_id IS "
+	        "NOT NULL",
+	        job_id, component, from, to, image, now);
 	if ((e = store_exec(c, s, "update sent")) != RP_ERR_OK) {
 		if (e == RP_ERR_CONFLICT)
 			e = RP_ERR_DUPLICATE;
@@ -496,25 +464,20 @@ rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *c
 	}
 	/* The job's own sent mark too: whatever else it does after a restart, it verifies. Its
 	 * phase says which component it is at, for GET /v1/jobs/{id}. */
-	if ((e = store_job_sent(c, job_id, component, "sent", now)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
+	e = store_job_sent(c, job_id, component, "sent", now);
 out:
-	store_rollback(c);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }
 
 enum rp_err
 rp_store_firmware_update_set(struct rp_store *st, int64_t job_id, const char *component,
                              const char *state, const char *task, const char *error)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
 	if (state == NULL)
@@ -537,10 +500,8 @@ rp_store_firmware_update_set(struct rp_store *st, int64_t job_id, const char *co
 	if (state &&
 	    (e = store_job_phase(c, job_id, component, state, rp_time_now_ms())) != RP_ERR_OK)
 		goto out;
-	e = store_commit(c);
 out:
-	store_rollback(c);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }
 
 enum rp_err
@@ -549,7 +510,7 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
                               const char *recipe, json_t *args, char *child, size_t len,
                               json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *params = NULL, *extra;
 	struct node_ref n;
 	struct stmt *s;
@@ -557,9 +518,7 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 	char summary[200], uuid[RP_UUID_BUF] = "";
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	extra = json_pack("{s:s}", "component", component);
 	e = store_recipe_child(c, job_id, recipe, args, "a firmware update", extra, &n, uuid,
@@ -569,17 +528,12 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
 		goto out;
 	e = RP_ERR_INTERNAL;
 	/* The child's id is the row's task: a restart follows it and never queues another. */
-	s = STMT(c, "INSERT INTO firmware_updates(job_id, node_id, component, from_version, "
-	            "to_version, image, state, task, sent_at, updated_at) VALUES (?1, ?2, ?3, ?4, "
-	            "?5, ?6, 'polling', ?7, ?8, ?8)");
-	sql_bind_int(s, 1, job_id);
-	sql_bind_int(s, 2, n.id);
-	sql_bind_text(s, 3, component);
-	sql_bind_text(s, 4, from);
-	sql_bind_text(s, 5, to);
-	sql_bind_text(s, 6, image);
-	sql_bind_text(s, 7, uuid);
-	sql_bind_int(s, 8, now);
+	s = STMT_ARGS(
+	        c,
+	        "INSERT INTO firmware_updates(job_id, node_id, component, from_version, "
+	        "to_version, image, state, task, sent_at, updated_at) VALUES (?1, ?2, ?3, ?4, "
+	        "?5, ?6, 'polling', ?7, ?8, ?8)",
+	        job_id, n.id, component, from, to, image, uuid, now);
 	if ((e = store_exec(c, s, "agent flash")) != RP_ERR_OK) {
 		if (e == RP_ERR_CONFLICT)
 			e = RP_ERR_DUPLICATE;

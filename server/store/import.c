@@ -146,15 +146,13 @@ out:
 enum rp_err
 rp_store_stats(struct rp_store *st, json_t **out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *by_state = NULL, *jobs = NULL;
 	int64_t nodes = 0, racks = 0, bytes = 0, faults = 0;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
+	if ((e = store_read(st, &c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT provision_state, count(*) FROM nodes GROUP BY provision_state");

@@ -80,10 +80,31 @@ struct stmt *store_prep(struct conn *c, int *slot, const char *sql);
 		store_prep((c), &slot_, (sql));                                                    \
 	})
 
+/* STMT(c, sql) with the values after sql bound to ?1, ?2, … in order, each by its C type
+ * (SQL_ARG in sql.h): STMT_ARGS(c, "UPDATE t SET a = ? WHERE id = ?", name, id). The values
+ * are evaluated in no set order. */
+#define STMT_ARGS(c, sql, ...) sql_bind_args(STMT((c), (sql)), SQL_ARGS(__VA_ARGS__))
+
+/* Run sql (cached at this call site) with the values bound as STMT_ARGS binds them, to its
+ * end: store_exec's result ("what" names it in errors). */
+#define EXEC(c, what, sql, ...) store_exec((c), STMT_ARGS((c), sql, __VA_ARGS__), (what))
+
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK. Begin and commit return RP_ERR_OK or an error. */
 enum rp_err store_begin(struct conn *c);
 enum rp_err store_commit(struct conn *c);
 void store_rollback(struct conn *c);
+
+/* This thread's connection into *c with a write transaction (store_begin) or a read snapshot
+ * (store_read_begin) open on it: RP_ERR_OK, RP_ERR_INTERNAL when there is no connection, or
+ * the begin's error (*c untouched). */
+enum rp_err store_write(struct rp_store *st, struct conn **c);
+enum rp_err store_read(struct rp_store *st, struct conn **c);
+
+/* The end of a write transaction its caller began, at its out: label. When e is RP_ERR_OK,
+ * commit and, when that succeeds, hand obj to *out; otherwise (or when the commit fails)
+ * roll back and free obj. obj and out may be NULL together (nothing to hand over). The
+ * result is e, or the commit's error. */
+enum rp_err store_end(struct conn *c, enum rp_err e, json_t *obj, json_t **out);
 
 /* Run cb(c, ctx) in one BEGIN IMMEDIATE transaction on this thread's connection (txn.c):
  * commit when it returns RP_ERR_OK, roll back otherwise; a callback that rolled back itself
@@ -154,6 +175,12 @@ void store_bind_real(struct stmt *s, int i, json_t *obj, const char *key);
 enum store_table { T_RACK, T_NODE, T_PROFILE, T_BASELINE, T_RECIPE };
 enum rp_err store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id);
 
+/* A reference by key (UUID or name) to a t in a request's field: its row id into *id (0 when
+ * key is NULL: no reference). RP_ERR_INVALID_FIELD with detail "no <t> named '<key>'" when
+ * there is none, else a storage error. */
+enum rp_err store_ref(struct conn *c, enum store_table t, const char *key, const char *field,
+                      int64_t *id, json_t **detail);
+
 /* A node's identity, for views and events that must name it whatever key the caller used. */
 struct node_ref {
 	int64_t id, rack_id;
@@ -164,8 +191,25 @@ struct node_ref {
 /* Resolve a node key (UUID or name). RP_ERR_NOT_FOUND when absent. */
 enum rp_err store_node_ref(struct conn *c, const char *key, struct node_ref *out);
 
+/* Record a reading of node key (its BIOS attributes, its firmware components: what drift
+ * compares against the targets) taken from source, in one transaction (drift.c): write(c, n, v,
+ * source, now) stores v, then one event of type says "<entries of v> <what> of <node> read from
+ * <source>" with v as its detail. RP_ERR_NOT_FOUND for an unknown node, else write's or a storage
+ * error. */
+enum rp_err store_node_reading(struct rp_store *st, const char *key, const char *source, json_t *v,
+                               const char *actor, const char *type, const char *what,
+                               enum rp_err (*write)(struct conn *c, const struct node_ref *n,
+                                                    json_t *v, const char *source, int64_t now));
+
 /* The same by row id. */
 enum rp_err store_node_by_id(struct conn *c, int64_t id, struct node_ref *out);
+
+/* store_write or store_read, then node key resolved into *n: RP_ERR_OK with the transaction
+ * open; otherwise (RP_ERR_NOT_FOUND for an unknown node) nothing is left open. */
+enum rp_err store_write_node(struct rp_store *st, const char *key, struct conn **c,
+                             struct node_ref *n);
+enum rp_err store_read_node(struct rp_store *st, const char *key, struct conn **c,
+                            struct node_ref *n);
 
 /* The select list of a job's wire object (jobs j LEFT JOIN batches b), for a WHERE to follow. */
 #define STORE_JOB_COLS                                                                             \
@@ -295,7 +339,11 @@ struct store_res {
 	const char *const *diff_skip; /* members an update's diff ignores */
 	const char *sql_load;         /* its wire object's columns "... WHERE x.id = ?" */
 	const char *sql_delete;       /* "DELETE FROM ... WHERE id = ?" */
-	int s_load, s_delete;         /* their statement slots */
+	/* A page in id order after ?1 / in name order after ?1 (NULL: from the start), the
+	 * rq->filter members list_filters name bound as ?2, ?3, …, and the limit after them. */
+	const char *sql_list_id, *sql_list_name;
+	const char *list_filters[3];
+	int s_load, s_delete, s_list_id, s_list_name; /* their statement slots */
 	enum rp_err (*id_of)(struct conn *c, const char *key, int64_t *id);
 	/* Check a whole object against the database and write it: *id == 0 inserts and
 	 * returns the new id. A refusal comes with *detail. */
@@ -331,6 +379,37 @@ enum rp_err store_res_update(struct rp_store *st, struct store_res *r, const cha
                              json_t **detail);
 enum rp_err store_res_delete(struct rp_store *st, struct store_res *r, const char *key,
                              int64_t if_match, const char *actor, json_t **detail);
+enum rp_err store_res_list(struct rp_store *st, struct store_res *r, const struct rp_page_req *rq,
+                           struct rp_page *out);
+
+/* The five public calls of store.h for a resource res describes (rp_store_<name>_create,
+ * _get, _list, _update, _delete), each one the store_res_ call of the same verb. */
+#define STORE_RES_CALLS(name, res)                                                                 \
+	enum rp_err rp_store_##name##_create(struct rp_store *st, json_t *in, const char *actor,   \
+	                                     json_t **out, json_t **detail)                        \
+	{                                                                                          \
+		return store_res_create(st, (res), in, actor, out, detail);                        \
+	}                                                                                          \
+	enum rp_err rp_store_##name##_get(struct rp_store *st, const char *key, json_t **out)      \
+	{                                                                                          \
+		return store_res_get(st, (res), key, out);                                         \
+	}                                                                                          \
+	enum rp_err rp_store_##name##_list(struct rp_store *st, const struct rp_page_req *rq,      \
+	                                   struct rp_page *out)                                    \
+	{                                                                                          \
+		return store_res_list(st, (res), rq, out);                                         \
+	}                                                                                          \
+	enum rp_err rp_store_##name##_update(struct rp_store *st, const char *key, json_t *patch,  \
+	                                     int64_t if_match, const char *actor, json_t **out,    \
+	                                     json_t **detail)                                      \
+	{                                                                                          \
+		return store_res_update(st, (res), key, patch, if_match, actor, out, detail);      \
+	}                                                                                          \
+	enum rp_err rp_store_##name##_delete(struct rp_store *st, const char *key,                 \
+	                                     int64_t if_match, const char *actor, json_t **detail) \
+	{                                                                                          \
+		return store_res_delete(st, (res), key, if_match, actor, detail);                  \
+	}
 
 /* Insert one rack / node (with its creation event) inside the caller's transaction; the
  * new row id comes back through *id. Shared by the create calls and import. */
@@ -417,18 +496,18 @@ enum rp_err store_bios_node_check(struct conn *c, int64_t node_id, int64_t profi
  * transaction: BIOS via DMI, GPU VBIOS, HCA firmware, with source 'agent'. */
 enum rp_err store_firmware_from_inventory(struct conn *c, const struct node_ref *n, json_t *data);
 
-/* Fleet drift views (drift.c). A kind names a view's two statements, each prepared at the
- * kind's own call site (STMT caches by call site): count counts the nodes considered, rows
- * yields (node, rack, node_class, target, member, actual, desired) ordered by node. Both
- * take ?1 rack id, ?2 node id (0: any) and ?3 class (NULL: any), as STORE_DRIFT_WHERE does.
- * An item is {node, rack, node_class, <target_key>, <list_key>: [{<member_key>, actual,
- * desired}]}; json_values: actual and desired are JSON text, else plain strings. */
+/* Fleet drift views (drift.c). A kind names a view's two statements, prepared into the
+ * kind's own cache slots: sql_count counts the nodes considered, sql_rows yields (node, rack,
+ * node_class, target, member, actual, desired) ordered by node. Both take ?1 rack id, ?2 node id
+ * (0: any) and ?3 class (NULL: any), as STORE_DRIFT_WHERE does. An item is {node, rack, node_class,
+ * <target_key>, <list_key>: [{<member_key>, actual, desired}]}; json_values: actual and desired are
+ * JSON text, else plain strings. */
 #define STORE_DRIFT_WHERE                                                                          \
 	"(?1 = 0 OR n.rack_id = ?1) AND (?2 = 0 OR n.id = ?2) AND (?3 IS NULL OR "                 \
 	"n.node_class = ?3) "
 struct store_drift_kind {
-	struct stmt *(*count)(struct conn *c);
-	struct stmt *(*rows)(struct conn *c);
+	const char *sql_count, *sql_rows;
+	int s_count, s_rows;
 	const char *target_key, *list_key, *member_key;
 	int json_values;
 };
@@ -436,7 +515,7 @@ struct store_drift_kind {
 /* The drift view of kind k over the nodes filter picks (members rack, node, class), in one
  * read snapshot: a new {nodes_checked, nodes_drifted, items} in *out. RP_ERR_BAD_QUERY when a
  * named rack or node does not exist, RP_ERR_INTERNAL or a storage error otherwise. */
-enum rp_err store_drift(struct rp_store *st, json_t *filter, const struct store_drift_kind *k,
+enum rp_err store_drift(struct rp_store *st, json_t *filter, struct store_drift_kind *k,
                         json_t **out);
 
 #endif

@@ -102,10 +102,12 @@ job_insert(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *j
 		free(params);
 		return RP_ERR_INTERNAL;
 	}
-	s = STMT(c, "INSERT INTO jobs(uuid, type, node_id, node_name, batch_id, params, mutating, "
-	            "max_attempts, not_before, created_by, created_at, updated_at) "
-	            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
-	sql_bind_text(s, 1, uuid);
+	s = STMT_ARGS(
+	        c,
+	        "INSERT INTO jobs(uuid, type, node_id, node_name, batch_id, params, mutating, "
+	        "max_attempts, not_before, created_by, created_at, updated_at) "
+	        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+	        uuid);
 	store_bind_str(s, 2, job, "type");
 	sql_bind_int(s, 3, n->id);
 	sql_bind_text(s, 4, n->name);
@@ -160,10 +162,10 @@ rp_store_job_mark_sent(struct rp_store *st, int64_t id)
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	/* One statement is its own transaction, flushed before it returns (sqlite.c). */
-	s = STMT(c, "UPDATE jobs SET sent_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = "
-	            "'running'");
-	sql_bind_int(s, 1, id);
-	sql_bind_int(s, 2, rp_time_now_ms());
+	s = STMT_ARGS(c,
+	              "UPDATE jobs SET sent_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = "
+	              "'running'",
+	              id, rp_time_now_ms());
 	return store_exec(c, s, "mark sent");
 }
 
@@ -175,9 +177,7 @@ rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *phase)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c, "UPDATE jobs SET phase = ?2, phase_at = ?3, updated_at = ?3 WHERE id = ?1");
-	sql_bind_int(s, 1, job_id);
-	sql_bind_text(s, 2, phase);
-	sql_bind_int(s, 3, rp_time_now_ms());
+	s = STMT_ARGS(c, "UPDATE jobs SET phase = ?2, phase_at = ?3, updated_at = ?3 WHERE id = ?1",
+	              job_id, phase, rp_time_now_ms());
 	return store_exec(c, s, "job phase");
 }

@@ -13,8 +13,7 @@ job_id(struct conn *c, const char *uuid, int64_t *id)
 
 	if (!rp_uuid_valid(uuid))
 		return RP_ERR_NOT_FOUND;
-	s = STMT(c, "SELECT id FROM jobs WHERE uuid = lower(?)");
-	sql_bind_text(s, 1, uuid);
+	s = STMT_ARGS(c, "SELECT id FROM jobs WHERE uuid = lower(?)", uuid);
 	if ((e = store_one(c, s, "job id")) != RP_ERR_OK)
 		return e;
 	*id = sql_int(s, 0);
@@ -53,19 +52,15 @@ enum rp_err
 rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const char *actor,
                     json_t **out, json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct node_ref n;
 	json_t *obj = NULL;
 	char why[256], summary[200];
 	int64_t id = 0;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write_node(st, key, &c, &n)) != RP_ERR_OK)
 		return e;
-	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
-		goto out;
 	if ((e = store_job_ready(c, n.id, job, why, sizeof why)) != RP_ERR_OK) {
 		if (e != RP_ERR_INTERNAL)
 			*detail = store_why(NULL, "%s", why);
@@ -77,18 +72,11 @@ rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const cha
 		goto out;
 	snprintf(summary, sizeof summary, "%s job queued for %s",
 	         json_string_value(json_object_get(job, "type")), n.name);
-	if ((e = store_event(c, actor, "job.queued", "job",
-	                     json_string_value(json_object_get(obj, "id")), n.name, n.id, n.rack_id,
-	                     summary, json_object_get(job, "params"))) != RP_ERR_OK)
-		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = obj;
-	obj = NULL;
+	e = store_event(c, actor, "job.queued", "job",
+	                json_string_value(json_object_get(obj, "id")), n.name, n.id, n.rack_id,
+	                summary, json_object_get(job, "params"));
 out:
-	store_rollback(c);
-	json_decref(obj);
-	return e;
+	return store_end(c, e, obj, out);
 }
 
 /* The node ids a selector picks, in id order (see store/internal.h). */
@@ -164,14 +152,13 @@ store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
 			}
 			goto fail;
 		}
-		s = STMT(c, "SELECT id FROM nodes WHERE rack_id = ? ORDER BY id");
-		sql_bind_int(s, 1, id);
+		s = STMT_ARGS(c, "SELECT id FROM nodes WHERE rack_id = ? ORDER BY id", id);
 	} else if (!strcmp(which, "tag")) {
-		s = STMT(c, "SELECT node_id FROM node_tags WHERE tag = ? ORDER BY node_id");
-		sql_bind_text(s, 1, json_string_value(v));
+		s = STMT_ARGS(c, "SELECT node_id FROM node_tags WHERE tag = ? ORDER BY node_id",
+		              json_string_value(v));
 	} else if (!strcmp(which, "class")) {
-		s = STMT(c, "SELECT id FROM nodes WHERE node_class = ? ORDER BY id");
-		sql_bind_text(s, 1, json_string_value(v));
+		s = STMT_ARGS(c, "SELECT id FROM nodes WHERE node_class = ? ORDER BY id",
+		              json_string_value(v));
 	} else {
 		*detail = store_why("selector", "unknown selector '%s' (rack, tag, class or nodes)",
 		                    which);
@@ -222,13 +209,10 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
-	s = STMT(c, "INSERT INTO batches(uuid, kind, params, created_by, created_at) "
-	            "VALUES (?,?,?,?,?)");
-	sql_bind_text(s, 1, buuid);
-	sql_bind_text(s, 2, kind);
-	sql_bind_text(s, 3, ptext);
-	sql_bind_text(s, 4, actor);
-	sql_bind_int(s, 5, rp_time_now_ms());
+	s = STMT_ARGS(c,
+	              "INSERT INTO batches(uuid, kind, params, created_by, created_at) "
+	              "VALUES (?,?,?,?,?)",
+	              buuid, kind, ptext, actor, rp_time_now_ms());
 	if ((e = store_exec(c, s, "batch insert")) != RP_ERR_OK)
 		goto out;
 	batch_id = sql_last_id(c);
@@ -291,15 +275,13 @@ done:
 enum rp_err
 rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	int64_t id = 0;
 	enum rp_err e;
 	json_t *obj = NULL, *steps;
 	struct stmt *s;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
+	if ((e = store_read(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = job_id(c, key, &id)) != RP_ERR_OK)
 		goto out;
@@ -310,8 +292,7 @@ rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 		if ((steps = store_steps_view(c, id)) == NULL)
 			goto out;
 		json_object_set_new(obj, "steps", steps);
-		s = STMT(c, "SELECT log_bytes, log_dropped FROM jobs WHERE id = ?");
-		sql_bind_int(s, 1, id);
+		s = STMT_ARGS(c, "SELECT log_bytes, log_dropped FROM jobs WHERE id = ?", id);
 		if ((e = store_one(c, s, "job log size")) != RP_ERR_OK)
 			goto out;
 		json_object_set_new(obj, "log",
@@ -344,20 +325,18 @@ rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_p
 	if (node && (e = store_id_of(c, T_NODE, node, &node_id)) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
 	if (batch) {
-		s = STMT(c, "SELECT id FROM batches WHERE uuid = lower(?)");
-		sql_bind_text(s, 1, batch);
+		s = STMT_ARGS(c, "SELECT id FROM batches WHERE uuid = lower(?)", batch);
 		if ((e = store_one(c, s, "batch id")) != RP_ERR_OK)
 			return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
 		batch_id = sql_int(s, 0);
 		sql_reset(s);
 	}
-	s = STMT(c, STORE_JOB_COLS
-	         "WHERE j.id < ?1 AND (?2 = 0 OR j.node_id = ?2) AND (?3 = 0 OR "
-	         "j.batch_id = ?3) AND (?4 IS NULL OR j.state = ?4) AND (?5 IS NULL OR "
-	         "j.type = ?5) ORDER BY j.id DESC LIMIT ?6");
-	sql_bind_int(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
-	sql_bind_int(s, 2, node_id);
-	sql_bind_int(s, 3, batch_id);
+	s = STMT_ARGS(c,
+	              STORE_JOB_COLS
+	              "WHERE j.id < ?1 AND (?2 = 0 OR j.node_id = ?2) AND (?3 = 0 OR "
+	              "j.batch_id = ?3) AND (?4 IS NULL OR j.state = ?4) AND (?5 IS NULL OR "
+	              "j.type = ?5) ORDER BY j.id DESC LIMIT ?6",
+	              rq->after_id > 0 ? rq->after_id : INT64_MAX, node_id, batch_id);
 	store_bind_str(s, 4, f, "state");
 	store_bind_str(s, 5, f, "type");
 	sql_bind_int(s, 6, rq->limit + 1);
@@ -380,17 +359,17 @@ rp_store_batch_get(struct rp_store *st, const char *key, json_t **out)
 	if ((e = store_read_begin(c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT id AS _id, uuid AS id, kind, params AS \"params:json\", created_by, "
-	            "created_at AS \"created_at:time\", skipped AS \"skipped:json\" FROM batches "
-	            "WHERE uuid = lower(?)");
-	sql_bind_text(s, 1, key);
+	s = STMT_ARGS(c,
+	              "SELECT id AS _id, uuid AS id, kind, params AS \"params:json\", created_by, "
+	              "created_at AS \"created_at:time\", skipped AS \"skipped:json\" FROM batches "
+	              "WHERE uuid = lower(?)",
+	              key);
 	if ((e = store_one(c, s, "batch")) != RP_ERR_OK)
 		goto out;
 	id = sql_int(s, 0);
 	obj = store_row(c, s);
 	sql_reset(s);
-	s = STMT(c, "SELECT state, count(*) FROM jobs WHERE batch_id = ? GROUP BY state");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(c, "SELECT state, count(*) FROM jobs WHERE batch_id = ? GROUP BY state", id);
 	counts = json_pack("{s:i, s:i, s:i, s:i, s:i}", "queued", 0, "running", 0, "succeeded", 0,
 	                   "failed", 0, "cancelled", 0);
 	while (store_next(c, s, "batch counts", &e)) {
@@ -421,7 +400,7 @@ enum rp_err
 rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, json_t **out,
                     int *running, json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *obj = NULL;
 	struct stmt *s;
 	const char *state;
@@ -430,9 +409,7 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 	int was_running;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = job_id(c, key, &id)) != RP_ERR_OK)
 		goto out;
@@ -482,21 +459,20 @@ out:
 enum rp_err
 rp_store_jobs_recover(struct rp_store *st, int *n)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *list = NULL, *j;
 	enum rp_err e;
 	size_t i;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "UPDATE jobs SET state = 'queued', recover = 1, lease_owner = NULL, "
-	            "lease_until = NULL, updated_at = ?1 WHERE state = 'running' "
-	            "RETURNING uuid, type, node_name, node_id");
-	sql_bind_int(s, 1, rp_time_now_ms());
+	s = STMT_ARGS(c,
+	              "UPDATE jobs SET state = 'queued', recover = 1, lease_owner = NULL, "
+	              "lease_until = NULL, updated_at = ?1 WHERE state = 'running' "
+	              "RETURNING uuid, type, node_name, node_id",
+	              rp_time_now_ms());
 	list = json_array();
 	while (store_next(c, s, "jobs recover", &e))
 		json_array_append_new(list,
@@ -638,7 +614,7 @@ enum rp_err
 rp_store_jobs_take(struct rp_store *st, const char *owner, enum rp_job_lane lane, int max,
                    int64_t lease_ms, struct rp_job_claim **out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *ids = NULL, *v;
 	struct rp_job_claim *head = NULL, **tail = &head, *cl;
@@ -646,24 +622,21 @@ rp_store_jobs_take(struct rp_store *st, const char *owner, enum rp_job_lane lane
 	enum rp_err e;
 	size_t i;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
 	/* FIFO per node: a mutating job waits while an older one for its node is queued or
 	 * running, so "PXE, then cycle" never runs out of order. */
-	s = STMT(c,
-	         "SELECT j.id FROM jobs j WHERE j.state = 'queued' AND j.not_before <= ?1 "
-	         "AND j.node_id IS NOT NULL AND (j.mutating = 0 OR (NOT EXISTS (SELECT 1 FROM jobs "
-	         "r WHERE r.node_id = j.node_id AND r.state = 'running' AND r.mutating = 1) AND "
-	         "NOT EXISTS (SELECT 1 FROM jobs q WHERE q.node_id = j.node_id AND q.mutating = 1 "
-	         "AND q.state = 'queued' AND q.id < j.id))) AND (j.type IN " STORE_SSH_TYPES_SQL
-	         ") = ?3 "
-	         "ORDER BY j.id LIMIT ?2");
-	sql_bind_int(s, 1, now);
-	sql_bind_int(s, 2, max);
-	sql_bind_int(s, 3, lane == RP_JOB_LANE_SSH);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT j.id FROM jobs j WHERE j.state = 'queued' AND j.not_before <= ?1 "
+	        "AND j.node_id IS NOT NULL AND (j.mutating = 0 OR (NOT EXISTS (SELECT 1 FROM jobs "
+	        "r WHERE r.node_id = j.node_id AND r.state = 'running' AND r.mutating = 1) AND "
+	        "NOT EXISTS (SELECT 1 FROM jobs q WHERE q.node_id = j.node_id AND q.mutating = 1 "
+	        "AND q.state = 'queued' AND q.id < j.id))) AND (j.type IN " STORE_SSH_TYPES_SQL
+	        ") = ?3 "
+	        "ORDER BY j.id LIMIT ?2",
+	        now, max, lane == RP_JOB_LANE_SSH);
 	ids = json_array();
 	while (store_next(c, s, "claim select", &e))
 		json_array_append_new(ids, json_integer(sql_int(s, 0)));
@@ -671,26 +644,25 @@ rp_store_jobs_take(struct rp_store *st, const char *owner, enum rp_job_lane lane
 		goto out;
 	json_array_foreach(ids, i, v)
 	{
-		s = STMT(c,
-		         "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner "
-		         "= ?2, "
-		         "lease_until = ?3, started_at = coalesce(started_at, ?4), updated_at = ?4 "
-		         "WHERE id = ?1 AND state = 'queued'");
-		sql_bind_int(s, 1, json_integer_value(v));
-		sql_bind_text(s, 2, owner);
-		sql_bind_int(s, 3, now + lease_ms);
-		sql_bind_int(s, 4, now);
-		if ((e = store_exec(c, s, "claim")) != RP_ERR_OK)
+		if ((e = EXEC(c, "claim",
+		              "UPDATE jobs SET state = 'running', attempts = attempts + 1, "
+		              "lease_owner "
+		              "= ?2, "
+		              "lease_until = ?3, started_at = coalesce(started_at, ?4), updated_at "
+		              "= ?4 "
+		              "WHERE id = ?1 AND state = 'queued'",
+		              json_integer_value(v), owner, now + lease_ms, now)) != RP_ERR_OK)
 			goto out;
-		s = STMT(c,
-		         "SELECT j.id, j.uuid, j.type, j.params, j.recover, j.attempts, "
-		         "j.max_attempts, n.id, n.uuid, n.name, n.serial, n.system_uuid, b.driver, "
-		         "b.address, b.port, b.username, b.password_sealed, b.tls_verify, "
-		         "b.options, "
-		         "j.sent_at IS NOT NULL, j.phase, coalesce(j.phase_at, 0) "
-		         "FROM jobs j JOIN nodes n ON n.id = j.node_id LEFT JOIN bmcs b ON "
-		         "b.node_id = n.id WHERE j.id = ?");
-		sql_bind_int(s, 1, json_integer_value(v));
+		s = STMT_ARGS(
+		        c,
+		        "SELECT j.id, j.uuid, j.type, j.params, j.recover, j.attempts, "
+		        "j.max_attempts, n.id, n.uuid, n.name, n.serial, n.system_uuid, b.driver, "
+		        "b.address, b.port, b.username, b.password_sealed, b.tls_verify, "
+		        "b.options, "
+		        "j.sent_at IS NOT NULL, j.phase, coalesce(j.phase_at, 0) "
+		        "FROM jobs j JOIN nodes n ON n.id = j.node_id LEFT JOIN bmcs b ON "
+		        "b.node_id = n.id WHERE j.id = ?",
+		        json_integer_value(v));
 		if ((e = store_one(c, s, "claim read")) != RP_ERR_OK)
 			goto out;
 		cl = claim_row(c, s);
@@ -766,10 +738,8 @@ power_seen(struct conn *c, const struct node_ref *n, const char *power, int64_t 
 		return e;
 	snprintf(before, sizeof before, "%s", sql_text(s, 0));
 	sql_reset(s);
-	s = STMT(c, "UPDATE nodes SET power_state = ?2, power_state_at = ?3 WHERE id = ?1");
-	sql_bind_int(s, 1, n->id);
-	sql_bind_text(s, 2, power);
-	sql_bind_int(s, 3, now);
+	s = STMT_ARGS(c, "UPDATE nodes SET power_state = ?2, power_state_at = ?3 WHERE id = ?1",
+	              n->id, power, now);
 	if ((e = store_exec(c, s, "power write")) != RP_ERR_OK)
 		return e;
 	if (strcmp(before, power) == 0)
@@ -797,23 +767,19 @@ bmc_health(struct conn *c, const struct node_ref *n, int ok, const char *error, 
 	int failures, had_fault;
 	enum rp_err e;
 
-	s = STMT(c, "SELECT failures, fault IS NOT NULL FROM bmcs WHERE node_id = ?");
-	sql_bind_int(s, 1, n->id);
+	s = STMT_ARGS(c, "SELECT failures, fault IS NOT NULL FROM bmcs WHERE node_id = ?", n->id);
 	if ((e = store_one(c, s, "bmc health")) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_OK : e;
 	failures = sql_int(s, 0);
 	had_fault = sql_int(s, 1);
 	sql_reset(s);
 	failures = ok ? 0 : failures + 1;
-	s = STMT(c, "UPDATE bmcs SET failures = ?2, checked_at = ?3, last_error = ?4, "
-	            "fault = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN ?4 ELSE fault END, "
-	            "fault_since = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN "
-	            "coalesce(fault_since, ?3) ELSE fault_since END WHERE node_id = ?1");
-	sql_bind_int(s, 1, n->id);
-	sql_bind_int(s, 2, failures);
-	sql_bind_int(s, 3, now);
-	sql_bind_text(s, 4, ok ? NULL : error);
-	sql_bind_int(s, 5, threshold);
+	s = STMT_ARGS(c,
+	              "UPDATE bmcs SET failures = ?2, checked_at = ?3, last_error = ?4, "
+	              "fault = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN ?4 ELSE fault END, "
+	              "fault_since = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN "
+	              "coalesce(fault_since, ?3) ELSE fault_since END WHERE node_id = ?1",
+	              n->id, failures, now, ok ? NULL : error, threshold);
 	if ((e = store_exec(c, s, "bmc health write")) != RP_ERR_OK)
 		return e;
 	if (!ok && !had_fault && failures >= threshold) {
@@ -873,13 +839,11 @@ rp_store_outcome_free(struct rp_job_outcome *o)
 enum rp_err
 rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o, int fault_threshold)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	char *cancelled = NULL;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	for (; o; o = o->next) {
 		const char *state = rp_store_job_end_name(o->state);
@@ -893,9 +857,10 @@ rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o, int fa
 		struct stmt *s;
 		int retry = o->state == RP_JOB_END_RETRY;
 
-		s = STMT(c, "SELECT node_id, cancel_requested FROM jobs WHERE id = ? AND state = "
-		            "'running'");
-		sql_bind_int(s, 1, id);
+		s = STMT_ARGS(c,
+		              "SELECT node_id, cancel_requested FROM jobs WHERE id = ? AND state = "
+		              "'running'",
+		              id);
 		if ((e = store_one(c, s, "job finish read")) == RP_ERR_NOT_FOUND)
 			continue; /* not ours any more */
 		if (e != RP_ERR_OK)
@@ -1111,16 +1076,14 @@ rp_store_power_targets_free(struct rp_power_target *t, size_t n)
 enum rp_err
 rp_store_power_record(struct rp_store *st, json_t *readings, int fault_threshold, int *changed)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *r;
 	size_t i;
 	int64_t now = rp_time_now_ms();
 	enum rp_err e;
 	int n_changed = 0;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	json_array_foreach(readings, i, r)
 	{

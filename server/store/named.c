@@ -15,10 +15,9 @@ struct kind {
 	/* Checks of the map against what the database knows (registries, images), or NULL. */
 	enum rp_err (*check_map)(struct conn *c, int64_t self, json_t *obj, json_t **detail);
 	const char *extra[2]; /* string members bound as ?6, ?7 of insert and update */
-	const char *sql_list_id, *sql_list_name, *sql_insert, *sql_update, *sql_map_clear,
-	        *sql_map_insert, *sql_class_owner, *sql_in_use;
-	int s_list_id, s_list_name, s_insert, s_update, s_map_clear, s_map_insert, s_class_owner,
-	        s_in_use;
+	const char *sql_insert, *sql_update, *sql_map_clear, *sql_map_insert, *sql_class_owner,
+	        *sql_in_use;
+	int s_insert, s_update, s_map_clear, s_map_insert, s_class_owner, s_in_use;
 };
 
 static const char *const diff_skip[] = {"version", "updated_at", "node_count", NULL};
@@ -27,10 +26,11 @@ static enum rp_err named_save(struct conn *c, struct store_res *r, int64_t *id, 
 static enum rp_err named_in_use(struct conn *c, struct store_res *r, int64_t id, json_t *before,
                                 json_t **detail);
 
-#define NAMED_RES(tab, type, load, delete)                                                         \
+#define NAMED_RES(tab, type, load, delete, list_id, list_name)                                     \
 	{                                                                                          \
 		.table = (tab), .otype = (type), .created_diff = 1, .diff_skip = diff_skip,        \
-		.sql_load = (load), .sql_delete = (delete), .save = named_save,                    \
+		.sql_load = (load), .sql_delete = (delete), .sql_list_id = (list_id),              \
+		.sql_list_name = (list_name), .list_filters = {"class"}, .save = named_save,       \
 		.may_delete = named_in_use                                                         \
 	}
 
@@ -54,13 +54,13 @@ static enum rp_err named_in_use(struct conn *c, struct store_res *r, int64_t id,
 
 static struct kind profile_kind = {
         .res = NAMED_RES(T_PROFILE, "bios_profile", PROFILE_COLS "WHERE p.id = ?",
-                         "DELETE FROM bios_profiles WHERE id = ?"),
+                         "DELETE FROM bios_profiles WHERE id = ?",
+                         PROFILE_COLS "WHERE p.id > ?1 AND (?2 IS NULL OR p.node_class = ?2) "
+                                      "ORDER BY p.id LIMIT ?3",
+                         PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) AND (?2 IS NULL OR "
+                                      "p.node_class = ?2) ORDER BY p.name LIMIT ?3"),
         .map = "attributes",
         .json_values = 1,
-        .sql_list_id = PROFILE_COLS "WHERE p.id > ?1 AND (?2 IS NULL OR p.node_class = ?2) "
-                                    "ORDER BY p.id LIMIT ?3",
-        .sql_list_name = PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) AND (?2 IS NULL OR "
-                                      "p.node_class = ?2) ORDER BY p.name LIMIT ?3",
         .sql_insert = "INSERT INTO bios_profiles(uuid, name, node_class, description, created_at, "
                       "updated_at, method, recipe) VALUES (?1, ?2, ?3, ?4, ?5, ?5, "
                       "coalesce(?6, 'redfish'), ?7)",
@@ -77,14 +77,14 @@ static struct kind profile_kind = {
 
 static struct kind baseline_kind = {
         .res = NAMED_RES(T_BASELINE, "firmware_baseline", BASELINE_COLS "WHERE b.id = ?",
-                         "DELETE FROM firmware_baselines WHERE id = ?"),
+                         "DELETE FROM firmware_baselines WHERE id = ?",
+                         BASELINE_COLS "WHERE b.id > ?1 AND (?2 IS NULL OR b.node_class = ?2) "
+                                       "ORDER BY b.id LIMIT ?3",
+                         BASELINE_COLS "WHERE (?1 IS NULL OR b.name > ?1) AND (?2 IS NULL OR "
+                                       "b.node_class = ?2) ORDER BY b.name LIMIT ?3"),
         .map = "components",
         .json_values = 1,
         .check_map = store_baseline_check,
-        .sql_list_id = BASELINE_COLS "WHERE b.id > ?1 AND (?2 IS NULL OR b.node_class = ?2) "
-                                     "ORDER BY b.id LIMIT ?3",
-        .sql_list_name = BASELINE_COLS "WHERE (?1 IS NULL OR b.name > ?1) AND (?2 IS NULL OR "
-                                       "b.node_class = ?2) ORDER BY b.name LIMIT ?3",
         .sql_insert = "INSERT INTO firmware_baselines(uuid, name, node_class, description, "
                       "created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
         .sql_update = "UPDATE firmware_baselines SET name = ?2, node_class = ?3, description = ?4, "
@@ -218,88 +218,5 @@ named_in_use(struct conn *c, struct store_res *r, int64_t id, json_t *before, js
 	return e;
 }
 
-static enum rp_err
-list(struct rp_store *st, struct kind *k, const struct rp_page_req *rq, struct rp_page *out)
-{
-	struct conn *c = store_conn(st);
-	struct stmt *s;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if (rq->sort_by_name) {
-		s = store_prep(c, &k->s_list_name, k->sql_list_name);
-		sql_bind_text(s, 1, rq->after_key);
-	} else {
-		s = store_prep(c, &k->s_list_id, k->sql_list_id);
-		sql_bind_int(s, 1, rq->after_id);
-	}
-	store_bind_str(s, 2, rq->filter, "class");
-	sql_bind_int(s, 3, rq->limit + 1);
-	return store_page(c, s, rq, "name", out);
-}
-
-enum rp_err
-rp_store_bios_profile_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
-                             json_t **detail)
-{
-	return store_res_create(st, &profile_kind.res, in, actor, out, detail);
-}
-
-enum rp_err
-rp_store_bios_profile_get(struct rp_store *st, const char *key, json_t **out)
-{
-	return store_res_get(st, &profile_kind.res, key, out);
-}
-
-enum rp_err
-rp_store_bios_profile_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
-{
-	return list(st, &profile_kind, rq, out);
-}
-
-enum rp_err
-rp_store_bios_profile_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
-                             const char *actor, json_t **out, json_t **detail)
-{
-	return store_res_update(st, &profile_kind.res, key, patch, if_match, actor, out, detail);
-}
-
-enum rp_err
-rp_store_bios_profile_delete(struct rp_store *st, const char *key, int64_t if_match,
-                             const char *actor, json_t **detail)
-{
-	return store_res_delete(st, &profile_kind.res, key, if_match, actor, detail);
-}
-
-enum rp_err
-rp_store_baseline_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
-                         json_t **detail)
-{
-	return store_res_create(st, &baseline_kind.res, in, actor, out, detail);
-}
-
-enum rp_err
-rp_store_baseline_get(struct rp_store *st, const char *key, json_t **out)
-{
-	return store_res_get(st, &baseline_kind.res, key, out);
-}
-
-enum rp_err
-rp_store_baseline_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
-{
-	return list(st, &baseline_kind, rq, out);
-}
-
-enum rp_err
-rp_store_baseline_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
-                         const char *actor, json_t **out, json_t **detail)
-{
-	return store_res_update(st, &baseline_kind.res, key, patch, if_match, actor, out, detail);
-}
-
-enum rp_err
-rp_store_baseline_delete(struct rp_store *st, const char *key, int64_t if_match, const char *actor,
-                         json_t **detail)
-{
-	return store_res_delete(st, &baseline_kind.res, key, if_match, actor, detail);
-}
+STORE_RES_CALLS(bios_profile, &profile_kind.res)
+STORE_RES_CALLS(baseline, &baseline_kind.res)

@@ -90,26 +90,9 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 	}
 	if (e != RP_ERR_OK && e != RP_ERR_NOT_FOUND)
 		return e;
-	*rack_id = 0;
-	if (rack) {
-		e = store_id_of(c, T_RACK, rack, rack_id);
-		if (e == RP_ERR_NOT_FOUND) {
-			*detail = store_why("rack", "no rack named '%s'", rack);
-			return RP_ERR_INVALID_FIELD;
-		}
-		if (e != RP_ERR_OK)
-			return e;
-	}
-	*profile_id = 0;
-	if (profile) {
-		e = store_id_of(c, T_PROFILE, profile, profile_id);
-		if (e == RP_ERR_NOT_FOUND) {
-			*detail = store_why("bios_profile", "no BIOS profile named '%s'", profile);
-			return RP_ERR_INVALID_FIELD;
-		}
-		if (e != RP_ERR_OK)
-			return e;
-	}
+	if ((e = store_ref(c, T_RACK, rack, "rack", rack_id, detail)) != RP_ERR_OK ||
+	    (e = store_ref(c, T_PROFILE, profile, "bios_profile", profile_id, detail)) != RP_ERR_OK)
+		return e;
 	if (json_is_string(json_object_get(obj, "boot_profile"))) {
 		int64_t bp;
 		const char *bpname = json_string_value(json_object_get(obj, "boot_profile"));
@@ -137,8 +120,7 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 		              ? json_integer_value(json_object_get(obj, "u_height"))
 		              : 1) -
 		     1;
-		s = STMT(c, "SELECT height_u FROM racks WHERE id = ?");
-		sql_bind_int(s, 1, *rack_id);
+		s = STMT_ARGS(c, "SELECT height_u FROM racks WHERE id = ?", *rack_id);
 		/* The rack was found above, in this transaction. */
 		if ((e = store_one(c, s, "rack height")) != RP_ERR_OK)
 			return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;
@@ -150,13 +132,11 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 			                    (long long)lo, (long long)hi, rack, (long long)height);
 			return RP_ERR_INVALID_FIELD;
 		}
-		s = STMT(c, "SELECT name, u_position, u_position + u_height - 1 FROM nodes "
-		            "WHERE rack_id = ?1 AND id != ?2 AND u_position IS NOT NULL "
-		            "AND u_position <= ?4 AND u_position + u_height - 1 >= ?3 LIMIT 1");
-		sql_bind_int(s, 1, *rack_id);
-		sql_bind_int(s, 2, self);
-		sql_bind_int(s, 3, lo);
-		sql_bind_int(s, 4, hi);
+		s = STMT_ARGS(c,
+		              "SELECT name, u_position, u_position + u_height - 1 FROM nodes "
+		              "WHERE rack_id = ?1 AND id != ?2 AND u_position IS NOT NULL "
+		              "AND u_position <= ?4 AND u_position + u_height - 1 >= ?3 LIMIT 1",
+		              *rack_id, self, lo, hi);
 		if ((e = store_one(c, s, "slot check")) == RP_ERR_OK) {
 			*detail = json_pack("{s:s, s:s, s:s, s:I, s:I}", "field", "u_position",
 			                    "reason", "rack units already occupied", "occupied_by",
@@ -171,10 +151,10 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 	s = NULL;
 	json_array_foreach(macs, i, m)
 	{
-		s = STMT(c, "SELECT n.name FROM node_macs m JOIN nodes n ON n.id = m.node_id "
-		            "WHERE m.mac = ? AND m.node_id != ?");
-		sql_bind_text(s, 1, json_string_value(m));
-		sql_bind_int(s, 2, self);
+		s = STMT_ARGS(c,
+		              "SELECT n.name FROM node_macs m JOIN nodes n ON n.id = m.node_id "
+		              "WHERE m.mac = ? AND m.node_id != ?",
+		              json_string_value(m), self);
 		if ((e = store_one(c, s, "mac check")) == RP_ERR_OK) {
 			*detail = json_pack("{s:s, s:s, s:s}", "field", "macs", "reason",
 			                    "MAC address already belongs to another node", "mac",
@@ -270,33 +250,27 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 	if (*id == 0) {
 		*id = sql_last_id(c);
 	} else {
-		s = STMT(c, "DELETE FROM node_tags WHERE node_id = ?");
-		sql_bind_int(s, 1, *id);
-		if ((e = store_exec(c, s, "tags clear")) != RP_ERR_OK)
+		if ((e = EXEC(c, "tags clear", "DELETE FROM node_tags WHERE node_id = ?", *id)) !=
+		    RP_ERR_OK)
 			return e;
-		s = STMT(c, "DELETE FROM node_macs WHERE node_id = ?");
-		sql_bind_int(s, 1, *id);
-		if ((e = store_exec(c, s, "macs clear")) != RP_ERR_OK)
+		if ((e = EXEC(c, "macs clear", "DELETE FROM node_macs WHERE node_id = ?", *id)) !=
+		    RP_ERR_OK)
 			return e;
 	}
 	json_array_foreach(tags, i, v)
 	{
-		s = STMT(
-		        c,
-		        "INSERT INTO node_tags(node_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING");
-		sql_bind_int(s, 1, *id);
-		sql_bind_text(s, 2, json_string_value(v));
-		if ((e = store_exec(c, s, "tag insert")) != RP_ERR_OK)
+		if ((e = EXEC(c, "tag insert",
+		              "INSERT INTO node_tags(node_id, tag) VALUES (?, ?) ON CONFLICT DO "
+		              "NOTHING",
+		              *id, json_string_value(v))) != RP_ERR_OK)
 			return e;
 	}
 	json_array_foreach(macs, i, v)
 	{
-		s = STMT(
-		        c,
-		        "INSERT INTO node_macs(mac, node_id) VALUES (?, ?) ON CONFLICT DO NOTHING");
-		sql_bind_text(s, 1, json_string_value(v));
-		sql_bind_int(s, 2, *id);
-		if ((e = store_exec(c, s, "mac insert")) != RP_ERR_OK)
+		if ((e = EXEC(c, "mac insert",
+		              "INSERT INTO node_macs(mac, node_id) VALUES (?, ?) ON CONFLICT DO "
+		              "NOTHING",
+		              json_string_value(v), *id)) != RP_ERR_OK)
 			return e;
 	}
 	if (json_is_object(bmc)) {
@@ -308,7 +282,7 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		    (se = store_seal(c, json_string_value(json_object_get(bmc, "password")),
 		                     &sealed)) != RP_ERR_OK)
 			return se;
-		s = STMT(
+		s = STMT_ARGS(
 		        c,
 		        "INSERT INTO bmcs(node_id, driver, address, port, username, "
 		        "password_sealed, "
@@ -336,8 +310,8 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		        "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
 		        "excluded.username AND ?8 THEN bmcs.checked_at END, "
 		        "identity = CASE WHEN bmcs.address IS excluded.address AND bmcs.port IS "
-		        "excluded.port THEN bmcs.identity END");
-		sql_bind_int(s, 1, *id);
+		        "excluded.port THEN bmcs.identity END",
+		        *id);
 		store_bind_str(s, 2, bmc, "driver");
 		store_bind_str(s, 3, bmc, "address");
 		store_bind_int(s, 4, bmc, "port");
@@ -350,8 +324,7 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		    (options = store_canon(json_object_get(bmc, "options"))) != NULL)
 			sql_bind_text_own(s, 9, options);
 	} else {
-		s = STMT(c, "DELETE FROM bmcs WHERE node_id = ?");
-		sql_bind_int(s, 1, *id);
+		s = STMT_ARGS(c, "DELETE FROM bmcs WHERE node_id = ?", *id);
 	}
 	return store_exec(c, s, "bmc write");
 }
@@ -391,8 +364,7 @@ store_node_insert(struct conn *c, json_t *in, const char *actor, int64_t *id, js
 	e = node_write(c, &newid, in, rack_id, profile_id, 0);
 	if (e != RP_ERR_OK)
 		goto out;
-	s = STMT(c, NODE_COLS "WHERE n.id = ?");
-	sql_bind_int(s, 1, newid);
+	s = STMT_ARGS(c, NODE_COLS "WHERE n.id = ?", newid);
 	if ((e = store_one(c, s, "node load")) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND)
 			e = RP_ERR_INTERNAL;
@@ -429,27 +401,18 @@ enum rp_err
 rp_store_node_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
                      json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *obj = NULL;
 	enum rp_err e;
 	int64_t id;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_node_insert(c, in, actor, &id, detail)) != RP_ERR_OK)
 		goto out;
-	if ((e = store_res_load(c, &node_res, id, &obj)) != RP_ERR_OK)
-		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = obj;
-	obj = NULL;
+	e = store_res_load(c, &node_res, id, &obj);
 out:
-	store_rollback(c);
-	json_decref(obj);
-	return e;
+	return store_end(c, e, obj, out);
 }
 
 enum rp_err
@@ -481,12 +444,13 @@ rp_store_node_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_
 	if (rack && (e = store_id_of(c, T_RACK, rack, &rack_id)) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
 	if (rq->sort_by_name) {
-		s = STMT(c, NODE_COLS "WHERE (?1 IS NULL OR n.name > ?1) " NODE_FILTER
-		                      "ORDER BY n.name LIMIT ?9");
-		sql_bind_text(s, 1, rq->after_key);
+		s = STMT_ARGS(c,
+		              NODE_COLS "WHERE (?1 IS NULL OR n.name > ?1) " NODE_FILTER
+		                        "ORDER BY n.name LIMIT ?9",
+		              rq->after_key);
 	} else {
-		s = STMT(c, NODE_COLS "WHERE n.id > ?1 " NODE_FILTER "ORDER BY n.id LIMIT ?9");
-		sql_bind_int(s, 1, rq->after_id);
+		s = STMT_ARGS(c, NODE_COLS "WHERE n.id > ?1 " NODE_FILTER "ORDER BY n.id LIMIT ?9",
+		              rq->after_id);
 	}
 	if (rack_id)
 		sql_bind_int(s, 2, rack_id);
@@ -505,7 +469,7 @@ enum rp_err
 rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
                      const char *actor, json_t **out, json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *before = NULL, *after = NULL, *fresh = NULL, *diff = NULL;
 	json_t *pbmc = json_object_get(patch, "bmc");
 	int64_t id, rack_id, profile_id;
@@ -514,9 +478,7 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 	int keep_pw;
 	char summary[160];
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_res_current(c, &node_res, key, if_match, &id, &before, detail)) != RP_ERR_OK)
 		goto out;
@@ -582,39 +544,31 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 	        json_string_value(json_object_get(fresh, "name")), id, rack_id, summary, diff);
 	if (e != RP_ERR_OK)
 		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = fresh;
-	fresh = NULL;
 out:
-	store_rollback(c);
 	json_decref(before);
 	json_decref(after);
-	json_decref(fresh);
 	json_decref(diff);
-	return e;
+	return store_end(c, e, fresh, out);
 }
 
 enum rp_err
 rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, const char *actor,
                      json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *before = NULL;
 	struct stmt *s;
 	int64_t id, rack_id = 0;
 	enum rp_err e;
 	char summary[160];
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_res_current(c, &node_res, key, if_match, &id, &before, detail)) != RP_ERR_OK)
 		goto out;
-	s = STMT(c,
-	         "SELECT count(*) FROM jobs WHERE node_id = ? AND state IN ('queued', 'running')");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(
+	        c, "SELECT count(*) FROM jobs WHERE node_id = ? AND state IN ('queued', 'running')",
+	        id);
 	/* A count: always a row. */
 	if ((e = store_one(c, s, "node jobs")) != RP_ERR_OK)
 		goto out;
@@ -626,8 +580,7 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 		goto out;
 	}
 	sql_reset(s);
-	s = STMT(c, "DELETE FROM nodes WHERE id = ? RETURNING rack_id");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(c, "DELETE FROM nodes WHERE id = ? RETURNING rack_id", id);
 	/* RETURNING: a row for the node deleted (found above), then the statement's end. */
 	if ((e = store_one(c, s, "node delete")) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND)
@@ -645,11 +598,9 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 	        json_string_value(json_object_get(before, "name")), id, rack_id, summary, NULL);
 	if (e != RP_ERR_OK)
 		goto out;
-	e = store_commit(c);
 out:
-	store_rollback(c);
 	json_decref(before);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }
 
 enum rp_err
@@ -664,11 +615,12 @@ rp_store_node_inventory(struct rp_store *st, const char *key, json_t **out)
 		return RP_ERR_INTERNAL;
 	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
 		return e;
-	s = STMT(c,
-	         "SELECT n.name AS node, i.source, i.collected_at AS \"collected_at:time\", "
-	         "i.data AS \"data:json\" FROM nodes n LEFT JOIN inventory i ON i.node_id = n.id "
-	         "WHERE n.id = ?");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT n.name AS node, i.source, i.collected_at AS \"collected_at:time\", "
+	        "i.data AS \"data:json\" FROM nodes n LEFT JOIN inventory i ON i.node_id = n.id "
+	        "WHERE n.id = ?",
+	        id);
 	if ((e = store_one(c, s, "inventory")) != RP_ERR_OK)
 		return e;
 	*out = store_row(c, s);
@@ -689,12 +641,13 @@ store_inventory_write(struct conn *c, const struct node_ref *n, const char *sour
 	if (text == NULL)
 		return RP_ERR_INTERNAL;
 	/* The summary columns feed filters and acceptance; the whole report stays as sent. */
-	s = STMT(c,
-	         "INSERT INTO inventory(node_id, data, source, collected_at, gpu_count, mem_bytes) "
-	         "VALUES (?,?,?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET data = excluded.data, "
-	         "source = excluded.source, collected_at = excluded.collected_at, "
-	         "gpu_count = excluded.gpu_count, mem_bytes = excluded.mem_bytes");
-	sql_bind_int(s, 1, n->id);
+	s = STMT_ARGS(
+	        c,
+	        "INSERT INTO inventory(node_id, data, source, collected_at, gpu_count, mem_bytes) "
+	        "VALUES (?,?,?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET data = excluded.data, "
+	        "source = excluded.source, collected_at = excluded.collected_at, "
+	        "gpu_count = excluded.gpu_count, mem_bytes = excluded.mem_bytes",
+	        n->id);
 	sql_bind_text_own(s, 2, text);
 	sql_bind_text(s, 3, source);
 	sql_bind_int(s, 4, rp_time_now_ms());
@@ -720,20 +673,12 @@ enum rp_err
 rp_store_node_inventory_set(struct rp_store *st, const char *key, const char *source, json_t *data,
                             const char *actor)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct node_ref n;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write_node(st, key, &c, &n)) != RP_ERR_OK)
 		return e;
-	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
-		goto out;
-	if ((e = store_inventory_write(c, &n, source, data, actor)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	store_rollback(c);
-	return e;
+	e = store_inventory_write(c, &n, source, data, actor);
+	return store_end(c, e, NULL, NULL);
 }

@@ -117,8 +117,7 @@ store_provision(struct conn *c, const char *key, const char *action, json_t *job
 	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT provision_state, maintenance FROM nodes WHERE id = ?");
-	sql_bind_int(s, 1, n.id);
+	s = STMT_ARGS(c, "SELECT provision_state, maintenance FROM nodes WHERE id = ?", n.id);
 	if ((e = store_one(c, s, "provision read")) != RP_ERR_OK)
 		goto out;
 	snprintf(state, sizeof state, "%s", sql_text(s, 0));
@@ -166,13 +165,11 @@ enum rp_err
 rp_store_provision(struct rp_store *st, const char *key, const char *action, json_t *job,
                    const char *actor, json_t **out, json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *res = NULL;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_provision(c, key, action, job, actor, &res, detail)) == RP_ERR_OK &&
 	    (e = store_commit(c)) == RP_ERR_OK) {
@@ -188,7 +185,7 @@ enum rp_err
 rp_store_provision_abort(struct rp_store *st, const char *key, const char *actor, char *job,
                          size_t joblen, json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	const struct transition *t;
 	struct node_ref n;
 	struct stmt *s;
@@ -196,16 +193,13 @@ rp_store_provision_abort(struct rp_store *st, const char *key, const char *actor
 	enum rp_err e;
 	size_t i;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write_node(st, key, &c, &n)) != RP_ERR_OK)
 		return e;
-	if ((e = store_node_ref(c, key, &n)) != RP_ERR_OK)
-		goto out;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT n.provision_state, j.uuid FROM nodes n LEFT JOIN jobs j ON j.id = "
-	            "n.provision_job_id AND j.state IN ('queued', 'running') WHERE n.id = ?");
-	sql_bind_int(s, 1, n.id);
+	s = STMT_ARGS(c,
+	              "SELECT n.provision_state, j.uuid FROM nodes n LEFT JOIN jobs j ON j.id = "
+	              "n.provision_job_id AND j.state IN ('queued', 'running') WHERE n.id = ?",
+	              n.id);
 	if ((e = store_one(c, s, "abort read")) != RP_ERR_OK)
 		goto out;
 	snprintf(state, sizeof state, "%s", sql_text(s, 0));
@@ -256,9 +250,10 @@ store_provision_settle(struct conn *c, int64_t job_id, const char *job_state, co
 	enum rp_err e;
 	int ok = !strcmp(job_state, "succeeded");
 
-	s = STMT(c, "SELECT j.params, coalesce(j.node_id, 0), n.provision_state FROM jobs j JOIN "
-	            "nodes n ON n.id = j.node_id WHERE j.id = ? AND n.provision_job_id = j.id");
-	sql_bind_int(s, 1, job_id);
+	s = STMT_ARGS(c,
+	              "SELECT j.params, coalesce(j.node_id, 0), n.provision_state FROM jobs j JOIN "
+	              "nodes n ON n.id = j.node_id WHERE j.id = ? AND n.provision_job_id = j.id",
+	              job_id);
 	if ((e = store_one(c, s, "settle read")) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_OK : e;
 	params = json_loads(sql_text(s, 0), 0, NULL);
@@ -281,8 +276,7 @@ store_provision_settle(struct conn *c, int64_t job_id, const char *job_state, co
 		goto out;
 	/* What is on the disk now. */
 	if (ok && (!strcmp(action, "deploy") || !strcmp(action, "release"))) {
-		s = STMT(c, "UPDATE nodes SET deployed_image = ?2 WHERE id = ?1");
-		sql_bind_int(s, 1, node_id);
+		s = STMT_ARGS(c, "UPDATE nodes SET deployed_image = ?2 WHERE id = ?1", node_id);
 		if (!strcmp(action, "deploy"))
 			sql_bind_text(s, 2,
 			              json_string_value(json_object_get(

@@ -47,9 +47,10 @@ rack_save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json_t 
 		            "(?9,?1,?2,?3,coalesce(?4, 42),?5,?6,?7,?7)");
 		sql_bind_text(s, 9, uuid);
 	} else {
-		s = STMT(c, "SELECT name, u_position + u_height - 1 AS top FROM nodes WHERE "
-		            "rack_id = ? AND u_position IS NOT NULL ORDER BY top DESC LIMIT 1");
-		sql_bind_int(s, 1, *id);
+		s = STMT_ARGS(c,
+		              "SELECT name, u_position + u_height - 1 AS top FROM nodes WHERE "
+		              "rack_id = ? AND u_position IS NOT NULL ORDER BY top DESC LIMIT 1",
+		              *id);
 		e = store_one(c, s, "rack top");
 		if (e == RP_ERR_OK &&
 		    sql_int(s, 1) > json_integer_value(json_object_get(obj, "height_u"))) {
@@ -113,6 +114,12 @@ static struct store_res rack_res = {
         .diff_skip = rack_diff_skip,
         .sql_load = RACK_COLS "WHERE r.id = ?",
         .sql_delete = "DELETE FROM racks WHERE id = ?",
+        .sql_list_id = RACK_COLS "WHERE r.id > ?1 AND (?2 IS NULL OR r.site = ?2) "
+                                 "AND (?3 IS NULL OR r.row_name = ?3) ORDER BY r.id LIMIT ?4",
+        .sql_list_name = RACK_COLS "WHERE (?1 IS NULL OR r.name > ?1) AND (?2 IS NULL OR "
+                                   "r.site = ?2) AND (?3 IS NULL OR r.row_name = ?3) ORDER BY "
+                                   "r.name LIMIT ?4",
+        .list_filters = {"site", "row"},
         .save = rack_save,
         .apply = rack_apply,
         .may_delete = rack_empty,
@@ -124,58 +131,7 @@ store_rack_insert(struct conn *c, json_t *in, const char *actor, int64_t *id, js
 	return store_res_insert(c, &rack_res, in, actor, id, NULL, detail);
 }
 
-enum rp_err
-rp_store_rack_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
-                     json_t **detail)
-{
-	return store_res_create(st, &rack_res, in, actor, out, detail);
-}
-
-enum rp_err
-rp_store_rack_get(struct rp_store *st, const char *key, json_t **out)
-{
-	return store_res_get(st, &rack_res, key, out);
-}
-
-enum rp_err
-rp_store_rack_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
-{
-	struct conn *c = store_conn(st);
-	struct stmt *s;
-	const char *site = json_string_value(json_object_get(rq->filter, "site"));
-	const char *row = json_string_value(json_object_get(rq->filter, "row"));
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if (rq->sort_by_name) {
-		s = STMT(c, RACK_COLS
-		         "WHERE (?1 IS NULL OR r.name > ?1) AND (?2 IS NULL OR r.site = ?2) "
-		         "AND (?3 IS NULL OR r.row_name = ?3) ORDER BY r.name LIMIT ?4");
-		sql_bind_text(s, 1, rq->after_key);
-	} else {
-		s = STMT(c, RACK_COLS "WHERE r.id > ?1 AND (?2 IS NULL OR r.site = ?2) "
-		                      "AND (?3 IS NULL OR r.row_name = ?3) ORDER BY r.id LIMIT ?4");
-		sql_bind_int(s, 1, rq->after_id);
-	}
-	sql_bind_text(s, 2, site);
-	sql_bind_text(s, 3, row);
-	sql_bind_int(s, 4, rq->limit + 1);
-	return store_page(c, s, rq, "name", out);
-}
-
-enum rp_err
-rp_store_rack_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
-                     const char *actor, json_t **out, json_t **detail)
-{
-	return store_res_update(st, &rack_res, key, patch, if_match, actor, out, detail);
-}
-
-enum rp_err
-rp_store_rack_delete(struct rp_store *st, const char *key, int64_t if_match, const char *actor,
-                     json_t **detail)
-{
-	return store_res_delete(st, &rack_res, key, if_match, actor, detail);
-}
+STORE_RES_CALLS(rack, &rack_res)
 
 enum rp_err
 rp_store_rack_elevation(struct rp_store *st, const char *key, json_t **out)
@@ -197,11 +153,12 @@ rp_store_rack_elevation(struct rp_store *st, const char *key, json_t **out)
 		goto out;
 	if ((e = store_res_load(c, &rack_res, id, &rack)) != RP_ERR_OK)
 		goto out;
-	s = STMT(c, "SELECT n.id AS _id, n.uuid AS id, n.name, n.u_position, n.u_height, "
-	            "n.node_class, n.provision_state, n.power_state, "
-	            "n.maintenance AS \"maintenance:bool\" "
-	            "FROM nodes n WHERE n.rack_id = ? ORDER BY n.u_position DESC, n.name");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(c,
+	              "SELECT n.id AS _id, n.uuid AS id, n.name, n.u_position, n.u_height, "
+	              "n.node_class, n.provision_state, n.power_state, "
+	              "n.maintenance AS \"maintenance:bool\" "
+	              "FROM nodes n WHERE n.rack_id = ? ORDER BY n.u_position DESC, n.name",
+	              id);
 	nodes = store_rows(c, s);
 	if (nodes == NULL) {
 		e = RP_ERR_INTERNAL;

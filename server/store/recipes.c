@@ -86,55 +86,13 @@ static struct store_res recipe_res = {
         .diff_skip = diff_skip,
         .sql_load = RECIPE_COLS "WHERE id = ?",
         .sql_delete = "DELETE FROM recipes WHERE id = ?",
+        .sql_list_id = RECIPE_COLS "WHERE recipes.id > ?1 ORDER BY recipes.id LIMIT ?2",
+        .sql_list_name = RECIPE_COLS "WHERE (?1 IS NULL OR name > ?1) ORDER BY name LIMIT ?2",
         .save = save,
         .apply = apply,
 };
 
-enum rp_err
-rp_store_recipe_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
-                       json_t **detail)
-{
-	return store_res_create(st, &recipe_res, in, actor, out, detail);
-}
-
-enum rp_err
-rp_store_recipe_get(struct rp_store *st, const char *key, json_t **out)
-{
-	return store_res_get(st, &recipe_res, key, out);
-}
-
-enum rp_err
-rp_store_recipe_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
-{
-	struct conn *c = store_conn(st);
-	struct stmt *s;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if (rq->sort_by_name) {
-		s = STMT(c, RECIPE_COLS "WHERE (?1 IS NULL OR name > ?1) ORDER BY name LIMIT ?2");
-		sql_bind_text(s, 1, rq->after_key);
-	} else {
-		s = STMT(c, RECIPE_COLS "WHERE recipes.id > ?1 ORDER BY recipes.id LIMIT ?2");
-		sql_bind_int(s, 1, rq->after_id);
-	}
-	sql_bind_int(s, 2, rq->limit + 1);
-	return store_page(c, s, rq, "name", out);
-}
-
-enum rp_err
-rp_store_recipe_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
-                       const char *actor, json_t **out, json_t **detail)
-{
-	return store_res_update(st, &recipe_res, key, patch, if_match, actor, out, detail);
-}
-
-enum rp_err
-rp_store_recipe_delete(struct rp_store *st, const char *key, int64_t if_match, const char *actor,
-                       json_t **detail)
-{
-	return store_res_delete(st, &recipe_res, key, if_match, actor, detail);
-}
+STORE_RES_CALLS(recipe, &recipe_res)
 
 /* Replace ${name} for every declared name in s. New string. */
 static json_t *
@@ -209,9 +167,11 @@ store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *a
 
 	if (values == NULL)
 		goto out;
-	s = STMT(c, "SELECT node_id, uuid FROM jobs WHERE id = ? AND state = 'running' AND node_id "
-	            "IS NOT NULL");
-	sql_bind_int(s, 1, job_id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT node_id, uuid FROM jobs WHERE id = ? AND state = 'running' AND node_id "
+	        "IS NOT NULL",
+	        job_id);
 	if ((e = store_one(c, s, "recipe child job")) != RP_ERR_OK)
 		goto out;
 	node_id = sql_int(s, 0);
@@ -224,9 +184,11 @@ store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *a
 			*detail = store_why("recipe", "no recipe named '%s'", recipe);
 		goto out;
 	}
-	s = STMT(c, "SELECT params AS \"params:json\", steps AS \"steps:json\" FROM recipes WHERE "
-	            "id = ?");
-	sql_bind_int(s, 1, rid);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT params AS \"params:json\", steps AS \"steps:json\" FROM recipes WHERE "
+	        "id = ?",
+	        rid);
 	if ((e = store_one(c, s, "recipe child recipe")) != RP_ERR_OK)
 		goto out;
 	rec = store_row(c, s);
@@ -267,8 +229,7 @@ store_recipe_child(struct conn *c, int64_t job_id, const char *recipe, json_t *a
 		goto out;
 	if ((e = store_job_add(c, n, 0, job, "rackpilotd", &cid)) != RP_ERR_OK)
 		goto out;
-	s = STMT(c, "SELECT uuid FROM jobs WHERE id = ?");
-	sql_bind_int(s, 1, cid);
+	s = STMT_ARGS(c, "SELECT uuid FROM jobs WHERE id = ?", cid);
 	if ((e = store_one(c, s, "recipe child")) != RP_ERR_OK)
 		goto out;
 	snprintf(uuid, RP_UUID_BUF, "%s", sql_text(s, 0));

@@ -95,14 +95,12 @@ enum rp_err
 store_res_create(struct rp_store *st, struct store_res *r, json_t *in, const char *actor,
                  json_t **out, json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *fresh = NULL;
 	int64_t id;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_res_insert(c, r, in, actor, &id, &fresh, detail)) != RP_ERR_OK ||
 	    (e = store_commit(c)) != RP_ERR_OK)
@@ -133,14 +131,12 @@ enum rp_err
 store_res_update(struct rp_store *st, struct store_res *r, const char *key, json_t *patch,
                  int64_t if_match, const char *actor, json_t **out, json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *before = NULL, *after = NULL, *fresh = NULL, *diff = NULL;
 	int64_t id;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_res_current(c, r, key, if_match, &id, &before, detail)) != RP_ERR_OK)
 		goto out;
@@ -174,15 +170,13 @@ enum rp_err
 store_res_delete(struct rp_store *st, struct store_res *r, const char *key, int64_t if_match,
                  const char *actor, json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *before = NULL;
 	struct stmt *s;
 	int64_t id;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_res_current(c, r, key, if_match, &id, &before, detail)) != RP_ERR_OK)
 		goto out;
@@ -193,9 +187,30 @@ store_res_delete(struct rp_store *st, struct store_res *r, const char *key, int6
 	if ((e = store_exec(c, s, r->otype)) != RP_ERR_OK ||
 	    (e = event(c, r, "deleted", before, id, NULL, actor)) != RP_ERR_OK)
 		goto out;
-	e = store_commit(c);
 out:
-	store_rollback(c);
 	json_decref(before);
-	return e;
+	return store_end(c, e, NULL, NULL);
+}
+
+enum rp_err
+store_res_list(struct rp_store *st, struct store_res *r, const struct rp_page_req *rq,
+               struct rp_page *out)
+{
+	struct conn *c = store_conn(st);
+	struct stmt *s;
+	int i;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	if (rq->sort_by_name) {
+		s = store_prep(c, &r->s_list_name, r->sql_list_name);
+		sql_bind_text(s, 1, rq->after_key);
+	} else {
+		s = store_prep(c, &r->s_list_id, r->sql_list_id);
+		sql_bind_int(s, 1, rq->after_id);
+	}
+	for (i = 0; i < 3 && r->list_filters[i]; i++)
+		store_bind_str(s, i + 2, rq->filter, r->list_filters[i]);
+	sql_bind_int(s, i + 2, rq->limit + 1);
+	return store_page(c, s, rq, "name", out);
 }

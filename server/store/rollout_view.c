@@ -33,8 +33,7 @@ store_rollout_id(struct conn *c, const char *key, int64_t *id)
 
 	if (!rp_uuid_valid(key))
 		return RP_ERR_NOT_FOUND;
-	s = STMT(c, "SELECT id FROM rollouts WHERE uuid = lower(?)");
-	sql_bind_text(s, 1, key);
+	s = STMT_ARGS(c, "SELECT id FROM rollouts WHERE uuid = lower(?)", key);
 	if ((e = store_one(c, s, "rollout id")) != RP_ERR_OK)
 		return e;
 	*id = sql_int(s, 0);
@@ -104,8 +103,7 @@ store_rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	enum rp_err e = RP_ERR_INTERNAL;
 	const char *state;
 
-	s = STMT(c, RO_COLS "WHERE id = ?");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(c, RO_COLS "WHERE id = ?", id);
 	if ((e = store_one(c, s, "rollout")) != RP_ERR_OK)
 		goto out;
 	obj = store_row(c, s);
@@ -116,9 +114,9 @@ store_rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	wait_s = json_integer_value(json_object_get(gate, "wait_s"));
 	counts = json_pack("{s:i, s:i, s:i, s:i, s:i}", "pending", 0, "running", 0, "succeeded", 0,
 	                   "failed", 0, "skipped", 0);
-	s = STMT(c,
-	         "SELECT state, count(*) FROM rollout_nodes WHERE rollout_id = ? GROUP BY state");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(
+	        c, "SELECT state, count(*) FROM rollout_nodes WHERE rollout_id = ? GROUP BY state",
+	        id);
 	{
 		int64_t total = 0;
 
@@ -139,14 +137,15 @@ store_rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	json_object_del(obj, "failures_seen");
 	/* Waves: per-state node counts and timings. */
 	wl = json_array();
-	s = STMT(c,
-	         "SELECT w.idx, w.canary, w.state, w.started_at, w.finished_at, w.done_at, "
-	         "count(rn.node_id), sum(rn.state = 'pending'), sum(rn.state = 'running'), "
-	         "sum(rn.state = 'succeeded'), sum(rn.state = 'failed'), sum(rn.state = "
-	         "'skipped') FROM rollout_waves w LEFT JOIN rollout_nodes rn ON rn.rollout_id = "
-	         "w.rollout_id AND rn.wave = w.idx WHERE w.rollout_id = ? GROUP BY w.idx ORDER BY "
-	         "w.idx");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT w.idx, w.canary, w.state, w.started_at, w.finished_at, w.done_at, "
+	        "count(rn.node_id), sum(rn.state = 'pending'), sum(rn.state = 'running'), "
+	        "sum(rn.state = 'succeeded'), sum(rn.state = 'failed'), sum(rn.state = "
+	        "'skipped') FROM rollout_waves w LEFT JOIN rollout_nodes rn ON rn.rollout_id = "
+	        "w.rollout_id AND rn.wave = w.idx WHERE w.rollout_id = ? GROUP BY w.idx ORDER BY "
+	        "w.idx",
+	        id);
 	while (store_next(c, s, "rollout waves", &e)) {
 		int64_t st_at = sql_int(s, 3), done_at = sql_int(s, 5);
 		const char *ws = col_text(s, 2);
@@ -181,12 +180,13 @@ store_rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	nl = json_array();
 	failed = json_array();
 	skipped = json_array();
-	s = STMT(c, "SELECT rn.node_name, rn.rack_name, rn.wave, rn.state, rn.phase, rn.reason, "
-	            "rn.attempt, j.uuid, g.uuid, rn.result, rn.started_at, rn.job_done_at, "
-	            "rn.finished_at FROM rollout_nodes rn LEFT JOIN jobs j ON j.id = rn.job_id "
-	            "LEFT JOIN jobs g ON g.id = rn.gate_job_id WHERE rn.rollout_id = ? ORDER BY "
-	            "rn.wave IS NULL, rn.wave, rn.node_name");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(c,
+	              "SELECT rn.node_name, rn.rack_name, rn.wave, rn.state, rn.phase, rn.reason, "
+	              "rn.attempt, j.uuid, g.uuid, rn.result, rn.started_at, rn.job_done_at, "
+	              "rn.finished_at FROM rollout_nodes rn LEFT JOIN jobs j ON j.id = rn.job_id "
+	              "LEFT JOIN jobs g ON g.id = rn.gate_job_id WHERE rn.rollout_id = ? ORDER BY "
+	              "rn.wave IS NULL, rn.wave, rn.node_name",
+	              id);
 	while (store_next(c, s, "rollout nodes", &e)) {
 		const char *ns = col_text(s, 3);
 		int64_t t0 = sql_int(s, 10), t1 = sql_int(s, 11);
@@ -265,13 +265,11 @@ out:
 enum rp_err
 rp_store_rollout_get(struct rp_store *st, const char *key, json_t **out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	int64_t id = 0;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
+	if ((e = store_read(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_rollout_id(c, key, &id)) == RP_ERR_OK)
 		e = store_rollout_view(c, id, 1, out);
@@ -282,19 +280,18 @@ rp_store_rollout_get(struct rp_store *st, const char *key, json_t **out)
 enum rp_err
 rp_store_rollout_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *items = NULL, *it;
 	struct stmt *s;
 	enum rp_err e;
 	size_t i;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
+	if ((e = store_read(st, &c)) != RP_ERR_OK)
 		return e;
-	s = STMT(c, "SELECT id AS _id, uuid AS id FROM rollouts WHERE id < ?1 AND (?2 IS NULL OR "
-	            "state = ?2) AND (?3 IS NULL OR kind = ?3) ORDER BY id DESC LIMIT ?4");
-	sql_bind_int(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
+	s = STMT_ARGS(c,
+	              "SELECT id AS _id, uuid AS id FROM rollouts WHERE id < ?1 AND (?2 IS NULL OR "
+	              "state = ?2) AND (?3 IS NULL OR kind = ?3) ORDER BY id DESC LIMIT ?4",
+	              rq->after_id > 0 ? rq->after_id : INT64_MAX);
 	store_bind_str(s, 2, rq->filter, "state");
 	store_bind_str(s, 3, rq->filter, "kind");
 	sql_bind_int(s, 4, rq->limit + 1);
@@ -390,9 +387,10 @@ pf_firmware(struct conn *c, const struct node_ref *n, json_t *only, json_t *node
 	enum rp_err e;
 	size_t i, j;
 
-	s = STMT(c, "SELECT coalesce(n.node_class, ''), b.name FROM nodes n LEFT JOIN "
-	            "firmware_baselines b ON b.node_class = n.node_class WHERE n.id = ?");
-	sql_bind_int(s, 1, n->id);
+	s = STMT_ARGS(c,
+	              "SELECT coalesce(n.node_class, ''), b.name FROM nodes n LEFT JOIN "
+	              "firmware_baselines b ON b.node_class = n.node_class WHERE n.id = ?",
+	              n->id);
 	if ((e = store_one(c, s, "preflight baseline")) != RP_ERR_OK)
 		return e;
 	snprintf(cls, sizeof cls, "%s", col_text(s, 0) ?: "");
@@ -406,13 +404,15 @@ pf_firmware(struct conn *c, const struct node_ref *n, json_t *only, json_t *node
 		                    cls[0] ? cls : n->name);
 		return RP_ERR_CONFLICT;
 	}
-	s = STMT(c, "SELECT bc.component, bc.version, coalesce(bc.method, 'redfish') AS method, "
-	            "bc.recipe, i.name AS image, i.file, i.size, i.sha256, fc.version AS current "
-	            "FROM nodes n JOIN firmware_baselines b ON b.node_class = n.node_class JOIN "
-	            "baseline_components bc ON bc.baseline_id = b.id LEFT JOIN images i ON i.id = "
-	            "bc.image_id LEFT JOIN firmware_components fc ON fc.node_id = n.id AND "
-	            "fc.component = bc.component WHERE n.id = ? ORDER BY bc.component");
-	sql_bind_int(s, 1, n->id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT bc.component, bc.version, coalesce(bc.method, 'redfish') AS method, "
+	        "bc.recipe, i.name AS image, i.file, i.size, i.sha256, fc.version AS current "
+	        "FROM nodes n JOIN firmware_baselines b ON b.node_class = n.node_class JOIN "
+	        "baseline_components bc ON bc.baseline_id = b.id LEFT JOIN images i ON i.id = "
+	        "bc.image_id LEFT JOIN firmware_components fc ON fc.node_id = n.id AND "
+	        "fc.component = bc.component WHERE n.id = ? ORDER BY bc.component",
+	        n->id);
 	if ((targets = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	if ((e = store_components_known(targets, only, detail)) != RP_ERR_OK)
@@ -458,22 +458,18 @@ pf_bios(struct conn *c, const struct node_ref *n, const char *profile, json_t *n
 	enum rp_err e;
 
 	if (profile) {
-		if ((e = store_id_of(c, T_PROFILE, profile, &pid)) != RP_ERR_OK) {
-			if (e == RP_ERR_NOT_FOUND) {
-				*detail =
-				        store_why("profile", "no BIOS profile named '%s'", profile);
-				e = RP_ERR_INVALID_FIELD;
-			}
+		if ((e = store_ref(c, T_PROFILE, profile, "profile", &pid, detail)) != RP_ERR_OK)
 			return e;
-		}
 		s = STMT(c, "SELECT p.name, p.method, p.recipe, (SELECT count(*) FROM "
 		            "bios_profile_attrs a WHERE a.profile_id = p.id) FROM bios_profiles p "
 		            "WHERE p.id = ?");
+		sql_bind_int(s, 1, pid);
 	} else
-		s = STMT(c, "SELECT p.name, p.method, p.recipe, (SELECT count(*) FROM "
-		            "bios_profile_attrs a WHERE a.profile_id = p.id) FROM nodes n JOIN "
-		            "bios_profiles p ON p.id = " TARGET_PROFILE " WHERE n.id = ?");
-	sql_bind_int(s, 1, profile ? pid : n->id);
+		s = STMT_ARGS(c,
+		              "SELECT p.name, p.method, p.recipe, (SELECT count(*) FROM "
+		              "bios_profile_attrs a WHERE a.profile_id = p.id) FROM nodes n JOIN "
+		              "bios_profiles p ON p.id = " TARGET_PROFILE " WHERE n.id = ?",
+		              n->id);
 	if ((e = store_one(c, s, "preflight profile")) == RP_ERR_NOT_FOUND) {
 		*detail = store_why(NULL,
 		                    "node %s has no BIOS profile (neither its own nor its class's)",

@@ -177,11 +177,12 @@ create_txn(struct conn *c, void *arg)
 
 		why[0] = '\0';
 
-		s = STMT(c,
-		         "SELECT n.name, coalesce(n.rack_id, 0), r.name, n.maintenance, "
-		         "n.maintenance_reason FROM nodes n LEFT JOIN racks r ON r.id = n.rack_id "
-		         "WHERE n.id = ?");
-		sql_bind_int(s, 1, cd.id);
+		s = STMT_ARGS(
+		        c,
+		        "SELECT n.name, coalesce(n.rack_id, 0), r.name, n.maintenance, "
+		        "n.maintenance_reason FROM nodes n LEFT JOIN racks r ON r.id = n.rack_id "
+		        "WHERE n.id = ?",
+		        cd.id);
 		if ((e = store_one(c, s, "rollout candidate")) != RP_ERR_OK)
 			goto out;
 		snprintf(cd.name, sizeof cd.name, "%s", col_text(s, 0) ?: "");
@@ -263,36 +264,26 @@ create_txn(struct conn *c, void *arg)
 	                                   : strdup("{}");
 	if (rp_uuid_new(uuid) < 0 || !sel || !wspec || !gate)
 		goto out;
-	s = STMT(
-	        c,
-	        "INSERT INTO rollouts(uuid, kind, state, selector, waves_spec, gate, max_failures, "
-	        "start_at, created_by, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
-	sql_bind_text(s, 1, uuid);
-	sql_bind_text(s, 2, kind);
-	sql_bind_text(s, 3, start_at > now ? "scheduled" : "running");
-	sql_bind_text(s, 4, sel);
-	sql_bind_text(s, 5, wspec);
-	sql_bind_text(s, 6, gate);
-	sql_bind_int(s, 7, json_integer_value(json_object_get(in, "max_failures")));
-	sql_bind_int(s, 8, start_at);
-	sql_bind_text(s, 9, actor);
-	sql_bind_int(s, 10, now);
-	sql_bind_int(s, 11, now);
-	if ((e = store_exec(c, s, "rollout insert")) != RP_ERR_OK)
+	if ((e = EXEC(
+	             c, "rollout insert",
+	             "INSERT INTO rollouts(uuid, kind, state, selector, waves_spec, gate, "
+	             "max_failures, "
+	             "start_at, created_by, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+	             uuid, kind, start_at > now ? "scheduled" : "running", sel, wspec, gate,
+	             json_integer_value(json_object_get(in, "max_failures")), start_at, actor, now,
+	             now)) != RP_ERR_OK)
 		goto out;
 	id = sql_last_id(c);
 	if (start_at <= now) {
-		s = STMT(c, "UPDATE rollouts SET started_at = ?2 WHERE id = ?1");
-		sql_bind_int(s, 1, id);
-		sql_bind_int(s, 2, now);
-		if ((e = store_exec(c, s, "rollout started")) != RP_ERR_OK)
+		if ((e = EXEC(c, "rollout started",
+		              "UPDATE rollouts SET started_at = ?2 WHERE id = ?1", id, now)) !=
+		    RP_ERR_OK)
 			goto out;
 	}
 	for (w = 0; w < nwaves; w++) {
-		s = STMT(c, "INSERT INTO rollout_waves(rollout_id, idx, canary) VALUES (?,?,?)");
-		sql_bind_int(s, 1, id);
-		sql_bind_int(s, 2, w);
-		sql_bind_int(s, 3, w == 0 && spec.canary > 0);
+		s = STMT_ARGS(c,
+		              "INSERT INTO rollout_waves(rollout_id, idx, canary) VALUES (?,?,?)",
+		              id, w, w == 0 && spec.canary > 0);
 		if ((e = store_exec(c, s, "rollout wave")) != RP_ERR_OK)
 			goto out;
 	}
@@ -385,43 +376,42 @@ do_abort(struct conn *c, struct ro *r, const char *actor, const char *reason, in
 	enum rp_err e;
 	size_t i;
 
-	s = STMT(c,
-	         "SELECT j.id FROM rollout_nodes rn JOIN jobs j ON j.id IN (rn.job_id, "
-	         "rn.gate_job_id) WHERE rn.rollout_id = ? AND rn.state = 'running' AND j.state = "
-	         "'queued'");
-	sql_bind_int(s, 1, r->id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT j.id FROM rollout_nodes rn JOIN jobs j ON j.id IN (rn.job_id, "
+	        "rn.gate_job_id) WHERE rn.rollout_id = ? AND rn.state = 'running' AND j.state = "
+	        "'queued'",
+	        r->id);
 	while (store_next(c, s, "rollout abort jobs", &e))
 		json_array_append_new(jobs, json_integer(sql_int(s, 0)));
 	if (e != RP_ERR_OK)
 		goto out;
 	json_array_foreach(jobs, i, v)
 	{
-		s = STMT(
+		s = STMT_ARGS(
 		        c,
 		        "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, error_code = "
 		        "'cancelled', error = 'rollout aborted', finished_at = ?2, updated_at = ?2 "
-		        "WHERE id = ?1 AND state = 'queued'");
-		sql_bind_int(s, 1, json_integer_value(v));
-		sql_bind_int(s, 2, now);
+		        "WHERE id = ?1 AND state = 'queued'",
+		        json_integer_value(v), now);
 		if ((e = store_exec(c, s, "rollout cancel job")) != RP_ERR_OK ||
 		    (e = store_job_ended(c, json_integer_value(v), "cancelled",
 		                         "rollout aborted")) != RP_ERR_OK)
 			goto out;
 	}
-	s = STMT(c, "UPDATE rollout_nodes SET state = 'skipped', phase = NULL, reason = 'rollout "
-	            "aborted', finished_at = ?2 WHERE rollout_id = ?1 AND (state = 'pending' OR "
-	            "(state = 'running' AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = job_id AND "
-	            "j.state = 'cancelled')))");
-	sql_bind_int(s, 1, r->id);
-	sql_bind_int(s, 2, now);
-	if ((e = store_exec(c, s, "rollout abort nodes")) != RP_ERR_OK)
+	if ((e = EXEC(c, "rollout abort nodes",
+	              "UPDATE rollout_nodes SET state = 'skipped', phase = NULL, reason = 'rollout "
+	              "aborted', finished_at = ?2 WHERE rollout_id = ?1 AND (state = 'pending' OR "
+	              "(state = 'running' AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = job_id AND "
+	              "j.state = 'cancelled')))",
+	              r->id, now)) != RP_ERR_OK)
 		goto out;
-	s = STMT(c,
-	         "UPDATE rollout_nodes SET state = 'succeeded', phase = NULL, reason = 'updated; "
-	         "gate not evaluated (rollout aborted)', finished_at = ?2 WHERE rollout_id = ?1 "
-	         "AND state = 'running' AND phase = 'gate'");
-	sql_bind_int(s, 1, r->id);
-	sql_bind_int(s, 2, now);
+	s = STMT_ARGS(
+	        c,
+	        "UPDATE rollout_nodes SET state = 'succeeded', phase = NULL, reason = 'updated; "
+	        "gate not evaluated (rollout aborted)', finished_at = ?2 WHERE rollout_id = ?1 "
+	        "AND state = 'running' AND phase = 'gate'",
+	        r->id, now);
 	if ((e = store_exec(c, s, "rollout abort gate")) != RP_ERR_OK)
 		goto out;
 	if ((e = ro_set_state(c, r, "aborted", reason, now)) != RP_ERR_OK)
@@ -448,26 +438,27 @@ do_resume(struct conn *c, struct ro *r, json_t *opts, const char *actor, int64_t
 
 	if (json_is_integer(mf)) {
 		r->max_failures = json_integer_value(mf);
-		s = STMT(c, "UPDATE rollouts SET max_failures = ?2 WHERE id = ?1");
-		sql_bind_int(s, 1, r->id);
-		sql_bind_int(s, 2, r->max_failures);
-		if ((e = store_exec(c, s, "rollout max_failures")) != RP_ERR_OK)
+		if ((e = EXEC(c, "rollout max_failures",
+		              "UPDATE rollouts SET max_failures = ?2 WHERE id = ?1", r->id,
+		              r->max_failures)) != RP_ERR_OK)
 			return e;
 	}
 	if (retry) {
-		s = STMT(c, "UPDATE rollout_waves SET state = 'pending' WHERE rollout_id = ?1 AND "
-		            "idx IN "
-		            "(SELECT wave FROM rollout_nodes WHERE rollout_id = ?1 AND state = "
-		            "'failed')");
-		sql_bind_int(s, 1, r->id);
-		if ((e = store_exec(c, s, "rollout reopen waves")) != RP_ERR_OK)
+		if ((e = EXEC(
+		             c, "rollout reopen waves",
+		             "UPDATE rollout_waves SET state = 'pending' WHERE rollout_id = ?1 AND "
+		             "idx IN "
+		             "(SELECT wave FROM rollout_nodes WHERE rollout_id = ?1 AND state = "
+		             "'failed')",
+		             r->id)) != RP_ERR_OK)
 			return e;
-		s = STMT(c,
-		         "UPDATE rollout_nodes SET state = 'pending', phase = NULL, reason = NULL, "
-		         "job_id = NULL, gate_job_id = NULL, finished_at = NULL WHERE rollout_id = "
-		         "?1 "
-		         "AND state = 'failed'");
-		sql_bind_int(s, 1, r->id);
+		s = STMT_ARGS(
+		        c,
+		        "UPDATE rollout_nodes SET state = 'pending', phase = NULL, reason = NULL, "
+		        "job_id = NULL, gate_job_id = NULL, finished_at = NULL WHERE rollout_id = "
+		        "?1 "
+		        "AND state = 'failed'",
+		        r->id);
 		if ((e = store_exec(c, s, "rollout retry nodes")) != RP_ERR_OK)
 			return e;
 		retried = sql_changes(c);
@@ -617,10 +608,11 @@ node_settle(struct conn *c, struct ro *r, int64_t node_id, const char *state, co
 		return e;
 	if (strcmp(state, "failed") != 0)
 		return RP_ERR_OK;
-	s = STMT(c, "UPDATE rollouts SET failures_seen = failures_seen + 1, updated_at = ?2 WHERE "
-	            "id = ?1");
-	sql_bind_int(s, 1, r->id);
-	sql_bind_int(s, 2, now);
+	s = STMT_ARGS(
+	        c,
+	        "UPDATE rollouts SET failures_seen = failures_seen + 1, updated_at = ?2 WHERE "
+	        "id = ?1",
+	        r->id, now);
 	if ((e = store_exec(c, s, "rollout failures")) != RP_ERR_OK)
 		return e;
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
@@ -639,13 +631,13 @@ sync_jobs(struct conn *c, struct ro *r, int64_t now, int *changed)
 	enum rp_err e;
 	size_t i;
 
-	s = STMT(c,
-	         "SELECT rn.node_id, j.state, j.error, j.result, coalesce(j.finished_at, ?2) "
-	         "FROM rollout_nodes rn JOIN jobs j ON j.id = rn.job_id WHERE rn.rollout_id = ?1 "
-	         "AND rn.state = 'running' AND rn.phase = 'job' AND j.state IN ('succeeded', "
-	         "'failed', 'cancelled')");
-	sql_bind_int(s, 1, r->id);
-	sql_bind_int(s, 2, now);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT rn.node_id, j.state, j.error, j.result, coalesce(j.finished_at, ?2) "
+	        "FROM rollout_nodes rn JOIN jobs j ON j.id = rn.job_id WHERE rn.rollout_id = ?1 "
+	        "AND rn.state = 'running' AND rn.phase = 'job' AND j.state IN ('succeeded', "
+	        "'failed', 'cancelled')",
+	        r->id, now);
 	while (store_next(c, s, "rollout sync", &e))
 		json_array_append_new(ended,
 		                      json_pack("{s:I, s:s, s:s?, s:s?, s:I}", "node",
@@ -660,11 +652,11 @@ sync_jobs(struct conn *c, struct ro *r, int64_t now, int *changed)
 		const char *js = json_string_value(json_object_get(v, "state"));
 		char reason[600];
 
-		s = STMT(c,
-		         "UPDATE rollout_nodes SET result = ?3, job_done_at = ?4, phase = 'gate' "
-		         "WHERE rollout_id = ?1 AND node_id = ?2");
-		sql_bind_int(s, 1, r->id);
-		sql_bind_int(s, 2, node);
+		s = STMT_ARGS(
+		        c,
+		        "UPDATE rollout_nodes SET result = ?3, job_done_at = ?4, phase = 'gate' "
+		        "WHERE rollout_id = ?1 AND node_id = ?2",
+		        r->id, node);
 		store_bind_str(s, 3, v, "result");
 		sql_bind_int(s, 4, json_integer_value(json_object_get(v, "at")));
 		if ((e = store_exec(c, s, "rollout job done")) != RP_ERR_OK)
@@ -701,11 +693,11 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 	int64_t started = 0, skipped = 0;
 	size_t i;
 
-	s = STMT(c,
-	         "SELECT node_id FROM rollout_nodes WHERE rollout_id = ? AND wave = ? AND state = "
-	         "'pending' ORDER BY node_id");
-	sql_bind_int(s, 1, r->id);
-	sql_bind_int(s, 2, w);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT node_id FROM rollout_nodes WHERE rollout_id = ? AND wave = ? AND state = "
+	        "'pending' ORDER BY node_id",
+	        r->id, w);
 	while (store_next(c, s, "rollout wave nodes", &e))
 		json_array_append_new(nodes, json_integer(sql_int(s, 0)));
 	if (e != RP_ERR_OK)
@@ -725,14 +717,11 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 		 * left without a usable BMC) since is skipped, not failed. */
 		e = store_bmc_ready(c, n.id, why, sizeof why);
 		if (e == RP_ERR_INVALID_STATE || e == RP_ERR_CONFLICT) {
-			s = STMT(c, "UPDATE rollout_nodes SET state = 'skipped', reason = ?3, "
-			            "finished_at = "
-			            "?4 WHERE rollout_id = ?1 AND node_id = ?2");
-			sql_bind_int(s, 1, r->id);
-			sql_bind_int(s, 2, n.id);
-			sql_bind_text(s, 3, why);
-			sql_bind_int(s, 4, now);
-			if ((e = store_exec(c, s, "rollout skip")) != RP_ERR_OK)
+			if ((e = EXEC(c, "rollout skip",
+			              "UPDATE rollout_nodes SET state = 'skipped', reason = ?3, "
+			              "finished_at = "
+			              "?4 WHERE rollout_id = ?1 AND node_id = ?2",
+			              r->id, n.id, why, now)) != RP_ERR_OK)
 				goto out;
 			skipped++;
 			continue;
@@ -741,25 +730,22 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 			goto out;
 		if ((e = store_job_add(c, &n, 0, job, "rollout", &job_id)) != RP_ERR_OK)
 			goto out;
-		s = STMT(
-		        c,
-		        "UPDATE rollout_nodes SET state = 'running', phase = 'job', job_id = ?3, "
-		        "attempt = attempt + 1, started_at = ?4, job_done_at = NULL, reason = NULL "
-		        "WHERE rollout_id = ?1 AND node_id = ?2 AND state = 'pending'");
-		sql_bind_int(s, 1, r->id);
-		sql_bind_int(s, 2, n.id);
-		sql_bind_int(s, 3, job_id);
-		sql_bind_int(s, 4, now);
-		if ((e = store_exec(c, s, "rollout node start")) != RP_ERR_OK)
+		if ((e = EXEC(c, "rollout node start",
+		              "UPDATE rollout_nodes SET state = 'running', phase = 'job', job_id = "
+		              "?3, "
+		              "attempt = attempt + 1, started_at = ?4, job_done_at = NULL, reason "
+		              "= NULL "
+		              "WHERE rollout_id = ?1 AND node_id = ?2 AND state = 'pending'",
+		              r->id, n.id, job_id, now)) != RP_ERR_OK)
 			goto out;
 		started++;
 	}
-	s = STMT(c, "UPDATE rollout_waves SET state = 'running', started_at = coalesce(started_at, "
-	            "?3), "
-	            "finished_at = NULL, done_at = NULL WHERE rollout_id = ?1 AND idx = ?2");
-	sql_bind_int(s, 1, r->id);
-	sql_bind_int(s, 2, w);
-	sql_bind_int(s, 3, now);
+	s = STMT_ARGS(
+	        c,
+	        "UPDATE rollout_waves SET state = 'running', started_at = coalesce(started_at, "
+	        "?3), "
+	        "finished_at = NULL, done_at = NULL WHERE rollout_id = ?1 AND idx = ?2",
+	        r->id, w, now);
 	if ((e = store_exec(c, s, "rollout wave start")) != RP_ERR_OK)
 		goto out;
 	e = ro_event(c, "rackpilotd", r, "rollout.wave_started", NULL, NULL,
@@ -789,17 +775,17 @@ gate_facts(struct conn *c, struct ro *r, int64_t node_id, json_t *req, struct rp
 		if (q == NULL)
 			continue;
 		if (!strcmp(q, "power_on")) {
-			s = STMT(c, "SELECT power_state, coalesce(power_state_at, 0) FROM nodes "
-			            "WHERE id = ?");
-			sql_bind_int(s, 1, node_id);
+			s = STMT_ARGS(c,
+			              "SELECT power_state, coalesce(power_state_at, 0) FROM nodes "
+			              "WHERE id = ?",
+			              node_id);
 			if ((e = store_one(c, s, "gate power")) != RP_ERR_OK)
 				return e;
 			snprintf(f->power, sizeof f->power, "%s", col_text(s, 0) ?: "");
 			f->power_at = sql_int(s, 1);
 			sql_reset(s);
 		} else if (!strcmp(q, "agent_heartbeat")) {
-			s = STMT(c, "SELECT seen_at FROM agents WHERE node_id = ?");
-			sql_bind_int(s, 1, node_id);
+			s = STMT_ARGS(c, "SELECT seen_at FROM agents WHERE node_id = ?", node_id);
 			e = store_one(c, s, "gate heartbeat");
 			if (e != RP_ERR_OK && e != RP_ERR_NOT_FOUND)
 				return e;
@@ -842,11 +828,11 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 	if (why[0] || !json_is_array(plan))
 		return RP_ERR_OK;
 	/* The health-check recipe, as a steps job, once per node and attempt. */
-	s = STMT(c, "SELECT coalesce(rn.gate_job_id, 0), j.state, j.error FROM rollout_nodes rn "
-	            "LEFT JOIN jobs j ON j.id = rn.gate_job_id WHERE rn.rollout_id = ? AND "
-	            "rn.node_id = ?");
-	sql_bind_int(s, 1, r->id);
-	sql_bind_int(s, 2, node_id);
+	s = STMT_ARGS(c,
+	              "SELECT coalesce(rn.gate_job_id, 0), j.state, j.error FROM rollout_nodes rn "
+	              "LEFT JOIN jobs j ON j.id = rn.gate_job_id WHERE rn.rollout_id = ? AND "
+	              "rn.node_id = ?",
+	              r->id, node_id);
 	if ((e = store_one(c, s, "gate recipe")) != RP_ERR_OK)
 		return e;
 	gate_job = sql_int(s, 0);
@@ -869,12 +855,10 @@ gate_check(struct conn *c, struct ro *r, int64_t node_id, int64_t wave_end, int6
 	json_decref(job);
 	if (e != RP_ERR_OK)
 		return e;
-	s = STMT(c, "UPDATE rollout_nodes SET gate_job_id = ?3 WHERE rollout_id = ?1 AND "
-	            "node_id = ?2");
-	sql_bind_int(s, 1, r->id);
-	sql_bind_int(s, 2, node_id);
-	sql_bind_int(s, 3, gate_job);
-	if ((e = store_exec(c, s, "gate job")) != RP_ERR_OK)
+	if ((e = EXEC(c, "gate job",
+	              "UPDATE rollout_nodes SET gate_job_id = ?3 WHERE rollout_id = ?1 AND "
+	              "node_id = ?2",
+	              r->id, node_id, gate_job)) != RP_ERR_OK)
 		return e;
 	*changed = 1;
 	snprintf(why, len, "health check recipe queued");
@@ -900,11 +884,11 @@ wave_gate(struct conn *c, struct ro *r, int64_t w, int64_t wave_end, int64_t now
 		e = RP_ERR_OK;
 		goto out;
 	}
-	s = STMT(c,
-	         "SELECT node_id, coalesce(job_done_at, 0) FROM rollout_nodes WHERE rollout_id = ? "
-	         "AND wave = ? AND state = 'running' AND phase = 'gate'");
-	sql_bind_int(s, 1, r->id);
-	sql_bind_int(s, 2, w);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT node_id, coalesce(job_done_at, 0) FROM rollout_nodes WHERE rollout_id = ? "
+	        "AND wave = ? AND state = 'running' AND phase = 'gate'",
+	        r->id, w);
 	while (store_next(c, s, "gate nodes", &e))
 		json_array_append_new(nodes, json_pack("[I, I]", (json_int_t)sql_int(s, 0),
 		                                       (json_int_t)sql_int(s, 1)));
@@ -994,10 +978,11 @@ advance_once(struct conn *c, struct ro *r, int64_t now, int *progress, int *need
 	if ((e = count_failed(c, r->id, &st.failed)) != RP_ERR_OK)
 		return e;
 	/* The current wave: the first one not done. */
-	s = STMT(c,
-	         "SELECT idx, state, coalesce(finished_at, 0) FROM rollout_waves WHERE rollout_id "
-	         "= ? AND state != 'done' ORDER BY idx LIMIT 1");
-	sql_bind_int(s, 1, r->id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT idx, state, coalesce(finished_at, 0) FROM rollout_waves WHERE rollout_id "
+	        "= ? AND state != 'done' ORDER BY idx LIMIT 1",
+	        r->id);
 	if ((e = store_one(c, s, "rollout current wave")) == RP_ERR_OK) {
 		st.wave = sql_int(s, 0);
 		snprintf(wstate, sizeof wstate, "%s", col_text(s, 1) ?: "");

@@ -128,10 +128,10 @@ reseal_all(struct conn *c, int *count)
 		if ((e = store_seal(c, json_string_value(json_object_get(row, "pw")), &sealed)) !=
 		    RP_ERR_OK)
 			goto out;
-		s = STMT(
+		s = STMT_ARGS(
 		        c,
-		        "UPDATE bmcs SET password_sealed = ?2, password = NULL WHERE node_id = ?1");
-		sql_bind_int(s, 1, json_integer_value(json_object_get(row, "id")));
+		        "UPDATE bmcs SET password_sealed = ?2, password = NULL WHERE node_id = ?1",
+		        json_integer_value(json_object_get(row, "id")));
 		sql_bind_text_own(s, 2, sealed);
 		if ((e = store_exec(c, s, "reseal")) != RP_ERR_OK)
 			goto out;
@@ -303,8 +303,8 @@ rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 	{
 		char summary[200];
 
-		s = STMT(c, "UPDATE bmcs SET password_sealed = NULL WHERE node_id = ?");
-		sql_bind_int(s, 1, json_integer_value(json_object_get(g, "id")));
+		s = STMT_ARGS(c, "UPDATE bmcs SET password_sealed = NULL WHERE node_id = ?",
+		              json_integer_value(json_object_get(g, "id")));
 		if ((e = store_exec(c, s, "secrets forget")) != RP_ERR_OK)
 			goto out;
 		snprintf(summary, sizeof summary,

@@ -153,6 +153,63 @@ sql_bind_null(struct stmt *s, int i)
 		s->drv->bind_null(s, i);
 }
 
+/* Values bound by their C type, for STMT_ARGS (internal.h): SQL_ARG(v) makes a string
+ * (char * or const char *; NULL binds NULL) text, a double real, and any integer type an
+ * integer; any other type does not compile. */
+struct sql_arg {
+	char type; /* 'i', 'r', 't' */
+	int64_t i;
+	double r;
+	const char *t;
+};
+
+static inline struct sql_arg
+sql_arg_int(int64_t v)
+{
+	return (struct sql_arg){.type = 'i', .i = v};
+}
+
+static inline struct sql_arg
+sql_arg_real(double v)
+{
+	return (struct sql_arg){.type = 'r', .r = v};
+}
+
+static inline struct sql_arg
+sql_arg_text(const char *v)
+{
+	return (struct sql_arg){.type = 't', .t = v};
+}
+
+#define SQL_ARG(v)                                                                                 \
+	_Generic((v), char *: sql_arg_text, const char *: sql_arg_text, double: sql_arg_real,    \
+	         default: sql_arg_int)(v)
+
+/* Bind args[0..n) to ?1..?n of s, in order; s (NULL stays NULL, binding nothing). */
+struct stmt *sql_bind_args(struct stmt *s, const struct sql_arg *args, size_t n);
+
+/* SQL_ARGS(a, b, …): an array of SQL_ARG and its length, for sql_bind_args; 1 to 12
+ * values. */
+#define SQL_ARGS(...)                                                                              \
+	(const struct sql_arg[]){SQL_MAP_(SQL_COUNT_(__VA_ARGS__), __VA_ARGS__)},                  \
+	        SQL_COUNT_(__VA_ARGS__)
+#define SQL_COUNT_(...)                                                      SQL_PICK_(__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define SQL_PICK_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, n, ...) n
+#define SQL_MAP_(n, ...)                                                     SQL_CAT_(SQL_MAP_, n)(__VA_ARGS__)
+#define SQL_CAT_(a, b)                                                       a##b
+#define SQL_MAP_1(a)                                                         SQL_ARG(a)
+#define SQL_MAP_2(a, ...)                                                    SQL_ARG(a), SQL_MAP_1(__VA_ARGS__)
+#define SQL_MAP_3(a, ...)                                                    SQL_ARG(a), SQL_MAP_2(__VA_ARGS__)
+#define SQL_MAP_4(a, ...)                                                    SQL_ARG(a), SQL_MAP_3(__VA_ARGS__)
+#define SQL_MAP_5(a, ...)                                                    SQL_ARG(a), SQL_MAP_4(__VA_ARGS__)
+#define SQL_MAP_6(a, ...)                                                    SQL_ARG(a), SQL_MAP_5(__VA_ARGS__)
+#define SQL_MAP_7(a, ...)                                                    SQL_ARG(a), SQL_MAP_6(__VA_ARGS__)
+#define SQL_MAP_8(a, ...)                                                    SQL_ARG(a), SQL_MAP_7(__VA_ARGS__)
+#define SQL_MAP_9(a, ...)                                                    SQL_ARG(a), SQL_MAP_8(__VA_ARGS__)
+#define SQL_MAP_10(a, ...)                                                   SQL_ARG(a), SQL_MAP_9(__VA_ARGS__)
+#define SQL_MAP_11(a, ...)                                                   SQL_ARG(a), SQL_MAP_10(__VA_ARGS__)
+#define SQL_MAP_12(a, ...)                                                   SQL_ARG(a), SQL_MAP_11(__VA_ARGS__)
+
 static inline int
 sql_step(struct stmt *s)
 {

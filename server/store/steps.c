@@ -80,14 +80,13 @@ store_steps_close(struct conn *c, int64_t job_id, const char *job_state)
 	struct stmt *s;
 
 	/* A job that ended leaves no step pretending to wait or run. */
-	s = STMT(c, "UPDATE job_steps SET state = CASE state WHEN 'pending' THEN 'skipped' ELSE "
-	            "'failed' END, error = CASE state WHEN 'pending' THEN error ELSE "
-	            "'interrupted: the job ended (' || ?2 || ') while this step ran' END, "
-	            "finished_at = CASE state WHEN 'running' THEN ?3 ELSE finished_at END "
-	            "WHERE job_id = ?1 AND state IN ('pending', 'running')");
-	sql_bind_int(s, 1, job_id);
-	sql_bind_text(s, 2, job_state);
-	sql_bind_int(s, 3, rp_time_now_ms());
+	s = STMT_ARGS(c,
+	              "UPDATE job_steps SET state = CASE state WHEN 'pending' THEN 'skipped' ELSE "
+	              "'failed' END, error = CASE state WHEN 'pending' THEN error ELSE "
+	              "'interrupted: the job ended (' || ?2 || ') while this step ran' END, "
+	              "finished_at = CASE state WHEN 'running' THEN ?3 ELSE finished_at END "
+	              "WHERE job_id = ?1 AND state IN ('pending', 'running')",
+	              job_id, job_state, rp_time_now_ms());
 	return store_exec(c, s, "steps close");
 }
 
@@ -102,9 +101,10 @@ agent_job(struct conn *c, int64_t node_id, const char *uuid, int64_t *job_id, ch
 
 	if (!rp_uuid_valid(uuid))
 		return RP_ERR_NOT_FOUND;
-	s = STMT(c, "SELECT id, coalesce(node_id, 0), state, cancel_requested FROM jobs WHERE "
-	            "uuid = lower(?) AND type IN " STORE_SSH_TYPES_SQL);
-	sql_bind_text(s, 1, uuid);
+	s = STMT_ARGS(c,
+	              "SELECT id, coalesce(node_id, 0), state, cancel_requested FROM jobs WHERE "
+	              "uuid = lower(?) AND type IN " STORE_SSH_TYPES_SQL,
+	              uuid);
 	if ((e = store_one(c, s, "agent job")) != RP_ERR_OK)
 		return e;
 	*job_id = sql_int(s, 0);
@@ -119,7 +119,7 @@ agent_job(struct conn *c, int64_t node_id, const char *uuid, int64_t *job_id, ch
 enum rp_err
 rp_store_agent_job(struct rp_store *st, int64_t node_id, const char *job, json_t **out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *steps;
 	char state[16];
@@ -127,16 +127,15 @@ rp_store_agent_job(struct rp_store *st, int64_t node_id, const char *job, json_t
 	enum rp_err e;
 	int cancel = 0;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
+	if ((e = store_read(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = agent_job(c, node_id, job, &id, state, sizeof state, &cancel)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT step_id AS id, idx AS \"index\", type, state FROM job_steps WHERE "
-	            "job_id = ? ORDER BY idx");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(c,
+	              "SELECT step_id AS id, idx AS \"index\", type, state FROM job_steps WHERE "
+	              "job_id = ? ORDER BY idx",
+	              id);
 	if ((steps = store_rows(c, s)) == NULL)
 		goto out;
 	*out = json_pack("{s:s, s:s, s:b, s:o}", "id", job, "state", state, "cancel_requested",
@@ -151,7 +150,7 @@ enum rp_err
 rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, const char *step,
                      json_t *rep, json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	const char *state = json_string_value(json_object_get(rep, "state"));
 	char jstate[16], cur[16] = "", summary[400], *rtext = NULL;
 	struct node_ref n;
@@ -160,16 +159,13 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 	enum rp_err e;
 	int cancel = 0;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = agent_job(c, node_id, job, &id, jstate, sizeof jstate, &cancel)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT idx, state FROM job_steps WHERE job_id = ? AND step_id = ?");
-	sql_bind_int(s, 1, id);
-	sql_bind_text(s, 2, step);
+	s = STMT_ARGS(c, "SELECT idx, state FROM job_steps WHERE job_id = ? AND step_id = ?", id,
+	              step);
 	if ((e = store_one(c, s, "step read")) != RP_ERR_OK)
 		goto out;
 	idx = sql_int(s, 0);
@@ -192,20 +188,20 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 			e = RP_ERR_CONFLICT;
 			goto out;
 		}
-		s = STMT(c,
-		         "UPDATE job_steps SET state = 'running', runs = runs + 1, boot_id = ?3, "
-		         "started_at = ?4, finished_at = NULL, exit_code = NULL, duration_ms = "
-		         "NULL, "
-		         "output = NULL, output_bytes = NULL, output_truncated = 0, error = NULL, "
-		         "result = NULL WHERE job_id = ?1 AND idx = ?2");
-		sql_bind_int(s, 1, id);
-		sql_bind_int(s, 2, idx);
+		s = STMT_ARGS(
+		        c,
+		        "UPDATE job_steps SET state = 'running', runs = runs + 1, boot_id = ?3, "
+		        "started_at = ?4, finished_at = NULL, exit_code = NULL, duration_ms = "
+		        "NULL, "
+		        "output = NULL, output_bytes = NULL, output_truncated = 0, error = NULL, "
+		        "result = NULL WHERE job_id = ?1 AND idx = ?2",
+		        id, idx);
 		store_bind_str(s, 3, rep, "boot_id");
 		sql_bind_int(s, 4, now);
 	} else {
 		/* Posting the same end again is a retry after a lost answer: accept it. */
 		if (!strcmp(cur, state)) {
-			e = store_commit(c);
+			e = RP_ERR_OK;
 			goto out;
 		}
 		if (strcmp(cur, "running") != 0 && strcmp(cur, "pending") != 0) {
@@ -213,14 +209,13 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 			e = RP_ERR_CONFLICT;
 			goto out;
 		}
-		s = STMT(c,
-		         "UPDATE job_steps SET state = ?3, exit_code = ?4, duration_ms = ?5, "
-		         "output = ?6, output_bytes = ?7, output_truncated = ?8, error = ?9, "
-		         "result = ?10, finished_at = ?11, started_at = coalesce(started_at, ?11), "
-		         "boot_id = coalesce(?12, boot_id) WHERE job_id = ?1 AND idx = ?2");
-		sql_bind_int(s, 1, id);
-		sql_bind_int(s, 2, idx);
-		sql_bind_text(s, 3, state);
+		s = STMT_ARGS(
+		        c,
+		        "UPDATE job_steps SET state = ?3, exit_code = ?4, duration_ms = ?5, "
+		        "output = ?6, output_bytes = ?7, output_truncated = ?8, error = ?9, "
+		        "result = ?10, finished_at = ?11, started_at = coalesce(started_at, ?11), "
+		        "boot_id = coalesce(?12, boot_id) WHERE job_id = ?1 AND idx = ?2",
+		        id, idx, state);
 		store_bind_int(s, 4, rep, "exit_code");
 		store_bind_int(s, 5, rep, "duration_ms");
 		store_bind_str(s, 6, rep, "output");
@@ -244,10 +239,8 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 		                     n.rack_id, summary, NULL)) != RP_ERR_OK)
 			goto out;
 	}
-	e = store_commit(c);
 out:
-	store_rollback(c);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }
 
 /* ---- Worker side ----------------------------------------------------------------------- */
@@ -261,10 +254,11 @@ rp_store_job_steps(struct rp_store *st, int64_t job_id, json_t **out)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT step_id AS id, idx AS \"index\", type, state, continue_on_error AS "
-	            "\"continue_on_error:bool\", boot_id, started_at, error FROM job_steps "
-	            "WHERE job_id = ? ORDER BY idx");
-	sql_bind_int(s, 1, job_id);
+	s = STMT_ARGS(c,
+	              "SELECT step_id AS id, idx AS \"index\", type, state, continue_on_error AS "
+	              "\"continue_on_error:bool\", boot_id, started_at, error FROM job_steps "
+	              "WHERE job_id = ? ORDER BY idx",
+	              job_id);
 	if ((a = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = a;
@@ -275,28 +269,19 @@ enum rp_err
 rp_store_step_finish(struct rp_store *st, int64_t job_id, int index, const char *state,
                      const char *error)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	enum rp_err e;
 	int64_t now = rp_time_now_ms();
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
-	s = STMT(c, "UPDATE job_steps SET state = ?3, error = ?4, finished_at = ?5, duration_ms = "
-	            "?5 - coalesce(started_at, ?5) WHERE job_id = ?1 AND idx = ?2");
-	sql_bind_int(s, 1, job_id);
-	sql_bind_int(s, 2, index);
-	sql_bind_text(s, 3, state);
-	sql_bind_text(s, 4, error);
-	sql_bind_int(s, 5, now);
-	if ((e = store_exec(c, s, "step finish")) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
-out:
-	store_rollback(c);
-	return e;
+	s = STMT_ARGS(
+	        c,
+	        "UPDATE job_steps SET state = ?3, error = ?4, finished_at = ?5, duration_ms = "
+	        "?5 - coalesce(started_at, ?5) WHERE job_id = ?1 AND idx = ?2",
+	        job_id, index, state, error, now);
+	return store_end(c, store_exec(c, s, "step finish"), NULL, NULL);
 }
 
 enum rp_err
@@ -308,15 +293,15 @@ rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(
+	s = STMT_ARGS(
 	        c,
 	        "SELECT coalesce(n.ssh_address, a.address) AS address, coalesce(n.ssh_port, "
 	        "a.port, 22) AS port, coalesce(n.ssh_user, 'root') AS user, k.key_type, "
 	        "k.key_b64, k.fingerprint, a.boot_id, a.seen_at, a.registered_at, "
 	        "n.maintenance AS \"maintenance:bool\", n.maintenance_reason FROM nodes n "
 	        "LEFT JOIN agents a "
-	        "ON a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id WHERE n.id = ?");
-	sql_bind_int(s, 1, node_id);
+	        "ON a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id WHERE n.id = ?",
+	        node_id);
 	if ((e = store_one(c, s, "ssh target")) != RP_ERR_OK)
 		return e;
 	*out = store_row(c, s);
@@ -328,15 +313,13 @@ enum rp_err
 rp_store_host_key_mismatch(struct rp_store *st, int64_t node_id, const char *job,
                            const char *pinned, const char *seen)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct node_ref n;
 	char summary[300];
 	json_t *d = NULL;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
 		goto out;
@@ -345,35 +328,31 @@ rp_store_host_key_mismatch(struct rp_store *st, int64_t node_id, const char *job
 	         "(pinned %s, presented %s): refused to connect",
 	         n.name, pinned, seen);
 	d = json_pack("{s:s, s:s, s:s}", "pinned", pinned, "presented", seen, "job", job);
-	if ((e = store_event(c, "rackpilotd", "node.host_key_mismatch", "node", n.uuid, n.name,
-	                     n.id, n.rack_id, summary, d)) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
+	e = store_event(c, "rackpilotd", "node.host_key_mismatch", "node", n.uuid, n.name, n.id,
+	                n.rack_id, summary, d);
 out:
-	store_rollback(c);
 	json_decref(d);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }
 
 enum rp_err
 rp_store_job_log_append(struct rp_store *st, int64_t job_id, const void *data, size_t len,
                         size_t cap)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	int64_t have, seq;
 	size_t keep;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c,
-	         "SELECT log_bytes, (SELECT coalesce(max(seq), 0) FROM job_logs WHERE job_id = ?1) "
-	         "FROM jobs WHERE id = ?1");
-	sql_bind_int(s, 1, job_id);
+	s = STMT_ARGS(
+	        c,
+	        "SELECT log_bytes, (SELECT coalesce(max(seq), 0) FROM job_logs WHERE job_id = ?1) "
+	        "FROM jobs WHERE id = ?1",
+	        job_id);
 	if ((e = store_one(c, s, "log read")) != RP_ERR_OK)
 		goto out;
 	have = sql_int(s, 0);
@@ -381,25 +360,18 @@ rp_store_job_log_append(struct rp_store *st, int64_t job_id, const void *data, s
 	sql_reset(s);
 	keep = (size_t)have >= cap ? 0 : len < cap - (size_t)have ? len : cap - (size_t)have;
 	if (keep > 0) {
-		s = STMT(c, "INSERT INTO job_logs(job_id, seq, at, data) VALUES (?,?,?,?)");
-		sql_bind_int(s, 1, job_id);
-		sql_bind_int(s, 2, seq + 1);
-		sql_bind_int(s, 3, rp_time_now_ms());
+		s = STMT_ARGS(c, "INSERT INTO job_logs(job_id, seq, at, data) VALUES (?,?,?,?)",
+		              job_id, seq + 1, rp_time_now_ms());
 		sql_bind_blob(s, 4, data, keep);
 		if ((e = store_exec(c, s, "log append")) != RP_ERR_OK)
 			goto out;
 	}
-	s = STMT(c, "UPDATE jobs SET log_bytes = log_bytes + ?2, log_dropped = log_dropped + ?3 "
-	            "WHERE id = ?1");
-	sql_bind_int(s, 1, job_id);
-	sql_bind_int(s, 2, (int64_t)keep);
-	sql_bind_int(s, 3, (int64_t)(len - keep));
-	if ((e = store_exec(c, s, "log count")) != RP_ERR_OK)
-		goto out;
-	e = store_commit(c);
+	e = EXEC(c, "log count",
+	         "UPDATE jobs SET log_bytes = log_bytes + ?2, log_dropped = log_dropped + ?3 "
+	         "WHERE id = ?1",
+	         job_id, (int64_t)keep, (int64_t)(len - keep));
 out:
-	store_rollback(c);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }
 
 enum rp_err
@@ -419,9 +391,9 @@ rp_store_job_log(struct rp_store *st, const char *job, int64_t offset, struct rp
 	if ((e = store_read_begin(c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c,
-	         "SELECT id, state, log_bytes, log_dropped, type FROM jobs WHERE uuid = lower(?)");
-	sql_bind_text(s, 1, job);
+	s = STMT_ARGS(
+	        c, "SELECT id, state, log_bytes, log_dropped, type FROM jobs WHERE uuid = lower(?)",
+	        job);
 	if ((e = store_one(c, s, "log job")) != RP_ERR_OK)
 		goto out;
 	id = sql_int(s, 0);
@@ -429,8 +401,7 @@ rp_store_job_log(struct rp_store *st, const char *job, int64_t offset, struct rp
 	              (json_int_t)sql_int(s, 2), "dropped", (json_int_t)sql_int(s, 3), "type",
 	              sql_text(s, 4));
 	sql_reset(s);
-	s = STMT(c, "SELECT data FROM job_logs WHERE job_id = ? ORDER BY seq");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(c, "SELECT data FROM job_logs WHERE job_id = ? ORDER BY seq", id);
 	while (store_next(c, s, "log read", &e)) {
 		const char *d = sql_blob(s, 0);
 		int64_t n = sql_bytes(s, 0);

@@ -19,15 +19,11 @@ insert(struct conn *c, const char *name, const char *role, const char *hash, int
 
 	if (rp_uuid_new(uuid) < 0)
 		return RP_ERR_INTERNAL;
-	s = STMT(c,
-	         "INSERT INTO tokens(uuid, name, role, hash, created_at, created_by, expires_at) "
-	         "VALUES (?,?,?,?,?,?,?)");
-	sql_bind_text(s, 1, uuid);
-	sql_bind_text(s, 2, name);
-	sql_bind_text(s, 3, role);
-	sql_bind_text(s, 4, hash);
-	sql_bind_int(s, 5, rp_time_now_ms());
-	sql_bind_text(s, 6, actor);
+	s = STMT_ARGS(
+	        c,
+	        "INSERT INTO tokens(uuid, name, role, hash, created_at, created_by, expires_at) "
+	        "VALUES (?,?,?,?,?,?,?)",
+	        uuid, name, role, hash, rp_time_now_ms(), actor);
 	if (expires_at > 0)
 		sql_bind_int(s, 7, expires_at);
 	if ((e = store_exec(c, s, "token insert")) != RP_ERR_OK)
@@ -39,8 +35,7 @@ insert(struct conn *c, const char *name, const char *role, const char *hash, int
 		return e;
 	if (out == NULL)
 		return RP_ERR_OK;
-	s = STMT(c, TOKEN_COLS "WHERE id = ?");
-	sql_bind_int(s, 1, id);
+	s = STMT_ARGS(c, TOKEN_COLS "WHERE id = ?", id);
 	if ((e = store_one(c, s, "token read")) != RP_ERR_OK)
 		return e;
 	*out = store_row(c, s);
@@ -51,14 +46,12 @@ insert(struct conn *c, const char *name, const char *role, const char *hash, int
 enum rp_err
 rp_store_token_bootstrap(struct rp_store *st, const char *hash, int *created)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	enum rp_err e;
 	int64_t n;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	s = STMT(c, "SELECT count(*) FROM tokens");
 	if ((e = store_one(c, s, "token count")) != RP_ERR_OK) {
@@ -82,47 +75,59 @@ enum rp_err
 rp_store_token_create(struct rp_store *st, const char *name, const char *role, const char *hash,
                       int64_t expires_at, const char *actor, json_t **out)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	json_t *obj = NULL;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
-	if ((e = insert(c, name, role, hash, expires_at, actor, &obj)) != RP_ERR_OK)
-		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = obj;
-	obj = NULL;
-out:
-	store_rollback(c);
-	json_decref(obj);
-	return e;
+	/* insert sets obj: a separate statement, as arguments are evaluated in no set order. */
+	e = insert(c, name, role, hash, expires_at, actor, &obj);
+	return store_end(c, e, obj, out);
 }
 
-enum rp_err
-rp_store_token_auth(struct rp_store *st, const char *hash, struct rp_token_info *out)
+/* The bearer of hash: an API token that is live now, or (agent) an enrolled agent's token. */
+static enum rp_err
+bearer(struct rp_store *st, int agent, const char *hash, struct rp_token_info *out)
 {
+	static const char *const sql[] = {
+	        "SELECT uuid, name, role, coalesce(expires_at, 0), 0 FROM tokens WHERE hash = ?1 "
+	        "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)",
+	        "SELECT n.uuid, n.name, 'agent', 0, n.id FROM agents a JOIN nodes n ON n.id = "
+	        "a.node_id WHERE a.token_hash = ?1",
+	};
+	static int slots[2];
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT uuid, name, role, coalesce(expires_at, 0) FROM tokens WHERE hash = ? "
-	            "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)");
+	s = store_prep(c, &slots[agent], sql[agent]);
 	sql_bind_text(s, 1, hash);
-	sql_bind_int(s, 2, rp_time_now_ms());
-	if ((e = store_one(c, s, "token auth")) != RP_ERR_OK)
+	if (!agent)
+		sql_bind_int(s, 2, rp_time_now_ms());
+	if ((e = store_one(c, s, agent ? "agent auth" : "token auth")) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_UNAUTHORIZED : e;
 	snprintf(out->id, sizeof out->id, "%s", sql_text(s, 0));
 	snprintf(out->name, sizeof out->name, "%s", sql_text(s, 1));
 	snprintf(out->role, sizeof out->role, "%s", sql_text(s, 2));
 	out->expires_at = sql_int(s, 3);
+	out->node_id = sql_int(s, 4);
 	sql_reset(s);
 	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_token_auth(struct rp_store *st, const char *hash, struct rp_token_info *out)
+{
+	return bearer(st, 0, hash, out);
+}
+
+enum rp_err
+rp_store_agent_auth(struct rp_store *st, const char *hash, struct rp_token_info *out)
+{
+	return bearer(st, 1, hash, out);
 }
 
 enum rp_err
@@ -134,10 +139,11 @@ rp_store_token_list(struct rp_store *st, json_t **out)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c,
-	         TOKEN_COLS "WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) "
-	                    "ORDER BY tokens.id DESC");
-	sql_bind_int(s, 1, rp_time_now_ms());
+	s = STMT_ARGS(c,
+	              TOKEN_COLS
+	              "WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) "
+	              "ORDER BY tokens.id DESC",
+	              rp_time_now_ms());
 	if ((a = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = a;
@@ -147,24 +153,22 @@ rp_store_token_list(struct rp_store *st, json_t **out)
 enum rp_err
 rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, json_t **detail)
 {
-	struct conn *c = store_conn(st);
+	struct conn *c = NULL;
 	struct stmt *s;
 	enum rp_err e;
 	char role[16] = "", name[64] = "", summary[160];
 	int64_t now = rp_time_now_ms(), admins;
 	int live;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if ((e = store_begin(c)) != RP_ERR_OK)
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT role, name, (SELECT count(*) FROM tokens WHERE role = 'admin' AND "
-	            "revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)), "
-	            "(expires_at IS NULL OR expires_at > ?2) FROM tokens "
-	            "WHERE uuid = ?1 AND revoked_at IS NULL");
-	sql_bind_text(s, 1, id);
-	sql_bind_int(s, 2, now);
+	s = STMT_ARGS(c,
+	              "SELECT role, name, (SELECT count(*) FROM tokens WHERE role = 'admin' AND "
+	              "revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)), "
+	              "(expires_at IS NULL OR expires_at > ?2) FROM tokens "
+	              "WHERE uuid = ?1 AND revoked_at IS NULL",
+	              id, now);
 	if ((e = store_one(c, s, "token revoke")) != RP_ERR_OK)
 		goto out;
 	snprintf(role, sizeof role, "%s", sql_text(s, 0));
@@ -178,17 +182,13 @@ rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, js
 		e = RP_ERR_CONFLICT;
 		goto out;
 	}
-	s = STMT(c, "UPDATE tokens SET revoked_at = ? WHERE uuid = ?");
-	sql_bind_int(s, 1, now);
-	sql_bind_text(s, 2, id);
+	s = STMT_ARGS(c, "UPDATE tokens SET revoked_at = ? WHERE uuid = ?", now, id);
 	if ((e = store_exec(c, s, "token revoke")) != RP_ERR_OK)
 		goto out;
 	snprintf(summary, sizeof summary, "%s token '%s' revoked", role, name);
 	if ((e = store_event(c, actor, "token.revoked", "token", id, name, 0, 0, summary, NULL)) !=
 	    RP_ERR_OK)
 		goto out;
-	e = store_commit(c);
 out:
-	store_rollback(c);
-	return e;
+	return store_end(c, e, NULL, NULL);
 }
