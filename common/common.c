@@ -353,6 +353,18 @@ rp_host_valid(const char *s)
 	return colons == 0 || colons >= 2;
 }
 
+void
+rp_str_one_of(char *buf, size_t len, const char *lead, const char *const *names)
+{
+	size_t i, n;
+
+	snprintf(buf, len, "%sone of:", lead);
+	for (i = 0; names[i]; i++) {
+		n = strlen(buf);
+		snprintf(buf + n, len - n, "%s %s", i ? "," : "", names[i]);
+	}
+}
+
 char *
 rp_str_trim(char *s)
 {
@@ -417,10 +429,30 @@ out:
 }
 
 int
+rp_write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int
 rp_file_write_private(const char *path, const void *data, size_t len, unsigned mode)
 {
 	char tmp[4096];
-	const char *p = data;
 	int fd, rc = -1, saved;
 
 	if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
@@ -433,18 +465,7 @@ rp_file_write_private(const char *path, const void *data, size_t len, unsigned m
 	/* The umask may have widened nothing but could have narrowed; force the exact mode. */
 	if (fchmod(fd, mode) < 0)
 		goto out;
-	while (len > 0) {
-		ssize_t w = write(fd, p, len);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			goto out;
-		}
-		p += w;
-		len -= (size_t)w;
-	}
-	if (fsync(fd) < 0)
+	if (rp_write_all(fd, data, len) < 0 || fsync(fd) < 0)
 		goto out;
 	if (rename(tmp, path) < 0)
 		goto out;

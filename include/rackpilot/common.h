@@ -94,6 +94,10 @@ int rp_name_valid(const char *s);
 /* 1 when s is a plausible host: DNS name, IPv4 or IPv6 literal, at most 253 bytes. */
 int rp_host_valid(const char *s);
 
+/* "<lead>one of: a, b, c" (names NULL-terminated) into buf, cut to fit len: what a value
+ * outside a fixed set is told ("must be one of: ..."). */
+void rp_str_one_of(char *buf, size_t len, const char *lead, const char *const *names);
+
 /* Strip leading and trailing white space (isspace) in place: the end is cut with a NUL, and
  * the return value points into s at the first byte kept. */
 char *rp_str_trim(char *s);
@@ -106,6 +110,10 @@ int rp_bool_parse(const char *v, int *out);
  * Returns its length with the newline, or 0 for a format error. */
 size_t rp_vline(char *buf, size_t cap, const char *fmt, va_list ap)
         __attribute__((format(printf, 3, 0)));
+
+/* Write all len bytes of data to fd, retrying short writes and EINTR. 0, or -1 with errno
+ * set (write's own; EIO when it wrote nothing and said nothing). */
+int rp_write_all(int fd, const void *data, size_t len);
 
 /* Read a whole file (at most cap bytes) into a new NUL-terminated buffer. Caller frees *out.
  * Returns 0, or -1 with errno set (EFBIG when larger than cap). */

@@ -109,11 +109,8 @@ rp_api_bootstrap_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 	exp = json_object_get(rq->body, "expires_in_s");
 	if (json_is_integer(exp))
 		ttl = json_integer_value(exp);
-	if (rp_token_new(RP_TOKEN_PREFIX_BOOTSTRAP, secret) < 0) {
-		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+	if (rp_api_token_mint(rs, RP_TOKEN_PREFIX_BOOTSTRAP, secret, hash) < 0)
 		return;
-	}
-	rp_sha256_hex(secret, strlen(secret), hash);
 	e = rp_store_bootstrap_create(rq->api->store,
 	                              json_string_value(json_object_get(rq->body, "node")), hash,
 	                              rp_time_now_ms() + ttl * 1000, rp_api_actor(rq, actor), &out);
@@ -122,15 +119,7 @@ rp_api_bootstrap_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 		             json_pack("{s:s, s:s}", "field", "node", "reason", "no such node"));
 		return;
 	}
-	if (e != RP_ERR_OK) {
-		rp_api_error(rs, e, NULL);
-		return;
-	}
-	json_object_set_new(out, "token", json_string(secret));
-	snprintf(rs->location, sizeof rs->location, "/v1/bootstrap-tokens/%s",
-	         json_string_value(json_object_get(out, "id")));
-	rs->status = 201;
-	rs->body = out;
+	rp_api_reply_token(rs, e, out, secret, "/v1/bootstrap-tokens");
 }
 
 void
@@ -139,12 +128,7 @@ rp_api_bootstrap_list(struct rp_api_req *rq, struct rp_api_resp *rs)
 	json_t *items = NULL;
 	enum rp_err e = rp_store_bootstrap_list(rq->api->store, &items);
 
-	if (e != RP_ERR_OK) {
-		rp_api_error(rs, e, NULL);
-		return;
-	}
-	rs->status = 200;
-	rs->body = json_pack("{s:o, s:n}", "items", items, "next_cursor");
+	rp_api_reply_items(rs, e, items);
 }
 
 void
@@ -270,11 +254,8 @@ rp_api_agent_register(struct rp_api_req *rq, struct rp_api_resp *rs)
 		                  "an OpenSSH public key line (\"ssh-ed25519 AAAA... comment\")"));
 		return;
 	}
-	if (rp_token_new(RP_TOKEN_PREFIX_AGENT, secret) < 0) {
-		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+	if (rp_api_token_mint(rs, RP_TOKEN_PREFIX_AGENT, secret, tok_hash) < 0)
 		return;
-	}
-	rp_sha256_hex(secret, strlen(secret), tok_hash);
 	reg.bootstrap_hash = boot_hash;
 	reg.token_hash = tok_hash;
 	reg.body = rq->body;

@@ -234,6 +234,9 @@ enum rp_err rp_api_validate(json_t *obj, const struct rp_field *spec, int create
  * with them. */
 extern const struct rp_field rp_api_rack_fields[];
 extern const struct rp_field rp_api_node_fields[];
+
+/* A node selector as jobs, batches and rollouts take it: {rack, tag, class, nodes}. */
+extern const struct rp_field rp_api_selector_fields[];
 /* A node class's writable members (classes.c), shared with the manifest import. */
 extern const struct rp_field rp_api_class_fields[];
 
@@ -288,6 +291,28 @@ void rp_api_reply_buf(struct rp_api_resp *rs, struct rp_buf *b, const char *cont
 void rp_api_reply_store_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail,
                               const char *what);
 
+/* The query argument name, when given, must be one of values (NULL-terminated): 0, or -1
+ * with 400 BAD_QUERY replied ("<name> must be a, b or c"). */
+int rp_api_query_one_of(struct rp_api_req *rq, struct rp_api_resp *rs, const char *name,
+                        const char *const *values);
+
+/* status with obj (taken) as the body and Location collection/<obj's id>. */
+void rp_api_reply_at(struct rp_api_resp *rs, int status, const char *collection, json_t *obj);
+
+/* A new bearer secret (prefix + random, RP_TOKEN_BUF bytes) into secret and its SHA-256 into
+ * hash, the only form the store keeps: 0, or -1 with a 500 replied when the system's random
+ * source fails. */
+int rp_api_token_mint(struct rp_api_resp *rs, const char *prefix, char *secret,
+                      char hash[RP_SHA256_HEX]);
+
+/* The reply to creating a token whose secret is shown this once: e's error (out freed), or
+ * 201 with out plus member "token": secret, and Location collection/<out's id>. */
+void rp_api_reply_token(struct rp_api_resp *rs, enum rp_err e, json_t *out, const char *secret,
+                        const char *collection);
+
+/* The reply to an unpaged list: e's error, or 200 {items, next_cursor: null} (items taken). */
+void rp_api_reply_items(struct rp_api_resp *rs, enum rp_err e, json_t *items);
+
 /* 1 when s is a SHA-256 digest: 64 hex digits (either case). */
 int rp_api_sha256_valid(const char *s);
 
@@ -317,6 +342,13 @@ struct rp_crud {
 	enum rp_err (*check)(json_t *body, json_t **detail);
 };
 
+/* The five store calls of an rp_crud for the resource store.h serves as rp_store_<name>_create,
+ * _get, _list, _update and _delete. */
+#define RP_CRUD_STORE(name)                                                                        \
+	.create = rp_store_##name##_create, .get = rp_store_##name##_get,                          \
+	.list = rp_store_##name##_list, .update = rp_store_##name##_update,                        \
+	.destroy = rp_store_##name##_delete
+
 /* POST collection: validate as create, store, 201 + Location + ETag. */
 void rp_api_crud_create(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_resp *rs);
 /* GET collection: paging, filters, fields. */
@@ -327,6 +359,30 @@ void rp_api_crud_get(const struct rp_crud *c, struct rp_api_req *rq, struct rp_a
 void rp_api_crud_update(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_resp *rs);
 /* DELETE item params[0]: 204, honour If-Match. */
 void rp_api_crud_delete(const struct rp_crud *c, struct rp_api_req *rq, struct rp_api_resp *rs);
+
+/* The route handlers rp_api_<prefix>_create, _list, _get, _update and _delete of the
+ * collection crud describes, each its rp_api_crud_ call. */
+#define RP_CRUD_HANDLERS(prefix, crud)                                                             \
+	void rp_api_##prefix##_create(struct rp_api_req *rq, struct rp_api_resp *rs)               \
+	{                                                                                          \
+		rp_api_crud_create((crud), rq, rs);                                                \
+	}                                                                                          \
+	void rp_api_##prefix##_list(struct rp_api_req *rq, struct rp_api_resp *rs)                 \
+	{                                                                                          \
+		rp_api_crud_list((crud), rq, rs);                                                  \
+	}                                                                                          \
+	void rp_api_##prefix##_get(struct rp_api_req *rq, struct rp_api_resp *rs)                  \
+	{                                                                                          \
+		rp_api_crud_get((crud), rq, rs);                                                   \
+	}                                                                                          \
+	void rp_api_##prefix##_update(struct rp_api_req *rq, struct rp_api_resp *rs)               \
+	{                                                                                          \
+		rp_api_crud_update((crud), rq, rs);                                                \
+	}                                                                                          \
+	void rp_api_##prefix##_delete(struct rp_api_req *rq, struct rp_api_resp *rs)               \
+	{                                                                                          \
+		rp_api_crud_delete((crud), rq, rs);                                                \
+	}
 
 /* GET of a view the store builds for the key in params[0]; 404 names `what`. */
 void rp_api_view(struct rp_api_req *rq, struct rp_api_resp *rs,

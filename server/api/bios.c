@@ -26,11 +26,7 @@ static const struct rp_crud profiles = {
         .spec = profile_fields,
         .filters = profile_filters,
         .sortable = 1,
-        .create = rp_store_bios_profile_create,
-        .get = rp_store_bios_profile_get,
-        .list = rp_store_bios_profile_list,
-        .update = rp_store_bios_profile_update,
-        .destroy = rp_store_bios_profile_delete,
+        RP_CRUD_STORE(bios_profile),
 };
 
 /* A reading of actual values, from an operator or a tool (agents and BMCs write directly). */
@@ -40,35 +36,7 @@ static const struct rp_field reading_fields[] = {
         {NULL},
 };
 
-void
-rp_api_bios_profiles_create(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_create(&profiles, rq, rs);
-}
-
-void
-rp_api_bios_profiles_list(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_list(&profiles, rq, rs);
-}
-
-void
-rp_api_bios_profiles_get(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_get(&profiles, rq, rs);
-}
-
-void
-rp_api_bios_profiles_update(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_update(&profiles, rq, rs);
-}
-
-void
-rp_api_bios_profiles_delete(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_delete(&profiles, rq, rs);
-}
+RP_CRUD_HANDLERS(bios_profiles, &profiles)
 
 void
 rp_api_bios_node(struct rp_api_req *rq, struct rp_api_resp *rs)
@@ -156,8 +124,5 @@ rp_api_bios_apply(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_reply_store_error(rs, e, detail, "no such node");
 		return;
 	}
-	snprintf(rs->location, sizeof rs->location, "/v1/jobs/%s",
-	         json_string_value(json_object_get(out, "id")));
-	rs->status = 202;
-	rs->body = out;
+	rp_api_reply_at(rs, 202, "/v1/jobs", out);
 }

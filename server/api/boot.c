@@ -512,40 +512,8 @@ static const struct rp_crud profiles = {
         .spec = profile_fields,
         .filters = profile_filters,
         .sortable = 1,
-        .create = rp_store_boot_profile_create,
-        .get = rp_store_boot_profile_get,
-        .list = rp_store_boot_profile_list,
-        .update = rp_store_boot_profile_update,
-        .destroy = rp_store_boot_profile_delete,
+        RP_CRUD_STORE(boot_profile),
         .check = profile_check,
 };
 
-void
-rp_api_boot_profiles_create(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_create(&profiles, rq, rs);
-}
-
-void
-rp_api_boot_profiles_list(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_list(&profiles, rq, rs);
-}
-
-void
-rp_api_boot_profiles_get(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_get(&profiles, rq, rs);
-}
-
-void
-rp_api_boot_profiles_update(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_update(&profiles, rq, rs);
-}
-
-void
-rp_api_boot_profiles_delete(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_delete(&profiles, rq, rs);
-}
+RP_CRUD_HANDLERS(boot_profiles, &profiles)

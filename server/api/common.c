@@ -234,6 +234,75 @@ rp_api_reply_store_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail, 
 }
 
 int
+rp_api_query_one_of(struct rp_api_req *rq, struct rp_api_resp *rs, const char *name,
+                    const char *const *values)
+{
+	const char *v = json_string_value(json_object_get(rq->query, name));
+	char list[256] = "";
+	size_t i, n = 0;
+
+	for (i = 0; v && values[i]; i++)
+		if (strcmp(values[i], v) == 0)
+			return 0;
+	if (v == NULL)
+		return 0;
+	for (i = 0; values[i] && n < sizeof list; i++)
+		n += (size_t)snprintf(list + n, sizeof list - n, "%s%s",
+		                      i == 0          ? ""
+		                      : values[i + 1] ? ", "
+		                                      : " or ",
+		                      values[i]);
+	rp_api_errorf(rs, RP_ERR_BAD_QUERY, "%s must be %s", name, list);
+	return -1;
+}
+
+void
+rp_api_reply_at(struct rp_api_resp *rs, int status, const char *collection, json_t *obj)
+{
+	snprintf(rs->location, sizeof rs->location, "%s/%s", collection,
+	         json_string_value(json_object_get(obj, "id")));
+	rs->status = status;
+	rs->body = obj;
+}
+
+int
+rp_api_token_mint(struct rp_api_resp *rs, const char *prefix, char *secret,
+                  char hash[RP_SHA256_HEX])
+{
+	if (rp_token_new(prefix, secret) < 0) {
+		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+		return -1;
+	}
+	rp_sha256_hex(secret, strlen(secret), hash);
+	return 0;
+}
+
+void
+rp_api_reply_token(struct rp_api_resp *rs, enum rp_err e, json_t *out, const char *secret,
+                   const char *collection)
+{
+	if (e != RP_ERR_OK) {
+		json_decref(out);
+		rp_api_error(rs, e, NULL);
+		return;
+	}
+	json_object_set_new(out, "token", json_string(secret));
+	rp_api_reply_at(rs, 201, collection, out);
+}
+
+void
+rp_api_reply_items(struct rp_api_resp *rs, enum rp_err e, json_t *items)
+{
+	if (e != RP_ERR_OK) {
+		json_decref(items);
+		rp_api_error(rs, e, NULL);
+		return;
+	}
+	rs->status = 200;
+	rs->body = json_pack("{s:o, s:n}", "items", items, "next_cursor");
+}
+
+int
 rp_api_sha256_valid(const char *s)
 {
 	size_t i;

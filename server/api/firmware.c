@@ -86,11 +86,7 @@ static const struct rp_crud baselines = {
         .spec = baseline_fields,
         .filters = baseline_filters,
         .sortable = 1,
-        .create = rp_store_baseline_create,
-        .get = rp_store_baseline_get,
-        .list = rp_store_baseline_list,
-        .update = rp_store_baseline_update,
-        .destroy = rp_store_baseline_delete,
+        RP_CRUD_STORE(baseline),
         .check = baseline_check,
 };
 
@@ -107,35 +103,7 @@ static const struct rp_field reading_fields[] = {
         {NULL},
 };
 
-void
-rp_api_baselines_create(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_create(&baselines, rq, rs);
-}
-
-void
-rp_api_baselines_list(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_list(&baselines, rq, rs);
-}
-
-void
-rp_api_baselines_get(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_get(&baselines, rq, rs);
-}
-
-void
-rp_api_baselines_update(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_update(&baselines, rq, rs);
-}
-
-void
-rp_api_baselines_delete(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_delete(&baselines, rq, rs);
-}
+RP_CRUD_HANDLERS(baselines, &baselines)
 
 void
 rp_api_firmware_node(struct rp_api_req *rq, struct rp_api_resp *rs)
@@ -172,10 +140,7 @@ firmware_job(struct rp_api_req *rq, struct rp_api_resp *rs, const char *type, in
 		rp_api_reply_store_error(rs, e, detail, "no such node");
 		return;
 	}
-	snprintf(rs->location, sizeof rs->location, "/v1/jobs/%s",
-	         json_string_value(json_object_get(out, "id")));
-	rs->status = 202;
-	rs->body = out;
+	rp_api_reply_at(rs, 202, "/v1/jobs", out);
 }
 
 static int

@@ -23,16 +23,8 @@ static const struct rp_field boot_fields[] = {
         {NULL},
 };
 
-static const struct rp_field selector_fields[] = {
-        {"rack", RP_F_STR, 0, 0, 64},
-        {"tag", RP_F_STR, 0, 0, 64},
-        {"class", RP_F_STR, 0, 0, 64},
-        {"nodes", RP_F_TAGS, 0, 0, 100000},
-        {NULL},
-};
-
 static const struct rp_field bulk_power_fields[] = {
-        {"selector", RP_F_OBJECT, RP_F_REQUIRED, 0, 0, NULL, selector_fields},
+        {"selector", RP_F_OBJECT, RP_F_REQUIRED, 0, 0, NULL, rp_api_selector_fields},
         {"target", RP_F_ENUM, RP_F_REQUIRED, 0, 0, power_targets},
         {"timeout_s", RP_F_INT, 0, 1, 3600},
         {NULL},
@@ -59,16 +51,6 @@ static const struct rp_field job_fields[] = {
         {NULL},
 };
 
-/* 202 with the job (or batch) and where to watch it. Takes obj. */
-static void
-accepted(struct rp_api_resp *rs, const char *collection, json_t *obj)
-{
-	snprintf(rs->location, sizeof rs->location, "%s/%s", collection,
-	         json_string_value(json_object_get(obj, "id")));
-	rs->status = 202;
-	rs->body = obj;
-}
-
 /* Queue a job of type (mutating as its row in rackpilot/jobtypes.h says) with these
  * (validated) params for the node in params[0]. */
 static void
@@ -88,7 +70,7 @@ node_job(struct rp_api_req *rq, struct rp_api_resp *rs, enum rp_job_type type, j
 		rp_api_reply_store_error(rs, e, detail, "no such node");
 		return;
 	}
-	accepted(rs, "/v1/jobs", out);
+	rp_api_reply_at(rs, 202, "/v1/jobs", out);
 }
 
 void
@@ -165,7 +147,7 @@ rp_api_actions_power(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_error(rs, e, detail);
 		return;
 	}
-	accepted(rs, "/v1/batches", out);
+	rp_api_reply_at(rs, 202, "/v1/batches", out);
 }
 
 static const char *const job_filters[] = {"node", "state", "type", "batch", NULL};
@@ -173,7 +155,6 @@ static const char *const job_filters[] = {"node", "state", "type", "batch", NULL
 void
 rp_api_jobs_list(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
-	const char *state = json_string_value(json_object_get(rq->query, "state"));
 	const char *batch = json_string_value(json_object_get(rq->query, "batch"));
 	const char *type = json_string_value(json_object_get(rq->query, "type"));
 	struct rp_page_req pr;
@@ -183,16 +164,8 @@ rp_api_jobs_list(struct rp_api_req *rq, struct rp_api_resp *rs)
 	size_t i;
 	enum rp_err e;
 
-	if (state) {
-		for (i = 0; job_states[i] && strcmp(job_states[i], state); i++)
-			;
-		if (job_states[i] == NULL) {
-			rp_api_errorf(rs, RP_ERR_BAD_QUERY,
-			              "state must be queued, running, succeeded, "
-			              "failed or cancelled");
-			return;
-		}
-	}
+	if (rp_api_query_one_of(rq, rs, "state", job_states) < 0)
+		return;
 	if (type && rp_job_type_find(type) == RP_JOB_UNKNOWN) {
 		char names[400];
 		size_t n = 0;

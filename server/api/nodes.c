@@ -56,6 +56,14 @@ static const struct rp_field ssh_fields[] = {
 };
 
 /* Shared with import, which validates manifest rows as node creations. */
+const struct rp_field rp_api_selector_fields[] = {
+        {"rack", RP_F_STR, 0, 0, 64},
+        {"tag", RP_F_STR, 0, 0, 64},
+        {"class", RP_F_STR, 0, 0, 64},
+        {"nodes", RP_F_TAGS, 0, 0, 100000},
+        {NULL},
+};
+
 const struct rp_field rp_api_node_fields[] = {
         {"id", RP_F_READ_ONLY},
         {"name", RP_F_NAME, RP_F_REQUIRED},
@@ -113,11 +121,7 @@ static const struct rp_crud nodes = {
         .spec = rp_api_node_fields,
         .filters = node_filters,
         .sortable = 1,
-        .create = rp_store_node_create,
-        .get = rp_store_node_get,
-        .list = rp_store_node_list,
-        .update = rp_store_node_update,
-        .destroy = rp_store_node_delete,
+        RP_CRUD_STORE(node),
         .check = rp_api_node_check,
 };
 
@@ -130,13 +134,10 @@ rp_api_nodes_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 void
 rp_api_nodes_list(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
-	const char *m = json_string_value(json_object_get(rq->query, "maintenance"));
+	static const char *const booleans[] = {"true", "false", NULL};
 
-	if (m && strcmp(m, "true") != 0 && strcmp(m, "false") != 0) {
-		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "maintenance must be true or false");
-		return;
-	}
-	rp_api_crud_list(&nodes, rq, rs);
+	if (rp_api_query_one_of(rq, rs, "maintenance", booleans) == 0)
+		rp_api_crud_list(&nodes, rq, rs);
 }
 
 void

@@ -24,42 +24,10 @@ static const struct rp_crud racks = {
         .spec = rp_api_rack_fields,
         .filters = rack_filters,
         .sortable = 1,
-        .create = rp_store_rack_create,
-        .get = rp_store_rack_get,
-        .list = rp_store_rack_list,
-        .update = rp_store_rack_update,
-        .destroy = rp_store_rack_delete,
+        RP_CRUD_STORE(rack),
 };
 
-void
-rp_api_racks_create(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_create(&racks, rq, rs);
-}
-
-void
-rp_api_racks_list(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_list(&racks, rq, rs);
-}
-
-void
-rp_api_racks_get(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_get(&racks, rq, rs);
-}
-
-void
-rp_api_racks_update(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_update(&racks, rq, rs);
-}
-
-void
-rp_api_racks_delete(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_delete(&racks, rq, rs);
-}
+RP_CRUD_HANDLERS(racks, &racks)
 
 void
 rp_api_racks_elevation(struct rp_api_req *rq, struct rp_api_resp *rs)

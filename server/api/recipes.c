@@ -33,40 +33,8 @@ static const struct rp_crud recipes = {
         .spec = recipe_fields,
         .filters = recipe_filters,
         .sortable = 1,
-        .create = rp_store_recipe_create,
-        .get = rp_store_recipe_get,
-        .list = rp_store_recipe_list,
-        .update = rp_store_recipe_update,
-        .destroy = rp_store_recipe_delete,
+        RP_CRUD_STORE(recipe),
         .check = recipe_check,
 };
 
-void
-rp_api_recipes_create(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_create(&recipes, rq, rs);
-}
-
-void
-rp_api_recipes_list(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_list(&recipes, rq, rs);
-}
-
-void
-rp_api_recipes_get(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_get(&recipes, rq, rs);
-}
-
-void
-rp_api_recipes_update(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_update(&recipes, rq, rs);
-}
-
-void
-rp_api_recipes_delete(struct rp_api_req *rq, struct rp_api_resp *rs)
-{
-	rp_api_crud_delete(&recipes, rq, rs);
-}
+RP_CRUD_HANDLERS(recipes, &recipes)

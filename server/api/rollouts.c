@@ -11,14 +11,6 @@ static const char *const requirements[] = {"power_on", "agent_heartbeat", "versi
 static const char *const states[] = {"scheduled", "running", "paused",
                                      "completed", "aborted", NULL};
 
-static const struct rp_field selector_fields[] = {
-        {"rack", RP_F_STR, 0, 0, 64},
-        {"tag", RP_F_STR, 0, 0, 64},
-        {"class", RP_F_STR, 0, 0, 64},
-        {"nodes", RP_F_TAGS, 0, 0, 100000},
-        {NULL},
-};
-
 static const struct rp_field gate_fields[] = {
         {"wait_s", RP_F_INT, 0, 0, 86400},
         {"timeout_s", RP_F_INT, 0, 1, 86400},
@@ -30,7 +22,7 @@ static const struct rp_field gate_fields[] = {
 
 static const struct rp_field rollout_fields[] = {
         {"kind", RP_F_ENUM, RP_F_REQUIRED, 0, 0, kinds},
-        {"selector", RP_F_OBJECT, RP_F_REQUIRED, 0, 0, NULL, selector_fields},
+        {"selector", RP_F_OBJECT, RP_F_REQUIRED, 0, 0, NULL, rp_api_selector_fields},
         {"waves", RP_F_ANY_OBJECT},
         {"max_failures", RP_F_INT, 0, 0, 100000},
         {"gate", RP_F_OBJECT, 0, 0, 0, NULL, gate_fields},
@@ -214,10 +206,7 @@ rp_api_rollouts_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_error(rs, e, detail);
 		goto out;
 	}
-	snprintf(rs->location, sizeof rs->location, "/v1/rollouts/%s",
-	         json_string_value(json_object_get(out, "id")));
-	rs->status = 201;
-	rs->body = out;
+	rp_api_reply_at(rs, 201, "/v1/rollouts", out);
 out:
 	json_decref(in);
 	json_decref(recipe);
@@ -229,29 +218,15 @@ static const char *const list_filters[] = {"state", "kind", NULL};
 void
 rp_api_rollouts_list(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
-	const char *state = json_string_value(json_object_get(rq->query, "state"));
-	const char *kind = json_string_value(json_object_get(rq->query, "kind"));
 	struct rp_page_req pr;
 	struct rp_page pg = {0};
 	json_t *filter = NULL;
 	char key[128];
-	size_t i;
 	enum rp_err e;
 
-	if (state) {
-		for (i = 0; states[i] && strcmp(states[i], state); i++)
-			;
-		if (states[i] == NULL) {
-			rp_api_errorf(rs, RP_ERR_BAD_QUERY,
-			              "state must be scheduled, running, paused, "
-			              "completed or aborted");
-			return;
-		}
-	}
-	if (kind && strcmp(kind, "firmware") && strcmp(kind, "bios")) {
-		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "kind must be firmware or bios");
+	if (rp_api_query_one_of(rq, rs, "state", states) < 0 ||
+	    rp_api_query_one_of(rq, rs, "kind", kinds) < 0)
 		return;
-	}
 	if (rp_api_page_parse(rq, &pr, key, sizeof key, 0, rs) < 0)
 		return;
 	if (rp_api_filter(rq, list_filters, &filter, rs) < 0)

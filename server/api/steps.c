@@ -148,10 +148,7 @@ rp_api_actions_steps(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_error(rs, e, detail);
 		goto out;
 	}
-	snprintf(rs->location, sizeof rs->location, "/v1/batches/%s",
-	         json_string_value(json_object_get(out, "id")));
-	rs->status = 202;
-	rs->body = out;
+	rp_api_reply_at(rs, 202, "/v1/batches", out);
 out:
 	json_decref(params);
 	json_decref(job);

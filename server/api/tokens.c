@@ -30,24 +30,13 @@ rp_api_tokens_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 	exp = json_object_get(rq->body, "expires_in_s");
 	if (json_is_integer(exp))
 		expires_at = rp_time_now_ms() + json_integer_value(exp) * 1000;
-	if (rp_token_new(RP_TOKEN_PREFIX_API, secret) < 0) {
-		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+	if (rp_api_token_mint(rs, RP_TOKEN_PREFIX_API, secret, hash) < 0)
 		return;
-	}
-	rp_sha256_hex(secret, strlen(secret), hash);
 	e = rp_store_token_create(rq->api->store,
 	                          json_string_value(json_object_get(rq->body, "name")),
 	                          json_string_value(json_object_get(rq->body, "role")), hash,
 	                          expires_at, rp_api_actor(rq, actor), &out);
-	if (e != RP_ERR_OK) {
-		rp_api_error(rs, e, NULL);
-		return;
-	}
-	json_object_set_new(out, "token", json_string(secret));
-	snprintf(rs->location, sizeof rs->location, "/v1/tokens/%s",
-	         json_string_value(json_object_get(out, "id")));
-	rs->status = 201;
-	rs->body = out;
+	rp_api_reply_token(rs, e, out, secret, "/v1/tokens");
 }
 
 void
@@ -56,12 +45,7 @@ rp_api_tokens_list(struct rp_api_req *rq, struct rp_api_resp *rs)
 	json_t *items = NULL;
 	enum rp_err e = rp_store_token_list(rq->api->store, &items);
 
-	if (e != RP_ERR_OK) {
-		rp_api_error(rs, e, NULL);
-		return;
-	}
-	rs->status = 200;
-	rs->body = json_pack("{s:o, s:n}", "items", items, "next_cursor");
+	rp_api_reply_items(rs, e, items);
 }
 
 void

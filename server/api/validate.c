@@ -46,36 +46,96 @@ key_valid(const char *s)
 static enum rp_err validate(json_t *obj, const struct rp_field *spec, int create,
                             const char *prefix, json_t **detail);
 
-/* What a value of each type must be, said when it is of another JSON type. */
-static const char *const type_reason[] = {
-        [RP_F_STR] = "must be a string",
-        [RP_F_NAME] = "must be a string",
-        [RP_F_KEY] = "must be a string",
-        [RP_F_ENUM] = "must be a string",
-        [RP_F_HOST] = "must be a string",
-        [RP_F_UUID] = "must be a string",
-        [RP_F_INT] = "must be an integer",
-        [RP_F_NUM] = "must be a number",
-        [RP_F_BOOL] = "must be true or false",
-        [RP_F_TAGS] = "must be an array of strings",
-        [RP_F_MACS] = "must be an array of strings",
-        [RP_F_ENUM_LIST] = "must be an array of strings",
-        [RP_F_LIST] = "must be an array of objects",
-        [RP_F_ANY_ARRAY] = "must be an array",
+/* What each type asks before its own rule: the JSON type it must have ('s'tring, 'i'nteger,
+ * 'n'umber, 'b'oolean, '[' array, '{' object; 0: none, its rule judges) and what to say when
+ * it has another; for arrays and maps, what f->max counts; for strings, one predicate and
+ * what to say when it fails. */
+static const struct kind {
+	char json;
+	const char *type, *noun;
+	int (*ok)(const char *);
+	const char *rule;
+} kinds[] = {
+        [RP_F_STR] = {'s', "must be a string", NULL, NULL, NULL},
+        [RP_F_NAME] = {'s', "must be a string", NULL, rp_name_valid,
+                       "1-63 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit, "
+                       "not a UUID"},
+        [RP_F_KEY] = {'s', "must be a string", NULL, key_valid,
+                      "1-128 characters of A-Z a-z 0-9 . _ : / - [ ]"},
+        [RP_F_UUID] = {'s', "must be a string", NULL, rp_uuid_valid,
+                       "must be a UUID (8-4-4-4-12 hex digits)"},
+        [RP_F_HOST] = {'s', "must be a string", NULL, rp_host_valid,
+                       "must be a host name or IP address (no port)"},
+        [RP_F_ENUM] = {0, NULL, NULL, NULL, NULL},
+        [RP_F_INT] = {'i', "must be an integer", NULL, NULL, NULL},
+        [RP_F_NUM] = {'n', "must be a number", NULL, NULL, NULL},
+        [RP_F_BOOL] = {'b', "must be true or false", NULL, NULL, NULL},
+        [RP_F_TAGS] = {'[', "must be an array of strings", "tags", NULL, NULL},
+        [RP_F_MACS] = {'[', "must be an array of strings", "MAC addresses", NULL, NULL},
+        [RP_F_ENUM_LIST] = {'[', "must be an array of strings", "entries", NULL, NULL},
+        [RP_F_LIST] = {'[', "must be an array of objects", "entries", NULL, NULL},
+        [RP_F_ANY_ARRAY] = {'[', "must be an array", "entries", NULL, NULL},
+        [RP_F_OBJECT] = {'{', "must be an object", NULL, NULL, NULL},
+        [RP_F_ANY_OBJECT] = {'{', "must be an object", NULL, NULL, NULL},
+        [RP_F_SCALAR_MAP] = {'{', "must be an object", "entries", NULL, NULL},
+        [RP_F_STRING_MAP] = {'{', "must be an object", "entries", NULL, NULL},
+        [RP_F_READ_ONLY] = {0, NULL, NULL, NULL, NULL},
+        [RP_F_CHECK] = {0, NULL, NULL, NULL, NULL},
 };
+
+static int
+has_type(const json_t *v, char json)
+{
+	switch (json) {
+	case 's':
+		return json_is_string(v);
+	case 'i':
+		return json_is_integer(v);
+	case 'n':
+		return json_is_number(v);
+	case 'b':
+		return json_is_boolean(v);
+	case '[':
+		return json_is_array(v);
+	case '{':
+		return json_is_object(v);
+	}
+	return 1;
+}
+
+static int
+listed(const char *const *enums, const char *s)
+{
+	for (; *enums; enums++)
+		if (strcmp(*enums, s) == 0)
+			return 1;
+	return 0;
+}
 
 static enum rp_err
 check_value(json_t *v, const struct rp_field *f, int create, const char *prefix, json_t **detail)
 {
+	const struct kind *kind = &kinds[f->type];
 	char reason[160], sub[80];
 	const char *k;
 	json_t *e;
 	size_t i;
 
+	if (!has_type(v, kind->json)) {
+		snprintf(reason, sizeof reason, "%s", kind->type);
+		goto bad;
+	}
+	if (kind->noun &&
+	    (json_is_array(v) ? json_array_size(v) : json_object_size(v)) > (size_t)f->max) {
+		snprintf(reason, sizeof reason, "at most %.0f %s", f->max, kind->noun);
+		goto bad;
+	}
+	if (kind->ok && !kind->ok(json_string_value(v))) {
+		snprintf(reason, sizeof reason, "%s", kind->rule);
+		goto bad;
+	}
 	switch (f->type) {
 	case RP_F_STR:
-		if (!json_is_string(v))
-			goto type;
 		if (json_string_length(v) > (size_t)f->max) {
 			snprintf(reason, sizeof reason, "at most %.0f characters", f->max);
 			goto bad;
@@ -85,28 +145,7 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 			goto bad;
 		}
 		return RP_ERR_OK;
-	case RP_F_NAME:
-		if (!json_is_string(v))
-			goto type;
-		if (!rp_name_valid(json_string_value(v))) {
-			snprintf(reason, sizeof reason,
-			         "1-63 characters of A-Z a-z 0-9 . _ -, starting "
-			         "with a letter or digit, not a UUID");
-			goto bad;
-		}
-		return RP_ERR_OK;
-	case RP_F_KEY:
-		if (!json_is_string(v))
-			goto type;
-		if (!key_valid(json_string_value(v))) {
-			snprintf(reason, sizeof reason,
-			         "1-128 characters of A-Z a-z 0-9 . _ : / - [ ]");
-			goto bad;
-		}
-		return RP_ERR_OK;
 	case RP_F_INT:
-		if (!json_is_integer(v))
-			goto type;
 		if ((double)json_integer_value(v) < f->min ||
 		    (double)json_integer_value(v) > f->max) {
 			snprintf(reason, sizeof reason, "must be an integer from %.0f to %.0f",
@@ -115,8 +154,6 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 		}
 		return RP_ERR_OK;
 	case RP_F_NUM:
-		if (!json_is_number(v))
-			goto type;
 		if (!isfinite(json_number_value(v)) || json_number_value(v) < f->min ||
 		    json_number_value(v) > f->max) {
 			snprintf(reason, sizeof reason, "must be a number from %g to %g", f->min,
@@ -124,36 +161,14 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 			goto bad;
 		}
 		return RP_ERR_OK;
-	case RP_F_BOOL:
-		if (!json_is_boolean(v))
-			goto type;
-		return RP_ERR_OK;
 	case RP_F_ENUM:
-		if (json_is_string(v))
-			for (i = 0; f->enums[i]; i++)
-				if (strcmp(f->enums[i], json_string_value(v)) == 0)
-					return RP_ERR_OK;
-		snprintf(reason, sizeof reason, "must be one of:");
-		for (i = 0; f->enums[i]; i++) {
-			size_t n = strlen(reason);
-
-			snprintf(reason + n, sizeof reason - n, "%s %s", i ? "," : "", f->enums[i]);
-		}
+		if (json_is_string(v) && listed(f->enums, json_string_value(v)))
+			return RP_ERR_OK;
+		rp_str_one_of(reason, sizeof reason, "must be ", f->enums);
 		goto bad;
 	case RP_F_ENUM_LIST:
-		if (!json_is_array(v))
-			goto type;
-		if (json_array_size(v) > (size_t)f->max) {
-			snprintf(reason, sizeof reason, "at most %.0f entries", f->max);
-			goto bad;
-		}
 		json_array_foreach(v, i, e)
 		{
-			size_t x;
-
-			for (x = 0; json_is_string(e) && f->enums[x]; x++)
-				if (strcmp(f->enums[x], json_string_value(e)) == 0)
-					break;
 			for (size_t y = 0; y < i && json_is_string(e); y++) {
 				if (json_equal(json_array_get(v, y), e)) {
 					snprintf(reason, sizeof reason, "%s listed twice",
@@ -161,42 +176,14 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 					goto bad;
 				}
 			}
-			if (!json_is_string(e) || f->enums[x] == NULL) {
-				snprintf(reason, sizeof reason, "entry %zu: must be one of:", i);
-				for (x = 0; f->enums[x]; x++) {
-					size_t n = strlen(reason);
-
-					snprintf(reason + n, sizeof reason - n, "%s %s",
-					         x ? "," : "", f->enums[x]);
-				}
+			if (!json_is_string(e) || !listed(f->enums, json_string_value(e))) {
+				snprintf(sub, sizeof sub, "entry %zu: must be ", i);
+				rp_str_one_of(reason, sizeof reason, sub, f->enums);
 				goto bad;
 			}
 		}
 		return RP_ERR_OK;
-	case RP_F_UUID:
-		if (!json_is_string(v))
-			goto type;
-		if (!rp_uuid_valid(json_string_value(v))) {
-			snprintf(reason, sizeof reason, "must be a UUID (8-4-4-4-12 hex digits)");
-			goto bad;
-		}
-		return RP_ERR_OK;
-	case RP_F_HOST:
-		if (!json_is_string(v))
-			goto type;
-		if (!rp_host_valid(json_string_value(v))) {
-			snprintf(reason, sizeof reason,
-			         "must be a host name or IP address (no port)");
-			goto bad;
-		}
-		return RP_ERR_OK;
 	case RP_F_TAGS:
-		if (!json_is_array(v))
-			goto type;
-		if (json_array_size(v) > (size_t)f->max) {
-			snprintf(reason, sizeof reason, "at most %.0f tags", f->max);
-			goto bad;
-		}
 		json_array_foreach(v, i, e)
 		{
 			if (!json_is_string(e) || !tag_valid(json_string_value(e))) {
@@ -207,12 +194,6 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 		}
 		return RP_ERR_OK;
 	case RP_F_MACS:
-		if (!json_is_array(v))
-			goto type;
-		if (json_array_size(v) > (size_t)f->max) {
-			snprintf(reason, sizeof reason, "at most %.0f MAC addresses", f->max);
-			goto bad;
-		}
 		json_array_foreach(v, i, e)
 		{
 			char mac[RP_MAC_BUF];
@@ -233,30 +214,10 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 		}
 		return RP_ERR_OK;
 	case RP_F_OBJECT:
-		if (!json_is_object(v))
-			goto type;
 		snprintf(sub, sizeof sub, "%s%s.", prefix, f->name);
 		return validate(v, f->sub, create, sub, detail);
-	case RP_F_ANY_OBJECT:
-		if (!json_is_object(v))
-			goto type;
-		return RP_ERR_OK;
-	case RP_F_ANY_ARRAY:
-		if (!json_is_array(v))
-			goto type;
-		if (json_array_size(v) > (size_t)f->max) {
-			snprintf(reason, sizeof reason, "at most %.0f entries", f->max);
-			goto bad;
-		}
-		return RP_ERR_OK;
 	case RP_F_SCALAR_MAP:
 	case RP_F_STRING_MAP:
-		if (!json_is_object(v))
-			goto type;
-		if (json_object_size(v) > (size_t)f->max) {
-			snprintf(reason, sizeof reason, "at most %.0f entries", f->max);
-			goto bad;
-		}
 		json_object_foreach(v, k, e)
 		{
 			int ok = f->type == RP_F_STRING_MAP
@@ -284,12 +245,6 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 		}
 		return RP_ERR_OK;
 	case RP_F_LIST:
-		if (!json_is_array(v))
-			goto type;
-		if (json_array_size(v) > (size_t)f->max) {
-			snprintf(reason, sizeof reason, "at most %.0f entries", f->max);
-			goto bad;
-		}
 		json_array_foreach(v, i, e)
 		{
 			enum rp_err r;
@@ -309,12 +264,10 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 	case RP_F_CHECK:
 		snprintf(sub, sizeof sub, "%s%s", prefix, f->name);
 		return f->check(v, sub, detail);
+	default:
+		/* The kinds table (bool, any object, name, key, UUID, host) said all there is. */
+		return RP_ERR_OK;
 	}
-type:
-	snprintf(reason, sizeof reason, "%s",
-	         (size_t)f->type < sizeof type_reason / sizeof *type_reason && type_reason[f->type]
-	                 ? type_reason[f->type]
-	                 : "must be an object");
 bad:
 	*detail = why(prefix, f->name, reason);
 	return RP_ERR_INVALID_FIELD;

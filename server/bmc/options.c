@@ -4,6 +4,7 @@
 
 #include "bmc.h"
 #include "options.h"
+#include "rackpilot/common.h"
 
 const char *const rp_bmc_drivers[] = {"ipmi", "redfish", "fake", NULL};
 
@@ -74,19 +75,6 @@ name_index(const char *const *names, json_t *v)
 	return (size_t)-1;
 }
 
-/* "must be one of: a, b, c" after prefix, in reason. */
-static void
-one_of(char *reason, size_t len, const char *prefix, const char *const *names)
-{
-	size_t i, n;
-
-	snprintf(reason, len, "%smust be one of:", prefix);
-	for (i = 0; names[i]; i++) {
-		n = strlen(reason);
-		snprintf(reason + n, len - n, "%s %s", i ? "," : "", names[i]);
-	}
-}
-
 static enum rp_bmc_opt_fault
 check_value(const struct rp_bmc_option *o, json_t *v, char *reason, size_t len)
 {
@@ -108,7 +96,7 @@ check_value(const struct rp_bmc_option *o, json_t *v, char *reason, size_t len)
 	case RP_BMC_OPT_ENUM:
 		if (name_index(o->names, v) != (size_t)-1)
 			return RP_BMC_OPT_OK;
-		one_of(reason, len, "", o->names);
+		rp_str_one_of(reason, len, "must be ", o->names);
 		return RP_BMC_OPT_INVALID;
 	case RP_BMC_OPT_NAMES:
 		if (!json_is_array(v)) {
@@ -130,10 +118,10 @@ check_value(const struct rp_bmc_option *o, json_t *v, char *reason, size_t len)
 					return RP_BMC_OPT_INVALID;
 				}
 			if (name_index(o->names, e) == (size_t)-1) {
-				char prefix[32];
+				char prefix[48];
 
-				snprintf(prefix, sizeof prefix, "entry %zu: ", i);
-				one_of(reason, len, prefix, o->names);
+				snprintf(prefix, sizeof prefix, "entry %zu: must be ", i);
+				rp_str_one_of(reason, len, prefix, o->names);
 				return RP_BMC_OPT_INVALID;
 			}
 		}
