@@ -18,30 +18,13 @@ struct sink {
 	int write_errno;
 };
 
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static size_t
 on_data(char *p, size_t size, size_t n, void *arg)
 {
 	struct sink *s = arg;
 
 	n *= size;
-	if (write_all(s->fd, p, n) < 0) {
+	if (rp_write_all(s->fd, p, n) < 0) {
 		s->write_errno = errno;
 		return 0;
 	}

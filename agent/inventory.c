@@ -193,24 +193,25 @@ push(struct ctx *c, json_t *arr, json_t *v)
 		c->oom = 1;
 }
 
+/* v, noting when it could not be made. */
+static json_t *
+made(struct ctx *c, json_t *v)
+{
+	if (v == NULL)
+		c->oom = 1;
+	return v;
+}
+
 static json_t *
 obj(struct ctx *c)
 {
-	json_t *o = json_object();
-
-	if (o == NULL)
-		c->oom = 1;
-	return o;
+	return made(c, json_object());
 }
 
 static json_t *
 arr(struct ctx *c)
 {
-	json_t *a = json_array();
-
-	if (a == NULL)
-		c->oom = 1;
-	return a;
+	return made(c, json_array());
 }
 
 /* A JSON string for s, trimmed, or null when s is NULL or blank. Control bytes become '?', and

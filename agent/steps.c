@@ -262,23 +262,6 @@ out:
 /* ---- Files --------------------------------------------------------------------------- */
 
 static int
-write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-static int
 fsync_dir(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
@@ -380,7 +363,7 @@ step_file(const struct rp_agent_runner *r, const struct rp_agent_step *s,
 		goto out;
 	}
 	if (content) {
-		if (write_all(fd, json_string_value(content), json_string_length(content)) < 0) {
+		if (rp_write_all(fd, json_string_value(content), json_string_length(content)) < 0) {
 			rp_agent_failed(o, "writing %s: %s", tmp, strerror(errno));
 			goto out;
 		}

@@ -284,6 +284,32 @@ text_same(const char *a, const char *b)
 	return la == lb && strncasecmp(a, b, la) == 0;
 }
 
+/* One identity check into checks: skipped when a side is missing (the reasons given), ok
+ * when same() says the enrolled and the reported value match, else a mismatch, also said in
+ * mismatch ("; " between checks). */
+static void
+identity_check(json_t *checks, const char *check, const char *enrolled, const char *reported,
+               int (*same)(const char *, const char *), const char *no_enrolled,
+               const char *no_reported, char *mismatch, size_t len)
+{
+	size_t n = strlen(mismatch);
+
+	if (enrolled == NULL || reported[0] == '\0')
+		json_array_append_new(checks, json_pack("{s:s, s:s, s:s}", "check", check, "status",
+		                                        "skipped", "reason",
+		                                        enrolled ? no_reported : no_enrolled));
+	else if (same(enrolled, reported))
+		json_array_append_new(checks,
+		                      json_pack("{s:s, s:s}", "check", check, "status", "ok"));
+	else {
+		json_array_append_new(checks, json_pack("{s:s, s:s, s:s, s:s}", "check", check,
+		                                        "status", "mismatch", "enrolled", enrolled,
+		                                        "reported", reported));
+		snprintf(mismatch + n, len - n, "%s%s: enrolled %s, BMC reports %s", n ? "; " : "",
+		         check, enrolled, reported);
+	}
+}
+
 struct rp_job_outcome *
 jobs_run_verify(struct work *w, struct rp_bmc *b)
 {
@@ -303,44 +329,11 @@ jobs_run_verify(struct work *w, struct rp_bmc *b)
 	identity = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "serial", id.serial, "uuid", id.uuid,
 	                     "manufacturer", id.manufacturer, "model", id.model, "bmc_firmware",
 	                     id.bmc_firmware, "read_at", rp_time_format(rp_time_now_ms(), ts));
-	if (serial == NULL)
-		json_array_append_new(checks, json_pack("{s:s, s:s, s:s}", "check", "serial",
-		                                        "status", "skipped", "reason",
-		                                        "node has no enrolled serial"));
-	else if (id.serial[0] == '\0')
-		json_array_append_new(checks,
-		                      json_pack("{s:s, s:s, s:s}", "check", "serial", "status",
-		                                "skipped", "reason", "the BMC reports no serial"));
-	else if (text_same(serial, id.serial))
-		json_array_append_new(checks,
-		                      json_pack("{s:s, s:s}", "check", "serial", "status", "ok"));
-	else {
-		json_array_append_new(checks, json_pack("{s:s, s:s, s:s, s:s}", "check", "serial",
-		                                        "status", "mismatch", "enrolled", serial,
-		                                        "reported", id.serial));
-		snprintf(mismatch, sizeof mismatch, "serial: enrolled %s, BMC reports %s", serial,
-		         id.serial);
-	}
-	if (uuid == NULL)
-		json_array_append_new(checks, json_pack("{s:s, s:s, s:s}", "check", "uuid",
-		                                        "status", "skipped", "reason",
-		                                        "node has no enrolled system_uuid"));
-	else if (id.uuid[0] == '\0')
-		json_array_append_new(checks,
-		                      json_pack("{s:s, s:s, s:s}", "check", "uuid", "status",
-		                                "skipped", "reason", "the BMC reports no UUID"));
-	else if (uuid_same(uuid, id.uuid))
-		json_array_append_new(checks,
-		                      json_pack("{s:s, s:s}", "check", "uuid", "status", "ok"));
-	else {
-		size_t n = strlen(mismatch);
-
-		json_array_append_new(checks,
-		                      json_pack("{s:s, s:s, s:s, s:s}", "check", "uuid", "status",
-		                                "mismatch", "enrolled", uuid, "reported", id.uuid));
-		snprintf(mismatch + n, sizeof mismatch - n, "%suuid: enrolled %s, BMC reports %s",
-		         n ? "; " : "", uuid, id.uuid);
-	}
+	identity_check(checks, "serial", serial, id.serial, text_same,
+	               "node has no enrolled serial", "the BMC reports no serial", mismatch,
+	               sizeof mismatch);
+	identity_check(checks, "uuid", uuid, id.uuid, uuid_same, "node has no enrolled system_uuid",
+	               "the BMC reports no UUID", mismatch, sizeof mismatch);
 	if (mismatch[0]) {
 		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "identity_mismatch",

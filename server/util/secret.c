@@ -210,7 +210,7 @@ key_create(const char *path, char *why, size_t whylen)
 	unsigned char master[crypto_kdf_KEYBYTES];
 	char line[KEY_LINELEN + 2], *tmp = NULL;
 	struct key *k = NULL;
-	size_t off = 0, n;
+	size_t n;
 	int fd = -1, rc = -1;
 
 	if (asprintf(&tmp, "%s.tmp", path) < 0) {
@@ -240,16 +240,9 @@ key_create(const char *path, char *why, size_t whylen)
 		say(why, whylen, "cannot create %s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	while (off < n) {
-		ssize_t w = write(fd, line + off, n - off);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			say(why, whylen, "cannot write %s: %s", tmp, strerror(errno));
-			goto out;
-		}
-		off += (size_t)w;
+	if (rp_write_all(fd, line, n) < 0) {
+		say(why, whylen, "cannot write %s: %s", tmp, strerror(errno));
+		goto out;
 	}
 	if (fsync(fd) < 0) {
 		say(why, whylen, "cannot sync %s: %s", tmp, strerror(errno));
@@ -605,16 +598,23 @@ rp_secrets_rotate_begin(struct rp_secrets *s, char *why, size_t whylen)
 	return 0;
 }
 
+/* A rotation to finish or abort: one was begun and its next key is still on disk. */
+static int
+rotation_open(struct rp_secrets *s, char *why, size_t whylen)
+{
+	if (s->next == NULL) {
+		say(why, whylen, "no key rotation in progress");
+		return -1;
+	}
+	return next_on_disk(s, why, whylen);
+}
+
 int
 rp_secrets_rotate_finish(struct rp_secrets *s, char *why, size_t whylen)
 {
 	int rc = -1;
 
-	if (s->next == NULL) {
-		say(why, whylen, "no key rotation in progress");
-		return -1;
-	}
-	if (next_on_disk(s, why, whylen) < 0)
+	if (rotation_open(s, why, whylen) < 0)
 		return -1;
 	if (rename(s->path_new, s->path) < 0) {
 		say(why, whylen, "cannot rename %s to %s: %s", s->path_new, s->path,
@@ -639,11 +639,7 @@ rp_secrets_rotate_abort(struct rp_secrets *s, char *why, size_t whylen)
 {
 	int rc = -1;
 
-	if (s->next == NULL) {
-		say(why, whylen, "no key rotation in progress");
-		return -1;
-	}
-	if (next_on_disk(s, why, whylen) < 0)
+	if (rotation_open(s, why, whylen) < 0)
 		return -1;
 	if (unlink(s->path_new) < 0) {
 		say(why, whylen, "cannot remove %s: %s", s->path_new, strerror(errno));
