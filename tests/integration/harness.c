@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -450,6 +453,35 @@ make_node(struct server *s, const char *fmt, ...)
 		fail_msg("create node %s: %ld %s", text, r.status, r.body ? r.body : "");
 	reply_free(&r);
 	free(text);
+}
+
+static int
+port_free(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+	assert_true(fd >= 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+	close(fd);
+	return ok;
+}
+
+int
+free_ports(int n)
+{
+	int attempt, base, i;
+
+	for (attempt = 0; attempt < 200; attempt++) {
+		base = 61000 + (int)((getpid() * 7 + attempt * 613) % (4000 - n));
+		for (i = 0; i < n && port_free(base + i); i++)
+			;
+		if (i == n)
+			return base;
+	}
+	fail_msg("no %d free loopback ports in 61000-64999", n);
+	return -1;
 }
 
 void

@@ -111,6 +111,11 @@ void mock_post(struct mock *m, int i, const char *path, const char *json);
 
 /* Shell helpers for peers started by scripts: sh() fails the test unless the command exits 0;
  * sh_rc() returns its exit status (-1 when it did not exit). */
+/* The first of n consecutive loopback TCP ports that nothing listens on now, outside the
+ * ranges the kernel hands out and the mock BMCs spread over (61000-64999), spread by pid so
+ * that parallel test binaries start apart. For tests that must name their ports. */
+int free_ports(int n);
+
 void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int sh_rc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -574,7 +574,7 @@ setup(void **state)
 	(void)state;
 	snprintf(workdir, sizeof workdir, "/tmp/rp-accept-XXXXXX");
 	assert_non_null(mkdtemp(workdir));
-	port = 27000 + getpid() % 2000;
+	port = free_ports(2);
 	snprintf(listen_at, sizeof listen_at, "127.0.0.1:%d", port + 1);
 	snprintf(conf, sizeof conf, "%s/rackpilotd.conf", workdir);
 	f = fopen(conf, "w");

@@ -647,7 +647,7 @@ setup(void **state)
 	(void)state;
 	snprintf(workdir, sizeof workdir, "/tmp/rp-prov-XXXXXX");
 	assert_non_null(mkdtemp(workdir));
-	port = 25000 + getpid() % 2000;
+	port = free_ports(1);
 	snprintf(ps, sizeof ps, "%d", port);
 	snprintf(hosts, sizeof hosts, "%s/dhcp-hosts", workdir);
 	snprintf(conf, sizeof conf, "%s/rackpilotd.conf", workdir);

@@ -1100,7 +1100,7 @@ setup(void **state)
 	snprintf(workdir, sizeof workdir, "/tmp/rp-steps-XXXXXX");
 	p = mkdtemp(workdir);
 	assert_non_null(p);
-	port_base = 23000 + getpid() % 2000;
+	port_base = free_ports(3);
 	node_up(&n0, 0, 1);
 	node_up(&n1, 1, 1);
 	return 0;
