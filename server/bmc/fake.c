@@ -89,19 +89,31 @@ fake_close(struct rp_bmc *b)
 	free(b);
 }
 
+/* A copy of the node's state, taken under the lock. */
+static int
+snapshot(struct fake *f, struct fake_state *out, struct rp_bmc_err *err)
+{
+	struct fake_state *s;
+
+	pthread_mutex_lock(&mu);
+	s = state_of(f->node);
+	if (s)
+		*out = *s;
+	pthread_mutex_unlock(&mu);
+	return s ? 0 : rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+}
+
 static int
 fake_power_get(struct rp_bmc *b, enum rp_power *out, struct rp_bmc_err *err)
 {
 	struct fake *f = (struct fake *)b;
-	struct fake_state *s;
+	struct fake_state st = {0};
 
 	pause_ms(f->delay_ms);
-	pthread_mutex_lock(&mu);
-	s = state_of(f->node);
-	if (s)
-		*out = s->power;
-	pthread_mutex_unlock(&mu);
-	return s ? 0 : rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	if (snapshot(f, &st, err) < 0)
+		return -1;
+	*out = st.power;
+	return 0;
 }
 
 /* A boot consumes a next-boot-only override, as a real BMC does. Caller holds mu. */
@@ -169,15 +181,12 @@ fake_boot_set(struct rp_bmc *b, const struct rp_boot *want, struct rp_bmc_err *e
 static int
 fake_boot_get(struct rp_bmc *b, struct rp_boot *out, struct rp_bmc_err *err)
 {
-	struct fake *f = (struct fake *)b;
-	struct fake_state *s;
+	struct fake_state st = {0};
 
-	pthread_mutex_lock(&mu);
-	s = state_of(f->node);
-	if (s)
-		*out = s->boot;
-	pthread_mutex_unlock(&mu);
-	return s ? 0 : rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	if (snapshot((struct fake *)b, &st, err) < 0)
+		return -1;
+	*out = st.boot;
+	return 0;
 }
 
 static int

@@ -9,12 +9,12 @@ static enum rp_err
 run_of(struct conn *c, int64_t rack_id, int attempt, int64_t *id, char state[16], int *att)
 {
 	struct stmt *s =
-	        STMT(c, "SELECT id, state, attempt FROM acceptance_runs WHERE rack_id = ?1 "
-	                "AND (?2 = 0 OR attempt = ?2) ORDER BY attempt DESC LIMIT 1");
+	        STMT_ARGS(c,
+	                  "SELECT id, state, attempt FROM acceptance_runs WHERE rack_id = ?1 "
+	                  "AND (?2 = 0 OR attempt = ?2) ORDER BY attempt DESC LIMIT 1",
+	                  rack_id, attempt);
 	enum rp_err e;
 
-	sql_bind_int(s, 1, rack_id);
-	sql_bind_int(s, 2, attempt);
 	if ((e = store_one(c, s, "run")) == RP_ERR_NOT_FOUND) {
 		*id = 0;
 		return RP_ERR_OK;
@@ -309,11 +309,12 @@ out:
 static enum rp_err
 run_by_uuid(struct conn *c, const char *uuid, int64_t *id, int *running, int64_t *created)
 {
-	struct stmt *s = STMT(c, "SELECT id, state = 'running', created_at FROM acceptance_runs "
-	                         "WHERE uuid = ?");
+	struct stmt *s = STMT_ARGS(c,
+	                           "SELECT id, state = 'running', created_at FROM acceptance_runs "
+	                           "WHERE uuid = ?",
+	                           uuid);
 	enum rp_err e;
 
-	sql_bind_text(s, 1, uuid);
 	if ((e = store_one(c, s, "run")) != RP_ERR_OK)
 		return e;
 	*id = sql_int(s, 0);
@@ -357,13 +358,12 @@ static enum rp_err
 result_state(struct conn *c, int64_t run_id, int64_t node_id, const char *check, char state[16],
              char *child)
 {
-	struct stmt *s = STMT(c, "SELECT state, coalesce(child_job, '') FROM acceptance_results "
-	                         "WHERE run_id = ? AND node_id = ? AND check_name = ?");
+	struct stmt *s = STMT_ARGS(c,
+	                           "SELECT state, coalesce(child_job, '') FROM acceptance_results "
+	                           "WHERE run_id = ? AND node_id = ? AND check_name = ?",
+	                           run_id, node_id, check);
 	enum rp_err e;
 
-	sql_bind_int(s, 1, run_id);
-	sql_bind_int(s, 2, node_id);
-	sql_bind_text(s, 3, check);
 	if ((e = store_one(c, s, "result")) != RP_ERR_OK)
 		return e;
 	snprintf(state, 16, "%s", sql_text(s, 0));

@@ -118,10 +118,9 @@ out:
 static enum rp_err
 mac_owner(struct conn *c, const char *mac, int64_t *node_id)
 {
-	struct stmt *s = STMT(c, "SELECT node_id FROM node_macs WHERE mac = ?");
+	struct stmt *s = STMT_ARGS(c, "SELECT node_id FROM node_macs WHERE mac = ?", mac);
 	enum rp_err e;
 
-	sql_bind_text(s, 1, mac);
 	if ((e = store_one(c, s, "mac owner")) == RP_ERR_NOT_FOUND) {
 		*node_id = 0;
 		return RP_ERR_OK;
@@ -365,10 +364,9 @@ refuse(struct refusal *f, const struct node_ref *n, json_t *detail, const char *
 static enum rp_err
 node_state(struct conn *c, int64_t id, char *buf, size_t len)
 {
-	struct stmt *s = STMT(c, "SELECT provision_state FROM nodes WHERE id = ?");
+	struct stmt *s = STMT_ARGS(c, "SELECT provision_state FROM nodes WHERE id = ?", id);
 	enum rp_err e;
 
-	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "node state")) != RP_ERR_OK)
 		return e;
 	snprintf(buf, len, "%s", sql_text(s, 0));

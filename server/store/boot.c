@@ -25,9 +25,8 @@ static enum rp_err
 image_load(struct conn *c, int64_t id, json_t **out)
 {
 	enum rp_err e;
-	struct stmt *s = STMT(c, IMAGE_COLS "WHERE id = ?");
+	struct stmt *s = STMT_ARGS(c, IMAGE_COLS "WHERE id = ?", id);
 
-	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "image load")) != RP_ERR_OK)
 		return e;
 	*out = store_row(c, s);
@@ -39,9 +38,9 @@ static enum rp_err
 image_id(struct conn *c, const char *key, int64_t *id)
 {
 	enum rp_err e;
-	struct stmt *s = STMT(c, "SELECT id FROM images WHERE name = ?1 OR uuid = lower(?1)");
+	struct stmt *s =
+	        STMT_ARGS(c, "SELECT id FROM images WHERE name = ?1 OR uuid = lower(?1)", key);
 
-	sql_bind_text(s, 1, key);
 	if ((e = store_one(c, s, "image id")) != RP_ERR_OK)
 		return e;
 	*id = sql_int(s, 0);
@@ -192,10 +191,9 @@ enum rp_err
 store_boot_profile_id(struct conn *c, const char *key, int64_t *id)
 {
 	enum rp_err e;
-	struct stmt *s =
-	        STMT(c, "SELECT id FROM boot_profiles WHERE name = ?1 OR uuid = lower(?1)");
+	struct stmt *s = STMT_ARGS(
+	        c, "SELECT id FROM boot_profiles WHERE name = ?1 OR uuid = lower(?1)", key);
 
-	sql_bind_text(s, 1, key);
 	if ((e = store_one(c, s, "boot profile id")) != RP_ERR_OK)
 		return e;
 	*id = sql_int(s, 0);
@@ -377,11 +375,10 @@ boot_secret(struct rp_store *st, const char *uuid, char out[RP_TOKEN_BUF])
 static enum rp_err
 boot_prune(struct conn *c, int64_t now)
 {
-	struct stmt *s = STMT(c, "DELETE FROM bootstrap_tokens WHERE id IN (SELECT id FROM "
-	                         "bootstrap_tokens WHERE expires_at < ?1 LIMIT 64)");
-
-	sql_bind_int(s, 1, now - RP_BOOT_TOKEN_RETAIN_MS);
-	return store_exec(c, s, "bootstrap prune");
+	return EXEC(c, "bootstrap prune",
+	            "DELETE FROM bootstrap_tokens WHERE id IN (SELECT id FROM "
+	            "bootstrap_tokens WHERE expires_at < ?1 LIMIT 64)",
+	            now - RP_BOOT_TOKEN_RETAIN_MS);
 }
 
 enum rp_err

@@ -170,10 +170,9 @@ store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, json_t **deta
 enum rp_err
 store_cabling_of_node(struct conn *c, int64_t node_id, json_t **out)
 {
-	struct stmt *s = STMT(c, CABLE_COLS "WHERE k.node_id = ? ORDER BY k.id");
+	struct stmt *s = STMT_ARGS(c, CABLE_COLS "WHERE k.node_id = ? ORDER BY k.id", node_id);
 	json_t *items;
 
-	sql_bind_int(s, 1, node_id);
 	if ((items = store_rows(c, s)) == NULL)
 		return RP_ERR_INTERNAL;
 	*out = items;

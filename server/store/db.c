@@ -1336,16 +1336,13 @@ store_event_text(struct conn *c, const char *actor, const char *action, const ch
                  const char *oid, const char *oname, int64_t node_id, int64_t rack_id,
                  const char *summary, const char *detail)
 {
-	struct stmt *s = STMT(c, "INSERT INTO events(at, actor, action, object_type, object_id, "
-	                         "object_name, node_id, rack_id, summary, detail) "
-	                         "VALUES (?,?,?,?,?,?,?,?,?,?)");
+	struct stmt *s =
+	        STMT_ARGS(c,
+	                  "INSERT INTO events(at, actor, action, object_type, object_id, "
+	                  "object_name, node_id, rack_id, summary, detail) "
+	                  "VALUES (?,?,?,?,?,?,?,?,?,?)",
+	                  rp_time_now_ms(), actor ? actor : "system", action, otype, oid, oname);
 
-	sql_bind_int(s, 1, rp_time_now_ms());
-	sql_bind_text(s, 2, actor ? actor : "system");
-	sql_bind_text(s, 3, action);
-	sql_bind_text(s, 4, otype);
-	sql_bind_text(s, 5, oid);
-	sql_bind_text(s, 6, oname);
 	if (node_id > 0)
 		sql_bind_int(s, 7, node_id);
 	if (rack_id > 0)
@@ -1620,10 +1617,10 @@ store_page(struct conn *c, struct stmt *s, const struct rp_page_req *rq, const c
 enum rp_err
 store_node_by_id(struct conn *c, int64_t id, struct node_ref *out)
 {
-	struct stmt *s = STMT(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?");
+	struct stmt *s =
+	        STMT_ARGS(c, "SELECT uuid, name, coalesce(rack_id, 0) FROM nodes WHERE id = ?", id);
 	enum rp_err e;
 
-	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "node by id")) != RP_ERR_OK)
 		return e;
 	out->id = id;

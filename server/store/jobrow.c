@@ -11,37 +11,27 @@
 enum rp_err
 store_job_sent(struct conn *c, int64_t job_id, const char *what, const char *state, int64_t now)
 {
-	struct stmt *s =
-	        STMT(c, "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, "
-	                "phase = ?3 || ': ' || ?4, phase_at = ?2 WHERE id = ?1");
-
-	sql_bind_int(s, 1, job_id);
-	sql_bind_int(s, 2, now);
-	sql_bind_text(s, 3, what);
-	sql_bind_text(s, 4, state);
-	return store_exec(c, s, "job sent mark");
+	return EXEC(c, "job sent mark",
+	            "UPDATE jobs SET sent_at = coalesce(sent_at, ?2), updated_at = ?2, "
+	            "phase = ?3 || ': ' || ?4, phase_at = ?2 WHERE id = ?1",
+	            job_id, now, what, state);
 }
 
 enum rp_err
 store_job_phase(struct conn *c, int64_t job_id, const char *what, const char *state, int64_t now)
 {
-	struct stmt *s = STMT(c, "UPDATE jobs SET phase = ?2 || ': ' || ?3, phase_at = ?4 WHERE "
-	                         "id = ?1");
-
-	sql_bind_int(s, 1, job_id);
-	sql_bind_text(s, 2, what);
-	sql_bind_text(s, 3, state);
-	sql_bind_int(s, 4, now);
-	return store_exec(c, s, "job phase");
+	return EXEC(c, "job phase",
+	            "UPDATE jobs SET phase = ?2 || ': ' || ?3, phase_at = ?4 WHERE "
+	            "id = ?1",
+	            job_id, what, state, now);
 }
 
 enum rp_err
 store_job_load(struct conn *c, int64_t id, json_t **out)
 {
 	enum rp_err e;
-	struct stmt *s = STMT(c, STORE_JOB_COLS "WHERE j.id = ?");
+	struct stmt *s = STMT_ARGS(c, STORE_JOB_COLS "WHERE j.id = ?", id);
 
-	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "job load")) != RP_ERR_OK)
 		return e;
 	*out = store_row(c, s);
@@ -54,12 +44,13 @@ enum rp_err
 store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 {
 	struct stmt *s =
-	        STMT(c, "SELECT n.maintenance, n.maintenance_reason, b.driver, b.address, "
-	                "b.username, b.password_sealed IS NOT NULL FROM nodes n LEFT JOIN bmcs b "
-	                "ON b.node_id = n.id WHERE n.id = ?");
+	        STMT_ARGS(c,
+	                  "SELECT n.maintenance, n.maintenance_reason, b.driver, b.address, "
+	                  "b.username, b.password_sealed IS NOT NULL FROM nodes n LEFT JOIN bmcs b "
+	                  "ON b.node_id = n.id WHERE n.id = ?",
+	                  node_id);
 	enum rp_err e;
 
-	sql_bind_int(s, 1, node_id);
 	if ((e = store_one(c, s, "node ready")) != RP_ERR_OK)
 		return e;
 	if (sql_int(s, 0)) {

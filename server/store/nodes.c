@@ -332,14 +332,12 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 enum rp_err
 store_node_lists(struct conn *c, int64_t id)
 {
-	struct stmt *s = STMT(
-	        c, "UPDATE nodes SET tags = (SELECT json_group_array(tag) FROM (SELECT tag FROM "
-	           "node_tags WHERE node_id = ?1 ORDER BY tag)), macs = (SELECT "
-	           "json_group_array(mac) FROM (SELECT mac FROM node_macs WHERE node_id = ?1 "
-	           "ORDER BY mac)) WHERE id = ?1");
-
-	sql_bind_int(s, 1, id);
-	return store_exec(c, s, "node lists");
+	return EXEC(c, "node lists",
+	            "UPDATE nodes SET tags = (SELECT json_group_array(tag) FROM (SELECT tag FROM "
+	            "node_tags WHERE node_id = ?1 ORDER BY tag)), macs = (SELECT "
+	            "json_group_array(mac) FROM (SELECT mac FROM node_macs WHERE node_id = ?1 "
+	            "ORDER BY mac)) WHERE id = ?1",
+	            id);
 }
 
 /* Insert one node and its creation event inside the caller's transaction (import uses it).

@@ -102,15 +102,8 @@ store_res_create(struct rp_store *st, struct store_res *r, json_t *in, const cha
 
 	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
-	if ((e = store_res_insert(c, r, in, actor, &id, &fresh, detail)) != RP_ERR_OK ||
-	    (e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = fresh;
-	fresh = NULL;
-out:
-	store_rollback(c);
-	json_decref(fresh);
-	return e;
+	e = store_res_insert(c, r, in, actor, &id, &fresh, detail);
+	return store_end(c, e, fresh, out);
 }
 
 enum rp_err
@@ -152,18 +145,12 @@ store_res_update(struct rp_store *st, struct store_res *r, const char *key, json
 	    (e = store_res_load(c, r, id, &fresh)) != RP_ERR_OK)
 		goto out;
 	diff = store_diff(before, fresh, r->diff_skip);
-	if ((e = event(c, r, "updated", fresh, id, diff, actor)) != RP_ERR_OK ||
-	    (e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = fresh;
-	fresh = NULL;
+	e = event(c, r, "updated", fresh, id, diff, actor);
 out:
-	store_rollback(c);
 	json_decref(before);
 	json_decref(after);
-	json_decref(fresh);
 	json_decref(diff);
-	return e;
+	return store_end(c, e, fresh, out);
 }
 
 enum rp_err

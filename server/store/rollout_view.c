@@ -335,13 +335,14 @@ out:
 static enum rp_err
 pf_bmc(struct conn *c, int64_t node_id, json_t *node)
 {
-	struct stmt *s = STMT(c, "SELECT b.driver, b.address IS NOT NULL AND b.address != '', "
-	                         "b.username IS NOT NULL AND b.username != '', b.password_sealed "
-	                         "IS NOT NULL FROM nodes n LEFT JOIN bmcs b ON b.node_id = n.id "
-	                         "WHERE n.id = ?");
+	struct stmt *s = STMT_ARGS(c,
+	                           "SELECT b.driver, b.address IS NOT NULL AND b.address != '', "
+	                           "b.username IS NOT NULL AND b.username != '', b.password_sealed "
+	                           "IS NOT NULL FROM nodes n LEFT JOIN bmcs b ON b.node_id = n.id "
+	                           "WHERE n.id = ?",
+	                           node_id);
 	enum rp_err e;
 
-	sql_bind_int(s, 1, node_id);
 	if ((e = store_one(c, s, "preflight bmc")) != RP_ERR_OK)
 		return e;
 	json_object_set_new(node, "driver",

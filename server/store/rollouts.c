@@ -29,11 +29,12 @@ struct ro {
 static enum rp_err
 ro_load(struct conn *c, int64_t id, struct ro *r)
 {
-	struct stmt *s = STMT(c, "SELECT uuid, kind, state, gate, max_failures, start_at, "
-	                         "created_at FROM rollouts WHERE id = ?");
+	struct stmt *s = STMT_ARGS(c,
+	                           "SELECT uuid, kind, state, gate, max_failures, start_at, "
+	                           "created_at FROM rollouts WHERE id = ?",
+	                           id);
 	enum rp_err e;
 
-	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "rollout load")) != RP_ERR_OK)
 		return e;
 	r->id = id;
@@ -54,15 +55,13 @@ static enum rp_err
 ro_set_state(struct conn *c, struct ro *r, const char *state, const char *reason, int64_t now)
 {
 	struct stmt *s =
-	        STMT(c, "UPDATE rollouts SET state = ?2, state_reason = ?3, updated_at = ?4, "
-	                "started_at = CASE WHEN ?2 = 'running' THEN coalesce(started_at, ?4) "
-	                "ELSE started_at END, finished_at = CASE WHEN ?2 IN ('completed', "
-	                "'aborted') THEN ?4 ELSE finished_at END WHERE id = ?1");
+	        STMT_ARGS(c,
+	                  "UPDATE rollouts SET state = ?2, state_reason = ?3, updated_at = ?4, "
+	                  "started_at = CASE WHEN ?2 = 'running' THEN coalesce(started_at, ?4) "
+	                  "ELSE started_at END, finished_at = CASE WHEN ?2 IN ('completed', "
+	                  "'aborted') THEN ?4 ELSE finished_at END WHERE id = ?1",
+	                  r->id, state, reason, now);
 
-	sql_bind_int(s, 1, r->id);
-	sql_bind_text(s, 2, state);
-	sql_bind_text(s, 3, reason);
-	sql_bind_int(s, 4, now);
 	snprintf(r->state, sizeof r->state, "%s", state);
 	return store_exec(c, s, "rollout state");
 }
@@ -118,13 +117,11 @@ node_insert(struct conn *c, int64_t rollout, const struct cand *cd, int wave, co
             const char *reason)
 {
 	struct stmt *s =
-	        STMT(c, "INSERT INTO rollout_nodes(rollout_id, node_id, node_name, rack_name, "
-	                "wave, state, reason) VALUES (?,?,?,?,?,?,?)");
+	        STMT_ARGS(c,
+	                  "INSERT INTO rollout_nodes(rollout_id, node_id, node_name, rack_name, "
+	                  "wave, state, reason) VALUES (?,?,?,?,?,?,?)",
+	                  rollout, cd->id, cd->name, cd->rack[0] ? cd->rack : NULL);
 
-	sql_bind_int(s, 1, rollout);
-	sql_bind_int(s, 2, cd->id);
-	sql_bind_text(s, 3, cd->name);
-	sql_bind_text(s, 4, cd->rack[0] ? cd->rack : NULL);
 	if (wave >= 0)
 		sql_bind_int(s, 5, wave);
 	sql_bind_text(s, 6, state);
@@ -354,11 +351,12 @@ static enum rp_err
 count_failed(struct conn *c, int64_t id, int64_t *n)
 {
 	struct stmt *s =
-	        STMT(c, "SELECT count(*) FROM rollout_nodes WHERE rollout_id = ? AND state = "
-	                "'failed'");
+	        STMT_ARGS(c,
+	                  "SELECT count(*) FROM rollout_nodes WHERE rollout_id = ? AND state = "
+	                  "'failed'",
+	                  id);
 	enum rp_err e;
 
-	sql_bind_int(s, 1, id);
 	if ((e = store_one(c, s, "rollout failures")) != RP_ERR_OK)
 		return e;
 	*n = sql_int(s, 0);
@@ -929,16 +927,11 @@ out:
 static enum rp_err
 wave_set(struct conn *c, struct ro *r, int64_t w, const char *state, int64_t now)
 {
-	struct stmt *s =
-	        STMT(c, "UPDATE rollout_waves SET state = ?3, finished_at = CASE WHEN ?3 = "
-	                "'gating' THEN ?4 ELSE finished_at END, done_at = CASE WHEN ?3 = "
-	                "'done' THEN ?4 ELSE done_at END WHERE rollout_id = ?1 AND idx = ?2");
-
-	sql_bind_int(s, 1, r->id);
-	sql_bind_int(s, 2, w);
-	sql_bind_text(s, 3, state);
-	sql_bind_int(s, 4, now);
-	return store_exec(c, s, "rollout wave state");
+	return EXEC(c, "rollout wave state",
+	            "UPDATE rollout_waves SET state = ?3, finished_at = CASE WHEN ?3 = "
+	            "'gating' THEN ?4 ELSE finished_at END, done_at = CASE WHEN ?3 = "
+	            "'done' THEN ?4 ELSE done_at END WHERE rollout_id = ?1 AND idx = ?2",
+	            r->id, w, state, now);
 }
 
 /* A count(*) over rollout r's nodes, in wave w unless w < 0 (state and phase as in sql). */

@@ -16,13 +16,14 @@
 enum rp_err
 store_ssh_ready(struct conn *c, int64_t node_id, char *why, size_t len)
 {
-	struct stmt *s = STMT(c, "SELECT n.maintenance, coalesce(n.ssh_address, a.address), "
-	                         "k.node_id IS NOT NULL FROM nodes n LEFT JOIN agents a ON "
-	                         "a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id "
-	                         "WHERE n.id = ?");
+	struct stmt *s = STMT_ARGS(c,
+	                           "SELECT n.maintenance, coalesce(n.ssh_address, a.address), "
+	                           "k.node_id IS NOT NULL FROM nodes n LEFT JOIN agents a ON "
+	                           "a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id "
+	                           "WHERE n.id = ?",
+	                           node_id);
 	enum rp_err e;
 
-	sql_bind_int(s, 1, node_id);
 	if ((e = store_one(c, s, "ssh ready")) != RP_ERR_OK)
 		return e;
 	if (sql_int(s, 0)) {
@@ -68,9 +69,8 @@ store_steps_insert(struct conn *c, int64_t job_id, json_t *plan)
 json_t *
 store_steps_view(struct conn *c, int64_t job_id)
 {
-	struct stmt *s = STMT(c, STEP_COLS);
+	struct stmt *s = STMT_ARGS(c, STEP_COLS, job_id);
 
-	sql_bind_int(s, 1, job_id);
 	return store_rows(c, s);
 }
 
