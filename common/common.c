@@ -353,6 +353,17 @@ rp_host_valid(const char *s)
 	return colons == 0 || colons >= 2;
 }
 
+int
+rp_str_index(const char *const *names, const char *s)
+{
+	int i;
+
+	for (i = 0; s && names[i]; i++)
+		if (strcmp(names[i], s) == 0)
+			return i;
+	return -1;
+}
+
 void
 rp_str_one_of(char *buf, size_t len, const char *lead, const char *const *names)
 {

@@ -215,7 +215,6 @@ apply(struct rp_config *c, const struct setting *s, const char *value)
 {
 	char *p = (char *)c + s->off;
 	unsigned long long n;
-	size_t i;
 
 	switch (s->type) {
 	case C_STR:
@@ -227,9 +226,7 @@ apply(struct rp_config *c, const struct setting *s, const char *value)
 		snprintf(p, s->len, "%s", value);
 		break;
 	case C_ENUM:
-		for (i = 0; s->enums[i] && strcmp(s->enums[i], value); i++)
-			;
-		if (s->enums[i] == NULL)
+		if (rp_str_index(s->enums, value) < 0)
 			return -1;
 		snprintf(p, s->len, "%s", value);
 		break;

@@ -94,6 +94,9 @@ int rp_name_valid(const char *s);
 /* 1 when s is a plausible host: DNS name, IPv4 or IPv6 literal, at most 253 bytes. */
 int rp_host_valid(const char *s);
 
+/* The index of s in names (NULL-terminated), or -1 when s is NULL or not among them. */
+int rp_str_index(const char *const *names, const char *s);
+
 /* "<lead>one of: a, b, c" (names NULL-terminated) into buf, cut to fit len: what a value
  * outside a fixed set is told ("must be one of: ..."). */
 void rp_str_one_of(char *buf, size_t len, const char *lead, const char *const *names);

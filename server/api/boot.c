@@ -285,7 +285,6 @@ rp_api_images_upload(struct rp_api_req *rq, struct rp_api_resp *rs)
 	const char *desc = json_string_value(json_object_get(rq->query, "description"));
 	json_t *out = NULL, *detail = NULL;
 	char dest[4200];
-	size_t i;
 	enum rp_err e;
 
 	if (!rp_name_valid(rq->params[0])) {
@@ -293,9 +292,7 @@ rp_api_images_upload(struct rp_api_req *rq, struct rp_api_resp *rs)
 		              "image names are 1-63 of A-Z a-z 0-9 . _ -");
 		return;
 	}
-	for (i = 0; kind && image_kinds[i] && strcmp(image_kinds[i], kind); i++)
-		;
-	if (kind == NULL || image_kinds[i] == NULL) {
+	if (rp_str_index(image_kinds, kind) < 0) {
 		rp_api_errorf(rs, RP_ERR_BAD_QUERY,
 		              "kind must be kernel, initrd, os, firmware or other");
 		return;

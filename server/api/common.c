@@ -241,10 +241,7 @@ rp_api_query_one_of(struct rp_api_req *rq, struct rp_api_resp *rs, const char *n
 	char list[256] = "";
 	size_t i, n = 0;
 
-	for (i = 0; v && values[i]; i++)
-		if (strcmp(values[i], v) == 0)
-			return 0;
-	if (v == NULL)
+	if (v == NULL || rp_str_index(values, v) >= 0)
 		return 0;
 	for (i = 0; values[i] && n < sizeof list; i++)
 		n += (size_t)snprintf(list + n, sizeof list - n, "%s%s",

@@ -103,15 +103,6 @@ has_type(const json_t *v, char json)
 	return 1;
 }
 
-static int
-listed(const char *const *enums, const char *s)
-{
-	for (; *enums; enums++)
-		if (strcmp(*enums, s) == 0)
-			return 1;
-	return 0;
-}
-
 static enum rp_err
 check_value(json_t *v, const struct rp_field *f, int create, const char *prefix, json_t **detail)
 {
@@ -162,7 +153,7 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 		}
 		return RP_ERR_OK;
 	case RP_F_ENUM:
-		if (json_is_string(v) && listed(f->enums, json_string_value(v)))
+		if (rp_str_index(f->enums, json_string_value(v)) >= 0)
 			return RP_ERR_OK;
 		rp_str_one_of(reason, sizeof reason, "must be ", f->enums);
 		goto bad;
@@ -176,7 +167,7 @@ check_value(json_t *v, const struct rp_field *f, int create, const char *prefix,
 					goto bad;
 				}
 			}
-			if (!json_is_string(e) || !listed(f->enums, json_string_value(e))) {
+			if (rp_str_index(f->enums, json_string_value(e)) < 0) {
 				snprintf(sub, sizeof sub, "entry %zu: must be ", i);
 				rp_str_one_of(reason, sizeof reason, sub, f->enums);
 				goto bad;

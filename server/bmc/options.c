@@ -56,23 +56,16 @@ rp_bmc_option_find(const char *name)
 static unsigned
 driver_bit(const char *driver)
 {
-	size_t i;
+	int i = rp_str_index(rp_bmc_drivers, driver);
 
-	for (i = 0; rp_bmc_drivers[i]; i++)
-		if (strcmp(rp_bmc_drivers[i], driver) == 0)
-			return 1u << i;
-	return 0;
+	return i < 0 ? 0 : 1u << i;
 }
 
-static size_t
+/* v's index in names, or -1 (v not a string, or not among them). */
+static int
 name_index(const char *const *names, json_t *v)
 {
-	size_t i;
-
-	for (i = 0; json_is_string(v) && names[i]; i++)
-		if (strcmp(names[i], json_string_value(v)) == 0)
-			return i;
-	return (size_t)-1;
+	return rp_str_index(names, json_string_value(v));
 }
 
 static enum rp_bmc_opt_fault
@@ -94,7 +87,7 @@ check_value(const struct rp_bmc_option *o, json_t *v, char *reason, size_t len)
 		}
 		return RP_BMC_OPT_OK;
 	case RP_BMC_OPT_ENUM:
-		if (name_index(o->names, v) != (size_t)-1)
+		if (name_index(o->names, v) >= 0)
 			return RP_BMC_OPT_OK;
 		rp_str_one_of(reason, len, "must be ", o->names);
 		return RP_BMC_OPT_INVALID;
@@ -117,7 +110,7 @@ check_value(const struct rp_bmc_option *o, json_t *v, char *reason, size_t len)
 					         json_string_value(e));
 					return RP_BMC_OPT_INVALID;
 				}
-			if (name_index(o->names, e) == (size_t)-1) {
+			if (name_index(o->names, e) < 0) {
 				char prefix[48];
 
 				snprintf(prefix, sizeof prefix, "entry %zu: must be ", i);
@@ -202,16 +195,19 @@ rp_bmc_option_int(json_t *options, const char *name)
 	switch (o->type) {
 	case RP_BMC_OPT_INT:
 		return json_is_integer(v) ? (long)json_integer_value(v) : o->def;
-	case RP_BMC_OPT_ENUM:
-		if ((i = name_index(o->names, v)) == (size_t)-1)
-			i = (size_t)o->def;
-		return o->codes ? o->codes[i] : (long)i;
+	case RP_BMC_OPT_ENUM: {
+		int k = name_index(o->names, v);
+
+		if (k < 0)
+			k = (int)o->def;
+		return o->codes ? o->codes[k] : (long)k;
+	}
 	case RP_BMC_OPT_NAMES:
 		json_array_foreach(v, i, e)
 		{
-			size_t x = name_index(o->names, e);
+			int x = name_index(o->names, e);
 
-			if (x != (size_t)-1)
+			if (x >= 0)
 				bits |= o->codes ? o->codes[x] : 1L << x;
 		}
 		return bits;
@@ -225,14 +221,14 @@ rp_bmc_option_str(json_t *options, const char *name)
 {
 	const struct rp_bmc_option *o = rp_bmc_option_find(name);
 	json_t *v = json_object_get(options, name);
-	size_t i;
+	int i;
 
 	if (o == NULL)
 		return NULL;
 	switch (o->type) {
 	case RP_BMC_OPT_ENUM:
-		if ((i = name_index(o->names, v)) == (size_t)-1)
-			i = (size_t)o->def;
+		if ((i = name_index(o->names, v)) < 0)
+			i = (int)o->def;
 		return o->names[i];
 	case RP_BMC_OPT_ID:
 		return json_string_value(v);

@@ -1255,23 +1255,32 @@ store_bind_real(struct stmt *s, int i, json_t *obj, const char *key)
 		sql_bind_null(s, i);
 }
 
+/* The tables store_id_of and store_ref look in: by UUID, by name, and what one is called. */
+static const struct {
+	const char *by_uuid, *by_name, *noun;
+} tables[] = {
+        [T_RACK] = {"SELECT id FROM racks WHERE uuid = ?", "SELECT id FROM racks WHERE name = ?",
+                    "rack"},
+        [T_NODE] = {"SELECT id FROM nodes WHERE uuid = ?", "SELECT id FROM nodes WHERE name = ?",
+                    "node"},
+        [T_PROFILE] = {"SELECT id FROM bios_profiles WHERE uuid = ?",
+                       "SELECT id FROM bios_profiles WHERE name = ?", "BIOS profile"},
+        [T_BASELINE] = {"SELECT id FROM firmware_baselines WHERE uuid = ?",
+                        "SELECT id FROM firmware_baselines WHERE name = ?", "firmware baseline"},
+        [T_RECIPE] = {"SELECT id FROM recipes WHERE uuid = ?",
+                      "SELECT id FROM recipes WHERE name = ?", "recipe"},
+};
+
 enum rp_err
 store_ref(struct conn *c, enum store_table t, const char *key, const char *field, int64_t *id,
           json_t **detail)
 {
-	static const char *const noun[] = {
-	        [T_RACK] = "rack",
-	        [T_NODE] = "node",
-	        [T_PROFILE] = "BIOS profile",
-	        [T_BASELINE] = "firmware baseline",
-	        [T_RECIPE] = "recipe",
-	};
 	int64_t found = 0;
 	enum rp_err e;
 
 	if (key && (e = store_id_of(c, t, key, &found)) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND) {
-			*detail = store_why(field, "no %s named '%s'", noun[t], key);
+			*detail = store_why(field, "no %s named '%s'", tables[t].noun, key);
 			e = RP_ERR_INVALID_FIELD;
 		}
 		return e;
@@ -1283,21 +1292,7 @@ store_ref(struct conn *c, enum store_table t, const char *key, const char *field
 enum rp_err
 store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id)
 {
-	static const char *by_uuid[] = {
-	        [T_RACK] = "SELECT id FROM racks WHERE uuid = ?",
-	        [T_NODE] = "SELECT id FROM nodes WHERE uuid = ?",
-	        [T_PROFILE] = "SELECT id FROM bios_profiles WHERE uuid = ?",
-	        [T_BASELINE] = "SELECT id FROM firmware_baselines WHERE uuid = ?",
-	        [T_RECIPE] = "SELECT id FROM recipes WHERE uuid = ?",
-	};
-	static const char *by_name[] = {
-	        [T_RACK] = "SELECT id FROM racks WHERE name = ?",
-	        [T_NODE] = "SELECT id FROM nodes WHERE name = ?",
-	        [T_PROFILE] = "SELECT id FROM bios_profiles WHERE name = ?",
-	        [T_BASELINE] = "SELECT id FROM firmware_baselines WHERE name = ?",
-	        [T_RECIPE] = "SELECT id FROM recipes WHERE name = ?",
-	};
-	static int slots[2][5];
+	static int slots[2][sizeof tables / sizeof *tables];
 	struct stmt *s;
 	char lower[RP_UUID_BUF];
 	int uuid = rp_uuid_valid(key), i;
@@ -1305,7 +1300,7 @@ store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id)
 
 	if (key == NULL)
 		return RP_ERR_NOT_FOUND;
-	s = store_prep(c, &slots[uuid][t], uuid ? by_uuid[t] : by_name[t]);
+	s = store_prep(c, &slots[uuid][t], uuid ? tables[t].by_uuid : tables[t].by_name);
 	if (uuid) {
 		for (i = 0; i < 36; i++)
 			lower[i] = (char)((key[i] >= 'A' && key[i] <= 'F') ? key[i] + 32 : key[i]);

@@ -149,6 +149,9 @@ static const struct bad cases[] = {
         {"admin", "GET", "/v1/nodes?fields=name,nope", NULL, NULL, 400, "BAD_QUERY"},
         {"admin", "GET", "/v1/nodes?rack=nope", NULL, NULL, 400, "BAD_QUERY"},
         {"admin", "GET", "/v1/nodes?maintenance=maybe", NULL, NULL, 400, "BAD_QUERY"},
+        {"admin", "GET", "/v1/jobs?state=done", NULL, NULL, 400, "BAD_QUERY"},
+        {"admin", "GET", "/v1/rollouts?state=done", NULL, NULL, 400, "BAD_QUERY"},
+        {"admin", "GET", "/v1/rollouts?kind=os", NULL, NULL, 400, "BAD_QUERY"},
         {"admin", "GET", "/v1/nodes?cursor=garbage", NULL, NULL, 400, "BAD_CURSOR"},
         {"admin", "GET", "/v1/events?since=yesterday", NULL, NULL, 400, "BAD_QUERY"},
         {"admin", "GET", "/v1/events?node=nope", NULL, NULL, 400, "BAD_QUERY"},
@@ -271,6 +274,37 @@ test_error_classes(void **state)
 	free(after);
 }
 
+/* Enumerated query arguments name every value they take, in one sentence. */
+static void
+test_query_one_of(void **state)
+{
+	static const struct {
+		const char *path, *reason;
+	} queries[] = {
+	        {"/v1/jobs?state=done",
+	         "state must be queued, running, succeeded, failed or cancelled"},
+	        {"/v1/rollouts?state=done",
+	         "state must be scheduled, running, paused, completed or aborted"},
+	        {"/v1/rollouts?kind=os", "kind must be firmware or bios"},
+	        {"/v1/nodes?maintenance=maybe", "maintenance must be true or false"},
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof queries / sizeof queries[0]; i++) {
+		struct reply r;
+
+		req(&S, S.admin, "GET", queries[i].path, NULL, NULL, 0, NULL, &r);
+		assert_error(&r, 400, "BAD_QUERY");
+		assert_string_equal(
+		        json_string_value(json_object_get(
+		                json_object_get(json_object_get(r.json, "error"), "detail"),
+		                "reason")),
+		        queries[i].reason);
+		reply_free(&r);
+	}
+}
+
 static void
 test_allow_header(void **state)
 {
@@ -340,6 +374,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_error_classes),
+	        cmocka_unit_test(test_query_one_of),
 	        cmocka_unit_test(test_allow_header),
 	        cmocka_unit_test(test_too_large),
 	};

@@ -155,6 +155,25 @@ line_of(char *buf, size_t cap, const char *fmt, ...)
 
 /* One line, newline included, cut to the buffer with the newline kept. */
 static void
+test_str_lists(void **state)
+{
+	static const char *const names[] = {"ipmi", "redfish", "fake", NULL};
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(rp_str_index(names, "ipmi"), 0);
+	assert_int_equal(rp_str_index(names, "fake"), 2);
+	assert_int_equal(rp_str_index(names, "IPMI"), -1);
+	assert_int_equal(rp_str_index(names, ""), -1);
+	assert_int_equal(rp_str_index(names, NULL), -1);
+	rp_str_one_of(buf, sizeof buf, "must be ", names);
+	assert_string_equal(buf, "must be one of: ipmi, redfish, fake");
+	/* Cut to fit, never past the buffer. */
+	rp_str_one_of(buf, 20, "must be ", names);
+	assert_string_equal(buf, "must be one of: ipm");
+}
+
+static void
 test_vline(void **state)
 {
 	char b[8];
@@ -948,6 +967,7 @@ main(void)
 	        cmocka_unit_test(test_buf),
 	        cmocka_unit_test(test_buf_cap),
 	        cmocka_unit_test(test_vline),
+	        cmocka_unit_test(test_str_lists),
 	        cmocka_unit_test(test_sshkey),
 	        cmocka_unit_test_setup_teardown(test_secret_keyfile, setup_secret, teardown_secret),
 	        cmocka_unit_test_setup_teardown(test_secret_seal_open, setup_secret,
