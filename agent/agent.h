@@ -316,10 +316,12 @@ char *rp_agent_shell_quote(const char *s);
  * allocation failure. */
 char *rp_agent_subst_image(const char *tmpl, const char *path);
 
-/* The body of a step result: state, boot_id (NULL: left out), and for a final state the
- * outcome's exit_code, duration_ms, output, output_bytes, output_truncated, error and result.
- * New reference; NULL on allocation failure. */
-json_t *rp_agent_result_body(enum rp_step_state state, const char *boot_id,
+/* The body of a step result: state, run and boot_id (each NULL: left out), and for a final
+ * state the outcome's exit_code, duration_ms, output, output_bytes, output_truncated, error
+ * and result. run names this start of the step (a UUID), so that the server counts a
+ * 'running' report sent again after a lost answer as the same start. New reference; NULL on
+ * allocation failure. */
+json_t *rp_agent_result_body(enum rp_step_state state, const char *run, const char *boot_id,
                              const struct rp_agent_outcome *o);
 
 /* POST a step result for job (retrying transient failures). 0, or -1 with err set. */

@@ -40,7 +40,7 @@ frame(int fd, const char *fmt, ...)
 /* ---- Reporting ----------------------------------------------------------------------- */
 
 json_t *
-rp_agent_result_body(enum rp_step_state state, const char *boot_id,
+rp_agent_result_body(enum rp_step_state state, const char *run, const char *boot_id,
                      const struct rp_agent_outcome *o)
 {
 	json_t *b = json_object(), *out = NULL, *error = NULL;
@@ -50,6 +50,8 @@ rp_agent_result_body(enum rp_step_state state, const char *boot_id,
 	if (b == NULL)
 		return NULL;
 	json_object_set_new(b, "state", json_string(rp_step_state_name(state)));
+	if (run)
+		json_object_set_new(b, "run", json_string(run));
 	if (boot_id)
 		json_object_set_new(b, "boot_id", json_string(boot_id));
 	if (state == RP_STATE_RUNNING || o == NULL)
@@ -420,7 +422,7 @@ rp_agent_run_steps(const struct rp_agent_config *cfg, const char *job, int in_fd
 
 			rp_agent_failed(o, "interrupted");
 			frame(r.echo_fd, "== step %s failed: %s", s->id, o->error);
-			body = rp_agent_result_body(RP_STATE_FAILED, boot, o);
+			body = rp_agent_result_body(RP_STATE_FAILED, NULL, boot, o);
 			rc = RP_RUN_EXIT_FAILED;
 			if (rp_agent_step_report(&r, job, s->id, body, err, sizeof err) < 0) {
 				rp_log_error("run-steps: step %s: %s", s->id, err);
@@ -435,7 +437,11 @@ rp_agent_run_steps(const struct rp_agent_config *cfg, const char *job, int in_fd
 			/* Without it the server cannot tell the reboot happened. */
 			rp_agent_failed(o, "cannot read boot_id");
 		} else {
-			json_t *body = rp_agent_result_body(RP_STATE_RUNNING, boot, NULL);
+			char run[RP_UUID_BUF];
+			json_t *body =
+			        rp_uuid_new(run) == 0
+			                ? rp_agent_result_body(RP_STATE_RUNNING, run, boot, NULL)
+			                : NULL;
 			int bad = rp_agent_step_report(&r, job, s->id, body, err, sizeof err);
 
 			json_decref(body);
@@ -474,7 +480,7 @@ rp_agent_run_steps(const struct rp_agent_config *cfg, const char *job, int in_fd
 			frame(r.echo_fd, "== step %s failed: %s", s->id, o->error);
 		{
 			json_t *body = rp_agent_result_body(
-			        o->succeeded ? RP_STATE_SUCCEEDED : RP_STATE_FAILED, boot, o);
+			        o->succeeded ? RP_STATE_SUCCEEDED : RP_STATE_FAILED, NULL, boot, o);
 			int bad = rp_agent_step_report(&r, job, s->id, body, err, sizeof err);
 
 			json_decref(body);

@@ -54,6 +54,7 @@ static const char *const report_states[] = {"running", "succeeded", "failed", NU
 
 static const struct rp_field report_fields[] = {
         {"state", RP_F_ENUM, RP_F_REQUIRED, 0, 0, report_states},
+        {"run", RP_F_UUID, RP_F_NULLABLE},
         {"boot_id", RP_F_STR, RP_F_NULLABLE, 0, 64},
         {"exit_code", RP_F_INT, RP_F_NULLABLE, -1024, 1024},
         {"duration_ms", RP_F_INT, RP_F_NULLABLE, 0, 1e12},

@@ -152,24 +152,28 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 {
 	struct conn *c = NULL;
 	const char *state = json_string_value(json_object_get(rep, "state"));
+	const char *run = json_string_value(json_object_get(rep, "run"));
 	char jstate[16], cur[16] = "", summary[400], *rtext = NULL;
 	struct node_ref n;
 	struct stmt *s;
 	int64_t id = 0, idx = -1, now = rp_time_now_ms();
 	enum rp_err e;
-	int cancel = 0;
+	int cancel = 0, same_run = 0;
 
 	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	if ((e = agent_job(c, node_id, job, &id, jstate, sizeof jstate, &cancel)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
-	s = STMT_ARGS(c, "SELECT idx, state FROM job_steps WHERE job_id = ? AND step_id = ?", id,
-	              step);
+	s = STMT_ARGS(c,
+	              "SELECT idx, state, run_id IS NOT NULL AND run_id = ?3 FROM job_steps "
+	              "WHERE job_id = ?1 AND step_id = ?2",
+	              id, step, run);
 	if ((e = store_one(c, s, "step read")) != RP_ERR_OK)
 		goto out;
 	idx = sql_int(s, 0);
 	snprintf(cur, sizeof cur, "%s", sql_text(s, 1));
+	same_run = sql_int(s, 2) != 0;
 	sql_reset(s);
 	/* A job waiting to retry (its SSH session dropped) is still the agent's to finish. */
 	if (strcmp(jstate, "running") != 0 && strcmp(jstate, "queued") != 0) {
@@ -188,16 +192,23 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 			e = RP_ERR_CONFLICT;
 			goto out;
 		}
+		/* The same run's report again: its answer was lost (the server stopped after
+		 * committing it), so the agent retried. It is one start, not a second. */
+		if (!strcmp(cur, "running") && same_run) {
+			e = RP_ERR_OK;
+			goto out;
+		}
 		s = STMT_ARGS(
 		        c,
 		        "UPDATE job_steps SET state = 'running', runs = runs + 1, boot_id = ?3, "
-		        "started_at = ?4, finished_at = NULL, exit_code = NULL, duration_ms = "
-		        "NULL, "
-		        "output = NULL, output_bytes = NULL, output_truncated = 0, error = NULL, "
-		        "result = NULL WHERE job_id = ?1 AND idx = ?2",
+		        "started_at = ?4, run_id = ?5, finished_at = NULL, exit_code = NULL, "
+		        "duration_ms = NULL, output = NULL, output_bytes = NULL, "
+		        "output_truncated = 0, error = NULL, result = NULL "
+		        "WHERE job_id = ?1 AND idx = ?2",
 		        id, idx);
 		store_bind_str(s, 3, rep, "boot_id");
 		sql_bind_int(s, 4, now);
+		sql_bind_text(s, 5, run);
 	} else {
 		/* Posting the same end again is a retry after a lost answer: accept it. */
 		if (!strcmp(cur, state)) {

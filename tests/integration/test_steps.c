@@ -918,6 +918,60 @@ test_cancel_running_plan(void **state)
 	assert_int_not_equal(access(path, F_OK), 0);
 }
 
+/* A 'running' report sent again after its answer was lost (rackpilotd stopped between its
+ * commit and its reply, and the agent retried) is the same start: it counts one run, not two.
+ * A report of another run, or one without a run (an older agent), counts a new start. */
+static void
+test_running_report_retried(void **state)
+{
+	static const char r1[] = "0b9f2c1e-5a4d-4e21-9c3b-000000000001";
+	char atok[128], id[64], path[400], body[1200], flag[400];
+	struct reply r;
+	json_t *j;
+
+	(void)state;
+	agent_token(&n0, atok, sizeof atok);
+	snprintf(flag, sizeof flag, "%s/retried-go", n0.dir);
+	snprintf(body, sizeof body,
+	         "{\"steps\":[{\"id\":\"w\",\"type\":\"shell\",\"command\":\"while [ ! -f "
+	         "%s ]; do sleep 0.1; done\"}]}",
+	         flag);
+	submit("sn00", body, id, sizeof id);
+	wait_step(id, "w", "running");
+	j = get_job(id);
+	assert_int_equal(json_integer_value(json_object_get(step(j, "w"), "runs")), 1);
+	json_decref(j);
+	snprintf(path, sizeof path, "/v1/agent/jobs/%s/steps/w", id);
+	assert_int_equal(
+	        call(&S, atok, "POST", path, &r, "{s:s, s:s}", "state", "running", "run", r1), 204);
+	reply_free(&r);
+	assert_int_equal(
+	        call(&S, atok, "POST", path, &r, "{s:s, s:s}", "state", "running", "run", r1), 204);
+	reply_free(&r);
+	j = get_job(id);
+	assert_int_equal(json_integer_value(json_object_get(step(j, "w"), "runs")), 2);
+	json_decref(j);
+	assert_int_equal(call(&S, atok, "POST", path, &r, "{s:s}", "state", "running"), 204);
+	reply_free(&r);
+	/* A run that is no UUID is refused and counts nothing. */
+	assert_int_equal(
+	        call(&S, atok, "POST", path, &r, "{s:s, s:s}", "state", "running", "run", "again"),
+	        400);
+	assert_error(&r, 400, "INVALID_FIELD");
+	reply_free(&r);
+	j = get_job(id);
+	assert_int_equal(json_integer_value(json_object_get(step(j, "w"), "runs")), 3);
+	json_decref(j);
+	sh("touch %s", flag);
+	j = wait_job(&S, id, 60);
+	assert_string_equal(jstr(j, "state"), "succeeded");
+	json_decref(j);
+	j = get_job(id);
+	assert_string_equal(jstr(step(j, "w"), "state"), "succeeded");
+	assert_int_equal(json_integer_value(json_object_get(step(j, "w"), "runs")), 3);
+	json_decref(j);
+}
+
 /* Every bad request is a 4xx with an error body, and no job appears. */
 static void
 test_bad_input(void **state)
@@ -1135,6 +1189,7 @@ main(void)
 	        cmocka_unit_test(test_downloads),
 	        cmocka_unit_test(test_recipe),
 	        cmocka_unit_test(test_cancel_running_plan),
+	        cmocka_unit_test(test_running_report_retried),
 	        cmocka_unit_test(test_bad_input),
 	        cmocka_unit_test(test_discovery),
 	};

@@ -1113,7 +1113,7 @@ test_shell_big_output(void **state)
 	assert_memory_equal(out, want.data + want.len - RP_STEP_OUTPUT_TAIL, RP_STEP_OUTPUT_TAIL);
 	free(out);
 
-	body = rp_agent_result_body(RP_STATE_SUCCEEDED, "boot-1", o);
+	body = rp_agent_result_body(RP_STATE_SUCCEEDED, NULL, "boot-1", o);
 	assert_non_null(body);
 	assert_string_equal(json_string_value(json_object_get(body, "state")), "succeeded");
 	assert_int_equal(json_string_length(json_object_get(body, "output")), RP_STEP_OUTPUT_TAIL);
@@ -1134,16 +1134,22 @@ test_result_body(void **state)
 	json_t *b;
 
 	(void)state;
-	b = rp_agent_result_body(RP_STATE_RUNNING, "boot-1", NULL);
+	b = rp_agent_result_body(RP_STATE_RUNNING, NULL, "boot-1", NULL);
 	assert_int_equal(json_object_size(b), 2);
 	assert_string_equal(json_string_value(json_object_get(b, "boot_id")), "boot-1");
+	json_decref(b);
+	b = rp_agent_result_body(RP_STATE_RUNNING, "0b9f2c1e-0000-4000-8000-000000000001", NULL,
+	                         NULL);
+	assert_int_equal(json_object_size(b), 2);
+	assert_string_equal(json_string_value(json_object_get(b, "run")),
+	                    "0b9f2c1e-0000-4000-8000-000000000001");
 	json_decref(b);
 
 	rp_agent_output(o, "bad \xff byte", 10);
 	snprintf(o->error, sizeof o->error, "exit status 2");
 	o->exit_code = 2;
 	o->duration_ms = 12;
-	b = rp_agent_result_body(RP_STATE_FAILED, NULL, o);
+	b = rp_agent_result_body(RP_STATE_FAILED, NULL, NULL, o);
 	assert_null(json_object_get(b, "boot_id"));
 	assert_string_equal(json_string_value(json_object_get(b, "state")), "failed");
 	assert_string_equal(json_string_value(json_object_get(b, "output")), "bad " FFFD " byte");
@@ -1155,7 +1161,7 @@ test_result_body(void **state)
 
 	/* An error cut inside a character by snprintf still makes a valid body. */
 	snprintf(o->error, sizeof o->error, "cwd /caf\xc3");
-	b = rp_agent_result_body(RP_STATE_FAILED, NULL, o);
+	b = rp_agent_result_body(RP_STATE_FAILED, NULL, NULL, o);
 	assert_non_null(b);
 	assert_string_equal(json_string_value(json_object_get(b, "error")), "cwd /caf" FFFD);
 	json_decref(b);

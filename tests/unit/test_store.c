@@ -1225,7 +1225,8 @@ test_node_lists(void **state)
 }
 
 /* Migration 0012 fills the new columns from a version-11 database's tables and drops the
- * MAC triggers. The version-11 file is made from this one the way 0012 changed it. */
+ * MAC triggers. The version-11 file is made from this one by undoing 0012 and what came
+ * after it (0013's step run column). */
 static void
 test_node_lists_migration(void **state)
 {
@@ -1242,7 +1243,8 @@ test_node_lists_migration(void **state)
 	rp_store_free(f->st);
 	f->st = NULL;
 	snprintf(cmd, sizeof cmd,
-	         "sqlite3 %s \"ALTER TABLE nodes DROP COLUMN tags; ALTER TABLE nodes DROP COLUMN "
+	         "sqlite3 %s \"ALTER TABLE job_steps DROP COLUMN run_id; "
+	         "ALTER TABLE nodes DROP COLUMN tags; ALTER TABLE nodes DROP COLUMN "
 	         "macs; CREATE TRIGGER macs_ins AFTER INSERT ON node_macs BEGIN UPDATE meta SET "
 	         "value = value + 1 WHERE key = 'macs_version'; END; CREATE TRIGGER macs_del "
 	         "AFTER DELETE ON node_macs BEGIN UPDATE meta SET value = value + 1 WHERE key = "
