@@ -116,8 +116,7 @@ rp_api_bootstrap_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 	                              json_string_value(json_object_get(rq->body, "node")), hash,
 	                              rp_time_now_ms() + ttl * 1000, rp_api_actor(rq, actor), &out);
 	if (e == RP_ERR_NOT_FOUND) {
-		rp_api_error(rs, RP_ERR_INVALID_FIELD,
-		             json_pack("{s:s, s:s}", "field", "node", "reason", "no such node"));
+		rp_api_reply_ref_error(rs, e, "node", "no such node");
 		return;
 	}
 	rp_api_reply_token(rs, e, out, secret, "/v1/bootstrap-tokens");

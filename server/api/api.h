@@ -291,6 +291,11 @@ void rp_api_reply_buf(struct rp_api_resp *rs, struct rp_buf *b, const char *cont
 void rp_api_reply_store_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail,
                               const char *what);
 
+/* A failed lookup of what a request's field names: RP_ERR_NOT_FOUND answers 400 INVALID_FIELD
+ * {field, reason: what} ("no such recipe"), any other error answers as itself. */
+void rp_api_reply_ref_error(struct rp_api_resp *rs, enum rp_err e, const char *field,
+                            const char *what);
+
 /* The query argument name, when given, must be one of values (NULL-terminated): 0, or -1
  * with 400 BAD_QUERY replied ("<name> must be a, b or c"). */
 int rp_api_query_one_of(struct rp_api_req *rq, struct rp_api_resp *rs, const char *name,
@@ -298,6 +303,11 @@ int rp_api_query_one_of(struct rp_api_req *rq, struct rp_api_resp *rs, const cha
 
 /* status with obj (taken) as the body and Location collection/<obj's id>. */
 void rp_api_reply_at(struct rp_api_resp *rs, int status, const char *collection, json_t *obj);
+
+/* Queue job (a job description for rp_jobs_submit, taken; NULL when building it ran out of
+ * memory) for the node in params[0], as rq's caller: 202 with the job and its Location, or
+ * the store's error (404 "no such node" for an unknown one). */
+void rp_api_node_job(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *job);
 
 /* A new bearer secret (prefix + random, RP_TOKEN_BUF bytes) into secret and its SHA-256 into
  * hash, the only form the store keeps: 0, or -1 with a 500 replied when the system's random

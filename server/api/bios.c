@@ -93,10 +93,9 @@ static const struct rp_field apply_fields[] = {
 void
 rp_api_bios_apply(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
-	json_t *detail = NULL, *what, *job, *out = NULL, *params;
+	json_t *detail = NULL, *what, *params;
 	const char *profile;
 	enum rp_err e;
-	char actor[96];
 
 	if (rq->body && rp_api_need_object(rq, rs) < 0)
 		return;
@@ -116,13 +115,7 @@ rp_api_bios_apply(struct rp_api_req *rq, struct rp_api_resp *rs)
 		return;
 	}
 	params = profile ? json_pack("{s:s}", "profile", profile) : json_object();
-	job = json_pack("{s:s, s:o, s:b}", "type", "bios_apply", "params", params, "mutating", 1);
-	e = rp_jobs_submit(rq->api->jobs, rq->params[0], job, rp_api_actor(rq, actor), &out,
-	                   &detail);
-	json_decref(job);
-	if (e != RP_ERR_OK) {
-		rp_api_reply_store_error(rs, e, detail, "no such node");
-		return;
-	}
-	rp_api_reply_at(rs, 202, "/v1/jobs", out);
+	rp_api_node_job(rq, rs,
+	                json_pack("{s:s, s:o, s:b}", "type", "bios_apply", "params", params,
+	                          "mutating", 1));
 }

@@ -233,6 +233,16 @@ rp_api_reply_store_error(struct rp_api_resp *rs, enum rp_err e, json_t *detail, 
 	rp_api_error(rs, e, detail);
 }
 
+void
+rp_api_reply_ref_error(struct rp_api_resp *rs, enum rp_err e, const char *field, const char *what)
+{
+	if (e == RP_ERR_NOT_FOUND)
+		rp_api_error(rs, RP_ERR_INVALID_FIELD,
+		             json_pack("{s:s, s:s}", "field", field, "reason", what));
+	else
+		rp_api_error(rs, e, NULL);
+}
+
 int
 rp_api_query_one_of(struct rp_api_req *rq, struct rp_api_resp *rs, const char *name,
                     const char *const *values)
@@ -260,6 +270,24 @@ rp_api_reply_at(struct rp_api_resp *rs, int status, const char *collection, json
 	         json_string_value(json_object_get(obj, "id")));
 	rs->status = status;
 	rs->body = obj;
+}
+
+void
+rp_api_node_job(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *job)
+{
+	json_t *detail = NULL, *out = NULL;
+	enum rp_err e = RP_ERR_INTERNAL;
+	char actor[96];
+
+	if (job != NULL)
+		e = rp_jobs_submit(rq->api->jobs, rq->params[0], job, rp_api_actor(rq, actor), &out,
+		                   &detail);
+	json_decref(job);
+	if (e != RP_ERR_OK) {
+		rp_api_reply_store_error(rs, e, detail, "no such node");
+		return;
+	}
+	rp_api_reply_at(rs, 202, "/v1/jobs", out);
 }
 
 int

@@ -57,20 +57,10 @@ static void
 node_job(struct rp_api_req *rq, struct rp_api_resp *rs, enum rp_job_type type, json_t *params)
 {
 	const struct rp_job_type_entry *t = rp_job_type_get(type);
-	json_t *detail = NULL, *job, *out = NULL;
-	enum rp_err e;
-	char actor[96];
 
-	job = json_pack("{s:s, s:O, s:b}", "type", t->name, "params", params, "mutating",
-	                t->mutating);
-	e = rp_jobs_submit(rq->api->jobs, rq->params[0], job, rp_api_actor(rq, actor), &out,
-	                   &detail);
-	json_decref(job);
-	if (e != RP_ERR_OK) {
-		rp_api_reply_store_error(rs, e, detail, "no such node");
-		return;
-	}
-	rp_api_reply_at(rs, 202, "/v1/jobs", out);
+	rp_api_node_job(rq, rs,
+	                json_pack("{s:s, s:O, s:b}", "type", t->name, "params", params, "mutating",
+	                          t->mutating));
 }
 
 void

@@ -119,9 +119,7 @@ rp_api_recipe_steps(struct rp_api_req *rq, struct rp_api_resp *rs, const char *n
 	int r = add_recipe(rq, rs, name, args, plan);
 
 	if (r == 1)
-		rp_api_error(
-		        rs, RP_ERR_INVALID_FIELD,
-		        json_pack("{s:s, s:s}", "field", "recipe", "reason", "no such recipe"));
+		rp_api_reply_ref_error(rs, RP_ERR_NOT_FOUND, "recipe", "no such recipe");
 	return r == 0 ? 0 : -1;
 }
 
@@ -155,12 +153,7 @@ deploy_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
 	enum rp_err e;
 
 	if ((e = rp_store_image_get(rq->api->store, image, &img)) != RP_ERR_OK) {
-		if (e == RP_ERR_NOT_FOUND)
-			rp_api_error(rs, RP_ERR_INVALID_FIELD,
-			             json_pack("{s:s, s:s}", "field", "image", "reason",
-			                       "no such image"));
-		else
-			rp_api_error(rs, e, NULL);
+		rp_api_reply_ref_error(rs, e, "image", "no such image");
 		return -1;
 	}
 	if (disk == NULL) {
@@ -201,9 +194,7 @@ deploy_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
 		if (r < 0)
 			goto fail;
 		if (r == 1) {
-			rp_api_error(rs, RP_ERR_INVALID_FIELD,
-			             json_pack("{s:s, s:s}", "field", "recipe", "reason",
-			                       "no such recipe"));
+			rp_api_reply_ref_error(rs, RP_ERR_NOT_FOUND, "recipe", "no such recipe");
 			goto fail;
 		}
 	}

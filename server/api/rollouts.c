@@ -164,14 +164,8 @@ rp_api_rollouts_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 		e = rp_store_recipe_get(rq->api->store,
 		                        json_string_value(json_object_get(gate, "recipe")),
 		                        &recipe);
-		if (e == RP_ERR_NOT_FOUND) {
-			rp_api_error(rs, RP_ERR_INVALID_FIELD,
-			             json_pack("{s:s, s:s}", "field", "gate.recipe", "reason",
-			                       "no such recipe"));
-			goto out;
-		}
 		if (e != RP_ERR_OK) {
-			rp_api_error(rs, e, NULL);
+			rp_api_reply_ref_error(rs, e, "gate.recipe", "no such recipe");
 			goto out;
 		}
 		if ((e = rp_api_recipe_expand(recipe, json_object_get(gate, "args"), &plan,

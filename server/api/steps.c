@@ -47,12 +47,7 @@ plan_params(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const *ex
 			return -1;
 		}
 		if ((e = rp_store_recipe_get(rq->api->store, name, &recipe)) != RP_ERR_OK) {
-			if (e == RP_ERR_NOT_FOUND)
-				rp_api_error(rs, RP_ERR_INVALID_FIELD,
-				             json_pack("{s:s, s:s}", "field", "recipe", "reason",
-				                       "no such recipe"));
-			else
-				rp_api_error(rs, e, NULL);
+			rp_api_reply_ref_error(rs, e, "recipe", "no such recipe");
 			return -1;
 		}
 		if ((e = rp_api_recipe_expand(recipe, json_object_get(body, "args"), &plan,
