@@ -1,5 +1,6 @@
 /* Per-route request counters and latency histograms; relaxed atomics, no locks. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "util.h"
@@ -69,19 +70,15 @@ rp_metrics_render(struct rp_metrics *m, const char *(*label)(size_t route, void 
 
 		for (j = 0; j < NCODES; j++) {
 			uint64_t v = __atomic_load_n(&m->r[i].count[j], __ATOMIC_RELAXED);
+			char code[16] = "other";
 
 			if (v == 0)
 				continue;
 			if (codes[j])
-				rp_buf_printf(b,
-				              "rackpilot_http_requests_total{route=\"%s\",code=\"%"
-				              "d\"} %llu\n",
-				              l, codes[j], (unsigned long long)v);
-			else
-				rp_buf_printf(b,
-				              "rackpilot_http_requests_total{route=\"%s\",code="
-				              "\"other\"} %llu\n",
-				              l, (unsigned long long)v);
+				snprintf(code, sizeof code, "%d", codes[j]);
+			rp_buf_printf(
+			        b, "rackpilot_http_requests_total{route=\"%s\",code=\"%s\"} %llu\n",
+			        l, code, (unsigned long long)v);
 		}
 	}
 	rp_buf_printf(b,
@@ -97,19 +94,15 @@ rp_metrics_render(struct rp_metrics *m, const char *(*label)(size_t route, void 
 			continue;
 		cum = 0;
 		for (j = 0; j <= NBOUNDS; j++) {
+			char le[32] = "+Inf";
+
 			cum += __atomic_load_n(&m->r[i].bucket[j], __ATOMIC_RELAXED);
 			if (j < NBOUNDS)
-				rp_buf_printf(b,
-				              "rackpilot_http_request_duration_seconds_bucket{"
-				              "route=\"%s\","
-				              "le=\"%g\"} %llu\n",
-				              l, bounds[j], (unsigned long long)cum);
-			else
-				rp_buf_printf(b,
-				              "rackpilot_http_request_duration_seconds_bucket{"
-				              "route=\"%s\","
-				              "le=\"+Inf\"} %llu\n",
-				              l, (unsigned long long)cum);
+				snprintf(le, sizeof le, "%g", bounds[j]);
+			rp_buf_printf(b,
+			              "rackpilot_http_request_duration_seconds_bucket{route=\"%s\","
+			              "le=\"%s\"} %llu\n",
+			              l, le, (unsigned long long)cum);
 		}
 		rp_buf_printf(b, "rackpilot_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n",
 		              l, (double)__atomic_load_n(&m->r[i].sum_ns, __ATOMIC_RELAXED) / 1e9);
