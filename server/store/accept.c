@@ -267,16 +267,12 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 	        "\"created_at:time\", r.finished_at AS \"finished_at:time\" FROM acceptance_runs "
 	        "r JOIN racks k ON k.id = r.rack_id WHERE r.id = ?",
 	        run_id);
-	if ((e = store_one(c, s, "run get")) != RP_ERR_OK) {
+	if ((e = store_one_row(c, s, "run get", &run)) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND)
 			e = RP_ERR_INTERNAL; /* run_of found it in this snapshot */
 		goto out;
 	}
-	run = store_row(c, s);
-	sql_reset(s);
 	e = RP_ERR_INTERNAL;
-	if (run == NULL)
-		goto out;
 	s = STMT_ARGS(c,
 	              RESULT_COLS
 	              "WHERE x.run_id = ?1 ORDER BY n.u_position DESC, n.name, (SELECT "

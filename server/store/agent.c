@@ -55,13 +55,8 @@ rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *has
 	                     n.id ? n.name : NULL, n.id, n.rack_id, summary, NULL)) != RP_ERR_OK)
 		goto out;
 	s = STMT_ARGS(c, BOOT_COLS "WHERE t.id = ?2", now, id);
-	if ((e = store_one(c, s, "bootstrap read")) != RP_ERR_OK) {
-		if (e == RP_ERR_NOT_FOUND)
-			e = RP_ERR_INTERNAL; /* inserted just now */
-		goto out;
-	}
-	obj = store_row(c, s);
-	sql_reset(s);
+	if ((e = store_one_row(c, s, "bootstrap read", &obj)) == RP_ERR_NOT_FOUND)
+		e = RP_ERR_INTERNAL; /* inserted just now */
 out:
 	return store_end(c, e, obj, out);
 }
@@ -740,10 +735,7 @@ rp_store_node_host_key_set(struct rp_store *st, const char *key, const struct rp
 	        "SELECT key_type AS type, fingerprint, pinned_at AS \"pinned_at:time\", pinned_by "
 	        "FROM ssh_host_keys WHERE node_id = ?",
 	        n.id);
-	if ((e = store_one(c, s, "host key read")) == RP_ERR_OK) {
-		obj = store_row(c, s);
-		sql_reset(s);
-	} else if (e != RP_ERR_NOT_FOUND)
+	if ((e = store_one_row(c, s, "host key read", &obj)) != RP_ERR_OK && e != RP_ERR_NOT_FOUND)
 		goto out;
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;

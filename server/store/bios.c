@@ -493,8 +493,6 @@ rp_store_bios_apply_get(struct rp_store *st, int64_t job_id, json_t **out)
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s;
-	json_t *row;
-	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
@@ -502,12 +500,5 @@ rp_store_bios_apply_get(struct rp_store *st, int64_t job_id, json_t **out)
 	              "SELECT child, attributes AS \"attributes:json\", sent_at FROM bios_applies "
 	              "WHERE job_id = ?",
 	              job_id);
-	if ((e = store_one(c, s, "bios apply row")) != RP_ERR_OK)
-		return e;
-	row = store_row(c, s);
-	sql_reset(s);
-	if (row == NULL)
-		return RP_ERR_INTERNAL;
-	*out = row;
-	return RP_ERR_OK;
+	return store_one_row(c, s, "bios apply row", out);
 }

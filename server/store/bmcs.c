@@ -1,4 +1,6 @@
-/* BMC settings that jobs learn from the BMC itself: IPMI workarounds found by probing. */
+/* BMCs as the store keeps them: their columns as jobs and the power sweep read them (the
+ * password opened), what jobs and the sweep learn from them (power state, health), and the
+ * IPMI workarounds found by probing. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,4 +86,211 @@ out:
 	json_decref(opts);
 	json_decref(detail);
 	return store_end(c, e, NULL, NULL);
+}
+
+void
+store_bmc_free(struct rp_store_bmc *b)
+{
+	free(b->driver);
+	free(b->address);
+	free(b->username);
+	rp_secrets_plain_free(b->password, b->password_len);
+	json_decref(b->options);
+}
+
+char *
+store_col_dup(struct stmt *s, int i, int *oom)
+{
+	char *v;
+
+	if (sql_type(s, i) == SQL_NULL)
+		return NULL;
+	if ((v = strdup(sql_text(s, i))) == NULL)
+		*oom = 1;
+	return v;
+}
+
+void
+store_bmc_cols(struct conn *c, struct stmt *s, int i, const char *name, struct rp_store_bmc *b,
+               int *oom)
+{
+	const char *sealed = sql_text(s, i + 4);
+	char why[256];
+
+	b->driver = store_col_dup(s, i, oom);
+	b->address = store_col_dup(s, i + 1, oom);
+	b->port = (unsigned)sql_int(s, i + 2);
+	b->username = store_col_dup(s, i + 3, oom);
+	if (sealed &&
+	    (c->st->secrets == NULL || rp_secrets_open(c->st->secrets, sealed, &b->password,
+	                                               &b->password_len, why, sizeof why) < 0))
+		rp_log_error("node %s: cannot open its BMC password: %s", name,
+		             c->st->secrets ? why : "no secret key loaded");
+	b->tls_verify = sql_type(s, i + 5) == SQL_NULL || sql_int(s, i + 5);
+	if (sql_type(s, i + 6) != SQL_NULL)
+		b->options = json_loads(sql_text(s, i + 6), 0, NULL);
+}
+
+enum rp_err
+store_power_seen(struct conn *c, const struct node_ref *n, const char *power, int64_t now,
+                 int *changed)
+{
+	enum rp_err e;
+	struct stmt *s = STMT(c, "SELECT power_state FROM nodes WHERE id = ?");
+	char before[16] = "", summary[200];
+
+	sql_bind_int(s, 1, n->id);
+	if ((e = store_one(c, s, "power read")) != RP_ERR_OK)
+		return e;
+	snprintf(before, sizeof before, "%s", sql_text(s, 0));
+	sql_reset(s);
+	s = STMT_ARGS(c, "UPDATE nodes SET power_state = ?2, power_state_at = ?3 WHERE id = ?1",
+	              n->id, power, now);
+	if ((e = store_exec(c, s, "power write")) != RP_ERR_OK)
+		return e;
+	if (strcmp(before, power) == 0)
+		return RP_ERR_OK;
+	if (changed)
+		(*changed)++;
+	snprintf(summary, sizeof summary, "%s power %s -> %s", n->name, before, power);
+	{
+		json_t *d = json_pack("{s:s, s:s}", "from", before, "to", power);
+		e = store_event(c, "rackpilotd", "node.power", "node", n->uuid, n->name, n->id,
+		                n->rack_id, summary, d);
+
+		json_decref(d);
+		return e;
+	}
+}
+
+enum rp_err
+store_bmc_health(struct conn *c, const struct node_ref *n, int ok, const char *error, int threshold,
+                 int64_t now)
+{
+	struct stmt *s;
+	char summary[400];
+	int failures, had_fault;
+	enum rp_err e;
+
+	s = STMT_ARGS(c, "SELECT failures, fault IS NOT NULL FROM bmcs WHERE node_id = ?", n->id);
+	if ((e = store_one(c, s, "bmc health")) != RP_ERR_OK)
+		return e == RP_ERR_NOT_FOUND ? RP_ERR_OK : e;
+	failures = sql_int(s, 0);
+	had_fault = sql_int(s, 1);
+	sql_reset(s);
+	failures = ok ? 0 : failures + 1;
+	s = STMT_ARGS(c,
+	              "UPDATE bmcs SET failures = ?2, checked_at = ?3, last_error = ?4, "
+	              "fault = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN ?4 ELSE fault END, "
+	              "fault_since = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN "
+	              "coalesce(fault_since, ?3) ELSE fault_since END WHERE node_id = ?1",
+	              n->id, failures, now, ok ? NULL : error, threshold);
+	if ((e = store_exec(c, s, "bmc health write")) != RP_ERR_OK)
+		return e;
+	if (!ok && !had_fault && failures >= threshold) {
+		snprintf(summary, sizeof summary, "BMC of %s failed %d times in a row: %s", n->name,
+		         failures, error ? error : "");
+		e = store_event(c, "rackpilotd", "node.bmc_fault", "node", n->uuid, n->name, n->id,
+		                n->rack_id, summary, NULL);
+	} else if (ok && had_fault) {
+		snprintf(summary, sizeof summary, "BMC of %s answers again", n->name);
+		e = store_event(c, "rackpilotd", "node.bmc_recovered", "node", n->uuid, n->name,
+		                n->id, n->rack_id, summary, NULL);
+	}
+	return e;
+}
+
+enum rp_err
+rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t *n)
+{
+	struct conn *c = store_conn(st);
+	struct rp_power_target *list = NULL, *t;
+	size_t len = 0, cap = 0;
+	struct stmt *s;
+	enum rp_err e = RP_ERR_OK;
+	int oom = 0;
+
+	if (c == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT(c,
+	         "SELECT n.id, n.uuid, n.name, b.driver, b.address, b.port, b.username, "
+	         "b.password_sealed, b.tls_verify, b.options FROM nodes n JOIN bmcs b ON "
+	         "b.node_id = n.id WHERE n.maintenance = 0 AND (b.driver = 'fake' OR (b.address IS "
+	         "NOT NULL AND b.username IS NOT NULL AND b.password_sealed IS NOT NULL)) ORDER BY "
+	         "n.id");
+	while (!oom && store_next(c, s, "power targets", &e)) {
+		if (len == cap) {
+			size_t ncap = cap ? cap * 2 : 256;
+
+			if ((t = realloc(list, ncap * sizeof *t)) == NULL) {
+				oom = 1;
+				break;
+			}
+			list = t;
+			cap = ncap;
+		}
+		t = &list[len++];
+		memset(t, 0, sizeof *t);
+		t->id = sql_int(s, 0);
+		snprintf(t->uuid, sizeof t->uuid, "%s", sql_text(s, 1));
+		t->name = store_col_dup(s, 2, &oom);
+		store_bmc_cols(c, s, 3, t->name, &t->bmc, &oom);
+	}
+	if (oom)
+		sql_reset(s); /* left before its end */
+	if (oom || e != RP_ERR_OK) {
+		rp_store_power_targets_free(list, len);
+		return oom ? RP_ERR_INTERNAL : e;
+	}
+	*out = list;
+	*n = len;
+	return RP_ERR_OK;
+}
+
+void
+rp_store_power_targets_free(struct rp_power_target *t, size_t n)
+{
+	for (size_t i = 0; t && i < n; i++) {
+		free(t[i].name);
+		store_bmc_free(&t[i].bmc);
+	}
+	free(t);
+}
+
+enum rp_err
+rp_store_power_record(struct rp_store *st, json_t *readings, int fault_threshold, int *changed)
+{
+	struct conn *c = NULL;
+	json_t *r;
+	size_t i;
+	int64_t now = rp_time_now_ms();
+	enum rp_err e;
+	int n_changed = 0;
+
+	if ((e = store_write(st, &c)) != RP_ERR_OK)
+		return e;
+	json_array_foreach(readings, i, r)
+	{
+		struct node_ref n;
+		const char *power = json_string_value(json_object_get(r, "power"));
+		int ok = json_is_true(json_object_get(r, "ok"));
+
+		e = store_node_by_id(c, json_integer_value(json_object_get(r, "id")), &n);
+		if (e == RP_ERR_NOT_FOUND)
+			continue; /* deleted during the sweep */
+		if (e != RP_ERR_OK)
+			goto out;
+		if (ok && power &&
+		    (e = store_power_seen(c, &n, power, now, &n_changed)) != RP_ERR_OK)
+			goto out;
+		if ((e = store_bmc_health(c, &n, ok, json_string_value(json_object_get(r, "error")),
+		                          fault_threshold, now)) != RP_ERR_OK)
+			goto out;
+	}
+	if ((e = store_commit(c)) != RP_ERR_OK)
+		goto out;
+	*changed = n_changed;
+out:
+	store_rollback(c);
+	return e;
 }

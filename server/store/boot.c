@@ -24,28 +24,9 @@
 static enum rp_err
 image_load(struct conn *c, int64_t id, json_t **out)
 {
-	enum rp_err e;
 	struct stmt *s = STMT_ARGS(c, IMAGE_COLS "WHERE id = ?", id);
 
-	if ((e = store_one(c, s, "image load")) != RP_ERR_OK)
-		return e;
-	*out = store_row(c, s);
-	sql_reset(s);
-	return RP_ERR_OK;
-}
-
-static enum rp_err
-image_id(struct conn *c, const char *key, int64_t *id)
-{
-	enum rp_err e;
-	struct stmt *s =
-	        STMT_ARGS(c, "SELECT id FROM images WHERE name = ?1 OR uuid = lower(?1)", key);
-
-	if ((e = store_one(c, s, "image id")) != RP_ERR_OK)
-		return e;
-	*id = sql_int(s, 0);
-	sql_reset(s);
-	return RP_ERR_OK;
+	return store_one_row(c, s, "image load", out);
 }
 
 enum rp_err
@@ -63,7 +44,7 @@ rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t
 		return RP_ERR_INTERNAL;
 	if ((e = store_begin(c)) != RP_ERR_OK)
 		return e;
-	e = image_id(c, json_string_value(json_object_get(in, "name")), &id);
+	e = store_id_of(c, T_IMAGE, json_string_value(json_object_get(in, "name")), &id);
 	if (e == RP_ERR_OK) {
 		*detail = store_why("name", "an image named '%s' exists; delete it first",
 		                    json_string_value(json_object_get(in, "name")));
@@ -114,7 +95,7 @@ rp_store_image_get(struct rp_store *st, const char *key, json_t **out)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	if ((e = image_id(c, key, &id)) != RP_ERR_OK)
+	if ((e = store_id_of(c, T_IMAGE, key, &id)) != RP_ERR_OK)
 		return e;
 	return image_load(c, id, out);
 }
@@ -158,7 +139,8 @@ rp_store_image_delete(struct rp_store *st, const char *key, const char *actor, j
 
 	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
-	if ((e = image_id(c, key, &id)) != RP_ERR_OK || (e = image_load(c, id, &obj)) != RP_ERR_OK)
+	if ((e = store_id_of(c, T_IMAGE, key, &id)) != RP_ERR_OK ||
+	    (e = image_load(c, id, &obj)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
 	s = STMT_ARGS(
@@ -187,20 +169,6 @@ out:
 
 /* ---- Boot profiles --------------------------------------------------------------------- */
 
-enum rp_err
-store_boot_profile_id(struct conn *c, const char *key, int64_t *id)
-{
-	enum rp_err e;
-	struct stmt *s = STMT_ARGS(
-	        c, "SELECT id FROM boot_profiles WHERE name = ?1 OR uuid = lower(?1)", key);
-
-	if ((e = store_one(c, s, "boot profile id")) != RP_ERR_OK)
-		return e;
-	*id = sql_int(s, 0);
-	sql_reset(s);
-	return RP_ERR_OK;
-}
-
 /* Insert (*id == 0) or rewrite a profile from a whole object; checks names and images. */
 static enum rp_err
 profile_save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json_t **detail)
@@ -215,7 +183,7 @@ profile_save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json
 	int i;
 
 	(void)r;
-	if ((e = store_boot_profile_id(c, name, &other)) == RP_ERR_OK && other != *id) {
+	if ((e = store_id_of(c, T_BOOT_PROFILE, name, &other)) == RP_ERR_OK && other != *id) {
 		*detail = store_why("name", "a boot profile named '%s' already exists", name);
 		return RP_ERR_DUPLICATE;
 	}
@@ -237,7 +205,7 @@ profile_save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json
 	for (i = 0; i < 2; i++) {
 		const char *key = json_string_value(json_object_get(obj, which[i]));
 
-		if ((e = image_id(c, key, &img[i])) == RP_ERR_NOT_FOUND) {
+		if ((e = store_id_of(c, T_IMAGE, key, &img[i])) == RP_ERR_NOT_FOUND) {
 			*detail = store_why(which[i], "no image named '%s'", key);
 			return RP_ERR_INVALID_FIELD;
 		}
@@ -296,7 +264,7 @@ static struct store_res profile_res = {
         .sql_delete = "DELETE FROM boot_profiles WHERE id = ?",
         .sql_list_id = PROFILE_COLS "WHERE p.id > ?1 ORDER BY p.id LIMIT ?2",
         .sql_list_name = PROFILE_COLS "WHERE (?1 IS NULL OR p.name > ?1) ORDER BY p.name LIMIT ?2",
-        .id_of = store_boot_profile_id,
+        .table = T_BOOT_PROFILE,
         .save = profile_save,
         .may_delete = profile_in_use,
 };
@@ -323,10 +291,7 @@ rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
 	              "FROM node_macs m JOIN nodes n ON n.id = m.node_id "
 	              "LEFT JOIN jobs j ON j.id = n.provision_job_id WHERE m.mac = ?",
 	              mac);
-	if ((e = store_one(c, s, "boot lookup")) == RP_ERR_OK) {
-		node = store_row(c, s);
-		sql_reset(s);
-	} else if (e != RP_ERR_NOT_FOUND)
+	if ((e = store_one_row(c, s, "boot lookup", &node)) != RP_ERR_OK && e != RP_ERR_NOT_FOUND)
 		goto out;
 	/* The node's own profile, else its class's, else "default". */
 	s = STMT(c,
@@ -337,10 +302,8 @@ rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
 	if (node && json_is_integer(json_object_get(node, "boot_profile_id")))
 		sql_bind_int(s, 1, json_integer_value(json_object_get(node, "boot_profile_id")));
 	store_bind_str(s, 2, node, "node_class");
-	if ((e = store_one(c, s, "boot profile")) == RP_ERR_OK) {
-		profile = store_row(c, s);
-		sql_reset(s);
-	} else if (e != RP_ERR_NOT_FOUND)
+	if ((e = store_one_row(c, s, "boot profile", &profile)) != RP_ERR_OK &&
+	    e != RP_ERR_NOT_FOUND)
 		goto out;
 	*out = json_pack("{s:o?, s:o?}", "node", node, "profile", profile);
 	node = profile = NULL;

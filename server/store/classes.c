@@ -72,20 +72,11 @@ rp_store_class_get(struct rp_store *st, const char *name, json_t **out)
 {
 	struct conn *c = store_conn(st);
 	struct stmt *s = c ? STMT(c, CLASS_COLS "WHERE c.name = ?") : NULL;
-	json_t *row;
-	enum rp_err e;
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
 	sql_bind_text(s, 1, name);
-	if ((e = store_one(c, s, "class get")) != RP_ERR_OK)
-		return e;
-	row = store_row(c, s);
-	sql_reset(s);
-	if (row == NULL)
-		return RP_ERR_INTERNAL;
-	*out = row;
-	return RP_ERR_OK;
+	return store_one_row(c, s, "class get", out);
 }
 
 enum rp_err

@@ -1147,6 +1147,22 @@ store_one(struct conn *c, struct stmt *s, const char *what)
 	return rc == SQL_DONE ? RP_ERR_NOT_FOUND : store_sqlerr(c, rc, what);
 }
 
+enum rp_err
+store_one_row(struct conn *c, struct stmt *s, const char *what, json_t **out)
+{
+	enum rp_err e = store_one(c, s, what);
+	json_t *row;
+
+	if (e != RP_ERR_OK)
+		return e;
+	row = store_row(c, s);
+	sql_reset(s);
+	if (row == NULL)
+		return RP_ERR_INTERNAL;
+	*out = row;
+	return RP_ERR_OK;
+}
+
 int
 store_next(struct conn *c, struct stmt *s, const char *what, enum rp_err *e)
 {
@@ -1269,6 +1285,13 @@ static const struct {
                         "SELECT id FROM firmware_baselines WHERE name = ?", "firmware baseline"},
         [T_RECIPE] = {"SELECT id FROM recipes WHERE uuid = ?",
                       "SELECT id FROM recipes WHERE name = ?", "recipe"},
+        [T_IMAGE] = {"SELECT id FROM images WHERE uuid = ?", "SELECT id FROM images WHERE name = ?",
+                     "image"},
+        [T_BOOT_PROFILE] = {"SELECT id FROM boot_profiles WHERE uuid = ?",
+                            "SELECT id FROM boot_profiles WHERE name = ?", "boot profile"},
+        /* Known by UUID only. */
+        [T_JOB] = {"SELECT id FROM jobs WHERE uuid = ?", NULL, "job"},
+        [T_ROLLOUT] = {"SELECT id FROM rollouts WHERE uuid = ?", NULL, "rollout"},
 };
 
 enum rp_err
@@ -1298,7 +1321,7 @@ store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id)
 	int uuid = rp_uuid_valid(key), i;
 	enum rp_err e;
 
-	if (key == NULL)
+	if (key == NULL || (!uuid && tables[t].by_name == NULL))
 		return RP_ERR_NOT_FOUND;
 	s = store_prep(c, &slots[uuid][t], uuid ? tables[t].by_uuid : tables[t].by_name);
 	if (uuid) {

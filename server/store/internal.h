@@ -159,6 +159,11 @@ void store_row_text(struct conn *c, struct stmt *s, struct rp_buf *b);
  * members it has; 0 where store_diff returns NULL (b then holds "{}"). */
 int store_created_text(struct conn *c, struct stmt *s, const char *const *skip, struct rp_buf *b);
 
+/* Step s once and hand its row to *out as a new store_row() object: RP_ERR_OK, or
+ * RP_ERR_NOT_FOUND when there is none, a storage error, or RP_ERR_INTERNAL when the object
+ * could not be built (*out untouched but for RP_ERR_OK). s is reset. */
+enum rp_err store_one_row(struct conn *c, struct stmt *s, const char *what, json_t **out);
+
 /* The index of s's top-level column named key (its alias up to ':'), or -1. */
 int store_col(struct conn *c, struct stmt *s, const char *key);
 
@@ -171,8 +176,19 @@ void store_bind_str(struct stmt *s, int i, json_t *obj, const char *key);
 void store_bind_int(struct stmt *s, int i, json_t *obj, const char *key);
 void store_bind_real(struct stmt *s, int i, json_t *obj, const char *key);
 
-/* Resolve a key (UUID or name) of a table to its row id. RP_ERR_NOT_FOUND when absent. */
-enum store_table { T_RACK, T_NODE, T_PROFILE, T_BASELINE, T_RECIPE };
+/* Resolve a key (UUID, in any case, or name) of a table to its row id. RP_ERR_NOT_FOUND when
+ * absent, and for a name where the table is known by UUID only (jobs, rollouts). */
+enum store_table {
+	T_RACK,
+	T_NODE,
+	T_PROFILE,
+	T_BASELINE,
+	T_RECIPE,
+	T_IMAGE,
+	T_BOOT_PROFILE,
+	T_JOB,
+	T_ROLLOUT
+};
 enum rp_err store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id);
 
 /* A reference by key (UUID or name) to a t in a request's field: its row id into *id (0 when
@@ -248,7 +264,31 @@ enum rp_err store_job_ended(struct conn *c, int64_t job_id, const char *state, c
 
 #define STORE_SSH_TYPES_SQL "(''" RP_JOB_TYPES(STORE_SQL_SSH_TYPE) ")"
 
-/* The node row ids a selector ({rack}, {tag}, {class} or {nodes: [...]}, exactly one) picks,
+/* BMCs (bmcs.c). A copy of column i of s, or NULL for SQL NULL; sets *oom when the copy
+ * fails. */
+char *store_col_dup(struct stmt *s, int i, int *oom);
+
+/* The BMC of node `name` from columns i.. of s into *b: driver, address, port, username,
+ * password_sealed, tls_verify, options. A password that cannot be opened is logged and left
+ * NULL (the driver then says the BMC refused the login); a failed copy sets *oom. */
+void store_bmc_cols(struct conn *c, struct stmt *s, int i, const char *name, struct rp_store_bmc *b,
+                    int *oom);
+
+/* Free what store_bmc_cols put in *b, the password wiped (not b itself). */
+void store_bmc_free(struct rp_store_bmc *b);
+
+/* A power state ("on"/"off") seen at n's BMC at now: stored, with an event when it changed
+ * (and then *changed, when not NULL, counts one more). */
+enum rp_err store_power_seen(struct conn *c, const struct node_ref *n, const char *power,
+                             int64_t now, int *changed);
+
+/* One contact with n's BMC (ok, or failed with error): reset or count its failures, and
+ * raise the node's BMC fault after threshold failures in a row or clear it, with events. */
+enum rp_err store_bmc_health(struct conn *c, const struct node_ref *n, int ok, const char *error,
+                             int threshold, int64_t now);
+
+/* Batches (batches.c). The node row ids a selector ({rack}, {tag}, {class} or {nodes:
+ * [...]}, exactly one) picks,
  * in id order, as a new array of integers. RP_ERR_BAD_REQUEST (detail says why) when it is
  * malformed, names what does not exist, or picks nothing. */
 enum rp_err store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail);
@@ -257,9 +297,6 @@ enum rp_err store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t
  * cancelled), move its node to the action's result state. No-op for other jobs. */
 enum rp_err store_provision_settle(struct conn *c, int64_t job_id, const char *job_state,
                                    const char *error);
-
-/* Boot profiles (boot.c): resolve a name or UUID. */
-enum rp_err store_boot_profile_id(struct conn *c, const char *key, int64_t *id);
 
 /* Steps jobs (steps.c): why node_id cannot take a plan over SSH now (RP_ERR_OK when it
  * can); insert a plan's step rows; the wire view of a job's steps (new array or NULL); end
@@ -331,7 +368,7 @@ enum rp_err store_page(struct conn *c, struct stmt *s, const struct rp_page_req 
  * get, update and delete, each one transaction with one event). Callbacks get the
  * descriptor, so one set of callbacks can serve several (named.c). */
 struct store_res {
-	enum store_table table;       /* found by store_id_of(table), unless id_of is set */
+	enum store_table table;       /* found by store_id_of(table) */
 	const char *otype;            /* event object type, and the action's prefix ("recipe") */
 	const char *noun;             /* the summary's word for it ("boot profile"); NULL: otype */
 	int rack_events;              /* its events carry its own id as their rack_id (racks) */
@@ -344,7 +381,6 @@ struct store_res {
 	const char *sql_list_id, *sql_list_name;
 	const char *list_filters[3];
 	int s_load, s_delete, s_list_id, s_list_name; /* their statement slots */
-	enum rp_err (*id_of)(struct conn *c, const char *key, int64_t *id);
 	/* Check a whole object against the database and write it: *id == 0 inserts and
 	 * returns the new id. A refusal comes with *detail. */
 	enum rp_err (*save)(struct conn *c, struct store_res *r, int64_t *id, json_t *obj,
@@ -462,11 +498,9 @@ enum rp_err store_cable_insert(struct conn *c, json_t *entry, int64_t rack_id, j
 /* The node's cabling entries (new array). */
 enum rp_err store_cabling_of_node(struct conn *c, int64_t node_id, json_t **out);
 
-/* Rollouts (rollouts.c, rollout_view.c): rollout key (UUID) to row id (RP_ERR_NOT_FOUND);
- * the wire view of rollout id (full: with its waves and nodes) into a new *out; the first
- * member of node_id's drift for kind ("firmware" or "bios") into what ("" when none), *target
- * 0 when the node has no baseline (profile) at all. */
-enum rp_err store_rollout_id(struct conn *c, const char *key, int64_t *id);
+/* Rollouts (rollouts.c, rollout_view.c): the wire view of rollout id (full: with its waves and
+ * nodes) into a new *out; the first member of node_id's drift for kind ("firmware" or "bios") into
+ * what ("" when none), *target 0 when the node has no baseline (profile) at all. */
 enum rp_err store_rollout_view(struct conn *c, int64_t id, int full, json_t **out);
 enum rp_err store_rollout_drift(struct conn *c, int64_t node_id, const char *kind, int *target,
                                 char *what, size_t len);

@@ -29,14 +29,9 @@ store_job_phase(struct conn *c, int64_t job_id, const char *what, const char *st
 enum rp_err
 store_job_load(struct conn *c, int64_t id, json_t **out)
 {
-	enum rp_err e;
 	struct stmt *s = STMT_ARGS(c, STORE_JOB_COLS "WHERE j.id = ?", id);
 
-	if ((e = store_one(c, s, "job load")) != RP_ERR_OK)
-		return e;
-	*out = store_row(c, s);
-	sql_reset(s);
-	return RP_ERR_OK;
+	return store_one_row(c, s, "job load", out);
 }
 
 /* Why a node cannot take a BMC job now, or RP_ERR_OK. */

@@ -1,25 +1,11 @@
-/* Jobs and batches; the scheduler's claim and finish; power-sweep readings. */
+/* Jobs: creation, views, cancellation, recovery after a restart, the scheduler's claim and
+ * the recording of outcomes. Batches are in batches.c, BMC columns and power readings in
+ * bmcs.c. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../util/util.h"
 #include "internal.h"
-
-static enum rp_err
-job_id(struct conn *c, const char *uuid, int64_t *id)
-{
-	enum rp_err e;
-	struct stmt *s;
-
-	if (!rp_uuid_valid(uuid))
-		return RP_ERR_NOT_FOUND;
-	s = STMT_ARGS(c, "SELECT id FROM jobs WHERE uuid = lower(?)", uuid);
-	if ((e = store_one(c, s, "job id")) != RP_ERR_OK)
-		return e;
-	*id = sql_int(s, 0);
-	sql_reset(s);
-	return RP_ERR_OK;
-}
 
 /* What else ends with a job, in the job's own transaction, in this order: its open step rows
  * close with its state (steps.c), and a provisioning job moves its node to the state the
@@ -37,7 +23,6 @@ static enum rp_err (*const job_end_hooks[])(struct conn *c, int64_t job_id, cons
         steps_end,
         store_provision_settle,
 };
-
 enum rp_err
 store_job_ended(struct conn *c, int64_t job_id, const char *state, const char *error)
 {
@@ -79,199 +64,6 @@ out:
 	return store_end(c, e, obj, out);
 }
 
-/* The node ids a selector picks, in id order (see store/internal.h). */
-enum rp_err
-store_select_nodes(struct conn *c, json_t *sel, json_t **ids, json_t **detail)
-{
-	json_t *list = json_array(), *v;
-	struct stmt *s = NULL;
-	const char *k, *which = NULL;
-	size_t i, nkeys = 0;
-	int64_t id = 0;
-	enum rp_err e;
-
-	json_object_foreach(sel, k, v)
-	{
-		nkeys++;
-		which = k;
-	}
-	if (nkeys != 1) {
-		*detail = store_why("selector", "give exactly one of rack, tag, class or nodes");
-		e = RP_ERR_BAD_REQUEST;
-		goto fail;
-	}
-	v = json_object_get(sel, which);
-	if (!strcmp(which, "nodes")) {
-		if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > 100000) {
-			*detail = store_why("selector.nodes",
-			                    "must be a non-empty array of node names or ids");
-			e = RP_ERR_BAD_REQUEST;
-			goto fail;
-		}
-		json_t *item;
-
-		json_array_foreach(v, i, item)
-		{
-			e = json_is_string(item)
-			            ? store_id_of(c, T_NODE, json_string_value(item), &id)
-			            : RP_ERR_NOT_FOUND;
-			if (e == RP_ERR_NOT_FOUND) {
-				*detail = json_pack("{s:s, s:s, s:O}", "field", "selector.nodes",
-				                    "reason", "no such node", "node", item);
-				e = RP_ERR_BAD_REQUEST;
-				goto fail;
-			}
-			if (e != RP_ERR_OK)
-				goto fail;
-			/* A node named twice (by name and by UUID, say) gets one job. */
-			{
-				size_t seen;
-				json_t *x;
-				int dup = 0;
-
-				json_array_foreach(list, seen, x) dup |=
-				        json_integer_value(x) == id;
-				if (!dup)
-					json_array_append_new(list, json_integer(id));
-			}
-		}
-		*ids = list;
-		return RP_ERR_OK;
-	}
-	if (!json_is_string(v)) {
-		*detail = store_why("selector", "%s must be a string", which);
-		e = RP_ERR_BAD_REQUEST;
-		goto fail;
-	}
-	if (!strcmp(which, "rack")) {
-		if ((e = store_id_of(c, T_RACK, json_string_value(v), &id)) != RP_ERR_OK) {
-			if (e == RP_ERR_NOT_FOUND) {
-				*detail = store_why("selector.rack", "no rack named '%s'",
-				                    json_string_value(v));
-				e = RP_ERR_BAD_REQUEST;
-			}
-			goto fail;
-		}
-		s = STMT_ARGS(c, "SELECT id FROM nodes WHERE rack_id = ? ORDER BY id", id);
-	} else if (!strcmp(which, "tag")) {
-		s = STMT_ARGS(c, "SELECT node_id FROM node_tags WHERE tag = ? ORDER BY node_id",
-		              json_string_value(v));
-	} else if (!strcmp(which, "class")) {
-		s = STMT_ARGS(c, "SELECT id FROM nodes WHERE node_class = ? ORDER BY id",
-		              json_string_value(v));
-	} else {
-		*detail = store_why("selector", "unknown selector '%s' (rack, tag, class or nodes)",
-		                    which);
-		e = RP_ERR_BAD_REQUEST;
-		goto fail;
-	}
-	while (store_next(c, s, "selector", &e))
-		json_array_append_new(list, json_integer(sql_int(s, 0)));
-	if (e != RP_ERR_OK)
-		goto fail;
-	if (json_array_size(list) == 0) {
-		*detail = store_why("selector", "%s '%s' matches no node", which,
-		                    json_string_value(v));
-		e = RP_ERR_BAD_REQUEST;
-		goto fail;
-	}
-	*ids = list;
-	return RP_ERR_OK;
-fail:
-	json_decref(list);
-	return e;
-}
-
-enum rp_err
-rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, json_t *job,
-                      const char *actor, json_t **out, json_t **detail)
-{
-	struct conn *c = store_conn(st);
-	json_t *ids = NULL, *skipped = json_array(), *jobs = json_array(), *v, *params = NULL;
-	char buuid[RP_UUID_BUF], why[256], summary[200], *ptext = NULL;
-	int64_t batch_id, id;
-	struct stmt *s;
-	struct node_ref n;
-	enum rp_err e;
-	size_t i;
-
-	if (c == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto done;
-	}
-	if ((e = store_begin(c)) != RP_ERR_OK)
-		goto done;
-	if ((e = store_select_nodes(c, selector, &ids, detail)) != RP_ERR_OK)
-		goto out;
-	params = json_pack("{s:O, s:O}", "selector", selector, "job",
-	                   json_object_get(job, "params"));
-	if (rp_uuid_new(buuid) < 0 || params == NULL || (ptext = store_canon(params)) == NULL) {
-		e = RP_ERR_INTERNAL;
-		goto out;
-	}
-	s = STMT_ARGS(c,
-	              "INSERT INTO batches(uuid, kind, params, created_by, created_at) "
-	              "VALUES (?,?,?,?,?)",
-	              buuid, kind, ptext, actor, rp_time_now_ms());
-	if ((e = store_exec(c, s, "batch insert")) != RP_ERR_OK)
-		goto out;
-	batch_id = sql_last_id(c);
-	json_array_foreach(ids, i, v)
-	{
-		if ((e = store_node_by_id(c, json_integer_value(v), &n)) != RP_ERR_OK)
-			goto out;
-		e = store_job_ready(c, n.id, job, why, sizeof why);
-		if (e == RP_ERR_INVALID_STATE || e == RP_ERR_CONFLICT) {
-			json_array_append_new(
-			        skipped, json_pack("{s:s, s:s}", "node", n.name, "reason", why));
-			continue;
-		}
-		if (e != RP_ERR_OK)
-			goto out;
-		if ((e = store_job_add(c, &n, batch_id, job, actor, &id)) != RP_ERR_OK)
-			goto out;
-		json_array_append_new(jobs, json_integer(id));
-	}
-	if (json_array_size(jobs) == 0) {
-		*detail = json_pack("{s:s, s:O}", "reason", "no selected node can take the action",
-		                    "skipped", skipped);
-		e = RP_ERR_CONFLICT;
-		goto out;
-	}
-	{
-		char *sk = json_dumps(skipped, JSON_COMPACT);
-
-		if (sk == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
-		s = STMT(c, "UPDATE batches SET skipped = ? WHERE id = ?");
-		sql_bind_text_own(s, 1, sk);
-		sql_bind_int(s, 2, batch_id);
-		if ((e = store_exec(c, s, "batch skipped")) != RP_ERR_OK)
-			goto out;
-	}
-	snprintf(summary, sizeof summary, "%s batch: %zu job(s) queued, %zu node(s) skipped", kind,
-	         json_array_size(jobs), json_array_size(skipped));
-	if ((e = store_event(c, actor, "batch.created", "batch", buuid, NULL, 0, 0, summary,
-	                     params)) != RP_ERR_OK)
-		goto out;
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*out = json_pack("{s:s, s:s, s:O, s:I, s:O, s:{s:I}}", "id", buuid, "kind", kind, "params",
-	                 params, "jobs", (json_int_t)json_array_size(jobs), "skipped", skipped,
-	                 "counts", "queued", (json_int_t)json_array_size(jobs));
-out:
-	store_rollback(c);
-done:
-	json_decref(ids);
-	json_decref(skipped);
-	json_decref(jobs);
-	json_decref(params);
-	free(ptext);
-	return e;
-}
-
 enum rp_err
 rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 {
@@ -283,7 +75,7 @@ rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 
 	if ((e = store_read(st, &c)) != RP_ERR_OK)
 		return e;
-	if ((e = job_id(c, key, &id)) != RP_ERR_OK)
+	if ((e = store_id_of(c, T_JOB, key, &id)) != RP_ERR_OK)
 		goto out;
 	if ((e = store_job_load(c, id, &obj)) != RP_ERR_OK)
 		goto out;
@@ -344,59 +136,6 @@ rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_p
 }
 
 enum rp_err
-rp_store_batch_get(struct rp_store *st, const char *key, json_t **out)
-{
-	struct conn *c = store_conn(st);
-	json_t *counts = NULL, *obj = NULL;
-	struct stmt *s;
-	int64_t id = 0, total = 0, open = 0;
-	enum rp_err e;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	if (!rp_uuid_valid(key))
-		return RP_ERR_NOT_FOUND;
-	if ((e = store_read_begin(c)) != RP_ERR_OK)
-		return e;
-	e = RP_ERR_INTERNAL;
-	s = STMT_ARGS(c,
-	              "SELECT id AS _id, uuid AS id, kind, params AS \"params:json\", created_by, "
-	              "created_at AS \"created_at:time\", skipped AS \"skipped:json\" FROM batches "
-	              "WHERE uuid = lower(?)",
-	              key);
-	if ((e = store_one(c, s, "batch")) != RP_ERR_OK)
-		goto out;
-	id = sql_int(s, 0);
-	obj = store_row(c, s);
-	sql_reset(s);
-	s = STMT_ARGS(c, "SELECT state, count(*) FROM jobs WHERE batch_id = ? GROUP BY state", id);
-	counts = json_pack("{s:i, s:i, s:i, s:i, s:i}", "queued", 0, "running", 0, "succeeded", 0,
-	                   "failed", 0, "cancelled", 0);
-	while (store_next(c, s, "batch counts", &e)) {
-		const char *state = sql_text(s, 0);
-		int64_t n = sql_int(s, 1);
-
-		json_object_set_new(counts, state, json_integer(n));
-		total += n;
-		if (!strcmp(state, "queued") || !strcmp(state, "running"))
-			open += n;
-	}
-	if (e != RP_ERR_OK)
-		goto out;
-	json_object_set_new(obj, "total", json_integer(total));
-	json_object_set(obj, "counts", counts);
-	json_object_set_new(obj, "done", json_boolean(open == 0));
-	*out = obj;
-	obj = NULL;
-	e = RP_ERR_OK;
-out:
-	store_read_end(c);
-	json_decref(obj);
-	json_decref(counts);
-	return e;
-}
-
-enum rp_err
 rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, json_t **out,
                     int *running, json_t **detail)
 {
@@ -411,7 +150,7 @@ rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, jso
 
 	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
-	if ((e = job_id(c, key, &id)) != RP_ERR_OK)
+	if ((e = store_id_of(c, T_JOB, key, &id)) != RP_ERR_OK)
 		goto out;
 	if ((e = store_job_load(c, id, &obj)) != RP_ERR_OK)
 		goto out;
@@ -514,16 +253,6 @@ out:
 	return e;
 }
 
-static void
-bmc_free(struct rp_store_bmc *b)
-{
-	free(b->driver);
-	free(b->address);
-	free(b->username);
-	rp_secrets_plain_free(b->password, b->password_len);
-	json_decref(b->options);
-}
-
 void
 rp_store_claim_free(struct rp_job_claim *c)
 {
@@ -536,45 +265,9 @@ rp_store_claim_free(struct rp_job_claim *c)
 		free(c->node.name);
 		free(c->node.serial);
 		free(c->node.system_uuid);
-		bmc_free(&c->bmc);
+		store_bmc_free(&c->bmc);
 		free(c);
 	}
-}
-
-/* A copy of column i, or NULL for SQL NULL; sets *oom when the copy fails. */
-static char *
-col_dup(struct stmt *s, int i, int *oom)
-{
-	char *v;
-
-	if (sql_type(s, i) == SQL_NULL)
-		return NULL;
-	if ((v = strdup(sql_text(s, i))) == NULL)
-		*oom = 1;
-	return v;
-}
-
-/* The BMC of node `name` from columns i.. of s: driver, address, port, username,
- * password_sealed, tls_verify, options. A password that cannot be opened is logged and left
- * NULL (the driver then says the BMC refused the login). */
-static void
-bmc_cols(struct conn *c, struct stmt *s, int i, const char *name, struct rp_store_bmc *b, int *oom)
-{
-	const char *sealed = sql_text(s, i + 4);
-	char why[256];
-
-	b->driver = col_dup(s, i, oom);
-	b->address = col_dup(s, i + 1, oom);
-	b->port = (unsigned)sql_int(s, i + 2);
-	b->username = col_dup(s, i + 3, oom);
-	if (sealed &&
-	    (c->st->secrets == NULL || rp_secrets_open(c->st->secrets, sealed, &b->password,
-	                                               &b->password_len, why, sizeof why) < 0))
-		rp_log_error("node %s: cannot open its BMC password: %s", name,
-		             c->st->secrets ? why : "no secret key loaded");
-	b->tls_verify = sql_type(s, i + 5) == SQL_NULL || sql_int(s, i + 5);
-	if (sql_type(s, i + 6) != SQL_NULL)
-		b->options = json_loads(sql_text(s, i + 6), 0, NULL);
 }
 
 /* The claim of the row the claim read statement s is on. NULL when out of memory. */
@@ -596,12 +289,12 @@ claim_row(struct conn *c, struct stmt *s)
 	cl->max_attempts = sql_int(s, 6);
 	cl->node.id = sql_int(s, 7);
 	snprintf(cl->node.uuid, sizeof cl->node.uuid, "%s", sql_text(s, 8));
-	cl->node.name = col_dup(s, 9, &oom);
-	cl->node.serial = col_dup(s, 10, &oom);
-	cl->node.system_uuid = col_dup(s, 11, &oom);
-	bmc_cols(c, s, 12, cl->node.name, &cl->bmc, &oom);
+	cl->node.name = store_col_dup(s, 9, &oom);
+	cl->node.serial = store_col_dup(s, 10, &oom);
+	cl->node.system_uuid = store_col_dup(s, 11, &oom);
+	store_bmc_cols(c, s, 12, cl->node.name, &cl->bmc, &oom);
 	cl->sent = sql_int(s, 19);
-	cl->phase = col_dup(s, 20, &oom);
+	cl->phase = store_col_dup(s, 20, &oom);
 	cl->phase_at = sql_int(s, 21);
 	if (oom || cl->params == NULL) {
 		rp_store_claim_free(cl);
@@ -725,83 +418,12 @@ rp_store_jobs_claim(struct rp_store *st, const char *owner, int ssh, int max, in
 	return RP_ERR_OK;
 }
 
-/* A power state seen at the node's BMC: store it, with an event when it changed. */
-static enum rp_err
-power_seen(struct conn *c, const struct node_ref *n, const char *power, int64_t now, int *changed)
-{
-	enum rp_err e;
-	struct stmt *s = STMT(c, "SELECT power_state FROM nodes WHERE id = ?");
-	char before[16] = "", summary[200];
-
-	sql_bind_int(s, 1, n->id);
-	if ((e = store_one(c, s, "power read")) != RP_ERR_OK)
-		return e;
-	snprintf(before, sizeof before, "%s", sql_text(s, 0));
-	sql_reset(s);
-	s = STMT_ARGS(c, "UPDATE nodes SET power_state = ?2, power_state_at = ?3 WHERE id = ?1",
-	              n->id, power, now);
-	if ((e = store_exec(c, s, "power write")) != RP_ERR_OK)
-		return e;
-	if (strcmp(before, power) == 0)
-		return RP_ERR_OK;
-	if (changed)
-		(*changed)++;
-	snprintf(summary, sizeof summary, "%s power %s -> %s", n->name, before, power);
-	{
-		json_t *d = json_pack("{s:s, s:s}", "from", before, "to", power);
-		e = store_event(c, "rackpilotd", "node.power", "node", n->uuid, n->name, n->id,
-		                n->rack_id, summary, d);
-
-		json_decref(d);
-		return e;
-	}
-}
-
-/* One contact with a node's BMC: reset or count failures; raise or clear the fault. */
-static enum rp_err
-bmc_health(struct conn *c, const struct node_ref *n, int ok, const char *error, int threshold,
-           int64_t now)
-{
-	struct stmt *s;
-	char summary[400];
-	int failures, had_fault;
-	enum rp_err e;
-
-	s = STMT_ARGS(c, "SELECT failures, fault IS NOT NULL FROM bmcs WHERE node_id = ?", n->id);
-	if ((e = store_one(c, s, "bmc health")) != RP_ERR_OK)
-		return e == RP_ERR_NOT_FOUND ? RP_ERR_OK : e;
-	failures = sql_int(s, 0);
-	had_fault = sql_int(s, 1);
-	sql_reset(s);
-	failures = ok ? 0 : failures + 1;
-	s = STMT_ARGS(c,
-	              "UPDATE bmcs SET failures = ?2, checked_at = ?3, last_error = ?4, "
-	              "fault = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN ?4 ELSE fault END, "
-	              "fault_since = CASE WHEN ?2 = 0 THEN NULL WHEN ?2 >= ?5 THEN "
-	              "coalesce(fault_since, ?3) ELSE fault_since END WHERE node_id = ?1",
-	              n->id, failures, now, ok ? NULL : error, threshold);
-	if ((e = store_exec(c, s, "bmc health write")) != RP_ERR_OK)
-		return e;
-	if (!ok && !had_fault && failures >= threshold) {
-		snprintf(summary, sizeof summary, "BMC of %s failed %d times in a row: %s", n->name,
-		         failures, error ? error : "");
-		e = store_event(c, "rackpilotd", "node.bmc_fault", "node", n->uuid, n->name, n->id,
-		                n->rack_id, summary, NULL);
-	} else if (ok && had_fault) {
-		snprintf(summary, sizeof summary, "BMC of %s answers again", n->name);
-		e = store_event(c, "rackpilotd", "node.bmc_recovered", "node", n->uuid, n->name,
-		                n->id, n->rack_id, summary, NULL);
-	}
-	return e;
-}
-
 static const char *const end_names[] = {
         [RP_JOB_END_SUCCEEDED] = "succeeded",
         [RP_JOB_END_FAILED] = "failed",
         [RP_JOB_END_CANCELLED] = "cancelled",
         [RP_JOB_END_RETRY] = "retry",
 };
-
 const char *
 rp_store_job_end_name(enum rp_job_end e)
 {
@@ -915,7 +537,7 @@ rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o, int fa
 				continue;
 			goto out;
 		}
-		if (power && (e = power_seen(c, &n, power, now, NULL)) != RP_ERR_OK)
+		if (power && (e = store_power_seen(c, &n, power, now, NULL)) != RP_ERR_OK)
 			goto out;
 		if (json_is_object(identity)) {
 			char *itext = store_canon(identity);
@@ -930,8 +552,8 @@ rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o, int fa
 			if ((e = store_exec(c, s, "identity")) != RP_ERR_OK)
 				goto out;
 		}
-		if (o->bmc_ok >= 0 &&
-		    (e = bmc_health(c, &n, o->bmc_ok, error, fault_threshold, now)) != RP_ERR_OK)
+		if (o->bmc_ok >= 0 && (e = store_bmc_health(c, &n, o->bmc_ok, error,
+		                                            fault_threshold, now)) != RP_ERR_OK)
 			goto out;
 		if (retry)
 			continue;
@@ -1013,99 +635,5 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 	e = rp_store_jobs_record(st, head, fault_threshold);
 out:
 	rp_store_outcome_free(head);
-	return e;
-}
-
-enum rp_err
-rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t *n)
-{
-	struct conn *c = store_conn(st);
-	struct rp_power_target *list = NULL, *t;
-	size_t len = 0, cap = 0;
-	struct stmt *s;
-	enum rp_err e = RP_ERR_OK;
-	int oom = 0;
-
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	s = STMT(c,
-	         "SELECT n.id, n.uuid, n.name, b.driver, b.address, b.port, b.username, "
-	         "b.password_sealed, b.tls_verify, b.options FROM nodes n JOIN bmcs b ON "
-	         "b.node_id = n.id WHERE n.maintenance = 0 AND (b.driver = 'fake' OR (b.address IS "
-	         "NOT NULL AND b.username IS NOT NULL AND b.password_sealed IS NOT NULL)) ORDER BY "
-	         "n.id");
-	while (!oom && store_next(c, s, "power targets", &e)) {
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 256;
-
-			if ((t = realloc(list, ncap * sizeof *t)) == NULL) {
-				oom = 1;
-				break;
-			}
-			list = t;
-			cap = ncap;
-		}
-		t = &list[len++];
-		memset(t, 0, sizeof *t);
-		t->id = sql_int(s, 0);
-		snprintf(t->uuid, sizeof t->uuid, "%s", sql_text(s, 1));
-		t->name = col_dup(s, 2, &oom);
-		bmc_cols(c, s, 3, t->name, &t->bmc, &oom);
-	}
-	if (oom)
-		sql_reset(s); /* left before its end */
-	if (oom || e != RP_ERR_OK) {
-		rp_store_power_targets_free(list, len);
-		return oom ? RP_ERR_INTERNAL : e;
-	}
-	*out = list;
-	*n = len;
-	return RP_ERR_OK;
-}
-
-void
-rp_store_power_targets_free(struct rp_power_target *t, size_t n)
-{
-	for (size_t i = 0; t && i < n; i++) {
-		free(t[i].name);
-		bmc_free(&t[i].bmc);
-	}
-	free(t);
-}
-
-enum rp_err
-rp_store_power_record(struct rp_store *st, json_t *readings, int fault_threshold, int *changed)
-{
-	struct conn *c = NULL;
-	json_t *r;
-	size_t i;
-	int64_t now = rp_time_now_ms();
-	enum rp_err e;
-	int n_changed = 0;
-
-	if ((e = store_write(st, &c)) != RP_ERR_OK)
-		return e;
-	json_array_foreach(readings, i, r)
-	{
-		struct node_ref n;
-		const char *power = json_string_value(json_object_get(r, "power"));
-		int ok = json_is_true(json_object_get(r, "ok"));
-
-		e = store_node_by_id(c, json_integer_value(json_object_get(r, "id")), &n);
-		if (e == RP_ERR_NOT_FOUND)
-			continue; /* deleted during the sweep */
-		if (e != RP_ERR_OK)
-			goto out;
-		if (ok && power && (e = power_seen(c, &n, power, now, &n_changed)) != RP_ERR_OK)
-			goto out;
-		if ((e = bmc_health(c, &n, ok, json_string_value(json_object_get(r, "error")),
-		                    fault_threshold, now)) != RP_ERR_OK)
-			goto out;
-	}
-	if ((e = store_commit(c)) != RP_ERR_OK)
-		goto out;
-	*changed = n_changed;
-out:
-	store_rollback(c);
 	return e;
 }

@@ -97,7 +97,7 @@ node_check(struct conn *c, int64_t self, json_t *obj, int64_t *rack_id, int64_t 
 		int64_t bp;
 		const char *bpname = json_string_value(json_object_get(obj, "boot_profile"));
 
-		e = store_boot_profile_id(c, bpname, &bp);
+		e = store_id_of(c, T_BOOT_PROFILE, bpname, &bp);
 		if (e == RP_ERR_NOT_FOUND) {
 			*detail = store_why("boot_profile", "no boot profile named '%s'", bpname);
 			return RP_ERR_INVALID_FIELD;
@@ -619,11 +619,7 @@ rp_store_node_inventory(struct rp_store *st, const char *key, json_t **out)
 	        "i.data AS \"data:json\" FROM nodes n LEFT JOIN inventory i ON i.node_id = n.id "
 	        "WHERE n.id = ?",
 	        id);
-	if ((e = store_one(c, s, "inventory")) != RP_ERR_OK)
-		return e;
-	*out = store_row(c, s);
-	sql_reset(s);
-	return RP_ERR_OK;
+	return store_one_row(c, s, "inventory", out);
 }
 
 enum rp_err

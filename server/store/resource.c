@@ -9,12 +9,6 @@
 #include "internal.h"
 
 static enum rp_err
-id_of(struct conn *c, struct store_res *r, const char *key, int64_t *id)
-{
-	return r->id_of ? r->id_of(c, key, id) : store_id_of(c, r->table, key, id);
-}
-
-static enum rp_err
 event(struct conn *c, struct store_res *r, const char *verb, json_t *obj, int64_t id, json_t *diff,
       const char *actor)
 {
@@ -52,7 +46,7 @@ store_res_current(struct conn *c, struct store_res *r, const char *key, int64_t 
 {
 	enum rp_err e;
 
-	if ((e = id_of(c, r, key, id)) != RP_ERR_OK ||
+	if ((e = store_id_of(c, r->table, key, id)) != RP_ERR_OK ||
 	    (e = store_res_load(c, r, *id, out)) != RP_ERR_OK)
 		return e;
 	if (if_match && json_integer_value(json_object_get(*out, "version")) != if_match) {
@@ -115,7 +109,7 @@ store_res_get(struct rp_store *st, struct store_res *r, const char *key, json_t 
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	if ((e = id_of(c, r, key, &id)) != RP_ERR_OK)
+	if ((e = store_id_of(c, r->table, key, &id)) != RP_ERR_OK)
 		return e;
 	return store_res_load(c, r, id, out);
 }

@@ -25,22 +25,6 @@ time_or_null(int64_t ms)
 	return ms > 0 ? json_string(rp_time_format(ms, ts)) : json_null();
 }
 
-enum rp_err
-store_rollout_id(struct conn *c, const char *key, int64_t *id)
-{
-	enum rp_err e;
-	struct stmt *s;
-
-	if (!rp_uuid_valid(key))
-		return RP_ERR_NOT_FOUND;
-	s = STMT_ARGS(c, "SELECT id FROM rollouts WHERE uuid = lower(?)", key);
-	if ((e = store_one(c, s, "rollout id")) != RP_ERR_OK)
-		return e;
-	*id = sql_int(s, 0);
-	sql_reset(s);
-	return RP_ERR_OK;
-}
-
 /* What reads "component BMC is 1.0, the baseline wants 2.0" (internal.h). */
 enum rp_err
 store_rollout_drift(struct conn *c, int64_t node_id, const char *kind, int *target, char *what,
@@ -271,7 +255,7 @@ rp_store_rollout_get(struct rp_store *st, const char *key, json_t **out)
 
 	if ((e = store_read(st, &c)) != RP_ERR_OK)
 		return e;
-	if ((e = store_rollout_id(c, key, &id)) == RP_ERR_OK)
+	if ((e = store_id_of(c, T_ROLLOUT, key, &id)) == RP_ERR_OK)
 		e = store_rollout_view(c, id, 1, out);
 	store_read_end(c);
 	return e;
@@ -310,8 +294,8 @@ rp_store_rollout_list(struct rp_store *st, const struct rp_page_req *rq, struct 
 		json_t *v = NULL;
 		int64_t id = 0;
 
-		if ((e = store_rollout_id(c, json_string_value(json_object_get(it, "id")), &id)) !=
-		            RP_ERR_OK ||
+		if ((e = store_id_of(c, T_ROLLOUT, json_string_value(json_object_get(it, "id")),
+		                     &id)) != RP_ERR_OK ||
 		    (e = store_rollout_view(c, id, 0, &v)) != RP_ERR_OK) {
 			json_decref(out->items);
 			out->items = NULL;

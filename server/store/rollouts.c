@@ -498,7 +498,7 @@ control_txn(struct conn *c, void *arg)
 
 	json_decref(x->obj);
 	x->obj = NULL;
-	if ((e = store_rollout_id(c, key, &id)) != RP_ERR_OK ||
+	if ((e = store_id_of(c, T_ROLLOUT, key, &id)) != RP_ERR_OK ||
 	    (e = ro_load(c, id, &r)) != RP_ERR_OK)
 		goto out;
 	if (!strcmp(action, "pause")) {

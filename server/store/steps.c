@@ -298,7 +298,6 @@ rp_store_step_finish(struct rp_store *st, int64_t job_id, int index, const char 
 enum rp_err
 rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out)
 {
-	enum rp_err e;
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 
@@ -313,11 +312,7 @@ rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out)
 	        "LEFT JOIN agents a "
 	        "ON a.node_id = n.id LEFT JOIN ssh_host_keys k ON k.node_id = n.id WHERE n.id = ?",
 	        node_id);
-	if ((e = store_one(c, s, "ssh target")) != RP_ERR_OK)
-		return e;
-	*out = store_row(c, s);
-	sql_reset(s);
-	return RP_ERR_OK;
+	return store_one_row(c, s, "ssh target", out);
 }
 
 enum rp_err

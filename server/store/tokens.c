@@ -36,11 +36,7 @@ insert(struct conn *c, const char *name, const char *role, const char *hash, int
 	if (out == NULL)
 		return RP_ERR_OK;
 	s = STMT_ARGS(c, TOKEN_COLS "WHERE id = ?", id);
-	if ((e = store_one(c, s, "token read")) != RP_ERR_OK)
-		return e;
-	*out = store_row(c, s);
-	sql_reset(s);
-	return RP_ERR_OK;
+	return store_one_row(c, s, "token read", out);
 }
 
 enum rp_err
