@@ -1,6 +1,9 @@
 # Generates a C file holding every schema/NNNN-*.sql migration, in order, as string literals.
 # Usage: cmake -DSCHEMA_DIR=... -DOUT=... -P embed_schema.cmake
+# A migration whose SQL must differ on PostgreSQL has a variant beside it, NNNN-what.pg.sql,
+# which the PostgreSQL driver runs instead (store/pg.c translates the column types of both).
 file(GLOB files RELATIVE "${SCHEMA_DIR}" "${SCHEMA_DIR}/[0-9][0-9][0-9][0-9]-*.sql")
+list(FILTER files EXCLUDE REGEX "\\.pg\\.sql$")
 list(SORT files)
 set(body "/* Generated from schema/ by cmake/embed_schema.cmake. Do not edit. */\n")
 string(APPEND body "#include \"store/internal.h\"\n\nconst struct migration rp_schema_migrations[] = {\n")
@@ -14,11 +17,20 @@ foreach(f ${files})
     message(FATAL_ERROR "schema/${f}: expected migration number ${expect}")
   endif()
   set(prev ${version})
-  file(READ "${SCHEMA_DIR}/${f}" hex HEX)
-  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "\\\\x\\1" esc "${hex}")
-  # Break the literal every 64 bytes; adjacent literals concatenate.
-  string(REGEX REPLACE "((\\\\x[0-9a-f][0-9a-f]){64})" "\\1\"\n\t\"" esc "${esc}")
-  string(APPEND body "\t{${version}, \"${f}\",\n\t\"${esc}\"},\n")
+  string(REGEX REPLACE "\\.sql$" ".pg.sql" pgf "${f}")
+  set(entry "\t{${version}, \"${f}\",\n")
+  foreach(src "${f}" "${pgf}")
+    if(EXISTS "${SCHEMA_DIR}/${src}")
+      file(READ "${SCHEMA_DIR}/${src}" hex HEX)
+      string(REGEX REPLACE "([0-9a-f][0-9a-f])" "\\\\x\\1" esc "${hex}")
+      # Break the literal every 64 bytes; adjacent literals concatenate.
+      string(REGEX REPLACE "((\\\\x[0-9a-f][0-9a-f]){64})" "\\1\"\n\t\"" esc "${esc}")
+      string(APPEND entry "\t\"${esc}\",\n")
+    else()
+      string(APPEND entry "\tNULL,\n")
+    endif()
+  endforeach()
+  string(APPEND body "${entry}\t},\n")
   math(EXPR count "${count} + 1")
 endforeach()
 if(count EQUAL 0)

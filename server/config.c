@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "http/http.h"
+#include "store/store.h"
 #include "util/util.h"
 
 enum ctype {
@@ -35,7 +36,8 @@ struct setting {
 };
 
 enum {
-	S_NOSLASH = 1u << 0 /* trailing slashes dropped: scripts append paths to it */
+	S_NOSLASH = 1u << 0, /* trailing slashes dropped: scripts append paths to it */
+	S_SECRET = 1u << 1   /* may hold a password: printed without it */
 };
 
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
@@ -69,6 +71,35 @@ script_url(const char *v)
 	return 0;
 }
 
+/* Empty (SQLite in data_dir), or a PostgreSQL connection string: a postgresql:// or
+ * postgres:// URI, or libpq's key=value form. */
+static int
+database_url(const char *v)
+{
+	return v[0] == '\0' || rp_store_is_url(v) ? 0 : -1;
+}
+
+/* v without its password: the user:password@ of a URI loses ":password", and a password=
+ * parameter (URI or key=value) its value. */
+static void
+redact(const char *v, char *out, size_t len)
+{
+	const char *scheme = strstr(v, "://"), *at, *colon;
+	char *pw;
+	size_t n;
+
+	snprintf(out, len, "%s", v);
+	if (scheme && (at = strchr(scheme + 3, '@')) != NULL &&
+	    (colon = memchr(scheme + 3, ':', (size_t)(at - scheme - 3))) != NULL &&
+	    !memchr(scheme + 3, '/', (size_t)(at - scheme - 3)))
+		snprintf(out, len, "%.*s%s", (int)(colon - v), v, at);
+	if ((pw = strstr(out, "password=")) != NULL) {
+		n = strcspn(pw + 9, "& ");
+		memmove(pw + 9 + 3, pw + 9 + n, strlen(pw + 9 + n) + 1);
+		memcpy(pw + 9, "***", 3);
+	}
+}
+
 static int
 listen_or_off(const char *v)
 {
@@ -91,6 +122,10 @@ static const struct setting settings[] = {
         {"data_dir", C_STR, F(data_dir), .check = nonempty, .reserve = 32, .def = "./var",
          .help = "Holds the SQLite database (rackpilot.db), the secret key (secret.key), the "
                  "SSH and TLS keys and, on first start, admin.token."},
+        {"database", C_STR, F(database), .check = database_url, .flags = S_SECRET,
+         .help = "PostgreSQL to keep everything in, several servers sharing it: a libpq "
+                 "connection string (postgresql://user@host/dbname, the password from "
+                 "PGPASSFILE or the string, never logged); empty: SQLite in data_dir."},
         {"threads", C_UINT, F(threads), .max = 256, .def = "0",
          .help = "HTTP worker threads; 0 means one per online CPU."},
         {"max_body", C_SIZE, F(max_body), .min = 1024, .max = 1ULL << 30, .def = "1M",
@@ -401,7 +436,14 @@ rp_config_print(const struct rp_config *c, FILE *f)
 		case C_STR:
 		case C_PATH:
 		case C_ENUM:
-			fprintf(f, "%s\n", p);
+			if (s->flags & S_SECRET) {
+				char shown[1100];
+
+				redact(p, shown, sizeof shown);
+				fprintf(f, "%s\n", shown);
+			} else {
+				fprintf(f, "%s\n", p);
+			}
 			break;
 		case C_BOOL:
 			fprintf(f, "%s\n", *(const int *)(const void *)p ? "true" : "false");

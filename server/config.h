@@ -11,7 +11,8 @@
 struct rp_config {
 	char listen[96];
 	char data_dir[512];
-	unsigned threads; /* 0: one per online CPU */
+	char database[1024]; /* PostgreSQL connection string; "": SQLite in data_dir */
+	unsigned threads;    /* 0: one per online CPU */
 	size_t max_body;
 	size_t max_import_body;
 	size_t max_inventory; /* bytes of an agent inventory (registration included) */

@@ -38,6 +38,9 @@ usage(FILE *f)
 	        "      --tls-key FILE     ...and its private key\n"
 	        "      --boot-listen ADDR:PORT  plain-HTTP listener for /boot/ only ('off': none)\n"
 	        "      --data-dir DIR     directory for the database and admin.token\n"
+	        "      --database URL     keep everything in PostgreSQL "
+	        "(postgresql://user@host/db)\n"
+	        "                         instead of SQLite in the data dir\n"
 	        "      --threads N        HTTP worker threads (0: one per CPU)\n"
 	        "      --log-level LEVEL  error, warn, info or debug\n"
 	        "      --no-access-log    do not log one line per request\n"
@@ -400,6 +403,7 @@ main(int argc, char **argv)
 	        {"rotate-secret-key", no_argument, NULL, 'R'},
 	        {"forget-secrets", no_argument, NULL, 'F'},
 	        {"data-dir", required_argument, NULL, 'D'},
+	        {"database", required_argument, NULL, 'Q'},
 	        {"threads", required_argument, NULL, 'T'},
 	        {"log-level", required_argument, NULL, 'l'},
 	        {"no-access-log", no_argument, NULL, 'A'},
@@ -420,12 +424,13 @@ main(int argc, char **argv)
 	struct rp_rollout *rollouts = NULL;
 	struct rp_ssh_key *sshkey = NULL;
 	const char *config_path = NULL;
-	char why[512], dbpath[600], sshdir[600], updir[600];
+	char why[512], dbpath[1100], sshdir[600], updir[600];
 	struct dhcp_state dhcp = {.version = -1};
 	/* Flags are applied after the file so they win; keep them until then. */
 	const char *flag_key[16], *flag_val[16];
 	int nflags = 0, check = 0, reissue = 0, demo = 0, is_demo = 0, empty = 0, opt, rc = 1, sig;
 	int rotate = 0, forget = 0;
+	unsigned ticks = 0;
 	struct rp_secrets *secrets = NULL;
 	struct rp_tls *tls = NULL;
 	struct rp_http *boot_http = NULL;
@@ -448,6 +453,9 @@ main(int argc, char **argv)
 			break;
 		case 'D':
 			flag_key[nflags] = "data_dir", flag_val[nflags++] = optarg;
+			break;
+		case 'Q':
+			flag_key[nflags] = "database", flag_val[nflags++] = optarg;
 			break;
 		case 'C':
 			flag_key[nflags] = "tls_cert", flag_val[nflags++] = optarg;
@@ -554,13 +562,22 @@ main(int argc, char **argv)
 	/* --new-admin-token only adds a row, which a running server picks up: no lock needed. */
 	if (!reissue && lock_data_dir(cfg.data_dir) < 0)
 		goto out;
-	snprintf(dbpath, sizeof dbpath, "%s/rackpilot.db", cfg.data_dir);
+	if (cfg.database[0])
+		snprintf(dbpath, sizeof dbpath, "%s", cfg.database);
+	else
+		snprintf(dbpath, sizeof dbpath, "%s/rackpilot.db", cfg.data_dir);
 	e = rp_store_open(dbpath, &st, why, sizeof why);
+	explicit_bzero(dbpath, sizeof dbpath);
 	if (e != RP_ERR_OK) {
 		rp_log_error("%s", why);
 		goto out;
 	}
-	rp_log_info("database %s (schema version %d)", dbpath, rp_store_schema_version(st));
+	if (!reissue && rp_store_hold(st, why, sizeof why) != RP_ERR_OK) {
+		rp_log_error("%s: %s", rp_store_name(st), why);
+		goto out;
+	}
+	rp_log_info("database %s (schema version %d)", rp_store_name(st),
+	            rp_store_schema_version(st));
 	if (admin_token(st, cfg.data_dir, reissue) < 0)
 		goto out;
 	if (reissue) {
@@ -741,6 +758,15 @@ main(int argc, char **argv)
 		 */
 		sig = sigtimedwait(&sigs, NULL, &tick);
 		rp_log_flush();
+		/* The database may have lost this server's claim (restarted): claim it again;
+		 * another server took it meanwhile: stop. */
+		if (++ticks % 20 == 0 && (e = rp_store_hold(st, why, sizeof why)) != RP_ERR_OK) {
+			rp_log_error("%s: %s", rp_store_name(st), why);
+			if (e == RP_ERR_CONFLICT) {
+				rc = 1;
+				goto out;
+			}
+		}
 		dnsmasq_sync(st, &cfg, &dhcp);
 		rp_rollout_tick(rollouts);
 		if (sig < 0)

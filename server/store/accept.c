@@ -192,16 +192,18 @@ enum rp_err
 store_accept_settle(struct conn *c, int64_t run_id)
 {
 	enum rp_err e;
-	struct stmt *s = STMT(c, "SELECT sum(x.state IN ('pending', 'running')), sum(x.state = "
-	                         "'failed'), r.uuid, r.rack_id, (SELECT name FROM racks WHERE id = "
-	                         "r.rack_id), r.attempt FROM acceptance_results x JOIN "
-	                         "acceptance_runs r ON r.id = x.run_id WHERE x.run_id = ?");
+	struct stmt *s =
+	        STMT(c, "SELECT (SELECT count(*) FROM acceptance_results x WHERE x.run_id = "
+	                "r.id AND x.state IN ('pending', 'running')), (SELECT count(*) FROM "
+	                "acceptance_results x WHERE x.run_id = r.id AND x.state = "
+	                "'failed'), r.uuid, r.rack_id, (SELECT name FROM racks WHERE id = "
+	                "r.rack_id), r.attempt FROM acceptance_runs r WHERE r.id = ?");
 	char summary[200], uuid[RP_UUID_BUF] = "", rack[64] = "";
 	int open, failed, attempt;
 	int64_t rack_id;
 
 	sql_bind_int(s, 1, run_id);
-	/* An aggregate always yields its row. */
+	/* The run exists: the caller found it in this transaction. */
 	if ((e = store_one(c, s, "run settle")) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;
 	open = sql_int(s, 0);

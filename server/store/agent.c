@@ -558,7 +558,8 @@ rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_
 	json_array_foreach(macs, i, m)
 	{
 		if ((e = EXEC(c, "mac add",
-		              "INSERT OR IGNORE INTO node_macs(mac, node_id) VALUES (?, ?)",
+		              "INSERT INTO node_macs(mac, node_id) VALUES (?, ?) ON CONFLICT DO "
+		              "NOTHING",
 		              json_string_value(m), n.id)) != RP_ERR_OK)
 			goto out;
 	}

@@ -145,7 +145,7 @@ static struct store_drift_kind bios_drift = {
                     "FROM nodes n JOIN bios_profiles p ON p.id = " TARGET_PROFILE
                     " JOIN bios_profile_attrs pa ON pa.profile_id = p.id LEFT JOIN bios_actual "
                     "a ON a.node_id = n.id AND a.name = pa.name LEFT JOIN racks r ON r.id = "
-                    "n.rack_id WHERE a.value IS NOT pa.value AND " STORE_DRIFT_WHERE
+                    "n.rack_id WHERE a.value IS DISTINCT FROM pa.value AND " STORE_DRIFT_WHERE
                     "ORDER BY n.name, pa.name",
         .target_key = "profile",
         .list_key = "attributes",
@@ -281,13 +281,13 @@ store_bios_profile_check(struct conn *c, int64_t self, json_t *obj, json_t **det
 	if (json_object_size(attrs) == 0)
 		return RP_ERR_OK;
 	/* One registry per distinct id among the nodes the profile applies to. */
-	s = STMT_ARGS(
-	        c,
-	        "SELECT r.registry, r.attributes, min(n.name) FROM bios_registries r JOIN nodes "
-	        "n ON n.id = r.node_id WHERE (?1 IS NOT NULL AND n.node_class = ?1 AND "
-	        "n.bios_profile_id IS NULL) OR n.bios_profile_id = ?2 GROUP BY r.registry "
-	        "LIMIT 16",
-	        cls, self);
+	s = STMT_ARGS(c,
+	              "SELECT r.registry, min(r.attributes), min(n.name) FROM bios_registries r "
+	              "JOIN nodes "
+	              "n ON n.id = r.node_id WHERE (?1 IS NOT NULL AND n.node_class = ?1 AND "
+	              "n.bios_profile_id IS NULL) OR n.bios_profile_id = ?2 GROUP BY r.registry "
+	              "LIMIT 16",
+	              cls, self);
 	while (store_next(c, s, "profile check", &e)) {
 		json_t *defs = json_loads(sql_text(s, 1), 0, NULL);
 

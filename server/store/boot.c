@@ -298,7 +298,8 @@ rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
 	         "SELECT p.name, p.cmdline, k.name AS kernel, i.name AS initrd FROM boot_profiles "
 	         "p JOIN images k ON k.id = p.kernel_id JOIN images i ON i.id = p.initrd_id "
 	         "WHERE p.id = ?1 OR (?1 IS NULL AND p.node_class = ?2) OR p.name = 'default' "
-	         "ORDER BY (p.id = ?1) DESC, (p.node_class IS ?2 AND ?2 IS NOT NULL) DESC LIMIT 1");
+	         "ORDER BY (p.id = ?1) DESC, (p.node_class IS NOT DISTINCT FROM ?2 AND ?2 IS NOT "
+	         "NULL) DESC LIMIT 1");
 	if (node && json_is_integer(json_object_get(node, "boot_profile_id")))
 		sql_bind_int(s, 1, json_integer_value(json_object_get(node, "boot_profile_id")));
 	store_bind_str(s, 2, node, "node_class");
@@ -360,7 +361,8 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 		goto out;
 	e = RP_ERR_INTERNAL;
 	/* A live token of this machine with half its life ahead is handed out again. */
-	s = STMT(c, "SELECT uuid, hash FROM bootstrap_tokens WHERE node_id IS ?1 AND mac = ?2 AND "
+	s = STMT(c, "SELECT uuid, hash FROM bootstrap_tokens WHERE node_id IS NOT DISTINCT FROM ?1 "
+	            "AND mac = ?2 AND "
 	            "created_by = 'boot' AND used_at IS NULL AND revoked_at IS NULL AND "
 	            "expires_at - ?3 >= ?4 / 2 AND (?5 IS NULL OR source = ?5) "
 	            "ORDER BY id DESC LIMIT 1");
@@ -399,7 +401,8 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 		/* A MAC that holds a slot already (its token past half-life) keeps it. */
 		s = STMT_ARGS(
 		        c,
-		        "SELECT count(DISTINCT mac), count(DISTINCT CASE WHEN source IS ?2 THEN "
+		        "SELECT count(DISTINCT mac), count(DISTINCT CASE WHEN source IS NOT "
+		        "DISTINCT FROM ?2 THEN "
 		        "mac "
 		        "END) FROM bootstrap_tokens WHERE node_id IS NULL AND mac IS NOT NULL AND "
 		        "mac != ?3 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ?1",
@@ -481,7 +484,7 @@ rp_store_macs_version(struct rp_store *st, int64_t *out)
 
 	if (c == NULL)
 		return RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'macs_version'");
+	s = STMT(c, "SELECT CAST(value AS BIGINT) FROM meta WHERE key = 'macs_version'");
 	/* The row is made by the schema: its absence is a broken database, not "none". */
 	if ((e = store_one(c, s, "macs version")) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;

@@ -32,7 +32,7 @@ store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
 	        c,
 	        "INSERT INTO node_classes(name, description, bom, created_at, updated_at) "
 	        "VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT(name) DO UPDATE SET description = ?2, "
-	        "bom = ?3, version = version + 1, updated_at = ?4",
+	        "bom = ?3, version = node_classes.version + 1, updated_at = ?4",
 	        name);
 	store_bind_str(s, 2, in, "description");
 	sql_bind_text(s, 3, bom);

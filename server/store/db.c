@@ -66,7 +66,7 @@ conn_reopen(struct conn *c)
 	struct sql_db *db;
 	char why[256];
 
-	if (access(c->st->path, W_OK) != 0 || !c->drv->idle(c->db))
+	if (!c->drv->file || access(c->st->path, W_OK) != 0 || !c->drv->idle(c->db))
 		return;
 	db = c->drv->open(c->st->path, why, sizeof why);
 	if (db == NULL || c->drv->readonly(db)) {
@@ -77,7 +77,7 @@ conn_reopen(struct conn *c)
 	c->drv->close(c->db);
 	c->db = db;
 	c->readonly = 0;
-	rp_log_info("store: %s is writable again; connection reopened", c->st->path);
+	rp_log_info("store: %s is writable again; connection reopened", c->st->name);
 }
 
 struct conn *
@@ -115,6 +115,39 @@ int
 rp_store_schema_latest(void)
 {
 	return rp_schema_migrations[rp_schema_count - 1].version;
+}
+
+enum rp_err
+rp_store_hold(struct rp_store *st, char *why, size_t whylen)
+{
+	struct sql_db *db;
+
+	if (st->drv->hold == NULL)
+		return RP_ERR_OK;
+	/* Held already: is the connection that holds it still there? (A database restart
+	 * ends it, and the claim with it: claim again.) */
+	if (st->holder != NULL) {
+		if (st->drv->exec(st->holder, "SELECT 1", NULL, 0) == SQL_OK)
+			return RP_ERR_OK;
+		st->drv->close(st->holder);
+		st->holder = NULL;
+		rp_log_warn("store: the connection that claims %s was lost; claiming it again",
+		            st->name);
+	}
+	if ((db = st->drv->open(st->path, why, whylen)) == NULL)
+		return RP_ERR_INTERNAL;
+	if (st->drv->hold(db, why, whylen) < 0) {
+		st->drv->close(db);
+		return RP_ERR_CONFLICT;
+	}
+	st->holder = db;
+	return RP_ERR_OK;
+}
+
+const char *
+rp_store_name(struct rp_store *st)
+{
+	return st->name;
 }
 
 int
@@ -155,11 +188,21 @@ migrate(const struct sql_driver *drv, struct sql_db *db, int *version, char *why
 	}
 	for (i = 0; i < rp_schema_count; i++) {
 		const struct migration *m = &rp_schema_migrations[i];
-		char msg[192];
+		const char *sql = m->sql;
+		char msg[192], *text = NULL;
+		int rc_exec;
 
 		if (m->version <= v)
 			continue;
-		if (drv->exec(db, m->sql, msg, sizeof msg) != SQL_OK) {
+		if (drv == &rp_sql_pg && m->pg)
+			sql = m->pg;
+		if (drv->ddl && (sql = text = drv->ddl(sql)) == NULL) {
+			snprintf(why, whylen, "out of memory");
+			goto out;
+		}
+		rc_exec = drv->exec(db, sql, msg, sizeof msg);
+		free(text);
+		if (rc_exec != SQL_OK) {
 			snprintf(why, whylen, "migration %s failed: %s", m->name, msg);
 			goto out;
 		}
@@ -179,26 +222,46 @@ out:
 	return rc;
 }
 
+int
+rp_store_is_url(const char *target)
+{
+	const char *p = target;
+
+	if (!strncmp(target, "postgresql://", 13) || !strncmp(target, "postgres://", 11))
+		return 1;
+	/* libpq's key = value form: a keyword, then '=' (no file path starts so). */
+	while (*p == ' ')
+		p++;
+	if (!(*p >= 'a' && *p <= 'z'))
+		return 0;
+	while ((*p >= 'a' && *p <= 'z') || *p == '_')
+		p++;
+	while (*p == ' ')
+		p++;
+	return *p == '=';
+}
+
 enum rp_err
 rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen)
 {
-	const struct sql_driver *drv = &rp_sql_sqlite;
+	const struct sql_driver *drv = rp_store_is_url(path) ? &rp_sql_pg : &rp_sql_sqlite;
 	struct rp_store *st = NULL;
 	enum rp_err rc = RP_ERR_INTERNAL;
 	struct sql_db *db = NULL;
-	char msg[192];
+	char msg[192], name[300];
 
+	drv->describe(path, name, sizeof name);
 	db = drv->open(path, why, whylen);
 	if (db == NULL)
 		goto out;
 	if (drv->setup(db, msg, sizeof msg) != 0) {
-		snprintf(why, whylen, "%s: %s", path, msg);
+		snprintf(why, whylen, "%s: %s", name, msg);
 		goto out;
 	}
 	st = calloc(1, sizeof *st);
 	if (st != NULL)
 		st->generation = 1;
-	if (st == NULL || (st->path = strdup(path)) == NULL) {
+	if (st == NULL || (st->path = strdup(path)) == NULL || (st->name = strdup(name)) == NULL) {
 		snprintf(why, whylen, "out of memory");
 		goto out;
 	}
@@ -217,7 +280,7 @@ rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen)
 		rp_log_warn(
 		        "store: %s is read-only: serving reads, refusing writes (503) until it is "
 		        "writable",
-		        path);
+		        name);
 	}
 	*out = st;
 	st = NULL;
@@ -227,6 +290,7 @@ out:
 		drv->close(db);
 	if (st) {
 		free(st->path);
+		free(st->name);
 		free(st);
 	}
 	return rc;
@@ -240,13 +304,18 @@ rp_store_health(struct rp_store *st, char *why, size_t whylen)
 	int dl = slash ? (int)(slash - st->path) : 1;
 	const char *dir = slash ? st->path : ".";
 
-	if (e == RP_ERR_STORAGE_FULL)
+	if (e == RP_ERR_STORAGE_FULL && !st->drv->file)
+		snprintf(why, whylen, "the database server %s reports its disk full", st->name);
+	else if (e == RP_ERR_STORAGE_FULL)
 		snprintf(why, whylen, "the database's filesystem is full: free space in %.*s", dl,
 		         dir);
 	else if (e == RP_ERR_STORAGE_READONLY)
-		snprintf(why, whylen, "the database %s is read-only: make it writable", st->path);
+		snprintf(why, whylen, "the database %s is read-only: make it writable", st->name);
+	else if (e == RP_ERR_STORAGE_IO && !st->drv->file)
+		snprintf(why, whylen, "the database server %s cannot be reached or failed",
+		         st->name);
 	else if (e == RP_ERR_STORAGE_IO)
-		snprintf(why, whylen, "writing the database %s failed with an I/O error", st->path);
+		snprintf(why, whylen, "writing the database %s failed with an I/O error", st->name);
 	else
 		snprintf(why, whylen, "ok");
 	return e;
@@ -271,9 +340,14 @@ rp_store_free(struct rp_store *st)
 		n = c->next;
 		conn_close(c);
 	}
+	if (st->holder)
+		st->drv->close(st->holder);
 	pthread_key_delete(st->key);
 	pthread_mutex_destroy(&st->mu);
+	if (st->path)
+		explicit_bzero(st->path, strlen(st->path));
 	free(st->path);
+	free(st->name);
 	free(st);
 }
 
@@ -315,7 +389,7 @@ prep_slow(struct conn *c, int *slot, int n, const char *sql)
 	}
 	if (c->stmt[n] == NULL) {
 		if ((c->stmt[n] = c->drv->prepare(c->db, sql)) == NULL) {
-			rp_log_error("store: prepare failed: %s: %.120s", c->drv->errmsg(c->db),
+			rp_log_error("store: prepare failed: %s: %.600s", c->drv->errmsg(c->db),
 			             sql);
 			return NULL;
 		}
@@ -372,8 +446,9 @@ store_commit(struct conn *c)
 	/* Once per transaction, where a trigger per row made every MAC insert of an import
 	 * open a statement journal (a tenth of its time). */
 	if (c->macs_changed) {
-		struct stmt *s =
-		        STMT(c, "UPDATE meta SET value = value + 1 WHERE key = 'macs_version'");
+		struct stmt *s = STMT(c, "UPDATE meta SET value = CAST(CAST(value AS BIGINT) + 1 "
+		                         "AS TEXT) WHERE key = "
+		                         "'macs_version'");
 		enum rp_err e;
 
 		c->macs_changed = 0;
@@ -1401,10 +1476,13 @@ store_refusal(struct conn *c, const char *action, const char *otype, const char 
 	e = RP_ERR_INTERNAL;
 	s = STMT_ARGS(
 	        c,
-	        "SELECT id, coalesce(json_extract(detail, '$.count'), 1) FROM events WHERE at "
+	        "SELECT id, coalesce(CAST(json_extract(detail, '$.count') AS BIGINT), 1) FROM "
+	        "events "
+	        "WHERE at "
 	        ">= ?1 "
-	        "AND action = ?2 AND object_id IS ?3 AND node_id IS ?4 AND "
-	        "json_extract(detail, '$.source') IS ?5 ORDER BY id DESC LIMIT 1",
+	        "AND action = ?2 AND object_id IS NOT DISTINCT FROM ?3 AND node_id IS NOT DISTINCT "
+	        "FROM ?4 AND "
+	        "json_extract(detail, '$.source') IS NOT DISTINCT FROM ?5 ORDER BY id DESC LIMIT 1",
 	        now - RP_REFUSAL_WINDOW_MS, action, oid);
 	if (node_id > 0)
 		sql_bind_int(s, 4, node_id);

@@ -30,7 +30,9 @@ rp_store_demo_mark(struct rp_store *st)
 
 	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
-	s = STMT(c, "INSERT OR REPLACE INTO meta (key, value) VALUES ('demo', '1')");
+	s = STMT(c, "INSERT INTO meta (key, value) VALUES ('demo', '1') ON CONFLICT (key) DO "
+	            "UPDATE SET value = "
+	            "excluded.value");
 	if ((e = store_exec(c, s, "demo mark")) != RP_ERR_OK ||
 	    (e = store_event(c, "rackpilotd --demo", "demo.marked", "site", NULL, "demo", 0, 0,
 	                     "database marked as demo data", NULL)) != RP_ERR_OK) {

@@ -11,7 +11,8 @@
 	"e.summary, e.detail AS \"detail:json\" FROM events e "
 
 #define EVENT_FILTER                                                                               \
-	"AND (?3 IS NULL OR e.at >= ?3) AND (?4 IS NULL OR e.at < ?4) AND (?5 IS NULL OR "         \
+	"AND (CAST(?3 AS BIGINT) IS NULL OR e.at >= ?3) AND (CAST(?4 AS BIGINT) IS NULL OR "       \
+	"e.at < ?4) AND (?5 IS NULL OR "                                                           \
 	"substr(e.action, 1, length(?5)) = ?5) ORDER BY e.id DESC LIMIT ?6"
 
 enum rp_err
@@ -37,7 +38,8 @@ rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 		s = STMT(c, EVENT_COLS "WHERE e.rack_id = ?2 AND e.id < ?1 " EVENT_FILTER);
 	} else {
 		e = RP_ERR_OK;
-		s = STMT(c, EVENT_COLS "WHERE e.id < ?1 AND ?2 IS NULL " EVENT_FILTER);
+		s = STMT(c,
+		         EVENT_COLS "WHERE e.id < ?1 AND CAST(?2 AS BIGINT) IS NULL " EVENT_FILTER);
 	}
 	if (e != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
@@ -79,7 +81,8 @@ rp_store_event_after(struct rp_store *st, int64_t after_id, json_t *filter, int 
 			return e;
 		s = STMT(c, EVENT_COLS "WHERE e.rack_id = ?2 AND e.id > ?1 " EVENT_AFTER);
 	} else
-		s = STMT(c, EVENT_COLS "WHERE e.id > ?1 AND ?2 IS NULL " EVENT_AFTER);
+		s = STMT(c,
+		         EVENT_COLS "WHERE e.id > ?1 AND CAST(?2 AS BIGINT) IS NULL " EVENT_AFTER);
 	sql_bind_int(s, 1, after_id);
 	if (id)
 		sql_bind_int(s, 2, id);

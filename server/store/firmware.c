@@ -124,12 +124,13 @@ rp_store_node_firmware_set(struct rp_store *st, const char *key, const char *sou
 static struct store_drift_kind firmware_drift = {
         .sql_count = "SELECT count(*) FROM nodes n JOIN firmware_baselines b ON b.node_class = "
                      "n.node_class WHERE " STORE_DRIFT_WHERE,
-        .sql_rows = "SELECT n.name, r.name, n.node_class, b.name, bc.component, fc.version, "
-                    "bc.version FROM nodes n JOIN firmware_baselines b ON b.node_class = "
-                    "n.node_class JOIN baseline_components bc ON bc.baseline_id = b.id LEFT "
-                    "JOIN firmware_components fc ON fc.node_id = n.id AND fc.component = "
-                    "bc.component LEFT JOIN racks r ON r.id = n.rack_id WHERE fc.version IS "
-                    "NOT bc.version AND " STORE_DRIFT_WHERE "ORDER BY n.name, bc.component",
+        .sql_rows =
+                "SELECT n.name, r.name, n.node_class, b.name, bc.component, fc.version, "
+                "bc.version FROM nodes n JOIN firmware_baselines b ON b.node_class = "
+                "n.node_class JOIN baseline_components bc ON bc.baseline_id = b.id LEFT "
+                "JOIN firmware_components fc ON fc.node_id = n.id AND fc.component = "
+                "bc.component LEFT JOIN racks r ON r.id = n.rack_id WHERE fc.version IS "
+                "DISTINCT FROM bc.version AND " STORE_DRIFT_WHERE "ORDER BY n.name, bc.component",
         .target_key = "baseline",
         .list_key = "components",
         .member_key = "component",

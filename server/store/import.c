@@ -175,13 +175,12 @@ rp_store_stats(struct rp_store *st, json_t **out)
 		goto out;
 	faults = sql_int(s, 0);
 	sql_reset(s);
-	s = STMT(c, "SELECT (SELECT count(*) FROM racks), (SELECT page_count * page_size FROM "
-	            "pragma_page_count(), pragma_page_size())");
-	if ((e = store_one(c, s, "stats size")) != RP_ERR_OK)
+	s = STMT(c, "SELECT count(*) FROM racks");
+	if ((e = store_one(c, s, "stats racks")) != RP_ERR_OK)
 		goto out;
 	racks = sql_int(s, 0);
-	bytes = sql_int(s, 1);
 	sql_reset(s);
+	bytes = c->drv->size(c->db);
 	*out = json_pack("{s:O, s:I, s:I, s:I, s:O, s:I}", "nodes_by_state", by_state, "nodes",
 	                 (json_int_t)nodes, "racks", (json_int_t)racks, "db_bytes",
 	                 (json_int_t)bytes, "jobs", jobs, "bmc_faults", (json_int_t)faults);

@@ -33,7 +33,10 @@ struct conn {
 
 struct rp_store {
 	const struct sql_driver *drv;
-	char *path;
+	char *path; /* what the driver opens: a file, or a connection string (may hold a password)
+	             */
+	char *name; /* path as logs and errors may show it (without a password) */
+	struct sql_db *holder; /* rp_store_hold's connection, or NULL */
 	pthread_key_t key;
 	pthread_mutex_t mu;
 	struct conn *all;
@@ -50,6 +53,7 @@ struct migration {
 	int version;
 	const char *name;
 	const char *sql;
+	const char *pg; /* NNNN-what.pg.sql, run on PostgreSQL instead of sql; NULL when none */
 };
 extern const struct migration rp_schema_migrations[];
 extern const int rp_schema_count;

@@ -293,23 +293,34 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		        "bmcs.password_sealed ELSE excluded.password_sealed END, password = NULL, "
 		        "tls_verify = excluded.tls_verify, "
 		        "options = excluded.options, "
-		        "fault = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
-		        "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		        "fault = CASE WHEN bmcs.driver IS NOT DISTINCT FROM excluded.driver AND "
+		        "bmcs.address IS NOT DISTINCT FROM "
+		        "excluded.address AND bmcs.port IS NOT DISTINCT FROM excluded.port AND "
+		        "bmcs.username IS NOT DISTINCT FROM "
 		        "excluded.username AND ?8 THEN bmcs.fault END, "
-		        "fault_since = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address "
-		        "IS "
-		        "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		        "fault_since = CASE WHEN bmcs.driver IS NOT DISTINCT FROM excluded.driver "
+		        "AND bmcs.address "
+		        "IS NOT DISTINCT FROM "
+		        "excluded.address AND bmcs.port IS NOT DISTINCT FROM excluded.port AND "
+		        "bmcs.username IS NOT DISTINCT FROM "
 		        "excluded.username AND ?8 THEN bmcs.fault_since END, "
-		        "failures = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
-		        "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		        "failures = CASE WHEN bmcs.driver IS NOT DISTINCT FROM excluded.driver AND "
+		        "bmcs.address IS NOT DISTINCT FROM "
+		        "excluded.address AND bmcs.port IS NOT DISTINCT FROM excluded.port AND "
+		        "bmcs.username IS NOT DISTINCT FROM "
 		        "excluded.username AND ?8 THEN bmcs.failures ELSE 0 END, "
-		        "last_error = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
-		        "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		        "last_error = CASE WHEN bmcs.driver IS NOT DISTINCT FROM excluded.driver "
+		        "AND bmcs.address IS NOT DISTINCT FROM "
+		        "excluded.address AND bmcs.port IS NOT DISTINCT FROM excluded.port AND "
+		        "bmcs.username IS NOT DISTINCT FROM "
 		        "excluded.username AND ?8 THEN bmcs.last_error END, "
-		        "checked_at = CASE WHEN bmcs.driver IS excluded.driver AND bmcs.address IS "
-		        "excluded.address AND bmcs.port IS excluded.port AND bmcs.username IS "
+		        "checked_at = CASE WHEN bmcs.driver IS NOT DISTINCT FROM excluded.driver "
+		        "AND bmcs.address IS NOT DISTINCT FROM "
+		        "excluded.address AND bmcs.port IS NOT DISTINCT FROM excluded.port AND "
+		        "bmcs.username IS NOT DISTINCT FROM "
 		        "excluded.username AND ?8 THEN bmcs.checked_at END, "
-		        "identity = CASE WHEN bmcs.address IS excluded.address AND bmcs.port IS "
+		        "identity = CASE WHEN bmcs.address IS NOT DISTINCT FROM excluded.address "
+		        "AND bmcs.port IS NOT DISTINCT FROM "
 		        "excluded.port THEN bmcs.identity END",
 		        *id);
 		store_bind_str(s, 2, bmc, "driver");
@@ -334,9 +345,9 @@ store_node_lists(struct conn *c, int64_t id)
 {
 	return EXEC(c, "node lists",
 	            "UPDATE nodes SET tags = (SELECT json_group_array(tag) FROM (SELECT tag FROM "
-	            "node_tags WHERE node_id = ?1 ORDER BY tag)), macs = (SELECT "
+	            "node_tags WHERE node_id = ?1 ORDER BY tag) AS t), macs = (SELECT "
 	            "json_group_array(mac) FROM (SELECT mac FROM node_macs WHERE node_id = ?1 "
-	            "ORDER BY mac)) WHERE id = ?1",
+	            "ORDER BY mac) AS m) WHERE id = ?1",
 	            id);
 }
 
@@ -420,10 +431,12 @@ rp_store_node_get(struct rp_store *st, const char *key, json_t **out)
 }
 
 #define NODE_FILTER                                                                                \
-	"AND (?2 IS NULL OR n.rack_id = ?2) AND (?3 IS NULL OR n.provision_state = ?3) "           \
+	"AND (CAST(?2 AS BIGINT) IS NULL OR n.rack_id = ?2) AND (?3 IS NULL OR n.provision_state " \
+	"= ?3) "                                                                                   \
 	"AND (?4 IS NULL OR EXISTS (SELECT 1 FROM node_tags t WHERE t.node_id = n.id AND "         \
 	"t.tag = ?4)) AND (?5 IS NULL OR n.node_class = ?5) AND (?6 IS NULL OR "                   \
-	"n.power_state = ?6) AND (?7 IS NULL OR n.maintenance = ?7) AND (?8 IS NULL OR "           \
+	"n.power_state = ?6) AND (CAST(?7 AS BIGINT) IS NULL OR n.maintenance = ?7) AND (?8 IS "   \
+	"NULL OR "                                                                                 \
 	"instr(n.name, ?8) > 0 OR instr(coalesce(n.serial, ''), ?8) > 0) "
 
 enum rp_err

@@ -49,12 +49,14 @@ store_rollout_drift(struct conn *c, int64_t node_id, const char *kind, int *targ
 	                 "firmware_baselines b ON b.node_class = n.node_class JOIN "
 	                 "baseline_components bc ON bc.baseline_id = b.id LEFT JOIN "
 	                 "firmware_components fc ON fc.node_id = n.id AND fc.component = "
-	                 "bc.component WHERE n.id = ? AND fc.version IS NOT bc.version ORDER BY "
+	                 "bc.component WHERE n.id = ? AND fc.version IS DISTINCT FROM bc.version "
+	                 "ORDER BY "
 	                 "bc.component LIMIT 1")
 	       : STMT(c,
 	              "SELECT pa.name, a.value, pa.value FROM nodes n JOIN bios_profile_attrs pa "
 	              "ON pa.profile_id = " TARGET_PROFILE " LEFT JOIN bios_actual a ON "
-	              "a.node_id = n.id AND a.name = pa.name WHERE n.id = ? AND a.value IS NOT "
+	              "a.node_id = n.id AND a.name = pa.name WHERE n.id = ? AND a.value IS "
+	              "DISTINCT FROM "
 	              "pa.value ORDER BY pa.name LIMIT 1");
 	sql_bind_int(s, 1, node_id);
 	if ((e = store_one(c, s, "rollout drift")) != RP_ERR_OK)
@@ -124,11 +126,12 @@ store_rollout_view(struct conn *c, int64_t id, int full, json_t **out)
 	s = STMT_ARGS(
 	        c,
 	        "SELECT w.idx, w.canary, w.state, w.started_at, w.finished_at, w.done_at, "
-	        "count(rn.node_id), sum(rn.state = 'pending'), sum(rn.state = 'running'), "
-	        "sum(rn.state = 'succeeded'), sum(rn.state = 'failed'), sum(rn.state = "
-	        "'skipped') FROM rollout_waves w LEFT JOIN rollout_nodes rn ON rn.rollout_id = "
-	        "w.rollout_id AND rn.wave = w.idx WHERE w.rollout_id = ? GROUP BY w.idx ORDER BY "
-	        "w.idx",
+	        "count(rn.node_id), count(CASE WHEN rn.state = 'pending' THEN 1 END), "
+	        "count(CASE WHEN rn.state = 'running' THEN 1 END), count(CASE WHEN rn.state = "
+	        "'succeeded' THEN 1 END), count(CASE WHEN rn.state = 'failed' THEN 1 END), "
+	        "count(CASE WHEN rn.state = 'skipped' THEN 1 END) FROM rollout_waves w LEFT JOIN "
+	        "rollout_nodes rn ON rn.rollout_id = w.rollout_id AND rn.wave = w.idx WHERE "
+	        "w.rollout_id = ? GROUP BY w.rollout_id, w.idx ORDER BY w.idx",
 	        id);
 	while (store_next(c, s, "rollout waves", &e)) {
 		int64_t st_at = sql_int(s, 3), done_at = sql_int(s, 5);

@@ -6,10 +6,9 @@
  * header.
  *
  * SQL text is written once for every driver: `?` parameters (a driver that numbers its
- * parameters rewrites them), RETURNING and ON CONFLICT where needed. The SQLite-only
- * constructs still in the text (json_extract/json_each, INSERT OR IGNORE, strftime) are
- * the dialect differences a second driver must name; they are listed in
- * docs/architecture.md.
+ * parameters rewrites them), RETURNING and ON CONFLICT where needed, IS NOT DISTINCT FROM
+ * rather than IS with a value. What PostgreSQL needs besides is named in one place, at the
+ * top of pg.c.
  */
 #ifndef RP_STORE_SQL_H
 #define RP_STORE_SQL_H
@@ -49,6 +48,10 @@ struct stmt {
 
 struct sql_driver {
 	const char *name;
+	/* The database is a file the store may watch (permissions, free space): 1/0. */
+	int file;
+	/* target as it may be logged: no password. Writes at most len bytes. */
+	void (*describe)(const char *target, char *buf, size_t len);
 	/* Open a connection to target (a path, a URL: the driver's business), NULL with why. */
 	struct sql_db *(*open)(const char *target, char *why, size_t whylen);
 	/* Once per store, on the first connection: journal mode and the like. 0 or -1 (why). */
@@ -56,6 +59,10 @@ struct sql_driver {
 	void (*close)(struct sql_db *db); /* accepts NULL */
 	/* Run SQL text (any number of statements, no parameters): SQL_OK or an error, why. */
 	int (*exec)(struct sql_db *db, const char *sql, char *why, size_t whylen);
+	/* A migration in this database's column types (schema/ writes SQLite's, in upper case;
+	 * a variant NNNN-what.pg.sql too): a new string, NULL when out of memory. NULL hook:
+	 * run as written. */
+	char *(*ddl)(const char *sql);
 	/* Prepare one statement for repeated use; NULL (sql_errmsg says why). */
 	struct stmt *(*prepare)(struct sql_db *db, const char *sql);
 	void (*finalize)(struct stmt *s); /* accepts NULL */
@@ -88,6 +95,12 @@ struct sql_driver {
 	/* The latest error's text, and the errno behind an SQL_IOERR (0 when none). */
 	const char *(*errmsg)(struct sql_db *db);
 	int (*sys_errno)(struct sql_db *db);
+	/* Claim the database for one server through db, for as long as db stays open: 0, or -1
+	 * with why when another server holds it. NULL hook: nothing to claim (a SQLite file is
+	 * claimed by the lock on its data directory). */
+	int (*hold)(struct sql_db *db, char *why, size_t whylen);
+	/* Bytes the database takes (-1 when it cannot tell). */
+	int64_t (*size)(struct sql_db *db);
 	/* The connection may not write (opened read-only); 1/0. */
 	int (*readonly)(struct sql_db *db);
 	/* No transaction open and no statement mid-way: the connection may be replaced. */
@@ -104,8 +117,9 @@ struct sql_driver {
 	void (*end_scrub)(struct sql_db *db, int committed, int with_vacuum);
 };
 
-/* The SQLite driver (sqlite.c). */
+/* The SQLite driver (sqlite.c) and the PostgreSQL driver (pg.c). */
 extern const struct sql_driver rp_sql_sqlite;
+extern const struct sql_driver rp_sql_pg;
 
 /* Statement calls, in the order a caller makes them. Binds never fail on their own: an
  * out-of-memory bind fails the step. Binds and resets on a NULL statement (one that failed

@@ -583,6 +583,14 @@ pragma_int(struct sql_db *db, const char *sql)
 	return v;
 }
 
+static int64_t
+lite_size(struct sql_db *db)
+{
+	int pages = pragma_int(db, "PRAGMA page_count"), size = pragma_int(db, "PRAGMA page_size");
+
+	return pages < 0 || size < 0 ? -1 : (int64_t)pages * size;
+}
+
 static int
 lite_schema_version(struct sql_db *db)
 {
@@ -634,8 +642,16 @@ lite_end_scrub(struct sql_db *db, int committed, int with_vacuum)
 	}
 }
 
+static void
+lite_describe(const char *path, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", path);
+}
+
 const struct sql_driver rp_sql_sqlite = {
         .name = "sqlite",
+        .file = 1,
+        .describe = lite_describe,
         .open = lite_open,
         .setup = lite_setup,
         .close = lite_close,
@@ -667,6 +683,7 @@ const struct sql_driver rp_sql_sqlite = {
         .last_id = lite_last_id,
         .errmsg = lite_errmsg,
         .sys_errno = lite_sys_errno,
+        .size = lite_size,
         .readonly = lite_readonly,
         .idle = lite_idle,
         .schema_version = lite_schema_version,

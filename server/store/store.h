@@ -28,8 +28,27 @@
 
 struct rp_store;
 
-/* Open or create the database at path (":memory:" for a private in-memory database is not
- * supported: every thread needs the same file) and apply pending schema migrations.
+/* Claim the database for this server alone, until rp_store_free: RP_ERR_OK, or
+ * RP_ERR_CONFLICT with why when another rackpilotd holds it (RP_ERR_INTERNAL when the claim
+ * cannot be made now, say the database is unreachable). Called again, it checks the claim
+ * and makes it again when the database lost it (a restart): the caller calls it every few
+ * seconds and stops on RP_ERR_CONFLICT. A SQLite file needs no claim: the lock on its data
+ * directory is it. */
+enum rp_err rp_store_hold(struct rp_store *st, char *why, size_t whylen);
+
+/* The database as logs may name it: the SQLite file, or postgresql://user@host/dbname (never
+ * a password). Valid until rp_store_free. */
+const char *rp_store_name(struct rp_store *st);
+
+/* 1 when target names a PostgreSQL database (a postgresql:// or postgres:// URI, or libpq's
+ * key=value form), 0 when it is a file path (SQLite). */
+int rp_store_is_url(const char *target);
+
+/* Open or create the database at path, a SQLite file (":memory:" for a private in-memory
+ * database is not supported: every thread needs the same file) or a PostgreSQL connection
+ * string (rp_store_is_url; the database must exist, its tables are created here), and apply
+ * pending schema migrations (on PostgreSQL under an advisory lock, so servers starting
+ * together apply each once).
  * On failure writes a message into why and returns an error: RP_ERR_CONFLICT when the
  * database was written by a newer rackpilotd, RP_ERR_INTERNAL otherwise. */
 enum rp_err rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen);
