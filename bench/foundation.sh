@@ -10,6 +10,8 @@
 # Results: bench/out/foundation.txt
 # RP_BIN: measure another build of rackpilotd (say, of an earlier commit) instead of this
 # tree's; the ceiling is always this tree's.
+# RP_DATABASE: a PostgreSQL connection string to an empty database (rackpilotd --database)
+# instead of SQLite in the data directory; the PostgreSQL server is not pinned.
 set -eu
 cd "$(dirname "$0")/.."
 DUR=${1:-10}
@@ -34,7 +36,7 @@ trap cleanup EXIT INT TERM
 # No power sweep: the manifest's BMC addresses (10.x) are not on this machine, and a sweep
 # would send IPMI to them (and compete with what is measured).
 taskset -c 0 "$BIN" --listen 127.0.0.1:0 --data-dir "$DATA" --threads "$THREADS" \
-	--power-sync-interval 0 >"$DATA/out" 2>"$OUT/server.log" &
+	${RP_DATABASE:+--database "$RP_DATABASE"} --power-sync-interval 0 >"$DATA/out" 2>"$OUT/server.log" &
 SPID=$!
 PIDS="$SPID"
 for _ in $(seq 50); do grep -q listening "$DATA/out" 2>/dev/null && break; sleep 0.1; done
@@ -113,7 +115,7 @@ pick() { # file -> the run with the median req/s: "rps p50 p99"
 ratio() { awk -v a="${1%% *}" -v b="${2%% *}" 'BEGIN {printf "%.0f%%", 100 * a / b}'; }
 {
 	echo "rackpilot foundation benchmark — $(date -u +%Y-%m-%dT%H:%M:%SZ), $NCPU CPUs; servers pinned to CPU 0 ($THREADS thread), wrk to CPU $WRK_CPUS"
-	echo "rackpilotd: $BIN"
+	echo "rackpilotd: $BIN, database: $([ -n "${RP_DATABASE:-}" ] && echo PostgreSQL || echo SQLite)"
 	echo "import 10,000 nodes / 40 racks:        ${IMPORT_S} s"
 	echo "GET /v1/nodes/{name} (${NODE_BYTES} B), median req/s p50 p99:"
 	for c in 4 8 64; do

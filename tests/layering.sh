@@ -36,6 +36,11 @@ if grep -rlE '#include *<sqlite3.h>' "$src/server" "$src/agent" "$src/cli" 2>/de
 	echo "layering: sqlite3.h included outside store/sqlite.c:" $(grep -rlE '#include *<sqlite3.h>' "$src/server" "$src/agent" "$src/cli" | grep -v '/server/store/sqlite.c$') >&2
 	fail=1
 fi
+# ... and only its PostgreSQL driver includes libpq-fe.h.
+if grep -rlE '#include *<libpq-fe.h>' "$src/server" "$src/agent" "$src/cli" 2>/dev/null | grep -v '/server/store/pg.c$' >/dev/null; then
+	echo "layering: libpq-fe.h included outside store/pg.c:" $(grep -rlE '#include *<libpq-fe.h>' "$src/server" "$src/agent" "$src/cli" | grep -v '/server/store/pg.c$') >&2
+	fail=1
+fi
 # The engine's pure decisions (rollout/plan.[ch]) are all store/ may use of rollout/, and they
 # include no other module.
 if grep -rhE '#include *"(\.\./)?rollout/' "$src/server/store" | grep -vE '"(\.\./)?rollout/plan\.h"' >/dev/null; then

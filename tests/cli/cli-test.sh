@@ -52,7 +52,8 @@ same_as_api() { # PATH WHY: $W/out is exactly the API's answer to GET PATH
 
 # ---- the server
 mkdir -p "$W/home" "$W/xdg"
-"$RPD" --listen 127.0.0.1:0 --data-dir "$W/data" --threads 2 --power-sync-interval 0 \
+DB=$(sh "$(dirname "$0")/../pg/newdb.sh")
+"$RPD" --listen 127.0.0.1:0 --data-dir "$W/data" ${DB:+--database "$DB"} --threads 2 --power-sync-interval 0 \
 	> "$W/rpd.out" 2> "$W/rpd.log" &
 RPD_PID=$!
 for _ in $(seq 300); do

@@ -492,7 +492,8 @@ echo "ok: $CASES cases (CLI and agent against openssl s_server)"
 # ---- against the real rackpilotd: tls = on, its own certificate, the pin it logs
 [ -n "$RPD" ] || exit 0
 printf '[server]\ntls = on\npower_sync_interval = 0\n' > "$W/rpd.conf"
-"$RPD" -c "$W/rpd.conf" --listen 127.0.0.1:0 --data-dir "$W/rpd" --threads 2 \
+DB=$(sh "$(dirname "$0")/../pg/newdb.sh")
+"$RPD" -c "$W/rpd.conf" --listen 127.0.0.1:0 --data-dir "$W/rpd" ${DB:+--database "$DB"} --threads 2 \
 	> "$W/rpd.out" 2> "$W/rpd.log" < /dev/null &
 RPD_PID=$!
 for _ in $(seq 200); do

@@ -34,6 +34,7 @@ if ! { ip netns add "rpdhcp-probe-$$" && ip netns exec "rpdhcp-probe-$$" true &&
 fi
 
 W=$(mktemp -d /tmp/rp-dhcp.XXXXXX)
+DB=$(sh "$(dirname "$0")/../pg/newdb.sh")
 chmod 755 "$W" # dnsmasq drops privileges and must read its files
 NS_S=rpdhcp-s-$$
 NS_N=rpdhcp-n-$$
@@ -106,7 +107,7 @@ dnsmasq_hosts = $W/dnsmasq.hosts
 dnsmasq_pidfile = $W/dnsmasq.pid
 power_sync_interval = 0
 EOF
-	"$RPD" -c "$W/rackpilotd.conf" --data-dir "$W/data" --listen "127.0.0.1:$PORT" \
+	"$RPD" -c "$W/rackpilotd.conf" --data-dir "$W/data" ${DB:+--database "$DB"} --listen "127.0.0.1:$PORT" \
 		>> "$W/rackpilotd.log" 2>&1 &
 	RPD_PID=$!
 	for _ in $(seq 50); do

@@ -13,6 +13,9 @@ E2E_DIR=$(CDPATH='' cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(CDPATH='' cd -- "$E2E_DIR/../.." && pwd)
 RACKPILOTD=${RACKPILOTD:-$REPO/build/rackpilotd}
 E2E_BUILD=$(dirname -- "$RACKPILOTD")
+# The suite's PostgreSQL run (RP_TEST_PG): a database of the run's own, which rackpilotd in
+# the namespace reaches through its Unix socket; empty: SQLite in the data directory.
+E2E_DB=${E2E_DB:-$(sh "$REPO/tests/pg/newdb.sh")}
 AGENT=${AGENT:-$E2E_BUILD/agent/rackpilot-agent}
 # the images and the kernel download are cached in the build directory
 E2E_IMAGES=${E2E_IMAGES:-$E2E_BUILD/e2e-images}
@@ -389,6 +392,7 @@ start_rackpilotd() {
 	mkdir -p "$W" && mkdir -p -m 700 "$W/rp"
 	# `ip netns exec` execs rackpilotd: $! is rackpilotd
 	ip netns exec "$NS" "$RACKPILOTD" -c "$conf" --listen "$BR_IP:$PORT" --data-dir "$W/rp" \
+		${E2E_DB:+--database "$E2E_DB"} \
 		> "$W/rackpilotd.log" 2>&1 < /dev/null &
 	record_pid $! rackpilotd
 	RP_URL=https://$BR_IP:$PORT

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +41,74 @@ group_teardown(void **state)
 	return 0;
 }
 
+const char *
+test_database(const char *dir)
+{
+	static char arg[512];
+	char path[600], cmd[900], name[64] = "";
+	const char *pg = getenv("RP_TEST_PG");
+	FILE *f;
+
+	if (pg == NULL || !*pg)
+		return NULL;
+	/* The directory's database, made at its first start and kept across restarts. */
+	snprintf(path, sizeof path, "%s/.test-database", dir);
+	if ((f = fopen(path, "r")) != NULL) {
+		if (fgets(name, sizeof name, f) == NULL)
+			name[0] = '\0';
+		fclose(f);
+		name[strcspn(name, "\n")] = '\0';
+	}
+	if (!name[0]) {
+		unsigned char r[8];
+		int fd = open("/dev/urandom", O_RDONLY);
+
+		assert_true(fd >= 0 && read(fd, r, sizeof r) == (ssize_t)sizeof r);
+		close(fd);
+		snprintf(name, sizeof name, "rp_%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2],
+		         r[3], r[4], r[5], r[6], r[7]);
+		snprintf(cmd, sizeof cmd,
+		         "psql -qX 'host=%s user=rp dbname=postgres' -c 'CREATE DATABASE %s' "
+		         ">/dev/null",
+		         pg, name);
+		assert_int_equal(system(cmd), 0);
+		/* Before the server's first start the directory may not be there yet; it would
+		 * make it private (0700) too. */
+		mkdir(dir, 0700);
+		assert_non_null(f = fopen(path, "w"));
+		fprintf(f, "%s\n", name);
+		fclose(f);
+	}
+	snprintf(arg, sizeof arg, "postgresql:///%s?host=%s&user=rp", name, pg);
+	return arg;
+}
+
+const char *
+test_database_flag(const char *dir)
+{
+	static char flag[600];
+	const char *db = test_database(dir);
+
+	if (db == NULL)
+		return "";
+	snprintf(flag, sizeof flag, " --database '%s'", db);
+	return flag;
+}
+
+int
+test_sql(const char *dir, const char *sql)
+{
+	char cmd[2400];
+	const char *db = test_database(dir);
+
+	if (db)
+		snprintf(cmd, sizeof cmd, "psql -qX -v ON_ERROR_STOP=1 '%s' -c \"%s\" >/dev/null",
+		         db, sql);
+	else
+		snprintf(cmd, sizeof cmd, "sqlite3 '%s/rackpilot.db' \"%s\"", dir, sql);
+	return system(cmd);
+}
+
 static void
 dump_log(struct server *s)
 {
@@ -55,7 +124,7 @@ server_start(struct server *s, const char *dir, const char *const *extra)
 {
 	int out[2], i, n = 0;
 	char line[256], path[400];
-	const char *argv[32];
+	const char *argv[32], *db;
 	size_t got = 0;
 	FILE *f;
 
@@ -76,6 +145,10 @@ server_start(struct server *s, const char *dir, const char *const *extra)
 	argv[n++] = s->dir;
 	argv[n++] = "--threads";
 	argv[n++] = "2";
+	if ((db = test_database(s->dir)) != NULL) {
+		argv[n++] = "--database";
+		argv[n++] = db;
+	}
 	for (i = 0; extra && extra[i] && n < 30; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
@@ -179,6 +252,21 @@ server_cleanup(struct server *s)
 	if (getenv("RP_KEEP") != NULL) {
 		fprintf(stderr, "kept %s and %s\n", s->dir, s->log);
 		return;
+	}
+	/* The PostgreSQL run's database goes with its directory (a cluster of hundreds of
+	 * databases would fill the build directory). */
+	if (test_database(s->dir)) {
+		char name[64];
+
+		snprintf(name, sizeof name, "%.*s", (int)strcspn(test_database(s->dir) + 14, "?"),
+		         test_database(s->dir) + 14);
+		snprintf(
+		        cmd, sizeof cmd,
+		        "psql -qX 'host=%s user=rp dbname=postgres' -c 'DROP DATABASE IF EXISTS %s "
+		        "WITH (FORCE)' >/dev/null",
+		        getenv("RP_TEST_PG"), name);
+		if (system(cmd) != 0)
+			fprintf(stderr, "dropping database %s failed\n", name);
 	}
 	snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", s->dir, s->log);
 	if (system(cmd) != 0)

@@ -41,8 +41,21 @@ struct reply {
 	char retry_after[16];
 };
 
+/* The suite's PostgreSQL run (RP_TEST_PG=DIR, tests/pg/cluster.sh): the database of data
+ * directory dir as rackpilotd's --database value, made on first use and recorded in
+ * dir/.test-database (so a restart finds it); NULL in the SQLite run. Static storage. */
+const char *test_database(const char *dir);
+
+/* test_database(dir) as a flag for a shell command line (" --database '...'"), or "". */
+const char *test_database_flag(const char *dir);
+
+/* Run sql (no double quotes in it) on the database of data directory dir (its SQLite file or
+ * its PostgreSQL database) with the database's own client: system()'s status. */
+int test_sql(const char *dir, const char *sql);
+
 /* Start rackpilotd with a new temporary data dir (dir NULL) or the given one, plus extra
- * arguments (NULL-terminated array, may be NULL). Fails the test when it does not come up. */
+ * arguments (NULL-terminated array, may be NULL), on the database test_database names when
+ * there is one. Fails the test when it does not come up. */
 void server_start(struct server *s, const char *dir, const char *const *extra);
 
 /* The server speaks HTTPS: requests go to https:// and check its certificate against pin

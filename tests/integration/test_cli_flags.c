@@ -162,7 +162,8 @@ test_demo(void **state)
 	assert_int_equal(call(&s, s.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "real"), 201);
 	reply_free(&r);
 	server_stop(&s, SIGTERM);
-	snprintf(args, sizeof args, "--demo --data-dir %s --listen 127.0.0.1:0", dir);
+	snprintf(args, sizeof args, "--demo --data-dir %s%s --listen 127.0.0.1:0", dir,
+	         test_database_flag(dir));
 	assert_int_equal(run(args, out, sizeof out), 1);
 	assert_non_null(strstr(out, "holds real data"));
 	server_start(&s, dir, NULL);

@@ -81,8 +81,8 @@ test_new_admin_token(void **state)
 	snprintf(dir, sizeof dir, "%s", s.dir);
 	server_stop(&s, SIGTERM);
 	/* An operator who lost the token file issues a new one offline. */
-	snprintf(cmd, sizeof cmd, "'%s' --data-dir '%s' --new-admin-token 2>/dev/null", rp_test_bin,
-	         dir);
+	snprintf(cmd, sizeof cmd, "'%s' --data-dir '%s'%s --new-admin-token 2>/dev/null",
+	         rp_test_bin, dir, test_database_flag(dir));
 	assert_int_equal(system(cmd), 0);
 	server_start(&s, dir, NULL);
 	assert_string_not_equal(s.admin, old);
@@ -105,8 +105,8 @@ test_one_server_per_data_dir(void **state)
 
 	(void)state;
 	server_start(&s, NULL, NULL);
-	snprintf(cmd, sizeof cmd, "'%s' --listen 127.0.0.1:0 --data-dir '%s' 2>&1", rp_test_bin,
-	         s.dir);
+	snprintf(cmd, sizeof cmd, "'%s' --listen 127.0.0.1:0 --data-dir '%s'%s 2>&1", rp_test_bin,
+	         s.dir, test_database_flag(s.dir));
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	while (fgets(out + strlen(out), (int)(sizeof out - strlen(out)), p))
@@ -131,10 +131,12 @@ test_newer_schema_refused(void **state)
 	server_start(&s, NULL, NULL);
 	snprintf(dir, sizeof dir, "%s", s.dir);
 	server_stop(&s, SIGTERM);
-	snprintf(cmd, sizeof cmd, "sqlite3 '%s/rackpilot.db' 'PRAGMA user_version=999'", dir);
-	assert_int_equal(system(cmd), 0);
-	snprintf(cmd, sizeof cmd, "'%s' --listen 127.0.0.1:0 --data-dir '%s' 2>&1", rp_test_bin,
-	         dir);
+	assert_int_equal(test_sql(dir, test_database(dir)
+	                                       ? "UPDATE rp_schema_version SET version = 999"
+	                                       : "PRAGMA user_version=999"),
+	                 0);
+	snprintf(cmd, sizeof cmd, "'%s' --listen 127.0.0.1:0 --data-dir '%s'%s 2>&1", rp_test_bin,
+	         dir, test_database_flag(dir));
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	while (fgets(out + strlen(out), (int)(sizeof out - strlen(out)), p))

@@ -77,12 +77,14 @@ port_of() { # OUTFILE PID: the port rackpilotd --listen 127.0.0.1:0 printed
 # boot_url: the rollout below is pre-flighted, and its agent recipe downloads the images from
 # there (nothing runs: it starts tomorrow).
 printf '[server]\nboot_url = http://127.0.0.1:9\n' > "$W/rackpilotd.conf"
-"$RPD" -c "$W/rackpilotd.conf" --data-dir "$W/data" --listen 127.0.0.1:0 --power-sync-interval 0 \
+DB=$(sh "$(dirname "$0")/../pg/newdb.sh")
+DEMODB=$(sh "$(dirname "$0")/../pg/newdb.sh")
+"$RPD" -c "$W/rackpilotd.conf" --data-dir "$W/data" ${DB:+--database "$DB"} --listen 127.0.0.1:0 --power-sync-interval 0 \
 	--no-access-log > "$W/rackpilotd.out" 2> "$W/rackpilotd.log" &
 RPD_PID=$!
 RP=http://127.0.0.1:$(port_of "$W/rackpilotd.out" "$RPD_PID")
 # A second server with its own demo site (rackpilotd --demo): GET /v1 says demo: true.
-"$RPD" --demo --data-dir "$W/demo" --listen 127.0.0.1:0 --power-sync-interval 0 --no-access-log \
+"$RPD" --demo --data-dir "$W/demo" ${DEMODB:+--database "$DEMODB"} --listen 127.0.0.1:0 --power-sync-interval 0 --no-access-log \
 	> "$W/demo.out" 2> "$W/demo.log" &
 DEMO_PID=$!
 DEMO=http://127.0.0.1:$(port_of "$W/demo.out" "$DEMO_PID")
