@@ -107,8 +107,8 @@ test_migrations_once(void **state)
 	   "-c 'CREATE DATABASE %s' >/dev/null",
 	   pg, name, name);
 	snprintf(url, sizeof url, "postgresql:///%s?host=%s&user=rp", name, pg);
-	snprintf(a, sizeof a, "/tmp/rp-pg-a-%d", (int)getpid());
-	snprintf(b, sizeof b, "/tmp/rp-pg-b-%d", (int)getpid());
+	snprintf(a, sizeof a, "/tmp/rp-migrate-a-%d", (int)getpid());
+	snprintf(b, sizeof b, "/tmp/rp-migrate-b-%d", (int)getpid());
 	snprintf(cmd, sizeof cmd,
 	         "for d in %s %s; do timeout 5 '%s' --data-dir $d --database '%s' --listen "
 	         "127.0.0.1:0 --power-sync-interval 0 > $d.log 2>&1 & done; wait",
