@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "dbfx.h"
 #include "store/store.h"
 
 struct fx {
@@ -48,7 +49,7 @@ setup(void **state)
 
 	snprintf(f->dir, sizeof f->dir, "/tmp/rp-rollout-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->path, sizeof f->path, "%s/t.db", f->dir);
+	dbfx_target(f->dir, f->path, sizeof f->path);
 	assert_int_equal(rp_store_open(f->path, &f->st, why, sizeof why), RP_ERR_OK);
 	for (i = 0; i < 3; i++) {
 		snprintf(body, sizeof body, "{\"name\":\"r%d\"}", i);
@@ -97,6 +98,7 @@ teardown(void **state)
 	char cmd[128];
 
 	rp_store_free(f->st);
+	dbfx_drop(f->path);
 	snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
 	if (system(cmd) != 0)
 		return -1;
