@@ -41,6 +41,8 @@ usage(FILE *f)
 	        "      --database URL     keep everything in PostgreSQL "
 	        "(postgresql://user@host/db)\n"
 	        "                         instead of SQLite in the data dir\n"
+	        "      --migrate-to URL   copy this SQLite database into an empty PostgreSQL one,\n"
+	        "                         verify it, exit (stop the server first)\n"
 	        "      --threads N        HTTP worker threads (0: one per CPU)\n"
 	        "      --log-level LEVEL  error, warn, info or debug\n"
 	        "      --no-access-log    do not log one line per request\n"
@@ -148,6 +150,55 @@ private_data_dir(const char *dir)
 		}
 	}
 	return 0;
+}
+
+/* --migrate-to URL: everything of this (SQLite) database into the empty PostgreSQL one at
+ * url, in one transaction there, each table checked by rows and checksum; the source is left
+ * as it was. 0, or -1 (logged). */
+static int
+migrate(struct rp_store *st, const char *url)
+{
+	struct rp_store *to = NULL;
+	json_t *report = NULL, *t;
+	char why[600];
+	size_t i;
+	int rc = -1;
+
+	if (!rp_store_is_url(url)) {
+		rp_log_error(
+		        "--migrate-to needs a PostgreSQL connection string (postgresql://...)");
+		return -1;
+	}
+	if (rp_store_is_url(rp_store_name(st))) {
+		rp_log_error("--migrate-to copies a SQLite database: start it without --database");
+		return -1;
+	}
+	if (rp_store_open(url, &to, why, sizeof why) != RP_ERR_OK ||
+	    rp_store_hold(to, why, sizeof why) != RP_ERR_OK) {
+		rp_log_error("%s", why);
+		goto out;
+	}
+	rp_log_info("copying %s into %s", rp_store_name(st), rp_store_name(to));
+	if (rp_store_copy(st, to, &report, why, sizeof why) != RP_ERR_OK) {
+		rp_log_error("nothing copied: %s", why);
+		goto out;
+	}
+	json_array_foreach(json_object_get(report, "tables"), i, t)
+	{
+		rp_log_info("  %-24s %8lld rows  checksum %s",
+		            json_string_value(json_object_get(t, "table")),
+		            (long long)json_integer_value(json_object_get(t, "rows")),
+		            json_string_value(json_object_get(t, "checksum")));
+	}
+	rp_log_info("copied %lld rows into %s, every table checked on both sides; start rackpilotd "
+	            "with --database (and this data directory: it holds the secret key)",
+	            (long long)json_integer_value(json_object_get(report, "rows")),
+	            rp_store_name(to));
+	rc = 0;
+out:
+	json_decref(report);
+	rp_store_free(to);
+	return rc;
 }
 
 /* Test hook for the crash tests of --rotate-secret-key: with RACKPILOTD_PAUSE_AT=name the
@@ -404,6 +455,7 @@ main(int argc, char **argv)
 	        {"forget-secrets", no_argument, NULL, 'F'},
 	        {"data-dir", required_argument, NULL, 'D'},
 	        {"database", required_argument, NULL, 'Q'},
+	        {"migrate-to", required_argument, NULL, 'G'},
 	        {"threads", required_argument, NULL, 'T'},
 	        {"log-level", required_argument, NULL, 'l'},
 	        {"no-access-log", no_argument, NULL, 'A'},
@@ -430,6 +482,7 @@ main(int argc, char **argv)
 	const char *flag_key[16], *flag_val[16];
 	int nflags = 0, check = 0, reissue = 0, demo = 0, is_demo = 0, empty = 0, opt, rc = 1, sig;
 	int rotate = 0, forget = 0;
+	const char *migrate_to = NULL;
 	unsigned ticks = 0;
 	struct rp_secrets *secrets = NULL;
 	struct rp_tls *tls = NULL;
@@ -456,6 +509,9 @@ main(int argc, char **argv)
 			break;
 		case 'Q':
 			flag_key[nflags] = "database", flag_val[nflags++] = optarg;
+			break;
+		case 'G':
+			migrate_to = optarg;
 			break;
 		case 'C':
 			flag_key[nflags] = "tls_cert", flag_val[nflags++] = optarg;
@@ -603,6 +659,10 @@ main(int argc, char **argv)
 	            keypath, rp_secrets_key_id(secrets));
 	if (rotate) {
 		rc = rotate_secret_key(st, secrets, keypath) < 0 ? 1 : 0;
+		goto out;
+	}
+	if (migrate_to) {
+		rc = migrate(st, migrate_to) < 0 ? 1 : 0;
 		goto out;
 	}
 	if (rp_bmc_global_init() < 0) {

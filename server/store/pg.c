@@ -1207,6 +1207,13 @@ const struct sql_driver rp_sql_pg = {
         .errmsg = pg_errmsg,
         .sys_errno = pg_sys_errno,
         .hold = pg_hold,
+        .sql_tables = "SELECT c.relname, p.relname FROM pg_class c JOIN pg_namespace s ON s.oid "
+                      "= c.relnamespace LEFT JOIN pg_constraint k ON k.conrelid = c.oid AND "
+                      "k.contype = 'f' LEFT JOIN pg_class p ON p.oid = k.confrelid WHERE "
+                      "s.nspname = current_schema() AND c.relkind = 'r' AND c.relname <> "
+                      "'rp_schema_version' ORDER BY c.oid",
+        .sql_after_copy = "SELECT setval(pg_get_serial_sequence('{t}', 'id'), max(id)) FROM {t} "
+                          "HAVING max(id) IS NOT NULL",
         .size = pg_size,
         .readonly = pg_readonly,
         .idle = pg_idle,

@@ -99,6 +99,11 @@ struct sql_driver {
 	 * with why when another server holds it. NULL hook: nothing to claim (a SQLite file is
 	 * claimed by the lock on its data directory). */
 	int (*hold)(struct sql_db *db, char *why, size_t whylen);
+	/* SQL listing the tables (rows: a table, a table it references or NULL; a table's rows
+	 * together), and, for a copy into this database (copy.c), SQL ({t}: the table) that
+	 * makes a table's generated ids follow the rows copied into it (NULL: none). */
+	const char *sql_tables;
+	const char *sql_after_copy;
 	/* Bytes the database takes (-1 when it cannot tell). */
 	int64_t (*size)(struct sql_db *db);
 	/* The connection may not write (opened read-only); 1/0. */

@@ -683,6 +683,9 @@ const struct sql_driver rp_sql_sqlite = {
         .last_id = lite_last_id,
         .errmsg = lite_errmsg,
         .sys_errno = lite_sys_errno,
+        .sql_tables = "SELECT m.name, f.\"table\" FROM sqlite_master m LEFT JOIN "
+                      "pragma_foreign_key_list(m.name) f WHERE m.type = 'table' AND m.name NOT "
+                      "LIKE 'sqlite%' ORDER BY m.rowid",
         .size = lite_size,
         .readonly = lite_readonly,
         .idle = lite_idle,

@@ -36,6 +36,15 @@ struct rp_store;
  * directory is it. */
 enum rp_err rp_store_hold(struct rp_store *st, char *why, size_t whylen);
 
+/* Copy every table of src into dst (rackpilotd --migrate-to), both at the same schema
+ * version, dst empty but for what its migrations wrote: in one transaction of dst, each
+ * table verified by its row count and a checksum of its rows on both sides before it
+ * commits. *report: {tables: [{table, rows, checksum}], rows}. RP_ERR_OK; RP_ERR_CONFLICT
+ * (why) when dst holds data or the versions differ; another error (why) when a row cannot be
+ * copied or a table differs after the copy: then dst is unchanged. */
+enum rp_err rp_store_copy(struct rp_store *src, struct rp_store *dst, json_t **report, char *why,
+                          size_t whylen);
+
 /* The database as logs may name it: the SQLite file, or postgresql://user@host/dbname (never
  * a password). Valid until rp_store_free. */
 const char *rp_store_name(struct rp_store *st);

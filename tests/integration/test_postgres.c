@@ -2,8 +2,9 @@
  * rackpilotd on PostgreSQL, where it differs from SQLite (ctest -L pg only: it needs the
  * suite's cluster, RP_TEST_PG): one server per database, and the claim taken again after the
  * database dropped it; connections the server dropped are made again, with no request lost;
- * migrations applied once when servers start together; and a password in the connection
- * string appears in no log, no `rackpilotd -n` and no answer.
+ * migrations applied once when servers start together; a password in the connection
+ * string appears in no log, no `rackpilotd -n` and no answer; and a site built on SQLite
+ * moves to PostgreSQL with --migrate-to, every API read answering the same after.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -190,6 +191,185 @@ test_password_never_shown(void **state)
 	server_cleanup(&s);
 }
 
+/* Everything the API shows of a server, for comparison: each read's JSON, keys sorted. */
+static json_t *
+snapshot(struct server *s)
+{
+	static const char *const reads[] = {
+	        "/v1/racks",
+	        "/v1/nodes?limit=1000",
+	        "/v1/jobs?limit=1000",
+	        "/v1/events?limit=1000",
+	        "/v1/tokens",
+	        "/v1/bootstrap-tokens",
+	        "/v1/recipes",
+	        "/v1/images",
+	        "/v1/firmware/baselines",
+	        "/v1/firmware/drift",
+	        "/v1/rollouts",
+	        "/v1/racks/r1/elevation",
+	        "/v1/nodes/m00",
+	        "/v1/nodes/m03/firmware",
+	        "/v1/node-classes",
+	        NULL,
+	};
+	json_t *all = json_object();
+	struct reply r;
+	int i;
+
+	for (i = 0; reads[i]; i++) {
+		if (call(s, s->admin, "GET", reads[i], &r, NULL) != 200)
+			fail_msg("GET %s: %ld %s", reads[i], r.status, r.body);
+		json_object_set(all, reads[i], r.json);
+		reply_free(&r);
+	}
+	return all;
+}
+
+/* A site built on SQLite through the API (racks, nodes with sealed BMC passwords, jobs,
+ * readings, a baseline and its rollout, tokens, events), moved with --migrate-to: the copy
+ * reports every table checked, and the same server on PostgreSQL answers every read the same
+ * and goes on working (new ids do not collide). A second copy into the same database, and a
+ * copy to something that is not PostgreSQL, are refused and change nothing. */
+static void
+test_migrate_to(void **state)
+{
+	struct server s;
+	struct reply r;
+	char dir[300], name[64], url[400], args[1200], out[16384], body[512];
+	json_t *before, *after, *j;
+	int i;
+
+	(void)state;
+	/* The SQLite site ("--database" with nothing: SQLite in the data directory). */
+	server_start(&s, NULL,
+	             (const char *[]){"--database", "", "--power-sync-interval", "0", NULL});
+	snprintf(dir, sizeof dir, "%s", s.dir);
+	for (i = 1; i <= 2; i++) {
+		snprintf(body, sizeof body, "r%d", i);
+		assert_int_equal(call(&s, s.admin, "POST", "/v1/racks", &r, "{s:s}", "name", body),
+		                 201);
+		reply_free(&r);
+	}
+	for (i = 0; i < 6; i++) {
+		snprintf(body, sizeof body, "m%02d", i);
+		assert_int_equal(call(&s, s.admin, "POST", "/v1/nodes", &r,
+		                      "{s:s, s:s, s:i, s:s, s:[s], s:{s:s, s:s, s:s}}", "name",
+		                      body, "rack", i < 4 ? "r1" : "r2", "u_position", 1 + 4 * i,
+		                      "node_class", "gpu-m", "tags", "move", "bmc", "driver",
+		                      "fake", "username", "admin", "password",
+		                      "Move-Me-Sealed-991"),
+		                 201);
+		reply_free(&r);
+	}
+	/* Two Redfish nodes for the rollout (never contacted: it starts in 2099). */
+	for (i = 0; i < 2; i++) {
+		snprintf(body, sizeof body, "rf%d", i);
+		assert_int_equal(call(&s, s.admin, "POST", "/v1/nodes", &r,
+		                      "{s:s, s:s, s:[s], s:{s:s, s:s, s:i, s:s, s:s}}", "name",
+		                      body, "node_class", "gpu-m", "tags", "rf", "bmc", "driver",
+		                      "redfish", "address", "127.0.0.1", "port", 9, "username",
+		                      "root", "password", "Move-Me-Sealed-992"),
+		                 201);
+		reply_free(&r);
+	}
+	assert_int_equal(call(&s, s.admin, "PATCH", "/v1/nodes/m01", &r, "{s:b, s:s}",
+	                      "maintenance", 1, "maintenance_reason", "fan"),
+	                 200);
+	reply_free(&r);
+	assert_int_equal(
+	        call(&s, s.admin, "PUT", "/v1/nodes/m02/power", &r, "{s:s}", "target", "on"), 202);
+	j = wait_job(&s, jstr(r.json, "id"), 60);
+	assert_string_equal(jstr(j, "state"), "succeeded");
+	json_decref(j);
+	reply_free(&r);
+	assert_int_equal(call(&s, s.admin, "POST", "/v1/nodes/m03/firmware/readings", &r,
+	                      "{s:s, s:[{s:s, s:s}]}", "source", "manual", "components",
+	                      "component", "nic0", "version", "2.0.0"),
+	                 204);
+	reply_free(&r);
+	assert_int_equal(req(&s, s.admin, "PUT", "/v1/images/nic_3.bin?kind=firmware",
+	                     "application/octet-stream", "nic firmware\n", 13, NULL, &r),
+	                 201);
+	reply_free(&r);
+	assert_int_equal(call(&s, s.admin, "POST", "/v1/firmware/baselines", &r,
+	                      "{s:s, s:s, s:{s:{s:s, s:s, s:s}}}", "name", "m-2026", "node_class",
+	                      "gpu-m", "components", "nic0", "version", "3.0.0", "image",
+	                      "nic_3.bin", "method", "redfish-push"),
+	                 201);
+	reply_free(&r);
+	/* A rollout that starts tomorrow: planned, stored, not run. */
+	if (call(&s, s.admin, "POST", "/v1/rollouts", &r, "{s:s, s:{s:s}, s:s}", "kind", "firmware",
+	         "selector", "tag", "rf", "start_at", "2099-01-01T00:00:00Z") != 201)
+		fail_msg("POST /v1/rollouts: %ld %s", r.status, r.body);
+	reply_free(&r);
+	assert_int_equal(
+	        call(&s, s.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}", "node", "m04"), 201);
+	reply_free(&r);
+	assert_int_equal(call(&s, s.admin, "POST", "/v1/recipes", &r,
+	                      "{s:s, s:{}, s:[{s:s, s:s, s:s}]}", "name", "hello", "params",
+	                      "steps", "id", "a", "type", "shell", "command", "true"),
+	                 201);
+	reply_free(&r);
+	before = snapshot(&s);
+	server_stop(&s, SIGTERM);
+
+	snprintf(name, sizeof name, "rp_moved_%d", (int)getpid());
+	sh("psql -qX 'host=%s user=rp dbname=postgres' -c 'DROP DATABASE IF EXISTS %s' "
+	   "-c 'CREATE DATABASE %s' >/dev/null 2>&1",
+	   pg, name, name);
+	snprintf(url, sizeof url, "postgresql:///%s?host=%s&user=rp", name, pg);
+	/* Not PostgreSQL: refused. */
+	snprintf(args, sizeof args, "--data-dir '%s' --database '' --migrate-to '%s/elsewhere.db'",
+	         dir, dir);
+	assert_int_equal(run(args, out, sizeof out), 1);
+	assert_non_null(strstr(out, "needs a PostgreSQL connection string"));
+	snprintf(args, sizeof args, "--data-dir '%s' --database '' --migrate-to '%s'", dir, url);
+	assert_int_equal(run(args, out, sizeof out), 0);
+	assert_non_null(strstr(out, "every table checked on both sides"));
+	assert_non_null(strstr(out, "nodes "));
+	assert_null(strstr(out, "Move-Me-Sealed-99"));
+	/* Again into the same database: refused, nothing changed. */
+	assert_int_equal(run(args, out, sizeof out), 1);
+	assert_non_null(strstr(out, "is not empty"));
+	server_start(&s, dir,
+	             (const char *[]){"--database", url, "--power-sync-interval", "0", NULL});
+	slurp(s.log, out, sizeof out);
+	assert_non_null(strstr(out, name)); /* it runs on the copy */
+	after = snapshot(&s);
+	{
+		const char *key;
+		json_t *v;
+
+		json_object_foreach(before, key, v)
+		{
+			if (!json_equal(v, json_object_get(after, key))) {
+				char *a = json_dumps(v, JSON_SORT_KEYS),
+				     *b = json_dumps(json_object_get(after, key), JSON_SORT_KEYS);
+
+				fail_msg("GET %s differs after the move:\n%.2000s\n%.2000s", key, a,
+				         b);
+			}
+		}
+	}
+	json_decref(before);
+	json_decref(after);
+	/* It goes on: new rows get new ids, the BMC password still opens (a power job). */
+	assert_int_equal(call(&s, s.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "r3"), 201);
+	reply_free(&r);
+	assert_int_equal(
+	        call(&s, s.admin, "PUT", "/v1/nodes/m05/power", &r, "{s:s}", "target", "on"), 202);
+	j = wait_job(&s, jstr(r.json, "id"), 60);
+	assert_string_equal(jstr(j, "state"), "succeeded");
+	json_decref(j);
+	reply_free(&r);
+	server_stop(&s, SIGTERM);
+	server_cleanup(&s);
+	sh("psql -qX 'host=%s user=rp dbname=postgres' -c 'DROP DATABASE %s WITH (FORCE)' "
+	   ">/dev/null",
+	   pg, name);
+}
+
 int
 main(void)
 {
@@ -197,6 +377,7 @@ main(void)
 	        cmocka_unit_test(test_one_server_reconnects),
 	        cmocka_unit_test(test_migrations_once),
 	        cmocka_unit_test(test_password_never_shown),
+	        cmocka_unit_test(test_migrate_to),
 	};
 
 	pg = getenv("RP_TEST_PG");
