@@ -22,14 +22,14 @@ tables(struct conn *c, struct table **out, int *n, char *why, size_t whylen)
 {
 	struct stmt *s = c->drv->prepare(c->db, c->drv->sql_tables);
 	struct table *t = NULL, *ordered = NULL;
-	int count = 0, cap = 0, done = 0, i, j, k;
+	int count = 0, cap = 0, done = 0, i, j, k, rc;
 	enum rp_err e = RP_ERR_INTERNAL;
 
 	if (s == NULL) {
 		snprintf(why, whylen, "cannot list the tables: %s", c->drv->errmsg(c->db));
 		goto out;
 	}
-	while (sql_step(s) == SQL_ROW) {
+	while ((rc = sql_step(s)) == SQL_ROW) {
 		const char *name = sql_text(s, 0), *ref = sql_text(s, 1);
 
 		if (count == 0 || strcmp(t[count - 1].name, name) != 0) {
@@ -47,6 +47,10 @@ tables(struct conn *c, struct table **out, int *n, char *why, size_t whylen)
 		if (ref && strcmp(ref, name) != 0 && t[count - 1].nrefs < 16)
 			snprintf(t[count - 1].refs[t[count - 1].nrefs++], sizeof t->refs[0], "%s",
 			         ref);
+	}
+	if (rc != SQL_DONE) {
+		snprintf(why, whylen, "cannot list the tables: %s", c->drv->errmsg(c->db));
+		goto out;
 	}
 	if ((ordered = calloc((size_t)(count ? count : 1), sizeof *ordered)) == NULL)
 		goto out;
@@ -161,6 +165,8 @@ copy_table(struct conn *src, struct conn *dst, const char *table, int *has_id, c
 		snprintf(why, whylen, "%s: %s", table, src->drv->errmsg(src->db));
 		return RP_ERR_INTERNAL;
 	}
+	/* The columns are known once the statement ran (a driver may prepare it then). */
+	rc = sql_step(from);
 	ncols = src->drv->column_count(from);
 	*has_id = 0;
 	rp_buf_init(&ins, 0);
@@ -179,7 +185,7 @@ copy_table(struct conn *src, struct conn *dst, const char *table, int *has_id, c
 		         ins.oom ? "out of memory" : dst->drv->errmsg(dst->db));
 		goto out;
 	}
-	while ((rc = sql_step(from)) == SQL_ROW) {
+	for (; rc == SQL_ROW; rc = sql_step(from)) {
 		dst->drv->reset(to);
 		for (i = 0; i < ncols; i++) {
 			switch (sql_type(from, i)) {
@@ -200,7 +206,7 @@ copy_table(struct conn *src, struct conn *dst, const char *table, int *has_id, c
 				break;
 			}
 		}
-		if ((rc = sql_step(to)) != SQL_DONE) {
+		if (sql_step(to) != SQL_DONE) {
 			snprintf(why, whylen, "copying a row of %s: %s", table,
 			         dst->drv->errmsg(dst->db));
 			goto out;
