@@ -90,7 +90,8 @@ while :; do
 done
 RSS=$(awk '/VmRSS/ {print $2}' /proc/"$SPID"/status)
 HWM=$(awk '/VmHWM/ {print $2}' /proc/"$SPID"/status)
-DBSZ=$(du -k "$DATA/rackpilot.db" | cut -f1)
+# The database's size as the server sees it (the SQLite file, or pg_database_size).
+DBSZ=$(( $(curl -sf -H "$AUTH" "http://$ADDR/metrics" | sed -n 's/^rackpilot_db_size_bytes //p') / 1024 ))
 
 # The ceiling, serving the same node bytes with the same daemon options. Runs alternate
 # between the two servers, ROUNDS times per connection count, and the medians are compared:

@@ -80,7 +80,8 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 	              "rackpilot_racks %lld\n",
 	              (long long)json_integer_value(json_object_get(stats, "racks")));
 	rp_buf_printf(&b,
-	              "# HELP rackpilot_db_size_bytes Size of the SQLite database.\n"
+	              "# HELP rackpilot_db_size_bytes Size of the database (the SQLite file, or "
+	              "PostgreSQL's).\n"
 	              "# TYPE rackpilot_db_size_bytes gauge\nrackpilot_db_size_bytes %lld\n",
 	              (long long)json_integer_value(json_object_get(stats, "db_bytes")));
 	rp_buf_printf(&b,
