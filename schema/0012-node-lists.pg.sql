@@ -1,5 +1,5 @@
--- 0012 on PostgreSQL: the same columns, filled with json_agg (SQLite's json_group_array is
--- 0014's); no triggers to drop (0004's variant made none).
+-- 0012 on PostgreSQL: the same columns, filled with json_agg (the json_group_array stand-in
+-- comes with 0014); no triggers to drop (store/pg.c left 0004's out).
 ALTER TABLE nodes ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE nodes ADD COLUMN macs TEXT NOT NULL DEFAULT '[]';
 UPDATE nodes SET

@@ -11,8 +11,9 @@
  *     of migration 0014;
  *   - migrations: column types (INTEGER -> BIGINT, REAL -> DOUBLE PRECISION, BLOB -> BYTEA,
  *     an `id INTEGER PRIMARY KEY` -> an identity column, TEXT columns in byte order as
- *     SQLite compares them, COLLATE "C") and WITHOUT ROWID dropped (ddl); a migration
- *     whose SQL must differ beyond that has its own NNNN-what.pg.sql;
+ *     SQLite compares them, COLLATE "C"), WITHOUT ROWID and the triggers SQLite once had
+ *     left out (pg_ddl); a migration whose SQL must differ beyond that has its own
+ *     NNNN-what.pg.sql;
  *   - transactions: a write transaction takes one advisory lock, so writers run one at a
  *     time as on SQLite (BEGIN IMMEDIATE) and a transaction never fails half-way for
  *     another writer; a read is one REPEATABLE READ snapshot; the schema lock excludes
@@ -154,6 +155,29 @@ static const struct {
         {"json_object(", "json_build_object("},
 };
 
+/* Where the quoted text (a literal or an identifier) that starts at p ends: past its closing
+ * quote; a doubled quote is one quote inside it. */
+static const char *
+quoted_end(const char *p)
+{
+	const char *q = p + 1;
+
+	while (*q && !(*q == *p && q[1] != *p))
+		q += *q == *p ? 2 : 1;
+	return *q ? q + 1 : q;
+}
+
+/* b's text as a new string, or NULL (b freed) when b ran out of memory. */
+static char *
+text_of(struct rp_buf *b)
+{
+	if (b->oom || rp_buf_append(b, "", 1) < 0) {
+		rp_buf_free(b);
+		return NULL;
+	}
+	return b->data;
+}
+
 /* sql with `?`/`?N` parameters as `$N` and the renames applied, outside quotes; the highest
  * parameter number into *n and which numbers appear into used (bit k-1 for $k; numbers
  * past 64 count as used). New string; NULL when out of memory. */
@@ -170,14 +194,8 @@ translate(const char *sql, int *n, uint64_t *used)
 	rp_buf_init(&b, 0);
 	while (*p) {
 		if (*p == '\'' || *p == '"') {
-			const char *q = p + 1;
-			char quote = *p;
+			const char *q = quoted_end(p);
 
-			/* A doubled quote is one quote inside the literal. */
-			while (*q && !(*q == quote && q[1] != quote))
-				q += *q == quote ? 2 : 1;
-			if (*q)
-				q++;
 			rp_buf_append(&b, p, (size_t)(q - p));
 			p = q;
 			continue;
@@ -213,12 +231,8 @@ translate(const char *sql, int *n, uint64_t *used)
 		rp_buf_append(&b, p, 1);
 		p++;
 	}
-	if (b.oom || rp_buf_append(&b, "", 1) < 0) {
-		rp_buf_free(&b);
-		return NULL;
-	}
 	*n = max;
-	return b.data;
+	return text_of(&b);
 }
 
 /* Is the word at p (of len bytes) the whole token there? */
@@ -276,14 +290,18 @@ pg_ddl(const char *sql)
 			continue;
 		}
 		if (*p == '\'') {
-			const char *q = p + 1;
+			const char *q = quoted_end(p);
 
-			while (*q && !(*q == '\'' && q[1] != '\''))
-				q += *q == '\'' ? 2 : 1;
-			if (*q)
-				q++;
 			rp_buf_append(&b, p, (size_t)(q - p));
 			p = q;
+			continue;
+		}
+		/* Triggers are SQLite's (0004 made three, 0012 dropped them: store_commit counts
+		 * what they counted); PostgreSQL never has them. */
+		if (word_at(sql, p, "CREATE TRIGGER") || word_at(sql, p, "DROP TRIGGER")) {
+			const char *end = strstr(p, p[0] == 'C' ? "END;" : ";");
+
+			p = end ? end + (p[0] == 'C' ? 4 : 1) : p + strlen(p);
 			continue;
 		}
 		for (i = 0; i < sizeof types / sizeof *types; i++)
@@ -298,11 +316,7 @@ pg_ddl(const char *sql)
 		rp_buf_append(&b, p, 1);
 		p++;
 	}
-	if (b.oom || rp_buf_append(&b, "", 1) < 0) {
-		rp_buf_free(&b);
-		return NULL;
-	}
-	return b.data;
+	return text_of(&b);
 }
 
 /* ---- Connections ------------------------------------------------------------------------- */
