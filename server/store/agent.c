@@ -65,19 +65,13 @@ enum rp_err
 rp_store_bootstrap_list(struct rp_store *st, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	struct stmt *s;
-	json_t *a;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	s = STMT_ARGS(c,
-	              BOOT_COLS "WHERE t.used_at IS NULL AND t.revoked_at IS NULL AND "
-	                        "t.expires_at > ?1 ORDER BY t.id DESC LIMIT 1000",
-	              rp_time_now_ms());
-	if ((a = store_rows(c, s)) == NULL)
-		return RP_ERR_INTERNAL;
-	*out = a;
-	return RP_ERR_OK;
+	return store_all(c,
+	                 STMT_ARGS(c,
+	                           BOOT_COLS "WHERE t.used_at IS NULL AND t.revoked_at IS NULL AND "
+	                                     "t.expires_at > ?1 ORDER BY t.id DESC LIMIT 1000",
+	                           rp_time_now_ms()),
+	                 out);
 }
 
 enum rp_err

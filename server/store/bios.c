@@ -492,13 +492,11 @@ enum rp_err
 rp_store_bios_apply_get(struct rp_store *st, int64_t job_id, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	struct stmt *s;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	s = STMT_ARGS(c,
-	              "SELECT child, attributes AS \"attributes:json\", sent_at FROM bios_applies "
-	              "WHERE job_id = ?",
-	              job_id);
-	return store_one_row(c, s, "bios apply row", out);
+	return store_one_row(c,
+	                     STMT_ARGS(c,
+	                               "SELECT child, attributes AS \"attributes:json\", sent_at "
+	                               "FROM bios_applies WHERE job_id = ?",
+	                               job_id),
+	                     "bios apply row", out);
 }

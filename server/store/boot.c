@@ -479,12 +479,10 @@ enum rp_err
 rp_store_macs_version(struct rp_store *st, int64_t *out)
 {
 	struct conn *c = store_conn(st);
-	struct stmt *s;
+	struct stmt *s =
+	        STMT(c, "SELECT CAST(value AS BIGINT) FROM meta WHERE key = 'macs_version'");
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	s = STMT(c, "SELECT CAST(value AS BIGINT) FROM meta WHERE key = 'macs_version'");
 	/* The row is made by the schema: its absence is a broken database, not "none". */
 	if ((e = store_one(c, s, "macs version")) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;

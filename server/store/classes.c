@@ -71,22 +71,18 @@ enum rp_err
 rp_store_class_get(struct rp_store *st, const char *name, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	struct stmt *s = c ? STMT(c, CLASS_COLS "WHERE c.name = ?") : NULL;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	sql_bind_text(s, 1, name);
-	return store_one_row(c, s, "class get", out);
+	return store_one_row(c, STMT_ARGS(c, CLASS_COLS "WHERE c.name = ?", name), "class get",
+	                     out);
 }
 
 enum rp_err
 rp_store_class_list(struct rp_store *st, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	struct stmt *s = c ? STMT(c, CLASS_COLS "ORDER BY c.name LIMIT 10000") : NULL;
-	json_t *items;
+	json_t *items = store_rows(c, STMT(c, CLASS_COLS "ORDER BY c.name LIMIT 10000"));
 
-	if (c == NULL || (items = store_rows(c, s)) == NULL)
+	if (items == NULL)
 		return RP_ERR_INTERNAL;
 	*out = json_pack("{s:o}", "items", items);
 	return RP_ERR_OK;

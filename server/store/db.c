@@ -408,6 +408,9 @@ store_prep(struct conn *c, int *slot, const char *sql)
 	int n = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 	struct stmt *s;
 
+	/* No connection (store_conn logged why): the statement API reports RP_ERR_INTERNAL. */
+	if (c == NULL)
+		return NULL;
 	if (__builtin_expect(n > 0 && n < c->nslots && (s = c->stmt[n]) != NULL, 1)) {
 		c->last = n;
 		c->drv->reset(s);
@@ -1275,6 +1278,17 @@ store_rows(struct conn *c, struct stmt *s)
 	}
 	sql_reset(s);
 	return a;
+}
+
+enum rp_err
+store_all(struct conn *c, struct stmt *s, json_t **out)
+{
+	json_t *a = store_rows(c, s);
+
+	if (a == NULL)
+		return RP_ERR_INTERNAL;
+	*out = a;
+	return RP_ERR_OK;
 }
 
 struct stmt *

@@ -8,8 +8,6 @@ rp_store_demo_get(struct rp_store *st, int *demo, int *empty)
 	struct stmt *s;
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
 	s = STMT(c, "SELECT (SELECT count(*) FROM meta WHERE key = 'demo'), "
 	            "NOT EXISTS (SELECT 1 FROM racks) AND NOT EXISTS (SELECT 1 FROM nodes)");
 	/* Scalar subqueries: always a row. */

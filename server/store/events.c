@@ -98,11 +98,9 @@ enum rp_err
 rp_store_event_head(struct rp_store *st, int64_t *out)
 {
 	struct conn *c = store_conn(st);
-	struct stmt *s = c ? STMT(c, "SELECT coalesce(max(id), 0) FROM events") : NULL;
+	struct stmt *s = STMT(c, "SELECT coalesce(max(id), 0) FROM events");
 	enum rp_err e;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
 	/* An aggregate: always a row. */
 	if ((e = store_one(c, s, "event head")) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;

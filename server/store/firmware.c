@@ -415,18 +415,15 @@ enum rp_err
 rp_store_firmware_updates(struct rp_store *st, int64_t job_id, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	struct stmt *s;
 	json_t *rows, *r, *map;
 	size_t i;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	s = STMT_ARGS(
-	        c,
-	        "SELECT component, from_version AS \"from\", to_version AS \"to\", image, state, "
-	        "task, error FROM firmware_updates WHERE job_id = ? ORDER BY id",
-	        job_id);
-	if ((rows = store_rows(c, s)) == NULL)
+	rows = store_rows(c, STMT_ARGS(c,
+	                               "SELECT component, from_version AS \"from\", to_version AS "
+	                               "\"to\", image, state, task, error FROM firmware_updates "
+	                               "WHERE job_id = ? ORDER BY id",
+	                               job_id));
+	if (rows == NULL)
 		return RP_ERR_INTERNAL;
 	map = json_object();
 	json_array_foreach(rows, i, r)

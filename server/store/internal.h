@@ -76,7 +76,8 @@ sql_last_id(struct conn *c)
 
 /* A cached prepared statement, reset and with bindings cleared. `slot` is a per-call-site
  * static the cache assigns on first use (any number of them; the cache grows). NULL
- * (logged) on prepare failure or when out of memory. */
+ * (logged) on prepare failure or when out of memory, and when c is NULL (store_conn found no
+ * connection), so `c = store_conn(st)` needs no check of its own before the statement API. */
 struct stmt *store_prep(struct conn *c, int *slot, const char *sql);
 #define STMT(c, sql)                                                                               \
 	__extension__({                                                                            \
@@ -173,6 +174,10 @@ int store_col(struct conn *c, struct stmt *s, const char *key);
 
 /* Run s to completion collecting store_row() objects into a new array; NULL on error. */
 json_t *store_rows(struct conn *c, struct stmt *s);
+
+/* store_rows(c, s) handed to *out: RP_ERR_OK, or RP_ERR_INTERNAL (s NULL or a failed step,
+ * logged; *out untouched). */
+enum rp_err store_all(struct conn *c, struct stmt *s, json_t **out);
 
 /* Bind helpers: a JSON string/number/bool/null member of obj, by parameter index. Missing
  * members bind NULL. (Plain values: sql_bind_* in sql.h.) */
@@ -403,6 +408,12 @@ enum rp_err store_res_load(struct conn *c, struct store_res *r, int64_t id, json
  * is PRECONDITION_FAILED with current_version in *detail), with its row id. */
 enum rp_err store_res_current(struct conn *c, struct store_res *r, const char *key,
                               int64_t if_match, int64_t *id, json_t **out, json_t **detail);
+
+/* The event "<otype>.<verb>" of obj (its id and name; summary "<noun> <name> <verb>") with
+ * diff as detail, filed under node_id and rack_id (0: none), in the caller's transaction. */
+enum rp_err store_res_event(struct conn *c, const struct store_res *r, const char *verb,
+                            json_t *obj, int64_t node_id, int64_t rack_id, json_t *diff,
+                            const char *actor);
 
 /* Insert in (r's save), load it and write its creation event, inside the caller's
  * transaction: the new row id, and the object when out is not NULL. */

@@ -143,27 +143,20 @@ enum rp_err
 rp_store_job_mark_sent(struct rp_store *st, int64_t id)
 {
 	struct conn *c = store_conn(st);
-	struct stmt *s;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
 	/* One statement is its own transaction, flushed before it returns (sqlite.c). */
-	s = STMT_ARGS(c,
-	              "UPDATE jobs SET sent_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = "
-	              "'running'",
-	              id, rp_time_now_ms());
-	return store_exec(c, s, "mark sent");
+	return EXEC(c, "mark sent",
+	            "UPDATE jobs SET sent_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = "
+	            "'running'",
+	            id, rp_time_now_ms());
 }
 
 enum rp_err
 rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *phase)
 {
 	struct conn *c = store_conn(st);
-	struct stmt *s;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	s = STMT_ARGS(c, "UPDATE jobs SET phase = ?2, phase_at = ?3, updated_at = ?3 WHERE id = ?1",
-	              job_id, phase, rp_time_now_ms());
-	return store_exec(c, s, "job phase");
+	return EXEC(c, "job phase",
+	            "UPDATE jobs SET phase = ?2, phase_at = ?3, updated_at = ?3 WHERE id = ?1",
+	            job_id, phase, rp_time_now_ms());
 }

@@ -487,7 +487,6 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 	const char *const *k;
 	enum rp_err e;
 	int keep_pw;
-	char summary[160];
 
 	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
@@ -548,13 +547,7 @@ rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_
 			diff = json_object();
 		json_object_set_new(diff, "bmc.password", json_string("changed"));
 	}
-	snprintf(summary, sizeof summary, "node %s updated",
-	         json_string_value(json_object_get(fresh, "name")));
-	e = store_event(
-	        c, actor, "node.updated", "node", json_string_value(json_object_get(fresh, "id")),
-	        json_string_value(json_object_get(fresh, "name")), id, rack_id, summary, diff);
-	if (e != RP_ERR_OK)
-		goto out;
+	e = store_res_event(c, &node_res, "updated", fresh, id, rack_id, diff, actor);
 out:
 	json_decref(before);
 	json_decref(after);
@@ -571,7 +564,6 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 	struct stmt *s;
 	int64_t id, rack_id = 0;
 	enum rp_err e;
-	char summary[160];
 
 	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
@@ -602,13 +594,7 @@ rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, con
 	if ((e = store_exec(c, s, "node delete")) != RP_ERR_OK)
 		goto out;
 	store_macs_changed(c); /* its MACs went with it */
-	snprintf(summary, sizeof summary, "node %s deleted",
-	         json_string_value(json_object_get(before, "name")));
-	e = store_event(
-	        c, actor, "node.deleted", "node", json_string_value(json_object_get(before, "id")),
-	        json_string_value(json_object_get(before, "name")), id, rack_id, summary, NULL);
-	if (e != RP_ERR_OK)
-		goto out;
+	e = store_res_event(c, &node_res, "deleted", before, id, rack_id, NULL, actor);
 out:
 	json_decref(before);
 	return store_end(c, e, NULL, NULL);

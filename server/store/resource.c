@@ -8,9 +8,9 @@
 
 #include "internal.h"
 
-static enum rp_err
-event(struct conn *c, struct store_res *r, const char *verb, json_t *obj, int64_t id, json_t *diff,
-      const char *actor)
+enum rp_err
+store_res_event(struct conn *c, const struct store_res *r, const char *verb, json_t *obj,
+                int64_t node_id, int64_t rack_id, json_t *diff, const char *actor)
 {
 	char action[64], summary[192];
 	const char *name = json_string_value(json_object_get(obj, "name"));
@@ -18,8 +18,15 @@ event(struct conn *c, struct store_res *r, const char *verb, json_t *obj, int64_
 	snprintf(action, sizeof action, "%s.%s", r->otype, verb);
 	snprintf(summary, sizeof summary, "%s %s %s", r->noun ? r->noun : r->otype, name, verb);
 	return store_event(c, actor, action, r->otype,
-	                   json_string_value(json_object_get(obj, "id")), name, 0,
-	                   r->rack_events ? id : 0, summary, diff);
+	                   json_string_value(json_object_get(obj, "id")), name, node_id, rack_id,
+	                   summary, diff);
+}
+
+static enum rp_err
+event(struct conn *c, struct store_res *r, const char *verb, json_t *obj, int64_t id, json_t *diff,
+      const char *actor)
+{
+	return store_res_event(c, r, verb, obj, 0, r->rack_events ? id : 0, diff, actor);
 }
 
 enum rp_err

@@ -260,20 +260,14 @@ enum rp_err
 rp_store_job_steps(struct rp_store *st, int64_t job_id, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	struct stmt *s;
-	json_t *a;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	s = STMT_ARGS(c,
-	              "SELECT step_id AS id, idx AS \"index\", type, state, continue_on_error AS "
-	              "\"continue_on_error:bool\", boot_id, started_at, error FROM job_steps "
-	              "WHERE job_id = ? ORDER BY idx",
-	              job_id);
-	if ((a = store_rows(c, s)) == NULL)
-		return RP_ERR_INTERNAL;
-	*out = a;
-	return RP_ERR_OK;
+	return store_all(c,
+	                 STMT_ARGS(c,
+	                           "SELECT step_id AS id, idx AS \"index\", type, state, "
+	                           "continue_on_error AS \"continue_on_error:bool\", boot_id, "
+	                           "started_at, error FROM job_steps WHERE job_id = ? ORDER BY idx",
+	                           job_id),
+	                 out);
 }
 
 enum rp_err
@@ -301,8 +295,6 @@ rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out)
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
 	s = STMT_ARGS(
 	        c,
 	        "SELECT coalesce(n.ssh_address, a.address) AS address, coalesce(n.ssh_port, "

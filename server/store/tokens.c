@@ -130,20 +130,13 @@ enum rp_err
 rp_store_token_list(struct rp_store *st, json_t **out)
 {
 	struct conn *c = store_conn(st);
-	struct stmt *s;
-	json_t *a;
 
-	if (c == NULL)
-		return RP_ERR_INTERNAL;
-	s = STMT_ARGS(c,
-	              TOKEN_COLS
-	              "WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) "
-	              "ORDER BY tokens.id DESC",
-	              rp_time_now_ms());
-	if ((a = store_rows(c, s)) == NULL)
-		return RP_ERR_INTERNAL;
-	*out = a;
-	return RP_ERR_OK;
+	return store_all(c,
+	                 STMT_ARGS(c,
+	                           TOKEN_COLS "WHERE revoked_at IS NULL AND (expires_at IS NULL OR "
+	                                      "expires_at > ?) ORDER BY tokens.id DESC",
+	                           rp_time_now_ms()),
+	                 out);
 }
 
 enum rp_err
