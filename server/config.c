@@ -71,6 +71,15 @@ script_url(const char *v)
 	return 0;
 }
 
+/* A job lease's owner: letters, digits, '.', '-', '_' (a host name fits), at most 63. */
+static int
+server_name(const char *v)
+{
+	size_t n = strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_");
+
+	return v[n] == '\0' && n < 64 ? 0 : -1;
+}
+
 /* Empty (SQLite in data_dir), or a PostgreSQL connection string: a postgresql:// or
  * postgres:// URI, or libpq's key=value form. */
 static int
@@ -126,6 +135,9 @@ static const struct setting settings[] = {
          .help = "PostgreSQL to keep everything in, several servers sharing it: a libpq "
                  "connection string (postgresql://user@host/dbname, the password from "
                  "PGPASSFILE or the string, never logged); empty: SQLite in data_dir."},
+        {"server_name", C_STR, F(server_name), .check = server_name,
+         .help = "This server's name among those that share a database: the jobs it runs are "
+                 "leased to it under this name. Empty: the host name."},
         {"threads", C_UINT, F(threads), .max = 256, .def = "0",
          .help = "HTTP worker threads; 0 means one per online CPU."},
         {"max_body", C_SIZE, F(max_body), .min = 1024, .max = 1ULL << 30, .def = "1M",
@@ -155,6 +167,9 @@ static const struct setting settings[] = {
          .help = "The key file that seals the BMC passwords in the database"},
         {"job_workers", C_UINT, F(job_workers), .min = 1, .max = 1024, .def = "32",
          .help = "BMC jobs (power, boot, verify) that run at once."},
+        {"job_lease", C_UINT, F(job_lease), .min = 3, .max = 3600, .def = "30",
+         .help = "Seconds a running job's lease lasts; its server renews it every third of "
+                 "that. A job whose lease has run out is taken over (verified, not repeated)."},
         {"power_sync_interval", C_UINT, F(power_sync_interval), .max = 86400, .def = "60",
          .help = "Seconds between power-state sweeps of every node with a BMC; 0 turns the "
                  "sweep off."},

@@ -11,8 +11,9 @@
 struct rp_config {
 	char listen[96];
 	char data_dir[512];
-	char database[1024]; /* PostgreSQL connection string; "": SQLite in data_dir */
-	unsigned threads;    /* 0: one per online CPU */
+	char database[1024];  /* PostgreSQL connection string; "": SQLite in data_dir */
+	char server_name[64]; /* owner of the job leases; "": the host name */
+	unsigned threads;     /* 0: one per online CPU */
 	size_t max_body;
 	size_t max_import_body;
 	size_t max_inventory; /* bytes of an agent inventory (registration included) */
@@ -27,6 +28,7 @@ struct rp_config {
 	char tls_key[512];
 	char secret_key[512]; /* "": DATA_DIR/secret.key */
 	unsigned job_workers;
+	unsigned job_lease;           /* seconds; renewed every third of it */
 	unsigned power_sync_interval; /* seconds; 0 disables */
 	unsigned power_sync_concurrency;
 	unsigned bmc_fault_threshold;

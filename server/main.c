@@ -489,6 +489,7 @@ main(int argc, char **argv)
 	struct rp_http *boot_http = NULL;
 	struct rp_limit *limit = NULL;
 	char keypath[600], certpath[600], tlskeypath[600], bootaddr[96] = "", image_url[300] = "";
+	char server[64];
 	sigset_t sigs;
 	enum rp_err e;
 
@@ -701,10 +702,18 @@ main(int argc, char **argv)
 	if (!cfg.boot_url[0] && image_url[0])
 		rp_log_info("boot_url unset: firmware images are offered to BMCs and agents at %s",
 		            image_url);
+	/* The name job leases carry: a restart under the same name takes its jobs back at once. */
+	if (cfg.server_name[0])
+		snprintf(server, sizeof server, "%s", cfg.server_name);
+	else if (gethostname(server, sizeof server) != 0 || server[0] == '\0')
+		snprintf(server, sizeof server, "rackpilotd");
+	server[sizeof server - 1] = '\0';
 	rp_jobs_defaults(&jo);
 	jo.image_dir = cfg.image_dir;
 	jo.image_url = image_url[0] ? image_url : NULL;
 	jo.workers = cfg.job_workers;
+	jo.server_name = server;
+	jo.lease_s = cfg.job_lease;
 	jo.ssh_workers = cfg.ssh_workers;
 	jo.ssh_key = sshkey;
 	jo.agent_command = cfg.agent_command;

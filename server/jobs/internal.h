@@ -16,9 +16,9 @@
 #include "ssh/ssh.h"
 #include "util/util.h"
 
-#define LEASE_MS (30 * 60 * 1000)
-#define TICK_MS  250
-#define POLL_MS  500
+#define TICK_MS 250
+#define LOOK_MS 1000 /* between looks for job leases that ran out */
+#define POLL_MS 500
 
 /* Jobs run in two pools (rackpilot/jobtypes.h): BMC actions are short, step plans may take
  * hours. */
@@ -54,7 +54,10 @@ struct lane {
 struct rp_jobs {
 	struct rp_store *st;
 	struct rp_jobs_opts o;
-	char owner[64];
+	char owner[64];        /* the server's name: its job leases carry it */
+	int64_t lease_ms;      /* a lease's length; renewed every third of it */
+	int64_t next_renew_ms; /* when the scheduler next renews and looks for expired leases */
+	int64_t next_look_ms;
 	pthread_mutex_t mu;
 	pthread_cond_t kick_cv; /* scheduler: work done, job queued, stop */
 	int stop, kicked;
@@ -126,7 +129,7 @@ struct rp_job_outcome *jobs_bmc_failure(struct work *w, const struct rp_bmc_err 
                                         int may_retry);
 
 /* The outcome of an interruption: NULL when rackpilotd is stopping (the job stays running
- * and is recovered at the next start), else cancelled. */
+ * and is recovered at the next start or once its lease runs out), else cancelled. */
 struct rp_job_outcome *jobs_interrupted(struct work *w);
 
 /* Poll until the node's power reads want, up to timeout_s. 0 reached; 1 timed out (*seen,

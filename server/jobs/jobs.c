@@ -15,6 +15,8 @@ void
 rp_jobs_defaults(struct rp_jobs_opts *o)
 {
 	o->workers = 32;
+	o->server_name = "rackpilotd";
+	o->lease_s = 30;
 	o->sweep_interval_s = 60;
 	o->sweep_concurrency = 64;
 	o->fault_threshold = 3;
@@ -71,20 +73,23 @@ jobs_run_power(struct work *w, struct rp_bmc *b)
 
 		if (provable && now == want) {
 			o = jobs_outcome(w, RP_JOB_END_SUCCEEDED);
-			jobs_set_result(
-			        o, json_pack("{s:s, s:s}", "power", rp_power_name(now), "note",
-			                     "interrupted by a rackpilotd restart; the BMC reports "
-			                     "the requested state, so it was carried out"));
+			jobs_set_result(o,
+			                json_pack("{s:s, s:s}", "power", rp_power_name(now), "note",
+			                          "interrupted by a stop of the server that ran "
+			                          "it; the BMC reports "
+			                          "the requested state, so it was carried out"));
 		} else {
 			o = jobs_outcome(w, RP_JOB_END_FAILED);
 			jobs_set_error(
 			        o, "interrupted",
-			        provable ? "interrupted by a rackpilotd restart before its outcome "
+			        provable ? "interrupted by a stop of the server that ran it before "
+			                   "its outcome "
 			                   "was "
 			                   "recorded; the BMC reports power %s, not %s; not sent "
 			                   "again in "
 			                   "case it was delivered: submit it again if still wanted"
-			                 : "interrupted by a rackpilotd restart; a %s cannot be "
+			                 : "interrupted by a stop of the server that ran it; a %s "
+			                   "cannot be "
 			                   "verified "
 			                   "after the fact and is not repeated (the node is %s "
 			                   "now); check "
@@ -457,7 +462,8 @@ record(struct rp_jobs *j, const struct rp_job_outcome *done)
 	for (o = done; o; o = o->next)
 		n++;
 	for (tries = 0; tries < 50; tries++) {
-		enum rp_err e = rp_store_jobs_record(j->st, done, (int)j->o.fault_threshold);
+		enum rp_err e =
+		        rp_store_jobs_record(j->st, j->owner, done, (int)j->o.fault_threshold);
 
 		if (e == RP_ERR_OK)
 			return;
@@ -471,8 +477,8 @@ record(struct rp_jobs *j, const struct rp_job_outcome *done)
 		          e == RP_ERR_STORAGE_IO;
 		jobs_sleep_ms(storage ? 1000 : 100);
 	}
-	rp_log_error("jobs: could not record %zu jobs_outcome(s); they stay running and will be "
-	             "recovered at the next start",
+	rp_log_error("jobs: could not record %zu jobs_outcome(s); they stay running until their "
+	             "leases run out, then are recovered",
 	             n);
 }
 
@@ -482,14 +488,15 @@ claim(struct rp_jobs *j, enum rp_job_lane lane, int free_slots)
 	struct lane *l = &j->lanes[lane];
 	struct rp_job_claim *claimed = NULL, *c;
 
-	if (rp_store_jobs_take(j->st, j->owner, lane, free_slots, LEASE_MS, &claimed) != RP_ERR_OK)
+	if (rp_store_jobs_take(j->st, j->owner, lane, free_slots, j->lease_ms, &claimed) !=
+	    RP_ERR_OK)
 		return;
 	while ((c = claimed) != NULL) {
 		const struct rp_job_type_entry *t = rp_job_type_get(c->type);
 		struct work *w = calloc(1, sizeof *w);
 
 		if (w == NULL)
-			break; /* stays running; recovered at the next start */
+			break; /* stays running; recovered when its lease runs out */
 		claimed = c->next;
 		c->next = NULL;
 		w->j = j;
@@ -515,6 +522,59 @@ claim(struct rp_jobs *j, enum rp_job_lane lane, int free_slots)
 	rp_store_claim_free(claimed);
 }
 
+/* Renew the leases of the jobs this server holds (claimed, in a worker or waiting for one);
+ * a job another server took over meanwhile (this one lost the database for longer than a
+ * lease) is told to stop at its next safe point, and its outcome will not be recorded. */
+static void
+renew(struct rp_jobs *j)
+{
+	json_t *held = json_array(), *renewed = NULL, *v;
+	struct work *w;
+	size_t i;
+	int lane, found;
+
+	pthread_mutex_lock(&j->mu);
+	for (w = j->running; w; w = w->next)
+		json_array_append_new(held, json_integer(w->id));
+	for (lane = 0; lane < LANES; lane++)
+		for (w = j->lanes[lane].queue; w; w = w->next)
+			json_array_append_new(held, json_integer(w->id));
+	pthread_mutex_unlock(&j->mu);
+	if (json_array_size(held) == 0 ||
+	    rp_store_jobs_renew(j->st, j->owner, held, j->lease_ms, &renewed) != RP_ERR_OK)
+		goto out; /* tried again at the next renewal, well before the lease runs out */
+	pthread_mutex_lock(&j->mu);
+	for (w = j->running; w; w = w->next) {
+		found = 0;
+		json_array_foreach(renewed, i, v) found |= json_integer_value(v) == w->id;
+		if (!found && !__atomic_load_n(&w->cancel, __ATOMIC_RELAXED)) {
+			rp_log_warn(
+			        "jobs: job %s is no longer leased to %s (another server took it "
+			        "over); stopping it here",
+			        w->uuid, j->owner);
+			__atomic_store_n(&w->cancel, 1, __ATOMIC_RELAXED);
+		}
+	}
+	pthread_mutex_unlock(&j->mu);
+out:
+	json_decref(held);
+	json_decref(renewed);
+}
+
+/* Take over the running jobs whose leases ran out: their server died or lost the database. */
+static void
+look(struct rp_jobs *j)
+{
+	int n = 0;
+
+	if (rp_store_jobs_recover(j->st, NULL, &n) == RP_ERR_OK && n > 0) {
+		rp_log_warn("jobs: took over %d job(s) whose lease ran out; BMC jobs check the BMC "
+		            "and do not repeat their action, step plans resume",
+		            n);
+		kick(j);
+	}
+}
+
 static void *sweep_main(void *arg);
 
 static void *
@@ -525,6 +585,7 @@ scheduler(void *arg)
 	for (;;) {
 		struct rp_job_outcome *done;
 		int free_slots[LANES], stop, start_sweep = 0, lane;
+		int64_t now;
 
 		pthread_mutex_lock(&j->mu);
 		if (!j->kicked && !j->stop) {
@@ -571,6 +632,15 @@ scheduler(void *arg)
 		for (lane = 0; lane < LANES; lane++)
 			if (free_slots[lane] > 0)
 				claim(j, lane, free_slots[lane]);
+		now = rp_time_now_ms();
+		if (now >= j->next_renew_ms) {
+			j->next_renew_ms = now + j->lease_ms / 3;
+			renew(j);
+		}
+		if (now >= j->next_look_ms) {
+			j->next_look_ms = now + LOOK_MS;
+			look(j);
+		}
 	}
 }
 
@@ -722,7 +792,9 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	j->lanes[LANE_SSH].nworkers = j->o.ssh_workers;
 	if (j->o.sweep_concurrency == 0)
 		j->o.sweep_concurrency = 1;
-	snprintf(j->owner, sizeof j->owner, "rackpilotd/%d", (int)getpid());
+	snprintf(j->owner, sizeof j->owner, "%s", j->o.server_name ?: "rackpilotd");
+	j->lease_ms = (int64_t)(j->o.lease_s ? j->o.lease_s : 30) * 1000;
+	j->next_renew_ms = rp_time_now_ms() + j->lease_ms / 3;
 	pthread_mutex_init(&j->mu, NULL);
 	pthread_cond_init(&j->kick_cv, NULL);
 	for (lane = 0; lane < LANES; lane++) {
@@ -733,7 +805,7 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	j->done_tail = &j->done;
 	/* The first sweep waits a little, so a fresh start is not a burst of BMC traffic. */
 	j->next_sweep_ms = rp_time_now_ms() + 5000;
-	e = rp_store_jobs_recover(st, &recovered);
+	e = rp_store_jobs_recover(st, j->owner, &recovered);
 	if (e == RP_ERR_STORAGE_FULL || e == RP_ERR_STORAGE_READONLY || e == RP_ERR_STORAGE_IO) {
 		/* Serve reads meanwhile; jobs wait for a writable database, and interrupted ones
 		 * are recovered at the next start. */

@@ -4,8 +4,10 @@
  * A scheduler thread claims runnable jobs from the store in one transaction, hands them to
  * a pool of workers that talk to BMCs outside any transaction, and records their outcomes
  * in batches (one transaction per batch). Per-node ordering and "one mutating job per node"
- * are enforced by the store, so they survive restarts. Jobs found running at start were
- * interrupted by a crash: they verify what happened instead of acting again.
+ * are enforced by the store, so they survive restarts. Each claim is leased to this server by
+ * name and renewed while it runs. Jobs found running under this server's name at start, or
+ * under a lease that ran out (the scheduler looks every second), were interrupted: they verify
+ * what happened instead of acting again.
  *
  * Steps jobs run in their own pool of workers: each pushes a plan to a node's agent over SSH
  * (server/ssh) and follows it to the end, across SSH drops, reboots and restarts.
@@ -25,13 +27,15 @@ struct rp_jobs;
 struct rp_ssh_key; /* ssh/ssh.h */
 
 struct rp_jobs_opts {
-	unsigned workers;                 /* concurrent jobs; default 32 */
-	unsigned sweep_interval_s;        /* power sync period; 0 disables the periodic sweep */
-	unsigned sweep_concurrency;       /* BMCs read at once by a sweep; default 64 */
-	unsigned fault_threshold;         /* failures in a row before a BMC fault; default 3 */
-	unsigned retry_base_ms;           /* first retry delay, doubling up to 60 s; default 1000 */
-	unsigned power_wait_s;            /* wait for a power state after a command; default 60 */
-	unsigned ssh_workers;             /* step plans running at once; default 64 */
+	unsigned workers;           /* concurrent jobs; default 32 */
+	const char *server_name;    /* owner of this server's job leases; default "rackpilotd" */
+	unsigned lease_s;           /* a job lease, renewed every third of it; default 30 */
+	unsigned sweep_interval_s;  /* power sync period; 0 disables the periodic sweep */
+	unsigned sweep_concurrency; /* BMCs read at once by a sweep; default 64 */
+	unsigned fault_threshold;   /* failures in a row before a BMC fault; default 3 */
+	unsigned retry_base_ms;     /* first retry delay, doubling up to 60 s; default 1000 */
+	unsigned power_wait_s;      /* wait for a power state after a command; default 60 */
+	unsigned ssh_workers;       /* step plans running at once; default 64 */
 	const struct rp_ssh_key *ssh_key; /* the server's SSH key; NULL: steps jobs fail */
 	const char *agent_command;        /* the agent on nodes; default "rackpilot-agent" */
 	unsigned ssh_connect_timeout_s;   /* default 10 */
@@ -50,7 +54,7 @@ int rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_j
                   char *why, size_t whylen);
 
 /* Stop: workers finish their current BMC call and stop; jobs still running stay so in the
- * store and are recovered at the next start. Accepts NULL. */
+ * store and are recovered at the next start (or once their leases run out). Accepts NULL. */
 void rp_jobs_stop(struct rp_jobs *j);
 
 /* Queue a job for a node (see rp_store_job_create) and wake the scheduler. job:

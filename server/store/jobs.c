@@ -195,48 +195,81 @@ out:
 	return e;
 }
 
+/* The running jobs nobody holds: leased to self (an earlier run of this server: it is
+ * starting, so none of them is running here), to an owner of the time before leases were
+ * renewed ("rackpilotd/PID", always the one server of its database), or with a lease run out.
+ * ?1: now, ?2: self or NULL. */
+#define UNHELD                                                                                     \
+	"state = 'running' AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until < ?1 "   \
+	"OR lease_owner = ?2 OR (?2 IS NOT NULL AND lease_owner LIKE 'rackpilotd/%'))"
+
 enum rp_err
-rp_store_jobs_recover(struct rp_store *st, int *n)
+rp_store_jobs_recover(struct rp_store *st, const char *self, int *n)
 {
 	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *list = NULL, *j;
+	int64_t now = rp_time_now_ms();
 	enum rp_err e;
 	size_t i;
 
+	/* The periodic look (self NULL) reads first: most of the time there is nothing to take,
+	 * and a read costs no write transaction. */
+	if (self == NULL) {
+		c = store_conn(st);
+		s = STMT_ARGS(c, "SELECT EXISTS (SELECT 1 FROM jobs WHERE " UNHELD ")", now, self);
+		if ((e = store_one(c, s, "jobs expired")) != RP_ERR_OK)
+			return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;
+		i = (size_t)sql_int(s, 0);
+		sql_reset(s);
+		if (i == 0) {
+			*n = 0;
+			return RP_ERR_OK;
+		}
+	}
 	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
+	/* The owners before the update: RETURNING shows the row after it. */
 	s = STMT_ARGS(c,
-	              "UPDATE jobs SET state = 'queued', recover = 1, lease_owner = NULL, "
-	              "lease_until = NULL, updated_at = ?1 WHERE state = 'running' "
-	              "RETURNING uuid, type, node_name, node_id",
-	              rp_time_now_ms());
+	              "SELECT uuid, type, node_name, node_id, lease_owner FROM jobs WHERE " UNHELD
+	              " ORDER BY id",
+	              now, self);
 	list = json_array();
 	while (store_next(c, s, "jobs recover", &e))
-		json_array_append_new(list,
-		                      json_pack("{s:s, s:s, s:s, s:I}", "uuid", sql_text(s, 0),
-		                                "type", sql_text(s, 1), "node", sql_text(s, 2),
-		                                "node_id", (json_int_t)sql_int(s, 3)));
+		json_array_append_new(
+		        list, json_pack("{s:s, s:s, s:s, s:I, s:s?}", "uuid", sql_text(s, 0),
+		                        "type", sql_text(s, 1), "node", sql_text(s, 2), "node_id",
+		                        (json_int_t)sql_int(s, 3), "owner", sql_text(s, 4)));
 	if (e != RP_ERR_OK)
+		goto out;
+	if ((e = EXEC(c, "jobs recover",
+	              "UPDATE jobs SET state = 'queued', recover = 1, lease_owner = NULL, "
+	              "lease_until = NULL, updated_at = ?1 WHERE " UNHELD,
+	              now, self)) != RP_ERR_OK)
 		goto out;
 	json_array_foreach(list, i, j)
 	{
-		char summary[200];
+		const char *owner = json_string_value(json_object_get(j, "owner"));
+		char summary[300], where[120];
 
+		/* Whose it was: this server's earlier run, or another that stopped renewing. */
+		if (self &&
+		    (owner == NULL || !strcmp(owner, self) || !strncmp(owner, "rackpilotd/", 11)))
+			snprintf(where, sizeof where, "when rackpilotd stopped");
+		else
+			snprintf(where, sizeof where, "on %s, whose lease on it ran out",
+			         owner ? owner : "a server");
 		if (rp_job_type_find(json_string_value(json_object_get(j, "type"))) == RP_JOB_STEPS)
 			snprintf(summary, sizeof summary,
-			         "steps job for %s was running when rackpilotd stopped; it resumes "
-			         "after "
-			         "the steps that succeeded",
-			         json_string_value(json_object_get(j, "node")));
+			         "steps job for %s was running %s; it resumes after the steps that "
+			         "succeeded",
+			         json_string_value(json_object_get(j, "node")), where);
 		else
 			snprintf(summary, sizeof summary,
-			         "%s job for %s was running when rackpilotd stopped; it will "
-			         "verify, not "
-			         "repeat",
+			         "%s job for %s was running %s; it will verify, not repeat",
 			         json_string_value(json_object_get(j, "type")),
-			         json_string_value(json_object_get(j, "node")));
+			         json_string_value(json_object_get(j, "node")), where);
 		if ((e = store_event(c, "rackpilotd", "job.interrupted", "job",
 		                     json_string_value(json_object_get(j, "uuid")),
 		                     json_string_value(json_object_get(j, "node")),
@@ -251,6 +284,36 @@ out:
 	store_rollback(c);
 	json_decref(list);
 	return e;
+}
+
+enum rp_err
+rp_store_jobs_renew(struct rp_store *st, const char *owner, json_t *held, int64_t lease_ms,
+                    json_t **renewed)
+{
+	struct conn *c = store_conn(st);
+	struct stmt *s;
+	char *text = json_dumps(held, JSON_COMPACT);
+	json_t *ids;
+	enum rp_err e;
+
+	if (text == NULL)
+		return RP_ERR_INTERNAL;
+	ids = json_array();
+	/* One statement: its own transaction. */
+	s = STMT_ARGS(
+	        c,
+	        "UPDATE jobs SET lease_until = ?3 WHERE state = 'running' AND lease_owner = ?1 "
+	        "AND id IN (SELECT CAST(value AS BIGINT) FROM json_each(?2)) RETURNING id",
+	        owner, text, rp_time_now_ms() + lease_ms);
+	while (store_next(c, s, "jobs renew", &e))
+		json_array_append_new(ids, json_integer(sql_int(s, 0)));
+	free(text);
+	if (e != RP_ERR_OK) {
+		json_decref(ids);
+		return e;
+	}
+	*renewed = ids;
+	return RP_ERR_OK;
 }
 
 void
@@ -459,7 +522,8 @@ rp_store_outcome_free(struct rp_job_outcome *o)
 }
 
 enum rp_err
-rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o, int fault_threshold)
+rp_store_jobs_record(struct rp_store *st, const char *owner, const struct rp_job_outcome *o,
+                     int fault_threshold)
 {
 	struct conn *c = NULL;
 	char *cancelled = NULL;
@@ -479,10 +543,11 @@ rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o, int fa
 		struct stmt *s;
 		int retry = o->state == RP_JOB_END_RETRY;
 
+		/* Only while the lease is still ours: a job another server took over is its. */
 		s = STMT_ARGS(c,
 		              "SELECT node_id, cancel_requested FROM jobs WHERE id = ? AND state = "
-		              "'running'",
-		              id);
+		              "'running' AND lease_owner = ?",
+		              id, owner);
 		if ((e = store_one(c, s, "job finish read")) == RP_ERR_NOT_FOUND)
 			continue; /* not ours any more */
 		if (e != RP_ERR_OK)
@@ -598,7 +663,7 @@ member_dup(json_t *o, const char *key, int *oom)
 }
 
 enum rp_err
-rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
+rp_store_jobs_finish(struct rp_store *st, const char *owner, json_t *outcomes, int fault_threshold)
 {
 	struct rp_job_outcome *head = NULL, **tail = &head, *t;
 	enum rp_err e = RP_ERR_INTERNAL;
@@ -632,7 +697,7 @@ rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold)
 		if (oom)
 			goto out;
 	}
-	e = rp_store_jobs_record(st, head, fault_threshold);
+	e = rp_store_jobs_record(st, owner, head, fault_threshold);
 out:
 	rp_store_outcome_free(head);
 	return e;

@@ -470,9 +470,20 @@ enum rp_err rp_store_job_cancel(struct rp_store *st, const char *id, const char 
 
 /* Scheduler side. */
 
-/* Jobs left running by a previous process: back to queued, flagged to verify instead of
- * acting again. Sets *n to how many. */
-enum rp_err rp_store_jobs_recover(struct rp_store *st, int *n);
+/* Running jobs that no live server holds, back to queued, flagged to verify instead of
+ * acting again (a job.interrupted event each, naming whose they were): those whose lease ran
+ * out and, when self is not NULL (a server starting under the name self), those leased to
+ * self's earlier run. Sets *n to how many. With self NULL (the periodic look) it costs one
+ * read when there are none. */
+enum rp_err rp_store_jobs_recover(struct rp_store *st, const char *self, int *n);
+
+/* Extend to now + lease_ms the leases of the jobs in held (an array of job ids: those owner
+ * is running) that are still running under owner's lease, in one statement. *renewed: a new
+ * array of their ids; a held job missing from it was taken over by another server. owner's
+ * jobs it no longer holds (an outcome it could not record) are left to run out and be
+ * recovered. */
+enum rp_err rp_store_jobs_renew(struct rp_store *st, const char *owner, json_t *held,
+                                int64_t lease_ms, json_t **renewed);
 
 /* A job the scheduler claimed, with what its worker needs of the node and its BMC. Strings
  * are NULL where the row has none. bmc.password is the opened BMC password (NULL when none or
@@ -557,17 +568,19 @@ struct rp_job_outcome *rp_store_outcome_new(int64_t id, enum rp_job_end state);
 /* Free o and the outcomes after it. Accepts NULL. */
 void rp_store_outcome_free(struct rp_job_outcome *o);
 
-/* Record outcomes (the list from o) in one transaction. A retry of a job someone cancelled
- * ends as cancelled. A job that ends leaves its pending steps skipped and running ones
- * failed. The outcomes are not changed. */
-enum rp_err rp_store_jobs_record(struct rp_store *st, const struct rp_job_outcome *o,
-                                 int fault_threshold);
+/* Record outcomes (the list from o) in one transaction, each only while its job is still
+ * running under owner's lease (one another server took over is left to it). A retry of a
+ * job someone cancelled ends as cancelled. A job that ends leaves its pending steps skipped
+ * and running ones failed. The outcomes are not changed. */
+enum rp_err rp_store_jobs_record(struct rp_store *st, const char *owner,
+                                 const struct rp_job_outcome *o, int fault_threshold);
 
 /* rp_store_jobs_record from JSON, for tests and tools. Each: {id, state:
  * succeeded|failed|cancelled|retry, result?, error_code?, error?, not_before? (retry), wait?
  * (a retry that is no failed attempt), power? ("on"/"off" observed), identity?, bmc_ok?
  * (true/false: whether the BMC answered)}. */
-enum rp_err rp_store_jobs_finish(struct rp_store *st, json_t *outcomes, int fault_threshold);
+enum rp_err rp_store_jobs_finish(struct rp_store *st, const char *owner, json_t *outcomes,
+                                 int fault_threshold);
 
 /* IPMI workarounds a job found that node's BMC needs (names: a non-empty array of
  * options.workarounds names, borrowed): set bmc.options.workarounds to them and record a

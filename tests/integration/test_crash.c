@@ -105,7 +105,8 @@ test_kill_during_jobs(void **state)
 			interrupted++;
 		}
 		/* Sent before the kill: checked at the BMC, not sent again. */
-		verified += note && strstr(note, "interrupted by a rackpilotd restart") != NULL;
+		verified += note &&
+		            strstr(note, "interrupted by a stop of the server that ran it") != NULL;
 	}
 	reply_free(&r);
 	/* Jobs running at the kill were recovered (an event each); only those may fail so. */
@@ -137,6 +138,188 @@ test_kill_during_jobs(void **state)
 	server_stop(&s, SIGTERM);
 	server_cleanup(&s);
 	mock_stop(&m);
+}
+
+/* The state of job id, waiting up to ms for it to leave "running"/"queued" when ms > 0. */
+static const char *
+job_state(struct server *s, const char *id, int ms, json_t **job)
+{
+	char path[200];
+	struct reply r;
+	const char *st = NULL;
+	int waited = 0;
+
+	snprintf(path, sizeof path, "/v1/jobs/%s", id);
+	for (;;) {
+		assert_int_equal(call(s, s->admin, "GET", path, &r, NULL), 200);
+		json_decref(*job);
+		*job = json_incref(r.json);
+		reply_free(&r);
+		st = str(*job, "state");
+		if (ms <= 0 || (strcmp(st, "running") && strcmp(st, "queued")) || waited >= ms)
+			return st;
+		usleep(100000);
+		waited += 100;
+	}
+}
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Job leases between servers that share a database: a job another server holds under a
+ * live lease is left to it; once its lease runs out it is taken over within seconds,
+ * verified at the BMC and not sent again; one whose lease had already run out is taken over
+ * at once. Counted at the mock BMCs. (The other server is played by the test: it rewrites
+ * the finished jobs as running under its leases, as if it had died mid-job.) */
+static void
+test_lease_takeover(void **state)
+{
+	static const char *const args[] = {"--power-sync-interval", "0", NULL};
+	struct server s;
+	struct mock m;
+	struct reply r;
+	char dir[256], name[32], ids[2][64], sql[600];
+	json_t *job = NULL, *ev;
+	int64_t planted, lease_end;
+	size_t k;
+	int i, other = 0;
+
+	(void)state;
+	mock_start(&m, 2, NULL);
+	server_start(&s, NULL, args);
+	snprintf(dir, sizeof dir, "%s", s.dir);
+	for (i = 0; i < 2; i++) {
+		snprintf(name, sizeof name, "lease%d", i);
+		make_node(&s, "{s:s, s:{s:s, s:s, s:i, s:s, s:s, s:{s:s}}}", "name", name, "bmc",
+		          "driver", "redfish", "address", "127.0.0.1", "port", m.base + i,
+		          "username", "admin", "password", "secret", "options", "scheme", "http");
+		snprintf(sql, sizeof sql, "/v1/nodes/%s/power", name);
+		assert_int_equal(call(&s, s.admin, "PUT", sql, &r, "{s:s}", "target", "on"), 202);
+		snprintf(ids[i], sizeof ids[i], "%s", str(r.json, "id"));
+		reply_free(&r);
+		assert_string_equal(job_state(&s, ids[i], 20000, &job), "succeeded");
+	}
+	server_stop(&s, SIGTERM);
+
+	/* Server rp-elsewhere "dies" holding both jobs after sending their commands: lease0
+	 * with 15 s of lease left, lease1's lease already run out. */
+	planted = now_ms();
+	lease_end = planted + 15000;
+	for (i = 0; i < 2; i++) {
+		snprintf(sql, sizeof sql,
+		         "UPDATE jobs SET state = 'running', finished_at = NULL, result = NULL, "
+		         "lease_owner = 'rp-elsewhere', lease_until = %lld, sent_at = %lld WHERE "
+		         "uuid = '%s'",
+		         (long long)(i == 0 ? lease_end : planted - 1000), (long long)planted,
+		         ids[i]);
+		assert_int_equal(test_sql(dir, sql), 0);
+	}
+	server_start(&s, dir, args);
+
+	/* The run-out lease is taken over at once and verified, not sent again. */
+	assert_string_equal(job_state(&s, ids[1], 10000, &job), "succeeded");
+	assert_non_null(strstr(str(json_object_get(job, "result"), "note"),
+	                       "interrupted by a stop of the server that ran it"));
+	/* The live lease is rp-elsewhere's: untouched while it lasts. */
+	assert_string_equal(job_state(&s, ids[0], 0, &job), "running");
+	if (now_ms() >= lease_end - 1000)
+		fail_msg("the server took %lld ms to start: the test's lease ran out before it "
+		         "could check it was left alone",
+		         (long long)(now_ms() - planted));
+	/* Then taken over within seconds of its end. */
+	assert_string_equal(job_state(&s, ids[0], 25000, &job), "succeeded");
+	assert_true(now_ms() >= lease_end);
+	assert_true(now_ms() < lease_end + 5000);
+	assert_non_null(strstr(str(json_object_get(job, "result"), "note"),
+	                       "interrupted by a stop of the server that ran it"));
+	/* One job.interrupted event each, naming the server whose lease ran out. */
+	assert_int_equal(call(&s, s.admin, "GET", "/v1/events?action=job.interrupted", &r, NULL),
+	                 200);
+	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 2);
+	json_array_foreach(json_object_get(r.json, "items"), k, ev) other +=
+	        strstr(str(ev, "summary"), "on rp-elsewhere, whose lease on it ran out") != NULL;
+	assert_int_equal(other, 2);
+	reply_free(&r);
+	/* The BMCs' own books: one power-on each, the first run's. */
+	for (i = 0; i < 2; i++) {
+		json_t *st = mock_get(&m, i, "/__mock/state"), *a;
+		int ons = 0;
+
+		json_array_foreach(json_object_get(st, "actions"), k, a)
+		{
+			const char *t = str(a, "reset_type");
+
+			ons += t && !strcmp(t, "On");
+		}
+		assert_int_equal(ons, 1);
+		json_decref(st);
+	}
+	json_decref(job);
+	server_stop(&s, SIGTERM);
+	server_cleanup(&s);
+	mock_stop(&m);
+}
+
+/* A job that runs longer than its lease keeps it: the server renews its leases every third
+ * of job_lease, so its own periodic look never takes over a job it is running. */
+static void
+test_lease_renewed(void **state)
+{
+	static char conf[300];
+	static const char *const args[] = {"-c", conf, NULL};
+	struct server s;
+	struct mock m;
+	struct reply r;
+	char id[64];
+	json_t *job = NULL, *st, *a;
+	int64_t t0;
+	size_t k;
+	int ons = 0;
+	FILE *f;
+
+	(void)state;
+	snprintf(conf, sizeof conf, "/tmp/rp-lease-%d.conf", (int)getpid());
+	f = fopen(conf, "w");
+	assert_non_null(f);
+	fprintf(f, "[server]\npower_sync_interval = 0\njob_lease = 3\n");
+	fclose(f);
+	mock_start(&m, 1, NULL);
+	/* Every BMC request takes 1.5 s: a power-on (read, reset, read back) outlasts 3 s. */
+	mock_post(&m, 0, "/__mock/config", "{\"delay_ms\":1500}");
+	server_start(&s, NULL, args);
+	make_node(&s, "{s:s, s:{s:s, s:s, s:i, s:s, s:s, s:{s:s, s:i}}}", "name", "renew0", "bmc",
+	          "driver", "redfish", "address", "127.0.0.1", "port", m.base, "username", "admin",
+	          "password", "secret", "options", "scheme", "http", "timeout_ms", 10000);
+	t0 = now_ms();
+	assert_int_equal(
+	        call(&s, s.admin, "PUT", "/v1/nodes/renew0/power", &r, "{s:s}", "target", "on"),
+	        202);
+	snprintf(id, sizeof id, "%s", str(r.json, "id"));
+	reply_free(&r);
+	assert_string_equal(job_state(&s, id, 60000, &job), "succeeded");
+	/* The test means something only when the job outlived its lease. */
+	assert_true(now_ms() - t0 > 4000);
+	assert_int_equal(count_all(&s, "/v1/events?action=job.interrupted"), 0);
+	st = mock_get(&m, 0, "/__mock/state");
+	json_array_foreach(json_object_get(st, "actions"), k, a)
+	{
+		const char *t = str(a, "reset_type");
+
+		ons += t && !strcmp(t, "On");
+	}
+	assert_int_equal(ons, 1);
+	json_decref(st);
+	json_decref(job);
+	server_stop(&s, SIGTERM);
+	server_cleanup(&s);
+	mock_stop(&m);
+	unlink(conf);
 }
 
 #define RN        200 /* nodes of the rollout */
@@ -454,6 +637,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_kill_during_jobs),
+	        cmocka_unit_test(test_lease_takeover),
+	        cmocka_unit_test(test_lease_renewed),
 	        cmocka_unit_test(test_kill_during_rollout),
 	};
 

@@ -286,7 +286,7 @@ finish_all(struct fx *f, const char *bad)
 		                                fail ? "update_failed" : NULL, "error",
 		                                fail ? "bad image" : NULL));
 	}
-	ok(rp_store_jobs_finish(f->st, outcomes, 3));
+	ok(rp_store_jobs_finish(f->st, "test", outcomes, 3));
 	n = (int)json_array_size(claimed);
 	json_decref(claimed);
 	json_decref(outcomes);

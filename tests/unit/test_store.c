@@ -632,7 +632,7 @@ test_register_wakes_waiting_job(void **state)
 		                            waiting ? "waiting" : "bmc_busy", "error", "later"));
 	}
 	json_decref(claimed);
-	assert_int_equal(rp_store_jobs_finish(f->st, outcomes, 3), RP_ERR_OK);
+	assert_int_equal(rp_store_jobs_finish(f->st, "test", outcomes, 3), RP_ERR_OK);
 	json_decref(outcomes);
 	assert_true(job_not_before(f, ids[0]) >= far - 1000);
 	assert_true(job_not_before(f, ids[1]) >= far - 1000);
@@ -1010,7 +1010,7 @@ test_typed_claim_outcome(void **state)
 	o->result = json_pack("{s:s}", "power", "on");
 	snprintf(o->power, sizeof o->power, "on");
 	o->bmc_ok = 1;
-	assert_int_equal(rp_store_jobs_record(f->st, o, 3), RP_ERR_OK);
+	assert_int_equal(rp_store_jobs_record(f->st, "test", o, 3), RP_ERR_OK);
 	rp_store_outcome_free(o);
 	rp_store_claim_free(cl);
 	rp_store_claim_free(NULL);
@@ -1024,6 +1024,131 @@ test_typed_claim_outcome(void **state)
 	assert_int_equal(rp_store_node_get(f->st, "tc1", &out), RP_ERR_OK);
 	assert_string_equal(json_string_value(json_object_get(out, "power_state")), "on");
 	json_decref(out);
+}
+
+/* One job of node w and its state and recover flag, by claiming as owner. */
+static struct rp_job_claim *
+lease_claim(struct fx *f, const char *owner, int64_t lease_ms)
+{
+	struct rp_job_claim *cl = NULL;
+
+	assert_int_equal(rp_store_jobs_take(f->st, owner, RP_JOB_LANE_BMC, 8, lease_ms, &cl),
+	                 RP_ERR_OK);
+	assert_non_null(cl);
+	assert_null(cl->next);
+	return cl;
+}
+
+static const char *
+job_state(struct fx *f, const char *id, json_t **keep)
+{
+	json_decref(*keep);
+	*keep = NULL;
+	assert_int_equal(rp_store_job_get(f->st, id, keep), RP_ERR_OK);
+	return json_string_value(json_object_get(*keep, "state"));
+}
+
+static const char *
+summary_of(json_t *events, size_t i)
+{
+	const char *s = json_string_value(json_object_get(json_array_get(events, i), "summary"));
+
+	assert_non_null(s);
+	return s;
+}
+
+/* Job leases: a claim is its owner's until the lease runs out; only the owner renews and
+ * records it; a run-out lease, the owner's own earlier run and the pre-lease owner format are
+ * recovered, a live lease of another server is not. */
+static void
+test_job_leases(void **state)
+{
+	struct fx *f = *state;
+	struct rp_job_claim *cl;
+	struct rp_job_outcome *o;
+	json_t *out = NULL, *detail = NULL, *body, *held, *renewed = NULL, *keep = NULL;
+	struct rp_page_req rq = {.limit = 10};
+	struct rp_page pg = {0};
+	char id[64];
+	int n = -1;
+
+	body = J("{\"name\":\"lw\",\"bmc\":{\"driver\":\"fake\",\"address\":\"fake\","
+	         "\"username\":\"u\",\"password\":\"p\"}}");
+	assert_int_equal(rp_store_node_create(f->st, body, "t", &out, &detail), RP_ERR_OK);
+	json_decref(out);
+	json_decref(body);
+	body = J("{\"type\":\"power\",\"params\":{\"target\":\"on\"},\"mutating\":true}");
+	assert_int_equal(rp_store_job_create(f->st, "lw", body, "t", &out, &detail), RP_ERR_OK);
+	snprintf(id, sizeof id, "%s", json_string_value(json_object_get(out, "id")));
+	json_decref(out);
+	json_decref(body);
+
+	/* A live lease of server a: nobody else takes it, b can neither renew nor record it. */
+	cl = lease_claim(f, "a", 60000);
+	held = json_pack("[I]", (json_int_t)cl->id);
+	assert_int_equal(rp_store_jobs_recover(f->st, NULL, &n), RP_ERR_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(rp_store_jobs_recover(f->st, "b", &n), RP_ERR_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(rp_store_jobs_renew(f->st, "b", held, 60000, &renewed), RP_ERR_OK);
+	assert_int_equal(json_array_size(renewed), 0);
+	json_decref(renewed);
+	assert_int_equal(rp_store_jobs_renew(f->st, "a", held, 60000, &renewed), RP_ERR_OK);
+	assert_int_equal(json_array_size(renewed), 1);
+	assert_int_equal(json_integer_value(json_array_get(renewed, 0)), cl->id);
+	json_decref(renewed);
+	o = rp_store_outcome_new(cl->id, RP_JOB_END_SUCCEEDED);
+	assert_int_equal(rp_store_jobs_record(f->st, "b", o, 3), RP_ERR_OK);
+	assert_string_equal(job_state(f, id, &keep), "running");
+	rp_store_claim_free(cl);
+
+	/* a restarts: its own earlier run's jobs come back at once, to be verified. */
+	assert_int_equal(rp_store_jobs_recover(f->st, "a", &n), RP_ERR_OK);
+	assert_int_equal(n, 1);
+	assert_string_equal(job_state(f, id, &keep), "queued");
+	/* a's late outcome is not recorded on a job it no longer holds. */
+	assert_int_equal(rp_store_jobs_record(f->st, "a", o, 3), RP_ERR_OK);
+	assert_string_equal(job_state(f, id, &keep), "queued");
+
+	/* A lease that ran out: the periodic look (self NULL) takes it over. */
+	cl = lease_claim(f, "b", -1000);
+	assert_true(cl->recover);
+	rp_store_claim_free(cl);
+	assert_int_equal(rp_store_jobs_renew(f->st, "a", held, 60000, &renewed), RP_ERR_OK);
+	assert_int_equal(json_array_size(renewed), 0);
+	json_decref(renewed);
+	assert_int_equal(rp_store_jobs_recover(f->st, NULL, &n), RP_ERR_OK);
+	assert_int_equal(n, 1);
+	assert_string_equal(job_state(f, id, &keep), "queued");
+
+	/* The owner format of the time before leases (one server per database) is recovered by
+	 * any starting server, not by the periodic look. */
+	cl = lease_claim(f, "rackpilotd/4242", 60000);
+	rp_store_claim_free(cl);
+	assert_int_equal(rp_store_jobs_recover(f->st, NULL, &n), RP_ERR_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(rp_store_jobs_recover(f->st, "c", &n), RP_ERR_OK);
+	assert_int_equal(n, 1);
+
+	/* The job.interrupted events say whose the jobs were (newest first). */
+	rq.filter = json_pack("{s:s}", "action", "job.interrupted");
+	assert_int_equal(rp_store_event_list(f->st, &rq, &pg), RP_ERR_OK);
+	assert_int_equal(json_array_size(pg.items), 3);
+	assert_non_null(strstr(summary_of(pg.items, 0), "running when rackpilotd stopped"));
+	assert_non_null(strstr(summary_of(pg.items, 1), "running on b, whose lease on it ran out"));
+	assert_non_null(strstr(summary_of(pg.items, 2), "running when rackpilotd stopped"));
+	json_decref(pg.items);
+	json_decref(rq.filter);
+
+	/* c holds it now and records it. */
+	cl = lease_claim(f, "c", 60000);
+	o->id = cl->id;
+	assert_int_equal(rp_store_jobs_record(f->st, "c", o, 3), RP_ERR_OK);
+	assert_string_equal(job_state(f, id, &keep), "succeeded");
+	rp_store_claim_free(cl);
+	rp_store_outcome_free(o);
+	json_decref(held);
+	json_decref(keep);
 }
 
 /* Lists answer with rows written as JSON text (store_row_text); the text is the same bytes
@@ -1332,6 +1457,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_racks_nodes, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_job_leases, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_import_all_or_nothing, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_drift, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
