@@ -1,4 +1,5 @@
 /* rackpilotd: configuration, the data directory, the first admin token, and the signal loop. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -43,6 +44,8 @@ usage(FILE *f)
 	        "                         instead of SQLite in the data dir\n"
 	        "      --migrate-to URL   copy this SQLite database into an empty PostgreSQL one,\n"
 	        "                         verify it, exit (stop the server first)\n"
+	        "      --server-name NAME this server's name among those sharing a database\n"
+	        "                         (its job leases; default: the host name)\n"
 	        "      --threads N        HTTP worker threads (0: one per CPU)\n"
 	        "      --log-level LEVEL  error, warn, info or debug\n"
 	        "      --no-access-log    do not log one line per request\n"
@@ -456,6 +459,7 @@ main(int argc, char **argv)
 	        {"data-dir", required_argument, NULL, 'D'},
 	        {"database", required_argument, NULL, 'Q'},
 	        {"migrate-to", required_argument, NULL, 'G'},
+	        {"server-name", required_argument, NULL, 'S'},
 	        {"threads", required_argument, NULL, 'T'},
 	        {"log-level", required_argument, NULL, 'l'},
 	        {"no-access-log", no_argument, NULL, 'A'},
@@ -481,7 +485,7 @@ main(int argc, char **argv)
 	/* Flags are applied after the file so they win; keep them until then. */
 	const char *flag_key[16], *flag_val[16];
 	int nflags = 0, check = 0, reissue = 0, demo = 0, is_demo = 0, empty = 0, opt, rc = 1, sig;
-	int rotate = 0, forget = 0;
+	int rotate = 0, forget = 0, leader = 0;
 	const char *migrate_to = NULL;
 	unsigned ticks = 0;
 	struct rp_secrets *secrets = NULL;
@@ -490,6 +494,7 @@ main(int argc, char **argv)
 	struct rp_limit *limit = NULL;
 	char keypath[600], certpath[600], tlskeypath[600], bootaddr[96] = "", image_url[300] = "";
 	char server[64];
+	size_t i;
 	sigset_t sigs;
 	enum rp_err e;
 
@@ -528,6 +533,9 @@ main(int argc, char **argv)
 			break;
 		case 'F':
 			forget = 1;
+			break;
+		case 'S':
+			flag_key[nflags] = "server_name", flag_val[nflags++] = optarg;
 			break;
 		case 'T':
 			flag_key[nflags] = "threads", flag_val[nflags++] = optarg;
@@ -629,9 +637,20 @@ main(int argc, char **argv)
 		rp_log_error("%s", why);
 		goto out;
 	}
-	if (!reissue && rp_store_hold(st, why, sizeof why) != RP_ERR_OK) {
-		rp_log_error("%s: %s", rp_store_name(st), why);
-		goto out;
+	if (!reissue) {
+		/* Another server leads: this one serves and runs jobs all the same, and takes the
+		 * lead when that one stops (the main loop asks again every 5 s). */
+		if ((e = rp_store_hold(st, why, sizeof why)) == RP_ERR_CONFLICT)
+			rp_log_info("%s: %s; this server follows", rp_store_name(st), why);
+		else if (e != RP_ERR_OK) {
+			rp_log_error("%s: %s", rp_store_name(st), why);
+			goto out;
+		}
+		leader = e == RP_ERR_OK;
+		if (rp_store_watch(st) < 0) {
+			rp_log_error("cannot start the thread that hears of other servers' writes");
+			goto out;
+		}
 	}
 	rp_log_info("database %s (schema version %d)", rp_store_name(st),
 	            rp_store_schema_version(st));
@@ -708,6 +727,10 @@ main(int argc, char **argv)
 	else if (gethostname(server, sizeof server) != 0 || server[0] == '\0')
 		snprintf(server, sizeof server, "rackpilotd");
 	server[sizeof server - 1] = '\0';
+	/* The characters server_name allows (it lands in metric labels and events). */
+	for (i = 0; server[i]; i++)
+		if (!isalnum((unsigned char)server[i]) && !strchr(".-_", server[i]))
+			server[i] = '-';
 	rp_jobs_defaults(&jo);
 	jo.image_dir = cfg.image_dir;
 	jo.image_url = image_url[0] ? image_url : NULL;
@@ -724,6 +747,7 @@ main(int argc, char **argv)
 		rp_log_error("%s", why);
 		goto out;
 	}
+	rp_jobs_lead(jobs, leader);
 	if ((rollouts = rp_rollout_new(st, jobs)) == NULL)
 		goto out;
 	api.jobs = jobs;
@@ -827,17 +851,25 @@ main(int argc, char **argv)
 		 */
 		sig = sigtimedwait(&sigs, NULL, &tick);
 		rp_log_flush();
-		/* The database may have lost this server's claim (restarted): claim it again;
-		 * another server took it meanwhile: stop. */
-		if (++ticks % 20 == 0 && (e = rp_store_hold(st, why, sizeof why)) != RP_ERR_OK) {
-			rp_log_error("%s: %s", rp_store_name(st), why);
-			if (e == RP_ERR_CONFLICT) {
-				rc = 1;
-				goto out;
+		/* Leadership: a follower takes it when the leader stops; a leader whose claim the
+		 * database lost (a restart) claims it again, or follows when another took it. */
+		if (++ticks % 20 == 0) {
+			e = rp_store_hold(st, why, sizeof why);
+			if ((e == RP_ERR_OK) != leader) {
+				leader = e == RP_ERR_OK;
+				rp_jobs_lead(jobs, leader);
+				if (leader)
+					rp_log_info(
+					        "%s: this server leads now (rollouts, power sweep)",
+					        rp_store_name(st));
+				else
+					rp_log_warn("%s: %s; this server follows now",
+					            rp_store_name(st), why);
 			}
 		}
 		dnsmasq_sync(st, &cfg, &dhcp);
-		rp_rollout_tick(rollouts);
+		if (leader)
+			rp_rollout_tick(rollouts);
 		if (sig < 0)
 			continue;
 		if (sig == SIGHUP) {

@@ -34,14 +34,15 @@ rp_api_root(struct rp_api_req *rq, struct rp_api_resp *rs)
 	rs->status = 200;
 	rs->body = json_pack(
 	        "{s:s, s:s, s:s, s:i, s:s, s:[s,s,s,s,s,s,s,s,s,s,s], s:[s,s,s], s:{s:I, s:i}, "
-	        "s:{s:s, s:s}, s:b}",
+	        "s:{s:s, s:s}, s:b, s:o?}",
 	        "name", "rackpilot", "version", RP_VERSION, "api", RP_API_VERSION, "schema_version",
 	        rp_store_schema_version(rq->api->store), "started_at",
 	        rp_time_format(rq->api->started_at, ts), "capabilities", "racks", "nodes", "bios",
 	        "firmware", "events", "import", "tokens", "metrics", "jobs", "power", "boot",
 	        "bmc_drivers", "ipmi", "redfish", "fake", "limits", "max_body",
 	        (json_int_t)rq->api->max_body, "page_limit_max", 1000, "you", "name", rq->who->name,
-	        "role", rp_api_role_name(rq->who->role), "demo", rq->api->demo);
+	        "role", rp_api_role_name(rq->who->role), "demo", rq->api->demo, "server",
+	        rq->api->jobs ? rp_jobs_server(rq->api->jobs) : NULL);
 }
 
 /* The label is used at once by the caller's printf, so a per-thread buffer suffices. */
@@ -113,6 +114,18 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 			                1000,
 			        (long long)json_integer_value(json_object_get(last, "failed")));
 		json_decref(sw);
+	}
+	if (rq->api->jobs) {
+		json_t *sv = rp_jobs_server(rq->api->jobs);
+
+		rp_buf_printf(
+		        &b,
+		        "# HELP rackpilot_leader 1 when this server leads those that share its "
+		        "database (rollouts, power sweep).\n# TYPE rackpilot_leader gauge\n"
+		        "rackpilot_leader{server=\"%s\"} %d\n",
+		        json_string_value(json_object_get(sv, "name")),
+		        json_is_true(json_object_get(sv, "leader")));
+		json_decref(sv);
 	}
 	rp_buf_printf(&b,
 	              "# HELP rackpilot_uptime_seconds Seconds since start.\n"

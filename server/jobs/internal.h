@@ -67,6 +67,7 @@ struct rp_jobs {
 	pthread_t scheduler, sweeper;
 	/* sweeps */
 	int sweep_wanted, sweeping, sweep_started;
+	int leader; /* runs the periodic sweep (rp_jobs_lead) */
 	json_t *last_sweep;
 	int64_t next_sweep_ms;
 };

@@ -607,8 +607,8 @@ scheduler(void *arg)
 		for (lane = 0; lane < LANES; lane++)
 			free_slots[lane] = (int)j->lanes[lane].nworkers - j->lanes[lane].inflight;
 		if (!j->sweeping && !stop &&
-		    (j->sweep_wanted ||
-		     (j->o.sweep_interval_s && rp_time_now_ms() >= j->next_sweep_ms))) {
+		    (j->sweep_wanted || (j->leader && j->o.sweep_interval_s &&
+		                         rp_time_now_ms() >= j->next_sweep_ms))) {
 			j->sweeping = 1;
 			j->sweep_wanted = 0;
 			start_sweep = 1;
@@ -793,6 +793,7 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	if (j->o.sweep_concurrency == 0)
 		j->o.sweep_concurrency = 1;
 	snprintf(j->owner, sizeof j->owner, "%s", j->o.server_name ?: "rackpilotd");
+	j->leader = 1;
 	j->lease_ms = (int64_t)(j->o.lease_s ? j->o.lease_s : 30) * 1000;
 	j->next_renew_ms = rp_time_now_ms() + j->lease_ms / 3;
 	pthread_mutex_init(&j->mu, NULL);
@@ -931,6 +932,17 @@ rp_jobs_provision(struct rp_jobs *j, const char *node, const char *action, json_
 	return e;
 }
 
+void
+rp_jobs_lead(struct rp_jobs *j, int leader)
+{
+	pthread_mutex_lock(&j->mu);
+	/* A new leader sweeps soon, not a whole interval after it took over. */
+	if (leader && !j->leader)
+		j->next_sweep_ms = rp_time_now_ms() + 1000;
+	j->leader = leader;
+	pthread_mutex_unlock(&j->mu);
+}
+
 enum rp_err
 rp_jobs_cancel(struct rp_jobs *j, const char *id, const char *actor, json_t **out, json_t **detail)
 {
@@ -961,6 +973,17 @@ rp_jobs_sweep_now(struct rp_jobs *j)
 	kick_locked(j);
 	pthread_mutex_unlock(&j->mu);
 	return e;
+}
+
+json_t *
+rp_jobs_server(struct rp_jobs *j)
+{
+	json_t *s;
+
+	pthread_mutex_lock(&j->mu);
+	s = json_pack("{s:s, s:b}", "name", j->owner, "leader", j->leader);
+	pthread_mutex_unlock(&j->mu);
+	return s;
 }
 
 json_t *

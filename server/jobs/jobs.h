@@ -57,6 +57,14 @@ int rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_j
  * store and are recovered at the next start (or once their leases run out). Accepts NULL. */
 void rp_jobs_stop(struct rp_jobs *j);
 
+/* Whether this server leads those that share its database (rp_store_hold): only the leader
+ * runs the periodic power sweep (one asked for, rp_jobs_sweep_now, runs on any server). A new
+ * leader sweeps within a second. Started as leader. */
+void rp_jobs_lead(struct rp_jobs *j, int leader);
+
+/* This server as GET /v1 and /metrics show it: {name (its server_name), leader}. New. */
+json_t *rp_jobs_server(struct rp_jobs *j);
+
 /* Queue a job for a node (see rp_store_job_create) and wake the scheduler. job:
  * {type: power|boot|verify, params}. *out is the job object. */
 enum rp_err rp_jobs_submit(struct rp_jobs *j, const char *node, json_t *job, const char *actor,

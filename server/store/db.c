@@ -144,6 +144,73 @@ rp_store_hold(struct rp_store *st, char *why, size_t whylen)
 	return RP_ERR_OK;
 }
 
+static void
+bump(struct rp_store *st)
+{
+	__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
+}
+
+/* Hears of every write transaction any server sharing the database commits, and moves the
+ * generation, so that cached answers and parked event streams see other servers' writes. */
+static void *
+watch_main(void *arg)
+{
+	struct rp_store *st = arg;
+	struct sql_db *db = NULL;
+	char why[256];
+	int lost = 0, i;
+
+	while (!__atomic_load_n(&st->unwatch, __ATOMIC_ACQUIRE)) {
+		if (db == NULL) {
+			if ((db = st->drv->open(st->path, why, sizeof why)) == NULL ||
+			    st->drv->listen(db) < 0) {
+				st->drv->close(db);
+				db = NULL;
+				for (i = 0;
+				     i < 10 && !__atomic_load_n(&st->unwatch, __ATOMIC_ACQUIRE);
+				     i++)
+					usleep(100000);
+				continue;
+			}
+			if (lost)
+				rp_log_info("store: hearing of other servers' writes again");
+			lost = 0;
+			/* Writes committed while nobody listened went unheard: assume there were.
+			 */
+			bump(st);
+		}
+		switch (st->drv->wait(db, 200)) {
+		case 1:
+			bump(st);
+			break;
+		case -1:
+			if (!lost)
+				rp_log_warn(
+				        "store: lost the connection that hears of other servers' "
+				        "writes; making it again");
+			lost = 1;
+			st->drv->close(db);
+			db = NULL;
+			break;
+		default:
+			break;
+		}
+	}
+	st->drv->close(db);
+	return NULL;
+}
+
+int
+rp_store_watch(struct rp_store *st)
+{
+	if (st->drv->listen == NULL || st->watching)
+		return 0;
+	if (pthread_create(&st->watcher, NULL, watch_main, st) != 0)
+		return -1;
+	st->watching = 1;
+	return 0;
+}
+
 const char *
 rp_store_name(struct rp_store *st)
 {
@@ -339,6 +406,10 @@ rp_store_free(struct rp_store *st)
 	for (c = st->all; c; c = n) {
 		n = c->next;
 		conn_close(c);
+	}
+	if (st->watching) {
+		__atomic_store_n(&st->unwatch, 1, __ATOMIC_RELEASE);
+		pthread_join(st->watcher, NULL);
 	}
 	if (st->holder)
 		st->drv->close(st->holder);

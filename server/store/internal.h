@@ -37,6 +37,8 @@ struct rp_store {
 	             */
 	char *name; /* path as logs and errors may show it (without a password) */
 	struct sql_db *holder; /* rp_store_hold's connection, or NULL */
+	pthread_t watcher;     /* rp_store_watch's thread, when watching */
+	int watching, unwatch;
 	pthread_key_t key;
 	pthread_mutex_t mu;
 	struct conn *all;

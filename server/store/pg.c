@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
 
 #include <libpq-fe.h>
 
@@ -38,6 +39,8 @@
 #define LOCK_WRITE  0x7261636b70696cLL
 #define LOCK_SCHEMA 0x7261636b70696dLL
 #define LOCK_SERVER 0x7261636b70696eLL
+/* The channel every write transaction notifies (pg_begin) and every server listens on. */
+#define CHANNEL "rackpilot_changes"
 
 /* Type OIDs of pg_type that results are typed by (they are fixed in PostgreSQL). */
 #define OID_BOOL    16
@@ -980,13 +983,16 @@ pg_begin(struct sql_db *db, enum sql_txn kind)
 		return SQL_IOERR;
 	if (kind == TXN_READ)
 		snprintf(sql, sizeof sql, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+	/* NOTIFY is part of the transaction: the other servers hear of it when, and only if, it
+	 * commits (pg_listen), in the same round trip as the BEGIN. */
 	else if (kind == TXN_WRITE)
-		snprintf(sql, sizeof sql, "BEGIN; SELECT pg_advisory_xact_lock(%lld)",
+		snprintf(sql, sizeof sql,
+		         "BEGIN; SELECT pg_advisory_xact_lock(%lld); NOTIFY " CHANNEL,
 		         (long long)LOCK_WRITE);
 	else
 		snprintf(sql, sizeof sql,
 		         "BEGIN; SELECT pg_advisory_xact_lock(%lld); SELECT "
-		         "pg_advisory_xact_lock(%lld)",
+		         "pg_advisory_xact_lock(%lld); NOTIFY " CHANNEL,
 		         (long long)LOCK_SCHEMA, (long long)LOCK_WRITE);
 	rc = run(db, sql);
 	/* The server dropped the connection since its last use (a restart, a failover, an idle
@@ -1049,9 +1055,9 @@ pg_sys_errno(struct sql_db *db)
 	return 0;
 }
 
-/* One rackpilotd per database, until servers share one: a session lock on a connection kept
- * open for the server's life; it dies with the server's connection, so a crash never leaves
- * it held. */
+/* The leader of the servers that share the database: a session lock on a connection kept
+ * open for as long as it leads; it dies with the server's connection, so a crash never
+ * leaves it held. */
 static int
 pg_hold(struct sql_db *db, char *why, size_t whylen)
 {
@@ -1070,10 +1076,36 @@ pg_hold(struct sql_db *db, char *why, size_t whylen)
 	held = PQgetvalue(r, 0, 0)[0] == 't';
 	PQclear(r);
 	if (!held) {
-		snprintf(why, whylen, "another rackpilotd is already using this database");
+		snprintf(why, whylen, "another rackpilotd leads the servers of this database");
 		return -1;
 	}
 	return 0;
+}
+
+static int
+pg_listen(struct sql_db *db)
+{
+	return run(db, "LISTEN " CHANNEL) == SQL_OK ? 0 : -1;
+}
+
+static int
+pg_wait(struct sql_db *db, int timeout_ms)
+{
+	struct pollfd p = {.fd = PQsocket(db->h), .events = POLLIN};
+	PGnotify *n;
+	int heard = 0;
+
+	if (p.fd < 0 || PQstatus(db->h) != CONNECTION_OK)
+		return -1;
+	if (poll(&p, 1, timeout_ms) < 0 && errno != EINTR)
+		return -1;
+	if (PQconsumeInput(db->h) == 0)
+		return -1;
+	while ((n = PQnotifies(db->h)) != NULL) {
+		heard = 1;
+		PQfreemem(n);
+	}
+	return heard;
 }
 
 static int64_t
@@ -1221,6 +1253,8 @@ const struct sql_driver rp_sql_pg = {
         .errmsg = pg_errmsg,
         .sys_errno = pg_sys_errno,
         .hold = pg_hold,
+        .listen = pg_listen,
+        .wait = pg_wait,
         .sql_tables = "SELECT c.relname, p.relname FROM pg_class c JOIN pg_namespace s ON s.oid "
                       "= c.relnamespace LEFT JOIN pg_constraint k ON k.conrelid = c.oid AND "
                       "k.contype = 'f' LEFT JOIN pg_class p ON p.oid = k.confrelid WHERE "

@@ -95,10 +95,16 @@ struct sql_driver {
 	/* The latest error's text, and the errno behind an SQL_IOERR (0 when none). */
 	const char *(*errmsg)(struct sql_db *db);
 	int (*sys_errno)(struct sql_db *db);
-	/* Claim the database for one server through db, for as long as db stays open: 0, or -1
-	 * with why when another server holds it. NULL hook: nothing to claim (a SQLite file is
-	 * claimed by the lock on its data directory). */
+	/* Claim the database's leadership for one server through db, for as long as db stays
+	 * open: 0, or -1 with why when another server holds it. NULL hook: nothing to claim (a
+	 * SQLite file has one server, by the lock on its data directory). */
 	int (*hold)(struct sql_db *db, char *why, size_t whylen);
+	/* For a database several servers share (NULL hooks: none): make db hear of every write
+	 * transaction any server commits (listen: 0 or -1), and wait up to timeout_ms on it
+	 * (wait: 1 when one or more committed since the last wait, 0 when none did, -1 when
+	 * db's connection is lost). */
+	int (*listen)(struct sql_db *db);
+	int (*wait)(struct sql_db *db, int timeout_ms);
 	/* SQL listing the tables (rows: a table, a table it references or NULL; a table's rows
 	 * together), and, for a copy into this database (copy.c), SQL ({t}: the table) that
 	 * makes a table's generated ids follow the rows copied into it (NULL: none). */

@@ -28,12 +28,13 @@
 
 struct rp_store;
 
-/* Claim the database for this server alone, until rp_store_free: RP_ERR_OK, or
- * RP_ERR_CONFLICT with why when another rackpilotd holds it (RP_ERR_INTERNAL when the claim
+/* Claim the leadership of the servers that share the database, until rp_store_free (the
+ * leader alone runs the periodic work: the rollout engine, the power sweep): RP_ERR_OK, or
+ * RP_ERR_CONFLICT with why when another rackpilotd leads (RP_ERR_INTERNAL when the claim
  * cannot be made now, say the database is unreachable). Called again, it checks the claim
- * and makes it again when the database lost it (a restart): the caller calls it every few
- * seconds and stops on RP_ERR_CONFLICT. A SQLite file needs no claim: the lock on its data
- * directory is it. */
+ * and makes it again when the database lost it (a restart, which may have let another server
+ * take it): the caller calls it every few seconds. A SQLite file needs no claim: the lock on
+ * its data directory makes its one server the leader. */
 enum rp_err rp_store_hold(struct rp_store *st, char *why, size_t whylen);
 
 /* Copy every table of src into dst (rackpilotd --migrate-to), both at the same schema
@@ -95,9 +96,16 @@ int rp_store_schema_version(struct rp_store *st);
 
 /* The write generation: incremented after every committed write. A value read before a
  * read operation, equal to the current one later, proves nothing changed in between, so
- * callers may cache results keyed by it. This process must be the only writer (rackpilotd
- * holds a lock on its data directory). */
+ * callers may cache results keyed by it. On SQLite this process is the only writer
+ * (rackpilotd holds a lock on its data directory); on a database several servers share it
+ * moves with their commits too once rp_store_watch runs, as soon as each is heard of
+ * (milliseconds after it). */
 uint64_t rp_store_generation(struct rp_store *st);
+
+/* Keep the generation moving with other servers' commits (a thread of its own listening on
+ * a connection of its own, made again when lost); nothing to do on SQLite. 0, or -1 when the
+ * thread cannot start. Stopped by rp_store_free. */
+int rp_store_watch(struct rp_store *st);
 
 /* ---- Pagination ---------------------------------------------------------------------- */
 

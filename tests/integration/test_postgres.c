@@ -1,17 +1,22 @@
 /*
  * rackpilotd on PostgreSQL, where it differs from SQLite (ctest -L pg only: it needs the
- * suite's cluster, RP_TEST_PG): one server per database, and the claim taken again after the
- * database dropped it; connections the server dropped are made again, with no request lost;
- * migrations applied once when servers start together; a password in the connection
+ * suite's cluster, RP_TEST_PG): two servers on one database, each answering for what the
+ * other wrote, one leading, the other taking the lead when the leader dies; the lead taken
+ * again after the database dropped it; connections the server dropped are made again, with no
+ * request lost; migrations applied once when servers start together; a password in the connection
  * string appears in no log, no `rackpilotd -n` and no answer; and a site built on SQLite
  * moves to PostgreSQL with --migrate-to, every API read answering the same after.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <curl/curl.h>
 
 #include "harness.h"
 
@@ -20,20 +25,26 @@ static const char *pg;
 /* Run rackpilotd with args (a shell word list), wait at most 20 s: its exit status, and what
  * it printed in out. */
 static int
-run(const char *args, char *out, size_t len)
+run_for(int secs, const char *args, char *out, size_t len)
 {
 	char cmd[2048];
 	size_t got = 0;
 	FILE *p;
 	int st;
 
-	snprintf(cmd, sizeof cmd, "timeout 20 '%s' %s 2>&1", rp_test_bin, args);
+	snprintf(cmd, sizeof cmd, "timeout %d '%s' %s 2>&1", secs, rp_test_bin, args);
 	assert_non_null(p = popen(cmd, "r"));
 	out[0] = '\0';
 	while (got + 1 < len && fgets(out + got, (int)(len - got), p))
 		got = strlen(out);
 	st = pclose(p);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int
+run(const char *args, char *out, size_t len)
+{
+	return run_for(20, args, out, len);
 }
 
 /* The database name in a test_database() URL. */
@@ -43,9 +54,9 @@ db_name(const char *url, char *name, size_t len)
 	snprintf(name, len, "%.*s", (int)strcspn(url + 14, "?"), url + 14);
 }
 
-/* A second server on a database another one holds is refused at start, whatever its data
- * directory; a connection PostgreSQL ends (here: every one of the server's, its claim's
- * included) is made again, and no request sees the loss; the claim is taken again. */
+/* A second server on a database another one leads follows it; a connection PostgreSQL ends
+ * (here: every one of the server's, its claim's included) is made again, and no request sees
+ * the loss; the lead is taken again. */
 static void
 test_one_server_reconnects(void **state)
 {
@@ -63,8 +74,9 @@ test_one_server_reconnects(void **state)
 	snprintf(other, sizeof other, "%s-other", s.dir);
 	snprintf(args, sizeof args, "--data-dir '%s' --database '%s' --listen 127.0.0.1:0", other,
 	         url);
-	assert_int_equal(run(args, out, sizeof out), 1);
-	assert_non_null(strstr(out, "another rackpilotd is already using this database"));
+	assert_int_equal(run_for(3, args, out, sizeof out), 124);
+	assert_non_null(strstr(out, "another rackpilotd leads the servers of this database; this "
+	                            "server follows"));
 
 	/* PostgreSQL ends every connection of this server (a restart or a failover would). */
 	sh("psql -qX 'host=%s user=rp dbname=postgres' -c \"SELECT pg_terminate_backend(pid) "
@@ -77,8 +89,7 @@ test_one_server_reconnects(void **state)
 	assert_int_equal(call(&s, s.admin, "GET", "/v1/racks", &r, NULL), 200);
 	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 2);
 	reply_free(&r);
-	/* Within a few seconds the server claims the database again: a second one is still
-	 * refused. */
+	/* Within a few seconds the server claims the lead again: a second one still follows. */
 	for (i = 0; i < 100; i++) {
 		slurp(s.log, log, sizeof log);
 		if (strstr(log, "claiming it again"))
@@ -87,15 +98,214 @@ test_one_server_reconnects(void **state)
 	}
 	assert_non_null(strstr(log, "claiming it again"));
 	usleep(500000);
-	assert_int_equal(run(args, out, sizeof out), 1);
-	assert_non_null(strstr(out, "another rackpilotd is already using this database"));
+	assert_int_equal(run_for(3, args, out, sizeof out), 124);
+	assert_non_null(strstr(out, "this server follows"));
 	sh("rm -rf '%s'", other);
 	server_stop(&s, SIGTERM);
 	server_cleanup(&s);
 }
 
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* An event stream on one server, watching for a text and noting when it arrived. */
+struct watch {
+	struct server *s;
+	const char *want;
+	char buf[16384];
+	size_t len;
+	int64_t seen_ms; /* 0 until want arrived */
+};
+
+static size_t
+watch_write(char *p, size_t sz, size_t n, void *arg)
+{
+	struct watch *w = arg;
+	size_t k = sz * n;
+
+	if (k > sizeof w->buf - 1 - w->len)
+		k = sizeof w->buf - 1 - w->len;
+	memcpy(w->buf + w->len, p, k);
+	w->len += k;
+	w->buf[w->len] = '\0';
+	if (w->seen_ms == 0 && strstr(w->buf, w->want))
+		w->seen_ms = now_ms();
+	return sz * n;
+}
+
+static void *
+watch_run(void *arg)
+{
+	struct watch *w = arg;
+	struct curl_slist *hl = NULL;
+	char url[300], auth[200];
+	CURL *c = curl_easy_init();
+
+	snprintf(url, sizeof url, "%s/v1/events/stream", w->s->base);
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", w->s->admin);
+	hl = curl_slist_append(hl, auth);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, watch_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, w);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+	curl_easy_perform(c);
+	curl_slist_free_all(hl);
+	curl_easy_cleanup(c);
+	return NULL;
+}
+
+/* GET path on s until its member key reads want (another server's write is heard of within
+ * milliseconds; allow 100). */
+static void
+read_back(struct server *s, const char *path, const char *key, const char *want)
+{
+	struct reply r;
+	int64_t t0 = now_ms();
+	const char *v;
+
+	for (;;) {
+		assert_int_equal(call(s, s->admin, "GET", path, &r, NULL), 200);
+		v = json_string_value(json_object_get(r.json, key));
+		if (v && !strcmp(v, want)) {
+			reply_free(&r);
+			return;
+		}
+		reply_free(&r);
+		if (now_ms() - t0 > 100)
+			fail_msg("GET %s: %s is %s, not %s, 100 ms after the other server wrote it",
+			         path, key, v ? v : "(none)", want);
+		usleep(5000);
+	}
+}
+
+/* s says (GET /v1, /metrics) that it is name and whether it leads. */
+static void
+leads(struct server *s, const char *name, int leader)
+{
+	struct reply r;
+	char line[128];
+
+	assert_int_equal(call(s, s->admin, "GET", "/v1", &r, NULL), 200);
+	assert_string_equal(
+	        json_string_value(json_object_get(json_object_get(r.json, "server"), "name")),
+	        name);
+	assert_int_equal(json_is_true(json_object_get(json_object_get(r.json, "server"), "leader")),
+	                 leader);
+	reply_free(&r);
+	assert_int_equal(req(s, s->admin, "GET", "/metrics", NULL, NULL, 0, NULL, &r), 200);
+	snprintf(line, sizeof line, "\nrackpilot_leader{server=\"%s\"} %d\n", name, leader);
+	assert_non_null(strstr(r.body, line));
+	reply_free(&r);
+}
+
+/* Two servers, one database: what one writes the other answers (a node created on a is
+ * read, patched under a's ETag and powered on through b, and a sees all of it); an event
+ * made on a reaches a stream on b within 100 ms; a leads, b follows, and b takes the lead
+ * within seconds of a's kill -9. */
+static void
+test_two_servers(void **state)
+{
+	static const char *const name_a[] = {"--server-name", "srv-a", NULL};
+	static const char *const name_b[] = {"--server-name", "srv-b", NULL};
+	struct server a, b;
+	struct reply r;
+	struct watch w = {.s = &b, .want = "\"name\":\"seen-on-b\""};
+	pthread_t t;
+	char bdir[300], log[65536], etag[96], job[200];
+	int64_t t0;
+	int i;
+
+	(void)state;
+	server_start(&a, NULL, name_a);
+	/* b: a data directory of its own with a's secret key and admin token, on a's database
+	 * (the harness finds it in .test-database). */
+	snprintf(bdir, sizeof bdir, "%s-b", a.dir);
+	sh("mkdir -m 700 '%s' && cp -p '%s/secret.key' '%s/admin.token' '%s/.test-database' '%s/'",
+	   bdir, a.dir, a.dir, a.dir, bdir);
+	server_start(&b, bdir, name_b);
+	slurp(b.log, log, sizeof log);
+	assert_non_null(strstr(log, "this server follows"));
+	leads(&a, "srv-a", 1);
+	leads(&b, "srv-b", 0);
+
+	make_node(&a, "{s:s, s:{s:s, s:s, s:s, s:s}}", "name", "shared1", "bmc", "driver", "fake",
+	          "address", "fake", "username", "u", "password", "p");
+	assert_int_equal(call(&a, a.admin, "GET", "/v1/nodes/shared1", &r, NULL), 200);
+	snprintf(etag, sizeof etag, "If-Match: %s", r.etag);
+	reply_free(&r);
+	assert_int_equal(call(&b, b.admin, "GET", "/v1/nodes/shared1", &r, NULL), 200);
+	assert_string_equal(json_string_value(json_object_get(r.json, "name")), "shared1");
+	reply_free(&r);
+	{
+		const char *const hdr[] = {etag, NULL};
+		const char *body = "{\"serial\":\"SN-FROM-B\"}";
+
+		assert_int_equal(req(&b, b.admin, "PATCH", "/v1/nodes/shared1",
+		                     "application/merge-patch+json", body, strlen(body), hdr, &r),
+		                 200);
+		reply_free(&r);
+		/* a's ETag is stale now, on either server. */
+		assert_int_equal(req(&a, a.admin, "PATCH", "/v1/nodes/shared1",
+		                     "application/merge-patch+json", body, strlen(body), hdr, &r),
+		                 412);
+		reply_free(&r);
+	}
+	read_back(&a, "/v1/nodes/shared1", "serial", "SN-FROM-B");
+	assert_int_equal(
+	        call(&b, b.admin, "PUT", "/v1/nodes/shared1/power", &r, "{s:s}", "target", "on"),
+	        202);
+	snprintf(job, sizeof job, "/v1/jobs/%s", json_string_value(json_object_get(r.json, "id")));
+	reply_free(&r);
+	for (i = 0; i < 100; i++) {
+		assert_int_equal(call(&a, a.admin, "GET", job, &r, NULL), 200);
+		if (!strcmp(json_string_value(json_object_get(r.json, "state")), "succeeded"))
+			break;
+		reply_free(&r);
+		usleep(100000);
+	}
+	assert_true(i < 100);
+	reply_free(&r);
+	read_back(&a, "/v1/nodes/shared1", "power_state", "on");
+
+	/* An event made on a, streamed by b. */
+	pthread_create(&t, NULL, watch_run, &w);
+	usleep(500000);
+	t0 = now_ms();
+	assert_int_equal(call(&a, a.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "seen-on-b"),
+	                 201);
+	reply_free(&r);
+	pthread_join(t, NULL);
+	assert_true(w.seen_ms != 0);
+	fprintf(stderr, "two servers: a's event on b's stream after %lld ms\n",
+	        (long long)(w.seen_ms - t0));
+	assert_true(w.seen_ms - t0 <= 100);
+
+	/* a dies: b leads within seconds (it asks every 5 s). */
+	server_stop(&a, SIGKILL);
+	for (i = 0; i < 100; i++) {
+		slurp(b.log, log, sizeof log);
+		if (strstr(log, "this server leads now"))
+			break;
+		usleep(100000);
+	}
+	assert_non_null(strstr(log, "this server leads now"));
+	leads(&b, "srv-b", 1);
+	assert_int_equal(call(&b, b.admin, "GET", "/v1/nodes/shared1", &r, NULL), 200);
+	reply_free(&r);
+	server_stop(&b, SIGTERM);
+	sh("rm -rf '%s'", bdir);
+	server_cleanup(&a);
+}
+
 /* Two servers starting together on an empty database: the migrations run once (one of the
- * two applies them, under the schema lock), one server serves, the other is refused. */
+ * two applies them, under the schema lock), both serve, one leads and the other follows. */
 static void
 test_migrations_once(void **state)
 {
@@ -131,8 +341,8 @@ test_migrations_once(void **state)
 		assert_int_equal(n, 1);
 	}
 	assert_null(strstr(out, "failed"));
-	assert_non_null(strstr(out, "another rackpilotd is already using this database"));
-	assert_non_null(strstr(out, "listening on"));
+	assert_non_null(strstr(out, "this server follows"));
+	assert_non_null(strstr(strstr(out, "listening on") + 1, "listening on"));
 	snprintf(cmd, sizeof cmd,
 	         "psql -qXtA '%s' -c 'SELECT count(*), max(version) FROM "
 	         "rp_schema_version'",
@@ -375,6 +585,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_one_server_reconnects),
+	        cmocka_unit_test(test_two_servers),
 	        cmocka_unit_test(test_migrations_once),
 	        cmocka_unit_test(test_password_never_shown),
 	        cmocka_unit_test(test_migrate_to),
