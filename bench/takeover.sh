@@ -1,8 +1,9 @@
 #!/bin/sh
 # Takeover benchmark (scale-out issue): server "a" powers on N Redfish mock BMCs (each BMC
 # request takes DELAY_MS, so jobs are in flight) and is killed -9 as soon as the first BMC has
-# logged its power-on; server "b" (another server_name) then starts on the same database, as
-# a second server would take over from a dead one. Reported, from the database's own times:
+# logged its power-on. Server "b" (another server_name) takes over: on PostgreSQL it runs
+# beside a from the start (the two share the jobs until a dies); on SQLite, which has one
+# server, it starts on a's data directory after the kill. Reported, from the database's times:
 # when the leases a left behind ran out (the latest lease_until of its running jobs), how
 # long after that b took the first one over (its first job.interrupted event) and when every
 # job had ended; and that no BMC saw two power-ons (counted by the mock BMCs).
@@ -27,16 +28,16 @@ PIDS=""
 cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
 trap cleanup EXIT INT TERM
 
-start_server() { # name -> sets ADDR, AUTH, SPID
+start_server() { # name data-dir -> sets ADDR, AUTH, SPID
 	printf '[server]\nserver_name = %s\njob_lease = %d\npower_sync_interval = 0\n' "$1" "$LEASE" \
 		>"$TMP/$1.conf"
 	: >"$TMP/$1.out"
-	"$BIN" --listen 127.0.0.1:0 --data-dir "$TMP/data" --no-access-log --config "$TMP/$1.conf" \
+	"$BIN" --listen 127.0.0.1:0 --data-dir "$2" --no-access-log --config "$TMP/$1.conf" \
 		${RP_DATABASE:+--database "$RP_DATABASE"} >"$TMP/$1.out" 2>"$TMP/$1.log" &
 	SPID=$!; PIDS="$PIDS $SPID"
 	for _ in $(seq 100); do grep -q listening "$TMP/$1.out" 2>/dev/null && break; sleep 0.1; done
 	ADDR=$(sed -n 's/^listening on //p' "$TMP/$1.out")
-	AUTH="Authorization: Bearer $(cat "$TMP/data/admin.token")"
+	AUTH="Authorization: Bearer $(cat "$2/admin.token")"
 }
 api() { curl -sf -H "$AUTH" -H 'Content-Type: application/json' "$@"; }
 sql() {
@@ -55,7 +56,15 @@ for i in $(seq 0 $((N - 1))); do
 done >"$TMP/knobs.cfg"
 curl -s --parallel --parallel-max 16 -K "$TMP/knobs.cfg" 2>/dev/null
 
-start_server a
+start_server a "$TMP/data"
+APID=$SPID; AADDR=$ADDR
+if [ -n "${RP_DATABASE:-}" ]; then
+	# b: a data directory of its own with a's secret key and admin token.
+	mkdir -m 700 "$TMP/data-b"
+	cp -p "$TMP/data/secret.key" "$TMP/data/admin.token" "$TMP/data-b/"
+	start_server b "$TMP/data-b"
+fi
+ADDR=$AADDR
 awk -v n="$N" 'BEGIN {
 	printf "{\"nodes\":[";
 	for (i = 0; i < n; i++)
@@ -71,13 +80,13 @@ for _ in $(seq 500); do
 	done
 	sleep 0.02
 done
-kill -9 "$SPID"
-wait "$SPID" 2>/dev/null || true
-RUNNING=$(sql "SELECT count(*) FROM jobs WHERE state = 'running'")
-EXPIRY=$(sql "SELECT max(lease_until) FROM jobs WHERE state = 'running'")
+kill -9 "$APID"
+wait "$APID" 2>/dev/null || true
+RUNNING=$(sql "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_owner = 'a'")
+EXPIRY=$(sql "SELECT max(lease_until) FROM jobs WHERE state = 'running' AND lease_owner = 'a'")
 KILLED=$(date +%s%3N)
 
-start_server b
+[ -n "${RP_DATABASE:-}" ] || start_server b "$TMP/data"
 while [ "$(sql "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')")" != 0 ]; do
 	sleep 0.2
 done
@@ -94,6 +103,7 @@ done
 {
 	echo "rackpilot takeover benchmark — $(date -u +%FT%TZ), $(nproc) CPUs, database: $([ -n "${RP_DATABASE:-}" ] && echo PostgreSQL || echo SQLite)"
 	echo "$N power-ons over Redfish mock BMCs ($DELAY_MS ms a request), job_lease $LEASE s; a killed -9 with $RUNNING job(s) running"
+	[ -n "${RP_DATABASE:-}" ] && echo "b ran beside a from the start" || echo "b started after the kill (SQLite: one server at a time)"
 	echo "leases ran out $((EXPIRY - KILLED)) ms after the kill (a claimed them at most $LEASE s before)"
 	echo "b's first takeover: $((FIRST - EXPIRY)) ms after the leases ran out; $TAKEN job(s) taken over"
 	echo "all $N jobs ended $((DONE - EXPIRY)) ms after the leases ran out: $STATES"
