@@ -1133,11 +1133,18 @@ pg_idle(struct sql_db *db)
 	return PQtransactionStatus(db->h) == PQTRANS_IDLE;
 }
 
-/* The version lives in a table of its own (SQLite's is PRAGMA user_version). */
+/* The version lives in a table of its own (SQLite's is PRAGMA user_version). Whether the
+ * table exists is read from pg_class itself, not with to_regclass: that answers from the
+ * session's catalog cache, which inside a transaction begun before another server's
+ * migrations committed (one waiting on the schema lock) still says "no such table", and the
+ * waiting server would then apply every migration again. */
 static int
 pg_schema_version(struct sql_db *db)
 {
-	PGresult *r = PQexec(db->h, "SELECT to_regclass('rp_schema_version') IS NOT NULL");
+	PGresult *r = PQexec(db->h, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN "
+	                            "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE "
+	                            "c.relname = 'rp_schema_version' AND n.nspname = "
+	                            "current_schema())");
 	int v = -1;
 
 	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
