@@ -171,13 +171,16 @@ static const struct setting settings[] = {
          .help = "Seconds a running job's lease lasts; its server renews it every third of "
                  "that. A job whose lease has run out is taken over (verified, not repeated)."},
         {"power_sync_interval", C_UINT, F(power_sync_interval), .max = 86400, .def = "60",
-         .help = "Seconds between power-state sweeps of every node with a BMC; 0 turns the "
-                 "sweep off."},
+         .help = "Seconds between power-state sweeps of every node with a BMC (shared out "
+                 "between the servers of a database); 0 turns the sweep off."},
         {"power_sync_concurrency", C_UINT, F(power_sync_concurrency), .min = 1, .max = 4096,
          .def = "64", .help = "BMCs a sweep reads at once."},
         {"bmc_fault_threshold", C_UINT, F(bmc_fault_threshold), .min = 1, .max = 1000, .def = "3",
          .help = "Failed contacts in a row before a node's BMC is marked faulty (cleared by a "
                  "success)."},
+        {"retention_days", C_UINT, F(retention_days), .max = 36500, .def = "90",
+         .help = "Days events, the logs of ended jobs, and expired or revoked API tokens are "
+                 "kept; 0 keeps them for good."},
         {"ssh_workers", C_UINT, F(ssh_workers), .min = 1, .max = 4096, .def = "64",
          .help = "Step plans (pushed to node agents over SSH) that run at once."},
         {"agent_heartbeat", C_UINT, F(agent_heartbeat), .min = 5, .max = 3600, .def = "30",

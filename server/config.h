@@ -30,6 +30,7 @@ struct rp_config {
 	unsigned job_workers;
 	unsigned job_lease;           /* seconds; renewed every third of it */
 	unsigned power_sync_interval; /* seconds; 0 disables */
+	unsigned retention_days;      /* events, job logs, dead tokens; 0 keeps them */
 	unsigned power_sync_concurrency;
 	unsigned bmc_fault_threshold;
 	unsigned ssh_workers;     /* step plans running at once */

@@ -742,6 +742,7 @@ main(int argc, char **argv)
 	jo.agent_command = cfg.agent_command;
 	jo.sweep_interval_s = cfg.power_sync_interval;
 	jo.sweep_concurrency = cfg.power_sync_concurrency;
+	jo.retention_days = cfg.retention_days;
 	jo.fault_threshold = cfg.bmc_fault_threshold;
 	if (rp_jobs_start(st, &jo, &jobs, why, sizeof why) < 0) {
 		rp_log_error("%s", why);
@@ -859,9 +860,8 @@ main(int argc, char **argv)
 				leader = e == RP_ERR_OK;
 				rp_jobs_lead(jobs, leader);
 				if (leader)
-					rp_log_info(
-					        "%s: this server leads now (rollouts, power sweep)",
-					        rp_store_name(st));
+					rp_log_info("%s: this server leads now (rollouts, pruning)",
+					            rp_store_name(st));
 				else
 					rp_log_warn("%s: %s; this server follows now",
 					            rp_store_name(st), why);

@@ -121,10 +121,14 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_buf_printf(
 		        &b,
 		        "# HELP rackpilot_leader 1 when this server leads those that share its "
-		        "database (rollouts, power sweep).\n# TYPE rackpilot_leader gauge\n"
-		        "rackpilot_leader{server=\"%s\"} %d\n",
+		        "database (rollouts, pruning).\n# TYPE rackpilot_leader gauge\n"
+		        "rackpilot_leader{server=\"%s\"} %d\n"
+		        "# HELP rackpilot_servers_live Servers of this database that this one "
+		        "heard from at its latest heartbeat, itself included.\n"
+		        "# TYPE rackpilot_servers_live gauge\nrackpilot_servers_live %zu\n",
 		        json_string_value(json_object_get(sv, "name")),
-		        json_is_true(json_object_get(sv, "leader")));
+		        json_is_true(json_object_get(sv, "leader")),
+		        json_array_size(json_object_get(sv, "servers")));
 		json_decref(sv);
 	}
 	rp_buf_printf(&b,

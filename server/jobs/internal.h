@@ -64,12 +64,21 @@ struct rp_jobs {
 	struct lane lanes[LANES];
 	struct work *running;
 	struct rp_job_outcome *done, **done_tail; /* outcomes waiting to be recorded, in order */
-	pthread_t scheduler, sweeper;
+	pthread_t scheduler, sweeper, pruner;
+	pthread_cond_t prune_cv; /* pruner: stop */
+	int pruner_started;
 	/* sweeps */
 	int sweep_wanted, sweeping, sweep_started;
-	int leader; /* runs the periodic sweep (rp_jobs_lead) */
+	int leader;       /* leads the servers of its database (rp_jobs_lead) */
+	int sweep_manual; /* the running sweep was asked for: it reads every node */
 	json_t *last_sweep;
 	int64_t next_sweep_ms;
+	/* this server among those that share its database */
+	struct rp_server_self self;
+	char instance[RP_UUID_BUF], host[256];
+	json_t *live;         /* the live servers at the latest heartbeat, sorted by name */
+	int share_i, share_n; /* this server's share of the periodic sweep: index in live, of */
+	int name_lost;        /* another server took this one's name (logged once) */
 };
 
 /* ---- Shared helpers (common.c) ---------------------------------------------------- */

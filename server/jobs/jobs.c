@@ -1,5 +1,7 @@
 /* The scheduler, the workers, and the power-sync sweeper. */
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@ rp_jobs_defaults(struct rp_jobs_opts *o)
 	o->lease_s = 30;
 	o->sweep_interval_s = 60;
 	o->sweep_concurrency = 64;
+	o->retention_days = 90;
 	o->fault_threshold = 3;
 	o->retry_base_ms = 1000;
 	o->power_wait_s = 60;
@@ -575,6 +578,158 @@ look(struct rp_jobs *j)
 	}
 }
 
+/* ---- Servers sharing the database ----------------------------------------------------- */
+
+/* Whether holder, the live row under this server's name, is a stop of this very server that
+ * left no row behind (kill -9, a crash, a power cut; restarted before the row ran out): the
+ * same host, and its process gone or now something else (pids are reused). */
+static int
+stale(const struct rp_jobs *j, json_t *holder)
+{
+	long pid = (long)json_integer_value(json_object_get(holder, "pid"));
+	char path[64], mine[64] = "", theirs[64] = "";
+	FILE *f;
+
+	if (strcmp(json_string_value(json_object_get(holder, "host")) ?: "", j->host) != 0)
+		return 0;
+	if (pid == (long)getpid() || pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno == ESRCH))
+		return 1;
+	if ((f = fopen("/proc/self/comm", "r")) != NULL) {
+		if (fgets(mine, sizeof mine, f) == NULL)
+			mine[0] = '\0';
+		fclose(f);
+	}
+	snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+	if ((f = fopen(path, "r")) != NULL) {
+		if (fgets(theirs, sizeof theirs, f) == NULL)
+			theirs[0] = '\0';
+		fclose(f);
+	}
+	return mine[0] && strcmp(mine, theirs) != 0;
+}
+
+/* The position of the server named name in set (a live set), or -1. */
+static int
+live_index(json_t *set, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < json_array_size(set); i++)
+		if (!strcmp(json_string_value(json_object_get(json_array_get(set, i), "name"))
+		                    ?: "",
+		            name))
+			return (int)i;
+	return -1;
+}
+
+/* Take in the live set of a heartbeat (taken): this server's share of the sweep, and a sweep
+ * soon when a server left, so its share of the nodes is read within about a lease of its
+ * death rather than a whole interval later. */
+static void
+set_live(struct rp_jobs *j, json_t *live)
+{
+	const char *name;
+	size_t i;
+	int gone = 0;
+
+	pthread_mutex_lock(&j->mu);
+	for (i = 0; i < json_array_size(j->live); i++) {
+		name = json_string_value(json_object_get(json_array_get(j->live, i), "name"));
+		if (name && live_index(live, name) < 0) {
+			rp_log_warn(
+			        "servers: %s is no longer live (stopped, or lost the database); "
+			        "the others share its part of the power sweep",
+			        name);
+			gone = 1;
+		}
+	}
+	for (i = 0; j->live && i < json_array_size(live); i++) {
+		name = json_string_value(json_object_get(json_array_get(live, i), "name"));
+		if (name && live_index(j->live, name) < 0)
+			rp_log_info("servers: %s joined", name);
+	}
+	j->share_i = live_index(live, j->owner);
+	j->share_n = (int)json_array_size(live);
+	if (gone && j->o.sweep_interval_s && j->next_sweep_ms > rp_time_now_ms() + 1000)
+		j->next_sweep_ms = rp_time_now_ms() + 1000;
+	json_decref(j->live);
+	j->live = live;
+	pthread_mutex_unlock(&j->mu);
+}
+
+/* A heartbeat: this server's row kept live, the live set read. Another live server holding
+ * this one's name (it started under the same server_name while this one was cut off from the
+ * database) is said loudly: their jobs and sweep shares are mixed up until one is renamed. */
+static void
+beat(struct rp_jobs *j)
+{
+	json_t *live = NULL, *holder = NULL;
+	int leader;
+	enum rp_err e;
+
+	pthread_mutex_lock(&j->mu);
+	leader = j->leader;
+	pthread_mutex_unlock(&j->mu);
+	e = rp_store_server_beat(j->st, &j->self, leader, 0, &live, &holder);
+	if (e == RP_ERR_OK) {
+		j->name_lost = 0;
+		set_live(j, live);
+	} else if (e == RP_ERR_CONFLICT && !j->name_lost) {
+		j->name_lost = 1;
+		rp_log_error("servers: another server (host %s, pid %lld) now runs under this "
+		             "server's name '%s': give each server its own server_name",
+		             json_string_value(json_object_get(holder, "host")),
+		             (long long)json_integer_value(json_object_get(holder, "pid")),
+		             j->owner);
+	}
+	json_decref(holder);
+}
+
+/* The first heartbeat, before any job is recovered: -1 with why when a live server already
+ * runs under this name (two servers under one name would take each other's jobs back). */
+static int
+join(struct rp_jobs *j, char *why, size_t whylen)
+{
+	json_t *live = NULL, *holder = NULL;
+	enum rp_err e = rp_store_server_beat(j->st, &j->self, j->leader, 0, &live, &holder);
+	int rc = -1;
+
+	if (e == RP_ERR_CONFLICT && stale(j, holder))
+		e = rp_store_server_beat(j->st, &j->self, j->leader, 1, &live, NULL);
+	if (e == RP_ERR_CONFLICT) {
+		snprintf(why, whylen,
+		         "another live server runs under the name '%s' on this database (host %s, "
+		         "pid %lld, heard from %lld ms ago): give each server its own server_name "
+		         "(--server-name)",
+		         j->owner, json_string_value(json_object_get(holder, "host")),
+		         (long long)json_integer_value(json_object_get(holder, "pid")),
+		         (long long)(rp_time_now_ms() + j->lease_ms -
+		                     json_integer_value(json_object_get(holder, "seen_until"))));
+		goto out;
+	}
+	if (e == RP_ERR_OK)
+		set_live(j, live);
+	else /* a database that cannot be written now: the heartbeat tries again */
+		rp_log_warn("servers: cannot record this server in the database now (%s)",
+		            rp_err_message(e));
+	rc = 0;
+out:
+	json_decref(holder);
+	return rc;
+}
+
+/* FNV-1a of the node's UUID: the same on every server, so the live set shares the nodes out
+ * without talking. */
+static uint64_t
+node_hash(const char *uuid)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *uuid; uuid++)
+		h = (h ^ (unsigned char)*uuid) * 1099511628211ULL;
+	return h;
+}
+
 static void *sweep_main(void *arg);
 
 static void *
@@ -607,9 +762,10 @@ scheduler(void *arg)
 		for (lane = 0; lane < LANES; lane++)
 			free_slots[lane] = (int)j->lanes[lane].nworkers - j->lanes[lane].inflight;
 		if (!j->sweeping && !stop &&
-		    (j->sweep_wanted || (j->leader && j->o.sweep_interval_s &&
-		                         rp_time_now_ms() >= j->next_sweep_ms))) {
+		    (j->sweep_wanted ||
+		     (j->o.sweep_interval_s && rp_time_now_ms() >= j->next_sweep_ms))) {
 			j->sweeping = 1;
+			j->sweep_manual = j->sweep_wanted;
 			j->sweep_wanted = 0;
 			start_sweep = 1;
 		}
@@ -636,6 +792,7 @@ scheduler(void *arg)
 		if (now >= j->next_renew_ms) {
 			j->next_renew_ms = now + j->lease_ms / 3;
 			renew(j);
+			beat(j);
 		}
 		if (now >= j->next_look_ms) {
 			j->next_look_ms = now + LOOK_MS;
@@ -650,6 +807,7 @@ struct sweep {
 	struct rp_jobs *j;
 	struct rp_power_target *targets;
 	size_t ntargets;
+	size_t *pick, npick; /* the targets this sweep reads: its share of them */
 	json_t *readings;
 	size_t next;
 	pthread_mutex_t mu;
@@ -672,9 +830,9 @@ sweep_worker(void *arg)
 		pthread_mutex_lock(&s->mu);
 		i = s->next++;
 		pthread_mutex_unlock(&s->mu);
-		if (i >= s->ntargets || __atomic_load_n(&s->j->stop, __ATOMIC_RELAXED))
+		if (i >= s->npick || __atomic_load_n(&s->j->stop, __ATOMIC_RELAXED))
 			return NULL;
-		node = &s->targets[i];
+		node = &s->targets[s->pick[i]];
 		r = json_pack("{s:I}", "id", (json_int_t)node->id);
 		if (jobs_bmc_target(&node->bmc, node->uuid, &t, &err) == 0 &&
 		    (b = rp_bmc_open(&t, &err)) != NULL) {
@@ -704,14 +862,26 @@ sweep_main(void *arg)
 	struct sweep s = {.j = j};
 	pthread_t *threads = NULL;
 	int64_t t0 = rp_time_now_ms(), m0 = rp_time_mono_ns(), read_ms = 0;
-	size_t n, k, i, ok = 0;
-	int changed = 0, total_changed = 0;
+	size_t n = 0, k, i, ok = 0;
+	int changed = 0, total_changed = 0, share_i, share_n;
 	char ts0[RP_TIME_BUF], ts1[RP_TIME_BUF];
 
 	pthread_mutex_init(&s.mu, NULL);
 	if (rp_store_power_targets(j->st, &s.targets, &s.ntargets) != RP_ERR_OK)
 		goto out;
-	n = s.ntargets;
+	/* A periodic sweep reads this server's share of the nodes, by node hash over the live
+	 * servers; one asked for reads them all. Not in the live set (no heartbeat recorded
+	 * yet): all of them too, as reading twice is harmless and not reading is not. */
+	pthread_mutex_lock(&j->mu);
+	share_i = j->sweep_manual || j->share_i < 0 ? 0 : j->share_i;
+	share_n = j->sweep_manual || j->share_i < 0 || j->share_n < 1 ? 1 : j->share_n;
+	pthread_mutex_unlock(&j->mu);
+	if ((s.pick = calloc(s.ntargets ? s.ntargets : 1, sizeof *s.pick)) == NULL)
+		goto out;
+	for (i = 0; i < s.ntargets; i++)
+		if (node_hash(s.targets[i].uuid) % (uint64_t)share_n == (uint64_t)share_i)
+			s.pick[s.npick++] = i;
+	n = s.npick;
 	s.readings = json_array();
 	for (i = 0; i < n; i++)
 		json_array_append_new(s.readings, json_null());
@@ -746,16 +916,19 @@ sweep_main(void *arg)
 	}
 	pthread_mutex_lock(&j->mu);
 	json_decref(j->last_sweep);
-	j->last_sweep = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i}", "started_at",
-	                          rp_time_format(t0, ts0), "finished_at",
+	j->last_sweep = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:{s:i, s:i}}",
+	                          "started_at", rp_time_format(t0, ts0), "finished_at",
 	                          rp_time_format(rp_time_now_ms(), ts1), "duration_ms",
 	                          (json_int_t)((rp_time_mono_ns() - m0) / 1000000), "read_ms",
 	                          (json_int_t)read_ms, "nodes", (json_int_t)n, "ok", (json_int_t)ok,
-	                          "failed", (json_int_t)(n - ok), "changed", total_changed);
+	                          "failed", (json_int_t)(n - ok), "changed", total_changed, "share",
+	                          "index", share_i, "of", share_n);
 	pthread_mutex_unlock(&j->mu);
-	rp_log_info("power sync: %zu node(s), %zu answered, %d change(s), %lld ms", n, ok,
-	            total_changed, (long long)((rp_time_mono_ns() - m0) / 1000000));
+	rp_log_info("power sync: %zu node(s) (share %d of %d), %zu answered, %d change(s), %lld ms",
+	            n, share_i + 1, share_n, ok, total_changed,
+	            (long long)((rp_time_mono_ns() - m0) / 1000000));
 out:
+	free(s.pick);
 	free(threads);
 	rp_store_power_targets_free(s.targets, s.ntargets);
 	json_decref(s.readings);
@@ -763,6 +936,54 @@ out:
 	pthread_mutex_lock(&j->mu);
 	j->sweeping = 0;
 	j->next_sweep_ms = rp_time_now_ms() + (int64_t)j->o.sweep_interval_s * 1000;
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+/* ---- Retention ------------------------------------------------------------------------ */
+
+#define PRUNE_EVERY_MS (3600 * 1000)
+
+/* The leader prunes what retention_days no longer keeps: a little after it starts or takes
+ * the lead, then hourly; a second at a time, so a stop never waits on a large backlog. */
+static void *
+pruner(void *arg)
+{
+	struct rp_jobs *j = arg;
+	int64_t next = rp_time_now_ms() + 2000, keep = (int64_t)j->o.retention_days * 86400000;
+	int was_leader = 0;
+
+	pthread_mutex_lock(&j->mu);
+	while (!j->stop) {
+		int64_t now = rp_time_now_ms();
+		struct rp_prune_counts n = {0};
+		struct timespec ts;
+		enum rp_err e;
+
+		if (j->leader && !was_leader && next > now + 2000)
+			next = now + 2000;
+		was_leader = j->leader;
+		if (!j->leader || now < next) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&j->prune_cv, &j->mu, &ts);
+			continue;
+		}
+		pthread_mutex_unlock(&j->mu);
+		e = rp_store_prune(j->st, now, keep, 1000, &n);
+		if (e != RP_ERR_OK)
+			rp_log_warn("retention: pruning failed (%s); trying again in a minute",
+			            rp_err_message(e));
+		else if (n.events || n.job_logs || n.tokens || n.bootstrap_tokens || n.servers)
+			rp_log_info(
+			        "retention: removed %lld event(s), the logs of %lld job(s), %lld "
+			        "token(s), %lld bootstrap token(s), %lld server row(s)%s",
+			        (long long)n.events, (long long)n.job_logs, (long long)n.tokens,
+			        (long long)n.bootstrap_tokens, (long long)n.servers,
+			        n.more ? "; more to come" : "");
+		next = e != RP_ERR_OK ? now + 60000 : n.more ? 0 : now + PRUNE_EVERY_MS;
+		pthread_mutex_lock(&j->mu);
+	}
 	pthread_mutex_unlock(&j->mu);
 	return NULL;
 }
@@ -793,11 +1014,21 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	if (j->o.sweep_concurrency == 0)
 		j->o.sweep_concurrency = 1;
 	snprintf(j->owner, sizeof j->owner, "%s", j->o.server_name ?: "rackpilotd");
+	if (rp_uuid_new(j->instance) < 0 || gethostname(j->host, sizeof j->host) != 0)
+		snprintf(j->host, sizeof j->host, "unknown");
+	j->host[sizeof j->host - 1] = '\0';
+	j->share_i = -1;
 	j->leader = 1;
 	j->lease_ms = (int64_t)(j->o.lease_s ? j->o.lease_s : 30) * 1000;
 	j->next_renew_ms = rp_time_now_ms() + j->lease_ms / 3;
+	j->self = (struct rp_server_self){.name = j->owner,
+	                                  .instance = j->instance,
+	                                  .host = j->host,
+	                                  .pid = (long)getpid(),
+	                                  .lease_ms = j->lease_ms};
 	pthread_mutex_init(&j->mu, NULL);
 	pthread_cond_init(&j->kick_cv, NULL);
+	pthread_cond_init(&j->prune_cv, NULL);
 	for (lane = 0; lane < LANES; lane++) {
 		j->lanes[lane].j = j;
 		pthread_cond_init(&j->lanes[lane].cv, NULL);
@@ -806,6 +1037,8 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	j->done_tail = &j->done;
 	/* The first sweep waits a little, so a fresh start is not a burst of BMC traffic. */
 	j->next_sweep_ms = rp_time_now_ms() + 5000;
+	if (join(j, why, whylen) < 0)
+		goto fail;
 	e = rp_store_jobs_recover(st, j->owner, &recovered);
 	if (e == RP_ERR_STORAGE_FULL || e == RP_ERR_STORAGE_READONLY || e == RP_ERR_STORAGE_IO) {
 		/* Serve reads meanwhile; jobs wait for a writable database, and interrupted ones
@@ -846,12 +1079,17 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 		rp_jobs_stop(j);
 		return -1;
 	}
+	j->pruner_started = pthread_create(&j->pruner, NULL, pruner, j) == 0;
+	if (!j->pruner_started)
+		rp_log_warn("jobs: cannot start the pruning thread; nothing is pruned");
 	*out = j;
 	return 0;
 fail:
+	json_decref(j->live);
 	for (lane = 0; lane < LANES; lane++)
 		pthread_cond_destroy(&j->lanes[lane].cv);
 	pthread_cond_destroy(&j->kick_cv);
+	pthread_cond_destroy(&j->prune_cv);
 	pthread_mutex_destroy(&j->mu);
 	free(j);
 	return -1;
@@ -871,17 +1109,24 @@ rp_jobs_stop(struct rp_jobs *j)
 	for (lane = 0; lane < LANES; lane++)
 		pthread_cond_broadcast(&j->lanes[lane].cv);
 	pthread_cond_broadcast(&j->kick_cv);
+	pthread_cond_broadcast(&j->prune_cv);
 	pthread_mutex_unlock(&j->mu);
 	for (lane = 0; lane < LANES; lane++)
 		for (i = 0; i < j->lanes[lane].nworkers; i++)
 			pthread_join(j->lanes[lane].workers[i], NULL);
 	if (j->scheduler)
 		pthread_join(j->scheduler, NULL);
+	if (j->pruner_started)
+		pthread_join(j->pruner, NULL);
 	if (j->sweep_started)
 		pthread_join(j->sweeper, NULL);
 	/* Outcomes of jobs that finished while stopping are still worth recording. */
 	if (j->done)
 		record(j, j->done);
+	/* The others take this server's share of the sweep at once, not a lease later; its
+	 * running jobs stay leased to its name, for its restart or the lease's end. */
+	if (!j->name_lost)
+		rp_store_server_leave(j->st, &j->self);
 	for (lane = 0; lane < LANES; lane++) {
 		for (w = j->lanes[lane].queue; w; w = n) {
 			n = w->next;
@@ -892,8 +1137,10 @@ rp_jobs_stop(struct rp_jobs *j)
 	}
 	rp_store_outcome_free(j->done);
 	json_decref(j->last_sweep);
+	json_decref(j->live);
 	pthread_mutex_destroy(&j->mu);
 	pthread_cond_destroy(&j->kick_cv);
+	pthread_cond_destroy(&j->prune_cv);
 	free(j);
 }
 
@@ -936,9 +1183,11 @@ void
 rp_jobs_lead(struct rp_jobs *j, int leader)
 {
 	pthread_mutex_lock(&j->mu);
-	/* A new leader sweeps soon, not a whole interval after it took over. */
-	if (leader && !j->leader)
-		j->next_sweep_ms = rp_time_now_ms() + 1000;
+	/* The next heartbeat (soon) tells the other servers. */
+	if (leader != j->leader) {
+		j->next_renew_ms = 0;
+		kick_locked(j);
+	}
 	j->leader = leader;
 	pthread_mutex_unlock(&j->mu);
 }
@@ -980,8 +1229,19 @@ rp_jobs_server(struct rp_jobs *j)
 {
 	json_t *s;
 
+	json_t *servers = json_array(), *v;
+	char ts[RP_TIME_BUF];
+	size_t i;
+
 	pthread_mutex_lock(&j->mu);
-	s = json_pack("{s:s, s:b}", "name", j->owner, "leader", j->leader);
+	json_array_foreach(j->live, i, v) json_array_append_new(
+	        servers,
+	        json_pack("{s:O?, s:O?, s:O?, s:s, s:O?}", "name", json_object_get(v, "name"),
+	                  "host", json_object_get(v, "host"), "pid", json_object_get(v, "pid"),
+	                  "started_at",
+	                  rp_time_format(json_integer_value(json_object_get(v, "started_at")), ts),
+	                  "leader", json_object_get(v, "leader")));
+	s = json_pack("{s:s, s:b, s:o}", "name", j->owner, "leader", j->leader, "servers", servers);
 	pthread_mutex_unlock(&j->mu);
 	return s;
 }

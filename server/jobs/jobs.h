@@ -12,8 +12,10 @@
  * Steps jobs run in their own pool of workers: each pushes a plan to a node's agent over SSH
  * (server/ssh) and follows it to the end, across SSH drops, reboots and restarts.
  *
- * The sweeper periodically reads every eligible node's power state with bounded
- * concurrency and records the readings, faults and changes.
+ * The sweeper periodically reads the power state of its share of the eligible nodes (by node
+ * hash over the live servers of the database, learned by a heartbeat every third of a lease)
+ * with bounded concurrency and records the readings, faults and changes. The leader of those
+ * servers prunes what retention_days no longer keeps.
  */
 #ifndef RP_JOBS_H
 #define RP_JOBS_H
@@ -32,6 +34,7 @@ struct rp_jobs_opts {
 	unsigned lease_s;           /* a job lease, renewed every third of it; default 30 */
 	unsigned sweep_interval_s;  /* power sync period; 0 disables the periodic sweep */
 	unsigned sweep_concurrency; /* BMCs read at once by a sweep; default 64 */
+	unsigned retention_days;    /* the leader prunes older events etc.; 0 keeps; default 90 */
 	unsigned fault_threshold;   /* failures in a row before a BMC fault; default 3 */
 	unsigned retry_base_ms;     /* first retry delay, doubling up to 60 s; default 1000 */
 	unsigned power_wait_s;      /* wait for a power state after a command; default 60 */
@@ -48,8 +51,10 @@ struct rp_jobs_opts {
 /* Fill o with the defaults. */
 void rp_jobs_defaults(struct rp_jobs_opts *o);
 
-/* Recover interrupted jobs, then start the scheduler, workers and sweeper. 0, or -1 with
- * why. */
+/* Record this server among the live servers of its database, recover interrupted jobs, then
+ * start the scheduler, workers, sweeper and pruner. 0, or -1 with why (among others: a live
+ * server already runs under o->server_name; the row of a killed server of this name on this
+ * host is taken over). */
 int rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs **out,
                   char *why, size_t whylen);
 
@@ -58,11 +63,13 @@ int rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_j
 void rp_jobs_stop(struct rp_jobs *j);
 
 /* Whether this server leads those that share its database (rp_store_hold): only the leader
- * runs the periodic power sweep (one asked for, rp_jobs_sweep_now, runs on any server). A new
- * leader sweeps within a second. Started as leader. */
+ * prunes (retention_days), within seconds of taking the lead. Its heartbeat tells the other
+ * servers. Started as leader. */
 void rp_jobs_lead(struct rp_jobs *j, int leader);
 
-/* This server as GET /v1 and /metrics show it: {name (its server_name), leader}. New. */
+/* This server as GET /v1 and /metrics show it: {name (its server_name), leader, servers: the
+ * live servers of its database at its latest heartbeat, [{name, host, pid, started_at,
+ * leader}]}. New. */
 json_t *rp_jobs_server(struct rp_jobs *j);
 
 /* Queue a job for a node (see rp_store_job_create) and wake the scheduler. job:

@@ -493,6 +493,48 @@ enum rp_err rp_store_jobs_recover(struct rp_store *st, const char *self, int *n)
 enum rp_err rp_store_jobs_renew(struct rp_store *st, const char *owner, json_t *held,
                                 int64_t lease_ms, json_t **renewed);
 
+/* ---- Servers sharing the database --------------------------------------------------- */
+
+/* This server as its row in the servers table names it. */
+struct rp_server_self {
+	const char *name;     /* server_name */
+	const char *instance; /* random, new at each process start */
+	const char *host;
+	long pid;
+	int64_t lease_ms; /* how long a heartbeat keeps the row live */
+};
+
+/* A heartbeat: keep me's row live until now + lease_ms and record whether it leads. A row
+ * under me->name that is absent, no longer live, me's own, or (take set) any, becomes me's
+ * (started now when it was not me's). RP_ERR_CONFLICT when another live instance holds the
+ * name: *holder (new) is that row {name, instance, host, pid, started_at, seen_until}, times
+ * in ms. On success *live (new, may be NULL when not wanted) is every live server, sorted by
+ * name: [{name, host, pid, started_at, seen_until, leader}]. Single statements, no
+ * transaction: a heartbeat wakes no event stream. */
+enum rp_err rp_store_server_beat(struct rp_store *st, const struct rp_server_self *me, int leader,
+                                 int take, json_t **live, json_t **holder);
+
+/* me stops: its row is removed (when still its own), so the others rebalance at once. */
+enum rp_err rp_store_server_leave(struct rp_store *st, const struct rp_server_self *me);
+
+/* ---- Retention --------------------------------------------------------------------------- */
+
+/* What rp_store_prune removed. */
+struct rp_prune_counts {
+	int64_t events, job_logs, tokens, bootstrap_tokens, servers;
+	int more; /* the budget ran out first: call again */
+};
+
+/* Remove what has outlived its use at time now: events older than keep_ms; the logs of jobs
+ * that ended longer than keep_ms ago (the jobs stay, their log_dropped counting the bytes);
+ * API tokens expired or revoked longer than keep_ms ago; bootstrap tokens a day past their
+ * expiry; rows of servers not heard from for a day. In transactions of at most a few thousand
+ * rows, so a large backlog never holds the write lock for long, and for about budget_ms at
+ * most (counts->more then says there is more). keep_ms 0 keeps events, logs and tokens.
+ * counts (may be NULL) is written only on success. */
+enum rp_err rp_store_prune(struct rp_store *st, int64_t now, int64_t keep_ms, int64_t budget_ms,
+                           struct rp_prune_counts *counts);
+
 /* A job the scheduler claimed, with what its worker needs of the node and its BMC. Strings
  * are NULL where the row has none. bmc.password is the opened BMC password (NULL when none or
  * it does not open): it never enters jansson and rp_store_claim_free wipes it. */

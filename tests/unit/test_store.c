@@ -1057,6 +1057,152 @@ summary_of(json_t *events, size_t i)
 	return s;
 }
 
+/* The servers of a database: a heartbeat keeps a row live; a second live instance under the
+ * same name is refused (and told whose it is) unless it takes the name; a row that ran out is
+ * anyone's; leaving removes only one's own row. */
+static void
+test_servers(void **state)
+{
+	struct fx *f = *state;
+	struct rp_server_self a = {"alpha", "inst-a", "host-a", 11, 60000};
+	struct rp_server_self a2 = {"alpha", "inst-a2", "host-b", 12, 60000};
+	struct rp_server_self b = {"beta", "inst-b", "host-b", 13, 60000};
+	struct rp_server_self gone = {"gamma", "inst-g", "host-g", 14, -1};
+	json_t *live = NULL, *holder = NULL;
+
+	assert_int_equal(rp_store_server_beat(f->st, &a, 1, 0, &live, NULL), RP_ERR_OK);
+	assert_int_equal(json_array_size(live), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(live, 0), "host")),
+	                    "host-a");
+	assert_true(json_is_true(json_object_get(json_array_get(live, 0), "leader")));
+	json_decref(live);
+	/* A quiet server (its heartbeat ran out) is not live. */
+	assert_int_equal(rp_store_server_beat(f->st, &gone, 0, 0, NULL, NULL), RP_ERR_OK);
+	assert_int_equal(rp_store_server_beat(f->st, &b, 0, 0, &live, NULL), RP_ERR_OK);
+	assert_int_equal(json_array_size(live), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(live, 0), "name")),
+	                    "alpha");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(live, 1), "name")),
+	                    "beta");
+	json_decref(live);
+	live = NULL;
+	/* alpha's name is taken while alpha is live: refused, naming the holder. */
+	assert_int_equal(rp_store_server_beat(f->st, &a2, 0, 0, &live, &holder), RP_ERR_CONFLICT);
+	assert_null(live);
+	assert_string_equal(json_string_value(json_object_get(holder, "host")), "host-a");
+	assert_int_equal(json_integer_value(json_object_get(holder, "pid")), 11);
+	json_decref(holder);
+	holder = NULL;
+	/* Taken on purpose (a restart of a killed server): then the old instance is refused. */
+	assert_int_equal(rp_store_server_beat(f->st, &a2, 0, 1, NULL, NULL), RP_ERR_OK);
+	assert_int_equal(rp_store_server_beat(f->st, &a, 1, 0, NULL, &holder), RP_ERR_CONFLICT);
+	assert_string_equal(json_string_value(json_object_get(holder, "host")), "host-b");
+	json_decref(holder);
+	/* The old instance's leave leaves the new one's row alone. */
+	assert_int_equal(rp_store_server_leave(f->st, &a), RP_ERR_OK);
+	assert_int_equal(rp_store_server_beat(f->st, &b, 0, 0, &live, NULL), RP_ERR_OK);
+	assert_int_equal(json_array_size(live), 2);
+	json_decref(live);
+	assert_int_equal(rp_store_server_leave(f->st, &a2), RP_ERR_OK);
+	assert_int_equal(rp_store_server_beat(f->st, &b, 0, 0, &live, NULL), RP_ERR_OK);
+	assert_int_equal(json_array_size(live), 1);
+	json_decref(live);
+	/* gamma ran out: anyone may start under its name. */
+	gone.instance = "inst-g2";
+	gone.lease_ms = 60000;
+	assert_int_equal(rp_store_server_beat(f->st, &gone, 0, 0, NULL, NULL), RP_ERR_OK);
+}
+
+/* Retention removes what is older than it keeps and nothing younger: events, the logs of
+ * long-ended jobs (the job stays, counting the bytes), dead tokens, dead servers' rows. */
+static void
+test_prune(void **state)
+{
+	struct fx *f = *state;
+	struct rp_prune_counts n = {0};
+	int64_t now = rp_time_now_ms(), day = 86400000;
+	char sql[1200], out[64];
+	json_t *in, *o = NULL, *detail = NULL;
+	long before;
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		snprintf(sql, sizeof sql, "{\"name\":\"p%d\"}", i);
+		in = J(sql);
+		assert_int_equal(rp_store_node_create(f->st, in, "t", &o, &detail), RP_ERR_OK);
+		json_decref(in);
+		json_decref(o);
+	}
+	before = events(f->st);
+	assert_true(before >= 5);
+	/* Three events 100 days old, the rest new. */
+	snprintf(sql, sizeof sql,
+	         "UPDATE events SET at = %lld WHERE id IN (SELECT id FROM events ORDER BY id "
+	         "LIMIT 3)",
+	         (long long)(now - 100 * day));
+	assert_int_equal(dbfx_sql(f->path, sql, NULL, 0), 0);
+	/* Two ended jobs with logs, one 100 days ago and one yesterday; tokens dead long ago,
+	 * dead yesterday and alive; a server gone two days ago. */
+	snprintf(sql, sizeof sql,
+	         "INSERT INTO jobs(id, uuid, type, node_name, params, mutating, state, "
+	         "not_before, created_by, created_at, finished_at, updated_at, log_bytes) VALUES "
+	         "(901, 'j-old', 'steps', 'p0', '{}', 0, 'succeeded', 0, 't', 0, %lld, 0, 6), "
+	         "(902, 'j-new', 'steps', 'p0', '{}', 0, 'failed', 0, 't', 0, %lld, 0, 4); "
+	         "INSERT INTO job_logs(job_id, seq, at, data) VALUES (901, 1, 0, 'abc'), "
+	         "(901, 2, 0, 'def'), (902, 1, 0, 'ghij'); "
+	         "INSERT INTO tokens(uuid, name, role, hash, created_at, created_by, expires_at, "
+	         "revoked_at) VALUES ('t1', 'old', 'viewer', 'h1', 0, 't', %lld, NULL), "
+	         "('t2', 'revoked', 'viewer', 'h2', 0, 't', NULL, %lld), "
+	         "('t3', 'recent', 'viewer', 'h3', 0, 't', %lld, NULL), "
+	         "('t4', 'alive', 'viewer', 'h4', 0, 't', NULL, NULL); "
+	         "INSERT INTO servers(name, instance, host, pid, started_at, seen_until) VALUES "
+	         "('dead', 'i', 'h', 1, 0, %lld), ('quiet', 'i', 'h', 1, 0, %lld)",
+	         (long long)(now - 100 * day), (long long)(now - day), (long long)(now - 100 * day),
+	         (long long)(now - 95 * day), (long long)(now - day), (long long)(now - 2 * day),
+	         (long long)(now - 60000));
+	assert_int_equal(dbfx_sql(f->path, sql, NULL, 0), 0);
+	/* Keeping everything: only bootstrap tokens and server rows are looked at. */
+	assert_int_equal(rp_store_prune(f->st, now, 0, 10000, &n), RP_ERR_OK);
+	assert_int_equal(n.events, 0);
+	assert_int_equal(n.servers, 1);
+	assert_int_equal(events(f->st), before);
+	assert_int_equal(rp_store_prune(f->st, now, 90 * day, 10000, &n), RP_ERR_OK);
+	assert_int_equal(n.events, 3);
+	assert_int_equal(n.job_logs, 1);
+	assert_int_equal(n.tokens, 2);
+	assert_int_equal(n.servers, 0);
+	assert_false(n.more);
+	assert_int_equal(events(f->st), before - 3);
+	assert_int_equal(dbfx_sql(f->path, "SELECT count(*) FROM job_logs WHERE job_id = 901", out,
+	                          sizeof out),
+	                 0);
+	assert_string_equal(out, "0");
+	assert_int_equal(dbfx_sql(f->path, "SELECT count(*) FROM job_logs WHERE job_id = 902", out,
+	                          sizeof out),
+	                 0);
+	assert_string_equal(out, "1");
+	assert_int_equal(dbfx_sql(f->path,
+	                          "SELECT log_bytes || '/' || log_dropped FROM jobs WHERE id = 901",
+	                          out, sizeof out),
+	                 0);
+	assert_string_equal(out, "0/6");
+	assert_int_equal(dbfx_sql(f->path,
+	                          "SELECT count(*) FROM tokens WHERE uuid LIKE 't_' AND name IN "
+	                          "('alive', 'recent')",
+	                          out, sizeof out),
+	                 0);
+	assert_string_equal(out, "2");
+	assert_int_equal(dbfx_sql(f->path, "SELECT count(*) FROM tokens WHERE uuid LIKE 't_'", out,
+	                          sizeof out),
+	                 0);
+	assert_string_equal(out, "2");
+	assert_int_equal(dbfx_sql(f->path, "SELECT count(*) FROM servers", out, sizeof out), 0);
+	assert_string_equal(out, "1");
+	/* Again: nothing left to do. */
+	assert_int_equal(rp_store_prune(f->st, now, 90 * day, 10000, &n), RP_ERR_OK);
+	assert_int_equal(n.events + n.job_logs + n.tokens + n.servers, 0);
+}
+
 /* Job leases: a claim is its owner's until the lease runs out; only the owner renews and
  * records it; a run-out lease, the owner's own earlier run and the pre-lease owner format are
  * recovered, a live lease of another server is not. */
@@ -1358,7 +1504,7 @@ test_node_lists(void **state)
 
 /* Migration 0012 fills the new columns from a version-11 database's tables and drops the
  * MAC triggers. The version-11 file is made from this one by undoing 0012 and what came
- * after it (0013's step run column). */
+ * after it (0013's step run column, 0015's servers table). */
 static void
 test_node_lists_migration(void **state)
 {
@@ -1375,7 +1521,7 @@ test_node_lists_migration(void **state)
 	rp_store_free(f->st);
 	f->st = NULL;
 	snprintf(cmd, sizeof cmd,
-	         "sqlite3 %s \"ALTER TABLE job_steps DROP COLUMN run_id; "
+	         "sqlite3 %s \"DROP TABLE servers; ALTER TABLE job_steps DROP COLUMN run_id; "
 	         "ALTER TABLE nodes DROP COLUMN tags; ALTER TABLE nodes DROP COLUMN "
 	         "macs; CREATE TRIGGER macs_ins AFTER INSERT ON node_macs BEGIN UPDATE meta SET "
 	         "value = value + 1 WHERE key = 'macs_version'; END; CREATE TRIGGER macs_del "
@@ -1458,6 +1604,8 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_racks_nodes, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_job_leases, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_servers, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_prune, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_import_all_or_nothing, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_drift, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
