@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bmc/bmc.h"
 #include "internal.h"
@@ -344,6 +345,15 @@ flash_send(struct flash *f)
 	snprintf(uri, sizeof uri, "%s/boot/images/%s", w->j->o.image_url ?: "", f->image);
 	snprintf(local, sizeof local, "%s/%s", w->j->o.image_dir ?: ".",
 	         json_string_value(json_object_get(f->t, "file")) ?: f->image);
+	/* The BMC gets the image from this server (pushed, or fetched from its boot endpoint):
+	 * one missing from this server's image store is said before anything is recorded or
+	 * sent (servers that share a database need the same images: a shared image_dir). */
+	if (access(local, R_OK) != 0)
+		return stop(x, jobs_failed(w, "image_missing",
+		                           "component %s: image %s is not in this server's image "
+		                           "store (%s): nothing was sent; servers that share a "
+		                           "database need the same image_dir",
+		                           f->comp, f->image, local));
 	/* Durably "about to send" first: a restart must never send this one again. */
 	if (rp_store_firmware_update_sent(w->j->st, w->id, f->comp, f->from, f->to, f->image) !=
 	    RP_ERR_OK)

@@ -311,6 +311,268 @@ test_two_servers(void **state)
 	server_cleanup(&a);
 }
 
+/* A string member of o, "" when absent. */
+static const char *
+jstr_of(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key)) ?: "";
+}
+
+/* GET path on s as JSON (a new reference); fails the test on anything but 200. */
+static json_t *
+get_json(struct server *s, const char *path)
+{
+	struct reply r;
+	json_t *j;
+
+	assert_int_equal(call(s, s->admin, "GET", path, &r, NULL), 200);
+	j = json_incref(r.json);
+	reply_free(&r);
+	return j;
+}
+
+/* The power sweep's last run on s, as GET /v1/power/sync's `last` (new; NULL before one). */
+static json_t *
+last_sweep(struct server *s)
+{
+	json_t *ps = get_json(s, "/v1/power/sync"),
+	       *last = json_incref(json_object_get(ps, "last"));
+
+	json_decref(ps);
+	return json_is_object(last) ? last : (json_decref(last), NULL);
+}
+
+#define FO_N 100
+
+/* Failover at scale: two servers share 200 power jobs (an on and an off per node) and a
+ * 100-node firmware rollout on 100 mock BMCs; the leader (it runs the rollout engine) is
+ * killed -9 mid-run. The survivor takes the lead, every job ends, the rollout completes, no
+ * BMC saw any action twice (counted by the BMCs: method, path, reset type, image), and its
+ * power sweep covers every node again within one interval. Leases are 3 s, sweeps every 8 s. */
+static void
+test_failover(void **state)
+{
+	static char conf_a[300], conf_b[300];
+	static const char *const args_a[] = {"-c", conf_a, NULL};
+	static const char *const args_b[] = {"-c", conf_b, NULL};
+	struct server a, b;
+	struct mock m;
+	struct reply r;
+	char bdir[300], name[64], batch[2][200], ro_id[64], body[64];
+	json_t *ro = NULL, *last, *sa, *sb;
+	int64_t killed;
+	int i, k, seen = 0, done;
+	FILE *f;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		snprintf(i ? conf_b : conf_a, sizeof conf_a, "/tmp/rp-failover-%c-%d.conf", "ab"[i],
+		         (int)getpid());
+		assert_non_null(f = fopen(i ? conf_b : conf_a, "w"));
+		/* One image store for both (as NFS would share it). */
+		fprintf(f,
+		        "[server]\nserver_name = fo-%c\njob_lease = 3\npower_sync_interval = 8\n"
+		        "image_dir = /tmp/rp-failover-images-%d\n",
+		        "ab"[i], (int)getpid());
+		fclose(f);
+	}
+	mock_start(&m, FO_N, NULL);
+	/* Slow enough that jobs are in flight at the kill, quick enough for the suite. */
+	for (i = 0; i < FO_N; i++)
+		mock_post(&m, i, "/__mock/config",
+		          "{\"delay_ms\": 40, \"power_delay_s\": 0, \"bmc_reboot_requests\": 0}");
+	server_start(&a, NULL, args_a);
+	snprintf(bdir, sizeof bdir, "%s-b", a.dir);
+	sh("mkdir -m 700 '%s' && cp -p '%s/secret.key' '%s/admin.token' '%s/.test-database' '%s/'",
+	   bdir, a.dir, a.dir, a.dir, bdir);
+	server_start(&b, bdir, args_b);
+	leads(&a, "fo-a", 1);
+	for (i = 0; i < FO_N; i++) {
+		snprintf(name, sizeof name, "fo%02d", i);
+		make_node(&a, "{s:s, s:s, s:[s], s:{s:s, s:s, s:i, s:s, s:s, s:{s:s, s:i}}}",
+		          "name", name, "node_class", "gpu-a", "tags", "fleet", "bmc", "driver",
+		          "redfish", "address", "127.0.0.1", "port", m.base + i, "username",
+		          "admin", "password", "secret", "options", "scheme", "http", "timeout_ms",
+		          10000);
+	}
+	snprintf(body, sizeof body, "firmware image nic_3.0.0.bin\n");
+	assert_int_equal(req(&a, a.admin, "PUT", "/v1/images/nic_3.0.0.bin?kind=firmware",
+	                     "application/octet-stream", body, strlen(body), NULL, &r),
+	                 201);
+	reply_free(&r);
+	assert_int_equal(call(&a, a.admin, "POST", "/v1/firmware/baselines", &r,
+	                      "{s:s, s:s, s:{s:{s:s, s:s, s:s}}}", "name", "fo-2026", "node_class",
+	                      "gpu-a", "components", "nic0", "version", "3.0.0", "image",
+	                      "nic_3.0.0.bin", "method", "redfish-push"),
+	                 201);
+	reply_free(&r);
+	/* Both servers sweep, each its own share: together every node. */
+	for (i = 0; i < 150; i++) {
+		sa = last_sweep(&a);
+		sb = last_sweep(&b);
+		done = sa && sb &&
+		       json_integer_value(json_object_get(json_object_get(sa, "share"), "of")) ==
+		               2 &&
+		       json_integer_value(json_object_get(json_object_get(sb, "share"), "of")) == 2;
+		if (done)
+			assert_int_equal(json_integer_value(json_object_get(sa, "nodes")) +
+			                         json_integer_value(json_object_get(sb, "nodes")),
+			                 FO_N);
+		json_decref(sa);
+		json_decref(sb);
+		if (done)
+			break;
+		usleep(100000);
+	}
+	assert_true(i < 150);
+	sa = get_json(&b, "/v1");
+	sb = json_object_get(json_object_get(sa, "server"), "servers");
+	assert_int_equal(json_array_size(sb), 2);
+	assert_string_equal(jstr_of(json_array_get(sb, 0), "name"), "fo-a");
+	assert_true(json_is_true(json_object_get(json_array_get(sb, 0), "leader")));
+	assert_string_equal(jstr_of(json_array_get(sb, 1), "name"), "fo-b");
+	json_decref(sa);
+
+	/* 200 power jobs through b, the rollout through a. */
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(call(&b, b.admin, "POST", "/v1/actions/power", &r,
+		                      "{s:{s:s}, s:s}", "selector", "tag", "fleet", "target",
+		                      i ? "off" : "on"),
+		                 202);
+		snprintf(batch[i], sizeof batch[i], "/v1/batches/%s", jstr_of(r.json, "id"));
+		reply_free(&r);
+	}
+	assert_int_equal(call(&a, a.admin, "POST", "/v1/rollouts", &r,
+	                      "{s:s, s:{s:s}, s:{s:i, s:i}, s:i, s:{s:i, s:[s]}}", "kind",
+	                      "firmware", "selector", "tag", "fleet", "waves", "canary", 1, "batch",
+	                      25, "max_failures", FO_N, "gate", "wait_s", 0, "require",
+	                      "version_match"),
+	                 201);
+	snprintf(ro_id, sizeof ro_id, "/v1/rollouts/%s", jstr_of(r.json, "id"));
+	reply_free(&r);
+	/* kill -9 the leader once the BMCs have seen a good part of the work. */
+	for (i = 0; i < 600 && seen < 60; i++) {
+		for (k = 0, seen = 0; k < FO_N; k += 5) {
+			json_t *st = mock_get(&m, k, "/__mock/state");
+
+			seen += (int)json_array_size(json_object_get(st, "actions")) > 0;
+			json_decref(st);
+		}
+		seen *= 5;
+		if (seen < 60)
+			usleep(50000);
+	}
+	server_stop(&a, SIGKILL);
+	killed = now_ms();
+
+	/* b leads within seconds (it asks every 5 s). */
+	for (i = 0; i < 100; i++) {
+		json_t *root = get_json(&b, "/v1");
+
+		done = json_is_true(json_object_get(json_object_get(root, "server"), "leader"));
+		json_decref(root);
+		if (done)
+			break;
+		usleep(100000);
+	}
+	leads(&b, "fo-b", 1);
+	fprintf(stderr, "failover: b leads %lld ms after the kill\n",
+	        (long long)(now_ms() - killed));
+	/* The sweep: b took a's share within a lease and a second, so within one interval of
+	 * the kill its sweep read every node. */
+	for (i = 0; i < 200; i++) {
+		last = last_sweep(&b);
+		done = last && json_integer_value(
+		                       json_object_get(json_object_get(last, "share"), "of")) == 1;
+		if (done) {
+			assert_int_equal(json_integer_value(json_object_get(last, "nodes")), FO_N);
+		}
+		json_decref(last);
+		if (done)
+			break;
+		usleep(100000);
+	}
+	assert_true(done);
+	fprintf(stderr, "failover: b's sweep read all %d nodes %lld ms after the kill\n", FO_N,
+	        (long long)(now_ms() - killed));
+	assert_true(now_ms() - killed <= 8000 + 3000);
+	/* The power jobs end and the rollout completes. */
+	for (i = 0; i < 3000; i++) {
+		json_t *b0 = get_json(&b, batch[0]), *b1 = get_json(&b, batch[1]);
+
+		json_decref(ro);
+		ro = get_json(&b, ro_id);
+		done = json_is_true(json_object_get(b0, "done")) &&
+		       json_is_true(json_object_get(b1, "done")) &&
+		       strcmp(jstr_of(ro, "state"), "running") != 0;
+		json_decref(b0);
+		json_decref(b1);
+		if (done)
+			break;
+		usleep(100000);
+	}
+	fprintf(stderr, "failover: jobs and rollout ended %lld ms after the kill\n",
+	        (long long)(now_ms() - killed));
+	assert_true(done);
+	if (strcmp(jstr_of(ro, "state"), "completed") != 0)
+		fail_msg("rollout %s: %s", jstr_of(ro, "state"), json_dumps(ro, JSON_COMPACT));
+	/* A node fails only where the kill left its update unprovable: not sent again. */
+	{
+		json_t *n;
+		size_t x;
+
+		json_array_foreach(json_object_get(ro, "failed"), x, n)
+		{
+			fprintf(stderr, "failover: %s failed: %s\n", jstr_of(n, "node"),
+			        jstr_of(n, "reason"));
+			assert_non_null(strstr(jstr_of(n, "reason"), "not sent again"));
+		}
+	}
+	json_decref(ro);
+	for (i = 0; i < 2; i++) {
+		json_t *bt = get_json(&b, batch[i]), *c = json_object_get(bt, "counts");
+
+		assert_int_equal(json_integer_value(json_object_get(c, "queued")) +
+		                         json_integer_value(json_object_get(c, "running")),
+		                 0);
+		assert_int_equal(json_integer_value(json_object_get(c, "succeeded")) +
+		                         json_integer_value(json_object_get(c, "failed")) +
+		                         json_integer_value(json_object_get(c, "cancelled")),
+		                 FO_N);
+		json_decref(bt);
+	}
+	/* The kill met jobs mid-run: b took them over (an event each). */
+	i = (int)count_all(&b, "/v1/events?action=job.interrupted");
+	fprintf(stderr, "failover: b took over %d job(s) of a\n", i);
+	assert_true(i >= 1);
+	/* The BMCs' own books: no action twice. */
+	for (i = 0; i < FO_N; i++) {
+		json_t *st = mock_get(&m, i, "/__mock/state"),
+		       *acts = json_object_get(st, "actions");
+		json_t *seen_keys = json_object(), *act;
+		size_t x;
+
+		json_array_foreach(acts, x, act)
+		{
+			char key[600];
+
+			snprintf(key, sizeof key, "%s %s %s %s", jstr_of(act, "method"),
+			         jstr_of(act, "path"), jstr_of(act, "reset_type"),
+			         jstr_of(act, "image_uri"));
+			if (json_object_get(seen_keys, key))
+				fail_msg("BMC %d saw '%s' twice: %s", i, key,
+				         json_dumps(acts, JSON_COMPACT));
+			json_object_set_new(seen_keys, key, json_true());
+		}
+		json_decref(seen_keys);
+		json_decref(st);
+	}
+	server_stop(&b, SIGTERM);
+	sh("rm -rf '%s' '%s' '%s' /tmp/rp-failover-images-%d", bdir, conf_a, conf_b, (int)getpid());
+	server_cleanup(&a);
+	mock_stop(&m);
+}
+
 /* Two servers starting together on an empty database: the migrations run once (one of the
  * two applies them, under the schema lock), both serve, one leads and the other follows. */
 static void
@@ -606,6 +868,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_one_server_reconnects),
 	        cmocka_unit_test(test_two_servers),
+	        cmocka_unit_test(test_failover),
 	        cmocka_unit_test(test_migrations_once),
 	        cmocka_unit_test(test_password_never_shown),
 	        cmocka_unit_test(test_migrate_to),
