@@ -620,6 +620,54 @@ test_push(void **state)
 	json_decref(st);
 }
 
+static void image_path(const char *name, char *buf, size_t len);
+
+/* An image gone from this server's image store between the request (its pre-flight saw it)
+ * and the job (here: queued behind a slow power job on the same node; in a site with several
+ * servers, a server without the image): the job fails as image_missing and nothing reaches
+ * the BMC. */
+static void
+test_push_image_gone(void **state)
+{
+	struct reply r;
+	char img[600], id[64];
+	json_t *job, *st;
+
+	(void)state;
+	upload("nic_23.0.2.bin");
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/firmware/baselines/gx8-2026q4", &r,
+	                      "{s:{s:{s:s, s:s, s:s}}}", "components", "nic", "version", "23.0.2",
+	                      "image", "nic_23.0.2.bin", "method", "redfish-push"),
+	                 200);
+	reply_free(&r);
+	image_path("nic_23.0.2.bin", img, sizeof img);
+	mock_post(&M, 0, "/__mock/config", "{\"delay_ms\": 700}");
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/nodes/fw0/power", &r, "{s:s}", "target", "on"), 202);
+	reply_free(&r);
+	req(&S, S.admin, "POST", "/v1/nodes/fw0/firmware/update", "application/json",
+	    "{\"components\":[\"nic\"]}", strlen("{\"components\":[\"nic\"]}"), NULL, &r);
+	assert_int_equal(r.status, 202);
+	snprintf(id, sizeof id, "%s", str(r.json, "id"));
+	reply_free(&r);
+	assert_int_equal(unlink(img), 0);
+	job = wait_job(&S, id, 120);
+	mock_post(&M, 0, "/__mock/config", "{\"delay_ms\": 0}");
+	expect(job, "failed");
+	assert_string_equal(str(json_object_get(job, "error"), "code"), "image_missing");
+	assert_non_null(strstr(str(json_object_get(job, "error"), "message"), "nothing was sent"));
+	json_decref(job);
+	st = mock_get(&M, 0, "/__mock/state");
+	assert_string_equal(mock_version(st, "NIC0"), "23.0.1");
+	assert_int_equal(mock_count(st, "NIC0"), 1);
+	json_decref(st);
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/firmware/baselines/gx8-2026q4", &r,
+	                      "{s:{s:{s:s, s:s, s:s}}}", "components", "nic", "version", "23.0.1",
+	                      "image", "nic_23.0.1.bin", "method", "redfish-push"),
+	                 200);
+	reply_free(&r);
+}
+
 /* ---- Pre-flight: what an update or apply needs, checked before anything starts ---------- */
 
 static struct mock P; /* BMCs of the pre-flight nodes: nothing may reach them on a 409 */
@@ -878,6 +926,7 @@ main(void)
 	        cmocka_unit_test(test_kill_during_update),
 	        cmocka_unit_test(test_bad_input),
 	        cmocka_unit_test(test_push),
+	        cmocka_unit_test(test_push_image_gone),
 	        cmocka_unit_test(test_preflight_seed),
 	        cmocka_unit_test(test_preflight_image),
 	        cmocka_unit_test(test_preflight_credentials),

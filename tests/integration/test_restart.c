@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -64,6 +65,38 @@ test_restart_keeps_data(void **state)
 	assert_int_equal(count_all(&s, "/v1/nodes"), 40);
 	assert_int_equal(call(&s, s.admin, "GET", "/v1/nodes/b-19", &r, NULL), 200);
 	reply_free(&r);
+	server_stop(&s, SIGTERM);
+	server_cleanup(&s);
+}
+
+/* Retention at work in the server: events older than retention_days are gone within seconds
+ * of a start (the leader prunes soon after it starts), younger ones stay. */
+static void
+test_retention(void **state)
+{
+	static const char *const args[] = {"--power-sync-interval", "0", NULL};
+	struct server s;
+	char dir[256], log[65536];
+	long before;
+	int i;
+
+	(void)state;
+	server_start(&s, NULL, args);
+	snprintf(dir, sizeof dir, "%s", s.dir);
+	seed(&s, "ret", 6);
+	before = count_all(&s, "/v1/events");
+	assert_true(before >= 6);
+	server_stop(&s, SIGTERM);
+	/* Four of them 100 days old (the default keeps 90). */
+	assert_int_equal(test_sql(dir, "UPDATE events SET at = 1000 WHERE id IN (SELECT id FROM "
+	                               "events ORDER BY id LIMIT 4)"),
+	                 0);
+	server_start(&s, dir, args);
+	for (i = 0; i < 100 && count_all(&s, "/v1/events") != before - 4; i++)
+		usleep(100000);
+	assert_int_equal(count_all(&s, "/v1/events"), before - 4);
+	slurp(s.log, log, sizeof log);
+	assert_non_null(strstr(log, "retention: removed 4 event(s)"));
 	server_stop(&s, SIGTERM);
 	server_cleanup(&s);
 }
@@ -152,6 +185,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_restart_keeps_data),
+	        cmocka_unit_test(test_retention),
 	        cmocka_unit_test(test_new_admin_token),
 	        cmocka_unit_test(test_one_server_per_data_dir),
 	        cmocka_unit_test(test_newer_schema_refused),
