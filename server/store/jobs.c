@@ -372,63 +372,62 @@ rp_store_jobs_take(struct rp_store *st, const char *owner, enum rp_job_lane lane
 {
 	struct conn *c = NULL;
 	struct stmt *s;
-	json_t *ids = NULL, *v;
+	json_t *ids = NULL;
 	struct rp_job_claim *head = NULL, **tail = &head, *cl;
 	int64_t now = rp_time_now_ms();
 	enum rp_err e;
-	size_t i;
 
 	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
 	/* FIFO per node: a mutating job waits while an older one for its node is queued or
-	 * running, so "PXE, then cycle" never runs out of order. */
+	 * running, so "PXE, then cycle" never runs out of order. One statement claims them all
+	 * and one reads them back: the write lock is held for two round trips, however many. */
 	s = STMT_ARGS(
 	        c,
-	        "SELECT j.id FROM jobs j WHERE j.state = 'queued' AND j.not_before <= ?1 "
-	        "AND j.node_id IS NOT NULL AND (j.mutating = 0 OR (NOT EXISTS (SELECT 1 FROM jobs "
-	        "r WHERE r.node_id = j.node_id AND r.state = 'running' AND r.mutating = 1) AND "
-	        "NOT EXISTS (SELECT 1 FROM jobs q WHERE q.node_id = j.node_id AND q.mutating = 1 "
-	        "AND q.state = 'queued' AND q.id < j.id))) AND (j.type IN " STORE_SSH_TYPES_SQL
-	        ") = ?3 "
-	        "ORDER BY j.id LIMIT ?2",
-	        now, max, lane == RP_JOB_LANE_SSH);
+	        "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?4, "
+	        "lease_until = ?5, started_at = coalesce(started_at, ?1), updated_at = ?1 WHERE "
+	        "state = 'queued' AND id IN (SELECT j.id FROM jobs j WHERE j.state = 'queued' AND "
+	        "j.not_before <= ?1 AND j.node_id IS NOT NULL AND (j.mutating = 0 OR (NOT EXISTS "
+	        "(SELECT 1 FROM jobs r WHERE r.node_id = j.node_id AND r.state = 'running' AND "
+	        "r.mutating = 1) AND NOT EXISTS (SELECT 1 FROM jobs q WHERE q.node_id = j.node_id "
+	        "AND q.mutating = 1 AND q.state = 'queued' AND q.id < j.id))) AND (j.type "
+	        "IN " STORE_SSH_TYPES_SQL ") = ?3 ORDER BY j.id LIMIT ?2) RETURNING id",
+	        now, max, lane == RP_JOB_LANE_SSH, owner, now + lease_ms);
 	ids = json_array();
-	while (store_next(c, s, "claim select", &e))
+	while (store_next(c, s, "claim", &e))
 		json_array_append_new(ids, json_integer(sql_int(s, 0)));
 	if (e != RP_ERR_OK)
 		goto out;
-	json_array_foreach(ids, i, v)
-	{
-		if ((e = EXEC(c, "claim",
-		              "UPDATE jobs SET state = 'running', attempts = attempts + 1, "
-		              "lease_owner "
-		              "= ?2, "
-		              "lease_until = ?3, started_at = coalesce(started_at, ?4), updated_at "
-		              "= ?4 "
-		              "WHERE id = ?1 AND state = 'queued'",
-		              json_integer_value(v), owner, now + lease_ms, now)) != RP_ERR_OK)
-			goto out;
-		s = STMT_ARGS(
-		        c,
-		        "SELECT j.id, j.uuid, j.type, j.params, j.recover, j.attempts, "
-		        "j.max_attempts, n.id, n.uuid, n.name, n.serial, n.system_uuid, b.driver, "
-		        "b.address, b.port, b.username, b.password_sealed, b.tls_verify, "
-		        "b.options, "
-		        "j.sent_at IS NOT NULL, j.phase, coalesce(j.phase_at, 0) "
-		        "FROM jobs j JOIN nodes n ON n.id = j.node_id LEFT JOIN bmcs b ON "
-		        "b.node_id = n.id WHERE j.id = ?",
-		        json_integer_value(v));
-		if ((e = store_one(c, s, "claim read")) != RP_ERR_OK)
-			goto out;
-		cl = claim_row(c, s);
-		sql_reset(s);
-		if (cl == NULL) {
+	if (json_array_size(ids) > 0) {
+		char *text = json_dumps(ids, JSON_COMPACT);
+
+		if (text == NULL) {
 			e = RP_ERR_INTERNAL;
 			goto out;
 		}
-		*tail = cl;
-		tail = &cl->next;
+		s = STMT_ARGS(
+		        c,
+		        "SELECT j.id, j.uuid, j.type, j.params, j.recover, j.attempts, "
+		        "j.max_attempts, n.id, n.uuid, n.name, n.serial, n.system_uuid, "
+		        "b.driver, b.address, b.port, b.username, b.password_sealed, "
+		        "b.tls_verify, b.options, j.sent_at IS NOT NULL, j.phase, "
+		        "coalesce(j.phase_at, 0) FROM jobs j JOIN nodes n ON n.id = j.node_id "
+		        "LEFT JOIN bmcs b ON b.node_id = n.id WHERE j.id IN (SELECT CAST(value "
+		        "AS BIGINT) FROM json_each(?)) ORDER BY j.id",
+		        text);
+		while (store_next(c, s, "claim read", &e)) {
+			if ((cl = claim_row(c, s)) == NULL) {
+				sql_reset(s);
+				e = RP_ERR_INTERNAL;
+				break;
+			}
+			*tail = cl;
+			tail = &cl->next;
+		}
+		free(text);
+		if (e != RP_ERR_OK)
+			goto out;
 	}
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
