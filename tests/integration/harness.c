@@ -732,3 +732,15 @@ jstr(json_t *o, const char *key)
 {
 	return json_string_value(json_object_get(o, key));
 }
+
+json_t *
+get_json(struct server *s, const char *path)
+{
+	struct reply r;
+	json_t *j;
+
+	assert_int_equal(call(s, s->admin, "GET", path, &r, NULL), 200);
+	j = json_incref(r.json);
+	reply_free(&r);
+	return j;
+}

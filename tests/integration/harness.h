@@ -138,6 +138,10 @@ const char *slurp(const char *path, char *buf, size_t len);
 /* A string member of o, or NULL. */
 const char *jstr(json_t *o, const char *key);
 
+/* GET path on s with its admin token: the JSON body (a new reference); fails the test on
+ * anything but 200. */
+json_t *get_json(struct server *s, const char *path);
+
 /* The server of a test group: group_setup starts it with defaults, group_teardown stops it
  * (SIGTERM, expecting a clean exit) and removes its data. For cmocka_run_group_tests. */
 extern struct server S;

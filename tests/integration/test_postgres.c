@@ -318,19 +318,6 @@ jstr_of(json_t *o, const char *key)
 	return json_string_value(json_object_get(o, key)) ?: "";
 }
 
-/* GET path on s as JSON (a new reference); fails the test on anything but 200. */
-static json_t *
-get_json(struct server *s, const char *path)
-{
-	struct reply r;
-	json_t *j;
-
-	assert_int_equal(call(s, s->admin, "GET", path, &r, NULL), 200);
-	j = json_incref(r.json);
-	reply_free(&r);
-	return j;
-}
-
 /* The power sweep's last run on s, as GET /v1/power/sync's `last` (new; NULL before one). */
 static json_t *
 last_sweep(struct server *s)

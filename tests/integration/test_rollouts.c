@@ -36,18 +36,6 @@ static char Dir[256];
 static const char *const Args[] = {"--power-sync-interval", "0", NULL};
 
 static json_t *
-get_json(struct server *s, const char *path)
-{
-	struct reply r;
-	json_t *j;
-
-	assert_int_equal(call(s, s->admin, "GET", path, &r, NULL), 200);
-	j = json_incref(r.json);
-	reply_free(&r);
-	return j;
-}
-
-static json_t *
 rollout(struct server *s, const char *id)
 {
 	char path[200];
