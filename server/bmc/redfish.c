@@ -1495,6 +1495,7 @@ rf_firmware_update(struct rp_bmc *b, const char *image_uri, const char *local_fi
 		curl_mime *mime;
 		curl_mimepart *part;
 		char *params;
+		FILE *fw;
 		int tries;
 
 		if (push == NULL) {
@@ -1502,6 +1503,16 @@ rf_firmware_update(struct rp_bmc *b, const char *image_uri, const char *local_fi
 			            h->base_url);
 			goto out;
 		}
+		/* curl would fail reading the form's file part mid-request, which reads as "no
+		 * answer after sending" (it may have acted): an image that cannot be read is said
+		 * before anything is sent. */
+		if ((fw = fopen(local_file, "rb")) == NULL) {
+			rp_bmc_fail(err, RP_BMC_UNSUPPORTED,
+			            "cannot read the image %s: %s (nothing was sent)", local_file,
+			            strerror(errno));
+			goto out;
+		}
+		fclose(fw);
 		body = json_object();
 		if (targets)
 			json_object_set(body, "Targets", targets);

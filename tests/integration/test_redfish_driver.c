@@ -221,10 +221,18 @@ test_firmware(void **state)
 	                 0);
 	assert_true(finish(b, task));
 	assert_string_equal(version_of(b, "NIC0"), "3.2.1");
-	json_decref(targets);
 	unlink(path);
+	/* Gone: said before anything is sent (the BMC's count below stays at one update). */
+	assert_int_equal(rp_bmc_firmware_update(b, NULL, path, targets, task, sizeof task, &err),
+	                 -1);
+	assert_int_equal(err.kind, RP_BMC_UNSUPPORTED);
+	assert_non_null(strstr(err.msg, "cannot read the image"));
+	json_decref(targets);
 	rmdir(dir);
 	st = mock_get(&M, 1, "/__mock/state");
+	assert_int_equal(
+	        json_integer_value(json_object_get(json_object_get(st, "update_count"), "NIC0")),
+	        1);
 	assert_int_equal(
 	        json_integer_value(json_object_get(json_object_get(st, "update_count"), "BMC")), 1);
 	json_decref(st);
