@@ -1227,9 +1227,7 @@ rp_jobs_sweep_now(struct rp_jobs *j)
 json_t *
 rp_jobs_server(struct rp_jobs *j)
 {
-	json_t *s;
-
-	json_t *servers = json_array(), *v;
+	json_t *s, *servers = json_array(), *v;
 	char ts[RP_TIME_BUF];
 	size_t i;
 

@@ -334,15 +334,15 @@ boot_secret(struct rp_store *st, const char *uuid, char out[RP_TOKEN_BUF])
 }
 
 /* Tokens go a day after their expiry, used and revoked ones included (a replay then meets an
- * unknown token: refused, without an event). By the expiry index, a few rows per call: each
- * call stays short however many registrations the table has seen. */
-static enum rp_err
-boot_prune(struct conn *c, int64_t now)
+ * unknown token: refused, without an event). By the expiry index, at most limit rows per
+ * call: a few per boot script here, a chunk per transaction when the leader prunes. */
+enum rp_err
+store_boot_prune(struct conn *c, int64_t now, int64_t limit)
 {
 	return EXEC(c, "bootstrap prune",
 	            "DELETE FROM bootstrap_tokens WHERE id IN (SELECT id FROM "
-	            "bootstrap_tokens WHERE expires_at < ?1 LIMIT 64)",
-	            now - RP_BOOT_TOKEN_RETAIN_MS);
+	            "bootstrap_tokens WHERE expires_at < ?1 LIMIT ?2)",
+	            now - RP_BOOT_TOKEN_RETAIN_MS, limit);
 }
 
 enum rp_err
@@ -357,7 +357,7 @@ rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secre
 
 	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
-	if ((e = boot_prune(c, now)) != RP_ERR_OK)
+	if ((e = store_boot_prune(c, now, 64)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
 	/* A live token of this machine with half its life ahead is handed out again. */

@@ -312,6 +312,9 @@ enum rp_err store_provision_settle(struct conn *c, int64_t job_id, const char *j
 /* Steps jobs (steps.c): why node_id cannot take a plan over SSH now (RP_ERR_OK when it
  * can); insert a plan's step rows; the wire view of a job's steps (new array or NULL); end
  * whatever steps an ended job left pending or running. */
+/* Delete at most limit bootstrap tokens a day past their expiry at now (store/boot.c). */
+enum rp_err store_boot_prune(struct conn *c, int64_t now, int64_t limit);
+
 enum rp_err store_ssh_ready(struct conn *c, int64_t node_id, char *why, size_t len);
 enum rp_err store_steps_insert(struct conn *c, int64_t job_id, json_t *plan);
 json_t *store_steps_view(struct conn *c, int64_t job_id);

@@ -19,6 +19,7 @@ chunk(struct conn *c, void *ctx)
 {
 	struct chunk *k = ctx;
 	enum rp_err e = RP_ERR_INTERNAL;
+
 	switch (k->which) {
 	case P_EVENTS:
 		e = EXEC(c, "prune events",
@@ -35,27 +36,20 @@ chunk(struct conn *c, void *ctx)
 		              "log_bytes > 0 AND finished_at < ?1 ORDER BY id LIMIT ?2)",
 		              k->before, (int64_t)LOG_CHUNK)) != RP_ERR_OK)
 			return e;
-		e = EXEC(
-		        c, "prune job logs",
-		        "UPDATE jobs SET log_dropped = log_dropped + log_bytes, log_bytes = 0 "
-		        "WHERE "
-		        "id IN (SELECT id FROM jobs WHERE log_bytes > 0 AND finished_at < ?1 ORDER "
-		        "BY id LIMIT ?2)",
-		        k->before, (int64_t)LOG_CHUNK);
+		e = EXEC(c, "prune job logs",
+		         "UPDATE jobs SET log_dropped = log_dropped + log_bytes, log_bytes = 0 "
+		         "WHERE id IN (SELECT id FROM jobs WHERE log_bytes > 0 AND finished_at < "
+		         "?1 ORDER BY id LIMIT ?2)",
+		         k->before, (int64_t)LOG_CHUNK);
 		break;
 	case P_TOKENS:
 		e = EXEC(c, "prune tokens",
-		         "DELETE FROM tokens WHERE id IN (SELECT id FROM tokens WHERE expires_at < "
-		         "?1 "
-		         "OR revoked_at < ?1 LIMIT ?2)",
+		         "DELETE FROM tokens WHERE id IN (SELECT id FROM tokens WHERE "
+		         "expires_at < ?1 OR revoked_at < ?1 LIMIT ?2)",
 		         k->before, (int64_t)PRUNE_CHUNK);
 		break;
-	case P_BOOTSTRAP:
-		e = EXEC(
-		        c, "prune bootstrap tokens",
-		        "DELETE FROM bootstrap_tokens WHERE id IN (SELECT id FROM bootstrap_tokens "
-		        "WHERE expires_at < ?1 LIMIT ?2)",
-		        k->before, (int64_t)PRUNE_CHUNK);
+	case P_BOOTSTRAP: /* before is now here: the tokens keep a day past their expiry */
+		e = store_boot_prune(c, k->before, PRUNE_CHUNK);
 		break;
 	case P_SERVERS:
 		e = EXEC(c, "prune servers", "DELETE FROM servers WHERE seen_until < ?1",
@@ -101,8 +95,7 @@ rp_store_prune(struct rp_store *st, int64_t now, int64_t keep_ms, int64_t budget
 	     (e = prune(st, P_LOGS, now - keep_ms, end, &n.job_logs, &n.more)) != RP_ERR_OK ||
 	     (e = prune(st, P_TOKENS, now - keep_ms, end, &n.tokens, &n.more)) != RP_ERR_OK))
 		return e;
-	if ((e = prune(st, P_BOOTSTRAP, now - RP_BOOT_TOKEN_RETAIN_MS, end, &n.bootstrap_tokens,
-	               &n.more)) != RP_ERR_OK ||
+	if ((e = prune(st, P_BOOTSTRAP, now, end, &n.bootstrap_tokens, &n.more)) != RP_ERR_OK ||
 	    (e = prune(st, P_SERVERS, now - 24LL * 3600 * 1000, end, &n.servers, &n.more)) !=
 	            RP_ERR_OK)
 		return e;
