@@ -290,7 +290,8 @@ has out '^batch [0-9a-f-]{36} queued: 3 jobs$' "bulk --no-wait"
 # ---- job cancel: a job queued behind a slow one (fake BMC with a delay)
 printf '{"bmc":{"driver":"fake","options":{"delay_ms":1500}}}' > "$W/slow.json"
 rp 0 node create slow --json "$W/slow.json"
-rp 0 power on slow
+rp 0 --json power on slow
+JOB1=$(jget out id)
 rp 0 --json power off slow
 JOB2=$(jget out id)
 rp 0 job cancel "$JOB2"
@@ -299,6 +300,8 @@ rp 1 job cancel "$JOB2"
 has err '^rackpilot: CONFLICT: ' "cancelling an ended job"
 rp 1 job watch "$JOB2"
 has err "job $JOB2 cancelled" "job watch of a cancelled job"
+# The slow job ends here, not in the middle of a later comparison of event lists.
+rp 0 job watch "$JOB1"
 
 # ---- boot, provision
 rp 0 boot pxe n1 --wait
