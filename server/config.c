@@ -135,6 +135,10 @@ static const struct setting settings[] = {
          .help = "PostgreSQL to keep everything in, several servers sharing it: a libpq "
                  "connection string (postgresql://user@host/dbname, the password from "
                  "PGPASSFILE or the string, never logged); empty: SQLite in data_dir."},
+        {"db_connections", C_UINT, F(db_connections), .min = 2, .max = 1024, .def = "16",
+         .help = "Connections this server keeps to the database at most: each store call "
+                 "takes one for its length (a job waiting on a BMC holds none); writers "
+                 "queue for one write turn without one."},
         {"server_name", C_STR, F(server_name), .check = server_name,
          .help = "This server's name among those that share a database: the jobs it runs are "
                  "leased to it under this name. Empty: the host name."},

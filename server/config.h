@@ -28,6 +28,7 @@ struct rp_config {
 	char tls_key[512];
 	char secret_key[512]; /* "": DATA_DIR/secret.key */
 	unsigned job_workers;
+	unsigned db_connections;      /* the store's pool (rp_store_set_connections) */
 	unsigned job_lease;           /* seconds; renewed every third of it */
 	unsigned power_sync_interval; /* seconds; 0 disables */
 	unsigned retention_days;      /* events, job logs, dead tokens; 0 keeps them */

@@ -637,6 +637,7 @@ main(int argc, char **argv)
 		rp_log_error("%s", why);
 		goto out;
 	}
+	rp_store_set_connections(st, (int)cfg.db_connections);
 	if (!reissue) {
 		/* Another server leads: this one serves and runs jobs all the same, and takes the
 		 * lead when that one stops (the main loop asks again every 5 s). */

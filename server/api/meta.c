@@ -131,6 +131,18 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 		        json_array_size(json_object_get(sv, "servers")));
 		json_decref(sv);
 	}
+	{
+		int open, busy;
+
+		rp_store_connections(rq->api->store, &open, &busy);
+		rp_buf_printf(&b,
+		              "# HELP rackpilot_db_connections Connections to the database in "
+		              "this server's pool (db_connections caps them).\n"
+		              "# TYPE rackpilot_db_connections gauge\n"
+		              "rackpilot_db_connections{state=\"open\"} %d\n"
+		              "rackpilot_db_connections{state=\"busy\"} %d\n",
+		              open, busy);
+	}
 	rp_buf_printf(&b,
 	              "# HELP rackpilot_uptime_seconds Seconds since start.\n"
 	              "# TYPE rackpilot_uptime_seconds gauge\nrackpilot_uptime_seconds %.3f\n",

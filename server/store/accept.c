@@ -32,6 +32,7 @@ enum rp_err
 rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t *plans,
                       const char *actor, json_t **out, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *checks = json_object_get(in, "checks"), *nodes = NULL, *nd;
 	struct stmt *s;
@@ -244,6 +245,7 @@ store_accept_settle(struct conn *c, int64_t run_id)
 enum rp_err
 rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *run = NULL, *rows = NULL, *signoffs = NULL;
 	struct stmt *s;
@@ -325,6 +327,7 @@ run_by_uuid(struct conn *c, const char *uuid, int64_t *id, int *running, int64_t
 enum rp_err
 rp_store_accept_node(struct rp_store *st, const char *run, int64_t node_id, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	json_t *rows, *cab = NULL;
@@ -394,6 +397,7 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
                       const char *prev, const char *action, json_t *job, char *child, size_t len,
                       json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	json_t *res = NULL;
 	struct node_ref n;
@@ -459,6 +463,7 @@ enum rp_err
 rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id, const char *check,
                        json_t *result)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	char state[16] = "", *ev = NULL, *fi = NULL;
@@ -504,6 +509,7 @@ enum rp_err
 rp_store_accept_signoff(struct rp_store *st, const char *rack, const char *sha256, const char *note,
                         const char *actor, json_t **out, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	char state[16] = "", summary[256];

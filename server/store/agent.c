@@ -20,6 +20,7 @@ enum rp_err
 rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *hash,
                           int64_t expires_at, const char *actor, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct node_ref n = {0};
 	struct stmt *s;
@@ -64,6 +65,7 @@ out:
 enum rp_err
 rp_store_bootstrap_list(struct rp_store *st, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 
 	return store_all(c,
@@ -77,6 +79,7 @@ rp_store_bootstrap_list(struct rp_store *st, json_t **out)
 enum rp_err
 rp_store_bootstrap_revoke(struct rp_store *st, const char *id, const char *actor)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	enum rp_err e;
 
@@ -293,6 +296,7 @@ bootstrap_refused(struct conn *c, const char *hash, const char *peer, json_t *wh
 enum rp_err
 rp_store_bootstrap_check(struct rp_store *st, const char *hash, const char *peer, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct boot_tok t;
 	enum rp_err e;
@@ -494,6 +498,7 @@ enum rp_err
 rp_store_agent_register(struct rp_store *st, const struct rp_agent_reg *r, json_t **out,
                         json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *body = r->body, *macs = json_object_get(body, "macs"), *m;
 	json_t *inv = json_object_get(body, "inventory"), *ssh = json_object_get(body, "ssh");
@@ -636,6 +641,7 @@ out:
 enum rp_err
 rp_store_agent_heartbeat(struct rp_store *st, int64_t node_id, json_t *hb)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	const char *boot = json_string_value(json_object_get(hb, "boot_id"));
 	char before[64] = "", summary[200];
@@ -678,6 +684,7 @@ out:
 enum rp_err
 rp_store_agent_inventory(struct rp_store *st, int64_t node_id, json_t *inventory)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct node_ref n;
 	char actor[96];
@@ -697,6 +704,7 @@ enum rp_err
 rp_store_node_host_key_set(struct rp_store *st, const char *key, const struct rp_sshkey *hk,
                            const char *actor, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct node_ref n;
 	struct stmt *s;

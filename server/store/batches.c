@@ -113,6 +113,7 @@ enum rp_err
 rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, json_t *job,
                       const char *actor, json_t **out, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	json_t *ids = NULL, *skipped = json_array(), *jobs = json_array(), *v, *params = NULL;
 	char buuid[RP_UUID_BUF], why[256], summary[200], *ptext = NULL;
@@ -202,6 +203,7 @@ done:
 enum rp_err
 rp_store_batch_get(struct rp_store *st, const char *key, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	json_t *counts = NULL, *obj = NULL;
 	struct stmt *s;

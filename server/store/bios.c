@@ -13,6 +13,7 @@
 enum rp_err
 rp_store_node_bios(struct rp_store *st, const char *key, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *actual = NULL, *desired_attrs = NULL, *diff = NULL, *res = NULL, *v;
 	const char *name, *profile = NULL, *via = NULL;
@@ -335,6 +336,7 @@ enum rp_err
 rp_store_bios_registry_set(struct rp_store *st, const char *key, const char *registry,
                            json_t *attributes)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	char *text = NULL;
 	struct stmt *s;
@@ -358,6 +360,7 @@ enum rp_err
 rp_store_bios_desired(struct rp_store *st, const char *key, const char *profile, json_t **out,
                       json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *attrs = NULL;
 	char pname[128] = "", method[16] = "redfish", recipe[128] = "";
@@ -420,6 +423,7 @@ rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profi
                           const char *recipe, json_t *attributes, char *child, size_t len,
                           json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	json_t *params = NULL, *args = NULL, *extra = NULL;
 	struct node_ref n;
@@ -491,6 +495,7 @@ done:
 enum rp_err
 rp_store_bios_apply_get(struct rp_store *st, int64_t job_id, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 
 	return store_one_row(c,

@@ -11,6 +11,7 @@ enum rp_err
 rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node, const char *address,
                                   unsigned port, json_t *names)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct node_ref n;
 	struct stmt *s;
@@ -203,6 +204,7 @@ store_bmc_health(struct conn *c, const struct node_ref *n, int ok, const char *e
 enum rp_err
 rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t *n)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct rp_power_target *list = NULL, *t;
 	size_t len = 0, cap = 0;
@@ -260,6 +262,7 @@ rp_store_power_targets_free(struct rp_power_target *t, size_t n)
 enum rp_err
 rp_store_power_record(struct rp_store *st, json_t *readings, int fault_threshold, int *changed)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *r;
 	size_t i;

@@ -33,6 +33,7 @@ enum rp_err
 rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
                       json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	char uuid[RP_UUID_BUF], summary[300];
@@ -89,6 +90,7 @@ out:
 enum rp_err
 rp_store_image_get(struct rp_store *st, const char *key, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	int64_t id = 0;
 	enum rp_err e;
@@ -103,6 +105,7 @@ rp_store_image_get(struct rp_store *st, const char *key, json_t **out)
 enum rp_err
 rp_store_image_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 
@@ -130,6 +133,7 @@ enum rp_err
 rp_store_image_delete(struct rp_store *st, const char *key, const char *actor, json_t **out,
                       json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *obj = NULL;
 	struct stmt *s;
@@ -276,6 +280,7 @@ STORE_RES_CALLS(boot_profile, &profile_res)
 enum rp_err
 rp_store_boot_lookup(struct rp_store *st, const char *mac, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *node = NULL, *profile = NULL;
@@ -349,6 +354,7 @@ enum rp_err
 rp_store_boot_token(struct rp_store *st, const struct rp_boot_req *r, char secret[RP_TOKEN_BUF],
                     char *why, size_t whylen)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	char uuid[RP_UUID_BUF] = "", token[RP_TOKEN_BUF], hash[RP_SHA256_HEX];
@@ -478,6 +484,7 @@ out:
 enum rp_err
 rp_store_macs_version(struct rp_store *st, int64_t *out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s =
 	        STMT(c, "SELECT CAST(value AS BIGINT) FROM meta WHERE key = 'macs_version'");
@@ -494,6 +501,7 @@ rp_store_macs_version(struct rp_store *st, int64_t *out)
 enum rp_err
 rp_store_dhcp_hosts(struct rp_store *st, struct rp_buf *out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	enum rp_err e;

@@ -51,6 +51,7 @@ out:
 enum rp_err
 rp_store_class_put(struct rp_store *st, json_t *in, const char *actor, json_t **out, int *created)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	enum rp_err e;
 	int made = 0;
@@ -70,6 +71,7 @@ rp_store_class_put(struct rp_store *st, json_t *in, const char *actor, json_t **
 enum rp_err
 rp_store_class_get(struct rp_store *st, const char *name, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 
 	return store_one_row(c, STMT_ARGS(c, CLASS_COLS "WHERE c.name = ?", name), "class get",
@@ -79,6 +81,7 @@ rp_store_class_get(struct rp_store *st, const char *name, json_t **out)
 enum rp_err
 rp_store_class_list(struct rp_store *st, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	json_t *items = store_rows(c, STMT(c, CLASS_COLS "ORDER BY c.name LIMIT 10000"));
 
@@ -91,6 +94,7 @@ rp_store_class_list(struct rp_store *st, json_t **out)
 enum rp_err
 rp_store_class_delete(struct rp_store *st, const char *name, const char *actor)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	char summary[200];
@@ -169,6 +173,7 @@ store_cabling_of_node(struct conn *c, int64_t node_id, json_t **out)
 enum rp_err
 rp_store_cabling_get(struct rp_store *st, const char *rack, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	json_t *items;
@@ -190,6 +195,7 @@ enum rp_err
 rp_store_cabling_put(struct rp_store *st, const char *rack, json_t *entries, const char *actor,
                      json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *en, *why = NULL;

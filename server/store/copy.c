@@ -227,6 +227,8 @@ out:
 enum rp_err
 rp_store_copy(struct rp_store *src, struct rp_store *dst, json_t **report, char *why, size_t whylen)
 {
+	STORE_HOLD(src);
+	STORE_HOLD(dst);
 	struct conn *from = store_conn(src), *to = store_conn(dst);
 	struct table *t = NULL;
 	json_t *list = NULL;

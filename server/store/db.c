@@ -38,22 +38,18 @@ conn_close(struct conn *c)
 	free(c);
 }
 
-/* Thread exit: unlink this thread's connection and close it. */
+/* Thread exit (or rp_store_free, for the thread that frees): a hold still open would be a
+ * scope that never ended, which C does not allow; its connection goes back all the same. */
 static void
-conn_release(void *p)
+hold_release(void *p)
 {
-	struct conn *c = p, **pp;
-	struct rp_store *st = c->st;
+	struct hold *h = p;
 
-	pthread_mutex_lock(&st->mu);
-	for (pp = &st->all; *pp; pp = &(*pp)->next) {
-		if (*pp == c) {
-			*pp = c->next;
-			break;
-		}
+	if (h->depth > 0) {
+		h->depth = 1;
+		store_unhold(&h);
 	}
-	pthread_mutex_unlock(&st->mu);
-	conn_close(c);
+	free(h);
 }
 
 /* SQLite opens a file it may not write read-only, and that connection stays read-only
@@ -80,35 +76,196 @@ conn_reopen(struct conn *c)
 	rp_log_info("store: %s is writable again; connection reopened", c->st->name);
 }
 
+/* A connection for a thread that holds none: the one it had last when it is free (its
+ * statements are prepared there already), else any free one, else a new one while fewer
+ * than st->max are open, else the first one given back (waiting up to POOL_WAIT_MS). NULL
+ * (logged) when none can be had. */
+#define POOL_WAIT_MS 10000
+static struct conn *
+conn_get(struct rp_store *st, struct conn *hint, int writer)
+{
+	struct conn *c = NULL;
+	struct timespec until;
+	char why[256];
+	int zero;
+
+	zero = 0;
+	if (hint && __atomic_compare_exchange_n(&hint->busy, &zero, 1, 0, __ATOMIC_SEQ_CST,
+	                                        __ATOMIC_RELAXED))
+		return hint;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += POOL_WAIT_MS / 1000;
+	pthread_mutex_lock(&st->mu);
+	/* Counted as a waiter before looking, so that conn_put (which frees, then looks at
+	 * the waiters) either lets this scan find its connection or wakes the wait below. */
+	__atomic_add_fetch(&st->waiters, 1, __ATOMIC_SEQ_CST);
+	for (;;) {
+		for (c = st->all; c; c = c->next) {
+			zero = 0;
+			if (__atomic_compare_exchange_n(&c->busy, &zero, 1, 0, __ATOMIC_SEQ_CST,
+			                                __ATOMIC_RELAXED))
+				goto out;
+		}
+		/* The thread that holds the write turn may open one more: it must never wait for
+		 * a connection that threads waiting for the turn hold. */
+		if (st->max == 0 || st->open < st->max + writer)
+			break;
+		if (pthread_cond_timedwait(&st->freed, &st->mu, &until) != 0) {
+			rp_log_warn("store: all %d connections to %s stayed busy for %d s "
+			            "(db_connections)",
+			            st->max, st->name, POOL_WAIT_MS / 1000);
+			goto out;
+		}
+	}
+	/* Open one more. The count is taken first, so the lock need not be held while a
+	 * PostgreSQL connection is made (milliseconds). */
+	st->open++;
+	pthread_mutex_unlock(&st->mu);
+	c = calloc(1, sizeof *c);
+	if (c && (c->db = st->drv->open(st->path, why, sizeof why)) == NULL) {
+		rp_log_error("store: %s", why);
+		free(c);
+		c = NULL;
+	}
+	if (c) {
+		c->drv = st->drv;
+		c->readonly = c->drv->readonly(c->db);
+		c->st = st;
+		c->busy = 1;
+	}
+	pthread_mutex_lock(&st->mu);
+	if (c) {
+		c->next = st->all;
+		st->all = c;
+	} else {
+		st->open--;
+	}
+out:
+	__atomic_sub_fetch(&st->waiters, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&st->mu);
+	return c;
+}
+
+static void
+conn_put(struct conn *c)
+{
+	struct rp_store *st = c->st;
+
+	/* A scope that ended with a transaction open (a bug: logged) must not hand it on. */
+	if (c->drv->in_txn(c->db)) {
+		rp_log_error(
+		        "store: a connection was given back inside a transaction; rolled back");
+		store_rollback(c);
+	}
+	__atomic_store_n(&c->busy, 0, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&st->waiters, __ATOMIC_SEQ_CST) > 0) {
+		pthread_mutex_lock(&st->mu);
+		pthread_cond_signal(&st->freed);
+		pthread_mutex_unlock(&st->mu);
+	}
+}
+
+/* Give the write turn back, when h holds it. */
+static void
+turn_done(struct hold *h)
+{
+	if (h == NULL || !h->writer)
+		return;
+	h->writer = 0;
+	pthread_mutex_lock(&h->st->mu);
+	h->st->writing = 0;
+	pthread_cond_signal(&h->st->turn);
+	pthread_mutex_unlock(&h->st->mu);
+}
+
+struct hold *
+store_hold(struct rp_store *st)
+{
+	struct hold *h = pthread_getspecific(st->key);
+
+	if (h == NULL) {
+		if ((h = calloc(1, sizeof *h)) == NULL || pthread_setspecific(st->key, h) != 0) {
+			free(h);
+			return NULL;
+		}
+		h->st = st;
+	}
+	h->depth++;
+	return h;
+}
+
+void
+store_unhold(struct hold **hp)
+{
+	struct hold *h = *hp;
+
+	if (h == NULL || --h->depth > 0)
+		return;
+	if (h->held) {
+		/* h->c stays as a hint: this thread takes it again next time if nobody else has. */
+		h->held = 0;
+		conn_put(h->c);
+	}
+	turn_done(h);
+}
+
+void
+store_write_turn(struct rp_store *st)
+{
+	struct hold *h = pthread_getspecific(st->key);
+
+	if (h == NULL || h->depth == 0 || h->writer)
+		return;
+	pthread_mutex_lock(&st->mu);
+	while (st->writing)
+		pthread_cond_wait(&st->turn, &st->mu);
+	st->writing = 1;
+	pthread_mutex_unlock(&st->mu);
+	h->writer = 1;
+}
+
 struct conn *
 store_conn(struct rp_store *st)
 {
-	struct conn *c = pthread_getspecific(st->key);
-	char why[256];
+	struct hold *h = pthread_getspecific(st->key);
+	struct conn *c;
 
-	if (c != NULL) {
-		if (__builtin_expect(c->readonly, 0))
-			conn_reopen(c);
-		return c;
-	}
-	c = calloc(1, sizeof *c);
-	if (c == NULL)
-		return NULL;
-	c->drv = st->drv;
-	c->db = c->drv->open(st->path, why, sizeof why);
-	if (c->db == NULL) {
-		rp_log_error("store: %s", why);
-		free(c);
+	if (h == NULL || h->depth == 0) {
+		/* Only inside a STORE_HOLD scope is it known when the connection is free again. */
+		rp_log_error("store: a connection was asked for outside STORE_HOLD (a bug)");
 		return NULL;
 	}
-	c->readonly = c->drv->readonly(c->db);
-	c->st = st;
-	pthread_mutex_lock(&st->mu);
-	c->next = st->all;
-	st->all = c;
-	pthread_mutex_unlock(&st->mu);
-	pthread_setspecific(st->key, c);
+	if (h->held) {
+		c = h->c;
+	} else {
+		if ((c = conn_get(st, h->c, h->writer)) == NULL)
+			return NULL;
+		h->c = c;
+		h->held = 1;
+	}
+	if (__builtin_expect(c->readonly, 0))
+		conn_reopen(c);
 	return c;
+}
+
+void
+rp_store_set_connections(struct rp_store *st, int max)
+{
+	st->max = max > 0 ? max : 0;
+}
+
+void
+rp_store_connections(struct rp_store *st, int *open, int *busy)
+{
+	struct conn *c;
+	int n = 0;
+
+	pthread_mutex_lock(&st->mu);
+	for (c = st->all; c; c = c->next)
+		n += __atomic_load_n(&c->busy, __ATOMIC_RELAXED) != 0;
+	*open = st->open;
+	*busy = n;
+	pthread_mutex_unlock(&st->mu);
 }
 
 int
@@ -337,11 +494,13 @@ rp_store_open(const char *path, struct rp_store **out, char *why, size_t whylen)
 	if (rc != RP_ERR_OK)
 		goto out;
 	rc = RP_ERR_INTERNAL;
-	if (pthread_key_create(&st->key, conn_release) != 0) {
+	if (pthread_key_create(&st->key, hold_release) != 0) {
 		snprintf(why, whylen, "pthread_key_create failed");
 		goto out;
 	}
 	pthread_mutex_init(&st->mu, NULL);
+	pthread_cond_init(&st->freed, NULL);
+	pthread_cond_init(&st->turn, NULL);
 	if (drv->readonly(db)) {
 		st->cond = RP_ERR_STORAGE_READONLY;
 		rp_log_warn(
@@ -401,7 +560,8 @@ rp_store_free(struct rp_store *st)
 
 	if (st == NULL)
 		return;
-	/* The calling thread's own connection is in the list too; forget it before closing. */
+	/* The calling thread's hold, the others' went with their threads. */
+	free(pthread_getspecific(st->key));
 	pthread_setspecific(st->key, NULL);
 	for (c = st->all; c; c = n) {
 		n = c->next;
@@ -415,6 +575,8 @@ rp_store_free(struct rp_store *st)
 		st->drv->close(st->holder);
 	pthread_key_delete(st->key);
 	pthread_mutex_destroy(&st->mu);
+	pthread_cond_destroy(&st->freed);
+	pthread_cond_destroy(&st->turn);
 	if (st->path)
 		explicit_bzero(st->path, strlen(st->path));
 	free(st->path);
@@ -494,7 +656,11 @@ store_prep(struct conn *c, int *slot, const char *sql)
 enum rp_err
 store_begin(struct conn *c)
 {
-	int rc = c->drv->begin(c->db, TXN_WRITE);
+	int rc;
+
+	/* store_write and store_txn took the turn before the connection; the others here. */
+	store_write_turn(c->st);
+	rc = c->drv->begin(c->db, TXN_WRITE);
 
 	c->changes = c->drv->total_changes(c->db);
 	return rc == SQL_OK ? RP_ERR_OK : store_sqlerr(c, rc, "begin");
@@ -531,8 +697,11 @@ store_commit(struct conn *c)
 			return e;
 		}
 	}
+	/* The turn passes before the commit: the next writer begins as soon as this one's
+	 * COMMIT lets go of the database, while this one waits for its flush (sqlite.c's group
+	 * commit shares one flush between them). */
+	turn_done(pthread_getspecific(c->st->key));
 	rc = c->drv->commit(c->db);
-
 	if (rc == SQL_OK) {
 		/* After the commit, never before: a reader that sees the new generation must also
 		 * see the new data. */
@@ -554,14 +723,18 @@ store_rollback(struct conn *c)
 {
 	c->macs_changed = 0;
 	c->drv->rollback(c->db);
+	turn_done(pthread_getspecific(c->st->key));
 }
 
 static enum rp_err
 open_txn(struct rp_store *st, struct conn **c, enum rp_err (*begin)(struct conn *c))
 {
-	struct conn *x = store_conn(st);
+	struct conn *x;
 	enum rp_err e;
 
+	if (begin == store_begin)
+		store_write_turn(st);
+	x = store_conn(st);
 	if (x == NULL)
 		return RP_ERR_INTERNAL;
 	if ((e = begin(x)) != RP_ERR_OK)

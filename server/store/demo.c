@@ -4,6 +4,7 @@
 enum rp_err
 rp_store_demo_get(struct rp_store *st, int *demo, int *empty)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	enum rp_err e;
@@ -22,6 +23,7 @@ rp_store_demo_get(struct rp_store *st, int *demo, int *empty)
 enum rp_err
 rp_store_demo_mark(struct rp_store *st)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	enum rp_err e;

@@ -80,6 +80,7 @@ collect(struct conn *c, struct stmt *s, struct store_drift_kind *k, json_t **ite
 enum rp_err
 store_drift(struct rp_store *st, json_t *filter, struct store_drift_kind *k, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *items = NULL;
@@ -119,6 +120,7 @@ store_node_reading(struct rp_store *st, const char *key, const char *source, jso
                    enum rp_err (*write)(struct conn *c, const struct node_ref *n, json_t *v,
                                         const char *source, int64_t now))
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct node_ref n;
 	enum rp_err e;

@@ -18,6 +18,7 @@
 enum rp_err
 rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	json_t *f = rq->filter, *since = json_object_get(f, "since"),
 	       *until = json_object_get(f, "until");
@@ -62,6 +63,7 @@ rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 enum rp_err
 rp_store_event_after(struct rp_store *st, int64_t after_id, json_t *filter, int limit, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	const char *node = json_string_value(json_object_get(filter, "node"));
 	const char *rack = json_string_value(json_object_get(filter, "rack"));
@@ -97,6 +99,7 @@ rp_store_event_after(struct rp_store *st, int64_t after_id, json_t *filter, int 
 enum rp_err
 rp_store_event_head(struct rp_store *st, int64_t *out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s = STMT(c, "SELECT coalesce(max(id), 0) FROM events");
 	enum rp_err e;

@@ -7,6 +7,7 @@
 enum rp_err
 rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *list = NULL, *desired = NULL, *item, *v;
 	const char *comp, *baseline = NULL;
@@ -345,6 +346,7 @@ enum rp_err
 rp_store_firmware_targets(struct rp_store *st, const char *key, json_t *only, json_t **out,
                           json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *targets = NULL, *v;
 	char bname[128] = "", cls[128] = "";
@@ -414,6 +416,7 @@ out:
 enum rp_err
 rp_store_firmware_updates(struct rp_store *st, int64_t job_id, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	json_t *rows, *r, *map;
 	size_t i;
@@ -437,6 +440,7 @@ enum rp_err
 rp_store_firmware_update_sent(struct rp_store *st, int64_t job_id, const char *component,
                               const char *from, const char *to, const char *image)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	int64_t now = rp_time_now_ms();
@@ -471,6 +475,7 @@ enum rp_err
 rp_store_firmware_update_set(struct rp_store *st, int64_t job_id, const char *component,
                              const char *state, const char *task, const char *error)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	enum rp_err e;
@@ -508,6 +513,7 @@ rp_store_firmware_agent_flash(struct rp_store *st, int64_t job_id, const char *c
                               const char *recipe, json_t *args, char *child, size_t len,
                               json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *params = NULL, *extra;
 	struct node_ref n;

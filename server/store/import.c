@@ -30,6 +30,7 @@ enum rp_err
 rp_store_import(struct rp_store *st, json_t *manifest, int create_racks, int dry_run,
                 const char *actor, json_t **out, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	json_t *errors = json_array(), *created_racks = json_array(), *item;
 	int64_t id, racks = 0, nodes = 0, classes = 0, cables = 0;
@@ -146,6 +147,7 @@ out:
 enum rp_err
 rp_store_stats(struct rp_store *st, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *by_state = NULL, *jobs = NULL;
@@ -195,6 +197,7 @@ out:
 enum rp_err
 rp_store_ping(struct rp_store *st)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	enum rp_err e;

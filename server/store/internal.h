@@ -13,10 +13,10 @@
 
 struct colmeta;
 
-/* One thread's connection. The statement cache is indexed by call-site slot: slots come
- * from one global counter (store_prep), and each connection grows its arrays to the
- * highest slot it has seen, so the cache has no fixed size. Only the owning thread touches
- * a conn (and rp_store_free, once every other thread has stopped). */
+/* One connection of the store's pool. The statement cache is indexed by call-site slot:
+ * slots come from one global counter (store_prep), and each connection grows its arrays to
+ * the highest slot it has seen, so the cache has no fixed size. Only the thread that holds a
+ * conn (busy, STORE_HOLD) touches it, and rp_store_free once every other thread has stopped. */
 struct conn {
 	const struct sql_driver *drv;
 	struct sql_db *db;
@@ -27,6 +27,7 @@ struct conn {
 	int readonly;          /* the file opened read-only: reopen before writing again */
 	int64_t changes;       /* the driver's total_changes at store_begin */
 	int macs_changed;      /* store_macs_changed in the open transaction */
+	int busy;              /* atomic: a thread holds it */
 	struct conn *next;
 	struct rp_store *st;
 };
@@ -39,9 +40,15 @@ struct rp_store {
 	struct sql_db *holder; /* rp_store_hold's connection, or NULL */
 	pthread_t watcher;     /* rp_store_watch's thread, when watching */
 	int watching, unwatch;
-	pthread_key_t key;
+	pthread_key_t key; /* a thread's struct hold */
 	pthread_mutex_t mu;
-	struct conn *all;
+	pthread_cond_t freed; /* a connection was given back and someone waits for one */
+	pthread_cond_t turn;  /* the write turn is free */
+	int writing;          /* a thread holds the write turn (mu) */
+	struct conn *all;     /* every open connection (mu) */
+	int open;             /* how many (mu), counting one being opened */
+	int max;              /* at most (rp_store_set_connections); 0: no limit */
+	int waiters;          /* atomic: threads in conn_get's slow path */
 	int version;
 	uint64_t generation;
 	struct rp_secrets *secrets; /* borrowed; may be NULL */
@@ -60,7 +67,38 @@ struct migration {
 extern const struct migration rp_schema_migrations[];
 extern const int rp_schema_count;
 
-/* This thread's connection, opened on first use. NULL when the database cannot be opened. */
+/* A thread's connection to a store: which it holds (held) or held last (a hint: its
+ * statements are prepared there), and how many STORE_HOLD scopes of the thread are open. */
+struct hold {
+	struct rp_store *st;
+	struct conn *c;
+	int held, depth;
+	int writer; /* holds the store's write turn (store_write_turn) */
+};
+
+/* The pool's bracket. Every function that asks for a connection (store_conn, store_write,
+ * store_read, store_write_node, store_read_node) opens a STORE_HOLD(st) scope first, as its
+ * body's first declaration: the connection is taken from the pool at the first ask inside it
+ * and goes back when the outermost open scope of the thread ends (nested scopes share it), so
+ * no thread keeps one while it waits on a BMC or a client. store_txn holds its own. */
+struct hold *store_hold(struct rp_store *st); /* NULL when out of memory */
+void store_unhold(struct hold **h);
+
+/* Take the store's write turn for this thread's STORE_HOLD scope (store_write and store_txn
+ * do, before they take a connection): one write transaction of this server at a time waits
+ * for or holds the database's write lock, which lets only one writer in anyway, so the
+ * others wait here without a connection and readers never run out of them behind a long
+ * write (an import). The holder may open one connection beyond db_connections. */
+void store_write_turn(struct rp_store *st);
+#define STORE_HOLD_(st, n)                                                                         \
+	struct hold *store_hold_##n __attribute__((cleanup(store_unhold), unused)) = store_hold(st)
+#define STORE_HOLD_N(st, n) STORE_HOLD_(st, n)
+#define STORE_HOLD(st)      STORE_HOLD_N(st, __LINE__)
+
+/* The connection this thread holds in its STORE_HOLD scope, taken from the pool on the first
+ * ask: its last one when free, else another free one, else a new one while fewer than
+ * db_connections are open, else the first given back (waiting up to 10 s). NULL (logged) when
+ * the database cannot be reached, the wait ran out, or outside a STORE_HOLD scope. */
 struct conn *store_conn(struct rp_store *st);
 
 /* Rows the latest statement on c changed; the row id c's latest INSERT gave. */

@@ -142,6 +142,7 @@ store_job_add(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t
 enum rp_err
 rp_store_job_mark_sent(struct rp_store *st, int64_t id)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 
 	/* One statement is its own transaction, flushed before it returns (sqlite.c). */
@@ -154,6 +155,7 @@ rp_store_job_mark_sent(struct rp_store *st, int64_t id)
 enum rp_err
 rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *phase)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 
 	return EXEC(c, "job phase",

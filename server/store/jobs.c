@@ -37,6 +37,7 @@ enum rp_err
 rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const char *actor,
                     json_t **out, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct node_ref n;
 	json_t *obj = NULL;
@@ -67,6 +68,7 @@ out:
 enum rp_err
 rp_store_job_get(struct rp_store *st, const char *key, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	int64_t id = 0;
 	enum rp_err e;
@@ -104,6 +106,7 @@ out:
 enum rp_err
 rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	json_t *f = rq->filter;
 	const char *node = json_string_value(json_object_get(f, "node"));
@@ -139,6 +142,7 @@ enum rp_err
 rp_store_job_cancel(struct rp_store *st, const char *key, const char *actor, json_t **out,
                     int *running, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *obj = NULL;
 	struct stmt *s;
@@ -206,6 +210,7 @@ out:
 enum rp_err
 rp_store_jobs_recover(struct rp_store *st, const char *self, int *n)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *list = NULL, *j;
@@ -290,6 +295,7 @@ enum rp_err
 rp_store_jobs_renew(struct rp_store *st, const char *owner, json_t *held, int64_t lease_ms,
                     json_t **renewed)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	char *text = json_dumps(held, JSON_COMPACT);
@@ -370,6 +376,7 @@ enum rp_err
 rp_store_jobs_take(struct rp_store *st, const char *owner, enum rp_job_lane lane, int max,
                    int64_t lease_ms, struct rp_job_claim **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *ids = NULL;
@@ -524,6 +531,7 @@ enum rp_err
 rp_store_jobs_record(struct rp_store *st, const char *owner, const struct rp_job_outcome *o,
                      int fault_threshold)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	char *cancelled = NULL;
 	enum rp_err e;

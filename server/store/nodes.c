@@ -410,6 +410,7 @@ enum rp_err
 rp_store_node_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
                      json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *obj = NULL;
 	enum rp_err e;
@@ -442,6 +443,7 @@ rp_store_node_get(struct rp_store *st, const char *key, json_t **out)
 enum rp_err
 rp_store_node_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	json_t *f = rq->filter;
@@ -480,6 +482,7 @@ enum rp_err
 rp_store_node_update(struct rp_store *st, const char *key, json_t *patch, int64_t if_match,
                      const char *actor, json_t **out, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *before = NULL, *after = NULL, *fresh = NULL, *diff = NULL;
 	json_t *pbmc = json_object_get(patch, "bmc");
@@ -559,6 +562,7 @@ enum rp_err
 rp_store_node_delete(struct rp_store *st, const char *key, int64_t if_match, const char *actor,
                      json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *before = NULL;
 	struct stmt *s;
@@ -603,6 +607,7 @@ out:
 enum rp_err
 rp_store_node_inventory(struct rp_store *st, const char *key, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	int64_t id;
@@ -666,6 +671,7 @@ enum rp_err
 rp_store_node_inventory_set(struct rp_store *st, const char *key, const char *source, json_t *data,
                             const char *actor)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct node_ref n;
 	enum rp_err e;

@@ -165,6 +165,7 @@ enum rp_err
 rp_store_provision(struct rp_store *st, const char *key, const char *action, json_t *job,
                    const char *actor, json_t **out, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *res = NULL;
 	enum rp_err e;
@@ -185,6 +186,7 @@ enum rp_err
 rp_store_provision_abort(struct rp_store *st, const char *key, const char *actor, char *job,
                          size_t joblen, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	const struct transition *t;
 	struct node_ref n;

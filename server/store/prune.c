@@ -66,6 +66,7 @@ chunk(struct conn *c, void *ctx)
 static enum rp_err
 prune(struct rp_store *st, int which, int64_t before, int64_t deadline, int64_t *n, int *more)
 {
+	STORE_HOLD(st);
 	struct chunk k = {.before = before, .which = which};
 	enum rp_err e;
 

@@ -136,6 +136,7 @@ STORE_RES_CALLS(rack, &rack_res)
 enum rp_err
 rp_store_rack_elevation(struct rp_store *st, const char *key, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	json_t *rack = NULL, *nodes = NULL, *slots = NULL, *unplaced = NULL, *placed = NULL;
 	struct stmt *s;

@@ -96,6 +96,7 @@ enum rp_err
 store_res_create(struct rp_store *st, struct store_res *r, json_t *in, const char *actor,
                  json_t **out, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *fresh = NULL;
 	int64_t id;
@@ -110,6 +111,7 @@ store_res_create(struct rp_store *st, struct store_res *r, json_t *in, const cha
 enum rp_err
 store_res_get(struct rp_store *st, struct store_res *r, const char *key, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	int64_t id;
 	enum rp_err e;
@@ -125,6 +127,7 @@ enum rp_err
 store_res_update(struct rp_store *st, struct store_res *r, const char *key, json_t *patch,
                  int64_t if_match, const char *actor, json_t **out, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *before = NULL, *after = NULL, *fresh = NULL, *diff = NULL;
 	int64_t id;
@@ -158,6 +161,7 @@ enum rp_err
 store_res_delete(struct rp_store *st, struct store_res *r, const char *key, int64_t if_match,
                  const char *actor, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *before = NULL;
 	struct stmt *s;
@@ -184,6 +188,7 @@ enum rp_err
 store_res_list(struct rp_store *st, struct store_res *r, const struct rp_page_req *rq,
                struct rp_page *out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	int i;

@@ -252,6 +252,7 @@ out:
 enum rp_err
 rp_store_rollout_get(struct rp_store *st, const char *key, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	int64_t id = 0;
 	enum rp_err e;
@@ -267,6 +268,7 @@ rp_store_rollout_get(struct rp_store *st, const char *key, json_t **out)
 enum rp_err
 rp_store_rollout_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_page *out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *items = NULL, *it;
 	struct stmt *s;
@@ -488,6 +490,7 @@ pf_bios(struct conn *c, const struct node_ref *n, const char *profile, json_t *n
 enum rp_err
 rp_store_preflight(struct rp_store *st, json_t *what, json_t **out, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	const char *kind = json_string_value(json_object_get(what, "kind"));
 	const char *key = json_string_value(json_object_get(what, "node"));

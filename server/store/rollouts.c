@@ -335,6 +335,7 @@ enum rp_err
 rp_store_rollout_create(struct rp_store *st, json_t *in, const char *actor, json_t **out,
                         json_t **detail)
 {
+	STORE_HOLD(st);
 	struct create_ctx x = {.in = in, .actor = actor, .detail = detail};
 	enum rp_err e = store_txn(st, create_txn, &x);
 
@@ -550,6 +551,7 @@ enum rp_err
 rp_store_rollout_control(struct rp_store *st, const char *key, const char *action, json_t *opts,
                          const char *actor, json_t **out, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct control_ctx x = {
 	        .key = key, .action = action, .actor = actor, .opts = opts, .detail = detail};
 	enum rp_err e = store_txn(st, control_txn, &x);
@@ -566,6 +568,7 @@ rp_store_rollout_control(struct rp_store *st, const char *key, const char *actio
 enum rp_err
 rp_store_rollouts_active(struct rp_store *st, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	json_t *ids;
@@ -1095,6 +1098,7 @@ out:
 enum rp_err
 rp_store_rollout_advance(struct rp_store *st, int64_t id, int *need_power, int *moved)
 {
+	STORE_HOLD(st);
 	struct advance_ctx x = {.id = id};
 	enum rp_err e = store_txn(st, advance_txn, &x);
 

@@ -183,6 +183,7 @@ out:
 enum rp_err
 rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whylen)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct rp_secrets *sec = st->secrets;
 	struct stmt *s;
@@ -270,6 +271,7 @@ rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whyl
 enum rp_err
 rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	json_t *gone = json_array(), *g;
@@ -336,6 +338,7 @@ out:
 enum rp_err
 rp_store_secrets_reseal(struct rp_store *st, int *count, char *why, size_t whylen)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 
 	why[0] = '\0';

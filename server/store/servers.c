@@ -10,6 +10,7 @@ enum rp_err
 rp_store_server_beat(struct rp_store *st, const struct rp_server_self *me, int leader, int take,
                      json_t **live, json_t **holder)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	int64_t now = rp_time_now_ms();
 	json_t *all = NULL, *row = NULL;
@@ -65,6 +66,7 @@ rp_store_server_beat(struct rp_store *st, const struct rp_server_self *me, int l
 enum rp_err
 rp_store_server_leave(struct rp_store *st, const struct rp_server_self *me)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 
 	return EXEC(c, "server leave", "DELETE FROM servers WHERE name = ? AND instance = ?",

@@ -119,6 +119,7 @@ agent_job(struct conn *c, int64_t node_id, const char *uuid, int64_t *job_id, ch
 enum rp_err
 rp_store_agent_job(struct rp_store *st, int64_t node_id, const char *job, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *steps;
@@ -150,6 +151,7 @@ enum rp_err
 rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, const char *step,
                      json_t *rep, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	const char *state = json_string_value(json_object_get(rep, "state"));
 	const char *run = json_string_value(json_object_get(rep, "run"));
@@ -259,6 +261,7 @@ out:
 enum rp_err
 rp_store_job_steps(struct rp_store *st, int64_t job_id, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 
 	return store_all(c,
@@ -274,6 +277,7 @@ enum rp_err
 rp_store_step_finish(struct rp_store *st, int64_t job_id, int index, const char *state,
                      const char *error)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	enum rp_err e;
@@ -292,6 +296,7 @@ rp_store_step_finish(struct rp_store *st, int64_t job_id, int index, const char 
 enum rp_err
 rp_store_ssh_target(struct rp_store *st, int64_t node_id, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 
@@ -311,6 +316,7 @@ enum rp_err
 rp_store_host_key_mismatch(struct rp_store *st, int64_t node_id, const char *job,
                            const char *pinned, const char *seen)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct node_ref n;
 	char summary[300];
@@ -337,6 +343,7 @@ enum rp_err
 rp_store_job_log_append(struct rp_store *st, int64_t job_id, const void *data, size_t len,
                         size_t cap)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	int64_t have, seq;
@@ -376,6 +383,7 @@ enum rp_err
 rp_store_job_log(struct rp_store *st, const char *job, int64_t offset, struct rp_buf *out,
                  json_t **meta)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	struct stmt *s;
 	int64_t id = 0, pos = 0;

@@ -8,8 +8,9 @@
  * (uniqueness, references, rack-unit overlaps, If-Match versions) inside the same
  * transaction that writes, so a failed call changes nothing.
  *
- * Threads: one struct rp_store is shared by all threads; each thread transparently gets
- * its own SQLite connection (WAL, foreign keys on, busy timeout). Calls are thread-safe.
+ * Threads: one struct rp_store is shared by all threads; each call takes a connection from
+ * the store's pool (rp_store_set_connections) for its duration and gives it back at its end.
+ * Calls are thread-safe.
  *
  * Errors: functions return RP_ERR_OK or an rp_err. Where a `detail` out-param exists it is
  * set only on failure, to a new object that explains it (caller owns it), or left NULL.
@@ -84,6 +85,15 @@ enum rp_err rp_store_secrets_forget(struct rp_store *st, char *why, size_t whyle
  * a rotation: rp_secrets_rotate_begin, this, rp_secrets_rotate_finish), in one transaction;
  * *count: how many. RP_ERR_CONFLICT (nothing changed) when one does not open. */
 enum rp_err rp_store_secrets_reseal(struct rp_store *st, int *count, char *why, size_t whylen);
+
+/* Keep at most max connections to the database open (db_connections; 0, the default: no
+ * limit). A thread takes one for each store call and gives it back at the call's end; one that
+ * finds all max busy waits for one, up to 10 s, then the call fails (RP_ERR_INTERNAL, logged).
+ * Set before other threads use the store. */
+void rp_store_set_connections(struct rp_store *st, int max);
+
+/* How many connections are open and how many of them a call is using now. */
+void rp_store_connections(struct rp_store *st, int *open, int *busy);
 
 /* Close every connection. Accepts NULL. Only call once no other thread uses the store. */
 void rp_store_free(struct rp_store *st);

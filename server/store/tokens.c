@@ -42,6 +42,7 @@ insert(struct conn *c, const char *name, const char *role, const char *hash, int
 enum rp_err
 rp_store_token_bootstrap(struct rp_store *st, const char *hash, int *created)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	enum rp_err e;
@@ -71,6 +72,7 @@ enum rp_err
 rp_store_token_create(struct rp_store *st, const char *name, const char *role, const char *hash,
                       int64_t expires_at, const char *actor, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	json_t *obj = NULL;
 	enum rp_err e;
@@ -86,6 +88,7 @@ rp_store_token_create(struct rp_store *st, const char *name, const char *role, c
 static enum rp_err
 bearer(struct rp_store *st, int agent, const char *hash, struct rp_token_info *out)
 {
+	STORE_HOLD(st);
 	static const char *const sql[] = {
 	        "SELECT uuid, name, role, coalesce(expires_at, 0), 0 FROM tokens WHERE hash = ?1 "
 	        "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)",
@@ -129,6 +132,7 @@ rp_store_agent_auth(struct rp_store *st, const char *hash, struct rp_token_info 
 enum rp_err
 rp_store_token_list(struct rp_store *st, json_t **out)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 
 	return store_all(c,
@@ -142,6 +146,7 @@ rp_store_token_list(struct rp_store *st, json_t **out)
 enum rp_err
 rp_store_token_revoke(struct rp_store *st, const char *id, const char *actor, json_t **detail)
 {
+	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct stmt *s;
 	enum rp_err e;

@@ -9,11 +9,13 @@
 enum rp_err
 store_txn(struct rp_store *st, enum rp_err (*cb)(struct conn *c, void *ctx), void *ctx)
 {
-	struct conn *c = store_conn(st);
+	STORE_HOLD(st);
+	struct conn *c;
 	enum rp_err e = RP_ERR_INTERNAL;
 	int try;
 
-	if (c == NULL)
+	store_write_turn(st);
+	if ((c = store_conn(st)) == NULL)
 		return e;
 	for (try = 1;; try++) {
 		if ((e = store_begin(c)) == RP_ERR_OK && (e = cb(c, ctx)) == RP_ERR_OK &&

@@ -905,6 +905,7 @@ static int many_slots[MANY_SLOTS];
 static void
 many_statements(struct rp_store *st)
 {
+	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
 	char sql[64];
 	int i;
@@ -952,6 +953,107 @@ test_stmt_cache_grows(void **state)
 	/* A connection opened after the table grew gets arrays that fit every slot. */
 	assert_int_equal(pthread_create(&t, NULL, many_statements_thread, f->st), 0);
 	assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+/* The pool (db_connections): however many threads call, no more connections than the cap
+ * are opened; a call that finds them all held waits for one to come back; a writer gets one
+ * beyond the cap (it must never wait behind readers that wait for its turn); and no
+ * connection is handed out outside a STORE_HOLD scope. */
+struct pool_arg {
+	struct rp_store *st;
+	int write, done;
+	enum rp_err e;
+};
+
+static void *
+pool_caller(void *arg)
+{
+	struct pool_arg *a = arg;
+	json_t *out = NULL, *detail = NULL, *in;
+	struct rp_page_req rq = {.limit = 10};
+	struct rp_page pg = {0};
+	int i;
+
+	if (a->write) {
+		in = json_pack("{s:s}", "name", a->write == 1 ? "pool-w" : "pool-x");
+		a->e = rp_store_rack_create(a->st, in, "test", &out, &detail);
+		json_decref(in);
+		json_decref(out);
+		json_decref(detail);
+	} else {
+		for (i = 0; i < 100 && a->e == RP_ERR_OK; i++) {
+			a->e = rp_store_ping(a->st);
+			if (a->e == RP_ERR_OK && (a->e = rp_store_node_list(a->st, &rq, &pg)) == 0)
+				json_decref(pg.items);
+		}
+	}
+	__atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void
+test_pool_cap(void **state)
+{
+	struct fx *f = *state;
+	struct pool_arg a[8];
+	pthread_t t[8];
+	int i, open, busy;
+
+	rp_store_set_connections(f->st, 2);
+	memset(a, 0, sizeof a);
+	for (i = 0; i < 8; i++) {
+		a[i].st = f->st;
+		assert_int_equal(pthread_create(&t[i], NULL, pool_caller, &a[i]), 0);
+	}
+	for (i = 0; i < 8; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		assert_int_equal(a[i].e, RP_ERR_OK);
+	}
+	rp_store_connections(f->st, &open, &busy);
+	assert_in_range(open, 1, 2);
+	assert_int_equal(busy, 0);
+	/* Outside a scope: nothing (the bug is logged). */
+	assert_null(store_conn(f->st));
+}
+
+static void
+test_pool_wait(void **state)
+{
+	struct fx *f = *state;
+	struct pool_arg r = {.st = f->st}, w = {.st = f->st, .write = 1};
+	pthread_t tr, tw;
+	int open, busy;
+	int64_t t0;
+
+	rp_store_set_connections(f->st, 1);
+	{
+		STORE_HOLD(f->st);
+		struct conn *c = store_conn(f->st);
+
+		assert_non_null(c);
+		assert_ptr_equal(store_conn(f->st), c); /* nested asks share it */
+		rp_store_connections(f->st, &open, &busy);
+		assert_int_equal(open, 1);
+		assert_int_equal(busy, 1);
+		/* A reader waits while this scope holds the one connection... */
+		t0 = rp_time_now_ms();
+		assert_int_equal(pthread_create(&tr, NULL, pool_caller, &r), 0);
+		usleep(300000);
+		assert_int_equal(__atomic_load_n(&r.done, __ATOMIC_ACQUIRE), 0);
+		/* ...a writer opens one beyond the cap and is done meanwhile, and the reader takes
+		 * the connection it gives back, all while this scope still holds its own. */
+		assert_int_equal(pthread_create(&tw, NULL, pool_caller, &w), 0);
+		assert_int_equal(pthread_join(tw, NULL), 0);
+		assert_int_equal(w.e, RP_ERR_OK);
+		assert_int_equal(pthread_join(tr, NULL), 0);
+		assert_int_equal(r.e, RP_ERR_OK);
+		assert_true(rp_time_now_ms() - t0 >= 300);
+		rp_store_connections(f->st, &open, &busy);
+		assert_int_equal(open, 2);
+		assert_int_equal(busy, 1);
+	}
+	rp_store_connections(f->st, &open, &busy);
+	assert_int_equal(busy, 0);
 }
 
 /* A claim is typed (its type from rackpilot/jobtypes.h, the opened BMC password outside
@@ -1618,6 +1720,8 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_secrets_rotate, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_boot_token_reuse_prune, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_stmt_cache_grows, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_pool_cap, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_pool_wait, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_row_text, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_node_lists, setup, teardown),
 	};
