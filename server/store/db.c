@@ -653,17 +653,28 @@ store_prep(struct conn *c, int *slot, const char *sql)
 	return prep_slow(c, slot, n, sql);
 }
 
-enum rp_err
-store_begin(struct conn *c)
+static enum rp_err
+begin_kind(struct conn *c, enum sql_txn kind)
 {
 	int rc;
 
 	/* store_write and store_txn took the turn before the connection; the others here. */
 	store_write_turn(c->st);
-	rc = c->drv->begin(c->db, TXN_WRITE);
-
+	rc = c->drv->begin(c->db, kind);
 	c->changes = c->drv->total_changes(c->db);
 	return rc == SQL_OK ? RP_ERR_OK : store_sqlerr(c, rc, "begin");
+}
+
+enum rp_err
+store_begin(struct conn *c)
+{
+	return begin_kind(c, TXN_WRITE);
+}
+
+static enum rp_err
+claim_begin(struct conn *c)
+{
+	return begin_kind(c, TXN_CLAIM);
 }
 
 uint64_t
@@ -732,7 +743,7 @@ open_txn(struct rp_store *st, struct conn **c, enum rp_err (*begin)(struct conn 
 	struct conn *x;
 	enum rp_err e;
 
-	if (begin == store_begin)
+	if (begin != store_read_begin)
 		store_write_turn(st);
 	x = store_conn(st);
 	if (x == NULL)
@@ -747,6 +758,12 @@ enum rp_err
 store_write(struct rp_store *st, struct conn **c)
 {
 	return open_txn(st, c, store_begin);
+}
+
+enum rp_err
+store_claim(struct rp_store *st, struct conn **c)
+{
+	return open_txn(st, c, claim_begin);
 }
 
 enum rp_err

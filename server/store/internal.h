@@ -145,6 +145,10 @@ void store_rollback(struct conn *c);
 enum rp_err store_write(struct rp_store *st, struct conn **c);
 enum rp_err store_read(struct rp_store *st, struct conn **c);
 
+/* store_write for a claim (TXN_CLAIM, sql.h): beside other servers' claims, where its
+ * SELECT … FOR UPDATE SKIP LOCKED (c->drv->skip_locked) passes over the rows they hold. */
+enum rp_err store_claim(struct rp_store *st, struct conn **c);
+
 /* The end of a write transaction its caller began, at its out: label. When e is RP_ERR_OK,
  * commit and, when that succeeds, hand obj to *out; otherwise (or when the commit fails)
  * roll back and free obj. obj and out may be NULL together (nothing to hand over). The

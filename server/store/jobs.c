@@ -384,23 +384,32 @@ rp_store_jobs_take(struct rp_store *st, const char *owner, enum rp_job_lane lane
 	int64_t now = rp_time_now_ms();
 	enum rp_err e;
 
-	if ((e = store_write(st, &c)) != RP_ERR_OK)
+	if ((e = store_claim(st, &c)) != RP_ERR_OK)
 		return e;
 	e = RP_ERR_INTERNAL;
 	/* FIFO per node: a mutating job waits while an older one for its node is queued or
 	 * running, so "PXE, then cycle" never runs out of order. One statement claims them all
-	 * and one reads them back: the write lock is held for two round trips, however many. */
-	s = STMT_ARGS(
-	        c,
-	        "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?4, "
-	        "lease_until = ?5, started_at = coalesce(started_at, ?1), updated_at = ?1 WHERE "
-	        "state = 'queued' AND id IN (SELECT j.id FROM jobs j WHERE j.state = 'queued' AND "
-	        "j.not_before <= ?1 AND j.node_id IS NOT NULL AND (j.mutating = 0 OR (NOT EXISTS "
-	        "(SELECT 1 FROM jobs r WHERE r.node_id = j.node_id AND r.state = 'running' AND "
-	        "r.mutating = 1) AND NOT EXISTS (SELECT 1 FROM jobs q WHERE q.node_id = j.node_id "
-	        "AND q.mutating = 1 AND q.state = 'queued' AND q.id < j.id))) AND (j.type "
-	        "IN " STORE_SSH_TYPES_SQL ") = ?3 ORDER BY j.id LIMIT ?2) RETURNING id",
-	        now, max, lane == RP_JOB_LANE_SSH, owner, now + lease_ms);
+	 * and one reads them back: two round trips, however many. Where rows lock (PostgreSQL)
+	 * claims of several servers run at once and each passes over the rows another has
+	 * locked: that one's older job keeps a node's younger ones waiting all the same (it is
+	 * queued until that claim commits, running after), and jobs_one_mutating refuses what
+	 * would slip through. */
+#define CLAIM_SQL(lock)                                                                            \
+	"UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?4, "           \
+	"lease_until = ?5, started_at = coalesce(started_at, ?1), updated_at = ?1 WHERE "          \
+	"state = 'queued' AND id IN (SELECT j.id FROM jobs j WHERE j.state = 'queued' AND "        \
+	"j.not_before <= ?1 AND j.node_id IS NOT NULL AND (j.mutating = 0 OR (NOT EXISTS "         \
+	"(SELECT 1 FROM jobs r WHERE r.node_id = j.node_id AND r.state = 'running' AND "           \
+	"r.mutating = 1) AND NOT EXISTS (SELECT 1 FROM jobs q WHERE q.node_id = j.node_id "        \
+	"AND q.mutating = 1 AND q.state = 'queued' AND q.id < j.id))) AND (j.type "                \
+	"IN " STORE_SSH_TYPES_SQL ") = ?3 ORDER BY j.id LIMIT ?2" lock ") RETURNING id"
+	if (c->drv->skip_locked)
+		s = STMT_ARGS(c, CLAIM_SQL(" FOR UPDATE OF j SKIP LOCKED"), now, max,
+		              lane == RP_JOB_LANE_SSH, owner, now + lease_ms);
+	else
+		s = STMT_ARGS(c, CLAIM_SQL(""), now, max, lane == RP_JOB_LANE_SSH, owner,
+		              now + lease_ms);
+#undef CLAIM_SQL
 	ids = json_array();
 	while (store_next(c, s, "claim", &e))
 		json_array_append_new(ids, json_integer(sql_int(s, 0)));

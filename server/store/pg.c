@@ -17,7 +17,9 @@
  *   - transactions: a write transaction takes one advisory lock, so writers run one at a
  *     time as on SQLite (BEGIN IMMEDIATE) and a transaction never fails half-way for
  *     another writer; a read is one REPEATABLE READ snapshot; the schema lock excludes
- *     writers too, so a migration never runs beside another server's write;
+ *     writers too, so a migration never runs beside another server's write; a job claim
+ *     (TXN_CLAIM) takes the write lock shared, so claims of several servers run together
+ *     and their row locks (FOR UPDATE SKIP LOCKED) share the queue out between them;
  *   - values travel as text (binary for blobs); results come back as text and are typed by
  *     their column's type.
  */
@@ -989,6 +991,14 @@ pg_begin(struct sql_db *db, enum sql_txn kind)
 		snprintf(sql, sizeof sql,
 		         "BEGIN; SELECT pg_advisory_xact_lock(%lld); NOTIFY " CHANNEL,
 		         (long long)LOCK_WRITE);
+	/* Claims share the write lock: they exclude every other writer (whose reads then
+	 * writes assume nobody writes beside them) but not each other; between them, the rows
+	 * each one's SELECT … FOR UPDATE SKIP LOCKED locks decide, and jobs_one_mutating
+	 * (schema 0002) stands behind that. */
+	else if (kind == TXN_CLAIM)
+		snprintf(sql, sizeof sql,
+		         "BEGIN; SELECT pg_advisory_xact_lock_shared(%lld); NOTIFY " CHANNEL,
+		         (long long)LOCK_WRITE);
 	else
 		snprintf(sql, sizeof sql,
 		         "BEGIN; SELECT pg_advisory_xact_lock(%lld); SELECT "
@@ -1226,6 +1236,7 @@ pg_describe(const char *target, char *buf, size_t len)
 
 const struct sql_driver rp_sql_pg = {
         .name = "postgresql",
+        .skip_locked = 1,
         .describe = pg_describe,
         .open = pg_open,
         .setup = pg_setup,

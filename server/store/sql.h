@@ -36,8 +36,11 @@ enum sql_type { SQL_NULL, SQL_INT, SQL_REAL, SQL_TEXT, SQL_BLOB };
 
 /* Transaction kinds: a snapshot for reads; a write transaction that holds the write lock
  * from its start (so it cannot fail half-way for a lock); the schema lock migrations take
- * so that two servers starting together apply each migration once. */
-enum sql_txn { TXN_READ, TXN_WRITE, TXN_SCHEMA };
+ * so that two servers starting together apply each migration once; a claim, a write that
+ * excludes every other kind of writer but runs beside other servers' claims, where the rows
+ * its statement locks (skip_locked) decide which claim gets a row (a write transaction where
+ * the database has no row locks). */
+enum sql_txn { TXN_READ, TXN_WRITE, TXN_SCHEMA, TXN_CLAIM };
 
 struct sql_db; /* a driver's connection */
 
@@ -50,6 +53,9 @@ struct sql_driver {
 	const char *name;
 	/* The database is a file the store may watch (permissions, free space): 1/0. */
 	int file;
+	/* SELECT … FOR UPDATE SKIP LOCKED exists: a TXN_CLAIM passes over the rows another
+	 * claim has locked instead of waiting for them: 1/0. */
+	int skip_locked;
 	/* target as it may be logged: no password. Writes at most len bytes. */
 	void (*describe)(const char *target, char *buf, size_t len);
 	/* Open a connection to target (a path, a URL: the driver's business), NULL with why. */

@@ -487,7 +487,8 @@ lite_begin(struct sql_db *db, enum sql_txn kind)
 {
 	static const char *const sql[] = {[TXN_READ] = "BEGIN",
 	                                  [TXN_WRITE] = "BEGIN IMMEDIATE",
-	                                  [TXN_SCHEMA] = "BEGIN EXCLUSIVE"};
+	                                  [TXN_SCHEMA] = "BEGIN EXCLUSIVE",
+	                                  [TXN_CLAIM] = "BEGIN IMMEDIATE"};
 
 	db->changes = sqlite3_total_changes64(db->h);
 	db->schema = kind == TXN_SCHEMA;

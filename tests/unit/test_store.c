@@ -1056,6 +1056,130 @@ test_pool_wait(void **state)
 	assert_int_equal(busy, 0);
 }
 
+/* Claims of several servers run at once on PostgreSQL: a claim passes over the job another
+ * claim holds locked (FOR UPDATE SKIP LOCKED) instead of waiting for it, and takes it once
+ * that claim has ended without it. (SQLite has one writer: its claim is an ordinary write
+ * transaction and only the claim itself is checked there.) */
+struct lock_arg {
+	struct rp_store *st;
+	int64_t job;
+	int locked, release;
+};
+
+static void *
+lock_holder(void *arg)
+{
+	struct lock_arg *a = arg;
+	STORE_HOLD(a->st);
+	struct conn *c = store_conn(a->st);
+	char sql[128];
+
+	/* Another server's claim, caught between its lock and its commit: the same shared lock
+	 * a claim takes, and the row lock its statement would take. */
+	snprintf(sql, sizeof sql, "SELECT id FROM jobs WHERE id = %lld FOR UPDATE",
+	         (long long)a->job);
+	if (c == NULL || c->drv->begin(c->db, TXN_CLAIM) != SQL_OK ||
+	    c->drv->exec(c->db, sql, NULL, 0) != SQL_OK)
+		a->locked = -1;
+	else
+		__atomic_store_n(&a->locked, 1, __ATOMIC_RELEASE);
+	while (a->locked == 1 && !__atomic_load_n(&a->release, __ATOMIC_ACQUIRE))
+		usleep(10000);
+	if (c)
+		c->drv->rollback(c->db);
+	return NULL;
+}
+
+struct take_arg {
+	struct rp_store *st;
+	struct rp_job_claim *cl;
+	enum rp_err e;
+	int done;
+};
+
+static void *
+taker(void *arg)
+{
+	struct take_arg *a = arg;
+
+	a->e = rp_store_jobs_take(a->st, "test", RP_JOB_LANE_BMC, 8, 60000, &a->cl);
+	__atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void
+test_claim_skip_locked(void **state)
+{
+	struct fx *f = *state;
+	json_t *out = NULL, *detail = NULL, *body;
+	int64_t ids[3] = {0};
+	struct lock_arg la = {.st = f->st};
+	struct take_arg ta = {.st = f->st};
+	struct rp_job_claim *cl;
+	pthread_t tl, tt;
+	char name[16];
+	int i, n, waited;
+
+	for (i = 0; i < 3; i++) {
+		snprintf(name, sizeof name, "sk%d", i);
+		body = json_pack("{s:s,s:{s:s,s:s,s:s,s:s}}", "name", name, "bmc", "driver", "fake",
+		                 "address", "fake", "username", "u", "password", "p");
+		assert_int_equal(rp_store_node_create(f->st, body, "t", &out, &detail), RP_ERR_OK);
+		json_decref(out);
+		json_decref(body);
+		body = J("{\"type\":\"power\",\"params\":{\"target\":\"on\"},\"mutating\":true}");
+		assert_int_equal(rp_store_job_create(f->st, name, body, "t", &out, &detail),
+		                 RP_ERR_OK);
+		json_decref(out);
+		json_decref(body);
+	}
+	if (!dbfx_pg()) {
+		assert_int_equal(rp_store_jobs_take(f->st, "test", RP_JOB_LANE_BMC, 8, 60000, &cl),
+		                 RP_ERR_OK);
+		for (n = 0, ta.cl = cl; cl; cl = cl->next)
+			n++;
+		rp_store_claim_free(ta.cl);
+		assert_int_equal(n, 3);
+		print_message("SQLite: one writer, no row locks to pass over\n");
+		return;
+	}
+	/* The oldest job's id: the one another claim holds. */
+	{
+		STORE_HOLD(f->st);
+		struct conn *c = store_conn(f->st);
+		struct stmt *s = STMT(c, "SELECT min(id) FROM jobs WHERE state = 'queued'");
+
+		assert_int_equal(sql_step(s), SQL_ROW);
+		la.job = ids[0] = sql_int(s, 0);
+		sql_reset(s);
+	}
+	assert_int_equal(pthread_create(&tl, NULL, lock_holder, &la), 0);
+	while (__atomic_load_n(&la.locked, __ATOMIC_ACQUIRE) == 0)
+		usleep(1000);
+	assert_int_equal(la.locked, 1);
+	assert_int_equal(pthread_create(&tt, NULL, taker, &ta), 0);
+	for (waited = 0; waited < 500 && !__atomic_load_n(&ta.done, __ATOMIC_ACQUIRE); waited++)
+		usleep(10000);
+	/* A claim that waited for the lock (or for the row) would still be waiting: fail, after
+	 * letting it go so the test ends. */
+	__atomic_store_n(&la.release, 1, __ATOMIC_RELEASE);
+	assert_int_equal(pthread_join(tt, NULL), 0);
+	assert_int_equal(pthread_join(tl, NULL), 0);
+	assert_true(waited < 500);
+	assert_int_equal(ta.e, RP_ERR_OK);
+	for (n = 0, cl = ta.cl; cl; cl = cl->next, n++)
+		assert_true(cl->id != ids[0]);
+	assert_int_equal(n, 2);
+	rp_store_claim_free(ta.cl);
+	/* Its holder gone, the job is claimed. */
+	assert_int_equal(rp_store_jobs_take(f->st, "test", RP_JOB_LANE_BMC, 8, 60000, &cl),
+	                 RP_ERR_OK);
+	assert_non_null(cl);
+	assert_true(cl->id == ids[0]);
+	assert_null(cl->next);
+	rp_store_claim_free(cl);
+}
+
 /* A claim is typed (its type from rackpilot/jobtypes.h, the opened BMC password outside
  * jansson) and lands in the lane the table gives its type; a typed outcome is recorded as
  * the JSON one was: state, power, BMC health. */
@@ -1722,6 +1846,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_stmt_cache_grows, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_pool_cap, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_pool_wait, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_claim_skip_locked, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_row_text, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_node_lists, setup, teardown),
 	};
