@@ -336,6 +336,37 @@ last_sweep(struct server *s)
  * killed -9 mid-run. The survivor takes the lead, every job ends, the rollout completes, no
  * BMC saw any action twice (counted by the BMCs: method, path, reset type, image), and its
  * power sweep covers every node again within one interval. Leases are 3 s, sweeps every 8 s. */
+/* Connections to s's database now, as PostgreSQL counts them (pg_stat_activity), this
+ * query's own left out. */
+static int
+pg_connections(struct server *s)
+{
+	char cmd[900], name[64], line[32];
+	FILE *p;
+	int n = -1;
+
+	/* The harness's name of the database (harness.c, test_database). */
+	snprintf(cmd, sizeof cmd, "%s/.test-database", s->dir);
+	assert_non_null(p = fopen(cmd, "r"));
+	assert_non_null(fgets(name, sizeof name, p));
+	fclose(p);
+	name[strcspn(name, "\n")] = 0;
+	snprintf(cmd, sizeof cmd,
+	         "psql -qXtA 'host=%s user=rp dbname=%s' -c 'SELECT count(*) FROM "
+	         "pg_stat_activity WHERE datname = current_database() AND pid <> "
+	         "pg_backend_pid()'",
+	         getenv("RP_TEST_PG"), name);
+	assert_non_null(p = popen(cmd, "r"));
+	if (fgets(line, sizeof line, p))
+		n = atoi(line);
+	pclose(p);
+	assert_true(n >= 0);
+	return n;
+}
+
+/* db_connections of each server in test_failover: small, to show the pool holds under load. */
+#define FO_POOL "6"
+
 static void
 test_failover(void **state)
 {
@@ -348,7 +379,7 @@ test_failover(void **state)
 	char bdir[300], name[64], batch[2][200], ro_id[64], body[64];
 	json_t *ro = NULL, *last, *sa, *sb;
 	int64_t killed;
-	int i, k, seen = 0, done;
+	int i, k, seen = 0, done, most = 0;
 	FILE *f;
 
 	(void)state;
@@ -359,7 +390,7 @@ test_failover(void **state)
 		/* One image store for both (as NFS would share it). */
 		fprintf(f,
 		        "[server]\nserver_name = fo-%c\njob_lease = 3\npower_sync_interval = 8\n"
-		        "image_dir = /tmp/rp-failover-images-%d\n",
+		        "db_connections = " FO_POOL "\nimage_dir = /tmp/rp-failover-images-%d\n",
 		        "ab"[i], (int)getpid());
 		fclose(f);
 	}
@@ -437,8 +468,15 @@ test_failover(void **state)
 	                 201);
 	snprintf(ro_id, sizeof ro_id, "/v1/rollouts/%s", jstr_of(r.json, "id"));
 	reply_free(&r);
-	/* kill -9 the leader once the BMCs have seen a good part of the work. */
+	/* kill -9 the leader once the BMCs have seen a good part of the work; meanwhile the
+	 * database counts the connections of both servers, 64 sweep readers, 32 workers and
+	 * HTTP threads each: their pools and, apiece, the write turn's one more, the change
+	 * listener's and (the leader) the lead's. */
 	for (i = 0; i < 600 && seen < 60; i++) {
+		int conns = pg_connections(&a);
+
+		if (conns > most)
+			most = conns;
 		for (k = 0, seen = 0; k < FO_N; k += 5) {
 			json_t *st = mock_get(&m, k, "/__mock/state");
 
@@ -449,6 +487,10 @@ test_failover(void **state)
 		if (seen < 60)
 			usleep(50000);
 	}
+	fprintf(stderr, "failover: at most %d connections to the database (db_connections %s)\n",
+	        most, FO_POOL);
+	assert_true(most > 2);
+	assert_true(most <= 2 * (atoi(FO_POOL) + 1) + 3);
 	server_stop(&a, SIGKILL);
 	killed = now_ms();
 
