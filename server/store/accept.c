@@ -336,7 +336,7 @@ rp_store_accept_node(struct rp_store *st, const char *run, int64_t node_id, json
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if ((e = run_by_uuid(c, run, &run_id, &running, &created)) != RP_ERR_OK)
 		return e;
 	s = STMT_ARGS(c,
@@ -407,7 +407,7 @@ rp_store_accept_child(struct rp_store *st, const char *run, int64_t node_id, con
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if ((e = result_begin(c, run, node_id, check, &run_id, state, was)) != RP_ERR_OK)
 		return e;
 	/* Queued before (a restart): follow that child, never queue a second. */
@@ -471,7 +471,7 @@ rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id, co
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if ((e = result_begin(c, run, node_id, check, &run_id, state, NULL)) != RP_ERR_OK)
 		return e;
 	if (strcmp(state, "pending") != 0 && strcmp(state, "running") != 0) {

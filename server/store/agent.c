@@ -84,7 +84,7 @@ rp_store_bootstrap_revoke(struct rp_store *st, const char *id, const char *actor
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if (!rp_uuid_valid(id))
 		return RP_ERR_NOT_FOUND;
 	if ((e = store_begin(c)) != RP_ERR_OK)
@@ -302,7 +302,7 @@ rp_store_bootstrap_check(struct rp_store *st, const char *hash, const char *peer
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	e = boot_lookup(c, hash, &t, detail);
 	if (e == RP_ERR_UNAUTHORIZED)
 		bootstrap_refused(c, hash, peer, *detail);

@@ -211,7 +211,7 @@ rp_store_batch_get(struct rp_store *st, const char *key, json_t **out)
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if (!rp_uuid_valid(key))
 		return RP_ERR_NOT_FOUND;
 	if ((e = store_read_begin(c)) != RP_ERR_OK)

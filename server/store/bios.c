@@ -436,7 +436,7 @@ rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profi
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	/* The recipe gets the settings twice: as JSON and as Name=Value lines, for whichever
 	 * form the vendor's tool reads. */
 	attrs_json = json_dumps(attributes, JSON_COMPACT | JSON_SORT_KEYS);

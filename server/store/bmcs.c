@@ -23,7 +23,7 @@ rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node, const c
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if (!json_is_array(names) || json_array_size(names) == 0)
 		return RP_ERR_BAD_REQUEST;
 	json_array_foreach(names, i, w)
@@ -213,7 +213,7 @@ rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t
 	int oom = 0;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	s = STMT(c,
 	         "SELECT n.id, n.uuid, n.name, b.driver, b.address, b.port, b.username, "
 	         "b.password_sealed, b.tls_verify, b.options FROM nodes n JOIN bmcs b ON "

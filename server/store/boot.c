@@ -96,7 +96,7 @@ rp_store_image_get(struct rp_store *st, const char *key, json_t **out)
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if ((e = store_id_of(c, T_IMAGE, key, &id)) != RP_ERR_OK)
 		return e;
 	return image_load(c, id, out);
@@ -110,7 +110,7 @@ rp_store_image_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 	struct stmt *s;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if (rq->sort_by_name) {
 		s = STMT_ARGS(c,
 		              IMAGE_COLS
@@ -507,7 +507,7 @@ rp_store_dhcp_hosts(struct rp_store *st, struct rp_buf *out)
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	s = STMT(c, "SELECT m.mac, n.name FROM node_macs m JOIN nodes n ON n.id = m.node_id "
 	            "ORDER BY m.mac");
 	while (store_next(c, s, "dhcp hosts", &e)) {

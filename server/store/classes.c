@@ -181,7 +181,7 @@ rp_store_cabling_get(struct rp_store *st, const char *rack, json_t **out)
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if ((e = store_id_of(c, T_RACK, rack, &rid)) != RP_ERR_OK)
 		return e;
 	s = STMT_ARGS(c, CABLE_COLS "WHERE n.rack_id = ? ORDER BY n.name, k.id", rid);

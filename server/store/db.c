@@ -747,7 +747,7 @@ open_txn(struct rp_store *st, struct conn **c, enum rp_err (*begin)(struct conn 
 		store_write_turn(st);
 	x = store_conn(st);
 	if (x == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if ((e = begin(x)) != RP_ERR_OK)
 		return e;
 	*c = x;
@@ -1458,13 +1458,17 @@ store_col(struct conn *c, struct stmt *s, const char *key)
 	return -1;
 }
 
+/* No statement to run: no connection could be had (unreachable, or the pool stayed busy:
+ * try again, 503), or it failed to prepare (a bug: 500). */
+#define NOSTMT(c) ((c) == NULL ? RP_ERR_UNAVAILABLE : RP_ERR_INTERNAL)
+
 enum rp_err
 store_exec(struct conn *c, struct stmt *s, const char *what)
 {
 	int rc;
 
 	if (s == NULL)
-		return RP_ERR_INTERNAL;
+		return NOSTMT(c);
 	rc = sql_step(s);
 
 	sql_reset(s);
@@ -1477,7 +1481,7 @@ store_one(struct conn *c, struct stmt *s, const char *what)
 	int rc;
 
 	if (s == NULL)
-		return RP_ERR_INTERNAL;
+		return NOSTMT(c);
 	rc = sql_step(s);
 
 	if (rc == SQL_ROW)
@@ -1508,7 +1512,7 @@ store_next(struct conn *c, struct stmt *s, const char *what, enum rp_err *e)
 	int rc;
 
 	if (s == NULL) {
-		*e = RP_ERR_INTERNAL;
+		*e = NOSTMT(c);
 		return 0;
 	}
 	rc = sql_step(s);

@@ -29,7 +29,7 @@ rp_store_event_list(struct rp_store *st, const struct rp_page_req *rq, struct rp
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	/* Separate statements per scope so each uses its own index. */
 	if (node) {
 		e = store_id_of(c, T_NODE, node, &id);
@@ -73,7 +73,7 @@ rp_store_event_after(struct rp_store *st, int64_t after_id, json_t *filter, int 
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if (node) {
 		if ((e = store_id_of(c, T_NODE, node, &id)) != RP_ERR_OK)
 			return e;

@@ -203,7 +203,7 @@ rp_store_ping(struct rp_store *st)
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	s = STMT(c, "SELECT 1");
 	if ((e = store_one(c, s, "ping")) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_INTERNAL : e;

@@ -140,8 +140,8 @@ enum rp_err store_commit(struct conn *c);
 void store_rollback(struct conn *c);
 
 /* This thread's connection into *c with a write transaction (store_begin) or a read snapshot
- * (store_read_begin) open on it: RP_ERR_OK, RP_ERR_INTERNAL when there is no connection, or
- * the begin's error (*c untouched). */
+ * (store_read_begin) open on it: RP_ERR_OK, RP_ERR_UNAVAILABLE when no connection can be had
+ * (store_conn), or the begin's error (*c untouched). */
 enum rp_err store_write(struct rp_store *st, struct conn **c);
 enum rp_err store_read(struct rp_store *st, struct conn **c);
 
@@ -161,8 +161,8 @@ enum rp_err store_end(struct conn *c, enum rp_err e, json_t *obj, json_t **out);
  * is busy or locked (RP_ERR_UNAVAILABLE from the begin, the callback or the commit) the whole
  * transaction runs again, a bounded number of times; so a callback writes its out-params only
  * on success, starts from its ctx's inputs every time, and never returns RP_ERR_UNAVAILABLE
- * for another reason. Returns the callback's or the store's error (RP_ERR_INTERNAL without a
- * connection). */
+ * for another reason. Returns the callback's or the store's error (RP_ERR_UNAVAILABLE, not
+ * run again, when no connection can be had). */
 enum rp_err store_txn(struct rp_store *st, enum rp_err (*cb)(struct conn *c, void *ctx), void *ctx);
 
 /* A read transaction, so several SELECTs see one snapshot. End it whatever happened. */
@@ -177,8 +177,9 @@ enum rp_err store_sqlerr(struct conn *c, int rc, const char *what);
 
 /* The statement API: run a statement s (from store_prep on c) that returns no rows, to its
  * end, and reset it: RP_ERR_OK or store_sqlerr's error, with `what` naming it in logs. These
- * four accept s == NULL (store_prep failed and logged it) and then report RP_ERR_INTERNAL
- * (store_rows: NULL), so callers prepare, bind and run without checking s in between. */
+ * four accept s == NULL (store_prep failed and logged it) and then report RP_ERR_INTERNAL,
+ * or RP_ERR_UNAVAILABLE when c is NULL too (store_conn had none to give) (store_rows: NULL),
+ * so callers prepare, bind and run without checking c or s in between. */
 enum rp_err store_exec(struct conn *c, struct stmt *s, const char *what);
 
 /* Step s once: RP_ERR_OK with a row to read (the caller reads its columns, then calls

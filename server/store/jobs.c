@@ -116,7 +116,7 @@ rp_store_job_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_p
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if (node && (e = store_id_of(c, T_NODE, node, &node_id)) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
 	if (batch) {

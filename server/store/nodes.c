@@ -453,7 +453,7 @@ rp_store_node_list(struct rp_store *st, const struct rp_page_req *rq, struct rp_
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if (rack && (e = store_id_of(c, T_RACK, rack, &rack_id)) != RP_ERR_OK)
 		return e == RP_ERR_NOT_FOUND ? RP_ERR_BAD_QUERY : e;
 	if (rq->sort_by_name) {
@@ -614,7 +614,7 @@ rp_store_node_inventory(struct rp_store *st, const char *key, json_t **out)
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if ((e = store_id_of(c, T_NODE, key, &id)) != RP_ERR_OK)
 		return e;
 	s = STMT_ARGS(

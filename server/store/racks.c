@@ -146,7 +146,7 @@ rp_store_rack_elevation(struct rp_store *st, const char *key, json_t **out)
 	json_t *n;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	/* One read transaction so rack and nodes come from the same snapshot. */
 	if ((e = store_read_begin(c)) != RP_ERR_OK)
 		return e;

@@ -117,7 +117,7 @@ store_res_get(struct rp_store *st, struct store_res *r, const char *key, json_t 
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if ((e = store_id_of(c, r->table, key, &id)) != RP_ERR_OK)
 		return e;
 	return store_res_load(c, r, id, out);
@@ -194,7 +194,7 @@ store_res_list(struct rp_store *st, struct store_res *r, const struct rp_page_re
 	int i;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if (rq->sort_by_name) {
 		s = store_prep(c, &r->s_list_name, r->sql_list_name);
 		sql_bind_text(s, 1, rq->after_key);

@@ -501,7 +501,7 @@ rp_store_preflight(struct rp_store *st, json_t *what, json_t **out, json_t **det
 	size_t i;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if ((e = store_read_begin(c)) != RP_ERR_OK)
 		goto done;
 	if (key) {

@@ -575,7 +575,7 @@ rp_store_rollouts_active(struct rp_store *st, json_t **out)
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	/* Active ones, and ended ones whose last jobs still run (their nodes settle). */
 	s = STMT(c, "SELECT id FROM rollouts WHERE state IN " ACTIVE " UNION SELECT DISTINCT "
 	            "rollout_id FROM rollout_nodes WHERE state = 'running' ORDER BY 1");

@@ -391,7 +391,7 @@ rp_store_job_log(struct rp_store *st, const char *job, int64_t offset, struct rp
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	if (!rp_uuid_valid(job))
 		return RP_ERR_NOT_FOUND;
 	if ((e = store_read_begin(c)) != RP_ERR_OK)

@@ -101,7 +101,7 @@ bearer(struct rp_store *st, int agent, const char *hash, struct rp_token_info *o
 	enum rp_err e;
 
 	if (c == NULL)
-		return RP_ERR_INTERNAL;
+		return RP_ERR_UNAVAILABLE;
 	s = store_prep(c, &slots[agent], sql[agent]);
 	sql_bind_text(s, 1, hash);
 	if (!agent)

@@ -16,7 +16,7 @@ store_txn(struct rp_store *st, enum rp_err (*cb)(struct conn *c, void *ctx), voi
 
 	store_write_turn(st);
 	if ((c = store_conn(st)) == NULL)
-		return e;
+		return RP_ERR_UNAVAILABLE;
 	for (try = 1;; try++) {
 		if ((e = store_begin(c)) == RP_ERR_OK && (e = cb(c, ctx)) == RP_ERR_OK &&
 		    c->drv->in_txn(c->db))
