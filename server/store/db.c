@@ -106,9 +106,10 @@ conn_get(struct rp_store *st, struct conn *hint, int writer)
 			                                __ATOMIC_RELAXED))
 				goto out;
 		}
-		/* The thread that holds the write turn may open one more: it must never wait for
-		 * a connection that threads waiting for the turn hold. */
-		if (st->max == 0 || st->open < st->max + writer)
+		/* The thread that holds the write turn opens one more when none is free: it
+		 * must never wait for connections that threads waiting for the turn may hold
+		 * (conn_put closes what goes past the cap). */
+		if (st->max == 0 || st->open < st->max || writer)
 			break;
 		if (pthread_cond_timedwait(&st->freed, &st->mu, &until) != 0) {
 			rp_log_warn("store: all %d connections to %s stayed busy for %d s "
@@ -156,6 +157,22 @@ conn_put(struct conn *c)
 		rp_log_error(
 		        "store: a connection was given back inside a transaction; rolled back");
 		store_rollback(c);
+	}
+	/* Past the cap (the write turn's one more, or a cap lowered) and nobody waits: close
+	 * it. The struct stays, marked closed (busy 2, never taken again), because other
+	 * threads may keep it as their hint; rp_store_free frees it. */
+	if (st->max > 0 && __atomic_load_n(&st->waiters, __ATOMIC_SEQ_CST) == 0) {
+		pthread_mutex_lock(&st->mu);
+		if (st->open > st->max) {
+			st->open--;
+			conn_forget(c);
+			c->drv->close(c->db);
+			c->db = NULL;
+			__atomic_store_n(&c->busy, 2, __ATOMIC_SEQ_CST);
+			pthread_mutex_unlock(&st->mu);
+			return;
+		}
+		pthread_mutex_unlock(&st->mu);
 	}
 	__atomic_store_n(&c->busy, 0, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&st->waiters, __ATOMIC_SEQ_CST) > 0) {
@@ -262,7 +279,7 @@ rp_store_connections(struct rp_store *st, int *open, int *busy)
 
 	pthread_mutex_lock(&st->mu);
 	for (c = st->all; c; c = c->next)
-		n += __atomic_load_n(&c->busy, __ATOMIC_RELAXED) != 0;
+		n += __atomic_load_n(&c->busy, __ATOMIC_RELAXED) == 1;
 	*open = st->open;
 	*busy = n;
 	pthread_mutex_unlock(&st->mu);
