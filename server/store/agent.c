@@ -21,7 +21,7 @@ rp_store_bootstrap_create(struct rp_store *st, const char *node, const char *has
                           int64_t expires_at, const char *actor, json_t **out)
 {
 	STORE_HOLD(st);
-	struct conn *c = store_conn(st);
+	struct conn *c = store_writer(st);
 	struct node_ref n = {0};
 	struct stmt *s;
 	char uuid[RP_UUID_BUF], summary[200];
@@ -80,7 +80,7 @@ enum rp_err
 rp_store_bootstrap_revoke(struct rp_store *st, const char *id, const char *actor)
 {
 	STORE_HOLD(st);
-	struct conn *c = store_conn(st);
+	struct conn *c = store_writer(st);
 	enum rp_err e;
 
 	if (c == NULL)

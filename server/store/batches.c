@@ -114,7 +114,7 @@ rp_store_batch_create(struct rp_store *st, const char *kind, json_t *selector, j
                       const char *actor, json_t **out, json_t **detail)
 {
 	STORE_HOLD(st);
-	struct conn *c = store_conn(st);
+	struct conn *c = store_writer(st);
 	json_t *ids = NULL, *skipped = json_array(), *jobs = json_array(), *v, *params = NULL;
 	char buuid[RP_UUID_BUF], why[256], summary[200], *ptext = NULL;
 	int64_t batch_id, id;

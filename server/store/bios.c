@@ -424,7 +424,7 @@ rp_store_bios_agent_apply(struct rp_store *st, int64_t job_id, const char *profi
                           json_t **detail)
 {
 	STORE_HOLD(st);
-	struct conn *c = store_conn(st);
+	struct conn *c = store_writer(st);
 	json_t *params = NULL, *args = NULL, *extra = NULL;
 	struct node_ref n;
 	struct rp_buf lines = {0};

@@ -12,7 +12,7 @@ rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node, const c
                                   unsigned port, json_t *names)
 {
 	STORE_HOLD(st);
-	struct conn *c = store_conn(st);
+	struct conn *c = store_writer(st);
 	struct node_ref n;
 	struct stmt *s;
 	json_t *opts = NULL, *w, *detail = NULL;

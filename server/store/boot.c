@@ -34,7 +34,7 @@ rp_store_image_create(struct rp_store *st, json_t *in, const char *actor, json_t
                       json_t **detail)
 {
 	STORE_HOLD(st);
-	struct conn *c = store_conn(st);
+	struct conn *c = store_writer(st);
 	struct stmt *s;
 	char uuid[RP_UUID_BUF], summary[300];
 	json_t *obj = NULL;

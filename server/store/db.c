@@ -84,14 +84,17 @@ conn_reopen(struct conn *c)
 static struct conn *
 conn_get(struct rp_store *st, struct conn *hint, int writer)
 {
-	struct conn *c = NULL;
+	struct conn *c = NULL, *closed = NULL;
 	struct timespec until;
 	char why[256];
-	int zero;
+	int zero, two, late = 0;
 
+	/* Its last connection, unless others wait: they would starve behind a thread that
+	 * gives one back and takes it again. */
 	zero = 0;
-	if (hint && __atomic_compare_exchange_n(&hint->busy, &zero, 1, 0, __ATOMIC_SEQ_CST,
-	                                        __ATOMIC_RELAXED))
+	if (hint && __atomic_load_n(&st->waiters, __ATOMIC_SEQ_CST) == 0 &&
+	    __atomic_compare_exchange_n(&hint->busy, &zero, 1, 0, __ATOMIC_SEQ_CST,
+	                                __ATOMIC_RELAXED))
 		return hint;
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += POOL_WAIT_MS / 1000;
@@ -108,38 +111,54 @@ conn_get(struct rp_store *st, struct conn *hint, int writer)
 		}
 		/* The thread that holds the write turn opens one more when none is free: it
 		 * must never wait for connections that threads waiting for the turn may hold
-		 * (conn_put closes what goes past the cap). */
+		 * (conn_put closes what is past the cap when it comes back). */
 		if (st->max == 0 || st->open < st->max || writer)
 			break;
-		if (pthread_cond_timedwait(&st->freed, &st->mu, &until) != 0) {
+		if (late) {
 			rp_log_warn("store: all %d connections to %s stayed busy for %d s "
 			            "(db_connections)",
 			            st->max, st->name, POOL_WAIT_MS / 1000);
 			goto out;
 		}
+		/* Timed out: one more look above before giving up. */
+		late = pthread_cond_timedwait(&st->freed, &st->mu, &until) != 0;
 	}
-	/* Open one more. The count is taken first, so the lock need not be held while a
-	 * PostgreSQL connection is made (milliseconds). */
+	/* Open one more, in the struct of one closed earlier where there is one (other
+	 * threads may keep it as their hint, so it is never freed before rp_store_free). The
+	 * count is taken first, so the lock need not be held while a PostgreSQL connection is
+	 * made (milliseconds). */
 	st->open++;
-	pthread_mutex_unlock(&st->mu);
-	c = calloc(1, sizeof *c);
-	if (c && (c->db = st->drv->open(st->path, why, sizeof why)) == NULL) {
-		rp_log_error("store: %s", why);
-		free(c);
-		c = NULL;
+	for (c = st->all; c; c = c->next) {
+		two = 2;
+		if (__atomic_compare_exchange_n(&c->busy, &two, 1, 0, __ATOMIC_SEQ_CST,
+		                                __ATOMIC_RELAXED)) {
+			closed = c;
+			break;
+		}
 	}
-	if (c) {
+	pthread_mutex_unlock(&st->mu);
+	c = closed ? closed : calloc(1, sizeof *c);
+	if (c && (c->db = st->drv->open(st->path, why, sizeof why)) == NULL)
+		rp_log_error("store: %s", why);
+	if (c && c->db) {
 		c->drv = st->drv;
 		c->readonly = c->drv->readonly(c->db);
 		c->st = st;
 		c->busy = 1;
 	}
 	pthread_mutex_lock(&st->mu);
-	if (c) {
+	if (c && c->db && !closed) {
 		c->next = st->all;
 		st->all = c;
-	} else {
+	} else if (c == NULL || c->db == NULL) {
+		if (closed)
+			__atomic_store_n(&closed->busy, 2, __ATOMIC_SEQ_CST);
+		else
+			free(c);
+		c = NULL;
 		st->open--;
+		/* The slot is free again for whoever waits. */
+		pthread_cond_signal(&st->freed);
 	}
 out:
 	__atomic_sub_fetch(&st->waiters, 1, __ATOMIC_SEQ_CST);
@@ -158,14 +177,20 @@ conn_put(struct conn *c)
 		        "store: a connection was given back inside a transaction; rolled back");
 		store_rollback(c);
 	}
-	/* Past the cap (the write turn's one more, or a cap lowered) and nobody waits: close
-	 * it. The struct stays, marked closed (busy 2, never taken again), because other
-	 * threads may keep it as their hint; rp_store_free frees it. */
-	if (st->max > 0 && __atomic_load_n(&st->waiters, __ATOMIC_SEQ_CST) == 0) {
+	/* Past the cap (the write turn's one more, or a cap lowered): close it, waiters or
+	 * not (they are served within the cap, and a turn's holder opens its own). The struct
+	 * stays, marked closed (busy 2), because other threads may keep it as their hint: the
+	 * next connection opened reuses it, rp_store_free frees it. */
+	if (st->max > 0) {
 		pthread_mutex_lock(&st->mu);
 		if (st->open > st->max) {
 			st->open--;
 			conn_forget(c);
+			free(c->stmt);
+			free(c->meta);
+			c->stmt = NULL;
+			c->meta = NULL;
+			c->nslots = 0;
 			c->drv->close(c->db);
 			c->db = NULL;
 			__atomic_store_n(&c->busy, 2, __ATOMIC_SEQ_CST);
@@ -239,6 +264,13 @@ store_write_turn(struct rp_store *st)
 	st->writing = 1;
 	pthread_mutex_unlock(&st->mu);
 	h->writer = 1;
+}
+
+struct conn *
+store_writer(struct rp_store *st)
+{
+	store_write_turn(st);
+	return store_conn(st);
 }
 
 struct conn *

@@ -31,7 +31,7 @@ rp_store_import(struct rp_store *st, json_t *manifest, int create_racks, int dry
                 const char *actor, json_t **out, json_t **detail)
 {
 	STORE_HOLD(st);
-	struct conn *c = store_conn(st);
+	struct conn *c = store_writer(st);
 	json_t *errors = json_array(), *created_racks = json_array(), *item;
 	int64_t id, racks = 0, nodes = 0, classes = 0, cables = 0;
 	enum rp_err e;

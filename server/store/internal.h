@@ -90,6 +90,10 @@ void store_unhold(struct hold **h);
  * others wait here without a connection and readers never run out of them behind a long
  * write (an import). The holder may open one connection beyond db_connections. */
 void store_write_turn(struct rp_store *st);
+
+/* store_conn for a function that then begins a write transaction on it (store_begin): the
+ * write turn first, so it waits for the turn without a connection. */
+struct conn *store_writer(struct rp_store *st);
 #define STORE_HOLD_(st, n)                                                                         \
 	struct hold *store_hold_##n __attribute__((cleanup(store_unhold), unused)) = store_hold(st)
 #define STORE_HOLD_N(st, n) STORE_HOLD_(st, n)

@@ -272,7 +272,7 @@ enum rp_err
 rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 {
 	STORE_HOLD(st);
-	struct conn *c = store_conn(st);
+	struct conn *c = store_writer(st);
 	struct stmt *s;
 	json_t *gone = json_array(), *g;
 	enum rp_err e = RP_ERR_INTERNAL;
