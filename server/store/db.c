@@ -81,12 +81,51 @@ conn_reopen(struct conn *c)
  * than st->max are open, else the first one given back (waiting up to POOL_WAIT_MS). NULL
  * (logged) when none can be had. */
 #define POOL_WAIT_MS 10000
+/* A new connection in a zeroed struct c, or -1 (logged). */
+static int
+conn_open(struct rp_store *st, struct conn *c)
+{
+	char why[256];
+
+	if ((c->db = st->drv->open(st->path, why, sizeof why)) == NULL) {
+		rp_log_error("store: %s", why);
+		return -1;
+	}
+	c->drv = st->drv;
+	c->readonly = c->drv->readonly(c->db);
+	c->st = st;
+	return 0;
+}
+
+/* The write turn's own connection (st->mu held), opened on first use: taken, or NULL while
+ * the previous holder of the turn still commits on it (or it cannot be opened). */
+static struct conn *
+spare(struct rp_store *st)
+{
+	struct conn *c = st->spare;
+	int zero = 0;
+
+	if (c == NULL) {
+		if ((c = calloc(1, sizeof *c)) == NULL || conn_open(st, c) < 0) {
+			free(c);
+			return NULL;
+		}
+		c->spare = 1;
+		c->busy = 1;
+		st->spare = c;
+		return c;
+	}
+	return __atomic_compare_exchange_n(&c->busy, &zero, 1, 0, __ATOMIC_SEQ_CST,
+	                                   __ATOMIC_RELAXED)
+	               ? c
+	               : NULL;
+}
+
 static struct conn *
 conn_get(struct rp_store *st, struct conn *hint, int writer)
 {
 	struct conn *c = NULL, *closed = NULL;
 	struct timespec until;
-	char why[256];
 	int zero, two, late = 0;
 
 	/* Its last connection, unless others wait: they would starve behind a thread that
@@ -109,11 +148,14 @@ conn_get(struct rp_store *st, struct conn *hint, int writer)
 			                                __ATOMIC_RELAXED))
 				goto out;
 		}
-		/* The thread that holds the write turn opens one more when none is free: it
-		 * must never wait for connections that threads waiting for the turn may hold
-		 * (conn_put closes what is past the cap when it comes back). */
-		if (st->max == 0 || st->open < st->max || writer)
+		if (st->max == 0 || st->open < st->max)
 			break;
+		/* The thread that holds the write turn takes the turn's own connection when
+		 * none is free: it must never wait for connections that threads waiting for the
+		 * turn may hold. (Only the previous holder, still committing on it, may have it.)
+		 */
+		if (writer && (c = spare(st)) != NULL)
+			goto out;
 		if (late) {
 			rp_log_warn("store: all %d connections to %s stayed busy for %d s "
 			            "(db_connections)",
@@ -138,14 +180,8 @@ conn_get(struct rp_store *st, struct conn *hint, int writer)
 	}
 	pthread_mutex_unlock(&st->mu);
 	c = closed ? closed : calloc(1, sizeof *c);
-	if (c && (c->db = st->drv->open(st->path, why, sizeof why)) == NULL)
-		rp_log_error("store: %s", why);
-	if (c && c->db) {
-		c->drv = st->drv;
-		c->readonly = c->drv->readonly(c->db);
-		c->st = st;
+	if (c && conn_open(st, c) == 0)
 		c->busy = 1;
-	}
 	pthread_mutex_lock(&st->mu);
 	if (c && c->db && !closed) {
 		c->next = st->all;
@@ -177,11 +213,10 @@ conn_put(struct conn *c)
 		        "store: a connection was given back inside a transaction; rolled back");
 		store_rollback(c);
 	}
-	/* Past the cap (the write turn's one more, or a cap lowered): close it, waiters or
-	 * not (they are served within the cap, and a turn's holder opens its own). The struct
-	 * stays, marked closed (busy 2), because other threads may keep it as their hint: the
-	 * next connection opened reuses it, rp_store_free frees it. */
-	if (st->max > 0) {
+	/* Past the cap (lowered): close it, waiters or not. The struct stays, marked closed
+	 * (busy 2), because other threads may keep it as their hint: the next connection
+	 * opened reuses it, rp_store_free frees it. */
+	if (st->max > 0 && !c->spare) {
 		pthread_mutex_lock(&st->mu);
 		if (st->open > st->max) {
 			st->open--;
@@ -247,6 +282,8 @@ store_unhold(struct hold **hp)
 		/* h->c stays as a hint: this thread takes it again next time if nobody else has. */
 		h->held = 0;
 		conn_put(h->c);
+		if (h->c->spare)
+			h->c = NULL; /* the turn's alone */
 	}
 	turn_done(h);
 }
@@ -312,7 +349,9 @@ rp_store_connections(struct rp_store *st, int *open, int *busy)
 	pthread_mutex_lock(&st->mu);
 	for (c = st->all; c; c = c->next)
 		n += __atomic_load_n(&c->busy, __ATOMIC_RELAXED) == 1;
-	*open = st->open;
+	if (st->spare)
+		n += __atomic_load_n(&st->spare->busy, __ATOMIC_RELAXED) == 1;
+	*open = st->open + (st->spare != NULL);
 	*busy = n;
 	pthread_mutex_unlock(&st->mu);
 }
@@ -616,6 +655,8 @@ rp_store_free(struct rp_store *st)
 		n = c->next;
 		conn_close(c);
 	}
+	if (st->spare)
+		conn_close(st->spare);
 	if (st->watching) {
 		__atomic_store_n(&st->unwatch, 1, __ATOMIC_RELEASE);
 		pthread_join(st->watcher, NULL);

@@ -27,7 +27,8 @@ struct conn {
 	int readonly;          /* the file opened read-only: reopen before writing again */
 	int64_t changes;       /* the driver's total_changes at store_begin */
 	int macs_changed;      /* store_macs_changed in the open transaction */
-	int busy;              /* atomic: a thread holds it */
+	int busy;              /* atomic: 0 free, 1 held, 2 closed (its struct kept) */
+	int spare;             /* the write turn's own (rp_store.spare), not in the pool */
 	struct conn *next;
 	struct rp_store *st;
 };
@@ -48,6 +49,7 @@ struct rp_store {
 	struct conn *all;     /* every open connection (mu) */
 	int open;             /* how many (mu), counting one being opened */
 	int max;              /* at most (rp_store_set_connections); 0: no limit */
+	struct conn *spare;   /* the write turn's own, for when none is free (mu) */
 	int waiters;          /* atomic: threads in conn_get's slow path */
 	int version;
 	uint64_t generation;
@@ -88,7 +90,8 @@ void store_unhold(struct hold **h);
  * do, before they take a connection): one write transaction of this server at a time waits
  * for or holds the database's write lock, which lets only one writer in anyway, so the
  * others wait here without a connection and readers never run out of them behind a long
- * write (an import). The holder may open one connection beyond db_connections. */
+ * write (an import). The holder takes the turn's own connection when none is free, so it
+ * never waits behind threads that wait for the turn: db_connections + 1 in all. */
 void store_write_turn(struct rp_store *st);
 
 /* store_conn for a function that then begins a write transaction on it (store_begin): the
