@@ -58,7 +58,15 @@ usage(FILE *f)
 	        "      --demo             seed a demo site (fake BMCs) into an empty database,\n"
 	        "                         marked as demo data; data dir defaults to ./var-demo\n"
 	        "  -V, --version          print the version and exit\n"
-	        "  -h, --help             this text\n");
+	        "  -h, --help             this text\n"
+	        "\n"
+	        "       rackpilotd backup FILE [-c CONFIG] [--data-dir DIR] [--with-key]\n"
+	        "  copy the SQLite database into the new file FILE while the server serves, with\n"
+	        "  its manifest (schema version, rows and checksum per table); --with-key puts\n"
+	        "  the secret key in it too (whoever reads FILE can then open the BMC "
+	        "passwords)\n"
+	        "       rackpilotd restore FILE [-c CONFIG] [--data-dir DIR]\n"
+	        "  check FILE whole and make it the database of a data directory that has none\n");
 }
 
 static uint64_t
@@ -201,6 +209,209 @@ migrate(struct rp_store *st, const char *url)
 out:
 	json_decref(report);
 	rp_store_free(to);
+	return rc;
+}
+
+/* The key file's text into buf (len bytes with the NUL): 1, or 0 (logged). */
+static int
+read_key(const char *path, char *buf, size_t len)
+{
+	char *text = NULL;
+	size_t n = 0;
+
+	if (rp_file_read(path, len - 1, &text, &n) < 0) {
+		rp_log_error("cannot read %s: %s", path, strerror(errno));
+		return 0;
+	}
+	memcpy(buf, text, n + 1);
+	explicit_bzero(text, n);
+	free(text);
+	return 1;
+}
+
+/* A file that must not exist yet, with text, mode 0600, flushed: 0 or -1 (logged). */
+static int
+write_new_file(const char *path, const char *text)
+{
+	size_t len = strlen(text);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600), rc = -1;
+
+	if (fd < 0) {
+		rp_log_error("cannot create %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (rp_write_all(fd, text, len) == 0 && fsync(fd) == 0)
+		rc = 0;
+	else
+		rp_log_error("cannot write %s: %s", path, strerror(errno));
+	close(fd);
+	if (rc < 0)
+		unlink(path);
+	return rc;
+}
+
+/* `rackpilotd backup FILE` and `rackpilotd restore FILE` (argv[0] names which): the data
+ * directory's SQLite database into a backup file while its server serves, and a backup file
+ * into a data directory that has no database. PostgreSQL has pg_dump. Exit status. */
+static int
+backup_main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	        {"config", required_argument, NULL, 'c'},
+	        {"data-dir", required_argument, NULL, 'D'},
+	        {"with-key", no_argument, NULL, 'W'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
+	};
+	int restore = !strcmp(argv[0], "restore"), with_key = 0, opt, rc = 1;
+	const char *config_path = NULL, *data_dir = NULL, *file;
+	char why[1200], dbpath[600], keypath[600], keytext[512] = "";
+	struct rp_secrets *sec = NULL;
+	struct rp_config cfg;
+	json_t *extra = NULL, *m = NULL, *t;
+	size_t i;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 'D':
+			data_dir = optarg;
+			break;
+		case 'W':
+			with_key = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc - 1 || (restore && with_key)) {
+		fprintf(stderr, "rackpilotd: %s takes one FILE%s\n", argv[0],
+		        restore ? " (and no --with-key)" : "");
+		usage(stderr);
+		return 2;
+	}
+	file = argv[optind];
+	rp_config_defaults(&cfg);
+	if ((config_path && rp_config_load(&cfg, config_path, why, sizeof why) < 0) ||
+	    (data_dir && rp_config_set(&cfg, "data_dir", data_dir, why, sizeof why) < 0) ||
+	    rp_config_check(&cfg, why, sizeof why) < 0) {
+		fprintf(stderr, "rackpilotd: %s\n", why);
+		return 1;
+	}
+	if (cfg.database[0]) {
+		rp_log_error(
+		        "the database is PostgreSQL: back it up with pg_dump and restore it with "
+		        "pg_restore (docs/deployment.md); %s covers SQLite only",
+		        argv[0]);
+		return 1;
+	}
+	umask(077);
+	snprintf(dbpath, sizeof dbpath, "%s/rackpilot.db", cfg.data_dir);
+	if (cfg.secret_key[0])
+		snprintf(keypath, sizeof keypath, "%s", cfg.secret_key);
+	else
+		snprintf(keypath, sizeof keypath, "%s/secret.key", cfg.data_dir);
+	if (!restore) {
+		if ((extra = json_pack("{s:s}", "rackpilotd", RP_VERSION)) == NULL)
+			goto out;
+		if (with_key) {
+			/* The key as the server loads it, whole: not one half-way through a
+			 * rotation. */
+			if (rp_secrets_load(keypath, 0, &sec, why, sizeof why) < 0) {
+				rp_log_error("%s", why);
+				goto out;
+			}
+			if (rp_secrets_next_key_id(sec)) {
+				rp_log_error("%s: a key rotation is under way; finish it "
+				             "(--rotate-secret-key) before a backup with the key",
+				             keypath);
+				goto out;
+			}
+			if (!read_key(keypath, keytext, sizeof keytext) ||
+			    json_object_set_new(extra, "secret_key_file", json_string(keytext)) !=
+			            0)
+				goto out;
+			rp_log_warn("%s holds the secret key: whoever reads it can open every BMC "
+			            "password in it; keep it as you keep %s",
+			            file, keypath);
+		}
+		if (rp_store_backup(dbpath, file, extra, &m, why, sizeof why) != RP_ERR_OK) {
+			rp_log_error("no backup made: %s", why);
+			goto out;
+		}
+	} else {
+		const char *key;
+
+		if (mkdir_p(cfg.data_dir) < 0) {
+			rp_log_error("cannot create %s: %s", cfg.data_dir, strerror(errno));
+			goto out;
+		}
+		/* No server may start on the directory while its database appears. */
+		if (private_data_dir(cfg.data_dir) < 0 || lock_data_dir(cfg.data_dir) < 0)
+			goto out;
+		if (rp_store_restore(file, dbpath, &m, why, sizeof why) != RP_ERR_OK) {
+			rp_log_error("nothing restored: %s", why);
+			goto out;
+		}
+		key = json_string_value(json_object_get(m, "secret_key_file"));
+		if (key && access(keypath, F_OK) == 0) {
+			if (!read_key(keypath, keytext, sizeof keytext) || strcmp(keytext, key)) {
+				unlink(dbpath);
+				rp_log_error(
+				        "nothing restored: %s holds another key than the backup; "
+				        "restore into a new data directory",
+				        keypath);
+				goto out;
+			}
+		} else if (key && write_new_file(keypath, key) < 0) {
+			unlink(dbpath);
+			rp_log_error("nothing restored: the backup's key could not be written");
+			goto out;
+		} else if (key == NULL && access(keypath, F_OK) != 0) {
+			rp_log_warn(
+			        "the backup holds no secret key: put the secret.key of the server "
+			        "it came from at %s before starting rackpilotd (or start it with "
+			        "--forget-secrets and enter the BMC passwords again)",
+			        keypath);
+		}
+	}
+	json_array_foreach(json_object_get(m, "tables"), i, t)
+	{
+		if (json_integer_value(json_object_get(t, "rows")) == 0)
+			continue;
+		rp_log_info("  %-24s %8lld rows  checksum %s",
+		            json_string_value(json_object_get(t, "table")),
+		            (long long)json_integer_value(json_object_get(t, "rows")),
+		            json_string_value(json_object_get(t, "checksum")));
+	}
+	rp_log_info("%s %lld rows in %zu tables (schema version %lld, each table's rows and "
+	            "checksum %s) %s %s",
+	            restore ? "restored" : "backed up",
+	            (long long)json_integer_value(json_object_get(m, "rows")),
+	            json_array_size(json_object_get(m, "tables")),
+	            (long long)json_integer_value(json_object_get(m, "schema_version")),
+	            restore ? "checked against its manifest" : "in its manifest",
+	            restore ? "into" : "to", restore ? dbpath : file);
+	rc = 0;
+out:
+	if (m && json_string_value(json_object_get(m, "secret_key_file")))
+		explicit_bzero((char *)json_string_value(json_object_get(m, "secret_key_file")),
+		               strlen(json_string_value(json_object_get(m, "secret_key_file"))));
+	if (extra && json_string_value(json_object_get(extra, "secret_key_file")))
+		explicit_bzero(
+		        (char *)json_string_value(json_object_get(extra, "secret_key_file")),
+		        strlen(json_string_value(json_object_get(extra, "secret_key_file"))));
+	explicit_bzero(keytext, sizeof keytext);
+	json_decref(extra);
+	json_decref(m);
+	rp_secrets_free(sec);
 	return rc;
 }
 
@@ -498,6 +709,8 @@ main(int argc, char **argv)
 	sigset_t sigs;
 	enum rp_err e;
 
+	if (argc > 1 && (!strcmp(argv[1], "backup") || !strcmp(argv[1], "restore")))
+		return backup_main(argc - 1, argv + 1);
 	rp_config_defaults(&cfg);
 	while ((opt = getopt_long(argc, argv, "c:nVh", longopts, NULL)) != -1) {
 		switch (opt) {

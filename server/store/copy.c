@@ -8,17 +8,8 @@
 #include "../util/util.h"
 #include "internal.h"
 
-/* A table of the source and the tables its foreign keys point at. */
-struct table {
-	char name[64];
-	char refs[16][64];
-	int nrefs;
-	int placed;
-};
-
-/* The source's tables in an order where every table comes after those it references. */
-static enum rp_err
-tables(struct conn *c, struct table **out, int *n, char *why, size_t whylen)
+enum rp_err
+store_tables(struct conn *c, struct table **out, int *n, char *why, size_t whylen)
 {
 	struct stmt *s = c->drv->prepare(c->db, c->drv->sql_tables);
 	struct table *t = NULL, *ordered = NULL;
@@ -118,9 +109,9 @@ row_text(struct stmt *s, int ncols, struct rp_buf *b)
 	}
 }
 
-/* Rows of table on c and the sum of their SHA-256 heads (an order-free checksum). */
-static enum rp_err
-sum_table(struct conn *c, const char *table, int64_t *rows, uint64_t *sum, char *why, size_t whylen)
+enum rp_err
+store_sum_table(struct conn *c, const char *table, int64_t *rows, uint64_t *sum, char *why,
+                size_t whylen)
 {
 	char sql[128], hex[RP_SHA256_HEX];
 	struct stmt *s;
@@ -245,7 +236,7 @@ rp_store_copy(struct rp_store *src, struct rp_store *dst, json_t **report, char 
 		         dst->version);
 		return RP_ERR_CONFLICT;
 	}
-	if ((e = tables(from, &t, &n, why, whylen)) != RP_ERR_OK)
+	if ((e = store_tables(from, &t, &n, why, whylen)) != RP_ERR_OK)
 		return e;
 	if ((e = store_begin(to)) != RP_ERR_OK) {
 		snprintf(why, whylen, "cannot begin on %s", dst->name);
@@ -260,7 +251,7 @@ rp_store_copy(struct rp_store *src, struct rp_store *dst, json_t **report, char 
 
 		if (!strcmp(t[i].name, "meta"))
 			continue;
-		if ((e = sum_table(to, t[i].name, &rows, &sum, why, whylen)) != RP_ERR_OK)
+		if ((e = store_sum_table(to, t[i].name, &rows, &sum, why, whylen)) != RP_ERR_OK)
 			goto out;
 		if (rows > 0) {
 			snprintf(why, whylen,
@@ -299,8 +290,8 @@ rp_store_copy(struct rp_store *src, struct rp_store *dst, json_t **report, char 
 				goto out;
 			}
 		}
-		if ((e = sum_table(from, t[i].name, &rows, &sum, why, whylen)) != RP_ERR_OK ||
-		    (e = sum_table(to, t[i].name, &rows2, &sum2, why, whylen)) != RP_ERR_OK)
+		if ((e = store_sum_table(from, t[i].name, &rows, &sum, why, whylen)) != RP_ERR_OK ||
+		    (e = store_sum_table(to, t[i].name, &rows2, &sum2, why, whylen)) != RP_ERR_OK)
 			goto out;
 		if (rows != rows2 || sum != sum2) {
 			snprintf(why, whylen,

@@ -69,6 +69,23 @@ struct migration {
 extern const struct migration rp_schema_migrations[];
 extern const int rp_schema_count;
 
+/* A table and the tables its foreign keys point at (store_tables). */
+struct table {
+	char name[64];
+	char refs[16][64];
+	int nrefs;
+	int placed;
+};
+
+/* The tables of c's database in an order where every table comes after those it references
+ * (copy.c): a new array into *out (free it) and its length into *n; or an error with why. */
+enum rp_err store_tables(struct conn *c, struct table **out, int *n, char *why, size_t whylen);
+
+/* Rows of table on c and the sum of the first 64 bits of each row's SHA-256 (an order-free
+ * checksum that a copy into another database keeps: copy.c, backup.c). */
+enum rp_err store_sum_table(struct conn *c, const char *table, int64_t *rows, uint64_t *sum,
+                            char *why, size_t whylen);
+
 /* A thread's connection to a store: which it holds (held) or held last (a hint: its
  * statements are prepared there), and how many STORE_HOLD scopes of the thread are open. */
 struct hold {

@@ -116,6 +116,10 @@ struct sql_driver {
 	 * makes a table's generated ids follow the rows copied into it (NULL: none). */
 	const char *sql_tables;
 	const char *sql_after_copy;
+	/* Copy the whole database of db, as one consistent snapshot while others write, into a
+	 * new file dest (rackpilotd backup): SQL_OK, or an error with why. NULL hook: the
+	 * database is not a file (PostgreSQL: pg_dump). */
+	int (*backup)(struct sql_db *db, const char *dest, char *why, size_t whylen);
 	/* Bytes the database takes (-1 when it cannot tell). */
 	int64_t (*size)(struct sql_db *db);
 	/* The connection may not write (opened read-only); 1/0. */

@@ -584,6 +584,32 @@ pragma_int(struct sql_db *db, const char *sql)
 	return v;
 }
 
+/* SQLite's online backup: every page in one step, under one read transaction of db (a
+ * snapshot; writers go on beside it in WAL mode), into a new file. */
+static int
+lite_backup(struct sql_db *db, const char *dest, char *why, size_t whylen)
+{
+	sqlite3 *to = NULL;
+	sqlite3_backup *b;
+	int rc;
+
+	rc = sqlite3_open_v2(
+	        dest, &to, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc == SQLITE_OK && (b = sqlite3_backup_init(to, "main", db->h, "main")) != NULL) {
+		while ((rc = sqlite3_backup_step(b, -1)) == SQLITE_BUSY || rc == SQLITE_LOCKED)
+			sqlite3_sleep(10);
+		sqlite3_backup_finish(b);
+		rc = rc == SQLITE_DONE ? sqlite3_errcode(to) : rc;
+	} else if (rc == SQLITE_OK) {
+		rc = sqlite3_errcode(to);
+	}
+	if (rc != SQLITE_OK)
+		snprintf(why, whylen, "copying into %s: %s", dest,
+		         to ? sqlite3_errmsg(to) : sqlite3_errstr(rc));
+	sqlite3_close(to);
+	return rc_of(rc);
+}
+
 static int64_t
 lite_size(struct sql_db *db)
 {
@@ -687,6 +713,7 @@ const struct sql_driver rp_sql_sqlite = {
         .sql_tables = "SELECT m.name, f.\"table\" FROM sqlite_master m LEFT JOIN "
                       "pragma_foreign_key_list(m.name) f WHERE m.type = 'table' AND m.name NOT "
                       "LIKE 'sqlite%' ORDER BY m.rowid",
+        .backup = lite_backup,
         .size = lite_size,
         .readonly = lite_readonly,
         .idle = lite_idle,

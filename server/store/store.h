@@ -47,6 +47,26 @@ enum rp_err rp_store_hold(struct rp_store *st, char *why, size_t whylen);
 enum rp_err rp_store_copy(struct rp_store *src, struct rp_store *dst, json_t **report, char *why,
                           size_t whylen);
 
+/* rackpilotd backup: the SQLite database at db_path (a server may be serving it: the copy is
+ * one consistent snapshot) into the new file dest, a SQLite database of its own that carries
+ * its manifest in table rp_backup: {format "rackpilot-backup-1", schema_version, created_at,
+ * tables [{table, rows, checksum}], rows} and extra's members (rackpilotd's version, the key
+ * file with --with-key). Published whole (link of a synced dest.partial) or not at all.
+ * *manifest: the manifest without the key. RP_ERR_NOT_FOUND (no database), RP_ERR_CONFLICT
+ * (dest exists; a schema this binary does not know), or another error, each with why. */
+enum rp_err rp_store_backup(const char *db_path, const char *dest, json_t *extra, json_t **manifest,
+                            char *why, size_t whylen);
+
+/* rackpilotd restore: the backup file into the new database db_path, after checking it whole
+ * in a copy (the file is left as it is): SQLite's integrity check, the manifest present, its
+ * schema version one this binary knows and the database's own, and every table's rows and
+ * checksum as the manifest lists them; db_path appears only when all hold (the manifest's
+ * table dropped). *manifest: the manifest (it may carry the key file: the caller wipes it).
+ * RP_ERR_NOT_FOUND (no file), RP_ERR_CONFLICT (db_path exists; damaged, not a backup, or
+ * newer), or another error, each with why; nothing written then. */
+enum rp_err rp_store_restore(const char *file, const char *db_path, json_t **manifest, char *why,
+                             size_t whylen);
+
 /* The database as logs may name it: the SQLite file, or postgresql://user@host/dbname (never
  * a password). Valid until rp_store_free. */
 const char *rp_store_name(struct rp_store *st);
