@@ -263,11 +263,27 @@ rp_store_restore(const char *file, const char *db_path, json_t **manifest, char 
 		e = RP_ERR_INTERNAL;
 		goto out;
 	}
+	/* A file from elsewhere: nothing in its schema runs functions while it is read. */
 	if (raw_open(tmp, &c, msg, sizeof msg) == NULL ||
+	    run1(&c, "PRAGMA trusted_schema=OFF", NULL, NULL, msg, sizeof msg) != SQL_OK ||
 	    run1(&c, "PRAGMA integrity_check", NULL, &ok, msg, sizeof msg) != SQL_OK ||
 	    ok == NULL || strcmp(ok, "ok") != 0) {
 		snprintf(why, whylen, "%s is damaged or not a rackpilot backup (%s)", file,
 		         ok ? ok : msg);
+		goto out;
+	}
+	/* Code that would run inside the restored database later (a trigger, a view) is not
+	 * data: only the triggers schema 0004 made (dropped by 0012) may be there. */
+	free(ok);
+	ok = NULL;
+	if (run1(&c,
+	         "SELECT count(*) FROM sqlite_master WHERE type IN ('trigger', 'view') AND name "
+	         "NOT IN ('macs_ins', 'macs_del', 'macs_name')",
+	         NULL, &ok, why, whylen) != SQL_OK ||
+	    ok == NULL || strcmp(ok, "0") != 0) {
+		snprintf(why, whylen,
+		         "%s holds a trigger or a view that rackpilot never makes: not restored",
+		         file);
 		goto out;
 	}
 	if (run1(&c, "SELECT manifest FROM rp_backup", NULL, &text, why, whylen) != SQL_OK ||

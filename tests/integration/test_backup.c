@@ -3,8 +3,9 @@
  * backup says so). A backup taken while 200 power jobs run is one consistent snapshot that
  * restores into a server that starts, takes the interrupted jobs back and ends every one; a
  * backup of the settled server restores into one whose reads answer byte for byte the same;
- * a truncated, altered, newer or foreign file is refused and leaves nothing behind, as is a
- * restore over a database or into a directory a server holds, and a backup over a file.
+ * a truncated, altered, newer or foreign file, or one with a trigger of its own, is refused
+ * and leaves nothing behind, as is a restore over a database or into a directory a server
+ * holds, and a backup over a file.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +199,9 @@ test_backup_restore(void **state)
 	sh("cp '%s' '%s/altered.db' && sqlite3 '%s/altered.db' \"UPDATE nodes SET name = "
 	   "'b99' WHERE name = 'b07'\"",
 	   file, tmp, tmp);
+	sh("cp '%s' '%s/trigger.db' && sqlite3 '%s/trigger.db' \"CREATE TRIGGER t AFTER INSERT ON "
+	   "racks BEGIN DELETE FROM tokens; END\"",
+	   file, tmp, tmp);
 	sh("cp '%s' '%s/newer.db' && sqlite3 '%s/newer.db' \"PRAGMA user_version = 999; UPDATE "
 	   "rp_backup SET manifest = json_set(manifest, '$.schema_version', 999)\"",
 	   file, tmp, tmp);
@@ -208,6 +212,7 @@ test_backup_restore(void **state)
 		        {"half.db", "is damaged or not a rackpilot backup"},
 		        {"altered.db", "is damaged: its manifest says"},
 		        {"newer.db", "newer than this rackpilotd knows"},
+		        {"trigger.db", "holds a trigger or a view that rackpilot never makes"},
 		        {"none.db", "is not a rackpilot backup (no manifest)"},
 		        {"missing.db", "cannot read"},
 		};
