@@ -250,6 +250,45 @@ write_new_file(const char *path, const char *text)
 	return rc;
 }
 
+/* rp_store_restore's last step before the database appears: the key file a --with-key backup
+ * carries written at arg's path (through a synced temporary file, checked as the server loads
+ * a key, never over another key), or the same key found there. 0, or -1 with why. */
+static int
+restore_key(json_t *m, void *arg, char *why, size_t whylen)
+{
+	const char *path = arg, *key = json_string_value(json_object_get(m, "secret_key_file"));
+	struct rp_secrets *sec = NULL;
+	char have[512], tmp[700];
+	int rc = -1;
+
+	if (key == NULL)
+		return 0;
+	if (access(path, F_OK) == 0) {
+		if (read_key(path, have, sizeof have) && strcmp(have, key) == 0)
+			rc = 0;
+		else
+			snprintf(why, whylen,
+			         "%s holds another key than the backup: restore into a new data "
+			         "directory",
+			         path);
+		explicit_bzero(have, sizeof have);
+		return rc;
+	}
+	snprintf(tmp, sizeof tmp, "%s.restoring", path);
+	unlink(tmp);
+	if (write_new_file(tmp, key) < 0) {
+		snprintf(why, whylen, "cannot write the backup's key to %s", tmp);
+		return -1;
+	}
+	if (rp_secrets_load(tmp, 0, &sec, why, whylen) == 0 && link(tmp, path) == 0)
+		rc = 0;
+	else if (sec)
+		snprintf(why, whylen, "cannot create %s: %s", path, strerror(errno));
+	rp_secrets_free(sec);
+	unlink(tmp);
+	return rc;
+}
+
 /* `rackpilotd backup FILE` and `rackpilotd restore FILE` (argv[0] names which): the data
  * directory's SQLite database into a backup file while its server serves, and a backup file
  * into a data directory that has no database. PostgreSQL has pg_dump. Exit status. */
@@ -356,25 +395,13 @@ backup_main(int argc, char **argv)
 		/* No server may start on the directory while its database appears. */
 		if (private_data_dir(cfg.data_dir) < 0 || lock_data_dir(cfg.data_dir) < 0)
 			goto out;
-		if (rp_store_restore(file, dbpath, &m, why, sizeof why) != RP_ERR_OK) {
+		if (rp_store_restore(file, dbpath, restore_key, keypath, &m, why, sizeof why) !=
+		    RP_ERR_OK) {
 			rp_log_error("nothing restored: %s", why);
 			goto out;
 		}
 		key = json_string_value(json_object_get(m, "secret_key_file"));
-		if (key && access(keypath, F_OK) == 0) {
-			if (!read_key(keypath, keytext, sizeof keytext) || strcmp(keytext, key)) {
-				unlink(dbpath);
-				rp_log_error(
-				        "nothing restored: %s holds another key than the backup; "
-				        "restore into a new data directory",
-				        keypath);
-				goto out;
-			}
-		} else if (key && write_new_file(keypath, key) < 0) {
-			unlink(dbpath);
-			rp_log_error("nothing restored: the backup's key could not be written");
-			goto out;
-		} else if (key == NULL && access(keypath, F_OK) != 0) {
+		if (key == NULL && access(keypath, F_OK) != 0) {
 			rp_log_warn(
 			        "the backup holds no secret key: put the secret.key of the server "
 			        "it came from at %s before starting rackpilotd (or start it with "

@@ -61,8 +61,13 @@ sums(struct conn *c, json_t **out, char *why, size_t whylen)
 		                                      (json_int_t)rows, "checksum", hex));
 		total += rows;
 	}
-	*out = json_pack("{s:O, s:I}", "tables", list, "rows", (json_int_t)total);
-	e = *out ? RP_ERR_OK : RP_ERR_INTERNAL;
+	{
+		json_t *o = json_pack("{s:O, s:I}", "tables", list, "rows", (json_int_t)total);
+
+		e = o ? RP_ERR_OK : RP_ERR_INTERNAL;
+		if (o)
+			*out = o;
+	}
 out:
 	json_decref(list);
 	free(t);
@@ -114,6 +119,25 @@ sync_file(const char *path, char *why, size_t whylen)
 	return rc;
 }
 
+/* The synced file tmp published as path, which must not exist: link(2), or where the
+ * filesystem has no hard links (vfat, SMB) a rename that refuses to replace. Then flushed.
+ * RP_ERR_OK, RP_ERR_CONFLICT (path appeared meanwhile) or RP_ERR_INTERNAL, with why. */
+static enum rp_err
+publish(const char *tmp, const char *path, char *why, size_t whylen)
+{
+	int err = 0;
+
+	if (link(tmp, path) == 0)
+		unlink(tmp);
+	else if ((err = errno) == EPERM || err == ENOTSUP || err == ENOSYS)
+		err = renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0 ? 0 : errno;
+	if (err) {
+		snprintf(why, whylen, "cannot create %s: %s", path, strerror(err));
+		return err == EEXIST ? RP_ERR_CONFLICT : RP_ERR_INTERNAL;
+	}
+	return sync_file(path, why, whylen) < 0 ? RP_ERR_INTERNAL : RP_ERR_OK;
+}
+
 enum rp_err
 rp_store_backup(const char *db_path, const char *dest, json_t *extra, json_t **manifest, char *why,
                 size_t whylen)
@@ -133,8 +157,9 @@ rp_store_backup(const char *db_path, const char *dest, json_t *extra, json_t **m
 		         dest);
 		return RP_ERR_CONFLICT;
 	}
-	snprintf(tmp, sizeof tmp, "%s.partial", dest);
-	unlink(tmp); /* what an interrupted backup left */
+	/* This process's own: another backup to the same name works on its own copy. */
+	snprintf(tmp, sizeof tmp, "%s.partial.%d", dest, (int)getpid());
+	unlink(tmp); /* what an interrupted backup of this pid left */
 	if (raw_open(db_path, &src, why, whylen) == NULL)
 		goto out;
 	if ((v = src.drv->schema_version(src.db)) > rp_store_schema_latest() || v < 1) {
@@ -170,14 +195,7 @@ rp_store_backup(const char *db_path, const char *dest, json_t *extra, json_t **m
 	to.db = NULL;
 	if (chmod(tmp, 0600) != 0 || sync_file(tmp, why, whylen) < 0)
 		goto out;
-	/* Published whole or not at all: link fails where dest appeared meanwhile. */
-	if (link(tmp, dest) != 0) {
-		snprintf(why, whylen, "cannot create %s: %s", dest, strerror(errno));
-		e = errno == EEXIST ? RP_ERR_CONFLICT : RP_ERR_INTERNAL;
-		goto out;
-	}
-	unlink(tmp);
-	if (sync_file(dest, why, whylen) < 0)
+	if ((e = publish(tmp, dest, why, whylen)) != RP_ERR_OK)
 		goto out;
 	/* What the caller may print: no key. */
 	wipe_key(m);
@@ -193,12 +211,78 @@ out:
 	src.drv = &rp_sql_sqlite;
 	src.drv->close(src.db);
 	src.drv->close(to.db);
-	if (e != RP_ERR_OK)
-		unlink(tmp);
+	unlink(tmp);
 	wipe_key(m);
 	json_decref(m);
 	json_decref(t);
 	return e;
+}
+
+/* The schema of c, rp_backup and SQLite's own objects left out, as one text: each object's
+ * type, name, table and SQL. NULL (why) when it cannot be read. */
+static char *
+schema_text(struct conn *c, char *why, size_t whylen)
+{
+	struct stmt *s = c->drv->prepare(
+	        c->db, "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master WHERE "
+	               "name <> 'rp_backup' AND name NOT LIKE 'sqlite!_%' ESCAPE '!' ORDER BY "
+	               "type, name");
+	struct rp_buf b;
+	int rc, i;
+
+	if (s == NULL) {
+		snprintf(why, whylen, "%s", c->drv->errmsg(c->db));
+		return NULL;
+	}
+	rp_buf_init(&b, 0);
+	while ((rc = sql_step(s)) == SQL_ROW)
+		for (i = 0; i < 4; i++) {
+			rp_buf_append(&b, sql_text(s, i), sql_bytes(s, i));
+			rp_buf_append(&b, i < 3 ? "\x1f" : "\x1e", 1);
+		}
+	c->drv->finalize(s);
+	if (rc != SQL_DONE || b.oom) {
+		snprintf(why, whylen, "cannot read the schema");
+		rp_buf_free(&b);
+		return NULL;
+	}
+	rp_buf_append(&b, "", 1);
+	return b.data;
+}
+
+/* Does c hold exactly the schema rackpilot's migrations up to version v make (the triggers
+ * and views they make, no other; its tables, columns, indexes, constraints)? 1, 0 with why,
+ * or -1 with why when it cannot tell. */
+static int
+schema_is(struct conn *c, int v, char *why, size_t whylen)
+{
+	struct conn ref = {0};
+	char *want = NULL, *have = NULL;
+	int got, rc = -1;
+
+	if (raw_open(":memory:", &ref, why, whylen) == NULL ||
+	    store_migrate(ref.drv, ref.db, v, &got, why, whylen) != RP_ERR_OK || got != v ||
+	    (want = schema_text(&ref, why, whylen)) == NULL ||
+	    (have = schema_text(c, why, whylen)) == NULL)
+		goto out;
+	rc = strcmp(want, have) == 0;
+	if (!rc) {
+		size_t k = 0;
+
+		while (want[k] && want[k] == have[k])
+			k++;
+		while (k > 0 && have[k - 1] != '\x1e')
+			k--;
+		snprintf(why, whylen, "%.*s", (int)strcspn(have + k, "\x1e"), have + k);
+		for (k = 0; why[k]; k++)
+			if (why[k] == '\x1f')
+				why[k] = ' ';
+	}
+out:
+	free(want);
+	free(have);
+	rp_sql_sqlite.close(ref.db);
+	return rc;
 }
 
 /* Copy file's bytes into a new file path (mode 0600): 0, or -1 with why. */
@@ -218,7 +302,7 @@ copy_file(const char *file, const char *path, char *why, size_t whylen)
 		goto out;
 	}
 	while ((n = read(in, buf, sizeof buf)) > 0)
-		if (write(out, buf, (size_t)n) != n) {
+		if (rp_write_all(out, buf, (size_t)n) != 0) {
 			n = -1;
 			break;
 		}
@@ -235,26 +319,39 @@ out:
 }
 
 enum rp_err
-rp_store_restore(const char *file, const char *db_path, json_t **manifest, char *why, size_t whylen)
+rp_store_restore(const char *file, const char *db_path,
+                 int (*ready)(json_t *manifest, void *arg, char *why, size_t whylen), void *arg,
+                 json_t **manifest, char *why, size_t whylen)
 {
+	static const char *const beside[] = {"", "-wal", "-shm", "-journal"};
 	struct conn c = {0};
-	char tmp[1100], *text = NULL, *ok = NULL, msg[256] = "";
-	json_t *m = NULL, *now = NULL, *want, *have;
+	char tmp[1100], path[1100], *text = NULL, *ok = NULL, msg[256] = "";
+	json_t *m = NULL, *now = NULL, *want, *have, *jv;
 	enum rp_err e = RP_ERR_CONFLICT;
 	json_error_t jerr;
+	struct stat sb;
 	size_t i;
-	int v;
+	int v, is;
 
-	if (access(file, R_OK) != 0) {
+	if (stat(file, &sb) != 0 || access(file, R_OK) != 0) {
 		snprintf(why, whylen, "cannot read %s: %s", file, strerror(errno));
 		return RP_ERR_NOT_FOUND;
 	}
-	if (access(db_path, F_OK) == 0) {
-		snprintf(why, whylen,
-		         "%s exists: restore into a new data directory (a restore never replaces a "
-		         "database)",
-		         db_path);
+	if (!S_ISREG(sb.st_mode)) {
+		snprintf(why, whylen, "%s is not a regular file", file);
 		return RP_ERR_CONFLICT;
+	}
+	/* Not over a database, nor beside what one left (its WAL would be read into the new
+	 * one). */
+	for (i = 0; i < sizeof beside / sizeof *beside; i++) {
+		snprintf(path, sizeof path, "%s%s", db_path, beside[i]);
+		if (access(path, F_OK) == 0) {
+			snprintf(why, whylen,
+			         "%s exists: restore into a new data directory (a restore never "
+			         "replaces a database)",
+			         path);
+			return RP_ERR_CONFLICT;
+		}
 	}
 	/* Checked and changed in a copy: the backup file stays as it was. */
 	snprintf(tmp, sizeof tmp, "%s.restoring", db_path);
@@ -272,34 +369,40 @@ rp_store_restore(const char *file, const char *db_path, json_t **manifest, char 
 		         ok ? ok : msg);
 		goto out;
 	}
-	/* Code that would run inside the restored database later (a trigger, a view) is not
-	 * data: only the triggers schema 0004 made (dropped by 0012) may be there. */
-	free(ok);
-	ok = NULL;
-	if (run1(&c,
-	         "SELECT count(*) FROM sqlite_master WHERE type IN ('trigger', 'view') AND name "
-	         "NOT IN ('macs_ins', 'macs_del', 'macs_name')",
-	         NULL, &ok, why, whylen) != SQL_OK ||
-	    ok == NULL || strcmp(ok, "0") != 0) {
-		snprintf(why, whylen,
-		         "%s holds a trigger or a view that rackpilot never makes: not restored",
-		         file);
-		goto out;
-	}
-	if (run1(&c, "SELECT manifest FROM rp_backup", NULL, &text, why, whylen) != SQL_OK ||
+	if (run1(&c, "SELECT manifest FROM rp_backup", NULL, &text, msg, sizeof msg) != SQL_OK ||
 	    text == NULL || (m = json_loads(text, 0, &jerr)) == NULL ||
 	    !json_is_string(json_object_get(m, "format")) ||
 	    strcmp(json_string_value(json_object_get(m, "format")), FORMAT) != 0) {
 		snprintf(why, whylen, "%s is not a rackpilot backup (no manifest)", file);
 		goto out;
 	}
-	v = (int)json_integer_value(json_object_get(m, "schema_version"));
-	if (v > rp_store_schema_latest() || v != c.drv->schema_version(c.db)) {
-		snprintf(
-		        why, whylen,
-		        "%s holds schema version %d (its database: %d), newer than this rackpilotd "
-		        "knows (%d) or inconsistent: restore it with a newer rackpilotd",
-		        file, v, c.drv->schema_version(c.db), rp_store_schema_latest());
+	jv = json_object_get(m, "schema_version");
+	v = json_is_integer(jv) && json_integer_value(jv) >= 1 && json_integer_value(jv) <= 1000000
+	            ? (int)json_integer_value(jv)
+	            : -1;
+	if (v > rp_store_schema_latest()) {
+		snprintf(why, whylen,
+		         "%s holds schema version %d, newer than this rackpilotd knows (%d): "
+		         "restore "
+		         "it with a newer rackpilotd",
+		         file, v, rp_store_schema_latest());
+		goto out;
+	}
+	if (v < 1 || v != c.drv->schema_version(c.db)) {
+		snprintf(why, whylen,
+		         "%s is damaged: its manifest names schema version %s, its database is at "
+		         "%d",
+		         file, json_is_integer(jv) ? "another" : "no", c.drv->schema_version(c.db));
+		goto out;
+	}
+	/* Exactly rackpilot's schema at that version: no table, column, index or trigger of
+	 * its own (a trigger would run inside the server later). */
+	if ((is = schema_is(&c, v, msg, sizeof msg)) != 1) {
+		snprintf(why, whylen,
+		         is < 0 ? "%s: cannot compare its schema (%s)"
+		                : "%s holds a schema rackpilot never makes (first difference: %s)",
+		         file, msg);
+		e = is < 0 ? RP_ERR_INTERNAL : RP_ERR_CONFLICT;
 		goto out;
 	}
 	if ((e = sums(&c, &now, why, whylen)) != RP_ERR_OK)
@@ -307,7 +410,7 @@ rp_store_restore(const char *file, const char *db_path, json_t **manifest, char 
 	e = RP_ERR_CONFLICT;
 	want = json_object_get(m, "tables");
 	have = json_object_get(now, "tables");
-	if (json_array_size(want) != json_array_size(have)) {
+	if (!json_is_array(want) || json_array_size(want) != json_array_size(have)) {
 		snprintf(why, whylen, "%s is damaged: %zu tables, its manifest lists %zu", file,
 		         json_array_size(have), json_array_size(want));
 		goto out;
@@ -319,30 +422,32 @@ rp_store_restore(const char *file, const char *db_path, json_t **manifest, char 
 			     *h = json_dumps(json_array_get(have, i),
 			                     JSON_COMPACT | JSON_SORT_KEYS);
 
-			snprintf(why, whylen, "%s is damaged: its manifest says %s, it holds %s",
-			         file, w ? w : "?", h ? h : "?");
+			snprintf(why, whylen,
+			         "%s is damaged: its manifest says %.200s, it holds %.200s", file,
+			         w ? w : "?", h ? h : "?");
 			free(w);
 			free(h);
 			goto out;
 		}
+	/* The caller's part (the key file) before the database appears: a restore cut short
+	 * leaves no database without what it needs. */
+	if (ready && ready(m, arg, why, whylen) < 0)
+		goto out;
 	e = RP_ERR_INTERNAL;
-	/* The heartbeats of the servers of the database backed up are not this one's: left,
-	 * a server of the same name on this host would take itself for one of them, still
-	 * alive while the source server runs. (Schema 0015 made the table.) */
-	if (run1(&c, "DROP TABLE rp_backup", NULL, NULL, why, whylen) != SQL_OK ||
-	    (v >= 15 && run1(&c, "DELETE FROM servers", NULL, NULL, why, whylen) != SQL_OK))
+	/* The manifest goes (with the key it may carry: secure_delete zeroes its pages, VACUUM
+	 * rewrites the file), and so do the heartbeats of the servers of the database backed
+	 * up: left, a server of the same name on this host would take itself for one of them,
+	 * still alive while the source server runs (schema 0015 made the table). */
+	if (run1(&c, "PRAGMA secure_delete=ON", NULL, NULL, why, whylen) != SQL_OK ||
+	    run1(&c, "DROP TABLE rp_backup", NULL, NULL, why, whylen) != SQL_OK ||
+	    (v >= 15 && run1(&c, "DELETE FROM servers", NULL, NULL, why, whylen) != SQL_OK) ||
+	    run1(&c, "VACUUM", NULL, NULL, why, whylen) != SQL_OK)
 		goto out;
 	c.drv->close(c.db);
 	c.db = NULL;
 	if (sync_file(tmp, why, whylen) < 0)
 		goto out;
-	if (link(tmp, db_path) != 0) {
-		snprintf(why, whylen, "cannot create %s: %s", db_path, strerror(errno));
-		e = errno == EEXIST ? RP_ERR_CONFLICT : RP_ERR_INTERNAL;
-		goto out;
-	}
-	unlink(tmp);
-	if (sync_file(db_path, why, whylen) < 0)
+	if ((e = publish(tmp, db_path, why, whylen)) != RP_ERR_OK)
 		goto out;
 	*manifest = m;
 	m = NULL;
@@ -350,8 +455,7 @@ rp_store_restore(const char *file, const char *db_path, json_t **manifest, char 
 out:
 	c.drv = &rp_sql_sqlite;
 	c.drv->close(c.db);
-	if (e != RP_ERR_OK)
-		unlink(tmp);
+	unlink(tmp);
 	if (text) {
 		explicit_bzero(text, strlen(text));
 		free(text);

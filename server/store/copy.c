@@ -116,28 +116,32 @@ store_sum_table(struct conn *c, const char *table, int64_t *rows, uint64_t *sum,
 	char sql[128], hex[RP_SHA256_HEX];
 	struct stmt *s;
 	struct rp_buf b;
+	uint64_t total = 0;
+	int64_t n = 0;
 	int rc;
 
-	snprintf(sql, sizeof sql, "SELECT * FROM %s", table);
+	snprintf(sql, sizeof sql, "SELECT * FROM \"%s\"", table);
 	if ((s = c->drv->prepare(c->db, sql)) == NULL) {
 		snprintf(why, whylen, "%s: %s", table, c->drv->errmsg(c->db));
 		return RP_ERR_INTERNAL;
 	}
 	rp_buf_init(&b, 0);
-	*rows = 0;
-	*sum = 0;
 	while ((rc = sql_step(s)) == SQL_ROW) {
 		row_text(s, c->drv->column_count(s), &b);
 		rp_sha256_hex(b.data ? b.data : "", b.len, hex);
 		hex[16] = '\0';
-		*sum += strtoull(hex, NULL, 16);
-		(*rows)++;
+		total += strtoull(hex, NULL, 16);
+		n++;
 	}
 	rp_buf_free(&b);
 	if (rc != SQL_DONE)
 		snprintf(why, whylen, "reading %s: %s", table, c->drv->errmsg(c->db));
 	c->drv->finalize(s);
-	return rc == SQL_DONE ? RP_ERR_OK : RP_ERR_INTERNAL;
+	if (rc != SQL_DONE)
+		return RP_ERR_INTERNAL;
+	*rows = n;
+	*sum = total;
+	return RP_ERR_OK;
 }
 
 /* Copy the rows of table from src into dst (in dst's open transaction). */

@@ -468,13 +468,20 @@ rp_store_schema_version(struct rp_store *st)
 	return st->version;
 }
 
-/* Apply pending migrations in one exclusive transaction, so two servers starting on one
- * file cannot both migrate and a failed migration leaves the old schema intact. */
 static enum rp_err
 migrate(const struct sql_driver *drv, struct sql_db *db, int *version, char *why, size_t whylen)
 {
+	return store_migrate(drv, db, rp_store_schema_latest(), version, why, whylen);
+}
+
+/* Apply pending migrations in one exclusive transaction, so two servers starting on one
+ * file cannot both migrate and a failed migration leaves the old schema intact. */
+enum rp_err
+store_migrate(const struct sql_driver *drv, struct sql_db *db, int latest, int *version, char *why,
+              size_t whylen)
+{
 	enum rp_err rc = RP_ERR_INTERNAL;
-	int v, i, latest = rp_store_schema_latest();
+	int v, i;
 
 	/* Up to date: nothing to write, which a read-only database could not. */
 	if ((v = drv->schema_version(db)) == latest) {
@@ -504,7 +511,7 @@ migrate(const struct sql_driver *drv, struct sql_db *db, int *version, char *why
 		char msg[192], *text = NULL;
 		int rc_exec;
 
-		if (m->version <= v)
+		if (m->version <= v || m->version > latest)
 			continue;
 		if (drv == &rp_sql_pg && m->pg)
 			sql = m->pg;

@@ -69,6 +69,12 @@ struct migration {
 extern const struct migration rp_schema_migrations[];
 extern const int rp_schema_count;
 
+/* Apply the migrations up to version latest (rp_store_schema_latest() for a store) that db
+ * lacks, in one TXN_SCHEMA transaction; *version: the version db is at then. RP_ERR_OK, or
+ * RP_ERR_CONFLICT (db is newer than latest) or RP_ERR_INTERNAL, with why; db unchanged then. */
+enum rp_err store_migrate(const struct sql_driver *drv, struct sql_db *db, int latest, int *version,
+                          char *why, size_t whylen);
+
 /* A table and the tables its foreign keys point at (store_tables). */
 struct table {
 	char name[64];

@@ -57,15 +57,20 @@ enum rp_err rp_store_copy(struct rp_store *src, struct rp_store *dst, json_t **r
 enum rp_err rp_store_backup(const char *db_path, const char *dest, json_t *extra, json_t **manifest,
                             char *why, size_t whylen);
 
-/* rackpilotd restore: the backup file into the new database db_path, after checking it whole
- * in a copy (the file is left as it is): SQLite's integrity check, the manifest present, its
- * schema version one this binary knows and the database's own, and every table's rows and
- * checksum as the manifest lists them; db_path appears only when all hold (the manifest's
- * table dropped). *manifest: the manifest (it may carry the key file: the caller wipes it).
- * RP_ERR_NOT_FOUND (no file), RP_ERR_CONFLICT (db_path exists; damaged, not a backup, or
- * newer), or another error, each with why; nothing written then. */
-enum rp_err rp_store_restore(const char *file, const char *db_path, json_t **manifest, char *why,
-                             size_t whylen);
+/* rackpilotd restore: the backup file (a regular file) into the new database db_path, after
+ * checking it whole in a copy (the file is left as it is): SQLite's integrity check, the
+ * manifest present, its schema version one this binary knows and the database's own, exactly
+ * the schema rackpilot's migrations make at that version (no table, column, index, trigger or
+ * view of its own), and every table's rows and checksum as the manifest lists them. Then
+ * ready(manifest, arg, why) runs (NULL: none; the caller's part, such as writing the key
+ * file, done before the database appears); when it returns 0 the manifest's table and the
+ * source's server heartbeats are dropped (secure_delete, VACUUM) and db_path appears. *manifest:
+ * the manifest (it may carry the key file: the caller wipes it). RP_ERR_NOT_FOUND (no file),
+ * RP_ERR_CONFLICT (db_path or its -wal, -shm or -journal exists; damaged, not a backup,
+ * newer; ready refused), or another error, each with why; db_path not written then. */
+enum rp_err rp_store_restore(const char *file, const char *db_path,
+                             int (*ready)(json_t *manifest, void *arg, char *why, size_t whylen),
+                             void *arg, json_t **manifest, char *why, size_t whylen);
 
 /* The database as logs may name it: the SQLite file, or postgresql://user@host/dbname (never
  * a password). Valid until rp_store_free. */

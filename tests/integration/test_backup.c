@@ -150,6 +150,26 @@ test_backup_restore(void **state)
 	snprintf(args, sizeof args, "restore '%s' --data-dir '%s'", file, d1);
 	assert_int_equal(tool("restore1", args), 0);
 	assert_true(logged("restore1", "checked against its manifest"));
+	/* The key came with it, and out of the manifest: none of it is left in the database. */
+	snprintf(args, sizeof args, "%s/secret.key", s.dir);
+	assert_int_equal(sh_rc("cmp -s '%s' '%s/secret.key'", args, d1), 0);
+	assert_int_not_equal(sh_rc("grep -qa 'rackpilot-secret-key-v1' '%s/rackpilot.db'", d1), 0);
+	/* The same backup into a directory with another key: refused before anything appears;
+	 * and beside the WAL a killed server left: refused too. */
+	new_dir(d3, sizeof d3, "otherkey", &s);
+	sh("(umask 077; echo 'rackpilot-secret-key-v1 another' > '%s/secret.key')", d3);
+	snprintf(args, sizeof args, "restore '%s' --data-dir '%s'", file, d3);
+	assert_int_not_equal(tool("otherkey", args), 0);
+	assert_true(logged("otherkey", "holds another key than the backup"));
+	snprintf(args, sizeof args, "%s/rackpilot.db", d3);
+	assert_int_not_equal(access(args, F_OK), 0);
+	sh("rm -f '%s/secret.key' && echo stale > '%s/rackpilot.db-wal'", d3, d3);
+	snprintf(args, sizeof args, "restore '%s' --data-dir '%s'", file, d3);
+	assert_int_not_equal(tool("stalewal", args), 0);
+	assert_true(logged("stalewal", "rackpilot.db-wal exists"));
+	snprintf(args, sizeof args, "%s/rackpilot.db", d3);
+	assert_int_not_equal(access(args, F_OK), 0);
+
 	server_start(&r1, d1, NULL);
 	wait_batches(&r1, ids);
 	assert_int_equal(count_all(&r1, "/v1/jobs"), NODES * BATCHES);
@@ -202,6 +222,16 @@ test_backup_restore(void **state)
 	sh("cp '%s' '%s/trigger.db' && sqlite3 '%s/trigger.db' \"CREATE TRIGGER t AFTER INSERT ON "
 	   "racks BEGIN DELETE FROM tokens; END\"",
 	   file, tmp, tmp);
+	sh("cp '%s' '%s/macs.db' && sqlite3 '%s/macs.db' \"CREATE TRIGGER macs_ins AFTER INSERT ON "
+	   "jobs BEGIN DELETE FROM nodes; END\"",
+	   file, tmp, tmp);
+	sh("cp '%s' '%s/noindex.db' && sqlite3 '%s/noindex.db' \"DROP INDEX jobs_one_mutating\"",
+	   file, tmp, tmp);
+	sh("cp '%s' '%s/oddtable.db' && sqlite3 '%s/oddtable.db' 'CREATE TABLE \"t,t a,t b\" (x)'",
+	   file, tmp, tmp);
+	sh("cp '%s' '%s/textver.db' && sqlite3 '%s/textver.db' \"UPDATE rp_backup SET manifest = "
+	   "json_set(manifest, '$.schema_version', '15')\"",
+	   file, tmp, tmp);
 	sh("cp '%s' '%s/newer.db' && sqlite3 '%s/newer.db' \"PRAGMA user_version = 999; UPDATE "
 	   "rp_backup SET manifest = json_set(manifest, '$.schema_version', 999)\"",
 	   file, tmp, tmp);
@@ -212,7 +242,12 @@ test_backup_restore(void **state)
 		        {"half.db", "is damaged or not a rackpilot backup"},
 		        {"altered.db", "is damaged: its manifest says"},
 		        {"newer.db", "newer than this rackpilotd knows"},
-		        {"trigger.db", "holds a trigger or a view that rackpilot never makes"},
+		        {"trigger.db", "holds a schema rackpilot never makes"},
+		        {"macs.db", "holds a schema rackpilot never makes"},
+		        {"noindex.db", "holds a schema rackpilot never makes"},
+		        {"oddtable.db", "holds a schema rackpilot never makes"},
+		        {"textver.db", "manifest names schema version no"},
+		        {"/dev/zero", "is not a regular file"},
 		        {"none.db", "is not a rackpilot backup (no manifest)"},
 		        {"missing.db", "cannot read"},
 		};
@@ -220,8 +255,12 @@ test_backup_restore(void **state)
 		sh("cp '%s/rackpilot.db' '%s/none.db'", d2, tmp);
 		for (i = 0; i < (int)(sizeof bad / sizeof *bad); i++) {
 			snprintf(d3, sizeof d3, "%s/bad%d", tmp, i);
-			snprintf(args, sizeof args, "restore '%s/%s' --data-dir '%s'", tmp,
-			         bad[i].file, d3);
+			if (bad[i].file[0] == '/')
+				snprintf(args, sizeof args, "restore '%s' --data-dir '%s'",
+				         bad[i].file, d3);
+			else
+				snprintf(args, sizeof args, "restore '%s/%s' --data-dir '%s'", tmp,
+				         bad[i].file, d3);
 			assert_int_not_equal(tool("bad", args), 0);
 			if (!logged("bad", bad[i].why))
 				fail_msg("restore of %s: no '%s' in the log", bad[i].file,
