@@ -113,7 +113,7 @@ test_backup_restore(void **state)
 		snprintf(name, sizeof name, "b%02d", i);
 		make_node(&s, "{s:s, s:s, s:i, s:{s:s, s:s, s:{s:i}}}", "name", name, "rack", "r1",
 		          "u_position", i + 1, "bmc", "driver", "fake", "password", "pw", "options",
-		          "delay_ms", 40);
+		          "delay_ms", 100);
 	}
 	/* 200 power jobs: ten batches over the rack, on and off in turn. */
 	for (i = 0; i < BATCHES; i++) {
