@@ -5,7 +5,8 @@
  * backup of the settled server restores into one whose reads answer byte for byte the same;
  * a truncated, altered, newer or foreign file, or one with a trigger of its own, is refused
  * and leaves nothing behind, as is a restore over a database or into a directory a server
- * holds, and a backup over a file.
+ * holds, and a backup over a file. And a database an older release wrote upgrades in place
+ * and answers every read as that release did.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "store/store.h"
 
 #define NODES   20
 #define BATCHES 10
@@ -277,10 +279,101 @@ test_backup_restore(void **state)
 	sh("rm -rf '%s'", tmp);
 }
 
+/* Is every member of old in new with the same value (new may have more members)? Arrays:
+ * the same length, element by element. NULL, or where they first differ (a new string). */
+static char *
+differs(json_t *old, json_t *new, const char *at)
+{
+	char sub[400], *d = NULL;
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	if (json_is_object(old) && json_is_object(new)) {
+		json_object_foreach(old, k, v)
+		{
+			snprintf(sub, sizeof sub, "%s.%s", at, k);
+			if ((d = differs(v, json_object_get(new, k), sub)) != NULL)
+				return d;
+		}
+		return NULL;
+	}
+	if (json_is_array(old) && json_is_array(new) &&
+	    json_array_size(old) == json_array_size(new)) {
+		json_array_foreach(old, i, v)
+		{
+			snprintf(sub, sizeof sub, "%s[%zu]", at, i);
+			if ((d = differs(v, json_array_get(new, i), sub)) != NULL)
+				return d;
+		}
+		return NULL;
+	}
+	if (json_equal(old, new))
+		return NULL;
+	{
+		char *o = json_dumps(old, JSON_COMPACT | JSON_ENCODE_ANY),
+		     *n = new ? json_dumps(new, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+
+		if (asprintf(&d, "%s: was %.300s, is %.300s", at, o ? o : "?", n ? n : "absent") <
+		    0)
+			d = NULL;
+		free(o);
+		free(n);
+	}
+	return d ? d : strdup(at);
+}
+
+/* A database the rackpilotd of eab6802 wrote (schema 10: BMC passwords in clear, no secret key;
+ * tests/fixtures/upgrade/, with make.sh that made it) upgraded in place by this one: it
+ * starts, migrations 11 on applied and the passwords sealed, and each read the old server
+ * answered is answered alike: every member it showed, with the same value. */
+static void
+test_upgrade(void **state)
+{
+	static const char *const args[] = {"--power-sync-interval", "0", NULL};
+	struct server s;
+	json_t *reads, *rd, *now;
+	json_error_t jerr;
+	char dir[300], path[400], *d;
+	size_t i;
+
+	(void)state;
+	snprintf(dir, sizeof dir, "/tmp/rp-upgrade-%d", (int)getpid());
+	sh("rm -rf '%s' && mkdir -m 700 '%s' && sqlite3 '%s/rackpilot.db' < "
+	   "'%s/tests/fixtures/upgrade/schema-10.sql' && install -m 600 "
+	   "'%s/tests/fixtures/upgrade/admin.token' '%s/'",
+	   dir, dir, dir, rp_test_src, rp_test_src, dir);
+	snprintf(path, sizeof path, "%s/rackpilot.db", dir);
+	assert_int_equal(sqlite_count(path, "PRAGMA user_version"), 10);
+	assert_int_equal(sqlite_count(path, "SELECT count(*) FROM bmcs WHERE password IS NOT NULL"),
+	                 12);
+	server_start(&s, dir, args);
+	snprintf(path, sizeof path, "%s/tests/fixtures/upgrade/reads.json", rp_test_src);
+	assert_non_null(reads = json_load_file(path, 0, &jerr));
+	assert_int_equal(json_array_size(reads), 10);
+	json_array_foreach(reads, i, rd)
+	{
+		now = get_json(&s, jstr(rd, "path"));
+		if ((d = differs(json_object_get(rd, "body"), now, jstr(rd, "path"))) != NULL)
+			fail_msg("after the upgrade, GET %s", d);
+		json_decref(now);
+	}
+	json_decref(reads);
+	server_stop(&s, SIGTERM);
+	/* Sealed at the first start, none left in clear. */
+	snprintf(path, sizeof path, "%s/rackpilot.db", dir);
+	assert_int_equal(sqlite_count(path, "PRAGMA user_version"), rp_store_schema_latest());
+	assert_int_equal(sqlite_count(path, "SELECT count(*) FROM bmcs WHERE password_sealed LIKE "
+	                                    "'rpsec1:%'"),
+	                 12);
+	sh("rm -rf '%s'", dir);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_upgrade),
 	        cmocka_unit_test(test_backup_restore),
 	};
 
