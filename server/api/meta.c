@@ -30,11 +30,17 @@ void
 rp_api_root(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	char ts[RP_TIME_BUF];
+	json_t *db = NULL;
+	enum rp_err e;
 
+	if ((e = rp_store_about(rq->api->store, &db)) != RP_ERR_OK) {
+		rp_api_error(rs, e, NULL);
+		return;
+	}
 	rs->status = 200;
 	rs->body = json_pack(
 	        "{s:s, s:s, s:s, s:i, s:s, s:[s,s,s,s,s,s,s,s,s,s,s], s:[s,s,s], s:{s:I, s:i}, "
-	        "s:{s:s, s:s}, s:b, s:o?}",
+	        "s:{s:s, s:s}, s:b, s:o?, s:o}",
 	        "name", "rackpilot", "version", RP_VERSION, "api", RP_API_VERSION, "schema_version",
 	        rp_store_schema_version(rq->api->store), "started_at",
 	        rp_time_format(rq->api->started_at, ts), "capabilities", "racks", "nodes", "bios",
@@ -42,7 +48,7 @@ rp_api_root(struct rp_api_req *rq, struct rp_api_resp *rs)
 	        "bmc_drivers", "ipmi", "redfish", "fake", "limits", "max_body",
 	        (json_int_t)rq->api->max_body, "page_limit_max", 1000, "you", "name", rq->who->name,
 	        "role", rp_api_role_name(rq->who->role), "demo", rq->api->demo, "server",
-	        rq->api->jobs ? rp_jobs_server(rq->api->jobs) : NULL);
+	        rq->api->jobs ? rp_jobs_server(rq->api->jobs) : NULL, "database", db);
 }
 
 /* The label is used at once by the caller's printf, so a per-thread buffer suffices. */

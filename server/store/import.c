@@ -195,6 +195,26 @@ out:
 }
 
 enum rp_err
+rp_store_about(struct rp_store *st, json_t **out)
+{
+	STORE_HOLD(st);
+	struct conn *c = store_conn(st);
+	int64_t bytes;
+	json_t *o;
+
+	if (c == NULL)
+		return RP_ERR_UNAVAILABLE;
+	bytes = c->drv->size(c->db);
+	o = json_pack("{s:s, s:s, s:i, s:o}", "kind", st->drv->file ? "sqlite" : "postgresql",
+	              "name", st->name, "schema_version", st->version, "size_bytes",
+	              bytes >= 0 ? json_integer(bytes) : json_null());
+	if (o == NULL)
+		return RP_ERR_INTERNAL;
+	*out = o;
+	return RP_ERR_OK;
+}
+
+enum rp_err
 rp_store_ping(struct rp_store *st)
 {
 	STORE_HOLD(st);

@@ -974,6 +974,11 @@ enum rp_err rp_store_rollout_advance(struct rp_store *st, int64_t id, int *need_
 /* {nodes_by_state {state: n}, nodes, racks, db_bytes, jobs {queued, running}, bmc_faults}. */
 enum rp_err rp_store_stats(struct rp_store *st, json_t **out);
 
+/* The database, for GET /v1: {kind "sqlite" | "postgresql", name (as logs show it: no
+ * password), schema_version, size_bytes (null when the database cannot tell)}. RP_ERR_OK, or
+ * RP_ERR_UNAVAILABLE / RP_ERR_INTERNAL (*out untouched). */
+enum rp_err rp_store_about(struct rp_store *st, json_t **out);
+
 /* Cheap liveness probe of this thread's connection. */
 enum rp_err rp_store_ping(struct rp_store *st);
 

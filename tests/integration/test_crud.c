@@ -488,6 +488,18 @@ test_meta(void **state)
 	assert_int_equal(call(&S, S.admin, "GET", "/v1", &r, NULL), 200);
 	assert_string_equal(str(r.json, "api"), "v1");
 	assert_string_equal(str(json_object_get(r.json, "you"), "role"), "admin");
+	/* The database: which, where (no password), its size. */
+	{
+		json_t *db = json_object_get(r.json, "database");
+
+		assert_string_equal(str(db, "kind"),
+		                    test_database(S.dir) ? "postgresql" : "sqlite");
+		assert_non_null(strstr(str(db, "name"),
+		                       test_database(S.dir) ? "postgresql://" : "rackpilot.db"));
+		assert_true(json_integer_value(json_object_get(db, "size_bytes")) > 4096);
+		assert_int_equal(json_integer_value(json_object_get(db, "schema_version")),
+		                 json_integer_value(json_object_get(r.json, "schema_version")));
+	}
 	reply_free(&r);
 	assert_int_equal(req(&S, NULL, "GET", "/metrics", NULL, NULL, 0, NULL, &r), 401);
 	reply_free(&r);
