@@ -123,7 +123,17 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 	}
 	if (rq->api->jobs) {
 		json_t *sv = rp_jobs_server(rq->api->jobs);
+		uint64_t ended[RP_JOB_END_RETRY + 1];
+		int k;
 
+		rp_jobs_outcomes(rq->api->jobs, ended);
+		rp_buf_printf(&b, "# HELP rackpilot_job_outcomes_total Job runs this server ended, "
+		                  "by result (retry: back to the queue).\n"
+		                  "# TYPE rackpilot_job_outcomes_total counter\n");
+		for (k = 0; k <= RP_JOB_END_RETRY; k++)
+			rp_buf_printf(&b, "rackpilot_job_outcomes_total{result=\"%s\"} %llu\n",
+			              rp_store_job_end_name((enum rp_job_end)k),
+			              (unsigned long long)ended[k]);
 		rp_buf_printf(
 		        &b,
 		        "# HELP rackpilot_leader 1 when this server leads those that share its "

@@ -79,6 +79,8 @@ struct rp_jobs {
 	json_t *live;         /* the live servers at the latest heartbeat, sorted by name */
 	int share_i, share_n; /* this server's share of the periodic sweep: index in live, of */
 	int name_lost;        /* another server took this one's name (logged once) */
+	/* Outcomes this server recorded, by enum rp_job_end (atomic; rp_jobs_outcomes). */
+	uint64_t outcomes[RP_JOB_END_RETRY + 1];
 };
 
 /* ---- Shared helpers (common.c) ---------------------------------------------------- */

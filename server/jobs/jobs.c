@@ -468,8 +468,11 @@ record(struct rp_jobs *j, const struct rp_job_outcome *done)
 		enum rp_err e =
 		        rp_store_jobs_record(j->st, j->owner, done, (int)j->o.fault_threshold);
 
-		if (e == RP_ERR_OK)
+		if (e == RP_ERR_OK) {
+			for (o = done; o; o = o->next)
+				__atomic_add_fetch(&j->outcomes[o->state], 1, __ATOMIC_RELAXED);
 			return;
+		}
 		/* Once per kind of failure, not per try. */
 		if (e != last)
 			rp_log_warn("jobs: recording %zu jobs_outcome(s) failed (%s); retrying", n,
@@ -1222,6 +1225,15 @@ rp_jobs_sweep_now(struct rp_jobs *j)
 	kick_locked(j);
 	pthread_mutex_unlock(&j->mu);
 	return e;
+}
+
+void
+rp_jobs_outcomes(struct rp_jobs *j, uint64_t out[RP_JOB_END_RETRY + 1])
+{
+	int i;
+
+	for (i = 0; i <= RP_JOB_END_RETRY; i++)
+		out[i] = __atomic_load_n(&j->outcomes[i], __ATOMIC_RELAXED);
 }
 
 json_t *

@@ -72,6 +72,12 @@ void rp_jobs_lead(struct rp_jobs *j, int leader);
  * leader}]}. New. */
 json_t *rp_jobs_server(struct rp_jobs *j);
 
+/* The job runs this server has ended since it started, by how (out[RP_JOB_END_SUCCEEDED],
+ * ..._FAILED, ..._CANCELLED, ..._RETRY: sent back to the queue), for /metrics. An outcome
+ * counts once recorded (one whose lease another server had taken is left to that one, and
+ * counted here all the same: rare, after a stall longer than job_lease). */
+void rp_jobs_outcomes(struct rp_jobs *j, uint64_t out[RP_JOB_END_RETRY + 1]);
+
 /* Queue a job for a node (see rp_store_job_create) and wake the scheduler. job:
  * {type: power|boot|verify, params}. *out is the job object. */
 enum rp_err rp_jobs_submit(struct rp_jobs *j, const char *node, json_t *job, const char *actor,

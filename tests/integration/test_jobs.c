@@ -271,6 +271,17 @@ test_batch(void **state)
 	assert_true(done);
 	snprintf(path, sizeof path, "/v1/nodes?rack=r1&power=on&limit=100");
 	assert_int_equal(count_all(&S, path), 20);
+	/* /metrics counts what this server ended: these 20 at least. */
+	{
+		const char *p;
+
+		assert_int_equal(call(&S, S.admin, "GET", "/metrics", &r, NULL), 200);
+		assert_non_null(
+		        p = strstr(r.body, "rackpilot_job_outcomes_total{result=\"succeeded\"} "));
+		assert_true(atol(strchr(p, '}') + 2) >= 20);
+		assert_non_null(strstr(r.body, "rackpilot_job_outcomes_total{result=\"failed\"} "));
+		reply_free(&r);
+	}
 	/* By tag: the odd half goes off. */
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/actions/power", &r, "{s:{s:s}, s:s}",
 	                      "selector", "tag", "odd", "target", "off"),
