@@ -112,6 +112,13 @@ static const struct rp_cli_cmd commands[] = {
 	 ".;items:NODE=node,RACK=rack,CLASS=node_class,BASELINE=baseline,"
 	 "COMPONENT ACTUAL DESIRED=components",
 	 "", "nodes whose firmware differs from their baseline"},
+	{"export", "prometheus", rp_cli_run, 0, 0, "GET", "/v1/exports/prometheus",
+	 "rack= tag= class= node-exporter-port=node_exporter_port dcgm-port=dcgm_port", "=", "",
+	 "Prometheus HTTP service discovery: node_exporter and DCGM exporter targets"},
+	{"export", "ansible", rp_cli_run, 0, 0, "GET", "/v1/exports/ansible", "rack= tag= class=",
+	 "=", "", "an Ansible dynamic inventory (groups by rack, class, state and tag)"},
+	{"export", "hosts", rp_cli_run, 0, 0, "GET", "/v1/exports/hosts", "rack= tag= class=", "=",
+	 "", "/etc/hosts lines of the nodes with an address"},
 	{"rollout", "create", rp_cli_run, 0, 0, "POST", "/v1/rollouts", "+json=",
 	 "rollout {id}: {state}, {wave_count} waves", "",
 	 "plan and start a firmware or BIOS rollout (--json FILE|-: a RolloutInput)"},

@@ -251,6 +251,22 @@ rp_cli_run(struct rp_cli *c)
 		rc = rp_cli_usage(c, "argument too long");
 		goto out;
 	}
+	/* "=": the answer as it is (an export: JSON or text for another program). */
+	if (!strcmp(k->method, "GET") && !strcmp(out, "=")) {
+		struct rp_cli_resp r = {0};
+
+		rc = RP_CLI_EAPI;
+		if (rp_cli_http(c, "GET", path, NULL, NULL, 0, &r) == 0) {
+			if (r.status == 200 && fwrite(r.body, 1, r.len, stdout) == r.len)
+				rc = RP_CLI_OK;
+			else if (r.status != 200)
+				rp_cli_print_error(c, &r);
+			if (rc == RP_CLI_OK && r.len > 0 && r.body[r.len - 1] != '\n')
+				putchar('\n');
+		}
+		rp_cli_resp_free(&r);
+		goto out;
+	}
 	if (!strcmp(k->method, "GET")) {
 		rc = out[0] == ':' ? rp_cli_list(c, path, !strstr(k->opts, "limit="), &o)
 		                   : rp_cli_call(c, "GET", path, NULL, &o);

@@ -77,6 +77,10 @@ const struct rp_route rp_api_routes[] = {
         {"DELETE", "/v1/firmware/baselines/{baseline}", rp_api_baselines_delete, O, 0},
         {"GET", "/v1/firmware/drift", rp_api_firmware_drift, V, 0},
 
+        {"GET", "/v1/exports/prometheus", rp_api_export_prometheus, V, 0},
+        {"GET", "/v1/exports/ansible", rp_api_export_ansible, V, 0},
+        {"GET", "/v1/exports/hosts", rp_api_export_hosts, V, 0},
+
         {"GET", "/v1/jobs", rp_api_jobs_list, V, 0},
         {"GET", "/v1/jobs/{id}", rp_api_jobs_get, V, 0},
         {"GET", "/v1/jobs/{id}/log", rp_api_jobs_log, V, 0},

@@ -969,6 +969,15 @@ enum rp_err rp_store_rollouts_active(struct rp_store *st, json_t **out);
  * reading newer than a node's update (the caller may start a power sweep). */
 enum rp_err rp_store_rollout_advance(struct rp_store *st, int64_t id, int *need_power, int *moved);
 
+/* ---- Exports ---------------------------------------------------------------------------- */
+
+/* The nodes sel picks ({rack}, {tag} or {class}, as batches take it; NULL: every node), by
+ * name: [{name, rack, node_class, provision_state, tags [], address (ssh.address, else where
+ * its agent registered from; null when neither), hostname (the agent's; null), gpu_model,
+ * gpu_count (the class's BOM; null)}] into *out. RP_ERR_OK; RP_ERR_BAD_REQUEST with *detail for a
+ * selector that names nothing or matches no node; a storage error. */
+enum rp_err rp_store_export_nodes(struct rp_store *st, json_t *sel, json_t **out, json_t **detail);
+
 /* ---- Health and metrics ---------------------------------------------------------------- */
 
 /* {nodes_by_state {state: n}, nodes, racks, db_bytes, jobs {queued, running}, bmc_faults}. */

@@ -354,6 +354,17 @@ same_as_api '/v1/firmware/drift?rack=r01' "firmware drift --json"
 rp 1 firmware drift --rack nosuch
 has err '^rackpilot: BAD_QUERY: ' "firmware drift of an unknown rack"
 
+# ---- exports: the answer as it is, the selector as a query
+rp 0 export hosts --rack r01
+same_as_api '/v1/exports/hosts?rack=r01' "export hosts"
+has out '^# rackpilot: [0-9]+ node\(s\)$' "export hosts: its head"
+rp 0 export prometheus --rack r01 --dcgm-port 0
+same_as_api '/v1/exports/prometheus?rack=r01&dcgm_port=0' "export prometheus"
+rp 0 export ansible --class gpu
+same_as_api '/v1/exports/ansible?class=gpu' "export ansible"
+rp 1 export hosts --rack nosuch
+has err '^rackpilot: BAD_REQUEST: .*no rack named' "export of an unknown rack"
+
 # ---- rollouts
 printf '{"kind":"bios","selector":{"rack":"r01"},"start_at":"2099-01-01T00:00:00Z"}' > "$W/ro.json"
 # Pre-flight: fake BMCs cannot take a BIOS apply by method redfish; each node is named and
