@@ -257,12 +257,19 @@ rp_cli_run(struct rp_cli *c)
 
 		rc = RP_CLI_EAPI;
 		if (rp_cli_http(c, "GET", path, NULL, NULL, 0, &r) == 0) {
-			if (r.status == 200 && fwrite(r.body, 1, r.len, stdout) == r.len)
-				rc = RP_CLI_OK;
-			else if (r.status != 200)
+			if (r.status != 200) {
 				rp_cli_print_error(c, &r);
-			if (rc == RP_CLI_OK && r.len > 0 && r.body[r.len - 1] != '\n')
-				putchar('\n');
+			} else {
+				fwrite(r.body, 1, r.len, stdout);
+				if (r.len > 0 && r.body[r.len - 1] != '\n')
+					putchar('\n');
+				/* A full disk or a closed pipe is an error, not an export. */
+				if (fflush(stdout) == 0 && !ferror(stdout))
+					rc = RP_CLI_OK;
+				else
+					fprintf(stderr, "rackpilot: writing the answer: %s\n",
+					        strerror(errno));
+			}
 		}
 		rp_cli_resp_free(&r);
 		goto out;

@@ -11,16 +11,19 @@
 
 #include "api.h"
 
-/* The selector a query names: a new {rack|tag|class: value} into *sel (NULL: none, every
- * node), after checking that nothing but those and extra (NULL-terminated) is asked. 0, or -1
- * with 400 BAD_QUERY replied. */
+/* The selector a query names (one of rack, tag, class: NULL, every node), after checking
+ * that nothing but those and extra (NULL-terminated) is asked; then the nodes
+ * (rp_store_export_nodes) into *out: 0, or -1 with 400 BAD_QUERY replied (an unknown
+ * parameter, two selectors, an empty one, a rack that does not exist) or the store's error.
+ * A selector that matches no node is an empty export, not an error: a discovery whose fetch
+ * fails keeps its old targets. */
 static int
-query_selector(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const *extra,
-               json_t **sel)
+export_nodes(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const *extra, json_t **out)
 {
 	static const char *const keys[] = {"rack", "tag", "class"};
-	const char *k, *which = NULL;
-	json_t *v;
+	const char *k, *by = NULL, *value = NULL;
+	json_t *v, *detail = NULL;
+	enum rp_err e;
 	size_t i;
 	int known, n = 0;
 
@@ -29,7 +32,7 @@ query_selector(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const 
 		for (i = 0, known = 0; i < sizeof keys / sizeof *keys; i++)
 			if (!strcmp(k, keys[i])) {
 				known = 1;
-				which = k;
+				by = keys[i];
 				n++;
 			}
 		for (i = 0; extra && extra[i]; i++)
@@ -43,26 +46,17 @@ query_selector(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const 
 		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "give at most one of rack, tag or class");
 		return -1;
 	}
-	if (which && (!json_is_string(json_object_get(rq->query, which)) ||
-	              !*json_string_value(json_object_get(rq->query, which)))) {
-		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "%s must name one", which);
+	if (by &&
+	    ((value = json_string_value(json_object_get(rq->query, by))) == NULL || !*value)) {
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "%s must name one", by);
 		return -1;
 	}
-	*sel = which ? json_pack("{s:O}", which, json_object_get(rq->query, which)) : NULL;
-	return 0;
-}
-
-/* The nodes the query picks (rp_store_export_nodes): 0 with *out, or -1 with rs filled. */
-static int
-export_nodes(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const *extra, json_t **out)
-{
-	json_t *sel = NULL, *detail = NULL;
-	enum rp_err e;
-
-	if (query_selector(rq, rs, extra, &sel) < 0)
+	e = rp_store_export_nodes(rq->api->store, by, value, out, &detail);
+	if (e == RP_ERR_NOT_FOUND) {
+		json_decref(detail);
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "no rack named '%s'", value);
 		return -1;
-	e = rp_store_export_nodes(rq->api->store, sel, out, &detail);
-	json_decref(sel);
+	}
 	if (e != RP_ERR_OK) {
 		rp_api_reply_store_error(rs, e, detail, "export");
 		return -1;
@@ -91,7 +85,7 @@ plain_host(const char *s)
 		return s;
 	for (i = 0; i < n; i++)
 		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-		      (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '-'))
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '-' || s[i] == '_'))
 			return NULL;
 	return s[0] == '-' || s[0] == '.' ? NULL : s;
 }
@@ -186,26 +180,37 @@ rp_api_export_prometheus(struct rp_api_req *rq, struct rp_api_resp *rs)
 	rs->body = groups;
 }
 
-/* A group name as Ansible takes it: letters, digits and '_' only (others become '_'). */
+/* A group name as Ansible takes it, one per value and never two values in one: letters and
+ * digits as they are, '_' doubled, any other byte as '_' and its two hex digits (rack r-01:
+ * rack_r_2d01). */
 static void
 group_name(char *out, size_t len, const char *prefix, const char *value)
 {
-	size_t i, n = (size_t)snprintf(out, len, "%s_%s", prefix, value);
+	static const char hex[] = "0123456789abcdef";
+	size_t n = (size_t)snprintf(out, len, "%s_", prefix);
+	const unsigned char *p;
 
-	for (i = strlen(prefix) + 1; i < n && i < len; i++)
-		if (!((out[i] >= 'a' && out[i] <= 'z') || (out[i] >= 'A' && out[i] <= 'Z') ||
-		      (out[i] >= '0' && out[i] <= '9') || out[i] == '_'))
-			out[i] = '_';
+	for (p = (const unsigned char *)value; *p && n + 4 < len; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9')) {
+			out[n++] = (char)*p;
+		} else if (*p == '_') {
+			out[n++] = '_';
+			out[n++] = '_';
+		} else {
+			out[n++] = '_';
+			out[n++] = hex[*p >> 4];
+			out[n++] = hex[*p & 15];
+		}
+	}
+	out[n] = '\0';
 }
 
 static void
 add_to_group(json_t *inv, const char *prefix, const char *value, const char *host)
 {
-	char name[300];
+	char name[800];
 	json_t *g, *children = json_object_get(json_object_get(inv, "all"), "children");
-	size_t i;
-	json_t *c;
-	int seen = 0;
 
 	if (value == NULL)
 		return;
@@ -213,11 +218,17 @@ add_to_group(json_t *inv, const char *prefix, const char *value, const char *hos
 	if ((g = json_object_get(inv, name)) == NULL) {
 		json_object_set_new(inv, name, json_pack("{s:[]}", "hosts"));
 		g = json_object_get(inv, name);
-		json_array_foreach(children, i, c) seen |= !strcmp(json_string_value(c), name);
-		if (!seen)
-			json_array_append_new(children, json_string(name));
+		json_array_append_new(children, json_string(name));
 	}
 	json_array_append_new(json_object_get(g, "hosts"), json_string(host));
+}
+
+/* A value for Ansible that it must never template: names, tags and models come from the API,
+ * and "{{ lookup('pipe', ...) }}" in one would run on the controller. NULL: null. */
+static json_t *
+unsafe(const char *s)
+{
+	return s ? json_pack("{s:s}", "__ansible_unsafe", s) : json_null();
 }
 
 void
@@ -233,14 +244,19 @@ rp_api_export_ansible(struct rp_api_req *rq, struct rp_api_resp *rs)
 	json_array_foreach(nodes, i, n)
 	{
 		const char *name = str(n, "name");
-		/* Nothing secret: what the node is and where it is. */
-		json_t *vars = json_pack(
-		        "{s:s, s:s?, s:s?, s:s, s:O, s:s?, s:O?}", "rackpilot_node", name,
-		        "rackpilot_rack", str(n, "rack"), "rackpilot_class", str(n, "node_class"),
-		        "rackpilot_provision_state", str(n, "provision_state"), "rackpilot_tags",
-		        json_object_get(n, "tags"), "rackpilot_gpu_model", str(n, "gpu_model"),
-		        "rackpilot_gpu_count", json_object_get(n, "gpu_count"));
+		json_t *tags = json_array(), *vars;
 
+		json_array_foreach(json_object_get(n, "tags"), k, t)
+		        json_array_append_new(tags, unsafe(json_string_value(t)));
+		/* Nothing secret: what the node is and where it is. */
+		vars = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:O}", "rackpilot_node",
+		                 unsafe(name), "rackpilot_rack", unsafe(str(n, "rack")),
+		                 "rackpilot_class", unsafe(str(n, "node_class")),
+		                 "rackpilot_provision_state", unsafe(str(n, "provision_state")),
+		                 "rackpilot_tags", tags, "rackpilot_gpu_model",
+		                 unsafe(str(n, "gpu_model")), "rackpilot_gpu_count",
+		                 json_object_get(n, "gpu_count") ? json_object_get(n, "gpu_count")
+		                                                 : json_null());
 		if (address(n))
 			json_object_set_new(vars, "ansible_host", json_string(address(n)));
 		json_object_set_new(hostvars, name, vars);
@@ -268,7 +284,7 @@ rp_api_export_hosts(struct rp_api_req *rq, struct rp_api_resp *rs)
 	rp_buf_printf(&b, "# rackpilot: %zu node(s)\n", json_array_size(nodes));
 	json_array_foreach(nodes, i, n)
 	{
-		const char *a = address(n), *h = plain_host(str(n, "hostname"));
+		const char *a = address(n);
 
 		if (a == NULL)
 			rp_buf_printf(
@@ -279,8 +295,6 @@ rp_api_export_hosts(struct rp_api_req *rq, struct rp_api_resp *rs)
 		else if (inet_pton(AF_INET, a, addr) != 1 && inet_pton(AF_INET6, a, addr) != 1)
 			rp_buf_printf(&b, "# %s: %s is a host name, not an address\n",
 			              str(n, "name"), a);
-		else if (h && strcmp(h, str(n, "name")) != 0)
-			rp_buf_printf(&b, "%s\t%s %s\n", a, str(n, "name"), h);
 		else
 			rp_buf_printf(&b, "%s\t%s\n", a, str(n, "name"));
 	}

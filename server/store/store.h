@@ -971,12 +971,13 @@ enum rp_err rp_store_rollout_advance(struct rp_store *st, int64_t id, int *need_
 
 /* ---- Exports ---------------------------------------------------------------------------- */
 
-/* The nodes sel picks ({rack}, {tag} or {class}, as batches take it; NULL: every node), by
- * name: [{name, rack, node_class, provision_state, tags [], address (ssh.address, else where
- * its agent registered from; null when neither), hostname (the agent's; null), gpu_model,
- * gpu_count (the class's BOM; null)}] into *out. RP_ERR_OK; RP_ERR_BAD_REQUEST with *detail for a
- * selector that names nothing or matches no node; a storage error. */
-enum rp_err rp_store_export_nodes(struct rp_store *st, json_t *sel, json_t **out, json_t **detail);
+/* The nodes of rack, tag or class `by` named value (by NULL: every node), discovered machines
+ * left out, by name: [{name, rack, node_class, provision_state, tags [], address (ssh.address,
+ * else where its agent registered from; null when neither), gpu_model, gpu_count (the class's
+ * BOM; null)}] into *out, [] when none. RP_ERR_OK; RP_ERR_NOT_FOUND with *detail {field: "rack",
+ * reason} for a rack that does not exist; a storage error. */
+enum rp_err rp_store_export_nodes(struct rp_store *st, const char *by, const char *value,
+                                  json_t **out, json_t **detail);
 
 /* ---- Health and metrics ---------------------------------------------------------------- */
 

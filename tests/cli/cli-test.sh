@@ -363,7 +363,13 @@ same_as_api '/v1/exports/prometheus?rack=r01&dcgm_port=0' "export prometheus"
 rp 0 export ansible --class gpu
 same_as_api '/v1/exports/ansible?class=gpu' "export ansible"
 rp 1 export hosts --rack nosuch
-has err '^rackpilot: BAD_REQUEST: .*no rack named' "export of an unknown rack"
+has err '^rackpilot: BAD_QUERY: .*no rack named' "export of an unknown rack"
+# An answer that cannot be written (a full disk) is an error, not an export.
+if [ -w /dev/full ]; then
+	N=$((N + 1))
+	"$CLI" export hosts > /dev/full 2> "$W/err" && fail "#$N export into a full disk: exit 0"
+	has err 'writing the answer' "export into a full disk"
+fi
 
 # ---- rollouts
 printf '{"kind":"bios","selector":{"rack":"r01"},"start_at":"2099-01-01T00:00:00Z"}' > "$W/ro.json"

@@ -16,24 +16,26 @@ if ! command -v promtool >/dev/null; then
 fi
 TMP=$(mktemp -d /tmp/rp-dash-XXXXXX)
 PID=
-trap '[ -n "$PID" ] && kill $PID 2>/dev/null; rm -rf "$TMP"' EXIT
+trap '[ -n "$PID" ] && kill $PID 2>/dev/null && wait $PID; rm -rf "$TMP"' EXIT
+fail() { echo "dashboard-test: $*" >&2; cat "$TMP/log" >&2; exit 1; }
 "$BIN" --listen 127.0.0.1:0 --data-dir "$TMP/d" --power-sync-interval 0 --no-access-log \
 	>"$TMP/out" 2>"$TMP/log" &
 PID=$!
 for _ in $(seq 200); do grep -q listening "$TMP/out" 2>/dev/null && break; sleep 0.1; done
+grep -q listening "$TMP/out" || fail "rackpilotd did not start"
 U=http://$(sed -n 's/^listening on //p' "$TMP/out")
 H="Authorization: Bearer $(cat "$TMP/d/admin.token")"
 curl -sf -H "$H" -H 'Content-Type: application/json' \
 	-d '{"name":"d1","bmc":{"driver":"fake"}}' "$U/v1/nodes" >/dev/null
 curl -sf -H "$H" -X POST "$U/v1/power/sync" >/dev/null
-for _ in $(seq 100); do
+for _ in $(seq 300); do
 	curl -sf -H "$H" "$U/v1/power/sync" | grep -q '"last":{' && break
 	sleep 0.1
 done
 curl -sf -H "$H" "$U/v1/nodes?limit=5" >/dev/null
 curl -sf -H "$H" "$U/metrics" >"$TMP/metrics"
 grep -q '^rackpilot_power_sync_last_seconds ' "$TMP/metrics" ||
-	{ echo "dashboard-test: no sweep metrics after a sweep" >&2; exit 1; }
+	fail "no sweep metrics 30 s after asking for a sweep"
 promtool check metrics <"$TMP/metrics"
 python3 - "$DASH" "$TMP/metrics" "$TMP/rules.yml" <<'PY'
 import json, re, sys

@@ -43,6 +43,13 @@ setup(void **state)
 	          "ssh", "address", "fd00::2");
 	make_node(&S, "{s:s, s:{s:s}}", "name", "n3", "ssh", "address", "node3.example");
 	make_node(&S, "{s:s}", "name", "n4");
+	/* A model that Ansible would run as a template, were it not marked unsafe. */
+	assert_int_equal(call(&S, S.admin, "PUT", "/v1/node-classes/evil", &r, "{s:{s:{s:s}}}",
+	                      "bom", "gpus", "model", "{{ lookup('pipe', 'echo PWNED') }}"),
+	                 201);
+	reply_free(&r);
+	make_node(&S, "{s:s, s:s, s:{s:s}}", "name", "n5", "node_class", "evil", "ssh", "address",
+	          "10.0.0.5");
 	return 0;
 }
 
@@ -85,8 +92,8 @@ test_prometheus(void **state)
 	(void)state;
 	file = fetch("/v1/exports/prometheus", "sd.json");
 	assert_non_null(sd = json_load_file(file, 0, &je));
-	/* Three nodes have an address, two exporters each; n4 has none. */
-	assert_int_equal(json_array_size(sd), 6);
+	/* Four nodes have an address, two exporters each; n4 has none. */
+	assert_int_equal(json_array_size(sd), 8);
 	json_array_foreach(sd, i, g)
 	{
 		json_t *l = json_object_get(g, "labels");
@@ -107,8 +114,8 @@ test_prometheus(void **state)
 			assert_string_equal(t, "[fd00::2]:9400");
 		assert_string_not_equal(jstr(l, "rackpilot_node"), "n4");
 	}
-	assert_int_equal(node, 3);
-	assert_int_equal(dcgm, 3);
+	assert_int_equal(node, 4);
+	assert_int_equal(dcgm, 4);
 	json_decref(sd);
 	/* Prometheus itself reads it as a file service discovery. */
 	sh("printf 'scrape_configs:\\n- job_name: rackpilot\\n  file_sd_configs:\\n  - files: "
@@ -133,6 +140,13 @@ test_prometheus(void **state)
 	        call(&S, S.admin, "GET", "/v1/exports/prometheus?dcgm_port=70000", &r, NULL), 400);
 	assert_error(&r, 400, "BAD_QUERY");
 	reply_free(&r);
+	/* A tag no node has (any more): no targets, not an error, so that Prometheus drops
+	 * them rather than keep the last list it read. */
+	file = fetch("/v1/exports/prometheus?tag=none-such", "sd3.json");
+	assert_non_null(sd = json_load_file(file, 0, &je));
+	assert_true(json_is_array(sd));
+	assert_int_equal(json_array_size(sd), 0);
+	json_decref(sd);
 }
 
 static void
@@ -170,21 +184,40 @@ test_ansible(void **state)
 	/* Ansible's reading of it: the groups and their hosts, each host's vars. */
 	hv = json_object_get(json_object_get(inv, "_meta"), "hostvars");
 	assert_string_equal(jstr(json_object_get(hv, "n1"), "ansible_host"), "10.0.0.1");
-	assert_string_equal(jstr(json_object_get(hv, "n1"), "rackpilot_gpu_model"), "H100 80GB");
+	/* Values from the API reach Ansible marked unsafe (never templated). */
+	assert_string_equal(jstr(json_object_get(json_object_get(hv, "n1"), "rackpilot_gpu_model"),
+	                         "__ansible_unsafe"),
+	                    "H100 80GB");
 	assert_string_equal(jstr(json_object_get(hv, "n2"), "ansible_host"), "fd00::2");
 	assert_null(json_object_get(json_object_get(hv, "n4"), "ansible_host"));
+	/* Groups by rack, class, state and tag, one per name: r-01 is rack_r_2d01, which r_01
+	 * or r.01 would never be. */
 	assert_int_equal(
-	        json_array_size(json_object_get(json_object_get(inv, "rack_r_01"), "hosts")), 2);
+	        json_array_size(json_object_get(json_object_get(inv, "rack_r_2d01"), "hosts")), 2);
 	assert_int_equal(
-	        json_array_size(json_object_get(json_object_get(inv, "class_gpu_a"), "hosts")), 1);
+	        json_array_size(json_object_get(json_object_get(inv, "class_gpu_2da"), "hosts")),
+	        1);
 	assert_int_equal(
-	        json_array_size(json_object_get(json_object_get(inv, "tag_hall_b"), "hosts")), 1);
+	        json_array_size(json_object_get(json_object_get(inv, "tag_hall_2db"), "hosts")), 1);
 	assert_int_equal(
 	        json_array_size(json_object_get(json_object_get(inv, "state_enrolled"), "hosts")),
-	        4);
+	        5);
 	/* Nothing secret in a host's vars. */
 	assert_null(strstr(out, "password"));
 	json_decref(inv);
+	/* What a play sees of n5's model: the text, not what the template would run. */
+	snprintf(cmd, sizeof cmd,
+	         "cd '%s' && HOME='%s' ANSIBLE_LOCAL_TEMP='%s' ANSIBLE_INVENTORY_ENABLED=script "
+	         "timeout 120 ansible n5 -i '%s/inv.sh' -c local -m debug -a "
+	         "var=rackpilot_gpu_model 2>>'%s/ansible.log'",
+	         tmp, tmp, tmp, tmp, tmp);
+	assert_non_null(p = popen(cmd, "r"));
+	n = fread(out, 1, sizeof out - 1, p);
+	out[n] = '\0';
+	assert_int_equal(pclose(p), 0);
+	if (strstr(out, "lookup('pipe', 'echo PWNED')") == NULL ||
+	    strstr(out, "\"rackpilot_gpu_model\": \"PWNED\"") != NULL)
+		fail_msg("Ansible templated the model: %.400s", out);
 }
 
 static void
@@ -198,6 +231,7 @@ test_hosts(void **state)
 	assert_non_null(strstr(buf, "\nfd00::2\tn2\n"));
 	assert_non_null(strstr(buf, "\n# n3: node3.example is a host name, not an address\n"));
 	assert_non_null(strstr(buf, "\n# n4: no address"));
+	assert_non_null(strstr(buf, "\n10.0.0.5\tn5\n"));
 	/* By tag: n1 alone. */
 	slurp(fetch("/v1/exports/hosts?tag=gpu", "hosts2"), buf, sizeof buf);
 	assert_non_null(strstr(buf, "# rackpilot: 1 node(s)\n10.0.0.1\tn1\n"));
@@ -213,8 +247,7 @@ test_bad_queries(void **state)
 	        {"/v1/exports/hosts?rack=r-01&tag=gpu", "BAD_QUERY", 400},
 	        {"/v1/exports/hosts?color=red", "BAD_QUERY", 400},
 	        {"/v1/exports/hosts?rack=", "BAD_QUERY", 400},
-	        {"/v1/exports/ansible?rack=nope", "BAD_REQUEST", 400},
-	        {"/v1/exports/prometheus?tag=none-such", "BAD_REQUEST", 400},
+	        {"/v1/exports/ansible?rack=nope", "BAD_QUERY", 400},
 	        {"/v1/exports/prometheus?node_exporter_port=x", "BAD_QUERY", 400},
 	        {"/v1/exports/slurmish", "NOT_FOUND", 404},
 	};
