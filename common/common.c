@@ -461,6 +461,36 @@ rp_write_all(int fd, const void *data, size_t len)
 }
 
 int
+rp_fsync_dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int fd, rc = -1, saved;
+
+	if (slash == NULL)
+		dir = strdup(".");
+	else if (slash == path)
+		dir = strdup("/");
+	else
+		dir = strndup(path, (size_t)(slash - path));
+	if (dir == NULL)
+		return -1;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		goto out;
+	if (fsync(fd) < 0)
+		goto out;
+	rc = 0;
+out:
+	saved = errno;
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+	errno = saved;
+	return rc;
+}
+
+int
 rp_file_write_private(const char *path, const void *data, size_t len, unsigned mode)
 {
 	char tmp[4096];

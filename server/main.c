@@ -212,6 +212,16 @@ out:
 	return rc;
 }
 
+/* Where the secret key file is: secret_key, else DATA_DIR/secret.key. */
+static void
+key_path(const struct rp_config *cfg, char *buf, size_t len)
+{
+	if (cfg->secret_key[0])
+		snprintf(buf, len, "%s", cfg->secret_key);
+	else
+		snprintf(buf, len, "%s/secret.key", cfg->data_dir);
+}
+
 /* The key file's text into buf (len bytes with the NUL): 1, or 0 (logged). */
 static int
 read_key(const char *path, char *buf, size_t len)
@@ -227,27 +237,6 @@ read_key(const char *path, char *buf, size_t len)
 	explicit_bzero(text, n);
 	free(text);
 	return 1;
-}
-
-/* A file that must not exist yet, with text, mode 0600, flushed: 0 or -1 (logged). */
-static int
-write_new_file(const char *path, const char *text)
-{
-	size_t len = strlen(text);
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600), rc = -1;
-
-	if (fd < 0) {
-		rp_log_error("cannot create %s: %s", path, strerror(errno));
-		return -1;
-	}
-	if (rp_write_all(fd, text, len) == 0 && fsync(fd) == 0)
-		rc = 0;
-	else
-		rp_log_error("cannot write %s: %s", path, strerror(errno));
-	close(fd);
-	if (rc < 0)
-		unlink(path);
-	return rc;
 }
 
 /* rp_store_restore's last step before the database appears: the key file a --with-key backup
@@ -276,11 +265,13 @@ restore_key(json_t *m, void *arg, char *why, size_t whylen)
 	}
 	snprintf(tmp, sizeof tmp, "%s.restoring", path);
 	unlink(tmp);
-	if (write_new_file(tmp, key) < 0) {
-		snprintf(why, whylen, "cannot write the backup's key to %s", tmp);
+	if (rp_file_write_private(tmp, key, strlen(key), 0600) < 0) {
+		snprintf(why, whylen, "cannot write the backup's key to %s: %s", tmp,
+		         strerror(errno));
 		return -1;
 	}
-	if (rp_secrets_load(tmp, 0, &sec, why, whylen) == 0 && link(tmp, path) == 0)
+	if (rp_secrets_load(tmp, 0, &sec, why, whylen) == 0 && link(tmp, path) == 0 &&
+	    rp_fsync_dir_of(path) == 0)
 		rc = 0;
 	else if (sec)
 		snprintf(why, whylen, "cannot create %s: %s", path, strerror(errno));
@@ -353,10 +344,7 @@ backup_main(int argc, char **argv)
 	}
 	umask(077);
 	snprintf(dbpath, sizeof dbpath, "%s/rackpilot.db", cfg.data_dir);
-	if (cfg.secret_key[0])
-		snprintf(keypath, sizeof keypath, "%s", cfg.secret_key);
-	else
-		snprintf(keypath, sizeof keypath, "%s/secret.key", cfg.data_dir);
+	key_path(&cfg, keypath, sizeof keypath);
 	if (!restore) {
 		if ((extra = json_pack("{s:s}", "rackpilotd", RP_VERSION)) == NULL)
 			goto out;
@@ -902,10 +890,7 @@ main(int argc, char **argv)
 		goto out;
 	}
 	/* The key that seals the BMC passwords lives beside the database, never in it. */
-	if (cfg.secret_key[0])
-		snprintf(keypath, sizeof keypath, "%s", cfg.secret_key);
-	else
-		snprintf(keypath, sizeof keypath, "%s/secret.key", cfg.data_dir);
+	key_path(&cfg, keypath, sizeof keypath);
 	if (rp_secrets_load(keypath, 1, &secrets, why, sizeof why) < 0) {
 		rp_log_error("%s", why);
 		goto out;

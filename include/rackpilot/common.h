@@ -126,6 +126,10 @@ int rp_file_read(const char *path, size_t cap, char **out, size_t *len);
  * Returns 0 or -1 with errno set. */
 int rp_file_write_private(const char *path, const void *data, size_t len, unsigned mode);
 
+/* Flush the directory that holds path, so that a name just made there (created, linked,
+ * renamed) survives power loss. 0, or -1 with errno set. */
+int rp_fsync_dir_of(const char *path);
+
 /* ---- Growable buffer ------------------------------------------------------------------ */
 
 /* A byte buffer. Zero-initialised it has no cap (text the program makes itself); bytes a

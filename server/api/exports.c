@@ -70,31 +70,15 @@ str(json_t *o, const char *k)
 	return json_string_value(json_object_get(o, k));
 }
 
-/* s as a host name or an address and nothing more (an agent says where it is, and may lie:
- * no spaces, colons but in an IPv6 address, newlines or comment signs into a target or a
- * hosts file), else NULL. */
-static const char *
-plain_host(const char *s)
-{
-	unsigned char a[sizeof(struct in6_addr)];
-	size_t i, n = s ? strlen(s) : 0;
-
-	if (n == 0 || n > 253)
-		return NULL;
-	if (inet_pton(AF_INET6, s, a) == 1)
-		return s;
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-		      (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '-' || s[i] == '_'))
-			return NULL;
-	return s[0] == '-' || s[0] == '.' ? NULL : s;
-}
-
-/* The node's address, when it is a plain one. */
+/* The node's address when it is a host name or an address and nothing more (rp_host_valid:
+ * an agent says where it is, and may lie: no spaces, comment signs or ports into a target or
+ * a hosts file) and does not start with '-' (ssh would take it for an option); else NULL. */
 static const char *
 address(json_t *n)
 {
-	return plain_host(str(n, "address"));
+	const char *s = str(n, "address");
+
+	return rp_host_valid(s) && s[0] != '-' ? s : NULL;
 }
 
 /* A port from the query (default def; 0 allowed where zero_ok: leave those targets out):
@@ -119,15 +103,13 @@ query_port(struct rp_api_req *rq, struct rp_api_resp *rs, const char *name, int 
 	return 0;
 }
 
-/* host:port as a Prometheus target ([v6]:port). */
+/* host:port as a Prometheus target ([v6]:port: rp_host_valid leaves colons to IPv6). */
 static json_t *
 target(const char *address, int port)
 {
 	char buf[320];
-	struct in6_addr a6;
 
-	snprintf(buf, sizeof buf, inet_pton(AF_INET6, address, &a6) == 1 ? "[%s]:%d" : "%s:%d",
-	         address, port);
+	snprintf(buf, sizeof buf, strchr(address, ':') ? "[%s]:%d" : "%s:%d", address, port);
 	return json_string(buf);
 }
 

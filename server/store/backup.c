@@ -99,21 +99,17 @@ run1(struct conn *c, const char *sql, const char *arg, char **text, char *why, s
 	return rc == SQL_DONE ? SQL_OK : rc;
 }
 
-/* Make what was written to path durable, and its name in dir. -1 (why) when it cannot. */
+/* Make what was written to path durable, and its name in its directory. -1 (why) when it
+ * cannot. */
 static int
 sync_file(const char *path, char *why, size_t whylen)
 {
-	char dir[1100];
-	const char *slash = strrchr(path, '/');
 	int fd = open(path, O_RDONLY), rc = fd >= 0 && fsync(fd) == 0 ? 0 : -1;
 
 	if (fd >= 0)
 		close(fd);
-	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
-	if (rc == 0 && (fd = open(dir, O_RDONLY | O_DIRECTORY)) >= 0) {
-		rc = fsync(fd);
-		close(fd);
-	}
+	if (rc == 0)
+		rc = rp_fsync_dir_of(path);
 	if (rc < 0)
 		snprintf(why, whylen, "cannot flush %s to disk: %s", path, strerror(errno));
 	return rc;

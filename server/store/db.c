@@ -28,13 +28,25 @@ conn_forget(struct conn *c)
 	}
 }
 
+/* Close c's database and its statements; the struct stays, empty (as calloc made it, but
+ * for drv and st), so that it may be opened again (conn_get) or freed. */
 static void
-conn_close(struct conn *c)
+conn_shut(struct conn *c)
 {
 	conn_forget(c);
 	free(c->stmt);
 	free(c->meta);
+	c->stmt = NULL;
+	c->meta = NULL;
+	c->nslots = 0;
 	c->drv->close(c->db);
+	c->db = NULL;
+}
+
+static void
+conn_close(struct conn *c)
+{
+	conn_shut(c);
 	free(c);
 }
 
@@ -169,7 +181,7 @@ conn_get(struct rp_store *st, struct conn *hint, int writer)
 	 * threads may keep it as their hint, so it is never freed before rp_store_free). The
 	 * count is taken first, so the lock need not be held while a PostgreSQL connection is
 	 * made (milliseconds). */
-	st->open++;
+	__atomic_add_fetch(&st->open, 1, __ATOMIC_RELAXED);
 	for (c = st->all; c; c = c->next) {
 		two = 2;
 		if (__atomic_compare_exchange_n(&c->busy, &two, 1, 0, __ATOMIC_SEQ_CST,
@@ -192,7 +204,7 @@ conn_get(struct rp_store *st, struct conn *hint, int writer)
 		else
 			free(c);
 		c = NULL;
-		st->open--;
+		__atomic_sub_fetch(&st->open, 1, __ATOMIC_RELAXED);
 		/* The slot is free again for whoever waits. */
 		pthread_cond_signal(&st->freed);
 	}
@@ -215,19 +227,13 @@ conn_put(struct conn *c)
 	}
 	/* Past the cap (lowered): close it, waiters or not. The struct stays, marked closed
 	 * (busy 2), because other threads may keep it as their hint: the next connection
-	 * opened reuses it, rp_store_free frees it. */
-	if (st->max > 0 && !c->spare) {
+	 * opened reuses it, rp_store_free frees it. (A look without the lock first: every
+	 * store call comes through here.) */
+	if (st->max > 0 && !c->spare && __atomic_load_n(&st->open, __ATOMIC_RELAXED) > st->max) {
 		pthread_mutex_lock(&st->mu);
 		if (st->open > st->max) {
-			st->open--;
-			conn_forget(c);
-			free(c->stmt);
-			free(c->meta);
-			c->stmt = NULL;
-			c->meta = NULL;
-			c->nslots = 0;
-			c->drv->close(c->db);
-			c->db = NULL;
+			__atomic_sub_fetch(&st->open, 1, __ATOMIC_RELAXED);
+			conn_shut(c);
 			__atomic_store_n(&c->busy, 2, __ATOMIC_SEQ_CST);
 			pthread_mutex_unlock(&st->mu);
 			return;

@@ -47,7 +47,7 @@ struct rp_store {
 	pthread_cond_t turn;  /* the write turn is free */
 	int writing;          /* a thread holds the write turn (mu) */
 	struct conn *all;     /* every open connection (mu) */
-	int open;             /* how many (mu), counting one being opened */
+	int open;             /* how many (written under mu, atomically), one being opened too */
 	int max;              /* at most (rp_store_set_connections); 0: no limit */
 	struct conn *spare;   /* the write turn's own, for when none is free (mu) */
 	int waiters;          /* atomic: threads in conn_get's slow path */

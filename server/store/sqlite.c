@@ -130,8 +130,7 @@ group_flush(struct group *g)
 		return errno == ENOENT ? 0 : -1;
 	}
 	if (g->fd < 0 || st.st_ino != g->ino || st.st_dev != g->dev) {
-		char dir[4096], *slash;
-		int fd, dfd;
+		int fd;
 
 		if (g->fd >= 0)
 			close(g->fd);
@@ -141,16 +140,7 @@ group_flush(struct group *g)
 			             strerror(errno));
 			return -1;
 		}
-		snprintf(dir, sizeof dir, "%s", g->wal);
-		slash = strrchr(dir, '/');
-		if (slash)
-			*(slash == dir ? slash + 1 : slash) = '\0';
-		else
-			snprintf(dir, sizeof dir, ".");
-		if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-			fsync(dfd);
-			close(dfd);
-		}
+		rp_fsync_dir_of(g->wal);
 		g->fd = fd;
 		g->ino = st.st_ino;
 		g->dev = st.st_dev;

@@ -55,36 +55,6 @@ say(char *why, size_t whylen, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int
-fsync_dir_of(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir;
-	int fd, rc = -1, saved;
-
-	if (slash == NULL)
-		dir = strdup(".");
-	else if (slash == path)
-		dir = strdup("/");
-	else
-		dir = strndup(path, (size_t)(slash - path));
-	if (dir == NULL)
-		return -1;
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		goto out;
-	if (fsync(fd) < 0)
-		goto out;
-	rc = 0;
-out:
-	saved = errno;
-	if (fd >= 0)
-		close(fd);
-	free(dir);
-	errno = saved;
-	return rc;
-}
-
 /* The subkeys and id of a 32-byte key, into new locked memory. NULL on allocation failure. */
 static struct key *
 key_from(const unsigned char master[crypto_kdf_KEYBYTES])
@@ -253,7 +223,7 @@ key_create(const char *path, char *why, size_t whylen)
 		goto out;
 	}
 	unlink(tmp);
-	if (fsync_dir_of(path) < 0) {
+	if (rp_fsync_dir_of(path) < 0) {
 		say(why, whylen, "cannot sync the directory of key file %s: %s", path,
 		    strerror(errno));
 		goto out;
@@ -622,7 +592,7 @@ rp_secrets_rotate_finish(struct rp_secrets *s, char *why, size_t whylen)
 		return -1;
 	}
 	/* PATH names the new key now, whatever the sync says: memory follows the namespace. */
-	if (fsync_dir_of(s->path) < 0)
+	if (rp_fsync_dir_of(s->path) < 0)
 		say(why, whylen, "renamed %s to %s but cannot sync the directory: %s", s->path_new,
 		    s->path, strerror(errno));
 	else
@@ -647,7 +617,7 @@ rp_secrets_rotate_abort(struct rp_secrets *s, char *why, size_t whylen)
 	}
 	/* The name is gone whatever the sync says; after a crash it may be back, and a start
 	 * aborts again. */
-	if (fsync_dir_of(s->path_new) < 0)
+	if (rp_fsync_dir_of(s->path_new) < 0)
 		say(why, whylen, "removed %s but cannot sync the directory: %s", s->path_new,
 		    strerror(errno));
 	else
