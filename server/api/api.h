@@ -448,10 +448,14 @@ void rp_api_firmware_node_readings(struct rp_api_req *rq, struct rp_api_resp *rs
 void rp_api_firmware_drift(struct rp_api_req *rq, struct rp_api_resp *rs);
 /* Exports for the workload stack (exports.c; docs/deployment.md), each narrowed by one of
  * rack=, tag=, class=: Prometheus HTTP service discovery (node_exporter_port=, dcgm_port=;
- * 0 leaves those targets out), an Ansible dynamic inventory, /etc/hosts lines. */
+ * 0 leaves those targets out), an Ansible dynamic inventory, /etc/hosts lines, Slurm's
+ * slurm.conf node and partition lines and gres.conf (autodetect=nvml|off), of nodes whose
+ * inventory agrees with their class's BOM (the others in comments, with why). */
 void rp_api_export_prometheus(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_export_ansible(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_export_hosts(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_export_slurm(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_export_gres(struct rp_api_req *rq, struct rp_api_resp *rs);
 /* Node firmware/BIOS actions (202 + job; docs/firmware.md): firmware_refresh, firmware_update
  * ({components?}), bios_apply ({profile?}). */
 void rp_api_firmware_refresh(struct rp_api_req *rq, struct rp_api_resp *rs);

@@ -80,6 +80,8 @@ const struct rp_route rp_api_routes[] = {
         {"GET", "/v1/exports/prometheus", rp_api_export_prometheus, V, 0},
         {"GET", "/v1/exports/ansible", rp_api_export_ansible, V, 0},
         {"GET", "/v1/exports/hosts", rp_api_export_hosts, V, 0},
+        {"GET", "/v1/exports/slurm", rp_api_export_slurm, V, 0},
+        {"GET", "/v1/exports/slurm/gres.conf", rp_api_export_gres, V, 0},
 
         {"GET", "/v1/jobs", rp_api_jobs_list, V, 0},
         {"GET", "/v1/jobs/{id}", rp_api_jobs_get, V, 0},

@@ -972,12 +972,17 @@ enum rp_err rp_store_rollout_advance(struct rp_store *st, int64_t id, int *need_
 /* ---- Exports ---------------------------------------------------------------------------- */
 
 /* The nodes of rack, tag or class `by` named value (by NULL: every node), discovered machines
- * left out, by name: [{name, rack, node_class, provision_state, tags [], address (ssh.address,
- * else where its agent registered from; null when neither), gpu_model, gpu_count (the class's
- * BOM; null)}] into *out, [] when none. RP_ERR_OK; RP_ERR_NOT_FOUND with *detail {field: "rack",
- * reason} for a rack that does not exist; a storage error. */
+ * left out, by name, each handed to fn as {name, rack, node_class, provision_state, tags [],
+ * address (ssh.address, else where its agent registered from; null when neither), gpu_model,
+ * gpu_count (the class's BOM; null)} and, with `inventory`, bom (the class's bill of
+ * materials; null when the class is not defined), inventory (the agent's latest report; null)
+ * and inventory_at: borrowed for the call, so that a fleet's inventories are never all in
+ * memory at once. fn returns 0 to go on, else the walk stops and that error is returned. The
+ * read is one snapshot. RP_ERR_OK (no node: fn is never called); RP_ERR_NOT_FOUND with *detail
+ * {field: "rack", reason} for a rack that does not exist; a storage error. */
 enum rp_err rp_store_export_nodes(struct rp_store *st, const char *by, const char *value,
-                                  json_t **out, json_t **detail);
+                                  int inventory, enum rp_err (*fn)(json_t *node, void *arg),
+                                  void *arg, json_t **detail);
 
 /* ---- Health and metrics ---------------------------------------------------------------- */
 

@@ -362,6 +362,13 @@ rp 0 export prometheus --rack r01 --dcgm-port 0
 same_as_api '/v1/exports/prometheus?rack=r01&dcgm_port=0' "export prometheus"
 rp 0 export ansible --class gpu
 same_as_api '/v1/exports/ansible?class=gpu' "export ansible"
+rp 0 export slurm --class gpu
+same_as_api '/v1/exports/slurm?class=gpu' "export slurm"
+has out '^# slurm.conf node and partition lines from rackpilot: ' "export slurm: its head"
+rp 0 export gres --rack r01 --autodetect off
+same_as_api '/v1/exports/slurm/gres.conf?rack=r01&autodetect=off' "export gres"
+rp 1 export gres --autodetect maybe
+has err '^rackpilot: BAD_QUERY: .*autodetect must be nvml' "export gres: a bad autodetect"
 rp 1 export hosts --rack nosuch
 has err '^rackpilot: BAD_QUERY: .*no rack named' "export of an unknown rack"
 # An answer that cannot be written (a full disk) is an error, not an export.

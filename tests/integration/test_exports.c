@@ -1,8 +1,13 @@
 /* Exports for the workload stack, read by their real consumers: Prometheus's promtool checks a
  * configuration whose file service discovery holds GET /v1/exports/prometheus, Ansible's
- * ansible-inventory reads GET /v1/exports/ansible through an inventory script, and the hosts
- * export is checked line by line. A viewer reads them; a bad query is a 400 that changes
- * nothing. Without promtool or ansible-inventory the test fails when CI=true, else skips. */
+ * ansible-inventory reads GET /v1/exports/ansible through an inventory script, Debian's
+ * slurmctld reads GET /v1/exports/slurm (scontrol shows what it made of each node and
+ * partition) and slurmd -G reads GET /v1/exports/slurm/gres.conf, and the hosts export is
+ * checked line by line. The Slurm nodes report inventories the real agent collects from the
+ * fixture trees (tests/fixtures/inventory). A viewer reads them; a bad query is a 400 that
+ * changes nothing. Without promtool, ansible-inventory, slurmctld or munged the test fails
+ * when CI=true, else skips that part. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +16,7 @@
 #include "harness.h"
 
 static char tmp[256];
+static char slurm_dir[300]; /* where test_slurm's controller runs, once started */
 
 static int
 have(const char *tool)
@@ -56,6 +62,8 @@ setup(void **state)
 static int
 teardown(void **state)
 {
+	if (slurm_dir[0])
+		sh("'%s/tests/slurm/slurmctld.sh' stop '%s'", rp_test_src, slurm_dir);
 	sh("rm -rf '%s'", tmp);
 	return group_teardown(state);
 }
@@ -237,6 +245,226 @@ test_hosts(void **state)
 	assert_non_null(strstr(buf, "# rackpilot: 1 node(s)\n10.0.0.1\tn1\n"));
 }
 
+/* ---- Slurm ------------------------------------------------------------------------------ */
+
+/* Enrol name (class klass, rack r-02, loopback address addr) and, unless fixture is NULL, have
+ * its agent register with the inventory the real agent collects from that fixture tree, after
+ * sed (may be NULL) has edited it: what a lying or broken machine would report. */
+static void
+slurm_node(const char *name, const char *klass, int addr, const char *fixture, const char *sed)
+{
+	char mac[32], ip[32], key[600], path[400];
+	json_t *inv, *body;
+	json_error_t je;
+	struct reply r;
+	char *text;
+
+	snprintf(mac, sizeof mac, "02:5c:00:00:00:%02x", addr);
+	snprintf(ip, sizeof ip, "127.0.0.%d", addr);
+	make_node(&S, "{s:s, s:s, s:s, s:[s], s:{s:s}}", "name", name, "rack", "r-02", "node_class",
+	          klass, "macs", mac, "ssh", "address", ip);
+	if (fixture == NULL)
+		return;
+	snprintf(path, sizeof path, "%s/%s.key", tmp, name);
+	sh("ssh-keygen -q -t ed25519 -N '' -C %s -f '%s'", name, path);
+	snprintf(path + strlen(path), sizeof path - strlen(path), ".pub");
+	slurp(path, key, sizeof key);
+	key[strcspn(key, "\n")] = '\0';
+	snprintf(path, sizeof path, "%s/%s.json", tmp, name);
+	sh("%s --root '%s/tests/fixtures/inventory/%s' inventory > '%s'", RP_TEST_AGENT,
+	   rp_test_src, fixture, path);
+	if (sed)
+		sh("sed -i '%s' '%s'", sed, path);
+	assert_non_null(inv = json_load_file(path, 0, &je));
+	assert_int_equal(
+	        call(&S, S.admin, "POST", "/v1/bootstrap-tokens", &r, "{s:s}", "node", name), 201);
+	body = json_pack("{s:i, s:s, s:[s], s:s, s:{s:s, s:i}, s:o}", "format", 1, "hostname", name,
+	                 "macs", mac, "ssh_host_key", key, "ssh", "address", ip, "port", 22,
+	                 "inventory", inv);
+	text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	{
+		char tok[128];
+		struct reply g;
+
+		snprintf(tok, sizeof tok, "%s", jstr(r.json, "token"));
+		reply_free(&r);
+		assert_int_equal(req(&S, tok, "POST", "/v1/agent/register", "application/json",
+		                     text, strlen(text), NULL, &g),
+		                 200);
+		reply_free(&g);
+	}
+	free(text);
+}
+
+static int
+ci(void)
+{
+	return getenv("CI") && !strcmp(getenv("CI"), "true");
+}
+
+/* haystack holds needle; else the test fails showing it. */
+static void
+has(const char *haystack, const char *needle)
+{
+	if (strstr(haystack, needle) == NULL)
+		fail_msg("no \"%s\" in:\n%s", needle, haystack);
+}
+
+static void
+hasnt(const char *haystack, const char *needle)
+{
+	if (strstr(haystack, needle) != NULL)
+		fail_msg("\"%s\" in:\n%s", needle, haystack);
+}
+
+/* What a shell command prints (stdout and stderr) into buf: the Slurm controller's commands
+ * are run with SLURM_CONF set to its slurm.conf. */
+static const char *
+capture(char *buf, size_t len, const char *fmt, ...)
+{
+	char cmd[1400];
+	va_list ap;
+	FILE *p;
+	size_t n;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	assert_non_null(p = popen(cmd, "r"));
+	n = fread(buf, 1, len - 1, p);
+	buf[n] = '\0';
+	pclose(p);
+	return buf;
+}
+
+static void
+test_slurm(void **state)
+{
+	char conf[16384], buf[4096], frag[400];
+	const char *dir = slurm_dir;
+	struct reply r;
+
+	(void)state;
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "r-02"), 201);
+	reply_free(&r);
+	/* What was ordered: the modelled HGX H100 (tests/fixtures/inventory/gpu-h100-8x). */
+	assert_int_equal(call(&S, S.admin, "PUT", "/v1/node-classes/hgx", &r,
+	                      "{s:{s:{s:i, s:s}, s:{s:i, s:i}, s:{s:i}}}", "bom", "gpus", "count",
+	                      8, "model", "H100 80GB", "memory", "total_gib", 2048, "dimms", 32,
+	                      "cpu", "sockets", 2),
+	                 201);
+	reply_free(&r);
+	/* A class that asks for nothing in particular: the VM this project is built on. */
+	assert_int_equal(call(&S, S.admin, "PUT", "/v1/node-classes/vm", &r, "{s:{}}", "bom"), 201);
+	reply_free(&r);
+	slurm_node("s-u01", "hgx", 11, "gpu-h100-8x", NULL);
+	slurm_node("s-u02", "hgx", 12, "gpu-h100-8x", NULL);
+	slurm_node("s-u03", "hgx", 13, "gpu-h100-8x", NULL);
+	slurm_node("s-u10", "hgx", 20, "gpu-h100-8x", NULL);
+	slurm_node("s-vm1", "vm", 21, "vm", NULL);
+	/* Left out: a GPU and two DIMMs short, nothing reported, a class nobody defined. */
+	slurm_node("s-u05", "hgx", 15, "gpu-h100-7x-missing", NULL);
+	slurm_node("s-u06", "hgx", 16, NULL, NULL);
+	slurm_node("s-u07", "ghost", 17, "gpu-h100-8x", NULL);
+	/* An agent that lies with a line break in its GPU name: it names the finding, and must
+	 * not become a line of slurm.conf. */
+	slurm_node("s-u08", "hgx", 18, "gpu-h100-8x",
+	           "s/\"NVIDIA H100 80GB HBM3\"/\"A100\\\\nNodeName=evil CPUs=1\"/");
+
+	snprintf(frag, sizeof frag, "%s", fetch("/v1/exports/slurm?rack=r-02", "slurm.frag"));
+	slurp(frag, conf, sizeof conf);
+	has(conf, "\nNodeName=s-u01 NodeAddr=127.0.0.11 CPUs=224 Sockets=2 "
+	          "CoresPerSocket=56 ThreadsPerCore=2 RealMemory=2063300 "
+	          "Gres=gpu:h100_80gb:8 Feature=hgx,r-02 State=UNKNOWN\n");
+	has(conf, "\nNodeName=s-vm1 NodeAddr=127.0.0.21 CPUs=2 Sockets=1 "
+	          "CoresPerSocket=2 ThreadsPerCore=1 RealMemory=24105 "
+	          "Feature=vm,r-02 State=UNKNOWN\n");
+	has(conf, "\nPartitionName=hgx Nodes=s-u[01-03,10] State=UP\n");
+	has(conf, "\nPartitionName=vm Nodes=s-vm1 State=UP\n");
+	has(conf, "\n#   s-u05: its inventory disagrees with class hgx: GPU "
+	          "count 7, expected 8 (and more: see its acceptance)\n");
+	has(conf, "\n#   s-u06: no inventory");
+	has(conf, "\n#   s-u07: class ghost is not defined");
+	has(conf, "\n#   s-u08: its inventory disagrees with class hgx: GPU 0 "
+	          "is A100 NodeName=evil CPUs=1, expected H100 80GB\n");
+	hasnt(conf, "\nNodeName=evil");
+	has(conf, ": 5 node(s); 4 left out (below)\n");
+	/* By class: the partition holds what the selector picked. */
+	slurp(fetch("/v1/exports/slurm?class=vm", "slurm-vm.frag"), buf, sizeof buf);
+	has(buf, "node(s); 0 left out\nNodeName=s-vm1 ");
+	hasnt(buf, "hgx");
+
+	/* gres.conf: AutoDetect by default; explicit device files on asking. */
+	slurp(fetch("/v1/exports/slurm/gres.conf?rack=r-02", "gres-auto.conf"), buf, sizeof buf);
+	has(buf, ": 4 node(s) with GPUs; 4 left out (below)\nAutoDetect=nvml\n");
+	slurp(fetch("/v1/exports/slurm/gres.conf?rack=r-02&autodetect=off", "gres.conf"), buf,
+	      sizeof buf);
+	has(buf, "\nNodeName=s-u02 Name=gpu Type=h100_80gb File=/dev/nvidia[0-7]\n");
+	hasnt(buf, "AutoDetect");
+	hasnt(buf, "NodeName=s-vm1");
+	assert_int_equal(
+	        call(&S, S.admin, "GET", "/v1/exports/slurm/gres.conf?autodetect=yes", &r, NULL),
+	        400);
+	assert_error(&r, 400, "BAD_QUERY");
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/exports/slurm?autodetect=off", &r, NULL),
+	                 400);
+	reply_free(&r);
+
+	/* Slurm's own reading: a controller that loads the lines, and scontrol's view of them. */
+	if (!have("slurmctld") || !have("munged") || !have("scontrol")) {
+		if (ci())
+			fail_msg(
+			        "slurmctld, scontrol and munged (packages slurmctld, slurm-client, "
+			        "munge) are required");
+		fprintf(stderr, "test_exports: no slurmctld/munged: Slurm's part skipped\n");
+		return;
+	}
+	snprintf(slurm_dir, sizeof slurm_dir, "%s/slurm", tmp);
+	sh("'%s/tests/slurm/slurmctld.sh' start '%s' '%s' %d", rp_test_src, dir, frag,
+	   free_ports(2));
+	capture(buf, sizeof buf, "SLURM_CONF='%s/slurm.conf' scontrol show node -o s-u02 2>&1",
+	        dir);
+	if (!strstr(buf, "NodeName=s-u02 ") || !strstr(buf, " CPUTot=224 ") ||
+	    !strstr(buf, " Sockets=2 ") || !strstr(buf, " CoresPerSocket=56 ") ||
+	    !strstr(buf, " ThreadsPerCore=2 ") || !strstr(buf, " RealMemory=2063300 ") ||
+	    !strstr(buf, " Gres=gpu:h100_80gb:8 ") ||
+	    !strstr(buf, " AvailableFeatures=hgx,r-02 ") || !strstr(buf, " NodeAddr=127.0.0.12 ") ||
+	    !strstr(buf, " Partitions=hgx "))
+		fail_msg("slurmctld's s-u02: %s", buf);
+	capture(buf, sizeof buf, "SLURM_CONF='%s/slurm.conf' scontrol show node -o s-vm1 2>&1",
+	        dir);
+	if (!strstr(buf, " CPUTot=2 ") || !strstr(buf, " Partitions=vm ") ||
+	    strstr(buf, "Gres=gpu"))
+		fail_msg("slurmctld's s-vm1: %s", buf);
+	/* Slurm has exactly the nodes exported, no others (no "evil"). */
+	capture(buf, sizeof buf,
+	        "SLURM_CONF='%s/slurm.conf' scontrol show node -o | cut -d' ' -f1 | sort | tr "
+	        "'\\n' ' '",
+	        dir);
+	assert_string_equal(buf, "NodeName=s-u01 NodeName=s-u02 NodeName=s-u03 NodeName=s-u10 "
+	                         "NodeName=s-vm1 ");
+	/* The partition's hostlist, expanded by Slurm. */
+	capture(buf, sizeof buf,
+	        "SLURM_CONF='%s/slurm.conf' scontrol show hostnames $(SLURM_CONF='%s/slurm.conf' "
+	        "scontrol show partition hgx -o | tr ' ' '\\n' | sed -n 's/^Nodes=//p') | tr "
+	        "'\\n' ' '",
+	        dir, dir);
+	assert_string_equal(buf, "s-u01 s-u02 s-u03 s-u10 ");
+	/* slurmd reads the explicit gres.conf next to that slurm.conf, for a node of it (the
+	 * device files stand in as links to /dev/null: slurmd wants character devices). */
+	sh("sed 's|/dev/nvidia|%s/dev/nvidia|' '%s/gres.conf' > '%s/gres.conf' && mkdir -p "
+	   "'%s/dev' && for i in 0 1 2 3 4 5 6 7; do ln -sf /dev/null '%s/dev/nvidia'$i; done",
+	   dir, tmp, dir, dir, dir);
+	capture(buf, sizeof buf,
+	        "SLURM_CONF='%s/slurm.conf' timeout 20 slurmd -G -N s-u03 -f '%s/slurm.conf' 2>&1",
+	        dir, dir);
+	sh("'%s/tests/slurm/slurmctld.sh' stop '%s'", rp_test_src, dir);
+	if (!strstr(buf, "Gres Name=gpu Type=h100_80gb Count=8 "))
+		fail_msg("slurmd -G: %s", buf);
+}
+
 static void
 test_bad_queries(void **state)
 {
@@ -269,9 +497,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_prometheus),
-	        cmocka_unit_test(test_ansible),
-	        cmocka_unit_test(test_hosts),
+	        cmocka_unit_test(test_prometheus),  cmocka_unit_test(test_ansible),
+	        cmocka_unit_test(test_hosts),       cmocka_unit_test(test_slurm),
 	        cmocka_unit_test(test_bad_queries),
 	};
 
