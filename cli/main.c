@@ -119,8 +119,10 @@ static const struct rp_cli_cmd commands[] = {
 	 "=", "", "an Ansible dynamic inventory (groups by rack, class, state and tag)"},
 	{"export", "hosts", rp_cli_run, 0, 0, "GET", "/v1/exports/hosts", "rack= tag= class=", "=",
 	 "", "/etc/hosts lines of the nodes with an address"},
-	{"export", "slurm", rp_cli_run, 0, 0, "GET", "/v1/exports/slurm", "rack= tag= class=", "=",
-	 "", "slurm.conf NodeName and PartitionName lines of nodes that match their class"},
+	{"export", "slurm", rp_cli_run, 0, 0, "GET", "/v1/exports/slurm",
+	 "rack= tag= class= default=", "=", "",
+	 "slurm.conf NodeName and PartitionName lines of nodes that match their class "
+	 "(--default CLASS: that partition is the default)"},
 	{"export", "gres", rp_cli_run, 0, 0, "GET", "/v1/exports/slurm/gres.conf",
 	 "rack= tag= class= autodetect=", "=", "",
 	 "Slurm gres.conf (--autodetect off: explicit GPU device lines)"},

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../accept/accept.h"
 #include "api.h"
@@ -311,6 +312,13 @@ rp_api_export_hosts(struct rp_api_req *rq, struct rp_api_resp *rs)
 
 /* ---- Slurm ------------------------------------------------------------------------------ */
 
+/* Bounds on what an agent may report for Slurm to be told it: well past any machine sold, well
+ * within what Slurm holds. */
+#define RP_SLURM_MAX_SOCKETS          64
+#define RP_SLURM_MAX_THREADS_PER_CORE 16
+#define RP_SLURM_MAX_GPUS             64
+#define RP_SLURM_MAX_MEM_MIB          (1LL << 32) /* 4 PiB */
+
 /* What a node is to Slurm, read from its inventory once that agreed with its class's BOM. */
 struct slurm_node {
 	const char *name, *klass, *rack, *addr;
@@ -331,10 +339,12 @@ slurm_word(const char *s)
 	               strlen(s);
 }
 
-/* A GPU model as a GRES type: lower case, each run of other bytes one '_', no leading
- * "nvidia_" ("NVIDIA H100 80GB HBM3" → h100_80gb_hbm3; the BOM's "H100 80GB" → h100_80gb).
- * With AutoDetect=nvml Slurm takes a type that is a substring of the one it detects
- * (nvidia_h100_80gb_hbm3), so the BOM's shorter model still matches. */
+/* A GPU model as a GRES type, the way Slurm makes one of what NVML reports: lower case, spaces
+ * as '_' ("NVIDIA A100-SXM4-80GB" → a100-sxm4-80gb, without the "nvidia_" that says nothing).
+ * With AutoDetect=nvml Slurm takes a type that is part of the one it detects, whatever the case
+ * (nvidia_h100_80gb_hbm3 holds the BOM's "H100 80GB" → h100_80gb). A model with any byte but
+ * letters, digits, space, '.', '_' and '-' gets no type ("" in out): a bare gpu:N always
+ * matches, a type Slurm would split must never reach its file. */
 static void
 gres_type(const char *model, char *out, size_t len)
 {
@@ -342,21 +352,32 @@ gres_type(const char *model, char *out, size_t len)
 	const unsigned char *p;
 
 	out[0] = '\0';
-	if (model == NULL)
+	if (model == NULL || strlen(model) >= len)
 		return;
-	for (p = (const unsigned char *)model; *p && n + 1 < len; p++) {
-		if ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'))
+	for (p = (const unsigned char *)model; *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+		    *p == '_' || *p == '-')
 			out[n++] = (char)*p;
 		else if (*p >= 'A' && *p <= 'Z')
 			out[n++] = (char)(*p - 'A' + 'a');
-		else if (n > 0 && out[n - 1] != '_')
+		else if (*p == ' ')
 			out[n++] = '_';
+		else {
+			out[0] = '\0';
+			return;
+		}
 	}
-	while (n > 0 && out[n - 1] == '_')
-		n--;
 	out[n] = '\0';
 	if (!strncmp(out, "nvidia_", 7) && out[7])
 		memmove(out, out + 7, strlen(out + 7) + 1);
+}
+
+/* Words Slurm keeps for itself: NodeName=DEFAULT sets defaults (and refuses NodeAddr), ALL
+ * means every node; a partition named DEFAULT would vanish into the defaults. */
+static int
+slurm_reserved(const char *s)
+{
+	return !strcasecmp(s, "default") || !strcasecmp(s, "all");
 }
 
 static json_int_t
@@ -391,6 +412,11 @@ slurm_node(json_t *row, struct slurm_node *n, char *why, size_t len)
 		snprintf(why, len, "no node class: nothing to check its inventory against");
 		goto out;
 	}
+	if (slurm_reserved(n->name) || slurm_reserved(n->klass)) {
+		snprintf(why, len, "Slurm keeps the name %s for itself",
+		         slurm_reserved(n->name) ? n->name : n->klass);
+		goto out;
+	}
 	if (!json_is_object(bom)) {
 		snprintf(why, len,
 		         "class %s is not defined (PUT /v1/node-classes/%s with its bill of "
@@ -417,6 +443,16 @@ slurm_node(json_t *row, struct slurm_node *n, char *why, size_t len)
 		snprintf(why, len, "its inventory has no CPU topology (sockets, cores, threads)");
 		goto out;
 	}
+	/* What an agent reports is bounded by what Slurm can hold (16-bit counts): one line it
+	 * refuses would stop slurmctld reading the whole file. */
+	if (n->sockets > RP_SLURM_MAX_SOCKETS || n->threads > 65535 ||
+	    n->threads / n->cores > RP_SLURM_MAX_THREADS_PER_CORE) {
+		snprintf(why, len,
+		         "its CPU topology is past what a machine has (%lld sockets, %lld cores, "
+		         "%lld threads)",
+		         (long long)n->sockets, (long long)n->cores, (long long)n->threads);
+		goto out;
+	}
 	if (n->cores % n->sockets || n->threads % n->cores) {
 		snprintf(why, len,
 		         "its CPU topology is uneven (%lld sockets, %lld cores, %lld threads)",
@@ -431,9 +467,19 @@ slurm_node(json_t *row, struct slurm_node *n, char *why, size_t len)
 		goto out;
 	}
 	n->mem_mib /= 1024 * 1024;
+	if (n->mem_mib < 1 || n->mem_mib > RP_SLURM_MAX_MEM_MIB) {
+		snprintf(why, len, "its memory total is not a machine's (%lld MiB)",
+		         (long long)n->mem_mib);
+		goto out;
+	}
 	if ((n->gpus = int_at(inv, "gpus", "count")) < 0 &&
 	    (n->gpus = int_at(inv, "pci", "gpu_count")) < 0)
 		n->gpus = 0;
+	if (n->gpus > RP_SLURM_MAX_GPUS) {
+		snprintf(why, len, "it reports %lld GPUs, more than a machine holds",
+		         (long long)n->gpus);
+		goto out;
+	}
 	model = json_string_value(json_object_get(json_object_get(bom, "gpus"), "model"));
 	items = json_object_get(json_object_get(inv, "gpus"), "items");
 	if (model == NULL)
@@ -450,6 +496,7 @@ out:
 
 struct slurm_out {
 	struct rp_buf lines, left; /* the nodes' lines; the left-out comments */
+	const char *default_class; /* its partition gets Default=YES; NULL: none */
 	json_t *classes;           /* {class: [node names]}: the partitions */
 	int gres;                  /* gres.conf, not slurm.conf: 1 AutoDetect, 2 explicit */
 	size_t nodes, out, gpu_nodes;
@@ -465,7 +512,7 @@ slurm_each(json_t *row, void *arg)
 
 	if (slurm_node(row, &n, why, sizeof why) < 0) {
 		o->out++;
-		rp_buf_printf(&o->left, "#   %s: %s\n", str(row, "name"), why);
+		rp_buf_printf(&o->left, "#   %s: %s\n", str(row, "name") ?: "?", why);
 		return RP_ERR_OK;
 	}
 	o->nodes++;
@@ -495,12 +542,12 @@ slurm_each(json_t *row, void *arg)
 		              (long long)n.gpus);
 	rp_buf_printf(&o->lines, " Feature=%s%s%s State=UNKNOWN\n", n.klass, n.rack ? "," : "",
 	              n.rack ? n.rack : "");
-	if ((members = json_object_get(o->classes, n.klass)) == NULL) {
-		json_object_set_new(o->classes, n.klass, json_array());
-		members = json_object_get(o->classes, n.klass);
-	}
-	json_array_append_new(members, json_string(n.name));
-	return RP_ERR_OK;
+	if ((members = json_object_get(o->classes, n.klass)) == NULL &&
+	    (json_object_set_new(o->classes, n.klass, json_array()) < 0 ||
+	     (members = json_object_get(o->classes, n.klass)) == NULL))
+		return RP_ERR_INTERNAL;
+	return json_array_append_new(members, json_string(n.name)) == 0 ? RP_ERR_OK
+	                                                                : RP_ERR_INTERNAL;
 }
 
 /* One name of a hostlist: a prefix of plen bytes, then a number of width digits (width 0:
@@ -588,13 +635,19 @@ hostlist(struct rp_buf *b, json_t *names)
 static void
 export_slurm(struct rp_api_req *rq, struct rp_api_resp *rs, int gres)
 {
-	static const char *const extra[] = {"autodetect", NULL};
+	static const char *const gres_extra[] = {"autodetect", NULL};
+	static const char *const conf_extra[] = {"default", NULL};
 	struct slurm_out o = {.classes = json_object(), .gres = gres};
 	struct rp_buf b = {0};
 	const char *k;
 	json_t *members;
 
-	if (each_node(rq, rs, gres ? extra : NULL, 1, slurm_each, &o) < 0)
+	o.default_class = json_string_value(json_object_get(rq->query, "default"));
+	if (!gres && o.default_class && !rp_name_valid(o.default_class)) {
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "default must name a node class");
+		goto out;
+	}
+	if (each_node(rq, rs, gres ? gres_extra : conf_extra, 1, slurm_each, &o) < 0)
 		goto out;
 	if (gres) {
 		rp_buf_printf(&b,
@@ -617,10 +670,11 @@ export_slurm(struct rp_api_req *rq, struct rp_api_resp *rs, int gres)
 	{
 		rp_buf_printf(&b, "PartitionName=%s Nodes=", k);
 		hostlist(&b, members);
-		rp_buf_printf(&b, " State=UP\n");
+		rp_buf_printf(&b, "%s State=UP\n",
+		              o.default_class && !strcmp(k, o.default_class) ? " Default=YES" : "");
 	}
 	if (o.out) {
-		rp_buf_printf(&b, "# Left out: their hardware is not known to match their class\n");
+		rp_buf_printf(&b, "# Left out:\n");
 		rp_buf_append(&b, o.left.data, o.left.len);
 	}
 	rp_api_reply_buf(rs, &b, "text/plain; charset=utf-8");

@@ -371,8 +371,22 @@ test_slurm(void **state)
 	 * not become a line of slurm.conf. */
 	slurm_node("s-u08", "hgx", 18, "gpu-h100-8x",
 	           "s/\"NVIDIA H100 80GB HBM3\"/\"A100\\\\nNodeName=evil CPUs=1\"/");
+	/* A class that pins nothing, an agent that claims more CPUs than Slurm can count: one
+	 * line slurmctld refuses would stop it reading the whole file. */
+	slurm_node("s-vm2", "vm", 22, "vm",
+	           "s/\"cores\": 2,/\"cores\": 65536,/;s/\"threads\": 2,/\"threads\": 131072,/");
+	/* A name Slurm keeps for itself. */
+	slurm_node("Default", "vm", 23, "vm", NULL);
+	/* A model with dashes, as NVML names it (NVIDIA A100-SXM4-80GB): Slurm keeps them. */
+	assert_int_equal(call(&S, S.admin, "PUT", "/v1/node-classes/a100", &r, "{s:{s:{s:i, s:s}}}",
+	                      "bom", "gpus", "count", 8, "model", "A100-SXM4-80GB"),
+	                 201);
+	reply_free(&r);
+	slurm_node("s-a01", "a100", 24, "gpu-h100-8x",
+	           "s/\"NVIDIA H100 80GB HBM3\"/\"NVIDIA A100-SXM4-80GB\"/g");
 
-	snprintf(frag, sizeof frag, "%s", fetch("/v1/exports/slurm?rack=r-02", "slurm.frag"));
+	snprintf(frag, sizeof frag, "%s",
+	         fetch("/v1/exports/slurm?rack=r-02&default=hgx", "slurm.frag"));
 	slurp(frag, conf, sizeof conf);
 	has(conf, "\nNodeName=s-u01 NodeAddr=127.0.0.11 CPUs=224 Sockets=2 "
 	          "CoresPerSocket=56 ThreadsPerCore=2 RealMemory=2063300 "
@@ -380,7 +394,7 @@ test_slurm(void **state)
 	has(conf, "\nNodeName=s-vm1 NodeAddr=127.0.0.21 CPUs=2 Sockets=1 "
 	          "CoresPerSocket=2 ThreadsPerCore=1 RealMemory=24105 "
 	          "Feature=vm,r-02 State=UNKNOWN\n");
-	has(conf, "\nPartitionName=hgx Nodes=s-u[01-03,10] State=UP\n");
+	has(conf, "\nPartitionName=hgx Nodes=s-u[01-03,10] Default=YES State=UP\n");
 	has(conf, "\nPartitionName=vm Nodes=s-vm1 State=UP\n");
 	has(conf, "\n#   s-u05: its inventory disagrees with class hgx: GPU "
 	          "count 7, expected 8 (and more: see its acceptance)\n");
@@ -389,15 +403,21 @@ test_slurm(void **state)
 	has(conf, "\n#   s-u08: its inventory disagrees with class hgx: GPU 0 "
 	          "is A100 NodeName=evil CPUs=1, expected H100 80GB\n");
 	hasnt(conf, "\nNodeName=evil");
-	has(conf, ": 5 node(s); 4 left out (below)\n");
+	has(conf, "\n#   s-vm2: its CPU topology is past what a machine has (1 sockets, 65536 "
+	          "cores, 131072 threads)\n");
+	has(conf, "\n#   Default: Slurm keeps the name Default for itself\n");
+	has(conf, "\nNodeName=s-a01 NodeAddr=127.0.0.24 CPUs=224 Sockets=2 CoresPerSocket=56 "
+	          "ThreadsPerCore=2 RealMemory=2063300 Gres=gpu:a100-sxm4-80gb:8 "
+	          "Feature=a100,r-02 State=UNKNOWN\n");
+	has(conf, ": 6 node(s); 6 left out (below)\n");
 	/* By class: the partition holds what the selector picked. */
 	slurp(fetch("/v1/exports/slurm?class=vm", "slurm-vm.frag"), buf, sizeof buf);
-	has(buf, "node(s); 0 left out\nNodeName=s-vm1 ");
+	has(buf, ": 1 node(s); 2 left out (below)\nNodeName=s-vm1 ");
 	hasnt(buf, "hgx");
 
 	/* gres.conf: AutoDetect by default; explicit device files on asking. */
 	slurp(fetch("/v1/exports/slurm/gres.conf?rack=r-02", "gres-auto.conf"), buf, sizeof buf);
-	has(buf, ": 4 node(s) with GPUs; 4 left out (below)\nAutoDetect=nvml\n");
+	has(buf, ": 5 node(s) with GPUs; 6 left out (below)\nAutoDetect=nvml\n");
 	slurp(fetch("/v1/exports/slurm/gres.conf?rack=r-02&autodetect=off", "gres.conf"), buf,
 	      sizeof buf);
 	has(buf, "\nNodeName=s-u02 Name=gpu Type=h100_80gb File=/dev/nvidia[0-7]\n");
@@ -443,8 +463,8 @@ test_slurm(void **state)
 	        "SLURM_CONF='%s/slurm.conf' scontrol show node -o | cut -d' ' -f1 | sort | tr "
 	        "'\\n' ' '",
 	        dir);
-	assert_string_equal(buf, "NodeName=s-u01 NodeName=s-u02 NodeName=s-u03 NodeName=s-u10 "
-	                         "NodeName=s-vm1 ");
+	assert_string_equal(buf, "NodeName=s-a01 NodeName=s-u01 NodeName=s-u02 NodeName=s-u03 "
+	                         "NodeName=s-u10 NodeName=s-vm1 ");
 	/* The partition's hostlist, expanded by Slurm. */
 	capture(buf, sizeof buf,
 	        "SLURM_CONF='%s/slurm.conf' scontrol show hostnames $(SLURM_CONF='%s/slurm.conf' "
@@ -452,6 +472,8 @@ test_slurm(void **state)
 	        "'\\n' ' '",
 	        dir, dir);
 	assert_string_equal(buf, "s-u01 s-u02 s-u03 s-u10 ");
+	has(capture(buf, sizeof buf, "SLURM_CONF='%s/slurm.conf' scontrol show partition hgx", dir),
+	    "Default=YES");
 	/* slurmd reads the explicit gres.conf next to that slurm.conf, for a node of it (the
 	 * device files stand in as links to /dev/null: slurmd wants character devices). */
 	sh("sed 's|/dev/nvidia|%s/dev/nvidia|' '%s/gres.conf' > '%s/gres.conf' && mkdir -p "
@@ -478,6 +500,8 @@ test_bad_queries(void **state)
 	        {"/v1/exports/ansible?rack=nope", "BAD_QUERY", 400},
 	        {"/v1/exports/prometheus?node_exporter_port=x", "BAD_QUERY", 400},
 	        {"/v1/exports/slurmish", "NOT_FOUND", 404},
+	        {"/v1/exports/slurm?default=a%20b", "BAD_QUERY", 400},
+	        {"/v1/exports/slurm/gres.conf?default=hgx", "BAD_QUERY", 400},
 	};
 	struct reply r;
 	size_t i;

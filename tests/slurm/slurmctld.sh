@@ -55,8 +55,16 @@ CONF
 	done
 	;;
 stop)
+	# Gone before the caller removes DIR: slurmctld writes its state as it stops.
 	for p in "$dir/slurmctld.pid.own" "$dir/munged.pid"; do
-		[ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null || true
+		[ -f "$p" ] || continue
+		pid=$(cat "$p")
+		kill "$pid" 2>/dev/null || true
+		i=0
+		while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
 		rm -f "$p"
 	done
 	;;
