@@ -1,11 +1,15 @@
-/* SHA-256 (OpenSSL's libcrypto), one-shot and streaming, of memory, a file or an fd. */
+/* SHA-256 (OpenSSL's libcrypto), one-shot and streaming, of memory, a file or an fd; and
+ * HMAC-SHA256. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/crypto.h>
 
 #include "rackpilot/common.h"
 
@@ -150,4 +154,25 @@ rp_file_sha256(const char *path, char hex[RP_SHA256_HEX], uint64_t *size)
 	close(fd);
 	errno = err;
 	return rc;
+}
+
+int
+rp_hmac_sha256_hex(const void *key, size_t keylen, const void *data, size_t len,
+                   char hex[RP_SHA256_HEX])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+
+	hex[0] = '\0';
+	if (keylen > INT_MAX ||
+	    HMAC(EVP_sha256(), key, (int)keylen, data, len, md, &mdlen) == NULL || mdlen != 32)
+		return -1;
+	for (i = 0; i < mdlen; i++) {
+		hex[2 * i] = digits[md[i] >> 4];
+		hex[2 * i + 1] = digits[md[i] & 15];
+	}
+	hex[64] = '\0';
+	OPENSSL_cleanse(md, sizeof md);
+	return 0;
 }

@@ -185,6 +185,14 @@ static const struct setting settings[] = {
         {"retention_days", C_UINT, F(retention_days), .max = 36500, .def = "90",
          .help = "Days events, the logs of ended jobs, and expired or revoked API tokens are "
                  "kept; 0 keeps them for good."},
+        {"webhook_timeout", C_UINT, F(webhook_timeout), .min = 1, .max = 300, .def = "10",
+         .help = "Seconds one webhook POST may take (connecting and the answer); past it, the "
+                 "delivery is tried again."},
+        {"webhook_max_age", C_UINT, F(webhook_max_age), .min = 1, .max = 30 * 86400, .def = "86400",
+         .help = "Seconds a webhook delivery is retried after its event; then it is given up "
+                 "(event webhook.gave_up) and the webhook's next one goes."},
+        {"webhook_ca_file", C_PATH, F(webhook_ca_file),
+         .help = "CA certificates (PEM) that https webhook receivers are verified with"},
         {"ssh_workers", C_UINT, F(ssh_workers), .min = 1, .max = 4096, .def = "64",
          .help = "Step plans (pushed to node agents over SSH) that run at once."},
         {"agent_heartbeat", C_UINT, F(agent_heartbeat), .min = 5, .max = 3600, .def = "30",

@@ -32,6 +32,9 @@ struct rp_config {
 	unsigned job_lease;           /* seconds; renewed every third of it */
 	unsigned power_sync_interval; /* seconds; 0 disables */
 	unsigned retention_days;      /* events, job logs, dead tokens; 0 keeps them */
+	unsigned webhook_timeout;     /* seconds one webhook POST may take */
+	unsigned webhook_max_age;     /* seconds a delivery is retried after its event */
+	char webhook_ca_file[512];    /* "": the system's CAs */
 	unsigned power_sync_concurrency;
 	unsigned bmc_fault_threshold;
 	unsigned ssh_workers;     /* step plans running at once */

@@ -970,6 +970,9 @@ main(int argc, char **argv)
 	jo.sweep_concurrency = cfg.power_sync_concurrency;
 	jo.retention_days = cfg.retention_days;
 	jo.fault_threshold = cfg.bmc_fault_threshold;
+	jo.webhook_timeout_s = cfg.webhook_timeout;
+	jo.webhook_max_age_s = cfg.webhook_max_age;
+	jo.webhook_ca_file = cfg.webhook_ca_file[0] ? cfg.webhook_ca_file : NULL;
 	if (rp_jobs_start(st, &jo, &jobs, why, sizeof why) < 0) {
 		rp_log_error("%s", why);
 		goto out;

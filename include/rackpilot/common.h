@@ -63,6 +63,11 @@ int rp_uuid_valid(const char *s);
 #define RP_SHA256_HEX 65
 void rp_sha256_hex(const void *data, size_t len, char hex[RP_SHA256_HEX]);
 
+/* HMAC-SHA256 of data under key (any length) as 64 lowercase hex characters: 0, or -1 (hex
+ * "") when libcrypto fails. */
+int rp_hmac_sha256_hex(const void *key, size_t keylen, const void *data, size_t len,
+                       char hex[RP_SHA256_HEX]);
+
 /* Streaming SHA-256, for files. rp_sha256_new: NULL on allocation failure. final may be
  * called once. free accepts NULL. */
 struct rp_sha256;

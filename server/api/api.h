@@ -518,6 +518,14 @@ void rp_api_recipes_list(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_recipes_get(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_recipes_update(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_recipes_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
+/* Webhooks (webhooks.c; docs/webhooks.md): the five of a collection, and GET
+ * /v1/webhooks/{webhook}/deliveries (newest first; state=pending|delivered|failed). */
+void rp_api_webhooks_create(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_webhooks_list(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_webhooks_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_webhooks_update(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_webhooks_delete(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_webhooks_deliveries(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_rollouts_create(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_rollouts_list(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_rollouts_get(struct rp_api_req *rq, struct rp_api_resp *rs);

@@ -100,6 +100,12 @@ const struct rp_route rp_api_routes[] = {
         {"POST", "/v1/rollouts/{id}/resume", rp_api_rollouts_resume, O, 0},
         {"POST", "/v1/rollouts/{id}/abort", rp_api_rollouts_abort, O, 0},
 
+        {"GET", "/v1/webhooks", rp_api_webhooks_list, A, 0},
+        {"POST", "/v1/webhooks", rp_api_webhooks_create, A, 0},
+        {"GET", "/v1/webhooks/{webhook}", rp_api_webhooks_get, A, 0},
+        {"PATCH", "/v1/webhooks/{webhook}", rp_api_webhooks_update, A, 0},
+        {"DELETE", "/v1/webhooks/{webhook}", rp_api_webhooks_delete, A, 0},
+        {"GET", "/v1/webhooks/{webhook}/deliveries", rp_api_webhooks_deliveries, A, 0},
         {"GET", "/v1/recipes", rp_api_recipes_list, V, 0},
         {"POST", "/v1/recipes", rp_api_recipes_create, O, 0},
         {"GET", "/v1/recipes/{recipe}", rp_api_recipes_get, V, 0},

@@ -16,6 +16,9 @@
 #include "ssh/ssh.h"
 #include "util/util.h"
 
+/* The webhook deliverer's thread (webhooks.c): the leader POSTs the outbox. */
+void *rp_jobs_webhooks(void *arg);
+
 #define TICK_MS 250
 #define LOOK_MS 1000 /* between looks for job leases that ran out */
 #define POLL_MS 500
@@ -65,8 +68,10 @@ struct rp_jobs {
 	struct work *running;
 	struct rp_job_outcome *done, **done_tail; /* outcomes waiting to be recorded, in order */
 	pthread_t scheduler, sweeper, pruner;
-	pthread_cond_t prune_cv; /* pruner: stop */
+	pthread_cond_t prune_cv; /* pruner and webhook deliverer: stop */
 	int pruner_started;
+	pthread_t webhooks; /* the deliverer (webhooks.c) */
+	int webhooks_started;
 	/* sweeps */
 	int sweep_wanted, sweeping, sweep_started;
 	int leader;       /* leads the servers of its database (rp_jobs_lead) */

@@ -32,6 +32,9 @@ rp_jobs_defaults(struct rp_jobs_opts *o)
 	o->log_cap = 8u << 20;
 	o->image_dir = NULL;
 	o->image_url = NULL;
+	o->webhook_timeout_s = 10;
+	o->webhook_max_age_s = 86400;
+	o->webhook_ca_file = NULL;
 }
 
 static void
@@ -977,13 +980,16 @@ pruner(void *arg)
 		if (e != RP_ERR_OK)
 			rp_log_warn("retention: pruning failed (%s); trying again in a minute",
 			            rp_err_message(e));
-		else if (n.events || n.job_logs || n.tokens || n.bootstrap_tokens || n.servers)
+		else if (n.events || n.job_logs || n.tokens || n.bootstrap_tokens || n.servers ||
+		         n.deliveries)
 			rp_log_info(
 			        "retention: removed %lld event(s), the logs of %lld job(s), %lld "
-			        "token(s), %lld bootstrap token(s), %lld server row(s)%s",
+			        "token(s), %lld bootstrap token(s), %lld server row(s), %lld "
+			        "webhook "
+			        "deliveries%s",
 			        (long long)n.events, (long long)n.job_logs, (long long)n.tokens,
 			        (long long)n.bootstrap_tokens, (long long)n.servers,
-			        n.more ? "; more to come" : "");
+			        (long long)n.deliveries, n.more ? "; more to come" : "");
 		next = e != RP_ERR_OK ? now + 60000 : n.more ? 0 : now + PRUNE_EVERY_MS;
 		pthread_mutex_lock(&j->mu);
 	}
@@ -1085,6 +1091,9 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	j->pruner_started = pthread_create(&j->pruner, NULL, pruner, j) == 0;
 	if (!j->pruner_started)
 		rp_log_warn("jobs: cannot start the pruning thread; nothing is pruned");
+	j->webhooks_started = pthread_create(&j->webhooks, NULL, rp_jobs_webhooks, j) == 0;
+	if (!j->webhooks_started)
+		rp_log_warn("jobs: cannot start the webhook thread; nothing is delivered");
 	*out = j;
 	return 0;
 fail:
@@ -1121,6 +1130,8 @@ rp_jobs_stop(struct rp_jobs *j)
 		pthread_join(j->scheduler, NULL);
 	if (j->pruner_started)
 		pthread_join(j->pruner, NULL);
+	if (j->webhooks_started)
+		pthread_join(j->webhooks, NULL);
 	if (j->sweep_started)
 		pthread_join(j->sweeper, NULL);
 	/* Outcomes of jobs that finished while stopping are still worth recording. */

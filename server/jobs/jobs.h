@@ -43,9 +43,12 @@ struct rp_jobs_opts {
 	const char *agent_command;        /* the agent on nodes; default "rackpilot-agent" */
 	unsigned ssh_connect_timeout_s;   /* default 10 */
 	size_t log_cap;                   /* bytes of SSH output kept per job; default 8 MiB */
-	const char *image_dir; /* the image store, for checking an image before a deploy */
-	const char *image_url; /* base URL BMCs fetch images from (BASE/boot/images/NAME);
-	                          NULL: firmware updates by SimpleUpdate fail with a reason */
+	const char *image_dir;       /* the image store, for checking an image before a deploy */
+	const char *image_url;       /* base URL BMCs fetch images from (BASE/boot/images/NAME);
+	                                NULL: firmware updates by SimpleUpdate fail with a reason */
+	unsigned webhook_timeout_s;  /* one POST to a webhook; default 10 */
+	unsigned webhook_max_age_s;  /* a delivery is given up this long after its event */
+	const char *webhook_ca_file; /* CAs webhook receivers are verified with; NULL: system's */
 };
 
 /* Fill o with the defaults. */

@@ -1749,6 +1749,8 @@ static const struct {
         /* Known by UUID only. */
         [T_JOB] = {"SELECT id FROM jobs WHERE uuid = ?", NULL, "job"},
         [T_ROLLOUT] = {"SELECT id FROM rollouts WHERE uuid = ?", NULL, "rollout"},
+        [T_WEBHOOK] = {"SELECT id FROM webhooks WHERE uuid = ?",
+                       "SELECT id FROM webhooks WHERE name = ?", "webhook"},
 };
 
 enum rp_err
@@ -1811,12 +1813,13 @@ store_event_text(struct conn *c, const char *actor, const char *action, const ch
                  const char *oid, const char *oname, int64_t node_id, int64_t rack_id,
                  const char *summary, const char *detail)
 {
-	struct stmt *s =
-	        STMT_ARGS(c,
-	                  "INSERT INTO events(at, actor, action, object_type, object_id, "
-	                  "object_name, node_id, rack_id, summary, detail) "
-	                  "VALUES (?,?,?,?,?,?,?,?,?,?)",
-	                  rp_time_now_ms(), actor ? actor : "system", action, otype, oid, oname);
+	int64_t at = rp_time_now_ms();
+	struct stmt *s = STMT_ARGS(c,
+	                           "INSERT INTO events(at, actor, action, object_type, object_id, "
+	                           "object_name, node_id, rack_id, summary, detail) "
+	                           "VALUES (?,?,?,?,?,?,?,?,?,?)",
+	                           at, actor ? actor : "system", action, otype, oid, oname);
+	enum rp_err e;
 
 	if (node_id > 0)
 		sql_bind_int(s, 7, node_id);
@@ -1824,7 +1827,11 @@ store_event_text(struct conn *c, const char *actor, const char *action, const ch
 		sql_bind_int(s, 8, rack_id);
 	sql_bind_text(s, 9, summary);
 	sql_bind_text(s, 10, detail);
-	return store_exec(c, s, "event");
+	if ((e = store_exec(c, s, "event")) != RP_ERR_OK)
+		return e;
+	/* The webhooks' outbox, in the event's own transaction: nothing sent that did not
+	 * happen, nothing that happened left unsent. */
+	return store_webhook_enqueue(c, sql_last_id(c), at, action, otype, oid);
 }
 
 enum rp_err

@@ -111,3 +111,16 @@ rp_store_event_head(struct rp_store *st, int64_t *out)
 	sql_reset(s);
 	return RP_ERR_OK;
 }
+
+enum rp_err
+store_event_load(struct conn *c, int64_t id, json_t **out)
+{
+	struct stmt *s = STMT_ARGS(c, EVENT_COLS "WHERE e.id = ?", id);
+	enum rp_err e;
+
+	if ((e = store_one(c, s, "event")) != RP_ERR_OK)
+		return e;
+	*out = store_row(c, s);
+	sql_reset(s);
+	return RP_ERR_OK;
+}

@@ -271,7 +271,8 @@ enum store_table {
 	T_IMAGE,
 	T_BOOT_PROFILE,
 	T_JOB,
-	T_ROLLOUT
+	T_ROLLOUT,
+	T_WEBHOOK
 };
 enum rp_err store_id_of(struct conn *c, enum store_table t, const char *key, int64_t *id);
 
@@ -419,11 +420,21 @@ void store_refusal(struct conn *c, const char *action, const char *otype, const 
                    const char *oname, int64_t node_id, const char *source, const char *summary,
                    json_t *detail);
 
-/* BMC passwords at rest (secrets.c): seal plain (NULL: *out NULL) into a new string for
- * bmcs.password_sealed, RP_ERR_INTERNAL without a key; open a sealed value into a new JSON
- * string, NULL (logged, naming node) when sealed is NULL or does not open. */
+/* Secrets at rest (secrets.c: BMC passwords, webhook secrets): seal plain (NULL: *out NULL)
+ * into a new string for a *_sealed column, RP_ERR_INTERNAL without a key; open a sealed value
+ * into a new JSON string, NULL (logged, naming whose it is, e.g. "node #12") when sealed is
+ * NULL or does not open. */
 enum rp_err store_seal(struct conn *c, const char *plain, char **out);
-json_t *store_unseal(struct conn *c, const char *sealed, const char *node);
+json_t *store_unseal(struct conn *c, const char *sealed, const char *whose);
+
+/* The outbox (webhooks.c): a pending delivery of event event_id (at, action, its object's
+ * type and id) for each enabled webhook whose patterns match it, in the caller's transaction
+ * (store_event_text calls it for every event). */
+enum rp_err store_webhook_enqueue(struct conn *c, int64_t event_id, int64_t at, const char *action,
+                                  const char *otype, const char *oid);
+
+/* Event id as GET /v1/events shows it (events.c), or RP_ERR_NOT_FOUND. */
+enum rp_err store_event_load(struct conn *c, int64_t id, json_t **out);
 
 /* {"field": name, "reason": printf(...)} — the detail of a 4xx. */
 json_t *store_why(const char *field, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

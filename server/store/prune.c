@@ -12,7 +12,7 @@ struct chunk {
 	int which;
 };
 
-enum { P_EVENTS, P_LOGS, P_TOKENS, P_BOOTSTRAP, P_SERVERS };
+enum { P_EVENTS, P_LOGS, P_TOKENS, P_BOOTSTRAP, P_SERVERS, P_DELIVERIES };
 
 static enum rp_err
 chunk(struct conn *c, void *ctx)
@@ -50,6 +50,13 @@ chunk(struct conn *c, void *ctx)
 		break;
 	case P_BOOTSTRAP: /* before is now here: the tokens keep a day past their expiry */
 		e = store_boot_prune(c, k->before, PRUNE_CHUNK);
+		break;
+	case P_DELIVERIES: /* the log of what was delivered or given up; pending ones stay */
+		e = EXEC(c, "prune webhook deliveries",
+		         "DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM "
+		         "webhook_deliveries WHERE state <> 'pending' AND finished_at < ?1 LIMIT "
+		         "?2)",
+		         k->before, (int64_t)PRUNE_CHUNK);
 		break;
 	case P_SERVERS:
 		e = EXEC(c, "prune servers", "DELETE FROM servers WHERE seen_until < ?1",
@@ -94,7 +101,9 @@ rp_store_prune(struct rp_store *st, int64_t now, int64_t keep_ms, int64_t budget
 	if (keep_ms > 0 &&
 	    ((e = prune(st, P_EVENTS, now - keep_ms, end, &n.events, &n.more)) != RP_ERR_OK ||
 	     (e = prune(st, P_LOGS, now - keep_ms, end, &n.job_logs, &n.more)) != RP_ERR_OK ||
-	     (e = prune(st, P_TOKENS, now - keep_ms, end, &n.tokens, &n.more)) != RP_ERR_OK))
+	     (e = prune(st, P_TOKENS, now - keep_ms, end, &n.tokens, &n.more)) != RP_ERR_OK ||
+	     (e = prune(st, P_DELIVERIES, now - keep_ms, end, &n.deliveries, &n.more)) !=
+	             RP_ERR_OK))
 		return e;
 	if ((e = prune(st, P_BOOTSTRAP, now, end, &n.bootstrap_tokens, &n.more)) != RP_ERR_OK ||
 	    (e = prune(st, P_SERVERS, now - 24LL * 3600 * 1000, end, &n.servers, &n.more)) !=

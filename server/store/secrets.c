@@ -1,8 +1,8 @@
 /*
- * Secrets at rest: BMC passwords are sealed under the server's key file (util secret.c) in
- * bmcs.password_sealed; the key never enters the database. This file seals and opens them
- * for the rest of the store, and brings a database in line with its key at start and at a
- * key rotation.
+ * Secrets at rest: BMC passwords and webhook secrets are sealed under the server's key file
+ * (util secret.c) in bmcs.password_sealed and webhooks.secret_sealed; the key never enters
+ * the database. This file seals and opens them for the rest of the store, and brings a
+ * database in line with its key at start and at a key rotation.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,18 +20,18 @@ store_seal(struct conn *c, const char *plain, char **out)
 		return RP_ERR_OK;
 	}
 	if (c->st->secrets == NULL) {
-		rp_log_error("store: no secret key loaded; cannot store a BMC password");
+		rp_log_error("store: no secret key loaded; cannot store a secret");
 		return RP_ERR_INTERNAL;
 	}
 	if (rp_secrets_seal(c->st->secrets, plain, strlen(plain), out) < 0) {
-		rp_log_error("store: cannot seal a BMC password: %s", strerror(errno));
+		rp_log_error("store: cannot seal a secret: %s", strerror(errno));
 		return RP_ERR_INTERNAL;
 	}
 	return RP_ERR_OK;
 }
 
 json_t *
-store_unseal(struct conn *c, const char *sealed, const char *node)
+store_unseal(struct conn *c, const char *sealed, const char *whose)
 {
 	char why[256], *plain = NULL;
 	size_t len = 0;
@@ -41,7 +41,7 @@ store_unseal(struct conn *c, const char *sealed, const char *node)
 		return NULL;
 	if (c->st->secrets == NULL ||
 	    rp_secrets_open(c->st->secrets, sealed, &plain, &len, why, sizeof why) < 0) {
-		rp_log_error("node %s: cannot open its BMC password: %s", node,
+		rp_log_error("%s: cannot open its sealed secret: %s", whose,
 		             c->st->secrets ? why : "no secret key loaded");
 		return NULL;
 	}
@@ -56,7 +56,8 @@ static enum rp_err
 key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
 {
 	struct stmt *s =
-	        STMT(c, "SELECT password_sealed FROM bmcs WHERE password_sealed IS NOT NULL");
+	        STMT(c, "SELECT password_sealed FROM bmcs WHERE password_sealed IS NOT NULL UNION "
+	                "ALL SELECT secret_sealed FROM webhooks WHERE secret_sealed IS NOT NULL");
 	const char *next = rp_secrets_next_key_id(sec);
 	char id[RP_SECRET_KEY_ID_BUF];
 	enum rp_err e;
@@ -80,8 +81,12 @@ key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
 static enum rp_err
 reseal_all(struct conn *c, int *count)
 {
-	struct stmt *s = STMT(c, "SELECT node_id, password, password_sealed FROM bmcs WHERE "
-	                         "password IS NOT NULL OR password_sealed IS NOT NULL");
+	/* BMC passwords (in clear from an older version, or sealed), then webhook secrets: "w"
+	 * tells them apart. */
+	struct stmt *s = STMT(c, "SELECT node_id, password, password_sealed, 0 FROM bmcs WHERE "
+	                         "password IS NOT NULL OR password_sealed IS NOT NULL UNION ALL "
+	                         "SELECT id, NULL, secret_sealed, 1 FROM webhooks WHERE "
+	                         "secret_sealed IS NOT NULL");
 	json_t *rows = json_array(), *row;
 	enum rp_err e = RP_ERR_INTERNAL;
 	size_t i;
@@ -93,9 +98,10 @@ reseal_all(struct conn *c, int *count)
 		json_t *plain = NULL;
 
 		if (sql_type(s, 2) != SQL_NULL) {
-			char node[24];
+			char node[32];
 
-			snprintf(node, sizeof node, "#%lld", (long long)sql_int(s, 0));
+			snprintf(node, sizeof node, "%s #%lld", sql_int(s, 3) ? "webhook" : "node",
+			         (long long)sql_int(s, 0));
 			if ((plain = store_unseal(c, sql_text(s, 2), node)) == NULL) {
 				sql_reset(s);
 				e = RP_ERR_CONFLICT;
@@ -111,9 +117,9 @@ reseal_all(struct conn *c, int *count)
 			e = RP_ERR_CONFLICT;
 			goto out;
 		}
-		if (json_array_append_new(rows, json_pack("{s:I, s:o}", "id",
-		                                          (json_int_t)sql_int(s, 0), "pw", plain)) <
-		    0) {
+		if (json_array_append_new(rows, json_pack("{s:I, s:o, s:b}", "id",
+		                                          (json_int_t)sql_int(s, 0), "pw", plain,
+		                                          "w", (int)sql_int(s, 3))) < 0) {
 			sql_reset(s);
 			e = RP_ERR_INTERNAL;
 			goto out;
@@ -128,10 +134,14 @@ reseal_all(struct conn *c, int *count)
 		if ((e = store_seal(c, json_string_value(json_object_get(row, "pw")), &sealed)) !=
 		    RP_ERR_OK)
 			goto out;
-		s = STMT_ARGS(
-		        c,
-		        "UPDATE bmcs SET password_sealed = ?2, password = NULL WHERE node_id = ?1",
-		        json_integer_value(json_object_get(row, "id")));
+		if (json_is_true(json_object_get(row, "w")))
+			s = STMT_ARGS(c, "UPDATE webhooks SET secret_sealed = ?2 WHERE id = ?1",
+			              json_integer_value(json_object_get(row, "id")));
+		else
+			s = STMT_ARGS(c,
+			              "UPDATE bmcs SET password_sealed = ?2, password = NULL WHERE "
+			              "node_id = ?1",
+			              json_integer_value(json_object_get(row, "id")));
 		sql_bind_text_own(s, 2, sealed);
 		if ((e = store_exec(c, s, "reseal")) != RP_ERR_OK)
 			goto out;
@@ -166,8 +176,8 @@ reseal(struct conn *c, int vacuum, int *count, char *why, size_t whylen)
 	if ((e = reseal_all(c, count)) != RP_ERR_OK) {
 		if (e == RP_ERR_CONFLICT)
 			snprintf(why, whylen,
-			         "a BMC password cannot be opened with the key file or is "
-			         "unusable (the log names the node); nothing was changed");
+			         "a BMC password or webhook secret cannot be opened with the key "
+			         "file or is unusable (the log names whose); nothing was changed");
 		goto out;
 	}
 	if ((e = store_commit(c)) != RP_ERR_OK)
@@ -176,7 +186,8 @@ out:
 	store_rollback(c);
 	c->drv->end_scrub(c->db, e == RP_ERR_OK, vacuum);
 	if (e != RP_ERR_OK && !why[0])
-		snprintf(why, whylen, "cannot seal the BMC passwords: %s", rp_err_message(e));
+		snprintf(why, whylen, "cannot seal the BMC passwords and webhook secrets: %s",
+		         rp_err_message(e));
 	return e;
 }
 
@@ -187,7 +198,7 @@ rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whyl
 	struct conn *c = store_conn(st);
 	struct rp_secrets *sec = st->secrets;
 	struct stmt *s;
-	int seen = 0, legacy = 0, count = 0, bad = 0, total = 0;
+	int seen = 0, legacy = 0, count = 0, bad = 0, total = 0, hooks = 0, bad_hooks = 0;
 	char first[300] = "";
 	enum rp_err e;
 
@@ -237,32 +248,46 @@ rp_store_secrets_prepare(struct rp_store *st, int forget, char *why, size_t whyl
 	}
 	/* Every value must open: a wrong key file found now is better than at the next job. */
 	s = STMT(c,
-	         "SELECT b.node_id, n.name, b.password_sealed FROM bmcs b JOIN nodes n ON n.id = "
-	         "b.node_id WHERE b.password_sealed IS NOT NULL");
+	         "SELECT 'node', n.name, b.password_sealed FROM bmcs b JOIN nodes n ON n.id = "
+	         "b.node_id WHERE b.password_sealed IS NOT NULL UNION ALL SELECT 'webhook', name, "
+	         "secret_sealed FROM webhooks WHERE secret_sealed IS NOT NULL");
 	while (store_next(c, s, "secrets check", &e)) {
 		char r[256], *plain = NULL;
 		size_t len = 0;
+		int hook = !strcmp(sql_text(s, 0), "webhook");
 
-		total++;
+		total += !hook;
+		hooks += hook;
 		if (rp_secrets_open(sec, sql_text(s, 2), &plain, &len, r, sizeof r) == 0) {
 			rp_secrets_plain_free(plain, len);
 			continue;
 		}
-		if (bad++ == 0)
-			snprintf(first, sizeof first, "node %s: %s", sql_text(s, 1), r);
+		bad += !hook;
+		bad_hooks += hook;
+		if (!first[0])
+			snprintf(first, sizeof first, "%s %s: %s", sql_text(s, 0), sql_text(s, 1),
+			         r);
 	}
 	if (e != RP_ERR_OK)
 		return e;
-	if (bad == 0)
+	if (bad == 0 && bad_hooks == 0)
 		return RP_ERR_OK;
 	if (!forget) {
+		char what[160];
+
+		if (bad && bad_hooks)
+			snprintf(what, sizeof what,
+			         "%d of %d BMC passwords and %d of %d webhook secrets", bad, total,
+			         bad_hooks, hooks);
+		else if (bad)
+			snprintf(what, sizeof what, "%d of %d BMC passwords", bad, total);
+		else
+			snprintf(what, sizeof what, "%d of %d webhook secrets", bad_hooks, hooks);
 		snprintf(why, whylen,
-		         "%d of %d BMC passwords cannot be opened with this secret key (%s). "
-		         "Restore the "
-		         "key file that sealed them; or start once with --forget-secrets to clear "
-		         "them "
-		         "and enter them again",
-		         bad, total, first);
+		         "%s cannot be opened with this secret key (%s). Restore the key file that "
+		         "sealed them; or start once with --forget-secrets to clear them and enter "
+		         "them again",
+		         what, first);
 		return RP_ERR_CONFLICT;
 	}
 	return rp_store_secrets_forget(st, why, whylen);
@@ -282,10 +307,10 @@ rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 	if (c == NULL || gone == NULL || (e = store_begin(c)) != RP_ERR_OK)
 		goto out;
 	e = RP_ERR_INTERNAL;
-	s = STMT(
-	        c,
-	        "SELECT b.node_id, n.uuid, n.name, coalesce(n.rack_id, 0), b.password_sealed "
-	        "FROM bmcs b JOIN nodes n ON n.id = b.node_id WHERE b.password_sealed IS NOT NULL");
+	s = STMT(c, "SELECT b.node_id, n.uuid, n.name, coalesce(n.rack_id, 0), b.password_sealed, "
+	            "0 FROM bmcs b JOIN nodes n ON n.id = b.node_id WHERE b.password_sealed IS NOT "
+	            "NULL UNION ALL SELECT id, uuid, name, 0, secret_sealed, 1 FROM webhooks WHERE "
+	            "secret_sealed IS NOT NULL");
 	while (store_next(c, s, "secrets forget read", &e)) {
 		char *plain = NULL;
 		size_t len = 0;
@@ -294,10 +319,11 @@ rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 			rp_secrets_plain_free(plain, len);
 			continue;
 		}
-		json_array_append_new(gone, json_pack("{s:I, s:s, s:s, s:I}", "id",
+		json_array_append_new(gone, json_pack("{s:I, s:s, s:s, s:I, s:b}", "id",
 		                                      (json_int_t)sql_int(s, 0), "uuid",
 		                                      sql_text(s, 1), "name", sql_text(s, 2),
-		                                      "rack", (json_int_t)sql_int(s, 3)));
+		                                      "rack", (json_int_t)sql_int(s, 3), "w",
+		                                      (int)sql_int(s, 5)));
 	}
 	if (e != RP_ERR_OK)
 		goto out;
@@ -305,6 +331,24 @@ rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 	{
 		char summary[200];
 
+		if (json_is_true(json_object_get(g, "w"))) {
+			/* A webhook without its secret sends nothing until it is given one. */
+			s = STMT_ARGS(c, "UPDATE webhooks SET secret_sealed = NULL WHERE id = ?",
+			              json_integer_value(json_object_get(g, "id")));
+			if ((e = store_exec(c, s, "secrets forget")) != RP_ERR_OK)
+				goto out;
+			snprintf(summary, sizeof summary,
+			         "secret of webhook %s cleared: it could not be opened with the "
+			         "secret key; it sends nothing until its secret is set again",
+			         json_string_value(json_object_get(g, "name")));
+			if ((e = store_event(c, "rackpilotd --forget-secrets",
+			                     "webhook.secret_cleared", "webhook",
+			                     json_string_value(json_object_get(g, "uuid")),
+			                     json_string_value(json_object_get(g, "name")), 0, 0,
+			                     summary, NULL)) != RP_ERR_OK)
+				goto out;
+			continue;
+		}
 		s = STMT_ARGS(c, "UPDATE bmcs SET password_sealed = NULL WHERE node_id = ?",
 		              json_integer_value(json_object_get(g, "id")));
 		if ((e = store_exec(c, s, "secrets forget")) != RP_ERR_OK)
@@ -324,7 +368,8 @@ rp_store_secrets_forget(struct rp_store *st, char *why, size_t whylen)
 	}
 	if ((e = store_commit(c)) != RP_ERR_OK)
 		goto out;
-	rp_log_warn("secrets: cleared %zu BMC password(s) that the key could not open",
+	rp_log_warn("secrets: cleared %zu BMC password(s) and webhook secret(s) that the key could "
+	            "not open",
 	            json_array_size(gone));
 out:
 	if (c)

@@ -556,13 +556,14 @@ enum rp_err rp_store_server_leave(struct rp_store *st, const struct rp_server_se
 
 /* What rp_store_prune removed. */
 struct rp_prune_counts {
-	int64_t events, job_logs, tokens, bootstrap_tokens, servers;
+	int64_t events, job_logs, tokens, bootstrap_tokens, servers, deliveries;
 	int more; /* the budget ran out first: call again */
 };
 
 /* Remove what has outlived its use at time now: events older than keep_ms; the logs of jobs
  * that ended longer than keep_ms ago (the jobs stay, their log_dropped counting the bytes);
- * API tokens expired or revoked longer than keep_ms ago; bootstrap tokens a day past their
+ * API tokens expired or revoked longer than keep_ms ago; webhook deliveries that ended longer
+ * than keep_ms ago; bootstrap tokens a day past their
  * expiry; rows of servers not heard from for a day. In transactions of at most a few thousand
  * rows, so a large backlog never holds the write lock for long, and for about budget_ms at
  * most (counts->more then says there is more). keep_ms 0 keeps events, logs and tokens.
@@ -778,6 +779,59 @@ enum rp_err rp_store_job_log_append(struct rp_store *st, int64_t job_id, const v
 /* A job's log from byte offset on, appended to out; *meta: {state, type, bytes, dropped}. */
 enum rp_err rp_store_job_log(struct rp_store *st, const char *job, int64_t offset,
                              struct rp_buf *out, json_t **meta);
+
+/* ---- Webhooks (docs/webhooks.md) ------------------------------------------------------- */
+
+/* Webhook objects: id, name, url, events [patterns: "*", "rollout.started", "rollout.*"],
+ * enabled, secret_set, secret_updated_at, pending (deliveries waiting), version, created_at,
+ * updated_at. "secret" is written (sealed; a patch without it keeps the old one) and never
+ * read back; creating one needs it (the API checks). Events about a webhook go to the others,
+ * never to itself. */
+enum rp_err rp_store_webhook_create(struct rp_store *st, json_t *in, const char *actor,
+                                    json_t **out, json_t **detail);
+enum rp_err rp_store_webhook_get(struct rp_store *st, const char *key, json_t **out);
+enum rp_err rp_store_webhook_list(struct rp_store *st, const struct rp_page_req *rq,
+                                  struct rp_page *out);
+enum rp_err rp_store_webhook_update(struct rp_store *st, const char *key, json_t *patch,
+                                    int64_t if_match, const char *actor, json_t **out,
+                                    json_t **detail);
+enum rp_err rp_store_webhook_delete(struct rp_store *st, const char *key, int64_t if_match,
+                                    const char *actor, json_t **detail);
+
+/* The deliveries due at now, at most max: each enabled webhook's oldest pending one (the later
+ * ones wait behind it: a webhook sees its events in order), when its next_at has come.
+ * [{delivery, webhook (uuid), name, url, secret (opened), attempts, event_id, action,
+ * created_at (ms), last_error, event (as GET /v1/events shows it; null when retention removed it)}]
+ * into *out, to be released with rp_store_webhook_wipe. A secret that does not open is logged and
+ * its webhook skipped. */
+enum rp_err rp_store_webhook_due(struct rp_store *st, int64_t now, int max, json_t **out);
+
+/* Overwrite the secrets of a due list, then release it (NULL: nothing). */
+void rp_store_webhook_wipe(json_t *due);
+
+/* Record an attempt before it is made: attempts + 1, last_at now, and not due again before
+ * next_at (a crash mid-POST retries then, at least once). RP_ERR_NOT_FOUND when the delivery
+ * is no longer pending (the webhook was deleted). */
+enum rp_err rp_store_webhook_attempt(struct rp_store *st, int64_t delivery, int64_t now,
+                                     int64_t next_at);
+
+enum rp_webhook_outcome {
+	RP_WEBHOOK_DELIVERED, /* 2xx */
+	RP_WEBHOOK_RETRY,     /* anything else: pending again, due at next_at */
+	RP_WEBHOOK_GAVE_UP, /* failed for good: older than webhook_max_age; event webhook.gave_up */
+};
+
+/* The attempt's outcome, with the HTTP status (0: none) and error text (NULL: none), in one
+ * transaction. RP_ERR_NOT_FOUND when the delivery is no longer pending. */
+enum rp_err rp_store_webhook_result(struct rp_store *st, int64_t delivery,
+                                    enum rp_webhook_outcome outcome, int status, const char *error,
+                                    int64_t now, int64_t next_at);
+
+/* A webhook's delivery log, newest first, optionally of one state (filter "state"): {id,
+ * event_id, action, state, attempts, created_at, last_at, last_status, last_error, next_at
+ * (pending only), finished_at}. */
+enum rp_err rp_store_webhook_deliveries(struct rp_store *st, const char *key,
+                                        const struct rp_page_req *rq, struct rp_page *out);
 
 /* ---- Recipes -------------------------------------------------------------------------- */
 

@@ -833,6 +833,81 @@ test_secrets_rotate(void **state)
 	f->sec = again;
 }
 
+/* The secret of a webhook due for delivery, as the deliverer gets it (malloc'd), or NULL. */
+static char *
+webhook_secret(struct fx *f)
+{
+	json_t *due = NULL;
+	char *secret = NULL;
+
+	if (rp_store_webhook_due(f->st, INT64_MAX / 2, 16, &due) != RP_ERR_OK)
+		return NULL;
+	if (json_array_size(due) > 0)
+		secret = strdup(
+		        json_string_value(json_object_get(json_array_get(due, 0), "secret")));
+	rp_store_webhook_wipe(due);
+	return secret;
+}
+
+/* A webhook secret is sealed like a BMC password: in no file in clear, opened for the
+ * deliverer, sealed again by a rotation, named when the key does not fit, and cleared (the
+ * webhook then queues and sends nothing) by --forget-secrets. Its own events never queue a
+ * delivery to it; a rack's do. */
+static void
+test_secrets_webhook(void **state)
+{
+	struct fx *f = *state;
+	struct rp_secrets *other = NULL;
+	json_t *in, *out = NULL, *detail = NULL, *due = NULL;
+	char why[600], path[160], *secret;
+	int n = 0;
+
+	in = J("{\"name\":\"hook\",\"url\":\"http://127.0.0.1:9/x\",\"events\":[\"*\"],"
+	       "\"secret\":\"Hook-Secret-0815-Papa\"}");
+	assert_int_equal(rp_store_webhook_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	json_decref(in);
+	assert_true(json_is_true(json_object_get(out, "secret_set")));
+	assert_null(json_object_get(out, "secret"));
+	json_decref(out);
+	assert_false(on_disk(f, "Hook-Secret-0815-Papa"));
+	/* Its own creation is not for it. */
+	assert_int_equal(rp_store_webhook_due(f->st, INT64_MAX / 2, 16, &due), RP_ERR_OK);
+	assert_int_equal(json_array_size(due), 0);
+	rp_store_webhook_wipe(due);
+	in = J("{\"name\":\"hook-r1\"}");
+	assert_int_equal(rp_store_rack_create(f->st, in, "t", &out, &detail), RP_ERR_OK);
+	json_decref(in);
+	json_decref(out);
+	secret = webhook_secret(f);
+	assert_non_null(secret);
+	assert_string_equal(secret, "Hook-Secret-0815-Papa");
+	free(secret);
+	/* A rotation seals it (and a BMC password) again; it still opens. */
+	add_bmc_node(f, "hb1", "bmc-pw");
+	assert_int_equal(rp_secrets_rotate_begin(f->sec, why, sizeof why), 0);
+	assert_int_equal(rp_store_secrets_reseal(f->st, &n, why, sizeof why), RP_ERR_OK);
+	assert_int_equal(n, 2);
+	assert_int_equal(rp_secrets_rotate_finish(f->sec, why, sizeof why), 0);
+	secret = webhook_secret(f);
+	assert_string_equal(secret, "Hook-Secret-0815-Papa");
+	free(secret);
+	assert_false(on_disk(f, "Hook-Secret-0815-Papa"));
+	/* Another key: refused, naming it; forgotten: cleared, with its event. */
+	snprintf(path, sizeof path, "%s/other.key", f->dir);
+	assert_int_equal(rp_secrets_load(path, 1, &other, why, sizeof why), 0);
+	rp_store_set_secrets(f->st, other);
+	assert_int_equal(rp_store_secrets_prepare(f->st, 0, why, sizeof why), RP_ERR_CONFLICT);
+	assert_non_null(strstr(why, "1 of 1 BMC passwords and 1 of 1 webhook secrets"));
+	assert_int_equal(rp_store_secrets_prepare(f->st, 1, why, sizeof why), RP_ERR_OK);
+	assert_int_equal(rp_store_webhook_get(f->st, "hook", &out), RP_ERR_OK);
+	assert_true(json_is_false(json_object_get(out, "secret_set")));
+	json_decref(out);
+	assert_null(webhook_secret(f));
+	assert_int_equal(rp_store_secrets_prepare(f->st, 0, why, sizeof why), RP_ERR_OK);
+	rp_store_set_secrets(f->st, f->sec);
+	rp_secrets_free(other);
+}
+
 /* Rows of bootstrap_tokens matching a WHERE clause (through the database's own client). */
 static long
 token_rows(struct fx *f, const char *where)
@@ -1770,7 +1845,7 @@ test_node_lists(void **state)
 
 /* Migration 0012 fills the new columns from a version-11 database's tables and drops the
  * MAC triggers. The version-11 file is made from this one by undoing 0012 and what came
- * after it (0013's step run column, 0015's servers table). */
+ * after it (0013's step run column, 0015's servers table, 0016's webhook tables). */
 static void
 test_node_lists_migration(void **state)
 {
@@ -1787,7 +1862,9 @@ test_node_lists_migration(void **state)
 	rp_store_free(f->st);
 	f->st = NULL;
 	snprintf(cmd, sizeof cmd,
-	         "sqlite3 %s \"DROP TABLE servers; ALTER TABLE job_steps DROP COLUMN run_id; "
+	         "sqlite3 %s \"DROP TABLE webhook_deliveries; DROP TABLE webhooks; DROP TABLE "
+	         "servers; "
+	         "ALTER TABLE job_steps DROP COLUMN run_id; "
 	         "ALTER TABLE nodes DROP COLUMN tags; ALTER TABLE nodes DROP COLUMN "
 	         "macs; CREATE TRIGGER macs_ins AFTER INSERT ON node_macs BEGIN UPDATE meta SET "
 	         "value = value + 1 WHERE key = 'macs_version'; END; CREATE TRIGGER macs_del "
@@ -1882,6 +1959,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_secrets_sealed, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_secrets_wrong_key, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_secrets_rotate, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_secrets_webhook, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_boot_token_reuse_prune, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_stmt_cache_grows, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_pool_cap, setup, teardown),
