@@ -35,9 +35,8 @@ CREATE TABLE webhook_deliveries (
     finished_at  INTEGER,
     UNIQUE (webhook_id, event_id)
 );
--- The head of each webhook's queue, and the log newest first.
-CREATE INDEX webhook_deliveries_pending ON webhook_deliveries(webhook_id, event_id)
-    WHERE state = 'pending';
+-- The head of each webhook's queue and its count of pending ones; the log newest first.
+CREATE INDEX webhook_deliveries_queue ON webhook_deliveries(webhook_id, state, event_id);
 CREATE INDEX webhook_deliveries_log ON webhook_deliveries(webhook_id, id);
 CREATE INDEX webhook_deliveries_ended ON webhook_deliveries(finished_at)
     WHERE state <> 'pending';

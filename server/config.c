@@ -193,6 +193,8 @@ static const struct setting settings[] = {
                  "(event webhook.gave_up) and the webhook's next one goes."},
         {"webhook_ca_file", C_PATH, F(webhook_ca_file),
          .help = "CA certificates (PEM) that https webhook receivers are verified with"},
+        {"webhook_proxy", C_STR, F(webhook_proxy),
+         .help = "An HTTP proxy for webhook POSTs (http://host:port)"},
         {"ssh_workers", C_UINT, F(ssh_workers), .min = 1, .max = 4096, .def = "64",
          .help = "Step plans (pushed to node agents over SSH) that run at once."},
         {"agent_heartbeat", C_UINT, F(agent_heartbeat), .min = 5, .max = 3600, .def = "30",

@@ -35,6 +35,7 @@ struct rp_config {
 	unsigned webhook_timeout;     /* seconds one webhook POST may take */
 	unsigned webhook_max_age;     /* seconds a delivery is retried after its event */
 	char webhook_ca_file[512];    /* "": the system's CAs */
+	char webhook_proxy[256];      /* "": none */
 	unsigned power_sync_concurrency;
 	unsigned bmc_fault_threshold;
 	unsigned ssh_workers;     /* step plans running at once */

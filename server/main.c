@@ -564,6 +564,96 @@ out:
 	rp_buf_free(&b);
 }
 
+static enum rp_log_level
+log_level_of(const char *name)
+{
+	return !strcmp(name, "error")   ? RP_LOG_ERROR
+	       : !strcmp(name, "warn")  ? RP_LOG_WARN
+	       : !strcmp(name, "debug") ? RP_LOG_DEBUG
+	                                : RP_LOG_INFO;
+}
+
+/* c as rp_config_print writes it, into a new string (NULL when out of memory). */
+static char *
+config_text(const struct rp_config *c)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (f == NULL)
+		return NULL;
+	rp_config_print(c, f);
+	fclose(f);
+	return text;
+}
+
+/* SIGHUP: read the configuration file again, as the start did (demo's data_dir first, the
+ * command line's settings over the file's). What can change while serving changes (log_level;
+ * the TLS files are reread by the caller); every other setting that differs is named in the
+ * log as waiting for the next start, so nobody believes a change took that did not. A file
+ * that no longer reads or checks changes nothing. */
+static void
+config_reload(const char *path, int demo, const char *const *keys, const char *const *vals, int n,
+              struct rp_config *cfg)
+{
+	struct rp_config fresh;
+	char why[512], later[1024] = "", *a = NULL, *b = NULL, *pa, *pb;
+	size_t used = 0;
+	int i;
+
+	rp_config_defaults(&fresh);
+	if (demo)
+		rp_config_set(&fresh, "data_dir", "./var-demo", why, sizeof why);
+	if (path && rp_config_load(&fresh, path, why, sizeof why) < 0) {
+		rp_log_error("SIGHUP: %s; the running configuration stays", why);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		if (rp_config_set(&fresh, keys[i], vals[i], why, sizeof why) < 0) {
+			rp_log_error("SIGHUP: %s; the running configuration stays", why);
+			return;
+		}
+	if (rp_config_check(&fresh, why, sizeof why) < 0) {
+		rp_log_error("SIGHUP: %s; the running configuration stays", why);
+		return;
+	}
+	if (fresh.threads == 0)
+		fresh.threads = cfg->threads;
+	if ((a = config_text(cfg)) == NULL || (b = config_text(&fresh)) == NULL) {
+		rp_log_error("SIGHUP: out of memory; the running configuration stays");
+		goto out;
+	}
+	/* Both list every setting in the table's order, one "key = value" line each. */
+	for (pa = a, pb = b; *pa && *pb;) {
+		size_t la = strcspn(pa, "\n"), lb = strcspn(pb, "\n"), k = strcspn(pa, " =");
+
+		if (la != lb || memcmp(pa, pb, la) != 0) {
+			if (k == 9 && !strncmp(pa, "log_level", 9)) {
+				snprintf(cfg->log_level, sizeof cfg->log_level, "%s",
+				         fresh.log_level);
+				rp_log_set_level(log_level_of(cfg->log_level));
+				rp_log_info("SIGHUP: log_level = %s", cfg->log_level);
+			} else if (used + k + 3 < sizeof later) {
+				used += (size_t)snprintf(later + used, sizeof later - used,
+				                         "%s%.*s", used ? ", " : "", (int)k, pa);
+			}
+		}
+		pa += la + (pa[la] == '\n');
+		pb += lb + (pb[lb] == '\n');
+	}
+	if (used)
+		rp_log_warn(
+		        "SIGHUP: changed in the configuration, taking effect at the next start: "
+		        "%s",
+		        later);
+	else
+		rp_log_info("SIGHUP: configuration reread%s", path ? "" : " (defaults: no file)");
+out:
+	free(a);
+	free(b);
+}
+
 static int
 listen_is_loopback(const char *listen)
 {
@@ -711,6 +801,7 @@ main(int argc, char **argv)
 	/* Flags are applied after the file so they win; keep them until then. */
 	const char *flag_key[16], *flag_val[16];
 	int nflags = 0, check = 0, reissue = 0, demo = 0, is_demo = 0, empty = 0, opt, rc = 1, sig;
+	int64_t watchdog_ms = 0, fed_ms = 0;
 	int rotate = 0, forget = 0, leader = 0;
 	const char *migrate_to = NULL;
 	unsigned ticks = 0;
@@ -827,10 +918,7 @@ main(int argc, char **argv)
 		rp_config_print(&cfg, stdout);
 		return 0;
 	}
-	rp_log_set_level(!strcmp(cfg.log_level, "error")   ? RP_LOG_ERROR
-	                 : !strcmp(cfg.log_level, "warn")  ? RP_LOG_WARN
-	                 : !strcmp(cfg.log_level, "debug") ? RP_LOG_DEBUG
-	                                                   : RP_LOG_INFO);
+	rp_log_set_level(log_level_of(cfg.log_level));
 	if (cfg.threads == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -973,6 +1061,7 @@ main(int argc, char **argv)
 	jo.webhook_timeout_s = cfg.webhook_timeout;
 	jo.webhook_max_age_s = cfg.webhook_max_age;
 	jo.webhook_ca_file = cfg.webhook_ca_file[0] ? cfg.webhook_ca_file : NULL;
+	jo.webhook_proxy = cfg.webhook_proxy[0] ? cfg.webhook_proxy : NULL;
 	if (rp_jobs_start(st, &jo, &jobs, why, sizeof why) < 0) {
 		rp_log_error("%s", why);
 		goto out;
@@ -1074,8 +1163,23 @@ main(int argc, char **argv)
 	if (boot_http)
 		printf("boot listening on %s\n", rp_http_address(boot_http));
 	fflush(stdout);
+	/* Type=notify: serving now. The watchdog is fed by this loop, which also holds the
+	 * leadership and moves rollouts on: a loop stuck on its database stops feeding it. */
+	{
+		char status[200];
+
+		snprintf(status, sizeof status, "READY=1\nSTATUS=serving on %s",
+		         rp_http_address(http));
+		rp_notify(status);
+	}
+	watchdog_ms = rp_notify_watchdog_ms();
 	for (;;) {
 		struct timespec tick = {0, 250 * 1000 * 1000};
+
+		if (watchdog_ms && rp_time_mono_ns() / 1000000 - fed_ms >= watchdog_ms / 3) {
+			rp_notify("WATCHDOG=1");
+			fed_ms = rp_time_mono_ns() / 1000000;
+		}
 
 		/* Access lines are buffered; the quarter-second tick bounds how late they appear.
 		 */
@@ -1102,21 +1206,27 @@ main(int argc, char **argv)
 		if (sig < 0)
 			continue;
 		if (sig == SIGHUP) {
+			char reloading[80];
+
+			snprintf(reloading, sizeof reloading, "RELOADING=1\nMONOTONIC_USEC=%lld",
+			         (long long)(rp_time_mono_ns() / 1000));
+			rp_notify(reloading);
+			config_reload(config_path, demo, flag_key, flag_val, nflags, &cfg);
 			/* New handshakes get the new certificate; open connections keep theirs. */
-			if (tls == NULL)
-				rp_log_info("SIGHUP: nothing to reload");
-			else if (rp_tls_reload(tls, why, sizeof why) < 0)
+			if (tls && rp_tls_reload(tls, why, sizeof why) < 0) {
 				rp_log_error("SIGHUP: TLS certificate not reloaded, the old one "
 				             "stays: %s",
 				             why);
-			else {
+			} else if (tls) {
 				/* Boot scripts hand the new pin to the agents from now on. */
 				rp_api_tls_pin_set(&api, rp_tls_fingerprint(tls));
 				rp_log_info("SIGHUP: TLS certificate %s reloaded; fingerprint %s",
 				            certpath, rp_tls_fingerprint(tls));
 			}
+			rp_notify("READY=1");
 			continue;
 		}
+		rp_notify("STOPPING=1");
 		rp_log_info("signal %d: shutting down", sig);
 		break;
 	}

@@ -72,6 +72,7 @@ struct rp_jobs {
 	int pruner_started;
 	pthread_t webhooks; /* the deliverer (webhooks.c) */
 	int webhooks_started;
+	int stalled; /* the deliverer's last pass recorded nothing: it waits before the next */
 	/* sweeps */
 	int sweep_wanted, sweeping, sweep_started;
 	int leader;       /* leads the servers of its database (rp_jobs_lead) */

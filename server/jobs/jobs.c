@@ -35,6 +35,7 @@ rp_jobs_defaults(struct rp_jobs_opts *o)
 	o->webhook_timeout_s = 10;
 	o->webhook_max_age_s = 86400;
 	o->webhook_ca_file = NULL;
+	o->webhook_proxy = NULL;
 }
 
 static void

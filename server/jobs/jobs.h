@@ -49,6 +49,7 @@ struct rp_jobs_opts {
 	unsigned webhook_timeout_s;  /* one POST to a webhook; default 10 */
 	unsigned webhook_max_age_s;  /* a delivery is given up this long after its event */
 	const char *webhook_ca_file; /* CAs webhook receivers are verified with; NULL: system's */
+	const char *webhook_proxy;   /* proxy for webhook POSTs; NULL: none (never the env's) */
 };
 
 /* Fill o with the defaults. */

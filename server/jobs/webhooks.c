@@ -31,6 +31,7 @@ struct hook {
 	json_t *d; /* one due delivery (rp_store_webhook_due) */
 	pthread_t thread;
 	int started;
+	int progress; /* the store recorded something of this delivery */
 };
 
 struct answer {
@@ -55,6 +56,17 @@ on_body(char *p, size_t size, size_t n, void *arg)
 	a->total += len;
 	/* A receiver that answers without end is cut off; its status line has been read. */
 	return a->total > HOOK_ANSWER_CAP ? 0 : len;
+}
+
+/* A stop does not wait for a receiver that hangs: the transfer is cut, and the delivery,
+ * recorded as attempted, goes again after the restart. */
+static int
+on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+	const struct rp_jobs *j = arg;
+
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	return __atomic_load_n(&j->stop, __ATOMIC_RELAXED) ? 1 : 0;
 }
 
 static size_t
@@ -116,6 +128,12 @@ post(const struct rp_jobs *j, json_t *d, const char *body, struct answer *a, cha
 	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (j->o.webhook_ca_file)
 		curl_easy_setopt(c, CURLOPT_CAINFO, j->o.webhook_ca_file);
+	/* The environment's http_proxy is not asked: a signed body goes where the
+	 * configuration says (webhook_proxy), and nowhere else. */
+	curl_easy_setopt(c, CURLOPT_PROXY, j->o.webhook_proxy ? j->o.webhook_proxy : "");
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)j);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)j->o.webhook_timeout_s * 1000);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)j->o.webhook_timeout_s * 1000);
@@ -182,14 +200,29 @@ deliver(void *arg)
 			rp_log_warn("webhook %s: gave up delivery %lld: %s",
 			            json_string_value(json_object_get(d, "name")), (long long)id,
 			            why);
+		else
+			rp_log_warn("webhook %s: cannot record delivery %lld as given up (%s)",
+			            json_string_value(json_object_get(d, "name")), (long long)id,
+			            rp_err_message(e));
+		k->progress = e == RP_ERR_OK;
 		return NULL;
 	}
 	/* Recorded first: a crash during the POST leaves a delivery that is due again later,
 	 * not one that is sent in a loop. */
-	if (rp_store_webhook_attempt(j->st, id, now,
-	                             now + backoff + (int64_t)j->o.webhook_timeout_s * 1000) !=
-	    RP_ERR_OK)
+	e = rp_store_webhook_attempt(j->st, id, attempts,
+	                             json_integer_value(json_object_get(d, "version")), now,
+	                             now + backoff + (int64_t)j->o.webhook_timeout_s * 1000);
+	if (e == RP_ERR_NOT_FOUND) { /* changed since it was read: the next pass reads it again */
+		k->progress = 1;
 		return NULL;
+	}
+	if (e != RP_ERR_OK) {
+		rp_log_warn("webhook %s: cannot record an attempt of delivery %lld (%s); not sent",
+		            json_string_value(json_object_get(d, "name")), (long long)id,
+		            rp_err_message(e));
+		return NULL;
+	}
+	k->progress = 1;
 	body_obj = json_pack("{s:I, s:{s:O, s:O}, s:O}", "delivery", (json_int_t)id, "webhook",
 	                     "id", json_object_get(d, "webhook"), "name",
 	                     json_object_get(d, "name"), "event", json_object_get(d, "event"));
@@ -203,8 +236,13 @@ deliver(void *arg)
 	free(body);
 	now = rp_time_now_ms();
 	if (status >= 200 && status < 300) {
-		rp_store_webhook_result(j->st, id, RP_WEBHOOK_DELIVERED, (int)status, NULL, now,
-		                        now);
+		if ((e = rp_store_webhook_result(j->st, id, RP_WEBHOOK_DELIVERED, (int)status, NULL,
+		                                 now, now)) != RP_ERR_OK)
+			rp_log_warn(
+			        "webhook %s: delivery %lld was delivered but cannot be recorded "
+			        "(%s); it goes again",
+			        json_string_value(json_object_get(d, "name")), (long long)id,
+			        rp_err_message(e));
 		return NULL;
 	}
 	next = now + (a.retry_after * 1000 > backoff ? a.retry_after * 1000 : backoff);
@@ -227,15 +265,17 @@ rp_jobs_webhooks(void *arg)
 		struct timespec ts;
 		size_t i, n = 0;
 		enum rp_err e = RP_ERR_OK;
+		int progress = 0;
 
-		if (j->leader) {
+		if (j->leader && !j->stalled) {
 			pthread_mutex_unlock(&j->mu);
 			e = rp_store_webhook_due(j->st, rp_time_now_ms(), HOOKS_AT_ONCE, &due);
 			pthread_mutex_lock(&j->mu);
 		}
 		if (e != RP_ERR_OK)
 			rp_log_warn("webhooks: cannot read the outbox (%s)", rp_err_message(e));
-		if (due == NULL || json_array_size(due) == 0) {
+		if (due == NULL || json_array_size(due) == 0 || j->stalled) {
+			j->stalled = 0;
 			rp_store_webhook_wipe(due);
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += POLL_MS * 1000000L;
@@ -257,11 +297,16 @@ rp_jobs_webhooks(void *arg)
 				deliver(&hooks[n]);
 			n++;
 		}
-		for (i = 0; i < n; i++)
+		for (i = 0; i < n; i++) {
 			if (hooks[i].started)
 				pthread_join(hooks[i].thread, NULL);
+			progress |= hooks[i].progress;
+		}
 		rp_store_webhook_wipe(due);
 		pthread_mutex_lock(&j->mu);
+		/* Nothing recorded (a full disk, a read-only database): wait before the next
+		 * look rather than read the same list again at once. */
+		j->stalled = !progress;
 	}
 	pthread_mutex_unlock(&j->mu);
 	return NULL;

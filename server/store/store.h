@@ -801,24 +801,26 @@ enum rp_err rp_store_webhook_delete(struct rp_store *st, const char *key, int64_
 /* The deliveries due at now, at most max: each enabled webhook's oldest pending one (the later
  * ones wait behind it: a webhook sees its events in order), when its next_at has come.
  * [{delivery, webhook (uuid), name, url, secret (opened), attempts, event_id, action,
- * created_at (ms), last_error, event (as GET /v1/events shows it; null when retention removed it)}]
- * into *out, to be released with rp_store_webhook_wipe. A secret that does not open is logged and
- * its webhook skipped. */
+ * created_at (ms), last_error, version (the webhook's), event (as GET /v1/events shows it; null
+ * when retention removed it)}] into *out, to be released with rp_store_webhook_wipe. A secret that
+ * does not open is logged and its webhook skipped. */
 enum rp_err rp_store_webhook_due(struct rp_store *st, int64_t now, int max, json_t **out);
 
 /* Overwrite the secrets of a due list, then release it (NULL: nothing). */
 void rp_store_webhook_wipe(json_t *due);
 
 /* Record an attempt before it is made: attempts + 1, last_at now, and not due again before
- * next_at (a crash mid-POST retries then, at least once). RP_ERR_NOT_FOUND when the delivery
- * is no longer pending (the webhook was deleted). */
-enum rp_err rp_store_webhook_attempt(struct rp_store *st, int64_t delivery, int64_t now,
-                                     int64_t next_at);
+ * next_at (a crash mid-POST retries then, at least once). Only while the delivery is as the
+ * due list read it (attempts, the webhook's version, enabled): RP_ERR_NOT_FOUND otherwise
+ * (tried meanwhile, the webhook changed, disabled or deleted): read it again. */
+enum rp_err rp_store_webhook_attempt(struct rp_store *st, int64_t delivery, int64_t attempts,
+                                     int64_t version, int64_t now, int64_t next_at);
 
 enum rp_webhook_outcome {
 	RP_WEBHOOK_DELIVERED, /* 2xx */
 	RP_WEBHOOK_RETRY,     /* anything else: pending again, due at next_at */
-	RP_WEBHOOK_GAVE_UP, /* failed for good: older than webhook_max_age; event webhook.gave_up */
+	RP_WEBHOOK_GAVE_UP,   /* failed for good: older than webhook_max_age; event webhook.gave_up
+	                         (none when the delivery carried a webhook.gave_up itself) */
 };
 
 /* The attempt's outcome, with the HTTP status (0: none) and error text (NULL: none), in one

@@ -17,8 +17,9 @@
 	"w.version, w.created_at AS \"created_at:time\", w.updated_at AS \"updated_at:time\" "     \
 	"FROM webhooks w "
 
-/* The queue moves without the webhook changing. */
-static const char *const diff_skip[] = {"version", "updated_at", "pending", NULL};
+/* The queue moves without the webhook changing. The URL stays out of the events, which
+ * viewers read: a receiver's URL can be a credential (a chat service's incoming webhook). */
+static const char *const diff_skip[] = {"version", "updated_at", "pending", "url", NULL};
 
 /* Insert (*id == 0) or rewrite a webhook from a whole object; "secret", when present, is
  * sealed and replaces the old one. */
@@ -126,16 +127,16 @@ rp_store_webhook_due(struct rp_store *st, int64_t now, int max, json_t **out)
 		return e;
 	}
 	/* Each webhook's head: its oldest pending delivery, when due. Later ones wait for it. */
-	s = STMT_ARGS(
-	        c,
-	        "SELECT d.id AS delivery, w.uuid AS webhook, w.name, w.url, w.secret_sealed "
-	        "AS _sealed, d.attempts, d.event_id, d.action, d.created_at, d.last_error FROM "
-	        "webhooks "
-	        "w JOIN webhook_deliveries d ON d.id = (SELECT h.id FROM "
-	        "webhook_deliveries h WHERE h.webhook_id = w.id AND h.state = 'pending' "
-	        "ORDER BY h.event_id LIMIT 1) WHERE w.enabled = 1 AND w.secret_sealed IS "
-	        "NOT NULL AND d.next_at <= ?1 ORDER BY d.next_at, d.id LIMIT ?2",
-	        now, (int64_t)max);
+	s = STMT_ARGS(c,
+	              "SELECT d.id AS delivery, w.uuid AS webhook, w.name, w.url, w.secret_sealed "
+	              "AS _sealed, d.attempts, d.event_id, d.action, d.created_at, d.last_error, "
+	              "w.version FROM "
+	              "webhooks "
+	              "w JOIN webhook_deliveries d ON d.id = (SELECT h.id FROM "
+	              "webhook_deliveries h WHERE h.webhook_id = w.id AND h.state = 'pending' "
+	              "ORDER BY h.event_id LIMIT 1) WHERE w.enabled = 1 AND w.secret_sealed IS "
+	              "NOT NULL AND d.next_at <= ?1 ORDER BY d.next_at, d.id LIMIT ?2",
+	              now, (int64_t)max);
 	while (store_next(c, s, "webhooks due", &e)) {
 		json_t *row = store_row(c, s), *secret = store_unseal(c, sql_text(s, 4), "webhook");
 
@@ -185,7 +186,8 @@ rp_store_webhook_wipe(json_t *due)
 }
 
 enum rp_err
-rp_store_webhook_attempt(struct rp_store *st, int64_t delivery, int64_t now, int64_t next_at)
+rp_store_webhook_attempt(struct rp_store *st, int64_t delivery, int64_t attempts, int64_t version,
+                         int64_t now, int64_t next_at)
 {
 	STORE_HOLD(st);
 	struct conn *c = NULL;
@@ -193,10 +195,14 @@ rp_store_webhook_attempt(struct rp_store *st, int64_t delivery, int64_t now, int
 
 	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
+	/* Only as it was read: not tried meanwhile (by a server that also thought it led), the
+	 * webhook neither disabled nor changed (a new URL or secret is not sent the old way). */
 	e = EXEC(c, "webhook attempt",
 	         "UPDATE webhook_deliveries SET attempts = attempts + 1, last_at = ?2, next_at = "
-	         "?3 WHERE id = ?1 AND state = 'pending'",
-	         delivery, now, next_at);
+	         "?3 WHERE id = ?1 AND state = 'pending' AND attempts = ?4 AND EXISTS (SELECT 1 "
+	         "FROM webhooks w WHERE w.id = webhook_deliveries.webhook_id AND w.enabled = 1 AND "
+	         "w.version = ?5)",
+	         delivery, now, next_at, attempts, version);
 	if (e == RP_ERR_OK && sql_changes(c) == 0)
 		e = RP_ERR_NOT_FOUND;
 	return store_end(c, e, NULL, NULL);
@@ -237,6 +243,16 @@ rp_store_webhook_result(struct rp_store *st, int64_t delivery, enum rp_webhook_o
 	if (outcome == RP_WEBHOOK_GAVE_UP) {
 		char summary[600];
 
+		/* A give-up of a delivery that is itself about a give-up writes no event: two
+		 * dead webhooks would otherwise feed each other without end. */
+		s = STMT_ARGS(c, "SELECT action FROM webhook_deliveries WHERE id = ?", delivery);
+		if ((e = store_one(c, s, "webhook gave up")) != RP_ERR_OK)
+			goto out;
+		if (!strcmp(sql_text(s, 0), "webhook.gave_up")) {
+			sql_reset(s);
+			goto out;
+		}
+		sql_reset(s);
 		s = STMT_ARGS(
 		        c,
 		        "SELECT w.uuid, w.name, d.event_id, d.action, d.attempts FROM "
@@ -287,8 +303,10 @@ rp_store_webhook_deliveries(struct rp_store *st, const char *key, const struct r
 	            "d.created_at AS \"created_at:time\", d.last_at AS \"last_at:time\", "
 	            "d.last_status, d.last_error, CASE WHEN d.state = 'pending' THEN d.next_at END "
 	            "AS \"next_at:time\", d.finished_at AS \"finished_at:time\" FROM "
-	            "webhook_deliveries d WHERE d.webhook_id = ?2 AND d.id < ?1 AND (?3 IS NULL OR "
-	            "d.state = ?3) ORDER BY d.id DESC LIMIT ?4");
+	            "webhook_deliveries d WHERE d.webhook_id = ?2 AND d.id < ?1 AND (CAST(?3 AS "
+	            "TEXT) IS "
+	            "NULL OR "
+	            "d.state = CAST(?3 AS TEXT)) ORDER BY d.id DESC LIMIT ?4");
 	sql_bind_int(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
 	sql_bind_int(s, 2, id);
 	store_bind_str(s, 3, rq->filter, "state");

@@ -27,6 +27,17 @@ struct rp_sshkey {
  * as. Returns 0 (out filled), or -1 when line is not such a key (out untouched). */
 int rp_sshkey_parse(const char *line, struct rp_sshkey *out);
 
+/* ---- Service manager notifications (notify.c) ------------------------------------------ */
+
+/* Send state ("READY=1", "RELOADING=1\nMONOTONIC_USEC=…", "STOPPING=1", "WATCHDOG=1", …) to
+ * the socket $NOTIFY_SOCKET names: 1 sent, 0 when there is none (not run by a service manager
+ * that asked), -1 with errno. */
+int rp_notify(const char *state);
+
+/* The watchdog interval systemd asked this process for (WATCHDOG_USEC, when WATCHDOG_PID is
+ * unset or this process), in ms; 0: none. Send WATCHDOG=1 at least twice per interval. */
+int64_t rp_notify_watchdog_ms(void);
+
 /* ---- Memo table ----------------------------------------------------------------------- */
 
 /*

@@ -35,6 +35,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
+    def do_GET(self):
+        # Never asked for by a deliverer that follows no redirect (a followed 302 is a GET).
+        with lock, open(log_path, "a") as f:
+            f.write(json.dumps({"path": self.path, "method": "GET"}) + "\n")
+        return self.answer(404, b"")
+
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
         raw = self.rfile.read(n)
