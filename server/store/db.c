@@ -1829,9 +1829,18 @@ store_event_text(struct conn *c, const char *actor, const char *action, const ch
 	sql_bind_text(s, 10, detail);
 	if ((e = store_exec(c, s, "event")) != RP_ERR_OK)
 		return e;
-	/* The webhooks' outbox, in the event's own transaction: nothing sent that did not
-	 * happen, nothing that happened left unsent. */
-	return store_webhook_enqueue(c, sql_last_id(c), at, action, otype, oid);
+	/* The webhooks' outbox (webhooks.c), in the event's own transaction: nothing sent that
+	 * did not happen, nothing that happened left unsent. Patterns: an action, or a prefix
+	 * and '*' (every action that starts with the prefix; "*" alone: all). A webhook's own
+	 * events never go to it: one that gives up would feed itself. */
+	return EXEC(c, "webhook enqueue",
+	            "INSERT INTO webhook_deliveries(webhook_id, event_id, action, created_at, "
+	            "next_at) SELECT w.id, ?1, ?2, ?3, ?3 FROM webhooks w WHERE w.enabled = 1 AND "
+	            "w.secret_sealed IS NOT NULL AND NOT (?4 = 'webhook' AND w.uuid = ?5) AND "
+	            "EXISTS (SELECT 1 FROM json_each(w.events) p WHERE p.value = ?2 OR "
+	            "(substr(p.value, length(p.value)) = '*' AND substr(?2, 1, length(p.value) - "
+	            "1) = substr(p.value, 1, length(p.value) - 1)))",
+	            sql_last_id(c), action, at, otype ? otype : "", oid ? oid : "");
 }
 
 enum rp_err

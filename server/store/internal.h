@@ -427,12 +427,6 @@ void store_refusal(struct conn *c, const char *action, const char *otype, const 
 enum rp_err store_seal(struct conn *c, const char *plain, char **out);
 json_t *store_unseal(struct conn *c, const char *sealed, const char *whose);
 
-/* The outbox (webhooks.c): a pending delivery of event event_id (at, action, its object's
- * type and id) for each enabled webhook whose patterns match it, in the caller's transaction
- * (store_event_text calls it for every event). */
-enum rp_err store_webhook_enqueue(struct conn *c, int64_t event_id, int64_t at, const char *action,
-                                  const char *otype, const char *oid);
-
 /* Event id as GET /v1/events shows it (events.c), or RP_ERR_NOT_FOUND. */
 enum rp_err store_event_load(struct conn *c, int64_t id, json_t **out);
 

@@ -1,5 +1,6 @@
 /* Webhooks (docs/webhooks.md): the subscriptions, their outbox and its delivery log. A
- * delivery row is written by store_event_text in the transaction of the event it carries; the
+ * delivery row is written by store_event_text (db.c) in the transaction of the event it
+ * carries, for each enabled webhook whose patterns match; the
  * leader's deliverer (jobs/webhooks.c) takes each webhook's oldest pending one, records the
  * attempt before it POSTs, and its outcome after. The HMAC secret is sealed as BMC passwords
  * are (secrets.c) and never leaves the store except towards the deliverer. */
@@ -94,23 +95,6 @@ static struct store_res webhook_res = {
 };
 
 STORE_RES_CALLS(webhook, &webhook_res)
-
-enum rp_err
-store_webhook_enqueue(struct conn *c, int64_t event_id, int64_t at, const char *action,
-                      const char *otype, const char *oid)
-{
-	/* Patterns: an action, or a prefix and '*' (every action that starts with the prefix;
-	 * "*" alone: all). A webhook's own events never go to it: one that gives up would feed
-	 * itself. */
-	return EXEC(c, "webhook enqueue",
-	            "INSERT INTO webhook_deliveries(webhook_id, event_id, action, created_at, "
-	            "next_at) SELECT w.id, ?1, ?2, ?3, ?3 FROM webhooks w WHERE w.enabled = 1 AND "
-	            "w.secret_sealed IS NOT NULL AND NOT (?4 = 'webhook' AND w.uuid = ?5) AND "
-	            "EXISTS (SELECT 1 FROM json_each(w.events) p WHERE p.value = ?2 OR "
-	            "(substr(p.value, length(p.value)) = '*' AND substr(?2, 1, length(p.value) - "
-	            "1) = substr(p.value, 1, length(p.value) - 1)))",
-	            event_id, action, at, otype ? otype : "", oid ? oid : "");
-}
 
 enum rp_err
 rp_store_webhook_due(struct rp_store *st, int64_t now, int max, json_t **out)

@@ -29,6 +29,13 @@
 #   DISK_MB=32        size of disk.img in MiB (>= 24)
 #   LLDPD=/usr/sbin/lldpd, LLDPCLI=/usr/sbin/lldpcli   for agent-initrd-lldp
 #   FORCE=1           rebuild even when up to date
+#   MODULES="..."     kernel modules for the agent ramdisk (default: virtio_pci virtio_net
+#                     virtio_blk); their dependencies come along (modinfo). The product
+#                     ramdisk (cmake --build build --target ramdisk) names the NIC, HCA and
+#                     NVMe drivers of GPU servers.
+#   TOOLS="..."       programs to put into the agent ramdisk with their libraries, each where
+#                     this machine has it (command -v); missing ones are listed, not fatal
+#   RAMDISK_ONLY=1    build vmlinuz and agent-initrd only (no disk.img, no disk-initrd)
 # Exit status: 0 built or up to date; 3 no kernel package to be had (apt cannot download it and
 # the cache has none: e2e.sh then skips); 1 anything else.
 set -eu
@@ -54,14 +61,21 @@ LLDPCLI=${LLDPCLI:-/usr/sbin/lldpcli}
 WITH_LLDP=0
 [ -x "$LLDPD" ] && [ -x "$LLDPCLI" ] && WITH_LLDP=1
 # Modules the VMs need (virtio NIC and disk); their dependencies are found with modinfo.
-WANT_MODULES="virtio_pci virtio_net virtio_blk"
+WANT_MODULES=${MODULES:-virtio_pci virtio_net virtio_blk}
+TOOLS=${TOOLS:-}
+RAMDISK_ONLY=${RAMDISK_ONLY:-0}
 
 case $DISK_MB in ''|*[!0-9]*) die "DISK_MB must be a number" ;; esac
 [ "$DISK_MB" -ge 24 ] || die "DISK_MB must be at least 24"
 [ -x "$AGENT" ] || die "no agent binary at $AGENT (build it, or set AGENT=)"
 for t in "$BUSYBOX" "$DROPBEAR" "$DROPBEARKEY"; do [ -x "$t" ] || die "missing $t"; done
-[ -f "$SYSLINUX_MBR" ] || die "missing $SYSLINUX_MBR (apt-get install syslinux-common)"
-for t in dpkg apt-get ldd modinfo gzip sha256sum sfdisk mkfs.vfat mcopy syslinux; do
+if [ "$RAMDISK_ONLY" != 1 ]; then
+	[ -f "$SYSLINUX_MBR" ] || die "missing $SYSLINUX_MBR (apt-get install syslinux-common)"
+	for t in sfdisk mkfs.vfat mcopy syslinux; do
+		command -v "$t" > /dev/null || die "missing $t (see .ci/deps)"
+	done
+fi
+for t in dpkg apt-get ldd modinfo gzip sha256sum; do
 	command -v "$t" > /dev/null || die "missing $t (see .ci/deps)"
 done
 if ldd "$BUSYBOX" > /dev/null 2>&1; then die "$BUSYBOX is not static (apt-get install busybox-static)"; fi
@@ -104,12 +118,15 @@ debname=$(basename "$deb" .deb)
 # ---- up to date? ----------------------------------------------------------------------------
 stamp=$( {
 	echo "flavour=$FLAVOUR disk_mb=$DISK_MB deb=$debname modules=$WANT_MODULES lldp=$WITH_LLDP"
+	echo "tools=$TOOLS ramdisk_only=$RAMDISK_ONLY"
+	for t in $TOOLS; do command -v "$t" > /dev/null && sha256sum < "$(command -v "$t")"; done
 	cat "$0" "$HERE/ramdisk/init" "$HERE/ramdisk/udhcpc.script" "$HERE/disk/init" \
 		"$HERE/disk/syslinux.cfg" "$AGENT" "$BUSYBOX" "$DROPBEAR" "$DROPBEARKEY" | sha256sum
 	[ "$WITH_LLDP" = 0 ] || cat "$LLDPD" "$LLDPCLI" | sha256sum
 } | sha256sum | cut -c1-64)
 if [ "${FORCE:-0}" != 1 ] && [ -f "$OUT/.stamp" ] && [ "$(cat "$OUT/.stamp")" = "$stamp" ] &&
-	[ -f "$OUT/vmlinuz" ] && [ -f "$OUT/agent-initrd" ] && [ -f "$OUT/disk.img" ] &&
+	[ -f "$OUT/vmlinuz" ] && [ -f "$OUT/agent-initrd" ] &&
+	{ [ "$RAMDISK_ONLY" = 1 ] || [ -f "$OUT/disk.img" ]; } &&
 	{ [ "$WITH_LLDP" = 0 ] || [ -f "$OUT/agent-initrd-lldp" ]; }; then
 	note "up to date in $OUT ($debname)"
 	exit 0
@@ -208,6 +225,18 @@ put_with_libs "$R" "$DROPBEAR" /usr/sbin/dropbear
 put_with_libs "$R" "$DROPBEARKEY" /usr/bin/dropbearkey
 # dropbear sessions get PATH=/usr/bin:/bin, and rackpilotd runs "rackpilot-agent run-steps"
 put_with_libs "$R" "$AGENT" /usr/bin/rackpilot-agent
+# The tools the inventory and acceptance use, where this machine has them.
+tools_in= tools_out=
+for t in $TOOLS; do
+	p=$(command -v "$t" 2> /dev/null) || { tools_out="$tools_out $t"; continue; }
+	put_with_libs "$R" "$p" "/usr/bin/$t"
+	tools_in="$tools_in $t"
+done
+# lspci names devices from pci.ids; smartctl knows drives from its drivedb.
+for f in /usr/share/misc/pci.ids /usr/share/smartmontools/drivedb.h; do
+	[ -f "$f" ] && case " $tools_in " in *" lspci "* | *" smartctl "*) mkdir -p "$R$(dirname "$f")" && cp "$f" "$R$f" ;; esac
+done
+[ -z "$TOOLS" ] || note "tools in the ramdisk:${tools_in:- none}; not on this machine:${tools_out:- none}"
 # the user database dropbear's getpwnam() reads (glibc's "files" NSS is built into libc);
 # _lldpd: lldpd (agent-initrd-lldp) drops to it
 printf 'root:x:0:0:root:/root:/bin/sh\n_lldpd:x:100:101::/run/lldpd:/bin/false\n' > "$R/etc/passwd"
@@ -239,6 +268,26 @@ if [ "$WITH_LLDP" = 1 ]; then
 	note "agent-initrd-lldp: + $(du -sk "$L" | cut -f1) KiB unpacked (lldpd)"
 else
 	note "no $LLDPD or $LLDPCLI: no agent-initrd-lldp (apt-get install lldpd)"
+fi
+
+if [ "$RAMDISK_ONLY" = 1 ]; then
+	cp "$VMLINUZ" "$OUT/vmlinuz.tmp" && mv "$OUT/vmlinuz.tmp" "$OUT/vmlinuz"
+	# One image: with lldpd when this machine has it (the links check reads LLDP).
+	[ -f "$WORK/agent-initrd-lldp" ] && mv "$WORK/agent-initrd-lldp" "$WORK/agent-initrd"
+	mv "$WORK/agent-initrd" "$OUT/agent-initrd.tmp" && mv "$OUT/agent-initrd.tmp" "$OUT/agent-initrd"
+	(cd "$OUT" && sha256sum vmlinuz agent-initrd > SHA256SUMS)
+	{
+		echo "kernel_package=$debname"
+		echo "modules=$(tr '\n' ' ' < "$WORK/order")"
+		echo "tools=$tools_in"
+		echo "tools_missing=$tools_out"
+		echo "agent_initrd_bytes=$(stat -c %s "$OUT/agent-initrd")"
+		echo "agent_initrd_unpacked_kib=$(du -sk "$R" | cut -f1)"
+		cat "$R/etc/rackpilot-e2e"
+	} > "$OUT/BUILDINFO"
+	echo "$stamp" > "$OUT/.stamp"
+	note "agent-initrd: $(stat -c %s "$OUT/agent-initrd") bytes ($(du -sk "$R" | cut -f1) KiB unpacked); vmlinuz: $(stat -c %s "$OUT/vmlinuz") bytes"
+	exit 0
 fi
 
 # ---- disk OS initrd -------------------------------------------------------------------------
