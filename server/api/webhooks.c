@@ -12,7 +12,7 @@
 
 static const struct rp_field webhook_fields[] = {
         {"id", RP_F_READ_ONLY},
-        {"name", RP_F_NAME, RP_F_REQUIRED},
+        {"name", RP_F_NAME}, /* default: webhook- and 8 digits of its UUID */
         {"url", RP_F_STR, RP_F_REQUIRED, 0, WEBHOOK_URL_MAX},
         {"events", RP_F_ANY_ARRAY, RP_F_REQUIRED, 0, WEBHOOK_EVENTS_MAX},
         {"secret", RP_F_STR, RP_F_REQUIRED, 0, 256},

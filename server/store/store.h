@@ -782,7 +782,8 @@ enum rp_err rp_store_job_log(struct rp_store *st, const char *job, int64_t offse
 
 /* ---- Webhooks (docs/webhooks.md) ------------------------------------------------------- */
 
-/* Webhook objects: id, name, url, events [patterns: "*", "rollout.started", "rollout.*"],
+/* Webhook objects (a name given when created without: "webhook-" and the first 8 digits of its
+ * UUID): id, name, url, events [patterns: "*", "rollout.started", "rollout.*"],
  * enabled, secret_set, secret_updated_at, pending (deliveries waiting), version, created_at,
  * updated_at. "secret" is written (sealed; a patch without it keeps the old one) and never
  * read back; creating one needs it (the API checks). Events about a webhook go to the others,

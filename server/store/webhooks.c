@@ -29,12 +29,20 @@ save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json_t **det
 {
 	const char *name = json_string_value(json_object_get(obj, "name"));
 	const char *secret = json_string_value(json_object_get(obj, "secret"));
-	char uuid[RP_UUID_BUF], *events, *sealed = NULL;
+	char uuid[RP_UUID_BUF], *events, *sealed = NULL, named[32];
 	int64_t other, now = rp_time_now_ms();
 	struct stmt *s;
 	enum rp_err e;
 
 	(void)r;
+	if (rp_uuid_new(uuid) < 0)
+		return RP_ERR_INTERNAL;
+	/* Created without a name: webhook- and the first 8 digits of its UUID. */
+	if (name == NULL) {
+		snprintf(named, sizeof named, "webhook-%.8s", uuid);
+		json_object_set_new(obj, "name", json_string(named));
+		name = json_string_value(json_object_get(obj, "name"));
+	}
 	e = store_id_of(c, T_WEBHOOK, name, &other);
 	if (e == RP_ERR_OK && other != *id) {
 		*detail = store_why("name", "a webhook named '%s' already exists", name);
@@ -49,11 +57,6 @@ save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json_t **det
 		return RP_ERR_INTERNAL;
 	}
 	if (*id == 0) {
-		if (rp_uuid_new(uuid) < 0) {
-			free(sealed);
-			free(events);
-			return RP_ERR_INTERNAL;
-		}
 		s = STMT(c,
 		         "INSERT INTO webhooks(uuid, name, url, events, enabled, secret_sealed, "
 		         "secret_updated_at, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, "

@@ -246,6 +246,22 @@ test_bad_requests(void **state)
 	                 403);
 	reply_free(&r);
 	assert_int_equal(count_all(&S, "/v1/webhooks"), 0);
+	/* No name: one is made of its id. */
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/webhooks", &r, "{s:s, s:[s], s:s, s:b}",
+	                      "url", "http://127.0.0.1:9/x", "events", "node.created", "secret",
+	                      SECRET, "enabled", 0),
+	                 201);
+	assert_int_equal(strncmp(jstr(r.json, "name"), "webhook-", 8), 0);
+	assert_int_equal(strncmp(jstr(r.json, "name") + 8, jstr(r.json, "id"), 8), 0);
+	{
+		char path[100];
+		struct reply g;
+
+		snprintf(path, sizeof path, "/v1/webhooks/%s", jstr(r.json, "id"));
+		assert_int_equal(call(&S, S.admin, "DELETE", path, &g, NULL), 204);
+		reply_free(&g);
+	}
+	reply_free(&r);
 }
 
 static void
