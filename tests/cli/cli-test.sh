@@ -354,6 +354,27 @@ same_as_api '/v1/firmware/drift?rack=r01' "firmware drift --json"
 rp 1 firmware drift --rack nosuch
 has err '^rackpilot: BAD_QUERY: ' "firmware drift of an unknown rack"
 
+# ---- webhooks: the secret from a file, never on the command line or in an answer
+printf '{"name":"ops","url":"http://127.0.0.1:9/hook","events":["rack.*"],"secret":"cli-test-secret-0123"}' > "$W/hook.json"
+rp 0 webhook create --json "$W/hook.json"
+has out '^created webhook ops \(' "webhook create"
+rp 0 webhook list
+has out '^ops +yes +[0-9]+ +http://127.0.0.1:9/hook$' "webhook list"
+rp 0 webhook show ops
+has out '^secret_set +yes$' "webhook show"
+hasnt out 'cli-test-secret' "webhook show: no secret"
+rp 0 webhook update ops --enabled false
+has out '^updated webhook ops \(version 2\)$' "webhook update"
+rp 0 webhook deliveries ops --state pending
+rp 0 --json webhook deliveries ops
+same_as_api '/v1/webhooks/ops/deliveries' "webhook deliveries --json"
+rp 1 webhook deliveries ops --state lost
+has err '^rackpilot: BAD_QUERY: ' "webhook deliveries: a bad state"
+rp 0 webhook delete ops
+rp 1 webhook show ops
+has err '^rackpilot: NOT_FOUND' "webhook deleted"
+hasnt all 'cli-test-secret' "the secret never printed"
+
 # ---- exports: the answer as it is, the selector as a query
 rp 0 export hosts --rack r01
 same_as_api '/v1/exports/hosts?rack=r01' "export hosts"
