@@ -22,7 +22,7 @@ static size_t npending;
 void
 rp_log_set_level(enum rp_log_level lvl)
 {
-	max_level = lvl;
+	__atomic_store_n(&max_level, lvl, __ATOMIC_RELAXED);
 }
 
 static void
@@ -78,7 +78,7 @@ rp_log(enum rp_log_level lvl, const char *fmt, ...)
 	va_list ap;
 	size_t n;
 
-	if (lvl > max_level)
+	if (lvl > __atomic_load_n(&max_level, __ATOMIC_RELAXED))
 		return;
 	va_start(ap, fmt);
 	n = format(line, sizeof line, names[lvl], fmt, ap);

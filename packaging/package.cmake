@@ -16,10 +16,22 @@ file(MAKE_DIRECTORY ${RP_PKG_OUT})
 
 # The packaged configuration: docs/rackpilotd.conf, its data under /var/lib.
 file(READ ${CMAKE_SOURCE_DIR}/docs/rackpilotd.conf rp_conf)
-string(REPLACE "\ndata_dir = ./var\n" "\ndata_dir = /var/lib/rackpilot\n" rp_conf_pkg "${rp_conf}")
-if(rp_conf_pkg STREQUAL rp_conf)
-  message(FATAL_ERROR "packaging: docs/rackpilotd.conf has no 'data_dir = ./var' line to replace")
-endif()
+# The packaged layout: the data under /var/lib; dnsmasq's host file where dnsmasq can read
+# it, and no pid file (the sandboxed server cannot signal dnsmasq: rackpilot-dnsmasq.path does).
+set(rp_conf_pkg "${rp_conf}")
+foreach(pair
+        "\ndata_dir = ./var\n|\ndata_dir = /var/lib/rackpilot\n"
+        "\n#dnsmasq_hosts = /var/lib/rackpilot/dnsmasq.hosts\n|\n#dnsmasq_hosts = /var/lib/rackpilot-dhcp/hosts\n"
+        "\n#dnsmasq_pidfile = /run/rackpilot-dnsmasq.pid\n|\n# (packaged: leave dnsmasq_pidfile unset and enable rackpilot-dnsmasq.path)\n")
+  string(REPLACE "|" ";" pair "${pair}")
+  list(GET pair 0 from)
+  list(GET pair 1 to)
+  string(FIND "${rp_conf_pkg}" "${from}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "packaging: docs/rackpilotd.conf has no '${from}' to replace")
+  endif()
+  string(REPLACE "${from}" "${to}" rp_conf_pkg "${rp_conf_pkg}")
+endforeach()
 file(WRITE ${RP_PKG_OUT}/rackpilotd.conf "${rp_conf_pkg}")
 
 # Man pages and changelogs, compressed as Debian wants them (gzip -n: reproducible).
@@ -105,7 +117,8 @@ set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_EXTRA
     ${RP_PKG_OUT}/server/conffiles ${RP_PKG}/debian/rackpilotd/postinst
     ${RP_PKG}/debian/rackpilotd/prerm ${RP_PKG}/debian/rackpilotd/postrm)
 set(CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_EXTRA
-    ${RP_PKG}/debian/rackpilot-agent/postinst ${RP_PKG}/debian/rackpilot-agent/prerm)
+    ${RP_PKG}/debian/rackpilot-agent/postinst ${RP_PKG}/debian/rackpilot-agent/prerm
+    ${RP_PKG}/debian/rackpilot-agent/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 file(MAKE_DIRECTORY ${RP_PKG_OUT}/server)
 file(WRITE ${RP_PKG_OUT}/server/conffiles "/etc/rackpilot/rackpilotd.conf\n")

@@ -595,7 +595,7 @@ config_text(const struct rp_config *c)
  * that no longer reads or checks changes nothing. */
 static void
 config_reload(const char *path, int demo, const char *const *keys, const char *const *vals, int n,
-              struct rp_config *cfg)
+              struct rp_config *loaded, struct rp_config *cfg)
 {
 	struct rp_config fresh;
 	char why[512], later[1024] = "", *a = NULL, *b = NULL, *pa, *pb;
@@ -618,9 +618,7 @@ config_reload(const char *path, int demo, const char *const *keys, const char *c
 		rp_log_error("SIGHUP: %s; the running configuration stays", why);
 		return;
 	}
-	if (fresh.threads == 0)
-		fresh.threads = cfg->threads;
-	if ((a = config_text(cfg)) == NULL || (b = config_text(&fresh)) == NULL) {
+	if ((a = config_text(loaded)) == NULL || (b = config_text(&fresh)) == NULL) {
 		rp_log_error("SIGHUP: out of memory; the running configuration stays");
 		goto out;
 	}
@@ -631,6 +629,8 @@ config_reload(const char *path, int demo, const char *const *keys, const char *c
 		if (la != lb || memcmp(pa, pb, la) != 0) {
 			if (k == 9 && !strncmp(pa, "log_level", 9)) {
 				snprintf(cfg->log_level, sizeof cfg->log_level, "%s",
+				         fresh.log_level);
+				snprintf(loaded->log_level, sizeof loaded->log_level, "%s",
 				         fresh.log_level);
 				rp_log_set_level(log_level_of(cfg->log_level));
 				rp_log_info("SIGHUP: log_level = %s", cfg->log_level);
@@ -801,6 +801,7 @@ main(int argc, char **argv)
 	/* Flags are applied after the file so they win; keep them until then. */
 	const char *flag_key[16], *flag_val[16];
 	int nflags = 0, check = 0, reissue = 0, demo = 0, is_demo = 0, empty = 0, opt, rc = 1, sig;
+	static struct rp_config loaded; /* (large: not on the stack) */
 	int64_t watchdog_ms = 0, fed_ms = 0;
 	int rotate = 0, forget = 0, leader = 0;
 	const char *migrate_to = NULL;
@@ -912,6 +913,9 @@ main(int argc, char **argv)
 		fprintf(stderr, "rackpilotd: %s\n", why);
 		return 1;
 	}
+	/* As the file and flags said, before the start fills in what they left open (threads,
+	 * image_dir): what a SIGHUP compares the file against. */
+	loaded = cfg;
 	if (check) {
 		printf("# effective configuration%s%s\n", config_path ? " from " : " (defaults)",
 		       config_path ? config_path : "");
@@ -1211,7 +1215,7 @@ main(int argc, char **argv)
 			snprintf(reloading, sizeof reloading, "RELOADING=1\nMONOTONIC_USEC=%lld",
 			         (long long)(rp_time_mono_ns() / 1000));
 			rp_notify(reloading);
-			config_reload(config_path, demo, flag_key, flag_val, nflags, &cfg);
+			config_reload(config_path, demo, flag_key, flag_val, nflags, &loaded, &cfg);
 			/* New handshakes get the new certificate; open connections keep theirs. */
 			if (tls && rp_tls_reload(tls, why, sizeof why) < 0) {
 				rp_log_error("SIGHUP: TLS certificate not reloaded, the old one "

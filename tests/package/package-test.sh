@@ -15,7 +15,8 @@
 # cache (/var/tmp/rp-fresh/base-bookworm) is copied when there is one, which saves a minute.
 set -eu
 src=$(cd "$1" && pwd)
-work=$2
+mkdir -p "$2"
+work=$(cd "$2" && pwd -P)
 root=$work/root
 fail() {
 	echo "package-test: FAIL: $*" >&2
@@ -41,17 +42,24 @@ umounts() {
 		umount -l "$m" 2>/dev/null || true
 	done
 }
+# Processes in the root killed and its mounts gone before anything is removed: a bind mount
+# of /dev left by a run that was killed (ctest's timeout) must never be deleted through.
 cleanup() {
 	if [ -d "$root" ]; then
 		for p in /proc/[0-9]*; do
 			[ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && kill -9 "${p#/proc/}" 2>/dev/null
 		done
 		umounts
+		if awk -v r="$root" 'index($2, r) == 1 { found = 1 } END { exit !found }' /proc/mounts; then
+			echo "package-test: $root still has mounts; not removing it" >&2
+			return 1
+		fi
 	fi
 	rm -rf --one-file-system "$work"
 }
-trap cleanup EXIT INT TERM
-rm -rf "$work"
+trap 'cleanup' EXIT
+trap 'exit 130' INT TERM
+cleanup || exit 1
 mkdir -p "$work"
 
 # 1. Build: Release, with dpkg-buildflags (hardening: fortify, stack protector, relro, now).
@@ -112,6 +120,12 @@ in_root apt-get update -q >"$work/apt.log" 2>&1 || { tail -20 "$work/apt.log"; f
 in_root sh -c 'apt-get install -y -q --no-install-recommends ./debs/*.deb systemd man-db curl ca-certificates' \
 	>>"$work/apt.log" 2>&1 || { tail -40 "$work/apt.log"; fail "apt-get install ./*.deb"; }
 in_root getent passwd rackpilot >/dev/null || fail "no rackpilot user"
+# Enabled as dh_installsystemd would (the links exist without a running systemd).
+for u in rackpilotd.service rackpilot-agent.service; do
+	[ -L "$root/etc/systemd/system/multi-user.target.wants/$u" ] || fail "$u is not enabled"
+done
+[ -L "$root/etc/systemd/system/multi-user.target.wants/rackpilot-dnsmasq.path" ] &&
+	fail "rackpilot-dnsmasq.path enabled without dnsmasq set up"
 [ "$(in_root stat -c '%U %a' "/var/lib/rackpilot")" = "rackpilot 700" ] ||
 	fail "/var/lib/rackpilot: $(in_root stat -c '%U %a' "/var/lib/rackpilot")"
 in_root dpkg-query -W -f='${Conffiles}\n' rackpilotd | grep -q /etc/rackpilot/rackpilotd.conf ||
@@ -139,14 +153,23 @@ echo "package-test: systemd-analyze verify: 4 units clean" >&2
 # 7. Started as the unit starts it: its user, its umask, its ExecStart, and its notify socket.
 exec_start=$(sed -n 's/^ExecStart=//p' "$root/lib/systemd/system/rackpilotd.service")
 [ -n "$exec_start" ] || fail "no ExecStart"
-in_root setpriv --reuid=rackpilot --regid=rackpilot --init-groups sh -c "umask 0077; exec $exec_start" \
-	>"$work/server.log" 2>&1 &
-server=$!
+# (Not through in_root, a function: $! would be a subshell's, and the server would outlive
+# the kill.) The pid is the server's own: sh execs it.
+chroot "$root" /usr/bin/env -i HOME=/var/lib/rackpilot PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+	LANG=C.UTF-8 setpriv --reuid=rackpilot --regid=rackpilot --init-groups \
+	sh -c "echo \$\$ > /tmp/server.pid; umask 0077; exec $exec_start" >"$work/server.log" 2>&1 &
+i=0
+until [ -s "$root/tmp/server.pid" ]; do
+	i=$((i + 1))
+	[ $i -lt 100 ] || fail "the server did not start"
+	sleep 0.1
+done
+server=$(cat "$root/tmp/server.pid")
 port=8475
 i=0
 until grep -q 'listening on' "$work/server.log"; do
 	i=$((i + 1))
-	[ $i -lt 100 ] && kill -0 $server 2>/dev/null || { cat "$work/server.log"; fail "the server did not start"; }
+	[ $i -lt 100 ] && kill -0 "$server" 2>/dev/null || { cat "$work/server.log"; fail "the server did not start"; }
 	sleep 0.1
 done
 grep -q "listening on 127.0.0.1:$port" "$work/server.log" || { cat "$work/server.log"; fail "not on 127.0.0.1:$port"; }
@@ -184,8 +207,15 @@ for f in secret.key rackpilot.db; do
 	[ "$(in_root stat -c '%U %a' "/var/lib/rackpilot/$f")" = "rackpilot 600" ] ||
 		fail "$f: $(in_root stat -c '%U %a' "/var/lib/rackpilot/$f")"
 done
-kill -TERM $server
-wait $server 2>/dev/null || true
+# A clean stop, as systemctl stop asks for one.
+kill -TERM "$server"
+i=0
+while kill -0 "$server" 2>/dev/null; do
+	i=$((i + 1))
+	[ $i -lt 100 ] || fail "the server did not stop within 10 s of SIGTERM"
+	sleep 0.1
+done
+grep -q 'shutting down' "$work/server.log" || { cat "$work/server.log"; fail "no clean shutdown"; }
 echo "package-test: the server ran as rackpilot from the packaged paths; README's tour passed" >&2
 
 # 9. Remove, then purge (dpkg: the packages came from files, not from a repository apt knows):
@@ -199,6 +229,9 @@ for p in /etc/rackpilot /var/lib/rackpilot /var/lib/rackpilot-dhcp /usr/sbin/rac
 	/usr/sbin/rackpilot-agent /lib/systemd/system/rackpilotd.service /usr/share/doc/rackpilotd; do
 	[ -e "$root$p" ] && fail "$p is left after purge"
 done
+# Nor the units' enablement and masks (deb-systemd-helper's links and state).
+left=$(find "$root/etc/systemd" "$root/var/lib/systemd" -name '*rackpilot*' 2>/dev/null || true)
+[ -z "$left" ] || fail "left after purge: $left"
 for p in rackpilotd rackpilot rackpilot-agent; do
 	st=$(in_root dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
 	case "$st" in
