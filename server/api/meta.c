@@ -103,6 +103,12 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 	              "# HELP rackpilot_bmc_faults Nodes whose BMC is marked faulty.\n"
 	              "# TYPE rackpilot_bmc_faults gauge\nrackpilot_bmc_faults %lld\n",
 	              (long long)json_integer_value(json_object_get(stats, "bmc_faults")));
+	rp_buf_printf(&b,
+	              "# HELP rackpilot_webhook_deliveries_pending Webhook deliveries waiting (a "
+	              "receiver that fails holds its webhook's later ones).\n"
+	              "# TYPE rackpilot_webhook_deliveries_pending gauge\n"
+	              "rackpilot_webhook_deliveries_pending %lld\n",
+	              (long long)json_integer_value(json_object_get(stats, "webhooks_pending")));
 	if (rq->api->jobs) {
 		json_t *sw = rp_jobs_sweep_status(rq->api->jobs),
 		       *last = json_object_get(sw, "last");

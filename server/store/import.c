@@ -151,7 +151,7 @@ rp_store_stats(struct rp_store *st, json_t **out)
 	struct conn *c = NULL;
 	struct stmt *s;
 	json_t *by_state = NULL, *jobs = NULL;
-	int64_t nodes = 0, racks = 0, bytes = 0, faults = 0;
+	int64_t nodes = 0, racks = 0, bytes = 0, faults = 0, pending = 0;
 	enum rp_err e;
 
 	if ((e = store_read(st, &c)) != RP_ERR_OK)
@@ -172,10 +172,12 @@ rp_store_stats(struct rp_store *st, json_t **out)
 		json_object_set_new(jobs, sql_text(s, 0), json_integer(sql_int(s, 1)));
 	if (e != RP_ERR_OK)
 		goto out;
-	s = STMT(c, "SELECT (SELECT count(*) FROM bmcs WHERE fault IS NOT NULL)");
+	s = STMT(c, "SELECT (SELECT count(*) FROM bmcs WHERE fault IS NOT NULL), (SELECT count(*) "
+	            "FROM webhook_deliveries WHERE state = 'pending')");
 	if ((e = store_one(c, s, "stats faults")) != RP_ERR_OK)
 		goto out;
 	faults = sql_int(s, 0);
+	pending = sql_int(s, 1);
 	sql_reset(s);
 	s = STMT(c, "SELECT count(*) FROM racks");
 	if ((e = store_one(c, s, "stats racks")) != RP_ERR_OK)
@@ -183,9 +185,10 @@ rp_store_stats(struct rp_store *st, json_t **out)
 	racks = sql_int(s, 0);
 	sql_reset(s);
 	bytes = c->drv->size(c->db);
-	*out = json_pack("{s:O, s:I, s:I, s:I, s:O, s:I}", "nodes_by_state", by_state, "nodes",
+	*out = json_pack("{s:O, s:I, s:I, s:I, s:O, s:I, s:I}", "nodes_by_state", by_state, "nodes",
 	                 (json_int_t)nodes, "racks", (json_int_t)racks, "db_bytes",
-	                 (json_int_t)bytes, "jobs", jobs, "bmc_faults", (json_int_t)faults);
+	                 (json_int_t)bytes, "jobs", jobs, "bmc_faults", (json_int_t)faults,
+	                 "webhooks_pending", (json_int_t)pending);
 	e = RP_ERR_OK;
 out:
 	store_read_end(c);

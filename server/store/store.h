@@ -1043,7 +1043,8 @@ enum rp_err rp_store_export_nodes(struct rp_store *st, const char *by, const cha
 
 /* ---- Health and metrics ---------------------------------------------------------------- */
 
-/* {nodes_by_state {state: n}, nodes, racks, db_bytes, jobs {queued, running}, bmc_faults}. */
+/* {nodes_by_state {state: n}, nodes, racks, db_bytes, jobs {queued, running}, bmc_faults,
+ * webhooks_pending (deliveries waiting)}. */
 enum rp_err rp_store_stats(struct rp_store *st, json_t **out);
 
 /* The database, for GET /v1: {kind "sqlite" | "postgresql", name (as logs show it: no

@@ -362,6 +362,14 @@ test_failures_and_order(void **state)
 	assert_true(strlen(jstr(d, "last_error")) < 300);
 	assert_int_equal(json_integer_value(json_object_get(json_array_get(w, 0), "attempts")), 0);
 	json_decref(w);
+	/* Prometheus sees the queue. */
+	{
+		struct reply m;
+
+		assert_int_equal(call(&S, S.admin, "GET", "/metrics", &m, NULL), 200);
+		assert_non_null(strstr(m.body, "\nrackpilot_webhook_deliveries_pending 2\n"));
+		reply_free(&m);
+	}
 	receiver_mode(port, "ok");
 	json_decref(settled("ops", 30));
 	/* In order: every r2 request before the first r3 one. */
