@@ -123,6 +123,16 @@ API = {
     "events": [req("GET", "/v1/events?limit=5&type=node.created"), req("GET", "/v1/events/stream")],
     "import": [req("POST", "/v1/import?dry_run=true", '{"racks":[' + RACK + '],"nodes":[' + NODE + ']}'),
                req("POST", "/v1/import", "name,rack,u_position\ncpu-y01-u01,y01,1\n", "", "", "text/csv")],
+    "webhooks": [req("POST", "/v1/webhooks", '{"name":"ops","url":"https://hooks.example/x?t=1",'
+                     '"events":["rollout.*","node.created","*"],"secret":"0123456789abcdef0123"}'),
+                 req("GET", "/v1/webhooks?sort=name"), req("GET", "/v1/webhooks/ops"),
+                 req("PATCH", "/v1/webhooks/ops", '{"enabled":false,"events":["rack.acceptance_*"]}'),
+                 req("GET", "/v1/webhooks/ops/deliveries?state=pending&limit=3"),
+                 req("DELETE", "/v1/webhooks/ops")],
+    "exports": [req("GET", "/v1/exports/slurm?rack=r01&default=gpu-h100-8x"),
+                req("GET", "/v1/exports/slurm/gres.conf?class=gpu-h100-8x&autodetect=off"),
+                req("GET", "/v1/exports/prometheus?tag=gpu&dcgm_port=0"),
+                req("GET", "/v1/exports/ansible"), req("GET", "/v1/exports/hosts?rack=r01")],
     "errors": [req("GET", "/v1/nope"), req("PUT", "/v1/racks"), req("POST", "/v1/racks", "{bad json"),
                req("POST", "/v1/racks", "x=1", "", "", "application/x-www-form-urlencoded"),
                req("GET", "/v1/racks?limit=0&cursor=%%%"), req("GET", "/v1/racks/r01", "", "W/\"x\"")],
@@ -143,6 +153,13 @@ put("fuzz_api", "seq-boot", "\n%%\n".join(
     [req("POST", "/v1/boot-profiles", '{"name":"default","kernel":"k","initrd":"i"}'),
      req("POST", "/v1/nodes", NODE), req("PUT", "/v1/nodes/gpu-r01-u07/provision", '{"action":"commission"}'),
      req("GET", "/boot/ipxe?mac=3c-ec-ef-00-00-07")]))
+put("fuzz_api", "seq-webhook-event", "\n%%\n".join(
+    [req("POST", "/v1/webhooks", '{"url":"http://127.0.0.1:1/x","events":["*"],"secret":"0123456789abcdef"}'),
+     req("POST", "/v1/racks", RACK), req("GET", "/v1/webhooks"), req("GET", "/metrics")]))
+put("fuzz_api", "seq-slurm", "\n%%\n".join(
+    [req("POST", "/v1/racks", RACK), req("PUT", "/v1/node-classes/gpu-h100-8x", '{"bom":{}}'),
+     req("POST", "/v1/nodes", NODE), req("GET", "/v1/exports/slurm?rack=r01"),
+     req("GET", "/v1/exports/slurm/gres.conf")]))
 put("fuzz_api", "route-mode", "\n~\x1a/gpu-r01-u07\n\n\n\n{}")
 
 # Dictionary: every field name the validators know, route segments, enum values.
