@@ -22,22 +22,26 @@ rp_store_export_nodes(struct rp_store *st, const char *by, const char *value, in
 		/* The address rackpilotd itself would use for SSH (ssh.address, else where the
 		 * agent registered from); the model the node's class expects. Machines that booted
 		 * and were discovered are nobody's yet: left out. With inventory, also the class's
-		 * BOM (NULL when the class is not defined) and the agent's latest report. */
-#define EXPORT_SQL(inv, where)                                                                     \
+		 * BOM (NULL when the class is not defined) and the agent's latest report: `rest`
+		 * is FROM, or INV (those columns, FROM and the inventory's join). */
+#define EXPORT_SQL(rest, where)                                                                    \
 	"SELECT n.name, r.name AS rack, n.node_class AS node_class, n.provision_state, n.tags "    \
 	"AS \"tags:json\", coalesce(n.ssh_address, a.address) AS address, "                        \
 	"json_extract(k.bom, '$.gpus.model') AS gpu_model, CAST(json_extract(k.bom, "              \
-	"'$.gpus.count') AS INTEGER) AS gpu_count" inv " FROM nodes n LEFT JOIN racks r ON r.id "  \
-	"= n.rack_id LEFT JOIN agents a ON a.node_id = n.id LEFT JOIN node_classes k ON k.name = " \
-	"n.node_class LEFT JOIN inventory i ON i.node_id = n.id WHERE n.provision_state <> "       \
-	"'discovered' " where " ORDER BY n.name"
-#define INV ", k.bom AS \"bom:json\", i.data AS \"inventory:json\", i.collected_at AS inventory_at"
+	"'$.gpus.count') AS INTEGER) AS gpu_count" rest                                            \
+	" WHERE n.provision_state <> 'discovered' " where " ORDER BY n.name"
+#define FROM                                                                                       \
+	" FROM nodes n LEFT JOIN racks r ON r.id = n.rack_id LEFT JOIN agents a ON a.node_id = "   \
+	"n.id LEFT JOIN node_classes k ON k.name = n.node_class"
+#define INV                                                                                        \
+	", k.bom AS \"bom:json\", i.data AS \"inventory:json\", i.collected_at AS "                \
+	"inventory_at" FROM " LEFT JOIN inventory i ON i.node_id = n.id"
 		/* Two call sites per selector: STMT caches one statement per site. */
 #define BY(where, ...)                                                                             \
 	(inventory ? STMT_ARGS(c, EXPORT_SQL(INV, where), __VA_ARGS__)                             \
-	           : STMT_ARGS(c, EXPORT_SQL("", where), __VA_ARGS__))
+	           : STMT_ARGS(c, EXPORT_SQL(FROM, where), __VA_ARGS__))
 	if (by == NULL) {
-		s = inventory ? STMT(c, EXPORT_SQL(INV, "")) : STMT(c, EXPORT_SQL("", ""));
+		s = inventory ? STMT(c, EXPORT_SQL(INV, "")) : STMT(c, EXPORT_SQL(FROM, ""));
 	} else if (!strcmp(by, "rack")) {
 		if ((e = store_id_of(c, T_RACK, value, &rack)) != RP_ERR_OK) {
 			if (e == RP_ERR_NOT_FOUND)
@@ -52,6 +56,7 @@ rp_store_export_nodes(struct rp_store *st, const char *by, const char *value, in
 	}
 #undef BY
 #undef INV
+#undef FROM
 #undef EXPORT_SQL
 	e = RP_ERR_INTERNAL;
 	if (s == NULL)

@@ -228,44 +228,35 @@ rp_store_webhook_result(struct rp_store *st, int64_t delivery, enum rp_webhook_o
 		goto out;
 	}
 	if (outcome == RP_WEBHOOK_GAVE_UP) {
-		char summary[600];
+		char summary[600], uuid[RP_UUID_BUF], name[128];
+		json_t *detail;
 
-		/* A give-up of a delivery that is itself about a give-up writes no event: two
-		 * dead webhooks would otherwise feed each other without end. */
-		s = STMT_ARGS(c, "SELECT action FROM webhook_deliveries WHERE id = ?", delivery);
+		s = STMT_ARGS(c,
+		              "SELECT w.uuid, w.name, d.event_id, d.action, d.attempts FROM "
+		              "webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE "
+		              "d.id = ?",
+		              delivery);
 		if ((e = store_one(c, s, "webhook gave up")) != RP_ERR_OK)
 			goto out;
-		if (!strcmp(sql_text(s, 0), "webhook.gave_up")) {
+		/* A give-up of a delivery that is itself about a give-up writes no event: two
+		 * dead webhooks would otherwise feed each other without end. */
+		if (!strcmp(sql_text(s, 3), "webhook.gave_up")) {
 			sql_reset(s);
 			goto out;
 		}
-		sql_reset(s);
-		s = STMT_ARGS(
-		        c,
-		        "SELECT w.uuid, w.name, d.event_id, d.action, d.attempts FROM "
-		        "webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE d.id "
-		        "= ?",
-		        delivery);
-		if ((e = store_one(c, s, "webhook gave up")) != RP_ERR_OK)
-			goto out;
 		snprintf(summary, sizeof summary,
 		         "webhook %s gave up on event %lld (%s) after %lld attempt(s): %s",
 		         sql_text(s, 1), (long long)sql_int(s, 2), sql_text(s, 3),
 		         (long long)sql_int(s, 4), error ? error : "?");
-		{
-			json_t *detail = json_pack(
-			        "{s:I, s:I, s:s, s:I, s:s?}", "delivery", (json_int_t)delivery,
-			        "event_id", (json_int_t)sql_int(s, 2), "action", sql_text(s, 3),
-			        "attempts", (json_int_t)sql_int(s, 4), "error", error);
-			char uuid[RP_UUID_BUF], name[128];
-
-			snprintf(uuid, sizeof uuid, "%s", sql_text(s, 0));
-			snprintf(name, sizeof name, "%s", sql_text(s, 1));
-			sql_reset(s);
-			e = store_event(c, "rackpilotd", "webhook.gave_up", "webhook", uuid, name,
-			                0, 0, summary, detail);
-			json_decref(detail);
-		}
+		detail = json_pack("{s:I, s:I, s:s, s:I, s:s?}", "delivery", (json_int_t)delivery,
+		                   "event_id", (json_int_t)sql_int(s, 2), "action", sql_text(s, 3),
+		                   "attempts", (json_int_t)sql_int(s, 4), "error", error);
+		snprintf(uuid, sizeof uuid, "%s", sql_text(s, 0));
+		snprintf(name, sizeof name, "%s", sql_text(s, 1));
+		sql_reset(s);
+		e = store_event(c, "rackpilotd", "webhook.gave_up", "webhook", uuid, name, 0, 0,
+		                summary, detail);
+		json_decref(detail);
 	}
 out:
 	return store_end(c, e, NULL, NULL);
@@ -291,9 +282,7 @@ rp_store_webhook_deliveries(struct rp_store *st, const char *key, const struct r
 	            "d.last_status, d.last_error, CASE WHEN d.state = 'pending' THEN d.next_at END "
 	            "AS \"next_at:time\", d.finished_at AS \"finished_at:time\" FROM "
 	            "webhook_deliveries d WHERE d.webhook_id = ?2 AND d.id < ?1 AND (CAST(?3 AS "
-	            "TEXT) IS "
-	            "NULL OR "
-	            "d.state = CAST(?3 AS TEXT)) ORDER BY d.id DESC LIMIT ?4");
+	            "TEXT) IS NULL OR d.state = CAST(?3 AS TEXT)) ORDER BY d.id DESC LIMIT ?4");
 	sql_bind_int(s, 1, rq->after_id > 0 ? rq->after_id : INT64_MAX);
 	sql_bind_int(s, 2, id);
 	store_bind_str(s, 3, rq->filter, "state");
