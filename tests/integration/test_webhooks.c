@@ -502,6 +502,29 @@ test_update(void **state)
 
 	(void)state;
 	before = get_json(&S, "/v1/webhooks/ops");
+	/* A bad patch is a 400 that changes nothing; an unknown webhook's log is a 404. */
+	{
+		static const char *const bad[] = {"{\"url\":\"ftp://127.0.0.1/x\"}",
+		                                  "{\"events\":[]}", "{\"secret\":\"short\"}",
+		                                  "{\"enabled\":\"yes\"}", "{\"pending\":0}"};
+		json_t *same;
+		size_t i;
+
+		for (i = 0; i < sizeof bad / sizeof *bad; i++) {
+			assert_int_equal(req(&S, S.admin, "PATCH", "/v1/webhooks/ops",
+			                     "application/json", bad[i], strlen(bad[i]), NULL, &r),
+			                 400);
+			assert_non_null(json_object_get(r.json, "error"));
+			reply_free(&r);
+		}
+		same = get_json(&S, "/v1/webhooks/ops");
+		assert_true(json_equal(same, before));
+		json_decref(same);
+		assert_int_equal(call(&S, S.admin, "GET", "/v1/webhooks/nope/deliveries", &r, NULL),
+		                 404);
+		assert_error(&r, 404, "NOT_FOUND");
+		reply_free(&r);
+	}
 	usleep(5000);
 	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/webhooks/ops", &r, "{s:s, s:b}", "secret",
 	                      SECRET, "enabled", 0),
