@@ -179,6 +179,18 @@ static const struct setting settings[] = {
                  "between the servers of a database); 0 turns the sweep off."},
         {"power_sync_concurrency", C_UINT, F(power_sync_concurrency), .min = 1, .max = 4096,
          .def = "64", .help = "BMCs a sweep reads at once."},
+        {"sensor_sync_interval", C_UINT, F(sensor_sync_interval), .max = 86400, .def = "60",
+         .help = "Seconds between sensor sweeps (power draw, temperatures, fans, PSUs) of every "
+                 "node with a BMC (shared out as the power sweep is); 0 turns the sweep off."},
+        {"sensor_history_hours", C_UINT, F(sensor_history_hours), .max = 24 * 366, .def = "24",
+         .help = "Hours of sensor samples kept per node (a sample when a value moves, or every "
+                 "15 minutes); 0 keeps them for good."},
+        {"rack_history_days", C_UINT, F(rack_history_days), .max = 3650, .def = "30",
+         .help = "Days of rack power totals kept (a peak and a latest value per 5 minutes); 0 "
+                 "keeps them for good."},
+        {"drive_temp_warning", C_UINT, F(drive_temp_warning), .max = 200, .def = "70",
+         .help = "Degrees Celsius at which a drive whose BMC gives no upper warning of its own "
+                 "is in warning; 0: only the BMC's thresholds."},
         {"bmc_fault_threshold", C_UINT, F(bmc_fault_threshold), .min = 1, .max = 1000, .def = "3",
          .help = "Failed contacts in a row before a node's BMC is marked faulty (cleared by a "
                  "success)."},

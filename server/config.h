@@ -37,6 +37,10 @@ struct rp_config {
 	char webhook_ca_file[512];    /* "": the system's CAs */
 	char webhook_proxy[256];      /* "": none */
 	unsigned power_sync_concurrency;
+	unsigned sensor_sync_interval; /* seconds; 0 disables */
+	unsigned sensor_history_hours; /* 0 keeps them */
+	unsigned rack_history_days;    /* 0 keeps them */
+	unsigned drive_temp_warning;   /* Celsius; 0: the BMC's thresholds only */
 	unsigned bmc_fault_threshold;
 	unsigned ssh_workers;     /* step plans running at once */
 	unsigned agent_heartbeat; /* seconds agents are told to heartbeat at */

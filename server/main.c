@@ -50,6 +50,7 @@ usage(FILE *f)
 	        "      --log-level LEVEL  error, warn, info or debug\n"
 	        "      --no-access-log    do not log one line per request\n"
 	        "      --power-sync-interval S  seconds between power sweeps (0: off)\n"
+	        "      --sensor-sync-interval S  seconds between sensor sweeps (0: off)\n"
 	        "      --new-admin-token  issue a new admin token into DATA_DIR/admin.token, exit\n"
 	        "      --rotate-secret-key  seal every stored secret under a new secret key, exit\n"
 	        "                         (stop the server first; safe to interrupt and repeat)\n"
@@ -780,6 +781,7 @@ main(int argc, char **argv)
 	        {"log-level", required_argument, NULL, 'l'},
 	        {"no-access-log", no_argument, NULL, 'A'},
 	        {"power-sync-interval", required_argument, NULL, 'P'},
+	        {"sensor-sync-interval", required_argument, NULL, 'Y'},
 	        {"new-admin-token", no_argument, NULL, 'N'},
 	        {"demo", no_argument, NULL, 'M'},
 	        {"version", no_argument, NULL, 'V'},
@@ -799,7 +801,7 @@ main(int argc, char **argv)
 	char why[512], dbpath[1100], sshdir[600], updir[600];
 	struct dhcp_state dhcp = {.version = -1};
 	/* Flags are applied after the file so they win; keep them until then. */
-	const char *flag_key[16], *flag_val[16];
+	const char *flag_key[32], *flag_val[32];
 	int nflags = 0, check = 0, reissue = 0, demo = 0, is_demo = 0, empty = 0, opt, rc = 1, sig;
 	static struct rp_config loaded; /* (large: not on the stack) */
 	int64_t watchdog_ms = 0, fed_ms = 0;
@@ -820,6 +822,10 @@ main(int argc, char **argv)
 		return backup_main(argc - 1, argv + 1);
 	rp_config_defaults(&cfg);
 	while ((opt = getopt_long(argc, argv, "c:nVh", longopts, NULL)) != -1) {
+		if (nflags == (int)(sizeof flag_key / sizeof *flag_key)) {
+			fprintf(stderr, "rackpilotd: too many options\n");
+			return 2;
+		}
 		switch (opt) {
 		case 'c':
 			config_path = optarg;
@@ -868,6 +874,9 @@ main(int argc, char **argv)
 			break;
 		case 'P':
 			flag_key[nflags] = "power_sync_interval", flag_val[nflags++] = optarg;
+			break;
+		case 'Y':
+			flag_key[nflags] = "sensor_sync_interval", flag_val[nflags++] = optarg;
 			break;
 		case 'N':
 			reissue = 1;
@@ -1060,6 +1069,10 @@ main(int argc, char **argv)
 	jo.agent_command = cfg.agent_command;
 	jo.sweep_interval_s = cfg.power_sync_interval;
 	jo.sweep_concurrency = cfg.power_sync_concurrency;
+	jo.sensor_interval_s = cfg.sensor_sync_interval;
+	jo.sensor_history_hours = cfg.sensor_history_hours;
+	jo.rack_history_days = cfg.rack_history_days;
+	jo.drive_warning_c = cfg.drive_temp_warning;
 	jo.retention_days = cfg.retention_days;
 	jo.fault_threshold = cfg.bmc_fault_threshold;
 	jo.webhook_timeout_s = cfg.webhook_timeout;

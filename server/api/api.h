@@ -301,6 +301,15 @@ void rp_api_reply_ref_error(struct rp_api_resp *rs, enum rp_err e, const char *f
 int rp_api_query_one_of(struct rp_api_req *rq, struct rp_api_resp *rs, const char *name,
                         const char *const *values);
 
+/* Every query argument must be named in known (NULL-terminated): 0, or -1 with 400
+ * BAD_QUERY replied ("unknown query parameter 'x'"). */
+int rp_api_query_known(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const *known);
+
+/* The time in query argument name (RFC 3339 or Unix seconds) into *out (ms): 1; 0 when not
+ * given (*out untouched); -1 with 400 BAD_QUERY replied when malformed. */
+int rp_api_query_time(struct rp_api_req *rq, struct rp_api_resp *rs, const char *name,
+                      int64_t *out);
+
 /* status with obj (taken) as the body and Location collection/<obj's id>. */
 void rp_api_reply_at(struct rp_api_resp *rs, int status, const char *collection, json_t *obj);
 
@@ -484,6 +493,15 @@ void rp_api_batches_get(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_actions_power(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_power_sync_get(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_power_sync_start(struct rp_api_req *rq, struct rp_api_resp *rs);
+
+/* sensors.c */
+void rp_api_nodes_sensors(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_sensor_history(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_racks_power(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_racks_power_history(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_power_overview(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_sensor_sync_get(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_sensor_sync_start(struct rp_api_req *rq, struct rp_api_resp *rs);
 
 void rp_api_ssh_key(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_bootstrap_create(struct rp_api_req *rq, struct rp_api_resp *rs);

@@ -5,10 +5,16 @@
 #include "api.h"
 
 const struct rp_field rp_api_class_fields[] = {
-        {"name", RP_F_NAME, RP_F_REQUIRED}, {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
-        {"bom", RP_F_ANY_OBJECT},           {"node_count", RP_F_READ_ONLY},
-        {"version", RP_F_READ_ONLY},        {"created_at", RP_F_READ_ONLY},
-        {"updated_at", RP_F_READ_ONLY},     {NULL},
+        {"name", RP_F_NAME, RP_F_REQUIRED},
+        {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
+        {"bom", RP_F_ANY_OBJECT},
+        {"node_count", RP_F_READ_ONLY},
+        {"max_power_w", RP_F_INT, RP_F_NULLABLE, 0, 1000000},
+        {"idle_power_w", RP_F_INT, RP_F_NULLABLE, 0, 1000000},
+        {"version", RP_F_READ_ONLY},
+        {"created_at", RP_F_READ_ONLY},
+        {"updated_at", RP_F_READ_ONLY},
+        {NULL},
 };
 
 void
@@ -63,6 +69,15 @@ rp_api_classes_put(struct rp_api_req *rq, struct rp_api_resp *rs)
 	    (e = rp_accept_bom_check(json_object_get(in, "bom") ?: json_object(), &detail)) !=
 	            RP_ERR_OK) {
 		rp_api_error(rs, e, detail);
+		goto out;
+	}
+	if (json_is_integer(json_object_get(in, "max_power_w")) &&
+	    json_is_integer(json_object_get(in, "idle_power_w")) &&
+	    json_integer_value(json_object_get(in, "idle_power_w")) >
+	            json_integer_value(json_object_get(in, "max_power_w"))) {
+		rp_api_error(rs, RP_ERR_INVALID_FIELD,
+		             json_pack("{s:s, s:s}", "field", "idle_power_w", "reason",
+		                       "must not be above max_power_w"));
 		goto out;
 	}
 	e = rp_store_class_put(rq->api->store, in, rp_api_actor(rq, actor), &out, &created);

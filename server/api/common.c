@@ -263,6 +263,39 @@ rp_api_query_one_of(struct rp_api_req *rq, struct rp_api_resp *rs, const char *n
 	return -1;
 }
 
+int
+rp_api_query_known(struct rp_api_req *rq, struct rp_api_resp *rs, const char *const *known)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(rq->query, k, v)
+	{
+		if (rp_str_index(known, k) < 0) {
+			rp_api_errorf(rs, RP_ERR_BAD_QUERY, "unknown query parameter '%s'", k);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+rp_api_query_time(struct rp_api_req *rq, struct rp_api_resp *rs, const char *name, int64_t *out)
+{
+	const char *v = json_string_value(json_object_get(rq->query, name));
+	int64_t ms;
+
+	if (v == NULL)
+		return 0;
+	if (rp_time_parse(v, &ms) < 0) {
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY,
+		              "%s must be RFC 3339 (2026-11-30T04:00:00Z) or Unix seconds", name);
+		return -1;
+	}
+	*out = ms;
+	return 1;
+}
+
 void
 rp_api_reply_at(struct rp_api_resp *rs, int status, const char *collection, json_t *obj)
 {

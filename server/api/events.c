@@ -16,23 +16,16 @@ static const struct rp_field event_fields[] = {
 
 static const char *const event_filters[] = {"node", "rack", "action", NULL};
 
+/* A time argument into filter (ms), when given. */
 static int
 time_arg(struct rp_api_req *rq, const char *name, json_t *filter, struct rp_api_resp *rs)
 {
-	const char *v = json_string_value(json_object_get(rq->query, name));
 	int64_t ms;
+	int r = rp_api_query_time(rq, rs, name, &ms);
 
-	if (v == NULL)
-		return 0;
-	if (rp_time_parse(v, &ms) < 0) {
-		rp_api_errorf(rs, RP_ERR_BAD_QUERY,
-		              "%s must be RFC 3339 (2026-11-30T04:00:00Z) or Unix "
-		              "seconds",
-		              name);
-		return -1;
-	}
-	json_object_set_new(filter, name, json_integer(ms));
-	return 0;
+	if (r > 0)
+		json_object_set_new(filter, name, json_integer(ms));
+	return r < 0 ? -1 : 0;
 }
 
 void

@@ -222,19 +222,19 @@ void
 rp_api_power_sync_get(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	rs->status = 200;
-	rs->body = rp_jobs_sweep_status(rq->api->jobs);
+	rs->body = rp_jobs_sweep_status(rq->api->jobs, RP_SWEEP_POWER);
 }
 
 void
 rp_api_power_sync_start(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
-	enum rp_err e = rp_jobs_sweep_now(rq->api->jobs);
+	enum rp_err e = rp_jobs_sweep_now(rq->api->jobs, RP_SWEEP_POWER);
 
 	if (e != RP_ERR_OK) {
 		rp_api_errorf(rs, e, "a power sync is already running");
 		return;
 	}
 	rs->status = 202;
-	rs->body = rp_jobs_sweep_status(rq->api->jobs);
+	rs->body = rp_jobs_sweep_status(rq->api->jobs, RP_SWEEP_POWER);
 	snprintf(rs->location, sizeof rs->location, "/v1/power/sync");
 }

@@ -64,6 +64,126 @@ route_label(size_t i, void *arg)
 	return label;
 }
 
+/* A Prometheus label value: backslash, double quote and line feed escaped (sensor names
+ * come from BMCs). */
+static void
+label(struct rp_buf *b, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			rp_buf_printf(b, "\\%c", *s);
+		else if (*s == '\n')
+			rp_buf_append(b, "\\n", 2);
+		else
+			rp_buf_append(b, s, 1);
+	}
+}
+
+/* The sensor families, each gathered in its own buffer: a family's samples must be
+ * together. */
+enum { M_POWER, M_TEMP, M_FAN, M_PSU, M_STATE, M_FAMILIES };
+
+static const char *const family_head[M_FAMILIES] = {
+        "# HELP rackpilot_node_power_watts A node's power draw as its BMC reads it.\n"
+        "# TYPE rackpilot_node_power_watts gauge\n",
+        "# HELP rackpilot_node_temperature_celsius A node's temperature sensors.\n"
+        "# TYPE rackpilot_node_temperature_celsius gauge\n",
+        "# HELP rackpilot_node_fan_rpm A node's fans.\n# TYPE rackpilot_node_fan_rpm gauge\n",
+        "# HELP rackpilot_node_psu_input_watts A node's power supplies' input.\n"
+        "# TYPE rackpilot_node_psu_input_watts gauge\n",
+        "# HELP rackpilot_node_sensor_state A sensor's state: 0 ok, 1 warning, 2 critical.\n"
+        "# TYPE rackpilot_node_sensor_state gauge\n",
+};
+
+static void
+sample(struct rp_buf *b, const char *metric, const struct rp_sensor_row *r, int with_sensor,
+       int with_kind, double v)
+{
+	rp_buf_printf(b, "%s{node=\"", metric);
+	label(b, r->node);
+	rp_buf_printf(b, "\",rack=\"");
+	label(b, r->rack);
+	if (with_sensor) {
+		rp_buf_printf(b, "\",sensor=\"");
+		label(b, r->name);
+	}
+	if (with_kind) {
+		rp_buf_printf(b, "\",kind=\"");
+		label(b, r->kind);
+	}
+	rp_buf_printf(b, "\"} %.17g\n", v);
+}
+
+static int
+sensor_metric(void *arg, const struct rp_sensor_row *r)
+{
+	struct rp_buf *m = arg;
+
+	if (!strcmp(r->type, "power") && !strcmp(r->kind, "system"))
+		sample(&m[M_POWER], "rackpilot_node_power_watts", r, 0, 0, r->value);
+	else if (!strcmp(r->type, "temperature"))
+		sample(&m[M_TEMP], "rackpilot_node_temperature_celsius", r, 1, 1, r->value);
+	else if (!strcmp(r->type, "fan") && !strcmp(r->unit, "RPM"))
+		sample(&m[M_FAN], "rackpilot_node_fan_rpm", r, 1, 0, r->value);
+	else if (!strcmp(r->type, "psu"))
+		sample(&m[M_PSU], "rackpilot_node_psu_input_watts", r, 1, 0, r->value);
+	sample(&m[M_STATE], "rackpilot_node_sensor_state", r, 1, 0,
+	       !strcmp(r->state, "critical")  ? 2
+	       : !strcmp(r->state, "warning") ? 1
+	                                      : 0);
+	return 0;
+}
+
+/* The rack families: metric, member of rp_store_power_overview's racks, help. */
+static const char *const rack_family[][3] = {
+        {"rackpilot_rack_power_watts", "measured_w",
+         "A rack's measured draw: the sum of its nodes' latest readings."},
+        {"rackpilot_rack_power_budget_watts", "budget_w", "A rack's power budget."},
+        {"rackpilot_rack_power_limit_watts", "limit_w",
+         "A rack's limit: its budget times its power_limit_pct."},
+        {"rackpilot_rack_power_nameplate_watts", "nameplate_w",
+         "The sum of a rack's nodes' classes' max_power_w."},
+};
+
+/* Sensor readings and rack power, appended to b. */
+static void
+power_metrics(struct rp_api_req *rq, struct rp_buf *b)
+{
+	struct rp_buf m[M_FAMILIES] = {{0}};
+	json_t *all = NULL, *r;
+	size_t i, k;
+
+	if (rp_store_sensor_rows(rq->api->store, sensor_metric, m) == RP_ERR_OK)
+		for (k = 0; k < M_FAMILIES; k++)
+			if (m[k].len) {
+				rp_buf_printf(b, "%s", family_head[k]);
+				rp_buf_append(b, m[k].data, m[k].len);
+			}
+	for (k = 0; k < M_FAMILIES; k++)
+		rp_buf_free(&m[k]);
+	if (rp_store_power_overview(rq->api->store, &all) != RP_ERR_OK)
+		return;
+	for (k = 0; k < sizeof rack_family / sizeof *rack_family; k++) {
+		int head = 0;
+
+		json_array_foreach(json_object_get(all, "racks"), i, r)
+		{
+			json_t *v = json_object_get(r, rack_family[k][1]);
+
+			if (!json_is_number(v))
+				continue;
+			if (!head++)
+				rp_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n",
+				              rack_family[k][0], rack_family[k][2],
+				              rack_family[k][0]);
+			rp_buf_printf(b, "%s{rack=\"", rack_family[k][0]);
+			label(b, json_string_value(json_object_get(r, "rack")));
+			rp_buf_printf(b, "\"} %.17g\n", json_number_value(v));
+		}
+	}
+	json_decref(all);
+}
+
 void
 rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
@@ -110,7 +230,7 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 	              "rackpilot_webhook_deliveries_pending %lld\n",
 	              (long long)json_integer_value(json_object_get(stats, "webhooks_pending")));
 	if (rq->api->jobs) {
-		json_t *sw = rp_jobs_sweep_status(rq->api->jobs),
+		json_t *sw = rp_jobs_sweep_status(rq->api->jobs, RP_SWEEP_POWER),
 		       *last = json_object_get(sw, "last");
 
 		if (json_is_object(last))
@@ -186,5 +306,6 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 		        (unsigned long long)gh, (unsigned long long)gm, (unsigned long long)ah,
 		        (unsigned long long)am);
 	}
+	power_metrics(rq, &b);
 	rp_api_reply_buf(rs, &b, "text/plain; version=0.0.4; charset=utf-8");
 }

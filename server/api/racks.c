@@ -8,6 +8,7 @@ const struct rp_field rp_api_rack_fields[] = {
         {"row", RP_F_STR, RP_F_NULLABLE, 0, 64},
         {"height_u", RP_F_INT, 0, 1, 64},
         {"power_budget_kw", RP_F_NUM, RP_F_NULLABLE, 0, 10000},
+        {"power_limit_pct", RP_F_INT, 0, 1, 100},
         {"notes", RP_F_STR, RP_F_NULLABLE, 0, 4096},
         {"node_count", RP_F_READ_ONLY},
         {"version", RP_F_READ_ONLY},

@@ -32,6 +32,8 @@ const struct rp_route rp_api_routes[] = {
         {"PATCH", "/v1/racks/{rack}", rp_api_racks_update, O, 0},
         {"DELETE", "/v1/racks/{rack}", rp_api_racks_delete, O, 0},
         {"GET", "/v1/racks/{rack}/elevation", rp_api_racks_elevation, V, 0},
+        {"GET", "/v1/racks/{rack}/power", rp_api_racks_power, V, 0},
+        {"GET", "/v1/racks/{rack}/power/history", rp_api_racks_power_history, V, 0},
         {"GET", "/v1/racks/{rack}/cabling", rp_api_cabling_get, V, 0},
         {"PUT", "/v1/racks/{rack}/cabling", rp_api_cabling_put, O, 0},
         {"POST", "/v1/racks/{rack}/acceptance", rp_api_acceptance_start, O, 0},
@@ -62,6 +64,8 @@ const struct rp_route rp_api_routes[] = {
         {"PUT", "/v1/nodes/{node}/power", rp_api_nodes_power, O, 0},
         {"PUT", "/v1/nodes/{node}/boot", rp_api_nodes_boot, O, 0},
         {"POST", "/v1/nodes/{node}/verify", rp_api_nodes_verify, O, 0},
+        {"GET", "/v1/nodes/{node}/sensors", rp_api_nodes_sensors, V, 0},
+        {"GET", "/v1/nodes/{node}/sensors/history", rp_api_nodes_sensor_history, V, 0},
 
         {"GET", "/v1/bios/profiles", rp_api_bios_profiles_list, V, 0},
         {"POST", "/v1/bios/profiles", rp_api_bios_profiles_create, O, 0},
@@ -92,6 +96,9 @@ const struct rp_route rp_api_routes[] = {
         {"POST", "/v1/actions/steps", rp_api_actions_steps, O, 0},
         {"GET", "/v1/power/sync", rp_api_power_sync_get, V, 0},
         {"POST", "/v1/power/sync", rp_api_power_sync_start, O, 0},
+        {"GET", "/v1/power", rp_api_power_overview, V, 0},
+        {"GET", "/v1/sensors/sync", rp_api_sensor_sync_get, V, 0},
+        {"POST", "/v1/sensors/sync", rp_api_sensor_sync_start, O, 0},
 
         {"GET", "/v1/rollouts", rp_api_rollouts_list, V, 0},
         {"POST", "/v1/rollouts", rp_api_rollouts_create, O, 0},

@@ -88,6 +88,8 @@ rp_bmc_target_from_json(json_t *bmc, const char *node_uuid, struct rp_bmc_target
 	snprintf(t->scheme, sizeof t->scheme, "%s", rp_bmc_option_str(o, "scheme"));
 	snprintf(t->system_id, sizeof t->system_id, "%s", rp_bmc_option_str(o, "system_id") ?: "");
 	t->fake_delay_ms = (unsigned)rp_bmc_option_int(o, "delay_ms");
+	t->fake_power_w = (unsigned)rp_bmc_option_int(o, "power_w");
+	t->fake_inlet_c = (unsigned)rp_bmc_option_int(o, "inlet_c");
 	if (strcmp(driver, "fake") != 0 && t->host[0] == '\0')
 		return rp_bmc_fail(err, RP_BMC_REJECTED, "node's BMC has no address");
 	return 0;
@@ -214,4 +216,22 @@ int
 rp_bmc_events(struct rp_bmc *b, int64_t since_ms, size_t max, json_t **out, struct rp_bmc_err *err)
 {
 	return OPTIONAL(events, since_ms, max, out, err);
+}
+
+int
+rp_bmc_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
+{
+	return OPTIONAL(sensors, out, err);
+}
+
+int
+rp_bmc_power_limit_get(struct rp_bmc *b, struct rp_power_limit *out, struct rp_bmc_err *err)
+{
+	return OPTIONAL(power_limit_get, out, err);
+}
+
+int
+rp_bmc_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want, struct rp_bmc_err *err)
+{
+	return OPTIONAL(power_limit_set, want, err);
 }

@@ -66,6 +66,8 @@ struct rp_bmc_target {
 	char system_id[64];       /* pick this ComputerSystem when a BMC manages several */
 	/* fake options */
 	unsigned fake_delay_ms;
+	unsigned fake_power_w; /* draw while on */
+	unsigned fake_inlet_c;
 };
 
 /* Fill t from a node's BMC object as the store gives it to jobs ({driver, address, port,
@@ -153,6 +155,58 @@ int rp_bmc_detected_workarounds(struct rp_bmc *b, json_t **names);
 int rp_bmc_events(struct rp_bmc *b, int64_t since_ms, size_t max, json_t **out,
                   struct rp_bmc_err *err);
 
+/* The BMC's sensors as they read now: *out a new array (the caller owns it) of at most
+ * RP_BMC_SENSORS_MAX objects
+ *   {name, type, kind, value, unit, upper_warning?, upper_critical?, lower_warning?,
+ *    lower_critical?, health, source}
+ * - name: the BMC's own name for the sensor ("Inlet Temp", "CPU1 Temp", "PSU1"), cut to 63
+ *   bytes, printable ASCII only (others become '?'); unique within the array (a repeated name
+ *   gets " #2", " #3"...).
+ * - type: "power" (watts drawn), "temperature", "fan" or "psu" (a power supply: its input watts
+ *   where offered, else value null; its health either way).
+ * - kind, where the sensor is: "system" (the whole node's draw), "inlet", "exhaust", "cpu",
+ *   "gpu", "memory", "drive", "board", "psu", "fan" or "other".
+ * - value: a number, or null when the BMC gives none or one no sensor can read (not finite;
+ *   a temperature outside -273..1000 Cel; watts or RPM negative or over 10^7).
+ * - unit: "W" (power, psu), "Cel" (temperature), "RPM" (fan; "%" when the BMC gives a fan's
+ *   speed only as a percentage).
+ * - thresholds: numbers in the value's unit, each present only when the BMC gives it
+ *   (IPMI: upper non-critical / upper critical / lower non-critical / lower critical; Redfish:
+ *   UpperCaution / UpperCritical / LowerCaution / LowerCritical).
+ * - health: "ok", "warning" or "critical" as the BMC judges it (IPMI: the threshold state
+ *   it reports; Redfish: Status.Health), or null when it does not say.
+ * - source: where it was read: "dcmi", "sdr", "redfish:Sensors", "redfish:EnvironmentMetrics",
+ *   "redfish:PowerSubsystem", "redfish:ThermalSubsystem", "redfish:Power", "redfish:Thermal",
+ *   "redfish:Drive", "fake".
+ * At most one entry has type "power" and kind "system": the node's draw (IPMI: DCMI Get Power
+ * Reading, the current watts; Redfish: EnvironmentMetrics PowerWatts or, deprecated,
+ * Power.PowerControl[0].PowerConsumedWatts). A BMC that answers with no sensor at all:
+ * RP_BMC_UNSUPPORTED. A part the BMC lacks (no DCMI, no drive metrics) is left out, not an
+ * error. 0, or -1 with err. */
+#define RP_BMC_SENSORS_MAX 256
+int rp_bmc_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err);
+
+/* A node's power limit as its BMC enforces it (capping). watts: the limit; active: whether the
+ * BMC enforces it now. */
+struct rp_power_limit {
+	unsigned watts; /* 0 with active 0: no limit set */
+	int active;
+};
+
+/* Read the limit. IPMI: DCMI Get Power Limit (completion code 0x80, no limit set: watts 0,
+ * active 0); Redfish: EnvironmentMetrics PowerLimitWatts (SetPoint, ControlMode other than
+ * Disabled = active) or, deprecated, Power.PowerControl[0].PowerLimit.LimitInWatts (null: none).
+ * RP_BMC_UNSUPPORTED when the BMC offers no power limit. */
+int rp_bmc_power_limit_get(struct rp_bmc *b, struct rp_power_limit *out, struct rp_bmc_err *err);
+
+/* Set the limit (active 1) or remove it (active 0, watts ignored). IPMI: DCMI Set Power Limit
+ * (exception action: log to SEL only, never power off) then Activate/Deactivate Power Limit;
+ * Redfish: PATCH of the same property the read uses. A value the BMC refuses (outside its
+ * range): RP_BMC_REJECTED with the BMC's words. Callers read it back with
+ * rp_bmc_power_limit_get. */
+int rp_bmc_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want,
+                           struct rp_bmc_err *err);
+
 /* Redfish only (RP_BMC_UNSUPPORTED elsewhere). Results are new objects the caller owns. */
 
 /* BIOS: {attributes {}, pending {}, registry id, apply_times [...]}. */
@@ -230,6 +284,11 @@ struct rp_bmc_ops {
 	int (*events)(struct rp_bmc *b, int64_t since_ms, size_t max, json_t **out,
 	              struct rp_bmc_err *err);
 	int (*detected_workarounds)(struct rp_bmc *b, json_t **names);
+	int (*sensors)(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err);
+	int (*power_limit_get)(struct rp_bmc *b, struct rp_power_limit *out,
+	                       struct rp_bmc_err *err);
+	int (*power_limit_set)(struct rp_bmc *b, const struct rp_power_limit *want,
+	                       struct rp_bmc_err *err);
 };
 
 /* Every handle starts with this header so the dispatcher finds its driver. */

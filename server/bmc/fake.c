@@ -15,6 +15,7 @@ struct fake_state {
 	char node[40];
 	enum rp_power power;
 	struct rp_boot boot;
+	struct rp_power_limit limit;
 	struct fake_state *next;
 };
 
@@ -26,6 +27,7 @@ struct fake {
 	struct rp_bmc base;
 	char node[40];
 	unsigned delay_ms;
+	unsigned power_w, inlet_c;
 };
 
 static unsigned
@@ -80,6 +82,8 @@ fake_open(const struct rp_bmc_target *t, struct rp_bmc_err *err)
 	f->base.ops = &rp_bmc_fake_ops;
 	snprintf(f->node, sizeof f->node, "%s", t->node);
 	f->delay_ms = t->fake_delay_ms;
+	f->power_w = t->fake_power_w;
+	f->inlet_c = t->fake_inlet_c;
 	return &f->base;
 }
 
@@ -201,6 +205,76 @@ fake_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *
 	return 0;
 }
 
+static json_t *
+fake_sensor(const char *name, const char *type, const char *kind, double value, const char *unit)
+{
+	return json_pack("{s:s, s:s, s:s, s:f, s:s, s:s, s:s}", "name", name, "type", type, "kind",
+	                 kind, "value", value, "unit", unit, "health", "ok", "source", "fake");
+}
+
+/* The node's draw (options.power_w while on, capped by an active limit; 15 W while off),
+ * its inlet (options.inlet_c), a CPU and a fan that follow the power state. */
+static int
+fake_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
+{
+	struct fake *f = (struct fake *)b;
+	struct fake_state st = {0};
+	double watts, load;
+	json_t *a, *inlet;
+
+	pause_ms(f->delay_ms);
+	if (snapshot(f, &st, err) < 0)
+		return -1;
+	watts = st.power == RP_POWER_ON ? f->power_w : 15;
+	if (st.power == RP_POWER_ON && st.limit.active && watts > st.limit.watts)
+		watts = st.limit.watts;
+	load = st.power == RP_POWER_ON ? 1.0 : 0.0;
+	inlet = fake_sensor("Inlet Temp", "temperature", "inlet", f->inlet_c, "Cel");
+	json_object_set_new(inlet, "upper_warning", json_real(40));
+	json_object_set_new(inlet, "upper_critical", json_real(45));
+	a = json_pack("[o, o, o, o]", fake_sensor("System Power", "power", "system", watts, "W"),
+	              inlet, fake_sensor("CPU Temp", "temperature", "cpu", 30 + 25 * load, "Cel"),
+	              fake_sensor("Fan 1", "fan", "fan", 3000 + 6000 * load, "RPM"));
+	if (a == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	*out = a;
+	return 0;
+}
+
+static int
+fake_power_limit_get(struct rp_bmc *b, struct rp_power_limit *out, struct rp_bmc_err *err)
+{
+	struct fake_state st = {0};
+
+	pause_ms(((struct fake *)b)->delay_ms);
+	if (snapshot((struct fake *)b, &st, err) < 0)
+		return -1;
+	*out = st.limit;
+	return 0;
+}
+
+/* Limits from 100 W to 100 kW, as a real BMC has a range. */
+static int
+fake_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want, struct rp_bmc_err *err)
+{
+	struct fake *f = (struct fake *)b;
+	struct fake_state *s;
+
+	pause_ms(f->delay_ms);
+	if (want->active && (want->watts < 100 || want->watts > 100000))
+		return rp_bmc_fail(err, RP_BMC_REJECTED,
+		                   "fake BMC: power limit %u W is outside 100..100000 W",
+		                   want->watts);
+	pthread_mutex_lock(&mu);
+	s = state_of(f->node);
+	if (s) {
+		s->limit.active = want->active;
+		s->limit.watts = want->active ? want->watts : s->limit.watts;
+	}
+	pthread_mutex_unlock(&mu);
+	return s ? 0 : rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+}
+
 const struct rp_bmc_ops rp_bmc_fake_ops = {
         .name = "fake",
         .open = fake_open,
@@ -210,4 +284,7 @@ const struct rp_bmc_ops rp_bmc_fake_ops = {
         .boot_set = fake_boot_set,
         .boot_get = fake_boot_get,
         .identity = fake_identity,
+        .sensors = fake_sensors,
+        .power_limit_get = fake_power_limit_get,
+        .power_limit_set = fake_power_limit_set,
 };

@@ -39,6 +39,10 @@ const struct rp_bmc_option rp_bmc_options[] = {
          .help = "one request's retries end within this of its first try"},
         {"delay_ms", RP_BMC_DRV_FAKE, RP_BMC_OPT_INT, 0, 60000, .def = 0,
          .help = "how long each fake BMC call takes"},
+        {"power_w", RP_BMC_DRV_FAKE, RP_BMC_OPT_INT, 0, 100000, .def = 600,
+         .help = "the fake node's draw while on (15 W while off), capped by its power limit"},
+        {"inlet_c", RP_BMC_DRV_FAKE, RP_BMC_OPT_INT, 0, 100, .def = 24,
+         .help = "the fake node's inlet temperature (warning at 40, critical at 45)"},
         {NULL},
 };
 

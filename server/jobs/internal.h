@@ -54,6 +54,18 @@ struct lane {
 	int inflight;
 };
 
+/* A periodic sweep over the nodes' BMCs (sweep.c), its fields under rp_jobs.mu. */
+struct sweeper {
+	unsigned interval_s; /* 0: only when asked for */
+	int wanted;          /* asked for (rp_jobs_sweep_now) */
+	int running;
+	int manual;  /* the running one was asked for: it reads every node, not a share */
+	int started; /* thread is to be joined */
+	pthread_t thread;
+	json_t *last; /* the latest one's summary */
+	int64_t next_ms;
+};
+
 struct rp_jobs {
 	struct rp_store *st;
 	struct rp_jobs_opts o;
@@ -67,18 +79,14 @@ struct rp_jobs {
 	struct lane lanes[LANES];
 	struct work *running;
 	struct rp_job_outcome *done, **done_tail; /* outcomes waiting to be recorded, in order */
-	pthread_t scheduler, sweeper, pruner;
+	pthread_t scheduler, pruner;
 	pthread_cond_t prune_cv; /* pruner and webhook deliverer: stop */
 	int pruner_started;
 	pthread_t webhooks; /* the deliverer (webhooks.c) */
 	int webhooks_started;
 	int stalled; /* the deliverer's last pass recorded nothing: it waits before the next */
-	/* sweeps */
-	int sweep_wanted, sweeping, sweep_started;
-	int leader;       /* leads the servers of its database (rp_jobs_lead) */
-	int sweep_manual; /* the running sweep was asked for: it reads every node */
-	json_t *last_sweep;
-	int64_t next_sweep_ms;
+	struct sweeper sweeps[RP_SWEEPS]; /* (mu) */
+	int leader;                       /* leads the servers of its database (rp_jobs_lead) */
 	/* this server among those that share its database */
 	struct rp_server_self self;
 	char instance[RP_UUID_BUF], host[256];
@@ -88,6 +96,28 @@ struct rp_jobs {
 	/* Outcomes this server recorded, by enum rp_job_end (atomic; rp_jobs_outcomes). */
 	uint64_t outcomes[RP_JOB_END_RETRY + 1];
 };
+
+/* ---- Sweeps (sweep.c) ------------------------------------------------------------- */
+
+/* FNV-1a of a node's UUID: the same on every server, so the live set shares the nodes out
+ * without talking. */
+uint64_t jobs_node_hash(const char *uuid);
+
+/* Set the sweeps' intervals and first times, at start. */
+void jobs_sweeps_init(struct rp_jobs *j);
+
+/* With mu held: which sweeps are due or asked for (start[k] 1), marked running. */
+void jobs_sweeps_due(struct rp_jobs *j, int start[RP_SWEEPS]);
+
+/* Without mu: start the threads of the sweeps jobs_sweeps_due marked (a failed start clears
+ * running). */
+void jobs_sweeps_start(struct rp_jobs *j, const int start[RP_SWEEPS]);
+
+/* With mu held: periodic sweeps due within a second (a server left: its share is unread). */
+void jobs_sweeps_soon(struct rp_jobs *j);
+
+/* At stop (j->stop set): wait for running sweeps, free their state. */
+void jobs_sweeps_join(struct rp_jobs *j);
 
 /* ---- Shared helpers (common.c) ---------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-/* The scheduler, the workers, and the power-sync sweeper. */
+/* The scheduler, the workers, the heartbeat and the pruner (the sweeps: sweep.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -21,6 +21,10 @@ rp_jobs_defaults(struct rp_jobs_opts *o)
 	o->lease_s = 30;
 	o->sweep_interval_s = 60;
 	o->sweep_concurrency = 64;
+	o->sensor_interval_s = 60;
+	o->drive_warning_c = 70;
+	o->sensor_history_hours = 24;
+	o->rack_history_days = 30;
 	o->retention_days = 90;
 	o->fault_threshold = 3;
 	o->retry_base_ms = 1000;
@@ -657,8 +661,8 @@ set_live(struct rp_jobs *j, json_t *live)
 	}
 	j->share_i = live_index(live, j->owner);
 	j->share_n = (int)json_array_size(live);
-	if (gone && j->o.sweep_interval_s && j->next_sweep_ms > rp_time_now_ms() + 1000)
-		j->next_sweep_ms = rp_time_now_ms() + 1000;
+	if (gone)
+		jobs_sweeps_soon(j);
 	json_decref(j->live);
 	j->live = live;
 	pthread_mutex_unlock(&j->mu);
@@ -725,20 +729,6 @@ out:
 	return rc;
 }
 
-/* FNV-1a of the node's UUID: the same on every server, so the live set shares the nodes out
- * without talking. */
-static uint64_t
-node_hash(const char *uuid)
-{
-	uint64_t h = 1469598103934665603ULL;
-
-	for (; *uuid; uuid++)
-		h = (h ^ (unsigned char)*uuid) * 1099511628211ULL;
-	return h;
-}
-
-static void *sweep_main(void *arg);
-
 static void *
 scheduler(void *arg)
 {
@@ -746,7 +736,7 @@ scheduler(void *arg)
 
 	for (;;) {
 		struct rp_job_outcome *done;
-		int free_slots[LANES], stop, start_sweep = 0, lane;
+		int free_slots[LANES], stop, start_sweep[RP_SWEEPS], lane;
 		int64_t now;
 
 		pthread_mutex_lock(&j->mu);
@@ -768,30 +758,14 @@ scheduler(void *arg)
 		j->done_tail = &j->done;
 		for (lane = 0; lane < LANES; lane++)
 			free_slots[lane] = (int)j->lanes[lane].nworkers - j->lanes[lane].inflight;
-		if (!j->sweeping && !stop &&
-		    (j->sweep_wanted ||
-		     (j->o.sweep_interval_s && rp_time_now_ms() >= j->next_sweep_ms))) {
-			j->sweeping = 1;
-			j->sweep_manual = j->sweep_wanted;
-			j->sweep_wanted = 0;
-			start_sweep = 1;
-		}
+		jobs_sweeps_due(j, start_sweep);
 		pthread_mutex_unlock(&j->mu);
 		if (done)
 			record(j, done);
 		rp_store_outcome_free(done);
 		if (stop)
 			return NULL;
-		if (start_sweep) {
-			if (j->sweep_started)
-				pthread_join(j->sweeper, NULL);
-			j->sweep_started = pthread_create(&j->sweeper, NULL, sweep_main, j) == 0;
-			if (!j->sweep_started) {
-				pthread_mutex_lock(&j->mu);
-				j->sweeping = 0;
-				pthread_mutex_unlock(&j->mu);
-			}
-		}
+		jobs_sweeps_start(j, start_sweep);
 		for (lane = 0; lane < LANES; lane++)
 			if (free_slots[lane] > 0)
 				claim(j, lane, free_slots[lane]);
@@ -808,145 +782,6 @@ scheduler(void *arg)
 	}
 }
 
-/* ---- Power sweep ------------------------------------------------------------------- */
-
-struct sweep {
-	struct rp_jobs *j;
-	struct rp_power_target *targets;
-	size_t ntargets;
-	size_t *pick, npick; /* the targets this sweep reads: its share of them */
-	json_t *readings;
-	size_t next;
-	pthread_mutex_t mu;
-};
-
-static void *
-sweep_worker(void *arg)
-{
-	struct sweep *s = arg;
-
-	for (;;) {
-		struct rp_bmc_target t;
-		struct rp_bmc_err err = {0};
-		struct rp_bmc *b;
-		enum rp_power p;
-		const struct rp_power_target *node;
-		json_t *r;
-		size_t i;
-
-		pthread_mutex_lock(&s->mu);
-		i = s->next++;
-		pthread_mutex_unlock(&s->mu);
-		if (i >= s->npick || __atomic_load_n(&s->j->stop, __ATOMIC_RELAXED))
-			return NULL;
-		node = &s->targets[s->pick[i]];
-		r = json_pack("{s:I}", "id", (json_int_t)node->id);
-		if (jobs_bmc_target(&node->bmc, node->uuid, &t, &err) == 0 &&
-		    (b = rp_bmc_open(&t, &err)) != NULL) {
-			jobs_bmc_learned(s->j, node->name, node->uuid, node->bmc.address,
-			                 node->bmc.port, b);
-			if (rp_bmc_power_get(b, &p, &err) == 0) {
-				json_object_set_new(r, "ok", json_true());
-				json_object_set_new(r, "power", json_string(rp_power_name(p)));
-			}
-			rp_bmc_close(b);
-		}
-		explicit_bzero(t.password, sizeof t.password);
-		if (json_object_get(r, "ok") == NULL) {
-			json_object_set_new(r, "ok", json_false());
-			json_object_set_new(r, "error", json_string(err.msg));
-		}
-		pthread_mutex_lock(&s->mu);
-		json_array_set_new(s->readings, i, r);
-		pthread_mutex_unlock(&s->mu);
-	}
-}
-
-static void *
-sweep_main(void *arg)
-{
-	struct rp_jobs *j = arg;
-	struct sweep s = {.j = j};
-	pthread_t *threads = NULL;
-	int64_t t0 = rp_time_now_ms(), m0 = rp_time_mono_ns(), read_ms = 0;
-	size_t n = 0, k, i, ok = 0;
-	int changed = 0, total_changed = 0, share_i, share_n;
-	char ts0[RP_TIME_BUF], ts1[RP_TIME_BUF];
-
-	pthread_mutex_init(&s.mu, NULL);
-	if (rp_store_power_targets(j->st, &s.targets, &s.ntargets) != RP_ERR_OK)
-		goto out;
-	/* A periodic sweep reads this server's share of the nodes, by node hash over the live
-	 * servers; one asked for reads them all. Not in the live set (no heartbeat recorded
-	 * yet): all of them too, as reading twice is harmless and not reading is not. */
-	pthread_mutex_lock(&j->mu);
-	share_i = j->sweep_manual || j->share_i < 0 ? 0 : j->share_i;
-	share_n = j->sweep_manual || j->share_i < 0 || j->share_n < 1 ? 1 : j->share_n;
-	pthread_mutex_unlock(&j->mu);
-	if ((s.pick = calloc(s.ntargets ? s.ntargets : 1, sizeof *s.pick)) == NULL)
-		goto out;
-	for (i = 0; i < s.ntargets; i++)
-		if (node_hash(s.targets[i].uuid) % (uint64_t)share_n == (uint64_t)share_i)
-			s.pick[s.npick++] = i;
-	n = s.npick;
-	s.readings = json_array();
-	for (i = 0; i < n; i++)
-		json_array_append_new(s.readings, json_null());
-	k = n < j->o.sweep_concurrency ? n : j->o.sweep_concurrency;
-	threads = calloc(k ? k : 1, sizeof *threads);
-	for (i = 0; threads && i < k; i++)
-		if (pthread_create(&threads[i], NULL, sweep_worker, &s) != 0)
-			break;
-	k = i;
-	if (k == 0 && n > 0)
-		sweep_worker(&s); /* no threads to spare: read them one by one */
-	for (i = 0; i < k; i++)
-		pthread_join(threads[i], NULL);
-	read_ms = (rp_time_mono_ns() - m0) / 1000000;
-	/* Record in chunks so one sweep of a large fleet never holds the write lock for long. */
-	for (i = 0; i < n; i += 1000) {
-		json_t *chunk = json_array();
-		size_t m;
-
-		for (m = i; m < n && m < i + 1000; m++) {
-			json_t *r = json_array_get(s.readings, m);
-
-			if (json_is_object(r)) {
-				json_array_append(chunk, r);
-				ok += json_is_true(json_object_get(r, "ok"));
-			}
-		}
-		if (rp_store_power_record(j->st, chunk, (int)j->o.fault_threshold, &changed) ==
-		    RP_ERR_OK)
-			total_changed += changed;
-		json_decref(chunk);
-	}
-	pthread_mutex_lock(&j->mu);
-	json_decref(j->last_sweep);
-	j->last_sweep = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:{s:i, s:i}}",
-	                          "started_at", rp_time_format(t0, ts0), "finished_at",
-	                          rp_time_format(rp_time_now_ms(), ts1), "duration_ms",
-	                          (json_int_t)((rp_time_mono_ns() - m0) / 1000000), "read_ms",
-	                          (json_int_t)read_ms, "nodes", (json_int_t)n, "ok", (json_int_t)ok,
-	                          "failed", (json_int_t)(n - ok), "changed", total_changed, "share",
-	                          "index", share_i, "of", share_n);
-	pthread_mutex_unlock(&j->mu);
-	rp_log_info("power sync: %zu node(s) (share %d of %d), %zu answered, %d change(s), %lld ms",
-	            n, share_i + 1, share_n, ok, total_changed,
-	            (long long)((rp_time_mono_ns() - m0) / 1000000));
-out:
-	free(s.pick);
-	free(threads);
-	rp_store_power_targets_free(s.targets, s.ntargets);
-	json_decref(s.readings);
-	pthread_mutex_destroy(&s.mu);
-	pthread_mutex_lock(&j->mu);
-	j->sweeping = 0;
-	j->next_sweep_ms = rp_time_now_ms() + (int64_t)j->o.sweep_interval_s * 1000;
-	pthread_mutex_unlock(&j->mu);
-	return NULL;
-}
-
 /* ---- Retention ------------------------------------------------------------------------ */
 
 #define PRUNE_EVERY_MS (3600 * 1000)
@@ -957,7 +792,12 @@ static void *
 pruner(void *arg)
 {
 	struct rp_jobs *j = arg;
-	int64_t next = rp_time_now_ms() + 2000, keep = (int64_t)j->o.retention_days * 86400000;
+	int64_t next = rp_time_now_ms() + 2000;
+	struct rp_prune_keep keep = {
+	        .events_ms = (int64_t)j->o.retention_days * 86400000,
+	        .samples_ms = (int64_t)j->o.sensor_history_hours * 3600000,
+	        .rack_steps_ms = (int64_t)j->o.rack_history_days * 86400000,
+	};
 	int was_leader = 0;
 
 	pthread_mutex_lock(&j->mu);
@@ -977,20 +817,21 @@ pruner(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&j->mu);
-		e = rp_store_prune(j->st, now, keep, 1000, &n);
+		e = rp_store_prune(j->st, now, &keep, 1000, &n);
 		if (e != RP_ERR_OK)
 			rp_log_warn("retention: pruning failed (%s); trying again in a minute",
 			            rp_err_message(e));
 		else if (n.events || n.job_logs || n.tokens || n.bootstrap_tokens || n.servers ||
-		         n.deliveries)
+		         n.deliveries || n.samples || n.rack_steps)
 			rp_log_info(
 			        "retention: removed %lld event(s), the logs of %lld job(s), %lld "
 			        "token(s), %lld bootstrap token(s), %lld server row(s), %lld "
-			        "webhook "
-			        "deliveries%s",
+			        "webhook deliveries, %lld sensor sample(s), %lld rack power "
+			        "step(s)%s",
 			        (long long)n.events, (long long)n.job_logs, (long long)n.tokens,
 			        (long long)n.bootstrap_tokens, (long long)n.servers,
-			        (long long)n.deliveries, n.more ? "; more to come" : "");
+			        (long long)n.deliveries, (long long)n.samples,
+			        (long long)n.rack_steps, n.more ? "; more to come" : "");
 		next = e != RP_ERR_OK ? now + 60000 : n.more ? 0 : now + PRUNE_EVERY_MS;
 		pthread_mutex_lock(&j->mu);
 	}
@@ -1045,8 +886,7 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	}
 	j->done = NULL;
 	j->done_tail = &j->done;
-	/* The first sweep waits a little, so a fresh start is not a burst of BMC traffic. */
-	j->next_sweep_ms = rp_time_now_ms() + 5000;
+	jobs_sweeps_init(j);
 	if (join(j, why, whylen) < 0)
 		goto fail;
 	e = rp_store_jobs_recover(st, j->owner, &recovered);
@@ -1133,8 +973,7 @@ rp_jobs_stop(struct rp_jobs *j)
 		pthread_join(j->pruner, NULL);
 	if (j->webhooks_started)
 		pthread_join(j->webhooks, NULL);
-	if (j->sweep_started)
-		pthread_join(j->sweeper, NULL);
+	jobs_sweeps_join(j);
 	/* Outcomes of jobs that finished while stopping are still worth recording. */
 	if (j->done)
 		record(j, j->done);
@@ -1151,7 +990,6 @@ rp_jobs_stop(struct rp_jobs *j)
 		pthread_cond_destroy(&j->lanes[lane].cv);
 	}
 	rp_store_outcome_free(j->done);
-	json_decref(j->last_sweep);
 	json_decref(j->live);
 	pthread_mutex_destroy(&j->mu);
 	pthread_cond_destroy(&j->kick_cv);
@@ -1224,21 +1062,6 @@ rp_jobs_cancel(struct rp_jobs *j, const char *id, const char *actor, json_t **ou
 	return RP_ERR_OK;
 }
 
-enum rp_err
-rp_jobs_sweep_now(struct rp_jobs *j)
-{
-	enum rp_err e = RP_ERR_OK;
-
-	pthread_mutex_lock(&j->mu);
-	if (j->sweeping || j->sweep_wanted)
-		e = RP_ERR_CONFLICT;
-	else
-		j->sweep_wanted = 1;
-	kick_locked(j);
-	pthread_mutex_unlock(&j->mu);
-	return e;
-}
-
 void
 rp_jobs_outcomes(struct rp_jobs *j, uint64_t out[RP_JOB_END_RETRY + 1])
 {
@@ -1264,18 +1087,6 @@ rp_jobs_server(struct rp_jobs *j)
 	                  rp_time_format(json_integer_value(json_object_get(v, "started_at")), ts),
 	                  "leader", json_object_get(v, "leader")));
 	s = json_pack("{s:s, s:b, s:o}", "name", j->owner, "leader", j->leader, "servers", servers);
-	pthread_mutex_unlock(&j->mu);
-	return s;
-}
-
-json_t *
-rp_jobs_sweep_status(struct rp_jobs *j)
-{
-	json_t *s;
-
-	pthread_mutex_lock(&j->mu);
-	s = json_pack("{s:i, s:b, s:O?}", "interval_s", (int)j->o.sweep_interval_s, "running",
-	              j->sweeping || j->sweep_wanted, "last", j->last_sweep);
 	pthread_mutex_unlock(&j->mu);
 	return s;
 }

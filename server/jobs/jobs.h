@@ -29,16 +29,20 @@ struct rp_jobs;
 struct rp_ssh_key; /* ssh/ssh.h */
 
 struct rp_jobs_opts {
-	unsigned workers;           /* concurrent jobs; default 32 */
-	const char *server_name;    /* owner of this server's job leases; default "rackpilotd" */
-	unsigned lease_s;           /* a job lease, renewed every third of it; default 30 */
-	unsigned sweep_interval_s;  /* power sync period; 0 disables the periodic sweep */
-	unsigned sweep_concurrency; /* BMCs read at once by a sweep; default 64 */
-	unsigned retention_days;    /* the leader prunes older events etc.; 0 keeps; default 90 */
-	unsigned fault_threshold;   /* failures in a row before a BMC fault; default 3 */
-	unsigned retry_base_ms;     /* first retry delay, doubling up to 60 s; default 1000 */
-	unsigned power_wait_s;      /* wait for a power state after a command; default 60 */
-	unsigned ssh_workers;       /* step plans running at once; default 64 */
+	unsigned workers;              /* concurrent jobs; default 32 */
+	const char *server_name;       /* owner of this server's job leases; default "rackpilotd" */
+	unsigned lease_s;              /* a job lease, renewed every third of it; default 30 */
+	unsigned sweep_interval_s;     /* power sync period; 0 disables the periodic sweep */
+	unsigned sensor_interval_s;    /* sensor sync period; 0 disables the periodic sweep */
+	double drive_warning_c;        /* a drive without a BMC upper warning warns here; 0: none */
+	unsigned sensor_history_hours; /* sensor samples kept; 0 keeps them; default 24 */
+	unsigned rack_history_days;    /* rack power steps kept; 0 keeps them; default 30 */
+	unsigned sweep_concurrency;    /* BMCs read at once by a sweep; default 64 */
+	unsigned retention_days;  /* the leader prunes older events etc.; 0 keeps; default 90 */
+	unsigned fault_threshold; /* failures in a row before a BMC fault; default 3 */
+	unsigned retry_base_ms;   /* first retry delay, doubling up to 60 s; default 1000 */
+	unsigned power_wait_s;    /* wait for a power state after a command; default 60 */
+	unsigned ssh_workers;     /* step plans running at once; default 64 */
 	const struct rp_ssh_key *ssh_key; /* the server's SSH key; NULL: steps jobs fail */
 	const char *agent_command;        /* the agent on nodes; default "rackpilot-agent" */
 	unsigned ssh_connect_timeout_s;   /* default 10 */
@@ -101,11 +105,17 @@ enum rp_err rp_jobs_provision(struct rp_jobs *j, const char *node, const char *a
 enum rp_err rp_jobs_cancel(struct rp_jobs *j, const char *id, const char *actor, json_t **out,
                            json_t **detail);
 
-/* Start a power sweep now. RP_ERR_CONFLICT when one is already running. */
-enum rp_err rp_jobs_sweep_now(struct rp_jobs *j);
+/* The sweeps: a node's power state (rp_store_power_record), its sensors
+ * (rp_store_sensors_record). */
+enum rp_sweep { RP_SWEEP_POWER, RP_SWEEP_SENSORS, RP_SWEEPS };
 
-/* The sweeper's state: {interval_s, running, last: {started_at, finished_at, duration_ms,
- * nodes, ok, failed, changed} or null}. New object. */
-json_t *rp_jobs_sweep_status(struct rp_jobs *j);
+/* Start a sweep now, over every node (not this server's share). RP_ERR_CONFLICT when one of
+ * that kind is already running or asked for. */
+enum rp_err rp_jobs_sweep_now(struct rp_jobs *j, enum rp_sweep kind);
+
+/* A sweep's state: {interval_s, running, last: {started_at, finished_at, duration_ms, nodes,
+ * ok, failed, changed (power: changes seen) or events (sensors: events written), share
+ * {index, of}} or null}. New object. */
+json_t *rp_jobs_sweep_status(struct rp_jobs *j, enum rp_sweep kind);
 
 #endif

@@ -49,7 +49,7 @@ rp_rollout_tick(struct rp_rollout *r)
 	if (power && r->jobs && rp_time_now_ms() - r->last_sweep_ms >= SWEEP_EVERY_MS) {
 		r->last_sweep_ms = rp_time_now_ms();
 		/* RP_ERR_CONFLICT: one runs already, which serves as well. */
-		(void)rp_jobs_sweep_now(r->jobs);
+		(void)rp_jobs_sweep_now(r->jobs, RP_SWEEP_POWER);
 	}
 	r->failing = 0;
 	rc = changed;

@@ -5,7 +5,8 @@
 #include "internal.h"
 
 #define CLASS_COLS                                                                                 \
-	"SELECT c.id AS _id, c.name, c.description, c.bom AS \"bom:json\", (SELECT count(*) "      \
+	"SELECT c.id AS _id, c.name, c.description, c.bom AS \"bom:json\", c.max_power_w, "        \
+	"c.idle_power_w, (SELECT count(*) "                                                        \
 	"FROM nodes WHERE node_class = c.name) AS node_count, c.version, c.created_at AS "         \
 	"\"created_at:time\", c.updated_at AS \"updated_at:time\" FROM node_classes c "
 
@@ -30,13 +31,16 @@ store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
 	*created = e == RP_ERR_NOT_FOUND;
 	s = STMT_ARGS(
 	        c,
-	        "INSERT INTO node_classes(name, description, bom, created_at, updated_at) "
-	        "VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT(name) DO UPDATE SET description = ?2, "
-	        "bom = ?3, version = node_classes.version + 1, updated_at = ?4",
+	        "INSERT INTO node_classes(name, description, bom, created_at, updated_at, "
+	        "max_power_w, idle_power_w) VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6) ON "
+	        "CONFLICT(name) DO UPDATE SET description = ?2, bom = ?3, version = "
+	        "node_classes.version + 1, updated_at = ?4, max_power_w = ?5, idle_power_w = ?6",
 	        name);
 	store_bind_str(s, 2, in, "description");
 	sql_bind_text(s, 3, bom);
 	sql_bind_int(s, 4, now);
+	store_bind_int(s, 5, in, "max_power_w");
+	store_bind_int(s, 6, in, "idle_power_w");
 	if ((e = store_exec(c, s, "class put")) != RP_ERR_OK)
 		goto out;
 	snprintf(summary, sizeof summary, "node class %s %s", name,

@@ -7,12 +7,57 @@
 #define PRUNE_CHUNK 2000
 #define LOG_CHUNK   100 /* jobs, each with up to 8 MiB of log */
 
+#define OWNER_CHUNK 64 /* nodes or racks whose old samples one transaction removes */
+
 struct chunk {
 	int64_t before, done;
 	int which;
+	int64_t cursor; /* P_SAMPLES, P_RACK_STEPS: the highest owner id done */
+	int end;        /* ...: no owner after cursor */
 };
 
-enum { P_EVENTS, P_LOGS, P_TOKENS, P_BOOTSTRAP, P_SERVERS, P_DELIVERIES };
+enum { P_EVENTS, P_LOGS, P_TOKENS, P_BOOTSTRAP, P_SERVERS, P_DELIVERIES, P_SAMPLES, P_RACK_STEPS };
+
+/* Old samples of the next OWNER_CHUNK nodes (racks) after k->cursor: by their primary key's
+ * (owner, at) prefix, so a pass over a large history reads only what it removes. */
+static enum rp_err
+samples_chunk(struct conn *c, struct chunk *k)
+{
+	struct stmt *s;
+	enum rp_err e;
+	int64_t last = k->cursor, n = 0;
+
+	s = k->which == P_SAMPLES
+	            ? STMT_ARGS(c, "SELECT id FROM nodes WHERE id > ? ORDER BY id LIMIT ?",
+	                        k->cursor, (int64_t)OWNER_CHUNK)
+	            : STMT_ARGS(c, "SELECT id FROM racks WHERE id > ? ORDER BY id LIMIT ?",
+	                        k->cursor, (int64_t)OWNER_CHUNK);
+	while (store_next(c, s, "prune samples", &e)) {
+		last = sql_int(s, 0);
+		n++;
+	}
+	if (e != RP_ERR_OK)
+		return e;
+	k->done = 0;
+	if (n > 0) {
+		e = k->which == P_SAMPLES ? EXEC(c, "prune sensor history",
+		                                 "DELETE FROM sensor_history WHERE node_id > ? AND "
+		                                 "node_id <= ? AND "
+		                                 "at < ?",
+		                                 k->cursor, last, k->before)
+		                          : EXEC(c, "prune rack power history",
+		                                 "DELETE FROM rack_power_history WHERE rack_id > ? "
+		                                 "AND rack_id <= ? "
+		                                 "AND at < ?",
+		                                 k->cursor, last, k->before);
+		if (e != RP_ERR_OK)
+			return e;
+		k->done = sql_changes(c);
+	}
+	k->cursor = last;
+	k->end = n < OWNER_CHUNK;
+	return RP_ERR_OK;
+}
 
 static enum rp_err
 chunk(struct conn *c, void *ctx)
@@ -21,6 +66,9 @@ chunk(struct conn *c, void *ctx)
 	enum rp_err e = RP_ERR_INTERNAL;
 
 	switch (k->which) {
+	case P_SAMPLES:
+	case P_RACK_STEPS:
+		return samples_chunk(c, k);
 	case P_EVENTS:
 		e = EXEC(c, "prune events",
 		         "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE at < ?1 "
@@ -83,7 +131,9 @@ prune(struct rp_store *st, int which, int64_t before, int64_t deadline, int64_t 
 		if ((e = store_txn(st, chunk, &k)) != RP_ERR_OK)
 			return e;
 		*n += k.done;
-		if (k.done < (which == P_LOGS ? LOG_CHUNK : PRUNE_CHUNK))
+		if (which == P_SAMPLES || which == P_RACK_STEPS
+		            ? k.end
+		            : k.done < (which == P_LOGS ? LOG_CHUNK : PRUNE_CHUNK))
 			return RP_ERR_OK;
 	} while (rp_time_mono_ns() < deadline);
 	*more = 1;
@@ -91,11 +141,11 @@ prune(struct rp_store *st, int which, int64_t before, int64_t deadline, int64_t 
 }
 
 enum rp_err
-rp_store_prune(struct rp_store *st, int64_t now, int64_t keep_ms, int64_t budget_ms,
-               struct rp_prune_counts *counts)
+rp_store_prune(struct rp_store *st, int64_t now, const struct rp_prune_keep *keep,
+               int64_t budget_ms, struct rp_prune_counts *counts)
 {
 	struct rp_prune_counts n = {0};
-	int64_t end = rp_time_mono_ns() + budget_ms * 1000000;
+	int64_t end = rp_time_mono_ns() + budget_ms * 1000000, keep_ms = keep->events_ms;
 	enum rp_err e;
 
 	if (keep_ms > 0 &&
@@ -104,6 +154,11 @@ rp_store_prune(struct rp_store *st, int64_t now, int64_t keep_ms, int64_t budget
 	     (e = prune(st, P_TOKENS, now - keep_ms, end, &n.tokens, &n.more)) != RP_ERR_OK ||
 	     (e = prune(st, P_DELIVERIES, now - keep_ms, end, &n.deliveries, &n.more)) !=
 	             RP_ERR_OK))
+		return e;
+	if ((keep->samples_ms > 0 && (e = prune(st, P_SAMPLES, now - keep->samples_ms, end,
+	                                        &n.samples, &n.more)) != RP_ERR_OK) ||
+	    (keep->rack_steps_ms > 0 && (e = prune(st, P_RACK_STEPS, now - keep->rack_steps_ms, end,
+	                                           &n.rack_steps, &n.more)) != RP_ERR_OK))
 		return e;
 	if ((e = prune(st, P_BOOTSTRAP, now, end, &n.bootstrap_tokens, &n.more)) != RP_ERR_OK ||
 	    (e = prune(st, P_SERVERS, now - 24LL * 3600 * 1000, end, &n.servers, &n.more)) !=

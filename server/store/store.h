@@ -552,24 +552,98 @@ enum rp_err rp_store_server_beat(struct rp_store *st, const struct rp_server_sel
 /* me stops: its row is removed (when still its own), so the others rebalance at once. */
 enum rp_err rp_store_server_leave(struct rp_store *st, const struct rp_server_self *me);
 
+/* ---- Sensors and rack power (sensors.c; docs/power.md) ---------------------------------- */
+
+/* Sensors kept per node: a read's first this many. */
+#define RP_STORE_SENSORS_MAX 256
+
+struct rp_sensor_opts {
+	double drive_warning_c; /* a drive without an upper warning from its BMC warns here; 0:
+	                           none */
+};
+
+/* Record a sensor sweep's readings [{id, ok, error?, sensors? (rp_bmc_sensors' array)}] in
+ * one transaction:
+ * - per node that answered: sensor_reads (read_at, power_w: its type power, kind system
+ *   sensor), each sensor's row (written only when something in it changed), a history sample
+ *   when its value moved past a dead band (a degree; 1 % or 5 W; 2 % or 100 RPM) or 15
+ *   minutes passed, and the sensors it no longer reports removed;
+ * - per node that did not: its try and error (its latest values stay);
+ * - a sensor's state is the worse of its BMC's health and its value against its thresholds;
+ *   each change of state is an event (sensor.warning, sensor.critical, sensor.cleared);
+ * - per rack of those nodes: its measured draw (the sum of its nodes' latest power_w), a
+ *   rack_power_history step (5 minutes: peak and latest), and an event when it crosses its
+ *   limit (budget x power_limit_pct) either way: rack.power_over_limit, rack.power_ok.
+ * Nodes deleted meanwhile are passed over. *events (may be NULL): the events written. */
+enum rp_err rp_store_sensors_record(struct rp_store *st, json_t *readings,
+                                    const struct rp_sensor_opts *o, int *events);
+
+/* A node's latest sensors: {node, read_at, tried_at, error, power_w, sensors [{name, type,
+ * kind, value, unit, thresholds {upper_warning, upper_critical, lower_warning,
+ * lower_critical} (null when it has none), health (ok|warning|critical: ours), bmc_health,
+ * source, read_at, changed_at}]}. Never read: read_at null, sensors []. RP_ERR_NOT_FOUND for
+ * an unknown node. */
+enum rp_err rp_store_node_sensors(struct rp_store *st, const char *node, json_t **out);
+
+/* A sensor's samples in [since, until) (ms), oldest first, at most limit: {node, sensor,
+ * unit, samples [{at, value}], truncated}. RP_ERR_NOT_FOUND for an unknown node, or a sensor
+ * the node neither has now nor has samples of in the range. */
+enum rp_err rp_store_sensor_history(struct rp_store *st, const char *node, const char *sensor,
+                                    int64_t since, int64_t until, size_t limit, json_t **out);
+
+/* A rack's power: {rack, budget_w, limit_pct, limit_w, measured_w, nameplate_w, headroom_w,
+ * headroom_pct, over_limit, read_at, nodes [{node, class, watts, read_at, error,
+ * max_power_w}]}. limit_w = budget x limit_pct; headroom = limit_w - measured_w (its pct of
+ * the budget); nameplate_w: the sum of the nodes' classes' max_power_w, null unless every
+ * node's class has one. Nulls where the rack has no budget or no reading yet.
+ * RP_ERR_NOT_FOUND for an unknown rack. */
+enum rp_err rp_store_rack_power(struct rp_store *st, const char *rack, json_t **out);
+
+/* Every rack as rp_store_rack_power shows it without nodes, by name: {measured_w, budget_w
+ * (sums), racks [...]}. */
+enum rp_err rp_store_power_overview(struct rp_store *st, json_t **out);
+
+/* A rack's totals in [since, until): {rack, step_s, samples [{at, peak_w, last_w}]}. */
+enum rp_err rp_store_rack_power_history(struct rp_store *st, const char *rack, int64_t since,
+                                        int64_t until, json_t **out);
+
+/* One stored sensor value, for /metrics. Strings are valid during the callback only. */
+struct rp_sensor_row {
+	const char *node, *rack, *name, *type, *kind, *state, *unit;
+	double value;
+};
+
+/* Call fn for every sensor with a value, by node and name, until it returns non-zero. */
+enum rp_err rp_store_sensor_rows(struct rp_store *st,
+                                 int (*fn)(void *arg, const struct rp_sensor_row *r), void *arg);
+
 /* ---- Retention --------------------------------------------------------------------------- */
 
 /* What rp_store_prune removed. */
 struct rp_prune_counts {
 	int64_t events, job_logs, tokens, bootstrap_tokens, servers, deliveries;
-	int more; /* the budget ran out first: call again */
+	int64_t samples, rack_steps; /* sensor_history, rack_power_history rows */
+	int more;                    /* the budget ran out first: call again */
 };
 
-/* Remove what has outlived its use at time now: events older than keep_ms; the logs of jobs
- * that ended longer than keep_ms ago (the jobs stay, their log_dropped counting the bytes);
- * API tokens expired or revoked longer than keep_ms ago; webhook deliveries that ended longer
- * than keep_ms ago; bootstrap tokens a day past their
- * expiry; rows of servers not heard from for a day. In transactions of at most a few thousand
- * rows, so a large backlog never holds the write lock for long, and for about budget_ms at
- * most (counts->more then says there is more). keep_ms 0 keeps events, logs and tokens.
- * counts (may be NULL) is written only on success. */
-enum rp_err rp_store_prune(struct rp_store *st, int64_t now, int64_t keep_ms, int64_t budget_ms,
-                           struct rp_prune_counts *counts);
+/* How long rp_store_prune keeps what it prunes, in ms; 0 keeps it. */
+struct rp_prune_keep {
+	int64_t events_ms;     /* events, job logs, dead tokens, ended webhook deliveries */
+	int64_t samples_ms;    /* sensor history */
+	int64_t rack_steps_ms; /* rack power history */
+};
+
+/* Remove what has outlived its use at time now: events older than keep->events_ms; the logs
+ * of jobs that ended longer than that ago (the jobs stay, their log_dropped counting the
+ * bytes); API tokens expired or revoked longer than that ago; webhook deliveries that ended
+ * longer than that ago; sensor samples older than keep->samples_ms and rack power steps older
+ * than keep->rack_steps_ms; bootstrap tokens a day past their expiry; rows of servers not
+ * heard from for a day. In transactions of at most a few thousand rows (samples: of 64 nodes
+ * or racks), so a large backlog never holds the write lock for long, and for about budget_ms
+ * at most (counts->more then says there is more). counts (may be NULL) is written only on
+ * success. */
+enum rp_err rp_store_prune(struct rp_store *st, int64_t now, const struct rp_prune_keep *keep,
+                           int64_t budget_ms, struct rp_prune_counts *counts);
 
 /* A job the scheduler claimed, with what its worker needs of the node and its BMC. Strings
  * are NULL where the row has none. bmc.password is the opened BMC password (NULL when none or

@@ -145,6 +145,10 @@ server_start(struct server *s, const char *dir, const char *const *extra)
 	argv[n++] = s->dir;
 	argv[n++] = "--threads";
 	argv[n++] = "2";
+	/* No sensor sweep unless a test asks (a later --sensor-sync-interval wins): its BMC
+	 * traffic and events would mix into what other tests count. */
+	argv[n++] = "--sensor-sync-interval";
+	argv[n++] = "0";
 	if ((db = test_database(s->dir)) != NULL) {
 		argv[n++] = "--database";
 		argv[n++] = db;

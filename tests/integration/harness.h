@@ -55,7 +55,8 @@ int test_sql(const char *dir, const char *sql);
 
 /* Start rackpilotd with a new temporary data dir (dir NULL) or the given one, plus extra
  * arguments (NULL-terminated array, may be NULL), on the database test_database names when
- * there is one. Fails the test when it does not come up. */
+ * there is one. The sensor sweep is off (--sensor-sync-interval 0) unless extra turns it on.
+ * Fails the test when it does not come up. */
 void server_start(struct server *s, const char *dir, const char *const *extra);
 
 /* The server speaks HTTPS: requests go to https:// and check its certificate against pin

@@ -1503,11 +1503,14 @@ test_prune(void **state)
 	         (long long)(now - 60000));
 	assert_int_equal(dbfx_sql(f->path, sql, NULL, 0), 0);
 	/* Keeping everything: only bootstrap tokens and server rows are looked at. */
-	assert_int_equal(rp_store_prune(f->st, now, 0, 10000, &n), RP_ERR_OK);
+	assert_int_equal(rp_store_prune(f->st, now, &(struct rp_prune_keep){0}, 10000, &n),
+	                 RP_ERR_OK);
 	assert_int_equal(n.events, 0);
 	assert_int_equal(n.servers, 1);
 	assert_int_equal(events(f->st), before);
-	assert_int_equal(rp_store_prune(f->st, now, 90 * day, 10000, &n), RP_ERR_OK);
+	assert_int_equal(rp_store_prune(f->st, now, &(struct rp_prune_keep){.events_ms = 90 * day},
+	                                10000, &n),
+	                 RP_ERR_OK);
 	assert_int_equal(n.events, 3);
 	assert_int_equal(n.job_logs, 1);
 	assert_int_equal(n.tokens, 2);
@@ -1540,7 +1543,9 @@ test_prune(void **state)
 	assert_int_equal(dbfx_sql(f->path, "SELECT count(*) FROM servers", out, sizeof out), 0);
 	assert_string_equal(out, "1");
 	/* Again: nothing left to do. */
-	assert_int_equal(rp_store_prune(f->st, now, 90 * day, 10000, &n), RP_ERR_OK);
+	assert_int_equal(rp_store_prune(f->st, now, &(struct rp_prune_keep){.events_ms = 90 * day},
+	                                10000, &n),
+	                 RP_ERR_OK);
 	assert_int_equal(n.events + n.job_logs + n.tokens + n.servers, 0);
 }
 
@@ -1862,7 +1867,11 @@ test_node_lists_migration(void **state)
 	rp_store_free(f->st);
 	f->st = NULL;
 	snprintf(cmd, sizeof cmd,
-	         "sqlite3 %s \"DROP TABLE webhook_deliveries; DROP TABLE webhooks; DROP TABLE "
+	         "sqlite3 %s \"DROP TABLE rack_power_history; DROP TABLE rack_power; DROP TABLE "
+	         "sensor_history; DROP TABLE sensors; DROP TABLE sensor_reads; ALTER TABLE racks "
+	         "DROP COLUMN power_limit_pct; ALTER TABLE node_classes DROP COLUMN max_power_w; "
+	         "ALTER TABLE node_classes DROP COLUMN idle_power_w; "
+	         "DROP TABLE webhook_deliveries; DROP TABLE webhooks; DROP TABLE "
 	         "servers; "
 	         "ALTER TABLE job_steps DROP COLUMN run_id; "
 	         "ALTER TABLE nodes DROP COLUMN tags; ALTER TABLE nodes DROP COLUMN "
