@@ -41,6 +41,9 @@ struct rp_config {
 	unsigned sensor_history_hours; /* 0 keeps them */
 	unsigned rack_history_days;    /* 0 keeps them */
 	unsigned drive_temp_warning;   /* Celsius; 0: the BMC's thresholds only */
+	unsigned power_on_stagger;     /* power-ons in flight per rack; 0: no cap */
+	unsigned power_on_stagger_ms;
+	unsigned power_on_settle; /* seconds */
 	unsigned bmc_fault_threshold;
 	unsigned ssh_workers;     /* step plans running at once */
 	unsigned agent_heartbeat; /* seconds agents are told to heartbeat at */

@@ -1073,6 +1073,9 @@ main(int argc, char **argv)
 	jo.sensor_history_hours = cfg.sensor_history_hours;
 	jo.rack_history_days = cfg.rack_history_days;
 	jo.drive_warning_c = cfg.drive_temp_warning;
+	jo.power_on_stagger = cfg.power_on_stagger;
+	jo.power_on_stagger_ms = cfg.power_on_stagger_ms;
+	jo.power_on_settle_s = cfg.power_on_settle;
 	jo.retention_days = cfg.retention_days;
 	jo.fault_threshold = cfg.bmc_fault_threshold;
 	jo.webhook_timeout_s = cfg.webhook_timeout;

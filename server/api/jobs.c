@@ -13,6 +13,7 @@ static const char *const job_states[] = {"queued", "running",   "succeeded",
 static const struct rp_field power_fields[] = {
         {"target", RP_F_ENUM, RP_F_REQUIRED, 0, 0, power_targets},
         {"timeout_s", RP_F_INT, 0, 1, 3600},
+        {"force", RP_F_BOOL},
         {NULL},
 };
 
@@ -27,8 +28,33 @@ static const struct rp_field bulk_power_fields[] = {
         {"selector", RP_F_OBJECT, RP_F_REQUIRED, 0, 0, NULL, rp_api_selector_fields},
         {"target", RP_F_ENUM, RP_F_REQUIRED, 0, 0, power_targets},
         {"timeout_s", RP_F_INT, 0, 1, 3600},
+        {"force", RP_F_BOOL},
         {NULL},
 };
+
+/* A power request's params: force (past the rack's power-on admission) is an admin's alone,
+ * and names who forced it for the event that records it. NULL with 403 replied. */
+static json_t *
+power_params(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *params = json_deep_copy(rq->body);
+	char actor[96];
+
+	json_object_del(params, "selector");
+	if (!json_is_true(json_object_get(params, "force"))) {
+		json_object_del(params, "force");
+		return params;
+	}
+	if (rq->who == NULL || rq->who->role != RP_ROLE_ADMIN) {
+		json_decref(params);
+		rp_api_errorf(rs, RP_ERR_FORBIDDEN,
+		              "force (power on past the rack's budget and stagger) needs an admin "
+		              "token");
+		return NULL;
+	}
+	json_object_set_new(params, "forced_by", json_string(rp_api_actor(rq, actor)));
+	return params;
+}
 
 static const struct rp_field job_fields[] = {
         {"id", RP_F_READ_ONLY},
@@ -66,7 +92,7 @@ node_job(struct rp_api_req *rq, struct rp_api_resp *rs, enum rp_job_type type, j
 void
 rp_api_nodes_power(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
-	json_t *detail = NULL;
+	json_t *detail = NULL, *params;
 	enum rp_err e;
 
 	if (rp_api_need_object(rq, rs) < 0)
@@ -75,7 +101,10 @@ rp_api_nodes_power(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_error(rs, e, detail);
 		return;
 	}
-	node_job(rq, rs, RP_JOB_POWER, rq->body);
+	if ((params = power_params(rq, rs)) == NULL)
+		return;
+	node_job(rq, rs, RP_JOB_POWER, params);
+	json_decref(params);
 }
 
 void
@@ -126,8 +155,8 @@ rp_api_actions_power(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_error(rs, e, detail);
 		return;
 	}
-	params = json_deep_copy(rq->body);
-	json_object_del(params, "selector");
+	if ((params = power_params(rq, rs)) == NULL)
+		return;
 	job = json_pack("{s:s, s:o, s:b}", "type", rp_job_type_table[RP_JOB_POWER].name, "params",
 	                params, "mutating", rp_job_type_table[RP_JOB_POWER].mutating);
 	e = rp_jobs_submit_batch(rq->api->jobs, json_object_get(rq->body, "selector"), job,

@@ -284,6 +284,16 @@ jobs_run_bios_apply(struct work *w, struct rp_bmc *b)
 	/* After a restart that interrupted it the values may be staged and the node rebooting:
 	 * stage nothing and cycle nothing again, only read back what happened. */
 	if (!w->recover) {
+		enum rp_power now = RP_POWER_UNKNOWN;
+
+		/* The reset below powers an off node on: that waits for room in its rack,
+		 * before anything is staged. */
+		if (rp_bmc_power_get(b, &now, &err) < 0) {
+			o = jobs_bmc_failure(w, &err, 1);
+			goto out;
+		}
+		if (now != RP_POWER_ON && (o = jobs_power_admit(w)) != NULL)
+			goto out;
 		if (rp_store_job_mark_sent(w->j->st, w->id) != RP_ERR_OK) {
 			o = jobs_fw_store_trouble(w, "the job's progress");
 			goto out;
@@ -295,7 +305,10 @@ jobs_run_bios_apply(struct work *w, struct rp_bmc *b)
 			            : jobs_bmc_failure(w, &err, 1);
 			goto out;
 		}
-		if (jobs_boot_now(b, &err) < 0) {
+		rc = jobs_boot_now(b, &err);
+		if (now != RP_POWER_ON)
+			jobs_power_started(w);
+		if (rc < 0) {
 			o = jobs_bmc_failure(w, &err, err.kind != RP_BMC_TIMEOUT);
 			goto out;
 		}

@@ -265,3 +265,43 @@ jobs_boot_now(struct rp_bmc *b, struct rp_bmc_err *err)
 		return -1;
 	return rp_bmc_power_set(b, jobs_boot_action(now), err);
 }
+
+struct rp_job_outcome *
+jobs_power_admit(struct work *w)
+{
+	json_t *params = jobs_params(w);
+	struct rp_admit_opts ao = {.stagger = w->j->o.power_on_stagger,
+	                           .stagger_ms = w->j->o.power_on_stagger_ms};
+	struct rp_admit a;
+	struct rp_job_outcome *o;
+	enum rp_err e;
+
+	e = rp_store_power_admit(
+	        w->j->st, w->id, jobs_node_uuid(w), json_is_true(json_object_get(params, "force")),
+	        json_string_value(json_object_get(params, "forced_by")) ?: "rackpilotd", &ao, &a);
+	if (e != RP_ERR_OK) {
+		struct rp_bmc_err busy = {RP_BMC_BUSY,
+		                          "could not take the node's power-on admission "
+		                          "in the database"};
+
+		/* Nothing was sent: safe to retry like any transient failure, within its limit. */
+		return jobs_bmc_failure(w, &busy, 1);
+	}
+	if (a.admitted) {
+		if (a.note[0])
+			rp_log_warn("job %s: %s", w->uuid, a.note);
+		return NULL;
+	}
+	o = jobs_later(w, a.retry_ms > 0 && a.retry_ms < 60000 ? (unsigned)a.retry_ms : 1000);
+	jobs_set_error(o, "waiting", "%s", a.why);
+	return o;
+}
+
+void
+jobs_power_started(struct work *w)
+{
+	if (rp_store_power_started(w->j->st, jobs_node_uuid(w)) != RP_ERR_OK)
+		rp_log_warn("job %s: could not record that the node's power-on came back; its "
+		            "admission counts as in flight until it expires",
+		            w->uuid);
+}

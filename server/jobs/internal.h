@@ -97,6 +97,19 @@ struct rp_jobs {
 	uint64_t outcomes[RP_JOB_END_RETRY + 1];
 };
 
+/* ---- Power-on admission (common.c) -------------------------------------------------- */
+
+/* Before a command that may power the claim's node on (it is off, or in a transition): its
+ * admission against its rack's budget and stagger (rp_store_power_admit; params.force and
+ * params.forced_by let an admin's request past it). NULL: admitted, go on. Otherwise the
+ * outcome to return: back to the queue, error_code "waiting" and the reason ("waiting: rack
+ * r01 projected 37.2 kW of 36.0 kW ..."), no attempt counted; or a retry when the store
+ * failed. Nothing was sent either way. */
+struct rp_job_outcome *jobs_power_admit(struct work *w);
+
+/* After that command came back, sent or failed: the admission is no longer in flight. */
+void jobs_power_started(struct work *w);
+
 /* ---- Sweeps (sweep.c) ------------------------------------------------------------- */
 
 /* FNV-1a of a node's UUID: the same on every server, so the live set shares the nodes out

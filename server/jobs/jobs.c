@@ -25,6 +25,9 @@ rp_jobs_defaults(struct rp_jobs_opts *o)
 	o->drive_warning_c = 70;
 	o->sensor_history_hours = 24;
 	o->rack_history_days = 30;
+	o->power_on_stagger = 4;
+	o->power_on_stagger_ms = 1000;
+	o->power_on_settle_s = 20;
 	o->retention_days = 90;
 	o->fault_threshold = 3;
 	o->retry_base_ms = 1000;
@@ -133,6 +136,9 @@ jobs_run_power(struct work *w, struct rp_bmc *b)
 		note = "node was off: powered on";
 	} else
 		act = !strcmp(target, "cycle") ? RP_POWER_ACT_CYCLE : RP_POWER_ACT_RESET;
+	/* A power-on waits for room in its rack's budget and stagger. */
+	if (act == RP_POWER_ACT_ON && (o = jobs_power_admit(w)) != NULL)
+		return o;
 	/* Durably "about to send" first: after a crash this job must verify, not send again. */
 	if (rp_store_job_mark_sent(w->j->st, w->id) != RP_ERR_OK) {
 		struct rp_bmc_err busy = {RP_BMC_BUSY, "could not record the job's progress in the "
@@ -141,7 +147,10 @@ jobs_run_power(struct work *w, struct rp_bmc *b)
 		/* Nothing was sent: safe to retry like any transient failure, within its limit. */
 		return jobs_bmc_failure(w, &busy, 1);
 	}
-	if (rp_bmc_power_set(b, act, &err) < 0) {
+	rc = rp_bmc_power_set(b, act, &err);
+	if (act == RP_POWER_ACT_ON)
+		jobs_power_started(w);
+	if (rc < 0) {
 		/* A cycle or reset that timed out may have happened: a second one could hit a
 		 * booting machine, so only commands that reach a checkable state are retried. */
 		int may_retry = err.kind != RP_BMC_TIMEOUT || act == RP_POWER_ACT_ON ||

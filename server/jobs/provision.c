@@ -65,6 +65,9 @@ boot_into(struct work *w, enum rp_boot_device dev, int persistent)
 		o = jobs_bmc_failure(w, &err, 1);
 		goto out;
 	}
+	/* Off (or on its way): powering it on waits for room in its rack. */
+	if (now != RP_POWER_ON && (o = jobs_power_admit(w)) != NULL)
+		goto out;
 	if (rp_store_job_mark_sent(w->j->st, w->id) != RP_ERR_OK) {
 		struct rp_bmc_err busy = {RP_BMC_BUSY, "could not record progress before acting"};
 
@@ -73,6 +76,8 @@ boot_into(struct work *w, enum rp_boot_device dev, int persistent)
 	}
 	if (rp_bmc_power_set(b, jobs_boot_action(now), &err) < 0)
 		o = jobs_bmc_failure(w, &err, err.kind != RP_BMC_TIMEOUT);
+	if (now != RP_POWER_ON)
+		jobs_power_started(w);
 out:
 	rp_bmc_close(b);
 	return o;

@@ -61,7 +61,8 @@ static void
 record_chunk(struct sweep *s, json_t *chunk)
 {
 	struct rp_jobs *j = s->j;
-	struct rp_sensor_opts so = {.drive_warning_c = j->o.drive_warning_c};
+	struct rp_sensor_opts so = {.drive_warning_c = j->o.drive_warning_c,
+	                            .settle_ms = (int64_t)j->o.power_on_settle_s * 1000};
 	int changed = 0;
 	enum rp_err e;
 

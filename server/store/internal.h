@@ -399,6 +399,11 @@ enum rp_err store_steps_close(struct conn *c, int64_t job_id, const char *job_st
  * RP_ERR_INVALID_FIELD with *detail naming the first that is not. */
 enum rp_err store_components_known(json_t *targets, json_t *only, json_t **detail);
 
+/* A sensor read of node_id at now answered: its admission ends when its power-on came back
+ * settle_ms or more before (admission.c). */
+enum rp_err store_admission_measured(struct conn *c, int64_t node_id, int64_t now,
+                                     int64_t settle_ms);
+
 /* Append an event inside the caller's transaction, its detail given as canonical JSON text
  * (compact, sorted keys; may be NULL). */
 enum rp_err store_event_text(struct conn *c, const char *actor, const char *action,

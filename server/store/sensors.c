@@ -321,6 +321,8 @@ one_node(struct record *r, struct conn *c, json_t *reading, json_t *racks)
 		if ((e = store_exec(c, st, "sensor read")) != RP_ERR_OK)
 			goto out;
 	}
+	if ((e = store_admission_measured(c, n.id, r->now, r->o->settle_ms)) != RP_ERR_OK)
+		goto out;
 	touch_rack(racks, n.rack_id);
 out:
 	json_decref(old);
@@ -537,8 +539,8 @@ out:
 	return e;
 }
 
-/* One rack's power view (the r.* columns below), without nodes: budget_w, limit_w,
- * headroom from the limit. */
+/* One rack's power view, without nodes. Columns 9.. (skipped in the object) feed
+ * rack_finish. */
 #define RACK_POWER_COLS                                                                            \
 	"SELECT r.id AS _id, r.name AS rack, r.power_budget_kw * 1000 AS budget_w, "               \
 	"r.power_limit_pct AS limit_pct, r.power_budget_kw * r.power_limit_pct * 10 AS limit_w, "  \
@@ -546,19 +548,30 @@ out:
 	"sum(k.max_power_w) FROM nodes n JOIN node_classes k ON k.name = n.node_class WHERE "      \
 	"n.rack_id = r.id) AS nameplate_w, (SELECT count(*) FROM nodes n WHERE n.rack_id = r.id) " \
 	"AS _nodes, (SELECT count(*) FROM nodes n JOIN node_classes k ON k.name = n.node_class "   \
-	"WHERE n.rack_id = r.id AND k.max_power_w IS NOT NULL) AS _rated FROM racks r LEFT JOIN "  \
-	"rack_power p ON p.rack_id = r.id "
+	"WHERE n.rack_id = r.id AND k.max_power_w IS NOT NULL) AS _rated, (SELECT "                \
+	"coalesce(sum(coalesce(a.peak_w, 0) - coalesce(a.base_w, 0)), 0) FROM power_admissions a " \
+	"WHERE a.rack_id = r.id) AS _pending, (SELECT count(*) FROM power_admissions a WHERE "     \
+	"a.rack_id = r.id) AS _admitted FROM racks r LEFT JOIN rack_power p ON p.rack_id = r.id "
 
-/* headroom_w/_pct from limit_w and measured_w; nameplate_w null unless every node's class
- * rates it (a partial sum would understate the rack). */
+/* The row's object (o) completed from s's current row: nameplate_w null unless every node's
+ * class rates it (a partial sum would understate the rack); projected_w (measured plus what
+ * admitted power-ons not measured yet add at their peaks) and admitted; headroom_w/_pct from
+ * limit_w and measured_w. */
 static void
-rack_finish(json_t *o, int64_t nodes, int64_t rated)
+rack_finish(json_t *o, struct stmt *s)
 {
+	int64_t nodes = sql_int(s, 9), rated = sql_int(s, 10), admitted = sql_int(s, 12);
 	double limit = num(o, "limit_w"), budget = num(o, "budget_w"),
 	       measured = num(o, "measured_w");
 
 	if (nodes != rated)
 		json_object_set_new(o, "nameplate_w", json_null());
+	json_object_set_new(o, "admitted", json_integer(admitted));
+	json_object_set_new(
+	        o, "projected_w",
+	        isnan(measured) && admitted == 0
+	                ? json_null()
+	                : json_real((isnan(measured) ? 0 : measured) + sql_real(s, 11)));
 	if (!isnan(limit) && !isnan(measured)) {
 		json_object_set_new(o, "headroom_w", json_real(limit - measured));
 		json_object_set_new(o, "headroom_pct",
@@ -589,23 +602,22 @@ rp_store_rack_power(struct rp_store *st, const char *rack, json_t **out)
 	s = STMT_ARGS(c, RACK_POWER_COLS "WHERE r.id = ?", id);
 	if ((e = store_one(c, s, "rack power")) != RP_ERR_OK)
 		goto out;
-	{
-		int64_t n = sql_int(s, 9), rated = sql_int(s, 10);
-
-		o = store_row(c, s);
-		sql_reset(s);
-		if (o == NULL) {
-			e = RP_ERR_INTERNAL;
-			goto out;
-		}
-		rack_finish(o, n, rated);
+	if ((o = store_row(c, s)) != NULL)
+		rack_finish(o, s);
+	sql_reset(s);
+	if (o == NULL) {
+		e = RP_ERR_INTERNAL;
+		goto out;
 	}
 	s = STMT_ARGS(
 	        c,
 	        "SELECT n.name AS node, n.node_class AS class, x.power_w AS watts, "
-	        "x.read_at AS \"read_at:time\", x.error, k.max_power_w FROM nodes n LEFT "
-	        "JOIN sensor_reads x ON x.node_id = n.id LEFT JOIN node_classes k ON k.name = "
-	        "n.node_class WHERE n.rack_id = ? ORDER BY n.u_position DESC, n.name",
+	        "x.read_at AS \"read_at:time\", x.error, k.max_power_w, a.admitted_at AS "
+	        "\"admission.admitted_at:time\", a.started_at AS \"admission.started_at:time\", "
+	        "a.peak_w AS \"admission.peak_w\", a.forced AS \"admission.forced:bool\" FROM "
+	        "nodes n LEFT JOIN sensor_reads x ON x.node_id = n.id LEFT JOIN node_classes k ON "
+	        "k.name = n.node_class LEFT JOIN power_admissions a ON a.node_id = n.id WHERE "
+	        "n.rack_id = ? ORDER BY n.u_position DESC, n.name",
 	        id);
 	if ((e = store_all(c, s, &nodes)) != RP_ERR_OK)
 		goto out;
@@ -634,11 +646,9 @@ rp_store_power_overview(struct rp_store *st, json_t **out)
 	}
 	s = STMT(c, RACK_POWER_COLS "ORDER BY r.name");
 	while (store_next(c, s, "power overview", &e)) {
-		int64_t n = sql_int(s, 9), rated = sql_int(s, 10);
-
 		if ((o = store_row(c, s)) == NULL)
 			continue;
-		rack_finish(o, n, rated);
+		rack_finish(o, s);
 		if (!isnan(num(o, "measured_w")))
 			measured += num(o, "measured_w");
 		if (!isnan(num(o, "budget_w")))

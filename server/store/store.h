@@ -560,6 +560,7 @@ enum rp_err rp_store_server_leave(struct rp_store *st, const struct rp_server_se
 struct rp_sensor_opts {
 	double drive_warning_c; /* a drive without an upper warning from its BMC warns here; 0:
 	                           none */
+	int64_t settle_ms;      /* a read this long after a power-on came back measures the node */
 };
 
 /* Record a sensor sweep's readings [{id, ok, error?, sensors? (rp_bmc_sensors' array)}] in
@@ -574,6 +575,8 @@ struct rp_sensor_opts {
  * - per rack of those nodes: its measured draw (the sum of its nodes' latest power_w), a
  *   rack_power_history step (5 minutes: peak and latest), and an event when it crosses its
  *   limit (budget x power_limit_pct) either way: rack.power_over_limit, rack.power_ok.
+ * - per node that answered: its power-on admission ends when its power-on came back
+ *   o->settle_ms or more before (rp_store_power_started).
  * Nodes deleted meanwhile are passed over. *events (may be NULL): the events written. */
 enum rp_err rp_store_sensors_record(struct rp_store *st, json_t *readings,
                                     const struct rp_sensor_opts *o, int *events);
@@ -591,11 +594,14 @@ enum rp_err rp_store_node_sensors(struct rp_store *st, const char *node, json_t 
 enum rp_err rp_store_sensor_history(struct rp_store *st, const char *node, const char *sensor,
                                     int64_t since, int64_t until, size_t limit, json_t **out);
 
-/* A rack's power: {rack, budget_w, limit_pct, limit_w, measured_w, nameplate_w, headroom_w,
- * headroom_pct, over_limit, read_at, nodes [{node, class, watts, read_at, error,
- * max_power_w}]}. limit_w = budget x limit_pct; headroom = limit_w - measured_w (its pct of
- * the budget); nameplate_w: the sum of the nodes' classes' max_power_w, null unless every
- * node's class has one. Nulls where the rack has no budget or no reading yet.
+/* A rack's power: {rack, budget_w, limit_pct, limit_w, measured_w, projected_w, admitted,
+ * nameplate_w, headroom_w, headroom_pct, over_limit, read_at, nodes [{node, class, watts,
+ * read_at, error, max_power_w, admission {admitted_at, started_at, peak_w, forced} or
+ * null}]}. limit_w = budget x limit_pct; headroom = limit_w - measured_w (its pct of the
+ * budget); projected_w: measured_w plus, for each of the admitted power-ons not measured yet,
+ * its peak in place of what it drew when admitted (rp_store_power_admit); nameplate_w: the
+ * sum of the nodes' classes' max_power_w, null unless every node's class has one. Nulls
+ * where the rack has no budget or no reading yet.
  * RP_ERR_NOT_FOUND for an unknown rack. */
 enum rp_err rp_store_rack_power(struct rp_store *st, const char *rack, json_t **out);
 
@@ -606,6 +612,42 @@ enum rp_err rp_store_power_overview(struct rp_store *st, json_t **out);
 /* A rack's totals in [since, until): {rack, step_s, samples [{at, peak_w, last_w}]}. */
 enum rp_err rp_store_rack_power_history(struct rp_store *st, const char *rack, int64_t since,
                                         int64_t until, json_t **out);
+
+/* Power-on admission (admission.c). */
+struct rp_admit_opts {
+	unsigned stagger;    /* nodes per rack whose power-on is in flight at once; 0: no cap */
+	unsigned stagger_ms; /* between two admissions in a rack; 0: none */
+};
+
+struct rp_admit {
+	int admitted;       /* 1: go on and power the node on; 0: wait (why, retry_ms) */
+	int forced;         /* admitted by force past what would have held it (evented) */
+	int64_t retry_ms;   /* when waiting: ask again after this */
+	double projected_w; /* the rack's projected draw with this node at its peak */
+	double limit_w;     /* the rack's limit; -1: it has no budget */
+	char why[256];      /* when waiting: "waiting: rack r01 projected 37.2 kW of 36.0 kW ..." */
+	char note[320];     /* when admitted: a caveat (a class without max_power_w), or "" */
+};
+
+/* Before a job (job_id) powers node (UUID or name) on: take its admission, in one
+ * transaction. A node without a rack, or with an admission already (a retried job), is
+ * admitted. Otherwise, in its rack: at most o->stagger power-ons in flight (admitted, not yet
+ * started), o->stagger_ms between admissions, and, when the rack has a budget, its projected
+ * draw (its nodes' latest power_w, plus for each admission not yet measured its class's
+ * max_power_w in place of what it drew when admitted, plus this node likewise) at most
+ * budget x power_limit_pct. When one of those holds it back: admitted 0, why and retry_ms
+ * set, nothing written; unless force: then admitted, and an event power.admission_forced
+ * (actor) says what it passed. A class without max_power_w counts as 0 W (note says so).
+ * Admissions in flight for 10 minutes, or not measured for 30, are given up. *out written on
+ * success. RP_ERR_NOT_FOUND: no such node. */
+enum rp_err rp_store_power_admit(struct rp_store *st, int64_t job_id, const char *node, int force,
+                                 const char *actor, const struct rp_admit_opts *o,
+                                 struct rp_admit *out);
+
+/* The power-on command for node came back (done or failed): its admission no longer counts
+ * as in flight for the stagger; its peak counts until a sensor read measures it (a read that
+ * answers settle_ms or more after this ends the admission: rp_store_sensors_record). */
+enum rp_err rp_store_power_started(struct rp_store *st, const char *node);
 
 /* One stored sensor value, for /metrics. Strings are valid during the callback only. */
 struct rp_sensor_row {
