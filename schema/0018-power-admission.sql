@@ -1,4 +1,4 @@
--- 0018: admission of power-ons against each rack's budget (docs/power.md). A job that is
+-- 0018: admission of power-ons against each rack's budget, and power capping (docs/power.md). A job that is
 -- about to power a node on takes an admission first: only while the rack's projected draw
 -- stays under its limit, and a few nodes per rack at a time. The admission holds the node's
 -- peak (its class's max_power_w) in the rack's projection until a sensor read measures the
@@ -15,3 +15,18 @@ CREATE TABLE power_admissions (
     PRIMARY KEY (node_id)
 );
 CREATE INDEX power_admissions_rack ON power_admissions(rack_id);
+
+-- Power capping: a rack's policy, and per node the limit it sets at the BMC and the limit
+-- the BMC was last read to enforce (drift when they differ).
+ALTER TABLE racks ADD COLUMN power_cap TEXT NOT NULL DEFAULT 'off'
+    CHECK (power_cap IN ('off', 'budget'));
+CREATE TABLE power_caps (
+    node_id       INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+    target_w      INTEGER,              -- the limit the policy sets (NULL: none, removed)
+    planned_at    INTEGER NOT NULL,
+    bmc_w         INTEGER,              -- the BMC's limit as last read
+    bmc_active    INTEGER,              -- ...and whether it enforces it (NULL: never read)
+    read_at       INTEGER,
+    error         TEXT,                 -- why the latest read or set failed (NULL: it worked)
+    PRIMARY KEY (node_id)
+);

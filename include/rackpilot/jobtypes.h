@@ -30,6 +30,7 @@
 	X(BIOS_APPLY, "bios_apply", BMC, 0, 1, jobs_run_bios_apply)                                \
 	X(FIRMWARE_UPDATE, "firmware_update", BMC, 0, 1, jobs_run_firmware_update)                 \
 	X(ACCEPTANCE, "acceptance", BMC, 0, 0, jobs_run_acceptance)                                \
+	X(POWER_CAP, "power_cap", BMC, 1, 0, jobs_run_power_cap)                                   \
 	X(STEPS, "steps", SSH, 0, 1, jobs_run_steps)                                               \
 	X(COMMISSION, "commission", SSH, 0, 1, jobs_run_provision)                                 \
 	X(DEPLOY, "deploy", SSH, 0, 1, jobs_run_provision)                                         \

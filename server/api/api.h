@@ -502,6 +502,8 @@ void rp_api_racks_power_history(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_power_overview(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_sensor_sync_get(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_sensor_sync_start(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_racks_power_cap(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_power_caps(struct rp_api_req *rq, struct rp_api_resp *rs);
 
 void rp_api_ssh_key(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_bootstrap_create(struct rp_api_req *rq, struct rp_api_resp *rs);

@@ -1,6 +1,8 @@
 /* /v1/racks */
 #include "api.h"
 
+static const char *const power_cap_policies[] = {"off", "budget", NULL};
+
 const struct rp_field rp_api_rack_fields[] = {
         {"id", RP_F_READ_ONLY},
         {"name", RP_F_NAME, RP_F_REQUIRED},
@@ -9,6 +11,7 @@ const struct rp_field rp_api_rack_fields[] = {
         {"height_u", RP_F_INT, 0, 1, 64},
         {"power_budget_kw", RP_F_NUM, RP_F_NULLABLE, 0, 10000},
         {"power_limit_pct", RP_F_INT, 0, 1, 100},
+        {"power_cap", RP_F_ENUM, 0, 0, 0, power_cap_policies},
         {"notes", RP_F_STR, RP_F_NULLABLE, 0, 4096},
         {"node_count", RP_F_READ_ONLY},
         {"version", RP_F_READ_ONLY},

@@ -34,6 +34,7 @@ const struct rp_route rp_api_routes[] = {
         {"GET", "/v1/racks/{rack}/elevation", rp_api_racks_elevation, V, 0},
         {"GET", "/v1/racks/{rack}/power", rp_api_racks_power, V, 0},
         {"GET", "/v1/racks/{rack}/power/history", rp_api_racks_power_history, V, 0},
+        {"POST", "/v1/racks/{rack}/power-cap", rp_api_racks_power_cap, O, 0},
         {"GET", "/v1/racks/{rack}/cabling", rp_api_cabling_get, V, 0},
         {"PUT", "/v1/racks/{rack}/cabling", rp_api_cabling_put, O, 0},
         {"POST", "/v1/racks/{rack}/acceptance", rp_api_acceptance_start, O, 0},
@@ -97,6 +98,7 @@ const struct rp_route rp_api_routes[] = {
         {"GET", "/v1/power/sync", rp_api_power_sync_get, V, 0},
         {"POST", "/v1/power/sync", rp_api_power_sync_start, O, 0},
         {"GET", "/v1/power", rp_api_power_overview, V, 0},
+        {"GET", "/v1/power/caps", rp_api_power_caps, V, 0},
         {"GET", "/v1/sensors/sync", rp_api_sensor_sync_get, V, 0},
         {"POST", "/v1/sensors/sync", rp_api_sensor_sync_start, O, 0},
 

@@ -179,3 +179,66 @@ rp_api_sensor_sync_start(struct rp_api_req *rq, struct rp_api_resp *rs)
 	rs->body = rp_jobs_sweep_status(rq->api->jobs, RP_SWEEP_SENSORS);
 	snprintf(rs->location, sizeof rs->location, "/v1/sensors/sync");
 }
+
+/* POST: plan the rack's power caps from its policy and queue a power_cap job per node (the
+ * nodes of the rack with a usable BMC, as a batch): 202 {plan, batch}. */
+void
+rp_api_racks_power_cap(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *plan = NULL, *batch = NULL, *detail = NULL, *job = NULL, *sel = NULL;
+	char actor[96];
+	enum rp_err e;
+
+	if (rq->body && !(json_is_object(rq->body) && json_object_size(rq->body) == 0)) {
+		rp_api_errorf(rs, RP_ERR_BAD_REQUEST,
+		              "power-cap takes no parameters (the rack's power_cap policy says "
+		              "what to do; send no body or {})");
+		return;
+	}
+	e = rp_store_power_cap_plan(rq->api->store, rq->params[0], rp_api_actor(rq, actor), &plan,
+	                            &detail);
+	if (e != RP_ERR_OK) {
+		rp_api_reply_store_error(rs, e, detail, "no such rack");
+		return;
+	}
+	job = json_pack("{s:s, s:{}, s:b}", "type", rp_job_type_table[RP_JOB_POWER_CAP].name,
+	                "params", "mutating", rp_job_type_table[RP_JOB_POWER_CAP].mutating);
+	sel = json_pack("{s:s}", "rack", rq->params[0]);
+	e = rp_jobs_submit_batch(rq->api->jobs, sel, job, actor, &batch, &detail);
+	if (e != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		goto out;
+	}
+	rs->status = 202;
+	snprintf(rs->location, sizeof rs->location, "/v1/batches/%s",
+	         json_string_value(json_object_get(batch, "id")));
+	rs->body = json_pack("{s:O, s:O}", "plan", plan, "batch", batch);
+out:
+	json_decref(plan);
+	json_decref(batch);
+	json_decref(job);
+	json_decref(sel);
+}
+
+void
+rp_api_power_caps(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	static const char *const known[] = {"rack", "drift", NULL};
+	static const char *const bools[] = {"true", "false", NULL};
+	const char *rack = json_string_value(json_object_get(rq->query, "rack"));
+	json_t *items = NULL;
+	enum rp_err e;
+
+	if (rp_api_query_known(rq, rs, known) < 0 ||
+	    rp_api_query_one_of(rq, rs, "drift", bools) < 0)
+		return;
+	e = rp_store_power_caps(
+	        rq->api->store, rack,
+	        !strcmp(json_string_value(json_object_get(rq->query, "drift")) ?: "", "true"),
+	        &items);
+	if (e == RP_ERR_NOT_FOUND) {
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "no such rack '%s'", rack);
+		return;
+	}
+	rp_api_reply_items(rs, e, items);
+}

@@ -220,6 +220,10 @@ struct rp_job_outcome *jobs_run_power(struct work *w, struct rp_bmc *b);
 struct rp_job_outcome *jobs_run_boot(struct work *w, struct rp_bmc *b);
 struct rp_job_outcome *jobs_run_verify(struct work *w, struct rp_bmc *b);
 
+/* power_cap (caps.c): the node's planned limit (rp_store_power_cap_plan) set at its BMC and
+ * read back (rp_store_power_cap_seen). */
+struct rp_job_outcome *jobs_run_power_cap(struct work *w, struct rp_bmc *b);
+
 /* A commission, deploy or release job (provision.c; SSH lane, b NULL): its phases in order,
  * each recorded as it is reached, so a restart resumes in the right one. */
 struct rp_job_outcome *jobs_run_provision(struct work *w, struct rp_bmc *b);

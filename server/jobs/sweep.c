@@ -37,12 +37,16 @@ jobs_node_hash(const char *uuid)
 	return h;
 }
 
-/* Read what this kind of sweep reads into r: 0, or -1 with err. */
+/* Read what this kind of sweep reads into r: 0, or -1 with err. The sensor sweep reads a
+ * capped node's power limit too (its drift), a failure of that said in r.limit.error. */
 static int
-read_one(enum rp_sweep kind, struct rp_bmc *b, json_t *r, struct rp_bmc_err *err)
+read_one(enum rp_sweep kind, const struct rp_power_target *node, struct rp_bmc *b, json_t *r,
+         struct rp_bmc_err *err)
 {
 	enum rp_power p;
 	json_t *sensors = NULL;
+	struct rp_power_limit lim;
+	struct rp_bmc_err lerr = {0};
 
 	if (kind == RP_SWEEP_POWER) {
 		if (rp_bmc_power_get(b, &p, err) != 0)
@@ -53,6 +57,12 @@ read_one(enum rp_sweep kind, struct rp_bmc *b, json_t *r, struct rp_bmc_err *err
 	if (rp_bmc_sensors(b, &sensors, err) != 0)
 		return -1;
 	json_object_set_new(r, "sensors", sensors);
+	if (node->capped)
+		json_object_set_new(r, "limit",
+		                    rp_bmc_power_limit_get(b, &lim, &lerr) == 0
+		                            ? json_pack("{s:i, s:b}", "watts", (int)lim.watts,
+		                                        "active", lim.active)
+		                            : json_pack("{s:s}", "error", lerr.msg));
 	return 0;
 }
 
@@ -107,7 +117,7 @@ sweep_worker(void *arg)
 		    (b = rp_bmc_open(&t, &err)) != NULL) {
 			jobs_bmc_learned(s->j, node->name, node->uuid, node->bmc.address,
 			                 node->bmc.port, b);
-			ok = read_one(s->kind, b, r, &err) == 0;
+			ok = read_one(s->kind, node, b, r, &err) == 0;
 			rp_bmc_close(b);
 		}
 		explicit_bzero(t.password, sizeof t.password);

@@ -216,7 +216,8 @@ rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t
 		return RP_ERR_UNAVAILABLE;
 	s = STMT(c,
 	         "SELECT n.id, n.uuid, n.name, b.driver, b.address, b.port, b.username, "
-	         "b.password_sealed, b.tls_verify, b.options FROM nodes n JOIN bmcs b ON "
+	         "b.password_sealed, b.tls_verify, b.options, EXISTS (SELECT 1 FROM power_caps p "
+	         "WHERE p.node_id = n.id) FROM nodes n JOIN bmcs b ON "
 	         "b.node_id = n.id WHERE n.maintenance = 0 AND (b.driver = 'fake' OR (b.address IS "
 	         "NOT NULL AND b.username IS NOT NULL AND b.password_sealed IS NOT NULL)) ORDER BY "
 	         "n.id");
@@ -237,6 +238,7 @@ rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t
 		snprintf(t->uuid, sizeof t->uuid, "%s", sql_text(s, 1));
 		t->name = store_col_dup(s, 2, &oom);
 		store_bmc_cols(c, s, 3, t->name, &t->bmc, &oom);
+		t->capped = sql_int(s, 10) != 0;
 	}
 	if (oom)
 		sql_reset(s); /* left before its end */

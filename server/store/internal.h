@@ -404,6 +404,10 @@ enum rp_err store_components_known(json_t *targets, json_t *only, json_t **detai
 enum rp_err store_admission_measured(struct conn *c, int64_t node_id, int64_t now,
                                      int64_t settle_ms);
 
+/* A sweep's read of node_id's power limit ({watts, active} or {error}; NULL: none read), in
+ * the caller's transaction (caps.c). */
+enum rp_err store_power_cap_reading(struct conn *c, int64_t node_id, json_t *limit, int64_t now);
+
 /* Append an event inside the caller's transaction, its detail given as canonical JSON text
  * (compact, sorted keys; may be NULL). */
 enum rp_err store_event_text(struct conn *c, const char *actor, const char *action,

@@ -6,7 +6,8 @@
 
 #define RACK_COLS                                                                                  \
 	"SELECT r.id AS _id, r.uuid AS id, r.name, r.site, r.row_name AS row, r.height_u, "        \
-	"r.power_budget_kw, r.power_limit_pct, r.notes, (SELECT count(*) FROM nodes WHERE "        \
+	"r.power_budget_kw, r.power_limit_pct, r.power_cap, r.notes, (SELECT count(*) FROM nodes " \
+	"WHERE "                                                                                   \
 	"rack_id = r.id) "                                                                         \
 	"AS node_count, r.version, r.created_at AS \"created_at:time\", "                          \
 	"r.updated_at AS \"updated_at:time\" FROM racks r "
@@ -43,10 +44,12 @@ rack_save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json_t 
 	if (*id == 0) {
 		if (rp_uuid_new(uuid) < 0)
 			return RP_ERR_INTERNAL;
-		s = STMT(c,
-		         "INSERT INTO racks(uuid, name, site, row_name, height_u, "
-		         "power_budget_kw, notes, created_at, updated_at, power_limit_pct) VALUES "
-		         "(?9,?1,?2,?3,coalesce(?4, 42),?5,?6,?7,?7,coalesce(?10, 80))");
+		s = STMT(
+		        c,
+		        "INSERT INTO racks(uuid, name, site, row_name, height_u, "
+		        "power_budget_kw, notes, created_at, updated_at, power_limit_pct, "
+		        "power_cap) VALUES (?9,?1,?2,?3,coalesce(?4, 42),?5,?6,?7,?7,coalesce(?10, "
+		        "80),coalesce(?11, 'off'))");
 		sql_bind_text(s, 9, uuid);
 	} else {
 		s = STMT_ARGS(c,
@@ -68,7 +71,8 @@ rack_save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json_t 
 			return e;
 		s = STMT(c, "UPDATE racks SET name = ?1, site = ?2, row_name = ?3, height_u = ?4, "
 		            "power_budget_kw = ?5, notes = ?6, version = version + 1, "
-		            "updated_at = ?7, power_limit_pct = coalesce(?10, 80) WHERE id = ?8");
+		            "updated_at = ?7, power_limit_pct = coalesce(?10, 80), "
+		            "power_cap = coalesce(?11, 'off') WHERE id = ?8");
 		sql_bind_int(s, 8, *id);
 	}
 	store_bind_str(s, 1, obj, "name");
@@ -79,6 +83,7 @@ rack_save(struct conn *c, struct store_res *r, int64_t *id, json_t *obj, json_t 
 	store_bind_str(s, 6, obj, "notes");
 	sql_bind_int(s, 7, now);
 	store_bind_int(s, 10, obj, "power_limit_pct");
+	store_bind_str(s, 11, obj, "power_cap");
 	if ((e = store_exec(c, s, "rack write")) != RP_ERR_OK)
 		return e;
 	if (*id == 0)
@@ -95,6 +100,8 @@ rack_apply(json_t *after, json_t *patch)
 		json_object_set_new(after, "height_u", json_integer(42));
 	if (json_object_get(after, "power_limit_pct") == NULL)
 		json_object_set_new(after, "power_limit_pct", json_integer(80));
+	if (json_object_get(after, "power_cap") == NULL)
+		json_object_set_new(after, "power_cap", json_string("off"));
 }
 
 static enum rp_err

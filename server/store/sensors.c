@@ -321,7 +321,9 @@ one_node(struct record *r, struct conn *c, json_t *reading, json_t *racks)
 		if ((e = store_exec(c, st, "sensor read")) != RP_ERR_OK)
 			goto out;
 	}
-	if ((e = store_admission_measured(c, n.id, r->now, r->o->settle_ms)) != RP_ERR_OK)
+	if ((e = store_admission_measured(c, n.id, r->now, r->o->settle_ms)) != RP_ERR_OK ||
+	    (e = store_power_cap_reading(c, n.id, json_object_get(reading, "limit"), r->now)) !=
+	            RP_ERR_OK)
 		goto out;
 	touch_rack(racks, n.rack_id);
 out:

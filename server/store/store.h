@@ -576,7 +576,8 @@ struct rp_sensor_opts {
  *   rack_power_history step (5 minutes: peak and latest), and an event when it crosses its
  *   limit (budget x power_limit_pct) either way: rack.power_over_limit, rack.power_ok.
  * - per node that answered: its power-on admission ends when its power-on came back
- *   o->settle_ms or more before (rp_store_power_started).
+ *   o->settle_ms or more before (rp_store_power_started); a reading's limit {watts, active}
+ *   or {error} is recorded as rp_store_power_cap_seen records it.
  * Nodes deleted meanwhile are passed over. *events (may be NULL): the events written. */
 enum rp_err rp_store_sensors_record(struct rp_store *st, json_t *readings,
                                     const struct rp_sensor_opts *o, int *events);
@@ -648,6 +649,34 @@ enum rp_err rp_store_power_admit(struct rp_store *st, int64_t job_id, const char
  * as in flight for the stagger; its peak counts until a sensor read measures it (a read that
  * answers settle_ms or more after this ends the admission: rp_store_sensors_record). */
 enum rp_err rp_store_power_started(struct rp_store *st, const char *node);
+
+/* Power capping (caps.c). */
+
+/* Plan rack's power caps from its policy, in one transaction: each node's target (racks
+ * power_cap "budget": the rack's limit, budget x power_limit_pct, shared in proportion to the
+ * nodes' classes' max_power_w, a node whose class has none counting as their average, and
+ * never above its own max_power_w; "off": no limit) kept in power_caps, and an event
+ * rack.power_cap_planned. *out: {rack, policy, targets [{node, target_w (null: none)}]}.
+ * RP_ERR_NOT_FOUND (rack); RP_ERR_CONFLICT with detail when a "budget" rack has no budget. */
+enum rp_err rp_store_power_cap_plan(struct rp_store *st, const char *rack, const char *actor,
+                                    json_t **out, json_t **detail);
+
+/* Node's planned limit: *has 1 and *watts, or *has 0 (none: remove). RP_ERR_NOT_FOUND when the
+ * node (or a plan for it) does not exist. */
+enum rp_err rp_store_power_cap_target(struct rp_store *st, const char *node, int *has,
+                                      unsigned *watts);
+
+/* What node's BMC was read to enforce (watts, active), or why the read or set failed (error
+ * not NULL: the values are not changed). */
+enum rp_err rp_store_power_cap_seen(struct rp_store *st, const char *node, unsigned watts,
+                                    int active, const char *error);
+
+/* The planned nodes (of rack, or all when NULL; only those that drift when drift_only) by
+ * rack and name: [{node, rack, policy, target_w, planned_at, bmc_w, bmc_active, read_at,
+ * error, drift}]. drift: the BMC was read to enforce another limit, none where one is due, or
+ * one where none is. RP_ERR_NOT_FOUND: no such rack. */
+enum rp_err rp_store_power_caps(struct rp_store *st, const char *rack, int drift_only,
+                                json_t **out);
 
 /* One stored sensor value, for /metrics. Strings are valid during the callback only. */
 struct rp_sensor_row {
@@ -1065,6 +1094,7 @@ enum rp_err rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *
 struct rp_power_target {
 	int64_t id;
 	char uuid[RP_UUID_BUF];
+	int capped; /* has a power cap plan: the sensor sweep reads its limit too */
 	char *name;
 	struct rp_store_bmc bmc;
 };

@@ -391,6 +391,128 @@ test_bad_requests(void **state)
 	reply_free(&r);
 }
 
+/* The power of the batch's jobs: all succeeded. */
+static void
+wait_batch_ok(const char *batch, int n)
+{
+	char path[160];
+	json_t *jobs, *j;
+	size_t i;
+	int k, done = 0;
+
+	snprintf(path, sizeof path, "/v1/jobs?batch=%s", batch);
+	for (k = 0; k < 100 && done < n; k++) {
+		usleep(100 * 1000);
+		jobs = get_json(&S, path);
+		done = 0;
+		json_array_foreach(json_object_get(jobs, "items"), i, j)
+		{
+			if (!strcmp(jstr(j, "state"), "succeeded"))
+				done++;
+			else if (strcmp(jstr(j, "state"), "queued") &&
+			         strcmp(jstr(j, "state"), "running"))
+				fail_msg("job %s: %s", jstr(j, "id"), jstr(j, "state"));
+		}
+		json_decref(jobs);
+	}
+	assert_int_equal(done, n);
+}
+
+/* Capping: the "budget" policy shares the rack's 800 W limit between its two nodes in
+ * proportion to their classes' 700 W nameplates, sets it at their BMCs and reads it back;
+ * the capped draw shows in the next read; "off" removes the limits. */
+static void
+test_caps(void **state)
+{
+	struct reply r;
+	json_t *caps, *c, *o;
+	size_t i;
+
+	(void)state;
+	/* No policy yet: a plan of "off" for both. */
+	caps = get_json(&S, "/v1/power/caps");
+	assert_int_equal(json_array_size(json_object_get(caps, "items")), 0);
+	json_decref(caps);
+	assert_int_equal(
+	        call(&S, S.admin, "PATCH", "/v1/racks/r1", &r, "{s:s}", "power_cap", "budget"),
+	        200);
+	reply_free(&r);
+	if (call(&S, S.admin, "POST", "/v1/racks/r1/power-cap", &r, NULL) != 202)
+		fail_msg("power-cap: %ld %s", r.status, r.body);
+	assert_int_equal(
+	        json_array_size(json_object_get(json_object_get(r.json, "plan"), "targets")), 2);
+	{
+		char batch[64];
+
+		snprintf(batch, sizeof batch, "%s", jstr(json_object_get(r.json, "batch"), "id"));
+		reply_free(&r);
+		wait_batch_ok(batch, 2);
+	}
+	caps = get_json(&S, "/v1/power/caps?rack=r1");
+	assert_int_equal(json_array_size(json_object_get(caps, "items")), 2);
+	json_array_foreach(json_object_get(caps, "items"), i, c)
+	{
+		assert_int_equal(json_integer_value(json_object_get(c, "target_w")), 400);
+		assert_int_equal(json_integer_value(json_object_get(c, "bmc_w")), 400);
+		assert_true(json_is_true(json_object_get(c, "bmc_active")));
+		assert_false(json_is_true(json_object_get(c, "drift")));
+	}
+	json_decref(caps);
+	caps = get_json(&S, "/v1/power/caps?drift=true");
+	assert_int_equal(json_array_size(json_object_get(caps, "items")), 0);
+	json_decref(caps);
+	/* n1 draws 600 W uncapped; capped at 400 W now. */
+	sync_sensors();
+	o = get_json(&S, "/v1/nodes/n1/sensors");
+	assert_int_equal((int)num(o, "power_w"), 400);
+	json_decref(o);
+
+	/* Off: the limits go. */
+	assert_int_equal(
+	        call(&S, S.admin, "PATCH", "/v1/racks/r1", &r, "{s:s}", "power_cap", "off"), 200);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/r1/power-cap", &r, NULL), 202);
+	{
+		char batch[64];
+
+		snprintf(batch, sizeof batch, "%s", jstr(json_object_get(r.json, "batch"), "id"));
+		reply_free(&r);
+		wait_batch_ok(batch, 2);
+	}
+	caps = get_json(&S, "/v1/power/caps?rack=r1");
+	json_array_foreach(json_object_get(caps, "items"), i, c)
+	{
+		assert_true(json_is_null(json_object_get(c, "target_w")));
+		assert_false(json_is_true(json_object_get(c, "bmc_active")));
+		assert_false(json_is_true(json_object_get(c, "drift")));
+	}
+	json_decref(caps);
+	sync_sensors();
+	o = get_json(&S, "/v1/nodes/n1/sensors");
+	assert_int_equal((int)num(o, "power_w"), 600);
+	json_decref(o);
+
+	/* A "budget" policy needs a budget; a body is refused; no such rack. */
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s, s:s}", "name", "nob",
+	                      "power_cap", "budget"),
+	                 201);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/nob/power-cap", &r, NULL), 409);
+	assert_error(&r, 409, "CONFLICT");
+	reply_free(&r);
+	assert_int_equal(
+	        call(&S, S.admin, "POST", "/v1/racks/r1/power-cap", &r, "{s:i}", "watts", 5), 400);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/none/power-cap", &r, NULL), 404);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/power/caps?drift=maybe", &r, NULL), 400);
+	reply_free(&r);
+	assert_int_equal(
+	        call(&S, S.admin, "PATCH", "/v1/racks/r1", &r, "{s:s}", "power_cap", "half"), 400);
+	reply_free(&r);
+	assert_int_equal(count_all(&S, "/v1/events?action=rack.power_cap_planned"), 2);
+}
+
 /* A node that leaves the rack takes its draw with it at the next sweep; a deleted node's
  * readings go with it. */
 static void
@@ -418,6 +540,7 @@ main(void)
 	        cmocka_unit_test(test_history),
 	        cmocka_unit_test(test_metrics),
 	        cmocka_unit_test(test_bad_requests),
+	        cmocka_unit_test(test_caps),
 	        cmocka_unit_test(test_node_leaves),
 	};
 
