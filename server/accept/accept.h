@@ -12,6 +12,10 @@
 
 #include "rackpilot/error.h"
 
+/* The checks of a run, in the order they run (NULL-terminated): bmc, power, pxe, inventory,
+ * firmware, bios, links, burn_in, power_thermal, sel. */
+extern const char *const rp_accept_checks[];
+
 /* Check a class bill of materials: only known members, counts >= 0, sizes and speeds > 0,
  * models non-empty strings of at most 128 bytes. RP_ERR_OK, or RP_ERR_UNKNOWN_FIELD /
  * RP_ERR_INVALID_FIELD with *detail {field ("bom.gpus.count"), reason} (new reference). */

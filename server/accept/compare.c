@@ -6,6 +6,10 @@
 
 #include "accept.h"
 
+const char *const rp_accept_checks[] = {"bmc",           "power", "pxe",   "inventory",
+                                        "firmware",      "bios",  "links", "burn_in",
+                                        "power_thermal", "sel",   NULL};
+
 #define GIB (1024.0 * 1024 * 1024)
 
 /* ---- The bill of materials ----------------------------------------------------------- */

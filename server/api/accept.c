@@ -9,16 +9,13 @@
 #include "accept/accept.h"
 #include "api.h"
 
-static const char *const check_names[] = {"bmc",  "power", "pxe",     "inventory", "firmware",
-                                          "bios", "links", "burn_in", "sel",       NULL};
-
 static int
 known_check(const char *c)
 {
 	size_t i;
 
-	for (i = 0; check_names[i]; i++)
-		if (!strcmp(check_names[i], c))
+	for (i = 0; rp_accept_checks[i]; i++)
+		if (!strcmp(rp_accept_checks[i], c))
 			return 1;
 	return 0;
 }
@@ -44,19 +41,20 @@ parse_checks(json_t *body, json_t **out, struct rp_api_resp *rs)
 		if (!json_is_string(v) || !known_check(json_string_value(v)))
 			return bad(rs, RP_ERR_INVALID_FIELD, "checks",
 			           "checks are bmc, power, pxe, inventory, firmware, bios, links, "
-			           "burn_in, sel");
+			           "burn_in, power_thermal, sel");
 		for (k = 0; k < i; k++)
 			if (json_equal(json_array_get(want, k), v))
 				return bad(rs, RP_ERR_INVALID_FIELD, "checks",
 				           "a check is named twice");
 	}
 	res = json_array();
-	for (i = 0; check_names[i]; i++) {
+	for (i = 0; rp_accept_checks[i]; i++) {
 		int in = want == NULL;
 
-		json_array_foreach(want, k, v) in |= !strcmp(json_string_value(v), check_names[i]);
+		json_array_foreach(want, k, v) in |=
+		        !strcmp(json_string_value(v), rp_accept_checks[i]);
 		if (in)
-			json_array_append_new(res, json_string(check_names[i]));
+			json_array_append_new(res, json_string(rp_accept_checks[i]));
 	}
 	*out = res;
 	return 0;

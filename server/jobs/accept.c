@@ -16,9 +16,6 @@
 #include "bmc/bmc.h"
 #include "internal.h"
 
-static const char *const order[] = {"bmc",  "power", "pxe",     "inventory", "firmware",
-                                    "bios", "links", "burn_in", "sel",       NULL};
-
 #define LOOK_AGAIN_MS 2000
 
 struct acc {
@@ -566,7 +563,164 @@ check_burn_in(struct acc *a)
 	return rc;
 }
 
-/* 8: no critical entry in the BMC's event log since the run started. */
+/* While the pxe check's boot runs (burn-in among it), sample the node's sensors at each look
+ * (every LOOK_AGAIN_MS) for power_thermal, whatever the sensor sweep's interval: a read of the
+ * BMC recorded as the sweep records its readings. A failed read is left to the next look. */
+static void
+sample_sensors(struct acc *a)
+{
+	struct rp_bmc_err err = {0};
+	struct rp_sensor_opts so = jobs_sensor_opts(a->w->j);
+	json_t *sensors = NULL, *reading;
+
+	so.sample_all = 1; /* a sample per look: power_thermal sees what each look read */
+
+	if (rp_bmc_sensors(a->b, &sensors, &err) < 0)
+		return;
+	reading = json_pack("[{s:I, s:b, s:o}]", "id", (json_int_t)a->w->node_id, "ok", 1,
+	                    "sensors", sensors);
+	if (rp_store_sensors_record(a->w->j->st, reading, &so, NULL) != RP_ERR_OK)
+		rp_log_warn("job %s: could not record the node's sensors", a->w->uuid);
+	json_decref(reading);
+}
+
+/* The time span of the pxe check's burn-in steps: 0 and [*t0, *t1] (ms), or -1 when none
+ * started. */
+static int
+burn_in_window(json_t *job, int64_t *t0, int64_t *t1)
+{
+	json_t *st;
+	size_t i;
+	int64_t lo = 0, hi = 0, v;
+
+	json_array_foreach(json_object_get(job, "steps"), i, st)
+	{
+		const char *sid = json_string_value(json_object_get(st, "id")) ?: "";
+		const char *a = json_string_value(json_object_get(st, "started_at"));
+		const char *b = json_string_value(json_object_get(st, "finished_at"));
+
+		if (strncmp(sid, "burn_in.", 8) != 0 || a == NULL || rp_time_parse(a, &v) < 0)
+			continue;
+		if (lo == 0 || v < lo)
+			lo = v;
+		if (b && rp_time_parse(b, &v) == 0 && v > hi)
+			hi = v;
+		if (v > hi)
+			hi = v;
+	}
+	if (lo == 0)
+		return -1;
+	*t0 = lo;
+	*t1 = hi;
+	return 0;
+}
+
+/* 8: during burn-in, no sensor of the node reached its upper warning (a drive without one of
+ * its own: drive_temp_warning) and its rack stayed under its limit; the peaks are the
+ * evidence. */
+static int
+check_power_thermal(struct acc *a)
+{
+	const char *gate = after_pxe(a), *id;
+	json_t *job = NULL, *peaks = NULL, *findings, *hot, *s, *rack;
+	double drive = a->w->j->o.drive_warning_c, node_w = -1;
+	int64_t t0, t1;
+	char ts0[RP_TIME_BUF], ts1[RP_TIME_BUF];
+	size_t i;
+	int rc;
+
+	if (gate == NULL)
+		return 1;
+	if (gate[0])
+		return settle(a, "power_thermal", "skipped", "fix the pxe check first", NULL, NULL,
+		              "%s", gate);
+	if (check_state(a, "pxe") == NULL ||
+	    (id = json_string_value(json_object_get(result_row(a, "pxe"), "job"))) == NULL ||
+	    rp_store_job_get(a->w->j->st, id, &job) != RP_ERR_OK)
+		return settle(a, "power_thermal", "skipped", "run it together with the pxe check",
+		              NULL, NULL, "no burn-in of this run to watch");
+	if (burn_in_window(job, &t0, &t1) < 0) {
+		json_decref(job);
+		return settle(a, "power_thermal", "skipped",
+		              "name burn-in recipes when starting the run", NULL, NULL,
+		              "no burn-in step ran");
+	}
+	json_decref(job);
+	if (rp_store_sensor_peaks(a->w->j->st, jobs_node_uuid(a->w), t0, t1 + 1, &peaks) !=
+	    RP_ERR_OK)
+		return trouble(a, "cannot read the node's sensor history", "power_thermal");
+	if (json_integer_value(json_object_get(peaks, "samples")) == 0) {
+		json_decref(peaks);
+		return settle(a, "power_thermal", "skipped",
+		              "check that the BMC reports sensors; burn-in must last a few seconds",
+		              NULL, NULL, "no sensor read of the node during burn-in");
+	}
+	findings = json_array();
+	hot = json_array();
+	json_array_foreach(json_object_get(peaks, "sensors"), i, s)
+	{
+		json_t *pk = json_object_get(s, "peak"), *uw = json_object_get(s, "upper_warning");
+		const char *type = json_string_value(json_object_get(s, "type")) ?: "";
+		const char *kind = json_string_value(json_object_get(s, "kind")) ?: "";
+		double warn = json_is_number(uw)                    ? json_number_value(uw)
+		              : !strcmp(kind, "drive") && drive > 0 ? drive
+		                                                    : -1;
+
+		if (!json_is_number(pk))
+			continue;
+		if (!strcmp(type, "power") && !strcmp(kind, "system"))
+			node_w = json_number_value(pk);
+		if (!strcmp(type, "temperature"))
+			json_array_append_new(
+			        hot, json_pack("{s:O, s:O, s:o}", "sensor",
+			                       json_object_get(s, "name"), "peak", pk, "warning",
+			                       warn >= 0 ? json_real(warn) : json_null()));
+		if (warn >= 0 && json_number_value(pk) >= warn)
+			json_array_append_new(
+			        findings,
+			        json_pack("{s:O, s:f, s:O, s:s, s:s}", "item",
+			                  json_object_get(s, "name"), "expected", warn, "actual",
+			                  pk, "message", "reached its upper warning during burn-in",
+			                  "fix",
+			                  "check the airflow, fans and heat sinks of this part"));
+	}
+	rack = json_object_get(peaks, "rack");
+	if (json_is_number(json_object_get(rack, "peak_w")) &&
+	    json_is_number(json_object_get(rack, "limit_w")) &&
+	    json_number_value(json_object_get(rack, "peak_w")) >
+	            json_number_value(json_object_get(rack, "limit_w")))
+		json_array_append_new(
+		        findings, json_pack("{s:s, s:O, s:O, s:s, s:s}", "item", "rack power",
+		                            "expected", json_object_get(rack, "limit_w"), "actual",
+		                            json_object_get(rack, "peak_w"), "message",
+		                            "the rack passed its power limit during burn-in", "fix",
+		                            "cap the nodes' power or raise the rack's budget"));
+	{
+		json_t *ev = json_pack("{s:{s:s, s:s}, s:o, s:O, s:O}", "window", "from",
+		                       rp_time_format(t0, ts0), "to", rp_time_format(t1, ts1),
+		                       "node_peak_w", node_w >= 0 ? json_real(node_w) : json_null(),
+		                       "rack", rack ? rack : json_null(), "temperatures", hot);
+
+		if (json_array_size(findings) > 0)
+			rc = settle(a, "power_thermal", "failed",
+			            json_string_value(
+			                    json_object_get(json_array_get(findings, 0), "fix")),
+			            ev, json_incref(findings), "%s: %s",
+			            json_string_value(
+			                    json_object_get(json_array_get(findings, 0), "item")),
+			            json_string_value(json_object_get(json_array_get(findings, 0),
+			                                              "message")));
+		else
+			rc = settle(a, "power_thermal", "passed", NULL, ev, NULL,
+			            "under every warning and the rack's limit during burn-in");
+	}
+	json_decref(findings);
+	json_decref(hot);
+	json_decref(peaks);
+	return rc;
+}
+
+/* 9: no critical entry in the BMC's event log since the run started. */
 static int
 check_sel(struct acc *a)
 {
@@ -638,8 +792,15 @@ jobs_run_acceptance(struct work *w, struct rp_bmc *b)
 		               a.run ? a.run : "(none)");
 		goto out;
 	}
-	for (i = 0; order[i] && a.out == NULL; i++) {
-		const char *c = order[i], *st = check_state(&a, c);
+	{
+		const char *px = check_state(&a, "pxe"), *pt = check_state(&a, "power_thermal");
+
+		if (px && !strcmp(px, "running") && pt &&
+		    (!strcmp(pt, "pending") || !strcmp(pt, "running")))
+			sample_sensors(&a);
+	}
+	for (i = 0; rp_accept_checks[i] && a.out == NULL; i++) {
+		const char *c = rp_accept_checks[i], *st = check_state(&a, c);
 		int r;
 
 		if (st == NULL || (strcmp(st, "pending") != 0 && strcmp(st, "running") != 0))
@@ -658,6 +819,8 @@ jobs_run_acceptance(struct work *w, struct rp_bmc *b)
 			r = check_desired(&a, c);
 		else if (!strcmp(c, "burn_in"))
 			r = check_burn_in(&a);
+		else if (!strcmp(c, "power_thermal"))
+			r = check_power_thermal(&a);
 		else
 			r = check_sel(&a);
 		if (r < 0)

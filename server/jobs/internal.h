@@ -116,6 +116,9 @@ void jobs_power_started(struct work *w);
  * without talking. */
 uint64_t jobs_node_hash(const char *uuid);
 
+/* The sensor settings rp_store_sensors_record takes, from the server's. */
+struct rp_sensor_opts jobs_sensor_opts(struct rp_jobs *j);
+
 /* Set the sweeps' intervals and first times, at start. */
 void jobs_sweeps_init(struct rp_jobs *j);
 

@@ -66,13 +66,19 @@ read_one(enum rp_sweep kind, const struct rp_power_target *node, struct rp_bmc *
 	return 0;
 }
 
+struct rp_sensor_opts
+jobs_sensor_opts(struct rp_jobs *j)
+{
+	return (struct rp_sensor_opts){.drive_warning_c = j->o.drive_warning_c,
+	                               .settle_ms = (int64_t)j->o.power_on_settle_s * 1000};
+}
+
 /* Record a chunk of readings (taken). */
 static void
 record_chunk(struct sweep *s, json_t *chunk)
 {
 	struct rp_jobs *j = s->j;
-	struct rp_sensor_opts so = {.drive_warning_c = j->o.drive_warning_c,
-	                            .settle_ms = (int64_t)j->o.power_on_settle_s * 1000};
+	struct rp_sensor_opts so = jobs_sensor_opts(j);
 	int changed = 0;
 	enum rp_err e;
 

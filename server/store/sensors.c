@@ -163,8 +163,9 @@ one_sensor(struct record *r, struct conn *c, const struct node_ref *n, json_t *s
 	enum rp_err e;
 
 	sample = !isnan(v) &&
-	         (old == NULL || !json_is_integer(json_object_get(old, "logged_at")) ||
-	          isnan(logged) || moved(type, v, logged) || r->now - logged_at >= HEARTBEAT_MS);
+	         (r->o->sample_all || old == NULL ||
+	          !json_is_integer(json_object_get(old, "logged_at")) || isnan(logged) ||
+	          moved(type, v, logged) || r->now - logged_at >= HEARTBEAT_MS);
 	same = old && same_num(v, num(old, "value")) && from == to &&
 	       same_num(num(s, "upper_warning"), num(old, "upper_warning")) &&
 	       same_num(num(s, "upper_critical"), num(old, "upper_critical")) &&
@@ -724,5 +725,78 @@ rp_store_sensor_rows(struct rp_store *st, int (*fn)(void *arg, const struct rp_s
 			return RP_ERR_OK;
 		}
 	}
+	return e;
+}
+
+enum rp_err
+rp_store_sensor_peaks(struct rp_store *st, const char *node, int64_t since, int64_t until,
+                      json_t **out)
+{
+	STORE_HOLD(st);
+	struct conn *c = NULL;
+	struct node_ref n;
+	struct stmt *s;
+	json_t *sensors = NULL, *o = NULL, *rack = json_null();
+	int64_t samples = 0;
+	enum rp_err e;
+
+	if ((e = store_read_node(st, node, &c, &n)) != RP_ERR_OK)
+		return e;
+	/* Read in the window: some sample of the node falls in it. */
+	s = STMT_ARGS(
+	        c, "SELECT count(*) FROM sensor_history WHERE node_id = ? AND at >= ? AND at < ?",
+	        n.id, since, until);
+	if ((e = store_one(c, s, "sensor reads")) != RP_ERR_OK)
+		goto out;
+	samples = sql_int(s, 0);
+	sql_reset(s);
+	/* A sensor's highest value in the window: its samples there. (Not the one before: the
+	 * BMC's value may have changed since, unseen.) */
+	s = STMT_ARGS(c,
+	              "SELECT s.name, s.type, s.kind, s.unit, s.upper_warning, s.upper_critical, "
+	              "(SELECT max(h.value) FROM sensor_history h WHERE h.node_id = s.node_id AND "
+	              "h.at >= ?2 AND h.at < ?3 AND h.name = s.name) AS _in FROM sensors s WHERE "
+	              "s.node_id = ?1 ORDER BY s.name",
+	              n.id, since, until);
+	sensors = json_array();
+	while (store_next(c, s, "sensor peaks", &e)) {
+		json_t *row = store_row(c, s);
+		double peak = NAN;
+
+		if (sql_type(s, 6) != SQL_NULL)
+			peak = sql_real(s, 6);
+		if (sql_type(s, 7) != SQL_NULL && (isnan(peak) || sql_real(s, 7) > peak))
+			peak = sql_real(s, 7);
+		if (row == NULL)
+			continue;
+		json_object_set_new(row, "peak", isnan(peak) ? json_null() : json_real(peak));
+		json_array_append_new(sensors, row);
+	}
+	if (e != RP_ERR_OK)
+		goto out;
+	if (n.rack_id > 0) {
+		s = STMT_ARGS(
+		        c,
+		        "SELECT r.name, r.power_budget_kw * r.power_limit_pct * 10, (SELECT "
+		        "max(h.peak_w) FROM rack_power_history h WHERE h.rack_id = r.id AND h.at > "
+		        "?2 AND h.at < ?3) FROM racks r WHERE r.id = ?1",
+		        n.rack_id, since - RACK_STEP_MS, until);
+		if ((e = store_one(c, s, "rack peak")) != RP_ERR_OK)
+			goto out;
+		json_decref(rack);
+		rack = json_pack(
+		        "{s:s, s:o, s:o}", "rack", sql_text(s, 0), "limit_w",
+		        sql_type(s, 1) == SQL_NULL ? json_null() : json_real(sql_real(s, 1)),
+		        "peak_w",
+		        sql_type(s, 2) == SQL_NULL ? json_null() : json_real(sql_real(s, 2)));
+		sql_reset(s);
+	}
+	o = json_pack("{s:I, s:O, s:O}", "samples", (json_int_t)samples, "sensors", sensors, "rack",
+	              rack);
+	*out = o;
+out:
+	json_decref(sensors);
+	json_decref(rack);
+	store_read_end(c);
 	return e;
 }

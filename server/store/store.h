@@ -561,6 +561,7 @@ struct rp_sensor_opts {
 	double drive_warning_c; /* a drive without an upper warning from its BMC warns here; 0:
 	                           none */
 	int64_t settle_ms;      /* a read this long after a power-on came back measures the node */
+	int sample_all;         /* a history sample of every sensor, moved or not (acceptance) */
 };
 
 /* Record a sensor sweep's readings [{id, ok, error?, sensors? (rp_bmc_sensors' array)}] in
@@ -677,6 +678,16 @@ enum rp_err rp_store_power_cap_seen(struct rp_store *st, const char *node, unsig
  * one where none is. RP_ERR_NOT_FOUND: no such rack. */
 enum rp_err rp_store_power_caps(struct rp_store *st, const char *rack, int drift_only,
                                 json_t **out);
+
+/* What node's sensors and rack reached in [since, until) (ms), for acceptance's
+ * power_thermal check: {samples (the node's history samples in the window: 0, it was not
+ * read then),
+ * sensors [{name, type, kind, unit, upper_warning, upper_critical, peak}], rack {rack,
+ * limit_w, peak_w} or null}. peak: the highest of the sensor's samples in the window (null:
+ * none); the rack's peak_w is the highest
+ * 5-minute step peak overlapping the window. RP_ERR_NOT_FOUND: no such node. */
+enum rp_err rp_store_sensor_peaks(struct rp_store *st, const char *node, int64_t since,
+                                  int64_t until, json_t **out);
 
 /* One stored sensor value, for /metrics. Strings are valid during the callback only. */
 struct rp_sensor_row {

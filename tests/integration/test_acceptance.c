@@ -247,7 +247,17 @@ test_first_run_finds_both_defects(void **state)
 	expect(run, "acc-u10", "links", "passed");
 	expect(run, "acc-u10", "burn_in", "passed");
 	expect(run, "acc-u10", "firmware", "skipped");
-	/* acc-u20: its cable is on another port. */
+	/* Sampled during burn-in: acc-u10 under every warning. (Its fake BMC reads 600 W on or
+	 * 15 W off; the kill -9 during the run makes it forget that the node is on.) */
+	expect(run, "acc-u10", "power_thermal", "passed");
+	assert_true(json_number_value(json_object_get(
+	                    json_object_get(result(run, "acc-u10", "power_thermal"), "evidence"),
+	                    "node_peak_w")) >= 15);
+	/* acc-u20: its cable is on another port, and its inlet ran into its warning. */
+	expect(run, "acc-u20", "power_thermal", "failed");
+	msg = jstr(result(run, "acc-u20", "power_thermal"), "message");
+	if (strstr(msg, "Inlet Temp: reached its upper warning during burn-in") == NULL)
+		fail_msg("%s", msg);
 	expect(run, "acc-u20", "inventory", "passed");
 	expect(run, "acc-u20", "links", "failed");
 	msg = jstr(result(run, "acc-u20", "links"), "message");
@@ -268,7 +278,7 @@ test_first_run_finds_both_defects(void **state)
 	text = json_dumps(result(run, "acc-u10", "burn_in"), 0);
 	assert_non_null(strstr(text, "rp-burn-absent is not installed"));
 	free(text);
-	/* Exactly the two defects failed, in all 3 x 9 results. */
+	/* Exactly the three defects failed, in all 3 x 10 results. */
 	{
 		json_t *x;
 		size_t i;
@@ -276,7 +286,7 @@ test_first_run_finds_both_defects(void **state)
 
 		json_array_foreach(json_object_get(run, "results"), i, x) failed +=
 		        !strcmp(jstr(x, "state"), "failed");
-		assert_int_equal(failed, 2);
+		assert_int_equal(failed, 3);
 	}
 	json_decref(run);
 	/* One commission per node despite the kill -9 during the run. */
@@ -337,6 +347,11 @@ test_rerun_after_fixes_and_signoff(void **state)
 	assert_int_equal(call(&S, S.admin, "PUT", "/v1/node-classes/hgx-b", &r,
 	                      "{s:{s:{s:i}, s:{s:i, s:i}}}", "bom", "gpus", "count", 7, "memory",
 	                      "total_gib", 1920, "dimms", 30),
+	                 200);
+	reply_free(&r);
+	/* acc-u20's cooling is fixed: its inlet reads 24 again. */
+	assert_int_equal(call(&S, S.admin, "PATCH", "/v1/nodes/acc-u20", &r, "{s:{s:{s:i}}}", "bmc",
+	                      "options", "inlet_c", 24),
 	                 200);
 	reply_free(&r);
 	start(RUN, 202);
@@ -567,7 +582,9 @@ setup(void **state)
 	         * product ramdisk's tools are). */
 	        "\"command\":\"command -v rp-burn-absent >/dev/null || { echo 'rp-burn-absent is "
 	        "not installed'; exit 77; }; rp-burn-absent --cpu 1\"},{\"id\":\"mem\","
-	        "\"type\":\"shell\",\"command\":\"grep -q MemTotal /proc/meminfo\"}]}";
+	        "\"type\":\"shell\",\"command\":\"grep -q MemTotal /proc/meminfo\"},"
+	        /* Long enough for power_thermal's samples (every 2 s) to fall inside. */
+	        "{\"id\":\"soak\",\"type\":\"shell\",\"command\":\"sleep 5\"}]}";
 	char path[400], body[512];
 	struct reply r;
 	FILE *f;
@@ -605,10 +622,11 @@ setup(void **state)
 		snprintf(n->addr, sizeof n->addr, "127.0.4.%d", 10 + k);
 		snprintf(n->mac, sizeof n->mac, "02:ac:00:00:00:%02x", k + 1);
 		n->fixture = fixtures[k];
-		make_node(&S, "{s:s, s:s, s:i, s:i, s:s, s:[s], s:{s:s, s:{s:i}}}", "name", n->name,
-		          "rack", "acc", "u_position", 10 * (k + 1), "u_height", 4, "node_class",
-		          k == 2 ? "hgx-b" : "hgx-a", "macs", n->mac, "bmc", "driver", "fake",
-		          "options", "delay_ms", 0);
+		/* acc-u20 runs hot: its fake BMC's inlet (warning at 40) reads 41. */
+		make_node(&S, "{s:s, s:s, s:i, s:i, s:s, s:[s], s:{s:s, s:{s:i, s:i}}}", "name",
+		          n->name, "rack", "acc", "u_position", 10 * (k + 1), "u_height", 4,
+		          "node_class", k == 2 ? "hgx-b" : "hgx-a", "macs", n->mac, "bmc", "driver",
+		          "fake", "options", "delay_ms", 0, "inlet_c", k == 1 ? 41 : 24);
 		snprintf(path, sizeof path, "/v1/nodes/%.31s/provision", n->name);
 		assert_int_equal(call(&S, S.admin, "PUT", path, &r, "{s:s}", "action", "manage"),
 		                 202);
