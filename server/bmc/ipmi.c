@@ -6,11 +6,20 @@
  * session fails with an error that a known libfreeipmi workaround cures, ipmi_open tries the
  * sets rp_bmc_ipmi_candidates gives, in order, and keeps the first that opens a session and
  * answers Get Device ID (rp_bmc_detected_workarounds tells the caller, which persists it).
+ *
+ * Sensors are DCMI's power reading and the SDR's full and compact sensor records. A BMC's SDR is
+ * walked once and kept, decoded, in a process-wide cache for as long as Get SDR Repository Info
+ * gives the same record count and timestamps: a read then costs that, the power reading and one
+ * Get Sensor Reading per sensor (freeipmi's tools keep their SDR cache on disk for the same
+ * reason). Power limits are DCMI's.
  */
+#include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <freeipmi/freeipmi.h>
 
@@ -757,6 +766,1172 @@ out:
 	return rc;
 }
 
+/* ---- Sensors and power limits ------------------------------------------------------- */
+
+/* SDR records read per walk at most: more means a BMC whose "next record" links loop. */
+#define SDR_WALK_MAX 1024
+/* The process-wide SDR cache: BMCs, and their sensors together, at most (some 140 bytes a
+ * sensor: 36 MB at worst, a few MB for a fleet of thousands of usual BMCs); hash buckets. */
+#define SDR_CACHE_MAX         8192
+#define SDR_CACHE_SENSORS_MAX 262144
+#define SDR_BUCKETS           4096
+/* Partial Get SDR reads ask for this many bytes first (IPMB's limit), then for 4 fewer at a
+ * time while the BMC cannot return that many. */
+#define SDR_CHUNK         32
+#define SDR_CHUNK_MIN     4
+#define SDR_HEADER        5
+#define SDR_RESERVE_TRIES 4
+
+#define DCMI_NO_SET_POWER_LIMIT 0x80
+#define DCMI_POWER_LIMIT_RANGE  0x84
+#define DCMI_CORRECTION_RANGE   0x85
+#define DCMI_SAMPLING_RANGE     0x89
+
+enum sensor_type { ST_POWER, ST_TEMPERATURE, ST_FAN, ST_PSU };
+static const char *const sensor_type_names[] = {"power", "temperature", "fan", "psu"};
+
+/* One sensor as its SDR describes it: what a reading needs, decoded once. */
+struct sensor {
+	char name[64]; /* printable, cut to 63 bytes */
+	const char *kind;
+	const char *unit;
+	uint8_t type; /* enum sensor_type */
+	uint8_t number;
+	uint8_t reading_type; /* event/reading type code */
+	uint8_t readable;     /* 0: owned by another controller or LUN: never read */
+	uint8_t analog;       /* 1: a threshold sensor whose raw reading decodes to a number */
+	uint8_t base_unit;    /* IPMI_SENSOR_UNIT_*: temperatures are converted to Cel */
+	int8_t r_exponent, b_exponent;
+	int16_t m, b;
+	uint8_t linearization, format;
+	uint8_t have; /* bit i: th[i] set */
+	double th[4]; /* lower_critical, lower_warning, upper_warning, upper_critical */
+};
+static const char *const threshold_names[] = {"lower_critical", "lower_warning", "upper_warning",
+                                              "upper_critical"};
+
+/* What Get SDR Repository Info says; a cached SDR is good while these stay the same. */
+struct sdr_version {
+	uint32_t added, erased;
+	unsigned count;
+};
+
+/* The sensors of one BMC's SDR. Immutable once built; shared by reference between the cache
+ * and the calls that read them. */
+struct sdr_set {
+	char key[344]; /* node UUID | host:port */
+	uint64_t hash;
+	struct sdr_version v;
+	/* under sdr_lock: */
+	int refs;
+	struct sdr_set *chain;         /* next in its hash bucket */
+	struct sdr_set *newer, *older; /* the cache's use order */
+	size_t n;
+	struct sensor s[];
+};
+
+static pthread_mutex_t sdr_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sdr_set *sdr_buckets[SDR_BUCKETS];
+static struct sdr_set *sdr_newest, *sdr_oldest;
+static size_t sdr_cached, sdr_cached_sensors;
+
+static uint64_t
+fnv1a(const char *s)
+{
+	uint64_t h = 14695981039346656037ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static int
+sdr_same(const struct sdr_version *a, const struct sdr_version *b)
+{
+	return a->added == b->added && a->erased == b->erased && a->count == b->count;
+}
+
+/* Drop a reference; the last frees. Under sdr_lock. */
+static void
+sdr_unref_locked(struct sdr_set *set)
+{
+	if (set && --set->refs == 0)
+		free(set);
+}
+
+static void
+sdr_release(struct sdr_set *set)
+{
+	if (set == NULL)
+		return;
+	pthread_mutex_lock(&sdr_lock);
+	sdr_unref_locked(set);
+	pthread_mutex_unlock(&sdr_lock);
+}
+
+/* Take set out of the cache (its reference with it). Under sdr_lock. */
+static void
+sdr_cache_drop_locked(struct sdr_set *set)
+{
+	struct sdr_set **p = &sdr_buckets[set->hash % SDR_BUCKETS];
+
+	while (*p != set)
+		p = &(*p)->chain;
+	*p = set->chain;
+	if (set->newer)
+		set->newer->older = set->older;
+	else
+		sdr_newest = set->older;
+	if (set->older)
+		set->older->newer = set->newer;
+	else
+		sdr_oldest = set->newer;
+	sdr_cached--;
+	sdr_cached_sensors -= set->n;
+	sdr_unref_locked(set);
+}
+
+/* The most recently used first. Under sdr_lock. */
+static void
+sdr_cache_front_locked(struct sdr_set *set)
+{
+	if (sdr_newest == set)
+		return;
+	if (set->newer)
+		set->newer->older = set->older;
+	if (set->older)
+		set->older->newer = set->newer;
+	else if (set->newer)
+		sdr_oldest = set->newer;
+	set->newer = NULL;
+	set->older = sdr_newest;
+	if (sdr_newest)
+		sdr_newest->newer = set;
+	sdr_newest = set;
+	if (sdr_oldest == NULL)
+		sdr_oldest = set;
+}
+
+static struct sdr_set *
+sdr_cache_find_locked(const char *key, uint64_t hash)
+{
+	struct sdr_set *c;
+
+	for (c = sdr_buckets[hash % SDR_BUCKETS]; c; c = c->chain)
+		if (c->hash == hash && strcmp(c->key, key) == 0)
+			return c;
+	return NULL;
+}
+
+/* The cached sensors of key when its SDR is still version v (a new reference), else NULL; an
+ * entry of another version is dropped. */
+static struct sdr_set *
+sdr_cache_get(const char *key, const struct sdr_version *v)
+{
+	struct sdr_set *set;
+
+	pthread_mutex_lock(&sdr_lock);
+	if ((set = sdr_cache_find_locked(key, fnv1a(key))) != NULL) {
+		if (sdr_same(&set->v, v)) {
+			sdr_cache_front_locked(set);
+			set->refs++;
+		} else {
+			sdr_cache_drop_locked(set);
+			set = NULL;
+		}
+	}
+	pthread_mutex_unlock(&sdr_lock);
+	return set;
+}
+
+/* Keep set (the cache takes its own reference), in place of any entry of the same key, dropping
+ * the least recently used entries while the cache is over its bounds. */
+static void
+sdr_cache_put(struct sdr_set *set)
+{
+	struct sdr_set *old;
+
+	pthread_mutex_lock(&sdr_lock);
+	if ((old = sdr_cache_find_locked(set->key, set->hash)) != NULL)
+		sdr_cache_drop_locked(old);
+	while (sdr_oldest && (sdr_cached + 1 > SDR_CACHE_MAX ||
+	                      sdr_cached_sensors + set->n > SDR_CACHE_SENSORS_MAX))
+		sdr_cache_drop_locked(sdr_oldest);
+	set->refs++;
+	set->chain = sdr_buckets[set->hash % SDR_BUCKETS];
+	sdr_buckets[set->hash % SDR_BUCKETS] = set;
+	set->newer = set->older = NULL;
+	sdr_cache_front_locked(set);
+	sdr_cached++;
+	sdr_cached_sensors += set->n;
+	pthread_mutex_unlock(&sdr_lock);
+}
+
+/* Get SDR Repository Info: 0 with *v, and *present 0 when the BMC has no SDR repository (v
+ * untouched then); -1 with err. */
+static int
+sdr_version(struct ipmi *h, struct sdr_version *v, int *present, struct rp_bmc_err *err)
+{
+	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_get_sdr_repository_info_rs);
+	uint64_t count = 0, added = 0, erased = 0;
+	int rc = -1;
+
+	if (rs == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	if (READ_CMD(h, rs, ipmi_cmd_get_sdr_repository_info(h->ctx, rs), IPMI_NET_FN_STORAGE_RQ,
+	             "get SDR repository info", err) < 0) {
+		/* "invalid command": no SDR repository device */
+		if (err->kind == RP_BMC_UNSUPPORTED) {
+			*present = 0;
+			rc = 0;
+		}
+		goto out;
+	}
+	if (fiid_obj_get(rs, "record_count", &count) != 1 ||
+	    fiid_obj_get(rs, "most_recent_addition_timestamp", &added) != 1 ||
+	    fiid_obj_get(rs, "most_recent_erase_timestamp", &erased) != 1) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "SDR repository info from %s is incomplete",
+		            h->host);
+		goto out;
+	}
+	v->count = (unsigned)count;
+	v->added = (uint32_t)added;
+	v->erased = (uint32_t)erased;
+	*present = 1;
+	rc = 0;
+out:
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+/* The completion code in rs, 0 when there is none. */
+static unsigned
+completion_code(fiid_obj_t rs)
+{
+	uint64_t cc = 0;
+
+	if (rs == NULL || fiid_obj_get(rs, "comp_code", &cc) != 1)
+		return 0;
+	return (unsigned)cc;
+}
+
+/* Reserve SDR Repository: 0 with *id (0 when the BMC has no reservations), -1 with err. */
+static int
+sdr_reserve(struct ipmi *h, uint16_t *id, struct rp_bmc_err *err)
+{
+	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_reserve_sdr_repository_rs);
+	uint64_t val = 0;
+	int rc = -1;
+
+	if (rs == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	if (ipmi_cmd_reserve_sdr_repository(h->ctx, rs) < 0) {
+		int e = ipmi_ctx_errnum(h->ctx);
+
+		/* Reservations are optional: Get SDR takes 0 then. */
+		if (e != IPMI_ERR_COMMAND_INVALID_OR_UNSUPPORTED &&
+		    e != IPMI_ERR_BAD_COMPLETION_CODE) {
+			cmd_error(h, rs, IPMI_NET_FN_STORAGE_RQ, "reserve SDR repository", err);
+			goto out;
+		}
+	} else if (fiid_obj_get(rs, "reservation_id", &val) != 1) {
+		val = 0;
+	}
+	*id = (uint16_t)val;
+	rc = 0;
+out:
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+/* One Get SDR request into buf + offset. The bytes read (at most want), or 0 when the BMC
+ * answered with a completion code (in *cc), or -1 with err when it did not answer. */
+static int
+sdr_get(struct ipmi *h, fiid_obj_t rs, uint16_t resv, uint16_t id, unsigned offset, unsigned count,
+        uint8_t *buf, unsigned want, uint16_t *next, unsigned *cc, struct rp_bmc_err *err)
+{
+	uint8_t data[IPMI_SDR_MAX_RECORD_LENGTH];
+	uint64_t val = 0;
+	int n;
+
+	*cc = 0;
+	if (ipmi_cmd_get_sdr(h->ctx, resv, id, (uint8_t)offset, (uint8_t)count, rs) < 0) {
+		int e = ipmi_ctx_errnum(h->ctx);
+
+		if (e == IPMI_ERR_BAD_COMPLETION_CODE ||
+		    e == IPMI_ERR_COMMAND_INVALID_OR_UNSUPPORTED || e == IPMI_ERR_BMC_BUSY ||
+		    e == IPMI_ERR_MESSAGE_TIMEOUT) {
+			*cc = completion_code(rs) ?: 0xff;
+			return 0;
+		}
+		return cmd_error(h, rs, IPMI_NET_FN_STORAGE_RQ, "get SDR", err);
+	}
+	if ((n = fiid_obj_get_data(rs, "record_data", data, sizeof data)) < 0 ||
+	    fiid_obj_get(rs, "next_record_id", &val) != 1)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "SDR record %u from %s is malformed", id,
+		                   h->host);
+	if ((unsigned)n > want)
+		n = (int)want;
+	memcpy(buf, data, (size_t)n);
+	*next = (uint16_t)val;
+	return n;
+}
+
+/* How one walk reads records: learnt from the first ones, kept for the rest. */
+struct sdr_reader {
+	fiid_obj_t rs;
+	uint16_t resv;  /* reservation id (0: none) */
+	int whole;      /* 1 while whole-record reads work */
+	unsigned chunk; /* bytes a partial read asks for */
+};
+
+/* Read SDR record id into rec (IPMI_SDR_MAX_RECORD_LENGTH bytes): its length, with *next, or -1
+ * with err. The whole record in one request while the BMC answers that (most do); else in
+ * pieces of r->chunk bytes, fewer when the BMC cannot return that many (ipmi_sim returns 32,
+ * IPMB-bridged repositories less). A cancelled reservation is renewed a few times. */
+static int
+sdr_record(struct ipmi *h, struct sdr_reader *r, uint16_t id, uint8_t *rec, uint16_t *next,
+           struct rp_bmc_err *err)
+{
+	unsigned len, got, cc;
+	int tries = 0, n;
+
+again:
+	if (r->whole) {
+		n = sdr_get(h, r->rs, r->resv, id, 0, 0xff, rec, IPMI_SDR_MAX_RECORD_LENGTH, next,
+		            &cc, err);
+		if (n < 0)
+			return -1;
+		if (n >= SDR_HEADER && (unsigned)rec[4] + SDR_HEADER <= (unsigned)n)
+			return rec[4] + SDR_HEADER;
+		if (n == 0 && cc == IPMI_COMP_CODE_RESERVATION_CANCELLED &&
+		    tries++ < SDR_RESERVE_TRIES) {
+			if (sdr_reserve(h, &r->resv, err) < 0)
+				return -1;
+			goto again;
+		}
+		/* Refused, or fewer bytes than the record says it has: in pieces from now on. */
+		r->whole = 0;
+	}
+	for (len = 0, got = 0; len == 0 || got < len;) {
+		/* Within the record once its header says how long it is: never past rec. */
+		unsigned want = len && len - got < r->chunk ? len - got : r->chunk;
+		uint16_t link = 0;
+
+		n = sdr_get(h, r->rs, r->resv, id, got, want, rec + got, want, &link, &cc, err);
+		if (n < 0)
+			return -1;
+		if (n > 0) {
+			if (got == 0)
+				*next = link;
+			got += (unsigned)n;
+			if (len == 0 && got >= SDR_HEADER)
+				len = rec[4] + SDR_HEADER;
+			if (len && got > len)
+				got = len;
+			continue;
+		}
+		if (cc == IPMI_COMP_CODE_RESERVATION_CANCELLED && tries++ < SDR_RESERVE_TRIES) {
+			if (sdr_reserve(h, &r->resv, err) < 0)
+				return -1;
+			goto again;
+		}
+		/* "cannot return that many bytes" (some say "unspecified"): ask for fewer */
+		if ((cc == IPMI_COMP_CODE_CANNOT_RETURN_REQUESTED_NUMBER_OF_BYTES ||
+		     cc == IPMI_COMP_CODE_UNSPECIFIED_ERROR) &&
+		    r->chunk > SDR_CHUNK_MIN) {
+			r->chunk = r->chunk > SDR_CHUNK_MIN + 4 ? r->chunk - 4 : SDR_CHUNK_MIN;
+			continue;
+		}
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL,
+		                   "SDR record %u from %s: completion code 0x%02x at byte %u", id,
+		                   h->host, cc, got);
+	}
+	return (int)len;
+}
+
+static int
+name_has(const char *name, const char *word)
+{
+	return strcasestr(name, word) != NULL;
+}
+
+/* Where a sensor is, from its entity (IPMI 2.0 table 43-13, DCMI 1.5 table 6-3) and, where the
+ * entity says little, its name. Never "system": that is DCMI's whole-node reading. */
+static const char *
+sensor_kind(enum sensor_type type, uint8_t entity, const char *name)
+{
+	if (type == ST_PSU || entity == IPMI_ENTITY_ID_POWER_SUPPLY ||
+	    entity == IPMI_ENTITY_ID_POWER_UNIT_POWER_DOMAIN ||
+	    entity == IPMI_ENTITY_ID_POWER_MODULE_DC_TO_DC_CONVERTER)
+		return "psu";
+	if (type == ST_FAN || entity == IPMI_ENTITY_ID_FAN_COOLING_DEVICE ||
+	    entity == IPMI_ENTITY_ID_COOLING_UNIT_COOLING_DOMAIN)
+		return "fan";
+	/* Add-in cards, processors and boards carry GPUs; only the name tells. */
+	if (name_has(name, "gpu"))
+		return "gpu";
+	if (name_has(name, "inlet") || name_has(name, "ambient"))
+		return "inlet";
+	if (name_has(name, "exhaust") || name_has(name, "outlet"))
+		return "exhaust";
+	switch (entity) {
+	case IPMI_ENTITY_ID_AIR_INLET:
+	case IPMI_ENTITY_ID_AIR_INLET_B:
+	case IPMI_ENTITY_ID_EXTERNAL_ENVIRONMENT:
+		return "inlet";
+	case IPMI_ENTITY_ID_PROCESSOR:
+	case IPMI_ENTITY_ID_PROCESSOR_MODULE:
+	case IPMI_ENTITY_ID_PROCESSOR_BOARD:
+	case IPMI_ENTITY_ID_PROCESSOR_FRONT_SIDE_BUS:
+	case IPMI_ENTITY_ID_PROCESSOR_CPU:
+		return "cpu";
+	case IPMI_ENTITY_ID_MEMORY_MODULE:
+	case IPMI_ENTITY_ID_MEMORY_DEVICE:
+		return "memory";
+	case IPMI_ENTITY_ID_DISK_OR_DISK_BAY:
+	case IPMI_ENTITY_ID_DISK_DRIVE_BAY:
+	case IPMI_ENTITY_ID_DRIVE_BACKPLANE:
+		return "drive";
+	case IPMI_ENTITY_ID_SYSTEM_BOARD:
+	case IPMI_ENTITY_ID_BASEBOARD_MAIN_SYSTEM_BOARD:
+	case IPMI_ENTITY_ID_FRONT_PANEL_BOARD:
+	case IPMI_ENTITY_ID_BACK_PANEL_BOARD:
+	case IPMI_ENTITY_ID_POWER_SYSTEM_BOARD:
+	case IPMI_ENTITY_ID_SYSTEM_INTERNAL_EXPANSION_BOARD:
+	case IPMI_ENTITY_ID_OTHER_SYSTEM_BOARD:
+	case IPMI_ENTITY_ID_POWER_MANAGEMENT_POWER_DISTRIBUTION_BOARD:
+	case IPMI_ENTITY_ID_CHASSI_BACK_PANEL_BOARD:
+	case IPMI_ENTITY_ID_SYSTEM_CHASSIS:
+	case IPMI_ENTITY_ID_OTHER_CHASSIS_BOARD:
+		return "board";
+	}
+	if (name_has(name, "cpu") || name_has(name, "proc"))
+		return "cpu";
+	if (name_has(name, "dimm") || name_has(name, "mem"))
+		return "memory";
+	if (name_has(name, "nvme") || name_has(name, "ssd") || name_has(name, "hdd") ||
+	    name_has(name, "drive") || name_has(name, "disk"))
+		return "drive";
+	return "other";
+}
+
+/* A value in the contract's unit, or NAN when no sensor can read it. */
+static double
+sensor_value(const struct sensor *s, double v)
+{
+	if (s->base_unit == IPMI_SENSOR_UNIT_DEGREES_F)
+		v = (v - 32) * 5 / 9;
+	else if (s->base_unit == IPMI_SENSOR_UNIT_DEGREES_K)
+		v -= 273.15;
+	if (!isfinite(v))
+		return NAN;
+	if (s->type == ST_TEMPERATURE)
+		return v < -273.15 || v > 1000 ? NAN : v;
+	return v < 0 || v > 1e7 ? NAN : v;
+}
+
+/* Decode a raw reading or threshold byte; NAN when it does not decode. */
+static double
+sensor_decode(const struct sensor *s, uint8_t raw)
+{
+	double v;
+
+	if (ipmi_sensor_decode_value(s->r_exponent, s->b_exponent, s->m, s->b, s->linearization,
+	                             s->format, raw, &v) < 0)
+		return NAN;
+	return sensor_value(s, v);
+}
+
+/* Keep threshold i when it reads as a number. */
+static void
+sensor_threshold(struct sensor *s, int i, double v)
+{
+	if (isnan(v))
+		return;
+	s->th[i] = v;
+	s->have |= (uint8_t)(1u << i);
+}
+
+/* The four thresholds the contract names, as Get Sensor Thresholds gives them, or from the SDR
+ * when the BMC cannot answer that (freeipmi's ipmi-sensors does the same). 0, or -1 with err
+ * when the BMC did not answer at all. */
+static int
+sensor_thresholds(struct ipmi *h, ipmi_sdr_ctx_t sdr, const uint8_t *rec, unsigned len,
+                  struct sensor *s, struct rp_bmc_err *err)
+{
+	static const char *const fields[] = {
+	        "lower_critical_threshold", "lower_non_critical_threshold",
+	        "upper_non_critical_threshold", "upper_critical_threshold"};
+	uint8_t access = 0, r[6] = {0};
+	fiid_obj_t rs = NULL;
+	double *d[6] = {NULL};
+	int rc = -1, i;
+
+	if (ipmi_sdr_parse_sensor_capabilities(sdr, rec, len, NULL, &access, NULL, NULL, NULL) <
+	            0 ||
+	    access == IPMI_SDR_NO_THRESHOLDS_SUPPORT)
+		return 0;
+	if (access != IPMI_SDR_FIXED_UNREADABLE_THRESHOLDS_SUPPORT) {
+		if ((rs = fiid_obj_create(tmpl_cmd_get_sensor_thresholds_rs)) == NULL)
+			return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		if (ipmi_cmd_get_sensor_thresholds(h->ctx, s->number, rs) == 0) {
+			for (i = 0; i < 4; i++) {
+				char mask[80];
+				uint64_t readable = 0, raw = 0;
+
+				snprintf(mask, sizeof mask, "readable_thresholds.%s", fields[i]);
+				if (fiid_obj_get(rs, mask, &readable) == 1 && readable &&
+				    fiid_obj_get(rs, fields[i], &raw) == 1)
+					sensor_threshold(s, i, sensor_decode(s, (uint8_t)raw));
+			}
+			rc = 0;
+			goto out;
+		}
+		switch (ipmi_ctx_errnum(h->ctx)) {
+		case IPMI_ERR_BAD_COMPLETION_CODE:
+		case IPMI_ERR_COMMAND_INVALID_OR_UNSUPPORTED:
+			switch (completion_code(rs)) {
+			case IPMI_COMP_CODE_COMMAND_ILLEGAL_FOR_SENSOR_OR_RECORD_TYPE:
+			case IPMI_COMP_CODE_REQUESTED_SENSOR_DATA_OR_RECORD_NOT_PRESENT:
+				rc = 0; /* none to read */
+				goto out;
+			}
+			break; /* from the SDR then */
+		default:
+			cmd_error(h, rs, IPMI_NET_FN_SENSOR_EVENT_RQ, "get sensor thresholds", err);
+			goto out;
+		}
+	}
+	if (ipmi_sdr_parse_threshold_readable(sdr, rec, len, &r[1], &r[0], NULL, &r[2], &r[3],
+	                                      NULL) == 0 &&
+	    ipmi_sdr_parse_thresholds(sdr, rec, len, &d[1], &d[0], NULL, &d[2], &d[3], NULL) == 0)
+		for (i = 0; i < 4; i++)
+			if (r[i] && d[i])
+				sensor_threshold(s, i, sensor_value(s, *d[i]));
+	rc = 0;
+out:
+	for (i = 0; i < 6; i++)
+		free(d[i]);
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+/* The name of a sensor: printable ASCII (others '?'), cut to fit. */
+static void
+sensor_name(ipmi_sdr_ctx_t sdr, const uint8_t *rec, unsigned len, char *out, size_t outlen)
+{
+	char id[IPMI_SDR_MAX_ID_STRING_LENGTH * 2] = "";
+	int n = ipmi_sdr_parse_id_string(sdr, rec, len, id, sizeof id);
+	size_t i;
+
+	for (i = 0; n > 0 && i < (size_t)n && i + 1 < outlen; i++)
+		out[i] = id[i] >= 0x20 && id[i] < 0x7f ? id[i] : '?';
+	out[i] = '\0';
+	if (i == 0)
+		snprintf(out, outlen, "Sensor");
+}
+
+/* A full or compact sensor record as a sensor the contract has a type for: 0 with *found 1 and
+ * *out, or *found 0 when it is none of those; -1 with err when its thresholds could not be
+ * read. */
+static int
+sdr_sensor(struct ipmi *h, ipmi_sdr_ctx_t sdr, const uint8_t *rec, unsigned len, struct sensor *out,
+           int *found, struct rp_bmc_err *err)
+{
+	uint8_t owner_type = 0, owner = 0, lun = 0, channel = 0, entity = 0, instance = 0,
+	        itype = 0;
+	uint8_t percent = 0, modifier = 0, rate = 0, base = 0, mod_unit = 0, stype = 0;
+	struct sensor x = {{0}}, *s = &x;
+	int threshold, rc = -1;
+
+	*found = 0;
+	if (ipmi_sdr_parse_sensor_owner_id(sdr, rec, len, &owner_type, &owner) < 0 ||
+	    ipmi_sdr_parse_sensor_owner_lun(sdr, rec, len, &lun, &channel) < 0 ||
+	    ipmi_sdr_parse_sensor_number(sdr, rec, len, &s->number) < 0 ||
+	    ipmi_sdr_parse_entity_id_instance_type(sdr, rec, len, &entity, &instance, &itype) < 0 ||
+	    ipmi_sdr_parse_sensor_type(sdr, rec, len, &stype) < 0 ||
+	    ipmi_sdr_parse_event_reading_type_code(sdr, rec, len, &s->reading_type) < 0 ||
+	    ipmi_sdr_parse_sensor_units(sdr, rec, len, &percent, &modifier, &rate, &base,
+	                                &mod_unit) < 0)
+		return 0; /* too short or mangled: nothing to read */
+	threshold = s->reading_type == IPMI_EVENT_READING_TYPE_CODE_THRESHOLD;
+	/* Plain units only: no rate (per second...) and no modifier unit (W/h...). */
+	if (threshold &&
+	    (rate != IPMI_SENSOR_RATE_UNIT_NONE || modifier != IPMI_SDR_MODIFIER_UNIT_NONE))
+		return 0;
+	if (threshold && stype == IPMI_SENSOR_TYPE_TEMPERATURE &&
+	    (base == IPMI_SENSOR_UNIT_DEGREES_C || base == IPMI_SENSOR_UNIT_DEGREES_F ||
+	     base == IPMI_SENSOR_UNIT_DEGREES_K)) {
+		s->type = ST_TEMPERATURE;
+		s->unit = "Cel";
+	} else if (threshold && stype == IPMI_SENSOR_TYPE_FAN &&
+	           (base == IPMI_SENSOR_UNIT_RPM || percent)) {
+		s->type = ST_FAN;
+		s->unit = base == IPMI_SENSOR_UNIT_RPM ? "RPM" : "%";
+	} else if (threshold && base == IPMI_SENSOR_UNIT_WATTS) {
+		s->type = stype == IPMI_SENSOR_TYPE_POWER_SUPPLY ? ST_PSU : ST_POWER;
+		s->unit = "W";
+	} else if (!threshold && stype == IPMI_SENSOR_TYPE_POWER_SUPPLY) {
+		s->type = ST_PSU;
+		s->unit = "W";
+	} else {
+		return 0; /* voltages, currents, other discrete sensors: not in the contract */
+	}
+	s->base_unit = base;
+	sensor_name(sdr, rec, len, s->name, sizeof s->name);
+	s->kind = sensor_kind((enum sensor_type)s->type, entity, s->name);
+	/* Sensors of other controllers would need bridging, which freeipmi's ipmi-sensors does not
+	 * do by default either: listed, never read. */
+	s->readable = owner_type == IPMI_SDR_SENSOR_OWNER_ID_TYPE_IPMB_SLAVE_ADDRESS &&
+	              (owner << 1) == IPMI_SLAVE_ADDRESS_BMC && lun == IPMI_BMC_IPMB_LUN_BMC;
+	if (threshold && rec[3] == IPMI_SDR_FORMAT_FULL_SENSOR_RECORD &&
+	    ipmi_sdr_parse_sensor_decoding_data(sdr, rec, len, &s->r_exponent, &s->b_exponent,
+	                                        &s->m, &s->b, &s->linearization, &s->format) == 0 &&
+	    IPMI_SDR_ANALOG_DATA_FORMAT_VALID(s->format) &&
+	    IPMI_SDR_LINEARIZATION_IS_LINEAR(s->linearization)) {
+		s->analog = 1;
+		if (s->readable && sensor_thresholds(h, sdr, rec, len, s, err) < 0)
+			goto out;
+	}
+	*out = x;
+	*found = 1;
+	rc = 0;
+out:
+	return rc;
+}
+
+/* Walk the SDR: a new set of its sensors (refs 1), or NULL with err. */
+static struct sdr_set *
+sdr_walk(struct ipmi *h, const char *key, const struct sdr_version *v, struct rp_bmc_err *err)
+{
+	struct sdr_set *set = calloc(1, sizeof *set + RP_BMC_SENSORS_MAX * sizeof set->s[0]), *fit,
+	               *done = NULL;
+	ipmi_sdr_ctx_t sdr = ipmi_sdr_ctx_create();
+	struct sdr_reader r = {
+	        .rs = fiid_obj_create(tmpl_cmd_get_sdr_rs), .whole = 1, .chunk = SDR_CHUNK};
+	uint8_t rec[IPMI_SDR_MAX_RECORD_LENGTH];
+	uint16_t id = IPMI_SDR_RECORD_ID_FIRST, next = 0;
+	unsigned read;
+	int len, found;
+
+	if (set == NULL || sdr == NULL || r.rs == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	snprintf(set->key, sizeof set->key, "%s", key);
+	set->hash = fnv1a(set->key);
+	set->v = *v;
+	set->refs = 1;
+	if (sdr_reserve(h, &r.resv, err) < 0)
+		goto out;
+	for (read = 0; id != IPMI_SDR_RECORD_ID_LAST; read++) {
+		if (read >= SDR_WALK_MAX) {
+			rp_bmc_fail(err, RP_BMC_PROTOCOL,
+			            "SDR of %s: more than %d records (a loop?)", h->host,
+			            SDR_WALK_MAX);
+			goto out;
+		}
+		if ((len = sdr_record(h, &r, id, rec, &next, err)) < 0)
+			goto out;
+		/* Past RP_BMC_SENSORS_MAX sensors the rest is not read: the array holds no more. */
+		if (set->n < RP_BMC_SENSORS_MAX &&
+		    (rec[3] == IPMI_SDR_FORMAT_FULL_SENSOR_RECORD ||
+		     rec[3] == IPMI_SDR_FORMAT_COMPACT_SENSOR_RECORD)) {
+			if (sdr_sensor(h, sdr, rec, (unsigned)len, &set->s[set->n], &found, err) <
+			    0)
+				goto out;
+			set->n += (size_t)found;
+		}
+		/* Record 0 asks for the first record, whatever its id: only then may next
+		 * repeat it. */
+		if (next == id && id != IPMI_SDR_RECORD_ID_FIRST) {
+			rp_bmc_fail(err, RP_BMC_PROTOCOL, "SDR of %s: record %u links to itself",
+			            h->host, id);
+			goto out;
+		}
+		id = next;
+	}
+	if ((fit = realloc(set, sizeof *set + set->n * sizeof set->s[0])) != NULL)
+		set = fit;
+	done = set;
+	set = NULL;
+out:
+	free(set);
+	fiid_obj_destroy(r.rs);
+	ipmi_sdr_ctx_destroy(sdr);
+	return done;
+}
+
+/* At most this many walks of different BMCs are known at once; a caller waits at most this long
+ * for another's walk of the same BMC. */
+#define SDR_WALKS_MAX    64
+#define SDR_WALK_WAIT_MS 30000
+
+/* The keys (hashes) of the SDRs being walked now, under sdr_lock: a second caller for the same BMC
+ * waits for that walk instead of starting its own, which would cancel the first's reservation
+ * (and its own) and read the same records twice. */
+static uint64_t sdr_walking[SDR_WALKS_MAX];
+static pthread_cond_t sdr_walked = PTHREAD_COND_INITIALIZER;
+
+/* 1: the caller walks the SDR of hash, and calls sdr_walk_end after; 2: the caller walks it
+ * unannounced (no room, or it waited long enough); 0: another walk of it just ended: look in the
+ * cache again. */
+static int
+sdr_walk_begin(uint64_t hash)
+{
+	struct timespec until;
+	int rc = 2, waited = 0;
+	size_t i, room;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += SDR_WALK_WAIT_MS / 1000;
+	pthread_mutex_lock(&sdr_lock);
+	for (;;) {
+		for (i = 0, room = SDR_WALKS_MAX; i < SDR_WALKS_MAX && sdr_walking[i] != hash; i++)
+			if (sdr_walking[i] == 0 && room == SDR_WALKS_MAX)
+				room = i;
+		if (i == SDR_WALKS_MAX) {
+			if (waited)
+				rc = 0;
+			else if (room < SDR_WALKS_MAX) {
+				sdr_walking[room] = hash;
+				rc = 1;
+			}
+			break;
+		}
+		if (pthread_cond_timedwait(&sdr_walked, &sdr_lock, &until) != 0)
+			break; /* rc 2 */
+		waited = 1;
+	}
+	pthread_mutex_unlock(&sdr_lock);
+	return rc;
+}
+
+static void
+sdr_walk_end(uint64_t hash)
+{
+	size_t i;
+
+	pthread_mutex_lock(&sdr_lock);
+	for (i = 0; i < SDR_WALKS_MAX; i++)
+		if (sdr_walking[i] == hash) {
+			sdr_walking[i] = 0;
+			break;
+		}
+	pthread_cond_broadcast(&sdr_walked);
+	pthread_mutex_unlock(&sdr_lock);
+}
+
+/* The sensors of h's SDR: cached while Get SDR Repository Info says the same, else read (a new
+ * reference, or NULL: no SDR repository; err kind RP_BMC_OK then). NULL with err on failure. */
+static struct sdr_set *
+sdr_sensors(struct ipmi *h, struct rp_bmc_err *err)
+{
+	struct sdr_version v, after;
+	struct sdr_set *set = NULL, *walked = NULL;
+	char key[344];
+	uint64_t hash;
+	int tries, present = 0, walk = 0;
+
+	snprintf(key, sizeof key, "%s|%s", h->t.node, h->host);
+	hash = fnv1a(key);
+	if (sdr_version(h, &v, &present, err) < 0)
+		goto out;
+	err->kind = RP_BMC_OK;
+	if (!present)
+		goto out;
+	while ((set = sdr_cache_get(key, &v)) == NULL && (walk = sdr_walk_begin(hash)) == 0)
+		;
+	if (set)
+		goto out;
+	/* The SDR may change while it is read: keep a walk only when the repository says the same
+	 * after it as before. One that changed under two walks is the last one, uncached. */
+	for (tries = 0; tries < 2; tries++) {
+		sdr_release(walked);
+		if ((walked = sdr_walk(h, key, &v, err)) == NULL ||
+		    sdr_version(h, &after, &present, err) < 0)
+			goto out;
+		if (!present) {
+			rp_bmc_fail(err, RP_BMC_PROTOCOL, "SDR repository of %s went away",
+			            h->host);
+			goto out;
+		}
+		if (sdr_same(&after, &v)) {
+			sdr_cache_put(walked);
+			break;
+		}
+		v = after;
+	}
+	set = walked;
+	walked = NULL;
+out:
+	sdr_release(walked);
+	if (walk == 1)
+		sdr_walk_end(hash);
+	return set;
+}
+
+/* Health from a reading's state bits, as IPMI defines them for threshold sensors and for power
+ * supplies (sensor-specific offsets, or generic redundancy states); NULL when not known. */
+static const char *
+sensor_health(const struct sensor *s, uint16_t bits)
+{
+	if (s->reading_type == IPMI_EVENT_READING_TYPE_CODE_THRESHOLD) {
+		/* lower critical / non-recoverable, upper critical / non-recoverable */
+		if (bits & 0x36)
+			return "critical";
+		return bits & 0x09 ? "warning" : "ok";
+	}
+	if (s->type != ST_PSU)
+		return NULL;
+	if (s->reading_type == IPMI_EVENT_READING_TYPE_CODE_SENSOR_SPECIFIC) {
+		/* failure, predictive failure, input lost (AC/DC, or out of range), input out of
+		 * range, configuration error: what freeipmi calls critical; inactive (standby) */
+		if (bits & 0x7e)
+			return "critical";
+		return bits & 0x80 ? "warning" : "ok";
+	}
+	if (s->reading_type == IPMI_EVENT_READING_TYPE_CODE_REDUNDANCY) {
+		/* lost, or non-redundant: critical; degraded: warning (as freeipmi says) */
+		if (bits & 0x3a)
+			return "critical";
+		return bits & 0xc4 ? "warning" : "ok";
+	}
+	return NULL;
+}
+
+/* Get Sensor Reading of s: 0 with *value (NAN: none) and *health (NULL: none), or -1 with err
+ * when the BMC does not answer. A sensor the BMC refuses to read, or says it cannot read now, has
+ * neither, as freeipmi shows N/A. */
+static int
+sensor_read(struct ipmi *h, fiid_obj_t rs, const struct sensor *s, double *value,
+            const char **health, struct rp_bmc_err *err)
+{
+	uint64_t raw = 0, unavailable = 0, scanning = 1, b1 = 0, b2 = 0;
+	const char *judged = NULL;
+	double v = NAN;
+	int r, rc = -1, f1, f2;
+
+	if (!s->readable)
+		goto done;
+	/* BMCs send short answers (one state byte) that a strict check refuses. */
+	ipmi_ctx_set_flags(h->ctx, IPMI_FLAGS_NO_VALID_CHECK);
+	r = ipmi_cmd_get_sensor_reading(h->ctx, s->number, rs);
+	if (r < 0 && ipmi_ctx_errnum(h->ctx) == IPMI_ERR_SESSION_TIMEOUT && session(h, err) == 0) {
+		ipmi_ctx_set_flags(h->ctx, IPMI_FLAGS_NO_VALID_CHECK);
+		r = ipmi_cmd_get_sensor_reading(h->ctx, s->number, rs);
+	}
+	ipmi_ctx_set_flags(h->ctx, IPMI_FLAGS_DEFAULT);
+	if (r < 0) {
+		switch (ipmi_ctx_errnum(h->ctx)) {
+		case IPMI_ERR_BAD_COMPLETION_CODE:
+		case IPMI_ERR_COMMAND_INVALID_OR_UNSUPPORTED:
+		case IPMI_ERR_BMC_BUSY:
+			goto done;
+		default:
+			cmd_error(h, rs, IPMI_NET_FN_SENSOR_EVENT_RQ, "get sensor reading", err);
+			goto out;
+		}
+	}
+	fiid_obj_get(rs, "reading_state", &unavailable);
+	fiid_obj_get(rs, "sensor_scanning", &scanning);
+	if (unavailable == IPMI_SENSOR_READING_STATE_UNAVAILABLE ||
+	    scanning == IPMI_SENSOR_SCANNING_ON_THIS_SENSOR_DISABLE)
+		goto done;
+	/* A BMC may send one state byte, or none (freeipmi takes no bits as none set). */
+	f1 = fiid_obj_get(rs, "sensor_event_bitmask1", &b1) == 1;
+	f2 = fiid_obj_get(rs, "sensor_event_bitmask2", &b2) == 1;
+	judged = sensor_health(s, (uint16_t)((f1 ? b1 : 0) | (f2 ? b2 << 8 : 0)));
+	if (s->analog && fiid_obj_get(rs, "sensor_reading", &raw) == 1)
+		v = sensor_decode(s, (uint8_t)raw);
+done:
+	*value = v;
+	*health = judged;
+	rc = 0;
+out:
+	return rc;
+}
+
+/* name, made unique within the array so far by " #2", " #3"... (names is an object used as a
+ * set). */
+static void
+unique_name(json_t *names, const char *name, char *out, size_t outlen)
+{
+	int i;
+
+	snprintf(out, outlen, "%s", name);
+	for (i = 2; json_object_get(names, out) != NULL && i < 1000; i++) {
+		char suffix[16];
+		int n = snprintf(suffix, sizeof suffix, " #%d", i);
+
+		snprintf(out, outlen, "%.*s%s", (int)(outlen - 1 - (size_t)n), name, suffix);
+	}
+	json_object_set_new(names, out, json_true());
+}
+
+static json_t *
+sensor_json(json_t *names, const char *name, const char *type, const char *kind, double value,
+            const char *unit, const struct sensor *s, const char *health, const char *source)
+{
+	char unique[64];
+	json_t *o;
+	int i;
+
+	unique_name(names, name, unique, sizeof unique);
+	o = json_pack("{s:s, s:s, s:s, s:o, s:s, s:o, s:s}", "name", unique, "type", type, "kind",
+	              kind, "value", isnan(value) ? json_null() : json_real(value), "unit", unit,
+	              "health", health ? json_string(health) : json_null(), "source", source);
+	for (i = 0; o && s && i < 4; i++)
+		if (s->have & (1u << i))
+			json_object_set_new(o, threshold_names[i], json_real(s->th[i]));
+	return o;
+}
+
+/* DCMI Get Power Reading: 0 with *present 1 and the current watts (NAN when the BMC measures
+ * nothing now), or *present 0 when the BMC has no DCMI power reading; -1 with err when it does not
+ * answer. */
+static int
+dcmi_power(struct ipmi *h, int *present, double *watts, struct rp_bmc_err *err)
+{
+	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_dcmi_get_power_reading_rs);
+	uint64_t current = 0, active = 0;
+	int rc = -1, r;
+
+	if (rs == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	r = ipmi_cmd_dcmi_get_power_reading(
+	        h->ctx, IPMI_DCMI_POWER_READING_MODE_SYSTEM_POWER_STATISTICS, 0, rs);
+	if (r < 0 && ipmi_ctx_errnum(h->ctx) == IPMI_ERR_SESSION_TIMEOUT && session(h, err) == 0)
+		r = ipmi_cmd_dcmi_get_power_reading(
+		        h->ctx, IPMI_DCMI_POWER_READING_MODE_SYSTEM_POWER_STATISTICS, 0, rs);
+	if (r < 0) {
+		switch (ipmi_ctx_errnum(h->ctx)) {
+		case IPMI_ERR_BAD_COMPLETION_CODE:
+		case IPMI_ERR_COMMAND_INVALID_OR_UNSUPPORTED:
+			*present = 0; /* no DCMI, or no power meter */
+			rc = 0;
+			break;
+		default:
+			cmd_error(h, rs, IPMI_NET_FN_GROUP_EXTENSION_RQ, "DCMI get power reading",
+			          err);
+		}
+		goto out;
+	}
+	*watts = NAN;
+	if (fiid_obj_get(rs, "power_reading_state.power_measurement", &active) == 1 && active &&
+	    fiid_obj_get(rs, "current_power", &current) == 1)
+		*watts = (double)current;
+	*present = 1;
+	rc = 0;
+out:
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+static int
+ipmi_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	json_t *list = json_array(), *names = json_object(), *o;
+	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_get_sensor_reading_rs);
+	struct sdr_set *set = NULL;
+	double watts = NAN;
+	int rc = -1, dcmi = 0;
+	size_t i;
+
+	if (list == NULL || names == NULL || rs == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	if (dcmi_power(h, &dcmi, &watts, err) < 0)
+		goto out;
+	if (dcmi && ((o = sensor_json(names, "System Power", "power", "system", watts, "W", NULL,
+	                              NULL, "dcmi")) == NULL ||
+	             json_array_append_new(list, o) < 0)) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	if ((set = sdr_sensors(h, err)) == NULL && err->kind != RP_BMC_OK)
+		goto out;
+	for (i = 0; set && i < set->n && json_array_size(list) < RP_BMC_SENSORS_MAX; i++) {
+		const struct sensor *s = &set->s[i];
+		const char *health;
+		double value;
+
+		if (sensor_read(h, rs, s, &value, &health, err) < 0)
+			goto out;
+		if ((o = sensor_json(names, s->name, sensor_type_names[s->type], s->kind, value,
+		                     s->unit, s, health, "sdr")) == NULL ||
+		    json_array_append_new(list, o) < 0) {
+			rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+			goto out;
+		}
+	}
+	if (json_array_size(list) == 0) {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "BMC %s reports no sensors", h->host);
+		goto out;
+	}
+	*out = list;
+	list = NULL;
+	rc = 0;
+out:
+	sdr_release(set);
+	json_decref(list);
+	json_decref(names);
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+/* A DCMI power limit command that failed: no DCMI is RP_BMC_UNSUPPORTED, a value out of the BMC's
+ * range RP_BMC_REJECTED in plain words, the rest as any command. Returns -1. */
+static int
+dcmi_error(struct ipmi *h, fiid_obj_t rs, const char *what, unsigned watts, struct rp_bmc_err *err)
+{
+	int e = ipmi_ctx_errnum(h->ctx);
+	unsigned cc = completion_code(rs);
+
+	if (e != IPMI_ERR_BAD_COMPLETION_CODE && e != IPMI_ERR_COMMAND_INVALID_OR_UNSUPPORTED)
+		return cmd_error(h, rs, IPMI_NET_FN_GROUP_EXTENSION_RQ, what, err);
+	switch (cc) {
+	case IPMI_COMP_CODE_INVALID_COMMAND:
+	case IPMI_COMP_CODE_COMMAND_INVALID_FOR_LUN:
+	case IPMI_COMP_CODE_REQUEST_PARAMETER_ILLEGAL:
+		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED,
+		                   "%s: BMC %s has no DCMI power limiting (completion code 0x%02x)",
+		                   what, h->host, cc);
+	case DCMI_POWER_LIMIT_RANGE:
+		return rp_bmc_fail(err, RP_BMC_REJECTED,
+		                   "%s: BMC %s refused %u W: power limit out of range", what,
+		                   h->host, watts);
+	case DCMI_CORRECTION_RANGE:
+		return rp_bmc_fail(err, RP_BMC_REJECTED,
+		                   "%s: BMC %s refused the correction time: out of range", what,
+		                   h->host);
+	case DCMI_SAMPLING_RANGE:
+		return rp_bmc_fail(err, RP_BMC_REJECTED,
+		                   "%s: BMC %s refused the sampling period: out of range", what,
+		                   h->host);
+	default:
+		return rp_bmc_fail(err, RP_BMC_REJECTED,
+		                   "%s: BMC %s answered completion code 0x%02x", what, h->host, cc);
+	}
+}
+
+/* DCMI Get Power Limit into out, with the correction time and sampling period it keeps (for a
+ * Set that changes only the watts). 0, or -1 with err. */
+static int
+dcmi_limit(struct ipmi *h, struct rp_power_limit *out, uint32_t *correction_ms,
+           uint16_t *sampling_s, struct rp_bmc_err *err)
+{
+	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_dcmi_get_power_limit_rs);
+	uint64_t watts = 0, correction = 0, sampling = 0;
+	struct rp_power_limit l = {0, 0};
+	int rc = -1, r;
+
+	if (rs == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	r = ipmi_cmd_dcmi_get_power_limit(h->ctx, rs);
+	if (r < 0 && ipmi_ctx_errnum(h->ctx) == IPMI_ERR_SESSION_TIMEOUT && session(h, err) == 0)
+		r = ipmi_cmd_dcmi_get_power_limit(h->ctx, rs);
+	/* 0x80 "no (active) set power limit": DCMI 1.5 BMCs still send the limit that is set but
+	 * not active; older ones send nothing, as when none was ever set. */
+	if (r < 0 && !(ipmi_ctx_errnum(h->ctx) == IPMI_ERR_BAD_COMPLETION_CODE &&
+	               completion_code(rs) == DCMI_NO_SET_POWER_LIMIT)) {
+		dcmi_error(h, rs, "DCMI get power limit", 0, err);
+		goto out;
+	}
+	if (fiid_obj_get(rs, "power_limit_requested", &watts) == 1) {
+		l.watts = (unsigned)watts;
+		l.active = r == 0;
+		if (fiid_obj_get(rs, "correction_time_limit", &correction) == 1 &&
+		    fiid_obj_get(rs, "management_application_statistics_sampling_period",
+		                 &sampling) == 1) {
+			*correction_ms = (uint32_t)correction;
+			*sampling_s = (uint16_t)sampling;
+		}
+	} else if (r == 0) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "DCMI power limit from %s is incomplete",
+		            h->host);
+		goto out;
+	}
+	*out = l;
+	rc = 0;
+out:
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+static int
+ipmi_power_limit_get(struct rp_bmc *b, struct rp_power_limit *out, struct rp_bmc_err *err)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	uint32_t correction = 0;
+	uint16_t sampling = 0;
+
+	return dcmi_limit(h, out, &correction, &sampling, err);
+}
+
+/* Correction time and sampling period when the BMC keeps none yet: a second to get under the
+ * limit, statistics over a second. */
+#define DCMI_CORRECTION_DEFAULT_MS 1000
+#define DCMI_SAMPLING_DEFAULT_S    1
+
+static int
+ipmi_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want, struct rp_bmc_err *err)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	fiid_obj_t set = fiid_obj_create(tmpl_cmd_dcmi_set_power_limit_rs);
+	fiid_obj_t act = fiid_obj_create(tmpl_cmd_dcmi_activate_deactivate_power_limit_rs);
+	uint32_t correction = DCMI_CORRECTION_DEFAULT_MS;
+	uint16_t sampling = DCMI_SAMPLING_DEFAULT_S;
+	struct rp_power_limit now;
+	int rc = -1;
+
+	if (set == NULL || act == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	if (want->active &&
+	    (want->watts == 0 || want->watts > IPMI_DCMI_POWER_LIMIT_REQUESTED_MAX)) {
+		rp_bmc_fail(err, RP_BMC_REJECTED, "a power limit of %u W cannot be set (1-%u W)",
+		            want->watts, IPMI_DCMI_POWER_LIMIT_REQUESTED_MAX);
+		goto out;
+	}
+	/* Also tells a BMC without DCMI power limiting (RP_BMC_UNSUPPORTED) before any change. */
+	if (dcmi_limit(h, &now, &correction, &sampling, err) < 0)
+		goto out;
+	if (!want->active && !now.active) {
+		rc = 0; /* nothing enforced: nothing to remove (some BMCs refuse to deactivate none)
+		         */
+		goto out;
+	}
+	/* Never "hard power off": a node over its limit only gets a SEL entry. Not repeated after
+	 * a timeout: nobody knows then what the BMC keeps. */
+	if (want->active &&
+	    ipmi_cmd_dcmi_set_power_limit(h->ctx, IPMI_DCMI_EXCEPTION_ACTION_LOG_EVENT_TO_SEL_ONLY,
+	                                  (uint16_t)want->watts, correction, sampling, set) < 0) {
+		dcmi_error(h, set, "DCMI set power limit", want->watts, err);
+		goto out;
+	}
+	if (ipmi_cmd_dcmi_activate_deactivate_power_limit(
+	            h->ctx,
+	            want->active ? IPMI_DCMI_POWER_LIMIT_ACTIVATION_ACTIVATE_POWER_LIMIT
+	                         : IPMI_DCMI_POWER_LIMIT_ACTIVATION_DEACTIVATE_POWER_LIMIT,
+	            act) < 0) {
+		dcmi_error(h, act,
+		           want->active ? "DCMI activate power limit"
+		                        : "DCMI deactivate power limit",
+		           want->watts, err);
+		goto out;
+	}
+	rc = 0;
+out:
+	fiid_obj_destroy(set);
+	fiid_obj_destroy(act);
+	return rc;
+}
+
 const struct rp_bmc_ops rp_bmc_ipmi_ops = {
         .name = "ipmi",
         .open = ipmi_open,
@@ -768,4 +1943,7 @@ const struct rp_bmc_ops rp_bmc_ipmi_ops = {
         .identity = ipmi_identity,
         .events = ipmi_events,
         .detected_workarounds = ipmi_detected_workarounds,
+        .sensors = ipmi_sensors,
+        .power_limit_get = ipmi_power_limit_get,
+        .power_limit_set = ipmi_power_limit_set,
 };

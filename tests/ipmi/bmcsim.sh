@@ -5,6 +5,8 @@
 #   bmcsim.sh start RUNDIR COUNT [procs|shared]   start COUNT BMCs (bmc1..bmcCOUNT) under RUNDIR
 #   bmcsim.sh stop  RUNDIR                        stop the ipmi_sim processes recorded in RUNDIR
 #   bmcsim.sh list  RUNDIR                        print RUNDIR/bmcs.tsv
+#   bmcsim.sh sensor-add RUNDIR N 'SPEC'          add a sensor to running BMC N (needs DCMI=1):
+#                                                 its SDR changes, as on a hot plug (SPEC: below)
 #
 # Modes
 #   procs  (default) one ipmi_sim process per BMC
@@ -23,13 +25,36 @@
 #   BMC_SEL=               System Event Log: empty (default) keeps ipmi_sim's, which holds no records;
 #                          N (1-10000) gives every BMC a SEL of N records (Add SEL Entry, Set SEL Time);
 #                          none drops the SEL device (Get SEL Info answers "invalid command")
+#   BMC_SENSORS=1          SDR sensors (table below) read from statedir/sensors/KEY; 0: none (the SDR
+#                          then holds only the FRU locator)
+#   BMC_SENSOR_POLL_MS=1000  how often ipmi_sim re-reads each sensor file (100-60000)
+#   DCMI=1                 build dcmi_plugin.c into RUNDIR/dcmi_plugin.so (cc, libopenipmi-dev) and load
+#                          it: DCMI power reading and power limit, sdr_reads, sensor-add
+#
+# Sensors: one SPEC a line, fields separated by blanks, "-" for a threshold the sensor lacks:
+#   KEY NUM TYPE READING ENTITY INSTANCE UNIT M B LNR LC LNC UNC UC UNR VALUE NAME...
+#   KEY      value file statedir/sensors/KEY, seeded with VALUE on a new statedir. Analog sensors
+#            hold the reading in its unit, as a decimal integer (leading zeros read as octal);
+#            ipmi_sim stores round((x - B) / M) in the raw byte (0-255). Discrete sensors hold the
+#            state bits (PSU: 1 presence, 2 failure, 4 predictive failure, 8 AC lost).
+#   NUM      sensor number 1-254; TYPE sensor type (0x01 temperature, 0x04 fan, 0x08 power supply);
+#   READING  0x01 threshold (a full SDR, type 1) or a discrete reading type (0x6f: a compact SDR, type 2)
+#   ENTITY   IPMI entity id (0x40 air inlet, 0x03 processor, 0x0b add-in card, 0x20 memory device,
+#            0x04 drive bay, 0x1d fan, 0x0a power supply, 0x07 system board); INSTANCE 1-127
+#   UNIT     base unit (1 degrees C, 6 Watts, 18 RPM); M, B linear factors: x = M * raw + B
+#   NAME     the SDR id string, 1-31 bytes (over 16 breaks the IPMI spec: a test of odd peers);
+#            \xHH stands for any byte
+# Every BMC gets the SENSOR_TABLE below, plus the lines of statedir/sensors.conf when that file exists
+# at start (sensor-add appends to it, so a restarted BMC keeps what was added).
 #
 # RUNDIR layout
 #   bmcs.tsv      one line per BMC, tab separated, no header:
 #                 name  host:port  port  statedir  serial  guid  guid_hex  pid
 #   pids          "pid name" of every ipmi_sim started (what `stop` kills)
 #   bmcN/         statedir: power, boot, ops.log, fail, delay (see chassis_ctl.sh), fru.bin,
-#                 bootflags (plug-in only); procs mode also lan.conf, bmc.emu, sim/, sim.log
+#                 bootflags (plug-in only); sensors/KEY, sensors.conf; mc (its IPMB address);
+#                 DCMI=1: power_watts, power_limit, power_limit_range, no_dcmi, sdr_reads, emu.cmds
+#                 (see dcmi_plugin.c); procs mode also lan.conf, bmc.emu, sim/, sim.log
 #   simK/         shared mode: lan.conf, bmcs.emu, chassis.map, sim/, sim.log of process K
 set -eu
 
@@ -44,7 +69,23 @@ SHARED_PER_PROC=${SHARED_PER_PROC:-100}
 CHASSIS_PLUGIN=${CHASSIS_PLUGIN:-0}
 BMCSIM_START_TIMEOUT=${BMCSIM_START_TIMEOUT:-60}
 BMC_SEL=${BMC_SEL:-}
+BMC_SENSORS=${BMC_SENSORS:-1}
+BMC_SENSOR_POLL_MS=${BMC_SENSOR_POLL_MS:-1000}
+DCMI=${DCMI:-0}
 HOST=127.0.0.1
+
+# The sensors of every simulated BMC (format above): an 8-GPU node's usual suspects. Thresholds in
+# the reading's unit. The fan reads in steps of 100 RPM, the PSU input in steps of 16 W.
+SENSOR_TABLE='inlet   1 0x01 0x01 0x40 1 1  1   0 -   5   10   35   40   45  24   Inlet Temp
+exhaust 2 0x01 0x01 0x07 1 1  1   0 -   -   -    60   70   -   35   Exhaust Temp
+cpu1    3 0x01 0x01 0x03 1 1  1   0 -   -   -    85   95   100 45   CPU1 Temp
+cpu2    4 0x01 0x01 0x03 2 1  1   0 -   -   -    85   95   100 47   CPU2 Temp
+gpu1    5 0x01 0x01 0x0b 1 1  1   0 -   -   -    83   90   95  55   GPU1 Temp
+dimm1   6 0x01 0x01 0x20 1 1  1   0 -   -   -    80   90   -   40   DIMM1 Temp
+nvme0   7 0x01 0x01 0x04 1 1  1   0 -   -   -    70   75   -   38   NVMe0 Temp
+fan1    8 0x04 0x01 0x1d 1 18 100 0 300 500 1000 -    -    -   6000 FAN1
+psu1    9 0x08 0x6f 0x0a 1 -  -   - -   -   -    -    -    -   1    PSU1 Status
+psu1_in 10 0x08 0x01 0x0a 1 6 16  0 -   -   -    1600 2000 -   480  PSU1 Input'
 
 # Identity served by every BMC (Get Device ID / FRU). Manufacturer ID 32473 is the IANA
 # enterprise number reserved for documentation (RFC 5612), so it never matches a real vendor.
@@ -269,17 +310,171 @@ fru_locator_sdr() {
     add_field "SIM-8GPU FRU"
     _str=$area
     _len=$((10 + area_len))
-    sdr="0 0 0x51 0x11 $_len 0x20 0 0x80 0 0 0x10 0 0x17 1 0$_str"
+    fru_sdr="0 0 0x51 0x11 $_len 0x20 0 0x80 0 0 0x10 0 0x17 1 0$_str"
 }
 
-emu_block() {   # $1 = IPMB address, $2 = fru file, $3 = fru size
+# ---------------------------------------------------------------------------------------------
+# Sensors: SDR records (IPMI 2.0 section 43) and ipmi_sim emulator lines, with builtins only.
+
+# add the ID string of a sensor: type/length byte (0xC0: 8-bit ASCII) and the bytes of $1, where
+# \xHH is any byte
+add_id_string() {
+    _s=$1; _bytes=; _n=0
+    while [ -n "$_s" ]; do
+        case $_s in
+        \\x[0-9a-fA-F][0-9a-fA-F]*)
+            _rest=${_s#????}
+            _h=${_s%"$_rest"}
+            _bytes="$_bytes $((0x${_h#??}))"
+            _s=$_rest ;;
+        *)
+            _rest=${_s#?}
+            _c=${_s%"$_rest"}
+            _s=$_rest
+            _pre=${ASCII%%"$_c"*}
+            [ ${#_pre} -lt ${#ASCII} ] || die "sensor name: a byte that is not printable ASCII; write it as \\xHH"
+            _bytes="$_bytes $((32 + ${#_pre}))" ;;
+        esac
+        _n=$((_n + 1))
+    done
+    in_range $_n 1 31 || die "sensor name must be 1-31 bytes"
+    add_byte $((0xC0 | _n))
+    for _b in $_bytes; do add_byte "$_b"; done
+}
+
+raw_of() {   # threshold/value $1 of a sensor with factors $2 (M) $3 (B) -> $raw (0-255)
+    raw=$((($1 - $3) / $2))
+    in_range $raw 0 255 || die "sensor value $1 does not fit a raw byte with M=$2 B=$3"
+}
+
+# sensor_spec SPEC...: parse one sensor line into s_* variables and its SDR bytes into $sdr
+sensor_spec() {
+    [ $# -ge 17 ] || die "sensor spec needs 17 fields or more: $*"
+    s_key=$1 s_num=$2 s_type=$3 s_rt=$4 s_ent=$5 s_inst=$6 s_unit=$7 s_m=$8 s_b=$9
+    shift 9
+    s_lnr=$1 s_lc=$2 s_lnc=$3 s_unc=$4 s_uc=$5 s_unr=$6 s_val=$7
+    shift 7
+    s_name=$*
+    case $s_key in ''|*[!A-Za-z0-9_.-]*) die "sensor key: use [A-Za-z0-9_.-] only: $s_key" ;; esac
+    in_range "$s_num" 1 254 || die "sensor number must be 1-254: $s_num"
+    begin_area
+    if [ $((s_rt)) -eq 1 ]; then
+        in_range "$s_m" 1 511 && in_range "$s_b" 0 511 || die "sensor $s_key: M must be 1-511, B 0-511"
+        s_mask= s_vals= _readable=0 _lower=0 _upper=0
+        # thresholds, raw: UNR UC UNC LNR LC LNC (the order of the SDR and of sensor_set_threshold)
+        for _t in unr uc unc lnr lc lnc; do
+            eval "_v=\$s_$_t"
+            if [ "$_v" = - ]; then _r=0; s_mask="${s_mask}0"; else raw_of "$_v" "$s_m" "$s_b"; _r=$raw; s_mask="${s_mask}1"; fi
+            s_vals="$s_vals $_r"
+        done
+        [ "$s_lnc" = - ] || { _readable=$((_readable | 1)); _lower=$((_lower | 0x10)); }
+        [ "$s_lc" = - ] || { _readable=$((_readable | 2)); _lower=$((_lower | 0x20)); }
+        [ "$s_lnr" = - ] || { _readable=$((_readable | 4)); _lower=$((_lower | 0x40)); }
+        [ "$s_unc" = - ] || { _readable=$((_readable | 8)); _upper=$((_upper | 0x10)); }
+        [ "$s_uc" = - ] || { _readable=$((_readable | 16)); _upper=$((_upper | 0x20)); }
+        [ "$s_unr" = - ] || { _readable=$((_readable | 32)); _upper=$((_upper | 0x40)); }
+        _cap=67                              # auto re-arm, no event messages
+        [ $_readable -eq 0 ] || _cap=71      # + thresholds readable (per the reading mask)
+        # owner 0x20 LUN 0, number, entity, instance, init (scanning on, events off), capabilities,
+        # type, reading type, lower / upper threshold reading masks, readable / settable masks
+        for _b in 32 0 "$s_num" $((s_ent)) "$s_inst" 125 $_cap $((s_type)) $((s_rt)) 0 $_lower 0 $_upper $_readable 0; do add_byte "$_b"; done
+        # units 1 (unsigned), base unit, modifier unit, linear, M, B (10 bits each), accuracy, exponents
+        for _b in 0 "$s_unit" 0 0 $((s_m & 255)) $(((s_m >> 8) << 6)) $((s_b & 255)) $(((s_b >> 8) << 6)) 0 0; do add_byte "$_b"; done
+        # analog flags, nominal, normal max / min, sensor max / min, thresholds, hysteresis, reserved, OEM
+        for _b in 0 0 0 0 255 0 $s_vals 0 0 0 0 0; do add_byte "$_b"; done
+        add_id_string "$s_name"
+        _type=1
+    else
+        # a discrete sensor: owner, LUN, number, entity, instance, init, capabilities (no thresholds,
+        # no events), type, reading type, assertion / deassertion / reading masks (offsets 0-14),
+        # units, record sharing (one sensor), hysteresis, reserved, OEM
+        for _b in 32 0 "$s_num" $((s_ent)) "$s_inst" 125 67 $((s_type)) $((s_rt)) 255 127 0 0 255 127 0 0 0 1 0 0 0 0 0 0 0; do add_byte "$_b"; done
+        add_id_string "$s_name"
+        _type=2
+    fi
+    sdr="0 0 81 $_type $area_len$area"
+}
+
+# sensor_lines MC FILE: the emulator lines of the parsed sensor; FILE is its value file as an
+# emulator string ("/abs/path", or $RP_ST"/sensors/key": ipmi_sim joins variables and quoted parts)
+sensor_lines() {
+    _opts=
+    if [ $((s_rt)) -eq 1 ]; then
+        [ "$s_m" -eq 1 ] || _opts=" div=$s_m"
+        [ "$s_b" -eq 0 ] || _opts="$_opts sub=$s_b"
+    fi
+    echo "sensor_add $1 0 $s_num $s_type $s_rt poll $BMC_SENSOR_POLL_MS file $2$_opts"
+    [ $((s_rt)) -ne 1 ] || [ "$s_mask" = 000000 ] || echo "sensor_set_threshold $1 0 $s_num readable $s_mask$s_vals"
+    echo "sensor_set_event_support $1 0 $s_num disable scanning none 000000000000000 000000000000000 000000000000000 000000000000000"
+    echo "main_sdr_add $1 $sdr"
+}
+
+# sensor_emu MC STATEDIR: the emulator lines of the parsed sensor; seeds its value file
+sensor_emu() {
+    [ -f "$2/sensors/$s_key" ] || echo "$s_val" > "$2/sensors/$s_key"
+    sensor_lines "$1" "\"$2/sensors/$s_key\""
+}
+
+# Parse SENSOR_TABLE once, into the emulator lines every BMC shares ($table_emu, with the
+# variables RP_MC and RP_ST that sensors_emu defines per BMC) and "key value" pairs to seed
+# ($table_seed): starting hundreds of BMCs costs a printf each, not a parse.
+table_emu=
+table_seed=
+parse_table() {
+    _oifs=$IFS
+    IFS='
+'
+    set -f
+    for _line in $SENSOR_TABLE; do
+        IFS=$_oifs
+        # shellcheck disable=SC2086  # fields
+        sensor_spec $_line
+        table_emu="$table_emu$(sensor_lines '$RP_MC' "\$RP_ST\"/sensors/$s_key\"")
+"
+        table_seed="$table_seed $s_key $s_val"
+        IFS='
+'
+    done
+    IFS=$_oifs
+    set +f
+}
+
+# sensors_emu MC STATEDIR: the emulator lines of every sensor of one BMC; seeds its value files
+sensors_emu() {
+    [ "$BMC_SENSORS" = 1 ] || return 0
+    set -- "$1" "$2" $table_seed
+    _mc=$1 _st=$2
+    shift 2
+    while [ $# -ge 2 ]; do
+        [ -f "$_st/sensors/$1" ] || echo "$2" > "$_st/sensors/$1"
+        shift 2
+    done
+    # persist off: ipmi_sim rewrites its SDR persistence file on every addition (half the start-up
+    # time of 200 BMCs), a file nothing reads back here (no mc_add asks for persist_sdr); on again
+    # for the SEL, which a restarted BMC keeps.
+    printf 'define RP_MC "%s"\ndefine RP_ST "%s"\npersist off\n%spersist on\n' "$_mc" "$_st" "$table_emu"
+    [ -f "$_st/sensors.conf" ] || return 0
+    while read -r _line; do
+        case $_line in ''|'#'*) continue ;; esac
+        set -f
+        # shellcheck disable=SC2086  # fields
+        sensor_spec $_line
+        set +f
+        sensor_emu "$_mc" "$_st"
+    done < "$_st/sensors.conf"
+}
+
+emu_block() {   # $1 = IPMB address, $2 = fru file, $3 = fru size, $4 = statedir
     # mc_add: ipmb, device id, no device SDRs, device revision, fw major, fw minor (BCD),
     # device support (0x9f: sensor, SDR repo, SEL, FRU inventory, event receiver, chassis;
     # 0x9b without the SEL), manufacturer id, product id. Numbers are parsed like strtoul(s, 0, 0).
     _devsup=0x9f
     [ "$BMC_SEL" != none ] || _devsup=0x9b
     printf '%s\n' "mc_add $1 0 no-device-sdrs 0x03 $FW_MAJOR $FW_MINOR $_devsup $MFG_ID $PRODUCT_ID" \
-        "main_sdr_add $1 $sdr" "mc_add_fru_data $1 0 $3 file 0 \"$2\""
+        "main_sdr_add $1 $fru_sdr" "mc_add_fru_data $1 0 $3 file 0 \"$2\""
+    # each sensor before its SDR record, so that ipmi_sim never initialises a sensor from the SDR
+    # (it would in procs mode only): every mode sets thresholds and scanning the same way
+    sensors_emu "$1" "$4"
     # sel_enable: ipmb, max records, flags (0x0a: Reserve SEL and Delete SEL Entry supported)
     case $BMC_SEL in ''|none) ;; *) echo "sel_enable $1 $BMC_SEL 0x0a" ;; esac
     echo "mc_enable $1"
@@ -291,10 +486,11 @@ prepare_bmc() {
     port=$((BASE_PORT + $1 - 1))
     pad4 "$1"
     serial=SIMSN$n4
-    mkdir -p "$st"
+    mkdir -p "$st/sensors"
     [ -f "$st/power" ] || echo "$BMC_INITIAL_POWER" > "$st/power"
     [ -f "$st/boot" ] || echo none > "$st/boot"
     [ -f "$st/ops.log" ] || : > "$st/ops.log"
+    [ "$DCMI" != 1 ] || [ -f "$st/power_watts" ] || echo 350 > "$st/power_watts"
     make_fru "$1" "$st/fru.bin"
     make_guid "$1"
 }
@@ -333,6 +529,9 @@ start() {
     in_range "$SHARED_PER_PROC" 1 110 || die "SHARED_PER_PROC must be 1..110 (IPMB addresses 0x20..0xfc)"
     in_range "$BMCSIM_START_TIMEOUT" 1 3600 || die "BMCSIM_START_TIMEOUT must be 1..3600"
     case $BMC_SEL in ''|none) ;; *) in_range "$BMC_SEL" 1 10000 || die "BMC_SEL must be empty, none or 1..10000" ;; esac
+    case $BMC_SENSORS in 0|1) ;; *) die "BMC_SENSORS must be 0 or 1" ;; esac
+    in_range "$BMC_SENSOR_POLL_MS" 100 60000 || die "BMC_SENSOR_POLL_MS must be 100..60000"
+    case $DCMI in 0|1) ;; *) die "DCMI must be 0 or 1" ;; esac
     case $mode in procs|shared) ;; *) die "MODE must be procs or shared" ;; esac
     case $BMC_INITIAL_POWER in 0|1) ;; *) die "BMC_INITIAL_POWER must be 0 or 1" ;; esac
     case $BMC_USER$BMC_PASSWORD in *[!A-Za-z0-9_.@%+=:,-]*) die "BMC_USER/BMC_PASSWORD: use [A-Za-z0-9_.@%+=:,-] only" ;; esac
@@ -375,6 +574,11 @@ start() {
         ${CC:-cc} -O2 -Wall -fPIC -shared -o "$RUN/chassis_plugin.so" "$HERE/chassis_plugin.c" ||
             die "cannot build chassis_plugin.so (needs cc and libopenipmi-dev)"
     fi
+    if [ "$DCMI" = 1 ]; then
+        ${CC:-cc} -O2 -Wall -fPIC -shared -o "$RUN/dcmi_plugin.so" "$HERE/dcmi_plugin.c" ||
+            die "cannot build dcmi_plugin.so (needs cc and libopenipmi-dev)"
+    fi
+    [ "$BMC_SENSORS" != 1 ] || parse_table
 
     fru_locator_sdr
     : > "$RUN/pids"
@@ -390,8 +594,14 @@ start() {
                 echo "name \"bmc$i\""
                 lan_block 0x20 "$port" "$guid_hex" "$st"
                 [ "$CHASSIS_PLUGIN" != 1 ] || echo "loadlib \"$RUN/chassis_plugin.so\" \"$st\""
+                [ "$DCMI" != 1 ] || echo "loadlib \"$RUN/dcmi_plugin.so\" \"$st\""
             } > "$st/lan.conf"
-            { echo "mc_setbmc 0x20"; emu_block 0x20 "$st/fru.bin" "$fru_size"; } > "$st/bmc.emu"
+            {
+                echo "mc_setbmc 0x20"
+                emu_block 0x20 "$st/fru.bin" "$fru_size" "$st"
+                [ "$DCMI" != 1 ] || echo "rp_emu_ready"
+            } > "$st/bmc.emu"
+            echo 0x20 > "$st/mc"
             procname=bmc$i
             spawn "bmc$i" "$st/lan.conf" "$st/bmc.emu" "$st/sim" "$st/sim.log"
         else
@@ -408,11 +618,16 @@ start() {
             hex2 $((0x20 + 2 * slot))
             ipmb=$hex
             lan_block "$ipmb" "$port" "$guid_hex" "$st" >> "$gd/lan.conf"
-            emu_block "$ipmb" "$st/fru.bin" "$fru_size" >> "$gd/bmcs.emu"
+            emu_block "$ipmb" "$st/fru.bin" "$fru_size" "$st" >> "$gd/bmcs.emu"
             echo "$ipmb $st" >> "$gd/chassis.map"
+            echo "$ipmb" > "$st/mc"
             if [ $slot -eq $((SHARED_PER_PROC - 1)) ] || [ $i -eq "$count" ]; then
                 [ "$CHASSIS_PLUGIN" != 1 ] ||
                     echo "loadlib \"$RUN/chassis_plugin.so\" \"$gd/chassis.map\"" >> "$gd/lan.conf"
+                if [ "$DCMI" = 1 ]; then
+                    echo "loadlib \"$RUN/dcmi_plugin.so\" \"$gd/chassis.map\"" >> "$gd/lan.conf"
+                    echo "rp_emu_ready" >> "$gd/bmcs.emu"
+                fi
                 spawn "sim$group" "$gd/lan.conf" "$gd/bmcs.emu" "$gd/sim" "$gd/sim.log"
             fi
         fi
@@ -436,7 +651,38 @@ start() {
         BEGIN { while ((getline l < f) > 0) { split(l, a, " "); pid[a[2]] = a[1] } }
         { $8 = pid[$8]; print }' "$RUN/.tsv" > "$RUN/bmcs.tsv"
     rm -f "$RUN/.tsv"
-    echo "bmcsim.sh: $count BMC(s) [$mode$([ "$CHASSIS_PLUGIN" = 1 ] && echo ', plug-in')] on $HOST:$BASE_PORT-$((BASE_PORT + count - 1)); see $RUN/bmcs.tsv"
+    _extras=
+    [ "$CHASSIS_PLUGIN" != 1 ] || _extras="$_extras, plug-in"
+    [ "$DCMI" != 1 ] || _extras="$_extras, DCMI"
+    [ "$BMC_SENSORS" = 1 ] || _extras="$_extras, no sensors"
+    echo "bmcsim.sh: $count BMC(s) [$mode$_extras] on $HOST:$BASE_PORT-$((BASE_PORT + count - 1)); see $RUN/bmcs.tsv"
+}
+
+# sensor_add RUNDIR N SPEC: hand the emulator lines of one more sensor to BMC N's dcmi_plugin
+# (it runs statedir/emu.cmds within 200 ms), wait until it did, and keep SPEC in sensors.conf.
+sensor_add() {
+    in_range "$2" 1 9999 || die "N must be 1..9999"
+    [ -d "$1" ] || die "no RUNDIR $1"
+    _run=$(CDPATH='' cd -- "$1" && pwd)
+    _st=$_run/bmc$2
+    [ -f "$_st/mc" ] || die "no BMC $2 in $1"
+    [ -f "$_run/dcmi_plugin.so" ] || die "sensor-add needs a RUNDIR started with DCMI=1"
+    read -r _mc < "$_st/mc"
+    set -f
+    # shellcheck disable=SC2086  # fields
+    sensor_spec $3
+    set +f
+    rm -f "$_st/emu.cmds.done" "$_st/emu.cmds.err"
+    sensor_emu "$_mc" "$_st" > "$_st/emu.cmds.new"
+    mv "$_st/emu.cmds.new" "$_st/emu.cmds"
+    _i=0
+    while [ ! -f "$_st/emu.cmds.done" ]; do
+        _i=$((_i + 1))
+        [ $_i -le 100 ] || die "BMC $2 did not take the sensor within 5 s (is it running, with DCMI=1?)"
+        sleep 0.05
+    done
+    [ ! -s "$_st/emu.cmds.err" ] || die "BMC $2 refused the sensor: $(cat "$_st/emu.cmds.err")"
+    printf '%s\n' "$3" >> "$_st/sensors.conf"
 }
 
 case ${1:-} in
@@ -452,6 +698,10 @@ stop)
 list)
     [ $# -eq 2 ] || usage
     cat "$2/bmcs.tsv"
+    ;;
+sensor-add)
+    [ $# -eq 4 ] || usage
+    sensor_add "$2" "$3" "$4"
     ;;
 *)
     usage

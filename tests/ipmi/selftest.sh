@@ -5,7 +5,7 @@
 #
 #   tests/ipmi/selftest.sh            exit 0 = all checks passed
 #
-# env: SELFTEST_BASE_PORT=19301  first UDP port used (uses BASE..BASE+59)
+# env: SELFTEST_BASE_PORT=19301  first UDP port used (uses BASE..BASE+79)
 #      SELFTEST_REQUIRE_ALL=1    treat a missing compiler/header (skipped parts) as a failure
 #      SELFTEST_KEEP=1           keep the work directory
 # Needs: openipmi ipmitool freeipmi-tools iproute2; optional cc libfreeipmi-dev libopenipmi-dev.
@@ -16,7 +16,7 @@ SIM=$HERE/bmcsim.sh
 BASE=${SELFTEST_BASE_PORT:-19301}
 PW=selftest-pw
 export BMC_PASSWORD=$PW
-unset CHASSIS_PLUGIN BMC_INITIAL_POWER SHARED_PER_PROC BMC_SEL 2>/dev/null || :
+unset CHASSIS_PLUGIN BMC_INITIAL_POWER SHARED_PER_PROC BMC_SEL BMC_SENSORS BMC_SENSOR_POLL_MS DCMI 2>/dev/null || :
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bmcsim-selftest.XXXXXX") || exit 1
 passed=0
@@ -348,6 +348,103 @@ if start_run "$R5" 1 procs BASE_PORT=$((BASE + 35)) BMC_SEL=none; then
     stop_run "$R5"
 fi
 expect_fail "BMC_SEL=0 is refused" "BMC_SEL must be" env BMC_SEL=0 BASE_PORT=$((BASE + 36)) "$SIM" start "$WORK/selbad" 1
+
+# ---- 5. SDR sensors and DCMI (the dcmi_plugin), checked with ipmi-sensors and ipmi-dcmi ----------
+# sensors_csv PORT STATEDIR: ipmi-sensors in CSV, with a new SDR cache each time (freeipmi takes a
+# cache for current while the SDR's timestamps stay, even when a record was added)
+sensors_csv() {
+    rm -rf "$2/fi-cache" && mkdir -p "$2/fi-cache"
+    ftool ipmi-sensors "$1" --sdr-cache-directory="$2/fi-cache" --quiet-cache \
+        --output-sensor-thresholds --output-sensor-state --comma-separated-output --no-header-output
+}
+# wait_sensor PORT STATEDIR REGEX: ipmi_sim re-reads sensor files every BMC_SENSOR_POLL_MS (200 here)
+wait_sensor() {
+    _end=$(($(now_ms) + 3000))
+    while [ "$(now_ms)" -lt $_end ]; do
+        sensors_csv "$1" "$2" 2>&1 | grep -Eq -- "$3" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+check_sensors_dcmi() {   # RUNDIR NAME
+    _port=$(field "$2" 3 "$1"); _st=$(field "$2" 4 "$1")
+    expect "$2 ipmi-sensors: 10 sensors" "^11,PSU1 Input," sensors_csv "$_port" "$_st"
+    expect "$2 Inlet Temp with 5 thresholds" "^2,Inlet Temp,Temperature,Nominal,24.00,C,N/A,5.00,10.00,35.00,40.00,45.00,'OK'\$" \
+        sensors_csv "$_port" "$_st"
+    expect "$2 FAN1 in RPM, lower thresholds" "^9,FAN1,Fan,Nominal,6000.00,RPM,300.00,500.00,1000.00,N/A,N/A,N/A,'OK'\$" \
+        sensors_csv "$_port" "$_st"
+    expect "$2 PSU1 Status: discrete, present" "^10,PSU1 Status,Power Supply,Nominal,N/A,N/A,.*'Presence detected'\$" \
+        sensors_csv "$_port" "$_st"
+    echo 88 > "$_st/sensors/cpu1"
+    if wait_sensor "$_port" "$_st" "^4,CPU1 Temp,Temperature,Nominal,88.00,C,.*'At or Above \(>=\) Upper Non-Critical Threshold'\$"; then
+        ok "$2 CPU1 Temp file 88: upper non-critical"; else bad "$2 CPU1 Temp file 88: $(sensors_csv "$_port" "$_st" 2>&1 | grep CPU1)"; fi
+    echo 45 > "$_st/sensors/cpu1"
+    echo 3 > "$_st/sensors/psu1"
+    if wait_sensor "$_port" "$_st" "^10,PSU1 Status,Power Supply,Critical,.*Power Supply Failure detected"; then
+        ok "$2 PSU1 failure bit: Critical"; else bad "$2 PSU1 failure bit: $(sensors_csv "$_port" "$_st" 2>&1 | grep PSU1)"; fi
+    echo 1 > "$_st/sensors/psu1"
+    expect "$2 ipmi-dcmi capabilities: power management" "Power Management / Monitoring Support +: Available" \
+        ftool ipmi-dcmi "$_port" --get-dcmi-capability-info
+    echo 0 > "$_st/power"
+    expect "$2 ipmi-dcmi power while off: 0 W" "^Current Power +: 0 Watts" ftool ipmi-dcmi "$_port" --get-system-power-statistics
+    echo 1 > "$_st/power"
+    echo 612 > "$_st/power_watts"
+    expect "$2 ipmi-dcmi power: power_watts" "^Current Power +: 612 Watts" ftool ipmi-dcmi "$_port" --get-system-power-statistics
+    expect_fail "$2 ipmi-dcmi: no limit set yet (0x80)" "No Set Power Limit" ftool ipmi-dcmi "$_port" --get-power-limit
+    expect "$2 ipmi-dcmi set power limit 450" "" ftool ipmi-dcmi "$_port" --set-power-limit --power-limit-requested=450 \
+        --exception-actions=0x11 --correction-time-limit=1000 --statistics-sampling-period=1
+    file_is "$2 power_limit set, not active" "$_st/power_limit" "450 0 0x11 1000 1"
+    expect "$2 ipmi-dcmi activate" "" ftool ipmi-dcmi "$_port" --activate-deactivate-power-limit=activate
+    expect "$2 ipmi-dcmi get power limit 450" "Power Limit Requested +: 450 watts" ftool ipmi-dcmi "$_port" --get-power-limit
+    expect_fail "$2 ipmi-dcmi 5000 W: out of range (0x84)" "Power Limit out of range" \
+        ftool ipmi-dcmi "$_port" --set-power-limit --power-limit-requested=5000
+    file_is "$2 power_limit unchanged" "$_st/power_limit" "450 1 0x11 1000 1"
+    echo "700 1" > "$_st/power_limit"
+    expect "$2 power_limit written by hand" "Power Limit Requested +: 700 watts" ftool ipmi-dcmi "$_port" --get-power-limit
+    rm -f "$_st/power_limit"
+    touch "$_st/no_dcmi"
+    expect_fail "$2 no_dcmi: invalid command" "invalid command|unsupported" ftool ipmi-dcmi "$_port" --get-system-power-statistics
+    rm -f "$_st/no_dcmi"
+    : > "$_st/sdr_reads"
+    sensors_csv "$_port" "$_st" > /dev/null 2>&1
+    _n=$(cat "$_st/sdr_reads")
+    if [ "${_n:-0}" -gt 0 ]; then ok "$2 sdr_reads counts Get SDR: $_n"; else bad "$2 sdr_reads: '$_n'"; fi
+    expect "$2 sensor-add (SDR changes)" "" "$SIM" sensor-add "$1" "${2#bmc}" 'hot 30 0x01 0x01 0x0b 3 1 1 0 - - - 83 90 - 61 GPU3 Temp'
+    expect "$2 the new sensor in the SDR" "^12,GPU3 Temp,Temperature,Nominal,61.00,C,N/A,N/A,N/A,83.00,90.00,N/A,'OK'\$" \
+        sensors_csv "$_port" "$_st"
+    expect "$2 sensors.conf keeps it" "GPU3 Temp" cat "$_st/sensors.conf"
+    expect_fail "$2 sensor-add of a bad spec" "sensor number must be" "$SIM" sensor-add "$1" "${2#bmc}" 'bad 300 0x01 0x01 0x07 1 1 1 0 - - - - - - 1 X'
+}
+
+R6=$WORK/dcmi
+if [ $HAVE_PLUGIN = 1 ]; then
+    if start_run "$R6" 2 procs BASE_PORT=$((BASE + 60)) DCMI=1 BMC_SENSOR_POLL_MS=200; then
+        check_sensors_dcmi "$R6" bmc2
+        expect "dcmi: bmc1 untouched by bmc2's power" "^Current Power +: 0 Watts" \
+            ftool ipmi-dcmi $((BASE + 60)) --get-system-power-statistics
+        stop_run "$R6"
+    fi
+    R7=$WORK/dcmi-shared
+    if start_run "$R7" 4 shared BASE_PORT=$((BASE + 64)) SHARED_PER_PROC=2 DCMI=1 CHASSIS_PLUGIN=1 BMC_SENSOR_POLL_MS=200; then
+        check_sensors_dcmi "$R7" bmc4
+        check_power_boot "$R7" bmc3 1
+        echo "800 1" > "$R7/bmc4/power_limit"
+        expect_fail "dcmi shared: bmc3 has its own power_limit state" "No Set Power Limit" \
+            ftool ipmi-dcmi $((BASE + 66)) --get-power-limit
+        stop_run "$R7"
+    fi
+else
+    skip "DCMI plug-in tests (need cc and libopenipmi-dev)"
+fi
+R8=$WORK/nosensors
+if start_run "$R8" 1 procs BASE_PORT=$((BASE + 70)) BMC_SENSORS=0; then
+    mkdir -p "$R8/fi-cache"
+    expect "BMC_SENSORS=0: ipmi-sensors lists nothing" "^\$" \
+        ftool ipmi-sensors $((BASE + 70)) --sdr-cache-directory="$R8/fi-cache" --quiet-cache --comma-separated-output --no-header-output
+    expect_fail "no DCMI plug-in: ipmi-dcmi fails" "invalid command|unsupported" \
+        ftool ipmi-dcmi $((BASE + 70)) --get-system-power-statistics
+    stop_run "$R8"
+fi
 
 # ---- nothing left behind --------------------------------------------------------------------------
 left=
