@@ -1,0 +1,244 @@
+/* Sensors, rack power and capping through the real rackpilotd against real BMC peers:
+ * OpenIPMI ipmi_sim BMCs with SDR sensors and the DCMI plug-in (tests/ipmi/bmcsim.sh DCMI=1).
+ * The sweep reads what the BMCs' files say; a crossing is one event; the "budget" policy's
+ * limits are set at the BMCs (their power_limit files say so), and a limit changed behind
+ * Rackpilot's back shows as drift at the next read. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char run[128];
+static int port;
+
+static int
+sim(const char *cmd)
+{
+	return sh_rc("DCMI=1 BMC_INITIAL_POWER=1 BMC_SENSOR_POLL_MS=200 BASE_PORT=%d sh "
+	             "%s/tests/ipmi/bmcsim.sh %s %s %s >/dev/null 2>&1",
+	             port, rp_test_src, cmd, run, strcmp(cmd, "start") ? "" : "2");
+}
+
+static int
+setup(void **state)
+{
+	struct reply r;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 8; i++) {
+		snprintf(run, sizeof run, "/tmp/rp-power-peers-%d-%d", (int)getpid(), i);
+		port = free_ports(2);
+		sh("rm -rf '%s' && mkdir -p '%s'", run, run);
+		if (sim("start") == 0)
+			break;
+	}
+	assert_true(i < 8);
+	server_start(&S, NULL, (const char *[]){"--power-sync-interval", "0", NULL});
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s, s:f}", "name", "ri",
+	                      "power_budget_kw", 1.0),
+	                 201);
+	reply_free(&r);
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/node-classes/sim", &r, "{s:i}", "max_power_w", 700),
+	        201);
+	reply_free(&r);
+	for (i = 1; i <= 2; i++) {
+		char name[8];
+
+		snprintf(name, sizeof name, "i%d", i);
+		make_node(&S, "{s:s, s:s, s:s, s:{s:s, s:s, s:i, s:s, s:s, s:{s:[s], s:i, s:i}}}",
+		          "name", name, "rack", "ri", "node_class", "sim", "bmc", "driver", "ipmi",
+		          "address", "127.0.0.1", "port", port + i - 1, "username", "admin",
+		          "password", "password", "options", "workarounds", "opensesspriv",
+		          "session_timeout_ms", 2000, "retransmission_timeout_ms", 500);
+	}
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	sim("stop");
+	sh("rm -rf '%s'", run);
+	return group_teardown(state);
+}
+
+static void
+put(const char *file, const char *text)
+{
+	sh("printf '%%s\\n' '%s' > '%s/%s.tmp' && mv '%s/%s.tmp' '%s/%s'", text, run, file, run,
+	   file, run, file);
+}
+
+static void
+sync_sensors(void)
+{
+	struct reply r;
+	json_t *st = NULL;
+	int i;
+
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/sensors/sync", &r, NULL), 202);
+	reply_free(&r);
+	for (i = 0; i < 400; i++) {
+		st = get_json(&S, "/v1/sensors/sync");
+		if (!json_is_true(json_object_get(st, "running")))
+			break;
+		json_decref(st);
+		st = NULL;
+		usleep(50 * 1000);
+	}
+	assert_non_null(st);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "last"), "ok")), 2);
+	json_decref(st);
+}
+
+static json_t *
+sensor(json_t *o, const char *name)
+{
+	json_t *s;
+	size_t i;
+
+	json_array_foreach(json_object_get(o, "sensors"), i, s)
+	{
+		if (!strcmp(jstr(s, "name"), name))
+			return s;
+	}
+	fail_msg("no sensor %s", name);
+	return NULL;
+}
+
+static void
+test_sweep_reads_ipmi(void **state)
+{
+	json_t *o, *p;
+
+	(void)state;
+	put("bmc1/power_watts", "420");
+	put("bmc2/power_watts", "300");
+	sync_sensors();
+	o = get_json(&S, "/v1/nodes/i1/sensors");
+	assert_int_equal((int)json_number_value(json_object_get(o, "power_w")), 420);
+	assert_string_equal(jstr(sensor(o, "CPU1 Temp"), "kind"), "cpu");
+	assert_int_equal((int)json_number_value(json_object_get(sensor(o, "CPU1 Temp"), "value")),
+	                 45);
+	assert_int_equal(
+	        (int)json_number_value(json_object_get(
+	                json_object_get(sensor(o, "CPU1 Temp"), "thresholds"), "upper_warning")),
+	        85);
+	assert_string_equal(jstr(sensor(o, "NVMe0 Temp"), "kind"), "drive");
+	assert_string_equal(jstr(sensor(o, "CPU1 Temp"), "source"), "sdr");
+	json_decref(o);
+	p = get_json(&S, "/v1/racks/ri/power");
+	assert_int_equal((int)json_number_value(json_object_get(p, "measured_w")), 720);
+	json_decref(p);
+
+	/* CPU1 of i1 runs into its warning (85): one event, however many reads see it. */
+	put("bmc1/sensors/cpu1", "88");
+	usleep(600 * 1000); /* ipmi_sim re-reads its files every 200 ms */
+	sync_sensors();
+	sync_sensors();
+	o = get_json(&S, "/v1/nodes/i1/sensors");
+	assert_string_equal(jstr(sensor(o, "CPU1 Temp"), "health"), "warning");
+	json_decref(o);
+	assert_int_equal(count_all(&S, "/v1/events?action=sensor.warning&node=i1"), 1);
+	put("bmc1/sensors/cpu1", "45");
+	usleep(600 * 1000);
+	sync_sensors();
+	assert_int_equal(count_all(&S, "/v1/events?action=sensor.cleared&node=i1"), 1);
+}
+
+static void
+test_caps_at_the_bmc(void **state)
+{
+	struct reply r;
+	json_t *caps, *c;
+	char buf[256], batch[64];
+	size_t i;
+	int k, done = 0;
+
+	(void)state;
+	assert_int_equal(
+	        call(&S, S.admin, "PATCH", "/v1/racks/ri", &r, "{s:s}", "power_cap", "budget"),
+	        200);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/ri/power-cap", &r, NULL), 202);
+	snprintf(batch, sizeof batch, "%s", jstr(json_object_get(r.json, "batch"), "id"));
+	reply_free(&r);
+	for (k = 0; k < 200 && done < 2; k++) {
+		json_t *jobs, *j;
+		char path[128];
+
+		usleep(100 * 1000);
+		snprintf(path, sizeof path, "/v1/jobs?batch=%s", batch);
+		jobs = get_json(&S, path);
+		done = 0;
+		json_array_foreach(json_object_get(jobs, "items"), i, j) done +=
+		        !strcmp(jstr(j, "state"), "succeeded");
+		json_decref(jobs);
+	}
+	assert_int_equal(done, 2);
+	/* At the BMC: 800 W shared by two 700 W nameplates, active, logging only. */
+	snprintf(buf, sizeof buf, "%s/bmc1/power_limit", run);
+	assert_non_null(strstr(slurp(buf, buf, sizeof buf), "400 1 0x11"));
+	caps = get_json(&S, "/v1/power/caps?rack=ri");
+	json_array_foreach(json_object_get(caps, "items"), i, c)
+	{
+		assert_int_equal(json_integer_value(json_object_get(c, "bmc_w")), 400);
+		assert_false(json_is_true(json_object_get(c, "drift")));
+	}
+	json_decref(caps);
+
+	/* Someone lowers i2's limit at its BMC: the next read shows the drift. */
+	put("bmc2/power_limit", "300 1 0x11 1000 1");
+	sync_sensors();
+	caps = get_json(&S, "/v1/power/caps?drift=true");
+	assert_int_equal(json_array_size(json_object_get(caps, "items")), 1);
+	c = json_array_get(json_object_get(caps, "items"), 0);
+	assert_string_equal(jstr(c, "node"), "i2");
+	assert_int_equal(json_integer_value(json_object_get(c, "bmc_w")), 300);
+	assert_int_equal(json_integer_value(json_object_get(c, "target_w")), 400);
+	json_decref(caps);
+
+	/* A limit the BMC refuses (its range is 50..4000 W here: make it 500..600). */
+	put("bmc1/power_limit_range", "500 600");
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/ri/power-cap", &r, NULL), 202);
+	snprintf(batch, sizeof batch, "%s", jstr(json_object_get(r.json, "batch"), "id"));
+	reply_free(&r);
+	{
+		char path[128];
+		json_t *jobs, *j, *failed = NULL;
+
+		snprintf(path, sizeof path, "/v1/jobs?batch=%s&node=i1", batch);
+		for (k = 0; k < 200 && failed == NULL; k++) {
+			usleep(100 * 1000);
+			jobs = get_json(&S, path);
+			j = json_array_get(json_object_get(jobs, "items"), 0);
+			if (j && !strcmp(jstr(j, "state"), "failed"))
+				failed = json_incref(j);
+			json_decref(jobs);
+		}
+		assert_non_null(failed);
+		assert_string_equal(jstr(json_object_get(failed, "error"), "code"),
+		                    "power_cap_rejected");
+		json_decref(failed);
+	}
+}
+
+int
+main(void)
+{
+	if (system("command -v ipmi_sim >/dev/null && command -v cc >/dev/null && test -f "
+	           "/usr/include/OpenIPMI/mcserv.h") != 0) {
+		fprintf(stderr, "ipmi_sim, cc and libopenipmi-dev are required (sh .ci/deps)\n");
+		return getenv("CI") && !strcmp(getenv("CI"), "true") ? 1 : 77;
+	}
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_sweep_reads_ipmi),
+	        cmocka_unit_test(test_caps_at_the_bmc),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
