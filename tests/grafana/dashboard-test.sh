@@ -1,7 +1,8 @@
 #!/bin/sh
 # docs/grafana/rackpilot.json against a real rackpilotd and Prometheus's own checker:
 #   - it parses as a dashboard, and every panel's expression names only metrics this server
-#     exports (scraped from /metrics after a power sweep, so the sweep's are there too);
+#     exports (scraped from /metrics after a power and a sensor sweep of a fake node in a
+#     rack with a budget, so the sweeps', the sensors' and the rack's are there too);
 #   - promtool check metrics accepts the scrape (the exposition format, HELP and TYPE);
 #   - promtool check rules accepts every expression (PromQL), each as a recording rule.
 # Skips (77) without promtool (package prometheus), unless CI=true.
@@ -26,16 +27,22 @@ grep -q listening "$TMP/out" || fail "rackpilotd did not start"
 U=http://$(sed -n 's/^listening on //p' "$TMP/out")
 H="Authorization: Bearer $(cat "$TMP/d/admin.token")"
 curl -sf -H "$H" -H 'Content-Type: application/json' \
-	-d '{"name":"d1","bmc":{"driver":"fake"}}' "$U/v1/nodes" >/dev/null
-curl -sf -H "$H" -X POST "$U/v1/power/sync" >/dev/null
-for _ in $(seq 300); do
-	curl -sf -H "$H" "$U/v1/power/sync" | grep -q '"last":{' && break
-	sleep 0.1
+	-d '{"name":"r1","power_budget_kw":2}' "$U/v1/racks" >/dev/null
+curl -sf -H "$H" -H 'Content-Type: application/json' \
+	-d '{"name":"d1","rack":"r1","bmc":{"driver":"fake"}}' "$U/v1/nodes" >/dev/null
+for sweep in power sensors; do
+	curl -sf -H "$H" -X POST "$U/v1/$sweep/sync" >/dev/null
+	for _ in $(seq 300); do
+		curl -sf -H "$H" "$U/v1/$sweep/sync" | grep -q '"last":{' && break
+		sleep 0.1
+	done
 done
 curl -sf -H "$H" "$U/v1/nodes?limit=5" >/dev/null
 curl -sf -H "$H" "$U/metrics" >"$TMP/metrics"
 grep -q '^rackpilot_power_sync_last_seconds ' "$TMP/metrics" ||
 	fail "no sweep metrics 30 s after asking for a sweep"
+grep -q '^rackpilot_rack_power_watts{rack="r1"} ' "$TMP/metrics" ||
+	fail "no rack power metrics 30 s after asking for a sensor sweep"
 promtool check metrics <"$TMP/metrics"
 python3 - "$DASH" "$TMP/metrics" "$TMP/rules.yml" <<'PY'
 import json, re, sys
