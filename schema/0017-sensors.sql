@@ -45,7 +45,8 @@ CREATE TABLE sensors (
 ) WITHOUT ROWID;
 
 -- Samples of each sensor, at sweep resolution: one when the value moved past a dead band
--- since the latest sample, or the heartbeat interval passed. Kept sensor_history_hours.
+-- since the latest sample, or an hour passed. Kept sensor_history_hours, and within
+-- sensor_history_max_rows.
 CREATE TABLE sensor_history (
     node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
     at      INTEGER NOT NULL,

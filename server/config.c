@@ -183,8 +183,12 @@ static const struct setting settings[] = {
          .help = "Seconds between sensor sweeps (power draw, temperatures, fans, PSUs) of every "
                  "node with a BMC (shared out as the power sweep is); 0 turns the sweep off."},
         {"sensor_history_hours", C_UINT, F(sensor_history_hours), .max = 24 * 366, .def = "24",
-         .help = "Hours of sensor samples kept per node (a sample when a value moves, or every "
-                 "15 minutes); 0 keeps them for good."},
+         .help = "Hours of sensor samples kept per node (a sample when a value moves past its dead "
+                 "band, or every hour); 0 keeps them for good."},
+        {"sensor_history_max_rows", C_UINT, F(sensor_history_max_rows), .max = 2000000000,
+         .def = "15000000",
+         .help = "Sensor samples kept at most (about 40 bytes each): past it, the oldest go "
+                 "before sensor_history_hours is up; 0: no cap."},
         {"rack_history_days", C_UINT, F(rack_history_days), .max = 3650, .def = "30",
          .help = "Days of rack power totals kept (a peak and a latest value per 5 minutes); 0 "
                  "keeps them for good."},

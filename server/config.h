@@ -37,11 +37,12 @@ struct rp_config {
 	char webhook_ca_file[512];    /* "": the system's CAs */
 	char webhook_proxy[256];      /* "": none */
 	unsigned power_sync_concurrency;
-	unsigned sensor_sync_interval; /* seconds; 0 disables */
-	unsigned sensor_history_hours; /* 0 keeps them */
-	unsigned rack_history_days;    /* 0 keeps them */
-	unsigned drive_temp_warning;   /* Celsius; 0: the BMC's thresholds only */
-	unsigned power_on_stagger;     /* power-ons in flight per rack; 0: no cap */
+	unsigned sensor_sync_interval;    /* seconds; 0 disables */
+	unsigned sensor_history_hours;    /* 0 keeps them */
+	unsigned sensor_history_max_rows; /* 0: no cap */
+	unsigned rack_history_days;       /* 0 keeps them */
+	unsigned drive_temp_warning;      /* Celsius; 0: the BMC's thresholds only */
+	unsigned power_on_stagger;        /* power-ons in flight per rack; 0: no cap */
 	unsigned power_on_stagger_ms;
 	unsigned power_on_settle; /* seconds */
 	unsigned bmc_fault_threshold;

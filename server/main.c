@@ -1071,6 +1071,7 @@ main(int argc, char **argv)
 	jo.sweep_concurrency = cfg.power_sync_concurrency;
 	jo.sensor_interval_s = cfg.sensor_sync_interval;
 	jo.sensor_history_hours = cfg.sensor_history_hours;
+	jo.sensor_history_max_rows = cfg.sensor_history_max_rows;
 	jo.rack_history_days = cfg.rack_history_days;
 	jo.drive_warning_c = cfg.drive_temp_warning;
 	jo.power_on_stagger = cfg.power_on_stagger;

@@ -24,6 +24,7 @@ rp_jobs_defaults(struct rp_jobs_opts *o)
 	o->sensor_interval_s = 60;
 	o->drive_warning_c = 70;
 	o->sensor_history_hours = 24;
+	o->sensor_history_max_rows = 15000000;
 	o->rack_history_days = 30;
 	o->power_on_stagger = 4;
 	o->power_on_stagger_ms = 1000;
@@ -805,6 +806,7 @@ pruner(void *arg)
 	struct rp_prune_keep keep = {
 	        .events_ms = (int64_t)j->o.retention_days * 86400000,
 	        .samples_ms = (int64_t)j->o.sensor_history_hours * 3600000,
+	        .samples_max = j->o.sensor_history_max_rows,
 	        .rack_steps_ms = (int64_t)j->o.rack_history_days * 86400000,
 	};
 	int was_leader = 0;

@@ -36,12 +36,13 @@ struct rp_jobs_opts {
 	unsigned sensor_interval_s;    /* sensor sync period; 0 disables the periodic sweep */
 	double drive_warning_c;        /* a drive without a BMC upper warning warns here; 0: none */
 	unsigned sensor_history_hours; /* sensor samples kept; 0 keeps them; default 24 */
-	unsigned rack_history_days;    /* rack power steps kept; 0 keeps them; default 30 */
-	unsigned power_on_stagger;     /* power-ons in flight per rack; 0: no cap; default 4 */
-	unsigned power_on_stagger_ms;  /* between power-ons in a rack; default 1000 */
-	unsigned power_on_settle_s;    /* a sensor read this long after a power-on measures the
-	                                  node (its admission ends); default 20 */
-	unsigned sweep_concurrency;    /* BMCs read at once by a sweep; default 64 */
+	unsigned sensor_history_max_rows; /* ...and at most about this many; 0: no cap */
+	unsigned rack_history_days;       /* rack power steps kept; 0 keeps them; default 30 */
+	unsigned power_on_stagger;        /* power-ons in flight per rack; 0: no cap; default 4 */
+	unsigned power_on_stagger_ms;     /* between power-ons in a rack; default 1000 */
+	unsigned power_on_settle_s;       /* a sensor read this long after a power-on measures the
+	                                     node (its admission ends); default 20 */
+	unsigned sweep_concurrency;       /* BMCs read at once by a sweep; default 64 */
 	unsigned retention_days;  /* the leader prunes older events etc.; 0 keeps; default 90 */
 	unsigned fault_threshold; /* failures in a row before a BMC fault; default 3 */
 	unsigned retry_base_ms;   /* first retry delay, doubling up to 60 s; default 1000 */

@@ -140,12 +140,50 @@ prune(struct rp_store *st, int which, int64_t before, int64_t deadline, int64_t 
 	return RP_ERR_OK;
 }
 
+/* Where sensor samples end: keep->samples_ms ago, or later when more than keep->samples_max
+ * rows are kept: then about 90 % of that many stay, the newest (the rows' span scaled down,
+ * as they come at a steady rate). 0: keep them all. */
+static enum rp_err
+samples_cutoff(struct rp_store *st, int64_t now, const struct rp_prune_keep *keep, int64_t *cutoff)
+{
+	STORE_HOLD(st);
+	struct conn *c;
+	struct stmt *s;
+	int64_t rows, oldest, at = keep->samples_ms > 0 ? now - keep->samples_ms : 0;
+	enum rp_err e;
+
+	if (keep->samples_max > 0) {
+		if ((c = store_conn(st)) == NULL)
+			return RP_ERR_UNAVAILABLE;
+		s = STMT(c, "SELECT count(*), coalesce(min(at), 0) FROM sensor_history");
+		if ((e = store_one(c, s, "sensor history size")) != RP_ERR_OK)
+			return e;
+		rows = sql_int(s, 0);
+		oldest = sql_int(s, 1);
+		sql_reset(s);
+		if (rows > keep->samples_max && oldest > 0 && oldest < now) {
+			int64_t span = now - oldest;
+			int64_t over = now - (int64_t)((double)span * 0.9 *
+			                               (double)keep->samples_max / (double)rows);
+
+			if (over > at)
+				at = over;
+			rp_log_warn("retention: %lld sensor samples, over sensor_history_max_rows "
+			            "(%lld): keeping the last %.1f hours",
+			            (long long)rows, (long long)keep->samples_max,
+			            (double)(now - at) / 3600000.0);
+		}
+	}
+	*cutoff = at;
+	return RP_ERR_OK;
+}
+
 enum rp_err
 rp_store_prune(struct rp_store *st, int64_t now, const struct rp_prune_keep *keep,
                int64_t budget_ms, struct rp_prune_counts *counts)
 {
 	struct rp_prune_counts n = {0};
-	int64_t end = rp_time_mono_ns() + budget_ms * 1000000, keep_ms = keep->events_ms;
+	int64_t end = rp_time_mono_ns() + budget_ms * 1000000, keep_ms = keep->events_ms, cutoff;
 	enum rp_err e;
 
 	if (keep_ms > 0 &&
@@ -155,8 +193,10 @@ rp_store_prune(struct rp_store *st, int64_t now, const struct rp_prune_keep *kee
 	     (e = prune(st, P_DELIVERIES, now - keep_ms, end, &n.deliveries, &n.more)) !=
 	             RP_ERR_OK))
 		return e;
-	if ((keep->samples_ms > 0 && (e = prune(st, P_SAMPLES, now - keep->samples_ms, end,
-	                                        &n.samples, &n.more)) != RP_ERR_OK) ||
+	if ((e = samples_cutoff(st, now, keep, &cutoff)) != RP_ERR_OK)
+		return e;
+	if ((cutoff > 0 &&
+	     (e = prune(st, P_SAMPLES, cutoff, end, &n.samples, &n.more)) != RP_ERR_OK) ||
 	    (keep->rack_steps_ms > 0 && (e = prune(st, P_RACK_STEPS, now - keep->rack_steps_ms, end,
 	                                           &n.rack_steps, &n.more)) != RP_ERR_OK))
 		return e;

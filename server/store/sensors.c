@@ -7,7 +7,7 @@
 #include "internal.h"
 
 #define RACK_STEP_MS (300 * 1000)     /* rack totals: one history row per rack per 5 minutes */
-#define HEARTBEAT_MS (15 * 60 * 1000) /* a steady sensor still gets a sample this often */
+#define HEARTBEAT_MS (60 * 60 * 1000) /* a steady sensor still gets a sample this often */
 #define NODE_SENSORS RP_STORE_SENSORS_MAX
 
 static const char *const state_names[] = {"ok", "warning", "critical"};
@@ -47,18 +47,20 @@ judge(json_t *s, double drive_warning_c)
 	return st;
 }
 
-/* Whether v moved far enough from the latest sample to be worth another: any change of a
- * temperature by a degree, power by 1 % or 5 W, a fan by 2 % or 100 RPM. */
+/* Whether v moved far enough from the latest sample to be worth another (the dead bands keep
+ * a fleet's history within sensor_history_max_rows: a sensor that jitters by a degree or a
+ * few watts is not worth a row a minute): a temperature by 2 degrees, power by 2 % and 10 W,
+ * a fan by 5 % and 300 RPM. */
 static int
 moved(const char *type, double v, double logged)
 {
 	double d = fabs(v - logged), rel = fabs(logged) * 0.01;
 
 	if (!strcmp(type, "temperature"))
-		return d >= 1.0;
+		return d >= 2.0;
 	if (!strcmp(type, "fan"))
-		return d >= 100.0 || d >= 2 * rel;
-	return d >= 5.0 || d >= rel;
+		return d >= 300.0 && d >= 5 * rel;
+	return d >= 10.0 && d >= 2 * rel;
 }
 
 static int

@@ -568,8 +568,8 @@ struct rp_sensor_opts {
  * one transaction:
  * - per node that answered: sensor_reads (read_at, power_w: its type power, kind system
  *   sensor), each sensor's row (written only when something in it changed), a history sample
- *   when its value moved past a dead band (a degree; 1 % or 5 W; 2 % or 100 RPM) or 15
- *   minutes passed, and the sensors it no longer reports removed;
+ *   when its value moved past a dead band (2 degrees; 2 % and 10 W; 5 % and 300 RPM) or an
+ *   hour passed, and the sensors it no longer reports removed;
  * - per node that did not: its try and error (its latest values stay);
  * - a sensor's state is the worse of its BMC's health and its value against its thresholds;
  *   each change of state is an event (sensor.warning, sensor.critical, sensor.cleared);
@@ -712,18 +712,19 @@ struct rp_prune_counts {
 struct rp_prune_keep {
 	int64_t events_ms;     /* events, job logs, dead tokens, ended webhook deliveries */
 	int64_t samples_ms;    /* sensor history */
+	int64_t samples_max;   /* ...and at most about this many rows of it; 0: no cap */
 	int64_t rack_steps_ms; /* rack power history */
 };
 
 /* Remove what has outlived its use at time now: events older than keep->events_ms; the logs
  * of jobs that ended longer than that ago (the jobs stay, their log_dropped counting the
  * bytes); API tokens expired or revoked longer than that ago; webhook deliveries that ended
- * longer than that ago; sensor samples older than keep->samples_ms and rack power steps older
- * than keep->rack_steps_ms; bootstrap tokens a day past their expiry; rows of servers not
- * heard from for a day. In transactions of at most a few thousand rows (samples: of 64 nodes
- * or racks), so a large backlog never holds the write lock for long, and for about budget_ms
- * at most (counts->more then says there is more). counts (may be NULL) is written only on
- * success. */
+ * longer than that ago; sensor samples older than keep->samples_ms (and the oldest of them
+ * while there are more than keep->samples_max: about 90 % of that many stay) and rack power
+ * steps older than keep->rack_steps_ms; bootstrap tokens a day past their expiry; rows of servers
+ * not heard from for a day. In transactions of at most a few thousand rows (samples: of 64 nodes or
+ * racks), so a large backlog never holds the write lock for long, and for about budget_ms at most
+ * (counts->more then says there is more). counts (may be NULL) is written only on success. */
 enum rp_err rp_store_prune(struct rp_store *st, int64_t now, const struct rp_prune_keep *keep,
                            int64_t budget_ms, struct rp_prune_counts *counts);
 

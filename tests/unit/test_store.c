@@ -1549,6 +1549,71 @@ test_prune(void **state)
 	assert_int_equal(n.events + n.job_logs + n.tokens + n.servers, 0);
 }
 
+/* Sensor samples and rack power steps: by age, and, past sensor_history_max_rows, the oldest
+ * until about 90 % of that many stay; 64 nodes or racks a transaction, all of them seen. */
+static void
+test_prune_samples(void **state)
+{
+	struct fx *f = *state;
+	struct rp_prune_counts n = {0};
+	int64_t now = rp_time_now_ms(), hour = 3600 * 1000;
+	json_t *in, *o = NULL, *detail = NULL;
+	char sql[768], out[64];
+	int i, k;
+
+	in = J("{\"name\":\"pr\"}");
+	assert_int_equal(rp_store_rack_create(f->st, in, "t", &o, &detail), RP_ERR_OK);
+	json_decref(in);
+	json_decref(o);
+	/* 70 nodes (two transactions' worth), a sample an hour for 100 hours each. */
+	for (i = 0; i < 70; i++) {
+		snprintf(sql, sizeof sql, "{\"name\":\"ps%d\",\"rack\":\"pr\"}", i);
+		in = J(sql);
+		assert_int_equal(rp_store_node_create(f->st, in, "t", &o, &detail), RP_ERR_OK);
+		json_decref(in);
+		json_decref(o);
+	}
+	snprintf(sql, sizeof sql,
+	         /* BIGINT: PostgreSQL's k * 86400000 would overflow its int4 */
+	         "WITH RECURSIVE h(k) AS (SELECT CAST(0 AS BIGINT) UNION ALL SELECT k + 1 FROM h "
+	         "WHERE k < 99) INSERT INTO sensor_history(node_id, at, name, value) SELECT n.id, "
+	         "%lld - k * %lld, 'Inlet Temp', k FROM nodes n, h WHERE n.name LIKE 'ps%%'; "
+	         "WITH RECURSIVE h(k) AS (SELECT CAST(0 AS BIGINT) UNION ALL SELECT k + 1 FROM h "
+	         "WHERE k < 99) INSERT INTO rack_power_history(rack_id, at, peak_w, last_w) SELECT "
+	         "r.id, %lld - k * %lld, 1, 1 FROM racks r, h WHERE r.name = 'pr'",
+	         (long long)now, (long long)hour, (long long)now, (long long)(24 * hour));
+	assert_int_equal(dbfx_sql(f->path, sql, NULL, 0), 0);
+	/* 24 hours of samples and 30 days of rack steps: k 0..24 and 0..30 stay. */
+	assert_int_equal(rp_store_prune(f->st, now,
+	                                &(struct rp_prune_keep){.samples_ms = 24 * hour,
+	                                                        .rack_steps_ms = 30 * 24 * hour},
+	                                10000, &n),
+	                 RP_ERR_OK);
+	assert_int_equal(n.samples, 70 * 75);
+	assert_int_equal(n.rack_steps, 100 - 31);
+	assert_int_equal(dbfx_sql(f->path, "SELECT count(*) FROM sensor_history", out, sizeof out),
+	                 0);
+	assert_string_equal(out, "1750");
+	/* A cap of 700 rows: 0.9 x 700 / 1750 of the 24 hours stay (8.64 h: k 0..8). */
+	assert_int_equal(
+	        rp_store_prune(f->st, now,
+	                       &(struct rp_prune_keep){.samples_ms = 24 * hour, .samples_max = 700},
+	                       10000, &n),
+	        RP_ERR_OK);
+	assert_int_equal(n.samples, 70 * 16);
+	assert_int_equal(
+	        dbfx_sql(f->path, "SELECT max(value) FROM sensor_history", out, sizeof out), 0);
+	k = atoi(out);
+	assert_int_equal(k, 8);
+	/* Under the cap now: nothing more goes. */
+	assert_int_equal(
+	        rp_store_prune(f->st, now,
+	                       &(struct rp_prune_keep){.samples_ms = 24 * hour, .samples_max = 700},
+	                       10000, &n),
+	        RP_ERR_OK);
+	assert_int_equal(n.samples, 0);
+}
+
 /* Job leases: a claim is its owner's until the lease runs out; only the owner renews and
  * records it; a run-out lease, the owner's own earlier run and the pre-lease owner format are
  * recovered, a live lease of another server is not. */
@@ -1856,7 +1921,7 @@ test_node_lists_migration(void **state)
 {
 	struct fx *f = *state;
 	json_t *in, *out = NULL, *detail = NULL;
-	char cmd[1024], why[256], line[64] = "";
+	char cmd[2048], why[256], line[64] = "";
 	FILE *p;
 
 	in = J("{\"name\":\"m1\",\"tags\":[\"y\",\"x\"],"
@@ -1867,7 +1932,9 @@ test_node_lists_migration(void **state)
 	rp_store_free(f->st);
 	f->st = NULL;
 	snprintf(cmd, sizeof cmd,
-	         "sqlite3 %s \"DROP TABLE rack_power_history; DROP TABLE rack_power; DROP TABLE "
+	         "sqlite3 %s \"DROP TABLE power_caps; DROP TABLE power_admissions; ALTER TABLE "
+	         "racks DROP COLUMN power_cap; DROP TABLE rack_power_history; DROP TABLE "
+	         "rack_power; DROP TABLE "
 	         "sensor_history; DROP TABLE sensors; DROP TABLE sensor_reads; ALTER TABLE racks "
 	         "DROP COLUMN power_limit_pct; ALTER TABLE node_classes DROP COLUMN max_power_w; "
 	         "ALTER TABLE node_classes DROP COLUMN idle_power_w; "
@@ -1958,6 +2025,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_job_leases, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_servers, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_prune, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_prune_samples, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_import_all_or_nothing, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_drift, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
