@@ -1,8 +1,11 @@
-/* Sensors, rack power and capping through the real rackpilotd against real BMC peers:
- * OpenIPMI ipmi_sim BMCs with SDR sensors and the DCMI plug-in (tests/ipmi/bmcsim.sh DCMI=1).
- * The sweep reads what the BMCs' files say; a crossing is one event; the "budget" policy's
- * limits are set at the BMCs (their power_limit files say so), and a limit changed behind
- * Rackpilot's back shows as drift at the next read. */
+/* Sensors, rack power, capping and power-on admission through the real rackpilotd against
+ * real BMC peers: OpenIPMI ipmi_sim BMCs with SDR sensors and the DCMI plug-in
+ * (tests/ipmi/bmcsim.sh DCMI=1). The sweep reads what the BMCs' files say; a crossing is one
+ * event; the "budget" policy's limits are set at the BMCs (their power_limit files say so),
+ * and a limit changed behind Rackpilot's back shows as drift at the next read. Admission
+ * survives kill -9: the nodes that waited still wait, and each BMC's ops.log (the peer's own
+ * count) shows one power-on per node, never two. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,15 +13,26 @@
 
 #include "harness.h"
 
-static char run[128];
-static int port;
+#define NA 8 /* the admission rack's BMCs */
+
+static char run[128], run2[128], conf[160];
+static int port, port2;
+static const char *args[] = {"--power-sync-interval", "0", "-c", conf, NULL};
+
+/* bmcsim.sh cmd on run (2 BMCs, on) or run2 (NA BMCs, off). */
+static int
+simx(const char *cmd, const char *dir, int base, int count, int on)
+{
+	return sh_rc("DCMI=1 CHASSIS_PLUGIN=1 BMC_INITIAL_POWER=%d BMC_SENSOR_POLL_MS=200 "
+	             "BASE_PORT=%d sh %s/tests/ipmi/bmcsim.sh %s %s %.0d %s >/dev/null 2>&1",
+	             on, base, rp_test_src, cmd, dir, strcmp(cmd, "start") ? 0 : count,
+	             strcmp(cmd, "start") ? "" : "shared");
+}
 
 static int
 sim(const char *cmd)
 {
-	return sh_rc("DCMI=1 BMC_INITIAL_POWER=1 BMC_SENSOR_POLL_MS=200 BASE_PORT=%d sh "
-	             "%s/tests/ipmi/bmcsim.sh %s %s %s >/dev/null 2>&1",
-	             port, rp_test_src, cmd, run, strcmp(cmd, "start") ? "" : "2");
+	return simx(cmd, run, port, 2, 1);
 }
 
 static int
@@ -36,7 +50,19 @@ setup(void **state)
 			break;
 	}
 	assert_true(i < 8);
-	server_start(&S, NULL, (const char *[]){"--power-sync-interval", "0", NULL});
+	for (i = 0; i < 8; i++) {
+		snprintf(run2, sizeof run2, "/tmp/rp-power-peers-%d-a%d", (int)getpid(), i);
+		port2 = free_ports(NA);
+		sh("rm -rf '%s' && mkdir -p '%s'", run2, run2);
+		if (simx("start", run2, port2, NA, 0) == 0)
+			break;
+	}
+	assert_true(i < 8);
+	snprintf(conf, sizeof conf, "%s/rackpilotd.conf", run);
+	sh("printf '[server]\\npower_on_stagger = 0\\npower_on_stagger_ms = 0\\npower_on_settle "
+	   "= 0\\n' > '%s'",
+	   conf);
+	server_start(&S, NULL, args);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s, s:f}", "name", "ri",
 	                      "power_budget_kw", 1.0),
 	                 201);
@@ -62,19 +88,35 @@ static int
 teardown(void **state)
 {
 	sim("stop");
-	sh("rm -rf '%s'", run);
+	simx("stop", run2, port2, NA, 0);
+	sh("rm -rf '%s' '%s'", run, run2);
 	return group_teardown(state);
+}
+
+static void
+putx(const char *dir, const char *file, const char *text)
+{
+	sh("printf '%%s\\n' '%s' > '%s/%s.tmp' && mv '%s/%s.tmp' '%s/%s'", text, dir, file, dir,
+	   file, dir, file);
 }
 
 static void
 put(const char *file, const char *text)
 {
-	sh("printf '%%s\\n' '%s' > '%s/%s.tmp' && mv '%s/%s.tmp' '%s/%s'", text, run, file, run,
-	   file, run, file);
+	putx(run, file, text);
 }
+
+static void sync_sensors_n(int nodes);
 
 static void
 sync_sensors(void)
+{
+	sync_sensors_n(2);
+}
+
+/* A sensor sweep; nodes: how many answer (the others' BMCs are on a rack not read). */
+static void
+sync_sensors_n(int nodes)
 {
 	struct reply r;
 	json_t *st = NULL;
@@ -91,7 +133,8 @@ sync_sensors(void)
 		usleep(50 * 1000);
 	}
 	assert_non_null(st);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "last"), "ok")), 2);
+	assert_true(json_integer_value(json_object_get(json_object_get(st, "last"), "ok")) >=
+	            nodes);
 	json_decref(st);
 }
 
@@ -227,6 +270,120 @@ test_caps_at_the_bmc(void **state)
 	}
 }
 
+/* The jobs of a batch: how many succeeded, and how many wait (queued, error "waiting"). */
+static void
+batch_count(const char *batch, int *ok, int *waiting)
+{
+	char path[160];
+	json_t *jobs, *j;
+	size_t i;
+
+	*ok = *waiting = 0;
+	snprintf(path, sizeof path, "/v1/jobs?batch=%s&limit=100", batch);
+	jobs = get_json(&S, path);
+	json_array_foreach(json_object_get(jobs, "items"), i, j)
+	{
+		json_t *err = json_object_get(j, "error");
+
+		*ok += !strcmp(jstr(j, "state"), "succeeded");
+		*waiting += !strcmp(jstr(j, "state"), "queued") && err &&
+		            !strcmp(jstr(err, "code") ?: "", "waiting");
+	}
+	json_decref(jobs);
+}
+
+static void
+wait_batch(const char *batch, int want_ok, int want_wait)
+{
+	int ok = -1, wt = -1, k;
+
+	for (k = 0; k < 300; k++) {
+		batch_count(batch, &ok, &wt);
+		if (ok == want_ok && wt == want_wait)
+			return;
+		usleep(100 * 1000);
+	}
+	fail_msg("batch: %d succeeded, %d waiting; wanted %d and %d", ok, wt, want_ok, want_wait);
+}
+
+/* Power-ons counted at BMC n of run2: the lines "set power 1" of its ops.log. */
+static int
+power_ons(int n)
+{
+	char path[256], buf[8192];
+	const char *p;
+	int count = 0;
+
+	snprintf(path, sizeof path, "%s/bmc%d/ops.log", run2, n);
+	for (p = slurp(path, buf, sizeof buf); (p = strstr(p, "set power 1")) != NULL; p++)
+		count++;
+	return count;
+}
+
+/* NA nodes at 1000 W peak in a rack that fits 5 (5 kW at 100 %): a bulk power-on leaves 3
+ * waiting; kill -9; after the restart the same 3 still wait and nobody was powered on twice;
+ * the draw falls and they come on, once each. */
+static void
+test_admission_survives_kill9(void **state)
+{
+	struct reply r;
+	char batch[64], path[256];
+	int i, on = 0, ok, wt;
+
+	(void)state;
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s, s:f, s:i}", "name", "ra",
+	                      "power_budget_kw", 5.0, "power_limit_pct", 100),
+	                 201);
+	reply_free(&r);
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/node-classes/kw", &r, "{s:i}", "max_power_w", 1000),
+	        201);
+	reply_free(&r);
+	for (i = 1; i <= NA; i++) {
+		char name[8];
+
+		snprintf(name, sizeof name, "a%d", i);
+		snprintf(path, sizeof path, "bmc%d/power_watts", i);
+		putx(run2, path, "1000");
+		make_node(&S, "{s:s, s:s, s:s, s:{s:s, s:s, s:i, s:s, s:s, s:{s:[s], s:i, s:i}}}",
+		          "name", name, "rack", "ra", "node_class", "kw", "bmc", "driver", "ipmi",
+		          "address", "127.0.0.1", "port", port2 + i - 1, "username", "admin",
+		          "password", "password", "options", "workarounds", "opensesspriv",
+		          "session_timeout_ms", 2000, "retransmission_timeout_ms", 500);
+	}
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/actions/power", &r, "{s:{s:s}, s:s}",
+	                      "selector", "rack", "ra", "target", "on"),
+	                 202);
+	snprintf(batch, sizeof batch, "%s", jstr(r.json, "id"));
+	reply_free(&r);
+	wait_batch(batch, 5, 3);
+
+	snprintf(path, sizeof path, "%s", S.dir); /* server_start copies it into S */
+	server_stop(&S, SIGKILL);
+	server_start(&S, path, args);
+	sleep(3); /* the waiting jobs look again, and wait again */
+	batch_count(batch, &ok, &wt);
+	assert_int_equal(ok, 5);
+	assert_int_equal(wt, 3);
+	for (i = 1; i <= NA; i++) {
+		int n = power_ons(i);
+
+		assert_true(n <= 1);
+		on += n;
+	}
+	assert_int_equal(on, 5);
+
+	/* They settle at 400 W: 2 kW measured, room for the 3 at their peaks. */
+	for (i = 1; i <= NA; i++) {
+		snprintf(path, sizeof path, "bmc%d/power_watts", i);
+		putx(run2, path, "400");
+	}
+	sync_sensors_n(NA);
+	wait_batch(batch, NA, 0);
+	for (i = 1; i <= NA; i++)
+		assert_int_equal(power_ons(i), 1);
+}
+
 int
 main(void)
 {
@@ -238,6 +395,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_sweep_reads_ipmi),
 	        cmocka_unit_test(test_caps_at_the_bmc),
+	        cmocka_unit_test(test_admission_survives_kill9),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
