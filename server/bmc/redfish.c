@@ -16,6 +16,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,17 @@ struct learned {
 	char systems[256];
 	char managers[256];
 	char update[256];
-	char system[256]; /* the ComputerSystem this node is */
+	char system[256];  /* the ComputerSystem this node is */
+	char chassis[256]; /* the Chassis collection */
+	/* $expand as ProtocolFeaturesSupported.ExpandQuery offers it: '.' (NoLinks) or '*'
+	 * (ExpandAll), 0 for none; expand_levels: the most $levels it takes, 0 when it takes no
+	 * $levels. */
+	char expand;
+	unsigned expand_levels;
+	/* What sensor reads found out (SENSORS_*), and when (rp_time_mono_ns): forgotten after
+	 * SENSOR_PROBE_NS, so a firmware update that changes them is noticed. */
+	unsigned sensor_flags;
+	int64_t sensor_probed;
 };
 
 struct cached {
@@ -731,6 +742,24 @@ discover_root(struct rf *h, struct rp_bmc_err *err)
 	copy(h->l.systems, sizeof h->l.systems, link(json_object_get(r.json, "Systems")));
 	copy(h->l.managers, sizeof h->l.managers, link(json_object_get(r.json, "Managers")));
 	copy(h->l.update, sizeof h->l.update, link(json_object_get(r.json, "UpdateService")));
+	copy(h->l.chassis, sizeof h->l.chassis, link(json_object_get(r.json, "Chassis")));
+	{
+		json_t *q = json_object_get(json_object_get(r.json, "ProtocolFeaturesSupported"),
+		                            "ExpandQuery");
+		json_t *max = json_object_get(q, "MaxLevels");
+
+		/* "." leaves Links alone (smaller answers, no links off the resource expanded). */
+		h->l.expand = json_is_true(json_object_get(q, "NoLinks"))     ? '.'
+		              : json_is_true(json_object_get(q, "ExpandAll")) ? '*'
+		                                                              : 0;
+		h->l.expand_levels = 0;
+		if (h->l.expand && json_is_true(json_object_get(q, "Levels")))
+			h->l.expand_levels = json_is_integer(max) && json_integer_value(max) > 1
+			                             ? (json_integer_value(max) > 6
+			                                        ? 6
+			                                        : (unsigned)json_integer_value(max))
+			                             : 1;
+	}
 	reply_free(&r);
 	if (h->l.systems[0] == '\0')
 		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: service root lists no Systems",
@@ -982,7 +1011,7 @@ rf_close(struct rp_bmc *b)
 			/* The BMC named a link elsewhere: find everything again next time. */
 			if (h->refused) {
 				c->l.sessions[0] = c->l.systems[0] = c->l.managers[0] = '\0';
-				c->l.update[0] = c->l.system[0] = '\0';
+				c->l.update[0] = c->l.system[0] = c->l.chassis[0] = '\0';
 			}
 		}
 		pthread_mutex_unlock(&cache_mu);
@@ -1132,9 +1161,11 @@ rf_boot_get(struct rp_bmc *b, struct rp_boot *out, struct rp_bmc_err *err)
 	return 0;
 }
 
-/* PATCH with the ETag just read; on 412 read again and retry once. */
+/* PATCH with the ETag the caller just read (etag0; NULL: read it now); on 412 read again and
+ * retry once. */
 static int
-patch(struct rf *h, const char *path, json_t *body, const char *what, struct rp_bmc_err *err)
+patch_from(struct rf *h, const char *path, json_t *body, const char *etag0, const char *what,
+           struct rp_bmc_err *err)
 {
 	char etag[160] = "";
 	json_t *cur = NULL;
@@ -1142,8 +1173,11 @@ patch(struct rf *h, const char *path, json_t *body, const char *what, struct rp_
 	int tries, rc = -1;
 
 	for (tries = 0; tries < 2; tries++) {
-		if (get(h, path, &cur, etag, sizeof etag, err) < 0)
+		if (tries == 0 && etag0) {
+			copy(etag, sizeof etag, etag0);
+		} else if (get(h, path, &cur, etag, sizeof etag, err) < 0) {
 			return -1;
+		}
 		json_decref(cur);
 		cur = NULL;
 		if (call(h, "PATCH", path, body, etag, &r, err) < 0)
@@ -1160,6 +1194,12 @@ patch(struct rf *h, const char *path, json_t *body, const char *what, struct rp_
 		break;
 	}
 	return rc;
+}
+
+static int
+patch(struct rf *h, const char *path, json_t *body, const char *what, struct rp_bmc_err *err)
+{
+	return patch_from(h, path, body, NULL, what, err);
 }
 
 static int
@@ -1996,6 +2036,1122 @@ out:
 	return rc;
 }
 
+/* ---- Sensors and power limits ---------------------------------------------------------- */
+
+/* What one sensor read looks at at most (see rp_bmc_sensors). */
+#define SENSOR_CHASSIS_MAX 16   /* chassis of the system */
+#define SENSOR_SCAN_MAX    4096 /* members of one collection, entries of one array */
+#define SENSOR_FETCH_MAX   128  /* parts fetched one by one: sensors, fans, PSUs, drives */
+#define SENSOR_DRIVES_MAX  16   /* drives asked for their temperature */
+#define SENSOR_NAME_MAX    63
+#define SENSOR_PROBE_NS    (15LL * 60 * 1000000000) /* how long learned.sensor_flags hold */
+
+/* learned.sensor_flags */
+#define SENSORS_NO_EXPAND 1u /* $expand is offered, but a Sensors collection came back as links */
+#define SENSORS_NO_DRIVES 2u /* none of the drives the chassis name has EnvironmentMetrics */
+
+/* One rp_bmc_sensors call. */
+struct sread {
+	struct rf *h;
+	json_t *list;   /* the entries in the order read, all but the system's draw */
+	json_t *system; /* the system's draw, once read */
+	json_t *seen;   /* {DataSourceUri: true}: a sensor that two resources show is read once */
+	json_t *drives; /* the drive links of the chassis */
+	unsigned fetched;
+	int main;          /* the chassis being read may give the system's draw */
+	int drive_temps;   /* a drive temperature was read */
+	char refused[240]; /* why the first link not followed was refused */
+};
+
+/* One reading as a resource gives it (pointers borrowed from that resource). */
+struct sensor {
+	const char *name, *type, *kind, *unit, *source;
+	json_t *value;
+	json_t *limit[4]; /* upper_warning, upper_critical, lower_warning, lower_critical */
+	json_t *status;   /* Status: Health, State */
+	const char *uri;  /* DataSourceUri (or the Sensor's own URI), NULL when not given */
+};
+
+static const char *
+str(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+static int
+eq(const char *a, const char *b)
+{
+	return a && !strcmp(a, b);
+}
+
+/* The last path segment of a link ("CPU1Temp" of ".../Sensors/CPU1Temp"), NULL for none. */
+static const char *
+segment(const char *uri)
+{
+	const char *s = uri ? strrchr(uri, '/') : NULL;
+
+	return s && s[1] ? s + 1 : NULL;
+}
+
+/* A value the contract allows in unit (a new number), or NULL: none given, not finite, or one
+ * no sensor can read (outside -273..1000 Cel, 0..100 %, 0..10^7 W or RPM). */
+static json_t *
+sensor_number(json_t *v, const char *unit)
+{
+	double d;
+
+	if (!json_is_number(v))
+		return NULL;
+	d = json_number_value(v);
+	if (!isfinite(d) || (!strcmp(unit, "Cel") ? d < -273 || d > 1000
+	                     : !strcmp(unit, "%") ? d < 0 || d > 100
+	                                          : d < 0 || d > 1e7))
+		return NULL;
+	return json_is_integer(v) ? json_integer(json_integer_value(v)) : json_real(d);
+}
+
+/* Where a sensor is: its PhysicalContext, else words of its name, else "other". */
+static const char *
+kind_of(const char *context, const char *name)
+{
+	static const char *const contexts[][2] = {
+	        {"Intake", "inlet"},
+	        {"Room", "inlet"},
+	        {"Exhaust", "exhaust"},
+	        {"CPU", "cpu"},
+	        {"CPUSubsystem", "cpu"},
+	        {"GPU", "gpu"},
+	        {"GPUSubsystem", "gpu"},
+	        {"Accelerator", "gpu"},
+	        {"Memory", "memory"},
+	        {"MemorySubsystem", "memory"},
+	        {"StorageDevice", "drive"},
+	        {"SystemBoard", "board"},
+	        {"Backplane", "board"},
+	        {"Chassis", "board"},
+	        {"PowerSupply", "psu"},
+	        {"PowerSubsystem", "psu"},
+	        {"Fan", "fan"},
+	        {"CoolingSubsystem", "fan"},
+	};
+	/* In this order: "GPU Inlet" is an inlet, "CPU VRM" a CPU's. */
+	static const char *const words[][2] = {
+	        {"inlet", "inlet"},     {"intake", "inlet"},   {"ambient", "inlet"},
+	        {"exhaust", "exhaust"}, {"outlet", "exhaust"}, {"gpu", "gpu"},
+	        {"cpu", "cpu"},         {"proc", "cpu"},       {"dimm", "memory"},
+	        {"mem", "memory"},      {"nvme", "drive"},     {"drive", "drive"},
+	        {"disk", "drive"},      {"ssd", "drive"},      {"psu", "psu"},
+	        {"supply", "psu"},      {"fan", "fan"},        {"board", "board"},
+	};
+	size_t i;
+
+	for (i = 0; context && i < sizeof contexts / sizeof contexts[0]; i++)
+		if (!strcmp(context, contexts[i][0]))
+			return contexts[i][1];
+	for (i = 0; name && i < sizeof words / sizeof words[0]; i++)
+		if (strcasestr(name, words[i][0]))
+			return words[i][1];
+	return "other";
+}
+
+static const char *
+health_of(json_t *status)
+{
+	const char *h = str(status, "Health");
+
+	return eq(h, "OK")         ? "ok"
+	       : eq(h, "Warning")  ? "warning"
+	       : eq(h, "Critical") ? "critical"
+	                           : NULL;
+}
+
+/* Add one reading to the read, as the contract shows it; nothing for a part the BMC says is
+ * absent, or for a sensor already read through another resource. 0, or -1 with err. */
+static int
+sensor_put(struct sread *sr, const struct sensor *s, struct rp_bmc_err *err)
+{
+	static const char *const keys[] = {"upper_warning", "upper_critical", "lower_warning",
+	                                   "lower_critical"};
+	const char *kind = s->kind, *health = health_of(s->status);
+	char name[SENSOR_NAME_MAX + 1];
+	json_t *e, *v;
+	size_t i;
+	int bad = 0;
+
+	if (eq(str(s->status, "State"), "Absent"))
+		return 0;
+	if (s->uri && s->uri[0]) {
+		if (json_object_get(sr->seen, s->uri))
+			return 0;
+		json_object_set_new(sr->seen, s->uri, json_true());
+	}
+	/* One draw is the node's; another chassis' own (a GPU baseboard's) is that board's. */
+	if (!strcmp(kind, "system") && (!sr->main || sr->system))
+		kind = "board";
+	if (strcmp(kind, "system") != 0 && json_array_size(sr->list) >= RP_BMC_SENSORS_MAX)
+		return 0;
+	for (i = 0; s->name && s->name[i] && i < SENSOR_NAME_MAX; i++)
+		name[i] = (unsigned char)s->name[i] < 0x20 || (unsigned char)s->name[i] >= 0x7f
+		                  ? '?'
+		                  : s->name[i];
+	name[i] = '\0';
+	if ((e = json_object()) == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	bad |= json_object_set_new(e, "name", json_string(name[0] ? name : "Sensor"));
+	bad |= json_object_set_new(e, "type", json_string(s->type));
+	bad |= json_object_set_new(e, "kind", json_string(kind));
+	v = sensor_number(s->value, s->unit);
+	bad |= json_object_set_new(e, "value", v ? v : json_null());
+	bad |= json_object_set_new(e, "unit", json_string(s->unit));
+	for (i = 0; i < 4; i++)
+		if ((v = sensor_number(s->limit[i], s->unit)) != NULL)
+			bad |= json_object_set_new(e, keys[i], v);
+	bad |= json_object_set_new(e, "health", health ? json_string(health) : json_null());
+	bad |= json_object_set_new(e, "source", json_string(s->source));
+	if (!strcmp(kind, "system"))
+		sr->system = e;
+	else
+		bad |= json_array_append_new(sr->list, e);
+	if (bad)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	sr->drive_temps |= !strcmp(s->type, "temperature") && !strcmp(kind, "drive");
+	return 0;
+}
+
+/* path with an $expand of levels levels of what it links, as deep as the BMC takes it, or
+ * path alone where the BMC offers none. */
+static void
+expand_path(struct rf *h, const char *path, unsigned levels, char *out, size_t len)
+{
+	char sep = strchr(path, '?') ? '&' : '?';
+
+	if (levels == 0 || h->l.expand == 0 || (h->l.sensor_flags & SENSORS_NO_EXPAND))
+		snprintf(out, len, "%s", path);
+	else if (h->l.expand_levels == 0)
+		snprintf(out, len, "%s%c$expand=%c", path, sep, h->l.expand);
+	else
+		snprintf(out, len, "%s%c$expand=%c($levels=%u)", path, sep, h->l.expand,
+		         levels < h->l.expand_levels ? levels : h->l.expand_levels);
+}
+
+static void
+sensor_learn(struct rf *h, unsigned flag)
+{
+	h->l.sensor_flags |= flag;
+	h->l.sensor_probed = rp_time_mono_ns();
+}
+
+/* The resource a link object names: the object itself where the BMC expanded it in place, else
+ * fetched with levels levels expanded (one_by_one: one of the read's SENSOR_FETCH_MAX). 0 with
+ * *out NULL when there is nothing to read there: no link; a link off the BMC's origin, never
+ * followed (why in sr->refused); a resource the BMC does not have after all (404, 405, 501);
+ * the cap reached. -1 with err for other failures (after the request's own retries). */
+static int
+follow(struct sread *sr, json_t *ref, unsigned levels, int one_by_one, json_t **out,
+       struct rp_bmc_err *err)
+{
+	const char *path = link(ref);
+	char url[1024], query[RP_BMC_LINK_MAX + 32];
+	struct rp_bmc_err why;
+	json_t *doc = NULL;
+
+	if (!json_is_object(ref) || path[0] == '\0') {
+		*out = NULL;
+		return 0;
+	}
+	if (json_object_size(ref) > 1) {
+		*out = json_incref(ref);
+		return 0;
+	}
+	if (resolve(sr->h, "sensor link", path, url, sizeof url, &why) < 0) {
+		if (sr->refused[0] == '\0')
+			copy(sr->refused, sizeof sr->refused, why.msg);
+		*out = NULL;
+		return 0;
+	}
+	if (one_by_one && sr->fetched++ >= SENSOR_FETCH_MAX) {
+		*out = NULL;
+		return 0;
+	}
+	expand_path(sr->h, path, levels, query, sizeof query);
+	if (get(sr->h, query, &doc, NULL, 0, err) < 0) {
+		if (err->kind != RP_BMC_UNSUPPORTED)
+			return -1;
+		doc = NULL;
+	}
+	*out = doc;
+	return 0;
+}
+
+/* One Sensor resource: 0 (also for a sensor the contract has no type for: voltage, current,
+ * energy...), or -1 with err. */
+static int
+sensor_member(struct sread *sr, json_t *m, struct rp_bmc_err *err)
+{
+	json_t *th = json_object_get(m, "Thresholds"), *rpm = json_object_get(m, "SpeedRPM");
+	const char *rt = str(m, "ReadingType"), *units = str(m, "ReadingUnits");
+	const char *ctx = str(m, "PhysicalContext"), *id = str(m, "Id");
+	struct sensor s = {
+	        .source = "redfish:Sensors",
+	        .value = json_object_get(m, "Reading"),
+	        .status = json_object_get(m, "Status"),
+	        .uri = link(m),
+	        .limit = {json_object_get(json_object_get(th, "UpperCaution"), "Reading"),
+	                  json_object_get(json_object_get(th, "UpperCritical"), "Reading"),
+	                  json_object_get(json_object_get(th, "LowerCaution"), "Reading"),
+	                  json_object_get(json_object_get(th, "LowerCritical"), "Reading")},
+	};
+
+	s.name = str(m, "Name") ? str(m, "Name") : id ? id : segment(s.uri);
+	if (eq(rt, "Temperature") || (rt == NULL && eq(units, "Cel"))) {
+		s.type = "temperature";
+		s.unit = "Cel";
+		s.kind = kind_of(ctx, s.name);
+	} else if (eq(rt, "Power") || (rt == NULL && eq(units, "W"))) {
+		s.type = "power";
+		s.unit = "W";
+		s.kind = kind_of(ctx, s.name);
+		if (eq(ctx, "PowerSupply") || eq(ctx, "PowerSubsystem")) {
+			/* A supply's input is what it draws; its output is already counted there.
+			 */
+			if (eq(str(m, "PhysicalSubContext"), "Output"))
+				return 0;
+			s.type = s.kind = "psu";
+		} else if (eq(ctx, "Chassis") || eq(ctx, "System")) {
+			s.kind = "system";
+		}
+	} else if (eq(rt, "Rotational") || eq(units, "RPM") || eq(units, "{rev}/min")) {
+		s.type = s.kind = "fan";
+		s.unit = "RPM";
+	} else if (eq(rt, "Percent") &&
+	           (eq(ctx, "Fan") || json_is_number(rpm) ||
+	            (s.name && strcasestr(s.name, "fan")) || (id && strcasestr(id, "fan")))) {
+		/* A fan's duty; other percentages (a battery's health) are no sensor of ours. */
+		s.type = s.kind = "fan";
+		s.unit = "%";
+		if (json_is_number(rpm)) {
+			/* Its thresholds are percentages: they do not go with the RPM. */
+			memset(s.limit, 0, sizeof s.limit);
+			s.value = rpm;
+			s.unit = "RPM";
+		}
+	} else {
+		return 0;
+	}
+	return sensor_put(sr, &s, err);
+}
+
+/* A chassis' Sensors collection: expanded in one request (expand 1), or member by member. 1 when
+ * there is nothing to read in it: no member on the BMC's origin, or (expand) only links, as a BMC
+ * answers that offers $expand but does not do it (*coll then keeps the collection, for a read
+ * member by member); else 0, or -1 with err. */
+static int
+sensors_read(struct sread *sr, json_t *ch, int expand, json_t **coll, struct rp_bmc_err *err)
+{
+	json_t *c = *coll, *m, *env = NULL, *members;
+	size_t i, whole = 0, links = 0;
+	int rc = -1;
+
+	if (c == NULL && follow(sr, json_object_get(ch, "Sensors"), expand, 0, &c, err) < 0)
+		return -1;
+	members = json_object_get(c, "Members");
+	json_array_foreach(members, i, m)
+	{
+		struct rp_bmc_err why;
+		char url[1024];
+
+		if (i == SENSOR_SCAN_MAX)
+			break;
+		if (json_object_size(m) > 1)
+			whole++;
+		else if (link(m)[0] &&
+		         resolve(sr->h, "sensor link", link(m), url, sizeof url, &why) == 0)
+			links++;
+		else if (link(m)[0] && sr->refused[0] == '\0')
+			copy(sr->refused, sizeof sr->refused, why.msg);
+	}
+	/* Links of another origin are no sign of an $expand not done: the BMC could not expand
+	 * them either. */
+	if (whole == 0 && (links == 0 || expand)) {
+		if (links > 0)
+			sensor_learn(sr->h, SENSORS_NO_EXPAND);
+		*coll = c;
+		return 1;
+	}
+	json_array_foreach(members, i, m)
+	{
+		json_t *s = NULL;
+
+		if (i == SENSOR_SCAN_MAX)
+			break;
+		if (follow(sr, m, 0, json_object_size(m) == 1, &s, err) < 0)
+			goto out;
+		if (s && sensor_member(sr, s, err) < 0) {
+			json_decref(s);
+			goto out;
+		}
+		json_decref(s);
+	}
+	/* No sensor of the chassis' draw: EnvironmentMetrics may have it. */
+	if (sr->main && sr->system == NULL) {
+		json_t *pw;
+
+		if (follow(sr, json_object_get(ch, "EnvironmentMetrics"), 0, 0, &env, err) < 0)
+			goto out;
+		pw = json_object_get(env, "PowerWatts");
+		if (pw) {
+			struct sensor s = {.name = str(ch, "Id"),
+			                   .type = "power",
+			                   .kind = "system",
+			                   .unit = "W",
+			                   .source = "redfish:EnvironmentMetrics",
+			                   .value = json_object_get(pw, "Reading"),
+			                   .uri = str(pw, "DataSourceUri")};
+			char name[96];
+
+			snprintf(name, sizeof name, "%.64s Power", s.name ? s.name : "Chassis");
+			s.name = name;
+			if (sensor_put(sr, &s, err) < 0)
+				goto out;
+		}
+	}
+	rc = 0;
+out:
+	json_decref(env);
+	if (*coll == NULL)
+		json_decref(c);
+	return rc;
+}
+
+/* A deprecated Thermal: Temperatures and Fans. */
+static int
+thermal_read(struct sread *sr, json_t *t, struct rp_bmc_err *err)
+{
+	static const char *const arrays[] = {"Temperatures", "Fans"};
+	json_t *x;
+	size_t a, i;
+
+	for (a = 0; a < 2; a++) {
+		json_array_foreach(json_object_get(t, arrays[a]), i, x)
+		{
+			const char *units = str(x, "ReadingUnits");
+			struct sensor s = {
+			        .name = str(x, "Name") ? str(x, "Name") : str(x, "FanName"),
+			        .source = "redfish:Thermal",
+			        .status = json_object_get(x, "Status"),
+			        .limit = {json_object_get(x, "UpperThresholdNonCritical"),
+			                  json_object_get(x, "UpperThresholdCritical"),
+			                  json_object_get(x, "LowerThresholdNonCritical"),
+			                  json_object_get(x, "LowerThresholdCritical")},
+			};
+
+			if (i == SENSOR_SCAN_MAX)
+				break;
+			if (a == 0) {
+				s.type = "temperature";
+				s.kind = kind_of(str(x, "PhysicalContext"), s.name);
+				s.unit = "Cel";
+				s.value = json_object_get(x, "ReadingCelsius");
+			} else {
+				/* Thermal v1_0 named fans FanName, their speed ReadingRPM. */
+				s.type = s.kind = "fan";
+				s.unit = eq(units, "Percent") ? "%" : "RPM";
+				s.value = json_object_get(x, "Reading")
+				                  ? json_object_get(x, "Reading")
+				                  : json_object_get(x, "ReadingRPM");
+			}
+			if (sensor_put(sr, &s, err) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* A deprecated Power: the draw of PowerControl[0], and the supplies' input. */
+static int
+power_read(struct sread *sr, json_t *p, const char *chassis, struct rp_bmc_err *err)
+{
+	json_t *pc = json_array_get(json_object_get(p, "PowerControl"), 0), *x;
+	char name[96];
+	size_t i;
+
+	if (json_is_object(pc)) {
+		struct sensor s = {.name = str(pc, "Name"),
+		                   .type = "power",
+		                   .kind = "system",
+		                   .unit = "W",
+		                   .source = "redfish:Power",
+		                   .value = json_object_get(pc, "PowerConsumedWatts"),
+		                   .status = json_object_get(pc, "Status")};
+
+		snprintf(name, sizeof name, "%.64s Power", chassis);
+		if (s.name == NULL)
+			s.name = name;
+		if (sensor_put(sr, &s, err) < 0)
+			return -1;
+	}
+	json_array_foreach(json_object_get(p, "PowerSupplies"), i, x)
+	{
+		struct sensor s = {.name = str(x, "Name"),
+		                   .type = "psu",
+		                   .kind = "psu",
+		                   .unit = "W",
+		                   .source = "redfish:Power",
+		                   .value = json_object_get(x, "PowerInputWatts"),
+		                   .status = json_object_get(x, "Status")};
+
+		if (i == SENSOR_SCAN_MAX)
+			break;
+		snprintf(name, sizeof name, "PSU %.32s",
+		         str(x, "MemberId") ? str(x, "MemberId") : "");
+		if (s.name == NULL)
+			s.name = name;
+		if (sensor_put(sr, &s, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Temperatures of excerpts ({Reading, DeviceName, PhysicalContext, DataSourceUri}): the array of
+ * ThermalMetrics, or (summary) its TemperatureSummaryCelsius. */
+static int
+excerpts_read(struct sread *sr, json_t *tm, struct rp_bmc_err *err)
+{
+	static const char *const summary[][2] = {{"Intake", "inlet"},
+	                                         {"Ambient", "inlet"},
+	                                         {"Exhaust", "exhaust"},
+	                                         {"Internal", NULL}};
+	json_t *x, *sum = json_object_get(tm, "TemperatureSummaryCelsius");
+	size_t i;
+
+	json_array_foreach(json_object_get(tm, "TemperatureReadingsCelsius"), i, x)
+	{
+		struct sensor s = {.type = "temperature",
+		                   .unit = "Cel",
+		                   .source = "redfish:ThermalSubsystem",
+		                   .value = json_object_get(x, "Reading"),
+		                   .uri = str(x, "DataSourceUri")};
+
+		if (i == SENSOR_SCAN_MAX)
+			break;
+		s.name = str(x, "DeviceName") ? str(x, "DeviceName") : segment(s.uri);
+		s.kind = kind_of(str(x, "PhysicalContext"), s.name);
+		if (sensor_put(sr, &s, err) < 0)
+			return -1;
+	}
+	/* What the readings leave out (the same sensor twice is read once, by its URI). */
+	for (i = 0; i < sizeof summary / sizeof summary[0]; i++) {
+		json_t *e = json_object_get(sum, summary[i][0]);
+		struct sensor s = {.name = summary[i][0],
+		                   .type = "temperature",
+		                   .unit = "Cel",
+		                   .source = "redfish:ThermalSubsystem",
+		                   .value = json_object_get(e, "Reading"),
+		                   .uri = str(e, "DataSourceUri")};
+
+		if (e == NULL)
+			continue;
+		s.kind = summary[i][1] ? summary[i][1] : kind_of(NULL, segment(s.uri));
+		if (sensor_put(sr, &s, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* A fan: a Fan resource (SpeedPercent {Reading, SpeedRPM}) or an excerpt of
+ * EnvironmentMetrics.FanSpeedsPercent ({DeviceName, Reading, SpeedRPM}). */
+static int
+fan_read(struct sread *sr, json_t *f, const char *source, struct rp_bmc_err *err)
+{
+	json_t *speed = json_object_get(f, "SpeedPercent") ? json_object_get(f, "SpeedPercent") : f;
+	json_t *rpm = json_object_get(speed, "SpeedRPM");
+	struct sensor s = {.type = "fan",
+	                   .kind = "fan",
+	                   .source = source,
+	                   .status = json_object_get(f, "Status"),
+	                   .uri = str(speed, "DataSourceUri")};
+
+	s.name = str(f, "Name") ? str(f, "Name") : str(f, "DeviceName");
+	if (s.name == NULL)
+		s.name = str(f, "Id") ? str(f, "Id") : segment(s.uri);
+	s.value = json_is_number(rpm) ? rpm : json_object_get(speed, "Reading");
+	s.unit = json_is_number(rpm) ? "RPM" : "%";
+	return sensor_put(sr, &s, err);
+}
+
+/* EnvironmentMetrics + ThermalSubsystem (ThermalMetrics, Fans) + PowerSubsystem (PowerSupplies
+ * and their Metrics); each in one request where the BMC expands them, else part by part. */
+static int
+modern_read(struct sread *sr, json_t *ch, struct rp_bmc_err *err)
+{
+	json_t *ts = NULL, *tm = NULL, *fans = NULL, *env = NULL, *ps = NULL, *psus = NULL, *x;
+	const char *id = str(ch, "Id") ? str(ch, "Id") : "Chassis";
+	char name[96];
+	size_t i;
+	int nfans = 0, rc = -1;
+
+	if (follow(sr, json_object_get(ch, "ThermalSubsystem"), 2, 0, &ts, err) < 0 ||
+	    follow(sr, json_object_get(ts, "ThermalMetrics"), 0, 0, &tm, err) < 0 ||
+	    follow(sr, json_object_get(ts, "Fans"), 1, 0, &fans, err) < 0 ||
+	    excerpts_read(sr, tm, err) < 0)
+		goto out;
+	json_array_foreach(json_object_get(fans, "Members"), i, x)
+	{
+		json_t *f = NULL;
+
+		if (i == SENSOR_SCAN_MAX)
+			break;
+		if (follow(sr, x, 0, 1, &f, err) < 0)
+			goto out;
+		if (f && fan_read(sr, f, "redfish:ThermalSubsystem", err) < 0) {
+			json_decref(f);
+			goto out;
+		}
+		nfans += f != NULL;
+		json_decref(f);
+	}
+	if (follow(sr, json_object_get(ch, "EnvironmentMetrics"), 0, 0, &env, err) < 0)
+		goto out;
+	if (env) {
+		json_t *pw = json_object_get(env, "PowerWatts"),
+		       *t = json_object_get(env, "TemperatureCelsius");
+		struct sensor p = {.name = name,
+		                   .type = "power",
+		                   .kind = "system",
+		                   .unit = "W",
+		                   .source = "redfish:EnvironmentMetrics",
+		                   .value = json_object_get(pw, "Reading"),
+		                   .uri = str(pw, "DataSourceUri")};
+
+		snprintf(name, sizeof name, "%.64s Power", id);
+		if (pw && sensor_put(sr, &p, err) < 0)
+			goto out;
+		if (t) {
+			struct sensor s = {.name = name,
+			                   .type = "temperature",
+			                   .unit = "Cel",
+			                   .source = "redfish:EnvironmentMetrics",
+			                   .value = json_object_get(t, "Reading"),
+			                   .uri = str(t, "DataSourceUri")};
+
+			snprintf(name, sizeof name, "%.64s Temp", id);
+			s.kind = kind_of(NULL, segment(s.uri));
+			if (sensor_put(sr, &s, err) < 0)
+				goto out;
+		}
+		/* The fans' speeds, where there is no Fans collection to give them with health. */
+		json_array_foreach(json_object_get(env, "FanSpeedsPercent"), i, x)
+		{
+			if (nfans > 0 || i == SENSOR_SCAN_MAX)
+				break;
+			if (fan_read(sr, x, "redfish:EnvironmentMetrics", err) < 0)
+				goto out;
+		}
+	}
+	if (follow(sr, json_object_get(ch, "PowerSubsystem"), 3, 0, &ps, err) < 0 ||
+	    follow(sr, json_object_get(ps, "PowerSupplies"), 2, 0, &psus, err) < 0)
+		goto out;
+	json_array_foreach(json_object_get(psus, "Members"), i, x)
+	{
+		json_t *p = NULL, *met = NULL, *in;
+		struct sensor s = {.type = "psu",
+		                   .kind = "psu",
+		                   .unit = "W",
+		                   .source = "redfish:PowerSubsystem"};
+
+		if (i == SENSOR_SCAN_MAX)
+			break;
+		if (follow(sr, x, 1, 1, &p, err) < 0)
+			goto out;
+		/* An empty bay has no metrics to fetch. */
+		if (p && !eq(str(json_object_get(p, "Status"), "State"), "Absent") &&
+		    follow(sr, json_object_get(p, "Metrics"), 0, 1, &met, err) < 0) {
+			json_decref(p);
+			goto out;
+		}
+		in = json_object_get(met, "InputPowerWatts");
+		s.name = str(p, "Name") ? str(p, "Name") : str(p, "Id");
+		s.status = json_object_get(p, "Status");
+		s.value = json_object_get(in, "Reading");
+		s.uri = str(in, "DataSourceUri");
+		rc = p ? sensor_put(sr, &s, err) : 0;
+		json_decref(p);
+		json_decref(met);
+		if (rc < 0)
+			goto out;
+		rc = -1;
+	}
+	rc = 0;
+out:
+	json_decref(ts);
+	json_decref(tm);
+	json_decref(fans);
+	json_decref(env);
+	json_decref(ps);
+	json_decref(psus);
+	return rc;
+}
+
+/* One chassis, from the cheapest source it offers that gives all it has: the Sensors collection
+ * in one expanded request; the modern resources, expanded (3 requests); the deprecated Power and
+ * Thermal (2); the modern resources part by part; the Sensors one by one (capped). */
+static int
+chassis_read(struct sread *sr, json_t *ch, struct rp_bmc_err *err)
+{
+	struct rf *h = sr->h;
+	json_t *coll = NULL, *pw = json_object_get(ch, "Power"),
+	       *th = json_object_get(ch, "Thermal"), *p = NULL, *t = NULL;
+	int modern = json_object_get(ch, "EnvironmentMetrics") ||
+	             json_object_get(ch, "ThermalSubsystem") ||
+	             json_object_get(ch, "PowerSubsystem");
+	int expand = h->l.expand && !(h->l.sensor_flags & SENSORS_NO_EXPAND), rc;
+
+	if (expand && json_object_get(ch, "Sensors")) {
+		if ((rc = sensors_read(sr, ch, 1, &coll, err)) <= 0)
+			goto out;
+		expand = !(h->l.sensor_flags & SENSORS_NO_EXPAND);
+	}
+	if (expand && modern) {
+		rc = modern_read(sr, ch, err);
+	} else if ((pw || th) && ((pw && th) || !modern)) {
+		char name[96];
+
+		snprintf(name, sizeof name, "%s", str(ch, "Id") ? str(ch, "Id") : "Chassis");
+		rc = -1;
+		if (follow(sr, th, 0, 0, &t, err) < 0 || follow(sr, pw, 0, 0, &p, err) < 0 ||
+		    thermal_read(sr, t, err) < 0 || power_read(sr, p, name, err) < 0)
+			goto out;
+		rc = 0;
+	} else if (modern) {
+		rc = modern_read(sr, ch, err);
+	} else if (json_object_get(ch, "Sensors")) {
+		rc = sensors_read(sr, ch, 0, &coll, err) < 0 ? -1 : 0;
+	} else {
+		rc = 0;
+	}
+out:
+	json_decref(coll);
+	json_decref(p);
+	json_decref(t);
+	return rc < 0 ? -1 : 0;
+}
+
+/* The temperatures of the drives the chassis name, from each drive's EnvironmentMetrics. */
+static int
+drives_read(struct sread *sr, struct rp_bmc_err *err)
+{
+	json_t *x;
+	size_t i;
+	int offered = 0;
+
+	json_array_foreach(sr->drives, i, x)
+	{
+		json_t *d = NULL, *env = NULL, *t;
+		struct sensor s = {.type = "temperature",
+		                   .kind = "drive",
+		                   .unit = "Cel",
+		                   .source = "redfish:Drive"};
+		char name[96];
+		int rc;
+
+		if (follow(sr, x, 1, 1, &d, err) < 0)
+			return -1;
+		offered |= json_object_get(d, "EnvironmentMetrics") != NULL;
+		/* An empty bay has no temperature to fetch. */
+		if (!eq(str(json_object_get(d, "Status"), "State"), "Absent") &&
+		    follow(sr, json_object_get(d, "EnvironmentMetrics"), 0, 1, &env, err) < 0) {
+			json_decref(d);
+			return -1;
+		}
+		t = json_object_get(env, "TemperatureCelsius");
+		snprintf(name, sizeof name, "%.56s Temp",
+		         str(d, "Name") ? str(d, "Name")
+		         : str(d, "Id") ? str(d, "Id")
+		                        : (segment(link(x)) ? segment(link(x)) : "Drive"));
+		s.name = name;
+		s.value = json_object_get(t, "Reading");
+		s.uri = str(t, "DataSourceUri");
+		rc = t ? sensor_put(sr, &s, err) : 0;
+		json_decref(d);
+		json_decref(env);
+		if (rc < 0)
+			return -1;
+	}
+	/* Asked again only after SENSOR_PROBE_NS: drives without metrics cost a request each. */
+	if (!offered)
+		sensor_learn(sr->h, SENSORS_NO_DRIVES);
+	return 0;
+}
+
+/* Chassis types that are part of another (a GPU baseboard, a card): the node's draw is not
+ * theirs when a whole chassis is there too. */
+static int
+sub_unit(json_t *ch)
+{
+	static const char *const types[] = {"Module", "Component", "Card", "Expansion",
+	                                    "StorageEnclosure"};
+	const char *t = str(ch, "ChassisType");
+	size_t i;
+
+	for (i = 0; t && i < sizeof types / sizeof types[0]; i++)
+		if (!strcmp(t, types[i]))
+			return 1;
+	return 0;
+}
+
+/* The links to the system's chassis (Links.Chassis, else the members of the Chassis
+ * collection), at most SENSOR_CHASSIS_MAX: *out a new array of strings. A link off the BMC is
+ * left out, why in refused (when it is still empty). 0, or -1 with err. */
+static int
+chassis_links(struct rf *h, json_t *sys, json_t **out, char *refused, size_t rlen,
+              struct rp_bmc_err *err)
+{
+	json_t *list = json_object_get(json_object_get(sys, "Links"), "Chassis"), *coll = NULL, *x;
+	json_t *links = json_array();
+	char url[1024];
+	size_t i;
+	int rc = -1;
+
+	if (links == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	if (json_array_size(list) == 0 && h->l.chassis[0]) {
+		if (get(h, h->l.chassis, &coll, NULL, 0, err) < 0 &&
+		    err->kind != RP_BMC_UNSUPPORTED)
+			goto out;
+		list = json_object_get(coll, "Members");
+	}
+	json_array_foreach(list, i, x)
+	{
+		struct rp_bmc_err why;
+
+		if (json_array_size(links) == SENSOR_CHASSIS_MAX)
+			break;
+		if (link(x)[0] == '\0')
+			continue;
+		if (resolve(h, "chassis link", link(x), url, sizeof url, &why) < 0) {
+			if (refused[0] == '\0')
+				copy(refused, rlen, why.msg);
+			continue;
+		}
+		json_array_append_new(links, json_string(link(x)));
+	}
+	*out = links;
+	links = NULL;
+	rc = 0;
+out:
+	json_decref(coll);
+	json_decref(links);
+	return rc;
+}
+
+/* The entries as the contract gives them: the system's draw first, at most RP_BMC_SENSORS_MAX,
+ * names unique (" #2", " #3"... within SENSOR_NAME_MAX). NULL when out of memory. */
+static json_t *
+sensor_list(struct sread *sr)
+{
+	json_t *out = json_array(), *names = json_object(), *e;
+	size_t i, n = json_array_size(sr->list);
+
+	if (out == NULL || names == NULL)
+		goto fail;
+	for (i = 0; i <= n && json_array_size(out) < RP_BMC_SENSORS_MAX; i++) {
+		const char *name;
+		char unique[SENSOR_NAME_MAX + 1];
+		unsigned k;
+
+		e = i == 0 ? sr->system : json_array_get(sr->list, i - 1);
+		if (e == NULL)
+			continue;
+		name = str(e, "name");
+		copy(unique, sizeof unique, name);
+		for (k = 2; json_object_get(names, unique); k++) {
+			char suffix[16];
+			int cut;
+
+			cut = SENSOR_NAME_MAX - snprintf(suffix, sizeof suffix, " #%u", k);
+			snprintf(unique, sizeof unique, "%.*s%s", cut, name, suffix);
+		}
+		if (json_object_set_new(names, unique, json_true()) < 0 ||
+		    json_object_set_new(e, "name", json_string(unique)) < 0 ||
+		    json_array_append(out, e) < 0)
+			goto fail;
+	}
+	json_decref(names);
+	return out;
+fail:
+	json_decref(out);
+	json_decref(names);
+	return NULL;
+}
+
+static int
+rf_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	struct sread sr = {.h = h};
+	json_t *sys = NULL, *links = NULL, *docs = NULL, *list, *x;
+	size_t i;
+	int pass, mains = 0, rc = -1;
+
+	if (h->l.sensor_flags && rp_time_mono_ns() - h->l.sensor_probed > SENSOR_PROBE_NS)
+		h->l.sensor_flags = 0;
+	sr.list = json_array();
+	sr.seen = json_object();
+	sr.drives = json_array();
+	if ((docs = json_array()) == NULL || sr.list == NULL || sr.seen == NULL ||
+	    sr.drives == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, NULL, 0, err) < 0 ||
+	    chassis_links(h, sys, &links, sr.refused, sizeof sr.refused, err) < 0)
+		goto out;
+	json_array_foreach(links, i, x)
+	{
+		json_t *ch = NULL;
+
+		if (get(h, json_string_value(x), &ch, NULL, 0, err) < 0) {
+			if (err->kind == RP_BMC_UNSUPPORTED) /* listed but gone */
+				continue;
+			goto out;
+		}
+		mains += !sub_unit(ch);
+		json_array_append_new(docs, ch);
+	}
+	/* Whole chassis first: the node's draw is the first of theirs. */
+	for (pass = 0; pass < 2; pass++) {
+		json_array_foreach(docs, i, x)
+		{
+			json_t *d;
+			size_t k;
+
+			if (sub_unit(x) != pass)
+				continue;
+			sr.main = pass == 0 || mains == 0;
+			if (chassis_read(&sr, x, err) < 0)
+				goto out;
+			json_array_foreach(json_object_get(json_object_get(x, "Links"), "Drives"),
+			                   k, d)
+			{
+				if (json_array_size(sr.drives) < SENSOR_DRIVES_MAX)
+					json_array_append(sr.drives, d);
+			}
+		}
+	}
+	if (!sr.drive_temps && !(h->l.sensor_flags & SENSORS_NO_DRIVES) &&
+	    json_array_size(sr.drives) > 0 && drives_read(&sr, err) < 0)
+		goto out;
+	if (sr.system == NULL && json_array_size(sr.list) == 0) {
+		if (sr.refused[0])
+			rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s", sr.refused);
+		else
+			rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s offers no sensors", h->base_url);
+		goto out;
+	}
+	if ((list = sensor_list(&sr)) == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	*out = list;
+	rc = 0;
+out:
+	json_decref(sys);
+	json_decref(links);
+	json_decref(docs);
+	json_decref(sr.list);
+	json_decref(sr.system);
+	json_decref(sr.seen);
+	json_decref(sr.drives);
+	return rc;
+}
+
+/* The node's power limit: the EnvironmentMetrics with PowerLimitWatts (*env 1) or the deprecated
+ * Power whose PowerControl[0] has a PowerLimit (*env 0) of the first of the system's chassis that
+ * offers one (whole chassis before parts of one): its path, body (*doc, new) and ETag. 0, or -1
+ * with err (RP_BMC_UNSUPPORTED when no chassis offers one). */
+static int
+limit_find(struct rf *h, char *path, size_t len, json_t **doc, int *env, char *etag, size_t etaglen,
+           struct rp_bmc_err *err)
+{
+	static const char *const keys[] = {"EnvironmentMetrics", "Power"};
+	json_t *sys = NULL, *links = NULL, *later = json_array(), *ch = NULL, *res = NULL;
+	char refused[240] = "", tag[160];
+	size_t n;
+	int rc = -1;
+
+	if (later == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, NULL, 0, err) < 0 ||
+	    chassis_links(h, sys, &links, refused, sizeof refused, err) < 0)
+		goto out;
+	/* In the system's order, but the parts of a chassis (a GPU baseboard) after the others. */
+	for (n = 0; n < json_array_size(links) + json_array_size(later); n++) {
+		size_t k;
+
+		json_decref(ch);
+		ch = NULL;
+		if (n < json_array_size(links)) {
+			if (get(h, json_string_value(json_array_get(links, n)), &ch, NULL, 0, err) <
+			    0) {
+				if (err->kind == RP_BMC_UNSUPPORTED)
+					continue;
+				goto out;
+			}
+			if (sub_unit(ch)) {
+				json_array_append(later, ch);
+				continue;
+			}
+		} else {
+			ch = json_incref(json_array_get(later, n - json_array_size(links)));
+		}
+		for (k = 0; k < 2; k++) {
+			const char *p = link(json_object_get(ch, keys[k]));
+			struct rp_bmc_err why;
+			char url[1024];
+			json_t *limit;
+
+			if (p[0] == '\0')
+				continue;
+			if (resolve(h, "power limit link", p, url, sizeof url, &why) < 0) {
+				if (refused[0] == '\0')
+					copy(refused, sizeof refused, why.msg);
+				continue;
+			}
+			if (get(h, p, &res, tag, sizeof tag, err) < 0) {
+				if (err->kind == RP_BMC_UNSUPPORTED)
+					continue;
+				goto out;
+			}
+			limit = k == 0 ? json_object_get(res, "PowerLimitWatts")
+			               : json_object_get(
+			                         json_array_get(
+			                                 json_object_get(res, "PowerControl"), 0),
+			                         "PowerLimit");
+			if (json_is_object(limit)) {
+				copy(path, len, p);
+				copy(etag, etaglen, tag);
+				*env = k == 0;
+				*doc = res;
+				res = NULL;
+				rc = 0;
+				goto out;
+			}
+			json_decref(res);
+			res = NULL;
+		}
+	}
+	if (refused[0])
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s", refused);
+	else
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s offers no power limit", h->base_url);
+out:
+	json_decref(sys);
+	json_decref(links);
+	json_decref(later);
+	json_decref(ch);
+	json_decref(res);
+	return rc;
+}
+
+static int
+rf_power_limit_get(struct rp_bmc *b, struct rp_power_limit *out, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	struct rp_power_limit pl = {0};
+	json_t *doc = NULL, *w, *n = NULL;
+	const char *mode = NULL;
+	char path[512], etag[160];
+	int env, rc = -1;
+
+	if (limit_find(h, path, sizeof path, &doc, &env, etag, sizeof etag, err) < 0)
+		return -1;
+	if (env) {
+		json_t *l = json_object_get(doc, "PowerLimitWatts");
+
+		w = json_object_get(l, "SetPoint");
+		mode = str(l, "ControlMode");
+	} else {
+		w = json_object_get(
+		        json_object_get(json_array_get(json_object_get(doc, "PowerControl"), 0),
+		                        "PowerLimit"),
+		        "LimitInWatts");
+	}
+	if (w && !json_is_null(w) && (n = sensor_number(w, "W")) == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s: %s gives no usable power limit", h->base_url,
+		            path);
+		goto out;
+	}
+	pl.watts = n ? (unsigned)(json_number_value(n) + 0.5) : 0;
+	/* Deprecated: a limit is on while there is one. */
+	pl.active = env && mode ? strcmp(mode, "Disabled") != 0 : pl.watts > 0;
+	*out = pl;
+	rc = 0;
+out:
+	json_decref(n);
+	json_decref(doc);
+	return rc;
+}
+
+static int
+rf_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *doc = NULL, *body = NULL;
+	char path[512], etag[160];
+	int env, rc = -1;
+
+	if (limit_find(h, path, sizeof path, &doc, &env, etag, sizeof etag, err) < 0)
+		return -1;
+	if (env) {
+		json_t *l = json_object_get(doc, "PowerLimitWatts");
+		json_t *modes = json_object_get(l, "ControlMode@Redfish.AllowableValues");
+		const char *now = str(l, "ControlMode"), *mode = "Disabled";
+
+		if (want->active) {
+			/* A limit that is on keeps its mode; one that is off gets one the BMC
+			 * takes. */
+			mode = now && strcmp(now, "Disabled") != 0 ? now
+			       : allowed(modes, "Automatic")       ? "Automatic"
+			       : allowed(modes, "Override")        ? "Override"
+			                                           : "Manual";
+			body = json_pack("{s:{s:I, s:s}}", "PowerLimitWatts", "SetPoint",
+			                 (json_int_t)want->watts, "ControlMode", mode);
+		} else if (!allowed(modes, mode)) {
+			rp_bmc_fail(err, RP_BMC_UNSUPPORTED,
+			            "%s: the power limit cannot be turned off", h->base_url);
+			goto out;
+		} else {
+			body = json_pack("{s:{s:s}}", "PowerLimitWatts", "ControlMode", mode);
+		}
+	} else {
+		json_t *controls = json_array();
+		size_t i, n = json_array_size(json_object_get(doc, "PowerControl"));
+
+		/* {} leaves the other elements of the array as they are (DSP0266), where a shorter
+		 * array might remove them. */
+		if (n > SENSOR_SCAN_MAX)
+			n = SENSOR_SCAN_MAX;
+		json_array_append_new(controls, json_pack("{s:{s:o}}", "PowerLimit", "LimitInWatts",
+		                                          want->active ? json_integer(want->watts)
+		                                                       : json_null()));
+		for (i = 1; i < n; i++)
+			json_array_append_new(controls, json_object());
+		if (json_array_size(controls) == n)
+			body = json_pack("{s:o}", "PowerControl", controls);
+		else
+			json_decref(controls);
+	}
+	if (body == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	rc = patch_from(h, path, body, etag, "set power limit", err);
+out:
+	json_decref(doc);
+	json_decref(body);
+	return rc;
+}
+
 int
 rp_bmc_global_init(void)
 {
@@ -2052,4 +3208,7 @@ const struct rp_bmc_ops rp_bmc_redfish_ops = {
         .task_poll = rf_task_poll,
         .task_find = rf_task_find,
         .events = rf_events,
+        .sensors = rf_sensors,
+        .power_limit_get = rf_power_limit_get,
+        .power_limit_set = rf_power_limit_set,
 };

@@ -53,6 +53,7 @@ DEFAULTS = {
     "session_expire_after": 0,     # a session dies after this many requests (0 = never)
     "session_limit": 16,           # 503 SessionLimitExceeded beyond it (0 = no limit)
     "fail_next_503": 0,            # the next N requests answer 503 + Retry-After
+    "fail_sensor_503": 0,          # the next N GETs of sensor resources answer 503 + Retry-After
     "fail_next_412": 0,            # the next N requests with If-Match answer 412, as if someone
                                    # changed the resource between the client's GET and its write
     "bmc_reboot_requests": 3,      # 503s after a successful BMC firmware update
@@ -66,6 +67,11 @@ DEFAULTS = {
                                    # may put anything there, the client's password included)
     "link_origins": {},            # {link kind: "http://host:port"}: that link becomes an absolute URL
                                    # on that origin (kinds: LINK_KINDS), as a spoofed BMC would name it
+    # Sensors and power limits (the system's chassis and drives).
+    "sensor_shapes": "both",       # which sensor resources are offered: SHAPES
+    "expand_query": "full",        # $expand: full (advertised, honoured), ignored (advertised, ignored, as
+                                   # the DMTF trees served as-is), none (not advertised; a $expand gets 501)
+    "extra_sensors": 0,            # the main chassis' Sensors collection lists this many more temperatures
     # Fault injection (bad days of real BMCs). The control API /__mock/* is never faulted.
     "fault_seed": 0,               # seeds the fault draws (per BMC: seed and index), set to replay a run
     "fail_rate_503": 0.0,          # this fraction of Redfish requests answers 503 + Retry-After
@@ -150,13 +156,22 @@ MESSAGES = {  # key: (registry, severity, text with %1.. arguments, resolution)
     "TaskAborted": ("TaskEvent", "Critical", "Task %1 ended with errors.", "See the other messages."),
     "QueryParameterValueTypeError": ("Base", "Warning", "The value '%1' for the query parameter %2 is not valid.",
                                      "Send a non-negative integer."),
+    "QueryParameterValueFormatError": ("Base", "Warning", "The value '%1' for the parameter %2 has the wrong format.",
+                                       "Send $expand=*, . or ~, optionally with ($levels=1..6)."),
+    "QueryNotSupported": ("Base", "Warning", "Querying is not supported by the implementation.",
+                          "Remove the query parameters and resubmit the request."),
 }
 
 # Links that link_origins can turn into absolute URLs: the service root's Links.Sessions and the
 # SessionService's Sessions; a login's Location; UpdateService.MultipartHttpPushUri; an update's task
 # monitor (its 202 Location and the Task's TaskMonitor); the ComputerSystem.Reset target; the BIOS
-# registry file's Location[].Uri.
-LINK_KINDS = ("sessions", "session_location", "push_uri", "task_monitor", "reset_target", "registry")
+# registry file's Location[].Uri; the system's Links.Chassis (chassis); a chassis' links to its sensor
+# resources and theirs to their parts (sensor_link: Sensors, EnvironmentMetrics, PowerSubsystem,
+# ThermalSubsystem, Power, Thermal, ThermalMetrics, Fans, PowerSupplies, Metrics, a drive's
+# EnvironmentMetrics); the members of the Sensors, Fans and PowerSupplies collections and a chassis'
+# Links.Drives (sensor_member).
+LINK_KINDS = ("sessions", "session_location", "push_uri", "task_monitor", "reset_target", "registry",
+              "chassis", "sensor_link", "sensor_member")
 
 LOG_SEVERITIES = ("OK", "Warning", "Critical")
 RESET_TYPES = ["On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "ForceOn",
@@ -292,11 +307,166 @@ BIOS_ATTRIBUTES = [
 ]
 
 
+# The built-in tree's sensors and the chassis that carry them. Every shape (the Sensors collection,
+# EnvironmentMetrics + ThermalSubsystem + PowerSubsystem, the deprecated Power + Thermal, the drives'
+# EnvironmentMetrics) shows the same per-BMC values, which POST /__mock/sensor changes.
+BUILTIN_SYSTEM = f"{ROOT}/Systems/System.Embedded.1"
+BUILTIN_CHASSIS = {"main": f"{ROOT}/Chassis/Chassis.Embedded.1", "gpu": f"{ROOT}/Chassis/GPU_Baseboard"}
+BUILTIN_DRIVES = [f"{BUILTIN_SYSTEM}/Storage/NVMe/Drives/NVMe{n}" for n in range(4)]
+THRESHOLDS = ("LowerCritical", "LowerCaution", "UpperCaution", "UpperCritical")
+DEPRECATED_THRESHOLDS = dict(zip(THRESHOLDS, ("LowerThresholdCritical", "LowerThresholdNonCritical",
+                                              "UpperThresholdNonCritical", "UpperThresholdCritical")))
+# (Id, Name, chassis, ReadingType, ReadingUnits, PhysicalContext, reading, thresholds in THRESHOLDS order)
+SENSOR_TABLE = [
+    ("Inlet_Temp", "Inlet Temp", "main", "Temperature", "Cel", "Intake", 24.0, (3, 5, 40, 45)),
+    ("Exhaust_Temp", "Exhaust Temp", "main", "Temperature", "Cel", "Exhaust", 38.5, (None, None, 70, 75)),
+    ("CPU0_Temp", "CPU0 Temp", "main", "Temperature", "Cel", "CPU", 52.0, (None, None, 90, 95)),
+    ("CPU1_Temp", "CPU1 Temp", "main", "Temperature", "Cel", "CPU", 55.0, (None, None, 90, 95)),
+    ("DIMM_A_Temp", "DIMM A Temp", "main", "Temperature", "Cel", "Memory", 41.0, (None, None, 85, 90)),
+    ("DIMM_B_Temp", "DIMM B Temp", "main", "Temperature", "Cel", "Memory", 42.0, (None, None, 85, 90)),
+    *[(f"NVMe{n}_Temp", f"NVMe{n} Temp", "main", "Temperature", "Cel", "StorageDevice", 35.0 + n,
+       (None, None, 70, 75)) for n in range(4)],
+    *[(f"Fan{n}", f"Fan{n}", "main", "Rotational", "RPM", "Fan", 9000 + 100 * n, (1000, 1500, None, None))
+      for n in range(1, 7)],
+    *[(f"PSU{n}_Input_Power", f"PSU{n} Input Power", "main", "Power", "W", "PowerSupply", 1500 + n,
+       (None, None, 3000, 3300)) for n in range(1, 5)],
+    ("Total_Power", "Total Power", "main", "Power", "W", "Chassis", 6200, (None, None, 10000, 10500)),
+    ("P12V", "P12V", "main", "Voltage", "V", "SystemBoard", 12.1, (11.4, 11.6, 12.4, 12.6)),
+    *[(f"GPU{n}_Temp", f"GPU{n} Temp", "gpu", "Temperature", "Cel", "GPU", 60.0 + n, (None, None, 85, 90))
+      for n in range(8)],
+    ("GPU_Board_Power", "GPU Board Power", "gpu", "Power", "W", "GPUSubsystem", 4200, (None, None, 5600, 6000)),
+]
+FAN_MAX_RPM = 16000     # SpeedPercent = SpeedRPM / this
+# The chassis' links to sensor resources, by group; sensor_shapes names the groups a BMC offers.
+SENSOR_LINKS = {"Sensors": "sensors", "EnvironmentMetrics": "subsystems", "PowerSubsystem": "subsystems",
+                "ThermalSubsystem": "subsystems", "Power": "deprecated", "Thermal": "deprecated"}
+SHAPES = {"modern": ("sensors", "subsystems"), "subsystems": ("subsystems",), "sensors": ("sensors",),
+          "deprecated": ("deprecated",), "both": ("sensors", "subsystems", "deprecated"), "none": ()}
+SENSOR_PARTS = ("ThermalMetrics", "Fans", "PowerSupplies", "Metrics", "EnvironmentMetrics")
+CONTROL_MODES = ["Automatic", "Override", "Manual", "Disabled"]
+POWER_LIMIT = {"set_point": None, "control_mode": "Disabled", "allowable_min": 2000, "allowable_max": 12000}
+EXPAND = {"ExpandAll": True, "Levels": True, "MaxLevels": 6, "Links": True, "NoLinks": True}
+
+
+def sensor_defaults():
+    """{sensor Id: {name, reading, health, thresholds}}: the built-in sensors as a BMC starts."""
+    return {sid: {"name": name, "reading": reading, "health": "OK",
+                  "thresholds": {k: v for k, v in zip(THRESHOLDS, limits) if v is not None}}
+            for sid, name, _, _, _, _, reading, limits in SENSOR_TABLE}
+
+
+def sensor_tree(values, limit):
+    """{URI: document} of the built-in tree's sensor resources, in every shape, showing `values`
+    (sensor_defaults' form) and the power limit `limit` (POWER_LIMIT's form)."""
+    docs = {}
+    uri_of = {row[0]: f"{BUILTIN_CHASSIS[row[2]]}/Sensors/{row[0]}" for row in SENSOR_TABLE}
+
+    def add(uri, odata_type, **props):
+        docs[uri] = {"@odata.id": uri, "@odata.type": odata_type, **props}
+
+    def reading(sid):
+        return values[sid]["reading"]
+
+    def status(sid):
+        health = values[sid]["health"]
+        return {"State": "Enabled", "Health": health} if health is not None else {"State": "Enabled"}
+
+    def excerpt(sid, **extra):
+        return {**extra, "Reading": reading(sid), "DataSourceUri": uri_of[sid]}
+
+    def percent(sid):
+        rpm = reading(sid)
+        return round(rpm * 100 / FAN_MAX_RPM, 1) if isinstance(rpm, (int, float)) and not isinstance(rpm, bool) \
+            else rpm
+
+    def deprecated(uri, array, n, sid, name, **props):
+        item = {"@odata.id": f"{uri}#/{array}/{n}", "MemberId": sid, "Name": name or values[sid]["name"], **props,
+                "Status": status(sid)}
+        item.update({DEPRECATED_THRESHOLDS[k]: v for k, v in values[sid]["thresholds"].items()})
+        return item
+
+    for key, uri in BUILTIN_CHASSIS.items():
+        rows = [row for row in SENSOR_TABLE if row[2] == key]
+        temps = [row for row in rows if row[3] == "Temperature"]
+        fans = [row for row in rows if row[3] == "Rotational"]
+        psus = [row for row in rows if row[5] == "PowerSupply"]
+        total = next(row[0] for row in rows if row[3] == "Power" and row[5] in ("Chassis", "GPUSubsystem"))
+        add(f"{uri}/Sensors", "#SensorCollection.SensorCollection", Name="Sensors",
+            Members=[ref(uri_of[row[0]]) for row in rows], **{"Members@odata.count": len(rows)})
+        for sid, _, _, kind, units, context, _, _ in rows:
+            add(uri_of[sid], "#Sensor.v1_9_0.Sensor", Id=sid, Name=values[sid]["name"], ReadingType=kind,
+                ReadingUnits=units,
+                PhysicalContext=context, **({"PhysicalSubContext": "Input"} if context == "PowerSupply" else {}),
+                Reading=reading(sid), Status=status(sid),
+                Thresholds={k: {"Reading": v} for k, v in values[sid]["thresholds"].items()})
+        env = {"PowerWatts": excerpt(total)}
+        if key == "main":
+            env["TemperatureCelsius"] = excerpt("Inlet_Temp")
+            env["PowerLimitWatts"] = {"SetPoint": limit["set_point"], "ControlMode": limit["control_mode"],
+                                      "ControlMode@Redfish.AllowableValues": CONTROL_MODES,
+                                      "AllowableMin": limit["allowable_min"], "AllowableMax": limit["allowable_max"]}
+        add(f"{uri}/EnvironmentMetrics", "#EnvironmentMetrics.v1_3_0.EnvironmentMetrics", Id="EnvironmentMetrics",
+            Name="Chassis Environment Metrics", **env)
+        thermal = f"{uri}/ThermalSubsystem"
+        add(thermal, "#ThermalSubsystem.v1_3_0.ThermalSubsystem", Id="ThermalSubsystem", Name="Thermal Subsystem",
+            Status={"State": "Enabled", "Health": "OK"}, ThermalMetrics=ref(f"{thermal}/ThermalMetrics"),
+            **({"Fans": ref(f"{thermal}/Fans")} if fans else {}))
+        metrics = {"TemperatureReadingsCelsius": [excerpt(sid, DeviceName=values[sid]["name"], PhysicalContext=context)
+                                                  for sid, _, _, _, _, context, _, _ in temps]}
+        if key == "main":
+            metrics["TemperatureSummaryCelsius"] = {"Intake": excerpt("Inlet_Temp"), "Exhaust": excerpt("Exhaust_Temp")}
+        add(f"{thermal}/ThermalMetrics", "#ThermalMetrics.v1_0_0.ThermalMetrics", Id="ThermalMetrics",
+            Name="Chassis Thermal Metrics", **metrics)
+        if fans:
+            add(f"{thermal}/Fans", "#FanCollection.FanCollection", Name="Fans",
+                Members=[ref(f"{thermal}/Fans/{row[0]}") for row in fans], **{"Members@odata.count": len(fans)})
+            for sid, *_ in fans:
+                add(f"{thermal}/Fans/{sid}", "#Fan.v1_3_0.Fan", Id=sid, Name=values[sid]["name"], Status=status(sid),
+                    SpeedPercent=excerpt(sid, SpeedRPM=reading(sid)) | {"Reading": percent(sid)})
+        if psus:
+            power = f"{uri}/PowerSubsystem"
+            labels = [sid.split("_")[0] for sid, *_ in psus]
+            add(power, "#PowerSubsystem.v1_1_0.PowerSubsystem", Id="PowerSubsystem", Name="Power Subsystem",
+                Status={"State": "Enabled", "Health": "OK"}, PowerSupplies=ref(f"{power}/PowerSupplies"))
+            add(f"{power}/PowerSupplies", "#PowerSupplyCollection.PowerSupplyCollection", Name="Power Supplies",
+                Members=[ref(f"{power}/PowerSupplies/{label}") for label in labels],
+                **{"Members@odata.count": len(labels)})
+            for label, (sid, *_) in zip(labels, psus):
+                psu = f"{power}/PowerSupplies/{label}"
+                add(psu, "#PowerSupply.v1_5_0.PowerSupply", Id=label, Name=label, Status=status(sid),
+                    PowerCapacityWatts=3300, Metrics=ref(f"{psu}/Metrics"))
+                add(f"{psu}/Metrics", "#PowerSupplyMetrics.v1_0_0.PowerSupplyMetrics", Id="Metrics",
+                    Name=f"{label} Metrics", InputPowerWatts=excerpt(sid))
+        add(f"{uri}/Thermal", "#Thermal.v1_7_0.Thermal", Id="Thermal", Name="Thermal",
+            Temperatures=[deprecated(f"{uri}/Thermal", "Temperatures", n, sid, None, ReadingCelsius=reading(sid),
+                                     PhysicalContext=context)
+                          for n, (sid, _, _, _, _, context, _, _) in
+                          enumerate(row for row in temps if row[5] != "StorageDevice")],
+            Fans=[deprecated(f"{uri}/Thermal", "Fans", n, sid, None, Reading=reading(sid), ReadingUnits="RPM")
+                  for n, (sid, *_) in enumerate(fans)])
+        control = {"@odata.id": f"{uri}/Power#/PowerControl/0", "MemberId": "0",
+                   "Name": "System Power Control" if key == "main" else "GPU Board Power Control",
+                   "PowerConsumedWatts": reading(total), "Status": status(total)}
+        if key == "main":
+            control["PowerLimit"] = {"LimitInWatts": limit["set_point"] if limit["control_mode"] != "Disabled"
+                                     else None, "LimitException": "LogEventOnly"}
+        add(f"{uri}/Power", "#Power.v1_7_0.Power", Id="Power", Name="Power", PowerControl=[control],
+            PowerSupplies=[deprecated(f"{uri}/Power", "PowerSupplies", n, sid, sid.split("_")[0],
+                                      PowerInputWatts=reading(sid), PowerCapacityWatts=3300)
+                           for n, (sid, *_) in enumerate(psus)],
+            Voltages=[deprecated(f"{uri}/Power", "Voltages", n, sid, None, ReadingVolts=reading(sid))
+                      for n, (sid, *_) in enumerate(row for row in rows if row[3] == "Voltage")])
+    for n, drive in enumerate(BUILTIN_DRIVES):
+        add(f"{drive}/EnvironmentMetrics", "#EnvironmentMetrics.v1_3_0.EnvironmentMetrics", Id="EnvironmentMetrics",
+            Name=f"NVMe{n} Environment Metrics", TemperatureCelsius=excerpt(f"NVMe{n}_Temp"))
+    return docs
+
+
 def builtin_tree():
     """The default tree: a 2-socket, 8-GPU rack server, written for this mock."""
-    system = f"{ROOT}/Systems/System.Embedded.1"
+    system = BUILTIN_SYSTEM
     manager = f"{ROOT}/Managers/BMC.Embedded.1"
-    chassis = f"{ROOT}/Chassis/Chassis.Embedded.1"
+    chassis, gpu_board = BUILTIN_CHASSIS["main"], BUILTIN_CHASSIS["gpu"]
     bios, update = f"{system}/Bios", f"{ROOT}/UpdateService"
     inventory, registry_id = f"{update}/FirmwareInventory", "BiosAttributeRegistryGX8.v1_0_0"
     ok = {"State": "Enabled", "Health": "OK"}
@@ -313,7 +483,9 @@ def builtin_tree():
         Chassis=ref(f"{ROOT}/Chassis"), Managers=ref(f"{ROOT}/Managers"), Tasks=ref(f"{ROOT}/TaskService"),
         SessionService=ref(f"{ROOT}/SessionService"), AccountService=ref(f"{ROOT}/AccountService"),
         Registries=ref(f"{ROOT}/Registries"), UpdateService=ref(update),
-        Links={"Sessions": ref(f"{ROOT}/SessionService/Sessions")})
+        Links={"Sessions": ref(f"{ROOT}/SessionService/Sessions")},
+        ProtocolFeaturesSupported={"ExpandQuery": dict(EXPAND), "SelectQuery": False, "FilterQuery": False,
+                                   "OnlyMemberQuery": True, "ExcerptQuery": True})
     docs[ROOT + "/odata"] = {"@odata.context": f"{ROOT}/$metadata", "value": [
         {"name": n, "kind": "Singleton", "url": f"{ROOT}/{n}"}
         for n in ("Systems", "Chassis", "Managers", "TaskService", "SessionService", "AccountService",
@@ -346,7 +518,8 @@ def builtin_tree():
         MemorySummary={"TotalSystemMemoryGiB": 2048, "Status": ok},
         Bios=ref(bios), Processors=ref(f"{system}/Processors"),
         EthernetInterfaces=ref(f"{system}/EthernetInterfaces"), LogServices=ref(f"{system}/LogServices"),
-        Links={"Chassis": [ref(chassis)], "ManagedBy": [ref(manager)]},
+        Storage=ref(f"{system}/Storage"),
+        Links={"Chassis": [ref(chassis), ref(gpu_board)], "ManagedBy": [ref(manager)]},
         Actions={"#ComputerSystem.Reset": {"target": f"{system}/Actions/ComputerSystem.Reset",
                                            "ResetType@Redfish.AllowableValues": RESET_TYPES}})
     collection(f"{system}/Processors", "#ProcessorCollection.ProcessorCollection", "Processors", cpus + gpus)
@@ -396,10 +569,26 @@ def builtin_tree():
         "RegistryVersion": "1.0.0", "SupportedSystems": [{"ProductName": "GX8-H100", "SystemId": "GX8"}],
         "RegistryEntries": {"Attributes": entries}}
 
-    collection(f"{ROOT}/Chassis", "#ChassisCollection.ChassisCollection", "Chassis", [chassis])
+    # NVMe drives (their temperatures in their EnvironmentMetrics) and the chassis; the sensor resources
+    # come from sensor_tree.
+    collection(f"{system}/Storage", "#StorageCollection.StorageCollection", "Storage", [f"{system}/Storage/NVMe"])
+    add(f"{system}/Storage/NVMe", "#Storage.v1_13_0.Storage", Id="NVMe", Name="NVMe Storage", Status=ok,
+        Drives=[ref(d) for d in BUILTIN_DRIVES], **{"Drives@odata.count": len(BUILTIN_DRIVES)})
+    for n, drive in enumerate(BUILTIN_DRIVES):
+        add(drive, "#Drive.v1_14_0.Drive", Id=f"NVMe{n}", Name=f"NVMe{n}", MediaType="SSD", Protocol="NVMe",
+            CapacityBytes=3840755982336, Status=ok, EnvironmentMetrics=ref(f"{drive}/EnvironmentMetrics"),
+            Links={"Chassis": ref(chassis)})
+    collection(f"{ROOT}/Chassis", "#ChassisCollection.ChassisCollection", "Chassis", [chassis, gpu_board])
     add(chassis, "#Chassis.v1_23_0.Chassis", Id="Chassis.Embedded.1", Name="Chassis", ChassisType="RackMount",
         Manufacturer="Mockwell", Model="GX8-H100", PowerState="Off", Status=ok,
-        Links={"ComputerSystems": [ref(system)], "ManagedBy": [ref(manager)]})
+        **{key: ref(f"{chassis}/{key}") for key in SENSOR_LINKS},
+        Links={"ComputerSystems": [ref(system)], "ManagedBy": [ref(manager)], "Contains": [ref(gpu_board)],
+               "Drives": [ref(d) for d in BUILTIN_DRIVES]})
+    add(gpu_board, "#Chassis.v1_23_0.Chassis", Id="GPU_Baseboard", Name="GPU Baseboard", ChassisType="Module",
+        Manufacturer="NVIDIA", Model="HGX H100 8-GPU", PowerState="Off", Status=ok,
+        **{key: ref(f"{gpu_board}/{key}") for key in SENSOR_LINKS if key != "PowerSubsystem"},
+        Links={"ComputerSystems": [ref(system)], "ManagedBy": [ref(manager)], "ContainedBy": ref(chassis)})
+    docs.update(sensor_tree(sensor_defaults(), POWER_LIMIT))
     collection(f"{ROOT}/Managers", "#ManagerCollection.ManagerCollection", "Managers", [manager])
     add(manager, "#Manager.v1_19_0.Manager", Id="BMC.Embedded.1", Name="BMC", ManagerType="BMC",
         FirmwareVersion="", UUID="", Status=ok, LogServices=ref(f"{manager}/LogServices"),
@@ -447,7 +636,7 @@ class Tree:
     """The immutable resource tree shared by all BMCs of the process, completed with what §4 of the
     mockups README says the DMTF trees lack, plus the URIs of the resources that carry state."""
 
-    def __init__(self, docs):
+    def __init__(self, docs, builtin=False):
         self.docs = docs
         docs.setdefault("/redfish", {"v1": ROOT + "/"})
         root = docs[ROOT]
@@ -541,6 +730,48 @@ class Tree:
                       **{uri: ("firmware", fid) for fid, uri in self.firmware.items()}}
         self.post_targets = {u for u in (self.reset_target, self.simple_update, self.push_uri, self.reset_bios) if u}
         self.post_targets |= set(self.clear_targets)
+
+        # Sensors: the resources the system's chassis (and their drives) link, by group (SENSOR_LINKS; a
+        # drive's EnvironmentMetrics counts as "subsystems"), which sensor_shapes hides. The built-in ones
+        # (sensor_views) are rendered from each BMC's values; a DMTF tree's are served as they are.
+        self.sensor_roots = {group: [] for group in SHAPES["both"]}
+        self.drives = []
+        for uri in self.chassis:
+            doc = docs.get(uri, {})
+            for key, group in SENSOR_LINKS.items():
+                if key in doc:
+                    self.sensor_roots[group].append(doc[key]["@odata.id"])
+            for drive in doc.get("Links", {}).get("Drives", []):
+                self.drives.append(drive["@odata.id"])
+                env = docs.get(drive["@odata.id"], {}).get("EnvironmentMetrics")
+                if env:
+                    self.sensor_roots["subsystems"].append(env["@odata.id"])
+        self.every_sensor_root = [r for roots in self.sensor_roots.values() for r in roots]
+        self.sensor_docs = {u for u in docs if self.is_sensor_path(u)}
+        self.sensor_views = set(sensor_tree(sensor_defaults(), POWER_LIMIT)) if builtin else set()
+        self.extra_root = f"{BUILTIN_CHASSIS['main']}/Sensors" if builtin else None
+        # The power limit: the first EnvironmentMetrics with PowerLimitWatts, the first Power whose
+        # PowerControl[0] has a PowerLimit; both show (and PATCH sets) one per-BMC state.
+        self.limit_env = next((u for u in self.sensor_roots["subsystems"] if "PowerLimitWatts" in docs.get(u, {})),
+                              None)
+        self.limit_power = next((u for u in self.sensor_roots["deprecated"]
+                                 if "PowerLimit" in (docs.get(u, {}).get("PowerControl") or [{}])[0]), None)
+        self.limit_initial = None
+        if self.limit_env:
+            limit = docs[self.limit_env]["PowerLimitWatts"]
+            self.limit_initial = {"set_point": limit.get("SetPoint"), "control_mode": limit.get("ControlMode", "Automatic"),
+                                  "allowable_min": limit.get("AllowableMin"), "allowable_max": limit.get("AllowableMax")}
+        elif self.limit_power:
+            watts = docs[self.limit_power]["PowerControl"][0]["PowerLimit"].get("LimitInWatts")
+            self.limit_initial = {"set_point": watts, "control_mode": "Disabled" if watts is None else "Automatic",
+                                  "allowable_min": None, "allowable_max": None}
+        self.limit_paths = [u for u in (self.limit_env, self.limit_power) if u]
+        self.roles.update({d: ("drive",) for d in self.drives})
+        self.roles.update({u: ("sensor",) for u in self.sensor_docs})
+
+    def is_sensor_path(self, path):
+        """Whether path is one of the sensor resources (or below one), whichever the shape."""
+        return any(path == r or path.startswith(r + "/") for r in self.every_sensor_root)
 
     def _attribute_registry(self, registries, registry_id, current, pending_view):
         """The BIOS attribute table {name: registry entry}: the published registry, or (DMTF trees
@@ -642,6 +873,9 @@ class Bmc:
         self.down_until = 0.0          # monotonic time the BMC answers again (unreachable_s, reboots)
         self.rebooting = None          # the update task that completes while the BMC is down
         self.logs = {uri: copy.deepcopy(log["initial"]) for uri, log in tree.logs.items()}
+        self.sensors = sensor_defaults() if tree.sensor_views else {}
+        self.limit = dict(tree.limit_initial) if tree.limit_initial else None
+        self.sensor_cache = None       # sensor_tree of the current values, made again after a change
         self.log_next = {uri: 1 + max((int(e["Id"]) for e in entries if str(e.get("Id", "")).isdigit()), default=0)
                          for uri, entries in self.logs.items()}
 
@@ -728,6 +962,10 @@ class Bmc:
                     else:
                         self.unavailable -= 1
                     raise self._busy(503)
+                if method in ("GET", "HEAD") and self.cfg["fail_sensor_503"] > 0 and self._sensor_path(path):
+                    self.cfg["fail_sensor_503"] -= 1
+                    self.faults["503"] += 1
+                    raise self._busy(503)
                 acted = len(self.actions)
                 response = self._dispatch(method, path, headers, body, query)
                 if self.cfg["lose_next_answers"] > 0 and len(self.actions) > acted:
@@ -765,6 +1003,12 @@ class Bmc:
                     return 200, {}, self._state()
                 if (method, path) == ("POST", "/__mock/log"):
                     return 200, {}, self._add_log_entry(parse_json(body))
+                if (method, path) == ("GET", "/__mock/sensors"):
+                    return 200, {}, copy.deepcopy(self.sensors)
+                if (method, path) == ("POST", "/__mock/sensor"):
+                    return 200, {}, self._set_sensor(parse_json(body))
+                if (method, path) == ("POST", "/__mock/power_limit"):
+                    return 200, {}, self._set_limit(parse_json(body))
                 raise not_found(path)
             except HttpError as e:
                 return e.response()
@@ -782,7 +1026,8 @@ class Bmc:
             "actions": self.actions, "sessions": len(self.sessions), "requests": self.requests,
             "unavailable_requests": self.unavailable, "logins": self.logins, "faults": self.faults,
             "unreachable_for_s": round(self.down(), 3),
-            "logs": {self.t.logs[uri]["id"]: len(entries) for uri, entries in self.logs.items()}})
+            "logs": {self.t.logs[uri]["id"]: len(entries) for uri, entries in self.logs.items()},
+            "sensors": {sid: v["reading"] for sid, v in self.sensors.items()}, "power_limit": self.limit})
 
     def _add_log_entry(self, spec):
         """POST /__mock/log {service?, severity?, message?, message_id?, created?}: append one entry to a
@@ -831,6 +1076,11 @@ class Bmc:
                 raise HttpError(400, message("PropertyValueOutOfRange", show(value), key))
             if key == "unreachable_mode" and value not in ("refuse", "drop"):
                 raise HttpError(400, message("PropertyValueNotInList", show(value), key))
+            if (key == "sensor_shapes" and value not in SHAPES) or \
+                    (key == "expand_query" and value not in ("full", "ignored", "none")):
+                raise HttpError(400, message("PropertyValueNotInList", show(value), key))
+            if key == "extra_sensors" and value > 20000:
+                raise HttpError(400, message("PropertyValueOutOfRange", show(value), key))
         self.cfg.update(changes)
         if "fault_seed" in changes:
             self.rng = random.Random(f"{changes['fault_seed']}:{self.index}")
@@ -875,7 +1125,9 @@ class Bmc:
             return "GET, HEAD, DELETE" if self._session_by_uri(path) else None
         if path in t.post_targets:
             return "POST"
-        if path in (t.system, t.settings):
+        if self._sensor_hidden(path):
+            return None
+        if path in (t.system, t.settings) or path in t.limit_paths:
             return "GET, HEAD, PATCH"
         return "GET, HEAD" if path in t.docs or self._task_for(path) else None
 
@@ -953,6 +1205,8 @@ class Bmc:
         handler = {("PATCH", t.system): self._patch_system, ("PATCH", t.settings): self._patch_settings,
                    ("POST", t.reset_target): self._reset, ("POST", t.simple_update): self._simple_update,
                    ("POST", t.reset_bios): self._reset_bios}.get((method, path))
+        if handler is None and method == "PATCH" and self.limit and not self._sensor_hidden(path):
+            handler = {t.limit_env: self._patch_limit_env, t.limit_power: self._patch_limit_power}.get(path)
         if handler is None and method == "POST" and path in t.clear_targets:
             handler = lambda _body: self._clear_log(t.clear_targets[path])  # noqa: E731
         if handler is None:
@@ -976,7 +1230,7 @@ class Bmc:
 
     def _get(self, path, query=""):
         t, status = self.t, 200
-        if self._logs_hidden(path):
+        if self._logs_hidden(path) or self._sensor_hidden(path):
             raise not_found(path)
         if path in t.post_targets:
             raise self._not_allowed(path)
@@ -998,17 +1252,57 @@ class Bmc:
             role = t.roles.get(path)
             if role:
                 doc = getattr(self, "_render_" + role[0])(copy.deepcopy(doc), *role[1:])
+            elif doc is None:
+                doc = self._extra_sensor(path)
         if doc is None:
             raise not_found(path)
         if isinstance(doc, bytes):
             return 200, {"Content-Type": "application/xml"}, doc
+        doc = self._expand(doc, query)
         if "@odata.id" not in doc:
             return status, {}, doc
         etag = self.etag(path)
         return status, {"ETag": etag}, {**doc, "@odata.etag": etag}
 
+    def _expand(self, doc, query):
+        """A resource with $expand applied: its references ("." those outside Links, "~" those in Links,
+        "*" all) replaced by the resources they name, $levels deep (default 1), as expand_query says."""
+        values = parse_qs(query, keep_blank_values=True).get("$expand") if "expand" in query else None
+        if values is None:
+            return doc
+        if self.cfg["expand_query"] == "none":
+            raise HttpError(501, message("QueryNotSupported"))
+        match = re.fullmatch(r"([*.~])(?:\(\$levels=(\d+)\))?", values[-1])
+        if not match or not 1 <= int(match.group(2) or 1) <= EXPAND["MaxLevels"]:
+            raise HttpError(400, message("QueryParameterValueFormatError", values[-1], "$expand"))
+        if self.cfg["expand_query"] == "ignored":
+            return doc
+        kind, levels = match.group(1), int(match.group(2) or 1)
+
+        def walk(node, in_links, depth):
+            if isinstance(node, list):
+                return [walk(v, in_links, depth) for v in node]
+            if not isinstance(node, dict):
+                return node
+            target = node.get("@odata.id")
+            if len(node) == 1 and isinstance(target, str) and depth < levels and \
+                    (kind == "*" or (kind == "~") == in_links) and target.startswith("/") and "#" not in target \
+                    and not self._task_for(target):   # a task would advance: never expanded
+                try:
+                    return walk(self._get(target)[2], False, depth + 1)
+                except HttpError:   # a dangling or hidden link stays a link
+                    return node
+            return {k: walk(v, in_links or k == "Links", depth) for k, v in node.items()}
+
+        return walk(doc, False, 0)
+
     def _render_root(self, d):
         d["UUID"] = self.service_uuid
+        features = d.setdefault("ProtocolFeaturesSupported", {})
+        if self.cfg["expand_query"] == "none":
+            features.pop("ExpandQuery", None)
+        else:
+            features.setdefault("ExpandQuery", dict(EXPAND))
         d["Links"]["Sessions"]["@odata.id"] = self._link("sessions", self.t.sessions)
         return d
 
@@ -1026,6 +1320,9 @@ class Bmc:
     def _render_system(self, d):
         d.update(PowerState=self.power, SerialNumber=self.serial, UUID=self.uuid)
         d["Actions"]["#ComputerSystem.Reset"]["target"] = self._link("reset_target", self.t.reset_target)
+        links = d.get("Links", {})
+        if "Chassis" in links:
+            links["Chassis"] = [ref(self._link("chassis", c["@odata.id"])) for c in links["Chassis"]]
         if not self.cfg["log_services"]:
             d.pop("LogServices", None)
         d["Boot"].update(self.boot)
@@ -1037,7 +1334,61 @@ class Bmc:
 
     def _render_chassis(self, d):
         d["PowerState"] = self.power
+        offered = SHAPES[self.cfg["sensor_shapes"]]
+        for key, group in SENSOR_LINKS.items():
+            if key in d and group not in offered:
+                d.pop(key)
+                d.pop(key + "@Redfish.Deprecated", None)
+            elif key in d:
+                d[key] = ref(self._link("sensor_link", d[key]["@odata.id"]))
+        links = d.get("Links", {})
+        if "Drives" in links:
+            links["Drives"] = [ref(self._link("sensor_member", x["@odata.id"])) for x in links["Drives"]]
         return d
+
+    def _render_drive(self, d):
+        if "EnvironmentMetrics" in d:
+            if "subsystems" in SHAPES[self.cfg["sensor_shapes"]]:
+                d["EnvironmentMetrics"] = ref(self._link("sensor_link", d["EnvironmentMetrics"]["@odata.id"]))
+            else:
+                d.pop("EnvironmentMetrics")
+        return d
+
+    def _render_sensor(self, d):
+        t, path = self.t, d["@odata.id"]
+        if path in t.sensor_views:
+            if self.sensor_cache is None:
+                self.sensor_cache = sensor_tree(self.sensors, self.limit)
+            d = copy.deepcopy(self.sensor_cache[path])
+        elif path in t.limit_paths:   # a DMTF tree's limit, from the BMC's state
+            limit = self.limit
+            if path == t.limit_env:
+                shown = {"SetPoint": limit["set_point"], "ControlMode": limit["control_mode"],
+                         "AllowableMin": limit["allowable_min"], "AllowableMax": limit["allowable_max"]}
+                d["PowerLimitWatts"].update({k: v for k, v in shown.items() if v is not None or k == "SetPoint"})
+            if path == t.limit_power:
+                d["PowerControl"][0]["PowerLimit"]["LimitInWatts"] = \
+                    limit["set_point"] if limit["control_mode"] != "Disabled" else None
+        if path == t.extra_root and self.cfg["extra_sensors"]:
+            d["Members"] += [ref(f"{path}/Extra{n}") for n in range(self.cfg["extra_sensors"])]
+            d["Members@odata.count"] = len(d["Members"])
+        if isinstance(d.get("Members"), list):
+            d["Members"] = [ref(self._link("sensor_member", m["@odata.id"])) for m in d["Members"]]
+        for key in SENSOR_PARTS:
+            if isinstance(d.get(key), dict) and "@odata.id" in d[key]:
+                d[key] = ref(self._link("sensor_link", d[key]["@odata.id"]))
+        return d
+
+    def _extra_sensor(self, path):
+        """Sensors/Extra<n> of the main chassis while extra_sensors > n (built-in tree), else None."""
+        head, _, name = path.rpartition("/")
+        if head != self.t.extra_root or not re.fullmatch(r"Extra(0|[1-9][0-9]*)", name) or \
+                int(name[5:]) >= self.cfg["extra_sensors"] or self._sensor_hidden(path):
+            return None
+        n = int(name[5:])
+        return {"@odata.id": path, "@odata.type": "#Sensor.v1_9_0.Sensor", "Id": name, "Name": f"Extra {n} Temp",
+                "ReadingType": "Temperature", "ReadingUnits": "Cel", "PhysicalContext": "SystemBoard",
+                "Reading": 30 + n % 10, "Status": {"State": "Enabled", "Health": "OK"}}
 
     def _render_manager(self, d):
         d.update(FirmwareVersion=self.firmware[self.t.bmc_fw], UUID=self.service_uuid)
@@ -1284,6 +1635,139 @@ class Bmc:
         self.defaults_pending = True
         self._touch(self.t.bios)
         return 204, {}, None
+
+    # -- sensors and the power limit ----------------------------------------------------------
+
+    def _sensor_path(self, path):
+        return self.t.is_sensor_path(path)
+
+    def _sensor_hidden(self, path):
+        """Whether path is a sensor resource that sensor_shapes does not offer (it answers 404)."""
+        offered = SHAPES[self.cfg["sensor_shapes"]]
+        return any(path == r or path.startswith(r + "/")
+                   for group, roots in self.t.sensor_roots.items() if group not in offered for r in roots)
+
+    def _sensors_changed(self):
+        self.sensor_cache = None
+        self._touch(*self.t.sensor_views, *self.t.limit_paths)
+
+    def _set_sensor(self, spec):
+        """POST /__mock/sensor {id, name?, reading?, health?, thresholds?}: reading is any JSON value (absurd
+        ones included); health OK, Warning, Critical or null (none given); thresholds {name: value, null drops
+        it}; name any string (shown by every shape, a PSU's own resources keep theirs)."""
+        sid = spec.get("id")
+        if sid not in self.sensors:
+            raise HttpError(400, message("PropertyValueNotInList", show(sid), "id"))
+        sensor = self.sensors[sid]
+        if "health" in spec and spec["health"] is not None and spec["health"] not in LOG_SEVERITIES:
+            raise HttpError(400, message("PropertyValueNotInList", show(spec["health"]), "health"))
+        thresholds = spec.get("thresholds", {})
+        if not isinstance(thresholds, dict) or not set(thresholds) <= set(THRESHOLDS):
+            raise HttpError(400, message("PropertyValueNotInList", show(thresholds), "thresholds"))
+        if not isinstance(spec.get("name", ""), str):
+            raise HttpError(400, message("PropertyValueTypeError", show(spec["name"]), "name"))
+        for key in ("name", "reading", "health"):
+            if key in spec:
+                sensor[key] = spec[key]
+        for key, value in thresholds.items():
+            if value is None:
+                sensor["thresholds"].pop(key, None)
+            else:
+                sensor["thresholds"][key] = value
+        self._sensors_changed()
+        return {"id": sid, **copy.deepcopy(sensor)}
+
+    def _set_limit(self, spec):
+        """POST /__mock/power_limit {set_point?, control_mode?, allowable_min?, allowable_max?}: the limit
+        changed behind the client's back."""
+        if self.limit is None:
+            raise HttpError(400, message("PropertyUnknown", "power_limit"))
+        for key, value in spec.items():
+            if key not in self.limit:
+                raise HttpError(400, message("PropertyUnknown", key))
+            if key == "control_mode" and value not in CONTROL_MODES:
+                raise HttpError(400, message("PropertyValueNotInList", show(value), key))
+            if key != "control_mode" and value is not None and \
+                    (not isinstance(value, (int, float)) or isinstance(value, bool)):
+                raise HttpError(400, message("PropertyValueTypeError", show(value), key))
+        self.limit.update(spec)
+        self._sensors_changed()
+        return dict(self.limit)
+
+    def _check_watts(self, value, name, rel):
+        """The error message for a limit value, or None when it can be set."""
+        low, high = self.limit["allowable_min"], self.limit["allowable_max"]
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return message("PropertyValueTypeError", show(value), name, related=rel)
+        if (low is not None and value < low) or (high is not None and value > high):
+            return message("PropertyValueOutOfRange", show(value), name, related=rel)
+        return None
+
+    def _patch_limit_env(self, body):
+        """PATCH EnvironmentMetrics {PowerLimitWatts: {SetPoint?, ControlMode?}}; any error rejects it all."""
+        doc, errors = self.t.docs[self.t.limit_env], []
+        errors += [message("PropertyNotWritable" if k in doc else "PropertyUnknown", k, related="/" + k)
+                   for k in body if k != "PowerLimitWatts" and not k.startswith("@")]
+        limit = body.get("PowerLimitWatts", {})
+        if not isinstance(limit, dict):
+            errors.append(message("PropertyValueTypeError", show(limit), "PowerLimitWatts", related="/PowerLimitWatts"))
+            limit = {}
+        for key, value in limit.items():
+            rel = "/PowerLimitWatts/" + key
+            if key == "SetPoint":
+                errors.append(self._check_watts(value, "SetPoint", rel))
+            elif key == "ControlMode":
+                if value not in CONTROL_MODES:
+                    errors.append(message("PropertyValueNotInList", show(value), key, related=rel))
+            else:
+                errors.append(message("PropertyNotWritable" if key in doc["PowerLimitWatts"] else "PropertyUnknown",
+                                      key, related=rel))
+        errors = [e for e in errors if e]
+        if not errors and limit.get("ControlMode", "Disabled") != "Disabled" and \
+                limit.get("SetPoint", self.limit["set_point"]) is None:
+            errors.append(message("PropertyMissing", "SetPoint", related="/PowerLimitWatts/SetPoint"))
+        if errors:
+            raise HttpError(400, errors)
+        if not limit:
+            raise HttpError(400, message("NoOperation"))
+        if "SetPoint" in limit:
+            self.limit["set_point"] = limit["SetPoint"]
+        if "ControlMode" in limit:
+            self.limit["control_mode"] = limit["ControlMode"]
+        self._sensors_changed()
+        return self._get(self.t.limit_env)
+
+    def _patch_limit_power(self, body):
+        """PATCH Power {PowerControl: [{PowerLimit: {LimitInWatts}}, {}...]} (deprecated); null removes the
+        limit, a number sets it and turns it on."""
+        rel = "/PowerControl/0/PowerLimit/LimitInWatts"
+        controls = body.get("PowerControl")
+        errors = [message("PropertyNotWritable", k, related="/" + k) for k in body
+                  if k != "PowerControl" and not k.startswith("@")]
+        first = controls[0] if isinstance(controls, list) and controls else None
+        if not isinstance(first, dict) or any(c != {} for c in controls[1:]) or \
+                set(first) - {"PowerLimit", "MemberId", "@odata.id"} or not isinstance(first.get("PowerLimit"), dict):
+            errors.append(message("PropertyValueTypeError", show(controls), "PowerControl", related="/PowerControl"))
+        else:
+            limit = first["PowerLimit"]
+            for key in set(limit) - {"LimitInWatts", "LimitException", "CorrectionInMs"}:
+                errors.append(message("PropertyUnknown", key, related="/PowerControl/0/PowerLimit/" + key))
+            if "LimitInWatts" not in limit:
+                errors.append(message("PropertyMissing", "LimitInWatts", related=rel))
+            elif limit["LimitInWatts"] is not None:
+                errors.append(self._check_watts(limit["LimitInWatts"], "LimitInWatts", rel))
+        errors = [e for e in errors if e]
+        if errors:
+            raise HttpError(400, errors)
+        watts = first["PowerLimit"]["LimitInWatts"]
+        if watts is None:
+            self.limit["control_mode"] = "Disabled"
+        else:
+            self.limit["set_point"] = watts
+            if self.limit["control_mode"] == "Disabled":
+                self.limit["control_mode"] = "Automatic"
+        self._sensors_changed()
+        return self._get(self.t.limit_power)
 
     # -- firmware -----------------------------------------------------------------------------
 
@@ -1556,7 +2040,7 @@ def main():
         apps = [StaticBmc(docs) for _ in range(args.count)]
     else:
         try:
-            tree = Tree(load_tree(args.tree) if args.tree else builtin_tree())
+            tree = Tree(load_tree(args.tree)) if args.tree else Tree(builtin_tree(), builtin=True)
         except (KeyError, IndexError) as e:
             sys.exit(f"mock_bmc: {args.tree} lacks a resource or property the mock needs: {e!r}")
         config = dict(DEFAULTS, user=args.user, password=args.password)

@@ -473,6 +473,157 @@ get /redfish/v1/UpdateService; check "d['MultipartHttpPushUri'] == '/redfish/v1/
 config '{"link_origins": {}}'
 get /redfish/v1/; check "d['Links']['Sessions']['@odata.id'] == '/redfish/v1/SessionService/Sessions'" "links back to paths"
 
+section "sensors and power limits"
+start sensors $((PB + 60)) --count 2
+B=http://127.0.0.1:$((PB + 60))
+MAIN=/redfish/v1/Chassis/Chassis.Embedded.1
+GPUB=/redfish/v1/Chassis/GPU_Baseboard
+DRV=$SYS/Storage/NVMe/Drives/NVMe1
+req GET "$B/redfish/v1/"
+check 'd["ProtocolFeaturesSupported"]["ExpandQuery"] == {"ExpandAll": True, "Levels": True, "MaxLevels": 6, "Links": True, "NoLinks": True}' \
+    "root advertises \$expand"
+get "$SYS"; check "d['Links']['Chassis'] == [{'@odata.id': '$MAIN'}, {'@odata.id': '$GPUB'}]" "system's chassis: rack + GPU baseboard"
+get "$MAIN"
+check 'all(d[k]["@odata.id"].endswith("/" + k) for k in ("Sensors", "EnvironmentMetrics", "PowerSubsystem", "ThermalSubsystem", "Power", "Thermal"))' \
+    "main chassis links every shape (both)"
+check 'len(d["Links"]["Drives"]) == 4' "main chassis links its drives"
+get "$GPUB"; check 'd["ChassisType"] == "Module" and "PowerSubsystem" not in d and "Sensors" in d' "GPU baseboard"
+get "$MAIN/Sensors"; check 'len(d["Members"]) == 22 and all(len(m) == 1 for m in d["Members"])' "Sensors: 22 links"
+get "$MAIN/Sensors/CPU0_Temp"
+check 'd["ReadingType"] == "Temperature" and d["ReadingUnits"] == "Cel" and d["PhysicalContext"] == "CPU" and d["Reading"] == 52.0' \
+    "a Sensor"
+check 'd["Thresholds"] == {"UpperCaution": {"Reading": 90}, "UpperCritical": {"Reading": 95}} and d["Status"]["Health"] == "OK"' \
+    "its thresholds and health"
+ETAG=$(header ETag)
+get "$MAIN/Sensors?\$expand=.(\$levels=1)"
+check 'len(d["Members"]) == 22 and all("Reading" in m for m in d["Members"])' "\$expand=.(\$levels=1) expands the members"
+get "$MAIN/Sensors?\$expand=*"; check 'all("Reading" in m for m in d["Members"])' "\$expand=*"
+get "$MAIN/PowerSubsystem?\$expand=.(\$levels=3)"
+check 'd["PowerSupplies"]["Members"][1]["Metrics"]["InputPowerWatts"]["Reading"] == 1502' "\$levels=3 reaches the PSU metrics"
+get "$MAIN/PowerSubsystem?\$expand=.(\$levels=1)"
+check '"Members" in d["PowerSupplies"] and len(d["PowerSupplies"]["Members"][0]) == 1' "\$levels=1 stops at one level"
+get "$MAIN?\$expand=."; check 'len(d["Links"]["Drives"][0]) == 1 and len(d["Sensors"]["Members"][0]) == 1' "'.' leaves Links alone, one level"
+get "$MAIN?\$expand=~"; check '"Name" in d["Links"]["Drives"][0] and len(d["Sensors"]) == 1' "'~' expands only Links"
+get "$MAIN/Sensors?\$expand=.(\$levels=7)"; expect 400 "\$levels over MaxLevels"; msgid QueryParameterValueFormatError "\$levels=7"
+get "$MAIN/Sensors?\$expand=all"; expect 400 "bad \$expand"
+mock POST sensor '{"id":"CPU0_Temp","reading":71.5,"health":"Warning","thresholds":{"UpperCaution":70,"UpperCritical":null}}'
+expect 200 "__mock/sensor"; check 'd["reading"] == 71.5 and d["thresholds"] == {"UpperCaution": 70}' "its answer"
+get "$MAIN/Sensors/CPU0_Temp"
+check 'd["Reading"] == 71.5 and d["Status"]["Health"] == "Warning" and d["Thresholds"] == {"UpperCaution": {"Reading": 70}}' "Sensor changed"
+[ "$(header ETag)" != "$ETAG" ] || fail "ETag unchanged by a sensor change"
+get "$MAIN/Thermal"
+check '[(t["Name"], t["ReadingCelsius"], t["Status"]["Health"], t.get("UpperThresholdNonCritical"), "UpperThresholdCritical" in t) for t in d["Temperatures"] if t["MemberId"] == "CPU0_Temp"] == [("CPU0 Temp", 71.5, "Warning", 70, False)]' \
+    "deprecated Thermal shows it"
+check 'len(d["Temperatures"]) == 6 and len(d["Fans"]) == 6 and d["Fans"][0]["ReadingUnits"] == "RPM"' "Thermal: 6 temperatures (no drives), 6 fans"
+get "$MAIN/ThermalSubsystem/ThermalMetrics"
+check '[t["Reading"] for t in d["TemperatureReadingsCelsius"] if t["DeviceName"] == "CPU0 Temp"] == [71.5] and len(d["TemperatureReadingsCelsius"]) == 10' \
+    "ThermalMetrics excerpts show it (drives included)"
+mock POST sensor '{"id":"Fan2","reading":8000,"health":"Critical"}'
+get "$MAIN/ThermalSubsystem/Fans/Fan2"; check 'd["SpeedPercent"] == {"SpeedRPM": 8000, "Reading": 50.0, "DataSourceUri": "'"$MAIN"'/Sensors/Fan2"} and d["Status"]["Health"] == "Critical"' "Fan"
+mock POST sensor '{"id":"PSU3_Input_Power","reading":1777,"health":"Warning"}'
+get "$MAIN/PowerSubsystem/PowerSupplies/PSU3"; check 'd["Status"]["Health"] == "Warning"' "PowerSupply health"
+get "$MAIN/PowerSubsystem/PowerSupplies/PSU3/Metrics"; check 'd["InputPowerWatts"]["Reading"] == 1777' "PowerSupplyMetrics"
+get "$MAIN/Power"; check '[p["PowerInputWatts"] for p in d["PowerSupplies"] if p["Name"] == "PSU3"] == [1777] and d["PowerControl"][0]["PowerConsumedWatts"] == 6200' \
+    "deprecated Power"
+mock POST sensor '{"id":"NVMe1_Temp","reading":"hot"}'
+get "$DRV"; check "d['EnvironmentMetrics']['@odata.id'] == '$DRV/EnvironmentMetrics'" "a drive links its metrics"
+get "$DRV/EnvironmentMetrics"; check 'd["TemperatureCelsius"]["Reading"] == "hot"' "absurd values are served as set"
+mock POST sensor '{"id":"CPU0_Temp","name":"Hot \u00e9 CPU"}'
+get "$MAIN/Sensors/CPU0_Temp"; check 'd["Name"] == "Hot \u00e9 CPU"' "a sensor's name"
+get "$GPUB/Thermal"; check 'len(d["Temperatures"]) == 8 and d["Fans"] == []' "GPU baseboard Thermal"
+get "$GPUB/EnvironmentMetrics"; check 'd["PowerWatts"]["Reading"] == 4200 and "PowerLimitWatts" not in d' "GPU baseboard draw"
+mock POST sensor '{"id":"Nope"}'; expect 400 "unknown sensor"
+mock POST sensor '{"id":"Fan1","health":"Hot"}'; expect 400 "unknown health"
+mock POST sensor '{"id":"Fan1","thresholds":{"UpperFatal":1}}'; expect 400 "unknown threshold"
+mock GET state; check 'd["sensors"]["PSU3_Input_Power"] == 1777 and d["power_limit"] == {"set_point": None, "control_mode": "Disabled", "allowable_min": 2000, "allowable_max": 12000}' \
+    "state: sensors and power limit"
+mock GET sensors; check 'd["Fan2"]["health"] == "Critical"' "__mock/sensors"
+
+# Shapes.
+shape() { config "{\"sensor_shapes\": \"$1\"}"; get "$MAIN"; }
+shape modern; check '"Power" not in d and "Thermal" not in d and "Power@Redfish.Deprecated" not in d and "Sensors" in d' "modern: no Power/Thermal"
+get "$MAIN/Thermal"; expect 404 "modern: Thermal hidden"
+shape subsystems; check '"Sensors" not in d and "EnvironmentMetrics" in d' "subsystems: no Sensors"
+get "$MAIN/Sensors/Fan1"; expect 404 "subsystems: a Sensor hidden"
+shape sensors; check '"Sensors" in d and "EnvironmentMetrics" not in d and "Power" not in d' "sensors: the collection only"
+shape deprecated; check '"Power" in d and "Thermal" in d and "Sensors" not in d and "ThermalSubsystem" not in d' "deprecated: Power/Thermal only"
+get "$MAIN/EnvironmentMetrics"; expect 404 "deprecated: EnvironmentMetrics hidden"
+get "$DRV"; check '"EnvironmentMetrics" not in d' "deprecated: drives without metrics"
+get "$DRV/EnvironmentMetrics"; expect 404 "deprecated: drive metrics hidden"
+shape none; check 'not {"Sensors", "Power", "Thermal", "EnvironmentMetrics", "PowerSubsystem", "ThermalSubsystem"} & set(d)' "none: nothing"
+mock POST config '{"sensor_shapes": "some"}'; expect 400 "unknown shape"
+shape both
+config '{"expand_query": "ignored"}'
+get /redfish/v1/; check '"ExpandQuery" in d["ProtocolFeaturesSupported"]' "ignored: still advertised"
+get "$MAIN/Sensors?\$expand=.(\$levels=1)"; check 'all(len(m) == 1 for m in d["Members"])' "ignored: links only"
+config '{"expand_query": "none"}'
+get /redfish/v1/; check '"ExpandQuery" not in d["ProtocolFeaturesSupported"]' "none: not advertised"
+get "$MAIN/Sensors?\$expand=."; expect 501 "none: \$expand answers 501"; msgid QueryNotSupported "\$expand not supported"
+mock POST config '{"expand_query": "sometimes"}'; expect 400 "unknown expand_query"
+config '{"expand_query": "full"}'
+
+# The power limit.
+get "$MAIN/EnvironmentMetrics"; ETAG=$(header ETag)
+check 'd["PowerLimitWatts"]["SetPoint"] is None and d["PowerLimitWatts"]["ControlMode"] == "Disabled" and d["PowerLimitWatts"]["AllowableMax"] == 12000' \
+    "PowerLimitWatts: none set"
+patch "$MAIN/EnvironmentMetrics" '{"PowerLimitWatts":{"SetPoint":9000,"ControlMode":"Automatic"}}' -H 'If-Match: "stale"'
+expect 412 "limit PATCH with a stale If-Match"
+patch "$MAIN/EnvironmentMetrics" '{"PowerLimitWatts":{"ControlMode":"Automatic"}}' -H "If-Match: $ETAG"
+expect 400 "enabling without a set point"; msgid PropertyMissing "no SetPoint"
+patch "$MAIN/EnvironmentMetrics" '{"PowerLimitWatts":{"SetPoint":50000,"ControlMode":"Automatic"}}' -H "If-Match: $ETAG"
+expect 400 "SetPoint out of range"; msgid PropertyValueOutOfRange "SetPoint out of range"
+check 'd["error"]["@Message.ExtendedInfo"][0]["RelatedProperties"] == ["/PowerLimitWatts/SetPoint"]' "RelatedProperties of SetPoint"
+patch "$MAIN/EnvironmentMetrics" '{"PowerLimitWatts":{"SetPoint":9000,"ControlMode":"Sometimes"}}' -H "If-Match: $ETAG"
+expect 400 "bad ControlMode"; msgid PropertyValueNotInList "bad ControlMode"
+patch "$MAIN/EnvironmentMetrics" '{"PowerWatts":{"Reading":1}}' -H "If-Match: $ETAG"; expect 400 "read-only property"
+patch "$MAIN/EnvironmentMetrics" '{"PowerLimitWatts":{"SetPoint":9000,"ControlMode":"Automatic"}}' -H "If-Match: $ETAG"
+expect 200 "limit PATCH"; check 'd["PowerLimitWatts"]["SetPoint"] == 9000 and d["PowerLimitWatts"]["ControlMode"] == "Automatic"' "limit set"
+[ "$(header ETag)" != "$ETAG" ] || fail "ETag unchanged by a limit PATCH"
+get "$MAIN/Power"; check 'd["PowerControl"][0]["PowerLimit"]["LimitInWatts"] == 9000' "the deprecated view agrees"
+patch "$MAIN/Power" '{"PowerControl":[{"PowerLimit":{"LimitInWatts":100}}]}'; expect 400 "LimitInWatts out of range"
+msgid PropertyValueOutOfRange "LimitInWatts out of range"
+patch "$MAIN/Power" '{"PowerControl":[{"PowerLimit":{"LimitInWatts":null}}]}'; expect 200 "remove the limit (deprecated)"
+check 'd["PowerControl"][0]["PowerLimit"]["LimitInWatts"] is None' "LimitInWatts null"
+get "$MAIN/EnvironmentMetrics"; check 'd["PowerLimitWatts"]["ControlMode"] == "Disabled" and d["PowerLimitWatts"]["SetPoint"] == 9000' \
+    "removed: Disabled, the set point kept"
+patch "$MAIN/Power" '{"PowerControl":[{"PowerLimit":{"LimitInWatts":8000}}]}'; expect 200 "set the limit (deprecated)"
+mock GET state; check 'd["power_limit"]["set_point"] == 8000 and d["power_limit"]["control_mode"] == "Automatic"' "set again, on"
+mock POST power_limit '{"set_point": 7000, "allowable_max": 7500}'; expect 200 "__mock/power_limit"
+get "$MAIN/EnvironmentMetrics"; check 'd["PowerLimitWatts"]["SetPoint"] == 7000 and d["PowerLimitWatts"]["AllowableMax"] == 7500' "changed behind the client's back"
+mock POST power_limit '{"control_mode": "Sometimes"}'; expect 400 "__mock/power_limit: bad mode"
+mock POST power_limit '{"allowable_max": 12000}'
+patch "$GPUB/EnvironmentMetrics" '{"PowerLimitWatts":{"SetPoint":3000}}'; expect 405 "no limit on the GPU baseboard"
+config '{"sensor_shapes": "deprecated"}'
+patch "$MAIN/EnvironmentMetrics" '{"PowerLimitWatts":{"SetPoint":3000}}'; expect 404 "hidden EnvironmentMetrics: no PATCH"
+config '{"sensor_shapes": "both"}'
+
+# Bad days.
+config '{"fail_sensor_503": 2, "retry_after": 2}'
+get "$SYS"; expect 200 "fail_sensor_503: other resources answer"
+get "$MAIN/Sensors"; expect 503 "fail_sensor_503 #1"; truth "$(header Retry-After)" 2 "its Retry-After"
+get "$MAIN/Power"; expect 503 "fail_sensor_503 #2"
+get "$MAIN/Power"; expect 200 "after fail_sensor_503"
+config '{"retry_after": 1}'
+O=http://127.0.0.1:9
+config "{\"link_origins\": {\"sensor_member\": \"$O\", \"sensor_link\": \"$O\", \"chassis\": \"$O\"}}"
+get "$SYS"; check "d['Links']['Chassis'][0]['@odata.id'] == '$O$MAIN'" "chassis links elsewhere"
+get "$MAIN"; check "d['Sensors']['@odata.id'] == '$O$MAIN/Sensors' and d['Links']['Drives'][0]['@odata.id'].startswith('$O/')" \
+    "the chassis' sensor links and drives elsewhere"
+get "$MAIN/Sensors?\$expand=.(\$levels=1)"; check "all(len(m) == 1 and m['@odata.id'].startswith('$O/') for m in d['Members'])" \
+    "members elsewhere are not expanded"
+get "$MAIN/ThermalSubsystem"; check "d['Fans']['@odata.id'] == '$O$MAIN/ThermalSubsystem/Fans'" "parts elsewhere"
+get "$DRV"; check "d['EnvironmentMetrics']['@odata.id'] == '$O$DRV/EnvironmentMetrics'" "drive metrics elsewhere"
+config '{"link_origins": {}}'
+config '{"extra_sensors": 3000}'
+get "$MAIN/Sensors"; check 'len(d["Members"]) == 3022 and d["Members@odata.count"] == 3022' "extra_sensors 3000"
+get "$MAIN/Sensors/Extra2999"; check 'd["Name"] == "Extra 2999 Temp" and d["ReadingUnits"] == "Cel"' "an extra sensor"
+get "$MAIN/Sensors/Extra3000"; expect 404 "past the extra sensors"
+get "$MAIN/Sensors?\$expand=.(\$levels=1)"; check 'len(d["Members"]) == 3022 and all("Reading" in m for m in d["Members"])' "expanded, all 3022"
+mock POST config '{"extra_sensors": 20001}'; expect 400 "extra_sensors over 20000"
+config '{"extra_sensors": 0}'
+req GET "http://127.0.0.1:$((PB + 61))$MAIN/Sensors/CPU0_Temp" "${AUTH[@]}"
+check 'd["Reading"] == 52.0 and d["Name"] == "CPU0 Temp"' "BMC 1 has its own sensor values"
+
 section "fault injection"
 start faults $((PB + 50)) --count 2
 B=http://127.0.0.1:$((PB + 50))
@@ -661,6 +812,18 @@ check '"@odata.nextLink" not in d and "Members@odata.nextLink" not in d' "tree l
 get "$LOG1/2"; check 'd["Severity"] == "Critical"' "tree log entry"
 mock POST log '{"service":"Log","severity":"Warning","message":"added"}'
 check 'd["@odata.id"] == "/redfish/v1/Managers/BMC/LogServices/Log/Entries/2"' "tree log entry added after the tree's"
+
+C1=/redfish/v1/Chassis/1U
+config '{"sensor_shapes": "modern"}'
+get "$C1"; check '"Power" not in d and "Sensors" in d' "tree: sensor_shapes hides Power"
+get "$C1/Power"; expect 404 "tree: Power hidden"
+get "$C1/Sensors?\$expand=.(\$levels=1)"; check 'len(d["Members"]) == 41 and all("Name" in m for m in d["Members"])' "tree: Sensors expanded"
+get "$C1/EnvironmentMetrics"; ETAG=$(header ETag)
+check 'd["PowerLimitWatts"]["SetPoint"] == 500 and d["PowerLimitWatts"]["AllowableMax"] == 1000' "tree: the limit as published"
+patch "$C1/EnvironmentMetrics" '{"PowerLimitWatts":{"SetPoint":1200}}' -H "If-Match: $ETAG"; expect 400 "tree: limit over AllowableMax"
+patch "$C1/EnvironmentMetrics" '{"PowerLimitWatts":{"SetPoint":600}}' -H "If-Match: $ETAG"; expect 200 "tree: limit PATCH"
+config '{"sensor_shapes": "both"}'
+get "$C1/Power"; check 'd["PowerControl"][0]["PowerLimit"]["LimitInWatts"] == 600' "tree: Power shows the new limit"
 
 section "--tree public-tower"
 start tower $((PB + 40)) --tree "$MOCKUPS/public-tower" --serial-prefix TWR
