@@ -384,6 +384,83 @@ test_admission_survives_kill9(void **state)
 		assert_int_equal(power_ons(i), 1);
 }
 
+/* The Redfish mock (its built-in 8-GPU server, modern and deprecated shapes both served):
+ * the sweep reads its draw and GPU temperatures, a GPU running hot is one event, and the
+ * "budget" policy's limit lands in EnvironmentMetrics.PowerLimitWatts; one set behind
+ * Rackpilot's back shows as drift. */
+static void
+test_redfish(void **state)
+{
+	struct mock m;
+	struct reply r;
+	json_t *o, *st, *caps, *c;
+	char batch[64], path[160];
+	int k, done = 0;
+
+	(void)state;
+	mock_start(&m, 1, NULL);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s, s:f}", "name", "rr",
+	                      "power_budget_kw", 10.0),
+	                 201);
+	reply_free(&r);
+	make_node(&S, "{s:s, s:s, s:{s:s, s:s, s:i, s:s, s:s, s:{s:s}}}", "name", "rf1", "rack",
+	          "rr", "bmc", "driver", "redfish", "address", "127.0.0.1", "port", m.base,
+	          "username", "admin", "password", "secret", "options", "scheme", "http");
+	sync_sensors_n(1);
+	o = get_json(&S, "/v1/nodes/rf1/sensors");
+	assert_int_equal((int)json_number_value(json_object_get(o, "power_w")), 6200);
+	assert_string_equal(jstr(sensor(o, "GPU3 Temp"), "kind"), "gpu");
+	assert_int_equal((int)json_number_value(json_object_get(sensor(o, "GPU3 Temp"), "value")),
+	                 63);
+	json_decref(o);
+	mock_post(&m, 0, "/__mock/sensor",
+	          "{\"id\":\"GPU3_Temp\",\"reading\":90,\"thresholds\":{\"UpperCaution\":85,"
+	          "\"UpperCritical\":95}}");
+	sync_sensors_n(1);
+	sync_sensors_n(1);
+	o = get_json(&S, "/v1/nodes/rf1/sensors");
+	assert_string_equal(jstr(sensor(o, "GPU3 Temp"), "health"), "warning");
+	json_decref(o);
+	assert_int_equal(count_all(&S, "/v1/events?action=sensor.warning&node=rf1"), 1);
+
+	/* Capping: 10 kW at 80 % for the rack's one node (no nameplate: it takes it all). */
+	assert_int_equal(
+	        call(&S, S.admin, "PATCH", "/v1/racks/rr", &r, "{s:s}", "power_cap", "budget"),
+	        200);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/rr/power-cap", &r, NULL), 202);
+	snprintf(batch, sizeof batch, "%s", jstr(json_object_get(r.json, "batch"), "id"));
+	reply_free(&r);
+	snprintf(path, sizeof path, "/v1/jobs?batch=%s", batch);
+	for (k = 0; k < 200 && !done; k++) {
+		json_t *jobs = get_json(&S, path);
+
+		usleep(100 * 1000);
+		done = !strcmp(jstr(json_array_get(json_object_get(jobs, "items"), 0), "state"),
+		               "succeeded");
+		json_decref(jobs);
+	}
+	assert_true(done);
+	st = mock_get(&m, 0, "/__mock/state");
+	assert_int_equal(json_integer_value(
+	                         json_object_get(json_object_get(st, "power_limit"), "set_point")),
+	                 8000);
+	assert_string_not_equal(jstr(json_object_get(st, "power_limit"), "control_mode"),
+	                        "Disabled");
+	json_decref(st);
+	mock_post(&m, 0, "/__mock/power_limit", "{\"set_point\":7000}");
+	sync_sensors_n(1);
+	caps = get_json(&S, "/v1/power/caps?rack=rr");
+	c = json_array_get(json_object_get(caps, "items"), 0);
+	assert_int_equal(json_integer_value(json_object_get(c, "target_w")), 8000);
+	assert_int_equal(json_integer_value(json_object_get(c, "bmc_w")), 7000);
+	assert_true(json_is_true(json_object_get(c, "drift")));
+	json_decref(caps);
+	assert_int_equal(call(&S, S.admin, "DELETE", "/v1/nodes/rf1", &r, NULL), 204);
+	reply_free(&r);
+	mock_stop(&m);
+}
+
 int
 main(void)
 {
@@ -396,6 +473,7 @@ main(void)
 	        cmocka_unit_test(test_sweep_reads_ipmi),
 	        cmocka_unit_test(test_caps_at_the_bmc),
 	        cmocka_unit_test(test_admission_survives_kill9),
+	        cmocka_unit_test(test_redfish),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
