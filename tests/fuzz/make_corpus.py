@@ -133,6 +133,14 @@ API = {
                 req("GET", "/v1/exports/slurm/gres.conf?class=gpu-h100-8x&autodetect=off"),
                 req("GET", "/v1/exports/prometheus?tag=gpu&dcgm_port=0"),
                 req("GET", "/v1/exports/ansible"), req("GET", "/v1/exports/hosts?rack=r01")],
+    "power": [req("GET", "/v1/power"), req("GET", "/v1/racks/r01/power"),
+              req("GET", "/v1/racks/r01/power/history?since=1700000000&until=1700003600"),
+              req("GET", "/v1/nodes/gpu-r01-u07/sensors"),
+              req("GET", "/v1/nodes/gpu-r01-u07/sensors/history?sensor=Inlet%20Temp&limit=5"),
+              req("POST", "/v1/sensors/sync"), req("GET", "/v1/sensors/sync"),
+              req("PATCH", "/v1/racks/r01", '{"power_limit_pct":90,"power_cap":"budget"}'),
+              req("POST", "/v1/racks/r01/power-cap"), req("GET", "/v1/power/caps?drift=true"),
+              req("PUT", "/v1/nodes/gpu-r01-u07/power", '{"target":"on","force":true}')],
     "errors": [req("GET", "/v1/nope"), req("PUT", "/v1/racks"), req("POST", "/v1/racks", "{bad json"),
                req("POST", "/v1/racks", "x=1", "", "", "application/x-www-form-urlencoded"),
                req("GET", "/v1/racks?limit=0&cursor=%%%"), req("GET", "/v1/racks/r01", "", "W/\"x\"")],
@@ -160,6 +168,10 @@ put("fuzz_api", "seq-slurm", "\n%%\n".join(
     [req("POST", "/v1/racks", RACK), req("PUT", "/v1/node-classes/gpu-h100-8x", '{"bom":{}}'),
      req("POST", "/v1/nodes", NODE), req("GET", "/v1/exports/slurm?rack=r01"),
      req("GET", "/v1/exports/slurm/gres.conf")]))
+put("fuzz_api", "seq-rack-power", "\n%%\n".join(
+    [req("POST", "/v1/racks", RACK), req("PUT", "/v1/node-classes/gpu-h100-8x", '{"max_power_w":700}'),
+     req("POST", "/v1/nodes", FAKE), req("POST", "/v1/sensors/sync"),
+     req("POST", "/v1/racks/r01/power-cap"), req("GET", "/v1/racks/r01/power"), req("GET", "/metrics")]))
 put("fuzz_api", "route-mode", "\n~\x1a/gpu-r01-u07\n\n\n\n{}")
 
 # Dictionary: every field name the validators know, route segments, enum values.
