@@ -31,8 +31,8 @@ struct rp_cli;
  *         positional is given, else B.
  *   opts  space-separated: "wait" a flag; "rack=" takes a value, sent as query parameter
  *         rack (GET) or body member rack; "u=u_position:i" names the member (dotted for
- *         nested objects) and its type (:i integer, :b boolean, :l comma list, default
- *         string; a flag with :b sets true); "+role=" a required option; "json=" the body
+ *         nested objects) and its type (:i integer, :n number, :b boolean, :l comma list,
+ *         default string; a flag with :b sets true); "+role=" a required option; "json=" the body
  *         from a file; "@name" the next unused positional argument is body member name;
  *         "%target" body member target is the verb ('-' as '_').
  *   out   GET: sections separated by ';': "." the object (arrays of objects left out),
@@ -181,7 +181,7 @@ struct rp_cli_tok {
 	char sigil;      /* '@', '%', '+' (required) or 0 */
 	char flag[32];   /* the option's name */
 	char member[64]; /* body member or query parameter */
-	char type;       /* 's', 'i', 'b', 'l', 'j' */
+	char type;       /* 's', 'i', 'n', 'b', 'l', 'j' */
 	int valued;      /* the option takes a value */
 };
 
@@ -209,6 +209,12 @@ int rp_cli_import(struct rp_cli *c); /* a CSV or JSON file as it is */
 int rp_cli_job_show(struct rp_cli *c);
 int rp_cli_job_watch(struct rp_cli *c);
 int rp_cli_events(struct rp_cli *c); /* --follow: Server-Sent Events, or polling */
+
+/* ---- power.c: sensors and rack power (docs/power.md) ------------------------------------- */
+
+int rp_cli_sensors(struct rp_cli *c);      /* a node's sensors: a line, then a table */
+int rp_cli_sensors_sync(struct rp_cli *c); /* --wait: until the sweep ends; exit 3 on failures */
+int rp_cli_power_show(struct rp_cli *c);   /* every rack, or one rack and its nodes, in kW */
 
 /*
  * Follows job id until it ends: a progress bar on a terminal, else a line per state change;

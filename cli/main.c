@@ -50,7 +50,8 @@ static const struct rp_cli_cmd commands[] = {
 	 "list racks"},
 	{"rack", "show", rp_cli_run, 1, 1, "GET", "/v1/racks/%s", "", ".", "RACK", "show a rack"},
 	{"rack", "create", rp_cli_run, 1, 1, "POST", "/v1/racks",
-	 "@name site= row= height=height_u:i power-kw=power_budget_kw:i notes=",
+	 "@name site= row= height=height_u:i power-kw=power_budget_kw:n "
+	 "power-limit-pct=power_limit_pct:i notes=",
 	 "created rack {name} (version {version})", "NAME", "create a rack"},
 	{"rack", "delete", rp_cli_run, 1, 1, "DELETE", "/v1/racks/%s", "", "deleted rack {0}", "RACK",
 	 "delete an empty rack"},
@@ -90,6 +91,19 @@ static const struct rp_cli_cmd commands[] = {
 	 ":NAME=name,POWER=power_state,READ=power_state_at,MAINT=maintenance,BMC=bmc.driver,"
 	 "FAULT=bmc.fault.message",
 	 "[NODE]", "the power state last read (every node, one, or --rack/--tag/--class)"},
+	{"power", "show", rp_cli_power_show, 0, 1, "GET", "/v1/power|/v1/racks/%s/power", "", "",
+	 "[RACK]",
+	 "racks' measured draw against their limit and budget (kW), or one rack and its nodes"},
+	{"power", "history", rp_cli_run, 1, 1, "GET", "/v1/racks/%s/power/history", "since= until=",
+	 ".;samples:AT=at,PEAK W=peak_w,LAST W=last_w", "RACK",
+	 "a rack's measured draw per 5 minutes, peak and latest (default: the last day)"},
+	{"sensors", "history", rp_cli_run, 2, 2, "GET", "/v1/nodes/%s/sensors/history?sensor=%s",
+	 "since= until= limit=", ".;samples:AT=at,VALUE=value", "NODE SENSOR",
+	 "a sensor's samples, oldest first (default: the last day)"},
+	{"sensors", "sync", rp_cli_sensors_sync, 0, 0, "POST", "/v1/sensors/sync", "wait", "", "",
+	 "read every node's sensors now (--wait: until done; exit 3 when a BMC did not answer)"},
+	{"sensors", NULL, rp_cli_sensors, 1, 1, "GET", "/v1/nodes/%s/sensors", "", "", "NODE",
+	 "a node's sensors as last read: value, health, thresholds"},
 	BOOT("pxe", "boot from the network next (--persistent: every time)"),
 	BOOT("disk", "boot from the disk next"),
 	PROVISION("manage", "verify the BMC; the node becomes manageable"),
@@ -239,6 +253,7 @@ print_cmd(FILE *f, const struct rp_cli_cmd *k, int help)
 		        !t.valued                 ? ""
 		        : !strcmp(t.flag, "json") ? " FILE|-"
 		        : t.type == 'i'           ? " N"
+		        : t.type == 'n'           ? " X.Y"
 		        : t.type == 'b'           ? " true|false"
 		        : t.type == 'l'           ? " A,B"
 		        : t.type == 'j'           ? " JSON"
@@ -454,6 +469,18 @@ configure(struct rp_cli *c)
 	return 0;
 }
 
+/* Whether another row has k's noun (k, a noun without a verb, comes after them). */
+static int
+siblings(const struct rp_cli_cmd *k)
+{
+	const struct rp_cli_cmd *o;
+
+	for (o = commands; o->noun; o++)
+		if (o != k && !strcmp(o->noun, k->noun))
+			return 1;
+	return 0;
+}
+
 /* Options and positionals after NOUN [VERB]: RP_CLI_OK, -1 for --help, or an exit code. */
 static int
 parse_args(struct rp_cli *c, int argc, char **argv, int i)
@@ -497,6 +524,8 @@ parse_args(struct rp_cli *c, int argc, char **argv, int i)
 	}
 	if (rp_cli_opt(c, "help")) {
 		print_cmd(stdout, c->cmd, 1);
+		if (c->cmd->verb == NULL && siblings(c->cmd))
+			print_noun(stdout, c->cmd->noun);
 		return -1;
 	}
 	/* --json is the output mode, unless the command reads a JSON file with it. */

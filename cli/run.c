@@ -1,5 +1,6 @@
 /* The generic command: a row of the command table turned into one request and its output. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,7 @@ typed(const struct rp_cli_tok *t, const char *s)
 {
 	json_t *v = NULL;
 	char *end, *copy, *save = NULL, *x;
+	double d;
 	long i;
 
 	if (!strcmp(s, "null"))
@@ -126,6 +128,11 @@ typed(const struct rp_cli_tok *t, const char *s)
 		i = strtol(s, &end, 10);
 		if (errno == 0 && end != s && *end == '\0')
 			return json_integer(i);
+	} else if (t->type == 'n') {
+		errno = 0;
+		d = strtod(s, &end);
+		if (errno == 0 && end != s && *end == '\0' && isfinite(d))
+			return json_real(d);
 	} else if (t->type == 'b') {
 		if (!*s || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcmp(s, "1"))
 			return json_true();
@@ -144,6 +151,7 @@ typed(const struct rp_cli_tok *t, const char *s)
 	json_decref(v);
 	fprintf(stderr, "rackpilot: --%s: expected %s\n", t->flag,
 	        t->type == 'i'   ? "an integer"
+	        : t->type == 'n' ? "a number"
 	        : t->type == 'b' ? "true or false"
 	                         : "a JSON value");
 	return NULL;

@@ -54,7 +54,7 @@ same_as_api() { # PATH WHY: $W/out is exactly the API's answer to GET PATH
 mkdir -p "$W/home" "$W/xdg"
 DB=$(sh "$(dirname "$0")/../pg/newdb.sh")
 "$RPD" --listen 127.0.0.1:0 --data-dir "$W/data" ${DB:+--database "$DB"} --threads 2 --power-sync-interval 0 \
-	> "$W/rpd.out" 2> "$W/rpd.log" &
+	--sensor-sync-interval 0 > "$W/rpd.out" 2> "$W/rpd.log" &
 RPD_PID=$!
 for _ in $(seq 300); do
 	grep -q '^listening on ' "$W/rpd.out" 2> /dev/null && break
@@ -484,6 +484,101 @@ evs = [json.loads(line) for line in open(sys.argv[1])]
 sys.exit(not any(e["action"] == "node.updated" and e["object"]["name"] == "n1" for e in evs))
 ' "$W/fout" || fail "events --follow --json --rack: one JSON event a line: $(cat "$W/fout")"
 
+# ---- sensors and rack power (docs/power.md): fake BMCs draw options.power_w while on and
+# read options.inlet_c at the inlet (warning at 40, critical at 45)
+api PUT /v1/node-classes/pwc '{"max_power_w":500,"idle_power_w":100}' > /dev/null
+rp 0 rack create pwb --power-kw 2.5 --power-limit-pct 90
+has out '^created rack pwb ' "rack create with a budget and a limit"
+rp 0 rack show pwb
+has out '^power_budget_kw +2\.5$' "--power-kw takes a number"
+has out '^power_limit_pct +90$' "--power-limit-pct"
+rp 2 rack create pw0 --power-kw lots
+has err '\-\-power-kw: expected a number' "--power-kw that is not a number"
+# Its budget comes once its nodes are on (their power-ons are not what is tested here).
+rp 0 rack create pw
+printf '{"bmc":{"driver":"fake","options":{"power_w":500,"inlet_c":41}}}' > "$W/pw.json"
+rp 0 node create pw1 --json "$W/pw.json" --rack pw --u 1 --class pwc
+rp 0 node create pw2 --json "$W/pw.json" --rack pw --u 3 --class pwc
+rp 0 sensors pw1
+has out '^node pw1: never read$' "sensors before any sync: no values, no error"
+rp 0 power on --rack pw
+api PATCH /v1/racks/pw '{"power_budget_kw":1.5,"power_limit_pct":80}' > /dev/null
+# Every node with a usable BMC is read; bad1's (a Redfish BMC that is rackpilotd) fails: 3.
+rp 3 sensors sync --wait
+has out '^sensor sync: [0-9]+ nodes, [0-9]+ answered, 1 failed, [0-9]+ events \([0-9]+ ms\)$' \
+	"sensors sync --wait: the sweep's counts"
+rp 0 sensors pw1
+has out '^node pw1: read [0-9T:.Z-]+, power 500 W$' "sensors: the read line"
+has out '^NAME +TYPE +KIND +VALUE +HEALTH +WARN +CRIT$' "sensors: the table's head"
+has out '^System Power +power +system +500 W +ok +- +-$' "sensors: the node's draw"
+has out '^Inlet Temp +temperature +inlet +41 C +warning +\.\.40 +\.\.45$' \
+	"sensors: a sensor in warning, with its thresholds"
+rp 0 --json sensors pw1
+same_as_api /v1/nodes/pw1/sensors "sensors --json"
+rp 0 sensors bad1
+has out '^node bad1: never read$' "sensors of a node whose BMC never answered"
+has out '^error: .+ \(tried [0-9T:.Z-]+\)$' "sensors: why the latest read failed"
+rp 1 sensors nosuch
+has err '^rackpilot: NOT_FOUND: no such resource \(\{"reason":"no such node"\}\)$' \
+	"sensors of an unknown node: the server's message"
+rp 0 events --node pw1 --action sensor.
+has out ' sensor\.warning +rackpilotd +pw1: sensor Inlet Temp warning' "the sensor.warning event"
+rp 0 sensors history pw1 "Inlet Temp"
+has out '^sensor +Inlet Temp$' "sensors history: the sensor"
+has out '^unit +Cel$' "sensors history: its unit"
+has out '^AT +VALUE$' "sensors history: the samples' head"
+has out '^[0-9-]+T[0-9:.]+Z +41$' "sensors history: the sample"
+rp 0 --json sensors history pw1 "Inlet Temp" --limit 1
+same_as_api '/v1/nodes/pw1/sensors/history?sensor=Inlet%20Temp&limit=1' "sensors history --json"
+rp 1 sensors history pw1 "No Such"
+has err '^rackpilot: NOT_FOUND: .*no sensor .No Such.' "sensors history of an unknown sensor"
+rp 1 sensors history pw1 "Inlet Temp" --since yesterday
+has err '^rackpilot: BAD_QUERY: .*since must be RFC 3339' "sensors history: a bad --since"
+rp 2 sensors history pw1
+has err 'missing argument' "sensors history without its sensor"
+# The rack: 2 x 500 W of a 1.5 kW budget at 80 %: 1.2 kW limit, 0.2 kW headroom (13.3 %).
+rp 0 power show
+has out '^RACK +MEASURED kW +LIMIT kW +BUDGET kW +HEADROOM kW +HEADROOM % +OVER +READ$' \
+	"power show: the head"
+has out '^pw +1\.00 +1\.20 +1\.50 +0\.20 +13\.3 +no +[0-9-]+T' "power show: the rack"
+has out '^r01 +[0-9.]+ +- +- +- +- +no ' "power show: a rack without a budget"
+has out '^total: [0-9.]+ kW measured, 4\.00 kW budget$' "power show: the sums"
+rp 0 power show pw
+has out '^rack +pw$' "power show RACK: the rack"
+has out '^budget +1\.50 kW$' "power show RACK: the budget"
+has out '^limit +1\.20 kW$' "power show RACK: the limit"
+has out '^measured +1\.00 kW$' "power show RACK: the measured draw"
+has out '^headroom +0\.20 kW \(13\.3 % of the budget\)$' "power show RACK: the headroom"
+has out '^nameplate +1\.00 kW$' "power show RACK: the nameplate"
+has out '^NODE +CLASS +WATTS +MAX W +READ +ERROR$' "power show RACK: the nodes' head"
+has out '^pw1 +pwc +500 +500 +[0-9-]+T[0-9:.]+Z +-$' "power show RACK: a node's watts"
+[ "$(grep -n '^pw2 ' "$W/out" | cut -d: -f1)" -lt "$(grep -n '^pw1 ' "$W/out" | cut -d: -f1)" ] ||
+	fail "power show RACK: the nodes from the top of the rack"
+rp 0 --json power show pw
+same_as_api /v1/racks/pw/power "power show RACK --json"
+rp 0 --json power show
+same_as_api /v1/power "power show --json"
+rp 1 power show nosuch
+has err '^rackpilot: NOT_FOUND: .*no such rack' "power show of an unknown rack"
+rp 0 power history pw
+has out '^step_s +300$' "power history: the step"
+has out '^[0-9-]+T[0-9:]+\.000Z +1000 +1000$' "power history: peak and latest"
+# Over the limit: one event, and the view says so.
+api PATCH /v1/nodes/pw2 '{"bmc":{"options":{"power_w":900}}}' > /dev/null
+rp 3 sensors sync --wait
+rp 0 power show pw
+has out '^measured +1\.40 kW$' "power show RACK: over the limit"
+has out '^headroom +-0\.20 kW \(-13\.3 % of the budget\)$' "power show RACK: negative headroom"
+has out '^over_limit +yes$' "power show RACK: over_limit"
+rp 0 events --rack pw --action rack.power
+has out ' rack\.power_over_limit +rackpilotd +rack pw draws 1\.4 kW' "the rack.power_over_limit event"
+rp 0 --json sensors sync
+has out '"running":true' "sensors sync --json: the sweeper's state"
+for _ in $(seq 100); do
+	api GET /v1/sensors/sync | grep -q '"running":false' && break
+	sleep 0.1
+done
+
 # ---- tokens and roles
 rp 0 --json token create ci --role viewer
 VIEWER=$(jget out token)
@@ -497,6 +592,10 @@ rp 1 --token "$VIEWER" node create v1
 has err '^rackpilot: FORBIDDEN: ' "a viewer cannot create"
 rp 1 --token "$VIEWER" power on n1
 has err '^rackpilot: FORBIDDEN: ' "a viewer cannot power"
+rp 0 --token "$VIEWER" sensors pw1
+has out '^node pw1: read ' "a viewer reads sensors"
+rp 1 --token "$VIEWER" sensors sync
+has err '^rackpilot: FORBIDDEN: ' "a viewer cannot start a sensor sync"
 rp 0 token revoke "$VID"
 has out "^revoked token $VID" "token revoke"
 rp 1 --token "$VIEWER" node list
