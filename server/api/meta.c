@@ -1,4 +1,5 @@
 /* /healthz, /v1, /metrics */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,9 @@ sensor_metric(void *arg, const struct rp_sensor_row *r)
 {
 	struct rp_buf *m = arg;
 
+	/* A sensor without a value still has a state (a failed PSU may read nothing). */
+	if (isnan(r->value))
+		goto state;
 	if (!strcmp(r->type, "power") && !strcmp(r->kind, "system"))
 		sample(&m[M_POWER], "rackpilot_node_power_watts", r, 0, 0, r->value);
 	else if (!strcmp(r->type, "temperature"))
@@ -127,6 +131,7 @@ sensor_metric(void *arg, const struct rp_sensor_row *r)
 		sample(&m[M_FAN], "rackpilot_node_fan_rpm", r, 1, 0, r->value);
 	else if (!strcmp(r->type, "psu"))
 		sample(&m[M_PSU], "rackpilot_node_psu_input_watts", r, 1, 0, r->value);
+state:
 	sample(&m[M_STATE], "rackpilot_node_sensor_state", r, 1, 0,
 	       !strcmp(r->state, "critical")  ? 2
 	       : !strcmp(r->state, "warning") ? 1

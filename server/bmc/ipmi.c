@@ -1885,7 +1885,7 @@ ipmi_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want, struct
 	fiid_obj_t act = fiid_obj_create(tmpl_cmd_dcmi_activate_deactivate_power_limit_rs);
 	uint32_t correction = DCMI_CORRECTION_DEFAULT_MS;
 	uint16_t sampling = DCMI_SAMPLING_DEFAULT_S;
-	struct rp_power_limit now;
+	struct rp_power_limit now = {0};
 	int rc = -1;
 
 	if (set == NULL || act == NULL) {

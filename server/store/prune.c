@@ -141,8 +141,10 @@ prune(struct rp_store *st, int which, int64_t before, int64_t deadline, int64_t 
 }
 
 /* Where sensor samples end: keep->samples_ms ago, or later when more than keep->samples_max
- * rows are kept: then about 90 % of that many stay, the newest (the rows' span scaled down,
- * as they come at a steady rate). 0: keep them all. */
+ * rows are kept: then the newest stay, as many as leave room for an hour's more (the rows'
+ * span scaled down, as they come at a steady rate), so that they are about samples_max when
+ * the hourly prune comes round again; at least a tenth of samples_max stay. 0: keep them
+ * all. */
 static enum rp_err
 samples_cutoff(struct rp_store *st, int64_t now, const struct rp_prune_keep *keep, int64_t *cutoff)
 {
@@ -162,9 +164,13 @@ samples_cutoff(struct rp_store *st, int64_t now, const struct rp_prune_keep *kee
 		oldest = sql_int(s, 1);
 		sql_reset(s);
 		if (rows > keep->samples_max && oldest > 0 && oldest < now) {
-			int64_t span = now - oldest;
-			int64_t over = now - (int64_t)((double)span * 0.9 *
-			                               (double)keep->samples_max / (double)rows);
+			int64_t span = now - oldest, over;
+			double per_hour = (double)rows * 3600000.0 / (double)span;
+			double target = (double)keep->samples_max - per_hour;
+
+			if (target < 0.1 * (double)keep->samples_max)
+				target = 0.1 * (double)keep->samples_max;
+			over = now - (int64_t)((double)span * target / (double)rows);
 
 			if (over > at)
 				at = over;

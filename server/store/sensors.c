@@ -52,12 +52,14 @@ judge(json_t *s, double drive_warning_c)
  * few watts is not worth a row a minute): a temperature by 2 degrees, power by 2 % and 10 W,
  * a fan by 5 % and 300 RPM. */
 static int
-moved(const char *type, double v, double logged)
+moved(const char *type, const char *unit, double v, double logged)
 {
 	double d = fabs(v - logged), rel = fabs(logged) * 0.01;
 
 	if (!strcmp(type, "temperature"))
 		return d >= 2.0;
+	if (unit && !strcmp(unit, "%")) /* a fan's speed given only as a share of its top */
+		return d >= 5.0;
 	if (!strcmp(type, "fan"))
 		return d >= 300.0 && d >= 5 * rel;
 	return d >= 10.0 && d >= 2 * rel;
@@ -167,7 +169,8 @@ one_sensor(struct record *r, struct conn *c, const struct node_ref *n, json_t *s
 	sample = !isnan(v) &&
 	         (r->o->sample_all || old == NULL ||
 	          !json_is_integer(json_object_get(old, "logged_at")) || isnan(logged) ||
-	          moved(type, v, logged) || r->now - logged_at >= HEARTBEAT_MS);
+	          moved(type, json_string_value(json_object_get(s, "unit")), v, logged) ||
+	          r->now - logged_at >= HEARTBEAT_MS);
 	same = old && same_num(v, num(old, "value")) && from == to &&
 	       same_num(num(s, "upper_warning"), num(old, "upper_warning")) &&
 	       same_num(num(s, "upper_critical"), num(old, "upper_critical")) &&
@@ -690,8 +693,14 @@ rp_store_rack_power_history(struct rp_store *st, const char *rack, int64_t since
 	              id, since, until);
 	if ((e = store_all(c, s, &rows)) != RP_ERR_OK)
 		return e;
-	*out = json_pack("{s:s, s:i, s:o}", "rack", rack, "step_s", RACK_STEP_MS / 1000, "samples",
-	                 rows);
+	s = STMT_ARGS(c, "SELECT name FROM racks WHERE id = ?", id);
+	if ((e = store_one(c, s, "rack")) != RP_ERR_OK) {
+		json_decref(rows);
+		return e;
+	}
+	*out = json_pack("{s:s, s:i, s:o}", "rack", sql_text(s, 0), "step_s", RACK_STEP_MS / 1000,
+	                 "samples", rows);
+	sql_reset(s);
 	return RP_ERR_OK;
 }
 
@@ -709,7 +718,7 @@ rp_store_sensor_rows(struct rp_store *st, int (*fn)(void *arg, const struct rp_s
 	s = STMT(c, "SELECT n.name, r.name, s.name, s.type, s.kind, s.value, s.state, s.unit "
 	            "FROM sensors "
 	            "s JOIN nodes n ON n.id = s.node_id LEFT JOIN racks r ON r.id = n.rack_id "
-	            "WHERE s.value IS NOT NULL ORDER BY n.name, s.name");
+	            "ORDER BY n.name, s.name");
 	while (store_next(c, s, "sensor rows", &e)) {
 		struct rp_sensor_row row = {
 		        .node = sql_text(s, 0),
@@ -717,7 +726,7 @@ rp_store_sensor_rows(struct rp_store *st, int (*fn)(void *arg, const struct rp_s
 		        .name = sql_text(s, 2),
 		        .type = sql_text(s, 3),
 		        .kind = sql_text(s, 4),
-		        .value = sql_real(s, 5),
+		        .value = sql_type(s, 5) == SQL_NULL ? NAN : sql_real(s, 5),
 		        .state = sql_text(s, 6),
 		        .unit = sql_text(s, 7),
 		};

@@ -689,13 +689,13 @@ enum rp_err rp_store_power_caps(struct rp_store *st, const char *rack, int drift
 enum rp_err rp_store_sensor_peaks(struct rp_store *st, const char *node, int64_t since,
                                   int64_t until, json_t **out);
 
-/* One stored sensor value, for /metrics. Strings are valid during the callback only. */
+/* One stored sensor, for /metrics. Strings are valid during the callback only. */
 struct rp_sensor_row {
 	const char *node, *rack, *name, *type, *kind, *state, *unit;
-	double value;
+	double value; /* NAN: the BMC gave none */
 };
 
-/* Call fn for every sensor with a value, by node and name, until it returns non-zero. */
+/* Call fn for every sensor, by node and name, until it returns non-zero. */
 enum rp_err rp_store_sensor_rows(struct rp_store *st,
                                  int (*fn)(void *arg, const struct rp_sensor_row *r), void *arg);
 
@@ -720,8 +720,9 @@ struct rp_prune_keep {
  * of jobs that ended longer than that ago (the jobs stay, their log_dropped counting the
  * bytes); API tokens expired or revoked longer than that ago; webhook deliveries that ended
  * longer than that ago; sensor samples older than keep->samples_ms (and the oldest of them
- * while there are more than keep->samples_max: about 90 % of that many stay) and rack power
- * steps older than keep->rack_steps_ms; bootstrap tokens a day past their expiry; rows of servers
+ * while there are more than keep->samples_max: as many stay as leave room for an hour's
+ * more, at least a tenth of samples_max) and rack power steps older than
+ * keep->rack_steps_ms; bootstrap tokens a day past their expiry; rows of servers
  * not heard from for a day. In transactions of at most a few thousand rows (samples: of 64 nodes or
  * racks), so a large backlog never holds the write lock for long, and for about budget_ms at most
  * (counts->more then says there is more). counts (may be NULL) is written only on success. */

@@ -282,10 +282,12 @@ tree_dir(const char *name, char *dir, size_t len)
 static json_t *
 tree_doc(const char *dir, const char *uri)
 {
-	char path[1024];
+	char path[2048];
 	json_error_t je;
 
-	snprintf(path, sizeof path, "%s%s/index.json", dir, uri + strlen("/redfish/v1"));
+	if ((size_t)snprintf(path, sizeof path, "%s%s/index.json", dir,
+	                     uri + strlen("/redfish/v1")) >= sizeof path)
+		return NULL;
 	return json_load_file(path, 0, &je);
 }
 

@@ -1594,7 +1594,8 @@ test_prune_samples(void **state)
 	assert_int_equal(dbfx_sql(f->path, "SELECT count(*) FROM sensor_history", out, sizeof out),
 	                 0);
 	assert_string_equal(out, "1750");
-	/* A cap of 700 rows: 0.9 x 700 / 1750 of the 24 hours stay (8.64 h: k 0..8). */
+	/* A cap of 700 rows, 1750 kept over 24 h (73 an hour): room is left for an hour's more,
+	 * (700 - 73) / 1750 of the 24 hours stay (8.6 h: k 0..8). */
 	assert_int_equal(
 	        rp_store_prune(f->st, now,
 	                       &(struct rp_prune_keep){.samples_ms = 24 * hour, .samples_max = 700},
