@@ -794,7 +794,8 @@ scheduler(void *arg)
 
 /* ---- Retention ------------------------------------------------------------------------ */
 
-#define PRUNE_EVERY_MS (3600 * 1000)
+#define PRUNE_EVERY_MS  (3600 * 1000)
+#define PRUNE_CAPPED_MS (300 * 1000)
 
 /* The leader prunes what retention_days no longer keeps: a little after it starts or takes
  * the lead, then hourly; a second at a time, so a stop never waits on a large backlog. */
@@ -843,7 +844,12 @@ pruner(void *arg)
 			        (long long)n.bootstrap_tokens, (long long)n.servers,
 			        (long long)n.deliveries, (long long)n.samples,
 			        (long long)n.rack_steps, n.more ? "; more to come" : "");
-		next = e != RP_ERR_OK ? now + 60000 : n.more ? 0 : now + PRUNE_EVERY_MS;
+		/* Over the sensor history cap: soon again, so a busy fleet's samples stay near it.
+		 */
+		next = e != RP_ERR_OK ? now + 60000
+		       : n.more       ? 0
+		       : n.capped     ? now + PRUNE_CAPPED_MS
+		                      : now + PRUNE_EVERY_MS;
 		pthread_mutex_lock(&j->mu);
 	}
 	pthread_mutex_unlock(&j->mu);

@@ -144,9 +144,10 @@ prune(struct rp_store *st, int which, int64_t before, int64_t deadline, int64_t 
  * rows are kept: then the newest stay, as many as leave room for an hour's more (the rows'
  * span scaled down, as they come at a steady rate), so that they are about samples_max when
  * the hourly prune comes round again; at least a tenth of samples_max stay. 0: keep them
- * all. */
+ * all. *capped set to 1 when over samples_max. */
 static enum rp_err
-samples_cutoff(struct rp_store *st, int64_t now, const struct rp_prune_keep *keep, int64_t *cutoff)
+samples_cutoff(struct rp_store *st, int64_t now, const struct rp_prune_keep *keep, int64_t *cutoff,
+               int *capped)
 {
 	STORE_HOLD(st);
 	struct conn *c;
@@ -174,6 +175,7 @@ samples_cutoff(struct rp_store *st, int64_t now, const struct rp_prune_keep *kee
 
 			if (over > at)
 				at = over;
+			*capped = 1;
 			rp_log_warn("retention: %lld sensor samples, over sensor_history_max_rows "
 			            "(%lld): keeping the last %.1f hours",
 			            (long long)rows, (long long)keep->samples_max,
@@ -199,7 +201,7 @@ rp_store_prune(struct rp_store *st, int64_t now, const struct rp_prune_keep *kee
 	     (e = prune(st, P_DELIVERIES, now - keep_ms, end, &n.deliveries, &n.more)) !=
 	             RP_ERR_OK))
 		return e;
-	if ((e = samples_cutoff(st, now, keep, &cutoff)) != RP_ERR_OK)
+	if ((e = samples_cutoff(st, now, keep, &cutoff, &n.capped)) != RP_ERR_OK)
 		return e;
 	if ((cutoff > 0 &&
 	     (e = prune(st, P_SAMPLES, cutoff, end, &n.samples, &n.more)) != RP_ERR_OK) ||

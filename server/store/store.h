@@ -705,7 +705,8 @@ enum rp_err rp_store_sensor_rows(struct rp_store *st,
 struct rp_prune_counts {
 	int64_t events, job_logs, tokens, bootstrap_tokens, servers, deliveries;
 	int64_t samples, rack_steps; /* sensor_history, rack_power_history rows */
-	int more;                    /* the budget ran out first: call again */
+	int capped; /* the samples were over samples_max: prune again in minutes, not an hour */
+	int more;   /* the budget ran out first: call again */
 };
 
 /* How long rp_store_prune keeps what it prunes, in ms; 0 keeps it. */

@@ -1602,6 +1602,7 @@ test_prune_samples(void **state)
 	                       10000, &n),
 	        RP_ERR_OK);
 	assert_int_equal(n.samples, 70 * 16);
+	assert_true(n.capped);
 	assert_int_equal(
 	        dbfx_sql(f->path, "SELECT max(value) FROM sensor_history", out, sizeof out), 0);
 	k = atoi(out);
@@ -1613,6 +1614,7 @@ test_prune_samples(void **state)
 	                       10000, &n),
 	        RP_ERR_OK);
 	assert_int_equal(n.samples, 0);
+	assert_false(n.capped);
 }
 
 /* Job leases: a claim is its owner's until the lease runs out; only the owner renews and
