@@ -16,7 +16,7 @@
 #     value moved past its dead band before each of MOVES sweeps), and in copies of the two
 #     databases at a larger scale with the server's insert pattern (a retention cycle included),
 #     bytes per sensors / sensor_reads / rack_power_history row; projected to 10,000 nodes at the
-#     default 60 s interval, retention 24 h capped at 15,000,000 rows (pruned hourly)
+#     default 60 s interval, retention 24 h capped at 15,000,000 rows (pruned hourly; every 5 min past it)
 # Usage: bench/sensors.sh   (env N_IPMI=200 N_RF=500 ROUNDS=5 SEQ_ROUNDS=1 MOVES=10 RP_BIN=).
 # Results: bench/out/sensors.txt
 set -eu
@@ -292,14 +292,17 @@ set -- $(db_stat "$TMP/rf/rackpilot.db" sensor_reads); RD_BPR=$(awk -v p="$1" -v
 
 # ---- 3c. projection: NODES nodes, 60 s interval, default retention ----------------------------------
 # kept: 24 h of samples, pruned hourly (so up to 25 h between two prunes); past 15 M rows the prune
-# keeps ~90 % of 15 M, and an hour of samples comes in before the next one.
+# keeps 15 M less an hour's samples (at least 1.5 M) and comes again every 5 minutes.
 project() { # label S bytes_per_sample bytes_per_sensor_row per_day sensor_rows_per_node
 	awk -v lbl="$1" -v s="$2" -v b="$3" -v bs="$4" -v pd="$5" -v sr="$6" -v n="$NODES" -v racks="$RACKS" \
 		-v rk="$RK_BPR" -v rd="$RD_BPR" 'BEGIN {
 		MB = 1e6; cap = 15000000;
 		day = n * s * pd; hour = day / 24;
 		peak = day * 25 / 24; how = "24 h + 1 h until the hourly prune";
-		if (peak > cap) { peak = 0.9 * cap + hour; how = "cap: 0.9 x 15 M after a prune + 1 h of samples" }
+		if (peak > cap) {
+			kept = cap - hour; if (kept < 0.1 * cap) kept = 0.1 * cap;
+			peak = kept + hour / 12; how = "cap: 15 M less an hour, pruned every 5 min"
+		}
 		fixed = n * sr * bs + n * rd;
 		rack = racks * 288 * 30 * rk;
 		total = peak * b + fixed + rack;
@@ -313,7 +316,9 @@ breakeven() { # label S bytes_per_sample bytes_per_sensor_row sensor_rows_per_no
 	awk -v lbl="$1" -v s="$2" -v b="$3" -v bs="$4" -v sr="$5" -v n="$NODES" -v racks="$RACKS" \
 		-v rk="$RK_BPR" -v rd="$RD_BPR" 'BEGIN {
 		cap = 15000000; room = 1073741824 - n * sr * bs - n * rd - racks * 288 * 30 * rk;
-		hmax = room / b - 0.9 * cap;            # samples an hour at most (capped regime)
+		# samples an hour at most: capped regime (peak 0.1 cap + 5 min of samples, or the cap
+		# itself), else 25 h of them
+		hmax = room / b >= cap ? 12 * (room / b - 0.1 * cap) : 0;
 		if (hmax * 25 < cap) hmax = room / b / 25;
 		f = (hmax / (n * s) - 1) / 59;
 		printf "   %-36s under 1 GiB while at most %.0f M samples/hour: %.0f %% of the sensors moving every sweep\n",
@@ -361,7 +366,7 @@ breakeven() { # label S bytes_per_sample bytes_per_sensor_row sensor_rows_per_no
 	echo "       (table pages + free pages / rows held; payload $SY_RF_PAY B/row = $SY_RF_FILL % of the pages; $SY_RF_FL free pages; $SY_RF_ROWS rows)"
 	echo "     rack_power_history ($RACKS racks x 288 steps x $RK_DAYS days): $RK_BPR B/row"
 	echo "     latest values: sensors $SN_RF_BPR B/row (Redfish), $SN_IP_BPR B/row (IPMI); sensor_reads $RD_BPR B/row"
-	echo "   projection, $NODES nodes, sensor_sync_interval 60 s, sensor_history_hours 24, max_rows 15 M (prune hourly),"
+	echo "   projection, $NODES nodes, sensor_sync_interval 60 s, sensor_history_hours 24, max_rows 15 M (prune hourly, every 5 min past it),"
 	echo "   $RACKS racks x 288 steps/day kept 30 days (rack_history_days); bytes/row: after a retention cycle"
 	echo "   (15 M rows = $(awk -v b="$SY_RF_C" 'BEGIN {printf "%.0f", 15e6 * b / 1e6}') MB at the Redfish size, $(awk -v b="$SY_IP_C" 'BEGIN {printf "%.0f", 15e6 * b / 1e6}') MB at the IPMI size):"
 	project "GPU server (Redfish, $S_RF/node) steady" "$S_RF" "$SY_RF_C" "$SN_RF_BPR" 24 "$RF_SENSORS_PER_NODE"
