@@ -80,62 +80,57 @@ label(struct rp_buf *b, const char *s)
 	}
 }
 
-/* The sensor families, each gathered in its own buffer: a family's samples must be
- * together. */
-enum { M_POWER, M_TEMP, M_FAN, M_PSU, M_STATE, M_FAMILIES };
-
-static const char *const family_head[M_FAMILIES] = {
-        "# HELP rackpilot_node_power_watts A node's power draw as its BMC reads it.\n"
-        "# TYPE rackpilot_node_power_watts gauge\n",
-        "# HELP rackpilot_node_temperature_celsius A node's temperature sensors.\n"
-        "# TYPE rackpilot_node_temperature_celsius gauge\n",
-        "# HELP rackpilot_node_fan_rpm A node's fans.\n# TYPE rackpilot_node_fan_rpm gauge\n",
-        "# HELP rackpilot_node_psu_input_watts A node's power supplies' input.\n"
-        "# TYPE rackpilot_node_psu_input_watts gauge\n",
-        "# HELP rackpilot_node_sensor_state A sensor's state: 0 ok, 1 warning, 2 critical.\n"
-        "# TYPE rackpilot_node_sensor_state gauge\n",
+/* The sensor families: each is read in a pass of its own (a family's samples must be
+ * together) and written straight into the answer, so a large fleet's scrape is built once,
+ * not gathered and then copied. */
+static const struct family {
+	const char *type; /* the sensors' type (NULL: every sensor) */
+	const char *metric, *help;
+	int with_sensor, with_kind;
+} families[] = {
+        {"power", "rackpilot_node_power_watts", "A node's power draw as its BMC reads it.", 0, 0},
+        {"temperature", "rackpilot_node_temperature_celsius", "A node's temperature sensors.", 1,
+         1},
+        {"fan", "rackpilot_node_fan_rpm", "A node's fans.", 1, 0},
+        {"psu", "rackpilot_node_psu_input_watts", "A node's power supplies' input.", 1, 0},
+        {NULL, "rackpilot_node_sensor_state", "A sensor's state: 0 ok, 1 warning, 2 critical.", 1,
+         0},
 };
 
-static void
-sample(struct rp_buf *b, const char *metric, const struct rp_sensor_row *r, int with_sensor,
-       int with_kind, double v)
-{
-	rp_buf_printf(b, "%s{node=\"", metric);
-	label(b, r->node);
-	rp_buf_printf(b, "\",rack=\"");
-	label(b, r->rack);
-	if (with_sensor) {
-		rp_buf_printf(b, "\",sensor=\"");
-		label(b, r->name);
-	}
-	if (with_kind) {
-		rp_buf_printf(b, "\",kind=\"");
-		label(b, r->kind);
-	}
-	rp_buf_printf(b, "\"} %.17g\n", v);
-}
+struct family_pass {
+	const struct family *f;
+	struct rp_buf *b;
+	int head; /* the HELP and TYPE lines are written */
+};
 
 static int
 sensor_metric(void *arg, const struct rp_sensor_row *r)
 {
-	struct rp_buf *m = arg;
+	struct family_pass *p = arg;
+	const struct family *f = p->f;
+	struct rp_buf *b = p->b;
+	double v = r->value;
 
-	/* A sensor without a value still has a state (a failed PSU may read nothing). */
-	if (isnan(r->value))
-		goto state;
-	if (!strcmp(r->type, "power") && !strcmp(r->kind, "system"))
-		sample(&m[M_POWER], "rackpilot_node_power_watts", r, 0, 0, r->value);
-	else if (!strcmp(r->type, "temperature"))
-		sample(&m[M_TEMP], "rackpilot_node_temperature_celsius", r, 1, 1, r->value);
-	else if (!strcmp(r->type, "fan") && !strcmp(r->unit, "RPM"))
-		sample(&m[M_FAN], "rackpilot_node_fan_rpm", r, 1, 0, r->value);
-	else if (!strcmp(r->type, "psu"))
-		sample(&m[M_PSU], "rackpilot_node_psu_input_watts", r, 1, 0, r->value);
-state:
-	sample(&m[M_STATE], "rackpilot_node_sensor_state", r, 1, 0,
-	       !strcmp(r->state, "critical")  ? 2
-	       : !strcmp(r->state, "warning") ? 1
-	                                      : 0);
+	if (f->type == NULL) /* states: every sensor, with a value or not (a failed PSU) */
+		v = !strcmp(r->state, "critical") ? 2 : !strcmp(r->state, "warning") ? 1 : 0;
+	else if (isnan(v) || (!strcmp(f->type, "power") && strcmp(r->kind, "system") != 0) ||
+	         (!strcmp(f->type, "fan") && strcmp(r->unit, "RPM") != 0))
+		return 0;
+	if (!p->head++)
+		rp_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", f->metric, f->help, f->metric);
+	rp_buf_printf(b, "%s{node=\"", f->metric);
+	label(b, r->node);
+	rp_buf_printf(b, "\",rack=\"");
+	label(b, r->rack);
+	if (f->with_sensor) {
+		rp_buf_printf(b, "\",sensor=\"");
+		label(b, r->name);
+	}
+	if (f->with_kind) {
+		rp_buf_printf(b, "\",kind=\"");
+		label(b, r->kind);
+	}
+	rp_buf_printf(b, "\"} %.17g\n", v);
 	return 0;
 }
 
@@ -154,18 +149,14 @@ static const char *const rack_family[][3] = {
 static void
 power_metrics(struct rp_api_req *rq, struct rp_buf *b)
 {
-	struct rp_buf m[M_FAMILIES] = {{0}};
 	json_t *all = NULL, *r;
 	size_t i, k;
 
-	if (rp_store_sensor_rows(rq->api->store, sensor_metric, m) == RP_ERR_OK)
-		for (k = 0; k < M_FAMILIES; k++)
-			if (m[k].len) {
-				rp_buf_printf(b, "%s", family_head[k]);
-				rp_buf_append(b, m[k].data, m[k].len);
-			}
-	for (k = 0; k < M_FAMILIES; k++)
-		rp_buf_free(&m[k]);
+	for (k = 0; k < sizeof families / sizeof *families; k++) {
+		struct family_pass p = {.f = &families[k], .b = b};
+
+		(void)rp_store_sensor_rows(rq->api->store, families[k].type, sensor_metric, &p);
+	}
 	if (rp_store_power_overview(rq->api->store, &all) != RP_ERR_OK)
 		return;
 	for (k = 0; k < sizeof rack_family / sizeof *rack_family; k++) {

@@ -563,22 +563,30 @@ check_burn_in(struct acc *a)
 	return rc;
 }
 
-/* While the pxe check's boot runs (burn-in among it), sample the node's sensors at each look
- * (every LOOK_AGAIN_MS) for power_thermal, whatever the sensor sweep's interval: a read of the
- * BMC recorded as the sweep records its readings. A failed read is left to the next look. */
+/* While the pxe check's boot runs (burn-in among it), read the node's sensors for
+ * power_thermal every SAMPLE_MS (at the looks, every LOOK_AGAIN_MS), whatever the sensor
+ * sweep's interval: recorded as the sweep records its readings, each read marked in the
+ * history. A failed read is left to a later look. */
+#define SAMPLE_MS 4000
+
 static void
 sample_sensors(struct acc *a)
 {
 	struct rp_bmc_err err = {0};
 	struct rp_sensor_opts so = jobs_sensor_opts(a->w->j);
 	json_t *sensors = NULL, *reading;
+	int64_t at = rp_time_now_ms(), last = 0;
 
-	so.sample_all = 1; /* a sample per look: power_thermal sees what each look read */
+	if (rp_store_sensor_read_at(a->w->j->st, a->w->node_id, &last) != RP_ERR_OK ||
+	    at - last < SAMPLE_MS)
+		return;
+
+	so.mark_read = 1; /* power_thermal counts the reads that fall in burn-in */
 
 	if (rp_bmc_sensors(a->b, &sensors, &err) < 0)
 		return;
-	reading = json_pack("[{s:I, s:b, s:o}]", "id", (json_int_t)a->w->node_id, "ok", 1,
-	                    "sensors", sensors);
+	reading = json_pack("[{s:I, s:I, s:b, s:o}]", "id", (json_int_t)a->w->node_id, "at",
+	                    (json_int_t)at, "ok", 1, "sensors", sensors);
 	if (rp_store_sensors_record(a->w->j->st, reading, &so, NULL) != RP_ERR_OK)
 		rp_log_warn("job %s: could not record the node's sensors", a->w->uuid);
 	json_decref(reading);

@@ -296,6 +296,8 @@ jobs_run_bios_apply(struct work *w, struct rp_bmc *b)
 			goto out;
 		if (rp_store_job_mark_sent(w->j->st, w->id) != RP_ERR_OK) {
 			o = jobs_fw_store_trouble(w, "the job's progress");
+			if (now != RP_POWER_ON)
+				jobs_power_release(w);
 			goto out;
 		}
 		if (rp_bmc_bios_set(b, diff, &err) < 0) {
@@ -303,6 +305,8 @@ jobs_run_bios_apply(struct work *w, struct rp_bmc *b)
 			            ? jobs_failed(w, "bios_rejected",
 			                          "the BMC refused the BIOS settings: %s", err.msg)
 			            : jobs_bmc_failure(w, &err, 1);
+			if (now != RP_POWER_ON)
+				jobs_power_release(w);
 			goto out;
 		}
 		rc = jobs_boot_now(b, &err);

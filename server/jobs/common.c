@@ -292,9 +292,23 @@ jobs_power_admit(struct work *w)
 			rp_log_warn("job %s: %s", w->uuid, a.note);
 		return NULL;
 	}
+	if (a.never)
+		return jobs_failed(w, "over_budget",
+		                   "%s: raise the rack's budget or power_limit_pct, "
+		                   "or power it on with force (admin)",
+		                   a.why);
 	o = jobs_later(w, a.retry_ms > 0 && a.retry_ms < 60000 ? (unsigned)a.retry_ms : 1000);
 	jobs_set_error(o, "waiting", "%s", a.why);
 	return o;
+}
+
+void
+jobs_power_release(struct work *w)
+{
+	if (rp_store_power_release(w->j->st, jobs_node_uuid(w)) != RP_ERR_OK)
+		rp_log_warn("job %s: could not release the node's power-on admission; it counts "
+		            "in its rack until it expires",
+		            w->uuid);
 }
 
 void

@@ -103,12 +103,15 @@ struct rp_jobs {
  * admission against its rack's budget and stagger (rp_store_power_admit; params.force and
  * params.forced_by let an admin's request past it). NULL: admitted, go on. Otherwise the
  * outcome to return: back to the queue, error_code "waiting" and the reason ("waiting: rack
- * r01 projected 37.2 kW of 36.0 kW ..."), no attempt counted; or a retry when the store
- * failed. Nothing was sent either way. */
+ * r01 projected 37.2 kW of 36.0 kW ..."), no attempt counted; failed ("over_budget") when the
+ * node alone passes the rack's limit; or a retry when the store failed. Nothing was sent. */
 struct rp_job_outcome *jobs_power_admit(struct work *w);
 
 /* After that command came back, sent or failed: the admission is no longer in flight. */
 void jobs_power_started(struct work *w);
+
+/* The job ends or retries before sending it: the admission goes (jobs_power_admit). */
+void jobs_power_release(struct work *w);
 
 /* ---- Sweeps (sweep.c) ------------------------------------------------------------- */
 

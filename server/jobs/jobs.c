@@ -82,7 +82,9 @@ jobs_run_power(struct work *w, struct rp_bmc *b)
 	want = !strcmp(target, "off") || !strcmp(target, "soft_off") ? RP_POWER_OFF : RP_POWER_ON;
 	if (w->recover) {
 		/* The command may or may not have reached the BMC before the crash; never send it
-		 * again. Succeed only where the end state proves it happened. */
+		 * again. Succeed only where the end state proves it happened. Its admission (if it
+		 * was a power-on) is no longer in flight either way. */
+		jobs_power_started(w);
 		int provable = !strcmp(target, "on") || !strcmp(target, "off") ||
 		               !strcmp(target, "soft_off");
 
@@ -144,6 +146,9 @@ jobs_run_power(struct work *w, struct rp_bmc *b)
 	if (rp_store_job_mark_sent(w->j->st, w->id) != RP_ERR_OK) {
 		struct rp_bmc_err busy = {RP_BMC_BUSY, "could not record the job's progress in the "
 		                                       "database before acting"};
+
+		if (act == RP_POWER_ACT_ON)
+			jobs_power_release(w);
 
 		/* Nothing was sent: safe to retry like any transient failure, within its limit. */
 		return jobs_bmc_failure(w, &busy, 1);

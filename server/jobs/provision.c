@@ -72,6 +72,8 @@ boot_into(struct work *w, enum rp_boot_device dev, int persistent)
 		struct rp_bmc_err busy = {RP_BMC_BUSY, "could not record progress before acting"};
 
 		o = jobs_bmc_failure(w, &busy, 1);
+		if (now != RP_POWER_ON)
+			jobs_power_release(w);
 		goto out;
 	}
 	if (rp_bmc_power_set(b, jobs_boot_action(now), &err) < 0)

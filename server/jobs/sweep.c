@@ -9,8 +9,10 @@
 #include "util/util.h"
 
 /* Readings recorded per transaction: a sweep of a large fleet never holds the write lock for
- * long, and never keeps more than a few chunks of readings in memory. */
-#define SWEEP_CHUNK 256
+ * long (on PostgreSQL every server's writes wait for it), and never keeps more than a few
+ * chunks of readings in memory. A node's sensors are ~80 rows to compare and write, its
+ * power state one. */
+static const size_t sweep_chunk[RP_SWEEPS] = {256, 32};
 
 static const char *const sweep_names[RP_SWEEPS] = {"power sync", "sensor sync"};
 
@@ -118,7 +120,8 @@ sweep_worker(void *arg)
 		if (i >= s->npick || __atomic_load_n(&s->j->stop, __ATOMIC_RELAXED))
 			return NULL;
 		node = &s->targets[s->pick[i]];
-		r = json_pack("{s:I}", "id", (json_int_t)node->id);
+		r = json_pack("{s:I, s:I}", "id", (json_int_t)node->id, "at",
+		              (json_int_t)rp_time_now_ms());
 		if (jobs_bmc_target(&node->bmc, node->uuid, &t, &err) == 0 &&
 		    (b = rp_bmc_open(&t, &err)) != NULL) {
 			jobs_bmc_learned(s->j, node->name, node->uuid, node->bmc.address,
@@ -134,7 +137,7 @@ sweep_worker(void *arg)
 		json_array_append_new(s->pending, r);
 		s->ok += ok;
 		s->failed += !ok;
-		if (json_array_size(s->pending) >= SWEEP_CHUNK) {
+		if (json_array_size(s->pending) >= sweep_chunk[s->kind]) {
 			full = s->pending;
 			s->pending = json_array();
 		}

@@ -33,16 +33,23 @@ admit_txn(struct conn *c, void *ctx)
 	memset(out, 0, sizeof *out);
 	if ((e = store_node_ref(c, a->node, &n)) != RP_ERR_OK)
 		return e;
-	/* Taken already (a retried job, a second job for the node): one admission per node. */
-	s = STMT_ARGS(c, "SELECT 1 FROM power_admissions WHERE node_id = ?", n.id);
+	/* Taken already (a retried job, a second job for the node): one admission per node;
+	 * one taken in another rack (the node moved since) is taken again in its own. */
+	s = STMT_ARGS(c, "SELECT rack_id FROM power_admissions WHERE node_id = ?", n.id);
 	if ((e = store_one(c, s, "admission")) == RP_ERR_OK) {
+		int64_t was = sql_int(s, 0);
+
 		sql_reset(s);
-		out->admitted = 1;
-		return EXEC(c, "admission",
-		            "UPDATE power_admissions SET job_id = ? WHERE node_id = ?", a->job_id,
-		            n.id);
-	}
-	if (e != RP_ERR_NOT_FOUND)
+		if (was == n.rack_id) {
+			out->admitted = 1;
+			return EXEC(c, "admission",
+			            "UPDATE power_admissions SET job_id = ? WHERE node_id = ?",
+			            a->job_id, n.id);
+		}
+		if ((e = EXEC(c, "admission moved",
+		              "DELETE FROM power_admissions WHERE node_id = ?", n.id)) != RP_ERR_OK)
+			return e;
+	} else if (e != RP_ERR_NOT_FOUND)
 		return e;
 	if (n.rack_id <= 0) {
 		out->admitted = 1; /* no rack: no budget to keep, no neighbours to stagger from */
@@ -94,6 +101,16 @@ admit_txn(struct conn *c, void *ctx)
 	out->projected_w = measured + pending + (isnan(peak) ? 0 : peak) - (isnan(base) ? 0 : base);
 	limit_w = budget_kw * 1000.0 * pct / 100.0;
 	out->limit_w = isnan(budget_kw) ? -1 : limit_w;
+	if (!isnan(budget_kw) && !isnan(peak) && peak > limit_w && !a->force) {
+		/* Room never frees for it: waiting would be for ever. */
+		snprintf(
+		        out->why, sizeof out->why,
+		        "node %s peaks at %.1f kW, over rack %s's whole limit of %.1f kW (%d %% of "
+		        "its %.1f kW budget)",
+		        n.name, peak / 1000, rack, limit_w / 1000, pct, budget_kw);
+		out->never = 1;
+		return RP_ERR_OK;
+	}
 	if (a->o->stagger && inflight >= a->o->stagger) {
 		snprintf(out->why, sizeof out->why,
 		         "waiting: rack %s has %lld node(s) powering on (power_on_stagger %u)",
@@ -189,6 +206,21 @@ rp_store_power_started(struct rp_store *st, const char *node)
 	         "UPDATE power_admissions SET started_at = ? WHERE node_id = ? AND started_at IS "
 	         "NULL",
 	         rp_time_now_ms(), n.id);
+	return store_end(c, e, NULL, NULL);
+}
+
+enum rp_err
+rp_store_power_release(struct rp_store *st, const char *node)
+{
+	STORE_HOLD(st);
+	struct conn *c = NULL;
+	struct node_ref n;
+	enum rp_err e;
+
+	if ((e = store_write_node(st, node, &c, &n)) != RP_ERR_OK)
+		return e;
+	e = EXEC(c, "admission released",
+	         "DELETE FROM power_admissions WHERE node_id = ? AND started_at IS NULL", n.id);
 	return store_end(c, e, NULL, NULL);
 }
 

@@ -56,11 +56,20 @@ plan_txn(struct conn *c, void *ctx)
 	limit_w = budget_kw * 1000.0 * pct / 100.0;
 	s = STMT_ARGS(
 	        c,
-	        "SELECT n.id AS node_id, n.name AS node, k.max_power_w FROM nodes n LEFT JOIN "
-	        "node_classes k ON k.name = n.node_class WHERE n.rack_id = ? ORDER BY n.name",
+	        "SELECT n.id AS node_id, n.name AS node, CASE WHEN k.max_power_w > 0 THEN "
+	        "k.max_power_w END AS max_power_w FROM nodes n JOIN bmcs b ON b.node_id = n.id "
+	        "LEFT JOIN node_classes k ON k.name = n.node_class WHERE n.rack_id = ? ORDER BY "
+	        "n.name",
 	        id);
 	if ((e = store_all(c, s, &nodes)) != RP_ERR_OK)
 		goto out;
+	/* Nothing to cap: say so before planning anything (no event, no rows). */
+	if (json_array_size(nodes) == 0) {
+		p->detail = store_why(NULL, "rack %s has no node with a BMC", p->rack);
+		e = RP_ERR_BAD_REQUEST;
+		goto out;
+	}
+	/* A class rated 0 W counts as unrated (a share of nothing would cap the node at 0). */
 	json_array_foreach(nodes, i, n)
 	{
 		json_t *m = json_object_get(n, "max_power_w");
@@ -89,10 +98,14 @@ plan_txn(struct conn *c, void *ctx)
 		json_t *target = json_null();
 
 		if (!strcmp(policy, "budget")) {
-			double w = floor(limit_w * weight / share_sum);
+			double w = share_sum > 0 ? floor(limit_w * weight / share_sum) : 0;
 
 			if (json_is_number(m) && w > json_number_value(m))
 				w = json_number_value(m);
+			if (!(w >= 0)) /* NaN, or a negative budget the schema forbids */
+				w = 0;
+			if (w > 1000000)
+				w = 1000000;
 			target = json_integer((json_int_t)w);
 		}
 		u = STMT(c, "INSERT INTO power_caps(node_id, target_w, planned_at) "

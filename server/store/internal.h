@@ -54,6 +54,11 @@ struct rp_store {
 	int version;
 	uint64_t generation;
 	struct rp_secrets *secrets; /* borrowed; may be NULL */
+	/* rp_store_prune's passes over the sensor and rack histories (one caller at a time):
+	 * the owner id each stopped after (0: a new pass starts), and the sample pass's cutoff
+	 * and whether the row cap set it. */
+	int64_t prune_pass[2], prune_cutoff;
+	int prune_capped;
 	/* Why writes fail now (RP_ERR_OK, STORAGE_FULL, STORAGE_READONLY, STORAGE_IO): set by
 	 * store_sqlerr, cleared by the next commit. Atomic; logged when it changes. */
 	int cond;

@@ -12,49 +12,48 @@
 struct chunk {
 	int64_t before, done;
 	int which;
-	int64_t cursor; /* P_SAMPLES, P_RACK_STEPS: the highest owner id done */
-	int end;        /* ...: no owner after cursor */
+	int64_t from;   /* P_SAMPLES, P_RACK_STEPS: start after this owner id */
+	int64_t cursor; /* ...out: the highest owner id done */
+	int end;        /* ...out: no owner after cursor */
 };
 
 enum { P_EVENTS, P_LOGS, P_TOKENS, P_BOOTSTRAP, P_SERVERS, P_DELIVERIES, P_SAMPLES, P_RACK_STEPS };
 
-/* Old samples of the next OWNER_CHUNK nodes (racks) after k->cursor: by their primary key's
- * (owner, at) prefix, so a pass over a large history reads only what it removes. */
+/* Old samples of the next OWNER_CHUNK nodes (racks) after k->from, owner by owner: each
+ * DELETE is a range of the primary key's (owner, at) prefix, so a pass over a large history
+ * reads only what it removes. */
 static enum rp_err
 samples_chunk(struct conn *c, struct chunk *k)
 {
 	struct stmt *s;
 	enum rp_err e;
-	int64_t last = k->cursor, n = 0;
+	int64_t ids[OWNER_CHUNK];
+	int n = 0, i;
 
 	s = k->which == P_SAMPLES
-	            ? STMT_ARGS(c, "SELECT id FROM nodes WHERE id > ? ORDER BY id LIMIT ?",
-	                        k->cursor, (int64_t)OWNER_CHUNK)
-	            : STMT_ARGS(c, "SELECT id FROM racks WHERE id > ? ORDER BY id LIMIT ?",
-	                        k->cursor, (int64_t)OWNER_CHUNK);
-	while (store_next(c, s, "prune samples", &e)) {
-		last = sql_int(s, 0);
-		n++;
-	}
+	            ? STMT_ARGS(c, "SELECT id FROM nodes WHERE id > ? ORDER BY id LIMIT ?", k->from,
+	                        (int64_t)OWNER_CHUNK)
+	            : STMT_ARGS(c, "SELECT id FROM racks WHERE id > ? ORDER BY id LIMIT ?", k->from,
+	                        (int64_t)OWNER_CHUNK);
+	while (store_next(c, s, "prune samples", &e))
+		if (n < OWNER_CHUNK)
+			ids[n++] = sql_int(s, 0);
 	if (e != RP_ERR_OK)
 		return e;
 	k->done = 0;
-	if (n > 0) {
-		e = k->which == P_SAMPLES ? EXEC(c, "prune sensor history",
-		                                 "DELETE FROM sensor_history WHERE node_id > ? AND "
-		                                 "node_id <= ? AND "
-		                                 "at < ?",
-		                                 k->cursor, last, k->before)
-		                          : EXEC(c, "prune rack power history",
-		                                 "DELETE FROM rack_power_history WHERE rack_id > ? "
-		                                 "AND rack_id <= ? "
-		                                 "AND at < ?",
-		                                 k->cursor, last, k->before);
+	for (i = 0; i < n; i++) {
+		e = k->which == P_SAMPLES
+		            ? EXEC(c, "prune sensor history",
+		                   "DELETE FROM sensor_history WHERE node_id = ? AND at < ?",
+		                   ids[i], k->before)
+		            : EXEC(c, "prune rack power history",
+		                   "DELETE FROM rack_power_history WHERE rack_id = ? AND at < ?",
+		                   ids[i], k->before);
 		if (e != RP_ERR_OK)
 			return e;
-		k->done = sql_changes(c);
+		k->done += sql_changes(c);
 	}
-	k->cursor = last;
+	k->cursor = n ? ids[n - 1] : k->from;
 	k->end = n < OWNER_CHUNK;
 	return RP_ERR_OK;
 }
@@ -123,17 +122,22 @@ prune(struct rp_store *st, int which, int64_t before, int64_t deadline, int64_t 
 {
 	STORE_HOLD(st);
 	struct chunk k = {.before = before, .which = which};
+	int64_t *pass = which == P_SAMPLES      ? &st->prune_pass[0]
+	                : which == P_RACK_STEPS ? &st->prune_pass[1]
+	                                        : NULL;
 	enum rp_err e;
 
 	if (*more)
 		return RP_ERR_OK;
 	do {
+		/* A pass over the histories goes on where the last call stopped. */
+		k.from = pass ? *pass : 0;
 		if ((e = store_txn(st, chunk, &k)) != RP_ERR_OK)
 			return e;
 		*n += k.done;
-		if (which == P_SAMPLES || which == P_RACK_STEPS
-		            ? k.end
-		            : k.done < (which == P_LOGS ? LOG_CHUNK : PRUNE_CHUNK))
+		if (pass)
+			*pass = k.end ? 0 : k.cursor;
+		if (pass ? k.end : k.done < (which == P_LOGS ? LOG_CHUNK : PRUNE_CHUNK))
 			return RP_ERR_OK;
 	} while (rp_time_mono_ns() < deadline);
 	*more = 1;
@@ -201,8 +205,15 @@ rp_store_prune(struct rp_store *st, int64_t now, const struct rp_prune_keep *kee
 	     (e = prune(st, P_DELIVERIES, now - keep_ms, end, &n.deliveries, &n.more)) !=
 	             RP_ERR_OK))
 		return e;
-	if ((e = samples_cutoff(st, now, keep, &cutoff, &n.capped)) != RP_ERR_OK)
-		return e;
+	/* The samples' cutoff is the pass's: set where it starts (its count is a table scan). */
+	if (st->prune_pass[0] == 0) {
+		st->prune_capped = 0;
+		if ((e = samples_cutoff(st, now, keep, &st->prune_cutoff, &st->prune_capped)) !=
+		    RP_ERR_OK)
+			return e;
+	}
+	cutoff = st->prune_cutoff;
+	n.capped = st->prune_capped;
 	if ((cutoff > 0 &&
 	     (e = prune(st, P_SAMPLES, cutoff, end, &n.samples, &n.more)) != RP_ERR_OK) ||
 	    (keep->rack_steps_ms > 0 && (e = prune(st, P_RACK_STEPS, now - keep->rack_steps_ms, end,

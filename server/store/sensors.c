@@ -81,6 +81,7 @@ struct record {
 	json_t *readings;
 	const struct rp_sensor_opts *o;
 	int64_t now;
+	int64_t at; /* the node's reading's time: when its BMC read began */
 	int events; /* out, on success */
 };
 
@@ -152,6 +153,18 @@ state_of(json_t *row)
 	return !strcmp(st, "critical") ? 2 : !strcmp(st, "warning") ? 1 : 0;
 }
 
+/* A sensor's heartbeat: an hour and up to a quarter more, by a hash of the node and sensor,
+ * so that a fleet first read in one sweep does not come due in one sweep every hour. */
+static int64_t
+heartbeat(int64_t node_id, const char *name)
+{
+	uint64_t h = 1469598103934665603ULL ^ (uint64_t)node_id;
+
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 1099511628211ULL;
+	return HEARTBEAT_MS + (int64_t)(h % (HEARTBEAT_MS / 4));
+}
+
 /* One sensor of a read: its row written when anything in it changed, a history sample when
  * its value moved or the heartbeat is due, an event when its state changed. */
 static enum rp_err
@@ -167,10 +180,10 @@ one_sensor(struct record *r, struct conn *c, const struct node_ref *n, json_t *s
 	enum rp_err e;
 
 	sample = !isnan(v) &&
-	         (r->o->sample_all || old == NULL ||
-	          !json_is_integer(json_object_get(old, "logged_at")) || isnan(logged) ||
+	         (old == NULL || !json_is_integer(json_object_get(old, "logged_at")) ||
+	          isnan(logged) ||
 	          moved(type, json_string_value(json_object_get(s, "unit")), v, logged) ||
-	          r->now - logged_at >= HEARTBEAT_MS);
+	          r->at - logged_at >= heartbeat(n->id, name));
 	same = old && same_num(v, num(old, "value")) && from == to &&
 	       same_num(num(s, "upper_warning"), num(old, "upper_warning")) &&
 	       same_num(num(s, "upper_critical"), num(old, "upper_critical")) &&
@@ -211,9 +224,9 @@ one_sensor(struct record *r, struct conn *c, const struct node_ref *n, json_t *s
 	store_bind_str(st, 11, s, "health");
 	sql_bind_text(st, 12, state_names[to]);
 	store_bind_str(st, 13, s, "source");
-	sql_bind_int(st, 14, r->now);
+	sql_bind_int(st, 14, r->at);
 	if (sample) {
-		sql_bind_int(st, 15, r->now);
+		sql_bind_int(st, 15, r->at);
 		sql_bind_real(st, 16, v);
 	} else {
 		sql_bind_int(st, 15, logged_at);
@@ -229,7 +242,7 @@ one_sensor(struct record *r, struct conn *c, const struct node_ref *n, json_t *s
 	if (sample && (e = EXEC(c, "sensor sample",
 	                        "INSERT INTO sensor_history(node_id, at, name, value) VALUES (?, "
 	                        "?, ?, ?) ON CONFLICT DO NOTHING",
-	                        n->id, r->now, name, v)) != RP_ERR_OK)
+	                        n->id, r->at, name, v)) != RP_ERR_OK)
 		return e;
 	if (from != to) {
 		if ((e = sensor_event(c, n, s, from, to, 0)) != RP_ERR_OK)
@@ -271,12 +284,17 @@ one_node(struct record *r, struct conn *c, json_t *reading, json_t *racks)
 		return RP_ERR_OK; /* deleted during the sweep */
 	if (e != RP_ERR_OK)
 		return e;
+	/* The time the BMC was read, not this recording's: a reading may wait for its chunk
+	 * and the write lock, while a power-on happens. */
+	r->at = json_integer_value(json_object_get(reading, "at"));
+	if (r->at <= 0 || r->at > r->now)
+		r->at = r->now;
 	if (!json_is_true(json_object_get(reading, "ok")))
 		return EXEC(c, "sensor read",
 		            "INSERT INTO sensor_reads(node_id, tried_at, error) VALUES (?, ?, ?) "
 		            "ON CONFLICT (node_id) DO UPDATE SET tried_at = excluded.tried_at, "
 		            "error = excluded.error",
-		            n.id, r->now,
+		            n.id, r->at,
 		            json_string_value(json_object_get(reading, "error")) ?: "no answer");
 	if ((old = stored(c, &n, &e)) == NULL)
 		return e;
@@ -284,7 +302,8 @@ one_node(struct record *r, struct conn *c, json_t *reading, json_t *racks)
 	{
 		const char *name = json_string_value(json_object_get(s, "name"));
 
-		if (name == NULL || i >= NODE_SENSORS)
+		/* "" is the history's read mark (rp_sensor_opts.mark_read) */
+		if (name == NULL || !*name || i >= NODE_SENSORS)
 			continue;
 		if ((e = one_sensor(r, c, &n, s, json_object_get(old, name))) != RP_ERR_OK)
 			goto out;
@@ -319,7 +338,7 @@ one_node(struct record *r, struct conn *c, json_t *reading, json_t *racks)
 		                "error = NULL");
 
 		sql_bind_int(st, 1, n.id);
-		sql_bind_int(st, 2, r->now);
+		sql_bind_int(st, 2, r->at);
 		if (isnan(power))
 			sql_bind_null(st, 3);
 		else
@@ -327,9 +346,14 @@ one_node(struct record *r, struct conn *c, json_t *reading, json_t *racks)
 		if ((e = store_exec(c, st, "sensor read")) != RP_ERR_OK)
 			goto out;
 	}
-	if ((e = store_admission_measured(c, n.id, r->now, r->o->settle_ms)) != RP_ERR_OK ||
-	    (e = store_power_cap_reading(c, n.id, json_object_get(reading, "limit"), r->now)) !=
+	if ((e = store_admission_measured(c, n.id, r->at, r->o->settle_ms)) != RP_ERR_OK ||
+	    (e = store_power_cap_reading(c, n.id, json_object_get(reading, "limit"), r->at)) !=
 	            RP_ERR_OK)
+		goto out;
+	if (r->o->mark_read && (e = EXEC(c, "sensor read mark",
+	                                 "INSERT INTO sensor_history(node_id, at, name, value) "
+	                                 "VALUES (?, ?, '', NULL) ON CONFLICT DO NOTHING",
+	                                 n.id, r->at)) != RP_ERR_OK)
 		goto out;
 	touch_rack(racks, n.rack_id);
 out:
@@ -418,6 +442,20 @@ record_txn(struct conn *c, void *ctx)
 	json_array_foreach(r->readings, i, reading)
 	{
 		if ((e = one_node(r, c, reading, racks)) != RP_ERR_OK)
+			goto out;
+	}
+	/* And racks whose last node with a reading left or was deleted: their draw is 0 now,
+	 * not what it last was. */
+	{
+		struct stmt *s =
+		        STMT(c, "SELECT p.rack_id FROM rack_power p WHERE p.measured_w > 0 "
+		                "AND NOT EXISTS (SELECT 1 FROM nodes n JOIN sensor_reads x "
+		                "ON x.node_id = n.id WHERE n.rack_id = p.rack_id AND "
+		                "x.power_w IS NOT NULL)");
+
+		while (store_next(c, s, "racks without readings", &e))
+			touch_rack(racks, sql_int(s, 0));
+		if (e != RP_ERR_OK)
 			goto out;
 	}
 	json_array_foreach(racks, i, v)
@@ -705,8 +743,8 @@ rp_store_rack_power_history(struct rp_store *st, const char *rack, int64_t since
 }
 
 enum rp_err
-rp_store_sensor_rows(struct rp_store *st, int (*fn)(void *arg, const struct rp_sensor_row *r),
-                     void *arg)
+rp_store_sensor_rows(struct rp_store *st, const char *type,
+                     int (*fn)(void *arg, const struct rp_sensor_row *r), void *arg)
 {
 	STORE_HOLD(st);
 	struct conn *c = store_conn(st);
@@ -718,7 +756,11 @@ rp_store_sensor_rows(struct rp_store *st, int (*fn)(void *arg, const struct rp_s
 	s = STMT(c, "SELECT n.name, r.name, s.name, s.type, s.kind, s.value, s.state, s.unit "
 	            "FROM sensors "
 	            "s JOIN nodes n ON n.id = s.node_id LEFT JOIN racks r ON r.id = n.rack_id "
-	            "ORDER BY n.name, s.name");
+	            "WHERE CAST(?1 AS TEXT) IS NULL OR s.type = ?1 ORDER BY n.name, s.name");
+	if (type)
+		sql_bind_text(s, 1, type);
+	else
+		sql_bind_null(s, 1);
 	while (store_next(c, s, "sensor rows", &e)) {
 		struct rp_sensor_row row = {
 		        .node = sql_text(s, 0),
@@ -753,20 +795,25 @@ rp_store_sensor_peaks(struct rp_store *st, const char *node, int64_t since, int6
 
 	if ((e = store_read_node(st, node, &c, &n)) != RP_ERR_OK)
 		return e;
-	/* Read in the window: some sample of the node falls in it. */
-	s = STMT_ARGS(
-	        c, "SELECT count(*) FROM sensor_history WHERE node_id = ? AND at >= ? AND at < ?",
-	        n.id, since, until);
+	/* Read in the window: reads marked in it (rp_sensor_opts.mark_read). */
+	s = STMT_ARGS(c,
+	              "SELECT count(*) FROM sensor_history WHERE node_id = ? AND at >= ? AND at < "
+	              "? AND name = ''",
+	              n.id, since, until);
 	if ((e = store_one(c, s, "sensor reads")) != RP_ERR_OK)
 		goto out;
 	samples = sql_int(s, 0);
 	sql_reset(s);
-	/* A sensor's highest value in the window: its samples there. (Not the one before: the
-	 * BMC's value may have changed since, unseen.) */
+	/* A sensor's highest value in the window: its samples there; or, when it has none
+	 * there, the value it held (its latest sample before: with reads marked in the window,
+	 * a move past its dead band would have been sampled). A sensor that moved in the window
+	 * does not count the value before: it may have changed before the window opened. */
 	s = STMT_ARGS(c,
 	              "SELECT s.name, s.type, s.kind, s.unit, s.upper_warning, s.upper_critical, "
 	              "(SELECT max(h.value) FROM sensor_history h WHERE h.node_id = s.node_id AND "
-	              "h.at >= ?2 AND h.at < ?3 AND h.name = s.name) AS _in FROM sensors s WHERE "
+	              "h.at >= ?2 AND h.at < ?3 AND h.name = s.name) AS _in, (SELECT h.value FROM "
+	              "sensor_history h WHERE h.node_id = s.node_id AND h.at < ?2 AND h.name = "
+	              "s.name ORDER BY h.at DESC LIMIT 1) AS _before FROM sensors s WHERE "
 	              "s.node_id = ?1 ORDER BY s.name",
 	              n.id, since, until);
 	sensors = json_array();
@@ -776,7 +823,7 @@ rp_store_sensor_peaks(struct rp_store *st, const char *node, int64_t since, int6
 
 		if (sql_type(s, 6) != SQL_NULL)
 			peak = sql_real(s, 6);
-		if (sql_type(s, 7) != SQL_NULL && (isnan(peak) || sql_real(s, 7) > peak))
+		else if (sql_type(s, 7) != SQL_NULL)
 			peak = sql_real(s, 7);
 		if (row == NULL)
 			continue;
@@ -810,4 +857,27 @@ out:
 	json_decref(rack);
 	store_read_end(c);
 	return e;
+}
+
+enum rp_err
+rp_store_sensor_read_at(struct rp_store *st, int64_t node_id, int64_t *at)
+{
+	STORE_HOLD(st);
+	struct conn *c = store_conn(st);
+	struct stmt *s;
+	enum rp_err e;
+
+	if (c == NULL)
+		return RP_ERR_UNAVAILABLE;
+	s = STMT_ARGS(c, "SELECT coalesce(read_at, 0) FROM sensor_reads WHERE node_id = ?",
+	              node_id);
+	if ((e = store_one(c, s, "sensor read")) == RP_ERR_NOT_FOUND) {
+		*at = 0;
+		return RP_ERR_OK;
+	}
+	if (e != RP_ERR_OK)
+		return e;
+	*at = sql_int(s, 0);
+	sql_reset(s);
+	return RP_ERR_OK;
 }

@@ -561,11 +561,12 @@ struct rp_sensor_opts {
 	double drive_warning_c; /* a drive without an upper warning from its BMC warns here; 0:
 	                           none */
 	int64_t settle_ms;      /* a read this long after a power-on came back measures the node */
-	int sample_all;         /* a history sample of every sensor, moved or not (acceptance) */
+	int mark_read;          /* a history row (name "", no value) marks each node's read */
 };
 
-/* Record a sensor sweep's readings [{id, ok, error?, sensors? (rp_bmc_sensors' array)}] in
- * one transaction:
+/* Record a sensor sweep's readings [{id, at (ms: when its BMC read began; later than now or
+ * absent: now), ok, error?, sensors? (rp_bmc_sensors' array), limit?}] in one transaction,
+ * each node's values as of its at:
  * - per node that answered: sensor_reads (read_at, power_w: its type power, kind system
  *   sensor), each sensor's row (written only when something in it changed), a history sample
  *   when its value moved past a dead band (2 degrees; 2 % and 10 W; 5 % and 300 RPM) or an
@@ -623,6 +624,8 @@ struct rp_admit_opts {
 
 struct rp_admit {
 	int admitted;       /* 1: go on and power the node on; 0: wait (why, retry_ms) */
+	int never;          /* not admitted, and never will be: the node's peak alone passes the
+	                       rack's limit (why) */
 	int forced;         /* admitted by force past what would have held it (evented) */
 	int64_t retry_ms;   /* when waiting: ask again after this */
 	double projected_w; /* the rack's projected draw with this node at its peak */
@@ -639,12 +642,19 @@ struct rp_admit {
  * max_power_w in place of what it drew when admitted, plus this node likewise) at most
  * budget x power_limit_pct. When one of those holds it back: admitted 0, why and retry_ms
  * set, nothing written; unless force: then admitted, and an event power.admission_forced
- * (actor) says what it passed. A class without max_power_w counts as 0 W (note says so).
+ * (actor) says what it passed. A node whose class's max_power_w alone passes the limit is
+ * not admitted and never will be (never 1, why set; force passes it). A class without
+ * max_power_w counts as 0 W (note says so). An admission of the node in another rack (it
+ * moved) is taken again in its own.
  * Admissions in flight for 10 minutes, or not measured for 30, are given up. *out written on
  * success. RP_ERR_NOT_FOUND: no such node. */
 enum rp_err rp_store_power_admit(struct rp_store *st, int64_t job_id, const char *node, int force,
                                  const char *actor, const struct rp_admit_opts *o,
                                  struct rp_admit *out);
+
+/* The power-on for which node's admission was taken will not be sent (the job failed before
+ * sending it): the admission goes, unless its command already came back. */
+enum rp_err rp_store_power_release(struct rp_store *st, const char *node);
 
 /* The power-on command for node came back (done or failed): its admission no longer counts
  * as in flight for the stagger; its peak counts until a sensor read measures it (a read that
@@ -657,8 +667,10 @@ enum rp_err rp_store_power_started(struct rp_store *st, const char *node);
  * power_cap "budget": the rack's limit, budget x power_limit_pct, shared in proportion to the
  * nodes' classes' max_power_w, a node whose class has none counting as their average, and
  * never above its own max_power_w; "off": no limit) kept in power_caps, and an event
- * rack.power_cap_planned. *out: {rack, policy, targets [{node, target_w (null: none)}]}.
- * RP_ERR_NOT_FOUND (rack); RP_ERR_CONFLICT with detail when a "budget" rack has no budget. */
+ * rack.power_cap_planned; of the rack's nodes with a BMC (a class rated 0 W counts as
+ * unrated). *out: {rack, policy, targets [{node, target_w (null: none)}]}. RP_ERR_NOT_FOUND
+ * (rack); RP_ERR_CONFLICT with detail when a "budget" rack has no budget; RP_ERR_BAD_REQUEST
+ * with detail when it has no node with a BMC (nothing planned). */
 enum rp_err rp_store_power_cap_plan(struct rp_store *st, const char *rack, const char *actor,
                                     json_t **out, json_t **detail);
 
@@ -680,14 +692,18 @@ enum rp_err rp_store_power_caps(struct rp_store *st, const char *rack, int drift
                                 json_t **out);
 
 /* What node's sensors and rack reached in [since, until) (ms), for acceptance's
- * power_thermal check: {samples (the node's history samples in the window: 0, it was not
- * read then),
+ * power_thermal check: {samples (its reads marked in the window, rp_sensor_opts.mark_read:
+ * 0, it was not read then),
  * sensors [{name, type, kind, unit, upper_warning, upper_critical, peak}], rack {rack,
- * limit_w, peak_w} or null}. peak: the highest of the sensor's samples in the window (null:
- * none); the rack's peak_w is the highest
+ * limit_w, peak_w} or null}. peak: the highest of the sensor's samples in the window, or,
+ * without any, the value it held when the window opened (null: none); the rack's peak_w is
+ * the highest
  * 5-minute step peak overlapping the window. RP_ERR_NOT_FOUND: no such node. */
 enum rp_err rp_store_sensor_peaks(struct rp_store *st, const char *node, int64_t since,
                                   int64_t until, json_t **out);
+
+/* When node_id's sensors were last read and answered (ms; 0: never), into *at. */
+enum rp_err rp_store_sensor_read_at(struct rp_store *st, int64_t node_id, int64_t *at);
 
 /* One stored sensor, for /metrics. Strings are valid during the callback only. */
 struct rp_sensor_row {
@@ -695,8 +711,9 @@ struct rp_sensor_row {
 	double value; /* NAN: the BMC gave none */
 };
 
-/* Call fn for every sensor, by node and name, until it returns non-zero. */
-enum rp_err rp_store_sensor_rows(struct rp_store *st,
+/* Call fn for every sensor of type (NULL: every type), by node and name, until it returns
+ * non-zero. */
+enum rp_err rp_store_sensor_rows(struct rp_store *st, const char *type,
                                  int (*fn)(void *arg, const struct rp_sensor_row *r), void *arg);
 
 /* ---- Retention --------------------------------------------------------------------------- */
@@ -726,7 +743,9 @@ struct rp_prune_keep {
  * keep->rack_steps_ms; bootstrap tokens a day past their expiry; rows of servers
  * not heard from for a day. In transactions of at most a few thousand rows (samples: of 64 nodes or
  * racks), so a large backlog never holds the write lock for long, and for about budget_ms at most
- * (counts->more then says there is more). counts (may be NULL) is written only on success. */
+ * (counts->more then says there is more; the passes over the histories go on where they stopped
+ * at the next call). One caller at a time (the leader's pruner). counts (may be NULL) is written
+ * only on success. */
 enum rp_err rp_store_prune(struct rp_store *st, int64_t now, const struct rp_prune_keep *keep,
                            int64_t budget_ms, struct rp_prune_counts *counts);
 

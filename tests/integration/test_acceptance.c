@@ -583,8 +583,8 @@ setup(void **state)
 	        "\"command\":\"command -v rp-burn-absent >/dev/null || { echo 'rp-burn-absent is "
 	        "not installed'; exit 77; }; rp-burn-absent --cpu 1\"},{\"id\":\"mem\","
 	        "\"type\":\"shell\",\"command\":\"grep -q MemTotal /proc/meminfo\"},"
-	        /* Long enough for power_thermal's samples (every 2 s) to fall inside. */
-	        "{\"id\":\"soak\",\"type\":\"shell\",\"command\":\"sleep 5\"}]}";
+	        /* Long enough for power_thermal's reads (every 4 s) to fall inside. */
+	        "{\"id\":\"soak\",\"type\":\"shell\",\"command\":\"sleep 10\"}]}";
 	char path[400], body[512];
 	struct reply r;
 	FILE *f;

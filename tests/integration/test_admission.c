@@ -265,6 +265,24 @@ test_force(void **state)
 	json_decref(job);
 	reply_free(&r);
 	assert_int_equal(count_all(&S, "/v1/events?action=power.admission_forced&node=extra3"), 1);
+	/* A node whose nameplate alone passes the rack's limit never fits: it fails at once,
+	 * saying why, rather than wait for ever. */
+	assert_int_equal(call(&S, S.admin, "PUT", "/v1/node-classes/huge", &r, "{s:i}",
+	                      "max_power_w", 40000),
+	                 201);
+	reply_free(&r);
+	make_node(&S, "{s:s, s:s, s:s, s:{s:s}}", "name", "huge1", "rack", "r40", "node_class",
+	          "huge", "bmc", "driver", "fake");
+	assert_int_equal(
+	        call(&S, S.admin, "PUT", "/v1/nodes/huge1/power", &r, "{s:s}", "target", "on"),
+	        202);
+	job = wait_job(&S, jstr(r.json, "id"), 30);
+	assert_string_equal(jstr(job, "state"), "failed");
+	assert_string_equal(jstr(json_object_get(job, "error"), "code"), "over_budget");
+	assert_non_null(strstr(jstr(json_object_get(job, "error"), "message"),
+	                       "peaks at 40.0 kW, over rack r40's whole limit of 30.1 kW"));
+	json_decref(job);
+	reply_free(&r);
 	{
 		json_t *ev = get_json(&S, "/v1/events?action=power.admission_forced");
 		json_t *e = json_array_get(json_object_get(ev, "items"), 0);

@@ -500,6 +500,14 @@ test_caps(void **state)
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/nob/power-cap", &r, NULL), 409);
 	assert_error(&r, 409, "CONFLICT");
 	reply_free(&r);
+	/* A budget but no node: refused before anything is planned (no event). */
+	assert_int_equal(
+	        call(&S, S.admin, "PATCH", "/v1/racks/nob", &r, "{s:i}", "power_budget_kw", 5),
+	        200);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/nob/power-cap", &r, NULL), 400);
+	assert_error(&r, 400, "BAD_REQUEST");
+	reply_free(&r);
 	assert_int_equal(
 	        call(&S, S.admin, "POST", "/v1/racks/r1/power-cap", &r, "{s:i}", "watts", 5), 400);
 	reply_free(&r);

@@ -1615,6 +1615,26 @@ test_prune_samples(void **state)
 	        RP_ERR_OK);
 	assert_int_equal(n.samples, 0);
 	assert_false(n.capped);
+	/* With no time to spare a call does one chunk (64 nodes); the next goes on from there,
+	 * not from the first node again. */
+	snprintf(sql, sizeof sql,
+	         "INSERT INTO sensor_history(node_id, at, name, value) SELECT id, %lld, 'Old', 1 "
+	         "FROM nodes WHERE name LIKE 'ps%%'",
+	         (long long)(now - 48 * hour));
+	assert_int_equal(dbfx_sql(f->path, sql, NULL, 0), 0);
+	assert_int_equal(
+	        rp_store_prune(f->st, now, &(struct rp_prune_keep){.samples_ms = 24 * hour}, 0, &n),
+	        RP_ERR_OK);
+	assert_true(n.more);
+	assert_int_equal(n.samples, 64);
+	assert_int_equal(
+	        rp_store_prune(f->st, now, &(struct rp_prune_keep){.samples_ms = 24 * hour}, 0, &n),
+	        RP_ERR_OK);
+	assert_int_equal(n.samples, 6);
+	assert_int_equal(dbfx_sql(f->path, "SELECT count(*) FROM sensor_history WHERE name = 'Old'",
+	                          out, sizeof out),
+	                 0);
+	assert_string_equal(out, "0");
 }
 
 /* Job leases: a claim is its owner's until the lease runs out; only the owner renews and
