@@ -1,5 +1,5 @@
 // The web view: sign-in, the header, hash routing and live events.
-//   #/racks  #/nodes?rack=..&q=..  #/node/NAME  #/fleet  #/acceptance/RACK
+//   #/racks  #/nodes?rack=..&q=..  #/node/NAME  #/fleet  #/power  #/acceptance/RACK
 // /ui/#token=TOKEN signs in directly (wall screens); the fragment is removed at once.
 
 import { api, ApiError, onUnauthorized, token } from './api.js';
@@ -9,6 +9,7 @@ import * as racks from './racks.js';
 import * as nodes from './nodes.js';
 import * as node from './node.js';
 import * as fleet from './fleet.js';
+import * as power from './power.js';
 import * as accept from './accept.js';
 
 const main = document.getElementById('main');
@@ -30,7 +31,7 @@ function route() {
 		return { name: 'node', arg: decodeURIComponent(parts.slice(1).join('/')), params };
 	if (parts[0] === 'acceptance' && parts.length >= 2 && parts[1])
 		return { name: 'acceptance', arg: decodeURIComponent(parts.slice(1).join('/')), params };
-	if (['racks', 'nodes', 'fleet'].includes(parts[0])) return { name: parts[0], params };
+	if (['racks', 'nodes', 'fleet', 'power'].includes(parts[0])) return { name: parts[0], params };
 	return { name: 'racks', params };
 }
 
@@ -43,7 +44,7 @@ function render() {
 		a.classList.toggle('on', a.dataset.view === (r.name === 'node' ? 'nodes' : r.name === 'acceptance' ? 'racks' : r.name));
 	clear(main);
 	main.dataset.view = r.name;
-	const mod = { racks, nodes, node, fleet, acceptance: accept }[r.name];
+	const mod = { racks, nodes, node, fleet, power, acceptance: accept }[r.name];
 	view = mod.render(main, ctx, r);
 }
 

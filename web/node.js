@@ -1,12 +1,13 @@
 // One node: identity, BMC, power (with actions for operators: each one a job, followed until
-// it ends), inventory, BIOS and firmware against what is desired, recent jobs with their
-// steps and logs, and events. Live events refresh the parts they touch.
+// it ends), inventory, sensors as last read, BIOS and firmware against what is desired, recent
+// jobs with their steps and logs, and events. Live events refresh the parts they touch.
 
 import { api, seg, url } from './api.js';
 import {
 	badge, batch, card, clear, confirmAction, errorBox, fill, fmtBytes, h, kv, powerBadge, show,
 	stateBadge, table, toastError, when,
 } from './dom.js';
+import { HEALTH_CLASS, hottest, reading, thresholdText, watchSweeps } from './meters.js';
 
 const ENDED = ['succeeded', 'failed', 'cancelled'];
 const POWER = [
@@ -106,6 +107,36 @@ function firmwareView(fw) {
 	];
 }
 
+const SENSOR_TYPES = ['temperature', 'power', 'psu', 'fan'];
+
+function sensorsView(s) {
+	const list = [...(s.sensors ?? [])].sort((a, b) => {
+		const ta = SENSOR_TYPES.indexOf(a.type);
+		const tb = SENSOR_TYPES.indexOf(b.type);
+		return (ta < 0 ? 99 : ta) - (tb < 0 ? 99 : tb) || a.name.localeCompare(b.name);
+	});
+	const hot = hottest(list);
+	const head = s.read_at
+		? h('p', { id: 'sensors-read' }, 'Read ', when(s.read_at),
+			typeof s.power_w === 'number' ? [' · drawing ', h('b', {}, reading(s.power_w, 'W'))] : null,
+			hot ? [' · hottest ', h('b', {}, hot.name), ` ${reading(hot.value, hot.unit)}`] : null)
+		: h('p', { class: 'muted', id: 'sensors-read' }, 'Not read yet: the sensor sweep reads nodes with a usable BMC that are not in maintenance.');
+	return [
+		head,
+		s.error ? h('p', { class: 'err-msg', id: 'sensors-error' }, 'Last try ', when(s.tried_at), ` failed: ${s.error}`) : null,
+		list.length ? table(['Sensor', 'Type', 'Value', 'Thresholds', 'Health', 'Changed'], list.map((x) => h('tr', {
+			class: [x === hot && 'hottest', x.health !== 'ok' && `sensor-${x.health}`], 'data-sensor': x.name, 'data-health': x.health, 'data-type': x.type,
+		},
+		h('td', { class: 'sensor-name' }, h('span', { class: 'sname' }, x.name), x === hot ? [' ', badge('hottest', 'st-idle', 'the hottest temperature sensor (shown in the rack elevation)')] : null),
+		h('td', {}, x.kind && x.kind !== x.type ? `${x.type} / ${x.kind}` : x.type),
+		h('td', { class: 'num sensor-value' }, reading(x.value, x.unit)),
+		h('td', { class: 'sensor-thresholds' }, thresholdText(x.thresholds, x.unit)),
+		h('td', {}, badge(x.health, HEALTH_CLASS[x.health] ?? 'st-idle', 'the value against its thresholds, or worse if the BMC says so'),
+			x.bmc_health && x.bmc_health !== x.health ? h('span', { class: 'muted' }, ` BMC ${x.bmc_health}`) : null),
+		h('td', { title: `source ${x.source ?? '?'}; read ${x.read_at ?? '—'}` }, when(x.changed_at)))), 'sensors') : null,
+	];
+}
+
 function jobLine(j) {
 	const p = j.params ?? {};
 	const what = j.type === 'power' ? `power ${p.target}` : j.type === 'boot' ? `boot ${p.device ?? ''}` : j.type;
@@ -128,11 +159,13 @@ export function render(main, ctx, r) {
 	const cBmc = card('BMC');
 	const cPower = card('Power and agent');
 	const cInv = card('Inventory');
+	const cSens = card('Sensors');
 	const cBios = card('BIOS: actual vs desired');
 	const cFw = card('Firmware vs baseline');
 	const cJobs = card('Recent jobs');
 	const cEv = card('Events');
 	cInv.el.id = 'card-inventory';
+	cSens.el.id = 'card-sensors';
 	cBios.el.id = 'card-bios';
 	cFw.el.id = 'card-firmware';
 	cJobs.el.id = 'card-jobs';
@@ -143,7 +176,7 @@ export function render(main, ctx, r) {
 		head, jobPanel, top,
 		h('div', { class: 'node-grid' },
 			h('div', { class: 'col' }, cId.el, cBmc.el, cPower.el),
-			h('div', { class: 'col wide' }, cInv.el, cJobs.el),
+			h('div', { class: 'col wide' }, cInv.el, cSens.el, cJobs.el),
 			h('div', { class: 'col' }, cBios.el, cFw.el, cEv.el)));
 
 	let node = null;
@@ -216,6 +249,7 @@ export function render(main, ctx, r) {
 	}
 
 	const loadInv = () => fill(cInv.body, async () => inventoryView(await api(`${path}/inventory`, { signal })));
+	const loadSensors = () => fill(cSens.body, async () => sensorsView(await api(`${path}/sensors`, { signal })));
 	const loadBios = () => fill(cBios.body, async () => biosView(await api(`${path}/bios`, { signal })));
 	const loadFw = () => fill(cFw.body, async () => firmwareView(await api(`${path}/firmware`, { signal })));
 
@@ -321,12 +355,14 @@ export function render(main, ctx, r) {
 	(async () => {
 		if (await loadNode()) {
 			loadInv();
+			loadSensors();
+			watchSweeps(signal, () => refreshSensors());
 			loadBios();
 			loadFw();
 			loadJobs();
 			loadEvents();
 		} else {
-			for (const c of [cInv, cBios, cFw, cJobs, cEv]) clear(c.body, h('span', { class: 'muted' }, '—'));
+			for (const c of [cInv, cSens, cBios, cFw, cJobs, cEv]) clear(c.body, h('span', { class: 'muted' }, '—'));
 		}
 	})();
 
@@ -334,6 +370,7 @@ export function render(main, ctx, r) {
 	const refreshJobs = batch(loadJobs, 300);
 	const refreshBios = batch(loadBios, 300);
 	const refreshFw = batch(loadFw, 300);
+	const refreshSensors = batch(loadSensors, 300);
 	function onEvent(ev) {
 		const o = ev.object ?? {};
 		const a = ev.action ?? '';
@@ -350,6 +387,7 @@ export function render(main, ctx, r) {
 			refreshJobs();
 			return;
 		}
+		if (a.startsWith('sensor.')) return refreshSensors();
 		if (a === 'node.inventory' || a === 'node.agent_registered') loadInv();
 		if (a === 'node.bios_read') refreshBios();
 		if (a === 'node.firmware_read') refreshFw();
@@ -357,6 +395,7 @@ export function render(main, ctx, r) {
 	}
 	function onGap() {
 		loadNode();
+		loadSensors();
 		loadJobs();
 		loadEvents();
 	}

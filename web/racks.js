@@ -1,9 +1,20 @@
 // Racks: an SVG elevation of every rack, grouped by site and row. Nodes sit in their U slots,
 // coloured by provision state, dimmed when powered off, hatched in maintenance, and marked
-// for BMC faults, firmware/BIOS drift and a failed latest job. Click a node to open it.
+// for BMC faults, firmware/BIOS drift and a failed latest job, with their hottest temperature
+// sensor. Above each elevation: the rack's draw against its budget (a bar with the limit
+// line) and a 24 h sparkline of its peak draw. Click a node to open it.
+//
+// Requests: per rack its elevation, its nodes, its power and its power history; then, for the
+// hottest-sensor labels, GET /v1/nodes/{node}/sensors for each placed node that the rack's
+// power says was read, at most SENSOR_CONCURRENCY at once across all racks, kept for
+// SENSOR_TTL_MS (a sensor event about a node reads it again at once). The end of a sensor
+// sweep (GET /v1/sensors/sync, polled) reads every rack's power again.
 
 import { all, api, seg, url } from './api.js';
 import { badge, batch, clear, errorBox, h, stateClass, svg } from './dom.js';
+import {
+	hottest, isOver, limiter, pool, powerBar, powerState, powerText, reading, sparkline, thresholdText, watchSweeps,
+} from './meters.js';
 
 const UH = 14;     // px per rack unit
 const TOP = 8;     // px above the top unit
@@ -11,15 +22,12 @@ const LEFT = 24;   // U numbers column
 const WIDTH = 250; // whole drawing
 const NODE_W = WIDTH - LEFT - 6;
 const UNPLACED_MAX = 12; // chips under a rack; the rest are a link to the table
+const SENSOR_CONCURRENCY = 4; // GET /v1/nodes/{node}/sensors in flight at once, all racks together
+const SENSOR_TTL_MS = 5 * 60 * 1000; // a node's hottest sensor is read again after this
 let drawings = 0; // ids inside each SVG must be unique in the page
-
-// Run fn over items, at most n at a time.
-async function pool(items, n, fn) {
-	const queue = [...items];
-	await Promise.all(Array.from({ length: Math.min(n, queue.length) }, async () => {
-		while (queue.length) await fn(queue.shift());
-	}));
-}
+// node -> {s: its hottest temperature sensor or null, at: when read}; kept while the page is
+// open, so coming back to the racks within SENSOR_TTL_MS reads no sensors again.
+const hotCache = new Map();
 
 function short(s, max) {
 	return s.length > max ? `${s.slice(0, max - 1)}…` : s;
@@ -36,7 +44,9 @@ export function render(main, ctx) {
 		notes, body);
 
 	const st = {
-		racks: new Map(),     // rack name -> {rack, elev, bmc: Map node -> bmc, card, error}
+		racks: new Map(),     // rack name -> {rack, elev, bmc: Map node -> bmc, card, error, power, history, powerError}
+		hot: hotCache,
+		sensorErrors: new Map(), // rack -> the error of its latest sensors read that failed
 		nodeRack: new Map(),  // node name -> rack name
 		fw: new Map(),        // node -> [{component, actual, desired}]
 		bios: new Map(),      // node -> [{name, actual, desired}]
@@ -62,7 +72,7 @@ export function render(main, ctx) {
 			st.failed = new Map([...latest].filter(([, j]) => j.state === 'failed'));
 		}
 		st.overlayErrors = errs.filter((e) => e.name !== 'AbortError');
-		clear(notes, ...st.overlayErrors.map((e) => errorBox(e, 'Health overlay unavailable')));
+		showNotes();
 	}
 
 	async function loadRack(name) {
@@ -83,17 +93,81 @@ export function render(main, ctx) {
 		draw(r);
 	}
 
+	// The rack's draw against its budget and its history (the last 24 h).
+	async function loadPower(name) {
+		const r = st.racks.get(name);
+		if (!r) return;
+		try {
+			const [power, history] = await Promise.all([
+				api(`/v1/racks/${seg(name)}/power`, { signal }),
+				api(`/v1/racks/${seg(name)}/power/history`, { signal }),
+			]);
+			r.power = power;
+			r.history = history;
+			r.powerError = null;
+		} catch (e) {
+			if (e.name === 'AbortError') throw e;
+			r.powerError = e;
+		}
+		draw(r);
+	}
+
+	// The hottest sensor of the rack's placed nodes that were read (all of them, or those named
+	// in only), unless known for less than SENSOR_TTL_MS (force: read anyway). One redraw.
+	const sensorGate = limiter(SENSOR_CONCURRENCY);
+	async function loadSensors(name, only, force) {
+		const r = st.racks.get(name);
+		if (!r?.elev || !r.power) return;
+		const placed = new Set(r.elev.nodes.map((n) => n.name));
+		const read = new Set(r.power.nodes.filter((n) => n.read_at).map((n) => n.node));
+		const now = Date.now();
+		const want = (only ?? [...placed]).filter((n) => placed.has(n) && read.has(n) &&
+			(force || !st.hot.has(n) || now - st.hot.get(n).at > SENSOR_TTL_MS));
+		if (!want.length) return;
+		let failed = null;
+		await Promise.all(want.map((n) => sensorGate(async () => {
+			if (signal.aborted) return;
+			try {
+				const s = await api(`/v1/nodes/${seg(n)}/sensors`, { signal });
+				st.hot.set(n, { s: hottest(s.sensors), at: Date.now() });
+			} catch (e) {
+				if (e.name === 'AbortError') return;
+				if (e.status === 404) st.hot.delete(n); // deleted meanwhile
+				else failed = e;
+			}
+		})));
+		if (!signal.aborted) {
+			if (failed) st.sensorErrors.set(name, failed);
+			else st.sensorErrors.delete(name);
+			draw(r);
+			showNotes();
+		}
+	}
+
+	// A rack's elevation and power; its sensors then go through the gate while the next racks
+	// load (they do not hold a place in the pool of racks).
+	async function loadAll(name) {
+		await Promise.all([loadRack(name), loadPower(name)]);
+		loadSensors(name);
+	}
+
 	async function load() {
 		try {
 			const [racks] = await Promise.all([all('/v1/racks', { sort: 'name' }, { signal }), loadOverlays()]);
-			st.racks = new Map(racks.map((r) => [r.name, { rack: r, elev: null, bmc: new Map(), card: null }]));
+			st.racks = new Map(racks.map((r) => [r.name, { rack: r, elev: null, bmc: new Map(), card: null, power: null, history: null }]));
 			st.nodeRack.clear();
 			layout();
-			await pool([...st.racks.keys()], 6, loadRack);
+			await pool([...st.racks.keys()], 6, loadAll);
 			updateSummary();
 		} catch (e) {
 			if (e.name !== 'AbortError') clear(body, errorBox(e, 'Cannot load racks'));
 		}
+	}
+
+	function showNotes() {
+		const sensorError = st.sensorErrors.values().next().value;
+		clear(notes, ...st.overlayErrors.map((e) => errorBox(e, 'Health overlay unavailable')),
+			sensorError ? errorBox(sensorError, 'Hottest sensors unavailable') : null);
 	}
 
 	// Sites, then rows, then racks, by name; the cards are filled as elevations arrive.
@@ -145,12 +219,12 @@ export function render(main, ctx) {
 	}
 
 	function draw(r) {
-		if (!r.card) return;
+		if (!r.card || (!r.elev && !r.error)) return; // the elevation first
 		const head = h('h3', {}, r.rack.name, ' ',
 			h('span', { class: 'muted' }, r.elev ? `${r.elev.nodes.length + r.elev.unplaced.length} nodes · ${r.elev.height_u}U` : `${r.rack.height_u}U`),
 			' ', h('a', { href: `#/acceptance/${seg(r.rack.name)}`, class: 'accept-link', title: 'acceptance report' }, 'acceptance'));
 		if (r.error) {
-			clear(r.card, head, errorBox(r.error, 'Cannot load elevation'));
+			clear(r.card, head, powerBox(r), errorBox(r.error, 'Cannot load elevation'));
 			return;
 		}
 		const e = r.elev;
@@ -171,14 +245,34 @@ export function render(main, ctx) {
 		}
 		for (const n of e.nodes) g.append(nodeShape(n, r.bmc.get(n.name), yOf, hatch));
 		const marks = e.nodes.concat(e.unplaced).flatMap((n) => health(n.name, r.bmc.get(n.name)));
+		const pw = powerBox(r);
 		const unplaced = e.unplaced.length
 			? h('div', { class: 'unplaced' }, h('span', { class: 'muted' }, 'No U position: '),
 				e.unplaced.slice(0, UNPLACED_MAX).map((n) => h('a', { href: `#/node/${seg(n.name)}`, class: ['chip', stateClass(n.provision_state)] }, n.name)),
 				e.unplaced.length > UNPLACED_MAX
 					? h('a', { href: `#/nodes?rack=${encodeURIComponent(e.rack)}` }, `+${e.unplaced.length - UNPLACED_MAX} more`) : null)
 			: null;
-		clear(r.card, head, g, unplaced);
+		clear(r.card, head, pw, g, unplaced);
 		r.card.classList.toggle('has-fault', marks.some((m) => m[1] === 'h-fault'));
+		r.card.classList.toggle('over-limit', !!r.power && isOver(r.power));
+	}
+
+	// The rack's draw: the bar with its limit line, the numbers, the 24 h sparkline.
+	function powerBox(r) {
+		if (r.powerError) return h('div', { class: 'rack-power', 'data-state': 'error' }, errorBox(r.powerError, 'Power unavailable'));
+		const p = r.power;
+		if (!p) return h('div', { class: 'rack-power muted', 'data-state': 'loading' }, 'Loading power…');
+		const state = powerState(p);
+		const spark = sparkline(r.history, p.limit_w);
+		return h('div', {
+			class: ['rack-power', `pw-${state}`], 'data-state': state, 'data-over-limit': String(isOver(p)),
+			'data-measured-w': p.measured_w ?? undefined, 'data-budget-w': p.budget_w ?? undefined,
+			'data-limit-w': p.limit_w ?? undefined, 'data-headroom-w': p.headroom_w ?? undefined,
+		},
+		powerBar(p),
+		h('div', { class: 'power-text' }, powerText(p)),
+		state === 'over' ? h('div', { class: 'power-over' }, `over its limit by ${((p.measured_w - p.limit_w) / 1000).toFixed(1)} kW`) : null,
+		spark ?? h('div', { class: 'muted spark-none' }, 'no draw recorded in the last 24 h'));
 	}
 
 	function nodeShape(n, bmc, yOf, hatch) {
@@ -204,7 +298,8 @@ export function render(main, ctx) {
 		svg('rect', { class: 'body', x, y, width: NODE_W - 2, height: hgt, rx: 2 }),
 		n.maintenance ? svg('rect', { class: 'maint-fill', x, y, width: NODE_W - 2, height: hgt, rx: 2, fill: `url(#${hatch})` }) : null,
 		svg('circle', { class: 'power', cx: x + 7, cy: y + Math.min(hgt, UH) / 2, r: 3 }),
-		svg('text', { class: 'name', x: x + 14, y: y + Math.min(hgt, UH) / 2 + 3.6 }, short(n.name, marks.length ? 22 - marks.length * 3 : 30)));
+		svg('text', { class: 'name', x: x + 14, y: y + Math.min(hgt, UH) / 2 + 3.6 },
+			short(n.name, (marks.length ? 22 - marks.length * 3 : 30) - (st.hot.get(n.name)?.s ? 4 : 0))));
 		if (n.u_height >= 2)
 			g.append(svg('text', { class: 'sub', x: x + 14, y: y + UH + 9 },
 				`${n.provision_state}${n.maintenance ? ' · maint' : ''}${n.node_class ? ` · ${short(n.node_class, 18)}` : ''}`));
@@ -216,12 +311,26 @@ export function render(main, ctx) {
 				svg('rect', { x: bx, y: y + 2, width: w, height: Math.min(hgt, UH) - 4, rx: 2 }),
 				svg('text', { x: bx + w / 2, y: y + Math.min(hgt, UH) / 2 + 3, 'text-anchor': 'middle' }, label)));
 		}
+		const hot = st.hot.get(n.name)?.s;
+		if (hot) {
+			const label = `${Math.round(hot.value)}°`;
+			const w = label.length * 5.5 + 6;
+			bx -= w + 2;
+			g.append(svg('g', {
+				class: ['temp', `t-${hot.health ?? 'ok'}`], 'data-sensor': hot.name, 'data-value': hot.value, 'data-health': hot.health,
+			},
+			svg('title', {}, `hottest sensor: ${hot.name} ${reading(hot.value, hot.unit)}, ${hot.health}` +
+				(hot.thresholds ? ` (${thresholdText(hot.thresholds, hot.unit)})` : '')),
+			svg('rect', { x: bx, y: y + 2, width: w, height: Math.min(hgt, UH) - 4, rx: 2 }),
+			svg('text', { x: bx + w / 2, y: y + Math.min(hgt, UH) / 2 + 3, 'text-anchor': 'middle' }, label)));
+		}
 		return g;
 	}
 
 	function updateSummary() {
-		const counts = { total: 0, 'st-ok': 0, 'st-ready': 0, 'st-busy': 0, 'st-fail': 0, maint: 0, fault: 0, drift: 0 };
+		const counts = { total: 0, 'st-ok': 0, 'st-ready': 0, 'st-busy': 0, 'st-fail': 0, maint: 0, fault: 0, drift: 0, over: 0 };
 		for (const r of st.racks.values()) {
+			if (r.power && isOver(r.power)) counts.over++;
 			if (!r.elev) continue;
 			for (const n of r.elev.nodes.concat(r.elev.unplaced)) {
 				counts.total++;
@@ -241,20 +350,29 @@ export function render(main, ctx) {
 			h('span', { class: 'stat st-fail-t' }, h('b', {}, String(counts['st-fail'])), ' failed'),
 			h('span', { class: 'stat' }, h('b', {}, String(counts.maint)), ' maintenance'),
 			h('span', { class: ['stat', counts.fault && 'alarm'] }, h('b', {}, String(counts.fault)), ' faults'),
-			h('span', { class: ['stat', counts.drift && 'warn'] }, h('b', {}, String(counts.drift)), ' drifted'));
+			h('span', { class: ['stat', counts.drift && 'warn'] }, h('b', {}, String(counts.drift)), ' drifted'),
+			h('span', { class: ['stat', counts.over && 'alarm'] }, h('b', { id: 'racks-over' }, String(counts.over)), ' over power limit'));
 	}
 
 	// Live: redraw only the racks an event touches.
 	const pending = new Set();
+	const pendingPower = new Set(); // racks whose draw to read again
+	const pendingSensors = new Set(); // nodes whose hottest sensor to read again
 	let full = false;
 	let overlays = false;
+	let sweep = false;
 	const flush = batch(async () => {
 		const racks = [...pending];
+		const power = [...pendingPower];
+		const sensors = [...pendingSensors];
 		pending.clear();
+		pendingPower.clear();
+		pendingSensors.clear();
 		try {
 			if (full) {
 				full = false;
 				overlays = false;
+				sweep = false;
 				return await load();
 			}
 			if (overlays) {
@@ -262,7 +380,21 @@ export function render(main, ctx) {
 				await loadOverlays();
 				for (const r of st.racks.values()) if (r.elev) draw(r);
 			}
-			await Promise.all(racks.filter((n) => st.racks.has(n)).map(loadRack));
+			if (sweep) {
+				// A sensor sweep ended: every rack's draw again (and labels older than the TTL).
+				sweep = false;
+				await pool([...st.racks.keys()], 6, async (n) => { await loadPower(n); loadSensors(n); });
+			}
+			await Promise.all([
+				...racks.filter((n) => st.racks.has(n)).map(loadRack),
+				...power.filter((n) => st.racks.has(n)).map(loadPower),
+			]);
+			const byRack = new Map();
+			for (const n of sensors) {
+				const rack = st.nodeRack.get(n);
+				if (rack) byRack.set(rack, [...(byRack.get(rack) ?? []), n]);
+			}
+			await Promise.all([...byRack].map(([rack, list]) => loadSensors(rack, list, true)));
 			updateSummary();
 		} catch (e) {
 			if (e.name !== 'AbortError') clear(notes, errorBox(e, 'Live update failed'));
@@ -272,7 +404,17 @@ export function render(main, ctx) {
 	function onEvent(ev) {
 		const o = ev.object ?? {};
 		const a = ev.action ?? '';
-		if (o.type === 'rack' || a === 'import.applied' || a === 'node.created' || a === 'node.deleted') full = true;
+		// A crossing of the limit, or a change of only the rack's power settings (budget, limit
+		// %, cap policy): that rack's draw again, nothing else.
+		const powerOnly = a === 'rack.updated' && ev.detail && typeof ev.detail === 'object' &&
+			Object.keys(ev.detail).length && Object.keys(ev.detail).every((k) => k.startsWith('power_'));
+		if (o.type === 'rack' && (a === 'rack.power_over_limit' || a === 'rack.power_ok' || powerOnly)) {
+			if (!st.racks.has(o.name)) return;
+			pendingPower.add(o.name);
+		} else if (o.type === 'node' && a.startsWith('sensor.')) {
+			if (!st.nodeRack.has(o.name)) return;
+			pendingSensors.add(o.name);
+		} else if (o.type === 'rack' || a === 'import.applied' || a === 'node.created' || a === 'node.deleted') full = true;
 		else if (o.type === 'node' || o.type === 'job') {
 			const rack = st.nodeRack.get(o.name);
 			if (!rack) return;
@@ -286,6 +428,7 @@ export function render(main, ctx) {
 	}
 
 	load();
+	watchSweeps(signal, () => { sweep = true; flush(); });
 	return { onEvent, onGap: () => { full = true; flush(); }, destroy: () => ctrl.abort() };
 }
 
@@ -294,5 +437,5 @@ function legend() {
 		badge('deployed', 'st-ok'), badge('ready', 'st-ready'), badge('in progress', 'st-busy'),
 		badge('manageable', 'st-manage'), badge('failed', 'st-fail'), badge('discovered', 'st-new'), badge('enrolled', 'st-idle'),
 		badge('maintenance', 'maint-b'), badge('BMC/JOB fault', 'h-fault'), badge('FW/BIOS drift', 'h-drift'),
-		h('span', { class: 'muted' }, 'dim = powered off'));
+		h('span', { class: 'muted' }, 'dim = powered off · 24° = hottest sensor (green ok, amber warning, red critical)'));
 }

@@ -619,6 +619,9 @@ rack_finish(json_t *o, struct stmt *s)
 	                ? json_null()
 	                : json_real((isnan(measured) ? 0 : measured) + sql_real(s, 11)));
 	if (!isnan(limit) && !isnan(measured)) {
+		/* As of now, not of the latest sweep (its flag drives the events): a budget just
+		 * lowered shows at once. */
+		json_object_set_new(o, "over_limit", json_boolean(measured > limit));
 		json_object_set_new(o, "headroom_w", json_real(limit - measured));
 		json_object_set_new(o, "headroom_pct",
 		                    budget > 0 ? json_real((limit - measured) * 100.0 / budget)

@@ -1,12 +1,15 @@
 // The web view in Debian's Chromium (playwright-core), against the real rackpilotd that
 // web-test.sh started and seeded. Run by web-test.sh; reads RP_URL, RP_ADMIN, RP_VIEWER,
-// RP_OPERATOR, RP_SEED (the seeded nodes), RP_ARTIFACTS (screenshots), RP_NODE_MODULES.
+// RP_OPERATOR, RP_SEED (the seeded nodes), RP_ARTIFACTS (screenshots), RP_NODE_MODULES,
+// RP_DEMO_URL and RP_DEMO_ADMIN (a rackpilotd --demo), RP_HOSTILE_SENSOR (the name the seed
+// gave a sensor of the Redfish mock BMC's node rf-r03-u20).
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
 const E = process.env;
@@ -61,14 +64,47 @@ const requests = []; // every request of every page: {url, auth}
 async function context() {
 	const c = await browser.newContext({ viewport: { width: 1920, height: 1080 } });
 	c.on('request', (r) => requests.push({ url: r.url(), auth: r.headers().authorization ?? null }));
+	// Every way of writing markup into the page is recorded (window.__html): the view builds
+	// its elements (web/dom.js) and must never use them.
+	await c.addInitScript(() => {
+		window.__html = [];
+		const note = (what) => {
+			window.__html.push(what);
+			console.warn(`rackpilot-test: markup written with ${what} at ${new Error().stack}`);
+		};
+		for (const [proto, prop] of [[Element.prototype, 'innerHTML'], [Element.prototype, 'outerHTML'], [ShadowRoot.prototype, 'innerHTML']]) {
+			const d = Object.getOwnPropertyDescriptor(proto, prop);
+			Object.defineProperty(proto, prop, { ...d, set(v) { note(prop); return d.set.call(this, v); } });
+		}
+		for (const [proto, fn] of [[Element.prototype, 'insertAdjacentHTML'], [Document.prototype, 'write'], [Document.prototype, 'writeln'],
+			[Range.prototype, 'createContextualFragment']]) {
+			const orig = proto[fn];
+			proto[fn] = function (...a) { note(fn); return orig.apply(this, a); };
+		}
+	});
 	return c;
 }
+const consoleErrors = new WeakMap(); // page -> console errors and uncaught exceptions
+const markup = []; // every markup write on every page, from the init script above
 async function newPage(c) {
 	const p = await c.newPage();
 	pages.add(p);
-	p.on('pageerror', (e) => console.log(`  # page error: ${e.message}`));
+	consoleErrors.set(p, []);
+	p.on('pageerror', (e) => {
+		console.log(`  # page error: ${e.message}`);
+		consoleErrors.get(p).push(`pageerror: ${e.message}`);
+	});
+	p.on('console', (m) => {
+		if (m.type() === 'error') consoleErrors.get(p).push(`console: ${m.text()}`);
+		if (m.text().startsWith('rackpilot-test: markup')) markup.push(`${p.url()}: ${m.text()}`);
+	});
 	p.on('close', () => pages.delete(p));
 	return p;
+}
+// No console error, no uncaught exception and no markup written, on a page so far.
+async function clean(p, what) {
+	assert.deepEqual(consoleErrors.get(p), [], `${what}: console errors`);
+	assert.deepEqual(await p.evaluate(() => window.__html), [], `${what}: markup written (innerHTML and the like)`);
 }
 async function signIn(p, role) {
 	await p.goto(`${URL}/ui/#token=${TOKENS[role]}`);
@@ -197,8 +233,8 @@ await check('racks: every node drawn in its U slots, racks grouped by row, state
 		u1: r.querySelector('rect.slot[data-u="1"]').getBBox().y, uTop: r.querySelector('rect.slot[data-u="42"]').getBBox().y,
 		row: r.closest('.row-group').dataset.row,
 	})));
-	assert.deepEqual(order.map((r) => [r.rack, r.row, r.nodes]),
-		[['r01', 'A', SEED.filter((n) => n.rack === 'r01').length], ['r02', 'B', SEED.filter((n) => n.rack === 'r02').length]]);
+	assert.deepEqual(order.map((r) => [r.rack, r.row, r.nodes]), [['r01', 'A'], ['r02', 'B'], ['r03', 'C']]
+		.map(([rack, row]) => [rack, row, SEED.filter((n) => n.rack === rack).length]));
 	for (const r of order) assert.ok(r.u1 > r.uTop, `${r.rack}: U1 is not below U42`);
 	// State, power and health as the API tells them.
 	const api = new Map((await get('/v1/nodes?limit=1000&fields=name,provision_state,power_state,maintenance,bmc')).items.map((n) => [n.name, n]));
@@ -377,11 +413,13 @@ await check('viewer: no action buttons on any page', async () => {
 	await p.locator('#card-jobs tr[data-job]').first().waitFor({ timeout: WAIT });
 	assert.equal(await p.locator('button.action').count(), 0);
 	assert.equal(await p.locator('#power-actions').count(), 0);
-	for (const [view, ready] of [['racks', 'svg.elevation g.node'], ['nodes', '#nodes-rows tr[data-node]'], ['fleet', '#card-rollouts .rollout']]) {
+	for (const [view, ready] of [['racks', 'svg.elevation g.node'], ['nodes', '#nodes-rows tr[data-node]'], ['fleet', '#card-rollouts .rollout'],
+		['power', 'table.power-racks tr[data-rack]']]) {
 		await p.goto(`${URL}/ui/#/${view}`);
 		await p.locator(ready).first().waitFor({ timeout: WAIT });
 		assert.equal(await p.locator('main button.action, main button.danger').count(), 0, view);
 	}
+	assert.equal(await p.locator('#sensors-sync').count(), 0, 'Read sensors now for a viewer');
 	await c.close();
 });
 
@@ -504,6 +542,300 @@ await check('fleet: firmware and BIOS drift as the API counts it, the rollout wi
 	await p.close();
 });
 
+// ---- Power and sensors: rack draw against budget, sparklines, hottest sensors, the power
+// page, the node's sensors. Expectations come from the API at the time of the check.
+
+const kwText = (w) => (w === null || w === undefined ? '—' : (w / 1000).toFixed(1));
+const isOver = (p) => p.over_limit === true || (typeof p.limit_w === 'number' && typeof p.measured_w === 'number' && p.measured_w > p.limit_w);
+function powerState(p) {
+	if (p.measured_w === null) return 'unread';
+	if (p.budget_w === null) return 'no-budget';
+	return isOver(p) ? 'over' : 'ok';
+}
+function powerText(p) {
+	const st = powerState(p);
+	if (st === 'unread') return `not read yet · ${p.budget_w === null ? 'no budget' : `budget ${kwText(p.budget_w)} kW, limit ${kwText(p.limit_w)} kW`}`;
+	if (st === 'no-budget') return `${kwText(p.measured_w)} kW measured · no budget`;
+	return `${kwText(p.measured_w)} of ${kwText(p.budget_w)} kW, limit ${kwText(p.limit_w)} kW, headroom ${kwText(p.headroom_w)} kW`;
+}
+// The hottest temperature sensor: worst health, then (of those with an upper warning) the
+// highest value / upper_warning, then (of those without) the highest value.
+function hottest(sensors) {
+	const rank = { critical: 2, warning: 1, ok: 0 };
+	const key = (s) => {
+		const uw = s.thresholds?.upper_warning;
+		return typeof uw === 'number' && uw > 0 ? [rank[s.health] ?? 0, 1, s.value / uw] : [rank[s.health] ?? 0, 0, s.value];
+	};
+	const cmp = (a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
+	const temps = sensors.filter((s) => s.type === 'temperature' && typeof s.value === 'number');
+	return temps.reduce((best, s) => (!best || cmp(key(s), key(best)) > 0 ? s : best), null);
+}
+async function sensorSync(tok = TOKENS.admin) {
+	const before = (await get('/v1/sensors/sync', tok)).last?.finished_at ?? null;
+	const r = await curl('POST', '/v1/sensors/sync', {}, tok);
+	assert.equal(r.status, 202, JSON.stringify(r.json));
+	for (let i = 0; i < 300; i++) {
+		const s = await get('/v1/sensors/sync', tok);
+		if (!s.running && (s.last?.finished_at ?? null) !== before) return s;
+		await new Promise((res) => setTimeout(res, 100));
+	}
+	throw new Error('the sensor sweep did not end');
+}
+const RACKS = [...new Set(SEED.map((n) => n.rack))].sort();
+
+await check('racks: each rack\'s draw against its budget (bar, limit line, numbers; "no budget"), a 24 h sparkline, the hottest sensor per node; bounded sensor requests', async () => {
+	const c = await context();
+	const p = await newPage(c);
+	let inFlight = 0;
+	let maxInFlight = 0;
+	const sensorReqs = [];
+	const isSensors = (r) => /\/v1\/nodes\/[^/]+\/sensors$/.test(new globalThis.URL(r.url()).pathname);
+	p.on('request', (r) => { if (isSensors(r)) { sensorReqs.push(r.url()); maxInFlight = Math.max(maxInFlight, ++inFlight); } });
+	const done = (r) => { if (isSensors(r)) inFlight--; };
+	p.on('requestfinished', done);
+	p.on('requestfailed', done);
+	await signIn(p, 'viewer'); // the racks are the first page: one view, each sensor read once
+	const power = Object.fromEntries(await Promise.all(RACKS.map(async (r) => [r, await get(`/v1/racks/${r}/power`)])));
+	const hist = Object.fromEntries(await Promise.all(RACKS.map(async (r) => [r, await get(`/v1/racks/${r}/power/history`)])));
+	const sensors = Object.fromEntries(await Promise.all(SEED.map(async (n) => [n.name, await get(`/v1/nodes/${n.name}/sensors`)])));
+	const hot = Object.fromEntries(SEED.map((n) => [n.name, hottest(sensors[n.name].sensors)]));
+	const labelled = SEED.filter((n) => hot[n.name]).length;
+	await p.waitForFunction(([n, racks]) => document.querySelectorAll('svg.elevation g.node g.temp').length === n &&
+		document.querySelectorAll('.rack-power:not([data-state="loading"])').length === racks, [labelled, RACKS.length], { timeout: WAIT })
+		.catch(async (e) => {
+			console.log(`  # labels ${await p.locator('g.temp').count()} of ${labelled}`);
+			throw e;
+		});
+	// The seed: r01 and r02 have budgets and are under their limits, r03 has none.
+	assert.deepEqual(RACKS.map((r) => powerState(power[r])), ['ok', 'ok', 'no-budget']);
+	for (const r of RACKS) {
+		const pw = power[r];
+		const got = await p.evaluate((rack) => {
+			const box = document.querySelector(`section.rack[data-rack="${rack}"] .rack-power`);
+			const bar = box.querySelector('svg.power-bar');
+			const spark = box.querySelector('svg.sparkline polyline.spark');
+			return {
+				state: box.dataset.state, text: box.querySelector('.power-text').textContent,
+				bar: bar ? {
+					width: Number(bar.getAttribute('width')), fill: bar.querySelector('rect.fill').getBBox().width,
+					limit: Number(bar.querySelector('line.limit')?.getAttribute('x1')), over: bar.classList.contains('over'),
+				} : null,
+				points: spark ? spark.getAttribute('points').trim().split(/\s+/).length : 0,
+				sparkLimit: !!box.querySelector('svg.sparkline line.spark-limit'),
+				cardOver: box.closest('section.rack').classList.contains('over-limit'),
+			};
+		}, r);
+		assert.equal(got.state, powerState(pw), `${r} state`);
+		assert.equal(got.text, powerText(pw), `${r} numbers`);
+		assert.equal(got.cardOver, false, `${r} over-limit style under the limit`);
+		if (pw.budget_w !== null) {
+			assert.ok(got.bar, `${r}: no power bar`);
+			const scale = Math.max(pw.budget_w, pw.measured_w, pw.projected_w ?? 0);
+			assert.ok(Math.abs(got.bar.fill - (pw.measured_w / scale) * got.bar.width) < 1, `${r} bar ${got.bar.fill} for ${pw.measured_w} W of ${scale}`);
+			assert.ok(Math.abs(got.bar.limit - (pw.limit_w / scale) * got.bar.width) < 1.5, `${r} limit line at ${got.bar.limit}`);
+			assert.ok(got.bar.fill < got.bar.limit, `${r}: the draw is drawn past the limit line`);
+			assert.equal(got.bar.over, false);
+			assert.match(got.text, /^\d+\.\d of \d+\.\d kW, limit \d+\.\d kW, headroom -?\d+\.\d kW$/);
+		} else {
+			assert.equal(got.bar, null, `${r}: a bar without a budget`);
+			assert.match(got.text, /no budget/);
+		}
+		assert.ok(hist[r].samples.length >= 1, `seed: ${r} has a history step`);
+		assert.equal(got.points, hist[r].samples.length, `${r} sparkline points`);
+		assert.equal(got.sparkLimit, pw.limit_w !== null, `${r} sparkline limit line`);
+	}
+	// The hottest sensor per node: the label, its health, and no label where nothing was read.
+	const labels = await p.evaluate(() => Object.fromEntries([...document.querySelectorAll('svg.elevation g.node')].map((g) => {
+		const t = g.querySelector('g.temp');
+		return [g.dataset.node, t ? { sensor: t.dataset.sensor, health: t.dataset.health, text: t.querySelector('text').textContent,
+			title: t.querySelector('title').textContent, cls: t.getAttribute('class') } : null];
+	})));
+	for (const n of SEED) {
+		const want = hot[n.name];
+		if (!want) {
+			assert.equal(labels[n.name], null, `${n.name}: a label without a read sensor`);
+			continue;
+		}
+		assert.ok(labels[n.name], `${n.name}: no hottest-sensor label`);
+		assert.equal(labels[n.name].sensor, want.name, `${n.name} hottest sensor`);
+		assert.equal(labels[n.name].text, `${Math.round(want.value)}°`, n.name);
+		assert.equal(labels[n.name].health, want.health, n.name);
+		assert.ok(labels[n.name].cls.includes(`t-${want.health}`), n.name);
+	}
+	assert.equal(labels['gpu-r01-u01']?.sensor, 'Inlet Temp', 'a fake node: its inlet (24 of warning 40)');
+	assert.equal(labels['gpu-r01-u01'].text, '24°');
+	assert.equal(labels['mgmt-r02-u41'], null, 'the unreachable BMC: never read, no label');
+	// The mock BMC's node: its hostile-named inlet, past its warning, is the hottest, as text.
+	const hostile = E.RP_HOSTILE_SENSOR;
+	assert.ok(hostile.includes('<script>') && hostile.includes('"') && hostile.includes("'"), 'seed: a hostile sensor name');
+	assert.equal(labels['rf-r03-u20']?.sensor, hostile);
+	assert.equal(labels['rf-r03-u20'].health, 'warning');
+	assert.ok(labels['rf-r03-u20'].title.includes(hostile), 'the name in the label\'s title, as text');
+	assert.equal(await p.locator('main script, main img').count(), 0);
+	assert.equal(await p.evaluate(() => window.__xss), undefined);
+	// Requests: one sensors read per read, placed node, at most 4 at once.
+	const read = SEED.filter((n) => sensors[n.name].read_at).map((n) => n.name).sort();
+	const asked = sensorReqs.map((u) => decodeURIComponent(u.split('/v1/nodes/')[1].split('/')[0])).sort();
+	assert.deepEqual(asked, read, 'sensors read once for each node that was read, and only those');
+	assert.ok(maxInFlight <= 4, `${maxInFlight} sensor requests at once`);
+	await clean(p, 'racks');
+	await shot(p, 'racks-power');
+	await c.close();
+});
+
+await check('power page: racks by headroom % ascending (no budget last), totals from /v1/power; an operator reads the sensors now', async () => {
+	const c = await context();
+	const p = await newPage(c);
+	await signIn(p, 'operator');
+	await p.click('#nav a[data-view="power"]');
+	await p.waitForURL(/#\/power$/, { timeout: WAIT });
+	const pw = await get('/v1/power');
+	await p.waitForFunction((n) => document.querySelectorAll('table.power-racks tr[data-rack]').length === n, pw.racks.length, { timeout: WAIT });
+	assert.ok(await p.locator('#nav a[data-view="power"].on').count(), 'the Power tab is not marked');
+	const order = await p.locator('table.power-racks tr[data-rack]').evaluateAll((t) => t.map((x) => x.dataset.rack));
+	const want = [...pw.racks].sort((a, b) => (a.headroom_pct === null) - (b.headroom_pct === null) ||
+		(a.headroom_pct ?? 0) - (b.headroom_pct ?? 0) || a.rack.localeCompare(b.rack)).map((r) => r.rack);
+	assert.deepEqual(order, want);
+	assert.deepEqual(order, ['r02', 'r01', 'r03'], 'seed: r02 (3.2 kW budget) is the tightest, r03 has no budget');
+	for (const r of pw.racks) {
+		const cells = await p.locator(`table.power-racks tr[data-rack="${r.rack}"] td`).allTextContents();
+		assert.deepEqual(cells.slice(0, 6), [r.rack, kwText(r.measured_w), kwText(r.limit_w), kwText(r.budget_w),
+			r.headroom_pct === null ? '—' : `${r.headroom_pct.toFixed(1)} %`, kwText(r.projected_w)], r.rack);
+		assert.equal(cells[7].includes('over limit'), isOver(r), `${r.rack} over-limit marker`);
+	}
+	assert.equal(await p.textContent('#total-measured'), kwText(pw.measured_w));
+	assert.equal(await p.textContent('#total-budget'), kwText(pw.budget_w));
+	assert.equal(await p.textContent('#total-over'), String(pw.racks.filter(isOver).length));
+	await shot(p, 'power');
+	// Read sensors now: POST /v1/sensors/sync with the operator's token, followed to its end.
+	const before = (await get('/v1/sensors/sync')).last.finished_at;
+	const posted = p.waitForRequest((r) => r.method() === 'POST' && r.url().endsWith('/v1/sensors/sync'), { timeout: WAIT });
+	await p.click('#sensors-sync');
+	assert.equal((await posted).headers().authorization, `Bearer ${TOKENS.operator}`);
+	await p.locator('#toasts .toast').filter({ hasText: 'Sensors read' }).waitFor({ timeout: 30000 });
+	const after = await get('/v1/sensors/sync');
+	assert.notEqual(after.last.finished_at, before, 'no new sweep');
+	await p.locator('#sensor-sweep').filter({ hasText: 'sensors read' }).waitFor({ timeout: WAIT });
+	assert.equal(await p.isDisabled('#sensors-sync'), false);
+	await clean(p, 'power');
+	await c.close();
+});
+
+await check('racks: the draw passes the limit (a power-on, then a sensor sweep): the rack turns over-limit live', async () => {
+	const c = await context();
+	const p = await newPage(c);
+	await signIn(p, 'viewer');
+	await sensorSync();
+	const before = await get('/v1/racks/r01/power');
+	// A limit 300 W above the draw: one more node on (600 W) passes it.
+	const limit = before.measured_w + 300;
+	assert.equal((await curl('PATCH', '/v1/racks/r01', { power_budget_kw: limit / (before.limit_pct / 100) / 1000 })).status, 200);
+	const ok = await get('/v1/racks/r01/power');
+	assert.equal(ok.over_limit, false);
+	await p.goto(`${URL}/ui/#/racks`);
+	await p.locator('section.rack[data-rack="r01"] .rack-power[data-state="ok"]').waitFor({ timeout: WAIT });
+	assert.equal(await p.textContent('section.rack[data-rack="r01"] .power-text'), powerText(ok));
+	await p.locator('#live[data-state="live"], #live[data-state="polling"]').waitFor({ timeout: WAIT });
+	await p.evaluate(() => { window.__same = 'this page'; });
+	const off = (await get('/v1/nodes?rack=r01&limit=1000&fields=name,power_state,bmc')).items
+		.filter((n) => n.power_state === 'off' && n.bmc?.driver === 'fake').map((n) => n.name);
+	assert.ok(off.length, 'seed: a powered-off node in r01');
+	const job = await curl('PUT', `/v1/nodes/${off[0]}/power`, { target: 'on' });
+	assert.ok(job.status === 202 || job.status === 201, JSON.stringify(job.json));
+	for (let i = 0; i < 300; i++) {
+		const j = await get(`/v1/jobs/${job.json.id}`);
+		if (j.state === 'succeeded') break;
+		assert.ok(!['failed', 'cancelled'].includes(j.state), JSON.stringify(j));
+		await new Promise((res) => setTimeout(res, 100));
+	}
+	await sensorSync();
+	const over = await get('/v1/racks/r01/power');
+	assert.equal(over.over_limit, true, JSON.stringify(over));
+	await p.locator('section.rack[data-rack="r01"].over-limit .rack-power[data-state="over"]').waitFor({ timeout: WAIT });
+	assert.equal(await p.textContent('section.rack[data-rack="r01"] .power-text'), powerText(over));
+	assert.equal(await p.locator('section.rack[data-rack="r01"] svg.power-bar.over').count(), 1);
+	assert.match(await p.textContent('section.rack[data-rack="r01"] .power-over'), /over its limit by \d+\.\d kW/);
+	await p.locator('#racks-over').filter({ hasText: '1' }).waitFor({ timeout: WAIT });
+	assert.equal(await p.locator('section.rack.over-limit').count(), 1, 'only r01 is over');
+	assert.equal(await p.evaluate(() => window.__same), 'this page', 'the racks page reloaded');
+	await clean(p, 'racks over limit');
+	await shot(p, 'racks-over-limit');
+	// The power page marks it too.
+	await p.goto(`${URL}/ui/#/power`);
+	await p.locator('table.power-racks tr[data-rack="r01"].over[data-over-limit="true"]').filter({ hasText: 'over limit' }).waitFor({ timeout: WAIT });
+	await clean(p, 'power over limit');
+	// r01 back to its seeded budget (its draw stays over the old limit until a sweep).
+	assert.equal((await curl('PATCH', '/v1/racks/r01', { power_budget_kw: 5 })).status, 200);
+	await c.close();
+});
+
+await check('node page: the sensors table (name, type, value, thresholds, health); a hostile sensor name is text', async () => {
+	const c = await context();
+	const p = await newPage(c);
+	await signIn(p, 'viewer');
+	for (const name of ['gpu-r01-u01', 'rf-r03-u20']) {
+		const s = await get(`/v1/nodes/${name}/sensors`);
+		assert.ok(s.sensors.length, `seed: ${name} has sensors`);
+		await p.goto(`${URL}/ui/#/node/${name}`);
+		await p.waitForFunction((n) => document.querySelectorAll('#card-sensors table.sensors tbody tr[data-sensor]').length === n,
+			s.sensors.length, { timeout: WAIT });
+		const rows = await p.locator('#card-sensors table.sensors tbody tr[data-sensor]').evaluateAll((trs) => trs.map((tr) => ({
+			name: tr.querySelector('.sname').textContent, attr: tr.dataset.sensor, health: tr.dataset.health,
+			type: tr.children[1].textContent, value: tr.querySelector('.sensor-value').textContent,
+			thresholds: tr.querySelector('.sensor-thresholds').textContent, badge: tr.children[4].querySelector('.badge').textContent,
+			hottest: tr.classList.contains('hottest'),
+		})));
+		assert.deepEqual(rows.map((r) => r.name).sort(), s.sensors.map((x) => x.name).sort(), name);
+		const hot = hottest(s.sensors);
+		for (const x of s.sensors) {
+			const r = rows.find((y) => y.name === x.name);
+			assert.equal(r.attr, x.name);
+			assert.equal(r.health, x.health);
+			assert.equal(r.badge, x.health);
+			assert.ok(r.type.startsWith(x.type), `${x.name} type ${r.type}`);
+			assert.ok(r.value.startsWith(String(Math.round(x.value))) || r.value.startsWith(x.value.toFixed(1)), `${x.name} value ${r.value} for ${x.value}`);
+			if (x.thresholds?.upper_warning !== null && x.thresholds?.upper_warning !== undefined)
+				assert.ok(r.thresholds.includes(`warn ≥ ${Math.round(x.thresholds.upper_warning)}`), `${x.name} thresholds ${r.thresholds}`);
+			else if (!x.thresholds) assert.equal(r.thresholds, '—');
+			assert.equal(r.hottest, x === hot, `${x.name} hottest`);
+		}
+		if (name === 'gpu-r01-u01') {
+			const inlet = rows.find((r) => r.name === 'Inlet Temp');
+			assert.equal(inlet.value, '24 °C');
+			assert.match(inlet.thresholds, /warn ≥ 40 °C · crit ≥ 45 °C/);
+			assert.ok(inlet.hottest);
+		} else {
+			const hostile = rows.find((r) => r.name === E.RP_HOSTILE_SENSOR);
+			assert.ok(hostile, 'the hostile sensor name is not shown as it is');
+			assert.equal(hostile.health, 'warning');
+			assert.equal(hostile.value, '44 °C');
+			assert.ok(hostile.hottest);
+			assert.ok((await p.textContent('#sensors-read')).includes(E.RP_HOSTILE_SENSOR), 'the hottest sensor in the heading');
+			assert.equal(await p.locator('main script, main img').count(), 0);
+			assert.equal(await p.evaluate(() => window.__xss), undefined);
+		}
+	}
+	await shot(p, 'node-sensors');
+	// A node never read (its BMC does not answer): said so, with the sweep's error.
+	const never = await get('/v1/nodes/mgmt-r02-u41/sensors');
+	assert.equal(never.read_at, null);
+	await p.goto(`${URL}/ui/#/node/mgmt-r02-u41`);
+	await p.locator('#sensors-read').filter({ hasText: 'Not read yet' }).waitFor({ timeout: WAIT });
+	if (never.error) await p.locator('#sensors-error').filter({ hasText: never.error.slice(0, 20) }).waitFor({ timeout: WAIT });
+	await clean(p, 'node');
+	await c.close();
+});
+
+await check('the view\'s sources never write markup (innerHTML, outerHTML, insertAdjacentHTML, document.write)', async () => {
+	const web = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'web');
+	const files = fs.readdirSync(web).filter((f) => f.endsWith('.js') || f.endsWith('.html'));
+	assert.ok(files.includes('meters.js') && files.includes('power.js'), files.join(' '));
+	for (const f of files) {
+		const src = fs.readFileSync(path.join(web, f), 'utf8');
+		assert.doesNotMatch(src, /\.(innerHTML|outerHTML)\b|insertAdjacentHTML|document\.write|createContextualFragment|DOMParser/, f);
+	}
+});
+
 await check('acceptance: the rack links to its report; the grid shows each node x check as the API has it; the printable page downloads', async () => {
 	const p = await newPage(admin);
 	await signIn(p, 'admin');
@@ -532,17 +864,37 @@ await check('acceptance: the rack links to its report; the grid shows each node 
 	await p.close();
 });
 
-await check('a rackpilotd --demo server: GET /v1 says demo, the page shows the DEMO DATA banner', async () => {
+await check('a rackpilotd --demo server: GET /v1 says demo, the page shows the DEMO DATA banner; racks without a budget, their draw and hottest sensors', async () => {
 	const c = await context();
 	const p = await newPage(c);
-	const root = await (await fetch(`${E.RP_DEMO_URL}/v1`, { headers: { Authorization: `Bearer ${E.RP_DEMO_ADMIN}` } })).json();
+	const demo = async (q) => (await fetch(`${E.RP_DEMO_URL}${q}`, { headers: { Authorization: `Bearer ${E.RP_DEMO_ADMIN}` } })).json();
+	const root = await demo('/v1');
 	assert.equal(root.demo, true);
 	await p.goto(`${E.RP_DEMO_URL}/ui/#token=${E.RP_DEMO_ADMIN}`);
 	await p.locator('#demo').waitFor({ state: 'visible', timeout: WAIT });
 	assert.match(await p.textContent('#demo'), /DEMO DATA/);
 	await p.locator('svg.elevation g.node').first().waitFor({ timeout: WAIT });
+	// web-test.sh ran one sensor sweep: every rack measured; the demo's racks have no budget.
+	const pw = await demo('/v1/power');
+	assert.ok(pw.racks.length > 0);
+	await p.waitForFunction((n) => document.querySelectorAll('.rack-power:not([data-state="loading"])').length === n, pw.racks.length, { timeout: WAIT });
+	for (const r of pw.racks) {
+		const box = p.locator(`section.rack[data-rack="${r.rack}"] .rack-power`);
+		assert.equal(await box.getAttribute('data-state'), powerState(r), r.rack);
+		assert.equal(await box.locator('.power-text').textContent(), powerText(r), r.rack);
+		assert.equal(await box.locator('svg.sparkline polyline.spark').count(), r.measured_w === null ? 0 : 1, `${r.rack} sparkline`);
+	}
+	assert.ok(pw.racks.some((r) => r.budget_w === null), 'the demo has a rack without a budget');
+	await p.locator('svg.elevation g.node g.temp').first().waitFor({ timeout: WAIT });
 	await shot(p, 'demo');
+	await p.goto(`${E.RP_DEMO_URL}/ui/#/power`);
+	await p.waitForFunction((n) => document.querySelectorAll('table.power-racks tr[data-rack]').length === n, pw.racks.length, { timeout: WAIT });
+	await clean(p, 'demo');
 	await c.close();
+});
+
+await check('no page of this run wrote markup (innerHTML, outerHTML, insertAdjacentHTML, document.write, createContextualFragment)', async () => {
+	assert.deepEqual(markup, []);
 });
 
 await check('sign out forgets the token; every API call carried it as a Bearer header, never in a URL', async () => {

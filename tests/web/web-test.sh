@@ -2,8 +2,8 @@
 # web-test.sh - the web view (/ui/) in a real headless browser (Debian's Chromium, driven by
 # playwright-core) against the real rackpilotd, seeded over the API with curl.
 #
-#   web-test.sh RACKPILOTD AGENT BUILD_DIR     (exit 77 when node, npm, chromium or the npm
-#                                              registry is missing)
+#   web-test.sh RACKPILOTD AGENT BUILD_DIR     (exit 77 when node, npm, chromium, python3 or
+#                                              the npm registry is missing)
 #
 # playwright-core comes from the npm registry (package-lock.json, npm ci) into
 # BUILD_DIR/web-test-node, never into the source tree; no browser is ever downloaded.
@@ -23,7 +23,7 @@ missing() {
 	[ "${CI:-}" != true ] || { echo "FAIL: $* (CI=true: .ci/deps should have installed it)"; exit 1; }
 	skip "$@"
 }
-for t in node npm curl ssh-keygen; do command -v "$t" > /dev/null || missing "no $t"; done
+for t in node npm curl ssh-keygen python3; do command -v "$t" > /dev/null || missing "no $t"; done
 [ -x "$CHROMIUM" ] || missing "no $CHROMIUM (apt-get install chromium)"
 [ "$(node -p 'process.versions.node.split(".")[0] >= 18')" = true ] || skip "node $(node -v) is older than 18"
 
@@ -51,9 +51,11 @@ mkdir -p "$ART"
 rm -f "$ART"/*.png
 RPD_PID=
 DEMO_PID=
+MOCK_PID=
 cleanup() {
 	[ -n "$RPD_PID" ] && kill "$RPD_PID" 2> /dev/null && wait "$RPD_PID" 2> /dev/null
 	[ -n "$DEMO_PID" ] && kill "$DEMO_PID" 2> /dev/null && wait "$DEMO_PID" 2> /dev/null
+	[ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2> /dev/null && wait "$MOCK_PID" 2> /dev/null
 	[ -n "${RP_KEEP:-}" ] && echo "kept $W" || rm -rf "$W"
 }
 trap cleanup EXIT
@@ -79,13 +81,14 @@ port_of() { # OUTFILE PID: the port rackpilotd --listen 127.0.0.1:0 printed
 printf '[server]\nboot_url = http://127.0.0.1:9\n' > "$W/rackpilotd.conf"
 DB=$(sh "$(dirname "$0")/../pg/newdb.sh")
 DEMODB=$(sh "$(dirname "$0")/../pg/newdb.sh")
+# No periodic sweeps: the seed reads power and sensors when it means to (sensor_sync below).
 "$RPD" -c "$W/rackpilotd.conf" --data-dir "$W/data" ${DB:+--database "$DB"} --listen 127.0.0.1:0 --power-sync-interval 0 \
-	--no-access-log > "$W/rackpilotd.out" 2> "$W/rackpilotd.log" &
+	--sensor-sync-interval 0 --no-access-log > "$W/rackpilotd.out" 2> "$W/rackpilotd.log" &
 RPD_PID=$!
 RP=http://127.0.0.1:$(port_of "$W/rackpilotd.out" "$RPD_PID")
 # A second server with its own demo site (rackpilotd --demo): GET /v1 says demo: true.
-"$RPD" --demo --data-dir "$W/demo" ${DEMODB:+--database "$DEMODB"} --listen 127.0.0.1:0 --power-sync-interval 0 --no-access-log \
-	> "$W/demo.out" 2> "$W/demo.log" &
+"$RPD" --demo --data-dir "$W/demo" ${DEMODB:+--database "$DEMODB"} --listen 127.0.0.1:0 --power-sync-interval 0 \
+	--sensor-sync-interval 0 --no-access-log > "$W/demo.out" 2> "$W/demo.log" &
 DEMO_PID=$!
 DEMO=http://127.0.0.1:$(port_of "$W/demo.out" "$DEMO_PID")
 ADMIN=$(cat "$W/data/admin.token")
@@ -128,7 +131,40 @@ done
 # BMC fault. Its password must never reach the page.
 api POST /v1/nodes '{"name":"mgmt-r02-u41","rack":"r02","u_position":41,"u_height":1,"node_class":"mgmt","tags":["infra"],
   "bmc":{"driver":"redfish","address":"127.0.0.1","port":1,"username":"root","password":"pw-NEVER-SHOWN-7f3a","options":{"scheme":"http","timeout_ms":500}}}' > /dev/null
-SEED="$SEED{\"name\":\"mgmt-r02-u41\",\"rack\":\"r02\",\"u\":41,\"uh\":1,\"class\":\"mgmt\",\"tag\":\"infra\"}]"
+SEED="$SEED{\"name\":\"mgmt-r02-u41\",\"rack\":\"r02\",\"u\":41,\"uh\":1,\"class\":\"mgmt\",\"tag\":\"infra\"}"
+
+# A lab rack without a power budget, with one node on a Redfish mock BMC
+# (tests/redfish/mock_bmc.py) whose inlet sensor has a hostile name and reads 44 °C, past its
+# warning (40): the hottest sensor, and text on the page, never markup. The fake driver's
+# sensor names are fixed; the mock's POST /__mock/sensor names them anything.
+MOCK_PORT=
+for attempt in 1 2 3 4 5 6 7 8; do
+	port=$((52000 + (RANDOM % 4000) * 2))
+	rm -f "$W/mock.ready"
+	python3 "$SRC/tests/redfish/mock_bmc.py" --port-base "$port" --count 1 --ready-file "$W/mock.ready" \
+		> "$W/mock.log" 2>&1 &
+	MOCK_PID=$!
+	for _ in $(seq 100); do
+		[ -f "$W/mock.ready" ] && break
+		kill -0 "$MOCK_PID" 2> /dev/null || break
+		sleep 0.1
+	done
+	if [ -f "$W/mock.ready" ]; then
+		MOCK_PORT=$port
+		break
+	fi
+	kill "$MOCK_PID" 2> /dev/null
+	wait "$MOCK_PID" 2> /dev/null || true
+	MOCK_PID=
+done
+[ -n "$MOCK_PORT" ] || { cat "$W/mock.log" >&2; fail "the Redfish mock BMC did not start"; }
+HOSTILE='<script>__xss=1</script>"q" '"'"'a'"'"'<img src=x onerror=__xss=2>' # under 64 bytes: kept whole
+curl -fsS -X POST --data-binary "$(node -e 'console.log(JSON.stringify({id:"Inlet_Temp",name:process.argv[1],reading:44}))' "$HOSTILE")" \
+	"http://127.0.0.1:$MOCK_PORT/__mock/sensor" > /dev/null || fail "mock sensor"
+api POST /v1/racks '{"name":"r03","site":"dc1","row":"C","height_u":42}' > /dev/null
+api POST /v1/nodes "{\"name\":\"rf-r03-u20\",\"rack\":\"r03\",\"u_position\":20,\"u_height\":2,\"node_class\":\"lab\",\"tags\":[\"lab\"],
+  \"bmc\":{\"driver\":\"redfish\",\"address\":\"127.0.0.1\",\"port\":$MOCK_PORT,\"username\":\"admin\",\"password\":\"secret\",\"options\":{\"scheme\":\"http\",\"timeout_ms\":5000}}}" > /dev/null
+SEED="$SEED,{\"name\":\"rf-r03-u20\",\"rack\":\"r03\",\"u\":20,\"uh\":2,\"class\":\"lab\",\"tag\":\"lab\"}]"
 printf '%s\n' "$SEED" > "$W/seed.json"
 
 for _ in 1 2 3; do
@@ -220,10 +256,36 @@ for _ in $(seq 300); do
 done
 [ -n "$settled" ] || fail "the seed's jobs did not end"
 
-RP_DEMO_URL=$DEMO RP_DEMO_ADMIN=$(cat "$W/demo/admin.token") RP_URL=$RP RP_ADMIN=$ADMIN RP_VIEWER=$VIEWER RP_OPERATOR=$OPERATOR RP_SEED=$W/seed.json \
+# Power: nameplates for r02's classes (every node's class has one: the rack has a nameplate),
+# budgets for r01 (5 kW, limit 4 kW) and r02 (3.2 kW, limit 2.56 kW; the tighter), none for
+# r03; then one sensor sweep (the demo server too): draws, history steps and the hottest sensors.
+api PUT /v1/node-classes/gpu-h200-8x '{"max_power_w":700}' > /dev/null
+api PUT /v1/node-classes/mgmt '{"max_power_w":300}' > /dev/null
+api PATCH /v1/racks/r01 '{"power_budget_kw":5}' > /dev/null
+api PATCH /v1/racks/r02 '{"power_budget_kw":3.2}' > /dev/null
+sensor_sync() { # URL TOKEN: one sweep, to its end
+	local before st
+	before=$(curl -fsS -H "Authorization: Bearer $2" "$1/v1/sensors/sync" | jget last.finished_at) || fail "sensor sync state"
+	curl -fsS -X POST -H "Authorization: Bearer $2" -H 'Content-Type: application/json' --data-binary '{}' \
+		"$1/v1/sensors/sync" > /dev/null || fail "POST /v1/sensors/sync"
+	for _ in $(seq 150); do
+		st=$(curl -fsS -H "Authorization: Bearer $2" "$1/v1/sensors/sync")
+		[ "$(printf '%s' "$st" | jget running)" = false ] && [ "$(printf '%s' "$st" | jget last.finished_at)" != "$before" ] && return 0
+		sleep 0.1
+	done
+	fail "the sensor sweep did not end"
+}
+sensor_sync "$RP" "$ADMIN"
+sensor_sync "$DEMO" "$(cat "$W/demo/admin.token")"
+[ "$(api GET /v1/nodes/rf-r03-u20/sensors | jget read_at)" != "" ] || fail "the mock BMC's sensors were not read"
+
+RP_HOSTILE_SENSOR=$HOSTILE RP_DEMO_URL=$DEMO RP_DEMO_ADMIN=$(cat "$W/demo/admin.token") RP_URL=$RP RP_ADMIN=$ADMIN RP_VIEWER=$VIEWER RP_OPERATOR=$OPERATOR RP_SEED=$W/seed.json \
 	RP_ARTIFACTS=$ART RP_NODE_MODULES=$NM/node_modules CHROMIUM=$CHROMIUM \
 	node "$HERE/ui.test.mjs" || fail "browser test"
 echo "screenshots: $ART"
+kill "$MOCK_PID" 2> /dev/null
+wait "$MOCK_PID" 2> /dev/null || true
+MOCK_PID=
 # Clean exits on SIGTERM (under the sanitizers: no leak, no error).
 for v in RPD_PID DEMO_PID; do
 	kill "${!v}"
