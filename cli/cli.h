@@ -210,11 +210,18 @@ int rp_cli_job_show(struct rp_cli *c);
 int rp_cli_job_watch(struct rp_cli *c);
 int rp_cli_events(struct rp_cli *c); /* --follow: Server-Sent Events, or polling */
 
-/* ---- power.c: sensors and rack power (docs/power.md) ------------------------------------- */
+/* Follows the batch whose 202 answer is created to its end (skipped nodes, then a line per
+ * change of its counts, then each failed node's error). With --json, prints the final batch.
+ * RP_CLI_OK, RP_CLI_EPARTIAL when a node failed or was skipped, or RP_CLI_EAPI. */
+int rp_cli_batch_follow(struct rp_cli *c, json_t *created);
+
+/* ---- power.c: sensors, rack power and power caps (docs/power.md) ------------------------- */
 
 int rp_cli_sensors(struct rp_cli *c);      /* a node's sensors: a line, then a table */
 int rp_cli_sensors_sync(struct rp_cli *c); /* --wait: until the sweep ends; exit 3 on failures */
 int rp_cli_power_show(struct rp_cli *c);   /* every rack, or one rack and its nodes, in kW */
+int rp_cli_power_cap(struct rp_cli *c);    /* plan a rack's caps, queue them; --wait follows */
+int rp_cli_power_caps(struct rp_cli *c);   /* planned caps against the BMCs' (--rack, --drift) */
 
 /*
  * Follows job id until it ends: a progress bar on a terminal, else a line per state change;

@@ -90,6 +90,11 @@ rp_cli_job_follow(struct rp_cli *c, const char *id)
 		json_array_foreach(json_object_get(j, "steps"), i, st) done +=
 		        !strstr("pending running", rp_cli_str(st, "state", "pending"));
 		snprintf(now, sizeof now, total ? "%s (%ld/%ld steps)" : "%s", state, done, total);
+		/* Queued while something holds it back (a power-on waiting for room in its
+		 * rack): say what. */
+		if (!strcmp(state, "queued") && !strcmp(rp_cli_str(j, "error.code", ""), "waiting"))
+			snprintf(now, sizeof now, "queued (%.100s)",
+			         rp_cli_str(j, "error.message", "waiting"));
 		report(c, seen, "job", id, total ? done : ended(state), total ? total : 1, now,
 		       now);
 	} while (!ended(state));
@@ -110,10 +115,8 @@ out:
 	return rc;
 }
 
-/* Follows a batch to its end. RP_CLI_OK, or RP_CLI_EPARTIAL when a node failed or was
- * skipped. */
-static int
-batch_follow(struct rp_cli *c, json_t *created)
+int
+rp_cli_batch_follow(struct rp_cli *c, json_t *created)
 {
 	static const char *const names[] = {"succeeded", "failed", "cancelled", "running",
 	                                    "queued"};
@@ -201,7 +204,7 @@ rp_cli_power(struct rp_cli *c)
 	if ((rc = rp_cli_call(c, "POST", "/v1/actions/power", body, &o)) != RP_CLI_OK)
 		goto out;
 	if (!rp_cli_opt(c, "no-wait"))
-		rc = batch_follow(c, o);
+		rc = rp_cli_batch_follow(c, o);
 	else if (c->json)
 		rp_cli_print_raw(c);
 	else

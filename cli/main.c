@@ -26,9 +26,9 @@
 #define NODE_COLS                                                                              \
 	":NAME=name,RACK=rack,U=u_position,CLASS=node_class,STATE=provision_state,"               \
 	"POWER=power_state,MAINT=maintenance,BMC=bmc.driver,TAGS=tags"
-#define POWER(verb, help)                                                                      \
+#define POWER(verb, force, help)                                                               \
 	{"power", verb, rp_cli_power, 0, 1, "PUT", "/v1/nodes/%s/power",                          \
-	 "%target rack= tag= class= timeout=timeout_s:i wait no-wait",                            \
+	 "%target rack= tag= class= timeout=timeout_s:i " force "wait no-wait",                   \
 	 "job {id} queued: power {params.target} {node}", "NODE | --rack R | --tag T | --class C", \
 	 help}
 #define BOOT(verb, help)                                                                       \
@@ -51,8 +51,13 @@ static const struct rp_cli_cmd commands[] = {
 	{"rack", "show", rp_cli_run, 1, 1, "GET", "/v1/racks/%s", "", ".", "RACK", "show a rack"},
 	{"rack", "create", rp_cli_run, 1, 1, "POST", "/v1/racks",
 	 "@name site= row= height=height_u:i power-kw=power_budget_kw:n "
-	 "power-limit-pct=power_limit_pct:i notes=",
+	 "power-limit-pct=power_limit_pct:i power-cap=power_cap notes=",
 	 "created rack {name} (version {version})", "NAME", "create a rack"},
+	{"rack", "update", rp_cli_run, 1, 1, "PATCH", "/v1/racks/%s",
+	 "name= site= row= height=height_u:i power-kw=power_budget_kw:n "
+	 "power-limit-pct=power_limit_pct:i power-cap=power_cap notes=",
+	 "updated rack {name} (version {version})", "RACK",
+	 "change a rack (JSON merge patch: the value null clears a member)"},
 	{"rack", "delete", rp_cli_run, 1, 1, "DELETE", "/v1/racks/%s", "", "deleted rack {0}", "RACK",
 	 "delete an empty rack"},
 	{"rack", "elevation", rp_cli_run, 1, 1, "GET", "/v1/racks/%s/elevation", "",
@@ -82,11 +87,13 @@ static const struct rp_cli_cmd commands[] = {
 	 "change a node (JSON merge patch: the value null clears a member)"},
 	{"node", "delete", rp_cli_run, 1, 1, "DELETE", "/v1/nodes/%s", "", "deleted node {0}",
 	 "NODE", "delete a node"},
-	POWER("on", "power on (bulk: queue a batch and follow it)"),
-	POWER("off", "power off, hard"),
-	POWER("soft-off", "shut down through the OS, hard off after --timeout"),
-	POWER("cycle", "power cycle (a node that is off is powered on)"),
-	POWER("reset", "warm reset (a node that is off is powered on)"),
+	POWER("on", "force:b ",
+	      "power on when its rack has room (--force, admin: past it; bulk: queue a batch and "
+	      "follow it)"),
+	POWER("off", "", "power off, hard"),
+	POWER("soft-off", "", "shut down through the OS, hard off after --timeout"),
+	POWER("cycle", "force:b ", "power cycle (a node that is off is powered on, as by on)"),
+	POWER("reset", "force:b ", "warm reset (a node that is off is powered on, as by on)"),
 	{"power", "status", rp_cli_run, 0, 1, "GET", "/v1/nodes|/v1/nodes/%s", "rack= tag= class=",
 	 ":NAME=name,POWER=power_state,READ=power_state_at,MAINT=maintenance,BMC=bmc.driver,"
 	 "FAULT=bmc.fault.message",
@@ -97,6 +104,13 @@ static const struct rp_cli_cmd commands[] = {
 	{"power", "history", rp_cli_run, 1, 1, "GET", "/v1/racks/%s/power/history", "since= until=",
 	 ".;samples:AT=at,PEAK W=peak_w,LAST W=last_w", "RACK",
 	 "a rack's measured draw per 5 minutes, peak and latest (default: the last day)"},
+	{"power", "cap", rp_cli_power_cap, 1, 1, "POST", "/v1/racks/%s/power-cap", "wait", "",
+	 "RACK",
+	 "plan a rack's power caps from its power_cap policy and set them at the BMCs (--wait: "
+	 "follow the batch; exit 3 when a node failed or was skipped)"},
+	{"power", "caps", rp_cli_power_caps, 0, 0, "GET", "/v1/power/caps", "rack= drift", "", "",
+	 "planned power caps against the limits the BMCs enforce (--drift: only those that "
+	 "differ)"},
 	{"sensors", "history", rp_cli_run, 2, 2, "GET", "/v1/nodes/%s/sensors/history?sensor=%s",
 	 "since= until= limit=", ".;samples:AT=at,VALUE=value", "NODE SENSOR",
 	 "a sensor's samples, oldest first (default: the last day)"},

@@ -1,6 +1,6 @@
-/* Sensors and rack power (docs/power.md): the views the generic output cannot give (values
- * with their units, thresholds as ranges, watts as kW) and the sensor sync followed to its
- * end. */
+/* Sensors, rack power and power caps (docs/power.md): the views the generic output cannot
+ * give (values with their units, thresholds as ranges, watts as kW, admissions in words, a
+ * cap plan), the sensor sync followed to its end, and a rack's caps planned and queued. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,16 +138,17 @@ out:
 static json_t *
 rack_row(json_t *r)
 {
-	char m[NUM_BUF], l[NUM_BUF], b[NUM_BUF], h[NUM_BUF], n[NUM_BUF], pct[NUM_BUF];
+	char m[NUM_BUF], p[NUM_BUF], l[NUM_BUF], b[NUM_BUF], h[NUM_BUF], n[NUM_BUF], pct[NUM_BUF];
 	json_t *hp = json_object_get(r, "headroom_pct");
 
 	if (json_is_number(hp))
 		snprintf(pct, sizeof pct, "%.1f", json_number_value(hp));
 	else
 		snprintf(pct, sizeof pct, "-");
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?}", "rack",
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?}", "rack",
 	                 rp_cli_str(r, "rack", "?"), "measured",
-	                 kw(json_object_get(r, "measured_w"), m, sizeof m), "limit",
+	                 kw(json_object_get(r, "measured_w"), m, sizeof m), "projected",
+	                 kw(json_object_get(r, "projected_w"), p, sizeof p), "limit",
 	                 kw(json_object_get(r, "limit_w"), l, sizeof l), "budget",
 	                 kw(json_object_get(r, "budget_w"), b, sizeof b), "headroom",
 	                 kw(json_object_get(r, "headroom_w"), h, sizeof h), "headroom_pct", pct,
@@ -174,9 +175,9 @@ print_overview(json_t *o)
 			goto out;
 	}
 	if (json_array_size(rows) > 0 &&
-	    rp_cli_print(view, ":RACK=rack,MEASURED kW=measured,LIMIT kW=limit,BUDGET kW=budget,"
-	                       "HEADROOM kW=headroom,HEADROOM %=headroom_pct,OVER=over_limit,"
-	                       "READ=read_at") < 0)
+	    rp_cli_print(view, ":RACK=rack,MEASURED kW=measured,PROJECTED kW=projected,"
+	                       "LIMIT kW=limit,BUDGET kW=budget,HEADROOM kW=headroom,"
+	                       "HEADROOM %=headroom_pct,OVER=over_limit,READ=read_at") < 0)
 		goto out;
 	snprintf(line, sizeof line, "%stotal: %s kW measured, %s kW budget",
 	         json_array_size(rows) > 0 ? "\n" : "",
@@ -201,12 +202,27 @@ kw_unit(json_t *v, char *buf, size_t len)
 	return buf;
 }
 
+/* A node's power-on admission in a word or two: "-" (none), "in flight" (its power-on
+ * command has not come back), "unmeasured" (it has: its peak counts until a read measures
+ * it), and ", forced" when an admin forced it. */
+static const char *
+admission(json_t *a)
+{
+	int forced = json_is_true(json_object_get(a, "forced"));
+
+	if (!json_is_object(a))
+		return "-";
+	if (json_is_string(json_object_get(a, "started_at")))
+		return forced ? "unmeasured, forced" : "unmeasured";
+	return forced ? "in flight, forced" : "in flight";
+}
+
 /* One rack: its numbers as KEY VALUE lines, then its nodes. */
 static int
 print_rack(json_t *o)
 {
-	char b[CELL_BUF], l[CELL_BUF], m[CELL_BUF], h[CELL_BUF], n[CELL_BUF], w[NUM_BUF],
-	        mx[NUM_BUF];
+	char b[CELL_BUF], l[CELL_BUF], m[CELL_BUF], h[CELL_BUF], p[CELL_BUF], n[CELL_BUF],
+	        w[NUM_BUF], mx[NUM_BUF];
 	json_t *view = NULL, *rows = NULL, *x, *row, *hp = json_object_get(o, "headroom_pct");
 	size_t i;
 	int rc = -1;
@@ -215,14 +231,16 @@ print_rack(json_t *o)
 	if (json_is_number(hp))
 		snprintf(h + strlen(h), sizeof h - strlen(h), " (%.1f %% of the budget)",
 		         json_number_value(hp));
-	if ((view = json_pack("{s:O, s:s, s:O, s:s, s:s, s:s, s:s, s:O, s:O}", "rack",
+	if ((view = json_pack("{s:O, s:s, s:O, s:s, s:s, s:s, s:O, s:s, s:s, s:O, s:O}", "rack",
 	                      json_object_get(o, "rack"), "budget",
 	                      kw_unit(json_object_get(o, "budget_w"), b, sizeof b), "limit_pct",
 	                      json_object_get(o, "limit_pct"), "limit",
 	                      kw_unit(json_object_get(o, "limit_w"), l, sizeof l), "measured",
-	                      kw_unit(json_object_get(o, "measured_w"), m, sizeof m), "headroom", h,
-	                      "nameplate", kw_unit(json_object_get(o, "nameplate_w"), n, sizeof n),
-	                      "over_limit", json_object_get(o, "over_limit"), "read_at",
+	                      kw_unit(json_object_get(o, "measured_w"), m, sizeof m), "projected",
+	                      kw_unit(json_object_get(o, "projected_w"), p, sizeof p), "admitted",
+	                      json_object_get(o, "admitted"), "headroom", h, "nameplate",
+	                      kw_unit(json_object_get(o, "nameplate_w"), n, sizeof n), "over_limit",
+	                      json_object_get(o, "over_limit"), "read_at",
 	                      json_object_get(o, "read_at"))) == NULL)
 		goto out;
 	if (rp_cli_print(view, ".") < 0)
@@ -237,17 +255,18 @@ print_rack(json_t *o)
 	{
 		num(json_object_get(x, "watts"), w, sizeof w);
 		num(json_object_get(x, "max_power_w"), mx, sizeof mx);
-		row = json_pack("{s:O, s:O, s:s, s:s, s:O, s:O}", "node",
+		row = json_pack("{s:O, s:O, s:s, s:s, s:s, s:O, s:O}", "node",
 		                json_object_get(x, "node"), "class", json_object_get(x, "class"),
-		                "watts", w[0] ? w : "-", "max", mx[0] ? mx : "-", "read_at",
+		                "watts", w[0] ? w : "-", "max", mx[0] ? mx : "-", "admission",
+		                admission(json_object_get(x, "admission")), "read_at",
 		                json_object_get(x, "read_at"), "error",
 		                json_object_get(x, "error"));
 		if (row == NULL || json_array_append_new(rows, row) < 0)
 			goto out;
 	}
 	putchar('\n');
-	if (rp_cli_print(view, "nodes:NODE=node,CLASS=class,WATTS=watts,MAX W=max,READ=read_at,"
-	                       "ERROR=error") < 0)
+	if (rp_cli_print(view, "nodes:NODE=node,CLASS=class,WATTS=watts,MAX W=max,"
+	                       "ADMISSION=admission,READ=read_at,ERROR=error") < 0)
 		goto out;
 	rc = 0;
 out:
@@ -315,6 +334,123 @@ rp_cli_sensors_sync(struct rp_cli *c)
 		        o, NULL);
 	/* A BMC that did not answer is a node that failed, as in a bulk action. */
 	rc = json_integer_value(rp_cli_get(o, "last.failed")) > 0 ? RP_CLI_EPARTIAL : RP_CLI_OK;
+out:
+	json_decref(o);
+	return rc;
+}
+
+/* The plan as a table of strings (a removed limit: "none"). NULL when out of memory. */
+static json_t *
+plan_view(json_t *plan)
+{
+	json_t *view = json_object(), *rows = json_array(), *t, *row;
+	char w[NUM_BUF];
+	size_t i;
+
+	if (view == NULL || rows == NULL || json_object_set(view, "items", rows) < 0)
+		goto fail;
+	json_array_foreach(json_object_get(plan, "targets"), i, t)
+	{
+		num(json_object_get(t, "target_w"), w, sizeof w);
+		row = json_pack("{s:s, s:s}", "node", rp_cli_str(t, "node", "?"), "target",
+		                w[0] ? w : "none");
+		if (row == NULL || json_array_append_new(rows, row) < 0)
+			goto fail;
+	}
+	json_decref(rows);
+	return view;
+fail:
+	json_decref(rows);
+	json_decref(view);
+	return NULL;
+}
+
+int
+rp_cli_power_cap(struct rp_cli *c)
+{
+	char path[1024] = "", line[512];
+	json_t *o = NULL, *plan, *batch, *view = NULL, *v;
+	size_t i;
+	int rc;
+
+	if (rp_cli_pathf(path, sizeof path, "/v1/racks/%s/power-cap", c->argv[0]) < 0)
+		return rp_cli_usage(c, "argument too long");
+	if ((rc = rp_cli_call(c, "POST", path, NULL, &o)) != RP_CLI_OK)
+		goto out;
+	plan = json_object_get(o, "plan");
+	batch = json_object_get(o, "batch");
+	if (c->json) {
+		/* With --wait, the finished batch (as a bulk power action prints it). */
+		if (rp_cli_opt(c, "wait"))
+			rc = rp_cli_batch_follow(c, batch);
+		else
+			rp_cli_print_raw(c);
+		goto out;
+	}
+	snprintf(line, sizeof line, "power caps of rack %s planned (policy %s): %zu node(s)",
+	         rp_cli_str(plan, "rack", c->argv[0]), rp_cli_str(plan, "policy", "?"),
+	         json_array_size(json_object_get(plan, "targets")));
+	rp_cli_puts_clean(line);
+	putchar('\n');
+	if (json_array_size(json_object_get(plan, "targets")) > 0) {
+		if ((view = plan_view(plan)) == NULL) {
+			fprintf(stderr, "rackpilot: out of memory\n");
+			rc = RP_CLI_EAPI;
+			goto out;
+		}
+		putchar('\n');
+		if (rp_cli_print(view, ":NODE=node,TARGET W=target") < 0) {
+			rc = RP_CLI_EAPI;
+			goto out;
+		}
+		putchar('\n');
+	}
+	if (rp_cli_opt(c, "wait")) {
+		rc = rp_cli_batch_follow(c, batch);
+		goto out;
+	}
+	rp_cli_print_line("batch {id} queued: {jobs} power_cap jobs", batch, NULL);
+	json_array_foreach(json_object_get(batch, "skipped"), i, v)
+	{
+		fprintf(stderr, "rackpilot: skipped %s: %s\n", rp_cli_str(v, "node", "?"),
+		        rp_cli_str(v, "reason", "?"));
+	}
+out:
+	json_decref(view);
+	json_decref(o);
+	return rc;
+}
+
+int
+rp_cli_power_caps(struct rp_cli *c)
+{
+	const char *rack = rp_cli_opt(c, "rack");
+	int drift = rp_cli_opt(c, "drift") != NULL;
+	char path[1024] = "/v1/power/caps", line[256];
+	json_t *o = NULL;
+	int rc;
+
+	if (rp_cli_query(path, sizeof path, "rack", rack) < 0 ||
+	    rp_cli_query(path, sizeof path, "drift", drift ? "true" : NULL) < 0)
+		return rp_cli_usage(c, "argument too long");
+	if ((rc = rp_cli_call(c, "GET", path, NULL, &o)) != RP_CLI_OK)
+		goto out;
+	if (c->json) {
+		rp_cli_print_raw(c);
+		goto out;
+	}
+	if (json_array_size(json_object_get(o, "items")) == 0) {
+		snprintf(line, sizeof line, "%s%s%s",
+		         drift ? "no node drifts from its planned power cap"
+		               : "no power cap planned",
+		         rack ? " in rack " : "", rack ? rack : "");
+		rp_cli_puts_clean(line);
+		putchar('\n');
+		goto out;
+	}
+	if (rp_cli_print(o, ":NODE=node,RACK=rack,TARGET W=target_w,BMC W=bmc_w,ACTIVE=bmc_active,"
+	                    "DRIFT=drift,READ=read_at,ERROR=error") < 0)
+		rc = RP_CLI_EAPI;
 out:
 	json_decref(o);
 	return rc;

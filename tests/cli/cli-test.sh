@@ -538,10 +538,12 @@ rp 2 sensors history pw1
 has err 'missing argument' "sensors history without its sensor"
 # The rack: 2 x 500 W of a 1.5 kW budget at 80 %: 1.2 kW limit, 0.2 kW headroom (13.3 %).
 rp 0 power show
-has out '^RACK +MEASURED kW +LIMIT kW +BUDGET kW +HEADROOM kW +HEADROOM % +OVER +READ$' \
+has out '^RACK +MEASURED kW +PROJECTED kW +LIMIT kW +BUDGET kW +HEADROOM kW +HEADROOM % +OVER +READ$' \
 	"power show: the head"
-has out '^pw +1\.00 +1\.20 +1\.50 +0\.20 +13\.3 +no +[0-9-]+T' "power show: the rack"
-has out '^r01 +[0-9.]+ +- +- +- +- +no ' "power show: a rack without a budget"
+# Projected: the measured draw, plus the peaks of power-ons not measured yet (pw1 and pw2's,
+# unless a read came power_on_settle after them).
+has out '^pw +1\.00 +[12]\.00 +1\.20 +1\.50 +0\.20 +13\.3 +no +[0-9-]+T' "power show: the rack"
+has out '^r01 +[0-9.]+ +[0-9.]+ +- +- +- +- +no ' "power show: a rack without a budget"
 has out '^total: [0-9.]+ kW measured, 4\.00 kW budget$' "power show: the sums"
 rp 0 power show pw
 has out '^rack +pw$' "power show RACK: the rack"
@@ -550,8 +552,10 @@ has out '^limit +1\.20 kW$' "power show RACK: the limit"
 has out '^measured +1\.00 kW$' "power show RACK: the measured draw"
 has out '^headroom +0\.20 kW \(13\.3 % of the budget\)$' "power show RACK: the headroom"
 has out '^nameplate +1\.00 kW$' "power show RACK: the nameplate"
-has out '^NODE +CLASS +WATTS +MAX W +READ +ERROR$' "power show RACK: the nodes' head"
-has out '^pw1 +pwc +500 +500 +[0-9-]+T[0-9:.]+Z +-$' "power show RACK: a node's watts"
+has out '^projected +[12]\.00 kW$' "power show RACK: the projection"
+has out '^admitted +[0-2]$' "power show RACK: the admissions"
+has out '^NODE +CLASS +WATTS +MAX W +ADMISSION +READ +ERROR$' "power show RACK: the nodes' head"
+has out '^pw1 +pwc +500 +500 +(unmeasured|-) +[0-9-]+T[0-9:.]+Z +-$' "power show RACK: a node's watts"
 [ "$(grep -n '^pw2 ' "$W/out" | cut -d: -f1)" -lt "$(grep -n '^pw1 ' "$W/out" | cut -d: -f1)" ] ||
 	fail "power show RACK: the nodes from the top of the rack"
 rp 0 --json power show pw
@@ -572,6 +576,112 @@ has out '^headroom +-0\.20 kW \(-13\.3 % of the budget\)$' "power show RACK: neg
 has out '^over_limit +yes$' "power show RACK: over_limit"
 rp 0 events --rack pw --action rack.power
 has out ' rack\.power_over_limit +rackpilotd +rack pw draws 1\.4 kW' "the rack.power_over_limit event"
+
+# ---- power-on admission: a power-on into the full rack waits and says why; --force is an
+# admin's (an operator's is refused, 1), and is evented
+rp 0 node create pw3 --json "$W/pw.json" --rack pw --u 5 --class pwc
+rp 0 --json power on pw3
+JOB=$(jget out id)
+for _ in $(seq 100); do
+	api GET "/v1/jobs/$JOB" | grep -q '"code":"waiting"' && break
+	sleep 0.1
+done
+rp 0 job show "$JOB"
+has out '^state +queued$' "a power-on that waits is queued"
+has out '^error\.code +waiting$' "a power-on that waits: the code"
+has out '^error\.message +waiting: rack pw projected [0-9.]+ kW of 1\.2 kW \(80 % of its 1\.5 kW budget\)$' \
+	"a power-on that waits: why"
+rp 0 job list --node pw3 --state queued
+has out '^[0-9a-f-]{36} +power +pw3 +queued +[0-9T:.Z-]+ +waiting$' "job list: the waiting job"
+rp 0 job cancel "$JOB"
+rp 0 --json token create op --role operator
+OPERATOR=$(jget out token)
+rp 1 --token "$OPERATOR" power on pw3 --force
+has err '^rackpilot: FORBIDDEN: .*force .*needs an admin token' "an operator cannot force a power-on"
+rp 1 --token "$OPERATOR" power on --rack pw --force
+has err '^rackpilot: FORBIDDEN: ' "an operator cannot force a bulk power-on"
+rp 0 events --action power.admission_forced
+hasnt out 'pw3' "a refused --force is not evented"
+rp 0 power on pw3 --force --wait
+has out 'succeeded' "an admin's --force powers on past the admission"
+rp 0 events --action power.admission_forced
+has out " power\.admission_forced +token:admin +pw3 powered on by force, past the rack's admission \(rack pw projected " \
+	"the forced power-on's event"
+rp 0 power show pw
+has out '^pw3 +pwc +- +500 +unmeasured, forced +- +-$' "power show RACK: a forced admission"
+
+# ---- power caps (docs/power.md): a rack's limit shared by its nodes' nameplates, set at fake
+# BMCs (their limits: 100..100000 W) and read back; drift; the policy off removes them
+api PUT /v1/node-classes/pwk '{"max_power_w":1000}' > /dev/null
+rp 0 power caps
+has out '^no power cap planned$' "power caps before any plan"
+rp 0 rack create cap --power-kw 1 --power-limit-pct 90 --power-cap budget
+rp 0 rack show cap
+has out '^power_cap +budget$' "rack create --power-cap"
+rp 0 node create cap1 --rack cap --u 1 --class pwc --bmc-driver fake
+rp 0 node create cap2 --rack cap --u 2 --class pwk --bmc-driver fake
+rp 0 power cap cap --wait
+has out '^power caps of rack cap planned \(policy budget\): 2 node\(s\)$' "power cap: the plan"
+has out '^NODE +TARGET W$' "power cap: the targets' head"
+has out '^cap1 +300$' "power cap: 900 W shared 500:1000"
+has out '^cap2 +600$' "power cap: the larger share"
+has out '^batch [0-9a-f-]{36}: 2/2 done: 2 succeeded, 0 failed' "power cap --wait follows the batch"
+rp 0 power caps --rack cap
+has out '^NODE +RACK +TARGET W +BMC W +ACTIVE +DRIFT +READ +ERROR$' "power caps: the head"
+has out '^cap1 +cap +300 +300 +yes +no +[0-9-]+T[0-9:.]+Z +-$' "power caps: set and read back"
+has out '^cap2 +cap +600 +600 +yes +no ' "power caps: the other node"
+rp 0 --json power caps --rack cap
+same_as_api '/v1/power/caps?rack=cap' "power caps --json"
+rp 0 power caps --drift
+has out '^no node drifts from its planned power cap$' "power caps --drift: none"
+rp 0 events --rack cap --action rack.power_cap_planned
+has out ' rack\.power_cap_planned +token:admin +power caps of rack cap planned \(policy budget\): 2' \
+	"the plan's event"
+rp 0 power cap cap
+has out '^batch [0-9a-f-]{36} queued: 2 power_cap jobs$' "power cap without --wait"
+rp 0 --json power cap cap --wait
+BATCH=$(jget out id)
+same_as_api "/v1/batches/$BATCH" "power cap --wait --json: the finished batch"
+# Drift: a new plan that cap2's BMC does not get (in maintenance, it is skipped: 3).
+rp 0 rack update cap --power-kw 0.5
+has out '^updated rack cap \(version 2\)$' "rack update"
+rp 0 node update cap2 --maintenance true
+rp 3 power cap cap --wait
+has out '^cap1 +150$' "power cap: a new plan"
+has err '^rackpilot: skipped cap2: ' "power cap: a node in maintenance is skipped"
+rp 0 power caps --drift
+has out '^cap2 +cap +300 +600 +yes +yes ' "power caps --drift: 300 W planned, 600 W at the BMC"
+hasnt out '^cap1 ' "power caps --drift: cap1 holds its plan"
+rp 0 --json power caps --drift
+same_as_api '/v1/power/caps?drift=true' "power caps --drift --json"
+rp 0 node update cap2 --maintenance false
+# Limits the BMC refuses (30 W and 60 W, under the fake's 100 W): the jobs fail, 3.
+rp 0 rack update cap --power-kw 0.1
+rp 3 power cap cap --wait
+has err '^rackpilot: cap1: power_cap_rejected: ' "power cap: a limit the BMC refuses"
+rp 0 power caps --rack cap
+has out '^cap1 +cap +30 +150 +yes +yes +[0-9-]+T[0-9:.]+Z +fake BMC: power limit 30 W is outside' \
+	"power caps: why the set failed"
+# Off: the limits are removed (the BMC keeps the number, not enforced).
+rp 0 rack update cap --power-cap off --power-kw 1
+rp 0 power cap cap --wait
+has out '^power caps of rack cap planned \(policy off\): 2 node\(s\)$' "power cap: policy off"
+has out '^cap1 +none$' "power cap off: no limit"
+rp 0 power caps --rack cap
+has out '^cap1 +cap +- +[0-9]+ +no +no +[0-9-]+T[0-9:.]+Z +-$' "power caps: the limit removed"
+rp 1 power cap nosuch
+has err '^rackpilot: NOT_FOUND: ' "power cap of an unknown rack"
+rp 1 power caps --rack nosuch
+has err '^rackpilot: BAD_QUERY: .*no such rack' "power caps of an unknown rack"
+rp 0 rack create capless --power-cap budget
+rp 1 power cap capless
+has err '^rackpilot: CONFLICT: .*no power_budget_kw' "power cap: a budget policy without a budget"
+rp 1 power cap pwb
+has err '^rackpilot: BAD_REQUEST: .*(no node with a BMC|matches no node)' "power cap of a rack without nodes"
+rp 1 rack update cap --power-cap half
+has err '^rackpilot: [A-Z_]+: .*power_cap' "rack update: an unknown power_cap policy"
+rp 2 power cap
+has err 'missing argument' "power cap without its rack"
 rp 0 --json sensors sync
 has out '"running":true' "sensors sync --json: the sweeper's state"
 for _ in $(seq 100); do
@@ -596,6 +706,10 @@ rp 0 --token "$VIEWER" sensors pw1
 has out '^node pw1: read ' "a viewer reads sensors"
 rp 1 --token "$VIEWER" sensors sync
 has err '^rackpilot: FORBIDDEN: ' "a viewer cannot start a sensor sync"
+rp 0 --token "$VIEWER" power caps --rack cap
+has out '^cap1 ' "a viewer reads the power caps"
+rp 1 --token "$VIEWER" power cap cap
+has err '^rackpilot: FORBIDDEN: ' "a viewer cannot plan power caps"
 rp 0 token revoke "$VID"
 has out "^revoked token $VID" "token revoke"
 rp 1 --token "$VIEWER" node list
