@@ -55,17 +55,18 @@ admit_txn(struct conn *c, void *ctx)
 		out->admitted = 1; /* no rack: no budget to keep, no neighbours to stagger from */
 		return RP_ERR_OK;
 	}
-	if ((e = EXEC(c, "admission expiry",
-	              "DELETE FROM power_admissions WHERE rack_id = ? AND ((started_at IS NULL AND "
-	              "admitted_at < ?) OR admitted_at < ?)",
-	              n.rack_id, now - INFLIGHT_TTL_MS, now - UNMEASURED_TTL_MS)) != RP_ERR_OK)
+	if ((e = store_admission_expire(c, now)) != RP_ERR_OK)
 		return e;
 	s = STMT_ARGS(
 	        c,
-	        "SELECT r.name, r.power_budget_kw, r.power_limit_pct, k.max_power_w, x.power_w "
-	        "FROM nodes n JOIN racks r ON r.id = n.rack_id LEFT JOIN node_classes k ON "
-	        "k.name = n.node_class LEFT JOIN sensor_reads x ON x.node_id = n.id WHERE "
-	        "n.id = ?",
+	        /* Its peak: its class's nameplate, or the power limit its BMC was last read to
+	         * enforce when that is lower (a capped node draws no more). */
+	        "SELECT r.name, r.power_budget_kw, r.power_limit_pct, CASE WHEN pc.bmc_active = 1 "
+	        "AND pc.bmc_w > 0 AND (k.max_power_w IS NULL OR pc.bmc_w < k.max_power_w) THEN "
+	        "pc.bmc_w ELSE k.max_power_w END, x.power_w FROM nodes n JOIN racks r ON r.id = "
+	        "n.rack_id LEFT JOIN node_classes k ON k.name = n.node_class LEFT JOIN "
+	        "sensor_reads "
+	        "x ON x.node_id = n.id LEFT JOIN power_caps pc ON pc.node_id = n.id WHERE n.id = ?",
 	        n.id);
 	if ((e = store_one(c, s, "admission rack")) != RP_ERR_OK)
 		return e;
@@ -207,6 +208,16 @@ rp_store_power_started(struct rp_store *st, const char *node)
 	         "NULL",
 	         rp_time_now_ms(), n.id);
 	return store_end(c, e, NULL, NULL);
+}
+
+enum rp_err
+store_admission_expire(struct conn *c, int64_t now)
+{
+	return EXEC(
+	        c, "admission expiry",
+	        "DELETE FROM power_admissions WHERE (started_at IS NULL AND admitted_at < ?) OR "
+	        "admitted_at < ?",
+	        now - INFLIGHT_TTL_MS, now - UNMEASURED_TTL_MS);
 }
 
 enum rp_err

@@ -404,6 +404,9 @@ enum rp_err store_steps_close(struct conn *c, int64_t job_id, const char *job_st
  * RP_ERR_INVALID_FIELD with *detail naming the first that is not. */
 enum rp_err store_components_known(json_t *targets, json_t *only, json_t **detail);
 
+/* Admissions given up at now: in flight for 10 minutes, or not measured for 30. */
+enum rp_err store_admission_expire(struct conn *c, int64_t now);
+
 /* A sensor read of node_id at now answered: its admission ends when its power-on came back
  * settle_ms or more before (admission.c). */
 enum rp_err store_admission_measured(struct conn *c, int64_t node_id, int64_t now,

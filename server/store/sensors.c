@@ -439,6 +439,10 @@ record_txn(struct conn *c, void *ctx)
 	enum rp_err e = RP_ERR_OK;
 
 	r->events = 0;
+	/* Admissions given up (in flight 10 minutes, unmeasured 30) go here too, not only at the
+	 * next power-on in their rack, so the rack views stop counting them. */
+	if ((e = store_admission_expire(c, r->now)) != RP_ERR_OK)
+		goto out;
 	json_array_foreach(r->readings, i, reading)
 	{
 		if ((e = one_node(r, c, reading, racks)) != RP_ERR_OK)

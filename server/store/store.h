@@ -642,7 +642,9 @@ struct rp_admit {
  * max_power_w in place of what it drew when admitted, plus this node likewise) at most
  * budget x power_limit_pct. When one of those holds it back: admitted 0, why and retry_ms
  * set, nothing written; unless force: then admitted, and an event power.admission_forced
- * (actor) says what it passed. A node whose class's max_power_w alone passes the limit is
+ * (actor) says what it passed. A node's peak is its class's max_power_w, or the power limit
+ * its BMC was last read to enforce when lower (rp_store_power_caps). A node whose peak alone
+ * passes the limit is
  * not admitted and never will be (never 1, why set; force passes it). A class without
  * max_power_w counts as 0 W (note says so). An admission of the node in another rack (it
  * moved) is taken again in its own.

@@ -467,6 +467,13 @@ test_caps(void **state)
 	assert_int_equal((int)num(o, "power_w"), 400);
 	json_decref(o);
 
+	/* A capped node's peak is its cap: n2 (off now) powers on again without force, as
+	 * 415 W measured + (400 - 15) fits the 800 W limit where its 700 W nameplate would not. */
+	power("n2", "off", 0);
+	sync_sensors();
+	power("n2", "on", 0);
+	assert_int_equal(count_all(&S, "/v1/events?action=power.admission_forced&node=n2"), 1);
+
 	/* Off: the limits go. */
 	assert_int_equal(
 	        call(&S, S.admin, "PATCH", "/v1/racks/r1", &r, "{s:s}", "power_cap", "off"), 200);
