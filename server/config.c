@@ -192,10 +192,10 @@ static const struct setting settings[] = {
         {"rack_history_days", C_UINT, F(rack_history_days), .max = 3650, .def = "30",
          .help = "Days of rack power totals kept (a peak and a latest value per 5 minutes); 0 "
                  "keeps them for good."},
-        {"power_on_stagger", C_UINT, F(power_on_stagger), .max = 10000, .def = "4",
+        {"power_on_stagger", C_UINT, F(power_on_stagger), .max = 10000, .def = "8",
          .help = "Nodes per rack whose power-on is in flight at once (admission: docs/power.md); "
                  "0: no cap."},
-        {"power_on_stagger_ms", C_UINT, F(power_on_stagger_ms), .max = 600000, .def = "1000",
+        {"power_on_stagger_ms", C_UINT, F(power_on_stagger_ms), .max = 600000, .def = "250",
          .help = "Milliseconds between two power-ons in a rack, for inrush."},
         {"power_on_settle", C_UINT, F(power_on_settle), .max = 3600, .def = "20",
          .help = "Seconds after a power-on from which a sensor read measures the node: until "

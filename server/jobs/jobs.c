@@ -26,8 +26,8 @@ rp_jobs_defaults(struct rp_jobs_opts *o)
 	o->sensor_history_hours = 24;
 	o->sensor_history_max_rows = 15000000;
 	o->rack_history_days = 30;
-	o->power_on_stagger = 4;
-	o->power_on_stagger_ms = 1000;
+	o->power_on_stagger = 8;
+	o->power_on_stagger_ms = 250;
 	o->power_on_settle_s = 20;
 	o->retention_days = 90;
 	o->fault_threshold = 3;

@@ -38,8 +38,8 @@ struct rp_jobs_opts {
 	unsigned sensor_history_hours; /* sensor samples kept; 0 keeps them; default 24 */
 	unsigned sensor_history_max_rows; /* ...and at most about this many; 0: no cap */
 	unsigned rack_history_days;       /* rack power steps kept; 0 keeps them; default 30 */
-	unsigned power_on_stagger;        /* power-ons in flight per rack; 0: no cap; default 4 */
-	unsigned power_on_stagger_ms;     /* between power-ons in a rack; default 1000 */
+	unsigned power_on_stagger;        /* power-ons in flight per rack; 0: no cap; default 8 */
+	unsigned power_on_stagger_ms;     /* between power-ons in a rack; default 250 */
 	unsigned power_on_settle_s;       /* a sensor read this long after a power-on measures the
 	                                     node (its admission ends); default 20 */
 	unsigned sweep_concurrency;       /* BMCs read at once by a sweep; default 64 */

@@ -125,7 +125,7 @@ def check(ok, what):
 check(rep["state"] == "failed", "run state %s, want failed" % rep["state"])
 res = {(r["node"], r["check"]): r for r in rep["results"]}
 checks = sorted({c for _, c in res})
-check(len(res) == 3 * 9, "%d results, want 27 (3 nodes x 9 checks)" % len(res))
+check(len(res) == 3 * 10, "%d results, want 30 (3 nodes x 10 checks)" % len(res))
 for (node, c), r in sorted(res.items()):
     st, msg = r["state"], r.get("message") or ""
     if (node, c) in (("e2e-vm3", "inventory"), ("e2e-vm2", "links")):
