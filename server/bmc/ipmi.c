@@ -32,6 +32,10 @@ struct ipmi {
 	struct rp_bmc_target t;
 	char host[300];
 	unsigned detected; /* workaround flags probing found at open; 0: none */
+	/* A sensor read under way (ipmi_sensors; 0 otherwise): when it must end (rp_time_mono_ns)
+	 * and the requests it may still send (SDR reads, sensor readings), and those limits. */
+	int64_t deadline;
+	unsigned requests_left, limit_ms, limit_requests;
 };
 
 /* libfreeipmi's out-of-band IPMI 2.0 workarounds, by the names ipmitool/freeipmi users know
@@ -193,6 +197,23 @@ cmd_error(struct ipmi *h, fiid_obj_t rs, uint8_t netfn, const char *what, struct
 	default:
 		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s on %s: %s", what, h->host, m);
 	}
+}
+
+/* 0 when the sensor read under way (h->deadline) may send one more request, which it then counts;
+ * -1 with RP_BMC_TIMEOUT once it is out of time or requests. 0 outside such a read. */
+static int
+within_limits(struct ipmi *h, const char *what, struct rp_bmc_err *err)
+{
+	if (h->deadline == 0)
+		return 0;
+	if (h->requests_left == 0 || rp_time_mono_ns() >= h->deadline)
+		return rp_bmc_fail(
+		        err, RP_BMC_TIMEOUT,
+		        "%s not sent: the sensor read of %s is over its limit of %u s and "
+		        "%u requests",
+		        what, h->host, h->limit_ms / 1000, h->limit_requests);
+	h->requests_left--;
+	return 0;
 }
 
 static int
@@ -782,6 +803,17 @@ out:
 #define SDR_HEADER        5
 #define SDR_RESERVE_TRIES 4
 
+/* One sensor read ends within SENSOR_DEADLINE_MS and SENSOR_REQUESTS requests (an SDR walk of
+ * a usual BMC is one request a record, a few where the BMC returns records in pieces; one
+ * that answers in 4-byte pieces and cancels reservations could take 300,000). A walk that failed
+ * is not tried again for SDR_FAILED_HOLD_NS while the repository says the same (at most
+ * SDR_FAILED_MAX BMCs remembered). The environment's RP_BMC_SENSOR_DEADLINE_MS and
+ * RP_BMC_SENSOR_TRIES set lower limits (tests). */
+#define SENSOR_DEADLINE_MS 90000
+#define SENSOR_REQUESTS    8192
+#define SDR_FAILED_HOLD_NS (5LL * 60 * 1000000000)
+#define SDR_FAILED_MAX     256
+
 #define DCMI_NO_SET_POWER_LIMIT 0x80
 #define DCMI_POWER_LIMIT_RANGE  0x84
 #define DCMI_CORRECTION_RANGE   0x85
@@ -1025,6 +1057,8 @@ sdr_reserve(struct ipmi *h, uint16_t *id, struct rp_bmc_err *err)
 
 	if (rs == NULL)
 		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	if (within_limits(h, "reserve SDR repository", err) < 0)
+		goto out;
 	if (ipmi_cmd_reserve_sdr_repository(h->ctx, rs) < 0) {
 		int e = ipmi_ctx_errnum(h->ctx);
 
@@ -1055,12 +1089,15 @@ sdr_get(struct ipmi *h, fiid_obj_t rs, uint16_t resv, uint16_t id, unsigned offs
 	int n;
 
 	*cc = 0;
+	if (within_limits(h, "get SDR", err) < 0)
+		return -1;
 	if (ipmi_cmd_get_sdr(h->ctx, resv, id, (uint8_t)offset, (uint8_t)count, rs) < 0) {
 		int e = ipmi_ctx_errnum(h->ctx);
 
+		/* Busy is the BMC's "not now": RP_BMC_BUSY, not a completion code to work around.
+		 */
 		if (e == IPMI_ERR_BAD_COMPLETION_CODE ||
-		    e == IPMI_ERR_COMMAND_INVALID_OR_UNSUPPORTED || e == IPMI_ERR_BMC_BUSY ||
-		    e == IPMI_ERR_MESSAGE_TIMEOUT) {
+		    e == IPMI_ERR_COMMAND_INVALID_OR_UNSUPPORTED || e == IPMI_ERR_MESSAGE_TIMEOUT) {
 			*cc = completion_code(rs) ?: 0xff;
 			return 0;
 		}
@@ -1275,6 +1312,8 @@ sensor_thresholds(struct ipmi *h, ipmi_sdr_ctx_t sdr, const uint8_t *rec, unsign
 	if (access != IPMI_SDR_FIXED_UNREADABLE_THRESHOLDS_SUPPORT) {
 		if ((rs = fiid_obj_create(tmpl_cmd_get_sensor_thresholds_rs)) == NULL)
 			return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		if (within_limits(h, "get sensor thresholds", err) < 0)
+			goto out;
 		if (ipmi_cmd_get_sensor_thresholds(h->ctx, s->number, rs) == 0) {
 			for (i = 0; i < 4; i++) {
 				char mask[80];
@@ -1523,6 +1562,75 @@ sdr_walk_end(uint64_t hash)
 	pthread_mutex_unlock(&sdr_lock);
 }
 
+/* Walks that failed, under sdr_lock: the next read of the same BMC fails at once with the same
+ * error while its repository says the same, for SDR_FAILED_HOLD_NS, instead of walking again
+ * (a walk that ran into its read's limits took 90 s). */
+struct sdr_failed {
+	uint64_t hash; /* 0: a free slot */
+	char key[344];
+	struct sdr_version v;
+	int64_t at; /* rp_time_mono_ns */
+	struct rp_bmc_err err;
+};
+static struct sdr_failed sdr_failures[SDR_FAILED_MAX];
+
+/* Remember that the walk of key (SDR version v) failed with err: in its own slot, a free or
+ * expired one, else the oldest. */
+static void
+sdr_failed_put(const char *key, uint64_t hash, const struct sdr_version *v,
+               const struct rp_bmc_err *err)
+{
+	struct sdr_failed *f = &sdr_failures[0];
+	size_t i;
+
+	pthread_mutex_lock(&sdr_lock);
+	for (i = 0; i < SDR_FAILED_MAX; i++) {
+		struct sdr_failed *c = &sdr_failures[i];
+
+		if (c->hash == hash && !strcmp(c->key, key)) {
+			f = c;
+			break;
+		}
+		if (c->at < f->at)
+			f = c;
+	}
+	f->hash = hash;
+	snprintf(f->key, sizeof f->key, "%s", key);
+	f->v = *v;
+	f->at = rp_time_mono_ns();
+	f->err = *err;
+	pthread_mutex_unlock(&sdr_lock);
+}
+
+/* 1 with err set when the walk of key failed within SDR_FAILED_HOLD_NS on the SDR of version v;
+ * else 0 (an entry for another version, or older, is forgotten). */
+static int
+sdr_failed_get(const char *key, uint64_t hash, const struct sdr_version *v, struct rp_bmc_err *err)
+{
+	int64_t now = rp_time_mono_ns();
+	size_t i;
+	int rc = 0;
+
+	pthread_mutex_lock(&sdr_lock);
+	for (i = 0; i < SDR_FAILED_MAX; i++) {
+		struct sdr_failed *f = &sdr_failures[i];
+
+		if (f->hash != hash || strcmp(f->key, key) != 0)
+			continue;
+		if (sdr_same(&f->v, v) && now - f->at < SDR_FAILED_HOLD_NS) {
+			rp_bmc_fail(err, f->err.kind, "%.160s (%lld s ago; walked again in %lld s)",
+			            f->err.msg, (long long)((now - f->at) / 1000000000),
+			            (long long)((SDR_FAILED_HOLD_NS - (now - f->at)) / 1000000000));
+			rc = 1;
+		} else {
+			memset(f, 0, sizeof *f);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&sdr_lock);
+	return rc;
+}
+
 /* The sensors of h's SDR: cached while Get SDR Repository Info says the same, else read (a new
  * reference, or NULL: no SDR repository; err kind RP_BMC_OK then). NULL with err on failure. */
 static struct sdr_set *
@@ -1543,14 +1651,17 @@ sdr_sensors(struct ipmi *h, struct rp_bmc_err *err)
 		goto out;
 	while ((set = sdr_cache_get(key, &v)) == NULL && (walk = sdr_walk_begin(hash)) == 0)
 		;
-	if (set)
+	if (set || sdr_failed_get(key, hash, &v, err))
 		goto out;
 	/* The SDR may change while it is read: keep a walk only when the repository says the same
 	 * after it as before. One that changed under two walks is the last one, uncached. */
 	for (tries = 0; tries < 2; tries++) {
 		sdr_release(walked);
-		if ((walked = sdr_walk(h, key, &v, err)) == NULL ||
-		    sdr_version(h, &after, &present, err) < 0)
+		if ((walked = sdr_walk(h, key, &v, err)) == NULL) {
+			sdr_failed_put(key, hash, &v, err);
+			goto out;
+		}
+		if (sdr_version(h, &after, &present, err) < 0)
 			goto out;
 		if (!present) {
 			rp_bmc_fail(err, RP_BMC_PROTOCOL, "SDR repository of %s went away",
@@ -1615,6 +1726,8 @@ sensor_read(struct ipmi *h, fiid_obj_t rs, const struct sensor *s, double *value
 
 	if (!s->readable)
 		goto done;
+	if (within_limits(h, "get sensor reading", err) < 0)
+		goto out;
 	/* BMCs send short answers (one state byte) that a strict check refuses. */
 	ipmi_ctx_set_flags(h->ctx, IPMI_FLAGS_NO_VALID_CHECK);
 	r = ipmi_cmd_get_sensor_reading(h->ctx, s->number, rs);
@@ -1729,6 +1842,20 @@ out:
 	return rc;
 }
 
+/* A limit from the environment (tests), when it is a number under max; else max. */
+static unsigned
+limit_env(const char *name, unsigned max)
+{
+	const char *v = getenv(name);
+	unsigned long n;
+	char *end;
+
+	if (v == NULL || v[0] == '\0')
+		return max;
+	n = strtoul(v, &end, 10);
+	return *end == '\0' && n > 0 && n < max ? (unsigned)n : max;
+}
+
 static int
 ipmi_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 {
@@ -1744,6 +1871,11 @@ ipmi_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
 		goto out;
 	}
+	/* One deadline and one count of requests for the whole read, however the BMC answers. */
+	h->limit_ms = limit_env("RP_BMC_SENSOR_DEADLINE_MS", SENSOR_DEADLINE_MS);
+	h->limit_requests = limit_env("RP_BMC_SENSOR_TRIES", SENSOR_REQUESTS);
+	h->deadline = rp_time_mono_ns() + (int64_t)h->limit_ms * 1000000;
+	h->requests_left = h->limit_requests;
 	if (dcmi_power(h, &dcmi, &watts, err) < 0)
 		goto out;
 	if (dcmi && ((o = sensor_json(names, "System Power", "power", "system", watts, "W", NULL,
@@ -1776,6 +1908,8 @@ ipmi_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 	list = NULL;
 	rc = 0;
 out:
+	h->deadline = 0;
+	h->requests_left = 0;
 	sdr_release(set);
 	json_decref(list);
 	json_decref(names);
@@ -1844,9 +1978,12 @@ dcmi_limit(struct ipmi *h, struct rp_power_limit *out, uint32_t *correction_ms,
 	if (fiid_obj_get(rs, "power_limit_requested", &watts) == 1) {
 		l.watts = (unsigned)watts;
 		l.active = r == 0;
+		/* 0 is none kept (a 0x80 answer with its data zeroed, as no limit was ever set):
+		 * the caller's defaults stay, never 0 ms and 0 s sent back. */
 		if (fiid_obj_get(rs, "correction_time_limit", &correction) == 1 &&
 		    fiid_obj_get(rs, "management_application_statistics_sampling_period",
-		                 &sampling) == 1) {
+		                 &sampling) == 1 &&
+		    correction > 0 && sampling > 0) {
 			*correction_ms = (uint32_t)correction;
 			*sampling_s = (uint16_t)sampling;
 		}

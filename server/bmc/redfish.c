@@ -76,6 +76,13 @@ struct rf {
 	char base_url[320];
 	struct learned l;
 	int refused; /* a link was refused: the paths learned are not cached */
+	int toobig;  /* the last exchange failed on an answer over its cap */
+	/* A sensor read under way (rf_sensors; all 0 otherwise): when it must end (rp_time_mono_ns)
+	 * and the tries it may still send, its limits as a message says them, and the cap and JSON
+	 * flags of its answers. */
+	int64_t deadline;
+	unsigned tries_left, limit_ms, limit_tries;
+	size_t body_max, json_flags;
 };
 
 struct reply {
@@ -168,6 +175,64 @@ error_text(json_t *body, const char *password, char *out, size_t len)
 		}
 	}
 	out[n] = '\0';
+}
+
+/* How many bytes of text, from its start, spell password, each byte as itself or
+ * percent-encoded ("%41", "%4a"; "+" for a space, as a form would): the whole of it, or, where
+ * the text was cut there (its end, or the "..." of a cut link), 3 bytes of it and more; else 0. */
+static size_t
+password_at(const char *text, const char *password)
+{
+	static const char hex[] = "0123456789abcdef";
+	const char *p = text, *a, *b;
+	size_t k;
+
+	for (k = 0; password[k]; k++) {
+		unsigned char want = (unsigned char)password[k];
+
+		if ((unsigned char)*p == want && *p) {
+			p++;
+		} else if (*p == '+' && want == ' ') {
+			p++;
+		} else if (p[0] == '%' && p[1] && p[2] &&
+		           (a = strchr(hex, tolower((unsigned char)p[1]))) != NULL &&
+		           (b = strchr(hex, tolower((unsigned char)p[2]))) != NULL &&
+		           (unsigned)((a - hex) * 16 + (b - hex)) == want) {
+			p += 3;
+		} else {
+			break;
+		}
+	}
+	if (password[k] == '\0' || (k >= 3 && (*p == '\0' || !strncmp(p, "...", 3))))
+		return (size_t)(p - text);
+	return 0;
+}
+
+/* The one place every error of this driver passes on its way out (rp_bmc_redfish_ops): the
+ * password, as it is or percent-encoded, becomes "***" wherever it shows. Messages quote what a
+ * BMC says and the links it gives (a refused link, a path that did not answer JSON), and a
+ * hostile BMC can put the password it was sent into any of them. */
+static void
+scrub(const char *password, struct rp_bmc_err *err)
+{
+	char out[sizeof err->msg];
+	size_t i = 0, n = 0, m;
+
+	if (password == NULL || password[0] == '\0')
+		return;
+	while (err->msg[i] && n + 1 < sizeof out) {
+		if ((m = password_at(err->msg + i, password)) > 0) {
+			size_t k = n + 3 < sizeof out ? 3 : sizeof out - 1 - n;
+
+			memcpy(out + n, "***", k);
+			n += k;
+			i += m;
+		} else {
+			out[n++] = err->msg[i++];
+		}
+	}
+	out[n] = '\0';
+	memcpy(err->msg, out, n + 1);
 }
 
 /* ---- Links the BMC gives --------------------------------------------------------------- */
@@ -419,6 +484,43 @@ renew(struct rf *h)
 	return 0;
 }
 
+static int over_limits(struct rf *h, const char *method, const char *path, struct rp_bmc_err *err);
+
+/* Numbers that no double holds (1e400; an integer of 400 digits) become null, in place and
+ * keeping the text's length: jansson refuses a whole document for one such number, and a BMC may
+ * say "no reading" with one. s is NUL-terminated (rp_buf). */
+static void
+numbers_tame(char *s, size_t n)
+{
+	size_t i = 0, k;
+
+	while (i < n) {
+		if (s[i] == '"') {
+			for (i++; i < n && s[i] != '"'; i++)
+				if (s[i] == '\\')
+					i++;
+			i++;
+		} else if (s[i] == '-' || isdigit((unsigned char)s[i])) {
+			char *end;
+			double d;
+
+			for (k = i + 1;
+			     k < n && (isdigit((unsigned char)s[k]) || strchr("+-.eE", s[k])); k++)
+				;
+			errno = 0;
+			d = strtod(s + i, &end);
+			/* "1e309" is the shortest: "null" always fits. */
+			if (errno == ERANGE && isinf(d) && end == s + k && k - i >= 4) {
+				memcpy(s + i, "null", 4);
+				memset(s + i + 4, ' ', k - i - 4);
+			}
+			i = k;
+		} else {
+			i++;
+		}
+	}
+}
+
 /* One HTTP exchange, no auth logic, no retries. Transport failures become errors, with what
  * they allow in *again; every HTTP status comes back to the caller in r->status. once: the
  * request must not be repeated, not even by libcurl itself. */
@@ -431,10 +533,19 @@ exchange_once(struct rf *h, const char *method, const char *path, const char *ct
 	char url[1024], line[700];
 	CURLcode cc;
 	double connect = 0;
-	long status = 0;
+	long status = 0, timeout = (long)h->t.http_timeout_ms;
+	size_t cap = h->body_max ? h->body_max : MAX_BODY;
 
 	memset(r, 0, sizeof *r);
-	rp_buf_init(&r->body, MAX_BODY);
+	rp_buf_init(&r->body, cap);
+	h->toobig = 0;
+	/* A read with a deadline waits for no answer past it. */
+	if (h->deadline) {
+		int64_t left = (h->deadline - rp_time_mono_ns()) / 1000000;
+
+		if (left < timeout)
+			timeout = left > 1 ? (long)left : 1;
+	}
 	/* Every request of the driver comes through here: nothing reaches another host. */
 	if (resolve(h, method, path, url, sizeof url, err) < 0)
 		return -1;
@@ -449,9 +560,8 @@ exchange_once(struct rf *h, const char *method, const char *path, const char *ct
 	curl_easy_setopt(h->curl, CURLOPT_FRESH_CONNECT, once ? 1L : 0L);
 	curl_easy_setopt(h->curl, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(h->curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h->curl, CURLOPT_TIMEOUT_MS, (long)h->t.http_timeout_ms);
-	curl_easy_setopt(h->curl, CURLOPT_CONNECTTIMEOUT_MS,
-	                 (long)(h->t.http_timeout_ms < 5000 ? h->t.http_timeout_ms : 5000));
+	curl_easy_setopt(h->curl, CURLOPT_TIMEOUT_MS, timeout);
+	curl_easy_setopt(h->curl, CURLOPT_CONNECTTIMEOUT_MS, timeout < 5000 ? timeout : 5000L);
 	curl_easy_setopt(h->curl, CURLOPT_SSL_VERIFYPEER, h->t.tls_verify ? 1L : 0L);
 	curl_easy_setopt(h->curl, CURLOPT_SSL_VERIFYHOST, h->t.tls_verify ? 2L : 0L);
 	curl_easy_setopt(h->curl, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -511,10 +621,12 @@ exchange_once(struct rf *h, const char *method, const char *path, const char *ct
 			return rp_bmc_fail(err, RP_BMC_UNREACHABLE, "%s %s: %s", method,
 			                   h->base_url, curl_easy_strerror(cc));
 		case CURLE_OPERATION_TIMEDOUT:
+			/* Cut short by the read's deadline: the read is over. */
+			if (h->deadline && rp_time_mono_ns() >= h->deadline)
+				return over_limits(h, method, path, err);
 			*again = connect > 0 ? AGAIN_SAFE : AGAIN_ANY;
 			return rp_bmc_fail(err, connect > 0 ? RP_BMC_TIMEOUT : RP_BMC_UNREACHABLE,
-			                   "%s %s: no answer within %u ms", method, url,
-			                   h->t.http_timeout_ms);
+			                   "%s %s: no answer within %ld ms", method, url, timeout);
 		case CURLE_SSL_CONNECT_ERROR:
 			/* The handshake failed (a BMC restarting its web server): nothing was sent.
 			 */
@@ -539,10 +651,12 @@ exchange_once(struct rf *h, const char *method, const char *path, const char *ct
 			        "only for a BMC with a self-signed certificate",
 			        h->base_url, curl_easy_strerror(cc));
 		case CURLE_WRITE_ERROR:
-			if (toobig)
+			if (toobig) {
+				h->toobig = 1;
 				return rp_bmc_fail(err, RP_BMC_PROTOCOL,
-				                   "%s %s: answer over %u bytes", method, url,
-				                   MAX_BODY);
+				                   "%s %s: answer over %zu bytes", method, url,
+				                   cap);
+			}
 			/* fall through */
 		default:
 			return rp_bmc_fail(err, connect > 0 ? RP_BMC_TIMEOUT : RP_BMC_UNREACHABLE,
@@ -550,8 +664,11 @@ exchange_once(struct rf *h, const char *method, const char *path, const char *ct
 		}
 	}
 	r->status = status;
-	if (r->body.len > 0)
-		r->json = json_loadb(r->body.data, r->body.len, 0, NULL);
+	if (r->body.len > 0) {
+		if (h->json_flags & JSON_DECODE_INT_AS_REAL)
+			numbers_tame(r->body.data, r->body.len);
+		r->json = json_loadb(r->body.data, r->body.len, h->json_flags, NULL);
+	}
 	return 0;
 }
 
@@ -628,10 +745,34 @@ pause_ms(long ms)
 		;
 }
 
+/* The error of a request that the read under way (h->deadline) has no time or tries left for:
+ * RP_BMC_TIMEOUT. Returns -1. */
+static int
+over_limits(struct rf *h, const char *method, const char *path, struct rp_bmc_err *err)
+{
+	return rp_bmc_fail(err, RP_BMC_TIMEOUT,
+	                   "%s %s: the sensor read of %s is over its limit of %u s and %u requests",
+	                   method, path, h->base_url, h->limit_ms / 1000, h->limit_tries);
+}
+
+/* 0 when the read under way (h->deadline) may send one more try, which it then counts; -1 with
+ * over_limits once it is out of time or tries. 0 outside such a read. */
+static int
+within_limits(struct rf *h, const char *method, const char *path, struct rp_bmc_err *err)
+{
+	if (h->deadline == 0)
+		return 0;
+	if (h->tries_left == 0 || rp_time_mono_ns() >= h->deadline)
+		return over_limits(h, method, path, err);
+	h->tries_left--;
+	return 0;
+}
+
 /* One request, retried on its own (see the top of the file) until it gets an answer, for at
  * most retry_tries tries and while the next wait still ends within retry_wait_ms of its first
- * try. A 503/429 on every try is RP_BMC_BUSY; otherwise the last transport error, both saying
- * how many tries over how long. Like exchange_once otherwise. */
+ * try (and, in a read with a deadline, before it and within its tries: within_limits). A 503/429 on
+ * every try is RP_BMC_BUSY; otherwise the last transport error, both saying how many tries over how
+ * long. Like exchange_once otherwise. */
 static int
 exchange(struct rf *h, const char *method, const char *path, const char *ctype, const char *body,
          size_t bodylen, curl_mime *mime, const char *if_match, int auth, struct reply *r,
@@ -649,6 +790,8 @@ exchange(struct rf *h, const char *method, const char *path, const char *ctype, 
 		enum again again = AGAIN_NEVER;
 		long wait = -1, status = 0, elapsed;
 
+		if (within_limits(h, method, path, err) < 0)
+			return -1;
 		if (exchange_once(h, method, path, ctype, body, bodylen, mime, if_match, auth,
 		                  !safe, r, &again, err) == 0) {
 			if (r->status != 503 && r->status != 429)
@@ -666,6 +809,13 @@ exchange(struct rf *h, const char *method, const char *path, const char *ctype, 
 		if (wait > RETRY_WAIT_CAP_MS)
 			wait = RETRY_WAIT_CAP_MS;
 		elapsed = (long)((rp_time_mono_ns() - t0) / 1000000);
+		if (tries < max && elapsed + wait <= (long)h->t.retry_wait_ms && h->deadline &&
+		    rp_time_mono_ns() + wait * 1000000 >= h->deadline) {
+			/* A retry the request could make, but the read has no time for. */
+			if (status)
+				reply_free(r);
+			return over_limits(h, method, path, err);
+		}
 		if (tries >= max || elapsed + wait > (long)h->t.retry_wait_ms) {
 			if (status) {
 				char msg[120];
@@ -753,11 +903,12 @@ discover_root(struct rf *h, struct rp_bmc_err *err)
 		              : json_is_true(json_object_get(q, "ExpandAll")) ? '*'
 		                                                              : 0;
 		h->l.expand_levels = 0;
+		/* A number, not only an integer: a sensor read parses integers as reals. */
 		if (h->l.expand && json_is_true(json_object_get(q, "Levels")))
-			h->l.expand_levels = json_is_integer(max) && json_integer_value(max) > 1
-			                             ? (json_integer_value(max) > 6
+			h->l.expand_levels = json_is_number(max) && json_number_value(max) >= 2
+			                             ? (json_number_value(max) >= 6
 			                                        ? 6
-			                                        : (unsigned)json_integer_value(max))
+			                                        : (unsigned)json_number_value(max))
 			                             : 1;
 	}
 	reply_free(&r);
@@ -2045,6 +2196,14 @@ out:
 #define SENSOR_DRIVES_MAX  16   /* drives asked for their temperature */
 #define SENSOR_NAME_MAX    63
 #define SENSOR_PROBE_NS    (15LL * 60 * 1000000000) /* how long learned.sensor_flags hold */
+/* One read ends within SENSOR_DEADLINE_MS and SENSOR_TRIES requests (tries of one, retries
+ * included; a read of a usual BMC makes 5 to 40, the most a legitimate one can is some 280), its
+ * answers within SENSOR_BODY_MAX bytes each (an expanded Sensors collection of a few hundred
+ * sensors is some 300 KB; jansson takes up to ~80 times a body's size to hold it). The
+ * environment's RP_BMC_SENSOR_DEADLINE_MS and RP_BMC_SENSOR_TRIES set lower limits (tests). */
+#define SENSOR_DEADLINE_MS 90000
+#define SENSOR_TRIES       400
+#define SENSOR_BODY_MAX    (1u << 20)
 
 /* learned.sensor_flags */
 #define SENSORS_NO_EXPAND 1u /* $expand is offered, but a Sensors collection came back as links */
@@ -2058,9 +2217,10 @@ struct sread {
 	json_t *seen;   /* {DataSourceUri: true}: a sensor that two resources show is read once */
 	json_t *drives; /* the drive links of the chassis */
 	unsigned fetched;
-	int main;          /* the chassis being read may give the system's draw */
+	int primary;       /* the chassis being read may give the system's draw */
 	int drive_temps;   /* a drive temperature was read */
 	char refused[240]; /* why the first link not followed was refused */
+	char skipped[240]; /* why the first resource passed by did not answer */
 };
 
 /* One reading as a resource gives it (pointers borrowed from that resource). */
@@ -2107,7 +2267,11 @@ sensor_number(json_t *v, const char *unit)
 	                     : !strcmp(unit, "%") ? d < 0 || d > 100
 	                                          : d < 0 || d > 1e7))
 		return NULL;
-	return json_is_integer(v) ? json_integer(json_integer_value(v)) : json_real(d);
+	/* A read parses integers as reals (JSON_DECODE_INT_AS_REAL): a whole number stays one. */
+	if (json_is_integer(v))
+		return json_integer(json_integer_value(v));
+	return d > -1e15 && d < 1e15 && d == (double)(json_int_t)d ? json_integer((json_int_t)d)
+	                                                           : json_real(d);
 }
 
 /* Where a sensor is: its PhysicalContext, else words of its name, else "other". */
@@ -2186,7 +2350,7 @@ sensor_put(struct sread *sr, const struct sensor *s, struct rp_bmc_err *err)
 		json_object_set_new(sr->seen, s->uri, json_true());
 	}
 	/* One draw is the node's; another chassis' own (a GPU baseboard's) is that board's. */
-	if (!strcmp(kind, "system") && (!sr->main || sr->system))
+	if (!strcmp(kind, "system") && (!sr->primary || sr->system))
 		kind = "board";
 	if (strcmp(kind, "system") != 0 && json_array_size(sr->list) >= RP_BMC_SENSORS_MAX)
 		return 0;
@@ -2241,19 +2405,87 @@ sensor_learn(struct rf *h, unsigned flag)
 	h->l.sensor_probed = rp_time_mono_ns();
 }
 
+/* A resource of a read that is passed by: the first why is kept for a read that finds nothing. */
+static void
+sensor_skip(struct sread *sr, const char *why)
+{
+	if (sr->skipped[0] == '\0')
+		copy(sr->skipped, sizeof sr->skipped, why);
+}
+
+/* GET path, with levels levels expanded where the BMC offers $expand, for a read: 0 and *out (a
+ * new object), or 0 and *out NULL for a resource the read passes by: one the BMC does not have
+ * (404, 405, 501), one that answers another error, no JSON object or more than the read's cap
+ * (why in sr->skipped): one broken part does not hide all the others. -1 with err when the read
+ * cannot go on: no answer (after the request's retries), busy (503, 429), credentials refused,
+ * its limits reached. An expanded GET refused (400, 501) or answered over the cap is asked
+ * again without $expand, which the node then does without (SENSORS_NO_EXPAND). */
+static int
+sensor_get(struct sread *sr, const char *path, unsigned levels, json_t **out,
+           struct rp_bmc_err *err)
+{
+	struct rf *h = sr->h;
+	char query[RP_BMC_LINK_MAX + 32];
+	struct rp_bmc_err why;
+	struct reply r;
+	long status;
+	int expanded;
+
+	*out = NULL;
+	for (;;) {
+		expand_path(h, path, levels, query, sizeof query);
+		expanded = strcmp(query, path) != 0;
+		if (call(h, "GET", query, NULL, NULL, &r, err) < 0) {
+			if (!h->toobig)
+				return -1;
+			if (expanded) {
+				sensor_learn(h, SENSORS_NO_EXPAND);
+				continue;
+			}
+			sensor_skip(sr, err->msg);
+			return 0;
+		}
+		if (r.status == 200 && json_is_object(r.json)) {
+			*out = json_incref(r.json);
+			reply_free(&r);
+			return 0;
+		}
+		if (expanded && (r.status == 400 || r.status == 501)) {
+			reply_free(&r);
+			sensor_learn(h, SENSORS_NO_EXPAND);
+			continue;
+		}
+		break;
+	}
+	status = r.status;
+	if (status == 200)
+		rp_bmc_fail(&why, RP_BMC_PROTOCOL, "GET %s: not a JSON object", path);
+	else
+		http_error(h, "GET", &r, &why);
+	reply_free(&r);
+	/* Busy is the BMC's own "not now" (its retries are spent): a read from part of it would
+	 * pass for the whole. */
+	if (why.kind == RP_BMC_AUTH || status == 503 || status == 429) {
+		*err = why;
+		return -1;
+	}
+	if (why.kind != RP_BMC_UNSUPPORTED)
+		sensor_skip(sr, why.msg);
+	return 0;
+}
+
 /* The resource a link object names: the object itself where the BMC expanded it in place, else
  * fetched with levels levels expanded (one_by_one: one of the read's SENSOR_FETCH_MAX). 0 with
  * *out NULL when there is nothing to read there: no link; a link off the BMC's origin, never
- * followed (why in sr->refused); a resource the BMC does not have after all (404, 405, 501);
- * the cap reached. -1 with err for other failures (after the request's own retries). */
+ * followed (why in sr->refused); a resource passed by (sensor_get); the cap reached. -1 with err
+ * when the read cannot go on (sensor_get). */
 static int
 follow(struct sread *sr, json_t *ref, unsigned levels, int one_by_one, json_t **out,
        struct rp_bmc_err *err)
 {
 	const char *path = link(ref);
-	char url[1024], query[RP_BMC_LINK_MAX + 32];
+	char url[1024];
 	struct rp_bmc_err why;
-	json_t *doc = NULL;
 
 	if (!json_is_object(ref) || path[0] == '\0') {
 		*out = NULL;
@@ -2273,14 +2505,7 @@ follow(struct sread *sr, json_t *ref, unsigned levels, int one_by_one, json_t **
 		*out = NULL;
 		return 0;
 	}
-	expand_path(sr->h, path, levels, query, sizeof query);
-	if (get(sr->h, query, &doc, NULL, 0, err) < 0) {
-		if (err->kind != RP_BMC_UNSUPPORTED)
-			return -1;
-		doc = NULL;
-	}
-	*out = doc;
-	return 0;
+	return sensor_get(sr, path, levels, out, err);
 }
 
 /* One Sensor resource: 0 (also for a sensor the contract has no type for: voltage, current,
@@ -2393,7 +2618,7 @@ sensors_read(struct sread *sr, json_t *ch, int expand, json_t **coll, struct rp_
 		json_decref(s);
 	}
 	/* No sensor of the chassis' draw: EnvironmentMetrics may have it. */
-	if (sr->main && sr->system == NULL) {
+	if (sr->primary && sr->system == NULL) {
 		json_t *pw;
 
 		if (follow(sr, json_object_get(ch, "EnvironmentMetrics"), 0, 0, &env, err) < 0)
@@ -2742,7 +2967,7 @@ drives_read(struct sread *sr, struct rp_bmc_err *err)
 {
 	json_t *x;
 	size_t i;
-	int offered = 0;
+	int offered = 0, fetched = 0;
 
 	json_array_foreach(sr->drives, i, x)
 	{
@@ -2756,6 +2981,7 @@ drives_read(struct sread *sr, struct rp_bmc_err *err)
 
 		if (follow(sr, x, 1, 1, &d, err) < 0)
 			return -1;
+		fetched += d != NULL;
 		offered |= json_object_get(d, "EnvironmentMetrics") != NULL;
 		/* An empty bay has no temperature to fetch. */
 		if (!eq(str(json_object_get(d, "Status"), "State"), "Absent") &&
@@ -2777,8 +3003,9 @@ drives_read(struct sread *sr, struct rp_bmc_err *err)
 		if (rc < 0)
 			return -1;
 	}
-	/* Asked again only after SENSOR_PROBE_NS: drives without metrics cost a request each. */
-	if (!offered)
+	/* Asked again only after SENSOR_PROBE_NS: drives without metrics cost a request each. Only
+	 * drives that were read say so (none may have been: the cap, a refused link, an error). */
+	if (fetched > 0 && !offered)
 		sensor_learn(sr->h, SENSORS_NO_DRIVES);
 	return 0;
 }
@@ -2884,6 +3111,65 @@ fail:
 	return NULL;
 }
 
+/* What a read keeps of a chassis: Id, ChassisType, the links to its sensor resources and (the
+ * first SENSOR_DRIVES_MAX) to its drives, as a new object (NULL: out of memory). The rest of
+ * it, which a BMC may make as big as an answer can be, goes as soon as it is read. */
+static json_t *
+chassis_brief(json_t *ch)
+{
+	static const char *const names[] = {"Id", "ChassisType"};
+	static const char *const links[] = {
+	        "Sensors", "EnvironmentMetrics", "ThermalSubsystem", "PowerSubsystem", "Power",
+	        "Thermal"};
+	json_t *b = json_object(), *drives = json_array(), *x;
+	size_t i;
+	int bad = b == NULL || drives == NULL;
+
+	/* Longer strings are no Id and no link (rp_bmc_url_resolve refuses them): not kept. */
+	for (i = 0; !bad && i < sizeof names / sizeof names[0]; i++) {
+		const char *v = str(ch, names[i]);
+
+		if (v && strlen(v) <= RP_BMC_LINK_MAX)
+			bad |= json_object_set_new(b, names[i], json_string(v));
+	}
+	for (i = 0; !bad && i < sizeof links / sizeof links[0]; i++) {
+		const char *v = link(json_object_get(ch, links[i]));
+
+		if (v[0] && strlen(v) <= RP_BMC_LINK_MAX)
+			bad |= json_object_set_new(b, links[i], json_pack("{s:s}", "@odata.id", v));
+	}
+	json_array_foreach(json_object_get(json_object_get(ch, "Links"), "Drives"), i, x)
+	{
+		const char *v = link(x);
+
+		if (bad || json_array_size(drives) == SENSOR_DRIVES_MAX)
+			break;
+		if (v[0] && strlen(v) <= RP_BMC_LINK_MAX)
+			bad |= json_array_append_new(drives, json_pack("{s:s}", "@odata.id", v));
+	}
+	if (!bad && json_object_set(b, "Drives", drives) == 0) {
+		json_decref(drives);
+		return b;
+	}
+	json_decref(drives);
+	json_decref(b);
+	return NULL;
+}
+
+/* A limit from the environment (tests), when it is a number under max; else max. */
+static unsigned
+limit_env(const char *name, unsigned max)
+{
+	const char *v = getenv(name);
+	unsigned long n;
+	char *end;
+
+	if (v == NULL || v[0] == '\0')
+		return max;
+	n = strtoul(v, &end, 10);
+	return *end == '\0' && n > 0 && n < max ? (unsigned)n : max;
+}
+
 static int
 rf_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 {
@@ -2895,6 +3181,14 @@ rf_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 
 	if (h->l.sensor_flags && rp_time_mono_ns() - h->l.sensor_probed > SENSOR_PROBE_NS)
 		h->l.sensor_flags = 0;
+	/* One deadline and one count of requests for the whole read, however many chassis,
+	 * members and retries it meets; small answers, and numbers no double holds as null. */
+	h->limit_ms = limit_env("RP_BMC_SENSOR_DEADLINE_MS", SENSOR_DEADLINE_MS);
+	h->limit_tries = limit_env("RP_BMC_SENSOR_TRIES", SENSOR_TRIES);
+	h->deadline = rp_time_mono_ns() + (int64_t)h->limit_ms * 1000000;
+	h->tries_left = h->limit_tries;
+	h->body_max = SENSOR_BODY_MAX;
+	h->json_flags = JSON_DECODE_INT_AS_REAL;
 	sr.list = json_array();
 	sr.seen = json_object();
 	sr.drives = json_array();
@@ -2908,15 +3202,20 @@ rf_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 		goto out;
 	json_array_foreach(links, i, x)
 	{
-		json_t *ch = NULL;
+		json_t *ch = NULL, *brief;
 
-		if (get(h, json_string_value(x), &ch, NULL, 0, err) < 0) {
-			if (err->kind == RP_BMC_UNSUPPORTED) /* listed but gone */
-				continue;
+		/* Listed but gone, or broken: the other chassis are read. */
+		if (sensor_get(&sr, json_string_value(x), 0, &ch, err) < 0)
+			goto out;
+		if (ch == NULL)
+			continue;
+		brief = chassis_brief(ch);
+		json_decref(ch);
+		if (brief == NULL || json_array_append_new(docs, brief) < 0) {
+			rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
 			goto out;
 		}
-		mains += !sub_unit(ch);
-		json_array_append_new(docs, ch);
+		mains += !sub_unit(brief);
 	}
 	/* Whole chassis first: the node's draw is the first of theirs. */
 	for (pass = 0; pass < 2; pass++) {
@@ -2927,11 +3226,10 @@ rf_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 
 			if (sub_unit(x) != pass)
 				continue;
-			sr.main = pass == 0 || mains == 0;
+			sr.primary = pass == 0 || mains == 0;
 			if (chassis_read(&sr, x, err) < 0)
 				goto out;
-			json_array_foreach(json_object_get(json_object_get(x, "Links"), "Drives"),
-			                   k, d)
+			json_array_foreach(json_object_get(x, "Drives"), k, d)
 			{
 				if (json_array_size(sr.drives) < SENSOR_DRIVES_MAX)
 					json_array_append(sr.drives, d);
@@ -2944,6 +3242,8 @@ rf_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 	if (sr.system == NULL && json_array_size(sr.list) == 0) {
 		if (sr.refused[0])
 			rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s", sr.refused);
+		else if (sr.skipped[0])
+			rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s", sr.skipped);
 		else
 			rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s offers no sensors", h->base_url);
 		goto out;
@@ -2955,6 +3255,10 @@ rf_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 	*out = list;
 	rc = 0;
 out:
+	h->deadline = 0;
+	h->tries_left = 0;
+	h->body_max = 0;
+	h->json_flags = 0;
 	json_decref(sys);
 	json_decref(links);
 	json_decref(docs);
@@ -2981,6 +3285,9 @@ limit_find(struct rf *h, char *path, size_t len, json_t **doc, int *env, char *e
 
 	if (later == NULL)
 		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	/* The resources that hold the limit hold readings too, where a BMC's "no reading" may be
+	 * an integer over LLONG_MAX (as rf_sensors reads them). */
+	h->json_flags = JSON_DECODE_INT_AS_REAL;
 	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, NULL, 0, err) < 0 ||
 	    chassis_links(h, sys, &links, refused, sizeof refused, err) < 0)
 		goto out;
@@ -3012,6 +3319,14 @@ limit_find(struct rf *h, char *path, size_t len, json_t **doc, int *env, char *e
 
 			if (p[0] == '\0')
 				continue;
+			/* Never a cut path: the PATCH would go elsewhere. */
+			if (strlen(p) >= len) {
+				if (refused[0] == '\0')
+					snprintf(refused, sizeof refused,
+					         "power limit link: longer than %zu bytes",
+					         len - 1);
+				continue;
+			}
 			if (resolve(h, "power limit link", p, url, sizeof url, &why) < 0) {
 				if (refused[0] == '\0')
 					copy(refused, sizeof refused, why.msg);
@@ -3045,6 +3360,7 @@ limit_find(struct rf *h, char *path, size_t len, json_t **doc, int *env, char *e
 	else
 		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s offers no power limit", h->base_url);
 out:
+	h->json_flags = 0;
 	json_decref(sys);
 	json_decref(links);
 	json_decref(later);
@@ -3053,14 +3369,35 @@ out:
 	return rc;
 }
 
+/* PowerControl[0].PowerLimit of a deprecated Power. */
+static json_t *
+power_limit_of(json_t *power)
+{
+	return json_object_get(json_array_get(json_object_get(power, "PowerControl"), 0),
+	                       "PowerLimit");
+}
+
+/* The LimitException that a deprecated limit is set with: LogEventOnly, or NoAction where the
+ * BMC's AllowableValues do not list that; NULL where they list neither (any other action acts
+ * on the node: HardPowerOff powers it off). */
+static const char *
+limit_exception(json_t *pl)
+{
+	json_t *values = json_object_get(pl, "LimitException@Redfish.AllowableValues");
+
+	return allowed(values, "LogEventOnly") ? "LogEventOnly"
+	       : allowed(values, "NoAction")   ? "NoAction"
+	                                       : NULL;
+}
+
 static int
 rf_power_limit_get(struct rp_bmc *b, struct rp_power_limit *out, struct rp_bmc_err *err)
 {
 	struct rf *h = (struct rf *)b;
 	struct rp_power_limit pl = {0};
 	json_t *doc = NULL, *w, *n = NULL;
-	const char *mode = NULL;
-	char path[512], etag[160];
+	const char *mode = NULL, *ex = NULL;
+	char path[RP_BMC_LINK_MAX + 1], etag[160];
 	int env, rc = -1;
 
 	if (limit_find(h, path, sizeof path, &doc, &env, etag, sizeof etag, err) < 0)
@@ -3071,10 +3408,8 @@ rf_power_limit_get(struct rp_bmc *b, struct rp_power_limit *out, struct rp_bmc_e
 		w = json_object_get(l, "SetPoint");
 		mode = str(l, "ControlMode");
 	} else {
-		w = json_object_get(
-		        json_object_get(json_array_get(json_object_get(doc, "PowerControl"), 0),
-		                        "PowerLimit"),
-		        "LimitInWatts");
+		w = json_object_get(power_limit_of(doc), "LimitInWatts");
+		ex = str(power_limit_of(doc), "LimitException");
 	}
 	if (w && !json_is_null(w) && (n = sensor_number(w, "W")) == NULL) {
 		rp_bmc_fail(err, RP_BMC_PROTOCOL, "%s: %s gives no usable power limit", h->base_url,
@@ -3084,6 +3419,16 @@ rf_power_limit_get(struct rp_bmc *b, struct rp_power_limit *out, struct rp_bmc_e
 	pl.watts = n ? (unsigned)(json_number_value(n) + 0.5) : 0;
 	/* Deprecated: a limit is on while there is one. */
 	pl.active = env && mode ? strcmp(mode, "Disabled") != 0 : pl.watts > 0;
+	/* A limit must never power a node off: one the BMC would enforce so is not the limit set.
+	 */
+	if (pl.active && ex && strcmp(ex, "LogEventOnly") != 0 && strcmp(ex, "NoAction") != 0) {
+		rp_bmc_fail(err, RP_BMC_MISMATCH,
+		            "%s: the power limit of %u W at %s has LimitException %.32s: over it "
+		            "the BMC "
+		            "would act on the node (LogEventOnly or NoAction wanted)",
+		            h->base_url, pl.watts, path, ex);
+		goto out;
+	}
 	*out = pl;
 	rc = 0;
 out:
@@ -3092,60 +3437,120 @@ out:
 	return rc;
 }
 
+/* The PATCH body that sets want on the limit resource doc (*env as limit_find says): 0 and *body
+ * (new), or -1 with err (RP_BMC_REJECTED: a value the BMC's AllowableMin/AllowableMax rule out;
+ * RP_BMC_UNSUPPORTED: a limit the BMC cannot turn off, or only with an action on the node). */
 static int
-rf_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want, struct rp_bmc_err *err)
+limit_body(struct rf *h, json_t *doc, int env, const char *path, const struct rp_power_limit *want,
+           json_t **body, struct rp_bmc_err *err)
 {
-	struct rf *h = (struct rf *)b;
-	json_t *doc = NULL, *body = NULL;
-	char path[512], etag[160];
-	int env, rc = -1;
+	json_t *b = NULL;
 
-	if (limit_find(h, path, sizeof path, &doc, &env, etag, sizeof etag, err) < 0)
-		return -1;
 	if (env) {
 		json_t *l = json_object_get(doc, "PowerLimitWatts");
 		json_t *modes = json_object_get(l, "ControlMode@Redfish.AllowableValues");
+		json_t *lo = json_object_get(l, "AllowableMin"),
+		       *hi = json_object_get(l, "AllowableMax");
 		const char *now = str(l, "ControlMode"), *mode = "Disabled";
 
 		if (want->active) {
+			if ((json_is_number(lo) && want->watts < json_number_value(lo)) ||
+			    (json_is_number(hi) && want->watts > json_number_value(hi)))
+				return rp_bmc_fail(err, RP_BMC_REJECTED,
+				                   "%s: %u W is out of the allowed range of %s "
+				                   "(AllowableMin %g, AllowableMax %g)",
+				                   h->base_url, want->watts, path,
+				                   json_is_number(lo) ? json_number_value(lo) : 0.0,
+				                   json_is_number(hi) ? json_number_value(hi)
+				                                      : 65535.0);
 			/* A limit that is on keeps its mode; one that is off gets one the BMC
 			 * takes. */
 			mode = now && strcmp(now, "Disabled") != 0 ? now
 			       : allowed(modes, "Automatic")       ? "Automatic"
 			       : allowed(modes, "Override")        ? "Override"
 			                                           : "Manual";
-			body = json_pack("{s:{s:I, s:s}}", "PowerLimitWatts", "SetPoint",
-			                 (json_int_t)want->watts, "ControlMode", mode);
+			b = json_pack("{s:{s:I, s:s}}", "PowerLimitWatts", "SetPoint",
+			              (json_int_t)want->watts, "ControlMode", mode);
 		} else if (!allowed(modes, mode)) {
-			rp_bmc_fail(err, RP_BMC_UNSUPPORTED,
-			            "%s: the power limit cannot be turned off", h->base_url);
-			goto out;
+			return rp_bmc_fail(err, RP_BMC_UNSUPPORTED,
+			                   "%s: the power limit cannot be turned off", h->base_url);
 		} else {
-			body = json_pack("{s:{s:s}}", "PowerLimitWatts", "ControlMode", mode);
+			b = json_pack("{s:{s:s}}", "PowerLimitWatts", "ControlMode", mode);
 		}
 	} else {
-		json_t *controls = json_array();
+		json_t *controls = json_array(), *pl;
+		const char *ex = limit_exception(power_limit_of(doc));
 		size_t i, n = json_array_size(json_object_get(doc, "PowerControl"));
 
+		if (want->active && ex == NULL) {
+			json_decref(controls);
+			return rp_bmc_fail(
+			        err, RP_BMC_UNSUPPORTED,
+			        "%s: a power limit at %s can only be set with an action on "
+			        "the node (LimitException allows neither LogEventOnly nor "
+			        "NoAction)",
+			        h->base_url, path);
+		}
+		/* The exception action goes with the watts, never left as it was: a limit must
+		 * not power the node off (HardPowerOff) where it only should be logged. */
+		pl = want->active ? json_pack("{s:I, s:s}", "LimitInWatts", (json_int_t)want->watts,
+		                              "LimitException", ex)
+		                  : json_pack("{s:n}", "LimitInWatts");
 		/* {} leaves the other elements of the array as they are (DSP0266), where a shorter
 		 * array might remove them. */
 		if (n > SENSOR_SCAN_MAX)
 			n = SENSOR_SCAN_MAX;
-		json_array_append_new(controls, json_pack("{s:{s:o}}", "PowerLimit", "LimitInWatts",
-		                                          want->active ? json_integer(want->watts)
-		                                                       : json_null()));
-		for (i = 1; i < n; i++)
+		if (controls && pl)
+			json_array_append_new(controls, json_pack("{s:o}", "PowerLimit", pl));
+		else
+			json_decref(pl);
+		for (i = 1; controls && i < n; i++)
 			json_array_append_new(controls, json_object());
 		if (json_array_size(controls) == n)
-			body = json_pack("{s:o}", "PowerControl", controls);
+			b = json_pack("{s:o}", "PowerControl", controls);
 		else
 			json_decref(controls);
 	}
-	if (body == NULL) {
-		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
-		goto out;
+	if (b == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	*body = b;
+	return 0;
+}
+
+static int
+rf_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *doc = NULL, *body = NULL;
+	char path[RP_BMC_LINK_MAX + 1], etag[160];
+	struct reply r;
+	int env, tries, rc = -1;
+
+	/* As DCMI takes it (a 16-bit count of watts), and never 0 W for a limit that is on. */
+	if (want->active && (want->watts == 0 || want->watts > 65535))
+		return rp_bmc_fail(err, RP_BMC_REJECTED,
+		                   "a power limit of %u W cannot be set (1-65535 W)", want->watts);
+	/* A 412 (the resource changed since it was read) reads it again and builds the body from
+	 * what it is now, once. */
+	for (tries = 0; tries < 2; tries++) {
+		json_decref(doc);
+		json_decref(body);
+		doc = body = NULL;
+		if (limit_find(h, path, sizeof path, &doc, &env, etag, sizeof etag, err) < 0 ||
+		    limit_body(h, doc, env, path, want, &body, err) < 0 ||
+		    call(h, "PATCH", path, body, etag, &r, err) < 0)
+			goto out;
+		if (r.status == 412 && tries == 0) {
+			reply_free(&r);
+			continue;
+		}
+		if (r.status == 200 || r.status == 202 || r.status == 204)
+			rc = 0;
+		else
+			http_error(h, "set power limit", &r, err);
+		reply_free(&r);
+		break;
 	}
-	rc = patch_from(h, path, body, etag, "set power limit", err);
 out:
 	json_decref(doc);
 	json_decref(body);
@@ -3191,24 +3596,134 @@ rp_bmc_global_cleanup(void)
 	curl_global_cleanup();
 }
 
+/* ---- The driver's calls: every error scrubbed on its way out ------------------------------ */
+
+static int
+scrubbed(struct rp_bmc *b, int rc, struct rp_bmc_err *err)
+{
+	if (rc < 0)
+		scrub(((struct rf *)b)->t.password, err);
+	return rc;
+}
+
+static int
+op_power_get(struct rp_bmc *b, enum rp_power *out, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_power_get(b, out, err), err);
+}
+
+static int
+op_power_set(struct rp_bmc *b, enum rp_power_action a, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_power_set(b, a, err), err);
+}
+
+static int
+op_boot_set(struct rp_bmc *b, const struct rp_boot *want, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_boot_set(b, want, err), err);
+}
+
+static int
+op_boot_get(struct rp_bmc *b, struct rp_boot *out, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_boot_get(b, out, err), err);
+}
+
+static int
+op_identity(struct rp_bmc *b, struct rp_bmc_identity *out, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_identity(b, out, err), err);
+}
+
+static int
+op_bios_get(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_bios_get(b, out, err), err);
+}
+
+static int
+op_bios_set(struct rp_bmc *b, json_t *attributes, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_bios_set(b, attributes, err), err);
+}
+
+static int
+op_bios_registry(struct rp_bmc *b, const char *registry, json_t **out, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_bios_registry(b, registry, out, err), err);
+}
+
+static int
+op_firmware_inventory(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_firmware_inventory(b, out, err), err);
+}
+
+static int
+op_firmware_update(struct rp_bmc *b, const char *image_uri, const char *local_file, json_t *targets,
+                   char *task, size_t tasklen, struct rp_bmc_err *err)
+{
+	return scrubbed(
+	        b, rf_firmware_update(b, image_uri, local_file, targets, task, tasklen, err), err);
+}
+
+static int
+op_task_poll(struct rp_bmc *b, const char *task, int *done, int *ok, json_t **status,
+             struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_task_poll(b, task, done, ok, status, err), err);
+}
+
+static int
+op_task_find(struct rp_bmc *b, const char *needle, char *task, size_t tasklen,
+             struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_task_find(b, needle, task, tasklen, err), err);
+}
+
+static int
+op_events(struct rp_bmc *b, int64_t since_ms, size_t max, json_t **out, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_events(b, since_ms, max, out, err), err);
+}
+
+static int
+op_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_sensors(b, out, err), err);
+}
+
+static int
+op_power_limit_get(struct rp_bmc *b, struct rp_power_limit *out, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_power_limit_get(b, out, err), err);
+}
+
+static int
+op_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_power_limit_set(b, want, err), err);
+}
+
 const struct rp_bmc_ops rp_bmc_redfish_ops = {
         .name = "redfish",
         .open = rf_open,
         .close = rf_close,
-        .power_get = rf_power_get,
-        .power_set = rf_power_set,
-        .boot_set = rf_boot_set,
-        .boot_get = rf_boot_get,
-        .identity = rf_identity,
-        .bios_get = rf_bios_get,
-        .bios_set = rf_bios_set,
-        .bios_registry = rf_bios_registry,
-        .firmware_inventory = rf_firmware_inventory,
-        .firmware_update = rf_firmware_update,
-        .task_poll = rf_task_poll,
-        .task_find = rf_task_find,
-        .events = rf_events,
-        .sensors = rf_sensors,
-        .power_limit_get = rf_power_limit_get,
-        .power_limit_set = rf_power_limit_set,
+        .power_get = op_power_get,
+        .power_set = op_power_set,
+        .boot_set = op_boot_set,
+        .boot_get = op_boot_get,
+        .identity = op_identity,
+        .bios_get = op_bios_get,
+        .bios_set = op_bios_set,
+        .bios_registry = op_bios_registry,
+        .firmware_inventory = op_firmware_inventory,
+        .firmware_update = op_firmware_update,
+        .task_poll = op_task_poll,
+        .task_find = op_task_find,
+        .events = op_events,
+        .sensors = op_sensors,
+        .power_limit_get = op_power_limit_get,
+        .power_limit_set = op_power_limit_set,
 };

@@ -872,6 +872,71 @@ test_no_sensors(void **st)
 	rp_bmc_close(b);
 }
 
+/* A read has one count of requests (and one deadline) for all it sends: an SDR walk past it ends
+ * with RP_BMC_TIMEOUT, and for some minutes the next reads of that BMC fail at once with that error
+ * instead of walking again (no Get SDR). The count is set low through the environment. Nodes of
+ * their own: the SDR cache and the failures are kept per node and BMC. */
+static void
+test_read_limits(void **st)
+{
+	struct rp_bmc *b = open_ipmi(base, "sensors-limits-node"), *other;
+	struct rp_bmc_err err;
+	json_t *list = NULL;
+	double t0, ms;
+	long reads;
+
+	(void)st;
+	setenv("RP_BMC_SENSOR_TRIES", "6", 1);
+	reads = sdr_reads(1);
+	assert_int_equal(rp_bmc_sensors(b, &list, &err), -1);
+	unsetenv("RP_BMC_SENSOR_TRIES");
+	assert_int_equal(err.kind, RP_BMC_TIMEOUT);
+	assert_null(list);
+	if (strstr(err.msg, "over its limit of 90 s and 6 requests") == NULL)
+		fail_msg("message: %s", err.msg);
+	assert_true(sdr_reads(1) - reads <= 6);
+
+	reads = sdr_reads(1);
+	t0 = now_ms();
+	assert_int_equal(rp_bmc_sensors(b, &list, &err), -1);
+	ms = now_ms() - t0;
+	assert_int_equal(err.kind, RP_BMC_TIMEOUT);
+	if (strstr(err.msg, "6 requests") == NULL || strstr(err.msg, "walked again in") == NULL)
+		fail_msg("message: %s", err.msg);
+	fprintf(stderr, "   again, %.1f ms: %s\n", ms, err.msg);
+	assert_int_equal(sdr_reads(1), reads);
+	rp_bmc_close(b);
+
+	/* Another node on the same BMC has its own limits and walk. */
+	other = open_ipmi(base, "sensors-limits-node-2");
+	json_decref(sensors(other));
+	assert_true(sdr_reads(1) > reads);
+	rp_bmc_close(other);
+}
+
+/* A BMC that answers Get Power Limit with 0x80 and its data zeroed keeps no correction time or
+ * sampling period: Set Power Limit sends the defaults (1000 ms, 1 s), never 0. */
+static void
+test_limit_zeroed(void **st)
+{
+	struct rp_bmc *b = open_bmc(1);
+	struct rp_bmc_err err;
+	char buf[256];
+
+	(void)st;
+	put(1, "power_limit", "0 0 0 0 0");
+	expect_limit(b, 0, 0);
+	empty(1, "ops.log");
+	if (set_limit(b, 450, 1, &err) < 0)
+		fail_msg("set 450 W: %s", err.msg);
+	assert_string_equal(slurp(state(1, "power_limit"), buf, sizeof buf), "450 1 0x11 1000 1\n");
+	assert_string_equal(slurp(state(1, "ops.log"), buf, sizeof buf),
+	                    "set power_limit 450 0x11 1000 1\nset power_limit_active 1\n");
+	sh("rm -f %s", state(1, "power_limit"));
+	expect_limit(b, 0, 0);
+	rp_bmc_close(b);
+}
+
 /* One rp_bmc_sensors with the SDR cache cold and warm, and freeipmi's two tools (their SDR cache
  * on disk, warm), on the same BMC: printed for the record; the cold read walks the SDR, the warm
  * one does not. */
@@ -991,7 +1056,8 @@ main(void)
 	        cmocka_unit_test(test_power_reading),    cmocka_unit_test(test_power_limit),
 	        cmocka_unit_test(test_no_dcmi),          cmocka_unit_test(test_odd_sensors),
 	        cmocka_unit_test(test_sdr_changes),      cmocka_unit_test(test_no_sensors),
-	        cmocka_unit_test(test_timing),
+	        cmocka_unit_test(test_timing),           cmocka_unit_test(test_read_limits),
+	        cmocka_unit_test(test_limit_zeroed),
 	};
 	const char *ci = getenv("CI");
 	char what[128];

@@ -70,8 +70,13 @@ DEFAULTS = {
     # Sensors and power limits (the system's chassis and drives).
     "sensor_shapes": "both",       # which sensor resources are offered: SHAPES
     "expand_query": "full",        # $expand: full (advertised, honoured), ignored (advertised, ignored, as
-                                   # the DMTF trees served as-is), none (not advertised; a $expand gets 501)
+                                   # the DMTF trees served as-is), none (not advertised; a $expand gets 501),
+                                   # refused (advertised, but a $expand gets 400)
     "extra_sensors": 0,            # the main chassis' Sensors collection lists this many more temperatures
+    "extra_chassis": 0,            # the system's Links.Chassis names this many more chassis (Chassis/Extra<n>)
+    "chassis_padding_kb": 0,       # each extra chassis carries Oem.Padding: this many KiB of {} elements
+    "broken_paths": {},            # {path prefix: BROKEN kind}: authenticated GETs at or under it answer so
+    "limit_exceptions": [],        # PowerLimit.LimitException@Redfish.AllowableValues ([]: none given, any taken)
     # Fault injection (bad days of real BMCs). The control API /__mock/* is never faulted.
     "fault_seed": 0,               # seeds the fault draws (per BMC: seed and index), set to replay a run
     "fail_rate_503": 0.0,          # this fraction of Redfish requests answers 503 + Retry-After
@@ -344,7 +349,13 @@ SHAPES = {"modern": ("sensors", "subsystems"), "subsystems": ("subsystems",), "s
           "deprecated": ("deprecated",), "both": ("sensors", "subsystems", "deprecated"), "none": ()}
 SENSOR_PARTS = ("ThermalMetrics", "Fans", "PowerSupplies", "Metrics", "EnvironmentMetrics")
 CONTROL_MODES = ["Automatic", "Override", "Manual", "Disabled"]
-POWER_LIMIT = {"set_point": None, "control_mode": "Disabled", "allowable_min": 2000, "allowable_max": 12000}
+POWER_LIMIT = {"set_point": None, "control_mode": "Disabled", "allowable_min": 2000, "allowable_max": 12000,
+               "exception": "LogEventOnly"}
+LIMIT_EXCEPTIONS = ["NoAction", "HardPowerOff", "LogEventOnly", "Oem"]
+# broken_paths: what a GET answers there. garbage: 200 with a body that is no JSON; 500: InternalError;
+# huge: the resource with every "Reading" written 1e400 (a number no double holds).
+BROKEN = ("garbage", "500", "huge")
+EXTRA_CHASSIS_MAX = 30
 EXPAND = {"ExpandAll": True, "Levels": True, "MaxLevels": 6, "Links": True, "NoLinks": True}
 
 
@@ -449,7 +460,7 @@ def sensor_tree(values, limit):
                    "PowerConsumedWatts": reading(total), "Status": status(total)}
         if key == "main":
             control["PowerLimit"] = {"LimitInWatts": limit["set_point"] if limit["control_mode"] != "Disabled"
-                                     else None, "LimitException": "LogEventOnly"}
+                                     else None, "LimitException": limit.get("exception", "LogEventOnly")}
         add(f"{uri}/Power", "#Power.v1_7_0.Power", Id="Power", Name="Power", PowerControl=[control],
             PowerSupplies=[deprecated(f"{uri}/Power", "PowerSupplies", n, sid, sid.split("_")[0],
                                       PowerInputWatts=reading(sid), PowerCapacityWatts=3300)
@@ -765,6 +776,9 @@ class Tree:
             watts = docs[self.limit_power]["PowerControl"][0]["PowerLimit"].get("LimitInWatts")
             self.limit_initial = {"set_point": watts, "control_mode": "Disabled" if watts is None else "Automatic",
                                   "allowable_min": None, "allowable_max": None}
+        if self.limit_initial is not None:
+            published = (docs[self.limit_power]["PowerControl"][0]["PowerLimit"] if self.limit_power else {})
+            self.limit_initial["exception"] = published.get("LimitException")
         self.limit_paths = [u for u in (self.limit_env, self.limit_power) if u]
         self.roles.update({d: ("drive",) for d in self.drives})
         self.roles.update({u: ("sensor",) for u in self.sensor_docs})
@@ -1068,8 +1082,12 @@ class Bmc:
                    (want is float and number)
             if want is list and fits:
                 fits = all(isinstance(v, str) for v in value)
-            if want is dict and fits:
+            if want is dict and fits and key == "broken_paths":
+                fits = all(k.startswith("/") and v in BROKEN for k, v in value.items())
+            elif want is dict and fits:
                 fits = all(k in LINK_KINDS and isinstance(v, str) for k, v in value.items())
+            if key == "limit_exceptions" and fits and not set(value) <= set(LIMIT_EXCEPTIONS):
+                raise HttpError(400, message("PropertyValueNotInList", show(value), key))
             if not fits or (number and value < 0 and key != "clock_skew_s"):
                 raise HttpError(400, message("PropertyValueTypeError", show(value), key))
             if (key.startswith("fail_rate_") or key.endswith("_rate")) and value > 1:
@@ -1077,9 +1095,10 @@ class Bmc:
             if key == "unreachable_mode" and value not in ("refuse", "drop"):
                 raise HttpError(400, message("PropertyValueNotInList", show(value), key))
             if (key == "sensor_shapes" and value not in SHAPES) or \
-                    (key == "expand_query" and value not in ("full", "ignored", "none")):
+                    (key == "expand_query" and value not in ("full", "ignored", "none", "refused")):
                 raise HttpError(400, message("PropertyValueNotInList", show(value), key))
-            if key == "extra_sensors" and value > 20000:
+            if (key == "extra_sensors" and value > 20000) or (key == "extra_chassis" and value > EXTRA_CHASSIS_MAX) \
+                    or (key == "chassis_padding_kb" and value > 16384):
                 raise HttpError(400, message("PropertyValueOutOfRange", show(value), key))
         self.cfg.update(changes)
         if "fault_seed" in changes:
@@ -1183,7 +1202,17 @@ class Bmc:
             return self._login(headers, body)
         self._authenticate(headers)
         if method in ("GET", "HEAD"):
-            return self._get(path, query)
+            broken = next((kind for prefix, kind in self.cfg["broken_paths"].items()
+                           if path == prefix or path.startswith(prefix.rstrip("/") + "/")), None)
+            if broken == "garbage":
+                return 200, {"Content-Type": "application/json"}, b'{"Name": "broken'
+            if broken == "500":
+                raise HttpError(500, message("InternalError"))
+            response = self._get(path, query)
+            if broken == "huge" and isinstance(response[2], dict):
+                text = re.sub(r'"Reading": [^,}\]]+', '"Reading": 1e400', json.dumps(response[2]))
+                return response[0], {**response[1], "Content-Type": "application/json"}, text.encode()
+            return response
         if path.startswith(t.sessions + "/") and method == "DELETE":
             return self._logout(path)
         if path == t.sessions or path.startswith(t.sessions + "/"):
@@ -1253,7 +1282,7 @@ class Bmc:
             if role:
                 doc = getattr(self, "_render_" + role[0])(copy.deepcopy(doc), *role[1:])
             elif doc is None:
-                doc = self._extra_sensor(path)
+                doc = self._extra_sensor(path) or self._extra_chassis(path)
         if doc is None:
             raise not_found(path)
         if isinstance(doc, bytes):
@@ -1272,6 +1301,8 @@ class Bmc:
             return doc
         if self.cfg["expand_query"] == "none":
             raise HttpError(501, message("QueryNotSupported"))
+        if self.cfg["expand_query"] == "refused":
+            raise HttpError(400, message("QueryNotSupported"))
         match = re.fullmatch(r"([*.~])(?:\(\$levels=(\d+)\))?", values[-1])
         if not match or not 1 <= int(match.group(2) or 1) <= EXPAND["MaxLevels"]:
             raise HttpError(400, message("QueryParameterValueFormatError", values[-1], "$expand"))
@@ -1322,7 +1353,8 @@ class Bmc:
         d["Actions"]["#ComputerSystem.Reset"]["target"] = self._link("reset_target", self.t.reset_target)
         links = d.get("Links", {})
         if "Chassis" in links:
-            links["Chassis"] = [ref(self._link("chassis", c["@odata.id"])) for c in links["Chassis"]]
+            extra = [f"{ROOT}/Chassis/Extra{n}" for n in range(self.cfg["extra_chassis"])]
+            links["Chassis"] = [ref(self._link("chassis", c)) for c in [c["@odata.id"] for c in links["Chassis"]] + extra]
         if not self.cfg["log_services"]:
             d.pop("LogServices", None)
         d["Boot"].update(self.boot)
@@ -1369,6 +1401,12 @@ class Bmc:
             if path == t.limit_power:
                 d["PowerControl"][0]["PowerLimit"]["LimitInWatts"] = \
                     limit["set_point"] if limit["control_mode"] != "Disabled" else None
+        if path == t.limit_power and self.limit:
+            limit = d["PowerControl"][0]["PowerLimit"]
+            if self.limit.get("exception") is not None:
+                limit["LimitException"] = self.limit["exception"]
+            if self.cfg["limit_exceptions"]:
+                limit["LimitException@Redfish.AllowableValues"] = list(self.cfg["limit_exceptions"])
         if path == t.extra_root and self.cfg["extra_sensors"]:
             d["Members"] += [ref(f"{path}/Extra{n}") for n in range(self.cfg["extra_sensors"])]
             d["Members@odata.count"] = len(d["Members"])
@@ -1389,6 +1427,16 @@ class Bmc:
         return {"@odata.id": path, "@odata.type": "#Sensor.v1_9_0.Sensor", "Id": name, "Name": f"Extra {n} Temp",
                 "ReadingType": "Temperature", "ReadingUnits": "Cel", "PhysicalContext": "SystemBoard",
                 "Reading": 30 + n % 10, "Status": {"State": "Enabled", "Health": "OK"}}
+
+    def _extra_chassis(self, path):
+        """Chassis/Extra<n> while extra_chassis > n: a Module without sensors, Oem.Padding of chassis_padding_kb
+        KiB of {} elements (what costs a JSON parser most per byte), else None."""
+        head, _, name = path.rpartition("/")
+        if head != f"{ROOT}/Chassis" or not re.fullmatch(r"Extra(0|[1-9][0-9]*)", name) or \
+                int(name[5:]) >= self.cfg["extra_chassis"]:
+            return None
+        return {"@odata.id": path, "@odata.type": "#Chassis.v1_23_0.Chassis", "Id": name, "Name": f"Extra {name[5:]}",
+                "ChassisType": "Module", "Oem": {"Padding": [{}] * (self.cfg["chassis_padding_kb"] * 1024 // 4)}}
 
     def _render_manager(self, d):
         d.update(FirmwareVersion=self.firmware[self.t.bmc_fw], UUID=self.service_uuid)
@@ -1687,7 +1735,9 @@ class Bmc:
                 raise HttpError(400, message("PropertyUnknown", key))
             if key == "control_mode" and value not in CONTROL_MODES:
                 raise HttpError(400, message("PropertyValueNotInList", show(value), key))
-            if key != "control_mode" and value is not None and \
+            if key == "exception" and value not in LIMIT_EXCEPTIONS and value is not None:
+                raise HttpError(400, message("PropertyValueNotInList", show(value), key))
+            if key not in ("control_mode", "exception") and value is not None and \
                     (not isinstance(value, (int, float)) or isinstance(value, bool)):
                 raise HttpError(400, message("PropertyValueTypeError", show(value), key))
         self.limit.update(spec)
@@ -1756,10 +1806,16 @@ class Bmc:
                 errors.append(message("PropertyMissing", "LimitInWatts", related=rel))
             elif limit["LimitInWatts"] is not None:
                 errors.append(self._check_watts(limit["LimitInWatts"], "LimitInWatts", rel))
+            if "LimitException" in limit and limit["LimitException"] not in \
+                    (self.cfg["limit_exceptions"] or LIMIT_EXCEPTIONS):
+                errors.append(message("PropertyValueNotInList", show(limit["LimitException"]), "LimitException",
+                                      related="/PowerControl/0/PowerLimit/LimitException"))
         errors = [e for e in errors if e]
         if errors:
             raise HttpError(400, errors)
         watts = first["PowerLimit"]["LimitInWatts"]
+        if "LimitException" in first["PowerLimit"]:
+            self.limit["exception"] = first["PowerLimit"]["LimitException"]
         if watts is None:
             self.limit["control_mode"] = "Disabled"
         else:

@@ -535,7 +535,7 @@ get "$GPUB/EnvironmentMetrics"; check 'd["PowerWatts"]["Reading"] == 4200 and "P
 mock POST sensor '{"id":"Nope"}'; expect 400 "unknown sensor"
 mock POST sensor '{"id":"Fan1","health":"Hot"}'; expect 400 "unknown health"
 mock POST sensor '{"id":"Fan1","thresholds":{"UpperFatal":1}}'; expect 400 "unknown threshold"
-mock GET state; check 'd["sensors"]["PSU3_Input_Power"] == 1777 and d["power_limit"] == {"set_point": None, "control_mode": "Disabled", "allowable_min": 2000, "allowable_max": 12000}' \
+mock GET state; check 'd["sensors"]["PSU3_Input_Power"] == 1777 and d["power_limit"] == {"set_point": None, "control_mode": "Disabled", "allowable_min": 2000, "allowable_max": 12000, "exception": "LogEventOnly"}' \
     "state: sensors and power limit"
 mock GET sensors; check 'd["Fan2"]["health"] == "Critical"' "__mock/sensors"
 
@@ -560,6 +560,10 @@ config '{"expand_query": "none"}'
 get /redfish/v1/; check '"ExpandQuery" not in d["ProtocolFeaturesSupported"]' "none: not advertised"
 get "$MAIN/Sensors?\$expand=."; expect 501 "none: \$expand answers 501"; msgid QueryNotSupported "\$expand not supported"
 mock POST config '{"expand_query": "sometimes"}'; expect 400 "unknown expand_query"
+config '{"expand_query": "refused"}'
+get /redfish/v1/; check '"ExpandQuery" in d["ProtocolFeaturesSupported"]' "refused: still advertised"
+get "$MAIN/Sensors?\$expand=."; expect 400 "refused: \$expand answers 400"
+get "$MAIN/Sensors"; expect 200 "refused: without \$expand"
 config '{"expand_query": "full"}'
 
 # The power limit.
@@ -588,6 +592,21 @@ get "$MAIN/EnvironmentMetrics"; check 'd["PowerLimitWatts"]["ControlMode"] == "D
     "removed: Disabled, the set point kept"
 patch "$MAIN/Power" '{"PowerControl":[{"PowerLimit":{"LimitInWatts":8000}}]}'; expect 200 "set the limit (deprecated)"
 mock GET state; check 'd["power_limit"]["set_point"] == 8000 and d["power_limit"]["control_mode"] == "Automatic"' "set again, on"
+mock POST power_limit '{"exception": "HardPowerOff"}'; expect 200 "__mock/power_limit: exception"
+get "$MAIN/Power"; check 'd["PowerControl"][0]["PowerLimit"]["LimitException"] == "HardPowerOff" and "LimitException@Redfish.AllowableValues" not in d["PowerControl"][0]["PowerLimit"]' \
+    "LimitException from the state"
+patch "$MAIN/Power" '{"PowerControl":[{"PowerLimit":{"LimitInWatts":8000,"LimitException":"Sometimes"}}]}'; expect 400 "unknown LimitException"
+config '{"limit_exceptions": ["NoAction", "HardPowerOff"]}'
+get "$MAIN/Power"; check 'd["PowerControl"][0]["PowerLimit"]["LimitException@Redfish.AllowableValues"] == ["NoAction", "HardPowerOff"]' \
+    "limit_exceptions: AllowableValues"
+patch "$MAIN/Power" '{"PowerControl":[{"PowerLimit":{"LimitInWatts":8000,"LimitException":"LogEventOnly"}}]}'
+expect 400 "LimitException not allowed"; msgid PropertyValueNotInList "LimitException not in the AllowableValues"
+patch "$MAIN/Power" '{"PowerControl":[{"PowerLimit":{"LimitInWatts":8000,"LimitException":"NoAction"}}]}'; expect 200 "LimitException set"
+mock GET state; check 'd["power_limit"]["exception"] == "NoAction"' "state: the exception"
+mock POST config '{"limit_exceptions": ["Sometimes"]}'; expect 400 "limit_exceptions: unknown value"
+config '{"limit_exceptions": []}'
+mock POST power_limit '{"exception": "LogEventOnly"}'
+mock POST power_limit '{"exception": "Sometimes"}'; expect 400 "__mock/power_limit: bad exception"
 mock POST power_limit '{"set_point": 7000, "allowable_max": 7500}'; expect 200 "__mock/power_limit"
 get "$MAIN/EnvironmentMetrics"; check 'd["PowerLimitWatts"]["SetPoint"] == 7000 and d["PowerLimitWatts"]["AllowableMax"] == 7500' "changed behind the client's back"
 mock POST power_limit '{"control_mode": "Sometimes"}'; expect 400 "__mock/power_limit: bad mode"
@@ -621,6 +640,25 @@ get "$MAIN/Sensors/Extra3000"; expect 404 "past the extra sensors"
 get "$MAIN/Sensors?\$expand=.(\$levels=1)"; check 'len(d["Members"]) == 3022 and all("Reading" in m for m in d["Members"])' "expanded, all 3022"
 mock POST config '{"extra_sensors": 20001}'; expect 400 "extra_sensors over 20000"
 config '{"extra_sensors": 0}'
+config '{"extra_chassis": 2, "chassis_padding_kb": 64}'
+get "$SYS"; check 'len(d["Links"]["Chassis"]) == 4 and d["Links"]["Chassis"][3]["@odata.id"] == "/redfish/v1/Chassis/Extra1"' \
+    "extra_chassis: listed"
+get /redfish/v1/Chassis/Extra1; check 'd["ChassisType"] == "Module" and len(d["Oem"]["Padding"]) == 16384' "an extra chassis, padded"
+[ "$(stat -c %s "$T/body")" -gt 65536 ] || fail "chassis_padding_kb: body under 64 KiB"
+get /redfish/v1/Chassis/Extra2; expect 404 "past the extra chassis"
+mock POST config '{"extra_chassis": 31}'; expect 400 "extra_chassis over 30"
+config '{"extra_chassis": 0, "chassis_padding_kb": 0}'
+config '{"broken_paths": {"/redfish/v1/Chassis/GPU_Baseboard/Sensors/GPU1_Temp": "garbage", "/secret": "garbage", "/redfish/v1/Chassis/GPU_Baseboard/Thermal": "500", "/redfish/v1/Chassis/GPU_Baseboard/Sensors/GPU2_Temp": "huge"}}'
+get "$GPUB/Sensors/GPU1_Temp"; expect 200 "broken_paths garbage: 200"
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/body" 2>/dev/null && fail "broken_paths garbage: the body is JSON"
+get /secret/redfish/v1/Chassis/X; expect 200 "broken_paths: under a prefix"
+get "$GPUB/Thermal"; expect 500 "broken_paths 500"
+get "$GPUB/Sensors/GPU2_Temp"; expect 200 "broken_paths huge"; grep -q '"Reading": 1e400' "$T/body" || fail "broken_paths huge: no 1e400"
+req GET "$B$GPUB/Sensors/GPU1_Temp"; expect 401 "broken_paths: after authentication"
+get "$GPUB/Sensors/GPU3_Temp"; expect 200 "broken_paths: other paths answer"
+mock POST config '{"broken_paths": {"/x": "sometimes"}}'; expect 400 "broken_paths: unknown kind"
+mock POST config '{"broken_paths": {"x": "500"}}'; expect 400 "broken_paths: not a path"
+config '{"broken_paths": {}}'
 req GET "http://127.0.0.1:$((PB + 61))$MAIN/Sensors/CPU0_Temp" "${AUTH[@]}"
 check 'd["Reading"] == 52.0 and d["Name"] == "CPU0 Temp"' "BMC 1 has its own sensor values"
 
