@@ -2,6 +2,7 @@
  * driver choice. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bmc.h"
@@ -234,4 +235,17 @@ int
 rp_bmc_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want, struct rp_bmc_err *err)
 {
 	return OPTIONAL(power_limit_set, want, err);
+}
+
+unsigned
+rp_bmc_env_limit(const char *name, unsigned max)
+{
+	const char *v = getenv(name);
+	unsigned long n;
+	char *end;
+
+	if (v == NULL || v[0] == '\0')
+		return max;
+	n = strtoul(v, &end, 10);
+	return *end == '\0' && n > 0 && n < max ? (unsigned)n : max;
 }

@@ -319,6 +319,10 @@ json_t *rp_bmc_workaround_names(unsigned flags);
 #define RP_BMC_IPMI_PROBES 3
 size_t rp_bmc_ipmi_candidates(int errnum, unsigned *sets, size_t max);
 
+/* A limit the environment may lower (tests: RP_BMC_SENSOR_DEADLINE_MS, RP_BMC_SENSOR_TRIES,
+ * RP_BMC_SDR_MAX_AGE_MS): its value when it is a number from 1 to under max; else max. */
+unsigned rp_bmc_env_limit(const char *name, unsigned max);
+
 /* Set err (kind + printf message); returns -1 for `return rp_bmc_fail(...)`. */
 int rp_bmc_fail(struct rp_bmc_err *err, enum rp_bmc_errkind kind, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));

@@ -814,6 +814,12 @@ out:
 #define SDR_FAILED_HOLD_NS (5LL * 60 * 1000000000)
 #define SDR_FAILED_MAX     256
 
+/* A cached SDR is walked again after SDR_MAX_AGE_MS even when the repository says the same:
+ * thresholds changed with Set Sensor Thresholds (which leave the repository info as it was),
+ * and a board replaced behind the same address with the same count, are seen within it. The
+ * environment's RP_BMC_SDR_MAX_AGE_MS sets a lower age (tests). */
+#define SDR_MAX_AGE_MS 3600000
+
 #define DCMI_NO_SET_POWER_LIMIT 0x80
 #define DCMI_POWER_LIMIT_RANGE  0x84
 #define DCMI_CORRECTION_RANGE   0x85
@@ -854,6 +860,7 @@ struct sdr_set {
 	char key[344]; /* node UUID | host:port */
 	uint64_t hash;
 	struct sdr_version v;
+	int64_t cached_ns; /* monotonic: when the cache took it (sdr_cache_put) */
 	/* under sdr_lock: */
 	int refs;
 	struct sdr_set *chain;         /* next in its hash bucket */
@@ -955,16 +962,19 @@ sdr_cache_find_locked(const char *key, uint64_t hash)
 	return NULL;
 }
 
-/* The cached sensors of key when its SDR is still version v (a new reference), else NULL; an
- * entry of another version is dropped. */
+/* The cached sensors of key when its SDR is still version v and younger than SDR_MAX_AGE_MS (a
+ * new reference), else NULL; an entry of another version, or older, is dropped. */
 static struct sdr_set *
 sdr_cache_get(const char *key, const struct sdr_version *v)
 {
 	struct sdr_set *set;
 
+	int64_t max_age =
+	        (int64_t)rp_bmc_env_limit("RP_BMC_SDR_MAX_AGE_MS", SDR_MAX_AGE_MS) * 1000000;
+
 	pthread_mutex_lock(&sdr_lock);
 	if ((set = sdr_cache_find_locked(key, fnv1a(key))) != NULL) {
-		if (sdr_same(&set->v, v)) {
+		if (sdr_same(&set->v, v) && rp_time_mono_ns() - set->cached_ns < max_age) {
 			sdr_cache_front_locked(set);
 			set->refs++;
 		} else {
@@ -990,6 +1000,7 @@ sdr_cache_put(struct sdr_set *set)
 	                      sdr_cached_sensors + set->n > SDR_CACHE_SENSORS_MAX))
 		sdr_cache_drop_locked(sdr_oldest);
 	set->refs++;
+	set->cached_ns = rp_time_mono_ns();
 	set->chain = sdr_buckets[set->hash % SDR_BUCKETS];
 	sdr_buckets[set->hash % SDR_BUCKETS] = set;
 	set->newer = set->older = NULL;
@@ -1842,20 +1853,6 @@ out:
 	return rc;
 }
 
-/* A limit from the environment (tests), when it is a number under max; else max. */
-static unsigned
-limit_env(const char *name, unsigned max)
-{
-	const char *v = getenv(name);
-	unsigned long n;
-	char *end;
-
-	if (v == NULL || v[0] == '\0')
-		return max;
-	n = strtoul(v, &end, 10);
-	return *end == '\0' && n > 0 && n < max ? (unsigned)n : max;
-}
-
 static int
 ipmi_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 {
@@ -1872,8 +1869,8 @@ ipmi_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 		goto out;
 	}
 	/* One deadline and one count of requests for the whole read, however the BMC answers. */
-	h->limit_ms = limit_env("RP_BMC_SENSOR_DEADLINE_MS", SENSOR_DEADLINE_MS);
-	h->limit_requests = limit_env("RP_BMC_SENSOR_TRIES", SENSOR_REQUESTS);
+	h->limit_ms = rp_bmc_env_limit("RP_BMC_SENSOR_DEADLINE_MS", SENSOR_DEADLINE_MS);
+	h->limit_requests = rp_bmc_env_limit("RP_BMC_SENSOR_TRIES", SENSOR_REQUESTS);
 	h->deadline = rp_time_mono_ns() + (int64_t)h->limit_ms * 1000000;
 	h->requests_left = h->limit_requests;
 	if (dcmi_power(h, &dcmi, &watts, err) < 0)

@@ -3156,20 +3156,6 @@ chassis_brief(json_t *ch)
 	return NULL;
 }
 
-/* A limit from the environment (tests), when it is a number under max; else max. */
-static unsigned
-limit_env(const char *name, unsigned max)
-{
-	const char *v = getenv(name);
-	unsigned long n;
-	char *end;
-
-	if (v == NULL || v[0] == '\0')
-		return max;
-	n = strtoul(v, &end, 10);
-	return *end == '\0' && n > 0 && n < max ? (unsigned)n : max;
-}
-
 static int
 rf_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 {
@@ -3183,8 +3169,8 @@ rf_sensors(struct rp_bmc *b, json_t **out, struct rp_bmc_err *err)
 		h->l.sensor_flags = 0;
 	/* One deadline and one count of requests for the whole read, however many chassis,
 	 * members and retries it meets; small answers, and numbers no double holds as null. */
-	h->limit_ms = limit_env("RP_BMC_SENSOR_DEADLINE_MS", SENSOR_DEADLINE_MS);
-	h->limit_tries = limit_env("RP_BMC_SENSOR_TRIES", SENSOR_TRIES);
+	h->limit_ms = rp_bmc_env_limit("RP_BMC_SENSOR_DEADLINE_MS", SENSOR_DEADLINE_MS);
+	h->limit_tries = rp_bmc_env_limit("RP_BMC_SENSOR_TRIES", SENSOR_TRIES);
 	h->deadline = rp_time_mono_ns() + (int64_t)h->limit_ms * 1000000;
 	h->tries_left = h->limit_tries;
 	h->body_max = SENSOR_BODY_MAX;

@@ -597,6 +597,16 @@ test_values_follow(void **st)
 	b = open_bmc(1);
 	json_decref(sensors(b));
 	assert_int_equal(sdr_reads(1), reads);
+	/* Past its age a cached SDR is walked again, though the repository says the same
+	 * (thresholds set with Set Sensor Thresholds leave it so). */
+	setenv("RP_BMC_SDR_MAX_AGE_MS", "1", 1);
+	usleep(5000);
+	json_decref(sensors(b));
+	unsetenv("RP_BMC_SDR_MAX_AGE_MS");
+	assert_true(sdr_reads(1) > reads);
+	reads = sdr_reads(1);
+	json_decref(sensors(b));
+	assert_int_equal(sdr_reads(1), reads);
 	rp_bmc_close(b);
 }
 
