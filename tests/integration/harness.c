@@ -748,3 +748,25 @@ get_json(struct server *s, const char *path)
 	reply_free(&r);
 	return j;
 }
+
+json_t *
+sensor_sync(struct server *s)
+{
+	struct reply r;
+	json_t *st = NULL;
+	int i;
+
+	assert_int_equal(call(s, s->admin, "POST", "/v1/sensors/sync", &r, NULL), 202);
+	reply_free(&r);
+	for (i = 0; i < 400; i++) {
+		st = get_json(s, "/v1/sensors/sync");
+		if (!json_is_true(json_object_get(st, "running")))
+			break;
+		json_decref(st);
+		st = NULL;
+		usleep(50 * 1000);
+	}
+	if (st == NULL)
+		fail_msg("the sensor sweep did not end within 20 s");
+	return st;
+}

@@ -139,6 +139,10 @@ const char *slurp(const char *path, char *buf, size_t len);
 /* A string member of o, or NULL. */
 const char *jstr(json_t *o, const char *key);
 
+/* Run a sensor sweep on s now (POST /v1/sensors/sync, admin token) and wait for its end (20 s
+ * at most): its state, GET /v1/sensors/sync (a new reference); fails the test otherwise. */
+json_t *sensor_sync(struct server *s);
+
 /* GET path on s with its admin token: the JSON body (a new reference); fails the test on
  * anything but 200. */
 json_t *get_json(struct server *s, const char *path);

@@ -46,22 +46,7 @@ teardown(void **state)
 static void
 sync_sensors(void)
 {
-	struct reply r;
-	json_t *st = NULL;
-	int i;
-
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/sensors/sync", &r, NULL), 202);
-	reply_free(&r);
-	for (i = 0; i < 400; i++) {
-		st = get_json(&S, "/v1/sensors/sync");
-		if (!json_is_true(json_object_get(st, "running")))
-			break;
-		json_decref(st);
-		st = NULL;
-		usleep(50 * 1000);
-	}
-	assert_non_null(st);
-	json_decref(st);
+	json_decref(sensor_sync(&S));
 }
 
 /* The jobs of a batch by state: counts into succeeded, waiting (queued, error_code

@@ -62,21 +62,8 @@ teardown(void **state)
 static void
 sync_sensors(void)
 {
-	struct reply r;
-	json_t *st = NULL;
-	int i;
+	json_t *st = sensor_sync(&S);
 
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/sensors/sync", &r, NULL), 202);
-	reply_free(&r);
-	for (i = 0; i < 200; i++) {
-		st = get_json(&S, "/v1/sensors/sync");
-		if (!json_is_true(json_object_get(st, "running")))
-			break;
-		json_decref(st);
-		st = NULL;
-		usleep(50 * 1000);
-	}
-	assert_non_null(st);
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "last"), "failed")),
 	                 0);
 	json_decref(st);
