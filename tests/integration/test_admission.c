@@ -49,8 +49,8 @@ sync_sensors(void)
 	json_decref(sensor_sync(&S));
 }
 
-/* The jobs of a batch by state: counts into succeeded, waiting (queued, error_code
- * "waiting"); the others fail the test. */
+/* The jobs of a batch by state: counts into succeeded, waiting (told to wait, error_code
+ * "waiting": queued, or running again to look for room, which a loaded machine catches). */
 static void
 batch_states(const char *batch, int *succeeded, int *waiting, char *why, size_t whylen)
 {
@@ -68,7 +68,7 @@ batch_states(const char *batch, int *succeeded, int *waiting, char *why, size_t 
 
 		if (!strcmp(st, "succeeded"))
 			(*succeeded)++;
-		else if (!strcmp(st, "queued") && err &&
+		else if ((!strcmp(st, "queued") || !strcmp(st, "running")) && err &&
 		         !strcmp(jstr(err, "code") ?: "", "waiting")) {
 			(*waiting)++;
 			snprintf(why, whylen, "%s", jstr(err, "message"));
