@@ -65,9 +65,11 @@ rp_api_classes_put(struct rp_api_req *rq, struct rp_api_resp *rs)
 		goto out;
 	}
 	json_object_set_new(in, "name", json_string(rq->params[0]));
+	/* No bill of materials: an empty one (what the store keeps). */
+	if (json_object_get(in, "bom") == NULL)
+		json_object_set_new(in, "bom", json_object());
 	if ((e = rp_api_validate(in, rp_api_class_fields, 1, &detail)) != RP_ERR_OK ||
-	    (e = rp_accept_bom_check(json_object_get(in, "bom") ?: json_object(), &detail)) !=
-	            RP_ERR_OK) {
+	    (e = rp_accept_bom_check(json_object_get(in, "bom"), &detail)) != RP_ERR_OK) {
 		rp_api_error(rs, e, detail);
 		goto out;
 	}

@@ -260,9 +260,8 @@ check_rows(json_t *rows, const char *kind, const struct rp_field *spec, int csv,
 			e = rp_api_validate(copy, spec, 1, &detail);
 		if (e == RP_ERR_OK && spec == rp_api_node_fields)
 			e = rp_api_node_check(copy, &detail);
-		if (e == RP_ERR_OK && !strcmp(kind, "class"))
-			e = rp_accept_bom_check(json_object_get(copy, "bom") ?: json_object(),
-			                        &detail);
+		if (e == RP_ERR_OK && !strcmp(kind, "class") && json_object_get(copy, "bom"))
+			e = rp_accept_bom_check(json_object_get(copy, "bom"), &detail);
 		if (e == RP_ERR_OK && extra)
 			e = rp_api_validate(extra, rp_api_rack_fields, 0, &detail);
 		if (e != RP_ERR_OK) {

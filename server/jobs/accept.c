@@ -80,7 +80,8 @@ settle(struct acc *a, const char *check, const char *state, const char *fix, jso
 	json_decref(res);
 	if (e != RP_ERR_OK)
 		return trouble(a, "could not record a result", check);
-	json_object_set_new(result_row(a, check) ?: json_object(), "state", json_string(state));
+	if (result_row(a, check))
+		json_object_set_new(result_row(a, check), "state", json_string(state));
 	return 0;
 }
 

@@ -14,7 +14,8 @@ enum rp_err
 store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
 {
 	const char *name = json_string_value(json_object_get(in, "name"));
-	char *bom = json_dumps(json_object_get(in, "bom") ?: json_object(),
+	json_t *empty = json_object_get(in, "bom") ? NULL : json_object();
+	char *bom = json_dumps(empty ? empty : json_object_get(in, "bom"),
 	                       JSON_COMPACT | JSON_SORT_KEYS);
 	struct stmt *s;
 	int64_t now = rp_time_now_ms();
@@ -48,6 +49,7 @@ store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
 	e = store_event(c, actor, *created ? "node_class.created" : "node_class.updated",
 	                "node_class", NULL, name, 0, 0, summary, json_object_get(in, "bom"));
 out:
+	json_decref(empty);
 	free(bom);
 	return e;
 }
