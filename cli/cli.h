@@ -34,7 +34,8 @@ struct rp_cli;
  *         nested objects) and its type (:i integer, :n number, :b boolean, :l comma list,
  *         default string; a flag with :b sets true); "+role=" a required option; "json=" the body
  *         from a file; "@name" the next unused positional argument is body member name;
- *         "%target" body member target is the verb ('-' as '_').
+ *         "%target" body member target is the verb ('-' as '_'); "%on:b" member on is
+ *         true unless the verb is "off".
  *   out   GET: sections separated by ';': "." the object (arrays of objects left out),
  *         "KEY:HDR=path,..." a table of the answer's array KEY (empty KEY: its items, or the
  *         answer as one row). Other methods: a line with {path} from the answer, {0} for the

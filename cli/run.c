@@ -195,6 +195,8 @@ rp_cli_body(struct rp_cli *c, int *used, json_t **out)
 		p += rp_cli_tok(p, &t);
 		if (t.sigil == '@' && *used < c->argc)
 			json_object_set_new(o, t.member, json_string(c->argv[(*used)++]));
+		else if (t.sigil == '%' && t.type == 'b')
+			json_object_set_new(o, t.member, json_boolean(strcmp(verb, "off") != 0));
 		else if (t.sigil == '%')
 			json_object_set_new(o, t.member, json_string(verb));
 	}

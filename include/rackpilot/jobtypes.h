@@ -31,6 +31,9 @@
 	X(FIRMWARE_UPDATE, "firmware_update", BMC, 0, 1, jobs_run_firmware_update)                 \
 	X(ACCEPTANCE, "acceptance", BMC, 0, 0, jobs_run_acceptance)                                \
 	X(POWER_CAP, "power_cap", BMC, 1, 0, jobs_run_power_cap)                                   \
+	X(IDENTIFY, "identify", BMC, 1, 0, jobs_run_identify)                                      \
+	X(BMC_RESET, "bmc_reset", BMC, 0, 1, jobs_run_bmc_reset)                                   \
+	X(BMC_ROTATE, "bmc_rotate", BMC, 0, 1, jobs_run_bmc_rotate)                                \
 	X(STEPS, "steps", SSH, 0, 1, jobs_run_steps)                                               \
 	X(COMMISSION, "commission", SSH, 0, 1, jobs_run_provision)                                 \
 	X(DEPLOY, "deploy", SSH, 0, 1, jobs_run_provision)                                         \

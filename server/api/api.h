@@ -502,6 +502,9 @@ void rp_api_racks_power_history(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_power_overview(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_sensor_sync_get(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_sensor_sync_start(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_identify(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_bmc_reset(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_bmc_rotate(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_racks_power_cap(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_power_caps(struct rp_api_req *rq, struct rp_api_resp *rs);
 

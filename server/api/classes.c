@@ -4,6 +4,13 @@
 #include "accept/accept.h"
 #include "api.h"
 
+static const struct rp_field credentials_fields[] = {
+        {"rotate_on_enroll", RP_F_BOOL},
+        {"length", RP_F_INT, 0, 8, 64},
+        {"symbols", RP_F_BOOL},
+        {NULL},
+};
+
 const struct rp_field rp_api_class_fields[] = {
         {"name", RP_F_NAME, RP_F_REQUIRED},
         {"description", RP_F_STR, RP_F_NULLABLE, 0, 1024},
@@ -11,6 +18,7 @@ const struct rp_field rp_api_class_fields[] = {
         {"node_count", RP_F_READ_ONLY},
         {"max_power_w", RP_F_INT, RP_F_NULLABLE, 0, 1000000},
         {"idle_power_w", RP_F_INT, RP_F_NULLABLE, 0, 1000000},
+        {"bmc_credentials", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, credentials_fields},
         {"version", RP_F_READ_ONLY},
         {"created_at", RP_F_READ_ONLY},
         {"updated_at", RP_F_READ_ONLY},

@@ -283,6 +283,8 @@ void
 rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	const char *dry = json_string_value(json_object_get(rq->query, "dry_run"));
+	const char *rot = json_string_value(json_object_get(rq->query, "rotate_on_enroll"));
+	int rotate = rot && (strcmp(rot, "1") == 0 || strcmp(rot, "true") == 0);
 	int csv = rq->content_type && strcmp(rq->content_type, "text/csv") == 0;
 	int dry_run = dry && (strcmp(dry, "1") == 0 || strcmp(dry, "true") == 0);
 	static const struct {
@@ -305,6 +307,10 @@ rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "dry_run must be 1, 0, true or false");
 		return;
 	}
+	if (rot && !rotate && strcmp(rot, "0") != 0 && strcmp(rot, "false") != 0) {
+		rp_api_errorf(rs, RP_ERR_BAD_QUERY, "rotate_on_enroll must be 1, 0, true or false");
+		return;
+	}
 	if ((csv ? csv_manifest(rq, &manifest, rs) : json_manifest(rq, &manifest, rs)) < 0)
 		return;
 	if (json_array_size(json_object_get(manifest, "racks")) +
@@ -322,6 +328,8 @@ rp_api_import(struct rp_api_req *rq, struct rp_api_resp *rs)
 		check_rows(json_object_get(manifest, parts[i].key), parts[i].kind, parts[i].spec,
 		           csv, json_object_get(valid, parts[i].key), maps[i], errors);
 	}
+	if (rotate)
+		json_object_set_new(valid, "_rotate_on_enroll", json_true());
 	/* Even with shape errors, let the store check the rest so one reply lists everything. */
 	e = rp_store_import(rq->api->store, valid, csv, dry_run || json_array_size(errors) > 0,
 	                    rp_api_actor(rq, actor), &out, &detail);

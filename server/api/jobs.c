@@ -142,6 +142,104 @@ rp_api_nodes_verify(struct rp_api_req *rq, struct rp_api_resp *rs)
 	json_decref(params);
 }
 
+static const struct rp_field identify_fields[] = {
+        {"on", RP_F_BOOL, RP_F_REQUIRED},
+        {"seconds", RP_F_INT, 0, 1, 86400},
+        {NULL},
+};
+
+void
+rp_api_nodes_identify(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *detail = NULL, *params;
+	enum rp_err e;
+
+	if (rp_api_need_object(rq, rs) < 0)
+		return;
+	if ((e = rp_api_validate(rq->body, identify_fields, 1, &detail)) != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		return;
+	}
+	if (!json_is_true(json_object_get(rq->body, "on")) &&
+	    json_object_get(rq->body, "seconds")) {
+		rp_api_error(rs, RP_ERR_INVALID_FIELD,
+		             json_pack("{s:s, s:s}", "field", "seconds", "reason",
+		                       "only with on: true (how long the light stays on)"));
+		return;
+	}
+	params = json_deep_copy(rq->body);
+	node_job(rq, rs, RP_JOB_IDENTIFY, params);
+	json_decref(params);
+}
+
+static const struct rp_field bmc_reset_fields[] = {
+        {"timeout_s", RP_F_INT, 0, 10, 3600},
+        {NULL},
+};
+
+void
+rp_api_nodes_bmc_reset(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *detail = NULL, *params;
+	enum rp_err e;
+
+	if (rq->body &&
+	    (e = rp_api_validate(rq->body, bmc_reset_fields, 1, &detail)) != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		return;
+	}
+	params = rq->body ? json_deep_copy(rq->body) : json_object();
+	node_job(rq, rs, RP_JOB_BMC_RESET, params);
+	json_decref(params);
+}
+
+static const struct rp_field rotate_fields[] = {
+        {"password", RP_F_STR, RP_F_SECRET, 1, 64},
+        {NULL},
+};
+
+void
+rp_api_nodes_bmc_rotate(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *detail = NULL, *out = NULL, *job;
+	const char *password = NULL;
+	enum rp_err e;
+	char actor[96];
+
+	if (rq->body && (e = rp_api_validate(rq->body, rotate_fields, 1, &detail)) != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		return;
+	}
+	if ((password = json_string_value(json_object_get(rq->body, "password"))) != NULL &&
+	    (rq->who == NULL || rq->who->role != RP_ROLE_ADMIN)) {
+		rp_api_errorf(rs, RP_ERR_FORBIDDEN,
+		              "setting an explicit BMC password needs an admin token (without one, "
+		              "the rotation generates a password)");
+		return;
+	}
+	if (password && password[0] == '\0') {
+		rp_api_error(rs, RP_ERR_INVALID_FIELD,
+		             json_pack("{s:s, s:s}", "field", "password", "reason",
+		                       "1 to 64 characters"));
+		return;
+	}
+	/* The job's params never hold the password: it goes to the store, sealed, as pending. */
+	job = json_pack("{s:s, s:{s:b}, s:b}", "type", rp_job_type_table[RP_JOB_BMC_ROTATE].name,
+	                "params", "explicit", password != NULL, "mutating",
+	                rp_job_type_table[RP_JOB_BMC_ROTATE].mutating);
+	e = rp_jobs_bmc_rotate(rq->api->jobs, rq->params[0], password, job, rp_api_actor(rq, actor),
+	                       &out, &detail);
+	json_decref(job);
+	/* The request body's copy: sealed in the store now, not left in freed memory. */
+	if (password)
+		explicit_bzero((char *)password, strlen(password));
+	if (e != RP_ERR_OK) {
+		rp_api_reply_store_error(rs, e, detail, "no such node");
+		return;
+	}
+	rp_api_reply_at(rs, 202, "/v1/jobs", out);
+}
+
 void
 rp_api_actions_power(struct rp_api_req *rq, struct rp_api_resp *rs)
 {

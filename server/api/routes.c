@@ -65,6 +65,9 @@ const struct rp_route rp_api_routes[] = {
         {"PUT", "/v1/nodes/{node}/power", rp_api_nodes_power, O, 0},
         {"PUT", "/v1/nodes/{node}/boot", rp_api_nodes_boot, O, 0},
         {"POST", "/v1/nodes/{node}/verify", rp_api_nodes_verify, O, 0},
+        {"PUT", "/v1/nodes/{node}/identify", rp_api_nodes_identify, O, 0},
+        {"POST", "/v1/nodes/{node}/bmc/reset", rp_api_nodes_bmc_reset, O, 0},
+        {"POST", "/v1/nodes/{node}/bmc/credentials/rotate", rp_api_nodes_bmc_rotate, O, 0},
         {"GET", "/v1/nodes/{node}/sensors", rp_api_nodes_sensors, V, 0},
         {"GET", "/v1/nodes/{node}/sensors/history", rp_api_nodes_sensor_history, V, 0},
 

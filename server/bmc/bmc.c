@@ -237,6 +237,41 @@ rp_bmc_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want, stru
 	return OPTIONAL(power_limit_set, want, err);
 }
 
+int
+rp_bmc_identify_set(struct rp_bmc *b, int on, unsigned seconds, int *timed, struct rp_bmc_err *err)
+{
+	int t = 0;
+
+	if (OPTIONAL(identify_set, on, seconds, &t, err) < 0)
+		return -1;
+	if (timed)
+		*timed = t;
+	return 0;
+}
+
+int
+rp_bmc_identify_get(struct rp_bmc *b, int *on, struct rp_bmc_err *err)
+{
+	return OPTIONAL(identify_get, on, err);
+}
+
+int
+rp_bmc_reset(struct rp_bmc *b, struct rp_bmc_err *err)
+{
+	return OPTIONAL(reset, err);
+}
+
+int
+rp_bmc_password_set(struct rp_bmc *b, const char *password, struct rp_bmc_err *err)
+{
+	size_t n = password ? strlen(password) : 0;
+
+	if (n == 0 || n > RP_BMC_PASSWORD_MAX)
+		return rp_bmc_fail(err, RP_BMC_REJECTED, "a BMC password is 1 to %d bytes",
+		                   RP_BMC_PASSWORD_MAX);
+	return OPTIONAL(password_set, password, err);
+}
+
 unsigned
 rp_bmc_env_limit(const char *name, unsigned max)
 {

@@ -207,6 +207,39 @@ int rp_bmc_power_limit_get(struct rp_bmc *b, struct rp_power_limit *out, struct 
 int rp_bmc_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want,
                            struct rp_bmc_err *err);
 
+/* The chassis locator ("identify") light. on 1 lights it: for seconds (1 to
+ * RP_BMC_IDENTIFY_TIMED_MAX) where the BMC can time it out by itself (IPMI: Chassis Identify
+ * with that interval), else (seconds 0, longer, Redfish) until it is turned off (IPMI: Chassis
+ * Identify with force on; Redfish: LocationIndicatorActive true on the ComputerSystem, or
+ * IndicatorLED "Blinking" on a BMC that has only that). on 0 turns it off. *timed (may be
+ * NULL) gets 1 when the BMC itself turns it off after seconds, 0 when the caller must.
+ * RP_BMC_UNSUPPORTED when the BMC offers no such light. */
+#define RP_BMC_IDENTIFY_TIMED_MAX 255
+int rp_bmc_identify_set(struct rp_bmc *b, int on, unsigned seconds, int *timed,
+                        struct rp_bmc_err *err);
+
+/* Whether the light is on: *on 1 lit, 0 off, -1 the BMC does not say (an IPMI BMC whose Get
+ * Chassis Status does not report the identify state). */
+int rp_bmc_identify_get(struct rp_bmc *b, int *on, struct rp_bmc_err *err);
+
+/* Restart the BMC itself, not the host (IPMI: BMC Cold Reset; Redfish: Manager.Reset with
+ * ForceRestart, or GracefulRestart where the BMC allows only that). A BMC often restarts
+ * before its answer arrives: RP_BMC_TIMEOUT then says nothing either way, and the caller
+ * learns the outcome by waiting for the BMC to answer again. The handle is of no further use
+ * but to close. */
+int rp_bmc_reset(struct rp_bmc *b, struct rp_bmc_err *err);
+
+/* Set the password of the handle's own user (the target's username) to password (1 to
+ * RP_BMC_PASSWORD_MAX bytes). IPMI: the user's ID is found with Get User Name over the
+ * channel's user IDs, then Set User Password (the 20-byte form for a password over 16
+ * bytes); Redfish: PATCH Password of the AccountService account whose UserName it is, or of
+ * the account a PasswordChangeRequired answer names (the only one such a BMC lets a new
+ * session touch). A password the BMC refuses (length, characters): RP_BMC_REJECTED with the
+ * BMC's words, the password never in them. The caller proves the change by opening a new
+ * handle with the new password (handles never reuse a session opened with another one). */
+#define RP_BMC_PASSWORD_MAX 64
+int rp_bmc_password_set(struct rp_bmc *b, const char *password, struct rp_bmc_err *err);
+
 /* Redfish only (RP_BMC_UNSUPPORTED elsewhere). Results are new objects the caller owns. */
 
 /* BIOS: {attributes {}, pending {}, registry id, apply_times [...]}. */
@@ -289,6 +322,11 @@ struct rp_bmc_ops {
 	                       struct rp_bmc_err *err);
 	int (*power_limit_set)(struct rp_bmc *b, const struct rp_power_limit *want,
 	                       struct rp_bmc_err *err);
+	int (*identify_set)(struct rp_bmc *b, int on, unsigned seconds, int *timed,
+	                    struct rp_bmc_err *err);
+	int (*identify_get)(struct rp_bmc *b, int *on, struct rp_bmc_err *err);
+	int (*reset)(struct rp_bmc *b, struct rp_bmc_err *err);
+	int (*password_set)(struct rp_bmc *b, const char *password, struct rp_bmc_err *err);
 };
 
 /* Every handle starts with this header so the dispatcher finds its driver. */

@@ -16,6 +16,9 @@ struct fake_state {
 	enum rp_power power;
 	struct rp_boot boot;
 	struct rp_power_limit limit;
+	int identify;
+	unsigned resets;
+	char password[RP_BMC_PASSWORD_MAX + 1]; /* "" until one is set: any password opens */
 	struct fake_state *next;
 };
 
@@ -74,7 +77,21 @@ static struct rp_bmc *
 fake_open(const struct rp_bmc_target *t, struct rp_bmc_err *err)
 {
 	struct fake *f = calloc(1, sizeof *f);
+	struct fake_state *s;
+	int refused = 0;
 
+	/* Once a password was set through it, the fake BMC takes only that one, as a real one
+	 * does after a rotation. */
+	pthread_mutex_lock(&mu);
+	s = state_of(t->node);
+	refused = s && s->password[0] && strcmp(s->password, t->password) != 0;
+	pthread_mutex_unlock(&mu);
+	if (refused) {
+		free(f);
+		rp_bmc_fail(err, RP_BMC_AUTH, "fake BMC: wrong password for user '%s'",
+		            t->username);
+		return NULL;
+	}
 	if (f == NULL) {
 		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
 		return NULL;
@@ -275,6 +292,58 @@ fake_power_limit_set(struct rp_bmc *b, const struct rp_power_limit *want, struct
 	return s ? 0 : rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
 }
 
+/* Changes a node's state under the lock: set its light, count a reset, or keep a password. */
+static int
+fake_change(struct rp_bmc *b, int identify, int reset, const char *password, struct rp_bmc_err *err)
+{
+	struct fake *f = (struct fake *)b;
+	struct fake_state *s;
+
+	pause_ms(f->delay_ms);
+	pthread_mutex_lock(&mu);
+	s = state_of(f->node);
+	if (s && identify >= 0)
+		s->identify = identify;
+	if (s && reset)
+		s->resets++;
+	if (s && password)
+		snprintf(s->password, sizeof s->password, "%s", password);
+	pthread_mutex_unlock(&mu);
+	return s ? 0 : rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+}
+
+/* The fake light never times out by itself: the caller turns it off. */
+static int
+fake_identify_set(struct rp_bmc *b, int on, unsigned seconds, int *timed, struct rp_bmc_err *err)
+{
+	(void)seconds;
+	*timed = 0;
+	return fake_change(b, on != 0, 0, NULL, err);
+}
+
+static int
+fake_identify_get(struct rp_bmc *b, int *on, struct rp_bmc_err *err)
+{
+	struct fake_state st = {0};
+
+	if (snapshot((struct fake *)b, &st, err) < 0)
+		return -1;
+	*on = st.identify;
+	return 0;
+}
+
+static int
+fake_reset(struct rp_bmc *b, struct rp_bmc_err *err)
+{
+	return fake_change(b, -1, 1, NULL, err);
+}
+
+static int
+fake_password_set(struct rp_bmc *b, const char *password, struct rp_bmc_err *err)
+{
+	return fake_change(b, -1, 0, password, err);
+}
+
 const struct rp_bmc_ops rp_bmc_fake_ops = {
         .name = "fake",
         .open = fake_open,
@@ -287,4 +356,8 @@ const struct rp_bmc_ops rp_bmc_fake_ops = {
         .sensors = fake_sensors,
         .power_limit_get = fake_power_limit_get,
         .power_limit_set = fake_power_limit_set,
+        .identify_set = fake_identify_set,
+        .identify_get = fake_identify_get,
+        .reset = fake_reset,
+        .password_set = fake_password_set,
 };

@@ -2066,6 +2066,168 @@ out:
 	return rc;
 }
 
+/* ---- Identify, reset, password ---------------------------------------------------- */
+
+static int
+ipmi_identify_set(struct rp_bmc *b, int on, unsigned seconds, int *timed, struct rp_bmc_err *err)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_chassis_identify_rs);
+	uint8_t interval = 0, force = IPMI_CHASSIS_FORCE_IDENTIFY_OFF;
+	int rc = -1;
+
+	if (rs == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	/* Interval 0 turns it off; force on outlasts any interval (the caller turns it off). */
+	if (on && seconds >= 1 && seconds <= RP_BMC_IDENTIFY_TIMED_MAX)
+		interval = (uint8_t)seconds;
+	else if (on)
+		force = IPMI_CHASSIS_FORCE_IDENTIFY_ON;
+	if (ipmi_cmd_chassis_identify(h->ctx, &interval, &force, rs) < 0) {
+		cmd_error(h, rs, IPMI_NET_FN_CHASSIS_RQ, "chassis identify", err);
+		goto out;
+	}
+	*timed = interval != 0;
+	rc = 0;
+out:
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+static int
+ipmi_identify_get(struct rp_bmc *b, int *on, struct rp_bmc_err *err)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_get_chassis_status_rs);
+	uint64_t supported = 0, state = 0;
+	int rc = -1;
+
+	if (rs == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	if (READ_CMD(h, rs, ipmi_cmd_get_chassis_status(h->ctx, rs), IPMI_NET_FN_CHASSIS_RQ,
+	             "get chassis status", err) < 0)
+		goto out;
+	/* The misc byte is optional in the answer, and its state bits mean something only
+	 * when the BMC says it reports them. */
+	if (fiid_obj_get(rs, "misc_chassis_state.chassis_identify_command_and_state_info_supported",
+	                 &supported) <= 0 ||
+	    !supported ||
+	    fiid_obj_get(rs, "misc_chassis_state.chassis_identify_state", &state) <= 0)
+		*on = -1;
+	else
+		*on = state != IPMI_CHASSIS_IDENTIFY_STATE_OFF;
+	rc = 0;
+out:
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+static int
+ipmi_reset(struct rp_bmc *b, struct rp_bmc_err *err)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	fiid_obj_t rs = fiid_obj_create(tmpl_cmd_cold_reset_rs);
+	int rc = 0;
+
+	if (rs == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	/* Never repeated: a BMC that restarts before answering times out here. */
+	if (ipmi_cmd_cold_reset(h->ctx, rs) < 0)
+		rc = cmd_error(h, rs, IPMI_NET_FN_APP_RQ, "BMC cold reset", err);
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
+/* The user ID of the session's user on this channel: Get User Access gives how many IDs the
+ * channel has, Get User Name each one's name. */
+static int
+user_id(struct ipmi *h, uint8_t *out, struct rp_bmc_err *err)
+{
+	fiid_obj_t acc = fiid_obj_create(tmpl_cmd_get_user_access_rs);
+	fiid_obj_t nm = fiid_obj_create(tmpl_cmd_get_user_name_rs);
+	uint64_t max = 0;
+	unsigned id;
+	int rc = -1;
+
+	if (acc == NULL || nm == NULL) {
+		rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+		goto out;
+	}
+	if (READ_CMD(h, acc,
+	             ipmi_cmd_get_user_access(h->ctx, IPMI_CHANNEL_NUMBER_CURRENT_CHANNEL, 1, acc),
+	             IPMI_NET_FN_APP_RQ, "get user access", err) < 0)
+		goto out;
+	if (fiid_obj_get(acc, "max_channel_user_ids", &max) <= 0 || max == 0 || max > 63)
+		max = 63;
+	for (id = 1; id <= max; id++) {
+		char name[IPMI_MAX_USER_NAME_LENGTH + 1] = "";
+
+		fiid_obj_clear(nm);
+		/* A missing ID (some BMCs answer 0xCC past their last user) ends nothing. */
+		if (ipmi_cmd_get_user_name(h->ctx, (uint8_t)id, nm) < 0) {
+			int e = ipmi_ctx_errnum(h->ctx);
+
+			if (e == IPMI_ERR_BAD_COMPLETION_CODE ||
+			    e == IPMI_ERR_COMMAND_INVALID_OR_UNSUPPORTED)
+				continue;
+			cmd_error(h, nm, IPMI_NET_FN_APP_RQ, "get user name", err);
+			goto out;
+		}
+		if (fiid_obj_get_data(nm, "user_name", name, IPMI_MAX_USER_NAME_LENGTH) < 0)
+			continue;
+		if (name[0] && !strcmp(name, h->t.username)) {
+			*out = (uint8_t)id;
+			rc = 0;
+			goto out;
+		}
+	}
+	rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "no user '%s' among the %u user IDs of %s",
+	            h->t.username, (unsigned)max, h->host);
+out:
+	fiid_obj_destroy(acc);
+	fiid_obj_destroy(nm);
+	return rc;
+}
+
+static int
+ipmi_password_set(struct rp_bmc *b, const char *password, struct rp_bmc_err *err)
+{
+	struct ipmi *h = (struct ipmi *)b;
+	fiid_obj_t rs = NULL;
+	size_t n = strlen(password);
+	uint8_t id = 0;
+	int rc = -1;
+
+	if (n > IPMI_2_0_MAX_PASSWORD_LENGTH)
+		return rp_bmc_fail(err, RP_BMC_REJECTED,
+		                   "an IPMI password is at most %d characters (this one has %zu)",
+		                   IPMI_2_0_MAX_PASSWORD_LENGTH, n);
+	if (user_id(h, &id, err) < 0)
+		return -1;
+	if ((rs = fiid_obj_create(tmpl_cmd_set_user_password_rs)) == NULL)
+		return rp_bmc_fail(err, RP_BMC_PROTOCOL, "out of memory");
+	/* Never repeated: after a timeout the caller tries both passwords. */
+	if (ipmi_cmd_set_user_password(
+	            h->ctx, id,
+	            n > IPMI_1_5_MAX_PASSWORD_LENGTH ? IPMI_PASSWORD_SIZE_20_BYTES
+	                                             : IPMI_PASSWORD_SIZE_16_BYTES,
+	            IPMI_PASSWORD_OPERATION_SET_PASSWORD, password, (unsigned)n, rs) < 0) {
+		cmd_error(h, rs, IPMI_NET_FN_APP_RQ, "set user password", err);
+		if (err->kind == RP_BMC_REJECTED && n > IPMI_1_5_MAX_PASSWORD_LENGTH) {
+			size_t len = strlen(err->msg);
+
+			snprintf(err->msg + len, sizeof err->msg - len,
+			         " (a %zu-character password: the BMC may take at most %d)", n,
+			         IPMI_1_5_MAX_PASSWORD_LENGTH);
+		}
+		goto out;
+	}
+	rc = 0;
+out:
+	fiid_obj_destroy(rs);
+	return rc;
+}
+
 const struct rp_bmc_ops rp_bmc_ipmi_ops = {
         .name = "ipmi",
         .open = ipmi_open,
@@ -2080,4 +2242,8 @@ const struct rp_bmc_ops rp_bmc_ipmi_ops = {
         .sensors = ipmi_sensors,
         .power_limit_get = ipmi_power_limit_get,
         .power_limit_set = ipmi_power_limit_set,
+        .identify_set = ipmi_identify_set,
+        .identify_get = ipmi_identify_get,
+        .reset = ipmi_reset,
+        .password_set = ipmi_password_set,
 };

@@ -44,8 +44,9 @@ struct learned {
 	char systems[256];
 	char managers[256];
 	char update[256];
-	char system[256];  /* the ComputerSystem this node is */
-	char chassis[256]; /* the Chassis collection */
+	char accounts[256]; /* AccountService */
+	char system[256];   /* the ComputerSystem this node is */
+	char chassis[256];  /* the Chassis collection */
 	/* $expand as ProtocolFeaturesSupported.ExpandQuery offers it: '.' (NoLinks) or '*'
 	 * (ExpandAll), 0 for none; expand_levels: the most $levels it takes, 0 when it takes no
 	 * $levels. */
@@ -61,12 +62,26 @@ struct cached {
 	char node[40];
 	char base[320];
 	char user[64];
+	uint64_t pass; /* pass_tag of the password its session was opened with */
 	struct learned l;
 	struct cached *next;
 };
 
 static struct cached *cache;
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Which password a cached session was opened with (FNV-1a): a handle with another password
+ * never reuses it, so that a credential rotation proves the new password by logging in with
+ * it, not with a session the old one opened. */
+static uint64_t
+pass_tag(const char *p)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*p)
+		h = (h ^ (unsigned char)*p++) * 1099511628211ull;
+	return h;
+}
 
 struct rf {
 	struct rp_bmc base;
@@ -892,6 +907,7 @@ discover_root(struct rf *h, struct rp_bmc_err *err)
 	copy(h->l.systems, sizeof h->l.systems, link(json_object_get(r.json, "Systems")));
 	copy(h->l.managers, sizeof h->l.managers, link(json_object_get(r.json, "Managers")));
 	copy(h->l.update, sizeof h->l.update, link(json_object_get(r.json, "UpdateService")));
+	copy(h->l.accounts, sizeof h->l.accounts, link(json_object_get(r.json, "AccountService")));
 	copy(h->l.chassis, sizeof h->l.chassis, link(json_object_get(r.json, "Chassis")));
 	{
 		json_t *q = json_object_get(json_object_get(r.json, "ProtocolFeaturesSupported"),
@@ -998,9 +1014,14 @@ call(struct rf *h, const char *method, const char *path, json_t *body, const cha
 	}
 	rc = 0;
 out:
+	/* A body may carry a password (a credential rotation's PATCH). */
+	if (text)
+		explicit_bzero(text, strlen(text));
 	free(text);
 	return rc;
 }
+
+static void change_required(json_t *body, char *out, size_t len);
 
 /* Map a non-success HTTP status to an error. */
 static int
@@ -1010,6 +1031,18 @@ http_error(struct rf *h, const char *what, struct reply *r, struct rp_bmc_err *e
 	enum rp_bmc_errkind k;
 
 	error_text(r->json, h->t.password, msg, sizeof msg);
+	if (r->status == 403) {
+		char acct[512];
+
+		change_required(r->json, acct, sizeof acct);
+		if (acct[0])
+			return rp_bmc_fail(
+			        err, RP_BMC_AUTH,
+			        "%s on %s: the BMC requires a new password for user '%s' "
+			        "before anything else (PasswordChangeRequired): rotate "
+			        "the node's BMC credentials",
+			        what, h->base_url, h->t.username);
+	}
 	switch (r->status) {
 	case 503:
 	case 409:
@@ -1128,7 +1161,7 @@ rf_open(const struct rp_bmc_target *t, struct rp_bmc_err *err)
 	pthread_mutex_lock(&cache_mu);
 	for (c = cache; c; c = c->next) {
 		if (!strcmp(c->node, t->node) && !strcmp(c->base, h->base_url) &&
-		    !strcmp(c->user, t->username)) {
+		    !strcmp(c->user, t->username) && c->pass == pass_tag(t->password)) {
 			h->l = c->l;
 			break;
 		}
@@ -1158,11 +1191,13 @@ rf_close(struct rp_bmc *b)
 		if (c) {
 			copy(c->base, sizeof c->base, h->base_url);
 			copy(c->user, sizeof c->user, h->t.username);
+			c->pass = pass_tag(h->t.password);
 			c->l = h->l;
 			/* The BMC named a link elsewhere: find everything again next time. */
 			if (h->refused) {
 				c->l.sessions[0] = c->l.systems[0] = c->l.managers[0] = '\0';
 				c->l.update[0] = c->l.system[0] = c->l.chassis[0] = '\0';
+				c->l.accounts[0] = '\0';
 			}
 		}
 		pthread_mutex_unlock(&cache_mu);
@@ -3592,6 +3627,273 @@ scrubbed(struct rp_bmc *b, int rc, struct rp_bmc_err *err)
 	return rc;
 }
 
+/* ---- Identify, BMC reset, password ------------------------------------------------- */
+
+static int
+rf_identify_set(struct rp_bmc *b, int on, unsigned seconds, int *timed, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *sys = NULL, *body = NULL;
+	char etag[160] = "";
+	int rc = -1;
+
+	(void)seconds; /* Redfish lights have no timer: the caller turns it off */
+	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, etag, sizeof etag, err) < 0)
+		return -1;
+	/* LocationIndicatorActive (2020.3) replaced IndicatorLED; older BMCs have only that. */
+	if (json_object_get(sys, "LocationIndicatorActive"))
+		body = json_pack("{s:b}", "LocationIndicatorActive", on);
+	else if (json_object_get(sys, "IndicatorLED"))
+		body = json_pack("{s:s}", "IndicatorLED", on ? "Blinking" : "Off");
+	if (body == NULL) {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED,
+		            "%s: the system has neither LocationIndicatorActive nor IndicatorLED",
+		            h->base_url);
+		goto out;
+	}
+	if (patch_from(h, h->l.system, body, etag[0] ? etag : NULL, "set the identify light", err) <
+	    0)
+		goto out;
+	*timed = 0;
+	rc = 0;
+out:
+	json_decref(body);
+	json_decref(sys);
+	return rc;
+}
+
+static int
+rf_identify_get(struct rp_bmc *b, int *on, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *sys = NULL, *lia;
+	const char *led;
+
+	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, NULL, 0, err) < 0)
+		return -1;
+	lia = json_object_get(sys, "LocationIndicatorActive");
+	led = json_string_value(json_object_get(sys, "IndicatorLED"));
+	if (json_is_boolean(lia))
+		*on = json_is_true(lia);
+	else if (led)
+		*on = strcmp(led, "Off") != 0 && strcmp(led, "Unknown") != 0;
+	else
+		*on = -1;
+	json_decref(sys);
+	return 0;
+}
+
+/* The manager of the node's system (Links.ManagedBy), else the first manager. */
+static int
+manager_path(struct rf *h, char *out, size_t len, struct rp_bmc_err *err)
+{
+	json_t *sys = NULL, *by;
+
+	if (system_path(h, err) < 0 || get(h, h->l.system, &sys, NULL, 0, err) < 0)
+		return -1;
+	by = json_array_get(json_object_get(json_object_get(sys, "Links"), "ManagedBy"), 0);
+	copy(out, len, link(by));
+	json_decref(sys);
+	if (out[0])
+		return 0;
+	if (h->l.managers[0] == '\0')
+		return rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s lists no Managers", h->base_url);
+	return member(h, h->l.managers, NULL, out, len, err);
+}
+
+static int
+rf_reset(struct rp_bmc *b, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	json_t *mgr = NULL, *act, *values, *body = NULL;
+	const char *target, *type;
+	char mpath[256] = "", path[512];
+	struct reply r;
+	int rc = -1;
+
+	if (manager_path(h, mpath, sizeof mpath, err) < 0 || get(h, mpath, &mgr, NULL, 0, err) < 0)
+		return -1;
+	act = json_object_get(json_object_get(mgr, "Actions"), "#Manager.Reset");
+	target = json_string_value(json_object_get(act, "target"));
+	values = json_object_get(act, "ResetType@Redfish.AllowableValues");
+	if (target == NULL) {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: the manager has no Manager.Reset action",
+		            h->base_url);
+		goto out;
+	}
+	type = allowed(values, "ForceRestart")      ? "ForceRestart"
+	       : allowed(values, "GracefulRestart") ? "GracefulRestart"
+	                                            : NULL;
+	if (type == NULL) {
+		rp_bmc_fail(err, RP_BMC_UNSUPPORTED,
+		            "%s: Manager.Reset allows neither ForceRestart nor GracefulRestart",
+		            h->base_url);
+		goto out;
+	}
+	copy(path, sizeof path, target);
+	body = json_pack("{s:s}", "ResetType", type);
+	if (call(h, "POST", path, body, NULL, &r, err) < 0)
+		goto out;
+	if (r.status == 200 || r.status == 202 || r.status == 204)
+		rc = 0;
+	else
+		http_error(h, "Manager.Reset", &r, err);
+	reply_free(&r);
+	/* The session dies with the BMC: the next handle logs in again. */
+	h->l.token[0] = h->l.session[0] = '\0';
+out:
+	json_decref(body);
+	json_decref(mgr);
+	return rc;
+}
+
+/* The account a PasswordChangeRequired answer names (its first MessageArg), "" when the
+ * answer is none. */
+static void
+change_required(json_t *body, char *out, size_t len)
+{
+	json_t *infos = json_object_get(json_object_get(body, "error"), "@Message.ExtendedInfo"),
+	       *m;
+	size_t i;
+
+	out[0] = '\0';
+	if (!json_is_array(infos))
+		infos = json_object_get(body, "@Message.ExtendedInfo");
+	json_array_foreach(infos, i, m)
+	{
+		const char *id = json_string_value(json_object_get(m, "MessageId"));
+		const char *dot = id ? strrchr(id, '.') : NULL;
+
+		if (id && !strcmp(dot ? dot + 1 : id, "PasswordChangeRequired")) {
+			copy(out, len,
+			     json_string_value(
+			             json_array_get(json_object_get(m, "MessageArgs"), 0)));
+			return;
+		}
+	}
+}
+
+#define ACCOUNTS_MAX 64 /* accounts looked at for the session's user */
+
+/* The account of the handle's user: the AccountService's Accounts member whose UserName it
+ * is, or the one a PasswordChangeRequired answer names. etag: that account's, "" when not
+ * read. */
+static int
+account_path(struct rf *h, char *out, size_t len, char *etag, size_t etaglen,
+             struct rp_bmc_err *err)
+{
+	json_t *svc = NULL, *coll = NULL, *acc = NULL, *m;
+	char accounts[256] = "", named[512] = "", url[1024];
+	struct reply r;
+	size_t i;
+	int rc = -1;
+
+	if (discover_root(h, err) < 0)
+		return -1;
+	copy(accounts, sizeof accounts,
+	     h->l.accounts[0] ? h->l.accounts : "/redfish/v1/AccountService");
+	if (call(h, "GET", accounts, NULL, NULL, &r, err) < 0)
+		return -1;
+	if (r.status == 403)
+		change_required(r.json, named, sizeof named);
+	if (named[0]) {
+		reply_free(&r);
+		/* Only this BMC's own links: the password goes where the link leads. */
+		if (resolve(h, "PasswordChangeRequired account", named, url, sizeof url, err) < 0)
+			return -1;
+		copy(out, len, named);
+		etag[0] = '\0';
+		return 0;
+	}
+	if (r.status != 200 || !json_is_object(r.json)) {
+		rc = r.status == 200 ? rp_bmc_fail(err, RP_BMC_PROTOCOL,
+		                                   "GET %s: not a JSON object", accounts)
+		                     : http_error(h, "GET AccountService", &r, err);
+		reply_free(&r);
+		return rc;
+	}
+	svc = json_incref(r.json);
+	reply_free(&r);
+	if (get(h, link(json_object_get(svc, "Accounts")), &coll, NULL, 0, err) < 0)
+		goto out;
+	json_array_foreach(json_object_get(coll, "Members"), i, m)
+	{
+		char tag[160] = "";
+
+		if (i >= ACCOUNTS_MAX)
+			break;
+		json_decref(acc);
+		acc = NULL;
+		if (get(h, link(m), &acc, tag, sizeof tag, err) < 0)
+			goto out;
+		if (!strcmp(json_string_value(json_object_get(acc, "UserName")) ?: "",
+		            h->t.username)) {
+			copy(out, len, link(m));
+			copy(etag, etaglen, tag);
+			rc = 0;
+			goto out;
+		}
+	}
+	rp_bmc_fail(err, RP_BMC_UNSUPPORTED, "%s: no account with UserName '%s' among %zu",
+	            h->base_url, h->t.username, json_array_size(json_object_get(coll, "Members")));
+out:
+	json_decref(acc);
+	json_decref(coll);
+	json_decref(svc);
+	return rc;
+}
+
+static int
+rf_password_set(struct rp_bmc *b, const char *password, struct rp_bmc_err *err)
+{
+	struct rf *h = (struct rf *)b;
+	char path[512] = "", etag[160] = "";
+	json_t *body;
+	int rc = -1;
+
+	if (account_path(h, path, sizeof path, etag, sizeof etag, err) < 0)
+		goto out;
+	body = json_pack("{s:s}", "Password", password);
+	rc = patch_from(h, path, body, etag[0] ? etag : NULL, "set the account's password", err);
+	/* Wipe the request body's copy of the new password. */
+	if (body) {
+		json_t *pw = json_object_get(body, "Password");
+
+		if (pw)
+			explicit_bzero((char *)json_string_value(pw), strlen(password));
+	}
+	json_decref(body);
+out:
+	/* The BMC's words may quote the new password too. */
+	if (rc < 0)
+		scrub(password, err);
+	return rc;
+}
+
+static int
+op_identify_set(struct rp_bmc *b, int on, unsigned seconds, int *timed, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_identify_set(b, on, seconds, timed, err), err);
+}
+
+static int
+op_identify_get(struct rp_bmc *b, int *on, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_identify_get(b, on, err), err);
+}
+
+static int
+op_reset(struct rp_bmc *b, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_reset(b, err), err);
+}
+
+static int
+op_password_set(struct rp_bmc *b, const char *password, struct rp_bmc_err *err)
+{
+	return scrubbed(b, rf_password_set(b, password, err), err);
+}
+
 static int
 op_power_get(struct rp_bmc *b, enum rp_power *out, struct rp_bmc_err *err)
 {
@@ -3712,4 +4014,8 @@ const struct rp_bmc_ops rp_bmc_redfish_ops = {
         .sensors = op_sensors,
         .power_limit_get = op_power_limit_get,
         .power_limit_set = op_power_limit_set,
+        .identify_set = op_identify_set,
+        .identify_get = op_identify_get,
+        .reset = op_reset,
+        .password_set = op_password_set,
 };

@@ -230,6 +230,12 @@ struct rp_job_outcome *jobs_run_verify(struct work *w, struct rp_bmc *b);
  * read back (rp_store_power_cap_seen). */
 struct rp_job_outcome *jobs_run_power_cap(struct work *w, struct rp_bmc *b);
 
+/* identify, bmc_reset and bmc_rotate (bmcops.c). bmc_reset and bmc_rotate open their own
+ * handles (a BMC that restarts; other passwords than the stored one): b is NULL for them. */
+struct rp_job_outcome *jobs_run_identify(struct work *w, struct rp_bmc *b);
+struct rp_job_outcome *jobs_run_bmc_reset(struct work *w, struct rp_bmc *b);
+struct rp_job_outcome *jobs_run_bmc_rotate(struct work *w, struct rp_bmc *b);
+
 /* A commission, deploy or release job (provision.c; SSH lane, b NULL): its phases in order,
  * each recorded as it is reached, so a restart resumes in the right one. */
 struct rp_job_outcome *jobs_run_provision(struct work *w, struct rp_bmc *b);

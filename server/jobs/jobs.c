@@ -417,6 +417,10 @@ run(struct work *w)
 	/* SSH-lane runners open what they need themselves (a plan may never touch the BMC). */
 	if (t->lane == RP_JOB_LANE_SSH)
 		return runners[w->type](w, NULL);
+	/* A BMC reset waits for its BMC to come back, a rotation opens it with other
+	 * passwords: they open their own handles. */
+	if (w->type == RP_JOB_BMC_RESET || w->type == RP_JOB_BMC_ROTATE)
+		return runners[w->type](w, NULL);
 	if ((b = jobs_bmc_open(w, &err)) == NULL)
 		return jobs_bmc_failure(w, &err, err.kind != RP_BMC_REJECTED);
 	o = runners[w->type](w, b);
@@ -1037,6 +1041,17 @@ rp_jobs_submit_batch(struct rp_jobs *j, json_t *selector, json_t *job, const cha
 	enum rp_err e =
 	        rp_store_batch_create(j->st, json_string_value(json_object_get(job, "type")),
 	                              selector, job, actor, out, detail);
+
+	if (e == RP_ERR_OK)
+		kick(j);
+	return e;
+}
+
+enum rp_err
+rp_jobs_bmc_rotate(struct rp_jobs *j, const char *node, const char *password, json_t *job,
+                   const char *actor, json_t **out, json_t **detail)
+{
+	enum rp_err e = rp_store_bmc_rotate(j->st, node, password, job, actor, out, detail);
 
 	if (e == RP_ERR_OK)
 		kick(j);

@@ -101,6 +101,11 @@ enum rp_err rp_jobs_submit(struct rp_jobs *j, const char *node, json_t *job, con
 enum rp_err rp_jobs_submit_batch(struct rp_jobs *j, json_t *selector, json_t *job,
                                  const char *actor, json_t **out, json_t **detail);
 
+/* Queue a BMC credential rotation (see rp_store_bmc_rotate: password, an admin's explicit
+ * one or NULL, is stored sealed as pending, never in the job) and wake the scheduler. */
+enum rp_err rp_jobs_bmc_rotate(struct rp_jobs *j, const char *node, const char *password,
+                               json_t *job, const char *actor, json_t **out, json_t **detail);
+
 /* Start a lifecycle action (see rp_store_provision) and wake the scheduler. */
 enum rp_err rp_jobs_provision(struct rp_jobs *j, const char *node, const char *action, json_t *job,
                               const char *actor, json_t **out, json_t **detail);

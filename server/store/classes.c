@@ -6,7 +6,7 @@
 
 #define CLASS_COLS                                                                                 \
 	"SELECT c.id AS _id, c.name, c.description, c.bom AS \"bom:json\", c.max_power_w, "        \
-	"c.idle_power_w, (SELECT count(*) "                                                        \
+	"c.idle_power_w, c.bmc_credentials AS \"bmc_credentials:json\", (SELECT count(*) "         \
 	"FROM nodes WHERE node_class = c.name) AS node_count, c.version, c.created_at AS "         \
 	"\"created_at:time\", c.updated_at AS \"updated_at:time\" FROM node_classes c "
 
@@ -33,15 +33,26 @@ store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
 	s = STMT_ARGS(
 	        c,
 	        "INSERT INTO node_classes(name, description, bom, created_at, updated_at, "
-	        "max_power_w, idle_power_w) VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6) ON "
-	        "CONFLICT(name) DO UPDATE SET description = ?2, bom = ?3, version = "
-	        "node_classes.version + 1, updated_at = ?4, max_power_w = ?5, idle_power_w = ?6",
+	        "max_power_w, idle_power_w, bmc_credentials) VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, "
+	        "?7) ON CONFLICT(name) DO UPDATE SET description = ?2, bom = ?3, version = "
+	        "node_classes.version + 1, updated_at = ?4, max_power_w = ?5, idle_power_w = ?6, "
+	        "bmc_credentials = ?7",
 	        name);
 	store_bind_str(s, 2, in, "description");
 	sql_bind_text(s, 3, bom);
 	sql_bind_int(s, 4, now);
 	store_bind_int(s, 5, in, "max_power_w");
 	store_bind_int(s, 6, in, "idle_power_w");
+	if (json_is_object(json_object_get(in, "bmc_credentials"))) {
+		char *cred = json_dumps(json_object_get(in, "bmc_credentials"),
+		                        JSON_COMPACT | JSON_SORT_KEYS);
+
+		if (cred == NULL) {
+			e = RP_ERR_INTERNAL;
+			goto out;
+		}
+		sql_bind_text_own(s, 7, cred);
+	}
 	if ((e = store_exec(c, s, "class put")) != RP_ERR_OK)
 		goto out;
 	snprintf(summary, sizeof summary, "node class %s %s", name,

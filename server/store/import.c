@@ -32,8 +32,9 @@ rp_store_import(struct rp_store *st, json_t *manifest, int create_racks, int dry
 {
 	STORE_HOLD(st);
 	struct conn *c = store_writer(st);
-	json_t *errors = json_array(), *created_racks = json_array(), *item;
+	json_t *errors = json_array(), *created_racks = json_array(), *item, *made = json_array();
 	int64_t id, racks = 0, nodes = 0, classes = 0, cables = 0;
+	int rotations = 0;
 	enum rp_err e;
 	size_t i;
 	char summary[160];
@@ -78,9 +79,10 @@ rp_store_import(struct rp_store *st, json_t *manifest, int create_racks, int dry
 			why = NULL;
 		}
 		e = store_node_insert(c, item, actor, &id, &why);
-		if (e == RP_ERR_OK)
+		if (e == RP_ERR_OK) {
 			nodes++;
-		else if (row_fault(e))
+			json_array_append_new(made, json_integer(id));
+		} else if (row_fault(e))
 			row_error(errors, "node", i, item, e, why);
 		json_decref(why);
 		if (e != RP_ERR_OK && !row_fault(e))
@@ -117,10 +119,19 @@ rp_store_import(struct rp_store *st, json_t *manifest, int create_racks, int dry
 		e = RP_ERR_IMPORT_INVALID;
 		goto out;
 	}
-	*out = json_pack("{s:I, s:I, s:O, s:I, s:I, s:b}", "racks_created", (json_int_t)racks,
+	/* After the classes: a class of the same manifest may ask for it. */
+	json_array_foreach(made, i, item)
+	{
+		if ((e = store_rotate_on_enroll(
+		             c, json_integer_value(item),
+		             json_is_true(json_object_get(manifest, "_rotate_on_enroll")), actor,
+		             &rotations)) != RP_ERR_OK)
+			goto out;
+	}
+	*out = json_pack("{s:I, s:I, s:O, s:I, s:I, s:i, s:b}", "racks_created", (json_int_t)racks,
 	                 "nodes_created", (json_int_t)nodes, "racks_auto_created", created_racks,
 	                 "classes_set", (json_int_t)classes, "cables_planned", (json_int_t)cables,
-	                 "dry_run", dry_run);
+	                 "rotations_queued", rotations, "dry_run", dry_run);
 	if (dry_run) {
 		e = RP_ERR_OK;
 		goto out;
@@ -141,6 +152,7 @@ out:
 		store_rollback(c);
 	json_decref(errors);
 	json_decref(created_racks);
+	json_decref(made);
 	return e;
 }
 

@@ -364,6 +364,13 @@ char *store_col_dup(struct stmt *s, int i, int *oom);
 void store_bmc_cols(struct conn *c, struct stmt *s, int i, const char *name, struct rp_store_bmc *b,
                     int *oom);
 
+/* Queue a bmc_rotate job for a node just enrolled (credentials.c), in the caller's
+ * transaction, when force or its class's bmc_credentials.rotate_on_enroll says so and it has
+ * a BMC with a username and can take BMC jobs; otherwise nothing. *queued (may be NULL) is
+ * counted up for a job queued. */
+enum rp_err store_rotate_on_enroll(struct conn *c, int64_t node_id, int force, const char *actor,
+                                   int *queued);
+
 /* Free what store_bmc_cols put in *b, the password wiped (not b itself). */
 void store_bmc_free(struct rp_store_bmc *b);
 

@@ -162,3 +162,25 @@ rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *phase)
 	            "UPDATE jobs SET phase = ?2, phase_at = ?3, updated_at = ?3 WHERE id = ?1",
 	            job_id, phase, rp_time_now_ms());
 }
+
+enum rp_err
+rp_store_job_superseded(struct rp_store *st, int64_t job_id, int *newer)
+{
+	STORE_HOLD(st);
+	struct conn *c = NULL;
+	struct stmt *s;
+	enum rp_err e;
+
+	if ((e = store_read(st, &c)) != RP_ERR_OK)
+		return e;
+	s = STMT_ARGS(c,
+	              "SELECT count(*) FROM jobs j JOIN jobs k ON k.node_id = j.node_id AND k.type "
+	              "= j.type AND k.id > j.id WHERE j.id = ?",
+	              job_id);
+	if ((e = store_one(c, s, "newer job")) == RP_ERR_OK) {
+		*newer = sql_int(s, 0) > 0;
+		sql_reset(s);
+	}
+	store_read_end(c);
+	return e;
+}

@@ -418,7 +418,8 @@ rp_store_node_create(struct rp_store *st, json_t *in, const char *actor, json_t 
 
 	if ((e = store_write(st, &c)) != RP_ERR_OK)
 		return e;
-	if ((e = store_node_insert(c, in, actor, &id, detail)) != RP_ERR_OK)
+	if ((e = store_node_insert(c, in, actor, &id, detail)) != RP_ERR_OK ||
+	    (e = store_rotate_on_enroll(c, id, 0, actor, NULL)) != RP_ERR_OK)
 		goto out;
 	e = store_res_load(c, &node_res, id, &obj);
 out:

@@ -55,9 +55,11 @@ store_unseal(struct conn *c, const char *sealed, const char *whose)
 static enum rp_err
 key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
 {
-	struct stmt *s =
-	        STMT(c, "SELECT password_sealed FROM bmcs WHERE password_sealed IS NOT NULL UNION "
-	                "ALL SELECT secret_sealed FROM webhooks WHERE secret_sealed IS NOT NULL");
+	struct stmt *s = STMT(
+	        c, "SELECT password_sealed FROM bmcs WHERE password_sealed IS NOT NULL UNION "
+	           "ALL SELECT password_pending_sealed FROM bmcs WHERE password_pending_sealed "
+	           "IS NOT NULL UNION ALL SELECT secret_sealed FROM webhooks WHERE "
+	           "secret_sealed IS NOT NULL");
 	const char *next = rp_secrets_next_key_id(sec);
 	char id[RP_SECRET_KEY_ID_BUF];
 	enum rp_err e;
@@ -81,12 +83,14 @@ key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
 static enum rp_err
 reseal_all(struct conn *c, int *count)
 {
-	/* BMC passwords (in clear from an older version, or sealed), then webhook secrets: "w"
-	 * tells them apart. */
+	/* BMC passwords (in clear from an older version, or sealed), webhook secrets, then
+	 * rotations' pending BMC passwords: "w" tells them apart (0, 1, 2). */
 	struct stmt *s = STMT(c, "SELECT node_id, password, password_sealed, 0 FROM bmcs WHERE "
 	                         "password IS NOT NULL OR password_sealed IS NOT NULL UNION ALL "
 	                         "SELECT id, NULL, secret_sealed, 1 FROM webhooks WHERE "
-	                         "secret_sealed IS NOT NULL");
+	                         "secret_sealed IS NOT NULL UNION ALL SELECT node_id, NULL, "
+	                         "password_pending_sealed, 2 FROM bmcs WHERE "
+	                         "password_pending_sealed IS NOT NULL");
 	json_t *rows = json_array(), *row;
 	enum rp_err e = RP_ERR_INTERNAL;
 	size_t i;
@@ -100,8 +104,8 @@ reseal_all(struct conn *c, int *count)
 		if (sql_type(s, 2) != SQL_NULL) {
 			char node[32];
 
-			snprintf(node, sizeof node, "%s #%lld", sql_int(s, 3) ? "webhook" : "node",
-			         (long long)sql_int(s, 0));
+			snprintf(node, sizeof node, "%s #%lld",
+			         sql_int(s, 3) == 1 ? "webhook" : "node", (long long)sql_int(s, 0));
 			if ((plain = store_unseal(c, sql_text(s, 2), node)) == NULL) {
 				sql_reset(s);
 				e = RP_ERR_CONFLICT;
@@ -117,9 +121,9 @@ reseal_all(struct conn *c, int *count)
 			e = RP_ERR_CONFLICT;
 			goto out;
 		}
-		if (json_array_append_new(rows, json_pack("{s:I, s:o, s:b}", "id",
+		if (json_array_append_new(rows, json_pack("{s:I, s:o, s:I}", "id",
 		                                          (json_int_t)sql_int(s, 0), "pw", plain,
-		                                          "w", (int)sql_int(s, 3))) < 0) {
+		                                          "w", (json_int_t)sql_int(s, 3))) < 0) {
 			sql_reset(s);
 			e = RP_ERR_INTERNAL;
 			goto out;
@@ -134,9 +138,16 @@ reseal_all(struct conn *c, int *count)
 		if ((e = store_seal(c, json_string_value(json_object_get(row, "pw")), &sealed)) !=
 		    RP_ERR_OK)
 			goto out;
-		if (json_is_true(json_object_get(row, "w")))
+		json_int_t w = json_integer_value(json_object_get(row, "w"));
+
+		if (w == 1)
 			s = STMT_ARGS(c, "UPDATE webhooks SET secret_sealed = ?2 WHERE id = ?1",
 			              json_integer_value(json_object_get(row, "id")));
+		else if (w == 2)
+			s = STMT_ARGS(
+			        c,
+			        "UPDATE bmcs SET password_pending_sealed = ?2 WHERE node_id = ?1",
+			        json_integer_value(json_object_get(row, "id")));
 		else
 			s = STMT_ARGS(c,
 			              "UPDATE bmcs SET password_sealed = ?2, password = NULL WHERE "

@@ -860,6 +860,48 @@ enum rp_err rp_store_jobs_finish(struct rp_store *st, const char *owner, json_t 
 enum rp_err rp_store_bmc_workarounds_detected(struct rp_store *st, const char *node,
                                               const char *address, unsigned port, json_t *names);
 
+/* ---- BMC credentials ------------------------------------------------------------------ */
+
+/* A rotation's default new password: 20 characters, symbols included (a class's
+ * bmc_credentials policy may say otherwise). */
+#define RP_BMC_PASSWORD_LENGTH 20
+
+/* The node's pending BMC password (a rotation stores it, sealed, before sending it), opened:
+ * *out a new buffer of *len bytes and a NUL, released with rp_secrets_plain_free (it wipes).
+ * RP_ERR_NOT_FOUND when none is pending or there is no such node; RP_ERR_INTERNAL when it
+ * cannot be opened (logged). node: UUID or name. */
+enum rp_err rp_store_bmc_pending_get(struct rp_store *st, const char *node, char **out,
+                                     size_t *len);
+
+/* Store password (non-empty) as the node's pending BMC password, sealed, replacing a pending
+ * one, with a bmc.password_pending event (no secret in it), in one transaction: a rotation
+ * calls it before it sends the password. RP_ERR_CONFLICT: the node has no BMC or no username;
+ * RP_ERR_BAD_REQUEST: an empty password. */
+enum rp_err rp_store_bmc_pending_set(struct rp_store *st, const char *node, const char *password,
+                                     const char *actor);
+
+/* End a rotation in one transaction. promote 1: the pending password (proved to work) becomes
+ * the node's BMC password, password_rotated_at is now, the BMC's fault state is cleared, event
+ * bmc.credentials_rotated; promote 0: the pending one is dropped (the stored one works, or the
+ * BMC refused the new one), event bmc.password_dropped. why (may be NULL) ends the event's
+ * summary. The sealed text moves as it is. RP_ERR_NOT_FOUND when nothing is pending. */
+enum rp_err rp_store_bmc_pending_settle(struct rp_store *st, const char *node, int promote,
+                                        const char *actor, const char *why);
+
+/* The rotation policy of the node's class, its node_class's bmc_credentials over the defaults:
+ * *out a new object {length (8..64, default RP_BMC_PASSWORD_LENGTH), symbols (default true),
+ * rotate_on_enroll (default false)}. */
+enum rp_err rp_store_bmc_password_policy(struct rp_store *st, const char *node, json_t **out);
+
+/* Queue a credential rotation job ({type bmc_rotate, params, mutating}) for node in one
+ * transaction, as rp_store_job_create does; with password (an admin's explicit one, not
+ * NULL), it is stored as pending in the same transaction (the job sets that one instead of a
+ * generated one). RP_ERR_CONFLICT with *detail: no BMC or username, a rotation of the node
+ * queued or running, or (with password) a pending password an interrupted rotation left,
+ * which a rotation without one settles first; and as rp_store_job_create (maintenance). */
+enum rp_err rp_store_bmc_rotate(struct rp_store *st, const char *node, const char *password,
+                                json_t *job, const char *actor, json_t **out, json_t **detail);
+
 /* ---- Agents --------------------------------------------------------------------------- */
 
 /* Bootstrap token objects: id, node (name, or null: any machine may register with it),
@@ -1119,6 +1161,10 @@ enum rp_err rp_store_provision(struct rp_store *st, const char *key, const char 
  * job is "". RP_ERR_INVALID_STATE when nothing runs. */
 enum rp_err rp_store_provision_abort(struct rp_store *st, const char *key, const char *actor,
                                      char *job, size_t joblen, json_t **detail);
+
+/* *newer 1 when a job of the same type for the same node was queued after job_id (a later
+ * identify request takes over the light), else 0. */
+enum rp_err rp_store_job_superseded(struct rp_store *st, int64_t job_id, int *newer);
 
 /* Record the phase a multi-phase job reached (durably, with the time). */
 enum rp_err rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *phase);

@@ -627,3 +627,33 @@ rp_secrets_rotate_abort(struct rp_secrets *s, char *why, size_t whylen)
 	s->rotating = 0;
 	return rc;
 }
+
+int
+rp_password_generate(char *out, size_t len, int symbols)
+{
+	static const char *const sets[] = {"ABCDEFGHJKLMNPQRSTUVWXYZ", "abcdefghijkmnopqrstuvwxyz",
+	                                   "23456789", "_.@%+=:,-"};
+	size_t nsets = symbols ? 4 : 3, i, j;
+	char all[96] = "";
+
+	if (len < 8 || len > 64)
+		return -1;
+	for (i = 0; i < nsets; i++)
+		strcat(all, sets[i]);
+	/* One of each set first, the rest from all of them, then shuffled (Fisher-Yates with
+	 * libsodium's unbiased randombytes_uniform). */
+	for (i = 0; i < len; i++) {
+		const char *from = i < nsets ? sets[i] : all;
+
+		out[i] = from[randombytes_uniform((uint32_t)strlen(from))];
+	}
+	for (i = len - 1; i > 0; i--) {
+		char t = out[i];
+
+		j = randombytes_uniform((uint32_t)i + 1);
+		out[i] = out[j];
+		out[j] = t;
+	}
+	out[len] = '\0';
+	return 0;
+}

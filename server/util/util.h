@@ -169,6 +169,13 @@ int rp_secrets_open(const struct rp_secrets *s, const char *sealed, char **plain
  * Accepts NULL. */
 void rp_secrets_plain_free(char *plain, size_t len);
 
+/* A new random password of len characters (8 to 64) into out (len + 1 bytes): letters and
+ * digits, and with symbols one of "_.@%+=:,-" too (characters no BMC, shell or ipmitool
+ * quoting trips over); it always holds an upper case letter, a lower case letter, a digit
+ * and (with symbols) a symbol, as BMCs with complexity rules ask. 0, or -1 for a len out of
+ * range (out untouched). */
+int rp_password_generate(char *out, size_t len, int symbols);
+
 /* 1 when s starts with the sealed prefix "rpsec1:" (tells sealed values from legacy
  * plaintext rows; says nothing about whether it opens), else 0. Accepts NULL. */
 int rp_secrets_is_sealed(const char *s);

@@ -715,6 +715,31 @@ has out "^revoked token $VID" "token revoke"
 rp 1 --token "$VIEWER" node list
 has err '^rackpilot: UNAUTHORIZED: ' "a revoked token"
 
+# ---- the BMC's upkeep (docs/bmc.md) on a fake BMC: identify, BMC reset, credential rotation
+rp 0 identify pw1 --wait
+has out '^result: .*"lit":true' "identify NODE: the light reads back on"
+rp 0 identify off pw1 --wait
+has out '^result: .*"lit":false' "identify off NODE"
+rp 0 identify pw1 --seconds 30
+has out '^job [0-9a-f-]+ queued: identify pw1$' "identify --seconds: the job line"
+rp 1 identify pw1 --seconds 0
+has err 'INVALID_FIELD' "identify --seconds 0: the server refuses it"
+rp 2 identify pw1 --seconds soon
+has err '\-\-seconds: expected an integer' "identify --seconds that is not a number"
+rp 0 bmc reset pw1 --wait
+has out 'succeeded' "bmc reset --wait follows the job"
+rp 1 bmc rotate pw1
+has err "^rackpilot: CONFLICT: .*no username to rotate" "bmc rotate without a BMC user"
+rp 0 node update pw1 --bmc-user admin
+rp 0 bmc rotate pw1 --wait
+has out 'succeeded' "bmc rotate --wait"
+printf '{"password":"not-logged-anywhere-2"}' > "$W/rot.json"
+rp 0 bmc rotate pw1 --json "$W/rot.json" --wait
+has out 'succeeded' "bmc rotate --json: an admin's explicit password"
+rp 0 events --node pw1 --action bmc.
+has out ' bmc\.credentials_rotated +rackpilotd +BMC password rotated for pw1' \
+	"the rotation's event"
+
 # ---- configuration: flags > environment > file > default
 CFG="$W/xdg/rackpilot/config"
 mkdir -p "$W/xdg/rackpilot" "$W/home/.config/rackpilot"

@@ -86,6 +86,8 @@ DEFAULTS = {
     "drop_rate": 0.0,              # this fraction of requests: the connection closes, no answer, no effect
     "lose_next_answers": 0,        # the next N actions (what `actions` lists) take effect, then the
                                    # connection closes without an answer (a reply lost after the BMC acted)
+    "slow_next_answers": 0,        # the next N actions (the same set) take effect at once, and only their
+    "slow_answer_s": 5.0,          # answer is held back this long (a BMC that acted but answers slowly)
     "drop_sessions": False,        # true: every session is invalidated now (reads back false)
     "drop_sessions_after": 0,      # every session is invalidated once, N Redfish requests from now
     "drop_sessions_rate": 0.0,     # before each request, every session is invalidated at this rate
@@ -94,6 +96,16 @@ DEFAULTS = {
     "reboot_during_update_s": 0.0, # > 0: the first poll of an update task reboots the BMC: unreachable this
                                    # long, then back with the task Completed, new version, no sessions
     "clock_skew_s": 0.0,           # the BMC's clock (task StartTime/EndTime, Date header) is off by this
+    # Accounts, the identify LED and the manager's own reset.
+    "password_min": 8,             # AccountService.MinPasswordLength: a shorter new Password gets 400
+    "password_max": 20,            # AccountService.MaxPasswordLength: a longer new Password gets 400
+    "password_charset": "any",     # any, or alnum: a new Password of anything but ASCII letters and digits gets 400
+    "password_change_required": False,  # DSP0266 "Password change required": 403 for everything but changing it
+                                   # (cleared by a successful password PATCH)
+    "drop_sessions_on_password": False,  # a password change ends every session of the account (OpenBMC)
+    "indicator": "location",       # identify LED: location (LocationIndicatorActive + IndicatorLED), legacy
+                                   # (IndicatorLED only, pre-2020 BMCs), none
+    "bmc_reset_s": 3.0,            # Manager.Reset: the BMC is unreachable this long after its 204
     "user": "admin",
     "password": "secret",
 }
@@ -165,6 +177,18 @@ MESSAGES = {  # key: (registry, severity, text with %1.. arguments, resolution)
                                        "Send $expand=*, . or ~, optionally with ($levels=1..6)."),
     "QueryNotSupported": ("Base", "Warning", "Querying is not supported by the implementation.",
                           "Remove the query parameters and resubmit the request."),
+    "PropertyValueFormatError": ("Base", "Warning", "The value '%1' for the property %2 is not a format that the "
+                                 "property can accept.", "Correct the value and resubmit the request."),
+    "PropertyValueIncorrect": ("Base", "Warning", "The property %1 with the requested value of '%2' could not be "
+                               "written because the value does not meet the constraints of the implementation.",
+                               "Send a value that meets the constraints."),
+    "PropertyValueConflict": ("Base", "Warning", "The property %1 could not be written because its value would "
+                              "conflict with the value of the %2 property.", "Send values that agree."),
+    "PasswordChangeRequired": ("Base", "Critical", "The password provided for this account must be changed before "
+                               "access is granted. PATCH the Password property for this account located at the "
+                               "target URI '%1' to complete this process.",
+                               "Change the password for this account using a PATCH to the Password property at "
+                               "the URI provided."),
 }
 
 # Links that link_origins can turn into absolute URLs: the service root's Links.Sessions and the
@@ -181,6 +205,11 @@ LINK_KINDS = ("sessions", "session_location", "push_uri", "task_monitor", "reset
 LOG_SEVERITIES = ("OK", "Warning", "Critical")
 RESET_TYPES = ["On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "ForceOn",
                "PushPowerButton", "PowerCycle", "Nmi"]
+MANAGER_RESET_TYPES = ["GracefulRestart", "ForceRestart"]
+LED_STATES = ("Lit", "Blinking", "Off")        # the deprecated IndicatorLED; LocationIndicatorActive = not Off
+LED_KEYS = ("IndicatorLED", "LocationIndicatorActive")
+INDICATOR_MODES = ("location", "legacy", "none")
+MASK = "******"                                # what error messages show for a password
 PROTOCOLS = ["CIFS", "FTP", "SFTP", "HTTP", "HTTPS", "NSF", "SCP", "TFTP", "OEM", "NFS"]
 
 
@@ -210,6 +239,14 @@ def message(key, *args, related=None):
 
 class Drop(Exception):
     """Close the connection without an answer."""
+
+
+class Hold(Exception):
+    """Send this response, but only after holding it back `seconds` (outside the BMC's lock)."""
+
+    def __init__(self, response, seconds):
+        super().__init__(seconds)
+        self.response, self.seconds = response, seconds
 
 
 class HttpError(Exception):
@@ -506,9 +543,19 @@ def builtin_tree():
         Name="Session Service", ServiceEnabled=True, SessionTimeout=1800,
         Sessions=ref(f"{ROOT}/SessionService/Sessions"))
     collection(f"{ROOT}/SessionService/Sessions", "#SessionCollection.SessionCollection", "Sessions", [])
+    accounts = f"{ROOT}/AccountService/Accounts"
     add(f"{ROOT}/AccountService", "#AccountService.v1_13_0.AccountService", Id="AccountService",
-        Name="Account Service", ServiceEnabled=True, MinPasswordLength=6, MaxPasswordLength=20,
-        AccountLockoutThreshold=0)
+        Name="Account Service", ServiceEnabled=True, MinPasswordLength=8, MaxPasswordLength=20,
+        AccountLockoutThreshold=0, Accounts=ref(accounts), Roles=ref(f"{ROOT}/AccountService/Roles"))
+    collection(accounts, "#ManagerAccountCollection.ManagerAccountCollection", "Accounts", [f"{accounts}/1"])
+    add(f"{accounts}/1", "#ManagerAccount.v1_10_0.ManagerAccount", Id="1", Name="User Account", UserName="",
+        Password=None, RoleId="Administrator", Enabled=True, Locked=False, PasswordChangeRequired=False,
+        AccountTypes=["Redfish"], Links={"Role": ref(f"{ROOT}/AccountService/Roles/Administrator")})
+    collection(f"{ROOT}/AccountService/Roles", "#RoleCollection.RoleCollection", "Roles",
+               [f"{ROOT}/AccountService/Roles/Administrator"])
+    add(f"{ROOT}/AccountService/Roles/Administrator", "#Role.v1_3_1.Role", Id="Administrator", Name="Administrator",
+        RoleId="Administrator", IsPredefined=True,
+        AssignedPrivileges=["Login", "ConfigureManager", "ConfigureUsers", "ConfigureSelf", "ConfigureComponents"])
 
     collection(f"{ROOT}/Systems", "#ComputerSystemCollection.ComputerSystemCollection", "Systems", [system])
     cpus = [f"{system}/Processors/CPU{n}" for n in range(2)]
@@ -516,7 +563,8 @@ def builtin_tree():
     nics = [f"{system}/EthernetInterfaces/NIC.Slot.1-{n}" for n in (1, 2)]
     add(system, "#ComputerSystem.v1_20_0.ComputerSystem", Id="System.Embedded.1", Name="System",
         SystemType="Physical", Manufacturer="Mockwell", Model="GX8-H100", SKU="GX8-8H100-2048",
-        SerialNumber="", UUID="", HostName="", PowerState="Off", Status=ok, BiosVersion="",
+        SerialNumber="", UUID="", HostName="", PowerState="Off", Status=ok, BiosVersion="", IndicatorLED="Off",
+        LocationIndicatorActive=False,
         Boot={"BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None",
               "BootSourceOverrideMode": "UEFI",
               "BootSourceOverrideTarget@Redfish.AllowableValues":
@@ -591,8 +639,8 @@ def builtin_tree():
             Links={"Chassis": ref(chassis)})
     collection(f"{ROOT}/Chassis", "#ChassisCollection.ChassisCollection", "Chassis", [chassis, gpu_board])
     add(chassis, "#Chassis.v1_23_0.Chassis", Id="Chassis.Embedded.1", Name="Chassis", ChassisType="RackMount",
-        Manufacturer="Mockwell", Model="GX8-H100", PowerState="Off", Status=ok,
-        **{key: ref(f"{chassis}/{key}") for key in SENSOR_LINKS},
+        Manufacturer="Mockwell", Model="GX8-H100", PowerState="Off", Status=ok, IndicatorLED="Off",
+        LocationIndicatorActive=False, **{key: ref(f"{chassis}/{key}") for key in SENSOR_LINKS},
         Links={"ComputerSystems": [ref(system)], "ManagedBy": [ref(manager)], "Contains": [ref(gpu_board)],
                "Drives": [ref(d) for d in BUILTIN_DRIVES]})
     add(gpu_board, "#Chassis.v1_23_0.Chassis", Id="GPU_Baseboard", Name="GPU Baseboard", ChassisType="Module",
@@ -603,7 +651,9 @@ def builtin_tree():
     collection(f"{ROOT}/Managers", "#ManagerCollection.ManagerCollection", "Managers", [manager])
     add(manager, "#Manager.v1_19_0.Manager", Id="BMC.Embedded.1", Name="BMC", ManagerType="BMC",
         FirmwareVersion="", UUID="", Status=ok, LogServices=ref(f"{manager}/LogServices"),
-        Links={"ManagerForServers": [ref(system)], "ManagerForChassis": [ref(chassis)]})
+        Links={"ManagerForServers": [ref(system)], "ManagerForChassis": [ref(chassis)]},
+        Actions={"#Manager.Reset": {"target": f"{manager}/Actions/Manager.Reset",
+                                    "ResetType@Redfish.AllowableValues": list(MANAGER_RESET_TYPES)}})
     # Event logs, empty at start: the host's SEL on the system, the BMC's own log on the manager.
     for owner, log_id, name, entry_type in ((system, "SEL", "System Event Log", "SEL"),
                                             (manager, "EventLog", "BMC Event Log", "Event")):
@@ -679,6 +729,27 @@ class Tree:
 
         self.sessions = root["Links"]["Sessions"]["@odata.id"]
         self.session_service = root.get("SessionService", {}).get("@odata.id")
+        # The manager's own reset, the mock's account (the first of the AccountService's Accounts) and the rack
+        # chassis (the system's first chassis, whose identify LED the system shares); added where a tree lacks them.
+        reset = docs[self.manager].setdefault("Actions", {}).setdefault("#Manager.Reset", {})
+        self.manager_reset = reset.setdefault("target", f"{self.manager}/Actions/Manager.Reset")
+        self.manager_reset_types = reset.setdefault("ResetType@Redfish.AllowableValues", list(MANAGER_RESET_TYPES))
+        self.account_service = root.setdefault("AccountService", ref(f"{ROOT}/AccountService"))["@odata.id"]
+        service = docs.setdefault(self.account_service, {
+            "@odata.id": self.account_service, "@odata.type": "#AccountService.v1_13_0.AccountService",
+            "Id": "AccountService", "Name": "Account Service", "ServiceEnabled": True})
+        self.accounts = service.setdefault("Accounts", ref(f"{self.account_service}/Accounts"))["@odata.id"]
+        listing = docs.setdefault(self.accounts, {
+            "@odata.id": self.accounts, "@odata.type": "#ManagerAccountCollection.ManagerAccountCollection",
+            "Name": "Accounts", "Members": []})
+        if not listing.get("Members"):
+            listing["Members"], listing["Members@odata.count"] = [ref(f"{self.accounts}/1")], 1
+        self.account = listing["Members"][0]["@odata.id"]
+        docs.setdefault(self.account, {"@odata.id": self.account, "@odata.type": "#ManagerAccount.v1_10_0.ManagerAccount",
+                                       "Id": self.account.rsplit("/", 1)[1], "Name": "User Account",
+                                       "AccountTypes": ["Redfish"]})
+        self.rack = self.chassis[0] if self.chassis and self.chassis[0] in docs else None
+        self.led_initial = system.get("IndicatorLED") if system.get("IndicatorLED") in LED_STATES else "Off"
         self.update = root["UpdateService"]["@odata.id"]
         update = docs[self.update]
         self.push_uri = update.setdefault("MultipartHttpPushUri", self.update + "/upload")
@@ -735,11 +806,13 @@ class Tree:
                       self.bios: ("bios",), self.settings: ("settings",), self.update: ("update",),
                       self.sessions: ("sessions",), self.tasks: ("tasks",),
                       self.registry_file: ("registry_file",),
+                      self.account_service: ("account_service",), self.account: ("account",),
                       **({self.session_service: ("session_service",)} if self.session_service in docs else {}),
                       **{c: ("chassis",) for c in self.chassis},
                       **{m["@odata.id"]: ("nic",) for m in nics},
                       **{uri: ("firmware", fid) for fid, uri in self.firmware.items()}}
-        self.post_targets = {u for u in (self.reset_target, self.simple_update, self.push_uri, self.reset_bios) if u}
+        self.post_targets = {u for u in (self.reset_target, self.simple_update, self.push_uri, self.reset_bios,
+                                         self.manager_reset) if u}
         self.post_targets |= set(self.clear_targets)
 
         # Sensors: the resources the system's chassis (and their drives) link, by group (SENSOR_LINKS; a
@@ -882,8 +955,8 @@ class Bmc:
         self.actions, self.requests, self.unavailable = [], 0, 0
         self.index, self.logins = index, 0
         self.rng = random.Random(f"0:{index}")
-        self.faults = {"503": 0, "429": 0, "dropped": 0, "lost_answers": 0, "sessions_dropped": 0,
-                       "unreachable_drops": 0}
+        self.faults = {"503": 0, "429": 0, "dropped": 0, "lost_answers": 0, "slow_answers": 0,
+                       "sessions_dropped": 0, "unreachable_drops": 0}
         self.down_until = 0.0          # monotonic time the BMC answers again (unreachable_s, reboots)
         self.rebooting = None          # the update task that completes while the BMC is down
         self.logs = {uri: copy.deepcopy(log["initial"]) for uri, log in tree.logs.items()}
@@ -892,6 +965,9 @@ class Bmc:
         self.sensor_cache = None       # sensor_tree of the current values, made again after a change
         self.log_next = {uri: 1 + max((int(e["Id"]) for e in entries if str(e.get("Id", "")).isdigit()), default=0)
                          for uri, entries in self.logs.items()}
+        self.password_changes = self.manager_resets = 0
+        self.manager_reset_at = self._now()   # the manager's LastResetTime: its start, then each Manager.Reset
+        self.led, self.led_changes, self.led_patches = tree.led_initial, 0, 0   # the identify LED (IndicatorLED)
 
     # -- entry points (called by the HTTP handler) --------------------------------------------
 
@@ -986,6 +1062,10 @@ class Bmc:
                     self.cfg["lose_next_answers"] -= 1
                     self.faults["lost_answers"] += 1
                     raise Drop()
+                if self.cfg["slow_next_answers"] > 0 and len(self.actions) > acted:
+                    self.cfg["slow_next_answers"] -= 1
+                    self.faults["slow_answers"] += 1
+                    raise Hold(response, self.cfg["slow_answer_s"])   # the handler waits, unlocked
                 return response
             except HttpError as e:
                 status, hdrs, doc = e.response()
@@ -1041,7 +1121,11 @@ class Bmc:
             "unavailable_requests": self.unavailable, "logins": self.logins, "faults": self.faults,
             "unreachable_for_s": round(self.down(), 3),
             "logs": {self.t.logs[uri]["id"]: len(entries) for uri, entries in self.logs.items()},
-            "sensors": {sid: v["reading"] for sid, v in self.sensors.items()}, "power_limit": self.limit})
+            "sensors": {sid: v["reading"] for sid, v in self.sensors.items()}, "power_limit": self.limit,
+            "password_changes": self.password_changes, "manager_resets": self.manager_resets,
+            "manager_last_reset": self.manager_reset_at,
+            "indicator": {"led": self.led, "active": self.led != "Off", "changes": self.led_changes,
+                          "patches": self.led_patches}})
 
     def _add_log_entry(self, spec):
         """POST /__mock/log {service?, severity?, message?, message_id?, created?}: append one entry to a
@@ -1100,7 +1184,21 @@ class Bmc:
             if (key == "extra_sensors" and value > 20000) or (key == "extra_chassis" and value > EXTRA_CHASSIS_MAX) \
                     or (key == "chassis_padding_kb" and value > 16384):
                 raise HttpError(400, message("PropertyValueOutOfRange", show(value), key))
+            if (key == "password_charset" and value not in ("any", "alnum")) or \
+                    (key == "indicator" and value not in INDICATOR_MODES):
+                raise HttpError(400, message("PropertyValueNotInList", show(value), key))
+            if key in ("password_min", "password_max") and \
+                    changes.get("password_min", self.cfg["password_min"]) > \
+                    changes.get("password_max", self.cfg["password_max"]):
+                raise HttpError(400, message("PropertyValueOutOfRange", show(value), key))
         self.cfg.update(changes)
+        t = self.t
+        if {"password_min", "password_max"} & set(changes):
+            self._touch(t.account_service)
+        if {"user", "password_change_required"} & set(changes):
+            self._touch(t.account)
+        if "indicator" in changes:
+            self._touch(t.system, t.rack)
         if "fault_seed" in changes:
             self.rng = random.Random(f"{changes['fault_seed']}:{self.index}")
         if changes.get("drop_sessions"):
@@ -1146,7 +1244,7 @@ class Bmc:
             return "POST"
         if self._sensor_hidden(path):
             return None
-        if path in (t.system, t.settings) or path in t.limit_paths:
+        if path in (t.system, t.settings, t.account, t.rack) or path in t.limit_paths:
             return "GET, HEAD, PATCH"
         return "GET, HEAD" if path in t.docs or self._task_for(path) else None
 
@@ -1161,13 +1259,14 @@ class Bmc:
         return HttpError(401, message("NoValidSession"), headers)
 
     def _authenticate(self, headers):
+        """The session the request carries, None for valid Basic credentials; else 401."""
         token = headers.get("X-Auth-Token")
         session = self.sessions.get(token) if token else None
         if session:
             session["uses"] += 1
             limit = self.cfg["session_expire_after"]
             if not limit or session["uses"] <= limit:
-                return
+                return session
             del self.sessions[token]
             self._touch(self.t.sessions)
         scheme, _, credentials = headers.get("Authorization", "").partition(" ")
@@ -1177,8 +1276,20 @@ class Bmc:
             except ValueError:
                 user = password = None
             if (user, password) == (self.cfg["user"], self.cfg["password"]):
-                return
+                return None
         raise self._unauthorized()
+
+    def _password_gate(self, session, method, path):
+        """DSP0266 "Password change required": while it is, only GET of the account, PATCH of it and the
+        DELETE of the own session pass; everything else gets 403 PasswordChangeRequired."""
+        t = self.t
+        if not self.cfg["password_change_required"]:
+            return
+        if path == t.account and method in ("GET", "HEAD", "PATCH"):
+            return
+        if session and method == "DELETE" and path == f"{t.sessions}/{session['id']}":
+            return
+        raise HttpError(403, message("PasswordChangeRequired", t.account))
 
     def _check_if_match(self, headers, uri, is_patch):
         value = headers.get("If-Match")
@@ -1200,7 +1311,7 @@ class Bmc:
             return self._get(path)
         if (method, path) == ("POST", t.sessions):
             return self._login(headers, body)
-        self._authenticate(headers)
+        self._password_gate(self._authenticate(headers), method, path)
         if method in ("GET", "HEAD"):
             broken = next((kind for prefix, kind in self.cfg["broken_paths"].items()
                            if path == prefix or path.startswith(prefix.rstrip("/") + "/")), None)
@@ -1233,7 +1344,9 @@ class Bmc:
             return self._push(headers, body)
         handler = {("PATCH", t.system): self._patch_system, ("PATCH", t.settings): self._patch_settings,
                    ("POST", t.reset_target): self._reset, ("POST", t.simple_update): self._simple_update,
-                   ("POST", t.reset_bios): self._reset_bios}.get((method, path))
+                   ("POST", t.reset_bios): self._reset_bios, ("POST", t.manager_reset): self._manager_reset,
+                   ("PATCH", t.account): self._patch_account, ("PATCH", t.rack): self._patch_rack,
+                   }.get((method, path))
         if handler is None and method == "PATCH" and self.limit and not self._sensor_hidden(path):
             handler = {t.limit_env: self._patch_limit_env, t.limit_power: self._patch_limit_power}.get(path)
         if handler is None and method == "POST" and path in t.clear_targets:
@@ -1241,7 +1354,7 @@ class Bmc:
         if handler is None:
             raise self._not_allowed(path)
         data = self._json(headers, body)
-        if path == t.reset_target and "ResetType" in data:
+        if path in (t.reset_target, t.manager_reset) and "ResetType" in data:
             self.actions[-1]["reset_type"] = data["ResetType"]
         if path == t.simple_update and isinstance(data, dict) and "ImageURI" in data:
             self.actions[-1]["image_uri"] = data["ImageURI"]
@@ -1358,14 +1471,26 @@ class Bmc:
         if not self.cfg["log_services"]:
             d.pop("LogServices", None)
         d["Boot"].update(self.boot)
+        self._show_led(d)
         d["BiosVersion"] = self.firmware.get(self.t.bios_fw, d.get("BiosVersion"))
         d["BootProgress"] = {**d.get("BootProgress", {}), "LastState": "OSRunning" if self.power == "On" else "None"}
         if self.last_reset:
             d["LastResetTime"] = d["BootProgress"]["LastStateTime"] = self.last_reset
         return d
 
+    def _show_led(self, d):
+        """The identify LED as the indicator knob shows it on the system and the rack chassis."""
+        d.pop("IndicatorLED", None)
+        d.pop("LocationIndicatorActive", None)
+        if self.cfg["indicator"] != "none":
+            d["IndicatorLED"] = self.led
+        if self.cfg["indicator"] == "location":
+            d["LocationIndicatorActive"] = self.led != "Off"
+
     def _render_chassis(self, d):
         d["PowerState"] = self.power
+        if d["@odata.id"] == self.t.rack:
+            self._show_led(d)
         offered = SHAPES[self.cfg["sensor_shapes"]]
         for key, group in SENSOR_LINKS.items():
             if key in d and group not in offered:
@@ -1439,7 +1564,8 @@ class Bmc:
                 "ChassisType": "Module", "Oem": {"Padding": [{}] * (self.cfg["chassis_padding_kb"] * 1024 // 4)}}
 
     def _render_manager(self, d):
-        d.update(FirmwareVersion=self.firmware[self.t.bmc_fw], UUID=self.service_uuid)
+        d.update(FirmwareVersion=self.firmware[self.t.bmc_fw], UUID=self.service_uuid,
+                 LastResetTime=self.manager_reset_at)
         if not self.cfg["log_services"]:
             d.pop("LogServices", None)
         return d
@@ -1497,6 +1623,19 @@ class Bmc:
                 d[key] = self.mac_prefix + d[key][8:]
         return d
 
+    def _render_account_service(self, d):
+        d.update(MinPasswordLength=self.cfg["password_min"], MaxPasswordLength=self.cfg["password_max"])
+        return d
+
+    def _render_account(self, d):
+        d.update(UserName=self.cfg["user"], Password=None, RoleId="Administrator", Enabled=True, Locked=False,
+                 PasswordChangeRequired=self.cfg["password_change_required"])
+        actions = d.get("Actions", {})
+        actions.pop("#ManagerAccount.ChangePassword", None)   # not served: the password is PATCHed
+        if "Actions" in d and not actions:
+            d.pop("Actions")
+        return d
+
     def _render_sessions(self, d):
         d["Members"] = [ref(f"{self.t.sessions}/{s['id']}") for s in self.sessions.values()]
         d["Members@odata.count"] = len(d["Members"])
@@ -1526,6 +1665,8 @@ class Bmc:
         session = self.sessions[token] = {"id": secrets.token_hex(8), "user": creds["UserName"], "uses": 0}
         self._touch(self.t.sessions)
         doc = self._session_doc(session)
+        if self.cfg["password_change_required"]:
+            doc["@Message.ExtendedInfo"] = [message("PasswordChangeRequired", self.t.account)]
         return 201, {"X-Auth-Token": token, "Location": self._link("session_location", doc["@odata.id"])}, doc
 
     def _logout(self, path):
@@ -1623,7 +1764,10 @@ class Bmc:
         def unwritable(key, container, rel):
             return message("PropertyNotWritable" if key in container else "PropertyUnknown", key, related=rel)
 
-        errors = [unwritable(k, doc, "/" + k) for k in body if k != "Boot" and not k.startswith("@")]
+        errors = [unwritable(k, doc, "/" + k) for k in body
+                  if k != "Boot" and k not in LED_KEYS and not k.startswith("@")]
+        led_errors, led = self._check_led(body)
+        errors += led_errors
         boot = body.get("Boot", {})
         if not isinstance(boot, dict):
             errors.append(message("PropertyValueTypeError", show(boot), "Boot", related="/Boot"))
@@ -1638,14 +1782,119 @@ class Bmc:
                 errors.append(message("PropertyValueNotInList", value, key, related=rel))
         if errors:
             raise HttpError(400, errors)
-        if not boot:
+        if not boot and led is None:
             raise HttpError(400, message("NoOperation"))
+        if led is not None:
+            self._set_led(led)
+        if not boot:
+            return self._get(t.system)
         self.boot.update(boot)
         self._touch(t.system)
         if self.cfg["quirk_legacy"]:     # answers like a Supermicro: 200 + Success, Mode silently Legacy
             self.boot["BootSourceOverrideMode"] = "Legacy"
             return 200, {}, {"@Message.ExtendedInfo": [message("Success")]}
         return self._get(t.system)
+
+    # -- identify LED -------------------------------------------------------------------------
+
+    def _check_led(self, body):
+        """(error messages, the IndicatorLED value to set or None) for the LED properties of a PATCH body.
+        LocationIndicatorActive true turns an Off LED Blinking and leaves a lit one as it is; false turns it Off."""
+        mode, errors, wanted = self.cfg["indicator"], [], []
+        for key in LED_KEYS:
+            if key not in body:
+                continue
+            value, rel = body[key], "/" + key
+            if mode == "none" or (mode == "legacy" and key == "LocationIndicatorActive"):
+                errors.append(message("PropertyUnknown", key, related=rel))
+            elif key == "IndicatorLED" and not isinstance(value, str):
+                errors.append(message("PropertyValueTypeError", show(value), key, related=rel))
+            elif key == "IndicatorLED" and value not in LED_STATES:
+                errors.append(message("PropertyValueNotInList", value, key, related=rel))
+            elif key == "LocationIndicatorActive" and not isinstance(value, bool):
+                errors.append(message("PropertyValueTypeError", show(value), key, related=rel))
+            elif key == "IndicatorLED":
+                wanted.append(value)
+            else:
+                wanted.append(("Blinking" if self.led == "Off" else self.led) if value else "Off")
+        if not errors and len(wanted) == 2 and (wanted[0] == "Off") != (wanted[1] == "Off"):
+            errors.append(message("PropertyValueConflict", "LocationIndicatorActive", "IndicatorLED",
+                                  related="/LocationIndicatorActive"))
+        return errors, (wanted[0] if wanted else None)   # IndicatorLED, the more precise, first
+
+    def _set_led(self, led):
+        self.led_patches += 1
+        if led != self.led:
+            self.led = led
+            self.led_changes += 1
+            self._touch(self.t.system, self.t.rack)
+
+    def _patch_rack(self, body):
+        """PATCH of the rack chassis: its identify LED only (the system's, the same LED)."""
+        doc = self.t.docs[self.t.rack]
+        errors = [message("PropertyNotWritable" if k in doc else "PropertyUnknown", k, related="/" + k)
+                  for k in body if k not in LED_KEYS and not k.startswith("@")]
+        led_errors, led = self._check_led(body)
+        errors += led_errors
+        if errors:
+            raise HttpError(400, errors)
+        if led is None:
+            raise HttpError(400, message("NoOperation"))
+        self._set_led(led)
+        return self._get(self.t.rack)
+
+    # -- the account and the manager ------------------------------------------------------------
+
+    def _password_error(self, password):
+        """The 400 message for a new password the policy refuses (it never shows the password), or None."""
+        low, high, rel = self.cfg["password_min"], self.cfg["password_max"], "/Password"
+        if not isinstance(password, str):
+            return message("PropertyValueTypeError", MASK, "Password", related=rel)
+        if not low <= len(password) <= high:
+            msg = message("PropertyValueFormatError", MASK, "Password", related=rel)
+            msg["Message"] += f" The password must be {low} to {high} characters."
+            return msg
+        if self.cfg["password_charset"] == "alnum" and not re.fullmatch(r"[A-Za-z0-9]*", password):
+            msg = message("PropertyValueIncorrect", "Password", MASK, related=rel)
+            msg["Message"] += " The password may contain letters and digits only."
+            return msg
+        return None
+
+    def _patch_account(self, body):
+        """PATCH of the mock's account: {"Password": new} only. Any error rejects it and changes nothing."""
+        t, doc = self.t, self._get(self.t.account)[2]
+        errors = [message("PropertyNotWritable" if k in doc else "PropertyUnknown", k, related="/" + k)
+                  for k in body if k != "Password" and not k.startswith("@")]
+        if "Password" in body:
+            errors.append(self._password_error(body["Password"]))
+        errors = [e for e in errors if e]
+        if errors:
+            raise HttpError(400, errors)
+        if "Password" not in body:
+            raise HttpError(400, message("NoOperation"))
+        self.cfg.update(password=body["Password"], password_change_required=False)
+        self.password_changes += 1
+        self._touch(t.account)
+        if self.cfg["drop_sessions_on_password"]:
+            for token in [k for k, s in self.sessions.items() if s["user"] == self.cfg["user"]]:
+                del self.sessions[token]
+            self._touch(t.sessions)
+        return self._get(t.account)
+
+    def _manager_reset(self, body):
+        """Manager.Reset: 204, then the BMC is unreachable for bmc_reset_s (as unreachable_mode says) and comes
+        back without sessions; the host's power is untouched."""
+        act, reset_type = "Manager.Reset", body.get("ResetType")
+        if reset_type is None:
+            raise HttpError(400, message("ActionParameterMissing", act, "ResetType"))
+        if reset_type not in self.t.manager_reset_types:
+            raise HttpError(400, message("ActionParameterValueNotInList", show(reset_type), "ResetType", act))
+        self.manager_resets += 1
+        self.manager_reset_at = self._now()
+        self.sessions.clear()
+        self._touch(self.t.manager, self.t.sessions)
+        self.down_until = max(self.down_until, time.monotonic() + self.cfg["bmc_reset_s"])
+        return 204, {"Connection": "close"}, None
 
     # -- BIOS ---------------------------------------------------------------------------------
 
@@ -2013,6 +2262,9 @@ class Handler(BaseHTTPRequestHandler):
         except Drop:           # an injected fault: no answer at all
             self.close_connection = True
             return
+        except Hold as hold:   # an injected fault: the change is made, the answer comes late
+            time.sleep(hold.seconds)   # this connection's own thread; the BMC's lock is free
+            response = hold.response
         except Exception:      # a bug in the mock: report it to the client and on stderr
             traceback.print_exc()
             response = HttpError(500, message("InternalError")).response()

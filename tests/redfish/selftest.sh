@@ -706,6 +706,44 @@ mock GET state
 check "d['faults']['lost_answers'] == 1 and [a['reset_type'] for a in d['actions']] == ['On'] and d['actions'][0]['status'] == 204" \
     "the lost answer's reset was carried out"
 post "$RESET" '{"ResetType":"ForceOff"}'; expect 204 "the next answer is not lost"
+# Slow answers: the change is made at once, only the answer comes slow_answer_s later.
+mock POST config '{"slow_answer_s": -1}'; expect 400 "slow_answer_s below 0"
+mock POST config '{"slow_next_answers": 0.5}'; expect 400 "slow_next_answers not an integer"
+config '{"slow_next_answers": 1, "slow_answer_s": 2}'
+check 'd["slow_next_answers"] == 1 and d["slow_answer_s"] == 2' "slow_next_answers set"
+curl -sS -o "$T/slowbody" -w '%{http_code} %{time_total}' -X PATCH "${AUTH[@]}" "${JSON[@]}" \
+    -d '{"Boot":{"BootSourceOverrideTarget":"Pxe","BootSourceOverrideEnabled":"Once"}}' "$B$SYS" >"$T/slow" 2>&1 &
+SLOW=$!
+sleep 0.5
+HELD_AT=$(date +%s%N)
+mock GET state; expect 200 "slow answer: the control API answers while it is held"
+check 'd["boot"]["target"] == "Pxe" and d["boot"]["enabled"] == "Once" and d["faults"]["slow_answers"] == 1' \
+    "slow answer: the PATCH took effect before its answer"
+mock GET config; check 'd["slow_next_answers"] == 0' "slow_next_answers counts down"
+get "$SYS"; expect 200 "slow answer: the BMC answers its other requests meanwhile"
+req GET "http://127.0.0.1:$((PB + 51))$SYS" "${AUTH[@]}"; expect 200 "slow answer: another BMC answers meanwhile"
+CHECKS=$((CHECKS + 1))
+[ $(( ($(date +%s%N) - HELD_AT) / 1000000 )) -lt 1200 ] || fail "slow answer: requests waited for the held answer"
+CHECKS=$((CHECKS + 1))
+kill -0 "$SLOW" 2>/dev/null && [ ! -s "$T/slow" ] || fail "slow answer: the PATCH answered early: $(cat "$T/slow")"
+wait "$SLOW"
+read -r SLOW_CODE SLOW_TIME <"$T/slow"
+truth "$SLOW_CODE" 200 "slow answer: the PATCH answers 200 in the end"
+python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 2 else 1)' "$SLOW_TIME" || fail "slow answer after $SLOW_TIME s"
+CHECKS=$((CHECKS + 1))
+python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["Boot"]["BootSourceOverrideTarget"] == "Pxe" else 1)' \
+    "$T/slowbody" || fail "slow answer: body $(head -c 300 "$T/slowbody")"
+CHECKS=$((CHECKS + 1))
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"Hdd"}}'; expect 200 "the next answer is not slow"
+config '{"slow_next_answers": 1, "slow_answer_s": 2}'
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"Cd"}}' --max-time 1; expect 000 "slow answer: the client gives up"
+mock GET state; check 'd["boot"]["target"] == "Cd" and d["faults"]["slow_answers"] == 2' "slow answer: the change stays made"
+mock GET config; check 'd["slow_next_answers"] == 0' "slow_next_answers back to 0"
+sleep 1.3
+get "$SYS"; expect 200 "slow answer: the BMC answers after the abandoned hold"
+check 'd["Boot"]["BootSourceOverrideTarget"] == "Cd"' "slow answer: still applied"
+CHECKS=$((CHECKS + 1))
+! grep -q Traceback "$T/faults.err" || fail "slow answer: the mock crashed: $(cat "$T/faults.err")"
 # Sessions.
 login secret; expect 201 "login"
 req GET "$B$SYS" -H "X-Auth-Token: $TOKEN"; expect 200 "token works"
@@ -765,6 +803,213 @@ sys.exit(0 if all(7195 <= b <= 7200 + 600 for b in behind) and d["TaskState"] ==
 PY
 CHECKS=$((CHECKS + 1))
 config '{"clock_skew_s": 0}'
+
+# ---------------------------------------------------------------------------------------------
+section "accounts and passwords"
+start accounts $((PB + 70)) --count 2
+B=http://127.0.0.1:$((PB + 70))
+B1=http://127.0.0.1:$((PB + 71))
+ACCTS=/redfish/v1/AccountService/Accounts
+ACCT=$ACCTS/1
+config '{"power_delay_s": 0}'
+get /redfish/v1/AccountService
+check "d['Accounts']['@odata.id'] == '$ACCTS' and d['MinPasswordLength'] == 8 and d['MaxPasswordLength'] == 20" \
+    "AccountService: Accounts and the password policy"
+get "$ACCTS"; check "d['Members'] == [{'@odata.id': '$ACCT'}] and d['Members@odata.count'] == 1" "Accounts lists account 1"
+get "$ACCT"
+check 'd["Id"] == "1" and d["UserName"] == "admin" and d["RoleId"] == "Administrator" and d["Enabled"] is True and d["Locked"] is False' \
+    "account 1 is the mock's user"
+check '"Password" in d and d["Password"] is None and d["PasswordChangeRequired"] is False' "Password null, no change required"
+grep -q secret "$T/body" && fail "the account shows the password"
+ETAG=$(header ETag)
+post "$ACCTS" '{"UserName":"ops","Password":"Operator123","RoleId":"Operator"}'; expect 405 "no new accounts"
+login secret; expect 201 "login before the change"; OLDTOKEN=$TOKEN
+patch "$ACCT" '{"Password":"Rackpilot2024"}' -H 'If-Match: "stale"'; expect 412 "password PATCH with a stale If-Match"
+config '{"require_if_match": true}'
+patch "$ACCT" '{"Password":"Rackpilot2024"}'; expect 428 "password PATCH without If-Match in strict mode"
+config '{"require_if_match": false}'
+patch "$ACCT" '{"Password":"short1"}' -H "If-Match: $ETAG"; expect 400 "password too short"
+msgid PropertyValueFormatError "password too short"
+check '"must be 8 to 20 characters" in d["error"]["@Message.ExtendedInfo"][0]["Message"] and d["error"]["@Message.ExtendedInfo"][0]["MessageArgs"] == ["******", "Password"]' \
+    "the length limit stated, the password masked"
+check 'd["error"]["@Message.ExtendedInfo"][0]["RelatedProperties"] == ["/Password"]' "RelatedProperties of Password"
+grep -q short1 "$T/body" && fail "a refused password is echoed"
+patch "$ACCT" '{"Password":"Waytoolongpassword12345"}'; expect 400 "password too long"; msgid PropertyValueFormatError "too long"
+grep -q Waytoolong "$T/body" && fail "a too long password is echoed"
+patch "$ACCT" '{"Password":12345678}'; expect 400 "password not a string"; msgid PropertyValueTypeError "password not a string"
+grep -q 12345678 "$T/body" && fail "a password of the wrong type is echoed"
+patch "$ACCT" '{"Password":"Rackpilot2024","UserName":"root"}'; expect 400 "UserName is not writable"
+msgid PropertyNotWritable "UserName"
+patch "$ACCT" '{}'; expect 400 "empty account PATCH"; msgid NoOperation "empty account PATCH"
+mock GET state; check 'd["password_changes"] == 0' "refused PATCHes changed nothing"
+get "$SYS"; expect 200 "the old password still works"
+patch "$ACCT" '{"Password":"Rackpilot2024"}' -H "If-Match: $ETAG"; expect 200 "password PATCH"
+check 'd["Password"] is None and d["UserName"] == "admin"' "the answer is the account, Password null"
+[ "$(header ETag)" != "$ETAG" ] || fail "account ETag unchanged by a password change"
+grep -q Rackpilot2024 "$T/body" && fail "the new password is echoed"
+get "$SYS"; expect 401 "Basic with the old password"
+login secret; expect 401 "login with the old password"
+AUTH=(-u admin:Rackpilot2024)
+get "$SYS"; expect 200 "Basic with the new password"
+login Rackpilot2024; expect 201 "login with the new password"; NEWTOKEN=$TOKEN
+req GET "$B$SYS" -H "X-Auth-Token: $OLDTOKEN"; expect 200 "an existing session stays valid by default"
+mock GET state; check 'd["password_changes"] == 1 and d["sessions"] == 2' "one password change counted"
+mock GET config; check 'd["password"] == "Rackpilot2024"' "config shows the BMC's password"
+req GET "$B1$SYS" -u admin:secret; expect 200 "BMC 1 keeps its own password"
+config '{"drop_sessions_on_password": true}'
+req PATCH "$B$ACCT" -H "X-Auth-Token: $NEWTOKEN" "${JSON[@]}" -d '{"Password":"Rackpilot2025"}'
+expect 200 "password PATCH with a session, drop_sessions_on_password"
+req GET "$B$SYS" -H "X-Auth-Token: $NEWTOKEN"; expect 401 "drop_sessions_on_password: the changing session is gone"
+req GET "$B$SYS" -H "X-Auth-Token: $OLDTOKEN"; expect 401 "drop_sessions_on_password: every session is gone"
+AUTH=(-u admin:Rackpilot2025)
+mock GET state; check 'd["password_changes"] == 2 and d["sessions"] == 0' "second change counted, no sessions"
+config '{"drop_sessions_on_password": false}'
+# The policy.
+config '{"password_min": 10, "password_max": 16, "password_charset": "alnum"}'
+get /redfish/v1/AccountService; check 'd["MinPasswordLength"] == 10 and d["MaxPasswordLength"] == 16' "policy knobs shown"
+patch "$ACCT" '{"Password":"Abc1234567890xyz9"}'; expect 400 "17 characters over 16"
+check '"must be 10 to 16 characters" in d["error"]["message"]' "the new limit stated"
+patch "$ACCT" '{"Password":"Rack-pilot#2026"}'; expect 400 "a symbol under alnum"; msgid PropertyValueIncorrect "symbol under alnum"
+check '"letters and digits only" in d["error"]["@Message.ExtendedInfo"][0]["Message"] and d["error"]["@Message.ExtendedInfo"][0]["MessageArgs"] == ["Password", "******"]' \
+    "the charset stated, the password masked"
+grep -q 'pilot#' "$T/body" && fail "a refused password is echoed (charset)"
+mock GET config; check 'd["password"] == "Rackpilot2025"' "refused policy PATCHes changed nothing"
+patch "$ACCT" '{"Password":"Rackpilot2026"}'; expect 200 "a password within the policy"
+AUTH=(-u admin:Rackpilot2026)
+mock POST config '{"password_charset": "symbols"}'; expect 400 "unknown password_charset"
+mock POST config '{"password_min": 17}'; expect 400 "password_min over password_max"
+mock POST config '{"password_max": 8, "password_min": 4}'; expect 200 "min and max changed together"
+config '{"password_min": 8, "password_max": 20, "password_charset": "any"}'
+patch "$ACCT" '{"Password":"R@ck-pilot 2026!"}'; expect 200 "symbols under any"
+AUTH=(-u 'admin:R@ck-pilot 2026!')
+get "$SYS"; expect 200 "Basic with a password of symbols"
+
+section "password change required"
+config '{"password_change_required": true}'
+get "$ACCT"; expect 200 "GET of the account"; check 'd["PasswordChangeRequired"] is True' "the account says so"
+get "$SYS"; expect 403 "Basic: other resources refused"; msgid PasswordChangeRequired "Basic while a change is required"
+check "'$ACCT' in d['error']['@Message.ExtendedInfo'][0]['Message'] and d['error']['@Message.ExtendedInfo'][0]['MessageArgs'] == ['$ACCT']" \
+    "the message names the account"
+get /redfish/v1/AccountService; expect 403 "AccountService refused"
+req GET "$B/redfish/v1/"; expect 200 "the service root needs no authentication"
+login 'R@ck-pilot 2026!'; expect 201 "login succeeds"
+check 'd["@Message.ExtendedInfo"][0]["MessageId"].endswith(".PasswordChangeRequired")' "login body carries PasswordChangeRequired"
+PCRTOKEN=$TOKEN PCRLOC=$(header Location)
+req GET "$B$SYS" -H "X-Auth-Token: $PCRTOKEN"; expect 403 "session: GET refused"; msgid PasswordChangeRequired "session GET"
+req PATCH "$B$SYS" -H "X-Auth-Token: $PCRTOKEN" "${JSON[@]}" -d '{"Boot":{"BootSourceOverrideTarget":"Pxe"}}'
+expect 403 "session: PATCH refused"
+req POST "$B$RESET" -H "X-Auth-Token: $PCRTOKEN" "${JSON[@]}" -d '{"ResetType":"On"}'; expect 403 "session: action refused"
+mock GET state; check 'd["power"] == "Off" and d["actions"][-1]["path"] == "'"$ACCT"'"' "refused requests did nothing"
+req HEAD "$B$ACCT" -I -H "X-Auth-Token: $PCRTOKEN"; expect 200 "session: HEAD of the account"
+login 'R@ck-pilot 2026!'; OTHERTOKEN=$TOKEN OTHERLOC=$(header Location)
+req DELETE "$B$PCRLOC" -H "X-Auth-Token: $OTHERTOKEN"; expect 403 "DELETE of another session refused"
+req DELETE "$B$OTHERLOC" -H "X-Auth-Token: $OTHERTOKEN"; expect 204 "DELETE of the own session"
+req PATCH "$B$ACCT" -H "X-Auth-Token: $PCRTOKEN" "${JSON[@]}" -d '{"Password":"tiny"}'; expect 400 "the policy still applies"
+req PATCH "$B$ACCT" -H "X-Auth-Token: $PCRTOKEN" "${JSON[@]}" -d '{"Password":"Changed2027"}'; expect 200 "the password PATCH"
+check 'd["PasswordChangeRequired"] is False' "the change clears it"
+mock GET config; check 'd["password_change_required"] is False and d["password"] == "Changed2027"' "the knob reads back false"
+req GET "$B$SYS" -H "X-Auth-Token: $PCRTOKEN"; expect 200 "the session is free after the change"
+config '{"password": "secret"}'
+AUTH=(-u admin:secret)
+get "$SYS"; expect 200 "the password knob restores secret"
+login secret; check '"@Message.ExtendedInfo" not in d' "a login without a required change has no message"
+
+section "identify LED"
+RACK=/redfish/v1/Chassis/Chassis.Embedded.1
+get "$SYS"; check 'd["LocationIndicatorActive"] is False and d["IndicatorLED"] == "Off"' "system: LED off"
+ETAG=$(header ETag)
+get "$RACK"; check 'd["LocationIndicatorActive"] is False and d["IndicatorLED"] == "Off"' "rack chassis: LED off"
+RETAG=$(header ETag)
+get /redfish/v1/Chassis/GPU_Baseboard; check '"IndicatorLED" not in d and "LocationIndicatorActive" not in d' "GPU baseboard: no LED"
+patch "$SYS" '{"LocationIndicatorActive":true}' -H "If-Match: $ETAG"; expect 200 "PATCH LocationIndicatorActive true"
+check 'd["LocationIndicatorActive"] is True and d["IndicatorLED"] == "Blinking"' "on: IndicatorLED Blinking"
+[ "$(header ETag)" != "$ETAG" ] || fail "system ETag unchanged by the LED"
+get "$RACK"; check 'd["LocationIndicatorActive"] is True and d["IndicatorLED"] == "Blinking"' "the chassis shows the same LED"
+[ "$(header ETag)" != "$RETAG" ] || fail "chassis ETag unchanged by the LED"
+patch "$RACK" '{"IndicatorLED":"Lit"}' -H "If-Match: $RETAG"; expect 412 "chassis PATCH with a stale If-Match"
+patch "$RACK" '{"IndicatorLED":"Lit"}'; expect 200 "PATCH the chassis IndicatorLED Lit"
+check 'd["IndicatorLED"] == "Lit" and d["LocationIndicatorActive"] is True' "Lit: active"
+patch "$RACK" '{"LocationIndicatorActive":true}'; expect 200 "LocationIndicatorActive true when lit"
+check 'd["IndicatorLED"] == "Lit"' "a lit LED stays Lit"
+patch "$SYS" '{"IndicatorLED":"Off"}'; expect 200 "PATCH IndicatorLED Off"
+check 'd["LocationIndicatorActive"] is False' "Off: not active"
+patch "$SYS" '{"LocationIndicatorActive":"yes"}'; expect 400 "LocationIndicatorActive not a bool"
+msgid PropertyValueTypeError "LocationIndicatorActive not a bool"
+patch "$SYS" '{"IndicatorLED":"Flashing"}'; expect 400 "unknown IndicatorLED"; msgid PropertyValueNotInList "IndicatorLED Flashing"
+patch "$SYS" '{"IndicatorLED":"Off","LocationIndicatorActive":true}'; expect 400 "conflicting LED properties"
+msgid PropertyValueConflict "IndicatorLED Off with LocationIndicatorActive true"
+patch "$RACK" '{"ChassisType":"Blade","IndicatorLED":"Lit"}'; expect 400 "chassis PATCH with a read-only property"
+msgid PropertyNotWritable "ChassisType"
+patch "$RACK" '{}'; expect 400 "empty chassis PATCH"
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"Pxe"},"IndicatorLED":"Blinking","LocationIndicatorActive":true}'
+expect 200 "Boot and LED in one PATCH"
+check 'd["Boot"]["BootSourceOverrideTarget"] == "Pxe" and d["IndicatorLED"] == "Blinking"' "both applied"
+mock GET state
+check 'd["indicator"] == {"led": "Blinking", "active": True, "changes": 4, "patches": 5}' "state: the LED and its changes"
+config '{"indicator": "legacy"}'
+get "$SYS"; check '"LocationIndicatorActive" not in d and d["IndicatorLED"] == "Blinking"' "legacy: IndicatorLED only"
+get "$RACK"; check '"LocationIndicatorActive" not in d and d["IndicatorLED"] == "Blinking"' "legacy: the chassis too"
+patch "$SYS" '{"LocationIndicatorActive":false}'; expect 400 "legacy: LocationIndicatorActive refused"
+msgid PropertyUnknown "legacy LocationIndicatorActive"
+patch "$RACK" '{"IndicatorLED":"Off"}'; expect 200 "legacy: IndicatorLED PATCH"
+config '{"indicator": "none"}'
+get "$SYS"; check '"LocationIndicatorActive" not in d and "IndicatorLED" not in d' "none: no LED"
+get "$RACK"; check '"LocationIndicatorActive" not in d and "IndicatorLED" not in d' "none: nor on the chassis"
+patch "$SYS" '{"IndicatorLED":"Lit"}'; expect 400 "none: IndicatorLED refused"; msgid PropertyUnknown "none IndicatorLED"
+patch "$RACK" '{"LocationIndicatorActive":true}'; expect 400 "none: LocationIndicatorActive refused"
+mock POST config '{"indicator": "blinkenlights"}'; expect 400 "unknown indicator mode"
+config '{"indicator": "location"}'
+mock GET state; check 'd["indicator"] == {"led": "Off", "active": False, "changes": 5, "patches": 6}' "refused PATCHes left the LED alone"
+patch "$SYS" '{"Boot":{"BootSourceOverrideTarget":"None"}}'
+
+section "manager reset"
+MGR=/redfish/v1/Managers/BMC.Embedded.1
+get "$MGR"
+check "d['Actions']['#Manager.Reset'] == {'target': '$MGR/Actions/Manager.Reset', 'ResetType@Redfish.AllowableValues': ['GracefulRestart', 'ForceRestart']}" \
+    "Manager.Reset offered"
+MRESET=$(val 'd["Actions"]["#Manager.Reset"]["target"]')
+LRT=$(val 'd["LastResetTime"]')
+post "$MRESET" '{"ResetType":"On"}'; expect 400 "manager ResetType On"; msgid ActionParameterValueNotInList "manager ResetType On"
+post "$MRESET" '{}'; expect 400 "manager reset without ResetType"; msgid ActionParameterMissing "manager reset without ResetType"
+post "$MRESET" '{"ResetType":"ForceRestart"}' -H 'If-Match: "stale"'; expect 412 "manager reset with a stale If-Match"
+get "$MRESET"; expect 405 "GET of the manager reset"
+reset On
+login secret; MTOKEN=$TOKEN
+mock GET state; check 'd["manager_resets"] == 0 and d["power"] == "On"' "no manager reset yet"
+config '{"bmc_reset_s": 1.5}'
+sleep 1   # LastResetTime has a resolution of seconds
+post "$MRESET" '{"ResetType":"GracefulRestart"}'; expect 204 "Manager.Reset GracefulRestart"
+truth "$(header Connection)" close "the 204 closes the connection"
+sleep 0.2
+get /redfish/v1/; expect 000 "the resetting BMC does not answer"
+case "$(cat "$T/curlerr")" in *"onnect"*) ;; *) fail "manager reset, refuse: $(cat "$T/curlerr")" ;; esac
+CHECKS=$((CHECKS + 1))
+mock GET state; expect 000 "nor does its control API (refuse)"
+req GET "$B1$SYS" -u admin:secret; expect 200 "the other BMC answers during the reset"
+sleep 1.7
+get /redfish/v1/; expect 200 "back after bmc_reset_s"
+req GET "$B$SYS" -H "X-Auth-Token: $MTOKEN"; expect 401 "the sessions are gone"
+get "$SYS"; check 'd["PowerState"] == "On"' "the host kept its power"
+get "$MGR"; check "d['LastResetTime'] != '$LRT'" "LastResetTime updated"
+LRT=$(val 'd["LastResetTime"]')
+mock GET state
+check 'd["manager_resets"] == 1 and d["power"] == "On" and d["sessions"] == 0 and len(d["boots"]) == 1' "one manager reset counted"
+check "d['manager_last_reset'] == '$LRT'" "state shows the LastResetTime"
+check '[a.get("reset_type") for a in d["actions"] if a["path"].endswith("Manager.Reset")] == ["On", None, "ForceRestart", "GracefulRestart"]' \
+    "manager resets in the action log"
+config '{"bmc_reset_s": 0}'
+post "$MRESET" '{"ResetType":"ForceRestart"}'; expect 204 "Manager.Reset with bmc_reset_s 0"
+get /redfish/v1/; expect 200 "bmc_reset_s 0: answers at once"
+config '{"bmc_reset_s": 1, "unreachable_mode": "drop"}'
+post "$MRESET" '{"ResetType":"ForceRestart"}'; expect 204 "Manager.Reset (drop mode)"
+get /redfish/v1/; expect 000 "drop mode: no answer"
+mock GET state; expect 200 "drop mode: the control API answers"
+check 'd["manager_resets"] == 3 and d["unreachable_for_s"] > 0' "drop mode: counted, unreachable_for_s"
+sleep 1.1
+get /redfish/v1/; expect 200 "back after the drop-mode reset"
+config '{"unreachable_mode": "refuse", "bmc_reset_s": 3}'
+mock POST config '{"bmc_reset_s": -1}'; expect 400 "negative bmc_reset_s"
+req GET "$B1/__mock/state"; check 'd["manager_resets"] == 0 and d["password_changes"] == 0' "BMC 1 untouched"
 
 # ---------------------------------------------------------------------------------------------
 section "TLS"
@@ -862,6 +1107,21 @@ patch "$C1/EnvironmentMetrics" '{"PowerLimitWatts":{"SetPoint":1200}}' -H "If-Ma
 patch "$C1/EnvironmentMetrics" '{"PowerLimitWatts":{"SetPoint":600}}' -H "If-Match: $ETAG"; expect 200 "tree: limit PATCH"
 config '{"sensor_shapes": "both"}'
 get "$C1/Power"; check 'd["PowerControl"][0]["PowerLimit"]["LimitInWatts"] == 600' "tree: Power shows the new limit"
+get /redfish/v1/AccountService/Accounts/1
+check 'd["UserName"] == "admin" and d["Password"] is None and d["PasswordChangeRequired"] is False and "Actions" not in d' \
+    "tree: account 1 is the mock's user"
+get /redfish/v1/AccountService; check 'd["MinPasswordLength"] == 8 and d["MaxPasswordLength"] == 20' "tree: the password policy"
+patch /redfish/v1/AccountService/Accounts/1 '{"Password":"Contoso2024"}'; expect 200 "tree: password PATCH"
+req GET "$B$SYS" -u admin:Contoso2024; expect 200 "tree: the new password"
+config '{"password": "secret"}'
+patch "$C1" '{"LocationIndicatorActive":true}'; expect 200 "tree: chassis LED PATCH"
+get "$SYS"; check 'd["IndicatorLED"] == "Blinking" and d["LocationIndicatorActive"] is True' "tree: the system shows the chassis' LED"
+get /redfish/v1/Managers/BMC
+check 'd["Actions"]["#Manager.Reset"]["ResetType@Redfish.AllowableValues"] == ["ForceRestart", "GracefulRestart"] and d["LastResetTime"]' \
+    "tree: Manager.Reset as published"
+config '{"bmc_reset_s": 0}'
+post /redfish/v1/Managers/BMC/Actions/Manager.Reset '{"ResetType":"GracefulRestart"}'; expect 204 "tree: Manager.Reset"
+mock GET state; check 'd["manager_resets"] == 1 and d["power"] == "On"' "tree: manager reset counted"
 
 section "--tree public-tower"
 start tower $((PB + 40)) --tree "$MOCKUPS/public-tower" --serial-prefix TWR

@@ -1955,7 +1955,10 @@ test_node_lists_migration(void **state)
 	rp_store_free(f->st);
 	f->st = NULL;
 	snprintf(cmd, sizeof cmd,
-	         "sqlite3 %s \"DROP TABLE power_caps; DROP TABLE power_admissions; ALTER TABLE "
+	         "sqlite3 %s \"ALTER TABLE bmcs DROP COLUMN password_pending_sealed; ALTER TABLE "
+	         "bmcs DROP COLUMN password_pending_at; ALTER TABLE bmcs DROP COLUMN "
+	         "password_rotated_at; ALTER TABLE node_classes DROP COLUMN bmc_credentials; "
+	         "DROP TABLE power_caps; DROP TABLE power_admissions; ALTER TABLE "
 	         "racks DROP COLUMN power_cap; DROP TABLE rack_power_history; DROP TABLE "
 	         "rack_power; DROP TABLE "
 	         "sensor_history; DROP TABLE sensors; DROP TABLE sensor_reads; ALTER TABLE racks "
