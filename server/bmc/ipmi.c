@@ -2213,9 +2213,13 @@ ipmi_password_set(struct rp_bmc *b, const char *password, struct rp_bmc_err *err
 	                                             : IPMI_PASSWORD_SIZE_16_BYTES,
 	            IPMI_PASSWORD_OPERATION_SET_PASSWORD, password, (unsigned)n, rs) < 0) {
 		cmd_error(h, rs, IPMI_NET_FN_APP_RQ, "set user password", err);
-		if (err->kind == RP_BMC_REJECTED && n > IPMI_1_5_MAX_PASSWORD_LENGTH) {
+		/* A BMC that takes only 16-byte passwords refuses the 20-byte form, as an invalid
+		 * request or an invalid data length (which libfreeipmi calls unsupported). */
+		if ((err->kind == RP_BMC_REJECTED || err->kind == RP_BMC_UNSUPPORTED) &&
+		    n > IPMI_1_5_MAX_PASSWORD_LENGTH) {
 			size_t len = strlen(err->msg);
 
+			err->kind = RP_BMC_REJECTED;
 			snprintf(err->msg + len, sizeof err->msg - len,
 			         " (a %zu-character password: the BMC may take at most %d)", n,
 			         IPMI_1_5_MAX_PASSWORD_LENGTH);

@@ -15,8 +15,11 @@
 #
 # Environment
 #   BASE_PORT=19001        UDP port of bmc1
-#   BMC_USER=admin         user name (user 2, privilege ADMINISTRATOR), same character set
-#   BMC_PASSWORD=password  password, 1-16 characters from [A-Za-z0-9_.@%+=:,-]
+#   BMC_USER=admin         user name (user 2, privilege ADMINISTRATOR), 1-15 characters, same set
+#   BMC_PASSWORD=password  password, characters from [A-Za-z0-9_.@%+=:,-]: 1-19 (lan.conf takes no
+#                          more), 1-20 with MC_PLUGIN=1 (it comes from statedir/password), 1-16 with
+#                          BMC_PASSWORD_MAX=16. A restarted BMC keeps the password a client set
+#                          (README "User passwords")
 #   BMC_INITIAL_POWER=0    power state written into a new statedir
 #   SHARED_PER_PROC=100    BMCs per ipmi_sim process in shared mode (1-110)
 #   CHASSIS_PLUGIN=1       build chassis_plugin.c into RUNDIR/chassis_plugin.so (cc, libopenipmi-dev)
@@ -30,6 +33,18 @@
 #   BMC_SENSOR_POLL_MS=1000  how often ipmi_sim re-reads each sensor file (100-60000)
 #   DCMI=1                 build dcmi_plugin.c into RUNDIR/dcmi_plugin.so (cc, libopenipmi-dev) and load
 #                          it: DCMI power reading and power limit, sdr_reads, sensor-add
+#   MC_PLUGIN=1            build mc_plugin.c into RUNDIR/mc_plugin.so (cc, libopenipmi-dev) and load
+#                          it: Set User Password done right (16/20 bytes, test password, written to
+#                          disk at once, statedir/password), BMC Cold Reset (an outage of
+#                          reset_outage seconds, counted in statedir/resets), and fixes of ipmi_sim
+#                          bugs that break libfreeipmi/libipmiconsole (Chassis Identify reply, SOL)
+#   BMC_PASSWORD_MAX=20    16: BMCs take 16-byte passwords only (Set User Password with the 20-byte
+#                          flag answers 0xC7); 20: both sizes (MC_PLUGIN; statedir/password_max)
+#   BMC_RESET_OUTAGE=3     seconds a BMC stays silent after a Cold Reset (MC_PLUGIN; per BMC:
+#                          statedir/reset_outage)
+#   SOL=1                  Serial over LAN: every BMC's serial port is a pty, statedir/serial, that a
+#                          test reads (keys typed into the SOL console) and writes (host output shown
+#                          on the console). One socat per BMC; implies MC_PLUGIN=1. Needs socat.
 #
 # Sensors: one SPEC a line, fields separated by blanks, "-" for a threshold the sensor lacks:
 #   KEY NUM TYPE READING ENTITY INSTANCE UNIT M B LNR LC LNC UNC UC UNR VALUE NAME...
@@ -54,7 +69,10 @@
 #   bmcN/         statedir: power, boot, ops.log, fail, delay (see chassis_ctl.sh), fru.bin,
 #                 bootflags (plug-in only); sensors/KEY, sensors.conf; mc (its IPMB address);
 #                 DCMI=1: power_watts, power_limit, power_limit_range, no_dcmi, sdr_reads, emu.cmds
-#                 (see dcmi_plugin.c); procs mode also lan.conf, bmc.emu, sim/, sim.log
+#                 (see dcmi_plugin.c); identify (last Chassis Identify: "SECS FORCE");
+#                 MC_PLUGIN=1: password, password_max, resets, reset_outage (see mc_plugin.c);
+#                 SOL=1: serial (the test's end of the serial port), ttySOL<port> (ipmi_sim's end),
+#                 socat.log; procs mode also lan.conf, bmc.emu, sim/, sim.log
 #   simK/         shared mode: lan.conf, bmcs.emu, chassis.map, sim/, sim.log of process K
 set -eu
 
@@ -72,6 +90,10 @@ BMC_SEL=${BMC_SEL:-}
 BMC_SENSORS=${BMC_SENSORS:-1}
 BMC_SENSOR_POLL_MS=${BMC_SENSOR_POLL_MS:-1000}
 DCMI=${DCMI:-0}
+MC_PLUGIN=${MC_PLUGIN:-0}
+SOL=${SOL:-0}
+BMC_PASSWORD_MAX=${BMC_PASSWORD_MAX:-20}
+BMC_RESET_OUTAGE=${BMC_RESET_OUTAGE:-3}
 HOST=127.0.0.1
 
 # The sensors of every simulated BMC (format above): an 8-GPU node's usual suspects. Thresholds in
@@ -240,12 +262,12 @@ alive() {
     [ "$_st" != Z ] && [ "$_st" != X ]
 }
 
-# true if $1 is a live ipmi_sim whose command line contains RUNDIR $2
+# true if $1 is a live ipmi_sim (or, SOL=1, socat) whose command line contains RUNDIR $2
 ours() {
     alive "$1" || return 1
     _cmd=$(tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null) || return 1
     case $_cmd in
-    *ipmi_sim\ *"$2/"*) return 0 ;;
+    *ipmi_sim\ *"$2/"*|socat\ *"$2/"*) return 0 ;;
     *) return 1 ;;
     esac
 }
@@ -299,6 +321,8 @@ lan_block() {   # $1 = IPMB address, $2 = port, $3 = guid hex, $4 = statedir
         "    guid $3" "  endlan"
     # run through /bin/sh so that a lost executable bit does not matter (same cost: one sh either way)
     [ "$CHASSIS_PLUGIN" = 1 ] || printf '%s\n' "  chassis_control \"/bin/sh $CTL $4\""
+    # the serial port behind SOL: ipmi_sim opens the pty (a tty: termios, no RTS/CTS lines)
+    [ "$SOL" != 1 ] || printf '%s\n' "  sol \"$4/ttySOL$2\" 115200 nortscts"
     printf '%s\n\n' "  user 2 true \"$BMC_USER\" \"$BMC_PASSWORD\" admin 10 $_auth"
 }
 
@@ -491,14 +515,49 @@ prepare_bmc() {
     [ -f "$st/boot" ] || echo none > "$st/boot"
     [ -f "$st/ops.log" ] || : > "$st/ops.log"
     [ "$DCMI" != 1 ] || [ -f "$st/power_watts" ] || echo 350 > "$st/power_watts"
+    [ "$MC_PLUGIN" != 1 ] || [ -f "$st/password" ] || echo "$BMC_PASSWORD" > "$st/password"
     make_fru "$1" "$st/fru.bin"
     make_guid "$1"
 }
 
 spawn() {   # $1 = name, $2 = lan.conf, $3 = emu file, $4 = ipmi_sim state dir, $5 = log
     mkdir -p "$4"
-    "$IPMI_SIM" -c "$2" -f "$3" -s "$4" -n < /dev/null > "$5" 2>&1 &
+    [ -z "$sol_links" ] || wait_sol_links
+    BMC_PASSWORD_MAX=$BMC_PASSWORD_MAX BMC_RESET_OUTAGE=$BMC_RESET_OUTAGE \
+        "$IPMI_SIM" -c "$2" -f "$3" -s "$4" -n < /dev/null > "$5" 2>&1 &
     echo "$! $1" >> "$RUN/pids"
+}
+
+# SOL=1: the serial port of the BMC with statedir $1 and port $2 (name $3) is a pair of ptys that a
+# socat joins: ipmi_sim opens $1/ttySOL$2 (lan.conf `sol`), the test $1/serial. socat keeps both
+# slaves open itself, so a test may open and close `serial` as often as it likes.
+sol_links=
+start_sol() {
+    rm -f "$1/serial" "$1/ttySOL$2"
+    # ipmi_sim takes the UUCP lock /var/lock/LCK..<device basename> (hence the port in the name).
+    # One left by a killed ipmi_sim costs the next start 1 s, or, if its pid is in use again by
+    # another program, the serial port: remove it unless a live ipmi_sim holds it.
+    _lck=/var/lock/LCK..ttySOL$2
+    if [ -f "$_lck" ]; then
+        _lpid=
+        read -r _lpid _ < "$_lck" 2>/dev/null || :
+        if ! { is_uint "$_lpid" && alive "$_lpid" && grep -q ipmi_sim "/proc/$_lpid/cmdline" 2>/dev/null; }; then
+            rm -f "$_lck"
+        fi
+    fi
+    socat PTY,link="$1/ttySOL$2",rawer PTY,link="$1/serial",rawer < /dev/null > "$1/socat.log" 2>&1 &
+    echo "$! sol-$3" >> "$RUN/pids"
+    sol_links="$sol_links $1/ttySOL$2 $1/serial"
+}
+wait_sol_links() {   # before ipmi_sim opens them
+    _deadline=$(($(date +%s) + BMCSIM_START_TIMEOUT))
+    for _l in $sol_links; do
+        while [ ! -L "$_l" ]; do
+            [ "$(date +%s)" -lt "$_deadline" ] || die "socat did not create $_l"
+            sleep 0.01
+        done
+    done
+    sol_links=
 }
 
 wait_bound() {  # every "127.0.0.1:port" in $RUN/.ports bound, every recorded pid alive
@@ -532,13 +591,25 @@ start() {
     case $BMC_SENSORS in 0|1) ;; *) die "BMC_SENSORS must be 0 or 1" ;; esac
     in_range "$BMC_SENSOR_POLL_MS" 100 60000 || die "BMC_SENSOR_POLL_MS must be 100..60000"
     case $DCMI in 0|1) ;; *) die "DCMI must be 0 or 1" ;; esac
+    case $MC_PLUGIN in 0|1) ;; *) die "MC_PLUGIN must be 0 or 1" ;; esac
+    case $SOL in 0|1) ;; *) die "SOL must be 0 or 1" ;; esac
+    [ "$SOL" != 1 ] || MC_PLUGIN=1     # ipmi_sim crashes on libipmiconsole's SOL set-up without it
+    case $BMC_PASSWORD_MAX in 16|20) ;; *) die "BMC_PASSWORD_MAX must be 16 or 20" ;; esac
+    case $BMC_RESET_OUTAGE in ''|.|*[!0-9.]*|*.*.*) die "BMC_RESET_OUTAGE must be seconds (e.g. 3 or 0.5)" ;; esac
     case $mode in procs|shared) ;; *) die "MODE must be procs or shared" ;; esac
     case $BMC_INITIAL_POWER in 0|1) ;; *) die "BMC_INITIAL_POWER must be 0 or 1" ;; esac
     case $BMC_USER$BMC_PASSWORD in *[!A-Za-z0-9_.@%+=:,-]*) die "BMC_USER/BMC_PASSWORD: use [A-Za-z0-9_.@%+=:,-] only" ;; esac
-    in_range ${#BMC_PASSWORD} 1 16 || die "BMC_PASSWORD must be 1-16 characters"
-    in_range ${#BMC_USER} 1 16 || die "BMC_USER must be 1-16 characters"
+    # lan.conf strings hold one byte less than the field (ipmi_sim NUL-terminates them): a user
+    # name of 16 characters would silently lose its last one, a password of 20 too (MC_PLUGIN=1
+    # sets it whole from statedir/password)
+    _pwmax=19
+    [ "$MC_PLUGIN" != 1 ] || _pwmax=$BMC_PASSWORD_MAX
+    [ "$BMC_PASSWORD_MAX" != 16 ] || _pwmax=16
+    in_range ${#BMC_PASSWORD} 1 "$_pwmax" || die "BMC_PASSWORD must be 1-$_pwmax characters here"
+    in_range ${#BMC_USER} 1 15 || die "BMC_USER must be 1-15 characters"
     command -v "$IPMI_SIM" > /dev/null || die "$IPMI_SIM not found (apt-get install openipmi)"
     command -v ss > /dev/null || die "ss not found (apt-get install iproute2)"
+    [ "$SOL" != 1 ] || command -v socat > /dev/null || die "SOL=1 needs socat (apt-get install socat)"
 
     mkdir -p "$RUN"
     RUN=$(CDPATH='' cd -- "$RUN" && pwd)
@@ -578,6 +649,10 @@ start() {
         ${CC:-cc} -O2 -Wall -fPIC -shared -o "$RUN/dcmi_plugin.so" "$HERE/dcmi_plugin.c" ||
             die "cannot build dcmi_plugin.so (needs cc and libopenipmi-dev)"
     fi
+    if [ "$MC_PLUGIN" = 1 ]; then
+        ${CC:-cc} -O2 -Wall -fPIC -shared -o "$RUN/mc_plugin.so" "$HERE/mc_plugin.c" ||
+            die "cannot build mc_plugin.so (needs cc and libopenipmi-dev)"
+    fi
     [ "$BMC_SENSORS" != 1 ] || parse_table
 
     fru_locator_sdr
@@ -589,12 +664,14 @@ start() {
     group=0
     while [ $i -le "$count" ]; do
         prepare_bmc $i
+        [ "$SOL" != 1 ] || start_sol "$st" "$port" "bmc$i"
         if [ "$mode" = procs ]; then
             {
                 echo "name \"bmc$i\""
                 lan_block 0x20 "$port" "$guid_hex" "$st"
                 [ "$CHASSIS_PLUGIN" != 1 ] || echo "loadlib \"$RUN/chassis_plugin.so\" \"$st\""
                 [ "$DCMI" != 1 ] || echo "loadlib \"$RUN/dcmi_plugin.so\" \"$st\""
+                [ "$MC_PLUGIN" != 1 ] || echo "loadlib \"$RUN/mc_plugin.so\" \"$st\""
             } > "$st/lan.conf"
             {
                 echo "mc_setbmc 0x20"
@@ -628,6 +705,8 @@ start() {
                     echo "loadlib \"$RUN/dcmi_plugin.so\" \"$gd/chassis.map\"" >> "$gd/lan.conf"
                     echo "rp_emu_ready" >> "$gd/bmcs.emu"
                 fi
+                [ "$MC_PLUGIN" != 1 ] ||
+                    echo "loadlib \"$RUN/mc_plugin.so\" \"$gd/chassis.map\"" >> "$gd/lan.conf"
                 spawn "sim$group" "$gd/lan.conf" "$gd/bmcs.emu" "$gd/sim" "$gd/sim.log"
             fi
         fi
@@ -654,6 +733,8 @@ start() {
     _extras=
     [ "$CHASSIS_PLUGIN" != 1 ] || _extras="$_extras, plug-in"
     [ "$DCMI" != 1 ] || _extras="$_extras, DCMI"
+    [ "$MC_PLUGIN" != 1 ] || _extras="$_extras, mc plug-in"
+    [ "$SOL" != 1 ] || _extras="$_extras, SOL"
     [ "$BMC_SENSORS" = 1 ] || _extras="$_extras, no sensors"
     echo "bmcsim.sh: $count BMC(s) [$mode$_extras] on $HOST:$BASE_PORT-$((BASE_PORT + count - 1)); see $RUN/bmcs.tsv"
 }

@@ -20,6 +20,8 @@
 #   boot     none|pxe|default|cdrom|bios   ("default" is the IPMI "force boot from hard drive")
 #   ops.log  one line per successful set: "set power 1", "set reset 1", "set shutdown 1",
 #            "set boot pxe", "set identify 15 0"
+#   identify the last Chassis Identify: "<interval seconds> <force 0|1>" (ipmi_sim sends 15 when
+#            the request has no data byte, force 0 when it has no second byte; 0 = identify off)
 # Fault injection (create or remove while the BMC runs):
 #   fail     exists        -> every chassis request fails (completion code 0xFF), nothing logged
 #   delay    "<seconds>"   -> sleep that long before answering (blocks the whole ipmi_sim process)
@@ -96,7 +98,7 @@ set)
             *) echo "unsupported boot device: $value"; exit 1 ;;
             esac
             ;;
-        identify) ;;
+        identify) echo "$value" > "$dir/identify" ;;
         *)
             echo "unknown parameter: $name"
             exit 1

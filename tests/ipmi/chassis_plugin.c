@@ -8,6 +8,7 @@
  *   <statedir>/power      "0" / "1"
  *   <statedir>/boot       none|pxe|default|cdrom|bios, or devN for other boot device selectors
  *   <statedir>/ops.log    "set power 1", "set reset 1", "set shutdown 1", "set boot pxe", ...
+ *   <statedir>/identify   the last Chassis Identify, "<interval> <force>" (also in ops.log)
  *   <statedir>/fail       exists -> every chassis request answers completion code 0xFF
  *   <statedir>/delay      "<seconds>" -> sleep before answering (blocks the whole process)
  *
@@ -17,6 +18,11 @@
  *   <statedir>/bootflags  "e0 04 00 00 00" (hex, as sent by the client)
  * and returned unchanged by Get System Boot Options; `boot` and ops.log are updated as above.
  * Parameters 0-4, 6 and 7 are accepted and remembered in memory only.
+ *
+ * It also fixes ipmi_sim 2.0.33's Chassis Identify reply (cmd 0x04): the handler never sets the
+ * response length, so completion code 0x00 goes out with ~35 bytes of stack garbage; ipmitool
+ * ignores them, libfreeipmi rejects the reply, retransmits and fails ("session timeout"). Here the
+ * reply is the completion code alone (mc_plugin.c does the same for the chassis_ctl.sh mode).
  *
  * Build (Debian: libopenipmi-dev), done by bmcsim.sh when CHASSIS_PLUGIN=1:
  *   cc -O2 -Wall -fPIC -shared -o chassis_plugin.so chassis_plugin.c
@@ -38,6 +44,7 @@
 #include <OpenIPMI/mcserv.h>
 
 #define CHASSIS_NETFN     0x00
+#define CMD_IDENTIFY      0x04
 #define CMD_SET_BOOT_OPTS 0x08
 #define CMD_GET_BOOT_OPTS 0x09
 #define CC_OK             0x00
@@ -58,6 +65,10 @@ struct bmc {
 static sys_data_t *g_sys;
 static char *g_options;
 static struct bmc *g_bmcs[IPMI_MAX_MCS];
+
+/* ipmi_sim's chassis handler table: exported by the binary (nm -D ipmi_sim), in no header. */
+extern cmd_handler_f chassis_netfn_handlers[] __attribute__((weak));
+static cmd_handler_f orig_identify;
 
 static const char *const dev_names[16] = {
         [0] = "none", [1] = "pxe", [2] = "default", [5] = "cdrom", [6] = "bios",
@@ -199,6 +210,7 @@ chassis_set(lmc_data_t *mc, int op, unsigned char *val, void *cb_data)
 		return 0;
 	case CHASSIS_CONTROL_IDENTIFY:
 		snprintf(buf, sizeof(buf), "%u %u", val[0], val[1]);
+		write_file(b, "identify", buf, 0);
 		oplog(b, "identify", buf);
 		return 0;
 	case CHASSIS_CONTROL_BOOT_INFO_ACK:
@@ -346,6 +358,14 @@ get_boot_options(lmc_data_t *mc, msg_t *msg, unsigned char *rdata, unsigned int 
 	*rdata_len = 3 + len;
 }
 
+static void
+chassis_identify(lmc_data_t *mc, msg_t *msg, unsigned char *rdata, unsigned int *rdata_len,
+                 void *cb_data)
+{
+	orig_identify(mc, msg, rdata, rdata_len, cb_data);
+	*rdata_len = 1; /* ipmi_sim leaves it at the buffer size on success */
+}
+
 /* ---- module entry points ---------------------------------------------------------------- */
 
 /* Looked up with dlsym() by ipmi_sim (lanserv config.c); declared here for -Wmissing-prototypes. */
@@ -441,5 +461,7 @@ ipmi_sim_module_post_init(sys_data_t *sys)
 	}
 	ipmi_emu_register_cmd_handler(CHASSIS_NETFN, CMD_SET_BOOT_OPTS, set_boot_options, NULL);
 	ipmi_emu_register_cmd_handler(CHASSIS_NETFN, CMD_GET_BOOT_OPTS, get_boot_options, NULL);
+	if (chassis_netfn_handlers && (orig_identify = chassis_netfn_handlers[CMD_IDENTIFY]))
+		ipmi_emu_register_cmd_handler(CHASSIS_NETFN, CMD_IDENTIFY, chassis_identify, NULL);
 	return 0;
 }

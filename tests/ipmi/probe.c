@@ -14,6 +14,11 @@
  *   guid                        Get System GUID: guid=<RFC 4122 text> raw=<wire bytes>
  *   fru                         product/board fields of FRU device 0
  *   loop N                      N x Get Chassis Status on one session; prints median/max ms
+ *   raw NETFN CMD [BYTE...]     one request (hex or decimal bytes) on the session; prints
+ *                               "cc=0xNN data=.." (exit 0 whatever the completion code)
+ *   watch N MS                  N x Get Device ID on ONE session, MS ms apart; one line each:
+ *                               "t=<ms since open> ok" or "t=.. errnum=E (<message>)". Once the
+ *                               session is dead every later query fails too. Exit 3 if any failed.
  *
  * env PROBE_TIMEOUTS="session_ms retrans_ms" (default "5000 500"), PROBE_NO_WORKAROUND=1.
  * Exit: 0 ok, 1 usage, 2 session open failed, 3 command failed.
@@ -272,6 +277,57 @@ out:
 }
 
 static int
+raw(int argc, char **argv)
+{
+	uint8_t rq[256], rs[256];
+	unsigned int n = 0;
+	int i, len;
+	unsigned long netfn = strtoul(argv[0], NULL, 0);
+
+	for (i = 1; i < argc && n < sizeof(rq); i++)
+		rq[n++] = (uint8_t)strtoul(argv[i], NULL, 0);
+	if (n < 1)
+		return 1;
+	len = ipmi_cmd_raw(ctx, 0, (uint8_t)netfn, rq, n, rs, sizeof(rs));
+	if (len < 0)
+		return fail("ipmi_cmd_raw");
+	if (len < 2) {
+		fprintf(stderr, "ipmi_cmd_raw: short response (%d bytes)\n", len);
+		return 3;
+	}
+	/* rs[0] is the command, rs[1] the completion code */
+	printf("cc=0x%02x data=", rs[1]);
+	for (i = 2; i < len; i++)
+		printf("%s%02x", i > 2 ? " " : "", rs[i]);
+	printf("\n");
+	return 0;
+}
+
+static int
+watch(int n, int gap_ms, double t_open)
+{
+	int i, bad = 0;
+
+	for (i = 0; i < n; i++) {
+		fiid_obj_t rs = fiid_obj_create(tmpl_cmd_get_device_id_rs);
+		double a = now_ms();
+		if (ipmi_cmd_get_device_id(ctx, rs) < 0) {
+			printf("t=%.0f errnum=%d (%s) after %.0f ms\n", a - t_open,
+			       ipmi_ctx_errnum(ctx), ipmi_ctx_errormsg(ctx), now_ms() - a);
+			bad = 1;
+		} else
+			printf("t=%.0f ok %.1f ms\n", a - t_open, now_ms() - a);
+		fflush(stdout);
+		fiid_obj_destroy(rs);
+		if (i + 1 < n) {
+			struct timespec ts = {gap_ms / 1000, (long)(gap_ms % 1000) * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return bad ? 3 : 0;
+}
+
+static int
 cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -367,6 +423,10 @@ main(int argc, char **argv)
 		rv = read_fru();
 	else if (!strcmp(act, "loop") && argc >= 6)
 		rv = loop(atoi(argv[5]));
+	else if (!strcmp(act, "raw") && argc >= 7)
+		rv = raw(argc - 5, argv + 5);
+	else if (!strcmp(act, "watch") && argc >= 7)
+		rv = watch(atoi(argv[5]), atoi(argv[6]), t0);
 	else
 		fprintf(stderr, "unknown action %s\n", act);
 

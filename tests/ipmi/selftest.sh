@@ -8,7 +8,8 @@
 # env: SELFTEST_BASE_PORT=19301  first UDP port used (uses BASE..BASE+79)
 #      SELFTEST_REQUIRE_ALL=1    treat a missing compiler/header (skipped parts) as a failure
 #      SELFTEST_KEEP=1           keep the work directory
-# Needs: openipmi ipmitool freeipmi-tools iproute2; optional cc libfreeipmi-dev libopenipmi-dev.
+# Needs: openipmi ipmitool freeipmi-tools iproute2; optional cc libfreeipmi-dev libopenipmi-dev,
+# socat and libipmiconsole-dev (the mc plug-in and SOL part).
 set -u
 
 HERE=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
@@ -16,7 +17,8 @@ SIM=$HERE/bmcsim.sh
 BASE=${SELFTEST_BASE_PORT:-19301}
 PW=selftest-pw
 export BMC_PASSWORD=$PW
-unset CHASSIS_PLUGIN BMC_INITIAL_POWER SHARED_PER_PROC BMC_SEL BMC_SENSORS BMC_SENSOR_POLL_MS DCMI 2>/dev/null || :
+unset CHASSIS_PLUGIN BMC_INITIAL_POWER SHARED_PER_PROC BMC_SEL BMC_SENSORS BMC_SENSOR_POLL_MS DCMI \
+    MC_PLUGIN SOL BMC_PASSWORD_MAX BMC_RESET_OUTAGE 2>/dev/null || :
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bmcsim-selftest.XXXXXX") || exit 1
 passed=0
@@ -88,6 +90,14 @@ if command -v "${CC:-cc}" > /dev/null && [ -f /usr/include/freeipmi/freeipmi.h ]
 fi
 HAVE_PLUGIN=0
 command -v "${CC:-cc}" > /dev/null && [ -f /usr/include/OpenIPMI/serv.h ] && HAVE_PLUGIN=1
+SOLPROBE=
+if command -v "${CC:-cc}" > /dev/null && [ -f /usr/include/ipmiconsole.h ]; then
+    if "${CC:-cc}" -O2 -Wall -o "$WORK/solprobe" "$HERE/solprobe.c" -lipmiconsole -lfreeipmi -lpthread 2> "$WORK/solprobe.err"; then
+        SOLPROBE=$WORK/solprobe
+    else
+        bad "solprobe.c does not compile: $(head -3 "$WORK/solprobe.err")"
+    fi
+fi
 PR() { _p=$1; shift; "$PROBE" "127.0.0.1:$_p" admin "$PW" "$@"; }
 
 # ---- identity checks shared by all modes -------------------------------------------------------
@@ -446,12 +456,169 @@ if start_run "$R8" 1 procs BASE_PORT=$((BASE + 70)) BMC_SENSORS=0; then
     stop_run "$R8"
 fi
 
+# ---- 6. mc plug-in: passwords, cold reset, identify; SOL=1 (procs, then shared) ------------------
+# itoolp PORT PASSWORD ARGS...: ipmitool with another password than $PW
+itoolp() { _p=$1; _w=$2; shift 2; ipmitool -I lanplus -C 3 -H 127.0.0.1 -p "$_p" -U admin -P "$_w" "$@"; }
+# silent DESC PORT: the BMC does not answer at all (a session open times out, in 0.6 s with the probe)
+silent() {
+    if [ -n "$PROBE" ]; then
+        expect_fail "$1" "connection timeout" env PROBE_TIMEOUTS="600 200" "$PROBE" "127.0.0.1:$2" admin "$PW" devid
+    else
+        expect_fail "$1" "Unable to establish" itool "$2" -N 1 -R 1 mc info
+    fi
+}
+# wait_answer PORT SECONDS: until the BMC answers Get Device ID again
+wait_answer() {
+    _end=$(($(now_ms) + $2 * 1000))
+    while [ "$(now_ms)" -lt $_end ]; do
+        itool "$1" -N 1 -R 1 mc info > /dev/null 2>&1 && return 0
+        sleep 0.2
+    done
+    return 1
+}
+check_passwords() {   # RUNDIR NAME
+    _port=$(field "$2" 3 "$1"); _st=$(field "$2" 4 "$1")
+    : > "$_st/ops.log"
+    file_is "$2 password file at start" "$_st/password" "$PW"
+    expect "$2 ipmitool user set password (16)" "successful" itool "$_port" user set password 2 newpw-sixteen 16
+    file_is "$2 password file follows" "$_st/password" newpw-sixteen
+    expect "$2 new password works at once" "Device ID" itoolp "$_port" newpw-sixteen mc info
+    expect_fail "$2 old password refused" "Unable to establish" itool "$_port" mc info
+    expect "$2 ipmitool user set password (20)" "successful" itoolp "$_port" newpw-sixteen user set password 2 twenty-chars-exactly 20
+    expect "$2 20-byte password works" "Device ID" itoolp "$_port" twenty-chars-exactly mc info
+    expect_fail "$2 its first 16 bytes don't" "Unable to establish" itoolp "$_port" twenty-chars-exa mc info
+    expect_fail "$2 test password, 16-byte test of a 20-byte one" "wrong password size" itoolp "$_port" twenty-chars-exactly user test 2 16 twenty-chars-exa
+    expect_fail "$2 test password, wrong" "password incorrect" itoolp "$_port" twenty-chars-exactly user test 2 20 twenty-chars-wrong!!
+    expect "$2 test password, right" "Success" itoolp "$_port" twenty-chars-exactly user test 2 20 twenty-chars-exactly
+    echo 16 > "$_st/password_max"
+    expect_fail "$2 password_max 16: 20-byte set refused (0xC7)" "Request data length invalid" \
+        itoolp "$_port" twenty-chars-exactly user set password 2 abcdefghijklmnopqrst 20
+    rm -f "$_st/password_max"
+    expect "$2 ipmi-config User2:Password (16)" "" ipmi-config -h "127.0.0.1:$_port" -u admin -p twenty-chars-exactly \
+        -D LAN_2_0 -W opensesspriv --category=core --commit --key-pair="User2:Password=$PW"
+    file_is "$2 ops.log of the password changes" "$_st/ops.log" "set password 2 16
+set password 2 20
+set password 2 16"
+}
+R9=$WORK/mc
+HAVE_SOCAT=0
+command -v socat > /dev/null && HAVE_SOCAT=1
+MC_ENV="MC_PLUGIN=1 SOL=$HAVE_SOCAT"
+[ -n "$SOLPROBE" ] && [ $HAVE_SOCAT = 1 ] || SOLPROBE=     # libipmiconsole tests need SOL=1
+if [ $HAVE_PLUGIN = 1 ]; then
+    p=$((BASE + 74))
+    # shellcheck disable=SC2086  # MC_ENV is a word list
+    if start_run "$R9" 2 procs BASE_PORT=$p $MC_ENV BMC_RESET_OUTAGE=2; then
+        st=$R9/bmc1
+        check_passwords "$R9" bmc1
+        # a password set right before a stop survives the restart (written at once)
+        itool $p user set password 2 after-restart > /dev/null 2>&1
+        stop_run "$R9"
+        # shellcheck disable=SC2086
+        if start_run "$R9" 2 procs BASE_PORT=$p $MC_ENV BMC_RESET_OUTAGE=2; then
+            expect "a restarted BMC keeps the new password" "Device ID" itoolp $p after-restart mc info
+            expect "set it back" "successful" itoolp $p after-restart user set password 2 "$PW" 16
+            # Chassis Identify: ipmi_sim's reply is fixed, so libfreeipmi takes it (one request, one line)
+            : > "$st/ops.log"
+            expect "ipmi-chassis --chassis-identify=20" "" ftool ipmi-chassis $p --chassis-identify=20
+            file_is "identify: interval and force flag" "$st/identify" "20 0"
+            expect "ipmitool chassis identify force" "indefinite" itool $p chassis identify force
+            file_is "identify: ops.log" "$st/ops.log" "set identify 20 0
+set identify 0 1"
+            # SOL with ipmitool: host output reaches the console, keys reach the serial port
+            if [ $HAVE_SOCAT = 1 ]; then
+                timeout 8 cat "$st/serial" > "$WORK/serial.ipmitool" 2> /dev/null &
+                rpid=$!
+                ( sleep 0.8; printf 'typed-by-ipmitool\r'; sleep 0.8; printf '~.' ) |
+                    timeout 8 ipmitool -I lanplus -C 3 -H 127.0.0.1 -p $p -U admin -P "$PW" sol activate > "$WORK/sol.ipmitool" 2>&1 &
+                ipid=$!
+                sleep 1
+                printf 'HOST-OUTPUT-1\r\n' > "$st/serial"
+                wait $ipid
+                sleep 0.2
+                { kill $rpid; wait $rpid; } 2> /dev/null
+                expect "SOL: ipmitool shows the host output" "HOST-OUTPUT-1" cat "$WORK/sol.ipmitool"
+                expect "SOL: ipmitool keys reach the serial port" "typed-by-ipmitool" cat "$WORK/serial.ipmitool"
+            else
+                skip "SOL=1 tests (need socat)"
+            fi
+            if [ -n "$SOLPROBE" ]; then
+                timeout 8 cat "$st/serial" > "$WORK/serial.lib" 2> /dev/null &
+                rpid=$!
+                ( sleep 0.5; printf 'login: ' > "$st/serial" ) &
+                wpid=$!
+                expect "SOL: libipmiconsole reads host output" "saw \"login:\"" \
+                    "$SOLPROBE" -d 5 -u login: -s 'root\r' -S 0 127.0.0.1:$p admin "$PW"
+                wait $wpid
+                expect "SOL: a second session types too (ipmi_sim sequence fix)" "typed 7 bytes" \
+                    "$SOLPROBE" -x -s 'second\r' 127.0.0.1:$p admin "$PW"
+                sleep 0.2
+                { kill $rpid; wait $rpid; } 2> /dev/null
+                expect "SOL: libipmiconsole keys reach the serial port" "rootsecond" tr -d '\r' < "$WORK/serial.lib"
+                "$SOLPROBE" -d 1.2 127.0.0.1:$p admin "$PW" > "$WORK/sol.holder" 2>&1 &
+                hpid=$!
+                sleep 0.6
+                expect_fail "SOL in use: ERROR_ON_SOL_INUSE gives errnum 17" "errnum=17 " \
+                    "$SOLPROBE" -x -b error_on_inuse 127.0.0.1:$p admin "$PW"
+                wait $hpid
+                "$SOLPROBE" -d 0 -t 2000 -k 1000 -K 500 127.0.0.1:$p admin "$PW" > "$WORK/sol.reset" 2>&1 &
+                solpid=$!
+                sleep 0.5
+            fi
+            # Cold Reset: answered, then 2 s of silence, sessions gone, state kept
+            echo 1 > "$st/power"
+            PROBE_TIMEOUTS="1500 250" "${PROBE:-true}" 127.0.0.1:$p admin "$PW" watch 3 400 > "$WORK/watch" 2>&1 &
+            watchpid=$!
+            sleep 0.5
+            expect "cold reset: answered" "Sent cold reset" itool $p mc reset cold
+            silent "cold reset: silent right after" $p
+            if wait_answer $p 4; then ok "cold reset: answers again"; else bad "cold reset: still silent 4 s later"; fi
+            expect "cold reset: power state kept" "Chassis Power is on" itool $p chassis power status
+            file_is "cold reset: resets count" "$st/resets" 1
+            expect "cold reset: ops.log" "^set cold_reset 1\$" cat "$st/ops.log"
+            file_is "cold reset: bmc2 untouched" "$R9/bmc2/ops.log" ""
+            wait $watchpid
+            [ -z "$PROBE" ] ||
+                expect "cold reset: an open libfreeipmi session dies (errnum 14)" "ok.*errnum=14" tr '\n' ' ' < "$WORK/watch"
+            if [ -n "$SOLPROBE" ]; then
+                wait "$solpid"
+                expect "cold reset: the SOL fd reports EOF, errnum 25" "read\\(\\) EOF: .*errnum=25 " cat "$WORK/sol.reset"
+            fi
+            stop_run "$R9"
+        fi
+    fi
+    R10=$WORK/mc-shared
+    p=$((BASE + 76))
+    # shellcheck disable=SC2086
+    if start_run "$R10" 3 shared BASE_PORT=$p $MC_ENV CHASSIS_PLUGIN=1 BMC_RESET_OUTAGE=2; then
+        expect "shared: cold reset of bmc2" "Sent cold reset" itool $((p + 1)) mc reset cold
+        silent "shared: bmc2 is silent" $((p + 1))
+        expect "shared: bmc1 answers during bmc2's outage" "Device ID" itool $p mc info
+        expect "shared: bmc3 answers during bmc2's outage" "Device ID" itool $((p + 2)) mc info
+        if [ -n "$SOLPROBE" ]; then
+            ( sleep 0.5; printf 'BMC3-CONSOLE\r\n' > "$R10/bmc3/serial"; printf 'BMC1-CONSOLE\r\n' > "$R10/bmc1/serial" ) &
+            wpid=$!
+            "$SOLPROBE" -d 1 127.0.0.1:$((p + 2)) admin "$PW" > "$WORK/sol.shared" 2>&1
+            wait $wpid
+            expect "shared: SOL of bmc3 shows bmc3's serial port" "BMC3-CONSOLE" cat "$WORK/sol.shared"
+            if grep -q BMC1-CONSOLE "$WORK/sol.shared"; then bad "shared: bmc1's serial port on bmc3's console"
+            else ok "shared: ... and not bmc1's"; fi
+        fi
+        if wait_answer $((p + 1)) 5; then ok "shared: bmc2 back after the outage"; else bad "shared: bmc2 still silent"; fi
+        expect "shared: Identify fixed with the chassis plug-in too" "" ftool ipmi-chassis $p --chassis-identify=5
+        stop_run "$R10"
+    fi
+else
+    skip "mc plug-in and SOL tests (need cc and libopenipmi-dev)"
+fi
+[ -n "$SOLPROBE" ] || skip "libipmiconsole SOL tests (need cc, libipmiconsole-dev and socat)"
+
 # ---- nothing left behind --------------------------------------------------------------------------
 left=
 for d in /proc/[0-9]*; do
     [ -r "$d/cmdline" ] || continue
     c=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) || continue
-    case $c in *ipmi_sim*"$WORK"*) left="$left ${d#/proc/}" ;; esac
+    case $c in *ipmi_sim*"$WORK"*|socat*"$WORK"*) left="$left ${d#/proc/}" ;; esac
 done
 if [ -z "$left" ]; then ok "no ipmi_sim of this selftest left running"; else bad "ipmi_sim left running:$left"; fi
 
