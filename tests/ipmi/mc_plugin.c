@@ -162,7 +162,8 @@ write_file(const struct bmc *b, const char *name, const char *text, size_t len)
 	char p[PATH_MAX], tmp[PATH_MAX + 8];
 	int fd;
 
-	if (path_of(b, name, p, sizeof(p)) < 0 || snprintf(tmp, sizeof(tmp), "%s.tmp", p) >= (int)sizeof(tmp))
+	if (path_of(b, name, p, sizeof(p)) < 0 ||
+	    snprintf(tmp, sizeof(tmp), "%s.tmp", p) >= (int)sizeof(tmp))
 		return;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0)
@@ -337,7 +338,8 @@ load_password(struct bmc *b)
 	if (n > 0 && pw[n - 1] == '\n')
 		pw[--n] = '\0';
 	if (n > 20) {
-		g_sys->log(g_sys, SETUP_ERROR, NULL, "mc_plugin: %s: longer than 20 bytes, ignored", p);
+		g_sys->log(g_sys, SETUP_ERROR, NULL, "mc_plugin: %s: longer than 20 bytes, ignored",
+		           p);
 		return;
 	}
 	if (memcmp(users[2].pw, pw, 20) == 0)
@@ -435,8 +437,7 @@ outage_end(void *cb_data)
 }
 
 static void
-cold_reset(lmc_data_t *mc, msg_t *msg, unsigned char *rdata, unsigned int *rdata_len,
-           void *cb_data)
+cold_reset(lmc_data_t *mc, msg_t *msg, unsigned char *rdata, unsigned int *rdata_len, void *cb_data)
 {
 	struct bmc *b = bmc_of(mc);
 	struct timeval now = {0, 0};
@@ -654,7 +655,8 @@ ipmi_sim_module_init(sys_data_t *sys, const char *options)
 	const char *e;
 
 	if (!options || !*options) {
-		sys->log(sys, SETUP_ERROR, NULL, "mc_plugin: option (statedir or map file) missing");
+		sys->log(sys, SETUP_ERROR, NULL,
+		         "mc_plugin: option (statedir or map file) missing");
 		return EINVAL;
 	}
 	g_sys = sys;
@@ -706,7 +708,8 @@ ipmi_sim_module_post_init(sys_data_t *sys)
 			if (sscanf(line, "%x %4095s", &ipmb, dir) != 2 || ipmb >= IPMI_MAX_MCS)
 				continue;
 			if (!sys->ipmb_addrs[ipmb]) {
-				sys->log(sys, SETUP_ERROR, NULL, "mc_plugin: no MC at 0x%02x", ipmb);
+				sys->log(sys, SETUP_ERROR, NULL, "mc_plugin: no MC at 0x%02x",
+				         ipmb);
 				continue;
 			}
 			if ((rv = attach(sys->ipmb_addrs[ipmb], ipmb, dir))) {
@@ -728,9 +731,11 @@ ipmi_sim_module_post_init(sys_data_t *sys)
 	ipmi_emu_register_cmd_handler(APP_NETFN, CMD_SET_USER_PW, set_user_password, NULL);
 	ipmi_emu_register_cmd_handler(APP_NETFN, CMD_COLD_RESET, cold_reset, NULL);
 	if (orig_activate)
-		ipmi_emu_register_cmd_handler(APP_NETFN, CMD_ACTIVATE_PAYLOAD, activate_payload, NULL);
+		ipmi_emu_register_cmd_handler(APP_NETFN, CMD_ACTIVATE_PAYLOAD, activate_payload,
+		                              NULL);
 	if (orig_payload_support)
-		ipmi_emu_register_cmd_handler(APP_NETFN, CMD_PAYLOAD_SUPPORT, payload_support, NULL);
+		ipmi_emu_register_cmd_handler(APP_NETFN, CMD_PAYLOAD_SUPPORT, payload_support,
+		                              NULL);
 	if (orig_identify)
 		ipmi_emu_register_cmd_handler(CHASSIS_NETFN, CMD_CHASSIS_IDENTIFY, chassis_identify,
 		                              NULL);

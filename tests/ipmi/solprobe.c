@@ -20,9 +20,9 @@
  *   -k MS -K MS  keepalive / keepalive retransmission timeout (defaults 20000 / 5000);
  *                ctx_create fails (EINVAL) unless retransmission keepalive <= keepalive <= session
  *   -m N         maximum retransmission count (default 16)
- *   -w HEX       extra workaround flags; -W: no OPEN_SESSION_PRIVILEGE workaround (ipmi_sim needs it)
- *   -D           library debug output (with IPMI packets) on stderr
- *   -x           close the fd and exit right after SOL is up (and -s is typed)
+ *   -w HEX       extra workaround flags; -W: no OPEN_SESSION_PRIVILEGE workaround (ipmi_sim needs
+ * it) -D           library debug output (with IPMI packets) on stderr -x           close the fd and
+ * exit right after SOL is up (and -s is typed)
  *
  * Output: one line per event, "t=<ms since submit> <event>", bytes C-escaped:
  *   "SOL established", "typed N bytes: ...", "console output N bytes: ...",
@@ -153,11 +153,16 @@ static const char *
 status_name(ipmiconsole_ctx_status_t s)
 {
 	switch (s) {
-	case IPMICONSOLE_CTX_STATUS_ERROR: return "ERROR";
-	case IPMICONSOLE_CTX_STATUS_NOT_SUBMITTED: return "NOT_SUBMITTED";
-	case IPMICONSOLE_CTX_STATUS_SUBMITTED: return "SUBMITTED";
-	case IPMICONSOLE_CTX_STATUS_SOL_ERROR: return "SOL_ERROR";
-	case IPMICONSOLE_CTX_STATUS_SOL_ESTABLISHED: return "SOL_ESTABLISHED";
+	case IPMICONSOLE_CTX_STATUS_ERROR:
+		return "ERROR";
+	case IPMICONSOLE_CTX_STATUS_NOT_SUBMITTED:
+		return "NOT_SUBMITTED";
+	case IPMICONSOLE_CTX_STATUS_SUBMITTED:
+		return "SUBMITTED";
+	case IPMICONSOLE_CTX_STATUS_SOL_ERROR:
+		return "SOL_ERROR";
+	case IPMICONSOLE_CTX_STATUS_SOL_ESTABLISHED:
+		return "SOL_ESTABLISHED";
 	}
 	return "?";
 }
@@ -166,8 +171,9 @@ static void
 report(ipmiconsole_ctx_t c, const char *why)
 {
 	int e = ipmiconsole_ctx_errnum(c);
-	ev("%s: status=%s errnum=%d (%s) errormsg=\"%s\"", why, status_name(ipmiconsole_ctx_status(c)),
-	   e, ipmiconsole_ctx_strerror(e), ipmiconsole_ctx_errormsg(c));
+	ev("%s: status=%s errnum=%d (%s) errormsg=\"%s\"", why,
+	   status_name(ipmiconsole_ctx_status(c)), e, ipmiconsole_ctx_strerror(e),
+	   ipmiconsole_ctx_errormsg(c));
 }
 
 /* Runs once, on an engine thread, when SOL is up or its set-up failed. */
@@ -187,16 +193,16 @@ on_submit_done(void *arg)
 int
 main(int argc, char **argv)
 {
-	static const char *const bnames[] = {"error_on_inuse", "deactivate_only", "deactivate_all", NULL};
+	static const char *const bnames[] = {"error_on_inuse", "deactivate_only", "deactivate_all",
+	                                     NULL};
 	static const unsigned int bvals[] = {IPMICONSOLE_BEHAVIOR_ERROR_ON_SOL_INUSE,
 	                                     IPMICONSOLE_BEHAVIOR_DEACTIVATE_ONLY,
 	                                     IPMICONSOLE_BEHAVIOR_DEACTIVATE_ALL_INSTANCES};
-	static const char *const enames[] = {"close_fd", "output_on_established", "serial_keepalive",
-	                                     "serial_keepalive_empty", NULL};
-	static const unsigned int evals[] = {IPMICONSOLE_ENGINE_CLOSE_FD,
-	                                     IPMICONSOLE_ENGINE_OUTPUT_ON_SOL_ESTABLISHED,
-	                                     IPMICONSOLE_ENGINE_SERIAL_KEEPALIVE,
-	                                     IPMICONSOLE_ENGINE_SERIAL_KEEPALIVE_EMPTY};
+	static const char *const enames[] = {"close_fd", "output_on_established",
+	                                     "serial_keepalive", "serial_keepalive_empty", NULL};
+	static const unsigned int evals[] = {
+	        IPMICONSOLE_ENGINE_CLOSE_FD, IPMICONSOLE_ENGINE_OUTPUT_ON_SOL_ESTABLISHED,
+	        IPMICONSOLE_ENGINE_SERIAL_KEEPALIVE, IPMICONSOLE_ENGINE_SERIAL_KEEPALIVE_EMPTY};
 	struct ipmiconsole_ipmi_config ipmi;
 	struct ipmiconsole_protocol_config proto;
 	struct ipmiconsole_engine_config eng;
@@ -221,23 +227,56 @@ main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "d:s:S:u:Bb:e:t:r:k:K:m:w:WDx")) != -1) {
 		switch (opt) {
-		case 'd': duration = atof(optarg); break;
-		case 's': send = optarg; break;
-		case 'S': send_after = atof(optarg); break;
-		case 'u': until = optarg; break;
-		case 'B': block = 1; break;
-		case 'b': eng.behavior_flags = parse_flags(optarg, bnames, bvals); break;
-		case 'e': eng.engine_flags = parse_flags(optarg, enames, evals); break;
-		case 't': proto.session_timeout_len = atoi(optarg); break;
-		case 'r': proto.retransmission_timeout_len = atoi(optarg); break;
-		case 'k': proto.keepalive_timeout_len = atoi(optarg); break;
-		case 'K': proto.retransmission_keepalive_timeout_len = atoi(optarg); break;
-		case 'm': proto.maximum_retransmission_count = atoi(optarg); break;
-		case 'w': wa_extra = (unsigned int)strtoul(optarg, NULL, 0); break;
-		case 'W': wa = 0; break;
-		case 'D': debug = 1; break;
-		case 'x': exit_when_up = 1; break;
-		default: return 1;
+		case 'd':
+			duration = atof(optarg);
+			break;
+		case 's':
+			send = optarg;
+			break;
+		case 'S':
+			send_after = atof(optarg);
+			break;
+		case 'u':
+			until = optarg;
+			break;
+		case 'B':
+			block = 1;
+			break;
+		case 'b':
+			eng.behavior_flags = parse_flags(optarg, bnames, bvals);
+			break;
+		case 'e':
+			eng.engine_flags = parse_flags(optarg, enames, evals);
+			break;
+		case 't':
+			proto.session_timeout_len = atoi(optarg);
+			break;
+		case 'r':
+			proto.retransmission_timeout_len = atoi(optarg);
+			break;
+		case 'k':
+			proto.keepalive_timeout_len = atoi(optarg);
+			break;
+		case 'K':
+			proto.retransmission_keepalive_timeout_len = atoi(optarg);
+			break;
+		case 'm':
+			proto.maximum_retransmission_count = atoi(optarg);
+			break;
+		case 'w':
+			wa_extra = (unsigned int)strtoul(optarg, NULL, 0);
+			break;
+		case 'W':
+			wa = 0;
+			break;
+		case 'D':
+			debug = 1;
+			break;
+		case 'x':
+			exit_when_up = 1;
+			break;
+		default:
+			return 1;
 		}
 	}
 	if (argc - optind != 3) {
@@ -359,7 +398,8 @@ main(int argc, char **argv)
 		}
 	}
 	if (!(eng.engine_flags & IPMICONSOLE_ENGINE_CLOSE_FD))
-		close(fd); /* the caller's to close (unless CLOSE_FD); closing it ends the SOL session */
+		close(fd); /* the caller's to close (unless CLOSE_FD); closing it ends the SOL
+		              session */
 	ipmiconsole_ctx_destroy(c);
 	ipmiconsole_engine_teardown(1);
 	pthread_mutex_lock(&cb_lock);
