@@ -146,6 +146,15 @@ void rp_cli_print_raw(const struct rp_cli *c);
 long rp_cli_stream(struct rp_cli *c, const char *path, const char *ctype, const char *last_id,
                    int (*sink)(const char *data, size_t len, void *arg), void *arg);
 
+/*
+ * Connects to the server of c->url with the checks of rp_cli_http (c->cacert, c->pin: a server
+ * that fails them gets no byte) and stops there (CURLOPT_CONNECT_ONLY, HTTP/1.1 in ALPN); the
+ * caller then speaks over c->curl with curl_easy_send and curl_easy_recv (non-blocking:
+ * CURLE_AGAIN). *fd: the connection's socket, for poll. 0, or -1 after printing why (as
+ * rp_cli_http). The connection lasts until the next request on c->curl or rp_cli_http_free.
+ */
+int rp_cli_connect(struct rp_cli *c, int *fd);
+
 /* Appends fmt to out (size len), percent-encoding each %s argument (only %s is understood).
  * 0, or -1 when it does not fit. */
 int rp_cli_pathf(char *out, size_t len, const char *fmt, ...);
@@ -223,6 +232,23 @@ int rp_cli_sensors_sync(struct rp_cli *c); /* --wait: until the sweep ends; exit
 int rp_cli_power_show(struct rp_cli *c);   /* every rack, or one rack and its nodes, in kW */
 int rp_cli_power_cap(struct rp_cli *c);    /* plan a rack's caps, queue them; --wait follows */
 int rp_cli_power_caps(struct rp_cli *c);   /* planned caps against the BMCs' (--rack, --drift) */
+
+/* ---- console.c: a node's serial console over the server's WebSocket ---------------------- */
+
+/*
+ * `console NODE [--read-only]`: GET /v1/nodes/{node}/console as a WebSocket (the token in
+ * Authorization, ?mode=read for --read-only). The console's bytes go to stdout as they come;
+ * typed bytes go to the server while it lets this session write (else they are dropped, with
+ * a notice). A terminal on stdin is put in raw mode (restored on every way out, SIGINT,
+ * SIGTERM and SIGHUP included) and has ssh's escapes after '~' at a line's start: "." leaves,
+ * "B" sends a serial break, "?" lists them, "~" sends one '~'. Other stdin is sent as it is;
+ * its end closes the session a second later. The server's control messages go to stderr as
+ * "[console: ...]". RP_CLI_OK when the session ended as asked (escape, stdin's end, the
+ * server's normal close or a "closed" message without "error"); RP_CLI_EAPI for a refused
+ * request (printed as API errors are), a lost connection, a protocol error (a frame over
+ * 1 MiB among them) or the server's error close.
+ */
+int rp_cli_console(struct rp_cli *c);
 
 /*
  * Follows job id until it ends: a progress bar on a terminal, else a line per state change;

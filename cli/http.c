@@ -134,6 +134,26 @@ on_stream(char *data, size_t size, size_t n, void *arg)
 	return size * n; /* not ok: an error body, the status says enough */
 }
 
+/* Why no answer came: the server's key did not match the pin (at the TLS handshake: nothing
+ * was sent), or the connection or transfer failed. */
+static void
+print_failure(const struct rp_cli *c, CURLcode cc, const char *err)
+{
+	if (cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH)
+		fprintf(stderr,
+		        "rackpilot: %s: the server's TLS public key does not match the pinned "
+		        "fingerprint %s%s%s%s; nothing was sent\n",
+		        c->url, c->fingerprint, c->seen_fp[0] ? " (the server's is " : "",
+		        c->seen_fp, c->seen_fp[0] ? ")" : "");
+	else
+		fprintf(stderr, "rackpilot: %s %s: %s\n",
+		        cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+		                        cc == CURLE_OPERATION_TIMEDOUT
+		                ? "cannot connect to"
+		                : "transfer failed with",
+		        c->url, err[0] ? err : curl_easy_strerror(cc));
+}
+
 /*
  * One transfer to c->url + path. The Authorization header is the only place the token goes;
  * redirects are not followed (they would carry it along). Returns 0 with *status, or -1 with
@@ -198,19 +218,9 @@ out:
 	if (s->body.toobig)
 		fprintf(stderr, "rackpilot: %s %s: answer over %u bytes\n", method, path,
 		        RP_CLI_BODY_MAX);
-	else if (cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH) /* at the handshake: nothing was sent */
-		fprintf(stderr,
-		        "rackpilot: %s: the server's TLS public key does not match the pinned "
-		        "fingerprint %s%s%s%s; nothing was sent\n",
-		        c->url, c->fingerprint, c->seen_fp[0] ? " (the server's is " : "",
-		        c->seen_fp, c->seen_fp[0] ? ")" : "");
-	else if (cc != CURLE_OK && !s->stopped && *status == 0)
-		fprintf(stderr, "rackpilot: %s %s: %s\n",
-		        cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
-		                        cc == CURLE_OPERATION_TIMEDOUT
-		                ? "cannot connect to"
-		                : "transfer failed with",
-		        c->url, err[0] ? err : curl_easy_strerror(cc));
+	else if (cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH ||
+	         (cc != CURLE_OK && !s->stopped && *status == 0))
+		print_failure(c, cc, err);
 	return s->body.toobig || (cc != CURLE_OK && !s->fn) ? -1 : 0;
 }
 
@@ -235,6 +245,38 @@ out:
 	if (rc < 0)
 		memset(r, 0, sizeof *r);
 	return rc;
+}
+
+int
+rp_cli_connect(struct rp_cli *c, int *fd)
+{
+	char err[CURL_ERROR_SIZE] = "";
+	curl_socket_t sock = CURL_SOCKET_BAD;
+	CURLcode cc;
+
+	curl_easy_reset(c->curl);
+	curl_easy_setopt(c->curl, CURLOPT_URL, c->url);
+	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, err);
+	/* Only http/1.1 in ALPN: the caller speaks HTTP/1.1 over the connection itself. */
+	curl_easy_setopt(c->curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(c->curl, CURLOPT_CONNECT_ONLY, 1L);
+	set_tls(c);
+	cc = curl_easy_perform(c->curl);
+	curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, NULL);
+	if (cc != CURLE_OK) {
+		print_failure(c, cc, err);
+		return -1;
+	}
+	if (curl_easy_getinfo(c->curl, CURLINFO_ACTIVESOCKET, &sock) != CURLE_OK ||
+	    sock == CURL_SOCKET_BAD) {
+		fprintf(stderr, "rackpilot: %s: libcurl gave no socket\n", c->url);
+		return -1;
+	}
+	*fd = (int)sock;
+	return 0;
 }
 
 long

@@ -131,6 +131,10 @@ static const struct rp_cli_cmd commands[] = {
 	 "json= wait", "job {id} queued: BMC credential rotation of {node}", "NODE",
 	 "give the node's BMC user a new generated password (--json FILE|- {password}: an "
 	 "admin's explicit one, kept off the command line)"},
+	{"console", NULL, rp_cli_console, 1, 1, "GET", "/v1/nodes/%s/console", "read-only", "",
+	 "NODE",
+	 "the node's serial console (~. leaves, ~? lists the escapes; --read-only: watch "
+	 "without typing)"},
 	BOOT("pxe", "boot from the network next (--persistent: every time)"),
 	BOOT("disk", "boot from the disk next"),
 	PROVISION("manage", "verify the BMC; the node becomes manageable"),

@@ -41,6 +41,7 @@ enum {
 };
 
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+static const char *const console_modes[] = {"active", "always", "off", NULL};
 static const char *const tls_modes[] = {"auto", "on", "off", NULL};
 
 static int
@@ -203,6 +204,18 @@ static const struct setting settings[] = {
         {"drive_temp_warning", C_UINT, F(drive_temp_warning), .max = 200, .def = "70",
          .help = "Degrees Celsius at which a drive whose BMC gives no upper warning of its own "
                  "is in warning; 0: only the BMC's thresholds."},
+        {"console_log", C_ENUM, F(console_log), .enums = console_modes, .def = "active",
+         .help = "Which serial consoles (IPMI SOL) are kept open and logged: active (while a node "
+                 "is verified, commissioned, deployed, released or accepted), always, or off; a "
+                 "node's console_log overrides it."},
+        {"console_max_sessions", C_UINT, F(console_max_sessions), .min = 1, .max = 4096,
+         .def = "64", .help = "Serial console (SOL) sessions open at once, logged or viewed."},
+        {"console_log_bytes", C_SIZE, F(console_log_bytes), .min = 64 << 10, .max = 1ULL << 30,
+         .def = "8M",
+         .help = "One node's console log on disk (the latest lines; two files, each half)."},
+        {"console_idle_timeout", C_UINT, F(console_idle_timeout), .max = 86400 * 7, .def = "3600",
+         .help = "Seconds without input after which the console's writer is disconnected; 0: "
+                 "never."},
         {"bmc_fault_threshold", C_UINT, F(bmc_fault_threshold), .min = 1, .max = 1000, .def = "3",
          .help = "Failed contacts in a row before a node's BMC is marked faulty (cleared by a "
                  "success)."},

@@ -46,9 +46,13 @@ struct rp_config {
 	unsigned power_on_stagger_ms;
 	unsigned power_on_settle; /* seconds */
 	unsigned bmc_fault_threshold;
-	unsigned ssh_workers;     /* step plans running at once */
-	unsigned agent_heartbeat; /* seconds agents are told to heartbeat at */
-	char agent_command[256];  /* how the agent is run on nodes */
+	char console_log[8];           /* active | always | off: which consoles are logged */
+	unsigned console_max_sessions; /* SOL sessions open at once */
+	size_t console_log_bytes;      /* one node's console log, both files */
+	unsigned console_idle_timeout; /* seconds; the writer is let go; 0: never */
+	unsigned ssh_workers;          /* step plans running at once */
+	unsigned agent_heartbeat;      /* seconds agents are told to heartbeat at */
+	char agent_command[256];       /* how the agent is run on nodes */
 	/* Network boot (docs/provisioning.md). */
 	char image_dir[512];  /* "": DATA_DIR/images */
 	char boot_listen[96]; /* plain-HTTP /boot/ listener; "": beside a TLS listen

@@ -71,9 +71,9 @@ usage(FILE *f)
 }
 
 static uint64_t
-generation(void *st)
+generation(void *api)
 {
-	return rp_store_generation(st);
+	return rp_api_generation(api);
 }
 
 static int
@@ -798,7 +798,7 @@ main(int argc, char **argv)
 	struct rp_rollout *rollouts = NULL;
 	struct rp_ssh_key *sshkey = NULL;
 	const char *config_path = NULL;
-	char why[512], dbpath[1100], sshdir[600], updir[600];
+	char why[512], dbpath[1100], sshdir[600], updir[600], console_dir[600];
 	struct dhcp_state dhcp = {.version = -1};
 	/* Flags are applied after the file so they win; keep them until then. */
 	const char *flag_key[32], *flag_val[32];
@@ -1083,6 +1083,12 @@ main(int argc, char **argv)
 	jo.webhook_max_age_s = cfg.webhook_max_age;
 	jo.webhook_ca_file = cfg.webhook_ca_file[0] ? cfg.webhook_ca_file : NULL;
 	jo.webhook_proxy = cfg.webhook_proxy[0] ? cfg.webhook_proxy : NULL;
+	snprintf(console_dir, sizeof console_dir, "%.480s/console", cfg.data_dir);
+	jo.console_dir = console_dir;
+	jo.console_mode = cfg.console_log;
+	jo.console_max_sessions = cfg.console_max_sessions;
+	jo.console_log_bytes = cfg.console_log_bytes;
+	jo.console_idle_s = cfg.console_idle_timeout;
 	if (rp_jobs_start(st, &jo, &jobs, why, sizeof why) < 0) {
 		rp_log_error("%s", why);
 		goto out;
@@ -1130,7 +1136,7 @@ main(int argc, char **argv)
 	ho.max_upload = cfg.max_upload;
 	ho.upload_dir = updir;
 	ho.generation = generation;
-	ho.generation_arg = st;
+	ho.generation_arg = &api;
 	ho.tls = tls;
 	ho.limit = limit;
 	api.tls = tls != NULL;

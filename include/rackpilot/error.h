@@ -32,12 +32,14 @@
 	X(PRECONDITION_FAILED, 412, "resource changed since it was read (If-Match)")               \
 	X(TOO_LARGE, 413, "request body too large")                                                \
 	X(UNSUPPORTED_MEDIA_TYPE, 415, "unsupported content type")                                 \
+	X(UPGRADE_REQUIRED, 426, "unsupported WebSocket version (Sec-WebSocket-Version: 13)")      \
 	X(RATE_LIMITED, 429, "too many requests; retry later")                                     \
 	X(INTERNAL, 500, "internal error")                                                         \
 	X(UNAVAILABLE, 503, "service temporarily unavailable")                                     \
 	X(STORAGE_FULL, 503, "the database's filesystem is full; free space")                      \
 	X(STORAGE_READONLY, 503, "the database is read-only; writes are refused")                  \
-	X(STORAGE_IO, 503, "the database's storage failed (I/O error)")
+	X(STORAGE_IO, 503, "the database's storage failed (I/O error)")                            \
+	X(UNSUPPORTED, 409, "the node's hardware or settings cannot do this")
 
 enum rp_err {
 #define RP_ERR_ENUM(name, status, msg) RP_ERR_##name,

@@ -106,6 +106,22 @@ struct rp_api_req {
 	const char *upload_sha256; /* hex */
 };
 
+/* A connection upgraded to a WebSocket (RP_ROUTE_WEBSOCKET), handed to the handler's ws_open:
+ * fd carries frames both ways (rackpilot/ws.h: client frames masked), starting with the
+ * client's first frame. Its owner reads and writes fd (non-blocking; send with MSG_NOSIGNAL)
+ * and calls close(ws) exactly once when done, from any thread: that closes the connection and
+ * frees ws. Never close(2) fd. Over TLS fd is one end of a socketpair that libmicrohttpd
+ * relays through TLS, so no TCP socket options. A client that leaves reads as end of file
+ * (over TLS within about half a second). When the server stops, fd is shut down (end of file;
+ * writes fail) and the server waits up to 10 s for close(ws) before it closes the connection
+ * itself; a close(ws) after that only frees ws. */
+struct rp_api_ws {
+	int fd;
+	const char *peer;                    /* the client's address, for logs and events */
+	void (*close)(struct rp_api_ws *ws); /* set by http/ */
+	void *priv;                          /* http/'s */
+};
+
 struct rp_api_resp {
 	int status;
 	json_t *body; /* owned; sent as application/json */
@@ -124,7 +140,7 @@ struct rp_api_resp {
 	int accept_ranges;      /* send "Accept-Ranges: bytes" */
 	/* A stream body instead (Server-Sent Events), sent until the client leaves or the server
 	 * stops. stream_read writes up to max bytes to buf and returns how many; 0 when it has
-	 * nothing now, after setting *idle_gen to the store generation it looked at (the server
+	 * nothing now, after setting *idle_gen to the rp_api_generation it looked at (the server
 	 * parks the connection until the generation moves or a keep-alive is due); -1 to end.
 	 * stream_free releases stream_ctx, once. */
 	long (*stream_read)(void *ctx, char *buf, size_t max, uint64_t *idle_gen);
@@ -135,7 +151,28 @@ struct rp_api_resp {
 	 * (no-store; default-src 'none'; nosniff). */
 	const char *const *headers;
 	unsigned retry_after; /* seconds, sent as Retry-After when non-zero (429, 503) */
+	/* RP_ROUTE_WEBSOCKET: to accept the upgrade the handler sets ws_open (and ws_ctx); the
+	 * server answers 101 (status and body are ignored) and, once the connection is
+	 * upgraded, calls ws_open(ws_ctx, ws), which then owns ws. ws_open runs on a server
+	 * thread: hand ws over, never block. When that never happens (the client left, it sent
+	 * data before the 101, the server is stopping) it calls ws_free(ws_ctx) instead (when
+	 * set); exactly one of the two is called. A handler that does not set ws_open answers
+	 * as any other (an error), and a ws_ctx it set anyway goes to ws_free. */
+	void (*ws_open)(void *ctx, struct rp_api_ws *ws);
+	void (*ws_free)(void *ctx);
+	void *ws_ctx;
 };
+
+/* Count one more open stream (events, consoles) for token: its slot, or -1 when the token
+ * holds its share (max_streams_per_token) already or every slot is taken: one viewer token
+ * must not hold every stream the server has. rp_api_stream_give(slot) when the stream ends
+ * (slot -1: nothing). */
+int rp_api_stream_take(struct rp_api *api, const char *token);
+void rp_api_stream_give(struct rp_api *api, int slot);
+
+/* What parked streams wait on: the store's generation plus the consoles' (rp_jobs_console_
+ * generation): it moves with every committed change and every console line. */
+uint64_t rp_api_generation(struct rp_api *api);
 
 /* Route flags. */
 #define RP_ROUTE_CSV       0x1  /* also accepts text/csv bodies */
@@ -145,6 +182,14 @@ struct rp_api_resp {
 #define RP_ROUTE_BOOT      0x10 /* also served on the plain-HTTP boot listener (boot_listen) */
 #define RP_ROUTE_LIMIT     0x20 /* unauthenticated: rate-limited per client address (boot_rate) */
 #define RP_ROUTE_INVENTORY 0x40 /* the body is an agent inventory: cap max_inventory */
+/* A WebSocket (RFC 6455) GET: the server checks the handshake (Upgrade: websocket, Connection:
+ * Upgrade, Sec-WebSocket-Version 13, a valid Sec-WebSocket-Key: else 400, or 426
+ * UPGRADE_REQUIRED with Sec-WebSocket-Version for another version) after the role and before
+ * the handler, and takes the token from Authorization or, for browsers, from the
+ * Sec-WebSocket-Protocol entry "rackpilot.bearer.<token>" (RP_WS_PROTOCOL_BEARER, offered with
+ * RP_WS_PROTOCOL, which the answer then names); that token is never logged. At most 64
+ * WebSockets are open at once (503 UNAVAILABLE past that). */
+#define RP_ROUTE_WEBSOCKET 0x80
 
 struct rp_route {
 	const char *method;
@@ -502,6 +547,9 @@ void rp_api_racks_power_history(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_power_overview(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_sensor_sync_get(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_sensor_sync_start(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_console(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_console_log(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_nodes_console_stream(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_nodes_identify(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_nodes_bmc_reset(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_nodes_bmc_rotate(struct rp_api_req *rq, struct rp_api_resp *rs);

@@ -418,3 +418,9 @@ rp_api_tls_pin_set(struct rp_api *api, const char *hex)
 	snprintf(api->tls_sha256, sizeof api->tls_sha256, "%s", hex ? hex : "");
 	pthread_mutex_unlock(&api->tls_mu);
 }
+
+uint64_t
+rp_api_generation(struct rp_api *api)
+{
+	return rp_store_generation(api->store) + rp_jobs_console_generation(api->jobs);
+}

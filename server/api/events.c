@@ -74,10 +74,8 @@ struct evstream {
 	size_t off;
 };
 
-/* Count one more stream for token: its slot, or -1 when it holds its share already (one
- * viewer token must not hold every stream the server has). */
-static int
-stream_take(struct rp_api *api, const char *token)
+int
+rp_api_stream_take(struct rp_api *api, const char *token)
 {
 	int i, free_slot = -1, slot = -1;
 
@@ -107,14 +105,20 @@ evstream_free(void *ctx)
 
 	if (es == NULL)
 		return;
-	if (es->slot >= 0) {
-		pthread_mutex_lock(&es->api->streams_mu);
-		es->api->streams[es->slot].open--;
-		pthread_mutex_unlock(&es->api->streams_mu);
-	}
+	rp_api_stream_give(es->api, es->slot);
 	json_decref(es->filter);
 	rp_buf_free(&es->pend);
 	free(es);
+}
+
+void
+rp_api_stream_give(struct rp_api *api, int slot)
+{
+	if (slot < 0)
+		return;
+	pthread_mutex_lock(&api->streams_mu);
+	api->streams[slot].open--;
+	pthread_mutex_unlock(&api->streams_mu);
 }
 
 /* "id: N\nevent: ACTION\ndata: JSON\n\n" per event; the JSON is compact, so one data line. */
@@ -122,7 +126,7 @@ static int
 evstream_fill(struct evstream *es, uint64_t *idle_gen)
 {
 	json_t *items = NULL, *ev;
-	uint64_t gen = rp_store_generation(es->api->store);
+	uint64_t gen = rp_api_generation(es->api);
 	size_t i;
 	int rc = -1;
 
@@ -198,7 +202,7 @@ rp_api_events_stream(struct rp_api_req *rq, struct rp_api_resp *rs)
 		goto out;
 	}
 	es->api = rq->api;
-	if ((es->slot = stream_take(rq->api, rq->who->id)) < 0) {
+	if ((es->slot = rp_api_stream_take(rq->api, rq->who->id)) < 0) {
 		rp_api_errorf(rs, RP_ERR_RATE_LIMITED,
 		              "this token has %u event streams open already; "
 		              "close one (or use another token)",

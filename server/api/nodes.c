@@ -64,6 +64,8 @@ const struct rp_field rp_api_selector_fields[] = {
         {NULL},
 };
 
+static const char *const console_log_modes[] = {"always", "off", NULL};
+
 const struct rp_field rp_api_node_fields[] = {
         {"id", RP_F_READ_ONLY},
         {"name", RP_F_NAME, RP_F_REQUIRED},
@@ -84,6 +86,7 @@ const struct rp_field rp_api_node_fields[] = {
         {"power_state_at", RP_F_READ_ONLY},
         {"maintenance", RP_F_BOOL},
         {"maintenance_reason", RP_F_STR, RP_F_NULLABLE, 0, 256},
+        {"console_log", RP_F_ENUM, RP_F_NULLABLE, 0, 0, console_log_modes},
         {"expected", RP_F_ANY_OBJECT, RP_F_NULLABLE},
         {"ssh", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, ssh_fields},
         {"agent", RP_F_READ_ONLY},

@@ -6,7 +6,7 @@
 
 #include "api.h"
 
-static const char *const kinds[] = {"firmware", "bios", NULL};
+static const char *const kinds[] = {"firmware", "bios", "bmc_credentials", NULL};
 static const char *const requirements[] = {"power_on", "agent_heartbeat", "version_match", NULL};
 static const char *const states[] = {"scheduled", "running", "paused",
                                      "completed", "aborted", NULL};
@@ -190,8 +190,26 @@ rp_api_rollouts_create(struct rp_api_req *rq, struct rp_api_resp *rs)
 		json_object_set_new(in, "start_at", json_integer(start_ms));
 	else
 		json_object_del(in, "start_at");
-	/* Whatever a wave's jobs would miss fails the request now, not every node of a wave. */
-	if ((e = rp_api_preflight(rq->api, in, &detail)) != RP_ERR_OK) {
+	/* A credential rotation has no version to match; nothing to check before it either
+	 * (each job finds out what the BMC takes). */
+	if (!strcmp(json_string_value(json_object_get(in, "kind")), "bmc_credentials")) {
+		json_t *req = json_object_get(gate, "require"), *v;
+		size_t i;
+
+		json_array_foreach(req, i, v)
+		{
+			if (!strcmp(json_string_value(v), "version_match")) {
+				rp_api_error(rs, RP_ERR_INVALID_FIELD,
+				             json_pack("{s:s, s:s}", "field", "gate.require",
+				                       "reason",
+				                       "version_match is for firmware and bios "
+				                       "rollouts"));
+				goto out;
+			}
+		}
+	} else if ((e = rp_api_preflight(rq->api, in, &detail)) != RP_ERR_OK) {
+		/* Whatever a wave's jobs would miss fails the request now, not every node of a
+		 * wave. */
 		rp_api_error(rs, e, detail);
 		goto out;
 	}

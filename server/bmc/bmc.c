@@ -88,6 +88,13 @@ rp_bmc_target_from_json(json_t *bmc, const char *node_uuid, struct rp_bmc_target
 	t->retry_wait_ms = (unsigned)rp_bmc_option_int(o, "retry_wait_ms");
 	snprintf(t->scheme, sizeof t->scheme, "%s", rp_bmc_option_str(o, "scheme"));
 	snprintf(t->system_id, sizeof t->system_id, "%s", rp_bmc_option_str(o, "system_id") ?: "");
+	{
+		const char *console = rp_bmc_option_str(o, "console");
+
+		t->console = !strcmp(console ?: "auto", "ipmi") ||
+		             (!strcmp(console ?: "auto", "auto") && !strcmp(t->driver, "ipmi"));
+	}
+	t->console_port = (unsigned)rp_bmc_option_int(o, "console_port");
 	t->fake_delay_ms = (unsigned)rp_bmc_option_int(o, "delay_ms");
 	t->fake_power_w = (unsigned)rp_bmc_option_int(o, "power_w");
 	t->fake_inlet_c = (unsigned)rp_bmc_option_int(o, "inlet_c");

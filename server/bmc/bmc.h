@@ -64,6 +64,10 @@ struct rp_bmc_target {
 	                           * default 30000 */
 	char scheme[8];           /* https (default) or http */
 	char system_id[64];       /* pick this ComputerSystem when a BMC manages several */
+	/* the serial console (ipmi and redfish): 1 IPMI SOL, 0 none (options.console, "auto"
+	 * resolved by the driver); console_port: a Redfish BMC's IPMI port */
+	int console;
+	unsigned console_port;
 	/* fake options */
 	unsigned fake_delay_ms;
 	unsigned fake_power_w; /* draw while on */
@@ -240,6 +244,39 @@ int rp_bmc_reset(struct rp_bmc *b, struct rp_bmc_err *err);
 #define RP_BMC_PASSWORD_MAX 64
 int rp_bmc_password_set(struct rp_bmc *b, const char *password, struct rp_bmc_err *err);
 
+/* ---- Serial over LAN (sol.c, freeipmi's libipmiconsole) ------------------------------ */
+
+/* A SOL session: libipmiconsole's engine threads run the IPMI session and the SOL payload; the
+ * caller sees one socket (rp_bmc_sol_fd), non-blocking: console output to read, keystrokes to
+ * write. Not tied to a handle of rp_bmc_open. */
+struct rp_bmc_sol;
+
+/* Start a SOL session on the BMC t names (its host, port, user, password, cipher suite,
+ * privilege and IPMI workarounds, whatever its driver: a Redfish node's console goes through
+ * its BMC's IPMI). It does not wait: the fd is usable at once and SOL comes up within the
+ * session timeout (rp_bmc_sol_state). steal 1 deactivates another client's SOL session on the
+ * BMC and takes over; 0 fails with RP_BMC_BUSY ("SOL in use") instead. NULL with err. */
+struct rp_bmc_sol *rp_bmc_sol_open(const struct rp_bmc_target *t, int steal,
+                                   struct rp_bmc_err *err);
+
+/* The session's socket: readable with output, EOF when the session ended (read 0; write
+ * EPIPE); then rp_bmc_sol_state says why. Owned by the session. */
+int rp_bmc_sol_fd(const struct rp_bmc_sol *s);
+
+/* 0 while SOL is coming up, 1 once it is up, -1 when it failed or ended, with err (the
+ * library's reason by kind: RP_BMC_AUTH wrong user or password; RP_BMC_BUSY in use by
+ * another client or taken over; RP_BMC_UNREACHABLE no answer or session timeout (a BMC that
+ * rebooted); RP_BMC_UNSUPPORTED a BMC without SOL). The state stays 1 after a later failure
+ * until the fd shows EOF: call it again then. */
+int rp_bmc_sol_state(struct rp_bmc_sol *s, struct rp_bmc_err *err);
+
+/* Send a serial break. 0, or -1 with err. */
+int rp_bmc_sol_break(struct rp_bmc_sol *s, struct rp_bmc_err *err);
+
+/* End the session (SOL deactivated by the library's engine in the background) and free s. The
+ * password it held is wiped. Accepts NULL. */
+void rp_bmc_sol_close(struct rp_bmc_sol *s);
+
 /* Redfish only (RP_BMC_UNSUPPORTED elsewhere). Results are new objects the caller owns. */
 
 /* BIOS: {attributes {}, pending {}, registry id, apply_times [...]}. */
@@ -357,8 +394,12 @@ json_t *rp_bmc_workaround_names(unsigned flags);
 #define RP_BMC_IPMI_PROBES 3
 size_t rp_bmc_ipmi_candidates(int errnum, unsigned *sets, size_t max);
 
+/* Stop libipmiconsole's engine, SOL sessions closed cleanly (sol.c; rp_bmc_global_cleanup). */
+void rp_bmc_sol_engine_stop(void);
+
 /* A limit the environment may lower (tests: RP_BMC_SENSOR_DEADLINE_MS, RP_BMC_SENSOR_TRIES,
- * RP_BMC_SDR_MAX_AGE_MS): its value when it is a number from 1 to under max; else max. */
+ * RP_BMC_SDR_MAX_AGE_MS, RP_BMC_SOL_SESSION_MS): its value when it is a number from 1 to under max;
+ * else max. */
 unsigned rp_bmc_env_limit(const char *name, unsigned max);
 
 /* Set err (kind + printf message); returns -1 for `return rp_bmc_fail(...)`. */

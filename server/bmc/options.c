@@ -12,6 +12,7 @@ static const char *const privileges[] = {"user", "operator", "admin", NULL};
 /* IPMI 2.0 privilege levels (table 6-1), what the session asks for. */
 static const long privilege_levels[] = {2, 3, 4};
 static const char *const schemes[] = {"https", "http", NULL};
+static const char *const consoles[] = {"auto", "ipmi", "none", NULL};
 
 /* The names of workarounds and their codes (libfreeipmi's flags) are the IPMI driver's. */
 const struct rp_bmc_option rp_bmc_options[] = {
@@ -27,6 +28,13 @@ const struct rp_bmc_option rp_bmc_options[] = {
          .help = "session timeout"},
         {"retransmission_timeout_ms", RP_BMC_DRV_IPMI, RP_BMC_OPT_INT, 50, 10000, .def = 500,
          .help = "retransmission timeout"},
+        {"console", RP_BMC_DRV_IPMI | RP_BMC_DRV_REDFISH, RP_BMC_OPT_ENUM, .names = consoles,
+         .def = 0,
+         .help = "the serial console: ipmi (IPMI Serial over LAN, for a Redfish BMC through its "
+                 "IPMI with the same user), none, or auto (ipmi for the ipmi driver, none for "
+                 "redfish)"},
+        {"console_port", RP_BMC_DRV_REDFISH, RP_BMC_OPT_INT, 1, 65535, .def = 623,
+         .help = "the UDP port of a Redfish BMC's IPMI, for its serial console"},
         {"scheme", RP_BMC_DRV_REDFISH, RP_BMC_OPT_ENUM, .names = schemes, .def = 0,
          .help = "URL scheme of the BMC"},
         {"system_id", RP_BMC_DRV_REDFISH, RP_BMC_OPT_ID, 0, 63,

@@ -3589,6 +3589,7 @@ rp_bmc_global_cleanup(void)
 {
 	struct cached *c, *n;
 
+	rp_bmc_sol_engine_stop();
 	pthread_mutex_lock(&cache_mu);
 	for (c = cache; c; c = n) {
 		n = c->next;

@@ -19,6 +19,7 @@
 #include <microhttpd.h>
 
 #include "http.h"
+#include "rackpilot/ws.h"
 
 /* An event stream: a response whose body comes from the api's stream_read. When that has
  * nothing to say the connection is suspended ("parked") until rp_http_streams_wake sees the
@@ -38,6 +39,34 @@ struct stream {
 #define STREAM_KEEPALIVE_MS 15000
 #define STREAM_POLL_MS      20
 #define BIG_REQUEST         (1u << 20) /* a body this large: memory goes back after it */
+/* WebSockets accepted or open at once, per daemon: each holds a descriptor (three with TLS,
+ * where libmicrohttpd relays through a socketpair) until its owner closes it. */
+#define MAX_WEBSOCKETS  64
+#define WS_STOP_WAIT_S  10  /* rp_http_stop waits this long for owners to close */
+#define WS_TOKEN_MAX    128 /* as rp_api_authenticate takes them */
+#define WS_HANGUP_POLLS 25  /* TLS: look for clients that left every 25 STREAM_POLL_MS */
+
+/* A WebSocket from the handler's acceptance to its owner's close(). Until the upgrade the
+ * request owns it (r->ws: completed() drops it if the upgrade never comes), then the owner of
+ * ws. */
+struct wsconn {
+	struct rp_api_ws ws; /* first: close() finds the wsconn from it */
+	struct rp_http *h;   /* NULL once rp_http_stop gave up waiting for close() */
+	void (*open)(void *ctx, struct rp_api_ws *ws);
+	void (*free)(void *ctx);
+	void *ctx;
+	struct wsconn *prev, *next; /* h->ws_list while open */
+	int closing;                /* close() is in MHD_upgrade_action */
+	int tcp;    /* TLS: the client's socket (ws.fd is a socketpair's); else -1 */
+	int hungup; /* ws_hangups saw the client leave */
+	char peer[INET6_ADDRSTRLEN];
+};
+
+/* Guards every daemon's WebSocket fields and wsconn.h/closing/prev/next. A leaf lock: never
+ * held across a libmicrohttpd call, which may call back into completed(). Static, not in
+ * struct rp_http, because a wsconn whose owner outlived the daemon still takes it. */
+static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ws_cv = PTHREAD_COND_INITIALIZER;
 
 struct rp_http {
 	struct MHD_Daemon *d;
@@ -51,6 +80,10 @@ struct rp_http {
 	int closing;
 	pthread_t waker; /* polls o.generation for parked streams */
 	int has_waker;
+	/* Under ws_mu: */
+	unsigned nws;           /* WebSockets reserved (handler running, 101 queued) or open */
+	struct wsconn *ws_list; /* open ones (upgraded, not yet closed) */
+	int ws_stopping;        /* rp_http_stop: no more upgrades */
 };
 
 #define MAX_SEGMENTS 8
@@ -70,6 +103,11 @@ struct request {
 	const char *h_rid, *h_clen, *h_te, *h_auth, *h_ctype, *h_if_match, *h_if_none_match;
 	const char *h_host, *h_range, *h_lei;
 	struct upload *up; /* RP_ROUTE_UPLOAD: the body on its way to disk */
+	/* RP_ROUTE_WEBSOCKET: the handshake's key, whether the client offered RP_WS_PROTOCOL, the
+	 * accepted WebSocket until it is upgraded, and whether the upgrade logged the request. */
+	const char *h_wskey;
+	int ws_proto, logged;
+	struct wsconn *ws;
 	/* Fields from here on are not cleared at allocation. */
 	char rid[40];
 	char line[128]; /* "METHOD /path" for the access log */
@@ -679,17 +717,200 @@ collect_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *
 	return MHD_YES;
 }
 
+/* ---- WebSocket handshakes (RFC 6455 4.2.1) --------------------------------------------- */
+
+/* The next element of a comma-separated header list at *p, without the white space around
+ * it; empty elements are skipped (RFC 9110 5.6.1). 0 at the end of the list. */
+static int
+list_next(const char **p, const char **el, size_t *len)
+{
+	const char *s = *p, *e;
+
+	while (*s == ' ' || *s == '\t' || *s == ',')
+		s++;
+	if (*s == '\0') {
+		*p = s;
+		return 0;
+	}
+	e = s + strcspn(s, ",");
+	*p = e;
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+		e--;
+	*el = s;
+	*len = (size_t)(e - s);
+	return 1;
+}
+
+/* 1 when the list v holds tok (case-insensitive). */
+static int
+list_has(const char *v, const char *tok)
+{
+	const char *el;
+	size_t n, tn = strlen(tok);
+
+	while (list_next(&v, &el, &n))
+		if (n == tn && strncasecmp(el, tok, n) == 0)
+			return 1;
+	return 0;
+}
+
+/* 1 when the n bytes at s are all token characters (RFC 9110 5.6.2), as a subprotocol's. */
+static int
+tchars(const char *s, size_t n)
+{
+	static const char extra[] = "!#$%&'*+-.^_`|~";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (!((ch >= '0' && ch <= '9') || ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z') ||
+		      memchr(extra, ch, sizeof extra - 1)))
+			return 0;
+	}
+	return 1;
+}
+
+/* What a handshake's headers say, over every occurrence of each. */
+struct handshake {
+	int upgrade, connection; /* "websocket" in Upgrade, "upgrade" in Connection */
+	int nkey, nversion, nbearer;
+	const char *key, *version;
+	const char *bearer; /* the token after RP_WS_PROTOCOL_BEARER, inside MHD's header copy */
+	size_t bearer_len;
+	int proto; /* RP_WS_PROTOCOL offered */
+};
+
+static enum MHD_Result
+handshake_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct handshake *hs = cls;
+	const char *el;
+	size_t n, bl = strlen(RP_WS_PROTOCOL_BEARER);
+
+	(void)kind;
+	if (key == NULL || value == NULL)
+		return MHD_YES;
+	if (!strcasecmp(key, "Upgrade")) {
+		hs->upgrade |= list_has(value, "websocket");
+	} else if (!strcasecmp(key, "Connection")) {
+		hs->connection |= list_has(value, "upgrade");
+	} else if (!strcasecmp(key, "Sec-WebSocket-Key")) {
+		hs->nkey++;
+		hs->key = value;
+	} else if (!strcasecmp(key, "Sec-WebSocket-Version")) {
+		hs->nversion++;
+		hs->version = value;
+	} else if (!strcasecmp(key, "Sec-WebSocket-Protocol")) {
+		/* Subprotocol names compare case-sensitively (RFC 6455 4.1). */
+		while (list_next(&value, &el, &n)) {
+			if (n == strlen(RP_WS_PROTOCOL) && !strncmp(el, RP_WS_PROTOCOL, n)) {
+				hs->proto = 1;
+			} else if (n >= bl && !strncmp(el, RP_WS_PROTOCOL_BEARER, bl)) {
+				hs->nbearer++;
+				hs->bearer = el + bl;
+				hs->bearer_len = n - bl;
+			}
+		}
+	}
+	return MHD_YES;
+}
+
+static const char *const ws_version_header[] = {"Sec-WebSocket-Version", "13", NULL};
+
+/* Before authentication, for a RP_ROUTE_WEBSOCKET request: read the handshake's headers into
+ * *hs and find the token. 0 with *auth set to what to authenticate (the Authorization header;
+ * without one, "Bearer <token>" from the bearer subprotocol, written into buf, buflen > 7 +
+ * WS_TOKEN_MAX; or NULL), or 1 when refused (*ret to return): another method than GET, or a
+ * bearer subprotocol offered wrongly. Nothing here copies the token anywhere but into buf. */
+static int
+ws_token(struct MHD_Connection *c, struct request *r, const char *method, int has_body,
+         struct handshake *hs, char *buf, size_t buflen, const char **auth, enum MHD_Result *ret)
+{
+	const char *why = NULL;
+
+	if (strcmp(method, "GET") != 0) {
+		snprintf(r->allow, sizeof r->allow, "GET");
+		*ret = refuse(c, r, has_body, RP_ERR_METHOD_NOT_ALLOWED,
+		              json_pack("{s:s}", "allow", "GET"));
+		return 1;
+	}
+	memset(hs, 0, sizeof *hs);
+	MHD_get_connection_values(c, MHD_HEADER_KIND, handshake_header, hs);
+	if (hs->nbearer > 1)
+		why = "more than one " RP_WS_PROTOCOL_BEARER " subprotocol";
+	else if (hs->nbearer && !hs->proto)
+		why = "offer the subprotocol " RP_WS_PROTOCOL " with " RP_WS_PROTOCOL_BEARER
+		      "<token>";
+	if (why) {
+		*ret = refuse(c, r, has_body, RP_ERR_BAD_REQUEST,
+		              json_pack("{s:s}", "reason", why));
+		return 1;
+	}
+	*auth = r->h_auth;
+	/* A token that cannot be one is no token: 401, like an unknown one. */
+	if (*auth == NULL && hs->nbearer && hs->bearer_len > 0 && hs->bearer_len <= WS_TOKEN_MAX &&
+	    buflen > 7 + hs->bearer_len && tchars(hs->bearer, hs->bearer_len)) {
+		memcpy(buf, "Bearer ", 7);
+		memcpy(buf + 7, hs->bearer, hs->bearer_len);
+		buf[7 + hs->bearer_len] = '\0';
+		*auth = buf;
+	}
+	return 0;
+}
+
+/* After authentication: the rest of the handshake (RFC 6455 4.2.1). 0, or 1 when refused
+ * (*ret to return): 400, or 426 for a version other than 13. */
+static int
+ws_handshake(struct MHD_Connection *c, struct request *r, const char *version, int has_body,
+             const struct handshake *hs, enum MHD_Result *ret)
+{
+	char acc[RP_WS_ACCEPT_BUF];
+	const char *why = NULL;
+
+	if (strcmp(version, MHD_HTTP_VERSION_1_1) != 0)
+		why = "a WebSocket handshake is an HTTP/1.1 request";
+	else if (has_body)
+		why = "a WebSocket handshake has no body";
+	else if (!hs->upgrade)
+		why = "not a WebSocket handshake (Upgrade: websocket)";
+	else if (!hs->connection)
+		why = "not a WebSocket handshake (Connection: Upgrade)";
+	else if (hs->nversion != 1)
+		why = "Sec-WebSocket-Version must be given once";
+	else if (hs->nkey != 1 || rp_ws_accept(hs->key, acc) < 0)
+		why = "Sec-WebSocket-Key must be given once, 16 bytes in base64";
+	if (why) {
+		*ret = refuse(c, r, has_body, RP_ERR_BAD_REQUEST,
+		              json_pack("{s:s}", "reason", why));
+		return 1;
+	}
+	if (strcmp(hs->version, "13") != 0) {
+		*ret = refuse(
+		        c, r, 0, RP_ERR_UPGRADE_REQUIRED,
+		        json_pack("{s:s}", "reason", "this server speaks WebSocket version 13"));
+		if (r->early)
+			r->early->headers = ws_version_header;
+		return 1;
+	}
+	r->h_wskey = hs->key;
+	r->ws_proto = hs->proto;
+	return 0;
+}
+
 /* First call for a request: route, authenticate, check the declared body. */
 static enum MHD_Result
 begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *method,
-      struct request *r)
+      const char *version, struct request *r)
 {
 	const struct rp_route *rt;
-	char mt[64];
-	const char *v, *te;
+	char mt[64], wsauth[8 + WS_TOKEN_MAX];
+	const char *v, *te, *auth;
+	struct handshake hs;
+	enum MHD_Result ret;
 	unsigned long long clen = 0;
 	int has_body;
-	enum rp_err e;
+	enum rp_err e = RP_ERR_OK;
 
 	MHD_get_connection_values(c, MHD_HEADER_KIND, collect_header, r);
 	v = r->h_rid;
@@ -735,8 +956,16 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 			return has_body ? send_reply(NULL, c, r, r->early, r->allow) : MHD_YES;
 		}
 	}
+	auth = r->h_auth;
+	if ((rt->flags & RP_ROUTE_WEBSOCKET) &&
+	    ws_token(c, r, method, has_body, &hs, wsauth, sizeof wsauth, &auth, &ret))
+		return ret;
+	if (rt->role != RP_ROLE_NONE)
+		e = rp_api_authenticate(h->api, auth, &r->who);
+	/* A token from the subprotocol lives only in wsauth, and only this long. */
+	if (auth == wsauth)
+		explicit_bzero(wsauth, sizeof wsauth);
 	if (rt->role != RP_ROLE_NONE) {
-		e = rp_api_authenticate(h->api, r->h_auth, &r->who);
 		if (e != RP_ERR_OK)
 			return refuse(c, r, has_body, e, NULL);
 		/* Agent tokens open agent routes only; operator tokens never open those. */
@@ -747,6 +976,9 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 			                        rp_api_role_name(rt->role), "role",
 			                        rp_api_role_name(r->who.role)));
 	}
+	/* Who may not use the route learns nothing more about it. */
+	if ((rt->flags & RP_ROUTE_WEBSOCKET) && ws_handshake(c, r, version, has_body, &hs, &ret))
+		return ret;
 	if (rt->flags & RP_ROUTE_UPLOAD) {
 		if (clen > h->o.max_upload)
 			return refuse(c, r, has_body, RP_ERR_TOO_LARGE,
@@ -790,6 +1022,200 @@ begin(struct rp_http *h, struct MHD_Connection *c, const char *url, const char *
 	return MHD_YES;
 }
 
+/* ---- WebSocket connections --------------------------------------------------------------- */
+
+static void request_log(struct rp_http *h, struct MHD_Connection *c, struct request *r,
+                        int aborted);
+
+/* Take one of the daemon's MAX_WEBSOCKETS: 0, or -1 when none is left or it is stopping. */
+static int
+ws_reserve(struct rp_http *h)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&ws_mu);
+	if (!h->ws_stopping && h->nws < MAX_WEBSOCKETS) {
+		h->nws++;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&ws_mu);
+	return rc;
+}
+
+static void
+ws_release(struct rp_http *h)
+{
+	pthread_mutex_lock(&ws_mu);
+	h->nws--;
+	pthread_cond_broadcast(&ws_cv);
+	pthread_mutex_unlock(&ws_mu);
+}
+
+/* A WebSocket that will not be opened: its context goes to the handler's ws_free. */
+static void
+ws_drop(struct wsconn *wc)
+{
+	if (wc->free)
+		wc->free(wc->ctx);
+	ws_release(wc->h);
+	free(wc);
+}
+
+static void
+ws_unlink(struct rp_http *h, struct wsconn *wc)
+{
+	if (wc->prev)
+		wc->prev->next = wc->next;
+	else
+		h->ws_list = wc->next;
+	if (wc->next)
+		wc->next->prev = wc->prev;
+	wc->prev = wc->next = NULL;
+}
+
+/* rp_api_ws.close: any thread, once. */
+static void
+ws_close(struct rp_api_ws *ws)
+{
+	struct wsconn *wc = (struct wsconn *)ws;
+	struct rp_http *h;
+
+	pthread_mutex_lock(&ws_mu);
+	h = wc->h;
+	wc->closing = 1;
+	pthread_mutex_unlock(&ws_mu);
+	/* Without h, rp_http_stop has given up on us and the daemon closed the connection. */
+	if (h)
+		MHD_upgrade_action(ws->priv, MHD_UPGRADE_ACTION_CLOSE);
+	pthread_mutex_lock(&ws_mu);
+	if (h) {
+		ws_unlink(h, wc);
+		h->nws--;
+		pthread_cond_broadcast(&ws_cv);
+	}
+	pthread_mutex_unlock(&ws_mu);
+	free(wc);
+}
+
+/* libmicrohttpd has sent the 101 (on a daemon thread, which must not block): the connection
+ * is the handler's now. */
+static void
+ws_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in,
+            size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+	struct wsconn *wc = cls;
+	struct request *r = con_cls;
+	struct rp_http *h = wc->h;
+	const char *why = NULL;
+	int fl;
+
+	(void)extra_in;
+	if (r) {
+		/* The request is done: logged now, not when the connection ends. */
+		r->ws = NULL;
+		request_log(h, c, r, 0);
+		r->logged = 1;
+	}
+	wc->ws.fd = sock;
+	wc->ws.priv = urh;
+	if (h->o.tls) {
+		const union MHD_ConnectionInfo *ci =
+		        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		wc->tcp = ci ? ci->connect_fd : -1;
+	}
+	wc->ws.close = ws_close;
+	wc->ws.peer = wc->peer;
+	/* Bytes before the 101 are not a WebSocket client's: RFC 6455 4.1 has it wait. */
+	if (extra_in_size > 0)
+		why = "it sent data before the 101";
+	else if ((fl = fcntl(sock, F_GETFL)) < 0 || fcntl(sock, F_SETFL, fl | O_NONBLOCK) < 0)
+		why = strerror(errno);
+	pthread_mutex_lock(&ws_mu);
+	if (why == NULL && h->ws_stopping)
+		why = "the server is stopping";
+	if (why == NULL) {
+		wc->next = h->ws_list;
+		if (wc->next)
+			wc->next->prev = wc;
+		h->ws_list = wc;
+	}
+	pthread_mutex_unlock(&ws_mu);
+	if (why) {
+		rp_log_info("http: WebSocket from %s closed at once: %s", wc->peer, why);
+		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+		ws_drop(wc);
+		return;
+	}
+	wc->open(wc->ctx, &wc->ws);
+}
+
+/* Answer a RP_ROUTE_WEBSOCKET request (reserved: it holds a ws_reserve) or one whose handler
+ * set ws_open or ws_ctx: the 101 when the handler accepted, else its reply. Every ws_ctx goes
+ * to exactly one of ws_open (via ws_upgraded) and ws_free; the reservation goes with it. */
+static enum MHD_Result
+ws_reply(struct rp_http *h, struct MHD_Connection *c, struct request *r, int reserved,
+         struct rp_api_resp *rs, const char *peer)
+{
+	struct MHD_Response *resp = NULL;
+	struct wsconn *wc = NULL;
+	char acc[RP_WS_ACCEPT_BUF];
+	void (*open)(void *, struct rp_api_ws *) = rs->ws_open;
+	void (*wfree)(void *) = rs->ws_free;
+	void *ctx = rs->ws_ctx;
+	enum MHD_Result ret;
+
+	rs->ws_open = NULL;
+	rs->ws_free = NULL;
+	rs->ws_ctx = NULL;
+	if (open == NULL || !reserved) {
+		if (reserved)
+			ws_release(h);
+		if (wfree)
+			wfree(ctx);
+		if (open) {
+			rp_log_error("%s: a WebSocket on a route without RP_ROUTE_WEBSOCKET",
+			             r->line);
+			rp_api_resp_clear(rs);
+			rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+		}
+		return send_reply(h, c, r, rs, NULL);
+	}
+	rp_api_resp_clear(rs);
+	if ((wc = calloc(1, sizeof *wc)) == NULL || rp_ws_accept(r->h_wskey, acc) < 0 ||
+	    (resp = MHD_create_response_for_upgrade(ws_upgraded, wc)) == NULL ||
+	    MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket") != MHD_YES ||
+	    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "Upgrade") != MHD_YES ||
+	    MHD_add_response_header(resp, "Sec-WebSocket-Accept", acc) != MHD_YES ||
+	    (r->ws_proto &&
+	     MHD_add_response_header(resp, "Sec-WebSocket-Protocol", RP_WS_PROTOCOL) != MHD_YES) ||
+	    MHD_add_response_header(resp, "X-Request-Id", r->rid) != MHD_YES) {
+		if (resp)
+			MHD_destroy_response(resp);
+		free(wc);
+		ws_release(h);
+		if (wfree)
+			wfree(ctx);
+		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+		return send_reply(h, c, r, rs, NULL);
+	}
+	wc->h = h;
+	wc->open = open;
+	wc->free = wfree;
+	wc->ctx = ctx;
+	wc->ws.fd = -1;
+	wc->tcp = -1;
+	snprintf(wc->peer, sizeof wc->peer, "%s", peer && peer[0] ? peer : "-");
+	/* The request owns wc from here: the upgrade opens it, or completed() drops it (the
+	 * client left before the 101 was out, the daemon stopped, queueing failed). */
+	r->ws = wc;
+	r->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+	r->done = 1;
+	ret = MHD_queue_response(c, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
 /* Last call: the whole body is here. Parse it and run the handler. */
 static enum MHD_Result
 finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct request *r)
@@ -800,7 +1226,7 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 	json_t *query = NULL, *body = NULL;
 	char mt[64], peer[INET6_ADDRSTRLEN], uphex[RP_SHA256_HEX];
 	enum MHD_Result ret;
-	int i;
+	int i, ws = (rt->flags & RP_ROUTE_WEBSOCKET) != 0;
 
 	if (r->too_big || r->body.toobig) {
 		json_decref(query);
@@ -870,17 +1296,30 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 	rq.host = r->h_host;
 	rq.range = r->h_range;
 	rq.last_event_id = r->h_lei;
-	if (rt->flags & RP_ROUTE_PEER) {
+	peer[0] = '\0';
+	if (rt->flags & (RP_ROUTE_PEER | RP_ROUTE_WEBSOCKET)) {
 		const union MHD_ConnectionInfo *ci =
 		        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 		const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+		const char *p = NULL;
 
 		if (sa && sa->sa_family == AF_INET)
-			rq.peer = inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr,
-			                    peer, sizeof peer);
+			p = inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, peer,
+			              sizeof peer);
 		else if (sa && sa->sa_family == AF_INET6)
-			rq.peer = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr,
-			                    peer, sizeof peer);
+			p = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, peer,
+			              sizeof peer);
+		if (rt->flags & RP_ROUTE_PEER)
+			rq.peer = p;
+	}
+	/* Held from before the handler, which may do work for a WebSocket, to its close. */
+	if (ws && ws_reserve(h) < 0) {
+		json_decref(query);
+		json_decref(body);
+		return send_error(c, r, RP_ERR_UNAVAILABLE,
+		                  json_pack("{s:s, s:i}", "reason", "too many open WebSockets",
+		                            "limit", MAX_WEBSOCKETS),
+		                  NULL);
 	}
 	rt->handler(&rq, &rs);
 	if (r->up) {
@@ -888,9 +1327,12 @@ finish(struct rp_http *h, struct MHD_Connection *c, const char *method, struct r
 		unlink(r->up->path);
 		r->up->path[0] = '\0';
 	}
-	if (rs.status == 0)
+	if (rs.status == 0 && !rs.ws_open)
 		rp_api_error(&rs, RP_ERR_INTERNAL, NULL);
-	ret = send_reply(h, c, r, &rs, NULL);
+	if (ws || rs.ws_open || rs.ws_free)
+		ret = ws_reply(h, c, r, ws, &rs, peer);
+	else
+		ret = send_reply(h, c, r, &rs, NULL);
 	json_decref(query);
 	json_decref(body);
 	return ret;
@@ -903,7 +1345,6 @@ dispatch(void *cls, struct MHD_Connection *c, const char *url, const char *metho
 	struct rp_http *h = cls;
 	struct request *r = *con_cls;
 
-	(void)version;
 	if (r == NULL) {
 		/* malloc, not calloc: the struct is mostly buffers that are written before read,
 		 * and clearing a kilobyte per request shows in profiles. */
@@ -924,7 +1365,7 @@ dispatch(void *cls, struct MHD_Connection *c, const char *url, const char *metho
 			r->line[put_escaped(r->line, n, sizeof r->line, url)] = '\0';
 		}
 		*con_cls = r;
-		return begin(h, c, url, method, r);
+		return begin(h, c, url, method, version, r);
 	}
 	if (r->done) {
 		/* Answered early (413, 415, 401...): drop whatever body still arrives. */
@@ -997,17 +1438,12 @@ access_line(const char *ip, struct request *r, int64_t ns, int aborted)
 	rp_log_access(b, n);
 }
 
+/* The request's metrics and access line. */
 static void
-completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+request_log(struct rp_http *h, struct MHD_Connection *c, struct request *r, int aborted)
 {
-	struct rp_http *h = cls;
-	struct request *r = *con_cls;
-	int64_t ns;
-	int big;
+	int64_t ns = rp_time_mono_ns() - r->t0;
 
-	if (r == NULL)
-		return;
-	ns = rp_time_mono_ns() - r->t0;
 	rp_metrics_observe(h->api->metrics, r->route, r->status, ns);
 	if (h->o.access_log) {
 		const union MHD_ConnectionInfo *ci =
@@ -1024,8 +1460,26 @@ completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestT
 				          &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr, ip,
 				          sizeof ip);
 		}
-		access_line(ip, r, ns, toe != MHD_REQUEST_TERMINATED_COMPLETED_OK);
+		access_line(ip, r, ns, aborted);
 	}
+}
+
+static void
+completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct rp_http *h = cls;
+	struct request *r = *con_cls;
+	int big;
+
+	if (r == NULL)
+		return;
+	/* Accepted, never upgraded. */
+	if (r->ws) {
+		ws_drop(r->ws);
+		r->ws = NULL;
+	}
+	if (!r->logged)
+		request_log(h, c, r, toe != MHD_REQUEST_TERMINATED_COMPLETED_OK);
 	if (r->early) {
 		rp_api_resp_clear(r->early);
 		free(r->early);
@@ -1042,13 +1496,44 @@ completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestT
 		malloc_trim(0);
 }
 
+/* Over TLS a WebSocket's fd is one end of libmicrohttpd's socketpair, and libmicrohttpd
+ * (0.9.75 and later) tells it nothing when the client leaves until a write to the client
+ * fails: an owner that only reads would wait forever. So watch the clients' sockets, and shut
+ * the owner's end for reading when one has gone: it reads end of file, as without TLS. A
+ * closing wsconn is skipped: its socket may be closed as soon as MHD_upgrade_action ran. */
+static void
+ws_hangups(struct rp_http *h)
+{
+	struct pollfd p[MAX_WEBSOCKETS];
+	struct wsconn *w[MAX_WEBSOCKETS], *wc;
+	size_t i, n = 0;
+
+	pthread_mutex_lock(&ws_mu);
+	for (wc = h->ws_list; wc && n < MAX_WEBSOCKETS; wc = wc->next) {
+		if (wc->closing || wc->hungup || wc->tcp < 0)
+			continue;
+		p[n].fd = wc->tcp;
+		p[n].events = POLLRDHUP;
+		p[n].revents = 0;
+		w[n++] = wc;
+	}
+	if (n > 0 && poll(p, n, 0) > 0)
+		for (i = 0; i < n; i++)
+			if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+				shutdown(w[i]->ws.fd, SHUT_RD);
+				w[i]->hungup = 1;
+			}
+	pthread_mutex_unlock(&ws_mu);
+}
+
 /* Parked streams wake within STREAM_POLL_MS of a change: a cheap counter read, and nothing at
- * all while no stream is parked. */
+ * all while no stream is parked. With TLS it also looks for WebSocket clients that left. */
 static void *
 waker(void *arg)
 {
 	struct rp_http *h = arg;
 	struct timespec ts = {0, STREAM_POLL_MS * 1000000L};
+	unsigned polls = 0;
 
 	while (!__atomic_load_n(&h->closing, __ATOMIC_ACQUIRE)) {
 		size_t n;
@@ -1057,9 +1542,11 @@ waker(void *arg)
 		pthread_mutex_lock(&h->lock);
 		n = h->nparked;
 		pthread_mutex_unlock(&h->lock);
-		if (n > 0)
+		if (n > 0 && h->o.generation)
 			rp_http_streams_wake(h, h->o.generation(h->o.generation_arg),
 			                     rp_time_now_ms());
+		if (h->o.tls && ++polls % WS_HANGUP_POLLS == 0)
+			ws_hangups(h);
 	}
 	return NULL;
 }
@@ -1104,7 +1591,8 @@ rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_http *
 	h->o = *o;
 	pthread_mutex_init(&h->lock, NULL);
 	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-	        MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0) | (o->tls ? MHD_USE_TLS : 0);
+	        MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | (v6 ? MHD_USE_IPv6 : 0) |
+	        (o->tls ? MHD_USE_TLS : 0);
 	{
 		struct MHD_OptionItem opts[] = {
 		        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
@@ -1133,7 +1621,7 @@ rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_http *
 		free(h);
 		return -1;
 	}
-	if (o->generation && pthread_create(&h->waker, NULL, waker, h) == 0)
+	if ((o->generation || o->tls) && pthread_create(&h->waker, NULL, waker, h) == 0)
 		h->has_waker = 1;
 	info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
 	if (info)
@@ -1163,6 +1651,45 @@ rp_http_address(const struct rp_http *h)
 	return h->address;
 }
 
+/* End the open WebSockets before the daemon stops under them: shut each down (its owner reads
+ * end of file) and wait WS_STOP_WAIT_S for their close(). Any still open then are left to the
+ * daemon, which closes them; their owners' close() only frees. Accepted ones that were not yet
+ * upgraded are dropped by completed() as the daemon stops. */
+static void
+ws_stop(struct rp_http *h)
+{
+	struct timespec until;
+	struct wsconn *wc, *next;
+	unsigned left = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += WS_STOP_WAIT_S;
+	pthread_mutex_lock(&ws_mu);
+	h->ws_stopping = 1;
+	for (wc = h->ws_list; wc; wc = wc->next)
+		if (!wc->closing)
+			shutdown(wc->ws.fd, SHUT_RDWR);
+	while (h->ws_list && pthread_cond_timedwait(&ws_cv, &ws_mu, &until) == 0)
+		;
+	for (wc = h->ws_list; wc; wc = next) {
+		next = wc->next;
+		if (wc->closing)
+			continue;
+		ws_unlink(h, wc);
+		wc->h = NULL;
+		h->nws--;
+		left++;
+	}
+	/* Those in close() are inside MHD_upgrade_action: a moment. */
+	while (h->ws_list)
+		pthread_cond_wait(&ws_cv, &ws_mu);
+	pthread_mutex_unlock(&ws_mu);
+	if (left)
+		rp_log_error("http: %u WebSocket(s) not closed %d s after shutdown; closed under "
+		             "their owners",
+		             left, WS_STOP_WAIT_S);
+}
+
 void
 rp_http_stop(struct rp_http *h)
 {
@@ -1173,6 +1700,7 @@ rp_http_stop(struct rp_http *h)
 	if (h->has_waker)
 		pthread_join(h->waker, NULL);
 	rp_http_streams_wake(h, 0, 0);
+	ws_stop(h);
 	MHD_stop_daemon(h->d);
 	pthread_mutex_destroy(&h->lock);
 	free(h);

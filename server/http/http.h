@@ -1,7 +1,9 @@
 /*
  * http.h — the HTTP front: a libmicrohttpd daemon (internal epoll thread pool) whose one
  * dispatcher matches the api route table, caps and parses bodies, authenticates, calls
- * the handler and sends its reply with a request id; one access-log line per request.
+ * the handler and sends its reply with a request id; one access-log line per request. It
+ * also upgrades RP_ROUTE_WEBSOCKET requests (the handshake, then the connection handed to the
+ * handler's ws_open: api.h).
  */
 #ifndef RP_HTTP_H
 #define RP_HTTP_H
@@ -44,11 +46,12 @@ int rp_http_start(const struct rp_http_opts *o, struct rp_api *api, struct rp_ht
 const char *rp_http_address(const struct rp_http *h);
 
 /* Resume parked event streams whose store generation is no longer gen, or that have been
- * quiet long enough to owe a keep-alive. Called from the main loop's tick. */
+ * quiet long enough to owe a keep-alive. The daemon's own thread calls it every few
+ * milliseconds while streams are parked. */
 void rp_http_streams_wake(struct rp_http *h, uint64_t gen, int64_t now_ms);
 
-/* Stop accepting, finish in-flight requests, end event streams, join the threads. Accepts
- * NULL. */
+/* Stop accepting, finish in-flight requests, end event streams, shut open WebSockets down and
+ * wait up to 10 s for their owners to close them, join the threads. Accepts NULL. */
 void rp_http_stop(struct rp_http *h);
 
 /* Split "ADDR:PORT" / "[ADDR]:PORT" into host (hostlen bytes) and port. 0, or -1 when

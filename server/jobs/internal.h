@@ -86,6 +86,7 @@ struct rp_jobs {
 	int webhooks_started;
 	int stalled; /* the deliverer's last pass recorded nothing: it waits before the next */
 	struct sweeper sweeps[RP_SWEEPS]; /* (mu) */
+	struct rp_console *console;       /* console.c; NULL without console_dir */
 	int leader;                       /* leads the servers of its database (rp_jobs_lead) */
 	/* this server among those that share its database */
 	struct rp_server_self self;
@@ -229,6 +230,12 @@ struct rp_job_outcome *jobs_run_verify(struct work *w, struct rp_bmc *b);
 /* power_cap (caps.c): the node's planned limit (rp_store_power_cap_plan) set at its BMC and
  * read back (rp_store_power_cap_seen). */
 struct rp_job_outcome *jobs_run_power_cap(struct work *w, struct rp_bmc *b);
+
+/* The console thread (console.c): started by rp_jobs_start when console_dir is set (0, or -1
+ * logged by the caller), stopped (viewers told, sessions closed) by rp_jobs_stop. */
+struct rp_console;
+int jobs_console_start(struct rp_jobs *j);
+void jobs_console_stop(struct rp_jobs *j);
 
 /* identify, bmc_reset and bmc_rotate (bmcops.c). bmc_reset and bmc_rotate open their own
  * handles (a BMC that restarts; other passwords than the stored one): b is NULL for them. */

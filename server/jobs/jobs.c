@@ -44,6 +44,11 @@ rp_jobs_defaults(struct rp_jobs_opts *o)
 	o->webhook_max_age_s = 86400;
 	o->webhook_ca_file = NULL;
 	o->webhook_proxy = NULL;
+	o->console_dir = NULL;
+	o->console_mode = "active";
+	o->console_max_sessions = 64;
+	o->console_log_bytes = 8u << 20;
+	o->console_idle_s = 3600;
 }
 
 static void
@@ -961,6 +966,9 @@ rp_jobs_start(struct rp_store *st, const struct rp_jobs_opts *o, struct rp_jobs 
 	j->webhooks_started = pthread_create(&j->webhooks, NULL, rp_jobs_webhooks, j) == 0;
 	if (!j->webhooks_started)
 		rp_log_warn("jobs: cannot start the webhook thread; nothing is delivered");
+	if (j->o.console_dir && jobs_console_start(j) < 0)
+		rp_log_warn(
+		        "jobs: cannot start the console thread; no console is logged or served");
 	*out = j;
 	return 0;
 fail:
@@ -999,6 +1007,7 @@ rp_jobs_stop(struct rp_jobs *j)
 		pthread_join(j->pruner, NULL);
 	if (j->webhooks_started)
 		pthread_join(j->webhooks, NULL);
+	jobs_console_stop(j);
 	jobs_sweeps_join(j);
 	/* Outcomes of jobs that finished while stopping are still worth recording. */
 	if (j->done)

@@ -52,13 +52,18 @@ struct rp_jobs_opts {
 	const char *agent_command;        /* the agent on nodes; default "rackpilot-agent" */
 	unsigned ssh_connect_timeout_s;   /* default 10 */
 	size_t log_cap;                   /* bytes of SSH output kept per job; default 8 MiB */
-	const char *image_dir;       /* the image store, for checking an image before a deploy */
-	const char *image_url;       /* base URL BMCs fetch images from (BASE/boot/images/NAME);
-	                                NULL: firmware updates by SimpleUpdate fail with a reason */
-	unsigned webhook_timeout_s;  /* one POST to a webhook; default 10 */
-	unsigned webhook_max_age_s;  /* a delivery is given up this long after its event */
-	const char *webhook_ca_file; /* CAs webhook receivers are verified with; NULL: system's */
-	const char *webhook_proxy;   /* proxy for webhook POSTs; NULL: none (never the env's) */
+	const char *image_dir;         /* the image store, for checking an image before a deploy */
+	const char *image_url;         /* base URL BMCs fetch images from (BASE/boot/images/NAME);
+	                                  NULL: firmware updates by SimpleUpdate fail with a reason */
+	unsigned webhook_timeout_s;    /* one POST to a webhook; default 10 */
+	unsigned webhook_max_age_s;    /* a delivery is given up this long after its event */
+	const char *webhook_ca_file;   /* CAs webhook receivers are verified with; NULL: system's */
+	const char *webhook_proxy;     /* proxy for webhook POSTs; NULL: none (never the env's) */
+	const char *console_dir;       /* the console logs; NULL: no console thread */
+	const char *console_mode;      /* which consoles are logged: active, always, off */
+	unsigned console_max_sessions; /* SOL sessions open at once; default 64 */
+	uint64_t console_log_bytes;    /* a node's log, both files; default 8 MiB */
+	unsigned console_idle_s;       /* the writer is let go after this without input; 0: never */
 };
 
 /* Fill o with the defaults. */
@@ -105,6 +110,52 @@ enum rp_err rp_jobs_submit_batch(struct rp_jobs *j, json_t *selector, json_t *jo
  * one or NULL, is stored sealed as pending, never in the job) and wake the scheduler. */
 enum rp_err rp_jobs_bmc_rotate(struct rp_jobs *j, const char *node, const char *password,
                                json_t *job, const char *actor, json_t **out, json_t **detail);
+
+/* ---- Serial consoles (console.c; docs/bmc.md) ---------------------------------------- */
+
+/* A viewer's connection (an upgraded WebSocket): frames both ways on fd (non-blocking); the
+ * console calls close(arg) exactly once when it is done with it. */
+struct rp_console_conn {
+	int fd;
+	const char *peer; /* static for the connection's life, or NULL */
+	void (*close)(void *arg);
+	void *arg;
+};
+
+/* node's (UUID or name) UUID and name, and with need_console whether it has a console
+ * Rackpilot can open: RP_ERR_OK; RP_ERR_NOT_FOUND; RP_ERR_CONFLICT (no BMC with an address) or
+ * RP_ERR_UNSUPPORTED (an IPMI or Redfish BMC whose options.console says none, as a Redfish
+ * BMC's "auto" does) with why. */
+enum rp_err rp_jobs_console_check(struct rp_jobs *j, const char *node, int need_console,
+                                  char uuid[RP_UUID_BUF], char *name, size_t namelen, char *why,
+                                  size_t whylen);
+
+/* Hand a viewer's connection to the console thread (it owns conn from now on, also on
+ * failure): it opens the node's SOL session if it is not open, sends the viewer the console's
+ * raw output as binary frames and status messages as text frames ({type, writer, message}),
+ * and takes the viewer's binary frames as input while it holds the console (write: it asked
+ * to; the first such operator holds it). actor names the viewer in events
+ * (console.attached, console.detached). RP_ERR_INTERNAL when the console thread is not
+ * running (conn closed). */
+enum rp_err rp_jobs_console_attach(struct rp_jobs *j, const char *uuid, const char *name,
+                                   const struct rp_console_conn *conn, int write,
+                                   const char *actor);
+
+/* Moves whenever a console logs a line: for the HTTP server's parked streams. */
+uint64_t rp_jobs_console_generation(struct rp_jobs *j);
+
+/* The node's (UUID) console lines from *next on as Server-Sent Events ("id: SEQ\ndata:
+ * LINE\n\n"), at most max bytes into buf; *next 0 means from now on. Returns the bytes
+ * written (0: none now) and moves *next past them; -1 when there is no console thread. Lines
+ * the ring (the latest 1024 of each console) no longer holds are skipped. */
+long rp_jobs_console_read(struct rp_jobs *j, const char *uuid, uint64_t *next, char *buf,
+                          size_t max);
+
+/* The last tail lines of node's (UUID or name) console log as text ("TIMESTAMP LINE\n"
+ * each): *out a new NUL-terminated buffer of *len bytes (empty when the node was never
+ * logged). RP_ERR_NOT_FOUND: no such node. */
+enum rp_err rp_jobs_console_log(struct rp_jobs *j, const char *node, unsigned tail, char **out,
+                                size_t *len);
 
 /* Start a lifecycle action (see rp_store_provision) and wake the scheduler. */
 enum rp_err rp_jobs_provision(struct rp_jobs *j, const char *node, const char *action, json_t *job,

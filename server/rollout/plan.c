@@ -184,7 +184,8 @@ rp_rollout_gate_require(json_t *require, const struct rp_rollout_facts *f, char 
 			if (!f->target)
 				snprintf(why, len, "the node no longer has a %s",
 				         !strcmp(f->kind, "firmware") ? "firmware baseline"
-				                                      : "BIOS profile");
+				         : !strcmp(f->kind, "bios")   ? "BIOS profile"
+				                                      : "BMC user");
 			else if (f->drift[0])
 				snprintf(why, len, "still off target: %s", f->drift);
 		}

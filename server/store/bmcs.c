@@ -252,12 +252,21 @@ rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t
 }
 
 void
+rp_store_power_target_clear(struct rp_power_target *t)
+{
+	if (t == NULL)
+		return;
+	free(t->name);
+	t->name = NULL;
+	store_bmc_free(&t->bmc);
+	memset(&t->bmc, 0, sizeof t->bmc);
+}
+
+void
 rp_store_power_targets_free(struct rp_power_target *t, size_t n)
 {
-	for (size_t i = 0; t && i < n; i++) {
-		free(t[i].name);
-		store_bmc_free(&t[i].bmc);
-	}
+	for (size_t i = 0; t && i < n; i++)
+		rp_store_power_target_clear(&t[i]);
 	free(t);
 }
 

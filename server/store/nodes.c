@@ -21,7 +21,7 @@
 	"b.checked_at AS \"bmc.checked_at:time\", b.last_error AS \"bmc.last_error\", "            \
 	"p.name AS bios_profile, n.provision_state, n.power_state, "                               \
 	"n.power_state_at AS \"power_state_at:time\", n.maintenance AS \"maintenance:bool\", "     \
-	"n.maintenance_reason, n.expected AS \"expected:json\", n.version, "                       \
+	"n.maintenance_reason, n.console_log, n.expected AS \"expected:json\", n.version, "        \
 	"n.created_at AS \"created_at:time\", n.updated_at AS \"updated_at:time\", "               \
 	"n.ssh_address AS \"ssh.address\", n.ssh_port AS \"ssh.port\", n.ssh_user AS "             \
 	"\"ssh.user\", CASE WHEN k.node_id IS NULL THEN NULL ELSE json_object('type', "            \
@@ -190,11 +190,11 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		         "INSERT INTO nodes(name, rack_id, u_position, u_height, serial, vendor, "
 		         "model, node_class, bios_profile_id, maintenance, maintenance_reason, "
 		         "expected, uuid, created_at, updated_at, system_uuid, ssh_address, "
-		         "ssh_port, ssh_user, boot_profile_id, tags, macs) VALUES "
+		         "ssh_port, ssh_user, boot_profile_id, tags, macs, console_log) VALUES "
 		         "(?1,?2,?3,coalesce(?4,1),?5,?6,"
 		         "?7,?8,?9,?10,?11,?12,?13,?14,?14,?16,?17,?18,?19,"
 		         "(SELECT id FROM boot_profiles WHERE name = ?20 OR uuid = "
-		         "lower(?20)), ?21, ?22)");
+		         "lower(?20)), ?21, ?22, ?23)");
 	} else {
 		s = STMT(c,
 		         "UPDATE nodes SET name = ?1, rack_id = ?2, u_position = ?3, "
@@ -203,7 +203,8 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 		         "maintenance_reason = ?11, expected = ?12, version = version + 1, "
 		         "updated_at = ?14, system_uuid = ?16, ssh_address = ?17, ssh_port = ?18, "
 		         "ssh_user = ?19, boot_profile_id = (SELECT id FROM boot_profiles WHERE "
-		         "name = ?20 OR uuid = lower(?20)), tags = ?21, macs = ?22 WHERE id = ?15");
+		         "name = ?20 OR uuid = lower(?20)), tags = ?21, macs = ?22, console_log = "
+		         "?23 WHERE id = ?15");
 	}
 	store_bind_str(s, 1, obj, "name");
 	if (rack_id)
@@ -233,6 +234,7 @@ node_write(struct conn *c, int64_t *id, json_t *obj, int64_t rack_id, int64_t pr
 	store_bind_int(s, 18, json_object_get(obj, "ssh"), "port");
 	store_bind_str(s, 19, json_object_get(obj, "ssh"), "user");
 	store_bind_str(s, 20, obj, "boot_profile");
+	store_bind_str(s, 23, obj, "console_log");
 	/* The lists as the API shows them, in the form store_node_lists writes them. */
 	if ((tags_text = store_set_text(tags = json_object_get(obj, "tags"))) == NULL ||
 	    (macs_text = store_set_text(macs = json_object_get(obj, "macs"))) == NULL) {

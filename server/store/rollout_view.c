@@ -35,6 +35,22 @@ store_rollout_drift(struct conn *c, int64_t node_id, const char *kind, int *targ
 	int fw = !strcmp(kind, "firmware");
 
 	what[0] = '\0';
+	/* A credential rotation is what every node with a BMC user takes part in. */
+	if (!strcmp(kind, "bmc_credentials")) {
+		s = STMT_ARGS(c, "SELECT coalesce(username, '') <> '' FROM bmcs WHERE node_id = ?",
+		              node_id);
+		if ((e = store_one(c, s, "rollout target")) == RP_ERR_NOT_FOUND) {
+			*target = 0;
+			return RP_ERR_OK;
+		}
+		if (e != RP_ERR_OK)
+			return e;
+		*target = sql_int(s, 0) != 0;
+		sql_reset(s);
+		if (*target)
+			snprintf(what, len, "its BMC password is rotated");
+		return RP_ERR_OK;
+	}
 	s = fw ? STMT(c, "SELECT EXISTS (SELECT 1 FROM nodes n JOIN firmware_baselines b ON "
 	                 "b.node_class = n.node_class WHERE n.id = ?)")
 	       : STMT(c, "SELECT " TARGET_PROFILE " IS NOT NULL FROM nodes n WHERE n.id = ?");

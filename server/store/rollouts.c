@@ -137,6 +137,15 @@ struct create_ctx {
 	json_t *obj;
 };
 
+/* The job a rollout of kind gives each node. */
+static const char *
+rollout_job_type(const char *kind)
+{
+	return !strcmp(kind, "firmware") ? "firmware_update"
+	       : !strcmp(kind, "bios")   ? "bios_apply"
+	                                 : "bmc_rotate";
+}
+
 static enum rp_err
 create_txn(struct conn *c, void *arg)
 {
@@ -201,7 +210,9 @@ create_txn(struct conn *c, void *arg)
 					snprintf(why, sizeof why, "%s",
 					         !strcmp(kind, "firmware")
 					                 ? "no firmware baseline for its class"
-					                 : "no BIOS profile for it or its class");
+					         : !strcmp(kind, "bios")
+					                 ? "no BIOS profile for it or its class"
+					                 : "its BMC has no username");
 				else if (what[0] == '\0')
 					snprintf(why, sizeof why, "already at target");
 				else {
@@ -672,8 +683,7 @@ sync_jobs(struct conn *c, struct ro *r, int64_t now, int *changed)
 				goto out;
 			continue;
 		}
-		snprintf(reason, sizeof reason, "%s job %s: %s",
-		         !strcmp(r->kind, "firmware") ? "firmware_update" : "bios_apply", js,
+		snprintf(reason, sizeof reason, "%s job %s: %s", rollout_job_type(r->kind), js,
 		         json_string_value(json_object_get(v, "error")) ?: "no reason given");
 		if ((e = node_settle(c, r, node, "failed", reason, now)) != RP_ERR_OK)
 			goto out;
@@ -703,9 +713,10 @@ wave_start(struct conn *c, struct ro *r, int64_t w, int64_t now)
 		json_array_append_new(nodes, json_integer(sql_int(s, 0)));
 	if (e != RP_ERR_OK)
 		goto out;
-	job = json_pack("{s:s, s:{s:s}, s:b}", "type",
-	                !strcmp(r->kind, "firmware") ? "firmware_update" : "bios_apply", "params",
+	job = json_pack("{s:s, s:{s:s}, s:b}", "type", rollout_job_type(r->kind), "params",
 	                "rollout", r->uuid, "mutating", 1);
+	if (!strcmp(r->kind, "bmc_credentials"))
+		json_object_set_new(json_object_get(job, "params"), "explicit", json_false());
 	json_array_foreach(nodes, i, v)
 	{
 		struct node_ref n;

@@ -1184,8 +1184,37 @@ struct rp_power_target {
  * array of *n targets (NULL when none), released with rp_store_power_targets_free. */
 enum rp_err rp_store_power_targets(struct rp_store *st, struct rp_power_target **out, size_t *n);
 
+/* ---- Serial consoles (console.c) ------------------------------------------------------- */
+
+/* The nodes whose serial console is to be logged now (mode: the server's console_log setting,
+ * "active", "always" or "off"): with an ipmi or redfish BMC with an address, not in
+ * maintenance, the node's console_log not "off", and: mode or the node's console_log
+ * "always", or (mode "active") a provisioning action that boots it (verifying,
+ * commissioning, deploying, releasing) or an acceptance job queued or running. As
+ * rp_store_power_targets gives them (released with rp_store_power_targets_free). */
+enum rp_err rp_store_console_targets(struct rp_store *st, const char *mode,
+                                     struct rp_power_target **out, size_t *n);
+
+/* One node's BMC for its console, whatever its state: *out filled (its parts released with
+ * rp_store_power_target_clear). RP_ERR_NOT_FOUND: no such node; RP_ERR_CONFLICT: no ipmi or
+ * redfish BMC with an address. */
+enum rp_err rp_store_console_target(struct rp_store *st, const char *node,
+                                    struct rp_power_target *out);
+
+/* node's (UUID or name) UUID and name. RP_ERR_NOT_FOUND when there is no such node. */
+enum rp_err rp_store_node_names(struct rp_store *st, const char *node, char uuid[RP_UUID_BUF],
+                                char *name, size_t namelen);
+
+/* Record an event about node (its UUID or name) in its own transaction. */
+enum rp_err rp_store_node_event(struct rp_store *st, const char *node, const char *actor,
+                                const char *action, const char *summary, json_t *detail);
+
 /* Free the n targets of t, wiping their passwords. Accepts NULL. */
 void rp_store_power_targets_free(struct rp_power_target *t, size_t n);
+
+/* Free what one target holds (its name, its BMC's strings, the password wiped), not t itself,
+ * and zero them. Accepts NULL. */
+void rp_store_power_target_clear(struct rp_power_target *t);
 
 /* Record a sweep's readings [{id, ok, power?, error?}] in one transaction: power state and
  * time, failure counts, faults set after fault_threshold failures in a row and cleared by a

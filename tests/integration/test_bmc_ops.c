@@ -664,6 +664,77 @@ test_ipmi(void **state)
 	json_decref(j);
 }
 
+/* A rack's credentials rotated as a rollout: waves (a canary, then two at a time), each node's
+ * bmc_rotate job; a node without a BMC user is skipped with the reason; version_match is no
+ * gate for it. */
+static void
+test_rollout(void **state)
+{
+	struct reply r;
+	json_t *ro = NULL, *skipped;
+	char id[64], path[96];
+	int i, done = 0;
+
+	(void)state;
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "rr"), 201);
+	reply_free(&r);
+	for (i = 1; i <= 5; i++) {
+		char name[8];
+
+		snprintf(name, sizeof name, "rr%d", i);
+		make_node(&S, "{s:s, s:s, s:{s:s, s:s, s:s}}", "name", name, "rack", "rr", "bmc",
+		          "driver", "fake", "username", "admin", "password", "factory");
+	}
+	make_node(&S, "{s:s, s:s, s:{s:s}}", "name", "rr6", "rack", "rr", "bmc", "driver", "fake");
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/rollouts", &r, "{s:s, s:{s:s}, s:{s:[s]}}",
+	                      "kind", "bmc_credentials", "selector", "rack", "rr", "gate",
+	                      "require", "version_match"),
+	                 400);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/rollouts", &r,
+	                      "{s:s, s:{s:s}, s:{s:i, s:i}, s:i}", "kind", "bmc_credentials",
+	                      "selector", "rack", "rr", "waves", "canary", 1, "batch", 2,
+	                      "max_failures", 0),
+	                 201);
+	snprintf(id, sizeof id, "%s", str(r.json, "id"));
+	assert_int_equal(json_integer_value(json_object_get(r.json, "wave_count")), 3);
+	reply_free(&r);
+	snprintf(path, sizeof path, "/v1/rollouts/%s", id);
+	for (i = 0; i < 600 && !done; i++) {
+		json_decref(ro);
+		assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
+		ro = json_incref(r.json);
+		reply_free(&r);
+		done = !strcmp(str(ro, "state"), "completed") ||
+		       !strcmp(str(ro, "state"), "paused");
+		if (!done)
+			usleep(100000);
+	}
+	if (strcmp(str(ro, "state"), "completed"))
+		fail_msg("rollout: %s", json_dumps(ro, 0));
+	skipped = json_object_get(ro, "skipped");
+	assert_int_equal(json_array_size(skipped), 1);
+	assert_string_equal(str(json_array_get(skipped, 0), "node"), "rr6");
+	assert_non_null(strstr(str(json_array_get(skipped, 0), "reason"), "no username"));
+	json_decref(ro);
+	for (i = 1; i <= 5; i++) {
+		char q[96], v[96];
+		json_t *j;
+
+		snprintf(q, sizeof q, "/v1/jobs?node=rr%d&type=bmc_rotate", i);
+		assert_int_equal(call(&S, S.admin, "GET", q, &r, NULL), 200);
+		assert_int_equal(json_array_size(json_object_get(r.json, "items")), 1);
+		assert_string_equal(
+		        str(json_array_get(json_object_get(r.json, "items"), 0), "state"),
+		        "succeeded");
+		reply_free(&r);
+		snprintf(v, sizeof v, "/v1/nodes/rr%d/verify", i);
+		j = run_job("POST", v, 20, NULL);
+		assert_string_equal(job_state(j), "succeeded");
+		json_decref(j);
+	}
+}
+
 int
 main(void)
 {
@@ -672,6 +743,7 @@ main(void)
 	        cmocka_unit_test(test_redfish_identify), cmocka_unit_test(test_redfish_reset),
 	        cmocka_unit_test(test_redfish_rotate),   cmocka_unit_test(test_enroll),
 	        cmocka_unit_test(test_redfish_crash),    cmocka_unit_test(test_ipmi),
+	        cmocka_unit_test(test_rollout),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

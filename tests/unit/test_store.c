@@ -1955,7 +1955,8 @@ test_node_lists_migration(void **state)
 	rp_store_free(f->st);
 	f->st = NULL;
 	snprintf(cmd, sizeof cmd,
-	         "sqlite3 %s \"ALTER TABLE bmcs DROP COLUMN password_pending_sealed; ALTER TABLE "
+	         "sqlite3 %s \"ALTER TABLE nodes DROP COLUMN console_log; ALTER TABLE bmcs DROP "
+	         "COLUMN password_pending_sealed; ALTER TABLE "
 	         "bmcs DROP COLUMN password_pending_at; ALTER TABLE bmcs DROP COLUMN "
 	         "password_rotated_at; ALTER TABLE node_classes DROP COLUMN bmc_credentials; "
 	         "DROP TABLE power_caps; DROP TABLE power_admissions; ALTER TABLE "

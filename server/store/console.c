@@ -1,0 +1,132 @@
+/* Serial consoles as the store sees them: which nodes' consoles are logged now, one node's BMC
+ * for an interactive console, and the events of console sessions. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/util.h"
+#include "internal.h"
+
+#define CONSOLE_COLS                                                                               \
+	"SELECT n.id, n.uuid, n.name, b.driver, b.address, b.port, b.username, "                   \
+	"b.password_sealed, "                                                                      \
+	"b.tls_verify, b.options FROM nodes n JOIN bmcs b ON b.node_id = n.id "
+
+/* A node is logged while an action that boots it runs (verifying, commissioning, deploying,
+ * releasing) or its acceptance runs, or always (the server's mode "always", or the node's
+ * console_log); never with console_log "off" or in maintenance. */
+#define CONSOLE_WANTED                                                                             \
+	"WHERE n.maintenance = 0 AND b.driver IN ('ipmi', 'redfish') AND b.address IS NOT NULL "   \
+	"AND "                                                                                     \
+	"coalesce(n.console_log, '') <> 'off' AND (?1 = 'always' OR n.console_log = 'always' OR "  \
+	"(?1 = 'active' AND (n.provision_state IN ('verifying', 'commissioning', 'deploying', "    \
+	"'releasing') OR EXISTS (SELECT 1 FROM jobs j WHERE j.node_id = n.id AND j.type = "        \
+	"'acceptance' AND j.state IN ('queued', 'running'))))) ORDER BY n.id"
+
+static enum rp_err
+targets(struct conn *c, struct stmt *s, struct rp_power_target **out, size_t *n)
+{
+	struct rp_power_target *list = NULL, *t;
+	size_t len = 0, cap = 0;
+	enum rp_err e = RP_ERR_OK;
+	int oom = 0;
+
+	while (!oom && store_next(c, s, "console targets", &e)) {
+		if (len == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+
+			if ((t = realloc(list, ncap * sizeof *t)) == NULL) {
+				oom = 1;
+				break;
+			}
+			list = t;
+			cap = ncap;
+		}
+		t = &list[len++];
+		memset(t, 0, sizeof *t);
+		t->id = sql_int(s, 0);
+		snprintf(t->uuid, sizeof t->uuid, "%s", sql_text(s, 1));
+		t->name = store_col_dup(s, 2, &oom);
+		store_bmc_cols(c, s, 3, t->name, &t->bmc, &oom);
+	}
+	if (oom)
+		sql_reset(s);
+	if (oom || e != RP_ERR_OK) {
+		rp_store_power_targets_free(list, len);
+		return oom ? RP_ERR_INTERNAL : e;
+	}
+	*out = list;
+	*n = len;
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_console_targets(struct rp_store *st, const char *mode, struct rp_power_target **out,
+                         size_t *n)
+{
+	STORE_HOLD(st);
+	struct conn *c = NULL;
+	enum rp_err e;
+
+	if ((e = store_read(st, &c)) != RP_ERR_OK)
+		return e;
+	e = targets(c, STMT_ARGS(c, CONSOLE_COLS CONSOLE_WANTED, mode), out, n);
+	store_read_end(c);
+	return e;
+}
+
+enum rp_err
+rp_store_console_target(struct rp_store *st, const char *node, struct rp_power_target *out)
+{
+	STORE_HOLD(st);
+	struct conn *c = NULL;
+	struct node_ref ref;
+	struct rp_power_target *list = NULL;
+	size_t n = 0;
+	enum rp_err e;
+
+	if ((e = store_read_node(st, node, &c, &ref)) != RP_ERR_OK)
+		return e;
+	e = targets(c, STMT_ARGS(c, CONSOLE_COLS "WHERE n.id = ?", ref.id), &list, &n);
+	store_read_end(c);
+	if (e != RP_ERR_OK)
+		return e;
+	if (n == 0) {
+		free(list);
+		return RP_ERR_CONFLICT; /* no BMC */
+	}
+	*out = list[0];
+	free(list);
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_node_event(struct rp_store *st, const char *node, const char *actor, const char *action,
+                    const char *summary, json_t *detail)
+{
+	STORE_HOLD(st);
+	struct conn *c = NULL;
+	struct node_ref n;
+	enum rp_err e;
+
+	if ((e = store_write_node(st, node, &c, &n)) != RP_ERR_OK)
+		return e;
+	e = store_event(c, actor, action, "node", n.uuid, n.name, n.id, n.rack_id, summary, detail);
+	return store_end(c, e, NULL, NULL);
+}
+
+enum rp_err
+rp_store_node_names(struct rp_store *st, const char *node, char uuid[RP_UUID_BUF], char *name,
+                    size_t namelen)
+{
+	STORE_HOLD(st);
+	struct conn *c = NULL;
+	struct node_ref n;
+	enum rp_err e;
+
+	if ((e = store_read_node(st, node, &c, &n)) != RP_ERR_OK)
+		return e;
+	store_read_end(c);
+	snprintf(uuid, RP_UUID_BUF, "%s", n.uuid);
+	snprintf(name, namelen, "%s", n.name);
+	return RP_ERR_OK;
+}
