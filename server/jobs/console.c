@@ -37,6 +37,7 @@
 #define BACKOFF_MAX_MS 60000
 #define VIEWERS_MAX    32    /* per node */
 #define LINGER_MS      10000 /* a session nobody needs closes after this */
+#define SCAN_MAX       65536 /* console lines a stream read looks back over at most */
 
 struct viewer {
 	struct viewer *next;
@@ -672,6 +673,8 @@ attach_pending(struct rp_console *c)
 			continue;
 		}
 		s->next_try_ms = 0; /* a viewer is waiting: no back-off */
+		if (!s->have_target)
+			c->next_reconcile = 0; /* its BMC's settings, now */
 		promote(s, 1);
 		if (v->writer) {
 			snprintf(msg, sizeof msg, "connected to %s: you hold the console%s",
@@ -1058,6 +1061,10 @@ rp_jobs_console_read(struct rp_jobs *j, const char *uuid, uint64_t *next, char *
 		;
 	if (*next == 0)
 		*next = c->seq + 1; /* from now */
+	/* A reader far behind (an old Last-Event-ID) skips what no ring can hold any more
+	 * without scanning it under the lock. */
+	if (c->seq >= SCAN_MAX && *next < c->seq - SCAN_MAX)
+		*next = c->seq - SCAN_MAX;
 	for (seq = *next; s && seq <= c->seq; seq++) {
 		struct line *l = &s->ring[seq % RING_LINES];
 		int k;

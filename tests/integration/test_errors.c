@@ -285,7 +285,7 @@ test_query_one_of(void **state)
 	         "state must be queued, running, succeeded, failed or cancelled"},
 	        {"/v1/rollouts?state=done",
 	         "state must be scheduled, running, paused, completed or aborted"},
-	        {"/v1/rollouts?kind=os", "kind must be firmware or bios"},
+	        {"/v1/rollouts?kind=os", "kind must be firmware, bios or bmc_credentials"},
 	        {"/v1/nodes?maintenance=maybe", "maintenance must be true or false"},
 	};
 	size_t i;
