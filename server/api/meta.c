@@ -268,6 +268,23 @@ rp_api_metrics(struct rp_api_req *rq, struct rp_api_resp *rs)
 		        json_is_true(json_object_get(sv, "leader")),
 		        json_array_size(json_object_get(sv, "servers")));
 		json_decref(sv);
+		{
+			struct rp_console_stats cs = {0};
+
+			rp_jobs_console_stats(rq->api->jobs, &cs);
+			rp_buf_printf(
+			        &b,
+			        "# HELP rackpilot_console_sessions Serial console (SOL) sessions "
+			        "open, and of them up.\n# TYPE rackpilot_console_sessions gauge\n"
+			        "rackpilot_console_sessions{state=\"open\"} %u\n"
+			        "rackpilot_console_sessions{state=\"up\"} %u\n"
+			        "# HELP rackpilot_console_viewers WebSocket viewers of consoles.\n"
+			        "# TYPE rackpilot_console_viewers gauge\nrackpilot_console_viewers "
+			        "%u\n# HELP rackpilot_console_lines_total Console lines logged.\n"
+			        "# TYPE rackpilot_console_lines_total counter\n"
+			        "rackpilot_console_lines_total %llu\n",
+			        cs.open, cs.up, cs.viewers, (unsigned long long)cs.lines);
+		}
 	}
 	{
 		int open, busy;

@@ -96,9 +96,10 @@ struct rp_console {
 	int wake[2];
 	int stop;
 	struct session *sessions;
-	struct pending *pending; /* under mu */
-	uint64_t seq;            /* under mu: the last line's */
-	uint64_t gen;            /* atomic */
+	struct pending *pending;       /* under mu */
+	uint64_t seq;                  /* under mu: the last line's */
+	struct rp_console_stats stats; /* under mu: for rp_jobs_console_stats */
+	uint64_t gen;                  /* atomic */
 	int64_t next_reconcile;
 };
 
@@ -889,6 +890,21 @@ console_thread(void *arg)
 					viewer_read(c, s, v);
 			}
 		}
+		/* What /metrics shows. */
+		{
+			struct rp_console_stats st = {0};
+
+			for (s = c->sessions; s; s = s->next) {
+				st.open += s->sol != NULL;
+				st.up += s->up;
+				for (v = s->viewers; v; v = v->next)
+					st.viewers++;
+			}
+			pthread_mutex_lock(&c->mu);
+			st.lines = c->seq;
+			c->stats = st;
+			pthread_mutex_unlock(&c->mu);
+		}
 		/* Output queued by this round goes out now. */
 		for (s = c->sessions; s; s = s->next)
 			for (v = s->viewers; v; v = v->next)
@@ -1135,4 +1151,17 @@ rp_jobs_console_log(struct rp_jobs *j, const char *node, unsigned tail, char **o
 	(*out)[*len] = '\0';
 	rp_buf_free(&b);
 	return RP_ERR_OK;
+}
+
+void
+rp_jobs_console_stats(struct rp_jobs *j, struct rp_console_stats *out)
+{
+	struct rp_console *c = j ? j->console : NULL;
+
+	memset(out, 0, sizeof *out);
+	if (c == NULL)
+		return;
+	pthread_mutex_lock(&c->mu);
+	*out = c->stats;
+	pthread_mutex_unlock(&c->mu);
 }

@@ -141,6 +141,14 @@ enum rp_err rp_jobs_console_attach(struct rp_jobs *j, const char *uuid, const ch
                                    const struct rp_console_conn *conn, int write,
                                    const char *actor);
 
+/* What the consoles are doing, for /metrics: SOL sessions open (connecting or up), up,
+ * WebSocket viewers attached, lines logged since start. */
+struct rp_console_stats {
+	unsigned open, up, viewers;
+	uint64_t lines;
+};
+void rp_jobs_console_stats(struct rp_jobs *j, struct rp_console_stats *out);
+
 /* Moves whenever a console logs a line: for the HTTP server's parked streams. */
 uint64_t rp_jobs_console_generation(struct rp_jobs *j);
 

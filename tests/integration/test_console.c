@@ -391,6 +391,12 @@ test_log(void **state)
 	        req(&S, viewer, "GET", "/v1/nodes/nosuch/console/log", NULL, NULL, 0, NULL, &r),
 	        404);
 	reply_free(&r);
+	/* /metrics counts it. */
+	assert_int_equal(req(&S, viewer, "GET", "/metrics", NULL, NULL, 0, NULL, &r), 200);
+	assert_null(strstr(r.body, "rackpilot_console_sessions{state=\"up\"} 0\n"));
+	assert_non_null(strstr(r.body, "rackpilot_console_sessions{state=\"up\"} "));
+	assert_non_null(strstr(r.body, "rackpilot_console_lines_total "));
+	reply_free(&r);
 	/* A node never logged has an empty log. */
 	assert_int_equal(
 	        req(&S, viewer, "GET", "/v1/nodes/c3/console/log", NULL, NULL, 0, NULL, &r), 200);
