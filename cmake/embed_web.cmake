@@ -1,8 +1,16 @@
 # Generates a C file holding every file of web/ (flat; README.md and dot files left out) as a
 # byte array with its length and a strong ETag (the first 128 bits of its SHA-256), for
-# server/api/ui.c. Usage: cmake -DWEB_DIR=... -DOUT=... -P embed_web.cmake
+# server/api/ui.c. Of web/vendor/ (third-party code, web/vendor/README.md) only the built files
+# (*.mjs *.js *.css *.txt) go in, served under their own names beside web/'s (/ui/xterm.mjs):
+# the package files and the update script stay out, and a name in both is an error.
+# Usage: cmake -DWEB_DIR=... -DOUT=... -P embed_web.cmake
 file(GLOB files RELATIVE "${WEB_DIR}" "${WEB_DIR}/*")
+file(GLOB vendored RELATIVE "${WEB_DIR}" "${WEB_DIR}/vendor/*.mjs" "${WEB_DIR}/vendor/*.js"
+     "${WEB_DIR}/vendor/*.css" "${WEB_DIR}/vendor/*.txt")
 list(SORT files)
+list(SORT vendored)
+list(APPEND files ${vendored})
+set(names "")
 set(body "/* Generated from web/ by cmake/embed_web.cmake. Do not edit. */\n")
 string(APPEND body "#include \"api/api.h\"\n\n")
 set(table "")
@@ -12,9 +20,15 @@ foreach(f ${files})
   if(IS_DIRECTORY "${WEB_DIR}/${f}" OR f STREQUAL "README.md" OR f MATCHES "^\\.")
     continue()
   endif()
-  if(NOT f MATCHES "^[A-Za-z0-9][A-Za-z0-9._-]*$")
+  get_filename_component(name "${f}" NAME)
+  if(NOT name MATCHES "^[A-Za-z0-9][A-Za-z0-9._-]*$")
     message(FATAL_ERROR "web/${f}: file names are A-Z a-z 0-9 . _ - (they are URL segments)")
   endif()
+  list(FIND names "${name}" seen)
+  if(NOT seen EQUAL -1)
+    message(FATAL_ERROR "web/${f}: /ui/${name} is served already (web/ and web/vendor/ share one namespace)")
+  endif()
+  list(APPEND names "${name}")
   if(f STREQUAL "index.html")
     set(have_index 1)
   endif()
@@ -25,7 +39,7 @@ foreach(f ${files})
   # Break the literal every 64 bytes; adjacent literals concatenate.
   string(REGEX REPLACE "((\\\\x[0-9a-f][0-9a-f]){64})" "\\1\"\n\t\"" esc "${esc}")
   string(APPEND body "static const unsigned char f${count}[] =\n\t\"${esc}\";\n")
-  string(APPEND table "\t{\"${f}\", f${count}, sizeof f${count} - 1, \"\\\"${tag}\\\"\"},\n")
+  string(APPEND table "\t{\"${name}\", f${count}, sizeof f${count} - 1, \"\\\"${tag}\\\"\"},\n")
   math(EXPR count "${count} + 1")
 endforeach()
 if(NOT have_index)

@@ -3,10 +3,16 @@
 // RP_OPERATOR, RP_SEED (the seeded nodes), RP_ARTIFACTS (screenshots), RP_NODE_MODULES,
 // RP_DEMO_URL and RP_DEMO_ADMIN (a rackpilotd --demo), RP_HOSTILE_SENSOR (the name the seed
 // gave a sensor of the Redfish mock BMC's node rf-r03-u20).
+//   The serial console: the seed's BMCs have no Serial over LAN (fake, and a Redfish mock
+// without bmc.options.console), so against the real server the console is refused, as it
+// should be; what the pane does with a console that opens is checked against Playwright's
+// WebSocket route (the real SOL path is the C integration test's).
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,6 +24,8 @@ const TOKENS = { admin: E.RP_ADMIN, viewer: E.RP_VIEWER, operator: E.RP_OPERATOR
 const SEED = JSON.parse(fs.readFileSync(E.RP_SEED, 'utf8'));
 const ART = E.RP_ARTIFACTS;
 const require = createRequire(path.join(E.RP_NODE_MODULES, '..', 'package.json'));
+const WEB = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'web');
+const CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-ancestors 'none'";
 const { chromium } = require('playwright-core');
 const run = promisify(execFile);
 const WAIT = 15000;
@@ -36,6 +44,31 @@ async function get(p, tok) {
 	assert.equal(r.status, 200, `GET ${p}: ${JSON.stringify(r.json)}`);
 	return r.json;
 }
+// A WebSocket handshake as the page makes it (the token as a subprotocol): {status, json} for
+// a refusal, {status: 101, protocol} when it would open (the socket is dropped at once).
+function handshake(p, tok) {
+	return new Promise((resolve, reject) => {
+		const req = http.get(URL + p, {
+			headers: {
+				Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13',
+				'Sec-WebSocket-Key': crypto.randomBytes(16).toString('base64'),
+				'Sec-WebSocket-Protocol': `rackpilot, rackpilot.bearer.${tok}`,
+			},
+		});
+		req.on('upgrade', (res, sock) => {
+			sock.destroy();
+			resolve({ status: 101, protocol: res.headers['sec-websocket-protocol'] });
+		});
+		req.on('response', (res) => {
+			let body = '';
+			res.setEncoding('utf8');
+			res.on('data', (d) => { body += d; });
+			res.on('end', () => resolve({ status: res.statusCode, json: body ? JSON.parse(body) : null }));
+		});
+		req.on('error', reject);
+	});
+}
+const sha256 = (b) => crypto.createHash('sha256').update(b).digest('hex');
 
 const results = [];
 const pages = new Set();
@@ -137,8 +170,7 @@ await check('GET /ui/ serves the page with its type and a strong ETag, 304 on If
 	const etag = r.headers.get('etag');
 	assert.match(etag, /^"[0-9a-f]{32}"$/);
 	assert.equal(r.headers.get('cache-control'), 'no-cache');
-	assert.equal(r.headers.get('content-security-policy'),
-		"default-src 'self'; img-src 'self' data:; style-src 'self'; frame-ancestors 'none'");
+	assert.equal(r.headers.get('content-security-policy'), CSP);
 	assert.equal(r.headers.get('x-content-type-options'), 'nosniff');
 	assert.equal(r.headers.get('referrer-policy'), 'no-referrer');
 	const html = await r.text();
@@ -165,6 +197,30 @@ await check('GET /ui/ serves the page with its type and a strong ETag, 304 on If
 	const body = await nf.json();
 	assert.equal(body.error.code, 'NOT_FOUND');
 	assert.equal(body.error.detail.path, '/ui/no-such-file.js');
+});
+
+await check('xterm.js comes from rackpilotd itself: /ui/xterm.mjs, xterm.css and its license are web/vendor/\'s bytes as SHA256SUMS records them (from the package-lock.json\'s package); the rest of web/vendor/ is not served', async () => {
+	const vendor = path.join(WEB, 'vendor');
+	const sumsText = fs.readFileSync(path.join(vendor, 'SHA256SUMS'), 'utf8');
+	const sums = Object.fromEntries(sumsText.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.split(/\s+/).reverse()));
+	assert.deepEqual(Object.keys(sums).sort(), ['xterm.LICENSE.txt', 'xterm.css', 'xterm.mjs']);
+	const lock = JSON.parse(fs.readFileSync(path.join(vendor, 'package-lock.json'), 'utf8')).packages['node_modules/@xterm/xterm'];
+	assert.equal(JSON.parse(fs.readFileSync(path.join(vendor, 'package.json'), 'utf8')).dependencies['@xterm/xterm'], lock.version, 'package.json pins the locked version');
+	assert.ok(sumsText.startsWith(`# @xterm/xterm@${lock.version} ${lock.integrity}\n`), 'SHA256SUMS is not from the locked package');
+	for (const [f, type] of [['xterm.mjs', 'text/javascript'], ['xterm.css', 'text/css'], ['xterm.LICENSE.txt', 'text/plain']]) {
+		const r = await fetch(`${URL}/ui/${f}`);
+		assert.equal(r.status, 200, f);
+		assert.ok(r.headers.get('content-type').startsWith(type), `${f}: ${r.headers.get('content-type')}`);
+		const got = sha256(Buffer.from(await r.arrayBuffer()));
+		assert.equal(got, sums[f], `${f}: served bytes vs SHA256SUMS`);
+		assert.equal(sha256(fs.readFileSync(path.join(vendor, f))), sums[f], `web/vendor/${f} vs SHA256SUMS`);
+		assert.equal(r.headers.get('etag'), `"${got.slice(0, 32)}"`);
+		assert.equal(r.headers.get('content-security-policy'), CSP, f);
+	}
+	assert.match(await (await fetch(`${URL}/ui/xterm.LICENSE.txt`)).text(), /The xterm\.js authors[\s\S]*Permission is hereby granted/);
+	for (const f of ['package.json', 'package-lock.json', 'update.sh', 'SHA256SUMS', 'README.md', 'vendor'])
+		assert.equal((await fetch(`${URL}/ui/${f}`)).status, 404, `/ui/${f} is served`);
+	assert.match(await (await fetch(`${URL}/ui/`)).text(), /<link rel="stylesheet" href="\/ui\/xterm\.css">/);
 });
 
 await check('signed out: the sign-in form; a wrong token shows the API error and signs nobody in', async () => {
@@ -359,7 +415,7 @@ await check('operator: power off is cancelled at the confirmation; power on runs
 	assert.equal((await get(`/v1/nodes/${node}`)).power_state, 'off', 'seed: the node is off');
 	await p.goto(`${URL}/ui/#/node/${node}`);
 	await p.locator('#power-actions button.action').first().waitFor({ timeout: WAIT });
-	assert.equal(await p.locator('button.action').count(), 3);
+	assert.equal(await p.locator('#power-actions button.action').count(), 3);
 	const before = (await get(`/v1/jobs?node=${node}`)).items.length;
 	await p.click('button[data-power="off"]');
 	await p.locator('dialog#confirm[open]').waitFor({ timeout: WAIT });
@@ -404,6 +460,215 @@ await check('operator: power off is cancelled at the confirmation; power on runs
 	await c.close();
 });
 
+await check('operator: Identify queues an identify job at once and the page follows it; Identify off; Reset BMC and Rotate BMC password ask first; a refusal is shown', async () => {
+	const c = await context();
+	const p = await newPage(c);
+	await signIn(p, 'operator');
+	const node = 'gpu-r02-u33';
+	const jobs = async (type) => (await get(`/v1/jobs?node=${node}&type=${type}&limit=100`)).items;
+	assert.deepEqual(await jobs('identify'), [], 'seed: an identify job');
+	await p.goto(`${URL}/ui/#/node/${node}`);
+	await p.locator('#bmc-actions button.action').first().waitFor({ timeout: WAIT });
+	assert.deepEqual(await p.locator('#bmc-actions button.action').allTextContents(), ['Identify', 'Identify off', 'Reset BMC', 'Rotate BMC password']);
+	// Identify only lights a lamp: no question, a job at once.
+	await p.click('button[data-bmc="identify"]');
+	await p.locator('#job-panel:not([data-job=""])').waitFor({ timeout: WAIT });
+	assert.equal(await p.locator('dialog#confirm[open]').count(), 0, 'Identify asked first');
+	const on = await jobs('identify');
+	assert.equal(on.length, 1, JSON.stringify(on));
+	assert.equal(on[0].node, node);
+	assert.deepEqual(on[0].params, { on: true, seconds: 900 });
+	assert.equal(on[0].created_by, 'token:ops');
+	assert.equal(await p.getAttribute('#job-panel', 'data-job'), on[0].id);
+	// The fake BMC cannot time the light: the job waits, queued, until it turns it off; the
+	// page says so as a note, not as an error.
+	await p.locator('#job-panel[data-state="queued"] .job-note').filter({ hasText: 'off again in 900 s' }).waitFor({ timeout: WAIT });
+	assert.match(await p.textContent('#job-panel'), /identify on \(15 min\)/);
+	assert.equal(await p.locator('#job-panel .err-msg, #job-panel .error').count(), 0);
+	await p.click('button[data-bmc="identify-off"]');
+	await p.locator('#job-panel[data-state="succeeded"]').filter({ hasText: 'identify off' }).waitFor({ timeout: 30000 });
+	const off = await get(`/v1/jobs/${await p.getAttribute('#job-panel', 'data-job')}`);
+	assert.equal(off.type, 'identify');
+	assert.deepEqual(off.params, { on: false });
+	assert.equal(off.result.lit, false);
+	// Reset BMC: cancelled at the question, nothing queued; then confirmed and followed.
+	await p.click('button[data-bmc="reset"]');
+	await p.locator('dialog#confirm[open]').waitFor({ timeout: WAIT });
+	assert.match(await p.textContent('dialog#confirm .c-title'), new RegExp(`Reset BMC.*${node}`));
+	await p.click('dialog#confirm .c-cancel');
+	await p.locator('dialog#confirm[open]').waitFor({ state: 'detached', timeout: WAIT });
+	assert.deepEqual(await jobs('bmc_reset'), [], 'a cancelled question queued a BMC reset');
+	await p.click('button[data-bmc="reset"]');
+	await p.click('dialog#confirm .c-ok');
+	await p.locator('#job-panel[data-state="succeeded"]').filter({ hasText: 'BMC reset' }).waitFor({ timeout: 60000 });
+	const reset = await jobs('bmc_reset');
+	assert.equal(reset.length, 1);
+	assert.equal(reset[0].state, 'succeeded');
+	assert.equal(await p.getAttribute('#job-panel', 'data-job'), reset[0].id);
+	// Rotate BMC password: asks; the fake BMC has no user, which the API refuses: shown.
+	const refused = await curl('POST', `/v1/nodes/${node}/bmc/credentials/rotate`, {}, TOKENS.operator);
+	assert.equal(refused.status, 409, JSON.stringify(refused.json));
+	await p.click('button[data-bmc="rotate"]');
+	await p.locator('dialog#confirm[open]').waitFor({ timeout: WAIT });
+	assert.match(await p.textContent('dialog#confirm .c-title'), new RegExp(`Rotate BMC password.*${node}`));
+	await p.click('dialog#confirm .c-ok');
+	await p.locator('#job-panel .error').filter({ hasText: refused.json.error.code }).waitFor({ timeout: WAIT });
+	await p.locator('#toasts .toast.error').filter({ hasText: 'Rotate BMC password failed' }).waitFor({ timeout: WAIT });
+	assert.deepEqual(await jobs('bmc_rotate'), []);
+	assert.deepEqual(await p.evaluate(() => window.__html), []);
+	await c.close();
+});
+
+await check('console: a fake BMC has no serial console: rackpilotd refuses the handshake (409) and the pane says so, after the log tail; the token is a subprotocol, never in the URL', async () => {
+	const node = 'gpu-r02-u33';
+	const refused = await handshake(`/v1/nodes/${node}/console`, TOKENS.operator);
+	assert.equal(refused.status, 409, JSON.stringify(refused));
+	assert.ok(['UNSUPPORTED', 'CONFLICT'].includes(refused.json.error.code), JSON.stringify(refused.json));
+	const c = await context();
+	const p = await newPage(c);
+	const sockets = [];
+	p.on('websocket', (ws) => sockets.push(ws.url()));
+	await signIn(p, 'operator');
+	await p.goto(`${URL}/ui/#/node/${node}`);
+	await p.locator('#console-status[data-state="idle"]').waitFor({ timeout: WAIT });
+	assert.equal(await p.isVisible('#console-term'), false, 'a terminal before Open console');
+	assert.deepEqual(sockets, [], 'a console opened without being asked');
+	const tail = p.waitForRequest((r) => new globalThis.URL(r.url()).pathname === `/v1/nodes/${node}/console/log`, { timeout: WAIT });
+	await p.click('#console-open');
+	const req = await tail;
+	assert.equal(new globalThis.URL(req.url()).searchParams.get('tail'), '200');
+	assert.equal(req.headers().authorization, `Bearer ${TOKENS.operator}`);
+	const st = p.locator('#console-status[data-state="refused"]');
+	await st.waitFor({ timeout: WAIT });
+	const text = await st.textContent();
+	assert.ok(text.includes(`did not open the console of ${node}`), text);
+	assert.match(text, /driver \(fake\) has no serial console.*IPMI Serial over LAN/, text);
+	// The terminal is up, the log (empty) first; the pane can open again.
+	await p.waitForFunction(() => document.querySelector('#console-term .xterm-rows')?.textContent.includes('── live ──'), null, { timeout: WAIT });
+	assert.ok((await p.textContent('#console-term .xterm-rows')).includes('no console log lines'));
+	assert.equal(await p.isVisible('#console-open'), true);
+	assert.equal(await p.isVisible('#console-disconnect'), false);
+	assert.equal(await p.isDisabled('#console-break'), true);
+	assert.deepEqual(sockets, [`${URL.replace(/^http/, 'ws')}/v1/nodes/${node}/console`]);
+	// The browser console holds the refused handshake (its 409 is all a browser learns of it)
+	// and nothing else: xterm's styles went through the CSSOM, without a CSP refusal.
+	const errs = consoleErrors.get(p);
+	assert.equal(errs.length, 1, JSON.stringify(errs));
+	assert.match(errs[0], /WebSocket connection to .*\/console' failed: .*409/);
+	const styles = await p.evaluate(() => ({
+		elements: document.querySelectorAll('style').length, adopted: document.adoptedStyleSheets.length,
+		cell: getComputedStyle(document.querySelector('#console-term .xterm-rows span')).display,
+		row: document.querySelector('#console-term .xterm-rows > div').getBoundingClientRect().height,
+	}));
+	assert.equal(styles.elements, 0, 'a <style> element');
+	assert.ok(styles.adopted >= 2, `${styles.adopted} adopted stylesheets`);
+	assert.equal(styles.cell, 'inline-block', 'xterm\'s own rules do not apply');
+	assert.ok(styles.row > 8, `rows ${styles.row}px high`);
+	assert.deepEqual(await p.evaluate(() => window.__html), []);
+	await shot(p, 'node-console-refused');
+	await c.close();
+});
+
+await check('console (WebSocket routed by the test): a hostile node name, log line and status messages are text; output written; typing goes out as UTF-8, break as JSON; read-only reconnects with mode=read; closed; Disconnect', async () => {
+	const name = '<img src=x onerror=window.__xss=7>"q"\'a\'&amp;';
+	const hostile = '<img src=x onerror=window.__xss=8> you hold the console & "that" is <b>it</b>';
+	const closing = '<script>window.__xss=9</script> the BMC closed the session';
+	const logLine = '<img src=x onerror=window.__xss=10> \x1b[31mred\x1b[0m';
+	const base = await get('/v1/nodes/gpu-r01-u01');
+	const fakeNode = { ...base, name, bmc: { ...base.bmc, driver: 'ipmi', address: '192.0.2.1', options: null } };
+	const c = await context();
+	const p = await newPage(c);
+	// This node exists only here: the page's calls about it are answered by the test.
+	await p.route((u) => decodeURIComponent(u.pathname).startsWith(`/v1/nodes/${name}`), (route) => {
+		const rest = decodeURIComponent(new globalThis.URL(route.request().url()).pathname).slice(`/v1/nodes/${name}`.length);
+		if (rest === '') return route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(fakeNode) });
+		if (rest === '/console/log') {
+			return route.fulfill({ status: 200, contentType: 'text/plain; charset=utf-8',
+				body: `2026-01-02T03:04:05.000Z first line\n2026-01-02T03:04:06.000Z ${logLine}\n` });
+		}
+		return route.fulfill({ status: 404, contentType: 'application/json',
+			body: JSON.stringify({ error: { code: 'NOT_FOUND', message: 'not in this test', detail: null } }) });
+	});
+	const conns = [];
+	await p.routeWebSocket((u) => u.pathname.endsWith('/console'), (ws) => {
+		const conn = { url: ws.url(), protocols: ws.protocols(), got: [], closed: false, ws };
+		conns.push(conn);
+		ws.onMessage((m) => conn.got.push(m));
+		ws.onClose(() => { conn.closed = true; });
+		const read = new globalThis.URL(ws.url()).searchParams.get('mode') === 'read';
+		ws.send(JSON.stringify({ type: 'status', writer: !read, message: read ? 'watching: ops holds the console' : hostile }));
+		ws.send(Buffer.from('\x1b[1;31mBIOS\x1b[0m <b>not bold</b>\r\nlogin: '));
+	});
+	const rowsText = () => p.evaluate(() => [...document.querySelectorAll('#console-term .xterm-rows > div')].map((r) => r.textContent.trimEnd()).join('\n'));
+	const until = async (f, what) => {
+		for (let i = 0; i < 150 && !(await f()); i++) await new Promise((res) => setTimeout(res, 100));
+		assert.ok(await f(), what);
+	};
+	await signIn(p, 'operator');
+	await p.goto(`${URL}/ui/#/node/${encodeURIComponent(name)}`);
+	await p.locator('#node-head h1').filter({ hasText: name }).waitFor({ timeout: WAIT });
+	assert.equal(await p.textContent('#node-head h1'), name);
+	await p.click('#console-open');
+	await p.waitForFunction((m) => document.querySelector('#console-status').textContent === m, hostile, { timeout: WAIT });
+	assert.equal(await p.getAttribute('#console-status', 'data-state'), 'open');
+	assert.equal(conns.length, 1);
+	assert.deepEqual(conns[0].protocols, ['rackpilot', `rackpilot.bearer.${TOKENS.operator}`]);
+	const u0 = new globalThis.URL(conns[0].url);
+	assert.equal(u0.pathname, `/v1/nodes/${encodeURIComponent(name)}/console`);
+	assert.equal(u0.search, '', 'an operator writes by default');
+	assert.ok(!conns[0].url.includes(TOKENS.operator), 'the token in the WebSocket URL');
+	// The log first (text: no escape sequences, no markup), then what the socket wrote.
+	await until(async () => (await rowsText()).includes('login:'), 'no output in the terminal');
+	const text = await rowsText();
+	const iLog = text.indexOf('<img src=x onerror=window.__xss=10> red');
+	const iLive = text.indexOf('── live ──');
+	const iOut = text.indexOf('BIOS <b>not bold</b>');
+	assert.ok(text.includes('2026-01-02T03:04:05.000Z first line'), text);
+	assert.ok(iLog > 0 && iLive > iLog && iOut > iLive, text);
+	assert.equal(await p.locator('main img, main script, main b').count(), 0, 'markup from the node, the log, the output or a message');
+	assert.equal(await p.evaluate(() => window.__xss), undefined);
+	// Typing: UTF-8 bytes in binary frames; Send break: {"type":"break"}.
+	assert.equal(await p.getAttribute('#card-console .console', 'data-writer'), 'true');
+	await p.click('#console-term');
+	await p.keyboard.type('é!');
+	await p.keyboard.press('Enter');
+	const bytes = () => Buffer.concat(conns[0].got.filter((m) => typeof m !== 'string'));
+	await until(() => bytes().length >= 4, `typed bytes: ${JSON.stringify(conns[0].got)}`);
+	assert.deepEqual([...bytes()], [0xc3, 0xa9, 0x21, 0x0d]);
+	await p.click('#console-break');
+	await until(() => conns[0].got.includes('{"type":"break"}'), `no break: ${JSON.stringify(conns[0].got)}`);
+	// Read-only: the same console again with mode=read; no writer, nothing typed goes out.
+	await p.check('#console-ro');
+	await until(() => conns.length === 2 && conns[0].closed, 'no reconnection');
+	assert.equal(new globalThis.URL(conns[1].url).searchParams.get('mode'), 'read');
+	await p.locator('#console-status').filter({ hasText: 'watching: ops holds the console' }).waitFor({ timeout: WAIT });
+	assert.equal(await p.getAttribute('#card-console .console', 'data-writer'), 'false');
+	assert.equal(await p.isDisabled('#console-break'), true);
+	await p.click('#console-term');
+	await p.keyboard.type('x');
+	await new Promise((res) => setTimeout(res, 300));
+	assert.deepEqual(conns[1].got, [], 'a read-only console sent something');
+	// The server closes it with a message: shown as it is, and the pane can open again.
+	conns[1].ws.send(JSON.stringify({ type: 'closed', writer: false, error: true, message: closing }));
+	await conns[1].ws.close({ code: 1000, reason: 'bye' });
+	await p.waitForFunction((m) => document.querySelector('#console-status').textContent === m, closing, { timeout: WAIT });
+	assert.equal(await p.getAttribute('#console-status', 'data-state'), 'error');
+	await p.locator('#console-open').waitFor({ timeout: WAIT });
+	// Open again (still read-only), then Disconnect.
+	await p.click('#console-open');
+	await until(() => conns.length === 3, 'no third connection');
+	assert.equal(new globalThis.URL(conns[2].url).searchParams.get('mode'), 'read');
+	await p.locator('#console-disconnect').waitFor({ timeout: WAIT });
+	await p.click('#console-disconnect');
+	await until(() => conns[2].closed, 'Disconnect left the socket open');
+	assert.equal(await p.textContent('#console-status'), 'Disconnected.');
+	assert.equal(await p.locator('main img, main script, main b').count(), 0);
+	assert.equal(await p.evaluate(() => window.__xss), undefined);
+	assert.deepEqual(await p.evaluate(() => window.__html), []);
+	await shot(p, 'node-console');
+	await c.close();
+});
+
 await check('viewer: no action buttons on any page', async () => {
 	const c = await context();
 	const p = await newPage(c);
@@ -413,6 +678,12 @@ await check('viewer: no action buttons on any page', async () => {
 	await p.locator('#card-jobs tr[data-job]').first().waitFor({ timeout: WAIT });
 	assert.equal(await p.locator('button.action').count(), 0);
 	assert.equal(await p.locator('#power-actions').count(), 0);
+	assert.equal(await p.locator('#bmc-actions').count(), 0);
+	// The console: a viewer watches (read-only, fixed) and sends no break.
+	await p.locator('#console-open').waitFor({ timeout: WAIT });
+	assert.equal(await p.isChecked('#console-ro'), true);
+	assert.equal(await p.isDisabled('#console-ro'), true);
+	assert.equal(await p.locator('#console-break').count(), 0);
 	for (const [view, ready] of [['racks', 'svg.elevation g.node'], ['nodes', '#nodes-rows tr[data-node]'], ['fleet', '#card-rollouts .rollout'],
 		['power', 'table.power-racks tr[data-rack]']]) {
 		await p.goto(`${URL}/ui/#/${view}`);
@@ -826,12 +1097,12 @@ await check('node page: the sensors table (name, type, value, thresholds, health
 	await c.close();
 });
 
-await check('the view\'s sources never write markup (innerHTML, outerHTML, insertAdjacentHTML, document.write)', async () => {
-	const web = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'web');
-	const files = fs.readdirSync(web).filter((f) => f.endsWith('.js') || f.endsWith('.html'));
-	assert.ok(files.includes('meters.js') && files.includes('power.js'), files.join(' '));
+await check('the view\'s sources (and the vendored xterm.js) never write markup (innerHTML, outerHTML, insertAdjacentHTML, document.write)', async () => {
+	const files = [...fs.readdirSync(WEB).filter((f) => f.endsWith('.js') || f.endsWith('.html')),
+		...fs.readdirSync(path.join(WEB, 'vendor')).filter((f) => /\.m?js$/.test(f)).map((f) => `vendor/${f}`)];
+	assert.ok(files.includes('meters.js') && files.includes('console.js') && files.includes('vendor/xterm.mjs'), files.join(' '));
 	for (const f of files) {
-		const src = fs.readFileSync(path.join(web, f), 'utf8');
+		const src = fs.readFileSync(path.join(WEB, f), 'utf8');
 		assert.doesNotMatch(src, /\.(innerHTML|outerHTML)\b|insertAdjacentHTML|document\.write|createContextualFragment|DOMParser/, f);
 	}
 });
