@@ -395,7 +395,9 @@ export function render(main, ctx, r) {
 
 	(async () => {
 		if (await loadNode()) {
-			clear(cCon.body, con.el);
+			// A console shows what the node prints (boot tokens among it): operators only.
+			clear(cCon.body, ctx.canAct ? con.el
+				: h('span', { class: 'muted', id: 'console-operators' }, 'The serial console needs an operator token.'));
 			loadInv();
 			loadSensors();
 			watchSweeps(signal, () => refreshSensors());

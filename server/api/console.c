@@ -162,7 +162,9 @@ out:
 /* ---- GET /v1/nodes/{node}/console: the WebSocket -------------------------------------- */
 
 struct cws {
-	struct rp_jobs *jobs;
+	struct rp_api *api;
+	int slot; /* the token's stream slot: a console counts as a stream */
+	struct rp_api_ws *ws;
 	char uuid[RP_UUID_BUF];
 	char name[64];
 	char actor[96];
@@ -170,25 +172,36 @@ struct cws {
 };
 
 static void
+cws_free(void *ctx)
+{
+	struct cws *c = ctx;
+
+	if (c == NULL)
+		return;
+	rp_api_stream_give(c->api, c->slot);
+	free(c);
+}
+
+static void
 ws_close(void *arg)
 {
-	struct rp_api_ws *ws = arg;
+	struct cws *c = arg;
 
-	ws->close(ws);
+	c->ws->close(c->ws);
+	cws_free(c);
 }
 
 static void
 ws_open(void *ctx, struct rp_api_ws *ws)
 {
 	struct cws *c = ctx;
-	struct rp_console_conn conn = {
-	        .fd = ws->fd, .peer = ws->peer, .close = ws_close, .arg = ws};
+	struct rp_console_conn conn = {.fd = ws->fd, .peer = ws->peer, .close = ws_close, .arg = c};
 
-	/* The console owns the connection now, also when this fails. */
-	if (rp_jobs_console_attach(c->jobs, c->uuid, c->name, &conn, c->write, c->actor) !=
+	c->ws = ws;
+	/* The console owns the connection (and c) now, also when this fails. */
+	if (rp_jobs_console_attach(c->api->jobs, c->uuid, c->name, &conn, c->write, c->actor) !=
 	    RP_ERR_OK)
 		rp_log_warn("console of %s: cannot attach a viewer", c->name);
-	free(c);
 }
 
 void
@@ -207,24 +220,35 @@ rp_api_nodes_console(struct rp_api_req *rq, struct rp_api_resp *rs)
 		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
 		return;
 	}
-	c->jobs = rq->api->jobs;
+	c->api = rq->api;
+	c->slot = -1;
 	rp_api_actor(rq, c->actor);
 	/* Viewers watch; an operator writes unless it asks to watch. */
 	c->write = rq->who && rq->who->role >= RP_ROLE_OPERATOR && rq->who->role != RP_ROLE_AGENT &&
 	           !(mode && !strcmp(mode, "read"));
 	if (mode && !strcmp(mode, "write") && !c->write) {
-		free(c);
+		cws_free(c);
 		rp_api_errorf(rs, RP_ERR_FORBIDDEN,
 		              "typing into a console needs an operator token (mode=read watches)");
 		return;
 	}
 	if ((e = rp_jobs_console_check(rq->api->jobs, rq->params[0], 1, c->uuid, c->name,
 	                               sizeof c->name, why, sizeof why)) != RP_ERR_OK) {
-		free(c);
+		cws_free(c);
 		console_error(rs, e, why);
 		return;
 	}
+	/* One token cannot hold every WebSocket the server has. */
+	if ((c->slot = rp_api_stream_take(rq->api, rq->who->id)) < 0) {
+		cws_free(c);
+		rp_api_errorf(rs, RP_ERR_RATE_LIMITED,
+		              "this token holds %u open streams and consoles already "
+		              "(max_streams_per_token)",
+		              rq->api->max_streams_per_token);
+		rs->retry_after = 5;
+		return;
+	}
 	rs->ws_open = ws_open;
-	rs->ws_free = free;
+	rs->ws_free = cws_free;
 	rs->ws_ctx = c;
 }

@@ -71,6 +71,7 @@ struct evstream {
 	int64_t last_id;    /* newest event sent (or the head when the stream began) */
 	int64_t last_write; /* ms; a keep-alive goes out after STREAM_KEEPALIVE_MS of silence */
 	struct rp_buf pend; /* formatted, not yet handed to the server */
+	uint64_t store_gen; /* the store's generation it last caught up with (0: none yet) */
 	size_t off;
 };
 
@@ -126,13 +127,19 @@ static int
 evstream_fill(struct evstream *es, uint64_t *idle_gen)
 {
 	json_t *items = NULL, *ev;
-	uint64_t gen = rp_api_generation(es->api);
+	uint64_t gen = rp_api_generation(es->api), sgen = rp_store_generation(es->api->store);
 	size_t i;
 	int rc = -1;
 
-	if (rp_store_event_after(es->api->store, es->last_id, es->filter, STREAM_BATCH, &items) !=
-	    RP_ERR_OK)
+	/* Woken by a console line, not a commit: no new event, no query. */
+	if (sgen == es->store_gen && es->store_gen != 0) {
+		items = json_array();
+	} else if (rp_store_event_after(es->api->store, es->last_id, es->filter, STREAM_BATCH,
+	                                &items) != RP_ERR_OK) {
 		goto out;
+	} else if (json_array_size(items) < STREAM_BATCH) {
+		es->store_gen = sgen; /* caught up with this generation */
+	}
 	json_array_foreach(items, i, ev)
 	{
 		char *data = json_dumps(ev, JSON_COMPACT);

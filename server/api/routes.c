@@ -65,9 +65,10 @@ const struct rp_route rp_api_routes[] = {
         {"PUT", "/v1/nodes/{node}/power", rp_api_nodes_power, O, 0},
         {"PUT", "/v1/nodes/{node}/boot", rp_api_nodes_boot, O, 0},
         {"POST", "/v1/nodes/{node}/verify", rp_api_nodes_verify, O, 0},
-        {"GET", "/v1/nodes/{node}/console", rp_api_nodes_console, V, RP_ROUTE_WEBSOCKET},
-        {"GET", "/v1/nodes/{node}/console/log", rp_api_nodes_console_log, V, 0},
-        {"GET", "/v1/nodes/{node}/console/stream", rp_api_nodes_console_stream, V, 0},
+        /* Operators only: what a node prints may hold secrets (its boot token). */
+        {"GET", "/v1/nodes/{node}/console", rp_api_nodes_console, O, RP_ROUTE_WEBSOCKET},
+        {"GET", "/v1/nodes/{node}/console/log", rp_api_nodes_console_log, O, 0},
+        {"GET", "/v1/nodes/{node}/console/stream", rp_api_nodes_console_stream, O, 0},
         {"PUT", "/v1/nodes/{node}/identify", rp_api_nodes_identify, O, 0},
         {"POST", "/v1/nodes/{node}/bmc/reset", rp_api_nodes_bmc_reset, O, 0},
         {"POST", "/v1/nodes/{node}/bmc/credentials/rotate", rp_api_nodes_bmc_rotate, O, 0},

@@ -86,6 +86,14 @@ reset_look(struct work *w)
 	                             ? (unsigned)json_integer_value(json_object_get(p, "timeout_s"))
 	                             : RESET_TIMEOUT_S;
 	int64_t since = w->claim->phase_at, now = rp_time_now_ms();
+
+	/* Its phase was not recorded with the sent mark (a stop between the two): the wait
+	 * starts now, so that its timeout still ends it. */
+	if (since <= 0) {
+		if (rp_store_job_phase(w->j->st, w->id, PHASE_RESTARTING) != RP_ERR_OK)
+			return jobs_fw_store_trouble(w, "the reset job's phase");
+		since = now;
+	}
 	struct rp_bmc_identity id;
 	struct rp_bmc_err err = {0};
 	struct rp_job_outcome *o;
@@ -181,6 +189,27 @@ try_password(struct work *w, const char *password, struct rp_bmc_err *err)
 	return rc;
 }
 
+/* A BMC's words may quote either password (a hostile one echoes what it was sent): both become
+ * "***" in the message a job keeps. */
+static void
+scrub2(char *msg, const char *a, const char *b)
+{
+	const char *pw[2] = {a, b};
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		size_t n = pw[k] ? strlen(pw[k]) : 0;
+		char *p;
+
+		if (n < 3)
+			continue;
+		while ((p = strstr(msg, pw[k])) != NULL) {
+			memcpy(p, "***", 3);
+			memmove(p + 3, p + n, strlen(p + n) + 1);
+		}
+	}
+}
+
 static int
 credential_error(enum rp_bmc_errkind k)
 {
@@ -265,12 +294,16 @@ jobs_run_bmc_rotate(struct work *w, struct rp_bmc *unused)
 			goto out;
 		}
 		if (!credential_error(perr.kind)) {
+			scrub2(perr.msg, stored, pending);
+			scrub2(err.msg, stored, pending);
 			o = jobs_bmc_failure(w, &perr, 1);
 			goto out;
 		}
 	}
 	if ((b = jobs_bmc_open(w, &err)) == NULL) {
 		if (credential_error(err.kind) && pending) {
+			scrub2(perr.msg, stored, pending);
+			scrub2(err.msg, stored, pending);
 			o = jobs_failed(
 			        w, "bmc_locked_out",
 			        "neither the stored nor the pending BMC password works "
@@ -280,6 +313,8 @@ jobs_run_bmc_rotate(struct work *w, struct rp_bmc *unused)
 			o->bmc_ok = 0;
 			goto out;
 		}
+		scrub2(perr.msg, stored, pending);
+		scrub2(err.msg, stored, pending);
 		o = jobs_bmc_failure(w, &err, err.kind != RP_BMC_REJECTED);
 		goto out;
 	}
@@ -322,11 +357,18 @@ jobs_run_bmc_rotate(struct work *w, struct rp_bmc *unused)
 	}
 	rp_bmc_close(b);
 	b = NULL;
-	if (err.kind == RP_BMC_REJECTED || err.kind == RP_BMC_UNSUPPORTED) {
-		/* Refused: the stored password is still the BMC's. */
+	if (err.kind == RP_BMC_REJECTED || err.kind == RP_BMC_UNSUPPORTED ||
+	    err.kind == RP_BMC_AUTH) {
+		/* Refused (its policy, no such command, the user may not change it): the stored
+		 * password is still the BMC's. */
+		scrub2(err.msg, stored, pending);
 		(void)rp_store_bmc_pending_settle(w->j->st, node, 0, "rackpilotd", err.msg);
+		scrub2(perr.msg, stored, pending);
+		scrub2(err.msg, stored, pending);
 		o = jobs_failed(w,
-		                err.kind == RP_BMC_REJECTED ? "password_rejected" : "unsupported",
+		                err.kind == RP_BMC_REJECTED      ? "password_rejected"
+		                : err.kind == RP_BMC_UNSUPPORTED ? "unsupported"
+		                                                 : "bmc_auth",
 		                "the BMC refused the new password%s: %s",
 		                retried ? " (also one of letters and digits only)" : "", err.msg);
 		o->bmc_ok = 1;
@@ -340,6 +382,8 @@ jobs_run_bmc_rotate(struct work *w, struct rp_bmc *unused)
 	if (credential_error(perr.kind) && try_password(w, stored ?: "", &err) == 0) {
 		(void)rp_store_bmc_pending_settle(w->j->st, node, 0, "rackpilotd",
 		                                  "the BMC kept its old password");
+		scrub2(perr.msg, stored, pending);
+		scrub2(err.msg, stored, pending);
 		o = jobs_failed(w, "password_not_applied",
 		                "the BMC accepted the new password but still takes only the old "
 		                "one (%s)",
@@ -348,6 +392,8 @@ jobs_run_bmc_rotate(struct work *w, struct rp_bmc *unused)
 		goto out;
 	}
 	if (credential_error(perr.kind) && credential_error(err.kind)) {
+		scrub2(perr.msg, stored, pending);
+		scrub2(err.msg, stored, pending);
 		o = jobs_failed(w, "bmc_locked_out",
 		                "after the change neither the new nor the old BMC password works "
 		                "(new: %s; old: %s); both are kept, and the next rotation tries "
@@ -357,6 +403,8 @@ jobs_run_bmc_rotate(struct work *w, struct rp_bmc *unused)
 		goto out;
 	}
 	/* Unknown for now (no answer): both kept; the retry starts with the pending one. */
+	scrub2(perr.msg, stored, pending);
+	scrub2(err.msg, stored, pending);
 	o = jobs_bmc_failure(w, credential_error(perr.kind) ? &err : &perr, 1);
 out:
 	rp_bmc_close(b);

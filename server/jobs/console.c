@@ -2,7 +2,7 @@
  * Serial consoles: one thread keeps the nodes' SOL sessions (bmc/sol.c), logs what they print and
  * serves the WebSocket viewers attached to them.
  *
- * - A session is open while its node is to be logged (rp_store_console_targets, asked every
+ * - A session is open while its node is to be logged (rp_store_console_wanted, asked every
  *   RECONCILE_MS) or has viewers; a dropped session comes back by itself, backing off from 2 s
  *   to a minute. At most console_max_sessions are open at once.
  * - Everything a session prints goes, line by line with a timestamp and without terminal
@@ -37,7 +37,10 @@
 #define BACKOFF_MAX_MS 60000
 #define VIEWERS_MAX    32    /* per node */
 #define LINGER_MS      10000 /* a session nobody needs closes after this */
-#define SCAN_MAX       65536 /* console lines a stream read looks back over at most */
+#define HASH_BUCKETS   1024
+#define PING_MS        30000 /* a viewer is pinged this often... */
+#define SILENT_MS      95000 /* ...and dropped when nothing came from it for this long */
+#define CLOSING_MS     5000  /* a close that cannot be sent within this: dropped */
 
 struct viewer {
 	struct viewer *next;
@@ -49,6 +52,8 @@ struct viewer {
 	uint8_t *out;
 	size_t outoff, outlen, outcap;
 	int64_t last_input_ms;
+	int64_t last_seen_ms, last_ping_ms, closing_ms;
+	int frag;    /* RP_WS_BINARY while a fragmented message goes on, else 0 */
 	int evented; /* console.attached was recorded: console.detached will be */
 	int closing; /* a close frame is queued: flush, then close */
 	int dead;    /* the connection failed: close now */
@@ -63,8 +68,7 @@ struct session {
 	struct session *next;
 	char uuid[RP_UUID_BUF];
 	char name[64];
-	struct rp_bmc_target t;
-	int have_target;
+	struct session *hnext; /* its hash bucket's next (under mu) */
 	struct rp_bmc_sol *sol;
 	int up;
 	int wanted;
@@ -76,8 +80,9 @@ struct session {
 	char partial[LINE_MAX_BYTES + 1];
 	size_t plen;
 	int64_t partial_ms;
-	int esc;                      /* 0 text, 1 after ESC, 2 in CSI, 3 in OSC, 4 OSC after ESC */
-	struct line ring[RING_LINES]; /* under mu */
+	int esc;           /* 0 text, 1 after ESC, 2 in CSI, 3 in OSC, 4 OSC after ESC */
+	struct line *ring; /* RING_LINES lines (under mu), allocated at the first */
+	uint64_t head;     /* lines ever put in the ring (under mu) */
 	char error[256];
 };
 
@@ -96,10 +101,12 @@ struct rp_console {
 	int wake[2];
 	int stop;
 	struct session *sessions;
-	struct pending *pending;       /* under mu */
-	uint64_t seq;                  /* under mu: the last line's */
-	struct rp_console_stats stats; /* under mu: for rp_jobs_console_stats */
-	uint64_t gen;                  /* atomic */
+	struct session *hash[HASH_BUCKETS]; /* by uuid (under mu) */
+	size_t open;                        /* sessions with SOL open, this round */
+	struct pending *pending;            /* under mu */
+	uint64_t seq;                       /* under mu: the last line's */
+	struct rp_console_stats stats;      /* under mu: for rp_jobs_console_stats */
+	uint64_t gen;                       /* atomic */
 	int64_t next_reconcile;
 };
 
@@ -201,6 +208,7 @@ viewer_say_close(struct viewer *v, const char *message, int error)
 	viewer_message(v, "closed", message, error != 0);
 	viewer_frame(v, RP_WS_CLOSE, code, 2);
 	v->closing = 1;
+	v->closing_ms = rp_time_now_ms();
 }
 
 static void
@@ -211,10 +219,11 @@ event(struct rp_console *c, struct session *s, struct viewer *v, const char *act
 
 	snprintf(summary, sizeof summary, "console of %s %s by %s (%s)", s->name, what, v->actor,
 	         v->writer ? "writer" : "read-only");
-	if (rp_store_node_event(c->j->st, s->uuid, v->actor, action, summary,
-	                        json_pack("{s:b, s:s}", "writer", v->writer, "peer",
-	                                  v->conn.peer)) != RP_ERR_OK)
+	json_t *detail = json_pack("{s:b, s:s?}", "writer", v->writer, "peer", v->conn.peer);
+
+	if (rp_store_node_event(c->j->st, s->uuid, v->actor, action, summary, detail) != RP_ERR_OK)
 		rp_log_warn("console: %s: could not record %s", s->name, action);
+	json_decref(detail);
 }
 
 static void
@@ -247,6 +256,36 @@ log_open(struct rp_console *c, struct session *s)
 	s->logsize = fstat(s->logfd, &sb) == 0 ? sb.st_size : 0;
 }
 
+/* Tokens a node prints are not for whoever reads its log: its boot script's
+ * rackpilot.token=VALUE and anything shaped like a Rackpilot token (rp?_ and 16 or more token
+ * characters) become '*'. In place. */
+static void
+redact(char *t, size_t n)
+{
+	static const char key[] = "rackpilot.token=";
+	size_t i, j;
+
+	for (i = 0; i < n; i++) {
+		size_t from = n;
+
+		if (n - i >= sizeof key - 1 && !memcmp(t + i, key, sizeof key - 1))
+			from = i + sizeof key - 1;
+		else if (n - i > 4 && t[i] == 'r' && t[i + 1] == 'p' && t[i + 2] >= 'a' &&
+		         t[i + 2] <= 'z' && t[i + 3] == '_' &&
+		         (i == 0 || t[i - 1] == ' ' || t[i - 1] == '=' || t[i - 1] == '"'))
+			from = i + 4;
+		if (from == n)
+			continue;
+		for (j = from; j < n && t[j] != ' ' && t[j] != '\t' && t[j] != '"' && t[j] != '\n';
+		     j++)
+			;
+		if (from == i + 4 && j - from < 16)
+			continue; /* too short for a token: a word */
+		memset(t + from, '*', j - from);
+		i = j;
+	}
+}
+
 /* One line (text without its end) into the log and the ring. */
 static void
 line_out(struct rp_console *c, struct session *s, const char *text, size_t n)
@@ -261,6 +300,7 @@ line_out(struct rp_console *c, struct session *s, const char *text, size_t n)
 	if ((l = malloc(len + 1)) == NULL)
 		return;
 	k = snprintf(l, len + 1, "%s %.*s\n", ts, (int)n, text);
+	redact(l, (size_t)k);
 	log_open(c, s);
 	if (s->logfd >= 0) {
 		if ((uint64_t)s->logsize + (uint64_t)k > c->j->o.console_log_bytes / 2) {
@@ -280,8 +320,13 @@ line_out(struct rp_console *c, struct session *s, const char *text, size_t n)
 	}
 	l[k - 1] = '\0'; /* the ring keeps lines without their end */
 	pthread_mutex_lock(&c->mu);
+	if (s->ring == NULL && (s->ring = calloc(RING_LINES, sizeof *s->ring)) == NULL) {
+		pthread_mutex_unlock(&c->mu);
+		free(l);
+		return;
+	}
 	c->seq++;
-	slot = &s->ring[c->seq % RING_LINES];
+	slot = &s->ring[s->head++ % RING_LINES];
 	free(slot->text);
 	slot->seq = c->seq;
 	slot->text = l;
@@ -359,12 +404,23 @@ log_note(struct rp_console *c, struct session *s, const char *fmt, ...)
 
 /* ---- Sessions ------------------------------------------------------------------------- */
 
+static unsigned
+bucket(const char *uuid)
+{
+	unsigned h = 2166136261u;
+
+	while (*uuid)
+		h = (h ^ (unsigned char)*uuid++) * 16777619u;
+	return h % HASH_BUCKETS;
+}
+
+/* The session of uuid, or NULL. The console thread calls it freely; others under mu. */
 static struct session *
 session_find(struct rp_console *c, const char *uuid)
 {
 	struct session *s;
 
-	for (s = c->sessions; s; s = s->next)
+	for (s = c->hash[bucket(uuid)]; s; s = s->hnext)
 		if (!strcmp(s->uuid, uuid))
 			return s;
 	return NULL;
@@ -384,19 +440,10 @@ session_new(struct rp_console *c, const char *uuid, const char *name)
 	pthread_mutex_lock(&c->mu);
 	s->next = c->sessions;
 	c->sessions = s;
+	s->hnext = c->hash[bucket(uuid)];
+	c->hash[bucket(uuid)] = s;
 	pthread_mutex_unlock(&c->mu);
 	return s;
-}
-
-static size_t
-sessions_open(struct rp_console *c)
-{
-	struct session *s;
-	size_t n = 0;
-
-	for (s = c->sessions; s; s = s->next)
-		n += s->sol != NULL;
-	return n;
 }
 
 static void
@@ -426,36 +473,58 @@ sol_down(struct rp_console *c, struct session *s, const char *why)
 	s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
 }
 
+/* Open SOL when it is time: the BMC's settings as the store has them now (a rotation may have
+ * changed its password), within console_max_sessions (c->open, counted this round). */
 static void
-sol_try(struct rp_console *c, struct session *s)
+sol_try(struct rp_console *c, struct session *s, int64_t now)
 {
-	struct rp_bmc_target t = s->t;
+	struct rp_power_target pt = {0};
+	struct rp_bmc_target t;
 	struct rp_bmc_err err = {0};
+	enum rp_err e;
 
-	if (!s->have_target || s->sol || rp_time_now_ms() < s->next_try_ms)
+	if (s->sol || now < s->next_try_ms)
 		return;
-	if (sessions_open(c) >= c->j->o.console_max_sessions) {
-		if (s->next_try_ms == 0 || s->error[0] == '\0')
-			snprintf(s->error, sizeof s->error,
-			         "waiting: %u consoles are open (console_max_sessions)",
-			         c->j->o.console_max_sessions);
+	if (c->open >= c->j->o.console_max_sessions) {
+		/* Look again in a second, not every round: a fleet may be waiting. */
+		s->next_try_ms = now + 1000;
+		snprintf(s->error, sizeof s->error,
+		         "waiting: %u consoles are open (console_max_sessions)",
+		         c->j->o.console_max_sessions);
 		return;
 	}
+	memset(&t, 0, sizeof t);
+	e = rp_store_console_target(c->j->st, s->uuid, &pt);
+	if (e != RP_ERR_OK || jobs_bmc_target(&pt.bmc, s->uuid, &t, &err) < 0 || !t.console) {
+		if (e != RP_ERR_OK)
+			snprintf(err.msg, sizeof err.msg, "its BMC settings: %s", rp_err_code(e));
+		else if (err.msg[0] == '\0')
+			snprintf(err.msg, sizeof err.msg,
+			         "its BMC has no console (bmc.options.console)");
+		rp_store_power_target_clear(&pt);
+		explicit_bzero(&t, sizeof t);
+		s->next_try_ms = now + BACKOFF_MAX_MS;
+		snprintf(s->error, sizeof s->error, "%s", err.msg);
+		return;
+	}
+	rp_store_power_target_clear(&pt);
 	/* A Redfish node's console is its BMC's IPMI. */
 	if (!strcmp(t.driver, "redfish")) {
 		t.port = t.console_port;
 		t.cipher_suite = t.cipher_suite ? t.cipher_suite : 3;
 	}
 	s->sol = rp_bmc_sol_open(&t, 0, &err);
-	explicit_bzero(t.password, sizeof t.password);
+	explicit_bzero(&t, sizeof t);
 	if (s->sol == NULL) {
-		s->next_try_ms = rp_time_now_ms() + s->backoff_ms;
+		s->next_try_ms = now + s->backoff_ms;
 		if (strcmp(s->error, err.msg))
 			rp_log_warn("console: %s: %s", s->name, err.msg);
 		snprintf(s->error, sizeof s->error, "%s", err.msg);
 		s->backoff_ms =
 		        s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
+		return;
 	}
+	c->open++;
 }
 
 /* SOL came up, failed or sent output. */
@@ -564,6 +633,16 @@ viewer_control(struct session *s, struct viewer *v, const uint8_t *p, size_t n)
 }
 
 /* Read what a viewer sent and act on whole frames. */
+/* A client's protocol error: say so and close (what it sent after is not read). */
+static void
+viewer_bad(struct viewer *v, const char *why)
+{
+	viewer_say_close(v, why, 2);
+	v->inlen = 0;
+}
+
+/* Read what a viewer sent and act on whole frames: binary messages (fragments of one too) are
+ * input, a text message (one frame) a control message; nothing after its close frame counts. */
 static void
 viewer_read(struct rp_console *c, struct session *s, struct viewer *v)
 {
@@ -571,32 +650,46 @@ viewer_read(struct rp_console *c, struct session *s, struct viewer *v)
 	ssize_t n;
 	int r;
 
-	for (;;) {
-		n = read(v->conn.fd, v->in + v->inlen, sizeof v->in - v->inlen);
-		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-			v->dead = 1;
-			return;
-		}
-		if (n < 0)
-			break;
-		v->inlen += (size_t)n;
-		if (v->inlen < sizeof v->in)
-			break;
-		/* A full buffer holds at least one whole frame (frames are capped below it). */
-		break;
+	n = read(v->conn.fd, v->in + v->inlen, sizeof v->in - v->inlen);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		v->dead = 1;
+		return;
 	}
-	while ((r = rp_ws_parse(v->in, v->inlen, VIEWER_IN_MAX - RP_WS_HEADER_MAX, 1, &f)) == 1) {
+	if (n > 0) {
+		v->inlen += (size_t)n;
+		v->last_seen_ms = rp_time_now_ms();
+	}
+	if (v->closing) {
+		v->inlen = 0; /* after its close, or ours: nothing is acted on */
+		return;
+	}
+	/* A full buffer holds at least one whole frame: frames are capped below its size. */
+	while (!v->closing &&
+	       (r = rp_ws_parse(v->in, v->inlen, VIEWER_IN_MAX - RP_WS_HEADER_MAX, 1, &f)) == 1) {
 		uint8_t *payload = v->in + f.header;
 		size_t total = f.header + (size_t)f.len;
 
 		rp_ws_unmask(payload, f.len, f.mask);
 		switch (f.op) {
 		case RP_WS_BINARY:
-		case RP_WS_CONT:
-			viewer_input(c, s, v, payload, (size_t)f.len);
-			break;
 		case RP_WS_TEXT:
-			viewer_control(s, v, payload, (size_t)f.len);
+		case RP_WS_CONT:
+			if ((f.op == RP_WS_CONT) != (v->frag != 0)) {
+				viewer_bad(v, f.op == RP_WS_CONT ? "protocol error: a continuation "
+				                                   "without a message"
+				                                 : "protocol error: a new message "
+				                                   "inside a fragmented one");
+				return;
+			}
+			if (f.op == RP_WS_TEXT && !f.fin) {
+				viewer_bad(v, "protocol error: a control message in fragments");
+				return;
+			}
+			if (f.op == RP_WS_TEXT)
+				viewer_control(s, v, payload, (size_t)f.len);
+			else
+				viewer_input(c, s, v, payload, (size_t)f.len);
+			v->frag = f.fin ? 0 : RP_WS_BINARY;
 			break;
 		case RP_WS_PING:
 			viewer_frame(v, RP_WS_PONG, payload, (size_t)f.len);
@@ -604,19 +697,16 @@ viewer_read(struct rp_console *c, struct session *s, struct viewer *v)
 		case RP_WS_PONG:
 			break;
 		case RP_WS_CLOSE:
-			if (!v->closing) {
-				viewer_frame(v, RP_WS_CLOSE, payload, f.len >= 2 ? 2 : 0);
-				v->closing = 1;
-			}
+			viewer_frame(v, RP_WS_CLOSE, payload, f.len >= 2 ? 2 : 0);
+			v->closing = 1;
+			v->closing_ms = rp_time_now_ms();
 			break;
 		}
 		memmove(v->in, v->in + total, v->inlen - total);
 		v->inlen -= total;
 	}
-	if (r < 0) {
-		viewer_say_close(v, "protocol error", 2);
-		v->inlen = 0;
-	}
+	if (r < 0)
+		viewer_bad(v, "protocol error");
 }
 
 static void
@@ -666,7 +756,7 @@ attach_pending(struct rp_console *c)
 			viewer_say_close(v, "too many viewers of this console", 1);
 			continue;
 		}
-		if (s->sol == NULL && sessions_open(c) >= c->j->o.console_max_sessions) {
+		if (s->sol == NULL && c->open >= c->j->o.console_max_sessions) {
 			snprintf(msg, sizeof msg,
 			         "the console limit is reached (%u open; console_max_sessions)",
 			         c->j->o.console_max_sessions);
@@ -674,8 +764,6 @@ attach_pending(struct rp_console *c)
 			continue;
 		}
 		s->next_try_ms = 0; /* a viewer is waiting: no back-off */
-		if (!s->have_target)
-			c->next_reconcile = 0; /* its BMC's settings, now */
 		promote(s, 1);
 		if (v->writer) {
 			snprintf(msg, sizeof msg, "connected to %s: you hold the console%s",
@@ -698,42 +786,29 @@ attach_pending(struct rp_console *c)
 
 /* ---- The loop ------------------------------------------------------------------------- */
 
+/* Which consoles are to be logged now (their BMC settings are read when SOL is opened). */
 static void
 reconcile(struct rp_console *c)
 {
-	struct rp_power_target *list = NULL;
-	size_t n = 0, i;
+	json_t *list = NULL, *v;
 	struct session *s;
-	struct rp_bmc_err err;
+	size_t i;
 
-	if (rp_store_console_targets(c->j->st, c->j->o.console_mode, &list, &n) != RP_ERR_OK)
+	if (rp_store_console_wanted(c->j->st, c->j->o.console_mode, &list) != RP_ERR_OK)
 		return;
 	for (s = c->sessions; s; s = s->next)
 		s->wanted = 0;
-	for (i = 0; i < n; i++) {
-		if ((s = session_find(c, list[i].uuid)) == NULL &&
-		    (s = session_new(c, list[i].uuid, list[i].name)) == NULL)
+	json_array_foreach(list, i, v)
+	{
+		const char *uuid = json_string_value(json_object_get(v, "uuid"));
+		const char *name = json_string_value(json_object_get(v, "name"));
+
+		if (uuid == NULL || ((s = session_find(c, uuid)) == NULL &&
+		                     (s = session_new(c, uuid, name)) == NULL))
 			continue;
 		s->wanted = 1;
-		/* The latest credentials (a rotation may have changed them) for the next try. */
-		if (jobs_bmc_target(&list[i].bmc, list[i].uuid, &s->t, &err) == 0 && s->t.console)
-			s->have_target = 1;
-		else
-			s->have_target = 0;
 	}
-	rp_store_power_targets_free(list, n);
-	/* Viewed sessions that are not logged need their target too. */
-	for (s = c->sessions; s; s = s->next) {
-		struct rp_power_target t = {0};
-
-		if (s->wanted || s->viewers == NULL)
-			continue;
-		if (rp_store_console_target(c->j->st, s->uuid, &t) == RP_ERR_OK) {
-			s->have_target =
-			        jobs_bmc_target(&t.bmc, s->uuid, &s->t, &err) == 0 && s->t.console;
-			rp_store_power_target_clear(&t);
-		}
-	}
+	json_decref(list);
 }
 
 static void
@@ -745,9 +820,9 @@ session_free(struct rp_console *c, struct session *s)
 	rp_bmc_sol_close(s->sol);
 	if (s->logfd >= 0)
 		close(s->logfd);
-	explicit_bzero(&s->t, sizeof s->t);
-	for (i = 0; i < RING_LINES; i++)
+	for (i = 0; s->ring && i < RING_LINES; i++)
 		free(s->ring[i].text);
+	free(s->ring);
 	free(s);
 }
 
@@ -772,6 +847,22 @@ sweep(struct rp_console *c, int64_t now)
 				         c->j->o.console_idle_s);
 				viewer_say_close(v, msg, 0);
 			}
+			/* Alive? A ping now and then; a viewer that says nothing back (a peer gone
+			 * without a word) is dropped. */
+			if (!v->closing && now - v->last_seen_ms > SILENT_MS) {
+				v->dead = 1;
+			} else if (!v->closing && now - v->last_ping_ms > PING_MS) {
+				viewer_frame(v, RP_WS_PING, "", 0);
+				v->last_ping_ms = now;
+			}
+			/* A closing viewer writes no more, and one whose close cannot get out (it
+			 * stopped reading) is dropped. */
+			if (v->closing && v->writer) {
+				v->writer = 0;
+				lost_writer = 1;
+			}
+			if (v->closing && now - v->closing_ms > CLOSING_MS)
+				v->dead = 1;
 			if (v->dead || (v->closing && v->outoff == v->outlen)) {
 				*vp = v->next;
 				lost_writer |= v->writer;
@@ -789,8 +880,13 @@ sweep(struct rp_console *c, int64_t now)
 		} else if (now - s->unneeded_since > LINGER_MS) {
 			if (s->sol)
 				log_note(c, s, "SOL closed: the console is not needed");
+			struct session **hp = &c->hash[bucket(s->uuid)];
+
 			pthread_mutex_lock(&c->mu);
 			*sp = s->next;
+			while (*hp != s)
+				hp = &(*hp)->hnext;
+			*hp = s->hnext;
 			pthread_mutex_unlock(&c->mu);
 			session_free(c, s);
 			continue;
@@ -826,9 +922,12 @@ console_thread(void *arg)
 			reconcile(c);
 			c->next_reconcile = now + RECONCILE_MS;
 		}
+		c->open = 0;
+		for (s = c->sessions; s; s = s->next)
+			c->open += s->sol != NULL;
 		for (s = c->sessions; s; s = s->next)
 			if (s->wanted || s->viewers)
-				sol_try(c, s);
+				sol_try(c, s, now);
 		sweep(c, now);
 		for (s = c->sessions; s; s = s->next) {
 			need += 1;
@@ -1043,7 +1142,7 @@ rp_jobs_console_attach(struct rp_jobs *j, const char *uuid, const char *name,
 	}
 	v->conn = *conn;
 	v->wants_write = write;
-	v->last_input_ms = rp_time_now_ms();
+	v->last_input_ms = v->last_seen_ms = v->last_ping_ms = rp_time_now_ms();
 	snprintf(v->actor, sizeof v->actor, "%s", actor ? actor : "?");
 	snprintf(p->uuid, sizeof p->uuid, "%s", uuid);
 	snprintf(p->name, sizeof p->name, "%s", name);
@@ -1068,32 +1167,36 @@ rp_jobs_console_read(struct rp_jobs *j, const char *uuid, uint64_t *next, char *
 	struct rp_console *c = j->console;
 	struct session *s;
 	size_t used = 0;
-	uint64_t seq;
+	int full = 0;
 
 	if (c == NULL)
 		return -1;
 	pthread_mutex_lock(&c->mu);
-	for (s = c->sessions; s && strcmp(s->uuid, uuid); s = s->next)
-		;
 	if (*next == 0)
 		*next = c->seq + 1; /* from now */
-	/* A reader far behind (an old Last-Event-ID) skips what no ring can hold any more
-	 * without scanning it under the lock. */
-	if (c->seq >= SCAN_MAX && *next < c->seq - SCAN_MAX)
-		*next = c->seq - SCAN_MAX;
-	for (seq = *next; s && seq <= c->seq; seq++) {
-		struct line *l = &s->ring[seq % RING_LINES];
-		int k;
+	if ((s = session_find(c, uuid)) != NULL && s->ring) {
+		uint64_t k = s->head > RING_LINES ? s->head - RING_LINES : 0;
 
-		if (l->seq != seq || l->text == NULL)
-			continue; /* another node's line, or one the ring lost */
-		k = snprintf(buf + used, max - used, "id: %llu\ndata: %s\n\n",
-		             (unsigned long long)seq, l->text);
-		if (k < 0 || (size_t)k >= max - used)
-			break;
-		used += (size_t)k;
+		/* The ring holds its console's latest lines in order; those from *next on. */
+		for (; k < s->head && !full; k++) {
+			struct line *l = &s->ring[k % RING_LINES];
+			int n;
+
+			if (l->text == NULL || l->seq < *next)
+				continue;
+			n = snprintf(buf + used, max - used, "id: %llu\ndata: %s\n\n",
+			             (unsigned long long)l->seq, l->text);
+			if (n < 0 || (size_t)n >= max - used) {
+				full = 1;
+				break;
+			}
+			used += (size_t)n;
+			*next = l->seq + 1;
+		}
 	}
-	*next = seq;
+	/* Nothing of this console up to now is left to send: skip past other consoles' lines. */
+	if (!full && *next <= c->seq)
+		*next = c->seq + 1;
 	pthread_mutex_unlock(&c->mu);
 	return (long)used;
 }

@@ -60,18 +60,35 @@ targets(struct conn *c, struct stmt *s, struct rp_power_target **out, size_t *n)
 }
 
 enum rp_err
-rp_store_console_targets(struct rp_store *st, const char *mode, struct rp_power_target **out,
-                         size_t *n)
+rp_store_console_wanted(struct rp_store *st, const char *mode, json_t **out)
 {
 	STORE_HOLD(st);
 	struct conn *c = NULL;
+	struct stmt *s;
+	json_t *list = json_array();
 	enum rp_err e;
 
-	if ((e = store_read(st, &c)) != RP_ERR_OK)
+	if (list == NULL)
+		return RP_ERR_INTERNAL;
+	if ((e = store_read(st, &c)) != RP_ERR_OK) {
+		json_decref(list);
 		return e;
-	e = targets(c, STMT_ARGS(c, CONSOLE_COLS CONSOLE_WANTED, mode), out, n);
+	}
+	s = STMT_ARGS(c,
+	              "SELECT n.uuid, n.name FROM nodes n JOIN bmcs b ON b.node_id = "
+	              "n.id " CONSOLE_WANTED,
+	              mode);
+	while (store_next(c, s, "consoles wanted", &e))
+		if (json_array_append_new(list, json_pack("{s:s, s:s}", "uuid", sql_text(s, 0),
+		                                          "name", sql_text(s, 1))) < 0)
+			e = RP_ERR_INTERNAL;
 	store_read_end(c);
-	return e;
+	if (e != RP_ERR_OK) {
+		json_decref(list);
+		return e;
+	}
+	*out = list;
+	return RP_ERR_OK;
 }
 
 enum rp_err

@@ -1190,10 +1190,9 @@ enum rp_err rp_store_power_targets(struct rp_store *st, struct rp_power_target *
  * "active", "always" or "off"): with an ipmi or redfish BMC with an address, not in
  * maintenance, the node's console_log not "off", and: mode or the node's console_log
  * "always", or (mode "active") a provisioning action that boots it (verifying,
- * commissioning, deploying, releasing) or an acceptance job queued or running. As
- * rp_store_power_targets gives them (released with rp_store_power_targets_free). */
-enum rp_err rp_store_console_targets(struct rp_store *st, const char *mode,
-                                     struct rp_power_target **out, size_t *n);
+ * commissioning, deploying, releasing) or an acceptance job queued or running. *out a new
+ * array of {uuid, name}. */
+enum rp_err rp_store_console_wanted(struct rp_store *st, const char *mode, json_t **out);
 
 /* One node's BMC for its console, whatever its state: *out filled (its parts released with
  * rp_store_power_target_clear). RP_ERR_NOT_FOUND: no such node; RP_ERR_CONFLICT: no ipmi or

@@ -24,7 +24,7 @@
 
 static char run[128], conf[192];
 static int port;
-static char op1[128], op2[128], viewer[128];
+static char op1[128], op2[128], op3[128], viewer[128];
 
 static const char *
 str(json_t *o, const char *k)
@@ -89,7 +89,7 @@ log_has(const char *node, const char *needle, int seconds)
 
 	snprintf(path, sizeof path, "/v1/nodes/%s/console/log?tail=1000", node);
 	for (i = 0; i < seconds * 10 && !found; i++) {
-		assert_int_equal(req(&S, viewer, "GET", path, NULL, NULL, 0, NULL, &r), 200);
+		assert_int_equal(req(&S, op3, "GET", path, NULL, NULL, 0, NULL, &r), 200);
 		found = r.body && strstr(r.body, needle) != NULL;
 		reply_free(&r);
 		if (!found)
@@ -325,6 +325,7 @@ setup(void **state)
 	server_start(&S, NULL, args);
 	token("op-one", "operator", op1);
 	token("op-two", "operator", op2);
+	token("op-three", "operator", op3);
 	token("watcher", "viewer", viewer);
 	for (i = 1; i <= 3; i++) {
 		char name[8];
@@ -373,33 +374,38 @@ test_log(void **state)
 	assert_true(log_has("c1", "Z Linux version 6.1.0 booting\n", 10));
 	/* tail bounds the answer; bad values are refused. */
 	assert_int_equal(
-	        req(&S, viewer, "GET", "/v1/nodes/c1/console/log?tail=1", NULL, NULL, 0, NULL, &r),
+	        req(&S, op3, "GET", "/v1/nodes/c1/console/log?tail=1", NULL, NULL, 0, NULL, &r),
 	        200);
 	assert_non_null(strstr(r.body, "Linux version"));
 	assert_null(strstr(r.body, "iPXE"));
 	assert_string_equal(r.ctype, "text/plain; charset=utf-8");
 	reply_free(&r);
 	assert_int_equal(
-	        req(&S, viewer, "GET", "/v1/nodes/c1/console/log?tail=0", NULL, NULL, 0, NULL, &r),
+	        req(&S, op3, "GET", "/v1/nodes/c1/console/log?tail=0", NULL, NULL, 0, NULL, &r),
 	        400);
 	reply_free(&r);
 	assert_int_equal(
-	        req(&S, viewer, "GET", "/v1/nodes/c1/console/log?lines=5", NULL, NULL, 0, NULL, &r),
+	        req(&S, op3, "GET", "/v1/nodes/c1/console/log?lines=5", NULL, NULL, 0, NULL, &r),
 	        400);
 	reply_free(&r);
 	assert_int_equal(
-	        req(&S, viewer, "GET", "/v1/nodes/nosuch/console/log", NULL, NULL, 0, NULL, &r),
-	        404);
+	        req(&S, op3, "GET", "/v1/nodes/nosuch/console/log", NULL, NULL, 0, NULL, &r), 404);
 	reply_free(&r);
 	/* /metrics counts it. */
-	assert_int_equal(req(&S, viewer, "GET", "/metrics", NULL, NULL, 0, NULL, &r), 200);
+	assert_int_equal(req(&S, op3, "GET", "/metrics", NULL, NULL, 0, NULL, &r), 200);
 	assert_null(strstr(r.body, "rackpilot_console_sessions{state=\"up\"} 0\n"));
 	assert_non_null(strstr(r.body, "rackpilot_console_sessions{state=\"up\"} "));
 	assert_non_null(strstr(r.body, "rackpilot_console_lines_total "));
 	reply_free(&r);
+	/* The kernel prints its command line: the boot token in it never reaches the log. */
+	host_prints(1,
+	            "Kernel command line: console=ttyS0 rackpilot.token=rpb_S3cretS3cretS3cret12 "
+	            "rackpilot.url=http://x\r\n");
+	assert_true(log_has("c1", "rackpilot.token=************************ rackpilot.url", 10));
+	assert_false(log_has("c1", "S3cret", 1));
 	/* A node never logged has an empty log. */
-	assert_int_equal(
-	        req(&S, viewer, "GET", "/v1/nodes/c3/console/log", NULL, NULL, 0, NULL, &r), 200);
+	assert_int_equal(req(&S, op3, "GET", "/v1/nodes/c3/console/log", NULL, NULL, 0, NULL, &r),
+	                 200);
 	assert_int_equal(r.len, 0);
 	reply_free(&r);
 }
@@ -417,7 +423,7 @@ test_stream(void **state)
 	         "curl -sN --max-time 8 -H 'Authorization: Bearer %s' "
 	         "'%s/v1/nodes/c1/console/stream' "
 	         "> '%s' 2>/dev/null &",
-	         viewer, S.base, out);
+	         op3, S.base, out);
 	assert_int_equal(system(cmd), 0);
 	usleep(700000);
 	host_prints(1, "stream line one\r\nstream line two\r\n");
@@ -446,8 +452,9 @@ test_interactive(void **state)
 	assert_true(ws_wait(&b, RP_WS_TEXT, "read-only", 5000, NULL, 0));
 	assert_true(ws_wait(&b, RP_WS_TEXT, "op-two", 1, NULL, 0) == 0);
 	/* The browser's way: the token in the subprotocol. */
-	snprintf(body, sizeof body, "%s, %s%s", RP_WS_PROTOCOL, RP_WS_PROTOCOL_BEARER, viewer);
-	assert_int_equal(ws_open(&v, NULL, "/v1/nodes/c2/console", body, body, sizeof body), 101);
+	snprintf(body, sizeof body, "%s, %s%s", RP_WS_PROTOCOL, RP_WS_PROTOCOL_BEARER, op3);
+	assert_int_equal(
+	        ws_open(&v, NULL, "/v1/nodes/c2/console?mode=read", body, body, sizeof body), 101);
 	assert_true(ws_wait(&v, RP_WS_TEXT, "read-only", 5000, NULL, 0));
 	/* Wait for SOL, then the host prints: everybody sees it. */
 	assert_true(ws_wait(&a, RP_WS_TEXT, "SOL connected", 15000, NULL, 0) ||
@@ -494,11 +501,19 @@ test_refusals(void **state)
 	uint8_t big[16];
 
 	(void)state;
-	/* No token; a viewer that wants to write; no such node; a BMC without a console. */
+	/* No token; a viewer (a console shows what the node prints, its boot token among it:
+	 * operators only); no such node; a BMC without a console. */
 	assert_int_equal(ws_open(&w, NULL, "/v1/nodes/c3/console", NULL, body, sizeof body), 401);
 	assert_int_equal(
-	        ws_open(&w, viewer, "/v1/nodes/c3/console?mode=write", NULL, body, sizeof body),
+	        ws_open(&w, viewer, "/v1/nodes/c3/console?mode=read", NULL, body, sizeof body),
 	        403);
+	assert_int_equal(
+	        req(&S, viewer, "GET", "/v1/nodes/c1/console/log", NULL, NULL, 0, NULL, &r), 403);
+	reply_free(&r);
+	assert_int_equal(
+	        req(&S, viewer, "GET", "/v1/nodes/c1/console/stream", NULL, NULL, 0, NULL, &r),
+	        403);
+	reply_free(&r);
 	assert_int_equal(ws_open(&w, op1, "/v1/nodes/nosuch/console", NULL, body, sizeof body),
 	                 404);
 	assert_int_equal(ws_open(&w, op1, "/v1/nodes/rf/console", NULL, body, sizeof body), 409);
@@ -556,7 +571,7 @@ test_reconnect(void **state)
 
 		/* Until the newest line says it is back. */
 		for (i = 0; i < 400 && !again; i++) {
-			assert_int_equal(req(&S, viewer, "GET", "/v1/nodes/c1/console/log?tail=1",
+			assert_int_equal(req(&S, op3, "GET", "/v1/nodes/c1/console/log?tail=1",
 			                     NULL, NULL, 0, NULL, &r),
 			                 200);
 			again = r.body && strstr(r.body, "[rackpilot] SOL connected") != NULL;
