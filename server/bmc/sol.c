@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <freeipmi/freeipmi.h>
@@ -25,6 +26,7 @@
 
 #define ENGINE_THREADS 4     /* libipmiconsole's engine: each thread runs many sessions */
 #define SOL_SESSION_MS 60000 /* libipmiconsole's session timeout */
+#define TEARDOWN_S     3     /* a stop waits this long for SOL to be deactivated */
 
 struct rp_bmc_sol {
 	ipmiconsole_ctx_t ctx;
@@ -52,14 +54,55 @@ engine_start(struct rp_bmc_err *err)
 	return rc;
 }
 
+struct teardown {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done;
+};
+
+static void *
+teardown_thread(void *arg)
+{
+	struct teardown *t = arg;
+
+	/* Deactivates SOL at every BMC and closes the sessions: quick when the BMCs answer, a
+	 * session timeout when they do not. */
+	ipmiconsole_engine_teardown(1);
+	pthread_mutex_lock(&t->mu);
+	t->done = 1;
+	pthread_cond_signal(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+	return NULL;
+}
+
 void
 rp_bmc_sol_engine_stop(void)
 {
+	static struct teardown t = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+	struct timespec until;
+	pthread_t th;
+
 	pthread_mutex_lock(&engine_mu);
-	if (engine_up)
-		ipmiconsole_engine_teardown(1);
+	if (!engine_up) {
+		pthread_mutex_unlock(&engine_mu);
+		return;
+	}
 	engine_up = 0;
 	pthread_mutex_unlock(&engine_mu);
+	/* A stop does not wait on BMCs that are gone: a few seconds for a clean teardown, then
+	 * the process goes on (and ends) without it; those BMCs end the sessions themselves. */
+	if (pthread_create(&th, NULL, teardown_thread, &t) != 0)
+		return;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += TEARDOWN_S;
+	pthread_mutex_lock(&t.mu);
+	while (!t.done && pthread_cond_timedwait(&t.cv, &t.mu, &until) == 0)
+		;
+	pthread_mutex_unlock(&t.mu);
+	if (t.done)
+		pthread_join(th, NULL);
+	else
+		pthread_detach(th);
 }
 
 /* libfreeipmi's workaround flags (options.workarounds) as libipmiconsole spells them. */

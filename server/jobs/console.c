@@ -513,7 +513,10 @@ sol_try(struct rp_console *c, struct session *s, int64_t now)
 		t.port = t.console_port;
 		t.cipher_suite = t.cipher_suite ? t.cipher_suite : 3;
 	}
-	s->sol = rp_bmc_sol_open(&t, 0, &err);
+	/* A viewer asked for this console: it takes SOL over from another client (a session
+	 * of an earlier run of rackpilotd, until the BMC times it out, too). A console only
+	 * logged waits for the other client to leave. */
+	s->sol = rp_bmc_sol_open(&t, s->viewers != NULL, &err);
 	explicit_bzero(&t, sizeof t);
 	if (s->sol == NULL) {
 		s->next_try_ms = now + s->backoff_ms;
@@ -918,9 +921,9 @@ console_thread(void *arg)
 		}
 		pthread_mutex_unlock(&c->mu);
 		attach_pending(c);
-		if (now >= c->next_reconcile) {
+		if (now >= __atomic_load_n(&c->next_reconcile, __ATOMIC_ACQUIRE)) {
 			reconcile(c);
-			c->next_reconcile = now + RECONCILE_MS;
+			__atomic_store_n(&c->next_reconcile, now + RECONCILE_MS, __ATOMIC_RELEASE);
 		}
 		c->open = 0;
 		for (s = c->sessions; s; s = s->next)
@@ -1267,4 +1270,33 @@ rp_jobs_console_stats(struct rp_jobs *j, struct rp_console_stats *out)
 	pthread_mutex_lock(&c->mu);
 	*out = c->stats;
 	pthread_mutex_unlock(&c->mu);
+}
+
+void
+jobs_console_wait(struct rp_jobs *j, const char *uuid, unsigned ms)
+{
+	struct rp_console *c = j->console;
+	int64_t start = rp_time_now_ms();
+
+	if (c == NULL || !strcmp(j->o.console_mode ?: "", "off"))
+		return;
+	/* Ask now, not at the next look: the node has just become one to log. */
+	__atomic_store_n(&c->next_reconcile, 0, __ATOMIC_RELEASE);
+	wake(c);
+	for (;;) {
+		struct session *s;
+		int up = 0, wanted = 0;
+		int64_t waited = rp_time_now_ms() - start;
+
+		pthread_mutex_lock(&c->mu);
+		if ((s = session_find(c, uuid)) != NULL) {
+			up = __atomic_load_n(&s->up, __ATOMIC_ACQUIRE);
+			wanted = __atomic_load_n(&s->wanted, __ATOMIC_ACQUIRE);
+		}
+		pthread_mutex_unlock(&c->mu);
+		/* Up; or, once a look has had time to happen, not to be logged at all. */
+		if (up || waited >= (int64_t)ms || (!wanted && waited >= 1000))
+			return;
+		jobs_sleep_ms(50);
+	}
 }

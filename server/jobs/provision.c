@@ -47,6 +47,8 @@ later(struct work *w, const char *why)
 	return o;
 }
 
+#define CONSOLE_WAIT_MS 5000 /* for the node's console to be up before it boots */
+
 /* Boot device, then power (jobs_boot_action: the node must boot again now). */
 static struct rp_job_outcome *
 boot_into(struct work *w, enum rp_boot_device dev, int persistent)
@@ -68,6 +70,8 @@ boot_into(struct work *w, enum rp_boot_device dev, int persistent)
 	/* Off (or on its way): powering it on waits for room in its rack. */
 	if (now != RP_POWER_ON && (o = jobs_power_admit(w)) != NULL)
 		goto out;
+	/* Its console logs this boot from its first line. */
+	jobs_console_wait(w->j, jobs_node_uuid(w), CONSOLE_WAIT_MS);
 	if (rp_store_job_mark_sent(w->j->st, w->id) != RP_ERR_OK) {
 		struct rp_bmc_err busy = {RP_BMC_BUSY, "could not record progress before acting"};
 

@@ -6,7 +6,8 @@
 #
 # The rack (rack.sh): a network namespace with bridge 10.99.1.1/24, dnsmasq (DHCP + TFTP, its
 # dhcp-hostsfile kept by rackpilotd), and per VM an IPMI BMC (ipmi_sim) whose chassis control
-# starts and stops a QEMU VM (TCG) with a blank virtio disk. rackpilotd runs inside the
+# starts and stops a QEMU VM (TCG) with a blank virtio disk; the VM's serial port is the BMC's
+# Serial over LAN console (rackpilotd logs it: console_log). rackpilotd runs inside the
 # namespace on 10.99.1.1:8080. Then, for 2 VMs (E2E_VMS), through the API only:
 #   1. images: agent kernel + initrd and the OS disk image uploaded (PUT /v1/images, sha256
 #      checked), a boot profile "default", a class recipe "commission-e2e-vm";
@@ -18,7 +19,9 @@
 #      commissioned alone first: its times are the benchmark (commission request -> ready, and
 #      the bare PXE boot = power on -> the ramdisk's init line). Checked: the inventory is the
 #      VM (MAC, memory, disk size, SMBIOS serial/UUID), the pinned host key is the one the
-#      ramdisk printed, the agent address is its DHCP lease, dnsmasq knew the MAC by name;
+#      ramdisk printed, the agent address is its DHCP lease, dnsmasq knew the MAC by name; the
+#      node's console log (GET /v1/nodes/N/console/log, from the BMC's SOL) holds the boot's
+#      iPXE banner, the script's line and the kernel's boot and command lines;
 #   4. deploy {"image": disk image, "disk": "/dev/vda"} -> deployed; on the VM side: the console
 #      shows the deployed disk booting, the BMC boot device is disk, iPXE did not run on that
 #      boot, the VM's disk holds the image;
@@ -33,7 +36,8 @@
 # BUILD/e2e-cache), E2E_WORK (work dir, default a new /tmp/rp-e2e.XXXXXX, removed on success),
 # E2E_KEEP=1 (leave the rack up), E2E_VMS (2), E2E_TIMEOUT (s per lifecycle wait, 300),
 # E2E_DEADLINE (s for the whole run, 780: then it stops itself and cleans up; see lib.sh),
-# E2E_TIMINGS (also write the timings to this file).
+# E2E_TIMINGS (also write the timings to this file), E2E_CONSOLE_LOG (rackpilotd's console_log,
+# default always: see the rackpilotd step).
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -68,6 +72,23 @@ power_on_at() {
 		awk -v t="$t" -v s="$2" 'BEGIN { exit !(t >= s) }' && { echo "$t"; return 0; }
 	done < "$W/vm$1/power.log"
 	return 1
+}
+
+# sol_lines FILE SINCE UNTIL: the lines of a console log from the API ("STAMP text", GET
+# /v1/nodes/N/console/log) stamped from SINCE to UNTIL (epoch seconds), without their stamps
+sol_lines() {
+	python3 -c '
+import datetime, sys
+since, until = float(sys.argv[2]), float(sys.argv[3])
+for l in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    ts, _, text = l.rstrip("\n").partition(" ")
+    try:
+        t = datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ")
+    except ValueError:
+        continue
+    if since <= t.replace(tzinfo=datetime.timezone.utc).timestamp() <= until:
+        print(text)
+' "$@"
 }
 
 # boot_token N SINCE: the bootstrap token VM N booted with after SINCE (the kernel prints its
@@ -115,6 +136,11 @@ for i in $(seq 1 "$VMS"); do
 done
 
 phase "rackpilotd up (in the namespace)"
+# The nodes' serial consoles (SOL) are logged while they boot through rackpilotd (console_log
+# active, the default): the commission job waits for a node's SOL before it powers it on, so
+# the log holds the boot from iPXE's banner on. E2E_CONSOLE_LOG=always logs them all along (the
+# test then also waits for each node's SOL before it commissions it).
+E2E_CONSOLE_LOG=${E2E_CONSOLE_LOG:-active}
 rackpilotd_conf "$W/rackpilotd.conf"
 start_rackpilotd "$W/rackpilotd.conf"
 
@@ -161,6 +187,17 @@ for node in "${NODES[@]}"; do
 	[ "$checks" = "serial=ok uuid=ok" ] || fail "$node: BMC verify checks: $checks"
 	say "$node: BMC verified ($checks)"
 done
+# console_log = always: every node's SOL is open from its enrollment on, once rackpilotd (which
+# looks for consoles to open every 2 s) has set it up. Wait for that, so that the commission
+# boot is logged from its first line: a manage as quick as ours ends within that time.
+sol_up() { # NODE: rackpilotd's last word in the node's console log is "SOL connected"
+	api GET "/v1/nodes/$1/console/log?tail=200"
+	[ "$API_STATUS" = 200 ] &&
+		[ "$(grep -F ' [rackpilot] ' "$API_BODY" | tail -n 1 | cut -d' ' -f2-)" = "[rackpilot] SOL connected" ]
+}
+if [ "$E2E_CONSOLE_LOG" = always ]; then
+	for node in "${NODES[@]}"; do wait_for 30 "$node: its console (SOL) is logged" sol_up "$node"; done
+fi
 
 # ---- 3. commission ---------------------------------------------------------------------------
 declare -A COMMISSION_JOB REQ_AT
@@ -181,8 +218,8 @@ if ((VMS > 1)); then
 	commission "${NODES[@]:1}"
 fi
 
-phase "check commissioned nodes (inventory, host key, DHCP)"
-declare -A TOKEN
+phase "check commissioned nodes (inventory, host key, DHCP, console log)"
+declare -A TOKEN SOL_LINES
 for i in $(seq 1 "$VMS"); do
 	vm "$i"
 	nj=$W/$NAME.ready.json
@@ -201,6 +238,35 @@ for i in $(seq 1 "$VMS"); do
 		fail "$NAME: iPXE did not run rackpilotd's commissioning script"
 	# the bootstrap token this boot used: on the kernel command line the console shows
 	TOKEN[$NAME]=$(boot_token "$i" "$pon") || fail "$NAME: no kernel command line on the console"
+	# The VM's serial port is its BMC's Serial over LAN console, which rackpilotd logs
+	# (console_log; see "rackpilotd up"): the log the API serves holds this boot's iPXE and
+	# kernel lines, in that order, and its kernel command line with the token masked.
+	api_expect 200 GET "/v1/nodes/$NAME/console/log?tail=2000" > "$W/vm$i/sol.log"
+	sol_lines "$W/vm$i/sol.log" "$pon" "${AT[$NAME]}" > "$W/vm$i/sol.commission"
+	sol_fail() {
+		fail "$NAME: its console log (SOL, GET /v1/nodes/$NAME/console/log) $1; rackpilotd:" \
+			"$(grep -F "console: $NAME:" "$W/rackpilotd.log" | tail -n 5)" \
+			"log: $(grep -v '^[^ ]* \[    ' "$W/vm$i/sol.log" | head -n 40)"
+	}
+	sol_order=$(awk '/iPXE initialising devices/ && !i { i = NR }
+		/Open Source Network Boot Firmware/ && !b { b = NR }
+		/Linux version [0-9]/ && !k { k = NR }
+		END { print (i && b && k && i < k && b < k) ? "ok" : "i=" i " banner=" b " kernel=" k }' \
+		"$W/vm$i/sol.commission")
+	[ "$sol_order" = ok ] ||
+		sol_fail "lacks the commission boot's iPXE banner and kernel boot lines, in order ($sol_order)"
+	# The kernel command line of this boot, its bootstrap token masked: the log is for
+	# operators, the token for the node alone (docs/bmc.md).
+	grep -E "Command line: .*rackpilot\.token=\*{${#TOKEN[$NAME]}} " "$W/vm$i/sol.commission" \
+		> /dev/null || sol_fail "has not the kernel command line of this boot, its token masked"
+	! grep -F "${TOKEN[$NAME]}" "$W/vm$i/sol.log" > /dev/null ||
+		sol_fail "shows the node's bootstrap token"
+	grep -E "Rackpilot: $NAME \(commissioning\): agent ramdisk" "$W/vm$i/sol.commission" > /dev/null ||
+		sol_fail "has not the commissioning script's line"
+	SOL_LINES[$NAME]=$(wc -l < "$W/vm$i/sol.commission")
+	say "$NAME: console log (SOL): ${SOL_LINES[$NAME]} lines of the commission boot" \
+		"($(grep -c '' "$W/vm$i/sol.log") in all; console.log: $(awk -v s="$pon" -v u="${AT[$NAME]}" \
+		'$1 >= s && $1 <= u' "$W/vm$i/console.ts" | wc -l) lines), iPXE banner + kernel boot lines in it"
 	# ... which sent its agent to the HTTPS API, pinned to the server's key: the registration
 	# (the pin just checked) went over that.
 	ts_line "$i" "$pon" "Command line: .*rackpilot\.url=https://$BR_IP:$PORT .*rackpilot\.tls_sha256=$RP_FINGERPRINT " \

@@ -65,7 +65,7 @@ missing() {
 # The Debian packages the rig needs beyond the build's (.ci/deps).
 E2E_PACKAGES="qemu-system-x86 ipxe-qemu ipxe dnsmasq-base busybox-static dropbear-bin syslinux"
 E2E_PACKAGES+=" syslinux-common mtools dosfstools fdisk openipmi ipmitool iproute2 curl python3"
-E2E_PACKAGES+=" kmod openssl xxd"
+E2E_PACKAGES+=" kmod openssl xxd gcc libopenipmi-dev"
 
 # preflight [TOOL...]: skip (77) unless the rig can run here; TOOLs: what the test needs beyond
 # the rig, each a command of the Debian package of the same name (lldpd)
@@ -80,7 +80,10 @@ preflight() {
 	for t in "$@"; do
 		command -v "$t" > /dev/null || missing "missing $t; apt-get install $t"
 	done
-	for f in /usr/lib/ipxe/undionly.kpxe /usr/lib/ipxe/qemu/efi-virtio.rom /usr/lib/syslinux/mbr/mbr.bin; do
+	# (cc + OpenIPMI's headers: the BMCs' plug-in for Serial over LAN, tests/ipmi/mc_plugin.c)
+	command -v "${CC:-cc}" > /dev/null || missing "missing ${CC:-cc}; apt-get install $E2E_PACKAGES"
+	for f in /usr/lib/ipxe/undionly.kpxe /usr/lib/ipxe/qemu/efi-virtio.rom /usr/lib/syslinux/mbr/mbr.bin \
+		/usr/include/OpenIPMI/serv.h; do
 		[ -f "$f" ] || missing "missing $f; apt-get install $E2E_PACKAGES"
 	done
 	[ -x "$RACKPILOTD" ] || skip "no rackpilotd at $RACKPILOTD (build first, or set RACKPILOTD)"
@@ -190,7 +193,9 @@ dump_logs() {
 		dump_file "$f/console.log" 80
 		dump_file "$f/qemu.log" 10
 		dump_file "$f/sim.log" 10
+		dump_file "$f/sol-relay.log" 10
 	done
+	for f in "$W"/rp/console/*.log; do dump_file "$f" 40; done
 	dump_file "$W/dnsmasq.log" 60
 	dump_file "$W/lease-events.log" 20
 	dump_file "$W/lldpd.log" 20
@@ -367,7 +372,8 @@ bmc_json() {
 
 # ---- rackpilotd ------------------------------------------------------------------------------
 # rackpilotd_conf FILE: the rig's configuration (images in W/images, dnsmasq's hosts file, the
-# agent heartbeat every 5 s, provisioning timeout LIMIT); checked with rackpilotd -n
+# agent heartbeat every 5 s, provisioning timeout LIMIT, console_log = E2E_CONSOLE_LOG when set);
+# checked with rackpilotd -n
 rackpilotd_conf() {
 	cat > "$1" << EOF
 [server]
@@ -381,6 +387,7 @@ dnsmasq_hosts = $DNSMASQ_HOSTS
 dnsmasq_pidfile = $DNSMASQ_PIDFILE
 discovery = false
 provision_timeout = ${LIMIT:-300}
+${E2E_CONSOLE_LOG:+console_log = $E2E_CONSOLE_LOG}
 EOF
 	"$RACKPILOTD" -n -c "$1" > "$W/rackpilotd.effective.conf" 2>&1 ||
 		fail "rackpilotd -n rejects the configuration: $(cat "$W/rackpilotd.effective.conf")"

@@ -16,13 +16,19 @@
 #   - per VM N a BMC: ipmi_sim on the namespace's 127.0.0.1:(E2E_IPMI_BASE+N-1), user
 #     admin/password, whose chassis control (chassis-control.sh) starts and stops the VM's QEMU
 #     (vm-run.sh) on tapN with the disk WORK/vmN/disk.img. VMs start powered off;
+#   - per VM N the serial line: the VM's serial port is its BMC's Serial over LAN console
+#     (lan.conf `sol`): sol-relay.py joins a pty (ipmi_sim's end, WORK/vmN/ttySOL-NS-vmN) and
+#     the FIFOs WORK/vmN/serial.out/.in that each QEMU of the VM opens; it outlives QEMU's power
+#     cycles. Every BMC loads tests/ipmi/mc_plugin.c (built into WORK/mc_plugin.so, state in
+#     WORK/vmN/mc/; without it ipmi_sim crashes on libipmiconsole's SOL set-up) and
+#     sol_session_plugin.c (WORK/sol_session_plugin.so: SOL traffic keeps the session alive);
 #   - with E2E_LLDP_SWITCH=NAME, lldpd on the taps as the top-of-rack switch NAME: tapN is its
 #     port "Ethernet1/N" (LLDP port id, subtype local; description e2e-vmN), LLDPDUs every
 #     second; control socket WORK/lldpd.socket
 #     (`rack.sh exec lldpcli -u WORK/lldpd.socket show neighbors`), log WORK/lldpd.log.
 # Processes started later for the rack (rackpilotd, console followers) may be recorded in
-# WORK/pids ("PID NAME" lines): `down` stops them too. `down` only signals a recorded pid whose
-# command line names WORK.
+# WORK/pids ("PID NAME" lines): `down` stops them too, before the rack's own. `down` only
+# signals a recorded pid whose command line names WORK.
 #
 # Environment (defaults)
 #   E2E_WORK=${TMPDIR:-/tmp}/rackpilot-e2e   state and logs; one rack per directory
@@ -30,16 +36,17 @@
 #   E2E_PORT=8080         rackpilotd's API port on 10.99.1.1 (HTTPS: a non-loopback address)
 #   E2E_BOOT_PORT=$((E2E_PORT + 1))  its plain-HTTP boot listener (used in the default boot URL)
 #   E2E_BOOT_URL=http://10.99.1.1:$E2E_BOOT_PORT/boot/ipxe?mac=${net0/mac}   what dnsmasq gives iPXE
-#   E2E_IPMI_BASE=9001    UDP port of VM 1's BMC
+#   E2E_IPMI_BASE=9001    UDP port of VM 1's BMC (the last at most 32767: libipmiconsole's limit)
 #   E2E_VM_MEM=512        MiB per VM
 #   E2E_VM_MEM_N          MiB of VM N alone (e.g. E2E_VM_MEM_3=768: a VM unlike its order)
 #   E2E_LLDP_SWITCH       the switch's LLDP system name (unset: no lldpd)
 #   E2E_DISK_SIZE=256M    size of each VM's (blank, sparse) disk
 #   E2E_NS=rpe2e-XXXXXX   namespace name (default: random, unique per run)
 #
-# Per VM N (WORK/vmN/): vm.conf, lan.conf, bmc.emu, fru.bin, sim/ + sim.log (ipmi_sim),
-# disk.img, bootdev, power.log (every power/boot change), console.log (serial, all boots),
-# qemu.log, qemu.pid, nopxe (create it to make PXE impossible: a fault case).
+# Per VM N (WORK/vmN/): vm.conf, lan.conf, bmc.emu, fru.bin, sim/ + sim.log (ipmi_sim), mc/
+# (mc_plugin's state), ttySOL-NS-vmN + serial.out/.in + sol-relay.log (the serial line), disk.img,
+# bootdev, power.log (every power/boot change), console.log (serial output, all boots; QEMU's
+# chardev log), qemu.log, qemu.pid, nopxe (create it to make PXE impossible: a fault case).
 # VM N: name e2e-vmN, MAC 52:54:00:e2:00:NN (hex), SMBIOS serial RPE2E00NN, UUID =
 # BMC system GUID 52504532-4530-4000-8000-0000000000NN, disk serial RPE2E-DISK-N.
 set -euo pipefail
@@ -140,14 +147,49 @@ set_working_mc 0x20
     guid $(guid_hex "$uuid")
   endlan
   chassis_control "/bin/sh $HERE/chassis-control.sh $d"
+  sol "$d/$(sol_tty "$n")" 115200 nortscts
   user 2 true "$BMC_USER" "$BMC_PASSWORD" admin 10 none md2 md5 straight
+loadlib "$W/mc_plugin.so" "$d/mc"
+loadlib "$W/sol_session_plugin.so" "e2e"
 EOF
 	ip -n "$NS" tuntap add dev "tap$n" mode tap
 	ip -n "$NS" link set "tap$n" master br0
 	ip -n "$NS" link set "tap$n" up
+	start_sol_relay "$n"
 	ip netns exec "$NS" ipmi_sim -c "$d/lan.conf" -f "$d/bmc.emu" -s "$d/sim" -n \
 		< /dev/null > "$d/sim.log" 2>&1 &
 	record $! "ipmi_sim-vm$n"
+}
+
+# VM N's serial port is its BMC's SOL console: sol-relay.py holds a pty (the BMC's end, lan.conf
+# `sol`) and two FIFOs that each QEMU of the VM opens (vm-run.sh); all outlive QEMU's power
+# cycles. The pty link's name is unique per rack: ipmi_sim takes the UUCP lock
+# /var/lock/LCK..<its basename>, which every rack on the host shares.
+sol_tty() { echo "ttySOL-$NS-vm$1"; }
+start_sol_relay() { # N
+	local d=$W/vm$1 i
+	rm -f "$d/$(sol_tty "$1")" "$d/serial.out" "$d/serial.in"
+	mkdir -p "$d/mc"
+	python3 "$HERE/sol-relay.py" "$d/$(sol_tty "$1")" "$d/serial" \
+		< /dev/null > "$d/sol-relay.log" 2>&1 &
+	record $! "sol-relay-vm$1"
+	# (the relay makes the link last, after the FIFOs)
+	for i in $(seq 1 100); do [ -L "$d/$(sol_tty "$1")" ] && return 0; sleep 0.05; done
+	die "sol-relay.py of vm$1 did not start: $(tail -n 5 "$d/sol-relay.log")"
+}
+
+# ipmi_sim's SOL as libipmiconsole needs it, two plug-ins built into the work directory and
+# loaded by every BMC: with `sol` ipmi_sim crashes (SIGSEGV) on libipmiconsole's SOL set-up and
+# answers it in ways libipmiconsole refuses, which tests/ipmi/mc_plugin.c fixes (tests/ipmi/
+# README.md, "Serial over LAN"; its state files: WORK/vmN/mc/); and it drops a session whose
+# console keeps printing 30 s after SOL came up, which sol_session_plugin.c fixes.
+build_plugins() {
+	local c
+	for c in "$HERE/../ipmi/mc_plugin.c" "$HERE/sol_session_plugin.c"; do
+		${CC:-cc} -O2 -Wall -fPIC -shared -o "$W/$(basename "$c" .c).so" "$c" \
+			> "$W/plugins.build.log" 2>&1 ||
+			die "cannot build $(basename "$c" .c).so (needs cc and libopenipmi-dev): $(tail -n 5 "$W/plugins.build.log")"
+	done
 }
 
 # lldpd as the rack's switch: one port per VM tap (the exact names in -I: lldpd takes them even
@@ -216,9 +258,10 @@ EOF
 up() {
 	[ "$(id -u)" = 0 ] || die "up needs root (namespaces, taps)"
 	[ -c /dev/net/tun ] || die "no /dev/net/tun"
-	for t in ip ipmi_sim ipmitool dnsmasq qemu-system-x86_64 python3 ss setsid; do
+	for t in ip ipmi_sim ipmitool dnsmasq qemu-system-x86_64 python3 ss setsid "${CC:-cc}"; do
 		command -v "$t" > /dev/null || die "missing $t (see .ci/deps)"
 	done
+	[ -f /usr/include/OpenIPMI/serv.h ] || die "missing OpenIPMI/serv.h (apt-get install libopenipmi-dev)"
 	[ -f /usr/lib/ipxe/undionly.kpxe ] || die "missing /usr/lib/ipxe/undionly.kpxe (apt-get install ipxe)"
 	if [ -n "${E2E_LLDP_SWITCH:-}" ]; then
 		for t in lldpd lldpcli; do command -v "$t" > /dev/null || die "missing $t (apt-get install lldpd)"; done
@@ -233,6 +276,10 @@ up() {
 	local url='http://'$BR_IP:$E2E_BOOT_PORT'/boot/ipxe?mac=${net0/mac}'
 	url=${E2E_BOOT_URL:-$url}
 	if ! [[ $E2E_VMS =~ ^[0-9]+$ ]] || ((E2E_VMS < 1 || E2E_VMS > 50)); then die "E2E_VMS must be 1-50"; fi
+	# libipmiconsole (rackpilotd's SOL) takes IPMI ports up to 32767 only
+	if ! [[ $E2E_IPMI_BASE =~ ^[0-9]+$ ]] || ((E2E_IPMI_BASE < 1024 || E2E_IPMI_BASE + E2E_VMS - 1 > 32767)); then
+		die "E2E_IPMI_BASE must be 1024-$((32768 - E2E_VMS)) (libipmiconsole takes ports up to 32767)"
+	fi
 	NS=${E2E_NS:-rpe2e-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')}
 	[[ $NS =~ ^[A-Za-z0-9_.-]{1,15}$ ]] || die "bad namespace name $NS"
 
@@ -291,6 +338,7 @@ EOF
 	[ -s "$W/dnsmasq.pid" ] || die "dnsmasq did not start: $(tail -n 5 "$W/dnsmasq.log")"
 	record "$(cat "$W/dnsmasq.pid")" dnsmasq
 
+	build_plugins
 	for i in $(seq 1 "$E2E_VMS"); do make_vm "$i"; done
 	[ -z "${E2E_LLDP_SWITCH:-}" ] || start_switch "$E2E_LLDP_SWITCH"
 
@@ -313,38 +361,59 @@ EOF
 }
 
 # ---- down -----------------------------------------------------------------------------------
-down() {
-	[ -f "$W/rack.env" ] || { log "no rack in $W"; return 0; }
-	# shellcheck source=/dev/null
-	. "$W/rack.env"
-	local pids=() p name f
-	if [ -f "$W/pids" ]; then
-		while read -r p name; do
-			[ -n "$p" ] || continue
-			# lldpd retitles itself ("lldpd: monitor."): its command line no longer names W
-			if ours "$p" || { [ "$name" = lldpd-switch ] && alive "$p" &&
-				[ "$(ip netns identify "$p" 2> /dev/null)" = "$NS" ]; }; then
-				pids+=("$p") && log "stopping $name (pid $p)"
-			fi
-		done < "$W/pids"
-	fi
-	for f in "$W"/vm*/qemu.pid "$W"/vm*/qemu.prev; do
-		[ -f "$f" ] || continue
-		read -r p < "$f" || continue
-		[ -n "$p" ] && ours "$p" && pids+=("$p") && log "stopping QEMU of $(basename "$(dirname "$f")") (pid $p)"
-	done
-	if ((${#pids[@]})); then kill -TERM "${pids[@]}" 2> /dev/null || :; fi
-	local left=("${pids[@]}") i
+# stop_pids PID...: SIGTERM, 5 s to exit, then SIGKILL to those still ours
+stop_pids() {
+	(($#)) || return 0
+	local p i left=("$@")
+	kill -TERM "$@" 2> /dev/null || :
 	for i in $(seq 1 50); do
 		left=()
-		for p in "${pids[@]}"; do alive "$p" && left+=("$p"); done
+		for p in "$@"; do alive "$p" && left+=("$p"); done
 		((${#left[@]})) || break
 		sleep 0.1
 	done
 	for p in "${left[@]}"; do
 		ours "$p" && { log "pid $p ignored SIGTERM for 5 s: SIGKILL"; kill -KILL "$p" 2> /dev/null || :; }
 	done
+}
+
+down() {
+	[ -f "$W/rack.env" ] || { log "no rack in $W"; return 0; }
+	# shellcheck source=/dev/null
+	. "$W/rack.env"
+	# What was started for the rack later (rackpilotd, console followers) stops first, while the
+	# BMCs still answer: rackpilotd closes its SOL sessions on the way out and waits (~45 s)
+	# for BMCs that are gone.
+	local later=() rack=() p name f
+	if [ -f "$W/pids" ]; then
+		while read -r p name; do
+			[ -n "$p" ] || continue
+			# lldpd retitles itself ("lldpd: monitor."): its command line no longer names W
+			if ours "$p" || { [ "$name" = lldpd-switch ] && alive "$p" &&
+				[ "$(ip netns identify "$p" 2> /dev/null)" = "$NS" ]; }; then
+				log "stopping $name (pid $p)"
+				case $name in
+				dnsmasq | sol-relay-vm* | ipmi_sim-vm* | lldpd-switch) rack+=("$p") ;;
+				*) later+=("$p") ;;
+				esac
+			fi
+		done < "$W/pids"
+	fi
+	stop_pids "${later[@]}"
+	for f in "$W"/vm*/qemu.pid "$W"/vm*/qemu.prev; do
+		[ -f "$f" ] || continue
+		read -r p < "$f" || continue
+		[ -n "$p" ] && ours "$p" && rack+=("$p") && log "stopping QEMU of $(basename "$(dirname "$f")") (pid $p)"
+	done
+	stop_pids "${rack[@]}"
 	rm -f "$W"/vm*/qemu.pid "$W"/vm*/qemu.prev
+	# ipmi_sim's UUCP locks of the SOL ptys (left behind when it was killed)
+	for f in /var/lock/LCK..ttySOL-"$NS"-vm*; do
+		[ -f "$f" ] || continue
+		p=
+		read -r p _ < "$f" 2> /dev/null || :
+		if ! [[ $p =~ ^[0-9]+$ ]] || ! alive "$p"; then rm -f "$f"; fi
+	done
 	if ip netns list | grep -w -- "$NS" > /dev/null; then
 		# anything else still inside the namespace was started by the rack: name it, end it
 		for p in $(ip netns pids "$NS" 2> /dev/null); do

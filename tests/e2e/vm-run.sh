@@ -11,8 +11,11 @@
 #   none, other  the disk, then the NIC (a blank disk falls through to PXE, as on real machines)
 # Fault: VMDIR/nopxe exists -> the NIC has no option ROM (PXE "disabled in the BIOS"): a PXE boot
 # finds nothing to boot.
-# The console (serial) is appended to VMDIR/console.log across power cycles, each boot preceded
-# by a "=== e2e-rig: ... power on" line.
+# The serial port is the BMC's Serial over LAN console: QEMU opens the FIFOs VMDIR/serial.out
+# (what the VM prints) and serial.in (what is typed at the BMC) of the VM's sol-relay.py
+# (rack.sh), whose pty ipmi_sim serves as SOL. What the VM prints is also appended to
+# VMDIR/console.log (the chardev's log) across power cycles, each boot preceded by a
+# "=== e2e-rig: ... power on" line.
 set -u
 d=$1
 # shellcheck source=/dev/null
@@ -48,6 +51,8 @@ if [ -e "$d/nopxe" ]; then
 	nic_bi=
 fi
 printf '\n' >> "$d/console.log" # the last boot may have ended mid-line
+# what was typed into the SOL console while the VM was off is not for this boot
+dd if="$d/serial.in" iflag=nonblock of=/dev/null bs=64k 2> /dev/null
 echo "=== e2e-rig: $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) power on $NAME boot=$boot${rom:+ (NIC without PXE ROM)} ===" >> "$d/console.log"
 
 # -nographic (with -serial and -monitor given) makes SeaBIOS and iPXE print on the serial port
@@ -55,7 +60,8 @@ echo "=== e2e-rig: $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) power on $NAME boot=$boot$
 exec qemu-system-x86_64 -name "$NAME" -nodefaults -machine pc -cpu max -smp 1 -m "$MEM" \
 	-uuid "$UUID" -smbios "type=1,manufacturer=Rackpilot,product=e2e-vm,serial=$SERIAL" \
 	-nographic -vga none -monitor none \
-	-chardev "file,id=con0,path=$d/console.log,append=on" -serial chardev:con0 \
+	-chardev "pipe,id=con0,path=$d/serial,logfile=$d/console.log,logappend=on" \
+	-serial chardev:con0 \
 	-qmp "unix:$d/qmp.sock,server=on,wait=off" \
 	-boot strict=on \
 	-drive "file=$d/disk.img,format=raw,if=none,id=disk0" \
