@@ -22,43 +22,6 @@
 	"'releasing') OR EXISTS (SELECT 1 FROM jobs j WHERE j.node_id = n.id AND j.type = "        \
 	"'acceptance' AND j.state IN ('queued', 'running'))))) ORDER BY n.id"
 
-static enum rp_err
-targets(struct conn *c, struct stmt *s, struct rp_power_target **out, size_t *n)
-{
-	struct rp_power_target *list = NULL, *t;
-	size_t len = 0, cap = 0;
-	enum rp_err e = RP_ERR_OK;
-	int oom = 0;
-
-	while (!oom && store_next(c, s, "console targets", &e)) {
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-
-			if ((t = realloc(list, ncap * sizeof *t)) == NULL) {
-				oom = 1;
-				break;
-			}
-			list = t;
-			cap = ncap;
-		}
-		t = &list[len++];
-		memset(t, 0, sizeof *t);
-		t->id = sql_int(s, 0);
-		snprintf(t->uuid, sizeof t->uuid, "%s", sql_text(s, 1));
-		t->name = store_col_dup(s, 2, &oom);
-		store_bmc_cols(c, s, 3, t->name, &t->bmc, &oom);
-	}
-	if (oom)
-		sql_reset(s);
-	if (oom || e != RP_ERR_OK) {
-		rp_store_power_targets_free(list, len);
-		return oom ? RP_ERR_INTERNAL : e;
-	}
-	*out = list;
-	*n = len;
-	return RP_ERR_OK;
-}
-
 enum rp_err
 rp_store_console_wanted(struct rp_store *st, const char *mode, json_t **out)
 {
@@ -97,22 +60,31 @@ rp_store_console_target(struct rp_store *st, const char *node, struct rp_power_t
 	STORE_HOLD(st);
 	struct conn *c = NULL;
 	struct node_ref ref;
-	struct rp_power_target *list = NULL;
-	size_t n = 0;
+	struct rp_power_target t = {0};
+	struct stmt *s;
 	enum rp_err e;
+	int oom = 0;
 
 	if ((e = store_read_node(st, node, &c, &ref)) != RP_ERR_OK)
 		return e;
-	e = targets(c, STMT_ARGS(c, CONSOLE_COLS "WHERE n.id = ?", ref.id), &list, &n);
-	store_read_end(c);
-	if (e != RP_ERR_OK)
-		return e;
-	if (n == 0) {
-		free(list);
-		return RP_ERR_CONFLICT; /* no BMC */
+	s = STMT_ARGS(c, CONSOLE_COLS "WHERE n.id = ?", ref.id);
+	if ((e = store_one(c, s, "console target")) == RP_ERR_OK) {
+		t.id = sql_int(s, 0);
+		snprintf(t.uuid, sizeof t.uuid, "%s", sql_text(s, 1));
+		t.name = store_col_dup(s, 2, &oom);
+		store_bmc_cols(c, s, 3, t.name, &t.bmc, &oom);
+		sql_reset(s);
+	} else if (e == RP_ERR_NOT_FOUND) {
+		e = RP_ERR_CONFLICT; /* no BMC */
 	}
-	*out = list[0];
-	free(list);
+	store_read_end(c);
+	if (e == RP_ERR_OK && oom)
+		e = RP_ERR_INTERNAL;
+	if (e != RP_ERR_OK) {
+		rp_store_power_target_clear(&t);
+		return e;
+	}
+	*out = t;
 	return RP_ERR_OK;
 }
 

@@ -210,8 +210,7 @@ rp_store_bmc_rotate(struct rp_store *st, const char *node, const char *password,
 	struct node_ref n;
 	struct stmt *s;
 	json_t *obj = NULL;
-	char why[256], summary[200];
-	int64_t id = 0;
+	char why[256];
 	enum rp_err e;
 
 	if ((e = store_write_node(st, node, &c, &n)) != RP_ERR_OK)
@@ -259,15 +258,7 @@ rp_store_bmc_rotate(struct rp_store *st, const char *node, const char *password,
 		    (e = pending_write(c, &n, password, actor, "set by an admin")) != RP_ERR_OK)
 			goto out;
 	}
-	if ((e = store_job_add(c, &n, 0, job, actor, &id)) != RP_ERR_OK)
-		goto out;
-	if ((e = store_job_load(c, id, &obj)) != RP_ERR_OK)
-		goto out;
-	snprintf(summary, sizeof summary, "%s job queued for %s",
-	         json_string_value(json_object_get(job, "type")), n.name);
-	e = store_event(c, actor, "job.queued", "job",
-	                json_string_value(json_object_get(obj, "id")), n.name, n.id, n.rack_id,
-	                summary, json_object_get(job, "params"));
+	e = store_job_queue(c, &n, job, actor, &obj);
 out:
 	return store_end(c, e, obj, out);
 }
@@ -277,9 +268,8 @@ store_rotate_on_enroll(struct conn *c, int64_t node_id, int force, const char *a
 {
 	struct node_ref n;
 	struct stmt *s;
-	json_t *job = NULL, *policy;
-	char why[256], summary[200];
-	int64_t id = 0;
+	json_t *job = NULL, *policy, *obj = NULL;
+	char why[256];
 	int want = force;
 	enum rp_err e;
 
@@ -313,12 +303,8 @@ store_rotate_on_enroll(struct conn *c, int64_t node_id, int force, const char *a
 		json_decref(job);
 		return e == RP_ERR_INTERNAL ? e : RP_ERR_OK;
 	}
-	if ((e = store_job_add(c, &n, 0, job, actor, &id)) == RP_ERR_OK) {
-		snprintf(summary, sizeof summary, "bmc_rotate job queued for %s (rotate_on_enroll)",
-		         n.name);
-		e = store_event(c, actor, "job.queued", "job", NULL, n.name, n.id, n.rack_id,
-		                summary, json_object_get(job, "params"));
-	}
+	e = store_job_queue(c, &n, job, actor, &obj);
+	json_decref(obj);
 	json_decref(job);
 	if (e == RP_ERR_OK && queued)
 		(*queued)++;

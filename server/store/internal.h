@@ -335,6 +335,11 @@ enum rp_err store_bmc_ready(struct conn *c, int64_t node_id, char *why, size_t l
 enum rp_err store_job_add(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *job,
                           const char *actor, int64_t *id);
 enum rp_err store_job_load(struct conn *c, int64_t id, json_t **out);
+
+/* Queue job for node n in the caller's transaction (store_job_add), with its job.queued event:
+ * *out the job's wire object (new). Checks nothing: the caller has (store_job_ready). */
+enum rp_err store_job_queue(struct conn *c, const struct node_ref *n, json_t *job,
+                            const char *actor, json_t **out);
 /* Whether node_id can take job now: an SSH-lane job (jobtypes.h) needs SSH, every other a
  * BMC; RP_ERR_OK, or the error with why filled. */
 enum rp_err store_job_ready(struct conn *c, int64_t node_id, json_t *job, char *why, size_t len);

@@ -41,8 +41,7 @@ rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const cha
 	struct conn *c = NULL;
 	struct node_ref n;
 	json_t *obj = NULL;
-	char why[256], summary[200];
-	int64_t id = 0;
+	char why[256];
 	enum rp_err e;
 
 	if ((e = store_write_node(st, key, &c, &n)) != RP_ERR_OK)
@@ -52,17 +51,34 @@ rp_store_job_create(struct rp_store *st, const char *key, json_t *job, const cha
 			*detail = store_why(NULL, "%s", why);
 		goto out;
 	}
-	if ((e = store_job_add(c, &n, 0, job, actor, &id)) != RP_ERR_OK)
-		goto out;
-	if ((e = store_job_load(c, id, &obj)) != RP_ERR_OK)
-		goto out;
-	snprintf(summary, sizeof summary, "%s job queued for %s",
-	         json_string_value(json_object_get(job, "type")), n.name);
-	e = store_event(c, actor, "job.queued", "job",
-	                json_string_value(json_object_get(obj, "id")), n.name, n.id, n.rack_id,
-	                summary, json_object_get(job, "params"));
+	e = store_job_queue(c, &n, job, actor, &obj);
 out:
 	return store_end(c, e, obj, out);
+}
+
+enum rp_err
+store_job_queue(struct conn *c, const struct node_ref *n, json_t *job, const char *actor,
+                json_t **out)
+{
+	json_t *obj = NULL;
+	char summary[200];
+	int64_t id = 0;
+	enum rp_err e;
+
+	if ((e = store_job_add(c, n, 0, job, actor, &id)) != RP_ERR_OK ||
+	    (e = store_job_load(c, id, &obj)) != RP_ERR_OK)
+		return e;
+	snprintf(summary, sizeof summary, "%s job queued for %s",
+	         json_string_value(json_object_get(job, "type")), n->name);
+	e = store_event(c, actor, "job.queued", "job",
+	                json_string_value(json_object_get(obj, "id")), n->name, n->id, n->rack_id,
+	                summary, json_object_get(job, "params"));
+	if (e != RP_ERR_OK) {
+		json_decref(obj);
+		return e;
+	}
+	*out = obj;
+	return RP_ERR_OK;
 }
 
 enum rp_err
