@@ -108,6 +108,7 @@ struct rp_console {
 	struct rp_console_stats stats;      /* under mu: for rp_jobs_console_stats */
 	uint64_t gen;                       /* atomic */
 	int64_t next_reconcile;
+	uint64_t looks; /* reconciles done (atomic): a waiter knows when one has seen its node */
 };
 
 /* ---- Small helpers -------------------------------------------------------------------- */
@@ -812,6 +813,7 @@ reconcile(struct rp_console *c)
 		s->wanted = 1;
 	}
 	json_decref(list);
+	__atomic_add_fetch(&c->looks, 1, __ATOMIC_RELEASE);
 }
 
 static void
@@ -1277,26 +1279,31 @@ jobs_console_wait(struct rp_jobs *j, const char *uuid, unsigned ms)
 {
 	struct rp_console *c = j->console;
 	int64_t start = rp_time_now_ms();
+	uint64_t looks;
 
 	if (c == NULL || !strcmp(j->o.console_mode ?: "", "off"))
 		return;
 	/* Ask now, not at the next look: the node has just become one to log. */
+	looks = __atomic_load_n(&c->looks, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&c->next_reconcile, 0, __ATOMIC_RELEASE);
 	wake(c);
 	for (;;) {
 		struct session *s;
-		int up = 0, wanted = 0;
-		int64_t waited = rp_time_now_ms() - start;
+		int up = 0, wanted = 0, failed = 0;
+		int looked = __atomic_load_n(&c->looks, __ATOMIC_ACQUIRE) > looks;
 
 		pthread_mutex_lock(&c->mu);
 		if ((s = session_find(c, uuid)) != NULL) {
 			up = __atomic_load_n(&s->up, __ATOMIC_ACQUIRE);
 			wanted = __atomic_load_n(&s->wanted, __ATOMIC_ACQUIRE);
+			/* A try that failed (no console, the session cap): the boot does not wait.
+			 */
+			failed = s->sol == NULL && s->error[0] != '\0';
 		}
 		pthread_mutex_unlock(&c->mu);
-		/* Up; or, once a look has had time to happen, not to be logged at all. */
-		if (up || waited >= (int64_t)ms || (!wanted && waited >= 1000))
+		/* Up; not to be logged (a look has seen the node since the ask); or no use. */
+		if (up || failed || (looked && !wanted) || rp_time_now_ms() - start >= (int64_t)ms)
 			return;
-		jobs_sleep_ms(50);
+		jobs_sleep_ms(20);
 	}
 }

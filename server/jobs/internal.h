@@ -239,8 +239,9 @@ void jobs_console_stop(struct rp_jobs *j);
 
 /* Before a job boots a node: wait up to ms for its console session to be up, when the node is
  * to be logged now (its first lines are the firmware's and iPXE's, printed within a second of
- * power-on). Returns at once without a console thread or with console_log off, and within a
- * second when the node is not to be logged. */
+ * power-on). Returns at once without a console thread or with console_log off, and as soon as
+ * the console thread's next look shows the node is not to be logged or its console cannot be
+ * opened. */
 void jobs_console_wait(struct rp_jobs *j, const char *uuid, unsigned ms);
 
 /* identify, bmc_reset and bmc_rotate (bmcops.c). bmc_reset and bmc_rotate open their own
