@@ -162,8 +162,92 @@ int rp_agent_download(const struct rp_agent_config *cfg, const char *url, int fd
                       unsigned timeout_s, char hex[RP_SHA256_HEX], uint64_t *bytes, char *err,
                       size_t errlen);
 
+/* Where a download goes (rp_agent_download_to): write() gets each piece in order, after it
+ * is hashed, and returns 0, or -1 to stop the transfer (the sink keeps its own reason). */
+struct rp_agent_sink {
+	int (*write)(struct rp_agent_sink *s, const void *p, size_t n);
+	void *arg;
+	int64_t total;  /* set before the first write: the Content-Length, -1 when not sent */
+	uint64_t bytes; /* bytes passed to write() so far */
+};
+
+/* rp_agent_download() into a sink instead of an fd (same URLs, TLS and timeout; sink->total
+ * and sink->bytes are set here). 0 with hex set, or -1 with err set; when the sink stopped the
+ * transfer, err says only that ("stopped by the writer") and the sink knows why. */
+int rp_agent_download_to(const struct rp_agent_config *cfg, const char *url, unsigned timeout_s,
+                         struct rp_agent_sink *sink, char hex[RP_SHA256_HEX], char *err,
+                         size_t errlen);
+
 /* 1 when s is 64 hex digits. */
 int rp_agent_sha256_valid(const char *s);
+
+/* ---- Images written as they stream in (image.c) -------------------------------------- */
+
+/* clang-format off */
+#define RP_AGENT_IMAGE_FORMATS(X)                                                                  \
+	X(RAW, "raw")                                                                              \
+	X(GZIP, "gzip")                                                                            \
+	X(ZSTD, "zstd")                                                                            \
+	X(XZ, "xz")                                                                                \
+	X(QCOW2, "qcow2")
+
+enum rp_agent_image_format {
+#define RP_AGENT_IMAGE_FORMAT_ENUM(name, wire) RP_IMAGE_##name,
+	RP_AGENT_IMAGE_FORMATS(RP_AGENT_IMAGE_FORMAT_ENUM)
+#undef RP_AGENT_IMAGE_FORMAT_ENUM
+	RP_IMAGE__COUNT
+};
+/* clang-format on */
+
+/* The longest text of each member of an image step's seed (meta-data, user-data, ...). */
+#define RP_AGENT_SEED_MAX (256 * 1024)
+
+/* Hard caps on what a qcow2 image may ask of the agent. */
+#define RP_QCOW2_L1_MAX         (4u << 20)  /* L1 entries (a 32 MiB table, as QEMU's cap) */
+#define RP_QCOW2_PENDING_MAX    (1u << 20)  /* clusters known and not reached yet */
+#define RP_QCOW2_LOOKBEHIND_MAX (64u << 20) /* bytes kept in case a later table needs them */
+
+/* The wire name ("raw", "gzip", "zstd", "xz", "qcow2"); "?" out of range. Static storage. */
+const char *rp_agent_image_format_name(enum rp_agent_image_format f);
+
+/* 0 and *f set, or -1 when name is not a format. */
+int rp_agent_image_format_parse(const char *name, enum rp_agent_image_format *f);
+
+struct rp_agent_image;
+
+/* A writer of a format-f download's decoded bytes to fd from offset 0: a block device when
+ * blk (zeroed with BLKZEROOUT), else a regular file standing for a disk (holes punched; it
+ * grows to the image's size at the end, and never shrinks). limit: the most bytes the target may
+ * hold (its size), 0: no limit. fd stays the caller's. NULL on allocation failure. */
+struct rp_agent_image *rp_agent_image_new(int fd, int blk, enum rp_agent_image_format f,
+                                          uint64_t limit);
+/* Accepts NULL. */
+void rp_agent_image_free(struct rp_agent_image *im);
+
+/* The next n bytes of the download. The first ones are checked against the format (magic
+ * numbers). 0, or -1 with rp_agent_image_error() saying why; after a failure it takes
+ * nothing more. */
+int rp_agent_image_feed(struct rp_agent_image *im, const void *p, size_t n);
+
+/* The download is complete: write what is held, check that the stream ended where the format
+ * says it does (a truncated stream fails), zero what a qcow2 image leaves unwritten and grow a
+ * regular file shorter than the image (a decoded stream's length, a qcow2's virtual size). No
+ * fsync. 0, or -1 with rp_agent_image_error(). */
+int rp_agent_image_finish(struct rp_agent_image *im);
+
+/* Why the last call failed ("" when none did); the writer's storage. */
+const char *rp_agent_image_error(const struct rp_agent_image *im);
+
+/* What a writer has done so far. */
+struct rp_agent_image_stats {
+	uint64_t bytes_in;      /* fed */
+	uint64_t bytes_written; /* written to the target */
+	uint64_t bytes_zeroed;  /* zeroed on the target (qcow2: clusters without data) */
+	uint64_t size;          /* the image's size: qcow2's virtual size, else the decoded
+	                           length so far */
+};
+
+void rp_agent_image_stats(const struct rp_agent_image *im, struct rp_agent_image_stats *st);
 
 /* ---- Output tail (tail.c) ------------------------------------------------------------- */
 
@@ -290,12 +374,28 @@ void rp_agent_echo(int fd, const void *data, size_t n);
 void rp_agent_failed(struct rp_agent_outcome *o, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
+/* How far a step that writes for long (image) has come. */
+struct rp_agent_progress {
+	uint64_t bytes_read;    /* downloaded */
+	uint64_t bytes_written; /* decoded, written to the device */
+	int64_t total;          /* the download's Content-Length; -1: not known */
+	uint64_t rate_bps;      /* bytes written per second over the last interval */
+};
+
+/* Seconds between two progress calls, at least (the last one, at the end, comes anyway). */
+#define RP_AGENT_PROGRESS_S 2
+
 /* What running steps needs beyond the step itself. */
 struct rp_agent_runner {
 	const struct rp_agent_config *cfg;
 	struct rp_agent_client *client; /* NULL: steps that talk to the server fail */
 	const char *token;              /* the agent token */
 	int echo_fd;                    /* framing lines and output; -1: nowhere */
+	/* Called from the step's thread at most every RP_AGENT_PROGRESS_S and once at the end, with
+	 * progress_arg; it must not block (run-steps hands it to a thread that posts it). NULL:
+	 * progress goes nowhere. */
+	void (*progress)(void *arg, const struct rp_agent_progress *p);
+	void *progress_arg;
 };
 
 /* Run `/bin/sh -c command` in its own process group: env merged into ours, in cwd (NULL:
@@ -323,6 +423,33 @@ char *rp_agent_subst_image(const char *tmpl, const char *path);
  * allocation failure. */
 json_t *rp_agent_result_body(enum rp_step_state state, const char *run, const char *boot_id,
                              const struct rp_agent_outcome *o);
+
+/* The body of a progress report: the 'running' report of run (boot_id: NULL left out) again,
+ * with "progress": {"bytes_read", "bytes_written", "total" (null when not known),
+ * "rate_bps"}. New reference; NULL on allocation failure. */
+json_t *rp_agent_progress_body(const char *run, const char *boot_id,
+                               const struct rp_agent_progress *p);
+
+/* After an image step with "grow", "seed" or "uefi" (seed.c, docs/deploy.md): dev is the
+ * device (or regular file) just written, synced and closed; step is the image step's object.
+ * The partition table (MBR or GPT, 512- or 4096-byte sectors) is edited here, no tools run:
+ * a GPT's backup moves to the disk's last sectors. "seed" adds a NoCloud partition at the
+ * disk's end (FAT12/16 labelled CIDATA, at least 8 MiB, 1 MiB aligned; one left by an earlier
+ * run is replaced and its old space wiped); its contents are secret: never in err, and wiped
+ * from memory. "grow" moves the end of the partition that ends last, when it is a Linux one,
+ * to the seed's start (or the disk's usable end); the filesystem in it is not resized
+ * (cloud-init's resizefs does that on first boot). "uefi", under EFI firmware
+ * (rp_agent_efi_dir exists), runs efibootmgr to add an entry for the ESP's loader, replacing
+ * one an earlier run made. A block device's table is re-read by the kernel (BLKRRPART).
+ * Everything that can fail without writing (the request, the table, room, efibootmgr, the
+ * loader) is checked before the disk is written. 0 with result (an object) given
+ * partition_table, seed, grown or not_grown, and efi as asked; or -1 with err set and result
+ * untouched. */
+int rp_agent_disk_finish(const char *dev, json_t *step, json_t *result, char *err, size_t errlen);
+
+/* The directory whose presence means EFI firmware for rp_agent_disk_finish:
+ * "/sys/firmware/efi". Tests point it elsewhere; nothing else sets it. */
+extern const char *rp_agent_efi_dir;
 
 /* POST a step result for job (retrying transient failures). 0, or -1 with err set. */
 int rp_agent_step_report(const struct rp_agent_runner *r, const char *job, const char *step,

@@ -72,6 +72,10 @@ enum {
 	M_IMAGE_URL = 1 << 9,
 	M_DEVICE = 1 << 10,
 	M_REPORT = 1 << 11,
+	M_FORMAT = 1 << 12,
+	M_GROW = 1 << 13,
+	M_SEED = 1 << 14,
+	M_UEFI = 1 << 15,
 };
 
 static const struct {
@@ -82,6 +86,8 @@ static const struct {
         {"path", M_PATH},           {"content", M_CONTENT}, {"url", M_URL},
         {"sha256", M_SHA256},       {"mode", M_MODE},       {"owner", M_OWNER},
         {"image_url", M_IMAGE_URL}, {"device", M_DEVICE},   {"report", M_REPORT},
+        {"format", M_FORMAT},       {"grow", M_GROW},       {"seed", M_SEED},
+        {"uefi", M_UEFI},
 };
 
 /* The members each type may carry beyond the common ones. */
@@ -92,7 +98,46 @@ static const unsigned allowed[RP_STEP__COUNT] = {
         [RP_STEP_INVENTORY] = 0,
         [RP_STEP_FIRMWARE] = M_COMMAND | M_IMAGE_URL | M_SHA256,
         [RP_STEP_BIOS] = M_COMMAND | M_IMAGE_URL | M_SHA256 | M_REPORT,
-        [RP_STEP_IMAGE] = M_URL | M_SHA256 | M_DEVICE,
+        [RP_STEP_IMAGE] = M_URL | M_SHA256 | M_DEVICE | M_FORMAT | M_GROW | M_SEED | M_UEFI,
+};
+
+/* clang-format off */
+static const char *const image_formats[] = {
+#define RP_IMAGE_FORMAT_NAME(name, wire) wire,
+	RP_AGENT_IMAGE_FORMATS(RP_IMAGE_FORMAT_NAME)
+#undef RP_IMAGE_FORMAT_NAME
+	NULL
+};
+/* clang-format on */
+
+/* A member of an image step's seed or uefi object: the longest it may be, what it must look
+ * like. The plan is refused here, before an image overwrites the disk, for what would make
+ * rp_agent_disk_finish() refuse it afterwards. */
+enum str_kind {
+	S_TEXT,      /* anything (a seed file) */
+	S_FS_LABEL,  /* 1-11 of A-Z a-z 0-9 _ - (a FAT label) */
+	S_PRINTABLE, /* printable ASCII */
+	S_LOADER,    /* printable ASCII, an ESP path: \EFI\... */
+};
+
+struct str_member {
+	const char *name;
+	size_t max;
+	enum str_kind kind;
+	int required;
+};
+
+static const struct str_member seed_members[] = {
+        {"meta-data", RP_AGENT_SEED_MAX, S_TEXT, 1},
+        {"user-data", RP_AGENT_SEED_MAX, S_TEXT, 1},
+        {"network-config", RP_AGENT_SEED_MAX, S_TEXT, 0},
+        {"vendor-data", RP_AGENT_SEED_MAX, S_TEXT, 0},
+        {"label", 11, S_FS_LABEL, 0},
+};
+
+static const struct str_member uefi_members[] = {
+        {"loader", 255, S_LOADER, 0},
+        {"label", 64, S_PRINTABLE, 0},
 };
 
 static int
@@ -159,6 +204,73 @@ owner_valid(const char *s)
 
 static void fail(char *err, size_t errlen, size_t i, const char *id, const char *fmt, ...)
         __attribute__((format(printf, 5, 6)));
+
+static int
+str_kind_ok(const char *v, size_t n, enum str_kind kind)
+{
+	size_t i;
+
+	if (kind == S_TEXT)
+		return 1;
+	if (n == 0)
+		return 0;
+	if (kind == S_FS_LABEL)
+		return strspn(v,
+		              "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") ==
+		       n;
+	for (i = 0; i < n; i++)
+		if (v[i] < 0x20 || v[i] > 0x7e)
+			return 0;
+	return kind != S_LOADER || (v[0] == '\\' && strstr(v, "\\\\") == NULL);
+}
+
+/* An object of string members from the table (n rows). 0, or -1 with why. */
+static int
+check_strings(json_t *o, const char *what, const struct str_member *t, size_t n, char *why,
+              size_t whylen)
+{
+	static const char *const looks[] = {
+	        [S_TEXT] = "a string",
+	        [S_FS_LABEL] = "1-11 of A-Z a-z 0-9 _ -",
+	        [S_PRINTABLE] = "a non-empty string of printable ASCII",
+	        [S_LOADER] = "an ESP path of printable ASCII such as \\EFI\\debian\\shimx64.efi",
+	};
+	const char *key;
+	json_t *v;
+	size_t k;
+
+	if (!json_is_object(o)) {
+		snprintf(why, whylen, "%s must be an object", what);
+		return -1;
+	}
+	json_object_foreach(o, key, v)
+	{
+		for (k = 0; k < n && strcmp(key, t[k].name); k++)
+			;
+		if (k == n) {
+			snprintf(why, whylen, "unknown member '%.64s' in %s", key, what);
+			return -1;
+		}
+		/* No NUL inside: the plan's parser refuses \u0000. */
+		if (!json_is_string(v) || json_string_length(v) > t[k].max ||
+		    !str_kind_ok(json_string_value(v), json_string_length(v), t[k].kind)) {
+			if (t[k].kind == S_FS_LABEL)
+				snprintf(why, whylen, "%s.%s must be %s", what, key,
+				         looks[t[k].kind]);
+			else
+				snprintf(why, whylen, "%s.%s must be %s of at most %zu bytes", what,
+				         key, looks[t[k].kind], t[k].max);
+			return -1;
+		}
+	}
+	for (k = 0; k < n; k++) {
+		if (t[k].required && json_object_get(o, t[k].name) == NULL) {
+			snprintf(why, whylen, "%s needs %s", what, t[k].name);
+			return -1;
+		}
+	}
+	return 0;
+}
 
 static void
 fail(char *err, size_t errlen, size_t i, const char *id, const char *fmt, ...)
@@ -243,13 +355,14 @@ check_step(json_t *o, size_t i, struct rp_agent_step *st, char *err, size_t errl
 			     type);
 			return -1;
 		}
-		if (members[k].bit == M_REPORT && !json_is_boolean(v)) {
-			fail(err, errlen, i, st->id, "report must be true or false");
+		if ((members[k].bit == M_REPORT || members[k].bit == M_GROW) &&
+		    !json_is_boolean(v)) {
+			fail(err, errlen, i, st->id, "%s must be true or false", key);
 			return -1;
 		}
-		/* Every other type-specific member but env is a non-empty string. */
-		if (members[k].bit != M_ENV && members[k].bit != M_CONTENT &&
-		    members[k].bit != M_REPORT && get_string(o, key) == NULL) {
+		/* Every other type-specific member but env, seed and uefi is a non-empty string. */
+		if (!(members[k].bit & (M_ENV | M_CONTENT | M_REPORT | M_GROW | M_SEED | M_UEFI)) &&
+		    get_string(o, key) == NULL) {
 			fail(err, errlen, i, st->id, "%s must be a non-empty string", key);
 			return -1;
 		}
@@ -344,6 +457,28 @@ check_step(json_t *o, size_t i, struct rp_agent_step *st, char *err, size_t errl
 		if (s == NULL || s[0] != '/') {
 			fail(err, errlen, i, st->id, "image needs an absolute device path");
 			return -1;
+		}
+		if ((have & M_FORMAT) && rp_str_index(image_formats, get_string(o, "format")) < 0) {
+			char one[128];
+
+			rp_str_one_of(one, sizeof one, "format must be ", image_formats);
+			fail(err, errlen, i, st->id, "%s", one);
+			return -1;
+		}
+		{
+			char why[256];
+
+			if (((have & M_SEED) &&
+			     check_strings(json_object_get(o, "seed"), "seed", seed_members,
+			                   sizeof seed_members / sizeof seed_members[0], why,
+			                   sizeof why) < 0) ||
+			    ((have & M_UEFI) &&
+			     check_strings(json_object_get(o, "uefi"), "uefi", uefi_members,
+			                   sizeof uefi_members / sizeof uefi_members[0], why,
+			                   sizeof why) < 0)) {
+				fail(err, errlen, i, st->id, "%s", why);
+				return -1;
+			}
 		}
 		break;
 	case RP_STEP_REBOOT:

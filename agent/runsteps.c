@@ -80,6 +80,22 @@ rp_agent_result_body(enum rp_step_state state, const char *run, const char *boot
 	return b;
 }
 
+json_t *
+rp_agent_progress_body(const char *run, const char *boot_id, const struct rp_agent_progress *p)
+{
+	json_t *b = rp_agent_result_body(RP_STATE_RUNNING, run, boot_id, NULL);
+	json_t *pr = json_pack("{s:I, s:I, s:o, s:I}", "bytes_read", (json_int_t)p->bytes_read,
+	                       "bytes_written", (json_int_t)p->bytes_written, "total",
+	                       p->total >= 0 ? json_integer(p->total) : json_null(), "rate_bps",
+	                       (json_int_t)p->rate_bps);
+
+	if (b == NULL || pr == NULL || json_object_set_new(b, "progress", pr) < 0) {
+		json_decref(b);
+		return NULL;
+	}
+	return b;
+}
+
 int
 rp_agent_step_report(const struct rp_agent_runner *r, const char *job, const char *step,
                      json_t *body, char *err, size_t errlen)
@@ -99,6 +115,101 @@ rp_agent_step_report(const struct rp_agent_runner *r, const char *job, const cha
 		return 0;
 	/* 409: the job was cancelled or has ended; the server wants no more of it. */
 	return st == 409 ? -2 : -1;
+}
+
+/* ---- Progress -------------------------------------------------------------------------- */
+
+/* A long step's progress goes to the server from a thread of its own: a slow or absent server
+ * must not hold up the write. Only the latest counts wait; a post that fails is skipped (the
+ * final report says what happened). */
+struct poster {
+	const struct rp_agent_config *cfg;
+	const char *job, *step, *run, *boot, *token;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct rp_agent_progress p;
+	int have, stop;
+};
+
+static void
+poster_hand(void *arg, const struct rp_agent_progress *p)
+{
+	struct poster *ps = arg;
+
+	pthread_mutex_lock(&ps->mu);
+	ps->p = *p;
+	ps->have = 1;
+	pthread_cond_signal(&ps->cv);
+	pthread_mutex_unlock(&ps->mu);
+}
+
+static void *
+poster_main(void *arg)
+{
+	struct poster *ps = arg;
+	struct rp_agent_client *cl = rp_agent_client_new(ps->cfg);
+	char path[256], err[512];
+
+	snprintf(path, sizeof path, "/v1/agent/jobs/%s/steps/%s", ps->job, ps->step);
+	for (;;) {
+		struct rp_agent_progress p;
+		json_t *body, *ans = NULL;
+		long st = RP_AGENT_ELOCAL;
+
+		pthread_mutex_lock(&ps->mu);
+		while (!ps->have && !ps->stop)
+			pthread_cond_wait(&ps->cv, &ps->mu);
+		if (!ps->have) {
+			pthread_mutex_unlock(&ps->mu);
+			break;
+		}
+		p = ps->p;
+		ps->have = 0;
+		pthread_mutex_unlock(&ps->mu);
+		body = rp_agent_progress_body(ps->run, ps->boot, &p);
+		snprintf(err, sizeof err, "out of memory");
+		if (cl && body)
+			st = rp_agent_call(cl, "POST", path, ps->token, body, &ans, err,
+			                   sizeof err);
+		if (st < 200 || st > 299)
+			rp_log_debug("run-steps: step %s: progress not posted: %s", ps->step, err);
+		json_decref(body);
+		json_decref(ans);
+	}
+	rp_agent_client_free(cl);
+	return NULL;
+}
+
+/* Run step s, which started as run: an image step's progress is posted as it goes, and the
+ * last of it before this returns (so it never lands after the final report). */
+static void
+run_step(const struct rp_agent_runner *r, const char *job, const struct rp_agent_step *s,
+         const char *run, const char *boot, struct rp_agent_outcome *o)
+{
+	struct poster ps = {.cfg = r->cfg,
+	                    .job = job,
+	                    .step = s->id,
+	                    .run = run,
+	                    .boot = boot,
+	                    .token = r->token,
+	                    .mu = PTHREAD_MUTEX_INITIALIZER,
+	                    .cv = PTHREAD_COND_INITIALIZER};
+	struct rp_agent_runner pr = *r;
+	pthread_t t;
+	int posting = s->type == RP_STEP_IMAGE && pthread_create(&t, NULL, poster_main, &ps) == 0;
+
+	if (posting) {
+		pr.progress = poster_hand;
+		pr.progress_arg = &ps;
+	}
+	rp_agent_step_run(&pr, s, o);
+	if (posting) {
+		pthread_mutex_lock(&ps.mu);
+		ps.stop = 1;
+		pthread_cond_signal(&ps.cv);
+		pthread_mutex_unlock(&ps.mu);
+		pthread_join(t, NULL);
+	}
 }
 
 /* ---- Cancellation ---------------------------------------------------------------------- */
@@ -465,7 +576,7 @@ rp_agent_run_steps(const struct rp_agent_config *cfg, const char *job, int in_fd
 				rp_agent_failed(o, "cannot start %s: %s", cfg->reboot_command,
 				                strerror(errno));
 			} else {
-				rp_agent_step_run(&r, s, o);
+				run_step(&r, job, s, run, boot, o);
 			}
 		}
 		if (!o->at_line_start)

@@ -14,10 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/fs.h>
 
 #include "agent.h"
 
@@ -707,6 +709,87 @@ out:
 	free(cmd);
 }
 
+/* An image step's download: each piece decoded and written as it comes, progress now and
+ * then. */
+struct image_sink {
+	struct rp_agent_sink s; /* first: the download sees only this */
+	const struct rp_agent_runner *r;
+	struct rp_agent_image *im;
+	enum rp_agent_image_format fmt;
+	uint64_t limit;
+	int64_t t0, last_ns;
+	uint64_t last_written;
+	char why[256]; /* a refusal of the sink's own (the writer keeps its own) */
+};
+
+static void
+image_progress(struct image_sink *is, int64_t now)
+{
+	struct rp_agent_image_stats st;
+	struct rp_agent_progress p;
+	int64_t dt = now - is->last_ns;
+	uint64_t done;
+
+	rp_agent_image_stats(is->im, &st);
+	done = st.bytes_written - is->last_written;
+	/* The last report may come right after the one before: a rate over a blink is noise. */
+	if (dt < 1000000000LL) {
+		dt = now - is->t0;
+		done = st.bytes_written;
+	}
+	p.bytes_read = is->s.bytes;
+	p.bytes_written = st.bytes_written;
+	p.total = is->s.total;
+	p.rate_bps = dt > 0 ? (uint64_t)((double)done * 1e9 / (double)dt) : 0;
+	is->last_ns = now;
+	is->last_written = st.bytes_written;
+	if (is->r->progress)
+		is->r->progress(is->r->progress_arg, &p);
+}
+
+static int
+image_write(struct rp_agent_sink *s, const void *p, size_t n)
+{
+	struct image_sink *is = (struct image_sink *)s;
+	int64_t now;
+
+	/* A raw image says its size up front: no need to fill the device before refusing. */
+	if (s->bytes == n && is->fmt == RP_IMAGE_RAW && is->limit && s->total > 0 &&
+	    (uint64_t)s->total > is->limit) {
+		snprintf(is->why, sizeof is->why,
+		         "the image is larger than the target: the target holds %llu bytes, the "
+		         "image has %lld",
+		         (unsigned long long)is->limit, (long long)s->total);
+		return -1;
+	}
+	if (rp_agent_image_feed(is->im, p, n) < 0)
+		return -1;
+	if (is->r->progress &&
+	    (now = rp_time_mono_ns()) - is->last_ns >= RP_AGENT_PROGRESS_S * 1000000000LL)
+		image_progress(is, now);
+	return 0;
+}
+
+/* The step's result: what was written, how fast. New reference; NULL on allocation failure. */
+static json_t *
+image_result(const struct image_sink *is, const char *hex, double seconds)
+{
+	struct rp_agent_image_stats st;
+	json_t *res;
+
+	rp_agent_image_stats(is->im, &st);
+	res = json_pack("{s:s, s:I, s:I, s:s, s:f, s:I}", "format",
+	                rp_agent_image_format_name(is->fmt), "bytes_read", (json_int_t)is->s.bytes,
+	                "bytes_written", (json_int_t)st.bytes_written, "sha256", hex, "seconds",
+	                seconds, "rate_bps",
+	                (json_int_t)(seconds > 0 ? (double)st.bytes_written / seconds : 0));
+	if (res && is->fmt == RP_IMAGE_QCOW2) {
+		json_object_set_new(res, "virtual_size", json_integer((json_int_t)st.size));
+		json_object_set_new(res, "bytes_zeroed", json_integer((json_int_t)st.bytes_zeroed));
+	}
+	return res;
+}
+
 static void
 step_image(const struct rp_agent_runner *r, const struct rp_agent_step *s,
            struct rp_agent_outcome *o)
@@ -714,22 +797,31 @@ step_image(const struct rp_agent_runner *r, const struct rp_agent_step *s,
 	const char *url = json_string_value(json_object_get(s->obj, "url"));
 	const char *want = json_string_value(json_object_get(s->obj, "sha256"));
 	const char *dev = json_string_value(json_object_get(s->obj, "device"));
+	const char *format = json_string_value(json_object_get(s->obj, "format"));
+	struct image_sink is = {.s = {.write = image_write}, .r = r, .fmt = RP_IMAGE_RAW};
+	struct rp_agent_image_stats st;
 	char hex[RP_SHA256_HEX], why[1024];
-	uint64_t bytes = 0;
-	struct stat st;
-	int fd = -1, flags = O_WRONLY | O_CLOEXEC | O_NOCTTY;
+	int64_t t0 = rp_time_mono_ns();
+	double seconds;
+	struct stat sb;
+	int fd = -1, flags = O_WRONLY | O_CLOEXEC | O_NOCTTY, blk, done;
 
+	if (format && rp_agent_image_format_parse(format, &is.fmt) < 0) {
+		rp_agent_failed(o, "unknown image format '%s'", format);
+		goto out;
+	}
 	/* Never O_CREAT: a typo must not become a file in /dev. A block device is opened
 	 * exclusively, which Linux refuses while it is mounted. */
-	if (stat(dev, &st) < 0) {
+	if (stat(dev, &sb) < 0) {
 		rp_agent_failed(o, "device %s: %s", dev, strerror(errno));
 		goto out;
 	}
-	if (!S_ISBLK(st.st_mode) && !S_ISREG(st.st_mode)) {
+	if (!S_ISBLK(sb.st_mode) && !S_ISREG(sb.st_mode)) {
 		rp_agent_failed(o, "device %s is neither a block device nor a file", dev);
 		goto out;
 	}
-	if (S_ISBLK(st.st_mode))
+	blk = S_ISBLK(sb.st_mode);
+	if (blk)
 		flags |= O_EXCL;
 	fd = open(dev, flags);
 	if (fd < 0) {
@@ -737,19 +829,46 @@ step_image(const struct rp_agent_runner *r, const struct rp_agent_step *s,
 		                errno == EBUSY ? "in use (mounted?)" : strerror(errno));
 		goto out;
 	}
-	note(o, "writing %s to %s", url, dev);
-	if (rp_agent_download(r->cfg, url, fd, s->timeout_s, hex, &bytes, why, sizeof why) < 0) {
-		if (bytes > 0)
+	if (blk && ioctl(fd, BLKGETSIZE64, &is.limit) < 0) {
+		rp_agent_failed(o, "device %s: cannot read its size: %s", dev, strerror(errno));
+		goto out;
+	}
+	if ((is.im = rp_agent_image_new(fd, blk, is.fmt, is.limit)) == NULL) {
+		rp_agent_failed(o, "out of memory");
+		goto out;
+	}
+	is.t0 = is.last_ns = t0;
+	note(o, "writing %s (%s) to %s", url, rp_agent_image_format_name(is.fmt), dev);
+	if (rp_agent_download_to(r->cfg, url, s->timeout_s, &is.s, hex, why, sizeof why) < 0) {
+		/* The writer's reason, or the sink's, is the one that matters. */
+		const char *ierr = rp_agent_image_error(is.im);
+
+		if (ierr[0] || is.why[0])
+			snprintf(why, sizeof why, "image %s: %s", url, ierr[0] ? ierr : is.why);
+		rp_agent_image_stats(is.im, &st);
+		if (st.bytes_written > 0 || st.bytes_zeroed > 0)
 			rp_agent_failed(
 			        o, "%s; %s now holds a partial, corrupt image (%llu bytes written)",
-			        why, dev, (unsigned long long)bytes);
+			        why, dev, (unsigned long long)st.bytes_written);
 		else
 			rp_agent_failed(o, "%s", why);
 		goto out;
 	}
-	/* A file that was longer before would keep a stale tail. */
-	if (S_ISREG(st.st_mode) && ftruncate(fd, (off_t)bytes) < 0) {
-		rp_agent_failed(o, "truncate %s: %s", dev, strerror(errno));
+	done = rp_agent_image_finish(is.im) == 0;
+	rp_agent_image_stats(is.im, &st);
+	if (strcasecmp(hex, want) != 0) {
+		why[0] = '\0';
+		if (!done)
+			snprintf(why, sizeof why, " (%s)", rp_agent_image_error(is.im));
+		rp_agent_failed(o,
+		                "sha256 mismatch for %s: expected %s, got %s; %s now holds a "
+		                "corrupt image%s",
+		                url, want, hex, dev, why);
+		goto out;
+	}
+	if (!done) {
+		rp_agent_failed(o, "image %s: %s; %s now holds a partial, corrupt image", url,
+		                rp_agent_image_error(is.im), dev);
 		goto out;
 	}
 	if (fsync(fd) < 0) {
@@ -757,18 +876,41 @@ step_image(const struct rp_agent_runner *r, const struct rp_agent_step *s,
 		                strerror(errno));
 		goto out;
 	}
-	if (strcasecmp(hex, want) != 0) {
-		rp_agent_failed(
-		        o,
-		        "sha256 mismatch for %s: expected %s, got %s; %s now holds a corrupt image",
-		        url, want, hex, dev);
+	image_progress(&is, rp_time_mono_ns());
+	seconds = (double)((rp_time_mono_ns() - t0) / 1000000) / 1e3;
+	json_decref(o->result);
+	if ((o->result = image_result(&is, hex, seconds)) == NULL) {
+		rp_agent_failed(o, "out of memory");
 		goto out;
 	}
-	note(o, "wrote %llu bytes to %s, sha256 verified", (unsigned long long)bytes, dev);
+	note(o,
+	     "wrote %llu bytes to %s (%s, %llu bytes downloaded, sha256 verified) in %.1f s, "
+	     "%.0f MiB/s",
+	     (unsigned long long)st.bytes_written, dev, rp_agent_image_format_name(is.fmt),
+	     (unsigned long long)is.s.bytes, seconds,
+	     seconds > 0 ? (double)st.bytes_written / seconds / 1048576 : 0.0);
+	if (is.fmt == RP_IMAGE_QCOW2)
+		note(o, "virtual size %llu bytes, %llu bytes zeroed", (unsigned long long)st.size,
+		     (unsigned long long)st.bytes_zeroed);
+	if (json_object_get(s->obj, "grow") || json_object_get(s->obj, "seed") ||
+	    json_object_get(s->obj, "uefi")) {
+		/* Closed first: the partition table is read again, and a block device opened
+		 * exclusively would be in the way. Seed contents are secrets: never printed. */
+		close(fd);
+		fd = -1;
+		note(o, "finishing %s:%s%s%s", dev, json_object_get(s->obj, "grow") ? " grow" : "",
+		     json_object_get(s->obj, "seed") ? " seed" : "",
+		     json_object_get(s->obj, "uefi") ? " uefi" : "");
+		if (rp_agent_disk_finish(dev, s->obj, o->result, why, sizeof why) < 0) {
+			rp_agent_failed(o, "%s", why);
+			goto out;
+		}
+	}
 	o->succeeded = 1;
 out:
 	if (fd >= 0)
 		close(fd);
+	rp_agent_image_free(is.im);
 }
 
 /* ---- inventory ----------------------------------------------------------------------- */

@@ -38,7 +38,8 @@
 #define PROVISION(verb, help)                                                                  \
 	{"provision", verb, rp_cli_run, 1, 1, "PUT", "/v1/nodes/%s/provision",                    \
 	 "%action image= disk= recipe= args=:j wipe= timeout=timeout_s:i boot-mode=boot_mode "     \
-	 "power-off=power_off:b wait",                                                             \
+	 "power-off=power_off:b config=:j format= seed=:b grow=:b first-boot=first_boot:b "        \
+	 "first-boot-timeout=first_boot_timeout_s:i efi-loader=efi_loader wait",                   \
 	 "node {0}: {state}{provision_state} {job.id}", "NODE", help}
 #define ROLLOUT(verb, opts, help)                                                              \
 	{"rollout", verb, rp_cli_run, 1, 1, "POST", "/v1/rollouts/%s/" verb, opts,                \
@@ -140,7 +141,8 @@ static const struct rp_cli_cmd commands[] = {
 	PROVISION("manage", "verify the BMC; the node becomes manageable"),
 	PROVISION("adopt", "adopt a discovered node"),
 	PROVISION("commission", "inventory and check a node"),
-	PROVISION("deploy", "write --image to the node's disk (--disk, --recipe, --args JSON)"),
+	PROVISION("deploy", "write --image to the node's disk; done at the OS's first boot "
+	                    "(--config JSON, --disk, --recipe, --args JSON)"),
 	PROVISION("release", "wipe a deployed node back to ready (--wipe)"),
 	PROVISION("abort", "abort the action under way"),
 	{"bios", "show", rp_cli_run, 1, 1, "GET", "/v1/nodes/%s/bios", "",

@@ -274,6 +274,10 @@ static const struct setting settings[] = {
          .def = "1800",
          .help = "Default seconds a commission, deploy or release waits for the node's agent "
                  "to register."},
+        {"deploy_boot_timeout", C_UINT, F(deploy_boot_timeout), .min = 30, .max = 7 * 86400,
+         .def = "1800",
+         .help = "Default seconds a deploy waits, once the node boots its disk, for the "
+                 "deployed OS to report its first boot."},
         {"max_upload", C_U64, F(max_upload), .min = 1024, .max = 1ULL << 50, .def = "64G",
          .help = "Largest image upload (PUT /v1/images/{name})"},
         {"dnsmasq_hosts", C_PATH, F(dnsmasq_hosts),

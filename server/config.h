@@ -68,6 +68,7 @@ struct rp_config {
 	unsigned discovery_max_nodes; /* discovered nodes waiting for an operator; 0: no limit */
 	unsigned bootstrap_ttl;       /* seconds a boot script's token lives */
 	unsigned provision_timeout; /* seconds to wait for an agent in commission/deploy/release */
+	unsigned deploy_boot_timeout;  /* seconds a deploy waits for the OS's first-boot report */
 	unsigned long long max_upload; /* bytes of one image upload */
 	char dnsmasq_hosts[512];       /* dhcp-hostsfile to keep current; "": none */
 	char dnsmasq_pidfile[512];     /* dnsmasq to SIGHUP after a change; "": none */

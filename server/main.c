@@ -1115,6 +1115,7 @@ main(int argc, char **argv)
 	pthread_mutex_init(&api.tls_mu, NULL);
 	api.bootstrap_ttl_s = cfg.bootstrap_ttl;
 	api.provision_timeout_s = cfg.provision_timeout;
+	api.deploy_boot_timeout_s = cfg.deploy_boot_timeout;
 	api.metrics = rp_metrics_new(rp_api_route_count);
 	api.started_at = rp_time_now_ms();
 	api.max_body = cfg.max_body;

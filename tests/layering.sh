@@ -17,6 +17,13 @@ check store '#include *"(\.\./)?(api|http)/' "store/ includes api/ or http/"
 check util '#include *"(\.\./)?(api|http|store)/' "util/ includes a higher module"
 check ssh '#include *"(\.\./)?(api|http|store|jobs|bmc)/' "ssh/ includes a higher module"
 check boot '#include *"(\.\./)?(api|http|store|jobs|bmc|ssh)/' "boot/ includes a higher module"
+# The deploy seed is pure (deploy -> util): what it renders comes in as JSON.
+check deploy '#include *"(\.\./)?(api|http|store|jobs|bmc|ssh|boot|rollout)/' "deploy/ includes a higher module"
+# ... and libyaml is its alone (operator YAML is checked there).
+if grep -rlE '#include *<yaml.h>' "$src/server" "$src/agent" "$src/cli" 2>/dev/null | grep -v '/server/deploy/' >/dev/null; then
+	echo "layering: yaml.h included outside server/deploy/" >&2
+	fail=1
+fi
 check bmc '#include *"(\.\./)?(api|http|store|jobs|ssh)/' "bmc/ includes a higher module"
 check api '#include *"(\.\./)?ssh/' "api/ includes ssh/ (it goes through jobs/)"
 # BMC options are data, not BMC actions: bmc/options.h (which includes nothing but jansson) is

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "api.h"
+#include "deploy/deploy.h"
 #include "rackpilot/agent.h"
 #include "rackpilot/version.h"
 
@@ -52,6 +53,14 @@ static const struct rp_field heartbeat_fields[] = {
 
 static const char *const report_states[] = {"running", "succeeded", "failed", NULL};
 
+static const struct rp_field progress_fields[] = {
+        {"bytes_read", RP_F_INT, 0, 0, 1e15},
+        {"bytes_written", RP_F_INT, 0, 0, 1e15},
+        {"total", RP_F_INT, RP_F_NULLABLE, 0, 1e15},
+        {"rate_bps", RP_F_INT, 0, 0, 1e12},
+        {NULL},
+};
+
 static const struct rp_field report_fields[] = {
         {"state", RP_F_ENUM, RP_F_REQUIRED, 0, 0, report_states},
         {"run", RP_F_UUID, RP_F_NULLABLE},
@@ -63,6 +72,8 @@ static const struct rp_field report_fields[] = {
         {"output_truncated", RP_F_BOOL, RP_F_NULLABLE},
         {"error", RP_F_STR, RP_F_NULLABLE, 0, 4096},
         {"result", RP_F_ANY_OBJECT, RP_F_NULLABLE},
+        /* A running step's progress (the image step: bytes written, rate). */
+        {"progress", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, progress_fields},
         {NULL},
 };
 
@@ -372,4 +383,45 @@ rp_api_agent_step(struct rp_api_req *rq, struct rp_api_resp *rs)
 		return;
 	}
 	rs->status = 204;
+}
+
+/* POST /v1/agent/first-boot: a deployed OS says it came up (docs/deploy.md). Its credential
+ * is the single-use token its seed carried, bound to its deploy; no API token. */
+void
+rp_api_agent_first_boot(struct rp_api_req *rq, struct rp_api_resp *rs)
+{
+	json_t *detail = NULL, *out = NULL;
+	char token[129];
+	const char *tok;
+	size_t n;
+	enum rp_err e;
+
+	tok = bearer(rq->authorization, &n);
+	if (tok == NULL || n < 6 || strncmp(tok, "rpfb1.", 6) != 0) {
+		rp_api_errorf(rs, RP_ERR_UNAUTHORIZED,
+		              "a first-boot report needs its deploy's token (Authorization: Bearer "
+		              "rpfb1....)");
+		return;
+	}
+	memcpy(token, tok, n);
+	token[n] = '\0';
+	if (rp_api_need_object(rq, rs) < 0)
+		goto out;
+	if ((e = rp_deploy_report_check(rq->body, &detail)) != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		goto out;
+	}
+	e = rp_store_first_boot_record(rq->api->store, token, rq->body, rq->peer, &out, &detail);
+	if (e == RP_ERR_UNAUTHORIZED) {
+		rp_api_errorf(rs, e, "this first-boot token is not good here");
+		goto out;
+	}
+	if (e != RP_ERR_OK) {
+		rp_api_reply_store_error(rs, e, detail, "no such deploy");
+		goto out;
+	}
+	rs->status = 200;
+	rs->body = out;
+out:
+	explicit_bzero(token, sizeof token);
 }

@@ -54,6 +54,7 @@ struct rp_api {
 	char tls_sha256[65];
 	unsigned bootstrap_ttl_s;       /* lifetime of a token in a boot script */
 	unsigned provision_timeout_s;   /* default wait for an agent in commission/deploy/release */
+	unsigned deploy_boot_timeout_s; /* default wait for a deployed OS's first-boot report */
 	int demo;                       /* the database holds demo data (GET /v1 says so) */
 	unsigned max_streams_per_token; /* open event streams one token may hold */
 	/* Open event streams per token (events.c); main initialises the mutex. */
@@ -560,6 +561,7 @@ void rp_api_ssh_key(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_bootstrap_create(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_bootstrap_list(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_bootstrap_revoke(struct rp_api_req *rq, struct rp_api_resp *rs);
+void rp_api_agent_first_boot(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_agent_register(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_agent_heartbeat(struct rp_api_req *rq, struct rp_api_resp *rs);
 void rp_api_agent_inventory(struct rp_api_req *rq, struct rp_api_resp *rs);
@@ -652,6 +654,11 @@ enum rp_err rp_api_preflight(struct rp_api *api, json_t *what, json_t **detail);
  * missing: need boot_url, bmc, bmc_address, bmc_credentials, unsupported (the driver cannot
  * do it), image, image_file, image_digest, recipe, recipe_argument, attributes. */
 json_t *rp_api_preflight_check(json_t *facts, json_t *images, const char *image_url);
+
+/* Where a deployed OS reports its first boot: agent_url, else boot_url with the API's port
+ * and scheme, else the API as rq reached it; with "/v1/agent/first-boot" appended. 0, or -1
+ * (no usable host, or len too small). */
+int rp_api_first_boot_url(struct rp_api_req *rq, char *buf, size_t len);
 
 /* The plan a commission of a node of class cls (may be NULL) runs: recipe "commission" (or the
  * built-in inventory step), then "commission-<cls>" when it exists. 0 with *out a new array,

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +78,32 @@ agent_url(struct rp_api_req *rq, const char *base, char *buf, size_t len)
 	                       port) >= (int)len)
 		return -1;
 	return 0;
+}
+
+int
+rp_api_first_boot_url(struct rp_api_req *rq, char *buf, size_t len)
+{
+	char base[256];
+	int n;
+
+	/* The deployed OS is on the boot network, as the agent was: the agent's URL when there
+	 * is one to derive, else the API as this request reached it. */
+	if ((rq->api->agent_url && rq->api->agent_url[0]) ||
+	    (rq->api->boot_url && rq->api->boot_url[0])) {
+		if (base_url(rq, base, sizeof base) < 0 || agent_url(rq, base, buf, len) < 0)
+			return -1;
+	} else if (rq->host == NULL || rq->host[0] == '\0' || strlen(rq->host) > 200 ||
+	           strspn(rq->host,
+	                  "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") !=
+	                   strlen(rq->host) ||
+	           snprintf(buf, len, "%s://%s", rq->api->tls ? "https" : "http", rq->host) >=
+	                   (int)len) {
+		return -1;
+	}
+	n = (int)strlen(buf);
+	return snprintf(buf + n, len - (size_t)n, "/v1/agent/first-boot") >= (int)(len - (size_t)n)
+	               ? -1
+	               : 0;
 }
 
 void

@@ -3,6 +3,7 @@
 
 #include "accept/accept.h"
 #include "api.h"
+#include "deploy/deploy.h"
 
 static const struct rp_field credentials_fields[] = {
         {"rotate_on_enroll", RP_F_BOOL},
@@ -19,6 +20,10 @@ const struct rp_field rp_api_class_fields[] = {
         {"max_power_w", RP_F_INT, RP_F_NULLABLE, 0, 1000000},
         {"idle_power_w", RP_F_INT, RP_F_NULLABLE, 0, 1000000},
         {"bmc_credentials", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, credentials_fields},
+        /* What deploys of the class's nodes carry (docs/deploy.md); its user_data is
+         * write-only (sealed; deploy_user_data says whether there is one). */
+        {"deploy_defaults", RP_F_CHECK, RP_F_NULLABLE, 0, 0, NULL, NULL, rp_deploy_config_check},
+        {"deploy_user_data", RP_F_READ_ONLY},
         {"version", RP_F_READ_ONLY},
         {"created_at", RP_F_READ_ONLY},
         {"updated_at", RP_F_READ_ONLY},

@@ -61,11 +61,39 @@ static const struct rp_field bios_fields[] = {
         {NULL},
 };
 
+static const char *const image_formats[] = {"raw", "gzip", "zstd", "xz", "qcow2", NULL};
+
+/* format: how the file is encoded (the agent decodes while it writes); grow, seed and uefi
+ * finish the disk afterwards (docs/deploy.md; a deploy fills seed in when it sends the
+ * plan). */
+/* A plan is stored in clear: a seed (secrets) is never part of it, only the empty marker a
+ * deploy fills in when it pushes the plan. */
+static enum rp_err
+seed_marker(json_t *v, const char *path, json_t **detail)
+{
+	if (json_is_object(v) && json_object_size(v) == 0)
+		return RP_ERR_OK;
+	*detail = json_pack("{s:s, s:s}", "field", path, "reason",
+	                    "{} (a deploy renders the seed when it sends the plan; give the "
+	                    "deploy a config instead)");
+	return RP_ERR_INVALID_FIELD;
+}
+
+static const struct rp_field uefi_fields[] = {
+        {"loader", RP_F_STR, 0, 1, 255},
+        {"label", RP_F_STR, 0, 1, 64},
+        {NULL},
+};
+
 static const struct rp_field image_fields[] = {
         COMMON,
         {"url", RP_F_STR, RP_F_REQUIRED, 0, 2048},
         {"sha256", RP_F_STR, RP_F_REQUIRED, 0, 64},
         {"device", RP_F_STR, RP_F_REQUIRED, 0, 4096},
+        {"format", RP_F_ENUM, 0, 0, 0, image_formats},
+        {"grow", RP_F_BOOL},
+        {"seed", RP_F_CHECK, 0, 0, 0, NULL, NULL, seed_marker},
+        {"uefi", RP_F_OBJECT, 0, 0, 0, NULL, uefi_fields},
         {NULL},
 };
 

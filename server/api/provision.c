@@ -4,10 +4,14 @@
  * agent, built from recipes, the image store and the node's inventory; the store checks the
  * state machine and writes job and state together.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "api.h"
+#include "deploy/deploy.h"
 
 static const char *const actions[] = {"manage",  "adopt", "commission", "deploy",
                                       "release", "abort", NULL};
@@ -27,6 +31,8 @@ static const struct rp_field commission_fields[] = {
         {NULL},
 };
 
+static const char *const image_formats[] = {"raw", "gzip", "zstd", "xz", "qcow2", NULL};
+
 static const struct rp_field deploy_fields[] = {
         {"action", RP_F_ENUM, RP_F_REQUIRED, 0, 0, actions},
         {"image", RP_F_NAME, RP_F_REQUIRED},
@@ -35,6 +41,14 @@ static const struct rp_field deploy_fields[] = {
         {"args", RP_F_ANY_OBJECT},
         {"timeout_s", RP_F_INT, 0, 30, 86400},
         {"boot_mode", RP_F_ENUM, 0, 0, 0, boot_modes},
+        /* docs/deploy.md: what the OS is given, and how it proves it came up. */
+        {"config", RP_F_CHECK, 0, 0, 0, NULL, NULL, rp_deploy_config_check},
+        {"seed", RP_F_BOOL},
+        {"grow", RP_F_BOOL},
+        {"first_boot", RP_F_BOOL},
+        {"first_boot_timeout_s", RP_F_INT, 0, 10, 7 * 86400},
+        {"format", RP_F_ENUM, 0, 0, 0, image_formats},
+        {"efi_loader", RP_F_STR, 0, 1, 255},
         {NULL},
 };
 
@@ -141,13 +155,144 @@ commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
 	return rc;
 }
 
+/* The image file's encoding, from its first bytes: "gzip", "zstd", "xz", "qcow2" or "raw";
+ * NULL when it cannot be read. */
+static const char *
+sniff_format(struct rp_api_req *rq, json_t *img)
+{
+	static const struct {
+		const char *name;
+		const char *magic;
+		size_t len;
+	} magics[] = {
+	        {"gzip", "\x1f\x8b", 2},
+	        {"zstd", "\x28\xb5\x2f\xfd", 4},
+	        {"xz",
+	         "\xfd"
+	         "7zXZ\x00",
+	         6},
+	        {"qcow2", "QFI\xfb", 4},
+	};
+	char path[4200], head[8] = {0};
+	ssize_t n;
+	size_t i;
+	int fd;
+
+	snprintf(path, sizeof path, "%s/%s", rq->api->image_dir ? rq->api->image_dir : ".",
+	         json_string_value(json_object_get(img, "file")) ?: "");
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return NULL;
+	n = read(fd, head, sizeof head);
+	close(fd);
+	if (n < 0)
+		return NULL;
+	for (i = 0; i < sizeof magics / sizeof magics[0]; i++)
+		if ((size_t)n >= magics[i].len && !memcmp(head, magics[i].magic, magics[i].len))
+			return magics[i].name;
+	return "raw";
+}
+
+/* 1 when host (an authority or address) is a loopback one. */
 static int
-deploy_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
+loopback(const char *host)
+{
+	return !strncmp(host, "127.", 4) || !strncasecmp(host, "localhost", 9) ||
+	       !strncmp(host, "[::1]", 5) || !strcmp(host, "::1");
+}
+
+/* The seed a deploy writes (docs/deploy.md): the request's config over the class's
+ * defaults, resolved against the node's inventory. The plain part goes to params.seed, the
+ * user data (secret) to *secret, the static addresses to params.addresses, and where the
+ * first boot reports to params.first_boot. 0, or -1 with rs filled. */
+static int
+deploy_seed(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params, json_t **secret)
+{
+	json_t *node = NULL, *inv = NULL, *defaults = NULL, *resolved = NULL, *detail = NULL;
+	const char *cls;
+	struct rp_deploy_node dn = {0};
+	char url[512], pin[65];
+	enum rp_err e;
+	int rc = -1;
+
+	if ((e = rp_store_node_get(rq->api->store, rq->params[0], &node)) != RP_ERR_OK) {
+		rp_api_reply_store_error(rs, e, NULL, "no such node");
+		goto out;
+	}
+	cls = json_string_value(json_object_get(node, "node_class"));
+	if (cls &&
+	    (e = rp_store_class_deploy_defaults(rq->api->store, cls, &defaults)) != RP_ERR_OK &&
+	    e != RP_ERR_NOT_FOUND) {
+		rp_api_error(rs, e, NULL);
+		goto out;
+	}
+	if (rp_store_node_inventory(rq->api->store, rq->params[0], &inv) != RP_ERR_OK)
+		inv = NULL;
+	dn.name = json_string_value(json_object_get(node, "name"));
+	dn.rack = json_string_value(json_object_get(node, "rack"));
+	dn.cls = cls;
+	dn.macs = json_object_get(node, "macs");
+	dn.inventory = json_object_get(inv, "data");
+	if ((e = rp_deploy_resolve(defaults, json_object_get(rq->body, "config"), &dn, &resolved,
+	                           &detail)) != RP_ERR_OK) {
+		rp_api_error(rs, e, detail);
+		goto out;
+	}
+	if (json_array_size(json_object_get(resolved, "user_data")) > 0)
+		*secret = json_pack("{s:O}", "user_data", json_object_get(resolved, "user_data"));
+	json_object_set(params, "addresses", json_object_get(resolved, "addresses"));
+	json_object_del(resolved, "user_data");
+	json_object_del(resolved, "addresses");
+	json_object_set(params, "seed", resolved);
+	if (!json_is_false(json_object_get(rq->body, "first_boot"))) {
+		json_t *t = json_object_get(rq->body, "first_boot_timeout_s");
+
+		if (rp_api_first_boot_url(rq, url, sizeof url) < 0) {
+			rp_api_errorf(rs, RP_ERR_CONFLICT,
+			              "cannot tell where the deployed OS reaches this server: set "
+			              "agent_url or boot_url, or give first_boot: false");
+			goto out;
+		}
+		/* A loopback URL (an operator on the server's own machine) reaches no node that
+		 * registered from elsewhere. */
+		if (loopback(strstr(url, "://") + 3) &&
+		    !loopback(json_string_value(
+		                      json_object_get(json_object_get(node, "agent"), "address"))
+		                      ?: "127.")) {
+			rp_api_errorf(
+			        rs, RP_ERR_CONFLICT,
+			        "the deployed OS would report to %s, which the node cannot reach: "
+			        "set agent_url or boot_url, or ask through an address nodes reach",
+			        url);
+			goto out;
+		}
+		rp_api_tls_pin(rq->api, pin);
+		json_object_set_new(
+		        params, "first_boot",
+		        json_pack("{s:s, s:s, s:I}", "url", url, "pin",
+		                  strncmp(url, "https:", 6) ? "" : pin, "timeout_s",
+		                  json_is_integer(t) ? json_integer_value(t)
+		                                     : (json_int_t)rq->api->deploy_boot_timeout_s));
+	}
+	rc = 0;
+out:
+	if (defaults && json_string_value(json_object_get(defaults, "user_data")))
+		explicit_bzero((char *)json_string_value(json_object_get(defaults, "user_data")),
+		               json_string_length(json_object_get(defaults, "user_data")));
+	json_decref(defaults);
+	json_decref(node);
+	json_decref(inv);
+	json_decref(resolved);
+	return rc;
+}
+
+static int
+deploy_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params, json_t **secret)
 {
 	const char *image = json_string_value(json_object_get(rq->body, "image"));
 	const char *disk = json_string_value(json_object_get(rq->body, "disk"));
 	const char *recipe = json_string_value(json_object_get(rq->body, "recipe"));
 	json_t *img = NULL, *plan = NULL, *d = NULL, *item;
+	const char *format, *want;
 	char dev[300], url[128];
 	size_t i;
 	enum rp_err e;
@@ -185,9 +330,61 @@ deploy_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
 	}
 	snprintf(url, sizeof url, "/boot/images/%s",
 	         json_string_value(json_object_get(img, "name")));
-	plan = json_pack("[{s:s, s:s, s:s, s:O, s:s, s:i}]", "id", "image", "type", "image", "url",
-	                 url, "sha256", json_object_get(img, "sha256"), "device", disk, "timeout_s",
-	                 7200);
+	format = sniff_format(rq, img);
+	want = json_string_value(json_object_get(rq->body, "format"));
+	if (format == NULL) {
+		rp_api_errorf(rs, RP_ERR_CONFLICT, "cannot read image %s's file",
+		              json_string_value(json_object_get(img, "name")));
+		goto fail;
+	}
+	if (want && strcmp(want, format) != 0) {
+		rp_api_error(rs, RP_ERR_INVALID_FIELD,
+		             json_pack("{s:s, s:s}", "field", "format", "reason",
+		                       !strcmp(format, "raw")
+		                               ? "the image file is raw (no gzip, zstd, xz or "
+		                                 "qcow2 header)"
+		                               : "the image file's header says otherwise"));
+		goto fail;
+	}
+	plan = json_pack("[{s:s, s:s, s:s, s:O, s:s, s:i, s:s}]", "id", "image", "type", "image",
+	                 "url", url, "sha256", json_object_get(img, "sha256"), "device", disk,
+	                 "timeout_s", 7200, "format", format);
+	/* What would be ignored is refused instead. */
+	if (json_is_false(json_object_get(rq->body, "seed"))) {
+		static const char *const needs_seed[] = {"config", "first_boot",
+		                                         "first_boot_timeout_s", NULL};
+
+		for (i = 0; needs_seed[i]; i++)
+			if (json_object_get(rq->body, needs_seed[i])) {
+				rp_api_error(rs, RP_ERR_INVALID_FIELD,
+				             json_pack("{s:s, s:s}", "field", needs_seed[i],
+				                       "reason",
+				                       "goes with the seed: not with seed false"));
+				goto fail;
+			}
+	}
+	if (json_object_get(rq->body, "efi_loader") &&
+	    strcmp(json_string_value(json_object_get(params, "boot_mode")) ?: "", "uefi") != 0) {
+		rp_api_error(rs, RP_ERR_INVALID_FIELD,
+		             json_pack("{s:s, s:s}", "field", "efi_loader", "reason",
+		                       "only with boot_mode uefi"));
+		goto fail;
+	}
+	if (!json_is_false(json_object_get(rq->body, "seed"))) {
+		if (deploy_seed(rq, rs, params, secret) < 0)
+			goto fail;
+		/* Filled in when the job sends the plan (it holds the first-boot token). */
+		json_object_set_new(json_array_get(plan, 0), "seed", json_object());
+	}
+	if (json_is_true(json_object_get(rq->body, "grow")) ||
+	    (!json_is_false(json_object_get(rq->body, "grow")) &&
+	     !json_is_false(json_object_get(rq->body, "seed"))))
+		json_object_set_new(json_array_get(plan, 0), "grow", json_true());
+	if (!strcmp(json_string_value(json_object_get(params, "boot_mode")) ?: "", "uefi"))
+		json_object_set_new(
+		        json_array_get(plan, 0), "uefi",
+		        json_pack("{s:s?}", "loader",
+		                  json_string_value(json_object_get(rq->body, "efi_loader"))));
 	if (recipe) {
 		int r = add_recipe(rq, rs, recipe, json_object_get(rq->body, "args"), plan);
 
@@ -263,12 +460,24 @@ release_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
 	return 0;
 }
 
+static void
+wipe_user_data(json_t *o)
+{
+	json_t *ud = json_object_get(o, "user_data"), *v;
+	size_t i;
+
+	if (json_is_string(ud))
+		explicit_bzero((char *)json_string_value(ud), json_string_length(ud));
+	json_array_foreach(ud, i, v)
+	        explicit_bzero((char *)json_string_value(v), json_string_length(v));
+}
+
 void
 rp_api_nodes_provision(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
 	const char *action = json_string_value(json_object_get(rq->body, "action"));
 	const struct rp_field *spec = bare_fields;
-	json_t *detail = NULL, *params = NULL, *job = NULL, *out = NULL, *t;
+	json_t *detail = NULL, *params = NULL, *job = NULL, *out = NULL, *t, *secret = NULL;
 	char actor[96], jid[RP_UUID_BUF];
 	const char *type = NULL;
 	enum rp_err e;
@@ -325,7 +534,7 @@ rp_api_nodes_provision(struct rp_api_req *rq, struct rp_api_resp *rs)
 			goto out;
 	} else if (!strcmp(action, "deploy")) {
 		type = "deploy";
-		if (deploy_plan(rq, rs, params) < 0)
+		if (deploy_plan(rq, rs, params, &secret) < 0)
 			goto out;
 	} else if (!strcmp(action, "release")) {
 		type = "release";
@@ -341,8 +550,9 @@ rp_api_nodes_provision(struct rp_api_req *rq, struct rp_api_resp *rs)
 		goto out;
 	}
 	if (type)
-		job = json_pack("{s:s, s:O, s:b, s:i}", "type", type, "params", params, "mutating",
-		                strcmp(type, "verify") != 0, "max_attempts", 8);
+		job = json_pack("{s:s, s:O, s:b, s:i, s:O*}", "type", type, "params", params,
+		                "mutating", strcmp(type, "verify") != 0, "max_attempts", 8,
+		                "secret", secret);
 	e = rp_jobs_provision(rq->api->jobs, rq->params[0], action, job, actor, &out, &detail);
 	if (e != RP_ERR_OK) {
 		rp_api_reply_store_error(rs, e, detail, "no such node");
@@ -354,6 +564,10 @@ rp_api_nodes_provision(struct rp_api_req *rq, struct rp_api_resp *rs)
 		         json_string_value(json_object_get(json_object_get(out, "job"), "id")));
 	rs->body = out;
 out:
+	/* The user data: wiped from the request and the payload before they are freed. */
+	wipe_user_data(json_object_get(rq->body, "config"));
+	wipe_user_data(secret);
+	json_decref(secret);
 	json_decref(params);
 	json_decref(job);
 }

@@ -148,6 +148,9 @@ const struct rp_route rp_api_routes[] = {
          * bootstrap token, so the dispatcher lets it through; the rest take agent tokens only. */
         {"POST", "/v1/agent/register", rp_api_agent_register, RP_ROLE_NONE,
          RP_ROUTE_PEER | RP_ROUTE_LIMIT | RP_ROUTE_INVENTORY},
+        /* A deployed OS's first boot: the single-use token its seed carried. */
+        {"POST", "/v1/agent/first-boot", rp_api_agent_first_boot, RP_ROLE_NONE,
+         RP_ROUTE_PEER | RP_ROUTE_LIMIT},
         {"POST", "/v1/agent/heartbeat", rp_api_agent_heartbeat, RP_ROLE_AGENT, 0},
         {"POST", "/v1/agent/inventory", rp_api_agent_inventory, RP_ROLE_AGENT, RP_ROUTE_INVENTORY},
         {"POST", "/v1/agent/bios", rp_api_agent_bios, RP_ROLE_AGENT, 0},

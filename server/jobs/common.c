@@ -55,7 +55,7 @@ jobs_later(struct work *w, unsigned ms)
 void
 jobs_set_error(struct rp_job_outcome *o, const char *code, const char *fmt, ...)
 {
-	char msg[512];
+	char msg[4096]; /* room for a console's last lines (a deploy's first boot) */
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -71,7 +71,7 @@ struct rp_job_outcome *
 jobs_failed(struct work *w, const char *code, const char *fmt, ...)
 {
 	struct rp_job_outcome *o = jobs_outcome(w, RP_JOB_END_FAILED);
-	char msg[512];
+	char msg[4096];
 	va_list ap;
 
 	va_start(ap, fmt);

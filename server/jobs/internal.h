@@ -153,6 +153,21 @@ struct rp_job_outcome *jobs_later(struct work *w, unsigned ms);
 void jobs_set_error(struct rp_job_outcome *o, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/* ---- Configured deploys (deploy.c) ------------------------------------------------------ */
+
+/* The plan as pushed to the agent: a copy of plan whose image steps that ask for a seed
+ * ("seed": {}) carry the deploy's rendered seed files (they hold secrets: the first-boot
+ * token, the operator's user data; jobs_plan_wipe them before freeing). NULL with why set
+ * when the seed cannot be made. */
+json_t *jobs_plan_expand(struct work *w, json_t *plan, char *why, size_t len);
+
+/* Overwrite the seed strings of a plan jobs_plan_expand made, in place. */
+void jobs_plan_wipe(json_t *plan);
+
+/* The failure of a deploy whose OS did not report its first boot within waited_ms: the
+ * BMC's power state and the console log's last lines in the message. */
+struct rp_job_outcome *jobs_first_boot_timeout(struct work *w, int64_t waited_ms);
+
 /* A new failed outcome of w with error_code code and a formatted message. */
 struct rp_job_outcome *jobs_failed(struct work *w, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));

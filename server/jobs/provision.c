@@ -278,6 +278,14 @@ jobs_run_provision(struct work *w, struct rp_bmc *unused)
 				break;
 			}
 			rp_bmc_close(b);
+			if (now == RP_POWER_ON && json_object_get(jobs_params(w), "first_boot")) {
+				/* Up is not enough: the OS must say it came up. */
+				if (enter(w, "first_boot") < 0) {
+					o = later(w, "could not record the job's phase");
+					break;
+				}
+				continue;
+			}
 			if (now == RP_POWER_ON) {
 				o = jobs_outcome(w, RP_JOB_END_SUCCEEDED);
 				jobs_set_result(
@@ -299,6 +307,34 @@ jobs_run_provision(struct work *w, struct rp_bmc *unused)
 				break;
 			}
 			o = later(w, "waiting for the node to come up from its disk");
+			break;
+		} else if (!strcmp(p, "first_boot")) {
+			json_t *fb = json_object_get(jobs_params(w), "first_boot"), *rep = NULL;
+			int64_t limit = json_integer_value(json_object_get(fb, "timeout_s")) * 1000;
+			enum rp_err e = rp_store_first_boot_get(w->j->st, w->id, &rep);
+
+			if (e == RP_ERR_OK) {
+				o = jobs_outcome(w, RP_JOB_END_SUCCEEDED);
+				jobs_set_result(
+				        o,
+				        json_pack("{s:O, s:O, s:s, s:o}", "image",
+				                  json_object_get(
+				                          json_object_get(jobs_params(w), "image"),
+				                          "name"),
+				                  "disk", json_object_get(jobs_params(w), "disk"),
+				                  "power", "on", "first_boot", rep));
+				jobs_set_power(o, "on");
+				break;
+			}
+			if (e != RP_ERR_NOT_FOUND) {
+				o = later(w, "cannot read the first-boot report");
+				break;
+			}
+			if (rp_time_now_ms() - since > (limit > 0 ? limit : 1800 * 1000)) {
+				o = jobs_first_boot_timeout(w, rp_time_now_ms() - since);
+				break;
+			}
+			o = later(w, "waiting for the deployed OS to report its first boot");
 			break;
 		} else {
 			o = jobs_failed(w, "internal", "unknown phase %s", p);

@@ -292,11 +292,11 @@ push(struct run *r, int *exit_status)
 	struct work *w = r->w;
 	struct rp_jobs *j = w->j;
 	json_t *plan = json_object_get(jobs_params(w), "plan");
-	json_t *tgt = NULL, *input = NULL;
+	json_t *tgt = NULL, *input = NULL, *sent = NULL;
 	struct rp_job_outcome *o = NULL;
 	struct rp_ssh_target t = {0};
 	struct rp_ssh_result res;
-	char cmd[512], *text = NULL, line[300];
+	char cmd[512], *text = NULL, line[300], why[256];
 
 	if (j->o.ssh_key == NULL) {
 		o = jobs_outcome(w, RP_JOB_END_FAILED);
@@ -320,8 +320,14 @@ push(struct run *r, int *exit_status)
 		               t.host ? "pinned SSH host key" : "SSH address");
 		goto out;
 	}
+	/* A deploy's seed is rendered now: it is never stored in clear. */
+	if ((sent = jobs_plan_expand(w, plan, why, sizeof why)) == NULL) {
+		o = jobs_outcome(w, RP_JOB_END_FAILED);
+		jobs_set_error(o, "seed", "%s", why);
+		goto out;
+	}
 	input = json_pack("{s:i, s:s, s:O}", "format", RP_AGENT_FORMAT, "job", w->uuid, "steps",
-	                  plan);
+	                  sent);
 	if (input == NULL || (text = json_dumps(input, JSON_COMPACT)) == NULL) {
 		o = jobs_outcome(w, RP_JOB_END_FAILED);
 		jobs_set_error(o, "internal", "cannot encode the plan");
@@ -402,6 +408,10 @@ push(struct run *r, int *exit_status)
 out:
 	json_decref(tgt);
 	json_decref(input);
+	jobs_plan_wipe(sent);
+	json_decref(sent);
+	if (text)
+		explicit_bzero(text, strlen(text));
 	free(text);
 	return o;
 }

@@ -6,7 +6,9 @@
 
 #define CLASS_COLS                                                                                 \
 	"SELECT c.id AS _id, c.name, c.description, c.bom AS \"bom:json\", c.max_power_w, "        \
-	"c.idle_power_w, c.bmc_credentials AS \"bmc_credentials:json\", (SELECT count(*) "         \
+	"c.idle_power_w, c.bmc_credentials AS \"bmc_credentials:json\", c.deploy_defaults AS "     \
+	"\"deploy_defaults:json\", c.deploy_user_data_sealed IS NOT NULL AS "                      \
+	"\"deploy_user_data:bool\", (SELECT count(*) "                                             \
 	"FROM nodes WHERE node_class = c.name) AS node_count, c.version, c.created_at AS "         \
 	"\"created_at:time\", c.updated_at AS \"updated_at:time\" FROM node_classes c "
 
@@ -33,10 +35,11 @@ store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
 	s = STMT_ARGS(
 	        c,
 	        "INSERT INTO node_classes(name, description, bom, created_at, updated_at, "
-	        "max_power_w, idle_power_w, bmc_credentials) VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, "
-	        "?7) ON CONFLICT(name) DO UPDATE SET description = ?2, bom = ?3, version = "
+	        "max_power_w, idle_power_w, bmc_credentials, deploy_defaults, "
+	        "deploy_user_data_sealed) VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?8, ?9) ON "
+	        "CONFLICT(name) DO UPDATE SET description = ?2, bom = ?3, version = "
 	        "node_classes.version + 1, updated_at = ?4, max_power_w = ?5, idle_power_w = ?6, "
-	        "bmc_credentials = ?7",
+	        "bmc_credentials = ?7, deploy_defaults = ?8, deploy_user_data_sealed = ?9",
 	        name);
 	store_bind_str(s, 2, in, "description");
 	sql_bind_text(s, 3, bom);
@@ -52,6 +55,29 @@ store_class_put(struct conn *c, json_t *in, const char *actor, int *created)
 			goto out;
 		}
 		sql_bind_text_own(s, 7, cred);
+	}
+	if (json_is_object(json_object_get(in, "deploy_defaults"))) {
+		/* The user data is sealed apart (it may hold secrets); the rest is plain. */
+		json_t *dd = json_deep_copy(json_object_get(in, "deploy_defaults"));
+		const char *ud = json_string_value(json_object_get(dd, "user_data"));
+		char *text = NULL, *sealed = NULL;
+
+		if (dd == NULL || (e = store_seal(c, ud, &sealed)) != RP_ERR_OK) {
+			json_decref(dd);
+			e = RP_ERR_INTERNAL;
+			goto out;
+		}
+		json_object_del(dd, "user_data");
+		text = json_dumps(dd, JSON_COMPACT | JSON_SORT_KEYS);
+		json_decref(dd);
+		if (text == NULL) {
+			free(sealed);
+			e = RP_ERR_INTERNAL;
+			goto out;
+		}
+		sql_bind_text_own(s, 8, text);
+		if (sealed)
+			sql_bind_text_own(s, 9, sealed);
 	}
 	if ((e = store_exec(c, s, "class put")) != RP_ERR_OK)
 		goto out;
@@ -93,6 +119,41 @@ rp_store_class_get(struct rp_store *st, const char *name, json_t **out)
 
 	return store_one_row(c, STMT_ARGS(c, CLASS_COLS "WHERE c.name = ?", name), "class get",
 	                     out);
+}
+
+enum rp_err
+rp_store_class_deploy_defaults(struct rp_store *st, const char *name, json_t **out)
+{
+	STORE_HOLD(st);
+	struct conn *c = store_conn(st);
+	struct stmt *s = STMT_ARGS(c,
+	                           "SELECT deploy_defaults, deploy_user_data_sealed FROM "
+	                           "node_classes WHERE name = ?",
+	                           name);
+	json_t *dd = NULL, *ud = NULL;
+	enum rp_err e;
+
+	if ((e = store_one(c, s, "class deploy defaults")) != RP_ERR_OK)
+		return e;
+	if (sql_type(s, 0) != SQL_NULL)
+		dd = json_loads(sql_text(s, 0), 0, NULL);
+	if (sql_type(s, 1) != SQL_NULL &&
+	    (ud = store_unseal(c, sql_text(s, 1), "node class deploy user data")) == NULL) {
+		sql_reset(s);
+		json_decref(dd);
+		return RP_ERR_INTERNAL;
+	}
+	sql_reset(s);
+	if (dd == NULL && ud == NULL) {
+		*out = NULL;
+		return RP_ERR_OK;
+	}
+	if (dd == NULL)
+		dd = json_object();
+	if (ud)
+		json_object_set_new(dd, "user_data", ud);
+	*out = dd;
+	return RP_ERR_OK;
 }
 
 enum rp_err

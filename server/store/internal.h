@@ -454,6 +454,13 @@ void store_refusal(struct conn *c, const char *action, const char *otype, const 
  * into a new JSON string, NULL (logged, naming whose it is, e.g. "node #12") when sealed is
  * NULL or does not open. */
 enum rp_err store_seal(struct conn *c, const char *plain, char **out);
+/* A deploy's static addresses (deploy.c): the node's earlier ones released, then each of
+ * addresses (canonical strings) claimed for it; RP_ERR_INVALID_FIELD with *detail when
+ * another node holds one. */
+enum rp_err store_addresses_claim(struct conn *c, const struct node_ref *n, int64_t job_id,
+                                  json_t *addresses, json_t **detail);
+/* Release every address node_id holds (a release succeeded). */
+enum rp_err store_addresses_release(struct conn *c, int64_t node_id);
 json_t *store_unseal(struct conn *c, const char *sealed, const char *whose);
 
 /* Event id as GET /v1/events shows it (events.c), or RP_ERR_NOT_FOUND. */

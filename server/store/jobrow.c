@@ -110,6 +110,22 @@ job_insert(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *j
 	if ((e = store_exec(c, s, "job insert")) != RP_ERR_OK)
 		return e;
 	*id = sql_last_id(c);
+	/* A secret payload (job.secret, never in params) is sealed; it goes when the job ends. */
+	if (json_is_object(json_object_get(job, "secret"))) {
+		char *text = json_dumps(json_object_get(job, "secret"), JSON_COMPACT),
+		     *sealed = NULL;
+
+		e = text ? store_seal(c, text, &sealed) : RP_ERR_INTERNAL;
+		if (text)
+			explicit_bzero(text, strlen(text));
+		free(text);
+		if (e != RP_ERR_OK)
+			return e;
+		s = STMT_ARGS(c, "UPDATE jobs SET secret_sealed = ?2 WHERE id = ?1", *id);
+		sql_bind_text_own(s, 2, sealed);
+		if ((e = store_exec(c, s, "job secret")) != RP_ERR_OK)
+			return e;
+	}
 	return RP_ERR_OK;
 }
 

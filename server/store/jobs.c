@@ -18,9 +18,23 @@ steps_end(struct conn *c, int64_t job_id, const char *state, const char *error)
 	return store_steps_close(c, job_id, state);
 }
 
+/* A job's secret payload (a deploy's user data) is needed while it runs, never after. */
+static enum rp_err
+secret_end(struct conn *c, int64_t job_id, const char *state, const char *error)
+{
+	(void)state, (void)error;
+	return store_exec(c,
+	                  STMT_ARGS(c,
+	                            "UPDATE jobs SET secret_sealed = NULL WHERE id = ? AND "
+	                            "secret_sealed IS NOT NULL",
+	                            job_id),
+	                  "job secret wipe");
+}
+
 static enum rp_err (*const job_end_hooks[])(struct conn *c, int64_t job_id, const char *state,
                                             const char *error) = {
         steps_end,
+        secret_end,
         store_provision_settle,
 };
 enum rp_err

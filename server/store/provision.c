@@ -149,6 +149,11 @@ store_provision(struct conn *c, const char *key, const char *action, json_t *job
 		if ((e = store_job_add(c, &n, 0, job, actor, &job_id)) != RP_ERR_OK ||
 		    (e = store_job_load(c, job_id, &jobj)) != RP_ERR_OK)
 			goto out;
+		/* A deploy's static addresses are its node's alone, from now on. */
+		if (!strcmp(action, "deploy") &&
+		    (e = store_addresses_claim(c, &n, job_id, json_object_get(params, "addresses"),
+		                               detail)) != RP_ERR_OK)
+			goto out;
 	}
 	if ((e = set_state(c, &n, state, t->during ? t->during : t->ok, job_id, NULL, actor,
 	                   action)) != RP_ERR_OK)
@@ -275,6 +280,10 @@ store_provision_settle(struct conn *c, int64_t job_id, const char *job_state, co
 	                         : error                         ? error
 	                                                         : "failed"),
 	                   "rackpilotd", action)) != RP_ERR_OK)
+		goto out;
+	/* A released node gives its deployed addresses back. */
+	if (ok && !strcmp(action, "release") &&
+	    (e = store_addresses_release(c, node_id)) != RP_ERR_OK)
 		goto out;
 	/* What is on the disk now. */
 	if (ok && (!strcmp(action, "deploy") || !strcmp(action, "release"))) {

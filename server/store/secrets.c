@@ -59,7 +59,9 @@ key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
 	        c, "SELECT password_sealed FROM bmcs WHERE password_sealed IS NOT NULL UNION "
 	           "ALL SELECT password_pending_sealed FROM bmcs WHERE password_pending_sealed "
 	           "IS NOT NULL UNION ALL SELECT secret_sealed FROM webhooks WHERE "
-	           "secret_sealed IS NOT NULL");
+	           "secret_sealed IS NOT NULL UNION ALL SELECT deploy_user_data_sealed FROM "
+	           "node_classes WHERE deploy_user_data_sealed IS NOT NULL UNION ALL SELECT "
+	           "secret_sealed FROM jobs WHERE secret_sealed IS NOT NULL");
 	const char *next = rp_secrets_next_key_id(sec);
 	char id[RP_SECRET_KEY_ID_BUF];
 	enum rp_err e;
@@ -83,14 +85,18 @@ key_ids(struct conn *c, const struct rp_secrets *sec, int *seen)
 static enum rp_err
 reseal_all(struct conn *c, int *count)
 {
-	/* BMC passwords (in clear from an older version, or sealed), webhook secrets, then
-	 * rotations' pending BMC passwords: "w" tells them apart (0, 1, 2). */
+	/* BMC passwords (in clear from an older version, or sealed), webhook secrets,
+	 * rotations' pending BMC passwords, classes' deploy user data, then running jobs'
+	 * secrets (a deploy's user data): "w" tells them apart (0 to 4). */
 	struct stmt *s = STMT(c, "SELECT node_id, password, password_sealed, 0 FROM bmcs WHERE "
 	                         "password IS NOT NULL OR password_sealed IS NOT NULL UNION ALL "
 	                         "SELECT id, NULL, secret_sealed, 1 FROM webhooks WHERE "
 	                         "secret_sealed IS NOT NULL UNION ALL SELECT node_id, NULL, "
 	                         "password_pending_sealed, 2 FROM bmcs WHERE "
-	                         "password_pending_sealed IS NOT NULL");
+	                         "password_pending_sealed IS NOT NULL UNION ALL SELECT id, NULL, "
+	                         "deploy_user_data_sealed, 3 FROM node_classes WHERE "
+	                         "deploy_user_data_sealed IS NOT NULL UNION ALL SELECT id, NULL, "
+	                         "secret_sealed, 4 FROM jobs WHERE secret_sealed IS NOT NULL");
 	json_t *rows = json_array(), *row;
 	enum rp_err e = RP_ERR_INTERNAL;
 	size_t i;
@@ -105,7 +111,11 @@ reseal_all(struct conn *c, int *count)
 			char node[32];
 
 			snprintf(node, sizeof node, "%s #%lld",
-			         sql_int(s, 3) == 1 ? "webhook" : "node", (long long)sql_int(s, 0));
+			         sql_int(s, 3) == 1   ? "webhook"
+			         : sql_int(s, 3) == 3 ? "node class"
+			         : sql_int(s, 3) == 4 ? "job"
+			                              : "node",
+			         (long long)sql_int(s, 0));
 			if ((plain = store_unseal(c, sql_text(s, 2), node)) == NULL) {
 				sql_reset(s);
 				e = RP_ERR_CONFLICT;
@@ -142,6 +152,15 @@ reseal_all(struct conn *c, int *count)
 
 		if (w == 1)
 			s = STMT_ARGS(c, "UPDATE webhooks SET secret_sealed = ?2 WHERE id = ?1",
+			              json_integer_value(json_object_get(row, "id")));
+		else if (w == 3)
+			s = STMT_ARGS(
+			        c,
+			        "UPDATE node_classes SET deploy_user_data_sealed = ?2 WHERE id = "
+			        "?1",
+			        json_integer_value(json_object_get(row, "id")));
+		else if (w == 4)
+			s = STMT_ARGS(c, "UPDATE jobs SET secret_sealed = ?2 WHERE id = ?1",
 			              json_integer_value(json_object_get(row, "id")));
 		else if (w == 2)
 			s = STMT_ARGS(

@@ -10,8 +10,8 @@
 	"SELECT step_id AS id, idx AS \"index\", type, state, continue_on_error AS "               \
 	"\"continue_on_error:bool\", runs, exit_code, started_at AS \"started_at:time\", "         \
 	"finished_at AS \"finished_at:time\", duration_ms, output, output_bytes, "                 \
-	"output_truncated AS \"output_truncated:bool\", error, result AS \"result:json\" "         \
-	"FROM job_steps WHERE job_id = ? ORDER BY idx"
+	"output_truncated AS \"output_truncated:bool\", error, result AS \"result:json\", "        \
+	"progress AS \"progress:json\" FROM job_steps WHERE job_id = ? ORDER BY idx"
 
 enum rp_err
 store_ssh_ready(struct conn *c, int64_t node_id, char *why, size_t len)
@@ -147,6 +147,52 @@ out:
 	return e;
 }
 
+#define PROGRESS_EVENT_MS 10000 /* at most one job.progress event per step this often */
+
+/* A running step's progress (an image written: bytes, rate), kept on its row; an event now
+ * and then, not at every report. */
+static enum rp_err
+step_progress(struct conn *c, int64_t job_id, int64_t idx, int64_t node_id, const char *job,
+              const char *step, json_t *rep)
+{
+	json_t *p = json_object_get(rep, "progress");
+	char *text = store_canon(p), summary[300];
+	int64_t now = rp_time_now_ms(), last = 0;
+	struct node_ref n;
+	struct stmt *s;
+	enum rp_err e;
+
+	if (text == NULL)
+		return RP_ERR_INTERNAL;
+	s = STMT_ARGS(c,
+	              "SELECT coalesce(progress_at, 0) FROM job_steps WHERE job_id = ? AND idx = ?",
+	              job_id, idx);
+	if ((e = store_one(c, s, "step progress read")) != RP_ERR_OK) {
+		free(text);
+		return e;
+	}
+	last = sql_int(s, 0);
+	sql_reset(s);
+	s = STMT_ARGS(c,
+	              "UPDATE job_steps SET progress = ?3, progress_at = ?4 WHERE job_id = ?1 "
+	              "AND idx = ?2",
+	              job_id, idx);
+	sql_bind_text_own(s, 3, text);
+	sql_bind_int(s, 4, now);
+	if ((e = store_exec(c, s, "step progress")) != RP_ERR_OK)
+		return e;
+	if (now - last < PROGRESS_EVENT_MS)
+		return RP_ERR_OK;
+	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
+		return e;
+	snprintf(summary, sizeof summary, "step %s on %s: %.1f MiB written, %.1f MB/s", step,
+	         n.name,
+	         (double)json_integer_value(json_object_get(p, "bytes_written")) / 1048576.0,
+	         (double)json_integer_value(json_object_get(p, "rate_bps")) / 1e6);
+	return store_event(c, "agent", "job.progress", "job", job, n.name, n.id, n.rack_id, summary,
+	                   p);
+}
+
 enum rp_err
 rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, const char *step,
                      json_t *rep, json_t **detail)
@@ -197,7 +243,9 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 		/* The same run's report again: its answer was lost (the server stopped after
 		 * committing it), so the agent retried. It is one start, not a second. */
 		if (!strcmp(cur, "running") && same_run) {
-			e = RP_ERR_OK;
+			e = json_is_object(json_object_get(rep, "progress"))
+			            ? step_progress(c, id, idx, node_id, job, step, rep)
+			            : RP_ERR_OK;
 			goto out;
 		}
 		s = STMT_ARGS(
@@ -205,7 +253,8 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 		        "UPDATE job_steps SET state = 'running', runs = runs + 1, boot_id = ?3, "
 		        "started_at = ?4, run_id = ?5, finished_at = NULL, exit_code = NULL, "
 		        "duration_ms = NULL, output = NULL, output_bytes = NULL, "
-		        "output_truncated = 0, error = NULL, result = NULL "
+		        "output_truncated = 0, error = NULL, result = NULL, progress = NULL, "
+		        "progress_at = NULL "
 		        "WHERE job_id = ?1 AND idx = ?2",
 		        id, idx);
 		store_bind_str(s, 3, rep, "boot_id");

@@ -408,6 +408,10 @@ enum rp_err rp_store_demo_mark(struct rp_store *st);
 enum rp_err rp_store_class_put(struct rp_store *st, json_t *in, const char *actor, json_t **out,
                                int *created);
 enum rp_err rp_store_class_get(struct rp_store *st, const char *name, json_t **out);
+/* A class's deploy_defaults (docs/deploy.md) with its user_data unsealed: a new object, or
+ * *out NULL when the class has none. RP_ERR_NOT_FOUND for no such class. The caller wipes
+ * user_data before releasing it. */
+enum rp_err rp_store_class_deploy_defaults(struct rp_store *st, const char *name, json_t **out);
 /* {items: [...]} by name. */
 enum rp_err rp_store_class_list(struct rp_store *st, json_t **out);
 enum rp_err rp_store_class_delete(struct rp_store *st, const char *name, const char *actor);
@@ -1165,6 +1169,31 @@ enum rp_err rp_store_provision_abort(struct rp_store *st, const char *key, const
 /* *newer 1 when a job of the same type for the same node was queued after job_id (a later
  * identify request takes over the light), else 0. */
 enum rp_err rp_store_job_superseded(struct rp_store *st, int64_t job_id, int *newer);
+
+/* ---- Configured deploys (deploy.c; docs/deploy.md) ------------------------------------ */
+
+/* The first-boot token of deploy job (its UUID) into out (at least 110 bytes):
+ * "rpfb1.<job>.<64 hex>", derived from the server's key, the same after a restart, never
+ * stored. RP_ERR_INTERNAL without a key. */
+enum rp_err rp_store_first_boot_token(struct rp_store *st, const char *job, char *out, size_t len);
+
+/* Record the first boot a deployed OS reports with token: RP_ERR_UNAUTHORIZED for any token
+ * this server did not derive (or whose job is gone or no deploy), RP_ERR_INVALID_FIELD when
+ * report's instance_id is not this deploy's, RP_ERR_CONFLICT when its first boot was already
+ * reported (the token is good once) or the deploy ended. Else the report (checked by the
+ * caller) is kept with source, a node.first_boot event is written, and *out is {job, node,
+ * reported_at}. */
+enum rp_err rp_store_first_boot_record(struct rp_store *st, const char *token, json_t *report,
+                                       const char *source, json_t **out, json_t **detail);
+
+/* The first boot job_id's OS reported: the report plus reported_at and source, or
+ * RP_ERR_NOT_FOUND while none came. */
+enum rp_err rp_store_first_boot_get(struct rp_store *st, int64_t job_id, json_t **out);
+
+/* A job's secret payload (the `secret` it was created with), unsealed: a new value (wipe
+ * its strings before releasing it), or *out NULL when it has none, or no longer (it is
+ * dropped when the job ends). */
+enum rp_err rp_store_job_secret(struct rp_store *st, int64_t job_id, json_t **out);
 
 /* Record the phase a multi-phase job reached (durably, with the time). */
 enum rp_err rp_store_job_phase(struct rp_store *st, int64_t job_id, const char *phase);

@@ -418,8 +418,9 @@ test_lifecycle(void **state)
 	upload("os1", "os", img);
 	snprintf(disk, sizeof disk, "%s/disk0", a.dir);
 	sh("head -c 3000000 /dev/zero > %s", disk);
-	snprintf(buf, sizeof buf, "{\"action\":\"deploy\",\"image\":\"os1\",\"disk\":\"%s\"}",
-	         disk);
+	/* Random bytes are no partitioned disk: no seed (test_deploy deploys configured). */
+	snprintf(buf, sizeof buf,
+	         "{\"action\":\"deploy\",\"image\":\"os1\",\"disk\":\"%s\",\"seed\":false}", disk);
 	act_ok("pv00", buf, 202);
 	assert_int_equal(boot(&a), 0);
 	n = wait_state("pv00", "deployed", 120);
@@ -476,8 +477,8 @@ test_corrupt_image(void **state)
 	sh("printf X | dd of=%s bs=1 seek=1000 conv=notrunc 2>/dev/null", path);
 	snprintf(disk, sizeof disk, "%s/disk0", b.dir);
 	sh("head -c 3000000 /dev/zero > %s", disk);
-	snprintf(body, sizeof body, "{\"action\":\"deploy\",\"image\":\"os1\",\"disk\":\"%s\"}",
-	         disk);
+	snprintf(body, sizeof body,
+	         "{\"action\":\"deploy\",\"image\":\"os1\",\"disk\":\"%s\",\"seed\":false}", disk);
 	act_ok("pv01", body, 202);
 	n = wait_state("pv01", "deploy_failed", 60);
 	assert_non_null(strstr(jstr(n, "provision_error"), "does not match its sha256"));
@@ -532,6 +533,564 @@ test_timeout_and_abort(void **state)
 	assert_int_equal(act("silent", "{\"action\":\"commission\"}", &r), 409);
 	assert_error(&r, 409, "INVALID_STATE");
 	reply_free(&r);
+}
+
+/* ---- Configured deploys (docs/deploy.md) --------------------------------------------------- */
+
+static struct node d, e, g, h, k;
+static char raw_img[400];
+
+/* Commission n (managed first) so that a deploy may start. */
+static void
+ready(struct node *n)
+{
+	act_ok(n->name, "{\"action\":\"manage\"}", 202);
+	json_decref(wait_state(n->name, "manageable", 60));
+	act_ok(n->name, "{\"action\":\"commission\",\"timeout_s\":120}", 202);
+	assert_int_equal(boot(n), 0);
+	json_decref(wait_state(n->name, "ready", 120));
+}
+
+/* A cloud image's shape, made by the real sfdisk: GPT, an ESP and a Linux root; random bytes
+ * from 1 to 5 MiB, zeros to the end (holes for qcow2). Then its gzip, zstd, xz and qcow2
+ * (compressed clusters) forms, all uploaded. */
+static void
+make_images(void)
+{
+	snprintf(raw_img, sizeof raw_img, "%s/cloud.img", workdir);
+	sh("truncate -s 8M %s && printf 'label: gpt\\nsize=2MiB, type=U\\ntype=L\\n' | "
+	   "sfdisk -q %s && dd if=/dev/urandom of=%s bs=1M seek=1 count=4 conv=notrunc "
+	   "2>/dev/null",
+	   raw_img, raw_img, raw_img);
+	sh("cd %s && gzip -nkf cloud.img && zstd -qf cloud.img && qemu-img "
+	   "convert -c -O qcow2 cloud.img cloud.qcow2",
+	   workdir);
+	upload("cloud", "os", raw_img);
+	{
+		char p[460];
+
+		snprintf(p, sizeof p, "%s.gz", raw_img);
+		upload("cloud-gz", "os", p);
+		snprintf(p, sizeof p, "%s.zst", raw_img);
+		upload("cloud-zst", "os", p);
+		snprintf(p, sizeof p, "%s/cloud.qcow2", workdir);
+		upload("cloud-qcow2", "os", p);
+	}
+}
+
+/* A "disk" of 32 MiB of 0xff: whatever an image does not write shows. */
+static void
+make_disk(struct node *n, char *disk, size_t len)
+{
+	snprintf(disk, len, "%s/disk0", n->dir);
+	sh("head -c 33554432 /dev/zero | tr '\\000' '\\377' > %s", disk);
+}
+
+/* The seed partition's file name (meta-data, user-data, network-config) from disk, through
+ * sfdisk's view of the table and mtools' of the FAT, into out. */
+static void
+seed_file(const char *disk, const char *name, char *out, size_t len)
+{
+	char cmd[1200];
+	FILE *p;
+	size_t n;
+
+	snprintf(cmd, sizeof cmd,
+	         "off=$(sfdisk --json %s | python3 -c 'import json,sys; t = "
+	         "json.load(sys.stdin)[\"partitiontable\"]; p = [x for x in t[\"partitions\"] if "
+	         "x.get(\"name\") == \"cidata\"]; assert len(p) == 1; "
+	         "print(p[0][\"start\"] * t.get(\"sectorsize\", 512))') && mtype -i %s@@$off ::%s",
+	         disk, disk, name);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	n = fread(out, 1, len - 1, p);
+	out[n] = '\0';
+	assert_int_equal(pclose(p), 0);
+}
+
+/* The job's JSON. */
+static json_t *
+job_get(const char *id)
+{
+	char path[200];
+
+	snprintf(path, sizeof path, "/v1/jobs/%s", id);
+	return get_json(&S, path);
+}
+
+/* Wait for the deploy of n to reach phase want (the job's own). */
+static json_t *
+wait_phase(const char *job, const char *want, int timeout_s)
+{
+	int i;
+
+	for (i = 0; i < timeout_s * 10; i++) {
+		json_t *j = job_get(job);
+
+		if (!strcmp(jstr(j, "phase") ?: "", want))
+			return j;
+		if (strcmp(jstr(j, "state"), "queued") && strcmp(jstr(j, "state"), "running"))
+			fail_msg("job %s ended %s (%s) before phase %s", job, jstr(j, "state"),
+			         json_string_value(
+			                 json_object_get(json_object_get(j, "error"), "message"))
+			                 ?: "",
+			         want);
+		json_decref(j);
+		usleep(100000);
+	}
+	fail_msg("job %s never reached phase %s", job, want);
+	return NULL;
+}
+
+static long
+deploy(struct node *n, const char *extra, char *job, size_t len, struct reply *out)
+{
+	char body[8192], disk[400];
+	struct reply r;
+	long st;
+
+	snprintf(disk, sizeof disk, "%s/disk0", n->dir);
+	snprintf(body, sizeof body, "{\"action\":\"deploy\",\"disk\":\"%s\",%s}", disk, extra);
+	st = act(n->name, body, &r);
+	if (job && st == 202)
+		snprintf(job, len, "%s", jstr(json_object_get(r.json, "job"), "id"));
+	if (out)
+		*out = r;
+	else
+		reply_free(&r);
+	return st;
+}
+
+#define SECRET_CLASS "class-secret-7f3a9"
+#define SECRET_REQ   "request-secret-c41d2"
+#define KEY_CLASS                                                                                  \
+	"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIClassKeyClassKeyClassKeyClassKey00 ops@class"
+#define KEY_REQ "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIReqKeyReqKeyReqKeyReqKeyReqKey0000 me@req"
+
+/* Three nodes ready for deploys. */
+static void
+test_deploy_ready(void **state)
+{
+	(void)state;
+	ready(&d);
+	ready(&e);
+	ready(&g);
+	ready(&h);
+	ready(&k);
+}
+
+/* Bad operator input is 400 naming the field, and nothing is queued or changed. */
+static void
+test_deploy_refusals(void **state)
+{
+	static const struct {
+		const char *extra;
+		long status;
+		const char *field;
+	} cases[] = {
+	        {"\"image\":\"cloud\",\"config\":{\"user_data\":\"#cloud-config\\nruncmd: [a, "
+	         "b\\n\"}",
+	         400, "config.user_data"},
+	        {"\"image\":\"cloud\",\"config\":{\"user_data\":\"packages: [htop]\"}", 400,
+	         "config.user_data"},
+	        {"\"image\":\"cloud\",\"config\":{\"network\":{\"bonds\":[{\"name\":\"bond0\","
+	         "\"interfaces\":[\"eth0\",\"eno9\"]}]}}",
+	         400, "config.network.bonds[0].interfaces[1]"},
+	        {"\"image\":\"cloud\",\"config\":{\"network\":{\"address\":\"10.77.0.9/24\","
+	         "\"interfaces\":[{\"name\":\"eth0\",\"address\":\"10.77.0.9/16\"}]}}",
+	         400, "config.network.interfaces[0].address"},
+	        {"\"image\":\"cloud\",\"config\":{\"hostname\":\"bad_name\"}", 400,
+	         "config.hostname"},
+	        {"\"image\":\"cloud\",\"config\":{\"ssh_authorized_keys\":[\"ssh-ed25519 "
+	         "AAAA\\nx\"]}",
+	         400, "config.ssh_authorized_keys[0]"},
+	        {"\"image\":\"cloud\",\"config\":{\"secrets\":1}", 400, "config.secrets"},
+	        {"\"image\":\"cloud-gz\",\"format\":\"qcow2\"", 400, "format"},
+	        {"\"image\":\"cloud\",\"first_boot_timeout_s\":1", 400, "first_boot_timeout_s"},
+	        {"\"image\":\"cloud\",\"seed\":false,\"config\":{}", 400, "config"},
+	        {"\"image\":\"cloud\",\"efi_loader\":\"\\\\EFI\\\\x.efi\"", 400, "efi_loader"},
+	};
+	struct reply r;
+	long jobs_before = count_all(&S, "/v1/jobs");
+	size_t i;
+	json_t *n;
+
+	(void)state;
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		long st = deploy(&d, cases[i].extra, NULL, 0, &r);
+
+		if (st != cases[i].status ||
+		    strcmp(json_string_value(json_object_get(
+		                   json_object_get(json_object_get(r.json, "error"), "detail"),
+		                   "field"))
+		                   ?: "",
+		           cases[i].field))
+			fail_msg("%s: %ld %s", cases[i].extra, st, r.body ? r.body : "");
+		reply_free(&r);
+	}
+	assert_int_equal(count_all(&S, "/v1/jobs"), jobs_before);
+	n = node_get(d.name);
+	assert_string_equal(jstr(n, "provision_state"), "ready");
+	json_decref(n);
+}
+
+/* The whole configured deploy: class defaults and request merged, the seed on the disk as
+ * cloud-init reads it, deployed only through the first-boot report (the seed's own script,
+ * run here as the deployed OS would), the token good once, secrets nowhere but the disk. */
+static void
+test_deploy_configured(void **state)
+{
+	char job[64], disk[400], buf[65536], cmd[2048], url[300], token[200], body[600];
+	const char *p;
+	struct reply r;
+	json_t *j, *fb, *step;
+
+	(void)state;
+	assert_int_equal(call(&S, S.admin, "PUT", "/v1/node-classes/cloudy", &r,
+	                      "{s:s, s:{s:[s], s:s, s:{s:s}}}", "name", "cloudy", "deploy_defaults",
+	                      "ssh_authorized_keys", KEY_CLASS, "user_data",
+	                      "#cloud-config\nbootcmd:\n  - echo " SECRET_CLASS "\n", "meta",
+	                      "site", "fra1"),
+	                 201);
+	/* user_data is write-only. */
+	assert_null(strstr(r.body, SECRET_CLASS));
+	assert_true(json_is_true(json_object_get(r.json, "deploy_user_data")));
+	reply_free(&r);
+	assert_int_equal(
+	        call(&S, S.admin, "PATCH", "/v1/nodes/pv03", &r, "{s:s}", "node_class", "cloudy"),
+	        200);
+	reply_free(&r);
+	make_disk(&d, disk, sizeof disk);
+	snprintf(body, sizeof body,
+	         "\"image\":\"cloud\",\"config\":{\"hostname\":\"gpu-r01-u03\","
+	         "\"ssh_authorized_keys\":[\"%s\"],\"user_data\":\"#cloud-config\\nruncmd:\\n  - "
+	         "[echo, "
+	         "%s]\\n\",\"network\":{\"address\":\"10.77.0.3/24\",\"gateway\":\"10.77.0.1\","
+	         "\"nameservers\":[\"10.77.0.1\"]}}",
+	         KEY_REQ, SECRET_REQ);
+	assert_int_equal(deploy(&d, body, job, sizeof job, &r), 202);
+	assert_null(strstr(r.body, SECRET_REQ));
+	reply_free(&r);
+	/* Another node may not take its address. */
+	snprintf(body, sizeof body,
+	         "\"image\":\"cloud\",\"config\":{\"network\":{\"address\":\"10.77.0.3/24\"}}");
+	assert_int_equal(deploy(&e, body, NULL, 0, &r), 400);
+	assert_string_equal(
+	        json_string_value(json_object_get(
+	                json_object_get(json_object_get(r.json, "error"), "detail"), "field")),
+	        "config.network");
+	assert_non_null(strstr(r.body, "pv03"));
+	reply_free(&r);
+	assert_int_equal(boot(&d), 0);
+	j = wait_phase(job, "first_boot", 120);
+	/* Up is not deployed: the job waits for the OS. */
+	assert_string_equal(jstr(j, "state"), "queued");
+	step = json_array_get(json_object_get(j, "steps"), 0);
+	assert_string_equal(jstr(step, "state"), "succeeded");
+	assert_true(json_integer_value(json_object_get(json_object_get(step, "progress"),
+	                                               "bytes_written")) >= 8 * 1048576);
+	json_decref(j);
+	{
+		json_t *n = node_get(d.name);
+
+		assert_string_equal(jstr(n, "provision_state"), "deploying");
+		json_decref(n);
+	}
+	/* The image is on the disk, unchanged where it holds data. */
+	assert_int_equal(sh_rc("cmp -i 1048576 -n 6291456 %s %s", raw_img, disk), 0);
+	/* The table: valid, root grown to just before the seed at the disk's end. */
+	assert_int_equal(sh_rc("sfdisk --verify %s >/dev/null 2>&1", disk), 0);
+	assert_int_equal(sh_rc("sfdisk --json %s | python3 -c 'import json,sys; p = "
+	                       "json.load(sys.stdin)[\"partitiontable\"][\"partitions\"]; "
+	                       "assert len(p) == 3, p; assert p[1][\"start\"] + p[1][\"size\"] == "
+	                       "p[2][\"start\"], p; assert p[1][\"size\"] > 8 * 2048, p; assert "
+	                       "p[2][\"start\"] + p[2][\"size\"] > 31 * 2048, p'",
+	                       disk),
+	                 0);
+	/* The seed, as cloud-init reads it. */
+	seed_file(disk, "meta-data", buf, sizeof buf);
+	snprintf(cmd, sizeof cmd, "instance-id: \"rp-%s\"", job);
+	assert_non_null(strstr(buf, cmd));
+	assert_non_null(strstr(buf, "local-hostname: \"gpu-r01-u03\""));
+	assert_non_null(strstr(buf, "site: \"fra1\""));
+	seed_file(disk, "network-config", buf, sizeof buf);
+	assert_non_null(strstr(buf, "\"10.77.0.3/24\""));
+	assert_non_null(strstr(buf, d.mac));
+	sh("mkdir -p %s/seed", d.dir);
+	snprintf(cmd, sizeof cmd, "%s/seed/network-config", d.dir);
+	{
+		FILE *fp = fopen(cmd, "w");
+
+		assert_non_null(fp);
+		fputs(buf, fp);
+		fclose(fp);
+	}
+	assert_int_equal(
+	        sh_rc("cd %s/seed && cloud-init devel net-convert -p network-config -k yaml "
+	              "-D debian -d out -O netplan >/dev/null 2>&1 && grep -rq 10.77.0.3/24 "
+	              "out",
+	              d.dir),
+	        0);
+	seed_file(disk, "user-data", buf, sizeof buf);
+	assert_non_null(strstr(buf, SECRET_CLASS));
+	assert_non_null(strstr(buf, SECRET_REQ));
+	assert_non_null(strstr(buf, KEY_CLASS));
+	assert_non_null(strstr(buf, KEY_REQ));
+	snprintf(cmd, sizeof cmd, "%s/seed/user-data", d.dir);
+	{
+		FILE *fp = fopen(cmd, "w");
+
+		assert_non_null(fp);
+		fputs(buf, fp);
+		fclose(fp);
+	}
+	/* Every cloud-config part passes cloud-init's schema; then the OS boots: it runs the
+	 * script part, which reports. */
+	assert_int_equal(sh_rc("cd %s/seed && python3 -c '\n"
+	                       "import email\n"
+	                       "m = email.message_from_file(open(\"user-data\"))\n"
+	                       "for i, p in enumerate(m.walk()):\n"
+	                       "    t = p.get_content_type()\n"
+	                       "    if t in (\"text/cloud-config\", \"text/x-shellscript\"):\n"
+	                       "        open(\"part%%d.%%s\" %% (i, \"cfg\" if t == "
+	                       "\"text/cloud-config\" else \"sh\"), \"w\").write(p.get_payload())\n"
+	                       "' && ls part*.cfg | wc -l | grep -qx 3 && for c in part*.cfg; do "
+	                       "cloud-init schema --config-file $c >/dev/null || exit 1; done",
+	                       d.dir),
+	                 0);
+	p = strstr(buf, "url='");
+	assert_non_null(p);
+	snprintf(url, sizeof url, "%.*s", (int)strcspn(p + 5, "'"), p + 5);
+	p = strstr(buf, "token='");
+	assert_non_null(p);
+	snprintf(token, sizeof token, "%.*s", (int)strcspn(p + 7, "'"), p + 7);
+	assert_int_equal(strncmp(token, "rpfb1.", 6), 0);
+	/* Hostile reports first: each is refused and changes nothing. */
+	snprintf(cmd, sizeof cmd,
+	         "curl -s -o /dev/null -w '%%{http_code}' -X POST -H 'Content-Type: "
+	         "application/json' -H 'Authorization: Bearer %s' -d '{\"instance_id\":\"rp-%s\"}' "
+	         "%s | grep -qx 401",
+	         "rpfb1.00000000-0000-4000-8000-000000000000.00", job, url);
+	assert_int_equal(sh_rc("%s", cmd), 0);
+	{
+		char forged[200];
+
+		snprintf(forged, sizeof forged, "%s", token);
+		forged[strlen(forged) - 1] = forged[strlen(forged) - 1] == '0' ? '1' : '0';
+		assert_int_equal(sh_rc("curl -s -o /dev/null -w '%%{http_code}' -X POST -H "
+		                       "'Content-Type: application/json' -H 'Authorization: Bearer "
+		                       "%s' -d '{\"instance_id\":\"rp-%s\"}' %s | grep -qx 401",
+		                       forged, job, url),
+		                 0);
+	}
+	assert_int_equal(sh_rc("curl -s -o /dev/null -w '%%{http_code}' -X POST -H 'Content-Type: "
+	                       "application/json' -d '{\"instance_id\":\"rp-%s\"}' %s | grep -qx "
+	                       "401",
+	                       job, url),
+	                 0);
+	assert_int_equal(
+	        sh_rc("curl -s -o /dev/null -w '%%{http_code}' -X POST -H 'Content-Type: "
+	              "application/json' -H 'Authorization: Bearer %s' -d "
+	              "'{\"instance_id\":\"rp-%s\",\"hostname\":\"a b\"}' %s | grep -qx 400",
+	              token, job, url),
+	        0);
+	assert_int_equal(sh_rc("curl -s -o /dev/null -w '%%{http_code}' -X POST -H 'Content-Type: "
+	                       "application/json' -H 'Authorization: Bearer %s' -d "
+	                       "'{\"instance_id\":\"rp-someone-else\"}' %s | grep -qx 400",
+	                       token, url),
+	                 0);
+	j = job_get(job);
+	assert_string_equal(jstr(j, "phase"), "first_boot");
+	json_decref(j);
+	/* The OS comes up: the seed's own script reports. */
+	assert_int_equal(sh_rc("cd %s/seed && timeout 60 sh part*.sh", d.dir), 0);
+	{
+		json_t *n = wait_state(d.name, "deployed", 30);
+
+		json_decref(n);
+	}
+	j = job_get(job);
+	assert_string_equal(jstr(j, "state"), "succeeded");
+	fb = json_object_get(json_object_get(j, "result"), "first_boot");
+	snprintf(cmd, sizeof cmd, "rp-%s", job);
+	assert_string_equal(jstr(fb, "instance_id"), cmd);
+	assert_non_null(jstr(fb, "kernel"));
+	assert_true(json_is_array(json_object_get(fb, "addresses")));
+	json_decref(j);
+	/* Once only. */
+	assert_int_equal(sh_rc("curl -s -o /dev/null -w '%%{http_code}' -X POST -H 'Content-Type: "
+	                       "application/json' -H 'Authorization: Bearer %s' -d "
+	                       "'{\"instance_id\":\"rp-%s\"}' %s | grep -qx 409",
+	                       token, job, url),
+	                 0);
+	/* The event says who came up. */
+	assert_int_equal(
+	        call(&S, S.admin, "GET", "/v1/events?node=pv03&action=node.first_boot", &r, NULL),
+	        200);
+	assert_int_equal(json_array_size(json_object_get(r.json, "items")), 1);
+	reply_free(&r);
+	/* The secrets are on the disk only: not in the job, its events, the class, or the log. */
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/events?limit=1000", &r, NULL), 200);
+	assert_null(strstr(r.body, SECRET_REQ));
+	assert_null(strstr(r.body, SECRET_CLASS));
+	assert_null(strstr(r.body, token));
+	reply_free(&r);
+	snprintf(cmd, sizeof cmd, "/v1/jobs/%s", job);
+	assert_int_equal(call(&S, S.admin, "GET", cmd, &r, NULL), 200);
+	assert_null(strstr(r.body, SECRET_REQ));
+	assert_null(strstr(r.body, SECRET_CLASS));
+	assert_null(strstr(r.body, token + 44));
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/node-classes/cloudy", &r, NULL), 200);
+	assert_null(strstr(r.body, SECRET_CLASS));
+	reply_free(&r);
+	assert_int_equal(sh_rc("grep -qE '%s|%s|%s' %s %s/rackpilot.db", SECRET_REQ, SECRET_CLASS,
+	                       token + 44, S.log, S.dir),
+	                 1);
+}
+
+/* qcow2 (compressed clusters, holes over a disk of 0xff) and gzip stream onto the disk as
+ * the raw image's bytes (zstd: the timeout test below; xz: the agent's unit test). */
+static void
+test_deploy_formats(void **state)
+{
+	static const char *const images[] = {"cloud-qcow2", "cloud-gz"};
+	static const char *const fmt[] = {"qcow2", "gzip"};
+	struct node *nodes[] = {&e, &h};
+	char job[64], disk[400], body[300];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof images / sizeof images[0]; i++) {
+		json_t *j, *step;
+
+		make_disk(nodes[i], disk, sizeof disk);
+		snprintf(body, sizeof body, "\"image\":\"%s\",\"first_boot\":false", images[i]);
+		assert_int_equal(deploy(nodes[i], body, job, sizeof job, NULL), 202);
+		assert_int_equal(boot(nodes[i]), 0);
+		json_decref(wait_state(nodes[i]->name, "deployed", 120));
+		if (sh_rc("cmp -i 1048576 -n 6291456 %s %s", raw_img, disk) != 0)
+			fail_msg("%s: the disk does not hold the image's bytes", images[i]);
+		assert_int_equal(sh_rc("sfdisk --verify %s >/dev/null 2>&1", disk), 0);
+		j = job_get(job);
+		step = json_array_get(json_object_get(j, "steps"), 0);
+		assert_string_equal(jstr(json_object_get(step, "result"), "format"), fmt[i]);
+		/* Without a first-boot check, up is deployed. */
+		assert_true(
+		        json_is_null(json_object_get(json_object_get(j, "result"), "first_boot")) ||
+		        json_object_get(json_object_get(j, "result"), "first_boot") == NULL);
+		json_decref(j);
+	}
+}
+
+/* An OS that never reports: the deploy fails with the reason, the BMC's power state. */
+static void
+test_deploy_first_boot_timeout(void **state)
+{
+	char job[64], disk[400];
+	json_t *n, *j;
+
+	(void)state;
+	make_disk(&g, disk, sizeof disk);
+	assert_int_equal(deploy(&g, "\"image\":\"cloud-zst\",\"first_boot_timeout_s\":10", job,
+	                        sizeof job, NULL),
+	                 202);
+	assert_int_equal(boot(&g), 0);
+	n = wait_state(g.name, "deploy_failed", 120);
+	assert_non_null(strstr(jstr(n, "provision_error"), "did not report its first boot"));
+	json_decref(n);
+	j = job_get(job);
+	assert_string_equal(jstr(json_object_get(j, "error"), "code"), "first_boot_timeout");
+	assert_non_null(strstr(jstr(json_object_get(j, "error"), "message"), "power on"));
+	json_decref(j);
+	assert_int_equal(sh_rc("cmp -i 1048576 -n 6291456 %s %s", raw_img, disk), 0);
+}
+
+/* kill -9 while the agent writes the image: after the restart the deploy either fails with a
+ * reason or goes on, and it reaches deployed only with the whole image on the disk (the test
+ * plays the OS and reports only then). */
+static void
+test_deploy_kill9_mid_write(void **state)
+{
+	char job[64], disk[400], big[400], dir[256], body[200], buf[65536], url[300], token[200];
+	const char *p;
+	json_t *j = NULL, *n;
+	int i, killed = 0;
+
+	(void)state;
+	/* 48 MiB of random bytes: long enough to write that the kill lands inside it. */
+	snprintf(big, sizeof big, "%s/big.img", workdir);
+	sh("cp %s %s && truncate -s 64M %s && dd if=/dev/urandom of=%s bs=1M seek=8 count=48 "
+	   "conv=notrunc 2>/dev/null && printf 'label: gpt\\nsize=2MiB, type=U\\ntype=L\\n' | "
+	   "sfdisk -q %s",
+	   raw_img, big, big, big, big);
+	upload("big", "os", big);
+	snprintf(disk, sizeof disk, "%s/disk0", k.dir);
+	sh("head -c 100663296 /dev/zero | tr '\\000' '\\377' > %s", disk);
+	snprintf(body, sizeof body, "\"image\":\"big\",\"first_boot_timeout_s\":30");
+	assert_int_equal(deploy(&k, body, job, sizeof job, NULL), 202);
+	assert_int_equal(boot(&k), 0);
+	for (i = 0; i < 3000 && !killed; i++) {
+		json_t *st;
+
+		j = job_get(job);
+		st = json_array_get(json_object_get(j, "steps"), 0);
+		if (!strcmp(jstr(st, "state") ?: "", "running")) {
+			snprintf(dir, sizeof dir, "%s", S.dir);
+			server_stop(&S, SIGKILL);
+			killed = 1;
+		} else if (strcmp(jstr(st, "state") ?: "", "pending") != 0) {
+			fail_msg("the image step went %s before the test saw it run",
+			         jstr(st, "state"));
+		}
+		json_decref(j);
+		usleep(5000);
+	}
+	assert_true(killed);
+	/* The write goes on or dies while the server is down; then it comes back. */
+	usleep(500000);
+	server_start(&S, dir, args);
+	/* The same server again, at the address it now has (the harness picks a new port). */
+	sh("sed -i 's|^url = .*|url = %s|' %s/agent.conf", S.base, k.dir);
+	for (i = 0; i < 1200; i++) {
+		j = job_get(job);
+		if (strcmp(jstr(j, "state"), "queued") && strcmp(jstr(j, "state"), "running"))
+			break;
+		if (!strcmp(jstr(j, "phase") ?: "", "first_boot"))
+			break;
+		json_decref(j);
+		j = NULL;
+		usleep(100000);
+	}
+	assert_non_null(j);
+	if (!strcmp(jstr(j, "state"), "failed")) {
+		/* Failed cleanly: with a reason, and the node says deploy_failed. */
+		print_message("kill -9 mid-write: the deploy failed: %s\n",
+		              jstr(json_object_get(j, "error"), "message"));
+		assert_non_null(jstr(json_object_get(j, "error"), "message"));
+		json_decref(j);
+		n = wait_state(k.name, "deploy_failed", 30);
+		json_decref(n);
+		return;
+	}
+	/* It went on: the OS would boot only a whole image; only then does it report. */
+	assert_string_equal(jstr(j, "phase"), "first_boot");
+	json_decref(j);
+	print_message("kill -9 mid-write: the deploy went on to its first boot\n");
+	assert_int_equal(sh_rc("cmp -i 1048576 -n 65011712 %s %s", big, disk), 0);
+	seed_file(disk, "user-data", buf, sizeof buf);
+	p = strstr(buf, "url='");
+	assert_non_null(p);
+	snprintf(url, sizeof url, "%.*s", (int)strcspn(p + 5, "'"), p + 5);
+	p = strstr(buf, "token='");
+	assert_non_null(p);
+	snprintf(token, sizeof token, "%.*s", (int)strcspn(p + 7, "'"), p + 7);
+	assert_int_equal(
+	        sh_rc("curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' -H "
+	              "'Authorization: Bearer %s' -d '{\"instance_id\":\"rp-%s\"}' %s",
+	              token, job, url),
+	        0);
+	json_decref(wait_state(k.name, "deployed", 30));
 }
 
 /* kill -9 while a commission waits for its agent: after the restart the same job goes on
@@ -677,6 +1236,12 @@ setup(void **state)
 	make(&a, 0);
 	make(&b, 1);
 	make(&c, 2);
+	make(&d, 3);
+	make(&e, 4);
+	make(&g, 5);
+	make(&h, 6);
+	make(&k, 7);
+	make_images();
 	/* pv02 has a Redfish BMC: commissioning also reads its firmware and BIOS. */
 	mock_start(&M, 1, NULL);
 	mock_post(&M, 0, "/__mock/config", "{\"power_delay_s\":0}");
@@ -702,6 +1267,16 @@ teardown(void **state)
 		sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, b.dir);
 	if (c.started)
 		sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, c.dir);
+	if (d.started)
+		sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, d.dir);
+	if (e.started)
+		sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, e.dir);
+	if (g.started)
+		sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, g.dir);
+	if (h.started)
+		sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, h.dir);
+	if (k.started)
+		sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, k.dir);
 	mock_stop(&M);
 	if (getenv("RP_KEEP") == NULL)
 		sh_rc("rm -rf %s", workdir);
@@ -721,6 +1296,12 @@ main(void)
 	        cmocka_unit_test(test_corrupt_image),
 	        cmocka_unit_test(test_timeout_and_abort),
 	        cmocka_unit_test(test_kill9_mid_commission),
+	        cmocka_unit_test(test_deploy_ready),
+	        cmocka_unit_test(test_deploy_refusals),
+	        cmocka_unit_test(test_deploy_configured),
+	        cmocka_unit_test(test_deploy_formats),
+	        cmocka_unit_test(test_deploy_first_boot_timeout),
+	        cmocka_unit_test(test_deploy_kill9_mid_write),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

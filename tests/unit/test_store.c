@@ -1955,7 +1955,11 @@ test_node_lists_migration(void **state)
 	rp_store_free(f->st);
 	f->st = NULL;
 	snprintf(cmd, sizeof cmd,
-	         "sqlite3 %s \"ALTER TABLE nodes DROP COLUMN console_log; ALTER TABLE bmcs DROP "
+	         "sqlite3 %s \"DROP TABLE node_addresses; DROP TABLE first_boots; ALTER TABLE "
+	         "job_steps DROP COLUMN progress; ALTER TABLE job_steps DROP COLUMN progress_at; "
+	         "ALTER TABLE jobs DROP COLUMN secret_sealed; ALTER TABLE node_classes DROP COLUMN "
+	         "deploy_defaults; ALTER TABLE node_classes DROP COLUMN deploy_user_data_sealed; "
+	         "ALTER TABLE nodes DROP COLUMN console_log; ALTER TABLE bmcs DROP "
 	         "COLUMN password_pending_sealed; ALTER TABLE "
 	         "bmcs DROP COLUMN password_pending_at; ALTER TABLE bmcs DROP COLUMN "
 	         "password_rotated_at; ALTER TABLE node_classes DROP COLUMN bmc_credentials; "
