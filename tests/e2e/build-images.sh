@@ -7,8 +7,14 @@
 #   vmlinuz       a Debian kernel, downloaded (apt-get download) and extracted (dpkg -x), never installed
 #   agent-initrd  the agent ramdisk (cpio newc + gzip): busybox-static, virtio modules, dropbear,
 #                 rackpilot-agent and every library they need; /init is ramdisk/init
-#   disk.img      a small bootable raw disk (MBR + one FAT16 partition with syslinux, the same kernel
-#                 and a tiny initrd whose /init is disk/init): what a deploy writes to a node's disk
+#   disk.img      a small bootable raw disk, what a deploy writes to a node's disk: an MBR with
+#                 (1) a FAT16 partition with syslinux, the same kernel and a tiny initrd whose /init
+#                 is disk/init (a stand-in for an OS with cloud-init: it reads the NoCloud seed a
+#                 deploy adds) and (2), last, a small ext4 partition (type 83, label rproot, ROOT_MB)
+#                 for the deploy to grow
+#   disk.img.gz, disk.img.zst, disk.qcow2   the same disk gzip'd (-n), zstd'd and converted to
+#                 qcow2 with compressed clusters (qemu-img convert -c): the deploy's other formats.
+#                 Made again only when disk.img changed (.variants holds its sha256).
 #   disk-initrd   that tiny initrd (also inside disk.img)
 #   agent-initrd-lldp  agent-initrd with a second archive appended (the kernel unpacks both):
 #                 lldpd, lldpcli/lldpctl and their libraries, which /init starts on the NIC so
@@ -26,15 +32,22 @@
 #   FLAVOUR=cloud-amd64   kernel flavour: cloud-amd64 (LZ4, virtio only; the default, faster
 #                     under TCG) or amd64 (xz, every driver)
 #   KERNEL_DEB=FILE   use this linux-image .deb instead of asking apt
-#   DISK_MB=32        size of disk.img in MiB (>= 24)
+#   DISK_MB=36        size of disk.img in MiB (>= ROOT_MB + 24)
+#   ROOT_MB=4         size of its last partition (ext4) in MiB (>= 2)
 #   LLDPD=/usr/sbin/lldpd, LLDPCLI=/usr/sbin/lldpcli   for agent-initrd-lldp
 #   FORCE=1           rebuild even when up to date
 #   MODULES="..."     kernel modules for the agent ramdisk (default: virtio_pci virtio_net
 #                     virtio_blk); their dependencies come along (modinfo). The product
 #                     ramdisk (cmake --build build --target ramdisk) names the NIC, HCA and
 #                     NVMe drivers of GPU servers.
+#   DISK_MODULES="..."  the disk OS's (default: MODULES and vfat with the code pages the Debian
+#                     kernel's FAT defaults need, to mount the seed: nls_cp437 nls_ascii, and
+#                     nls_utf8 nls_iso8859_1)
 #   TOOLS="..."       programs to put into the agent ramdisk with their libraries, each where
 #                     this machine has it (command -v); missing ones are listed, not fatal
+#   DISK_TOOLS="..."  programs to put into the disk OS with their libraries (default curl: its
+#                     first-boot report goes to rackpilotd's https URL with a pinned key, which
+#                     busybox wget cannot do; DISK_TOOLS= for busybox alone, see README.md)
 #   RAMDISK_ONLY=1    build vmlinuz and agent-initrd only (no disk.img, no disk-initrd)
 # Exit status: 0 built or up to date; 3 no kernel package to be had (apt cannot download it and
 # the cache has none: e2e.sh then skips); 1 anything else.
@@ -51,7 +64,8 @@ OUT=$1
 CACHE=${2:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/rackpilot-e2e}
 AGENT=${AGENT:-$REPO/build/agent/rackpilot-agent}
 FLAVOUR=${FLAVOUR:-cloud-amd64}
-DISK_MB=${DISK_MB:-32}
+DISK_MB=${DISK_MB:-36}
+ROOT_MB=${ROOT_MB:-4}
 BUSYBOX=${BUSYBOX:-/bin/busybox}
 DROPBEAR=${DROPBEAR:-/usr/sbin/dropbear}
 DROPBEARKEY=${DROPBEARKEY:-/usr/bin/dropbearkey}
@@ -62,16 +76,20 @@ WITH_LLDP=0
 [ -x "$LLDPD" ] && [ -x "$LLDPCLI" ] && WITH_LLDP=1
 # Modules the VMs need (virtio NIC and disk); their dependencies are found with modinfo.
 WANT_MODULES=${MODULES:-virtio_pci virtio_net virtio_blk}
+# ... and the disk OS's: the seed (CIDATA) is a FAT filesystem
+WANT_DISK_MODULES=${DISK_MODULES:-$WANT_MODULES vfat nls_cp437 nls_ascii nls_utf8 nls_iso8859_1}
 TOOLS=${TOOLS:-}
+DISK_TOOLS=${DISK_TOOLS-curl}
 RAMDISK_ONLY=${RAMDISK_ONLY:-0}
 
-case $DISK_MB in ''|*[!0-9]*) die "DISK_MB must be a number" ;; esac
-[ "$DISK_MB" -ge 24 ] || die "DISK_MB must be at least 24"
+case $DISK_MB$ROOT_MB in ''|*[!0-9]*) die "DISK_MB and ROOT_MB must be numbers" ;; esac
+[ "$ROOT_MB" -ge 2 ] || die "ROOT_MB must be at least 2"
+[ "$DISK_MB" -ge $((ROOT_MB + 24)) ] || die "DISK_MB must be at least ROOT_MB + 24"
 [ -x "$AGENT" ] || die "no agent binary at $AGENT (build it, or set AGENT=)"
 for t in "$BUSYBOX" "$DROPBEAR" "$DROPBEARKEY"; do [ -x "$t" ] || die "missing $t"; done
 if [ "$RAMDISK_ONLY" != 1 ]; then
 	[ -f "$SYSLINUX_MBR" ] || die "missing $SYSLINUX_MBR (apt-get install syslinux-common)"
-	for t in sfdisk mkfs.vfat mcopy syslinux; do
+	for t in sfdisk mkfs.vfat mcopy syslinux mkfs.ext4 zstd qemu-img; do
 		command -v "$t" > /dev/null || die "missing $t (see .ci/deps)"
 	done
 fi
@@ -115,19 +133,42 @@ else
 fi
 debname=$(basename "$deb" .deb)
 
+# ---- disk.img's other formats ---------------------------------------------------------------
+# variants: disk.img.gz, disk.img.zst and disk.qcow2 from OUT/disk.img, unless .variants says
+# they are of this disk.img already; then SHA256SUMS
+variants() {
+	_sha=$(sha256sum < "$OUT/disk.img" | cut -c1-64)
+	if [ "$(cat "$OUT/.variants" 2> /dev/null)" != "$_sha" ] || [ ! -f "$OUT/disk.img.gz" ] ||
+		[ ! -f "$OUT/disk.img.zst" ] || [ ! -f "$OUT/disk.qcow2" ]; then
+		rm -f "$OUT/.variants"
+		gzip -n -c "$OUT/disk.img" > "$OUT/disk.img.gz.tmp"
+		zstd -q -f -c "$OUT/disk.img" > "$OUT/disk.img.zst.tmp"
+		# -c: compressed clusters (each deflated on its own), as cloud images are shipped
+		qemu-img convert -q -c -f raw -O qcow2 "$OUT/disk.img" "$OUT/disk.qcow2.tmp"
+		for _f in disk.img.gz disk.img.zst disk.qcow2; do mv "$OUT/$_f.tmp" "$OUT/$_f"; done
+		echo "$_sha" > "$OUT/.variants"
+		note "disk.img.gz $(stat -c %s "$OUT/disk.img.gz"), disk.img.zst $(stat -c %s "$OUT/disk.img.zst"), disk.qcow2 $(stat -c %s "$OUT/disk.qcow2") bytes"
+	fi
+	(cd "$OUT" && sha256sum vmlinuz agent-initrd* disk-initrd disk.img disk.img.gz disk.img.zst \
+		disk.qcow2 > SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS)
+}
+
 # ---- up to date? ----------------------------------------------------------------------------
 stamp=$( {
-	echo "flavour=$FLAVOUR disk_mb=$DISK_MB deb=$debname modules=$WANT_MODULES lldp=$WITH_LLDP"
-	echo "tools=$TOOLS ramdisk_only=$RAMDISK_ONLY"
-	for t in $TOOLS; do command -v "$t" > /dev/null && sha256sum < "$(command -v "$t")"; done
+	echo "flavour=$FLAVOUR disk_mb=$DISK_MB root_mb=$ROOT_MB deb=$debname modules=$WANT_MODULES lldp=$WITH_LLDP"
+	echo "disk_modules=$WANT_DISK_MODULES"
+	echo "tools=$TOOLS ramdisk_only=$RAMDISK_ONLY disk_tools=$DISK_TOOLS"
+	for t in $TOOLS $DISK_TOOLS; do command -v "$t" > /dev/null && sha256sum < "$(command -v "$t")"; done
 	cat "$0" "$HERE/ramdisk/init" "$HERE/ramdisk/udhcpc.script" "$HERE/disk/init" \
-		"$HERE/disk/syslinux.cfg" "$AGENT" "$BUSYBOX" "$DROPBEAR" "$DROPBEARKEY" | sha256sum
+		"$HERE/disk/yaml.awk" "$HERE/disk/mime.awk" "$HERE/disk/syslinux.cfg" "$AGENT" \
+		"$BUSYBOX" "$DROPBEAR" "$DROPBEARKEY" | sha256sum
 	[ "$WITH_LLDP" = 0 ] || cat "$LLDPD" "$LLDPCLI" | sha256sum
 } | sha256sum | cut -c1-64)
 if [ "${FORCE:-0}" != 1 ] && [ -f "$OUT/.stamp" ] && [ "$(cat "$OUT/.stamp")" = "$stamp" ] &&
 	[ -f "$OUT/vmlinuz" ] && [ -f "$OUT/agent-initrd" ] &&
 	{ [ "$RAMDISK_ONLY" = 1 ] || [ -f "$OUT/disk.img" ]; } &&
 	{ [ "$WITH_LLDP" = 0 ] || [ -f "$OUT/agent-initrd-lldp" ]; }; then
+	[ "$RAMDISK_ONLY" = 1 ] || variants
 	note "up to date in $OUT ($debname)"
 	exit 0
 fi
@@ -160,16 +201,24 @@ modfile() { # module name -> .ko path
 		"$WORK/modindex"
 }
 : > "$WORK/order"
-add_module() { # depth-first: dependencies first, each module once
-	grep -qx "$1" "$WORK/order" && return 0
+: > "$WORK/order.disk"
+ORDER=$WORK/order
+add_module() { # depth-first into $ORDER: dependencies first, each module once
+	grep -qx "$1" "$ORDER" && return 0
 	_f=$(modfile "$1") || { note "module $1 is not in $KVER (built in?), skipped"; return 0; }
 	for _d in $(modinfo -F depends "$_f" | tr ',' ' '); do add_module "$_d"; done
-	grep -qx "$1" "$WORK/order" || echo "$1" >> "$WORK/order"
+	grep -qx "$1" "$ORDER" || echo "$1" >> "$ORDER"
 }
 for m in $WANT_MODULES; do add_module "$m"; done
 note "modules: $(tr '\n' ' ' < "$WORK/order")"
+if [ "$RAMDISK_ONLY" != 1 ]; then
+	ORDER=$WORK/order.disk
+	for m in $WANT_DISK_MODULES; do add_module "$m"; done
+	note "disk OS modules: $(tr '\n' ' ' < "$WORK/order.disk")"
+fi
 
-# put_modules ROOT: copy the modules and write ROOT/lib/modules/load.order
+# put_modules ROOT [ORDER]: copy the modules (default: the agent ramdisk's) and write
+# ROOT/lib/modules/load.order
 put_modules() {
 	mkdir -p "$1/lib/modules"
 	: > "$1/lib/modules/load.order"
@@ -177,7 +226,7 @@ put_modules() {
 		f=$(modfile "$m")
 		cp "$f" "$1/lib/modules/$m.ko"
 		echo "$m" >> "$1/lib/modules/load.order"
-	done < "$WORK/order"
+	done < "${2:-$WORK/order}"
 }
 
 # put_busybox ROOT: busybox-static with every applet as a link in /bin
@@ -292,23 +341,47 @@ fi
 
 # ---- disk OS initrd -------------------------------------------------------------------------
 D=$WORK/diskos
-mkdir -p "$D/proc" "$D/sys" "$D/dev" "$D/tmp" "$D/etc"
+mkdir -p "$D/proc" "$D/sys" "$D/dev" "$D/tmp" "$D/etc/udhcpc" "$D/run" "$D/root" "$D/var/lib" \
+	"$D/lib/rackpilot-e2e"
+chmod 1777 "$D/tmp"
+chmod 700 "$D/root"
 put_busybox "$D"
-put_modules "$D"
+put_modules "$D" "$WORK/order.disk"
 cp "$HERE/disk/init" "$D/init"
 chmod 755 "$D/init"
+cp "$HERE/disk/yaml.awk" "$HERE/disk/mime.awk" "$D/lib/rackpilot-e2e/"
+cp "$HERE/ramdisk/udhcpc.script" "$D/etc/udhcpc/default.script"
+chmod 755 "$D/etc/udhcpc/default.script"
+printf 'root:x:0:0:root:/root:/bin/sh\n' > "$D/etc/passwd"
+printf 'root:x:0:\n' > "$D/etc/group"
+printf '127.0.0.1 localhost\n' > "$D/etc/hosts"
+echo 'PRETTY_NAME="Rackpilot e2e disk OS"' > "$D/etc/os-release"
 cp "$R/etc/rackpilot-e2e" "$D/etc/rackpilot-e2e"
+for t in $DISK_TOOLS; do
+	p=$(command -v "$t" 2> /dev/null) || die "DISK_TOOLS: no $t on this machine"
+	put_with_libs "$D" "$p" "/usr/bin/$t"
+done
 make_cpio "$D" "$WORK/disk-initrd"
+[ -z "$DISK_TOOLS" ] || note "disk-initrd: $(du -sk "$D" | cut -f1) KiB unpacked, with $DISK_TOOLS"
 
-# ---- disk.img: MBR (syslinux) + FAT16 partition at 1 MiB with syslinux, kernel, initrd -------
+# ---- disk.img: MBR (syslinux), FAT16 partition at 1 MiB with syslinux, kernel, initrd; ext4 last
 IMG=$WORK/disk.img
 rm -f "$IMG"
 truncate -s "${DISK_MB}M" "$IMG"
-part_sectors=$(((DISK_MB - 1) * 2048))
-echo "2048,$part_sectors,e,*" | sfdisk -q --label dos "$IMG" > /dev/null
+part_sectors=$(((DISK_MB - 1 - ROOT_MB) * 2048))
+root_start=$(((DISK_MB - ROOT_MB) * 2048))
+printf '2048,%s,e,*\n%s,%s,83\n' "$part_sectors" "$root_start" $((ROOT_MB * 2048)) |
+	sfdisk -q --label dos "$IMG" > /dev/null
 dd if="$SYSLINUX_MBR" of="$IMG" bs=440 count=1 conv=notrunc status=none
+# The root filesystem the disk OS keeps its cloud-init state on (/var/lib/cloud/instance-id)
+mkdir -p "$WORK/rootfs/var/lib/cloud" "$WORK/rootfs/etc"
+cp "$D/etc/os-release" "$WORK/rootfs/etc/os-release"
+mkfs.ext4 -q -F -L rproot -d "$WORK/rootfs" "$WORK/root.ext4" "${ROOT_MB}M" > /dev/null
+dd if="$WORK/root.ext4" of="$IMG" bs=1M seek=$((DISK_MB - ROOT_MB)) conv=notrunc status=none
 # mkfs.vfat's last argument counts 1 KiB blocks
-mkfs.vfat -F 16 -n RPE2E --offset 2048 "$IMG" $((part_sectors / 2)) > /dev/null
+# (it warns that the file is larger than the filesystem: the ext4 partition follows)
+mkfs.vfat -F 16 -n RPE2E --offset 2048 "$IMG" $((part_sectors / 2)) > /dev/null 2> "$WORK/mkfs.vfat.log" ||
+	die "mkfs.vfat: $(cat "$WORK/mkfs.vfat.log")"
 export MTOOLS_SKIP_CHECK=1
 mcopy -i "$IMG@@1M" "$VMLINUZ" ::/vmlinuz
 mcopy -i "$IMG@@1M" "$WORK/disk-initrd" ::/initrd.gz
@@ -322,11 +395,13 @@ for f in agent-initrd agent-initrd-lldp disk-initrd disk.img; do
 	[ -f "$WORK/$f" ] || continue
 	mv "$WORK/$f" "$OUT/$f.tmp" && mv "$OUT/$f.tmp" "$OUT/$f"
 done
-(cd "$OUT" && sha256sum vmlinuz agent-initrd* disk-initrd disk.img > SHA256SUMS)
+variants
 {
 	echo "kernel_package=$debname"
 	echo "modules=$(tr '\n' ' ' < "$WORK/order")"
+	echo "disk_modules=$(tr '\n' ' ' < "$WORK/order.disk")"
 	cat "$R/etc/rackpilot-e2e"
 } > "$OUT/BUILDINFO"
 echo "$stamp" > "$OUT/.stamp"
-ls -l "$OUT/vmlinuz" "$OUT/agent-initrd" "$OUT/disk.img" >&2
+ls -l "$OUT/vmlinuz" "$OUT/agent-initrd" "$OUT/disk.img" "$OUT/disk.img.gz" "$OUT/disk.img.zst" \
+	"$OUT/disk.qcow2" >&2

@@ -9,8 +9,9 @@
 # starts and stops a QEMU VM (TCG) with a blank virtio disk; the VM's serial port is the BMC's
 # Serial over LAN console (rackpilotd logs it: console_log). rackpilotd runs inside the
 # namespace on 10.99.1.1:8080. Then, for 2 VMs (E2E_VMS), through the API only:
-#   1. images: agent kernel + initrd and the OS disk image uploaded (PUT /v1/images, sha256
-#      checked), a boot profile "default", a class recipe "commission-e2e-vm";
+#   1. images: agent kernel + initrd and the OS disk image, raw and as .img.gz, .img.zst and
+#      .qcow2, uploaded (PUT /v1/images, sha256 checked), a boot profile "default", a class
+#      recipe "commission-e2e-vm";
 #   2. enroll (MAC, serial, UUID, IPMI BMC) -> manage (BMC verify: FRU serial + GUID) ->
 #      manageable;
 #   3. commission: rackpilotd sets one-time PXE and powers on over IPMI; the VM iPXE-boots the
@@ -22,13 +23,25 @@
 #      ramdisk printed, the agent address is its DHCP lease, dnsmasq knew the MAC by name; the
 #      node's console log (GET /v1/nodes/N/console/log, from the BMC's SOL) holds the boot's
 #      iPXE banner, the script's line and the kernel's boot and command lines;
-#   4. deploy {"image": disk image, "disk": "/dev/vda"} -> deployed; on the VM side: the console
-#      shows the deployed disk booting, the BMC boot device is disk, iPXE did not run on that
-#      boot, the VM's disk holds the image;
+#   4. deploy, three cases, each ending only with the deployed OS's first-boot report or its
+#      timeout (the disk image's /init stands in for cloud-init; seed-check.sh proves it alone):
+#      A. VM 1 (and VMs 3+) the raw image with a config (hostname, an SSH key, user data with a
+#         runcmd) -> deployed: the job's result holds first_boot (host name, kernel, the VM's
+#         DHCP address), the node turned deployed after the OS started its report script, the
+#         VM's disk file has the image's partition 1, partition 2 grown up to the NoCloud seed
+#         (FAT CIDATA, the disk's last partition, at its end; meta-data names instance
+#         rp-JOB), the console (and the node's console log) shows the OS reading the seed,
+#         its key and runcmd; the BMC boot device is disk, iPXE did not run on that boot; the
+#         deploy boot's token and the first-boot token are refused on reuse;
+#      B. VM 2 the zstd image on a static address nobody routes (first_boot_timeout_s 30) ->
+#         deploy_failed, error first_boot_timeout with the console's last lines;
+#      C. VM 1 (released: 6.) the gzip image, VM 2 (from deploy_failed) the qcow2 one, no
+#         config -> both deployed through their reports, partition 1 intact;
 #   5. every transition is a node.provision event (an unbroken chain); the token the VM used is
 #      refused on reuse ("already used"); GET /boot/ipxe of a ready or deployed node is the
 #      local-disk script;
-#   6. release VM 1 (metadata wipe) -> ready: the first MiB of its disk is zeros, it is off;
+#   6. release VM 1 (metadata wipe; between B and C) -> ready: the first and last MiB of its
+#      disk are zeros (boot sector, seed), it is off;
 #   7. timings.
 #
 # Environment: RACKPILOTD, AGENT (binaries; default build/ of this checkout, AGENT next to
@@ -149,8 +162,10 @@ phase "upload images + boot profile"
 upload agent-kernel kernel "$E2E_IMAGES/vmlinuz"
 upload agent-initrd initrd "$E2E_IMAGES/agent-initrd"
 upload "$DISK_IMAGE" os "$E2E_IMAGES/disk.img"
-DISK_SHA=$(sha256sum < "$E2E_IMAGES/disk.img" | cut -c1-64)
-DISK_BYTES=$(stat -c %s "$E2E_IMAGES/disk.img")
+# the same disk compressed and as qcow2: rackpilotd takes the format from the name
+upload "$DISK_IMAGE.img.gz" os "$E2E_IMAGES/disk.img.gz"
+upload "$DISK_IMAGE.img.zst" os "$E2E_IMAGES/disk.img.zst"
+upload "$DISK_IMAGE.qcow2" os "$E2E_IMAGES/disk.qcow2"
 [ -f "$W/images/agent-kernel" ] || fail "the image store is not $W/images"
 api_expect 201 POST /v1/boot-profiles '{"name":"default","kernel":"agent-kernel",
 	"initrd":"agent-initrd","cmdline":"console=ttyS0","description":"e2e agent ramdisk"}' > /dev/null
@@ -333,28 +348,221 @@ for node in "${NODES[@]}"; do
 	say "$node: the token it registered with is refused on reuse (401, already used)"
 done
 
-# ---- 4. deploy -------------------------------------------------------------------------------
-phase "deploy $DISK_IMAGE to /dev/vda (all in parallel)"
-declare -A DEPLOY_JOB DEPLOY_REQ
-AT=()
-for node in "${NODES[@]}"; do
-	DEPLOY_REQ[$node]=$EPOCHREALTIME
-	DEPLOY_JOB[$node]=$(provision "$node" "{\"action\":\"deploy\",\"image\":\"$DISK_IMAGE\",\"disk\":\"/dev/vda\",\"timeout_s\":$LIMIT}")
-done
-wait_states deployed "${NODES[@]}"
+# ---- 4. deploy: an OS that comes up configured -----------------------------------------------
+# A deploy writes the image (raw, .gz/.zst decompressed, qcow2 converted as it streams), grows
+# the last Linux partition and adds a NoCloud seed (FAT "CIDATA": meta-data, user-data,
+# network-config) at the end of the disk; the node then boots its disk, and the job succeeds
+# only when the deployed OS reports its first boot (POST /v1/agent/first-boot, single-use
+# token), else fails with first_boot_timeout. disk.img's /init is the stand-in for cloud-init
+# (disk/init, proven alone by seed-check.sh). Three cases on the two VMs, overlapped:
+#   A. VM 1 (and VMs 3+): e2e-disk (raw) with a config (hostname, a key, user data) -> deployed
+#      through the report; the job's result, the consoles, the disk file and the token checked;
+#   B. VM 2: e2e-disk.img.zst with a static address nobody routes and first_boot_timeout_s 30
+#      -> deploy_failed, first_boot_timeout, the console's last lines in the message;
+#   C. then VM 1 (released first) e2e-disk.img.gz, VM 2 (from deploy_failed) e2e-disk.qcow2,
+#      no config (the defaults: the node's name, DHCP) -> both deployed through the report.
+KEY=$( (rm -f "$W/e2e-key" && dropbearkey -t ed25519 -f "$W/e2e-key" > /dev/null 2>&1 &&
+	dropbearkey -y -f "$W/e2e-key") | grep '^ssh-ed25519 ' | cut -d' ' -f1,2)" e2e-test"
+[[ $KEY == "ssh-ed25519 AAAA"* ]] || fail "no test key from dropbearkey: $KEY"
+KVER=$(sed -n 's/^kernel=//p' "$E2E_IMAGES/BUILDINFO")
+UNROUTED=10.98.7.5
+FIRST_BOOT_TIMEOUT=30
+# the image's partitions: 1 (FAT, syslinux) must arrive unchanged, 2 (ext4) grown
+read -r IMG_P1_START IMG_P1_SIZE IMG_P2_START IMG_P2_SIZE < <(sfdisk --json "$E2E_IMAGES/disk.img" |
+	jpy '" ".join(str(p[k]) for p in d["partitiontable"]["partitions"][:2] for k in ("start", "size"))')
 
-phase "deployed disk boots (VM side)"
-declare -A DISK_OS_AT
-for i in $(seq 1 "$VMS"); do
-	vm "$i"
-	[ "$(jget .deployed_image "$W/$NAME.deployed.json")" = "$DISK_IMAGE" ] || fail "$NAME: deployed_image"
+# deploy_config HOST: case A's config (HOST is not the node's name, which is the default)
+deploy_config() {
+	printf '{"hostname":"%s","ssh_authorized_keys":["%s"],"user_data":"#cloud-config\\nruncmd:\\n  - echo hello\\n"}' "$1" "$KEY"
+}
+declare -A DEPLOY_JOB DEPLOY_REQ DEPLOY_IMG CASE VM_ADDR DISK_ON_AT DISK_OS_AT REPORT_AT DONE_AT
+DEPLOY_ROWS=()
+# deploy_rows NODE: the timings of its deploy just checked, for the table at the end
+deploy_rows() {
+	local n=$1 r
+	dt() { if [ -n "$1" ] && [ -n "$2" ]; then fsub "$2" "$1"; else echo "?"; fi; }
+	r() { DEPLOY_ROWS+=("$(printf '  %-62s %7s s' "$1" "$2")"); }
+	if [ "${CASE[$n]}" = B ]; then
+		r "$n ${DEPLOY_IMG[$n]} (B): request -> deploy_failed" "$(dt "${DEPLOY_REQ[$n]}" "${DONE_AT[$n]}")"
+	else
+		r "$n ${DEPLOY_IMG[$n]} (${CASE[$n]}): request -> deployed" "$(dt "${DEPLOY_REQ[$n]}" "${DONE_AT[$n]}")"
+	fi
+	r "  request -> disk power on (PXE, agent: write, grow, seed)" "$(dt "${DEPLOY_REQ[$n]}" "${DISK_ON_AT[$n]}")"
+	r "  disk power on -> disk OS init line" "$(dt "${DISK_ON_AT[$n]}" "${DISK_OS_AT[$n]}")"
+	if [ "${CASE[$n]}" = B ]; then
+		r "  disk power on -> first_boot_timeout" "$(dt "${DISK_ON_AT[$n]}" "${DONE_AT[$n]}")"
+	else
+		r "  init line -> report script starts (seed, network)" "$(dt "${DISK_OS_AT[$n]}" "${REPORT_AT[$n]}")"
+		r "  report script starts -> deployed" "$(dt "${REPORT_AT[$n]}" "${DONE_AT[$n]}")"
+	fi
+}
+# deploy N CASE IMAGE [EXTRA JSON MEMBERS]
+deploy() {
+	vm "$1"
+	CASE[$NAME]=$2
+	DEPLOY_IMG[$NAME]=$3
+	DEPLOY_REQ[$NAME]=$EPOCHREALTIME
+	unset "AT[$NAME]"
+	DEPLOY_JOB[$NAME]=$(provision "$NAME" "{\"action\":\"deploy\",\"image\":\"$3\",\"disk\":\"/dev/vda\",\"timeout_s\":$LIMIT${4:+,$4}}")
+	[ -n "${DEPLOY_JOB[$NAME]}" ] || fail "$NAME: deploy made no job"
+	say "$NAME: deploy $3 (case $2): job ${DEPLOY_JOB[$NAME]}"
+}
+
+# disk_boot N SINCE: VM N's last power on after SINCE (the switch to its disk) into DISK_ON_AT,
+# checked to be a disk boot on which iPXE did not run
+disk_boot() {
+	local t last
+	vm "$1"
+	last=$(power_on_at "$1" "$2") || fail "$NAME: no power on after its deploy request"
+	while t=$(power_on_at "$1" "$(awk -v t="$last" 'BEGIN { printf "%.3f", t + 0.001 }')"); do last=$t; done
+	DISK_ON_AT[$NAME]=$last
 	wait_for 120 "$NAME runs the deployed disk" \
-		console_has "$i" "rackpilot-e2e: running from disk \(mac $MAC\)"
-	console_has "$i" "=== e2e-rig: .* power on $NAME boot=default ===" ||
+		console_has "$1" "rackpilot-e2e: running from disk \(mac $MAC\)"
+	console_has "$1" "=== e2e-rig: .* power on $NAME boot=default ===" ||
 		fail "$NAME: the last power on was not with boot device disk"
 	# (the NIC's option ROM still prints its "iPXE (http://ipxe.org) ..." banner while SeaBIOS
 	# scans the PCI bus; iPXE *runs* only when the NIC is booted: "iPXE initialising devices")
-	console_has "$i" "iPXE initialising|Rackpilot: " && fail "$NAME: iPXE ran on the disk boot"
+	console_has "$1" "iPXE initialising|Rackpilot: " && fail "$NAME: iPXE ran on the disk boot"
+	DISK_OS_AT[$NAME]=$(ts_first "$1" "$last" 'rackpilot-e2e: running from disk') || DISK_OS_AT[$NAME]=
+}
+
+# seed_checks N JOB HOST: VM N's disk file after a deploy of JOB: partition 1 is the image's,
+# byte for byte; partition 2 starts where the image's does and grew to just before the seed;
+# the seed (CIDATA) is the last partition, at the disk's end, and says the instance is
+# rp-JOB and the host HOST; the disk OS saw partition 2 at that size. Sets SEED_OFF (bytes).
+seed_checks() {
+	local d=$W/vm$1/disk.img geo p2 p3 total
+	vm "$1"
+	total=$(($(stat -c %s "$d") / 512))
+	geo=$(sfdisk --json "$d" | python3 -c '
+import json, sys
+p1s, p1n, p2s, p2n, total = map(int, sys.argv[1:])
+ps = json.load(sys.stdin)["partitiontable"]["partitions"]
+err = []
+if len(ps) != 3:
+    err.append("%d partitions, want 3 (boot, root, seed)" % len(ps))
+else:
+    a, b, c = ps
+    if (a["start"], a["size"]) != (p1s, p1n):
+        err.append("partition 1 at %d+%d, the image has it at %d+%d" % (a["start"], a["size"], p1s, p1n))
+    if b["start"] != p2s or b["size"] <= p2n:
+        err.append("partition 2 at %d+%d: not the image'"'"'s (%d+%d) grown" % (b["start"], b["size"], p2s, p2n))
+    gap = c["start"] - (b["start"] + b["size"])
+    if not 0 <= gap < 2048:
+        err.append("partition 2 ends %d sectors before the seed, want 0-2047 (alignment)" % gap)
+    tail = total - (c["start"] + c["size"])
+    if not 0 <= tail < 2048:
+        err.append("the seed ends %d sectors before the end of the disk, want 0-2047" % tail)
+print("; ".join(err) if err else "ok %d %d %d %d" % (b["size"], c["start"], c["size"], c["type"] if isinstance(c["type"], int) else int(c["type"], 16)))
+' "$IMG_P1_START" "$IMG_P1_SIZE" "$IMG_P2_START" "$IMG_P2_SIZE" "$total")
+	[[ $geo == ok* ]] || fail "$NAME: its disk after the deploy: $geo ($(sfdisk -d "$d" | grep '^/' | tr -s ' '))"
+	read -r _ p2 p3 _ <<< "$geo"
+	SEED_OFF=$((p3 * 512))
+	cmp -s -i $((IMG_P1_START * 512)):$((IMG_P1_START * 512)) -n $((IMG_P1_SIZE * 512)) \
+		"$d" "$E2E_IMAGES/disk.img" || fail "$NAME: partition 1 of its disk is not the image's"
+	export MTOOLS_SKIP_CHECK=1
+	mlabel -s -i "$d@@$SEED_OFF" :: 2> /dev/null | grep -i 'cidata' > /dev/null ||
+		fail "$NAME: the seed partition is not labelled CIDATA: $(mlabel -s -i "$d@@$SEED_OFF" :: 2>&1)"
+	for f in meta-data user-data network-config; do
+		mtype -i "$d@@$SEED_OFF" "::$f" > "$W/vm$1/seed.$f" 2> "$W/vm$1/seed.err" ||
+			fail "$NAME: the seed has no $f: $(cat "$W/vm$1/seed.err")"
+	done
+	grep -Ex "instance-id: \"?rp-$2\"?" "$W/vm$1/seed.meta-data" > /dev/null ||
+		fail "$NAME: seed meta-data does not name instance rp-$2: $(cat "$W/vm$1/seed.meta-data")"
+	grep -Ex "local-hostname: \"?$3\"?" "$W/vm$1/seed.meta-data" > /dev/null ||
+		fail "$NAME: seed meta-data does not name host $3: $(cat "$W/vm$1/seed.meta-data")"
+	grep -iF "$MAC" "$W/vm$1/seed.network-config" > /dev/null ||
+		fail "$NAME: seed network-config does not name its MAC: $(cat "$W/vm$1/seed.network-config")"
+	# the disk OS saw what the disk file says
+	console_has "$1" "rackpilot-e2e: partition vda2 start $IMG_P2_START size $p2 sectors ext4" ||
+		fail "$NAME: its console does not show partition 2 grown to $p2 sectors"
+	console_has "$1" "rackpilot-e2e: cidata instance-id rp-$2 hostname $3\$" ||
+		fail "$NAME: the disk OS did not read the seed (want 'cidata instance-id rp-$2 hostname $3')"
+	say "$NAME: disk = image's partition 1, partition 2 grown $IMG_P2_SIZE -> $p2 sectors, seed CIDATA at sector $p3 (the end)"
+}
+
+# reported N JOB HOST: the job succeeded through VM N's first-boot report: its result holds
+# first_boot with HOST, the kernel and the VM's address (its DHCP lease, as the disk OS
+# printed it), the VM POSTed it once (access log), and the node became deployed after the
+# disk OS had started its report script, not at power on
+reported() {
+	local j=$W/job-$2.json addr n start
+	vm "$1"
+	api_expect 200 GET "/v1/jobs/$2" > "$j"
+	[ "$(jget .state "$j")" = succeeded ] || fail "$NAME: deploy job $2 $(jget .state "$j"): $(head -c 3000 "$j")"
+	addr=$(console_line "$1" 'rackpilot-e2e: network eth0 dhcp 10\.99\.1\.[0-9]+/24$' |
+		sed 's/.* dhcp \(.*\)\/24$/\1/') || fail "$NAME: the disk OS did not configure DHCP on eth0"
+	grep -F " $MAC $addr " "$W/dnsmasq.leases" > /dev/null || fail "$NAME: $addr is not its DHCP lease"
+	VM_ADDR[$NAME]=$addr
+	python3 - "$j" "$3" "$addr" "$KVER" << 'EOF' || fail "$NAME: job $2 result: $(jget .result "$j")"
+import json, re, sys
+j, host, addr, kernel = sys.argv[1:]
+fb = (json.load(open(j)).get("result") or {}).get("first_boot")
+assert isinstance(fb, dict), "no first_boot in the result"
+assert fb.get("hostname") == host, "first_boot.hostname %r, want %r" % (fb.get("hostname"), host)
+assert re.search(r"(^|[^0-9.])%s([^0-9]|$)" % re.escape(addr), json.dumps(fb.get("addresses"))), \
+    "first_boot.addresses %r lack %s" % (fb.get("addresses"), addr)
+assert fb.get("kernel", kernel) == kernel, "first_boot.kernel %r, want %r" % (fb.get("kernel"), kernel)
+EOF
+	console_has "$1" '^rackpilot: first boot reported' ||
+		fail "$NAME: the report script did not say 'rackpilot: first boot reported'"
+	sleep 0.3 # (the access log is written every 250 ms)
+	n=$(grep -cE "access $addr \"POST /v1/agent/first-boot\" 2[0-9][0-9] " "$W/rackpilotd.log" || :)
+	[ "$n" = $((${REPORTS[$NAME]:-0} + 1)) ] ||
+		fail "$NAME: $((n - ${REPORTS[$NAME]:-0})) accepted POST /v1/agent/first-boot from $addr in the access log, want 1"
+	REPORTS[$NAME]=$n
+	# (the report script is the user-data part whose file name says first-boot)
+	start=$(ts_first "$1" "${DISK_ON_AT[$NAME]}" 'rackpilot-e2e: script [^ ]*first-boot[^ ]* start') ||
+		fail "$NAME: the disk OS ran no first-boot script (a user-data part named *first-boot*)"
+	REPORT_AT[$NAME]=$start
+	api_expect 200 GET "/v1/events?node=$NAME&action=node.provision&limit=1" > "$W/vm$1/last-event.json"
+	at=$(iso2epoch "$(jget .items.0.at "$W/vm$1/last-event.json")")
+	DONE_AT[$NAME]=$at
+	[ "$(jget .items.0.detail.to "$W/vm$1/last-event.json")" = deployed ] &&
+		awk -v a="$at" -v s="$start" 'BEGIN { exit !(a >= s - 0.1) }' ||
+		fail "$NAME: deployed (event at $at) before its disk OS ran the report script ($start)"
+	say "$NAME: deployed through its first-boot report: $(jget .result.first_boot "$j" | head -c 300)"
+}
+declare -A REPORTS
+
+# console_line N REGEX: the first line of VM N's console (this boot) matching REGEX
+console_line() {
+	awk '/=== e2e-rig: .* power on / { buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' \
+		"$W/vm$1/console.log" | tr -d '\r' > "$W/vm$1/console.now"
+	grep -aE -m 1 -- "$2" "$W/vm$1/console.now"
+}
+
+phase "deploy: ${NODES[0]} configured (raw)${NODES[1]:+, ${NODES[1]} unreachable (zst, first boot times out)}"
+for i in $(seq 1 "$VMS"); do
+	vm "$i"
+	if ((i == 2)); then
+		deploy 2 B "$DISK_IMAGE.img.zst" "\"first_boot_timeout_s\":$FIRST_BOOT_TIMEOUT,\"config\":{\"network\":{\"address\":\"$UNROUTED/24\",\"gateway\":\"10.98.7.1\"}}"
+	else
+		deploy "$i" A "$DISK_IMAGE" "\"config\":$(deploy_config "$NAME-os")"
+	fi
+done
+CASE_A=()
+for node in "${NODES[@]}"; do [ "${CASE[$node]}" = A ] && CASE_A+=("$node"); done
+wait_states deployed "${CASE_A[@]}"
+
+phase "case A: configured through the seed, deployed through the first-boot report"
+for i in $(seq 1 "$VMS"); do
+	((i == 2)) && continue
+	vm "$i"
+	job=${DEPLOY_JOB[$NAME]}
+	[ "$(jget .deployed_image "$W/$NAME.deployed.json")" = "$DISK_IMAGE" ] || fail "$NAME: deployed_image"
+	disk_boot "$i" "${DEPLOY_REQ[$NAME]}"
+	seed_checks "$i" "$job" "$NAME-os"
+	reported "$i" "$job" "$NAME-os"
+	# the config reached the OS: the key (and nothing else), the operator's runcmd
+	console_has "$i" '^rackpilot-e2e: keys 1: e2e-test$' || fail "$NAME: the disk OS did not install the key"
+	console_has "$i" '^hello$' || fail "$NAME: the operator's runcmd did not run"
+	grep -F "${KEY% *}" "$W/vm$i/seed.user-data" > /dev/null || fail "$NAME: the key is not in the seed's user-data"
+	# ... and the node's console log (rackpilotd's, from SOL) has the disk OS's lines
+	api_expect 200 GET "/v1/nodes/$NAME/console/log?tail=2000" > "$W/vm$i/sol.log"
+	grep -F "rackpilot-e2e: cidata instance-id rp-$job hostname $NAME-os" "$W/vm$i/sol.log" > /dev/null ||
+		fail "$NAME: its console log (GET /v1/nodes/$NAME/console/log) lacks the disk OS's lines:" \
+			"$(grep -a 'rackpilot-e2e' "$W/vm$i/sol.log" | tail -n 10)"
 	bp=$("$E2E_DIR/rack.sh" ipmi "$i" chassis bootparam get 5)
 	grep -q "Force Boot from default Hard-Drive" <<< "$bp" || fail "$NAME BMC boot flags: $bp"
 	# rackpilotd's side: the VM fetched its iPXE script twice (commission, deploy), not a third
@@ -362,38 +570,116 @@ for i in $(seq 1 "$VMS"); do
 	addr=$(jget .agent.address "$W/$NAME.deployed.json")
 	n=$(grep -c "access $addr \"GET /boot/ipxe\"" "$W/rackpilotd.log" || :)
 	[ "$n" = 2 ] || fail "$NAME: $n GET /boot/ipxe from $addr, want 2 (commission, deploy)"
-	[ "$(head -c "$DISK_BYTES" "$W/vm$i/disk.img" | sha256sum | cut -c1-64)" = "$DISK_SHA" ] ||
-		fail "$NAME: the VM's disk does not hold $DISK_IMAGE"
-	last_on=$(power_on_at "$i" "${DEPLOY_REQ[$NAME]}")
 	# the deploy's ramdisk boot had a token of its own, also used up now
-	tok=$(boot_token "$i" "$last_on") || fail "$NAME: no kernel command line on the deploy's boot"
+	tok=$(boot_token "$i" "$(power_on_at "$i" "${DEPLOY_REQ[$NAME]}")") ||
+		fail "$NAME: no kernel command line on the deploy's boot"
 	[ "$tok" != "${TOKEN[$NAME]}" ] || fail "$NAME: the deploy boot reused the commission's token"
 	token_refused "$NAME" "$tok"
-	# the last power on: the deploy's switch to the disk
-	while t=$(power_on_at "$i" "$(awk -v t="$last_on" 'BEGIN { printf "%.3f", t + 0.001 }')"); do last_on=$t; done
-	DISK_OS_AT[$NAME]=$(ts_first "$i" "$last_on" 'rackpilot-e2e: running from disk')
-	DISK_ON_AT[i]=$last_on
-	say "$NAME: BMC boot device disk, booted the deployed disk without PXE, disk = $DISK_IMAGE;" \
-		"the deploy boot's own token is used up too"
+	# the first-boot token is single-use too: the report again, to the URL and with the token
+	# the seed's script carries, is refused
+	fbtok=$(sed -n "s/^token='\([^']*\)'\$/\1/p" "$W/vm$i/seed.user-data" | sort -u)
+	[ "$(echo "$fbtok" | grep -c .)" = 1 ] ||
+		fail "$NAME: want one token='...' line in the seed's report script, found: ${fbtok:-none}"
+	fburl=$(grep -m 1 -oE "https?://$BR_IP:[0-9]+/v1/agent/first-boot" "$W/vm$i/seed.user-data") ||
+		fail "$NAME: no http(s)://$BR_IP:PORT/v1/agent/first-boot in the seed's report script"
+	fburl=${fburl%%$'\n'*}
+	st=$(nsx curl -sS "${RP_TLS[@]}" -o "$W/fb-replay.json" -w '%{http_code}' --max-time 10 -X POST \
+		-H "Authorization: Bearer $fbtok" -H 'Content-Type: application/json' \
+		--data-binary "{\"hostname\":\"intruder\",\"kernel\":\"$KVER\",\"addresses\":[\"10.99.1.2\"],\"instance_id\":\"rp-$job\"}" \
+		"$fburl") || st=000
+	case $st in 401 | 403 | 409 | 410) ;; *) fail "$NAME: the first-boot token again ($fburl): HTTP $st $(cat "$W/fb-replay.json")" ;; esac
+	[ "$(api_expect 200 GET "/v1/jobs/$job" | jget .result.first_boot.hostname)" = "$NAME-os" ] ||
+		fail "$NAME: the replayed report changed the job's result"
+	deploy_rows "$NAME"
+	say "$NAME: key + runcmd applied, BMC boot device disk, no PXE on the disk boot; the deploy" \
+		"boot's token and the first-boot token are used up (replay: HTTP $st)"
+done
+
+# VM 1's release runs while VM 2 waits out its first boot; VM 2's case C starts when its
+# case B has failed, VM 1's when it is released.
+phase "release ${NODES[0]} (metadata wipe)${NODES[1]:+ + case B: ${NODES[1]} unrouted, first_boot_timeout}"
+node=${NODES[0]}
+vm 1
+cmp -s -n 1048576 "$W/vm1/disk.img" /dev/zero && fail "$node: its disk starts with zeros before the release"
+unset "AT[$node]"
+RELEASE_JOB=$(provision "$node" '{"action":"release","wipe":"metadata"}')
+[ -n "$RELEASE_JOB" ] || fail "$node: release queued no job"
+if ((VMS > 1)); then
+	vm 2
+	wait_states deploy_failed "$NAME"
+	job=${DEPLOY_JOB[$NAME]}
+	api_expect 200 GET "/v1/events?node=$NAME&action=node.provision&limit=1" > "$W/vm2/last-event.json"
+	DONE_AT[$NAME]=$(iso2epoch "$(jget .items.0.at "$W/vm2/last-event.json")")
+	api_expect 200 GET "/v1/jobs/$job" > "$W/job-$job.json"
+	[ "$(jget .state "$W/job-$job.json")" = failed ] || fail "$NAME: job $job $(jget .state "$W/job-$job.json")"
+	code=$(jget .error.code "$W/job-$job.json" || :)
+	msg=$(jget .error.message "$W/job-$job.json" || :)
+	[ "$code" = first_boot_timeout ] || fail "$NAME: job $job error $code, want first_boot_timeout: $msg"
+	# the message holds the console's last lines: the disk OS's (or its report script's)
+	grep -E 'rackpilot(-e2e)?: ' <<< "$msg" > /dev/null ||
+		fail "$NAME: the first_boot_timeout message holds no console line: $msg"
+	disk_boot 2 "${DEPLOY_REQ[$NAME]}"
+	seed_checks 2 "$job" "$NAME"
+	console_has 2 "^rackpilot-e2e: network eth0 static $UNROUTED/24 routes default via 10\.98\.7\.1" ||
+		fail "$NAME: the disk OS did not configure $UNROUTED/24 via 10.98.7.1"
+	grep -F "$UNROUTED/24" "$W/vm2/seed.network-config" > /dev/null || fail "$NAME: the seed lacks $UNROUTED/24"
+	! grep -E "access $UNROUTED \"POST /v1/agent/first-boot\"" "$W/rackpilotd.log" > /dev/null ||
+		fail "$NAME: a report arrived from $UNROUTED"
+	deploy_rows "$NAME"
+	say "$NAME: deploy_failed after ${FIRST_BOOT_TIMEOUT} s without a report: $code: $(tail -c 400 <<< "$msg" | tr '\n' '|')"
+	deploy 2 C "$DISK_IMAGE.qcow2"
+fi
+vm 1
+wait_states ready "$node"
+api_expect 200 GET "/v1/jobs/$RELEASE_JOB" > "$W/job-$RELEASE_JOB.json"
+[ "$(jget .state "$W/job-$RELEASE_JOB.json")" = succeeded ] || fail "$node: release job $RELEASE_JOB"
+# VM side: the deployed boot sector and the seed are gone (the first and the last MiB of the
+# VM's disk are zeros) and the BMC says the machine is off again.
+cmp -s -n 1048576 "$W/vm1/disk.img" /dev/zero || fail "$node: the first MiB of its disk was not wiped"
+tail -c 1048576 "$W/vm1/disk.img" | cmp -s -n 1048576 - /dev/zero || fail "$node: the last MiB of its disk (the seed) was not wiped"
+[ "$("$E2E_DIR/rack.sh" ipmi 1 chassis power status)" = "Chassis Power is off" ] ||
+	fail "$node: not powered off after the release"
+say "$node: released (disk ends wiped, powered off), ready again"
+deploy 1 C "$DISK_IMAGE.img.gz"
+
+phase "case C: ${NODES[0]} .img.gz${NODES[1]:+, ${NODES[1]} .qcow2}, default config"
+CASE_C=("${NODES[0]}")
+((VMS > 1)) && CASE_C+=("${NODES[1]}")
+for node in "${CASE_C[@]}"; do unset "AT[$node]"; done
+wait_states deployed "${CASE_C[@]}"
+for i in $(seq 1 "${#CASE_C[@]}"); do
+	vm "$i"
+	[ "$(jget .deployed_image "$W/$NAME.deployed.json")" = "${DEPLOY_IMG[$NAME]}" ] ||
+		fail "$NAME: deployed_image $(jget .deployed_image "$W/$NAME.deployed.json"), want ${DEPLOY_IMG[$NAME]}"
+	disk_boot "$i" "${DEPLOY_REQ[$NAME]}"
+	seed_checks "$i" "${DEPLOY_JOB[$NAME]}" "$NAME"
+	reported "$i" "${DEPLOY_JOB[$NAME]}" "$NAME"
+	deploy_rows "$NAME"
 done
 
 # ---- 5. events, boot scripts -----------------------------------------------------------------
 phase "events + boot scripts"
-declare -A EV
+declare -A EV EVL
 for i in $(seq 1 "$VMS"); do
 	vm "$i"
 	api_expect 200 GET "/v1/events?node=$NAME&action=node.provision&limit=100" > "$W/vm$i/events.json"
 	chain=$(jpy '" ".join(
 		[it["detail"]["from"] for it in reversed(d["items"])][:1] +
 		[it["detail"]["to"] for it in reversed(d["items"])])' "$W/vm$i/events.json")
-	want="enrolled verifying manageable commissioning ready deploying deployed"
+	case $i in
+	1) want="enrolled verifying manageable commissioning ready deploying deployed releasing ready deploying deployed" ;;
+	2) want="enrolled verifying manageable commissioning ready deploying deploy_failed deploying deployed" ;;
+	*) want="enrolled verifying manageable commissioning ready deploying deployed" ;;
+	esac
 	[ "$chain" = "$want" ] || fail "$NAME: provision events $chain, want $want"
 	broken=$(jpy 'sum(1 for a, b in zip(list(reversed(d["items"])), list(reversed(d["items"]))[1:])
 		if a["detail"]["to"] != b["detail"]["from"])' "$W/vm$i/events.json")
 	[ "$broken" = 0 ] || fail "$NAME: the provision events do not chain ($broken gaps)"
-	# when rackpilotd entered each state (ms), for the timings
-	while read -r to at; do EV[$NAME:$to]=$(iso2epoch "$at"); done < <(jpy '"\n".join(
-		it["detail"]["to"] + " " + it["at"] for it in d["items"])' "$W/vm$i/events.json")
+	# when rackpilotd first (EV) and last (EVL) entered each state (ms), for the timings
+	while read -r to at; do
+		[ -n "${EV[$NAME:$to]:-}" ] || EV[$NAME:$to]=$(iso2epoch "$at")
+		EVL[$NAME:$to]=$(iso2epoch "$at")
+	done < <(jpy '"\n".join(it["detail"]["to"] + " " + it["at"] for it in reversed(d["items"]))' "$W/vm$i/events.json")
 	boot_script "$MAC"
 	if ! grep -q "^echo Rackpilot: $NAME (deployed): booting from the local disk" "$W/script.last" ||
 		! grep -q "^sanboot " "$W/script.last" || grep -q "rackpilot.token" "$W/script.last"; then
@@ -402,28 +688,9 @@ for i in $(seq 1 "$VMS"); do
 	say "$NAME: events $chain; /boot/ipxe: local disk"
 done
 for node in "${NODES[@]}"; do
-	for j in "${COMMISSION_JOB[$node]}" "${DEPLOY_JOB[$node]}"; do
-		api_expect 200 GET "/v1/jobs/$j" > "$W/job-$j.json"
-		[ "$(jget .state "$W/job-$j.json")" = succeeded ] || fail "$node: job $j $(jget .state "$W/job-$j.json")"
-	done
+	api_expect 200 GET "/v1/jobs/${COMMISSION_JOB[$node]}" > "$W/job-c.json"
+	[ "$(jget .state "$W/job-c.json")" = succeeded ] || fail "$node: commission job $(jget .state "$W/job-c.json")"
 done
-
-phase "release ${NODES[0]} (metadata wipe) -> ready"
-node=${NODES[0]}
-vm 1
-cmp -s -n 1048576 "$W/vm1/disk.img" /dev/zero && fail "$node: its disk starts with zeros before the release"
-unset "AT[$node]"
-RELEASE_JOB=$(provision "$node" '{"action":"release","wipe":"metadata"}')
-[ -n "$RELEASE_JOB" ] || fail "$node: release queued no job"
-wait_states ready "$node"
-api_expect 200 GET "/v1/jobs/$RELEASE_JOB" > "$W/job-$RELEASE_JOB.json"
-[ "$(jget .state "$W/job-$RELEASE_JOB.json")" = succeeded ] || fail "$node: release job $RELEASE_JOB"
-# VM side: the deployed boot sector is gone (the first MiB of the VM's disk is zeros) and the
-# BMC says the machine is off again.
-cmp -s -n 1048576 "$W/vm1/disk.img" /dev/zero || fail "$node: the first MiB of its disk was not wiped"
-[ "$("$E2E_DIR/rack.sh" ipmi 1 chassis power status)" = "Chassis Power is off" ] ||
-	fail "$node: not powered off after the release"
-say "$node: released (disk ends wiped, powered off), ready again"
 
 # the rack's services lived through it all (dnsmasq re-read the hosts file on every SIGHUP)
 alive_pid() { # a live process (an exited child waiting to be reaped is not)
@@ -481,14 +748,13 @@ d() { if [ -n "$1" ] && [ -n "$2" ]; then fsub "$2" "$1"; else echo "?"; fi; }
 	for i in $(seq 1 "$VMS"); do
 		vm "$i"
 		row "$NAME commission request -> ready" "$(d "${REQ_AT[$NAME]}" "${EV[$NAME:ready]}")"
-		row "$NAME deploy request -> deployed (powered on from disk)" \
-			"$(d "${DEPLOY_REQ[$NAME]}" "${EV[$NAME:deployed]}")"
-		row "$NAME   disk power on -> deployed OS init line" "$(d "${DISK_ON_AT[i]}" "${DISK_OS_AT[$NAME]}")"
 	done
+	echo "---- deploys (A: raw + config; B: zst, unrouted, first_boot_timeout_s $FIRST_BOOT_TIMEOUT; C: gz / qcow2)"
+	printf '%s\n' "${DEPLOY_ROWS[@]}"
 	printf 'BENCH e2e commission_to_ready_s=%s bare_pxe_boot_s=%s vms=%s host_cpus=%s\n' \
 		"$(d "$R" "${EV[$N1:ready]}")" "$(d "$PON" "$INIT")" "$VMS" "$(nproc)"
 } | tee "$W/timings.txt"
 [ -z "${E2E_TIMINGS:-}" ] || cp "$W/timings.txt" "$E2E_TIMINGS"
 pass
 echo "PASS: e2e ($VMS VMs): enroll -> manage -> commission (PXE, agent, SSH, inventory) -> deploy" \
-	"-> disk boot, through the rackpilotd API"
+	"(raw, zst, gz, qcow2; NoCloud seed) -> disk boot -> first-boot report, through the rackpilotd API"

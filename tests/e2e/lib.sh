@@ -65,16 +65,18 @@ missing() {
 # The Debian packages the rig needs beyond the build's (.ci/deps).
 E2E_PACKAGES="qemu-system-x86 ipxe-qemu ipxe dnsmasq-base busybox-static dropbear-bin syslinux"
 E2E_PACKAGES+=" syslinux-common mtools dosfstools fdisk openipmi ipmitool iproute2 curl python3"
-E2E_PACKAGES+=" kmod openssl xxd gcc libopenipmi-dev"
+E2E_PACKAGES+=" kmod openssl xxd gcc libopenipmi-dev e2fsprogs qemu-utils zstd"
 
 # preflight [TOOL...]: skip (77) unless the rig can run here; TOOLs: what the test needs beyond
-# the rig, each a command of the Debian package of the same name (lldpd)
+# the rig, each a command of the Debian package of the same name (lldpd). E2E_NO_RACKPILOTD=1:
+# a script that runs no rackpilotd (seed-check.sh) does not need one built.
 preflight() {
 	[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, taps)"
 	[ -c /dev/net/tun ] || skip "no /dev/net/tun"
 	local t f
 	for t in qemu-system-x86_64 ipmi_sim ipmitool dnsmasq dropbear dropbearkey busybox curl \
-		python3 sfdisk mkfs.vfat mcopy syslinux ip ss setsid apt-get dpkg modinfo openssl xxd; do
+		python3 sfdisk mkfs.vfat mcopy mtype syslinux mkfs.ext4 qemu-img zstd ip ss setsid apt-get \
+		dpkg modinfo openssl xxd; do
 		command -v "$t" > /dev/null || missing "missing $t; apt-get install $E2E_PACKAGES"
 	done
 	for t in "$@"; do
@@ -86,7 +88,8 @@ preflight() {
 		/usr/include/OpenIPMI/serv.h; do
 		[ -f "$f" ] || missing "missing $f; apt-get install $E2E_PACKAGES"
 	done
-	[ -x "$RACKPILOTD" ] || skip "no rackpilotd at $RACKPILOTD (build first, or set RACKPILOTD)"
+	[ "${E2E_NO_RACKPILOTD:-0}" = 1 ] || [ -x "$RACKPILOTD" ] ||
+		skip "no rackpilotd at $RACKPILOTD (build first, or set RACKPILOTD)"
 	[ -x "$AGENT" ] || skip "no agent at $AGENT (build first, or set AGENT)"
 	# root in a container may still be refused namespaces
 	local probe=rpe2e-probe-$$
