@@ -200,7 +200,7 @@ enum rp_agent_image_format {
 /* clang-format on */
 
 /* The longest text of each member of an image step's seed (meta-data, user-data, ...). */
-#define RP_AGENT_SEED_MAX (256 * 1024)
+#define RP_AGENT_SEED_MAX RP_SEED_FILE_MAX
 
 /* Hard caps on what a qcow2 image may ask of the agent. */
 #define RP_QCOW2_L1_MAX         (4u << 20)  /* L1 entries (a 32 MiB table, as QEMU's cap) */

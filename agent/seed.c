@@ -1075,16 +1075,24 @@ fat_dir(struct fat *f, uint32_t dir, int (*found)(void *, const struct fat_ent *
 				} else {
 					/* Windows NT's case bits: a lower-case 8.3 name needs
 					 * no long name. */
+					/* Bytes of an OEM code page become '?', as in long
+					 * names: the name goes into JSON, which is UTF-8. */
 					for (k = 0; k < 8 && e[k] != ' '; k++)
 						fe.name[m++] =
-						        (char)(e[12] & 0x08 ? tolower(e[k]) : e[k]);
+						        e[k] >= 0x80 || (k == 0 && e[k] == 0x05)
+						                ? '?'
+						                : (char)(e[12] & 0x08
+						                                 ? tolower(e[k])
+						                                 : e[k]);
 					if (e[8] != ' ')
 						fe.name[m++] = '.';
 					for (k = 8; k < 11 && e[k] != ' '; k++)
 						fe.name[m++] =
-						        (char)(e[12] & 0x10 ? tolower(e[k]) : e[k]);
-					if (fe.name[0] == 0x05)
-						fe.name[0] = (char)0xe5;
+						        e[k] >= 0x80
+						                ? '?'
+						                : (char)(e[12] & 0x10
+						                                 ? tolower(e[k])
+						                                 : e[k]);
 				}
 				lfn.ok = 0;
 				fe.dir = (e[11] & 0x10) != 0;
@@ -1464,6 +1472,9 @@ seed_parse(json_t *seed, struct seed_req *s, char *err, size_t errlen)
 		s->label[i] = (char)toupper((unsigned char)label[i]);
 		s->name[i] = (char)tolower((unsigned char)label[i]);
 	}
+	/* The defaults were longer: end the copies here ("ab" is not "ABDATA"). */
+	s->label[i] = '\0';
+	s->name[i] = '\0';
 	s->want = 1;
 	return 0;
 }

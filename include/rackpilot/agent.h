@@ -45,6 +45,7 @@
 #define RP_STEP_OUTPUT_TAIL (64 * 1024) /* bytes of output kept per step result */
 #define RP_PLAN_MAX_STEPS   100
 #define RP_PLAN_MAX_BYTES   (1024 * 1024) /* a plan on stdin */
+#define RP_SEED_FILE_MAX    (256 * 1024)  /* one file of an image step's seed */
 #define RP_STEP_ID_MAX      64
 #define RP_FILE_CONTENT_MAX (256 * 1024) /* inline content of a file step */
 

@@ -12,6 +12,7 @@
 
 #include "api.h"
 #include "deploy/deploy.h"
+#include "rackpilot/agent.h"
 
 static const char *const actions[] = {"manage",  "adopt", "commission", "deploy",
                                       "release", "abort", NULL};
@@ -155,29 +156,37 @@ commission_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params)
 	return rc;
 }
 
-/* The image file's encoding, from its first bytes: "gzip", "zstd", "xz", "qcow2" or "raw";
- * NULL when it cannot be read. */
+/* The image file's encoding, from its first bytes: "gzip", "zstd", "xz", "qcow2" or "raw",
+ * or the name of one the agent cannot write (bzip2, lz4, vmdk, vhdx: *unsupported set);
+ * NULL when it cannot be read. The agent checks the same bytes again. */
 static const char *
-sniff_format(struct rp_api_req *rq, json_t *img)
+sniff_format(struct rp_api_req *rq, json_t *img, int *unsupported)
 {
 	static const struct {
 		const char *name;
 		const char *magic;
 		size_t len;
+		int ok;
 	} magics[] = {
-	        {"gzip", "\x1f\x8b", 2},
-	        {"zstd", "\x28\xb5\x2f\xfd", 4},
+	        {"gzip", "\x1f\x8b", 2, 1},
+	        {"zstd", "\x28\xb5\x2f\xfd", 4, 1},
 	        {"xz",
 	         "\xfd"
 	         "7zXZ\x00",
-	         6},
-	        {"qcow2", "QFI\xfb", 4},
+	         6, 1},
+	        {"qcow2", "QFI\xfb", 4, 1},
+	        {"bzip2", "BZh", 3, 0},
+	        {"lz4", "\x04\x22\x4d\x18", 4, 0},
+	        {"vmdk", "KDMV", 4, 0},
+	        {"vhdx", "vhdxfile", 8, 0},
 	};
-	char path[4200], head[8] = {0};
+	unsigned char head[8] = {0};
+	char path[4200];
 	ssize_t n;
 	size_t i;
 	int fd;
 
+	*unsupported = 0;
 	snprintf(path, sizeof path, "%s/%s", rq->api->image_dir ? rq->api->image_dir : ".",
 	         json_string_value(json_object_get(img, "file")) ?: "");
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
@@ -186,10 +195,79 @@ sniff_format(struct rp_api_req *rq, json_t *img)
 	close(fd);
 	if (n < 0)
 		return NULL;
+	/* A zstd skippable frame (pzstd writes one first) starts a zstd file too. */
+	if (n >= 4 && (head[0] & 0xf0) == 0x50 && head[1] == 0x2a && head[2] == 0x4d &&
+	    head[3] == 0x18)
+		return "zstd";
 	for (i = 0; i < sizeof magics / sizeof magics[0]; i++)
-		if ((size_t)n >= magics[i].len && !memcmp(head, magics[i].magic, magics[i].len))
+		if ((size_t)n >= magics[i].len && !memcmp(head, magics[i].magic, magics[i].len)) {
+			*unsupported = !magics[i].ok;
 			return magics[i].name;
+		}
 	return "raw";
+}
+
+/* An ESP path as efibootmgr takes it: printable ASCII, \EFI\..., no empty component. */
+static int
+loader_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i]; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+			return 0;
+	return s[0] == '\\' && strstr(s, "\\\\") == NULL;
+}
+
+/* The seed resolved would render files the agent takes (each at most RP_SEED_FILE_MAX, the
+ * plan at most RP_PLAN_MAX_BYTES): rendered now with a stand-in token of the real one's
+ * length, so that a deploy the agent would refuse after the PXE boot is refused here. 0, or
+ * -1 with rs filled. */
+static int
+seed_fits(json_t *resolved, struct rp_api_resp *rs)
+{
+	char token[RP_UUID_BUF + 72];
+	struct rp_deploy_report rep = {"https://host.example:65535/v1/agent/first-boot", token,
+	                               NULL};
+	const char *k;
+	json_t *seed, *v;
+	size_t total = 0;
+	int rc = -1;
+
+	memset(token, 'x', sizeof token - 1);
+	token[sizeof token - 1] = '\0';
+	if ((seed = rp_deploy_seed(resolved, "rp-00000000-0000-0000-0000-000000000000", &rep)) ==
+	    NULL) {
+		rp_api_error(rs, RP_ERR_INTERNAL, NULL);
+		return -1;
+	}
+	json_object_foreach(seed, k, v)
+	{
+		char *enc = json_dumps(v, JSON_ENCODE_ANY);
+
+		total += enc ? strlen(enc) : 0;
+		free(enc);
+		if (json_string_length(v) > RP_SEED_FILE_MAX) {
+			rp_api_error(
+			        rs, RP_ERR_INVALID_FIELD,
+			        json_pack("{s:s, s:s, s:I}", "field", "config", "reason",
+			                  "the seed's files hold at most 256 KiB each (fewer keys, "
+			                  "shorter user data)",
+			                  "file_bytes", (json_int_t)json_string_length(v)));
+			goto out;
+		}
+	}
+	/* The rest of the plan is small; leave it 64 KiB. */
+	if (total > RP_PLAN_MAX_BYTES - 65536) {
+		rp_api_error(rs, RP_ERR_INVALID_FIELD,
+		             json_pack("{s:s, s:s}", "field", "config", "reason",
+		                       "the seed would not fit in the agent's plan (1 MiB)"));
+		goto out;
+	}
+	rc = 0;
+out:
+	rp_deploy_seed_free(seed);
+	return rc;
 }
 
 /* 1 when host (an authority or address) is a loopback one. */
@@ -239,6 +317,8 @@ deploy_seed(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params, json_
 	}
 	if (json_array_size(json_object_get(resolved, "user_data")) > 0)
 		*secret = json_pack("{s:O}", "user_data", json_object_get(resolved, "user_data"));
+	if (seed_fits(resolved, rs) < 0)
+		goto out;
 	json_object_set(params, "addresses", json_object_get(resolved, "addresses"));
 	json_object_del(resolved, "user_data");
 	json_object_del(resolved, "addresses");
@@ -294,6 +374,7 @@ deploy_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params, json_
 	json_t *img = NULL, *plan = NULL, *d = NULL, *item;
 	const char *format, *want;
 	char dev[300], url[128];
+	int unsupported = 0;
 	size_t i;
 	enum rp_err e;
 
@@ -330,11 +411,19 @@ deploy_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params, json_
 	}
 	snprintf(url, sizeof url, "/boot/images/%s",
 	         json_string_value(json_object_get(img, "name")));
-	format = sniff_format(rq, img);
+	format = sniff_format(rq, img, &unsupported);
 	want = json_string_value(json_object_get(rq->body, "format"));
 	if (format == NULL) {
 		rp_api_errorf(rs, RP_ERR_CONFLICT, "cannot read image %s's file",
 		              json_string_value(json_object_get(img, "name")));
+		goto fail;
+	}
+	if (unsupported) {
+		rp_api_error(rs, RP_ERR_INVALID_FIELD,
+		             json_pack("{s:s, s:s, s:s}", "field", "image", "reason",
+		                       "the image file is a format the agent does not write (raw, "
+		                       "gzip, zstd, xz, qcow2): convert it",
+		                       "format", format));
 		goto fail;
 	}
 	if (want && strcmp(want, format) != 0) {
@@ -362,6 +451,15 @@ deploy_plan(struct rp_api_req *rq, struct rp_api_resp *rs, json_t *params, json_
 				                       "goes with the seed: not with seed false"));
 				goto fail;
 			}
+	}
+	if (json_object_get(rq->body, "efi_loader") &&
+	    !loader_valid(json_string_value(json_object_get(rq->body, "efi_loader")))) {
+		rp_api_error(
+		        rs, RP_ERR_INVALID_FIELD,
+		        json_pack(
+		                "{s:s, s:s}", "field", "efi_loader", "reason",
+		                "an ESP path of printable ASCII, e.g. \\EFI\\debian\\shimx64.efi"));
+		goto fail;
 	}
 	if (json_object_get(rq->body, "efi_loader") &&
 	    strcmp(json_string_value(json_object_get(params, "boot_mode")) ?: "", "uefi") != 0) {

@@ -317,6 +317,59 @@ nic_name_check(json_t *v, const char *field, json_t *names, json_t **detail)
 	return RP_ERR_OK;
 }
 
+/* Characters a YAML reader refuses or changes (DEL, C1 controls with NEL, the line and
+ * paragraph separators, U+FFFE/U+FFFF), and other controls but tab and newline. */
+static int
+yaml_text_ok(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	for (; *p; p++) {
+		if ((*p < 0x20 && *p != '\t' && *p != '\n') || *p == 0x7f)
+			return 0;
+		if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			return 0;
+		if (p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9))
+			return 0;
+		if (p[0] == 0xef && p[1] == 0xbf && (p[2] == 0xbe || p[2] == 0xbf))
+			return 0;
+	}
+	return 1;
+}
+
+/* cloud-init's own network form goes out as YAML as given: what YAML reads back the same
+ * (no odd characters, keys up to 256 bytes, no reals, at most 16 levels). */
+static enum rp_err
+v2_safe(json_t *v, const char *path, int depth, json_t **detail)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+	enum rp_err e;
+
+	if (depth > 16)
+		return bad(detail, RP_ERR_INVALID_FIELD, path, "nested deeper than 16 levels");
+	if (json_is_real(v))
+		return bad(detail, RP_ERR_INVALID_FIELD, path,
+		           "no fractional numbers in a network config");
+	if (json_is_string(v) &&
+	    (strlen(json_string_value(v)) != json_string_length(v) ||
+	     !yaml_text_ok(json_string_value(v)) || json_string_length(v) > 4096))
+		return bad(detail, RP_ERR_INVALID_FIELD, path,
+		           "a string of at most 4096 bytes without control characters");
+	json_object_foreach(v, k, x)
+	{
+		if (strlen(k) < 1 || strlen(k) > 256 || !yaml_text_ok(k) || strchr(k, '\n'))
+			return bad(detail, RP_ERR_INVALID_FIELD, path,
+			           "keys of 1 to 256 bytes without control characters");
+		if ((e = v2_safe(x, path, depth + 1, detail)) != RP_ERR_OK)
+			return e;
+	}
+	json_array_foreach(v, i,
+	                   x) if ((e = v2_safe(x, path, depth + 1, detail)) != RP_ERR_OK) return e;
+	return RP_ERR_OK;
+}
+
 static enum rp_err
 network_check(json_t *n, const char *path, json_t **detail)
 {
@@ -354,6 +407,8 @@ network_check(json_t *n, const char *path, json_t **detail)
 			        "and renderer");
 			goto out;
 		}
+		if ((e = v2_safe(n, path, 0, detail)) != RP_ERR_OK)
+			goto out;
 		for (i = 1; v2_members[i]; i++) {
 			v = json_object_get(n, v2_members[i]);
 			if (v && !json_is_object(v) && strcmp(v2_members[i], "renderer") != 0) {
@@ -550,9 +605,10 @@ rp_deploy_config_check(json_t *cfg, const char *path, json_t **detail)
 			           "names are 1 to 63 of a-z 0-9 _ -, and not instance-id, "
 			           "local-hostname, public-keys or rackpilot*");
 		if (!json_is_string(item) || json_string_length(item) > 1024 ||
-		    strlen(json_string_value(item)) != json_string_length(item))
+		    strlen(json_string_value(item)) != json_string_length(item) ||
+		    !yaml_text_ok(json_string_value(item)))
 			return bad(detail, RP_ERR_INVALID_FIELD, field,
-			           "a string of at most 1024 bytes");
+			           "a string of at most 1024 bytes without control characters");
 	}
 	v = json_object_get(cfg, "network");
 	fld(field, sizeof field, "%s.network", path);
@@ -562,6 +618,15 @@ rp_deploy_config_check(json_t *cfg, const char *path, json_t **detail)
 }
 
 /* ---- Resolve ----------------------------------------------------------------------------- */
+
+static int
+nic_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n >= 1 && n <= 32 &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.:_-") == n;
+}
 
 /* The inventory's NIC (name or MAC, case-insensitive), or NULL. */
 static json_t *
@@ -575,7 +640,10 @@ nic_find(json_t *inv, const char *key)
 		const char *n = json_string_value(json_object_get(it, "name"));
 		const char *m = json_string_value(json_object_get(it, "mac"));
 
-		if ((n && !strcmp(n, key)) || (m && !strcasecmp(m, key)))
+		/* The agent's word: a NIC without both, or with a name no OS has, is none. */
+		if (n == NULL || m == NULL || !nic_name_ok(n) || strlen(m) > 64)
+			continue;
+		if (!strcmp(n, key) || !strcasecmp(m, key))
 			return it;
 	}
 	return NULL;

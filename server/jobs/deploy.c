@@ -66,8 +66,11 @@ jobs_plan_expand(struct work *w, json_t *plan, char *why, size_t len)
 		}
 		if ((resolved = json_deep_copy(cfg)) == NULL)
 			goto oom;
-		json_object_set(resolved, "user_data",
-		                json_object_get(secret, "user_data") ?: json_array());
+		if (json_object_get(secret, "user_data"))
+			json_object_set(resolved, "user_data",
+			                json_object_get(secret, "user_data"));
+		else
+			json_object_set_new(resolved, "user_data", json_array());
 		if (fb) {
 			if (rp_store_first_boot_token(w->j->st, w->uuid, token, sizeof token) !=
 			    RP_ERR_OK) {

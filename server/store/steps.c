@@ -157,7 +157,7 @@ step_progress(struct conn *c, int64_t job_id, int64_t idx, int64_t node_id, cons
 {
 	json_t *p = json_object_get(rep, "progress");
 	char *text = store_canon(p), summary[300];
-	int64_t now = rp_time_now_ms(), last = 0;
+	int64_t now = rp_time_now_ms(), last = 0, started = 0;
 	struct node_ref n;
 	struct stmt *s;
 	enum rp_err e;
@@ -165,13 +165,15 @@ step_progress(struct conn *c, int64_t job_id, int64_t idx, int64_t node_id, cons
 	if (text == NULL)
 		return RP_ERR_INTERNAL;
 	s = STMT_ARGS(c,
-	              "SELECT coalesce(progress_at, 0) FROM job_steps WHERE job_id = ? AND idx = ?",
+	              "SELECT coalesce(progress_at, 0), coalesce(started_at, 0) FROM job_steps "
+	              "WHERE job_id = ? AND idx = ?",
 	              job_id, idx);
 	if ((e = store_one(c, s, "step progress read")) != RP_ERR_OK) {
 		free(text);
 		return e;
 	}
 	last = sql_int(s, 0);
+	started = sql_int(s, 1);
 	sql_reset(s);
 	s = STMT_ARGS(c,
 	              "UPDATE job_steps SET progress = ?3, progress_at = ?4 WHERE job_id = ?1 "
@@ -181,7 +183,10 @@ step_progress(struct conn *c, int64_t job_id, int64_t idx, int64_t node_id, cons
 	sql_bind_int(s, 4, now);
 	if ((e = store_exec(c, s, "step progress")) != RP_ERR_OK)
 		return e;
-	if (now - last < PROGRESS_EVENT_MS)
+	/* progress_at moves at every report: an event when a 10 s mark since the step started
+	 * is crossed. */
+	if (last != 0 &&
+	    (now - started) / PROGRESS_EVENT_MS == (last - started) / PROGRESS_EVENT_MS)
 		return RP_ERR_OK;
 	if ((e = store_node_by_id(c, node_id, &n)) != RP_ERR_OK)
 		return e;
@@ -233,6 +238,13 @@ rp_store_step_report(struct rp_store *st, int64_t node_id, const char *job, cons
 		if (cancel) {
 			*detail = store_why(NULL, "job is cancelled: do not start more steps");
 			e = RP_ERR_INVALID_STATE;
+			goto out;
+		}
+		/* A progress report is never a start: late (its answer timed out at the agent
+		 * while the step went on and ended) or of another run, it changes nothing. */
+		if (json_is_object(json_object_get(rep, "progress")) &&
+		    !(!strcmp(cur, "running") && same_run)) {
+			e = RP_ERR_OK;
 			goto out;
 		}
 		if (!strcmp(cur, "succeeded")) {

@@ -645,13 +645,16 @@ wait_phase(const char *job, const char *want, int timeout_s)
 static long
 deploy(struct node *n, const char *extra, char *job, size_t len, struct reply *out)
 {
-	char body[8192], disk[400];
+	size_t cap = strlen(extra) + 600;
+	char *body = malloc(cap), disk[400];
 	struct reply r;
 	long st;
 
+	assert_non_null(body);
 	snprintf(disk, sizeof disk, "%s/disk0", n->dir);
-	snprintf(body, sizeof body, "{\"action\":\"deploy\",\"disk\":\"%s\",%s}", disk, extra);
+	snprintf(body, cap, "{\"action\":\"deploy\",\"disk\":\"%s\",%s}", disk, extra);
 	st = act(n->name, body, &r);
+	free(body);
 	if (job && st == 202)
 		snprintf(job, len, "%s", jstr(json_object_get(r.json, "job"), "id"));
 	if (out)
@@ -726,6 +729,27 @@ test_deploy_refusals(void **state)
 		                   ?: "",
 		           cases[i].field))
 			fail_msg("%s: %ld %s", cases[i].extra, st, r.body ? r.body : "");
+		reply_free(&r);
+	}
+	/* A seed larger than the agent takes is refused now, not after a PXE boot: 40 keys
+	 * of 7000 bytes. */
+	{
+		static char big[300000];
+		size_t len = 0, i2, j2;
+
+		len += (size_t)snprintf(
+		        big + len, sizeof big - len,
+		        "\"image\":\"cloud\",\"config\":{\"ssh_authorized_keys\":[");
+		for (i2 = 0; i2 < 40; i2++) {
+			len += (size_t)snprintf(big + len, sizeof big - len, "%s\"ssh-rsa AAAA",
+			                        i2 ? "," : "");
+			for (j2 = 0; j2 < 7000; j2++)
+				big[len++] = (char)('A' + (i2 + j2) % 26);
+			len += (size_t)snprintf(big + len, sizeof big - len, " k%zu\"", i2);
+		}
+		snprintf(big + len, sizeof big - len, "]}");
+		if (deploy(&d, big, NULL, 0, &r) != 400 || !strstr(r.body ? r.body : "", "256 KiB"))
+			fail_msg("a 280 KB seed: %s", r.body ? r.body : "");
 		reply_free(&r);
 	}
 	assert_int_equal(count_all(&S, "/v1/jobs"), jobs_before);

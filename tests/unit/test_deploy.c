@@ -166,6 +166,17 @@ test_config_check(void **state)
 	       NULL);
 	expect("{\"network\": {\"version\": 2, \"wifis\": {}}}", RP_ERR_UNKNOWN_FIELD,
 	       "config.network.wifis", NULL);
+	/* What YAML would refuse or read back otherwise. */
+	expect("{\"meta\": {\"k\": \"a\\u007fb\"}}", RP_ERR_INVALID_FIELD, "config.meta.k", NULL);
+	expect("{\"meta\": {\"k\": \"a\\u0085b\"}}", RP_ERR_INVALID_FIELD, "config.meta.k", NULL);
+	expect("{\"meta\": {\"k\": \"a\\u2028b\"}}", RP_ERR_INVALID_FIELD, "config.meta.k", NULL);
+	expect("{\"network\": {\"version\": 2, \"ethernets\": {\"e\": {\"mtu\": 1.5e20}}}}",
+	       RP_ERR_INVALID_FIELD, "config.network", "fractional");
+	expect("{\"network\": {\"version\": 2, \"ethernets\": {\"e\": {\"x\": "
+	       "[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]}}}}",
+	       RP_ERR_INVALID_FIELD, "config.network", "deeper");
+	expect("{\"network\": {\"version\": 2, \"ethernets\": {\"e\\u0001\": {}}}}",
+	       RP_ERR_INVALID_FIELD, "config.network", "keys");
 }
 
 static json_t *
@@ -297,6 +308,31 @@ test_resolve(void **state)
 	            &detail, RP_ERR_INVALID_FIELD);
 	assert_null(r);
 	json_decref(detail);
+	/* The agent's inventory is its word: a NIC without a name, or with a name no OS has,
+	 * is no NIC (it must not crash anything). */
+	{
+		json_t *inv =
+		        J("{\"nics\": {\"items\": [{\"name\": \"eno1\", \"mac\": "
+		          "\"52:54:00:aa:00:01\"}, {\"mac\": \"52:54:00:aa:00:02\"}, {\"name\": "
+		          "\"bad name\\n\", \"mac\": \"52:54:00:aa:00:03\"}, {\"name\": 7}]}}");
+		json_t *macs = J("[\"52:54:00:aa:00:01\"]"), *c;
+		struct rp_deploy_node node = {"n1", NULL, NULL, macs, inv};
+
+		c = J("{\"network\": {\"interfaces\": [{\"name\": \"52:54:00:aa:00:02\", "
+		      "\"dhcp\": true}]}}");
+		assert_int_equal(rp_deploy_resolve(NULL, c, &node, &r, &detail),
+		                 RP_ERR_INVALID_FIELD);
+		json_decref(detail);
+		json_decref(c);
+		c = J("{\"network\": {\"bonds\": [{\"name\": \"bond0\", \"interfaces\": "
+		      "[\"52:54:00:aa:00:03\"]}]}}");
+		assert_int_equal(rp_deploy_resolve(NULL, c, &node, &r, &detail),
+		                 RP_ERR_INVALID_FIELD);
+		json_decref(detail);
+		json_decref(c);
+		json_decref(inv);
+		json_decref(macs);
+	}
 	r = resolve(NULL,
 	            "{\"network\": {\"interfaces\": [{\"name\": \"ib0\", \"address\": "
 	            "\"10.10.0.7/16\"}]}}",
