@@ -766,4 +766,5 @@ d() { if [ -n "$1" ] && [ -n "$2" ]; then fsub "$2" "$1"; else echo "?"; fi; }
 [ -z "${E2E_TIMINGS:-}" ] || cp "$W/timings.txt" "$E2E_TIMINGS"
 pass
 echo "PASS: e2e ($VMS VMs): enroll -> manage -> commission (PXE, agent, SSH, inventory) -> deploy" \
-	"(raw, zst, gz, qcow2; NoCloud seed) -> disk boot -> first-boot report, through the rackpilotd API"
+	"($( ((FULL)) && echo "raw, zst, gz, qcow2" || echo "raw; cases B and C in the SQLite run"); NoCloud seed) -> disk boot ->" \
+	"first-boot report, through the rackpilotd API"
