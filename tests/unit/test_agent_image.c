@@ -40,7 +40,8 @@ tpath(const char *rel)
 	static int i;
 
 	i = (i + 1) % 8;
-	snprintf(buf[i], sizeof buf[i], "%s/%s", tmpdir, rel);
+	if ((size_t)snprintf(buf[i], sizeof buf[i], "%s/%s", tmpdir, rel) >= sizeof buf[i])
+		fail_msg("path too long: %s", rel);
 	return buf[i];
 }
 
@@ -124,8 +125,8 @@ serve_one(int c)
 		nolen = 1, name += 6;
 	else if (!strncmp(name, "cut/", 4))
 		cut = 1, name += 4;
-	snprintf(path, sizeof path, "%s/www/%s", tmpdir, name);
-	if (strstr(name, "..") || (fd = open(path, O_RDONLY)) < 0) {
+	if ((size_t)snprintf(path, sizeof path, "%s/www/%s", tmpdir, name) >= sizeof path ||
+	    strstr(name, "..") || (fd = open(path, O_RDONLY)) < 0) {
 		static const char nf[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n"
 		                         "Connection: close\r\n\r\n";
 
