@@ -664,6 +664,31 @@ deploy(struct node *n, const char *extra, char *job, size_t len, struct reply *o
 	return st;
 }
 
+/* The report URL and token a seed's user data carries (its script's url='...' and
+ * token='...'). */
+static void
+seed_report(const char *user_data, char *url, size_t ulen, char *token, size_t tlen)
+{
+	const char *p = strstr(user_data, "url='"), *q = strstr(user_data, "token='");
+
+	assert_non_null(p);
+	assert_non_null(q);
+	snprintf(url, ulen, "%.*s", (int)strcspn(p + 5, "'"), p + 5);
+	snprintf(token, tlen, "%.*s", (int)strcspn(q + 7, "'"), q + 7);
+}
+
+/* POST a first-boot report body with token (NULL: none) to url, as a deployed OS would;
+ * the status. */
+static long
+report(const char *url, const char *token, const char *body)
+{
+	struct reply r;
+	long st = req_url(&S, token, "POST", url, "application/json", body, strlen(body), NULL, &r);
+
+	reply_free(&r);
+	return st;
+}
+
 #define SECRET_CLASS "class-secret-7f3a9"
 #define SECRET_REQ   "request-secret-c41d2"
 #define KEY_CLASS                                                                                  \
@@ -765,11 +790,22 @@ static void
 test_deploy_configured(void **state)
 {
 	char job[64], disk[400], buf[65536], cmd[2048], url[300], token[200], body[600];
-	const char *p;
 	struct reply r;
 	json_t *j, *fb, *step;
 
 	(void)state;
+	/* A class's defaults are checked like a request's: 400 naming the field, no class. */
+	assert_int_equal(call(&S, S.admin, "PUT", "/v1/node-classes/cloudy", &r, "{s:s, s:{s:s}}",
+	                      "name", "cloudy", "deploy_defaults", "user_data",
+	                      "#cloud-config\nruncmd: [a\n"),
+	                 400);
+	assert_string_equal(
+	        json_string_value(json_object_get(
+	                json_object_get(json_object_get(r.json, "error"), "detail"), "field")),
+	        "deploy_defaults.user_data");
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/node-classes/cloudy", &r, NULL), 404);
+	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "PUT", "/v1/node-classes/cloudy", &r,
 	                      "{s:s, s:{s:[s], s:s, s:{s:s}}}", "name", "cloudy", "deploy_defaults",
 	                      "ssh_authorized_keys", KEY_CLASS, "user_data",
@@ -882,47 +918,23 @@ test_deploy_configured(void **state)
 	                       "cloud-init schema --config-file $c >/dev/null || exit 1; done",
 	                       d.dir),
 	                 0);
-	p = strstr(buf, "url='");
-	assert_non_null(p);
-	snprintf(url, sizeof url, "%.*s", (int)strcspn(p + 5, "'"), p + 5);
-	p = strstr(buf, "token='");
-	assert_non_null(p);
-	snprintf(token, sizeof token, "%.*s", (int)strcspn(p + 7, "'"), p + 7);
+	seed_report(buf, url, sizeof url, token, sizeof token);
 	assert_int_equal(strncmp(token, "rpfb1.", 6), 0);
 	/* Hostile reports first: each is refused and changes nothing. */
-	snprintf(cmd, sizeof cmd,
-	         "curl -s -o /dev/null -w '%%{http_code}' -X POST -H 'Content-Type: "
-	         "application/json' -H 'Authorization: Bearer %s' -d '{\"instance_id\":\"rp-%s\"}' "
-	         "%s | grep -qx 401",
-	         "rpfb1.00000000-0000-4000-8000-000000000000.00", job, url);
-	assert_int_equal(sh_rc("%s", cmd), 0);
+	snprintf(body, sizeof body, "{\"instance_id\":\"rp-%s\"}", job);
+	assert_int_equal(report(url, "rpfb1.00000000-0000-4000-8000-000000000000.00", body), 401);
 	{
 		char forged[200];
 
 		snprintf(forged, sizeof forged, "%s", token);
 		forged[strlen(forged) - 1] = forged[strlen(forged) - 1] == '0' ? '1' : '0';
-		assert_int_equal(sh_rc("curl -s -o /dev/null -w '%%{http_code}' -X POST -H "
-		                       "'Content-Type: application/json' -H 'Authorization: Bearer "
-		                       "%s' -d '{\"instance_id\":\"rp-%s\"}' %s | grep -qx 401",
-		                       forged, job, url),
-		                 0);
+		assert_int_equal(report(url, forged, body), 401);
 	}
-	assert_int_equal(sh_rc("curl -s -o /dev/null -w '%%{http_code}' -X POST -H 'Content-Type: "
-	                       "application/json' -d '{\"instance_id\":\"rp-%s\"}' %s | grep -qx "
-	                       "401",
-	                       job, url),
-	                 0);
-	assert_int_equal(
-	        sh_rc("curl -s -o /dev/null -w '%%{http_code}' -X POST -H 'Content-Type: "
-	              "application/json' -H 'Authorization: Bearer %s' -d "
-	              "'{\"instance_id\":\"rp-%s\",\"hostname\":\"a b\"}' %s | grep -qx 400",
-	              token, job, url),
-	        0);
-	assert_int_equal(sh_rc("curl -s -o /dev/null -w '%%{http_code}' -X POST -H 'Content-Type: "
-	                       "application/json' -H 'Authorization: Bearer %s' -d "
-	                       "'{\"instance_id\":\"rp-someone-else\"}' %s | grep -qx 400",
-	                       token, url),
-	                 0);
+	assert_int_equal(report(url, NULL, body), 401);
+	snprintf(cmd, sizeof cmd, "{\"instance_id\":\"rp-%s\",\"hostname\":\"a b\"}", job);
+	assert_int_equal(report(url, token, cmd), 400);
+	assert_int_equal(report(url, token, "{\"instance_id\":\"rp-someone-else\"}"), 400);
+	assert_int_equal(report(url, token, "not json"), 400);
 	j = job_get(job);
 	assert_string_equal(jstr(j, "phase"), "first_boot");
 	json_decref(j);
@@ -942,11 +954,8 @@ test_deploy_configured(void **state)
 	assert_true(json_is_array(json_object_get(fb, "addresses")));
 	json_decref(j);
 	/* Once only. */
-	assert_int_equal(sh_rc("curl -s -o /dev/null -w '%%{http_code}' -X POST -H 'Content-Type: "
-	                       "application/json' -H 'Authorization: Bearer %s' -d "
-	                       "'{\"instance_id\":\"rp-%s\"}' %s | grep -qx 409",
-	                       token, job, url),
-	                 0);
+	snprintf(body, sizeof body, "{\"instance_id\":\"rp-%s\"}", job);
+	assert_int_equal(report(url, token, body), 409);
 	/* The event says who came up. */
 	assert_int_equal(
 	        call(&S, S.admin, "GET", "/v1/events?node=pv03&action=node.first_boot", &r, NULL),
@@ -1038,7 +1047,6 @@ static void
 test_deploy_kill9_mid_write(void **state)
 {
 	char job[64], disk[400], big[400], dir[256], body[200], buf[65536], url[300], token[200];
-	const char *p;
 	json_t *j = NULL, *n;
 	int i, killed = 0;
 
@@ -1104,17 +1112,9 @@ test_deploy_kill9_mid_write(void **state)
 	print_message("kill -9 mid-write: the deploy went on to its first boot\n");
 	assert_int_equal(sh_rc("cmp -i 1048576 -n 65011712 %s %s", big, disk), 0);
 	seed_file(disk, "user-data", buf, sizeof buf);
-	p = strstr(buf, "url='");
-	assert_non_null(p);
-	snprintf(url, sizeof url, "%.*s", (int)strcspn(p + 5, "'"), p + 5);
-	p = strstr(buf, "token='");
-	assert_non_null(p);
-	snprintf(token, sizeof token, "%.*s", (int)strcspn(p + 7, "'"), p + 7);
-	assert_int_equal(
-	        sh_rc("curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' -H "
-	              "'Authorization: Bearer %s' -d '{\"instance_id\":\"rp-%s\"}' %s",
-	              token, job, url),
-	        0);
+	seed_report(buf, url, sizeof url, token, sizeof token);
+	snprintf(body, sizeof body, "{\"instance_id\":\"rp-%s\"}", job);
+	assert_int_equal(report(url, token, body), 200);
 	json_decref(wait_state(k.name, "deployed", 30));
 }
 
