@@ -374,8 +374,15 @@ void rp_agent_echo(int fd, const void *data, size_t n);
 void rp_agent_failed(struct rp_agent_outcome *o, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
-/* How far a step that writes for long (image) has come. */
+/* What a progress report of a running step says. */
+enum rp_agent_progress_kind {
+	RP_PROGRESS_IMAGE, /* how far an image step has come: the counters below */
+	RP_PROGRESS_READY, /* a shell step's ready_port listens: {"ready": true}, nothing else */
+};
+
+/* A running step's progress. Zeroed, it is an image step's (kind RP_PROGRESS_IMAGE). */
 struct rp_agent_progress {
+	enum rp_agent_progress_kind kind;
 	uint64_t bytes_read;    /* downloaded */
 	uint64_t bytes_written; /* decoded, written to the device */
 	int64_t total;          /* the download's Content-Length; -1: not known */
@@ -385,15 +392,27 @@ struct rp_agent_progress {
 /* Seconds between two progress calls, at least (the last one, at the end, comes anyway). */
 #define RP_AGENT_PROGRESS_S 2
 
+/* Milliseconds between two looks at /proc/net/tcp{,6} while a shell step with ready_port runs,
+ * and the most of each file read (the kernel lists listening sockets first, so a cut loses
+ * only connections). */
+#define RP_AGENT_READY_POLL_MS  100
+#define RP_AGENT_READY_READ_MAX (1u << 20)
+
+/* 1 when text (len bytes of a /proc/net/tcp or /proc/net/tcp6 file, no NUL needed) has a row
+ * in state LISTEN (0A) whose local port is port, else 0. The header and rows that do not
+ * parse are skipped. */
+int rp_agent_tcp_listening(const char *text, size_t len, unsigned port);
+
 /* What running steps needs beyond the step itself. */
 struct rp_agent_runner {
 	const struct rp_agent_config *cfg;
 	struct rp_agent_client *client; /* NULL: steps that talk to the server fail */
 	const char *token;              /* the agent token */
 	int echo_fd;                    /* framing lines and output; -1: nowhere */
-	/* Called from the step's thread at most every RP_AGENT_PROGRESS_S and once at the end, with
-	 * progress_arg; it must not block (run-steps hands it to a thread that posts it). NULL:
-	 * progress goes nowhere. */
+	/* Called from the step's thread with progress_arg: by an image step at most every
+	 * RP_AGENT_PROGRESS_S and once at the end; by a shell step with ready_port once, when
+	 * something first listens on that port while its command runs (RP_PROGRESS_READY). It must
+	 * not block (run-steps hands it to a thread that posts it). NULL: progress goes nowhere. */
 	void (*progress)(void *arg, const struct rp_agent_progress *p);
 	void *progress_arg;
 };
@@ -405,7 +424,10 @@ struct rp_agent_runner {
 int rp_agent_shell(const char *command, json_t *env, const char *cwd, unsigned timeout_s,
                    struct rp_agent_outcome *o);
 
-/* Run one step of any type but reboot, filling o (duration included). Never reports. */
+/* Run one step of any type but reboot, filling o (duration included). Never reports. A shell
+ * step with ready_port looks at ROOT/proc/net/tcp and tcp6 (cfg's root) every
+ * RP_AGENT_READY_POLL_MS while its command runs; the first time the port listens it says so
+ * in the step's output and calls r->progress once with RP_PROGRESS_READY. */
 void rp_agent_step_run(const struct rp_agent_runner *r, const struct rp_agent_step *s,
                        struct rp_agent_outcome *o);
 
@@ -425,8 +447,9 @@ json_t *rp_agent_result_body(enum rp_step_state state, const char *run, const ch
                              const struct rp_agent_outcome *o);
 
 /* The body of a progress report: the 'running' report of run (boot_id: NULL left out) again,
- * with "progress": {"bytes_read", "bytes_written", "total" (null when not known),
- * "rate_bps"}. New reference; NULL on allocation failure. */
+ * with "progress": for RP_PROGRESS_IMAGE {"bytes_read", "bytes_written", "total" (null when
+ * not known), "rate_bps"}, for RP_PROGRESS_READY {"ready": true}. New reference; NULL on
+ * allocation failure. */
 json_t *rp_agent_progress_body(const char *run, const char *boot_id,
                                const struct rp_agent_progress *p);
 

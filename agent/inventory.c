@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,6 +28,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "rackpilot/version.h"
 #include "rackpilot/common.h"
@@ -45,6 +49,7 @@ extern char **environ;
 #define MAX_DIMMS        1024
 #define MAX_GPUS         256
 #define MAX_PORTS        64
+#define MAX_ADDRS        256 /* addresses of one NIC */
 #define MAX_NEIGHBORS    1024
 #define MAX_SOCKETS      1024
 #define MAX_CPUS         65536
@@ -54,6 +59,7 @@ struct ctx {
 	char root[PATH_MAX]; /* "" for the live system; never ends in '/' */
 	int bad_root;        /* root did not fit: every read fails */
 	int oom;
+	const struct ifaddrs *ifa; /* the NICs' addresses; NULL: none */
 };
 
 /* What the PCI walk hands to the GPU section, which falls back to it without nvidia-smi. */
@@ -1321,6 +1327,69 @@ out:
 	return o;
 }
 
+/* The prefix length of netmask (len bytes): its leading one bits; a NULL netmask is a host
+ * route (all of them). */
+static unsigned
+prefix_len(const unsigned char *mask, size_t len)
+{
+	unsigned n = 0;
+	size_t i;
+	int b;
+
+	if (mask == NULL)
+		return (unsigned)len * 8;
+	for (i = 0; i < len; i++)
+		for (b = 7; b >= 0; b--) {
+			if (!(mask[i] >> b & 1))
+				return n;
+			n++;
+		}
+	return n;
+}
+
+/* ifname's IPv4 and IPv6 addresses in c->ifa as CIDR strings ("10.0.0.7/24", "fe80::1/64"),
+ * in the list's order; an IPv4 address labelled "ifname:N" is ifname's too. */
+static json_t *
+nic_addresses(struct ctx *c, const char *ifname)
+{
+	const struct ifaddrs *a;
+	size_t nl = strlen(ifname);
+	json_t *list = arr(c);
+
+	for (a = c->ifa; a != NULL && json_array_size(list) < MAX_ADDRS; a = a->ifa_next) {
+		const void *addr, *mask = NULL;
+		char text[INET6_ADDRSTRLEN], cidr[INET6_ADDRSTRLEN + 8];
+		size_t alen;
+		int fam;
+
+		if (a->ifa_addr == NULL || a->ifa_name == NULL ||
+		    strncmp(a->ifa_name, ifname, nl) != 0 ||
+		    (a->ifa_name[nl] != '\0' && a->ifa_name[nl] != ':'))
+			continue;
+		fam = a->ifa_addr->sa_family;
+		if (fam == AF_INET) {
+			addr = &((const struct sockaddr_in *)(const void *)a->ifa_addr)->sin_addr;
+			if (a->ifa_netmask != NULL)
+				mask = &((const struct sockaddr_in *)(const void *)a->ifa_netmask)
+				                ->sin_addr;
+			alen = 4;
+		} else if (fam == AF_INET6) {
+			addr = &((const struct sockaddr_in6 *)(const void *)a->ifa_addr)->sin6_addr;
+			if (a->ifa_netmask != NULL)
+				mask = &((const struct sockaddr_in6 *)(const void *)a->ifa_netmask)
+				                ->sin6_addr;
+			alen = 16;
+		} else {
+			continue; /* AF_PACKET: the MAC, already there */
+		}
+		if (inet_ntop(fam, addr, text, sizeof text) == NULL)
+			continue;
+		snprintf(cidr, sizeof cidr, "%s/%u", text, prefix_len(mask, alen));
+		push(c, list, jstr(cidr));
+	}
+	return list;
+}
+
 static json_t *
 nics_section(struct ctx *c)
 {
@@ -1359,6 +1428,7 @@ nics_section(struct ctx *c)
 		pci_of(canon, pci);
 		put(c, it, "pci", jstr(pci));
 		put(c, it, "operstate", attr_str(c, dir, "operstate"));
+		put(c, it, "addresses", nic_addresses(c, nm.v[i]));
 		push(c, items, it);
 		n++;
 	}
@@ -1583,16 +1653,23 @@ after_number(const char *s)
 	return s;
 }
 
+/* What an RDMA device's ports share. */
+struct ib_dev {
+	const char *name;
+	json_t *fw, *node_guid;
+	json_t *board_id; /* the PSID on Mellanox/NVIDIA ConnectX ("MT_0000000838") */
+	char pci[24];
+};
+
 static json_t *
-ib_port(struct ctx *c, const char *devname, const char *dir, long long num, json_t *fw,
-        json_t *node_guid, const char *pci)
+ib_port(struct ctx *c, const struct ib_dev *d, const char *dir, long long num)
 {
 	char v[MAX_ATTR], *end;
 	double rate;
 	json_t *it;
 
 	it = obj(c);
-	put(c, it, "device", jstr(devname));
+	put(c, it, "device", jstr(d->name));
 	put(c, it, "port", json_integer(num));
 	attr(c, dir, "state", v, sizeof v);
 	put(c, it, "state", jstr(after_number(v)));
@@ -1610,8 +1687,9 @@ ib_port(struct ctx *c, const char *devname, const char *dir, long long num, json
 	else
 		put(c, it, "rate_gbps", json_real(rate));
 	put(c, it, "link_layer", attr_str(c, dir, "link_layer"));
-	put(c, it, "fw_version", json_incref(fw));
-	put(c, it, "node_guid", json_incref(node_guid));
+	put(c, it, "fw_version", json_incref(d->fw));
+	put(c, it, "board_id", json_incref(d->board_id));
+	put(c, it, "node_guid", json_incref(d->node_guid));
 	/* The port GUID is the interface half of GID 0 ("fe80:0000:0000:0000:" + GUID). */
 	attr(c, dir, "gids/0", v, sizeof v);
 	if (strlen(v) == 39 && strncmp(v, "fe80:", 5) == 0 &&
@@ -1620,7 +1698,7 @@ ib_port(struct ctx *c, const char *devname, const char *dir, long long num, json
 	else
 		put(c, it, "port_guid", json_null());
 	put(c, it, "lid", attr_int(c, dir, "lid", 16, 0, 0xffff, 1));
-	put(c, it, "pci", jstr(pci));
+	put(c, it, "pci", jstr(d->pci));
 	return it;
 }
 
@@ -1628,9 +1706,10 @@ static json_t *
 ib_section(struct ctx *c)
 {
 	const char *src = "/sys/class/infiniband";
-	char dir[PATH_MAX], p[PATH_MAX], pdir[PATH_MAX], canon[PATH_MAX], pci[24];
+	char dir[PATH_MAX], p[PATH_MAX], pdir[PATH_MAX], canon[PATH_MAX];
 	struct names nm, ports;
-	json_t *o = NULL, *items, *fw, *guid, *it;
+	struct ib_dev d;
+	json_t *o = NULL, *items, *it;
 	long long num;
 	size_t i, j, n = 0;
 	int rc;
@@ -1646,24 +1725,27 @@ ib_section(struct ctx *c)
 	for (i = 0; i < nm.n && n < MAX_ITEMS; i++) {
 		if (join(dir, src, nm.v[i]) != 0)
 			continue;
-		pci[0] = '\0';
+		d.name = nm.v[i];
+		d.pci[0] = '\0';
 		if (join(p, dir, "device") == 0 && resolve(c, p, canon) == 0)
-			pci_of(canon, pci);
-		fw = attr_str(c, dir, "fw_ver");
-		guid = attr_str(c, dir, "node_guid");
+			pci_of(canon, d.pci);
+		d.fw = attr_str(c, dir, "fw_ver");
+		d.node_guid = attr_str(c, dir, "node_guid");
+		d.board_id = attr_str(c, dir, "board_id");
 		if (join(p, dir, "ports") == 0)
 			list_dir(c, p, &ports);
 		for (j = 0; j < ports.n && j < MAX_PORTS && n < MAX_ITEMS; j++) {
 			if (parse_ll(ports.v[j], 10, &num) != 0 || num < 0 ||
 			    join(pdir, p, ports.v[j]) != 0)
 				continue;
-			it = ib_port(c, nm.v[i], pdir, num, fw, guid, pci);
+			it = ib_port(c, &d, pdir, num);
 			push(c, items, it);
 			n++;
 		}
 		names_free(&ports);
-		json_decref(fw);
-		json_decref(guid);
+		json_decref(d.fw);
+		json_decref(d.node_guid);
+		json_decref(d.board_id);
 	}
 	put(c, o, "items", items);
 out:
@@ -1807,6 +1889,24 @@ collected_at(void)
 json_t *
 rp_agent_inventory(const char *root)
 {
+	struct ifaddrs *ifa = NULL;
+	size_t n = root != NULL ? strlen(root) : 0;
+	json_t *inv;
+
+	/* Only the live system's ("", "/", "//"...): a captured tree's NICs are not this host's. */
+	while (n > 0 && root[n - 1] == '/')
+		n--;
+	if (n == 0 && getifaddrs(&ifa) != 0)
+		ifa = NULL;
+	inv = rp_agent_inventory_from(root, ifa);
+	if (ifa != NULL)
+		freeifaddrs(ifa);
+	return inv;
+}
+
+json_t *
+rp_agent_inventory_from(const char *root, const struct ifaddrs *ifa)
+{
 	struct pci_info *pi = NULL;
 	struct ctx *c = NULL;
 	json_t *inv = NULL;
@@ -1815,6 +1915,7 @@ rp_agent_inventory(const char *root)
 
 	if ((c = calloc(1, sizeof *c)) == NULL || (pi = calloc(1, sizeof *pi)) == NULL)
 		goto out;
+	c->ifa = ifa;
 	if (root != NULL && strcmp(root, "/") != 0) {
 		n = strlen(root);
 		while (n > 1 && root[n - 1] == '/')

@@ -76,23 +76,35 @@ enum {
 	M_GROW = 1 << 13,
 	M_SEED = 1 << 14,
 	M_UEFI = 1 << 15,
+	M_READY_PORT = 1 << 16,
 };
 
 static const struct {
 	const char *name;
 	unsigned bit;
 } members[] = {
-        {"command", M_COMMAND},     {"env", M_ENV},         {"cwd", M_CWD},
-        {"path", M_PATH},           {"content", M_CONTENT}, {"url", M_URL},
-        {"sha256", M_SHA256},       {"mode", M_MODE},       {"owner", M_OWNER},
-        {"image_url", M_IMAGE_URL}, {"device", M_DEVICE},   {"report", M_REPORT},
-        {"format", M_FORMAT},       {"grow", M_GROW},       {"seed", M_SEED},
+        {"command", M_COMMAND},
+        {"env", M_ENV},
+        {"cwd", M_CWD},
+        {"path", M_PATH},
+        {"content", M_CONTENT},
+        {"url", M_URL},
+        {"sha256", M_SHA256},
+        {"mode", M_MODE},
+        {"owner", M_OWNER},
+        {"image_url", M_IMAGE_URL},
+        {"device", M_DEVICE},
+        {"report", M_REPORT},
+        {"format", M_FORMAT},
+        {"grow", M_GROW},
+        {"seed", M_SEED},
         {"uefi", M_UEFI},
+        {"ready_port", M_READY_PORT},
 };
 
 /* The members each type may carry beyond the common ones. */
 static const unsigned allowed[RP_STEP__COUNT] = {
-        [RP_STEP_SHELL] = M_COMMAND | M_ENV | M_CWD,
+        [RP_STEP_SHELL] = M_COMMAND | M_ENV | M_CWD | M_READY_PORT,
         [RP_STEP_FILE] = M_PATH | M_CONTENT | M_URL | M_SHA256 | M_MODE | M_OWNER,
         [RP_STEP_REBOOT] = 0,
         [RP_STEP_INVENTORY] = 0,
@@ -360,8 +372,16 @@ check_step(json_t *o, size_t i, struct rp_agent_step *st, char *err, size_t errl
 			fail(err, errlen, i, st->id, "%s must be true or false", key);
 			return -1;
 		}
-		/* Every other type-specific member but env, seed and uefi is a non-empty string. */
-		if (!(members[k].bit & (M_ENV | M_CONTENT | M_REPORT | M_GROW | M_SEED | M_UEFI)) &&
+		if (members[k].bit == M_READY_PORT &&
+		    (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		     json_integer_value(v) > 65535)) {
+			fail(err, errlen, i, st->id, "ready_port must be a port number, 1-65535");
+			return -1;
+		}
+		/* Every other type-specific member but env, seed, uefi and ready_port is a
+		 * non-empty string. */
+		if (!(members[k].bit &
+		      (M_ENV | M_CONTENT | M_REPORT | M_GROW | M_SEED | M_UEFI | M_READY_PORT)) &&
 		    get_string(o, key) == NULL) {
 			fail(err, errlen, i, st->id, "%s must be a non-empty string", key);
 			return -1;

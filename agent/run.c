@@ -87,7 +87,7 @@ rp_agent_proc_run(const struct rp_agent_proc *p, struct rp_agent_proc_end *end)
 {
 	int out[2] = {-1, -1}, rep[2] = {-1, -1}, in = -1, err = -1, rc = -1, saved = 0;
 	int open_pipe = 1, reaped = 0, term_sent = 0, kill_sent = 0, status = 0, e;
-	int64_t deadline, kill_at = 0, nap_ms = 1;
+	int64_t deadline, kill_at = 0, nap_ms = 1, next_tick;
 	ssize_t n;
 	pid_t pid, w;
 
@@ -118,6 +118,7 @@ rp_agent_proc_run(const struct rp_agent_proc *p, struct rp_agent_proc_end *end)
 		end->exec_errno = e;
 	fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
 	deadline = mono_ms() + p->timeout_ms;
+	next_tick = mono_ms() + p->tick_ms;
 
 	for (;;) {
 		int64_t now = mono_ms();
@@ -144,6 +145,12 @@ rp_agent_proc_run(const struct rp_agent_proc *p, struct rp_agent_proc_end *end)
 				status = 0; /* SIGCHLD ignored by our caller: nothing to learn */
 				reaped = 1;
 			}
+		}
+		/* Only while it runs: once it is reaped or being stopped there is nothing to watch.
+		 */
+		if (p->tick && !reaped && !term_sent && now >= next_tick) {
+			p->tick(p->arg);
+			next_tick = now + p->tick_ms;
 		}
 		if (reaped) {
 			/* Whatever it wrote before exiting is in the pipe now; background children

@@ -25,6 +25,10 @@ struct rp_agent_proc {
 	/* Called with each chunk of output as it comes. -1 refuses it: the group gets SIGKILL
 	 * and nothing more is read. */
 	int (*output)(void *arg, const void *p, size_t n);
+	/* NULL, or called with arg every tick_ms or so (from the start) while the process runs and
+	 * is not being stopped; it must not block for long. */
+	void (*tick)(void *arg);
+	int64_t tick_ms;
 	void *arg;
 };
 

@@ -84,10 +84,13 @@ json_t *
 rp_agent_progress_body(const char *run, const char *boot_id, const struct rp_agent_progress *p)
 {
 	json_t *b = rp_agent_result_body(RP_STATE_RUNNING, run, boot_id, NULL);
-	json_t *pr = json_pack("{s:I, s:I, s:o, s:I}", "bytes_read", (json_int_t)p->bytes_read,
-	                       "bytes_written", (json_int_t)p->bytes_written, "total",
-	                       p->total >= 0 ? json_integer(p->total) : json_null(), "rate_bps",
-	                       (json_int_t)p->rate_bps);
+	json_t *pr =
+	        p->kind == RP_PROGRESS_READY
+	                ? json_pack("{s:b}", "ready", 1)
+	                : json_pack("{s:I, s:I, s:o, s:I}", "bytes_read", (json_int_t)p->bytes_read,
+	                            "bytes_written", (json_int_t)p->bytes_written, "total",
+	                            p->total >= 0 ? json_integer(p->total) : json_null(),
+	                            "rate_bps", (json_int_t)p->rate_bps);
 
 	if (b == NULL || pr == NULL || json_object_set_new(b, "progress", pr) < 0) {
 		json_decref(b);
@@ -119,9 +122,10 @@ rp_agent_step_report(const struct rp_agent_runner *r, const char *job, const cha
 
 /* ---- Progress -------------------------------------------------------------------------- */
 
-/* A long step's progress goes to the server from a thread of its own: a slow or absent server
- * must not hold up the write. Only the latest counts wait; a post that fails is skipped (the
- * final report says what happened). */
+/* A long step's progress (an image's counts, a shell step's ready) goes to the server from a
+ * thread of its own: a slow or absent server must not hold up the write or the command. Only
+ * the latest progress waits; a post that fails is skipped (the final report says what
+ * happened). */
 struct poster {
 	const struct rp_agent_config *cfg;
 	const char *job, *step, *run, *boot, *token;
@@ -180,8 +184,9 @@ poster_main(void *arg)
 	return NULL;
 }
 
-/* Run step s, which started as run: an image step's progress is posted as it goes, and the
- * last of it before this returns (so it never lands after the final report). */
+/* Run step s, which started as run: an image step's progress, or a shell step's ready, is
+ * posted as it comes, and the last of it before this returns (so it never lands after the
+ * final report). */
 static void
 run_step(const struct rp_agent_runner *r, const char *job, const struct rp_agent_step *s,
          const char *run, const char *boot, struct rp_agent_outcome *o)
@@ -196,7 +201,9 @@ run_step(const struct rp_agent_runner *r, const char *job, const struct rp_agent
 	                    .cv = PTHREAD_COND_INITIALIZER};
 	struct rp_agent_runner pr = *r;
 	pthread_t t;
-	int posting = s->type == RP_STEP_IMAGE && pthread_create(&t, NULL, poster_main, &ps) == 0;
+	int posting = (s->type == RP_STEP_IMAGE ||
+	               (s->type == RP_STEP_SHELL && json_object_get(s->obj, "ready_port"))) &&
+	              pthread_create(&t, NULL, poster_main, &ps) == 0;
 
 	if (posting) {
 		pr.progress = poster_hand;

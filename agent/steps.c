@@ -197,19 +197,126 @@ free_env(char **e, size_t owned)
 	free(e);
 }
 
+/* A row of /proc/net/tcp{,6} from p to end (no newline): "sl: local remote st ...", the
+ * local address "0100007F:1F90" or 32 hex digits, a colon and the port, all hex. */
+static int
+tcp_row_listening(const char *p, const char *end, unsigned port)
+{
+	const char *tok[4], *c;
+	size_t len[4], k;
+	unsigned long v = 0;
+
+	for (k = 0; k < 4; k++) {
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		tok[k] = p;
+		while (p < end && *p != ' ' && *p != '\t')
+			p++;
+		len[k] = (size_t)(p - tok[k]);
+		if (len[k] == 0)
+			return 0;
+	}
+	/* The header's first word is "sl", a row's "0:". */
+	if (tok[0][len[0] - 1] != ':' || len[3] != 2 || strncasecmp(tok[3], "0A", 2) != 0)
+		return 0;
+	for (c = tok[1] + len[1]; c > tok[1] && c[-1] != ':'; c--)
+		;
+	if (c == tok[1] || c == tok[1] + len[1] || tok[1] + len[1] - c > 4)
+		return 0;
+	for (; c < tok[1] + len[1]; c++) {
+		if (!isxdigit((unsigned char)*c))
+			return 0;
+		v = v * 16 + (unsigned long)(isdigit((unsigned char)*c)
+		                                     ? *c - '0'
+		                                     : tolower((unsigned char)*c) - 'a' + 10);
+	}
+	return v == port;
+}
+
+int
+rp_agent_tcp_listening(const char *text, size_t len, unsigned port)
+{
+	const char *p = text, *end = text + len, *nl;
+
+	while (p < end) {
+		for (nl = p; nl < end && *nl != '\n'; nl++)
+			;
+		if (tcp_row_listening(p, nl, port))
+			return 1;
+		p = nl + 1;
+	}
+	return 0;
+}
+
+/* What a shell command's output and ticks go to: the outcome, and for a step with ready_port
+ * the watch on that port. */
+struct shell_run {
+	struct rp_agent_outcome *o;
+	const struct rp_agent_runner *r; /* NULL: no ready_port */
+	unsigned port;
+	int ready; /* said once: the first time it listens */
+	char *buf; /* RP_AGENT_READY_READ_MAX bytes */
+};
+
 /* Shell output goes to the outcome (echo and tail), all of it. */
 static int
 shell_output(void *arg, const void *p, size_t n)
 {
-	rp_agent_output(arg, p, n);
+	struct shell_run *sr = arg;
+
+	rp_agent_output(sr->o, p, n);
 	return 0;
 }
 
-int
-rp_agent_shell(const char *command, json_t *env, const char *cwd, unsigned timeout_s,
-               struct rp_agent_outcome *o)
+/* 1 when ROOT/rel (a /proc/net/tcp file) shows sr->port listening. A file that is missing or
+ * unreadable shows nothing: a kernel without IPv6 has no tcp6. */
+static int
+proc_listening(struct shell_run *sr, const char *rel)
+{
+	char path[RP_AGENT_PATH_MAX];
+	size_t len = 0;
+	ssize_t n;
+	int fd;
+
+	if (rp_agent_path(sr->r->cfg->root, rel, path, sizeof path) < 0 ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	while (len < RP_AGENT_READY_READ_MAX &&
+	       ((n = read(fd, sr->buf + len, RP_AGENT_READY_READ_MAX - len)) > 0 ||
+	        (n < 0 && errno == EINTR)))
+		if (n > 0)
+			len += (size_t)n;
+	close(fd);
+	/* Cut at the cap: the last row may be half there. */
+	if (len == RP_AGENT_READY_READ_MAX)
+		while (len > 0 && sr->buf[len - 1] != '\n')
+			len--;
+	return rp_agent_tcp_listening(sr->buf, len, sr->port);
+}
+
+/* Every RP_AGENT_READY_POLL_MS while the command runs: has the port started listening? */
+static void
+shell_tick(void *arg)
+{
+	struct shell_run *sr = arg;
+	struct rp_agent_progress p = {.kind = RP_PROGRESS_READY};
+
+	if (sr->ready ||
+	    (!proc_listening(sr, "/proc/net/tcp") && !proc_listening(sr, "/proc/net/tcp6")))
+		return;
+	sr->ready = 1;
+	note(sr->o, "port %u is listening: ready", sr->port);
+	if (sr->r->progress)
+		sr->r->progress(sr->r->progress_arg, &p);
+}
+
+/* rp_agent_shell(), and with r and port (1-65535) the ready watch of a shell step. */
+static int
+shell(const char *command, json_t *env, const char *cwd, unsigned timeout_s,
+      const struct rp_agent_runner *r, unsigned port, struct rp_agent_outcome *o)
 {
 	char *argv[] = {"sh", "-c", (char *)command, NULL};
+	struct shell_run sr = {.o = o};
 	struct rp_agent_proc p = {
 	        .path = "/bin/sh",
 	        .argv = argv,
@@ -219,7 +326,7 @@ rp_agent_shell(const char *command, json_t *env, const char *cwd, unsigned timeo
 	        .grace_ms = KILL_GRACE_S * 1000,
 	        .cancel = &rp_agent_cancelled,
 	        .output = shell_output,
-	        .arg = o,
+	        .arg = &sr,
 	};
 	struct rp_agent_proc_end end;
 	size_t owned = 0;
@@ -236,6 +343,16 @@ rp_agent_shell(const char *command, json_t *env, const char *cwd, unsigned timeo
 	if ((envp = make_env(env, &owned)) == NULL) {
 		rp_agent_failed(o, "cannot start the command: %s", strerror(errno));
 		goto out;
+	}
+	if (r && port) {
+		if ((sr.buf = malloc(RP_AGENT_READY_READ_MAX)) == NULL) {
+			rp_agent_failed(o, "out of memory");
+			goto out;
+		}
+		sr.r = r;
+		sr.port = port;
+		p.tick = shell_tick;
+		p.tick_ms = RP_AGENT_READY_POLL_MS;
 	}
 	p.envp = envp;
 	if (rp_agent_proc_run(&p, &end) < 0) {
@@ -257,8 +374,16 @@ rp_agent_shell(const char *command, json_t *env, const char *cwd, unsigned timeo
 	}
 	rc = 0;
 out:
+	free(sr.buf);
 	free_env(envp, owned);
 	return rc;
+}
+
+int
+rp_agent_shell(const char *command, json_t *env, const char *cwd, unsigned timeout_s,
+               struct rp_agent_outcome *o)
+{
+	return shell(command, env, cwd, timeout_s, NULL, 0, o);
 }
 
 /* ---- Files --------------------------------------------------------------------------- */
@@ -975,9 +1100,11 @@ rp_agent_step_run(const struct rp_agent_runner *r, const struct rp_agent_step *s
 	o->error[0] = '\0';
 	switch (s->type) {
 	case RP_STEP_SHELL:
-		rp_agent_shell(json_string_value(json_object_get(s->obj, "command")),
-		               json_object_get(s->obj, "env"),
-		               json_string_value(json_object_get(s->obj, "cwd")), s->timeout_s, o);
+		/* The plan check made ready_port 1-65535 when it is there; 0: none. */
+		shell(json_string_value(json_object_get(s->obj, "command")),
+		      json_object_get(s->obj, "env"),
+		      json_string_value(json_object_get(s->obj, "cwd")), s->timeout_s, r,
+		      (unsigned)json_integer_value(json_object_get(s->obj, "ready_port")), o);
 		break;
 	case RP_STEP_FILE:
 		step_file(r, s, o);

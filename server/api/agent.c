@@ -53,11 +53,14 @@ static const struct rp_field heartbeat_fields[] = {
 
 static const char *const report_states[] = {"running", "succeeded", "failed", NULL};
 
+/* Either an image step's counts or a shell step's ready (its ready_port listens); every member
+ * optional, so each kind sends only its own. */
 static const struct rp_field progress_fields[] = {
         {"bytes_read", RP_F_INT, 0, 0, 1e15},
         {"bytes_written", RP_F_INT, 0, 0, 1e15},
         {"total", RP_F_INT, RP_F_NULLABLE, 0, 1e15},
         {"rate_bps", RP_F_INT, 0, 0, 1e12},
+        {"ready", RP_F_BOOL, 0},
         {NULL},
 };
 
@@ -72,7 +75,7 @@ static const struct rp_field report_fields[] = {
         {"output_truncated", RP_F_BOOL, RP_F_NULLABLE},
         {"error", RP_F_STR, RP_F_NULLABLE, 0, 4096},
         {"result", RP_F_ANY_OBJECT, RP_F_NULLABLE},
-        /* A running step's progress (the image step: bytes written, rate). */
+        /* A running step's progress (image: bytes written, rate; shell: ready). */
         {"progress", RP_F_OBJECT, RP_F_NULLABLE, 0, 0, NULL, progress_fields},
         {NULL},
 };

@@ -27,6 +27,8 @@ static const struct rp_field shell_fields[] = {
         {"command", RP_F_STR, RP_F_REQUIRED, 0, 65536},
         {"env", RP_F_ANY_OBJECT},
         {"cwd", RP_F_STR, 0, 0, 4096},
+        /* The agent reports the step ready once something listens on this TCP port. */
+        {"ready_port", RP_F_INT, 0, 1, 65535},
         {NULL},
 };
 
@@ -210,6 +212,10 @@ check_step(json_t *step, size_t i, int templated, json_t **detail)
 	if (spec == NULL)
 		return bad(detail, RP_ERR_INVALID_FIELD, i, "type",
 		           "a step type: shell, file, reboot, inventory, firmware, bios, image");
+	/* Said plainly rather than as an unknown member: only a shell step runs a server. */
+	if (spec != shell_fields && json_object_get(step, "ready_port"))
+		return bad(detail, RP_ERR_INVALID_FIELD, i, "ready_port",
+		           "only shell steps have one");
 	if ((e = rp_api_validate(step, spec, 1, &sub)) != RP_ERR_OK) {
 		/* Say which step: "command" becomes "steps[2].command". */
 		char field[128];

@@ -1125,6 +1125,159 @@ test_bad_input(void **state)
 	}
 }
 
+/* The node's view of its sockets: the agent reads /proc/net/tcp{,6} under its root, like every
+ * /proc file, and a fixture root has no /proc/net, so the live one goes there (unless
+ * sshnode.sh put it there already); off takes away only a link this made. */
+static void
+live_proc_net(struct node *n, int on)
+{
+	static int made;
+	char path[400];
+
+	snprintf(path, sizeof path, "%s/root/proc/net", n->dir);
+	if (on && access(path, F_OK) != 0) {
+		sh("ln -s /proc/net %s", path);
+		made = 1;
+	} else if (!on && made) {
+		sh("rm -f %s", path);
+		made = 0;
+	}
+}
+
+/* A shell step with ready_port: the server listens after a second, for `hold` seconds, and
+ * writes marker (then "listening") only once it listens. */
+static void
+ready_plan(struct node *n, const char *sid, int port, const char *marker, double hold, int listens,
+           char *id, size_t len)
+{
+	char body[2048], py[400];
+
+	snprintf(py, sizeof py, "%s/listen.py", n->dir);
+	sh("printf '%%s\\n' 'import socket, sys, time' 's = socket.socket()' "
+	   "'s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)' "
+	   "'s.bind((\"127.0.0.1\", int(sys.argv[1])))' 's.listen()' "
+	   "'open(sys.argv[2], \"w\").write(\"up\")' 'print(\"listening\", flush=True)' "
+	   "'time.sleep(float(sys.argv[3]))' > %s",
+	   py);
+	if (listens)
+		snprintf(body, sizeof body,
+		         "{\"steps\":[{\"id\":\"%s\",\"type\":\"shell\",\"ready_port\":%d,"
+		         "\"command\":\"sleep 1; exec python3 %s %d %s %.1f\"}]}",
+		         sid, port, py, port, marker, hold);
+	else
+		snprintf(body, sizeof body,
+		         "{\"steps\":[{\"id\":\"%s\",\"type\":\"shell\",\"ready_port\":%d,"
+		         "\"command\":\"sleep %.1f; echo done\"}]}",
+		         sid, port, hold);
+	submit(n->name, body, id, len);
+}
+
+/* A network test's server side as a step: the step's progress becomes {"ready": true} while it
+ * still runs, never before its port listens, and stays after it ends. A report that says
+ * "ready": "yes" is refused and changes nothing. */
+static void
+test_ready_port(void **state)
+{
+	char id[64], marker[400], path[300], atok[128], want[64];
+	int port = free_ports(1), i, seen = 0;
+	json_t *j, *s, *p, *ready = json_pack("{s:b}", "ready", 1);
+	struct reply r;
+
+	(void)state;
+	live_proc_net(&n0, 1);
+	snprintf(marker, sizeof marker, "%s/listening", n0.dir);
+	unlink(marker);
+	ready_plan(&n0, "srv", port, marker, 3, 1, id, sizeof id);
+	for (i = 0; i < 400 && !seen; i++) {
+		j = get_job(id);
+		s = step(j, "srv");
+		p = json_object_get(s, "progress");
+		if (json_is_object(p)) {
+			/* Only once the listener is up, and while the step still runs. */
+			if (access(marker, F_OK) != 0)
+				fail_msg("ready before the port listens: %s", json_dumps(p, 0));
+			assert_true(json_equal(p, ready));
+			assert_string_equal(jstr(s, "state"), "running");
+			seen = 1;
+		} else {
+			assert_true(json_is_null(p));
+		}
+		json_decref(j);
+		if (!seen)
+			usleep(25000);
+	}
+	if (!seen)
+		fail_msg("step srv of job %s never became ready", id);
+
+	/* Hostile: ready must be a boolean, and progress has no other members. */
+	agent_token(&n0, atok, sizeof atok);
+	snprintf(path, sizeof path, "/v1/agent/jobs/%s/steps/srv", id);
+	assert_int_equal(call(&S, atok, "POST", path, &r, "{s:s, s:{s:s}}", "state", "running",
+	                      "progress", "ready", "yes"),
+	                 400);
+	assert_error(&r, 400, "INVALID_FIELD");
+	reply_free(&r);
+	assert_int_equal(call(&S, atok, "POST", path, &r, "{s:s, s:{s:b, s:i}}", "state", "running",
+	                      "progress", "ready", 1, "port", port),
+	                 400);
+	reply_free(&r);
+
+	j = wait_job(&S, id, 60);
+	assert_string_equal(jstr(j, "state"), "succeeded");
+	json_decref(j);
+	j = get_job(id);
+	s = step(j, "srv");
+	assert_string_equal(jstr(s, "state"), "succeeded");
+	assert_int_equal(json_integer_value(json_object_get(s, "runs")), 1);
+	assert_true(json_equal(json_object_get(s, "progress"), ready));
+	snprintf(want, sizeof want, "port %d is listening: ready", port);
+	assert_non_null(strstr(jstr(s, "output"), want));
+	assert_true(strstr(jstr(s, "output"), "listening\n") < strstr(jstr(s, "output"), want));
+	json_decref(j);
+
+	/* A command that never listens ends without ready. */
+	ready_plan(&n0, "quiet", port, marker, 1.5, 0, id, sizeof id);
+	j = wait_job(&S, id, 60);
+	assert_string_equal(jstr(j, "state"), "succeeded");
+	json_decref(j);
+	j = get_job(id);
+	s = step(j, "quiet");
+	assert_string_equal(jstr(s, "state"), "succeeded");
+	assert_true(json_is_null(json_object_get(s, "progress")));
+	assert_null(strstr(jstr(s, "output"), "ready"));
+	json_decref(j);
+
+	/* The API's plan check: ready_port is a shell step's, 1-65535. */
+	{
+		static const char *const bad[] = {
+		        "{\"steps\":[{\"type\":\"shell\",\"command\":\"x\",\"ready_port\":0}]}",
+		        "{\"steps\":[{\"type\":\"shell\",\"command\":\"x\",\"ready_port\":65536}]}",
+		        "{\"steps\":[{\"type\":\"shell\",\"command\":\"x\",\"ready_port\":\"5201\"}"
+		        "]}",
+		        "{\"steps\":[{\"type\":\"file\",\"path\":\"/x\",\"content\":\"\","
+		        "\"ready_port\":5201}]}",
+		        "{\"steps\":[{\"type\":\"reboot\",\"ready_port\":5201}]}",
+		};
+		size_t k;
+
+		for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+			long st = req(&S, S.admin, "POST", "/v1/nodes/sn00/steps",
+			              "application/json", bad[k], strlen(bad[k]), NULL, &r);
+
+			if (st != 400)
+				fail_msg("%s: %ld %s", bad[k], st, r.body ? r.body : "");
+			assert_error(&r, 400, "INVALID_FIELD");
+			assert_string_equal(
+			        jstr(json_object_get(json_object_get(r.json, "error"), "detail"),
+			             "field"),
+			        "steps[0].ready_port");
+			reply_free(&r);
+		}
+	}
+	live_proc_net(&n0, 0);
+	json_decref(ready);
+}
+
 /* A machine nobody enrolled registers with a discovery token and becomes a node. */
 static void
 test_discovery(void **state)
@@ -1191,6 +1344,7 @@ main(void)
 	        cmocka_unit_test(test_cancel_running_plan),
 	        cmocka_unit_test(test_running_report_retried),
 	        cmocka_unit_test(test_bad_input),
+	        cmocka_unit_test(test_ready_port),
 	        cmocka_unit_test(test_discovery),
 	};
 

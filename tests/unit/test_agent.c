@@ -1,6 +1,7 @@
 /* agent: configuration precedence, TLS fingerprints and pinned downloads from a real TLS peer
  * (openssl s_server), the output tail and UTF-8, plans, the resume rules, ${image} quoting,
- * real shell steps, file steps, authorized_keys and MAC selection. */
+ * real shell steps and their ready_port (/proc/net/tcp rows), file steps, authorized_keys and
+ * MAC selection. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -1169,6 +1170,282 @@ test_result_body(void **state)
 	rp_agent_outcome_free(NULL);
 }
 
+/* ---- ready_port ---------------------------------------------------------------------- */
+
+static void
+test_plan_ready_port(void **state)
+{
+	static const struct {
+		const char *steps, *why;
+	} bad[] = {
+	        {"{\"id\": \"a\", \"type\": \"shell\", \"command\": \"x\", \"ready_port\": 0}",
+	         "ready_port must be a port number, 1-65535"},
+	        {"{\"id\": \"a\", \"type\": \"shell\", \"command\": \"x\", \"ready_port\": 65536}",
+	         "ready_port must be"},
+	        {"{\"id\": \"a\", \"type\": \"shell\", \"command\": \"x\", \"ready_port\": -1}",
+	         "ready_port must be"},
+	        {"{\"id\": \"a\", \"type\": \"shell\", \"command\": \"x\", \"ready_port\": "
+	         "\"5201\"}",
+	         "ready_port must be"},
+	        {"{\"id\": \"a\", \"type\": \"shell\", \"command\": \"x\", \"ready_port\": 5201.0}",
+	         "ready_port must be"},
+	        {"{\"id\": \"a\", \"type\": \"shell\", \"command\": \"x\", \"ready_port\": null}",
+	         "ready_port must be"},
+	        {"{\"id\": \"a\", \"type\": \"firmware\", \"command\": \"x\", \"ready_port\": "
+	         "5201}",
+	         "unknown member 'ready_port' for a firmware step"},
+	        {"{\"id\": \"a\", \"type\": \"image\", \"url\": \"http://h/i\", \"sha256\": \"" SHA
+	         "\", \"device\": \"/dev/sda\", \"ready_port\": 5201}",
+	         "unknown member 'ready_port' for a image step"},
+	        {"{\"id\": \"a\", \"type\": \"reboot\", \"ready_port\": 5201}",
+	         "unknown member 'ready_port'"},
+	};
+	char err[512];
+	struct rp_agent_plan *p;
+	size_t i;
+
+	(void)state;
+	p = parse(
+	        "{\"id\": \"srv\", \"type\": \"shell\", \"command\": \"iperf3 -s -1\", "
+	        "\"ready_port\": 5201},"
+	        "{\"id\": \"lo\", \"type\": \"shell\", \"command\": \"x\", \"ready_port\": 1},"
+	        "{\"id\": \"hi\", \"type\": \"shell\", \"command\": \"x\", \"ready_port\": 65535}",
+	        err, sizeof err);
+	if (p == NULL)
+		fail_msg("%s", err);
+	assert_int_equal(p->nsteps, 3);
+	assert_int_equal(json_integer_value(json_object_get(p->steps[0].obj, "ready_port")), 5201);
+	rp_agent_plan_free(p);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err[0] = '\0';
+		p = parse(bad[i].steps, err, sizeof err);
+		if (p != NULL || strstr(err, bad[i].why) == NULL)
+			fail_msg("case %zu: %s: got '%s', want '%s'", i, bad[i].steps, err,
+			         bad[i].why);
+	}
+}
+
+/* Captured shapes: a host with sshd, iperf3 -s (5201 = 0x1451) and a MySQL on 127.0.0.1
+ * (3306), one SSH connection in, one connection out whose remote port is 5201, and a
+ * TIME_WAIT from 5201; tcp6 with a dual-stack listener on 8080 (0x1F90) and a connection to
+ * it. */
+#define TCP_HEAD                                                                                   \
+	"  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "      \
+	"timeout inode                                                     \n"
+#define TCP_ROWS                                                                                   \
+	"   0: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0       " \
+	" "                                                                                        \
+	"0 18811 1 0000000000000000 100 0 0 10 0                     \n"                           \
+	"   1: 00000000:1451 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0       " \
+	" "                                                                                        \
+	"0 40312 1 0000000000000000 100 0 0 10 0                     \n"                           \
+	"   2: 0100007F:0CEA 00000000:0000 0A 00000000:00000000 00:00000000 00000000   108       " \
+	" "                                                                                        \
+	"0 21005 1 0000000000000000 100 0 0 10 0                     \n"                           \
+	"   3: 0F00000A:0016 0100000A:D3C2 01 00000000:00000000 02:00095D4A 00000000     0       " \
+	" "                                                                                        \
+	"0 40221 2 0000000000000000 20 4 29 10 -1                   \n"                            \
+	"   4: 0F00000A:B0F4 1000000A:4E21 01 00000000:00000000 00:00000000 00000000  1000       " \
+	" "                                                                                        \
+	"0 40999 1 0000000000000000 20 4 30 10 -1                   \n"                            \
+	"   5: 0F00000A:9C40 1000000A:1452 06 00000000:00000000 03:00000F6A 00000000     0       " \
+	" "                                                                                        \
+	"0 0 3 0000000000000000\n"
+#define TCP6_TEXT                                                                                  \
+	"  sl  local_address                         remote_address                        st "    \
+	"tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"                            \
+	"   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A "    \
+	"00000000:00000000 00:00000000 00000000     0        0 30211 1 0000000000000000 100 0 0 "  \
+	"10 0\n"                                                                                   \
+	"   1: 0000000000000000FFFF00000100007F:E2B4 0000000000000000FFFF00000100007F:1F90 01 "    \
+	"00000000:00000000 00:00000000 00000000  1000        0 30380 1 0000000000000000 20 4 30 "  \
+	"10 -1\n"                                                                                  \
+	"   2: 0000000000000000FFFF00000100007F:1F90 0000000000000000FFFF00000100007F:E2B4 01 "    \
+	"00000000:00000000 00:00000000 00000000     0        0 30381 1 0000000000000000 20 4 30 "  \
+	"10 -1\n"
+
+static void
+test_tcp_listening(void **state)
+{
+	static const char tcp[] = TCP_HEAD TCP_ROWS, tcp6[] = TCP6_TEXT;
+	static const char *const junk[] = {
+	        "",
+	        TCP_HEAD,
+	        "sl: 00000000:1451 00000000:0000 0A",         /* a first word in ":" is a row */
+	        "   1: 00000000:1451 00000000:0000 0a\n",     /* lowercase state: still LISTEN */
+	        "   1: 00000000:1451 00000000:0000",          /* no state */
+	        "   1: 00000000:1451 00000000:0000 0A0",      /* not a state */
+	        "   1: 000000001451 00000000:0000 0A\n",      /* no port */
+	        "   1: 00000000:01451 00000000:0000 0A\n",    /* five digits */
+	        "   1: 00000000:14G1 00000000:0000 0A\n",     /* not hex */
+	        "   1 00000000:1451 00000000:0000 0A\n",      /* no colon after the row number */
+	        "   1: 00000000: 00000000:0000 0A\n",         /* an empty port */
+	        "\n\n\n   1: 00000000:1451 00000000:0000 0A", /* no final newline */
+	};
+	static const int junk_listens[] = {0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1};
+	size_t i;
+
+	(void)state;
+	assert_true(rp_agent_tcp_listening(tcp, strlen(tcp), 22));
+	assert_true(rp_agent_tcp_listening(tcp, strlen(tcp), 5201));
+	assert_true(rp_agent_tcp_listening(tcp, strlen(tcp), 3306)); /* any address */
+	/* ESTABLISHED and TIME_WAIT rows, local port or remote, are not listeners. */
+	assert_false(rp_agent_tcp_listening(tcp, strlen(tcp), 0xB0F4));
+	assert_false(rp_agent_tcp_listening(tcp, strlen(tcp), 0x4E21));
+	assert_false(rp_agent_tcp_listening(tcp, strlen(tcp), 0x1452));
+	assert_false(rp_agent_tcp_listening(tcp, strlen(tcp), 0x9C40));
+	assert_false(rp_agent_tcp_listening(tcp, strlen(tcp), 8080));
+	assert_false(rp_agent_tcp_listening(tcp, strlen(tcp), 0));
+	assert_true(rp_agent_tcp_listening(tcp6, strlen(tcp6), 8080));
+	assert_false(rp_agent_tcp_listening(tcp6, strlen(tcp6), 0xE2B4));
+	assert_false(rp_agent_tcp_listening(tcp6, strlen(tcp6), 5201));
+	/* Only len bytes count: the 5201 row cut off is not seen, whatever follows in memory. */
+	assert_false(rp_agent_tcp_listening(tcp, strlen(TCP_HEAD) + 100, 5201));
+	assert_true(rp_agent_tcp_listening(tcp, strlen(TCP_HEAD) + 100, 22));
+	for (i = 0; i < sizeof junk / sizeof junk[0]; i++)
+		if (rp_agent_tcp_listening(junk[i], strlen(junk[i]), 5201) != junk_listens[i])
+			fail_msg("junk %zu: '%s'", i, junk[i]);
+}
+
+static void
+test_progress_ready_body(void **state)
+{
+	struct rp_agent_progress p = {.kind = RP_PROGRESS_READY, .bytes_written = 9};
+	json_t *b, *want = json_pack("{s:b}", "ready", 1);
+
+	(void)state;
+	b = rp_agent_progress_body("0b9f5c1e-0000-4000-8000-00000000000b", "boot-1", &p);
+	assert_non_null(b);
+	assert_string_equal(json_string_value(json_object_get(b, "state")), "running");
+	assert_string_equal(json_string_value(json_object_get(b, "run")),
+	                    "0b9f5c1e-0000-4000-8000-00000000000b");
+	/* Only ready: no image counters beside it. */
+	assert_true(json_equal(json_object_get(b, "progress"), want));
+	assert_null(json_object_get(b, "exit_code"));
+	json_decref(b);
+	json_decref(want);
+}
+
+struct ready_seen {
+	unsigned calls, ready;
+};
+
+static void
+on_ready(void *arg, const struct rp_agent_progress *p)
+{
+	struct ready_seen *s = arg;
+
+	s->calls++;
+	s->ready += p->kind == RP_PROGRESS_READY;
+}
+
+/* One shell step of plan text (a steps array's one member) under root, progress into seen. */
+static struct rp_agent_outcome *
+ready_step(const char *root, const char *step, struct ready_seen *seen)
+{
+	struct rp_agent_config cfg;
+	struct rp_agent_runner r = {
+	        .cfg = &cfg, .echo_fd = -1, .progress = on_ready, .progress_arg = seen};
+	struct rp_agent_outcome *o = rp_agent_outcome_new(-1);
+	struct rp_agent_plan *p;
+	char err[512];
+
+	rp_agent_config_defaults(&cfg);
+	snprintf(cfg.root, sizeof cfg.root, "%s", root);
+	memset(seen, 0, sizeof *seen);
+	p = parse(step, err, sizeof err);
+	if (p == NULL)
+		fail_msg("%s", err);
+	assert_non_null(o);
+	rp_agent_step_run(&r, &p->steps[0], o);
+	rp_agent_plan_free(p);
+	return o;
+}
+
+/* A free TCP port of this host (bound and let go). */
+static unsigned
+free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof a;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+static void
+test_shell_ready(void **state)
+{
+	struct ready_seen seen;
+	struct rp_agent_outcome *o;
+	char step[1024], *out, want[64];
+	unsigned port = free_port();
+
+	(void)state;
+	/* A real listener on the live system, after a second: ready once, and only after it
+	 * listens (the command's own line comes first in the output). */
+	snprintf(step, sizeof step,
+	         "{\"id\": \"srv\", \"type\": \"shell\", \"ready_port\": %u, \"command\": "
+	         "\"sleep 1; exec python3 -c 'import socket,sys,time; s=socket.socket(); "
+	         "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+	         "s.bind((\\\"127.0.0.1\\\", "
+	         "%u)); s.listen(); print(\\\"listening\\\", flush=True); time.sleep(1)'\"}",
+	         port, port);
+	o = ready_step("/", step, &seen);
+	out = output_of(o);
+	if (!o->succeeded)
+		fail_msg("%s: %s", o->error, out);
+	assert_int_equal(seen.calls, 1);
+	assert_int_equal(seen.ready, 1);
+	snprintf(want, sizeof want, "port %u is listening: ready\n", port);
+	assert_non_null(strstr(out, want));
+	assert_true(strstr(out, "listening\n") < strstr(out, want));
+	free(out);
+	rp_agent_outcome_free(o);
+
+	/* Nothing listens: the step ends with no progress at all. */
+	snprintf(step, sizeof step,
+	         "{\"id\": \"quiet\", \"type\": \"shell\", \"ready_port\": %u, \"command\": "
+	         "\"sleep 0.5\"}",
+	         port);
+	o = ready_step("/", step, &seen);
+	assert_true(o->succeeded);
+	assert_int_equal(seen.calls, 0);
+	out = output_of(o);
+	assert_null(strstr(out, "ready"));
+	free(out);
+	rp_agent_outcome_free(o);
+
+	/* The files are read under root: a tree whose tcp6 lists the port listening makes the step
+	 * ready at once, while the command only sleeps; a tree without them never does. */
+	put_file("ready-root/proc/net/tcp", TCP_HEAD TCP_ROWS);
+	put_file("ready-root/proc/net/tcp6", TCP6_TEXT);
+	o = ready_step(tpath("ready-root"),
+	               "{\"id\": \"r\", \"type\": \"shell\", \"ready_port\": 8080, \"command\": "
+	               "\"sleep 0.5\"}",
+	               &seen);
+	assert_true(o->succeeded);
+	assert_int_equal(seen.ready, 1);
+	rp_agent_outcome_free(o);
+	o = ready_step(tpath("no-such-root"),
+	               "{\"id\": \"r\", \"type\": \"shell\", \"ready_port\": 8080, \"command\": "
+	               "\"sleep 0.3\"}",
+	               &seen);
+	assert_true(o->succeeded);
+	assert_int_equal(seen.calls, 0);
+	rp_agent_outcome_free(o);
+
+	/* Without ready_port nothing is watched, even where the port listens. */
+	o = ready_step(tpath("ready-root"),
+	               "{\"id\": \"r\", \"type\": \"shell\", \"command\": \"sleep 0.3\"}", &seen);
+	assert_int_equal(seen.calls, 0);
+	rp_agent_outcome_free(o);
+}
+
 /* ---- ${image} ------------------------------------------------------------------------ */
 
 static void
@@ -1428,17 +1705,32 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_config_file),     cmocka_unit_test(test_config_precedence),
-	        cmocka_unit_test(test_tls_fingerprint), cmocka_unit_test(test_config_fingerprint),
-	        cmocka_unit_test(test_download_pinned), cmocka_unit_test(test_utf8),
-	        cmocka_unit_test(test_utf8_cap),        cmocka_unit_test(test_tail),
-	        cmocka_unit_test(test_plan_good),       cmocka_unit_test(test_bios_report),
-	        cmocka_unit_test(test_plan_bad),        cmocka_unit_test(test_plan_content_cap),
-	        cmocka_unit_test(test_decide),          cmocka_unit_test(test_shell_basic),
-	        cmocka_unit_test(test_shell_timeout),   cmocka_unit_test(test_shell_big_output),
-	        cmocka_unit_test(test_result_body),     cmocka_unit_test(test_subst_image),
-	        cmocka_unit_test(test_file_step),       cmocka_unit_test(test_image_step_refuses),
-	        cmocka_unit_test(test_authorized_keys), cmocka_unit_test(test_macs),
+	        cmocka_unit_test(test_config_file),
+	        cmocka_unit_test(test_config_precedence),
+	        cmocka_unit_test(test_tls_fingerprint),
+	        cmocka_unit_test(test_config_fingerprint),
+	        cmocka_unit_test(test_download_pinned),
+	        cmocka_unit_test(test_utf8),
+	        cmocka_unit_test(test_utf8_cap),
+	        cmocka_unit_test(test_tail),
+	        cmocka_unit_test(test_plan_good),
+	        cmocka_unit_test(test_bios_report),
+	        cmocka_unit_test(test_plan_bad),
+	        cmocka_unit_test(test_plan_content_cap),
+	        cmocka_unit_test(test_decide),
+	        cmocka_unit_test(test_shell_basic),
+	        cmocka_unit_test(test_shell_timeout),
+	        cmocka_unit_test(test_shell_big_output),
+	        cmocka_unit_test(test_result_body),
+	        cmocka_unit_test(test_subst_image),
+	        cmocka_unit_test(test_file_step),
+	        cmocka_unit_test(test_image_step_refuses),
+	        cmocka_unit_test(test_authorized_keys),
+	        cmocka_unit_test(test_macs),
+	        cmocka_unit_test(test_plan_ready_port),
+	        cmocka_unit_test(test_tcp_listening),
+	        cmocka_unit_test(test_progress_ready_body),
+	        cmocka_unit_test(test_shell_ready),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,5 +1,6 @@
-/* agent inventory: exact values from the fixture trees (tests/fixtures/inventory/), skipped
- * sources, and garbage that must not crash or hang the collector. */
+/* agent inventory: exact values from the fixture trees (tests/fixtures/inventory/), NIC
+ * addresses from a list shaped as getifaddrs(3) makes it, skipped sources, and garbage that
+ * must not crash or hang the collector. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -13,6 +14,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cmocka.h>
 
@@ -217,6 +222,7 @@ test_vm(void **state)
 	INT(j, "nics.items.0.mtu", 1400);
 	STR(j, "nics.items.0.pci", "0000:00:03.0"); /* through the virtio2 level */
 	STR(j, "nics.items.0.operstate", "up");
+	LEN(j, "nics.items.0.addresses", 0); /* a tree's NICs never get the host's addresses */
 
 	LEN(j, "pci.devices", 6);
 	INT(j, "pci.gpu_count", 0);
@@ -325,6 +331,12 @@ check_hgx_common(json_t *j)
 	INT(j, "nics.items.2.speed_mbps", 200000);
 	INT(j, "nics.items.2.mtu", 9000);
 	STR(j, "nics.items.2.pci", "0000:e1:00.0");
+	for (i = 0; i < 3; i++) {
+		char p[64];
+
+		snprintf(p, sizeof p, "nics.items.%zu.addresses", i);
+		LEN(j, p, 0);
+	}
 
 	/* 8 InfiniBand HCAs plus the RoCE port: docs/inventory.md counts both. */
 	INT(j, "pci.hca_count", 9);
@@ -372,6 +384,7 @@ check_hgx_common(json_t *j)
 	INT(j, "infiniband.items.0.rate_gbps", 400);
 	STR(j, "infiniband.items.0.link_layer", "InfiniBand");
 	STR(j, "infiniband.items.0.fw_version", "28.39.1002");
+	STR(j, "infiniband.items.0.board_id", "MT_0000000838");
 	STR(j, "infiniband.items.0.node_guid", "a088:c203:0063:1a40");
 	STR(j, "infiniband.items.0.port_guid", "a088:c203:0063:1a40");
 	INT(j, "infiniband.items.0.lid", 17);
@@ -385,6 +398,7 @@ check_hgx_common(json_t *j)
 	INT(j, "infiniband.items.8.lid", 0);
 	STR(j, "infiniband.items.8.port_guid", "5aa2:e1ff:fe4c:7e20");
 	STR(j, "infiniband.items.8.pci", "0000:e1:00.0");
+	STR(j, "infiniband.items.8.board_id", "MT_0000000834");
 	json_array_foreach(at(j, "infiniband.items"), i, v)
 	{
 		if (strcmp(json_string_value(json_object_get(v, "link_layer")), "InfiniBand") ==
@@ -531,15 +545,106 @@ test_root_spellings(void **state)
 	assert_true(json_equal(a, b));
 	json_decref(a);
 	json_decref(b);
-	/* The live system, however it looks: never NULL, every section there. */
+	/* The live system, however it looks: never NULL, every section there, every NIC with
+	 * its addresses (getifaddrs). */
 	a = rp_agent_inventory(NULL);
 	assert_non_null(a);
 	check_sources(a);
+	{
+		json_t *it;
+		size_t i;
+
+		json_array_foreach(at(a, "nics.items"), i, it)
+		        assert_true(json_is_array(json_object_get(it, "addresses")));
+	}
 	json_decref(a);
 	a = rp_agent_inventory("/nonexistent/rackpilot-inventory");
 	assert_non_null(a);
 	SKIPPED(a, "cpu", "/proc/cpuinfo", "no such file");
 	json_decref(a);
+}
+
+/* --- NIC addresses ------------------------------------------------------------------- */
+
+static struct sockaddr_in
+v4(const char *a)
+{
+	struct sockaddr_in s = {.sin_family = AF_INET};
+
+	assert_int_equal(inet_pton(AF_INET, a, &s.sin_addr), 1);
+	return s;
+}
+
+static struct sockaddr_in6
+v6(const char *a)
+{
+	struct sockaddr_in6 s = {.sin6_family = AF_INET6};
+
+	assert_int_equal(inet_pton(AF_INET6, a, &s.sin6_addr), 1);
+	return s;
+}
+
+/* The vm tree (one NIC, eth0) with a list shaped as getifaddrs(3) makes it: eth0's packet
+ * entry (the MAC) and its IPv4 and IPv6 addresses, an alias label, a host route without a
+ * netmask, and entries of other interfaces (lo, eth01, a bridge) and without an address. */
+static void
+test_nic_addresses(void **state)
+{
+	struct sockaddr_in a1 = v4("10.0.0.7"), m1 = v4("255.255.255.0"), a2 = v4("10.0.0.8"),
+	                   m2 = v4("255.255.255.255"), a3 = v4("192.0.2.1"), lo = v4("127.0.0.1"),
+	                   mlo = v4("255.0.0.0"), other = v4("10.9.9.9"), m0 = v4("0.0.0.0");
+	struct sockaddr_in6 b1 = v6("fe80::5054:ff:fe12:3456"), n1 = v6("ffff:ffff:ffff:ffff::"),
+	                    b2 = v6("2001:db8:0:7::7"), n2 = v6("ffff:ffff:ffff:fff0::");
+	struct sockaddr pk = {.sa_family = AF_PACKET};
+	struct ifaddrs l[11];
+	char root[PATH_MAX];
+	json_t *j;
+	size_t i;
+
+	(void)state;
+	memset(l, 0, sizeof l);
+	l[0] = (struct ifaddrs){.ifa_name = "lo", .ifa_addr = &pk};
+	l[1] = (struct ifaddrs){.ifa_name = "eth0", .ifa_addr = &pk};
+	l[2] = (struct ifaddrs){.ifa_name = "lo",
+	                        .ifa_addr = (struct sockaddr *)&lo,
+	                        .ifa_netmask = (struct sockaddr *)&mlo};
+	l[3] = (struct ifaddrs){.ifa_name = "eth0",
+	                        .ifa_addr = (struct sockaddr *)&a1,
+	                        .ifa_netmask = (struct sockaddr *)&m1};
+	l[4] = (struct ifaddrs){.ifa_name = "eth0:1",
+	                        .ifa_addr = (struct sockaddr *)&a2,
+	                        .ifa_netmask = (struct sockaddr *)&m2};
+	l[5] = (struct ifaddrs){.ifa_name = "eth01",
+	                        .ifa_addr = (struct sockaddr *)&other,
+	                        .ifa_netmask = (struct sockaddr *)&m1};
+	l[6] = (struct ifaddrs){.ifa_name = "eth0", .ifa_addr = (struct sockaddr *)&a3};
+	l[7] = (struct ifaddrs){.ifa_name = "eth0"}; /* no address (a down tunnel's) */
+	l[8] = (struct ifaddrs){.ifa_name = "eth0",
+	                        .ifa_addr = (struct sockaddr *)&b1,
+	                        .ifa_netmask = (struct sockaddr *)&n1};
+	l[9] = (struct ifaddrs){.ifa_name = "eth0",
+	                        .ifa_addr = (struct sockaddr *)&b2,
+	                        .ifa_netmask = (struct sockaddr *)&n2};
+	l[10] = (struct ifaddrs){.ifa_name = "br0",
+	                         .ifa_addr = (struct sockaddr *)&other,
+	                         .ifa_netmask = (struct sockaddr *)&m0};
+	for (i = 0; i + 1 < sizeof l / sizeof l[0]; i++)
+		l[i].ifa_next = &l[i + 1];
+	snprintf(root, sizeof root, "%s/vm", RP_FIXTURES);
+	j = rp_agent_inventory_from(root, l);
+	assert_non_null(j);
+	STR(j, "nics.items.0.name", "eth0");
+	LEN(j, "nics.items.0.addresses", 5);
+	STR(j, "nics.items.0.addresses.0", "10.0.0.7/24");
+	STR(j, "nics.items.0.addresses.1", "10.0.0.8/32");
+	STR(j, "nics.items.0.addresses.2", "192.0.2.1/32");
+	STR(j, "nics.items.0.addresses.3", "fe80::5054:ff:fe12:3456/64");
+	STR(j, "nics.items.0.addresses.4", "2001:db8:0:7::7/60");
+	json_decref(j);
+	/* No list: every NIC still has the member, empty. */
+	j = rp_agent_inventory_from(root, NULL);
+	LEN(j, "nics.items.0.addresses", 0);
+	json_decref(j);
 }
 
 /* --- garbage in temporary trees ------------------------------------------------------- */
@@ -926,6 +1031,7 @@ test_hostile_tree(void **state)
 	NUL(j, "infiniband.items.0.state");
 	NUL(j, "infiniband.items.0.rate_gbps");
 	NUL(j, "infiniband.items.0.lid");
+	NUL(j, "infiniband.items.0.board_id");
 	json_decref(j);
 }
 
@@ -938,6 +1044,7 @@ main(void)
 	        cmocka_unit_test(test_gpu_h100_7x_missing),
 	        cmocka_unit_test(test_minimal),
 	        cmocka_unit_test(test_root_spellings),
+	        cmocka_unit_test(test_nic_addresses),
 	        cmocka_unit_test_setup_teardown(test_truncated_cpuinfo, setup_tmp, teardown_tmp),
 	        cmocka_unit_test_setup_teardown(test_huge_cpuinfo, setup_tmp, teardown_tmp),
 	        cmocka_unit_test_setup_teardown(test_garbage_tools, setup_tmp, teardown_tmp),
