@@ -1012,6 +1012,10 @@ main(int argc, char **argv)
 		rc = migrate(st, migrate_to) < 0 ? 1 : 0;
 		goto out;
 	}
+	/* The recipes rackpilotd ships (docs/recipes.md), where no recipe has their name yet.
+	 * Not a reason to refuse to start: a read-only or full database still serves. */
+	if (rp_store_recipe_ship(st, NULL) != RP_ERR_OK)
+		rp_log_warn("cannot load the shipped recipes now; the next start tries again");
 	if (rp_bmc_global_init() < 0) {
 		rp_log_error("cannot initialise libcurl");
 		goto out;

@@ -5,6 +5,7 @@
 
 #include "../util/util.h"
 #include "internal.h"
+#include "shipped.h"
 
 #define RECIPE_COLS                                                                                \
 	"SELECT id AS _id, uuid AS id, name, description, params AS \"params:json\", steps AS "    \
@@ -93,6 +94,170 @@ static struct store_res recipe_res = {
 };
 
 STORE_RES_CALLS(recipe, &recipe_res)
+
+/* ---- Shipped recipes -------------------------------------------------------------------- */
+
+struct ship {
+	json_t *recipes; /* the shipped recipes, parsed */
+	json_t *loaded;  /* out: names inserted */
+	json_t *kept;    /* out: names of stored recipes that differ from the shipped one */
+};
+
+static int
+same_recipe(json_t *stored, json_t *shipped)
+{
+	static const char *const members[] = {"description", "params", "steps", NULL};
+
+	for (const char *const *m = members; *m; m++)
+		if (!json_equal(json_object_get(stored, *m), json_object_get(shipped, *m)))
+			return 0;
+	return 1;
+}
+
+/* One shipped recipe, inside ship_txn's transaction. ON CONFLICT rather than a look first:
+ * another server sharing the database may insert the same name at the same time, and its row
+ * is as good as ours. */
+static enum rp_err
+ship_one(struct conn *c, json_t *rec, json_t *loaded, json_t *kept)
+{
+	const char *name = json_string_value(json_object_get(rec, "name"));
+	char uuid[RP_UUID_BUF];
+	char *params = store_canon(json_object_get(rec, "params"));
+	char *steps = store_canon(json_object_get(rec, "steps"));
+	json_t *row = NULL, *detail = NULL;
+	int64_t id, changed;
+	enum rp_err e = RP_ERR_INTERNAL;
+
+	if (params == NULL || steps == NULL || rp_uuid_new(uuid) < 0)
+		goto out;
+	if ((e = EXEC(c, "shipped recipe",
+	              "INSERT INTO recipes(uuid, name, description, params, steps, created_at, "
+	              "updated_at) VALUES (?1,?2,?3,?4,?5,?6,?6) ON CONFLICT(name) DO NOTHING",
+	              uuid, name, json_string_value(json_object_get(rec, "description")), params,
+	              steps, rp_time_now_ms())) != RP_ERR_OK)
+		goto out;
+	changed = sql_changes(c);
+	if ((e = store_id_of(c, T_RECIPE, name, &id)) != RP_ERR_OK ||
+	    (e = store_res_load(c, &recipe_res, id, &row)) != RP_ERR_OK)
+		goto out;
+	if (changed == 0) {
+		e = same_recipe(row, rec)
+		            ? RP_ERR_OK
+		            : (json_array_append_new(kept, json_string(name)) < 0 ? RP_ERR_INTERNAL
+		                                                                  : RP_ERR_OK);
+		goto out;
+	}
+	e = RP_ERR_INTERNAL;
+	if ((detail = json_pack("{s:b}", "shipped", 1)) == NULL ||
+	    json_array_append_new(loaded, json_string(name)) < 0)
+		goto out;
+	e = store_res_event(c, &recipe_res, "created", row, 0, 0, detail, "rackpilotd");
+out:
+	free(params);
+	free(steps);
+	json_decref(row);
+	json_decref(detail);
+	return e;
+}
+
+/* Whether every shipped recipe's name is taken already (*missing 0), in one read snapshot:
+ * then the start writes nothing, and a read-only database starts as before. kept gets the
+ * names whose stored recipe differs. */
+static enum rp_err
+ship_missing(struct rp_store *st, json_t *recipes, json_t *kept, int *missing)
+{
+	STORE_HOLD(st);
+	struct conn *c = NULL;
+	json_t *rec, *row;
+	int64_t id;
+	size_t i;
+	enum rp_err e;
+
+	*missing = 0;
+	if ((e = store_read(st, &c)) != RP_ERR_OK)
+		return e;
+	json_array_foreach(recipes, i, rec)
+	{
+		e = store_id_of(c, T_RECIPE, json_string_value(json_object_get(rec, "name")), &id);
+		if (e == RP_ERR_NOT_FOUND) {
+			*missing = 1;
+			e = RP_ERR_OK;
+			break;
+		}
+		if (e != RP_ERR_OK || (e = store_res_load(c, &recipe_res, id, &row)) != RP_ERR_OK)
+			break;
+		if (!same_recipe(row, rec) &&
+		    json_array_append(kept, json_object_get(rec, "name")) < 0)
+			e = RP_ERR_INTERNAL;
+		json_decref(row);
+		if (e != RP_ERR_OK)
+			break;
+	}
+	store_read_end(c);
+	return e;
+}
+
+/* store_txn may run this again: it starts from empty out-lists every time. */
+static enum rp_err
+ship_txn(struct conn *c, void *ctx)
+{
+	struct ship *sh = ctx;
+	json_t *rec;
+	size_t i;
+	enum rp_err e;
+
+	json_array_clear(sh->loaded);
+	json_array_clear(sh->kept);
+	json_array_foreach(sh->recipes, i, rec)
+	{
+		if ((e = ship_one(c, rec, sh->loaded, sh->kept)) != RP_ERR_OK)
+			return e;
+	}
+	return RP_ERR_OK;
+}
+
+enum rp_err
+rp_store_recipe_ship(struct rp_store *st, int *loaded)
+{
+	struct ship sh = {json_array(), json_array(), json_array()};
+	json_t *rec, *v;
+	size_t i;
+	int missing;
+	enum rp_err e = RP_ERR_INTERNAL;
+
+	if (sh.recipes == NULL || sh.loaded == NULL || sh.kept == NULL)
+		goto out;
+	for (i = 0; i < rp_shipped_recipe_count; i++) {
+		json_error_t err;
+
+		/* The build checked it is JSON; a recipe that is not means a broken build. */
+		rec = json_loads(rp_shipped_recipes[i].json, 0, &err);
+		if (!json_is_object(rec) || json_array_append_new(sh.recipes, rec) < 0) {
+			rp_log_error("shipped recipe %s: %s", rp_shipped_recipes[i].name, err.text);
+			goto out;
+		}
+	}
+	if ((e = ship_missing(st, sh.recipes, sh.kept, &missing)) != RP_ERR_OK ||
+	    (missing && (e = store_txn(st, ship_txn, &sh)) != RP_ERR_OK))
+		goto out;
+	/* Logged after the commit: the transaction may have run more than once. */
+	json_array_foreach(sh.kept, i, v) rp_log_info(
+	        "recipe %s is the operator's; the shipped one is not loaded", json_string_value(v));
+	if (json_array_size(sh.loaded) > 0) {
+		char *names = json_dumps(sh.loaded, JSON_COMPACT);
+
+		rp_log_info("loaded %zu shipped recipes: %s", json_array_size(sh.loaded),
+		            names ? names : "?");
+		free(names);
+	}
+	if (loaded)
+		*loaded = (int)json_array_size(sh.loaded);
+out:
+	json_decref(sh.recipes);
+	json_decref(sh.loaded);
+	json_decref(sh.kept);
+	return e;
+}
 
 /* Replace ${name} for every declared name in s. New string. */
 static json_t *

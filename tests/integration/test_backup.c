@@ -357,6 +357,21 @@ test_upgrade(void **state)
 	json_array_foreach(reads, i, rd)
 	{
 		now = get_json(&s, jstr(rd, "path"));
+		/* The first start also loads the shipped recipes (docs/recipes.md): new events. */
+		if (!strncmp(jstr(rd, "path"), "/v1/events", 10)) {
+			json_t *items = json_object_get(now, "items"), *ev;
+			size_t k = 0, shipped = 0;
+
+			while ((ev = json_array_get(items, k)) != NULL) {
+				if (!strcmp(jstr(ev, "action"), "recipe.created") &&
+				    !strcmp(jstr(ev, "actor"), "rackpilotd")) {
+					json_array_remove(items, k);
+					shipped++;
+				} else
+					k++;
+			}
+			assert_true(shipped > 0);
+		}
 		if ((d = differs(json_object_get(rd, "body"), now, jstr(rd, "path"))) != NULL)
 			fail_msg("after the upgrade, GET %s", d);
 		json_decref(now);

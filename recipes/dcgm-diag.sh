@@ -1,0 +1,123 @@
+#!/bin/sh
+# recipe: dcgm-diag
+# description: DCGM diagnostics (dcgmi diag -r LEVEL -j): every test's result per GPU - a Fail fails, a Warn is reported
+# param: level default=1 (1 quick, 2 medium, 3 long, 4 extended)
+# timeout_s: 7200
+set -u
+RECIPE='dcgm-diag'
+# ---- result helpers (the same in every shipped recipe) ----
+# $1 as a JSON string: \ " escaped, tabs as spaces, lines joined by \n, other control and
+# non-ASCII bytes as '?' (the line must stay valid JSON whatever a tool prints).
+js() {
+	printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' | LC_ALL=C awk 'BEGIN { printf "\"" }
+		{ gsub(/\t/, " "); gsub(/[\001-\037\177-\377]/, "?")
+		  if (NR > 1) printf "\\n"; printf "%s", $0 }
+		END { printf "\"" }'
+}
+findings=""
+nfindings=0
+# finding ITEM EXPECTED ACTUAL MESSAGE FIX
+finding() {
+	f="{\"item\": $(js "$1"), \"expected\": $(js "$2"), \"actual\": $(js "$3"), \"message\": $(js "$4"), \"fix\": $(js "$5")}"
+	findings="$findings${findings:+, }$f"
+	nfindings=$((nfindings + 1))
+	echo "FINDING: $1: $4" >&2
+}
+# result EXTRA: the last stdout line; EXTRA is ", \"member\": value ..." (JSON) or empty.
+result() {
+	ok=true
+	[ "$nfindings" -eq 0 ] || ok=false
+	printf 'RACKPILOT_RESULT {"recipe": "%s", "ok": %s, "findings": [%s]%s}\n' "$RECIPE" "$ok" "$findings" "$1"
+	[ "$ok" = true ]
+}
+need() { # need TOOL WHAT: exit 77 naming the tool when it is absent
+	command -v "$1" >/dev/null 2>&1 || {
+		echo "$1 ($2) is not installed"
+		exit 77
+	}
+}
+# ---- end of the result helpers ----
+need dcgmi DCGM
+level=${RP_LEVEL:-1}
+case $level in
+1 | 2 | 3 | 4) ;;
+*)
+	finding level "1, 2, 3 or 4" "$level" "level must be 1, 2, 3 or 4" "give level 1 (quick) to 4 (extended)"
+	result ""
+	exit 1
+	;;
+esac
+out=$(dcgmi diag -r "$level" -j 2>&1)
+rc=$?
+# One line per result object: test, GPU, status, first warning. A small JSON walker: the
+# document is DCGM's (DCGM GPU Diagnostic > test_categories > tests > results), and keys are
+# read wherever they are, so 3.x and 4.x spellings (gpu_ids, gpu_id, entity_id) all work.
+rows=$(printf '%s\n' "$out" | awk '
+	{ text = text $0 "\n" }
+	function handle(k, v) {
+		if (k == "name") test = v
+		else if (k == "gpu_ids" || k == "gpu_id" || k == "entity_id") gpu[depth] = v
+		else if (k == "status") st[depth] = v
+		else if ((k == "warning" || k == "warnings" || k == "error") && warn[depth] == "") warn[depth] = v
+		else if (k == "runtime_error") printf "runtime\t-\tFail\t%s\n", v
+	}
+	END {
+		n = length(text); depth = 0; key = ""
+		for (i = 1; i <= n; i++) {
+			c = substr(text, i, 1)
+			if (c == "\"") {
+				s = ""
+				for (i++; i <= n; i++) {
+					c = substr(text, i, 1)
+					if (c == "\\") { i++; c = substr(text, i, 1); if (c == "n" || c == "t") c = " "; s = s c; continue }
+					if (c == "\"") break
+					s = s c
+				}
+				j = i + 1
+				while (substr(text, j, 1) ~ /[ \t\n\r]/) j++
+				if (substr(text, j, 1) == ":") { key = s; i = j } else handle(key, s)
+			} else if (c ~ /[-0-9A-Za-z.]/) {
+				s = c
+				while (substr(text, i + 1, 1) ~ /[-0-9A-Za-z.]/) { i++; s = s substr(text, i, 1) }
+				handle(key, s)
+			} else if (c == "{") {
+				depth++; gpu[depth] = ""; st[depth] = ""; warn[depth] = ""
+			} else if (c == "}") {
+				if (st[depth] != "") {
+					g = gpu[depth]; gsub(/[\t\n]/, " ", g); w = warn[depth]; gsub(/[\t\n]/, " ", w)
+					printf "%s\t%s\t%s\t%s\n", test, g, st[depth], w
+				} else if (warn[depth] != "" && depth > 1 && warn[depth - 1] == "")
+					warn[depth - 1] = warn[depth]
+				if (depth > 0) depth--
+			}
+		}
+	}')
+if [ -z "$rows" ]; then
+	printf '%s\n' "$out" | tail -n 20
+	finding "dcgmi diag" "a JSON report" "exit status $rc, no test results" \
+		"dcgmi diag -r $level -j printed no test results" \
+		"check that nv-hostengine runs (systemctl status nvidia-dcgm) and dcgmi discovery -l lists the GPUs"
+	result ", \"level\": $level"
+	exit 1
+fi
+tab=$(printf '\t')
+tests=""
+pass=0 fail=0 warnc=0 skip=0
+while IFS=$tab read -r test gpu status warn; do
+	s=$(printf '%s' "$status" | tr '[:upper:]' '[:lower:]')
+	case $s in
+	pass) pass=$((pass + 1)) ;;
+	fail) fail=$((fail + 1)) ;;
+	warn) warnc=$((warnc + 1)) ;;
+	*) skip=$((skip + 1)) ;;
+	esac
+	echo "$test GPU $gpu: $status${warn:+ ($warn)}"
+	tests="$tests${tests:+, }{\"test\": $(js "$test"), \"gpu\": $(js "$gpu"), \"status\": $(js "$status"), \"message\": $(js "$warn")}"
+	if [ "$s" = fail ]; then
+		finding "$test (GPU $gpu)" Pass "$status" "${warn:-DCGM test $test failed on GPU $gpu}" \
+			"run dcgmi diag -r $level again on this GPU; a repeated failure is a hardware fault for the vendor (RMA)"
+	fi
+done <<ROWS
+$rows
+ROWS
+result ", \"level\": $level, \"passed\": $pass, \"failed\": $fail, \"warned\": $warnc, \"skipped\": $skip, \"tests\": [$tests]"
