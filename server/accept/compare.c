@@ -6,15 +6,15 @@
 
 #include "accept.h"
 
-const char *const rp_accept_checks[] = {"bmc",           "power", "pxe",   "inventory",
-                                        "firmware",      "bios",  "links", "burn_in",
-                                        "power_thermal", "sel",   NULL};
+const char *const rp_accept_checks[] = {"bmc",    "power", "pxe",     "inventory",     "firmware",
+                                        "bios",   "links", "burn_in", "power_thermal", "sel",
+                                        "fabric", "nccl",  NULL};
 
 #define GIB (1024.0 * 1024 * 1024)
 
 /* ---- The bill of materials ----------------------------------------------------------- */
 
-enum kind { K_COUNT, K_POSITIVE, K_PERCENT, K_MODEL, K_ENUM };
+enum kind { K_COUNT, K_POSITIVE, K_PERCENT, K_MODEL, K_ENUM, K_ENVELOPE, K_SIZE, K_IFNAMES };
 
 struct member {
 	const char *group, *name;
@@ -37,7 +37,24 @@ static const struct member bom_members[] = {
         {"hcas", "count", K_COUNT},
         {"hcas", "rate_gbps", K_POSITIVE},
         {"hcas", "link_layer", K_ENUM},
+        {"fabric", "envelope_pct", K_ENVELOPE},
+        {"fabric", "ethernet_gbps", K_POSITIVE},
+        {"fabric", "interfaces", K_IFNAMES},
+        {"nccl", "min_busbw_gbytes_s", K_POSITIVE},
+        {"nccl", "max_bytes", K_SIZE},
+        {"nccl", "gpus_per_node", K_COUNT},
 };
+
+/* An interface name as Linux allows it (IFNAMSIZ - 1), in the characters a bom should use. */
+static int
+ifname_ok(json_t *v)
+{
+	const char *s = json_string_value(v);
+	size_t n = json_string_length(v);
+
+	return s && n >= 1 && n <= 15 && strlen(s) == n &&
+	       strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
 
 static enum rp_err
 why(json_t **detail, enum rp_err e, const char *field, const char *fmt, ...)
@@ -71,7 +88,8 @@ rp_accept_bom_check(json_t *bom, json_t **detail)
 		snprintf(field, sizeof field, "bom.%.64s", g);
 		if (!known)
 			return why(detail, RP_ERR_UNKNOWN_FIELD, field,
-			           "unknown part (gpus, memory, cpu, disks, nics, hcas)");
+			           "unknown part (gpus, memory, cpu, disks, nics, hcas, fabric, "
+			           "nccl)");
 		if (!json_is_object(grp))
 			return why(detail, RP_ERR_INVALID_FIELD, field, "must be an object");
 		json_object_foreach(grp, k, v)
@@ -117,6 +135,45 @@ rp_accept_bom_check(json_t *bom, json_t **detail)
 					return why(detail, RP_ERR_INVALID_FIELD, field,
 					           "must be InfiniBand or Ethernet");
 				break;
+			case K_ENVELOPE:
+				if (!json_is_number(v) || json_number_value(v) < 1 ||
+				    json_number_value(v) > 100)
+					return why(detail, RP_ERR_INVALID_FIELD, field,
+					           "must be a number from 1 to 100");
+				break;
+			case K_SIZE:
+				/* Bytes: 1 TiB is past any GPU's memory. */
+				if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+				    json_integer_value(v) > (json_int_t)1 << 40)
+					return why(detail, RP_ERR_INVALID_FIELD, field,
+					           "must be a whole number of bytes from 1 to "
+					           "1099511627776");
+				break;
+			case K_IFNAMES: {
+				json_t *e;
+				size_t j, l;
+
+				if (!json_is_array(v) || json_array_size(v) < 1 ||
+				    json_array_size(v) > 64)
+					return why(detail, RP_ERR_INVALID_FIELD, field,
+					           "must be an array of 1-64 interface names");
+				json_array_foreach(v, j, e)
+				{
+					if (!ifname_ok(e))
+						return why(
+						        detail, RP_ERR_INVALID_FIELD, field,
+						        "entry %zu: must be an interface name of "
+						        "1-15 characters A-Z a-z 0-9 . _ -",
+						        j);
+					for (l = 0; l < j; l++)
+						if (json_equal(json_array_get(v, l), e))
+							return why(detail, RP_ERR_INVALID_FIELD,
+							           field,
+							           "entry %zu: %s listed twice", j,
+							           json_string_value(e));
+				}
+				break;
+			}
 			}
 		}
 	}

@@ -41,7 +41,7 @@ parse_checks(json_t *body, json_t **out, struct rp_api_resp *rs)
 		if (!json_is_string(v) || !known_check(json_string_value(v)))
 			return bad(rs, RP_ERR_INVALID_FIELD, "checks",
 			           "checks are bmc, power, pxe, inventory, firmware, bios, links, "
-			           "burn_in, power_thermal, sel");
+			           "burn_in, fabric, nccl, power_thermal, sel");
 		for (k = 0; k < i; k++)
 			if (json_equal(json_array_get(want, k), v))
 				return bad(rs, RP_ERR_INVALID_FIELD, "checks",
@@ -120,6 +120,33 @@ burn_in_steps(struct rp_api_req *rq, json_t *bi, json_t **out, struct rp_api_res
 	return 0;
 }
 
+static const char *const ib_tools[] = {"ib_write_bw", "ib_read_bw", NULL};
+static const char *const launchers[] = {"env", "mpirun", NULL};
+
+/* The options of the checks across nodes (docs/acceptance.md): all optional. */
+static const struct rp_field fabric_fields[] = {
+        {"all_pairs", RP_F_BOOL, 0},
+        {"duration_s", RP_F_INT, 0, 1, 3600},
+        {"timeout_s", RP_F_INT, 0, 10, 86400},
+        {"ready_timeout_s", RP_F_INT, 0, 1, 600},
+        {"ib_tool", RP_F_ENUM, 0, 0, 0, ib_tools},
+        {NULL},
+};
+
+static const struct rp_field nccl_fields[] = {
+        {"launcher", RP_F_ENUM, 0, 0, 0, launchers},
+        {"timeout_s", RP_F_INT, 0, 10, 86400},
+        {"port", RP_F_INT, 0, 1024, 65535},
+        {NULL},
+};
+
+/* The body's members beside checks and burn_in (checked by hand below). */
+static const struct rp_field start_fields[] = {
+        {"fabric", RP_F_OBJECT, 0, 0, 0, NULL, fabric_fields},
+        {"nccl", RP_F_OBJECT, 0, 0, 0, NULL, nccl_fields},
+        {NULL},
+};
+
 void
 rp_api_acceptance_start(struct rp_api_req *rq, struct rp_api_resp *rs)
 {
@@ -127,18 +154,22 @@ rp_api_acceptance_start(struct rp_api_req *rq, struct rp_api_resp *rs)
 	json_t *out = NULL, *nd, *by_class = json_object();
 	struct rp_page_req pr = {.limit = 1000};
 	struct rp_page pg = {0};
-	const char *k;
-	json_t *v;
 	char actor[96];
 	size_t i;
 	enum rp_err e;
 
 	if (rq->body && rp_api_need_object(rq, rs) < 0)
 		goto out;
-	json_object_foreach(rq->body, k, v)
-	{
-		if (strcmp(k, "checks") != 0 && strcmp(k, "burn_in") != 0) {
-			bad(rs, RP_ERR_UNKNOWN_FIELD, k, "the body has checks and burn_in");
+	if (rq->body) {
+		json_t *rest = json_copy(rq->body);
+
+		json_object_del(rest, "checks");
+		json_object_del(rest, "burn_in");
+		e = rest ? rp_api_validate(rest, start_fields, 1, &detail) : RP_ERR_INTERNAL;
+		json_decref(rest);
+		if (e != RP_ERR_OK) {
+			rp_api_error(rs, e, detail);
+			detail = NULL;
 			goto out;
 		}
 	}
@@ -171,8 +202,10 @@ rp_api_acceptance_start(struct rp_api_req *rq, struct rp_api_resp *rs)
 		}
 		json_object_set(plans, json_string_value(json_object_get(nd, "name")), plan);
 	}
-	in = json_pack("{s:O, s:O?}", "checks", checks, "burn_in",
-	               json_object_get(rq->body, "burn_in"));
+	in = json_pack("{s:O, s:O?, s:O?, s:O?}", "checks", checks, "burn_in",
+	               json_object_get(rq->body, "burn_in"), "fabric",
+	               json_object_get(rq->body, "fabric"), "nccl",
+	               json_object_get(rq->body, "nccl"));
 	e = rp_store_accept_start(rq->api->store, rq->params[0], in, plans, rp_api_actor(rq, actor),
 	                          &out, &detail);
 	if (e != RP_ERR_OK) {
@@ -272,6 +305,168 @@ html_text(struct rp_buf *b, const char *s)
 	}
 }
 
+/* A figure of a test, "" when it has none. */
+static const char *
+gbps(json_t *t, const char *key, char *buf, size_t len)
+{
+	json_t *v = json_object_get(t, key);
+
+	if (!json_is_number(v))
+		return "";
+	snprintf(buf, len, "%.2f", json_number_value(v));
+	return buf;
+}
+
+/* The tests across nodes as rows of the same columns: one per fabric pair and port (node: the
+ * pair's server, check "fabric PORT to CLIENT"), one for the NCCL run. */
+static void
+render_csv_pairs(json_t *run, struct rp_buf *b)
+{
+	json_t *p, *t, *r, *u = json_object();
+	size_t i, k;
+	char att[32], check[300];
+
+	snprintf(att, sizeof att, "%lld",
+	         (long long)json_integer_value(json_object_get(run, "attempt")));
+	json_array_foreach(json_object_get(run, "results"), i, r)
+	        json_object_set(u, json_string_value(json_object_get(r, "node")) ?: "",
+	                        json_object_get(r, "u_position"));
+	json_array_foreach(json_object_get(run, "pairs"), i, p)
+	{
+		const char *server = json_string_value(json_object_get(p, "server")) ?: "";
+		json_t *up = json_object_get(u, server);
+		char us[32] = "";
+
+		if (json_is_integer(up))
+			snprintf(us, sizeof us, "%lld", (long long)json_integer_value(up));
+		if (strcmp(json_string_value(json_object_get(p, "kind")) ?: "", "fabric") != 0) {
+			csv_field(b, server, 0);
+			csv_field(b, us, 0);
+			csv_field(b, "nccl (rack)", 0);
+			csv_field(b, json_string_value(json_object_get(p, "state")), 0);
+			csv_field(b, json_string_value(json_object_get(p, "message")), 0);
+			csv_field(b, "", 0);
+			csv_field(b, att, 0);
+			csv_field(b, json_string_value(json_object_get(p, "finished_at")), 1);
+			continue;
+		}
+		json_array_foreach(json_object_get(p, "tests"), k, t)
+		{
+			snprintf(check, sizeof check, "fabric %s to %s",
+			         json_string_value(json_object_get(t, "port")) ?: "?",
+			         json_string_value(json_object_get(p, "client")) ?: "?");
+			csv_field(b, server, 0);
+			csv_field(b, us, 0);
+			csv_field(b, check, 0);
+			csv_field(b, json_string_value(json_object_get(t, "state")), 0);
+			csv_field(b,
+			          json_string_value(json_object_get(t, "message"))
+			                  ?: json_string_value(json_object_get(p, "message")),
+			          0);
+			csv_field(b, "", 0);
+			csv_field(b, att, 0);
+			csv_field(b, json_string_value(json_object_get(p, "finished_at")), 1);
+		}
+		if (json_array_size(json_object_get(p, "tests")) == 0) {
+			snprintf(check, sizeof check, "fabric to %s",
+			         json_string_value(json_object_get(p, "client")) ?: "?");
+			csv_field(b, server, 0);
+			csv_field(b, us, 0);
+			csv_field(b, check, 0);
+			csv_field(b, json_string_value(json_object_get(p, "state")), 0);
+			csv_field(b, json_string_value(json_object_get(p, "message")), 0);
+			csv_field(b, "", 0);
+			csv_field(b, att, 0);
+			csv_field(b, json_string_value(json_object_get(p, "finished_at")), 1);
+		}
+	}
+	json_decref(u);
+}
+
+/* The fabric matrix (pair x port: measured against the least expected) and the NCCL run. */
+static void
+render_html_pairs(json_t *run, struct rp_buf *b)
+{
+	json_t *ports = json_array(), *p, *t, *v;
+	size_t i, k, j;
+	char f1[32], f2[32];
+
+	if (json_array_size(json_object_get(run, "pairs")) == 0) {
+		json_decref(ports);
+		return;
+	}
+	json_array_foreach(json_object_get(run, "pairs"), i, p)
+	        json_array_foreach(json_object_get(p, "tests"), k, t)
+	{
+		int seen = 0;
+
+		json_array_foreach(ports, j, v) seen |= json_equal(v, json_object_get(t, "port"));
+		if (!seen && json_is_string(json_object_get(t, "port")))
+			json_array_append(ports, json_object_get(t, "port"));
+	}
+	rp_buf_printf(b, "<h2>Fabric</h2><p>Each cell: measured / least expected, Gb/s.</p>"
+	                 "<table><tr><th>round</th><th>server</th><th>client</th>");
+	json_array_foreach(ports, j, v)
+	{
+		rp_buf_printf(b, "<th>");
+		html_text(b, json_string_value(v));
+		rp_buf_printf(b, "</th>");
+	}
+	rp_buf_printf(b, "<th>pair</th></tr>");
+	json_array_foreach(json_object_get(run, "pairs"), i, p)
+	{
+		if (strcmp(json_string_value(json_object_get(p, "kind")) ?: "", "fabric") != 0)
+			continue;
+		rp_buf_printf(b, "<tr><td>%lld</td><td>",
+		              (long long)json_integer_value(json_object_get(p, "round")));
+		html_text(b, json_string_value(json_object_get(p, "server")));
+		rp_buf_printf(b, "</td><td>");
+		html_text(b, json_string_value(json_object_get(p, "client")));
+		rp_buf_printf(b, "</td>");
+		json_array_foreach(ports, j, v)
+		{
+			json_t *hit = NULL;
+
+			json_array_foreach(json_object_get(p, "tests"), k, t)
+			{
+				if (json_equal(v, json_object_get(t, "port")))
+					hit = t;
+			}
+			if (hit == NULL) {
+				rp_buf_printf(b, "<td></td>");
+				continue;
+			}
+			rp_buf_printf(b, "<td class=\"%s\" title=\"",
+			              json_string_value(json_object_get(hit, "state")) ?: "");
+			html_text(b, json_string_value(json_object_get(hit, "message")));
+			rp_buf_printf(b, "\">");
+			html_text(b, gbps(hit, "measured_gbps", f1, sizeof f1));
+			rp_buf_printf(b, " / ");
+			html_text(b, gbps(hit, "min_gbps", f2, sizeof f2));
+			rp_buf_printf(b, " ");
+			html_text(b, json_string_value(json_object_get(hit, "state")));
+			rp_buf_printf(b, "</td>");
+		}
+		rp_buf_printf(b, "<td class=\"%s\">",
+		              json_string_value(json_object_get(p, "state")) ?: "");
+		html_text(b, json_string_value(json_object_get(p, "message")));
+		rp_buf_printf(b, "</td></tr>");
+	}
+	rp_buf_printf(b, "</table>");
+	json_array_foreach(json_object_get(run, "pairs"), i, p)
+	{
+		if (strcmp(json_string_value(json_object_get(p, "kind")) ?: "", "nccl") != 0)
+			continue;
+		rp_buf_printf(b, "<h2>NCCL</h2><p class=\"%s\">",
+		              json_string_value(json_object_get(p, "state")) ?: "");
+		html_text(b, json_string_value(json_object_get(p, "state")));
+		rp_buf_printf(b, ": ");
+		html_text(b, json_string_value(json_object_get(p, "message")));
+		rp_buf_printf(b, "</p>");
+	}
+	json_decref(ports);
+}
+
 static void
 render_csv(json_t *run, struct rp_buf *b)
 {
@@ -296,6 +491,7 @@ render_csv(json_t *run, struct rp_buf *b)
 		csv_field(b, att, 0);
 		csv_field(b, json_string_value(json_object_get(r, "finished_at")), 1);
 	}
+	render_csv_pairs(run, b);
 }
 
 /* The printable report is a document of its own, opened from a download or a link: its one
@@ -391,7 +587,9 @@ render_html(json_t *run, struct rp_buf *b)
 		html_text(b, json_string_value(json_object_get(r, "fix")));
 		rp_buf_printf(b, "</td></tr>");
 	}
-	rp_buf_printf(b, "</table><h2>Sign-off</h2>");
+	rp_buf_printf(b, "</table>");
+	render_html_pairs(run, b);
+	rp_buf_printf(b, "<h2>Sign-off</h2>");
 	if (json_array_size(json_object_get(run, "signoffs")) == 0)
 		rp_buf_printf(b, "<p>Not signed off.</p>");
 	json_array_foreach(json_object_get(run, "signoffs"), i, s)

@@ -17,6 +17,7 @@
 #include "internal.h"
 
 #define LOOK_AGAIN_MS 2000
+#define HOLD_MAX_S    43200 /* a commission held for the tests across nodes, at most */
 
 struct acc {
 	struct work *w;
@@ -25,6 +26,7 @@ struct acc {
 	json_t *info;               /* rp_store_accept_node */
 	json_t *node;               /* rp_store_node_get */
 	struct rp_job_outcome *out; /* the job's outcome once decided */
+	unsigned look_ms; /* a check waiting asks to be looked at this soon (0: default) */
 };
 
 /* Store trouble: try again in a while. Always -1. */
@@ -255,15 +257,27 @@ check_pxe(struct acc *a)
 	json_t *job;
 	int rc;
 
-	if (!strcmp(check_state(a, "pxe"), "pending"))
-		return queue_child(a, "pxe", NULL, "commission",
-		                   json_pack("{s:s, s:{s:o}, s:b, s:i}", "type", "commission",
-		                             "params", "plan",
-		                             plan ? json_incref(plan) : json_array(), "mutating", 1,
-		                             "max_attempts", 3));
+	if (!strcmp(check_state(a, "pxe"), "pending")) {
+		json_t *cj = json_pack("{s:s, s:{s:o}, s:b, s:i}", "type", "commission", "params",
+		                       "plan", plan ? json_incref(plan) : json_array(), "mutating",
+		                       1, "max_attempts", 3);
+		const char *f = check_state(a, "fabric"), *n = check_state(a, "nccl");
+
+		/* The checks across nodes run in this boot: the agent stays up for them. */
+		if ((f && !strcmp(f, "pending")) || (n && !strcmp(n, "pending")))
+			json_object_set_new(
+			        json_object_get(cj, "params"), "hold",
+			        json_pack("{s:s, s:i}", "run", a->run, "timeout_s", HOLD_MAX_S));
+		return queue_child(a, "pxe", NULL, "commission", cj);
+	}
 	if ((job = child_of(a, "pxe", &js, &rc)) == NULL)
 		return rc;
-	if (!ended(js))
+	if (!ended(js) && !strcmp(json_string_value(json_object_get(job, "phase")) ?: "", "hold"))
+		rc = settle(a, "pxe", "passed", NULL,
+		            json_pack("{s:O?, s:s}", "job", json_object_get(job, "id"), "held",
+		                      "for the rack's tests across nodes"),
+		            NULL, "PXE honoured, the agent checked in and ran its plan");
+	else if (!ended(js))
 		rc = wait_child(a, "pxe", json_string_value(json_object_get(job, "id")), js);
 	else if (strcmp(js, "succeeded") != 0)
 		rc = settle(a, "pxe", "failed",
@@ -729,6 +743,31 @@ check_power_thermal(struct acc *a)
 	return rc;
 }
 
+/* 11 and 12: the fabric pairs and the NCCL run across the rack's nodes (cross.c). */
+static int
+check_cross(struct acc *a, const char *check)
+{
+	json_t *res = NULL;
+	char why[300] = "";
+	unsigned look = LOOK_AGAIN_MS;
+	int r = jobs_accept_cross(a->w, a->run, check, json_object_get(a->info, "cabling"), &res,
+	                          &look, why, sizeof why);
+
+	if (r < 0)
+		return trouble(a, why, check);
+	if (r == 1) {
+		a->look_ms = look;
+		return 1;
+	}
+	r = settle(a, check, json_string_value(json_object_get(res, "state")) ?: "failed",
+	           json_string_value(json_object_get(res, "fix")),
+	           json_incref(json_object_get(res, "evidence")),
+	           json_incref(json_object_get(res, "findings")), "%s",
+	           json_string_value(json_object_get(res, "message")) ?: "?");
+	json_decref(res);
+	return r;
+}
+
 /* 9: no critical entry in the BMC's event log since the run started. */
 static int
 check_sel(struct acc *a)
@@ -830,10 +869,18 @@ jobs_run_acceptance(struct work *w, struct rp_bmc *b)
 			r = check_burn_in(&a);
 		else if (!strcmp(c, "power_thermal"))
 			r = check_power_thermal(&a);
+		else if (!strcmp(c, "fabric") || !strcmp(c, "nccl"))
+			r = check_cross(&a, c);
 		else
 			r = check_sel(&a);
 		if (r < 0)
 			break;
+		if (r == 1 && a.look_ms) {
+			/* A check across nodes: driving a pair, or waiting for the others. */
+			a.out = jobs_later(w, a.look_ms);
+			jobs_set_error(a.out, "accepting", "check %s: across the rack's nodes", c);
+			break;
+		}
 		if (r == 1) {
 			/* Waits for the pxe check, which waits for its job. */
 			wait_child(&a, c, "(the pxe check)", "waiting");

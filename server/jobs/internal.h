@@ -153,6 +153,16 @@ struct rp_job_outcome *jobs_later(struct work *w, unsigned ms);
 void jobs_set_error(struct rp_job_outcome *o, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/* ---- Rack acceptance across nodes (cross.c) ------------------------------------------- */
+
+/* The fabric or nccl check (check) of w's node in acceptance run: one step of whatever pair
+ * this node's job drives (docs/acceptance.md), then this node's verdict once every pair it is
+ * in has settled. cabling: the node's cabling entries (borrowed). 0: *result {state, message,
+ * fix?, evidence?, findings?} (new) settles the check; 1: not yet, look again in *look_ms;
+ * -1: store trouble, why says what. */
+int jobs_accept_cross(struct work *w, const char *run, const char *check, json_t *cabling,
+                      json_t **result, unsigned *look_ms, char *why, size_t len);
+
 /* ---- Configured deploys (deploy.c) ------------------------------------------------------ */
 
 /* The plan as pushed to the agent: a copy of plan whose image steps that ask for a seed

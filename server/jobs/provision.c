@@ -237,6 +237,30 @@ jobs_run_provision(struct work *w, struct rp_bmc *unused)
 				break; /* failed, cancelled, a retry, a reboot wait, or stopping */
 			rp_store_outcome_free(o);
 			o = NULL;
+			/* Rack acceptance's tests across nodes run in this boot: hold it. */
+			if (enter(w, json_is_object(json_object_get(jobs_params(w), "hold"))
+			                     ? "hold"
+			                     : "finish") < 0) {
+				o = later(w, "could not record the job's phase");
+				goto out;
+			}
+		} else if (!strcmp(p, "hold")) {
+			json_t *h = json_object_get(jobs_params(w), "hold");
+			int64_t limit = json_integer_value(json_object_get(h, "timeout_s")) * 1000;
+			int hold = 0;
+
+			if (rp_store_accept_holds(
+			            w->j->st, json_string_value(json_object_get(h, "run")) ?: "",
+			            w->node_id, &hold) != RP_ERR_OK) {
+				o = later(w, "cannot read the acceptance run holding the node");
+				break;
+			}
+			if (hold && rp_time_now_ms() - since < (limit > 0 ? limit : 43200 * 1000)) {
+				o = later(w,
+				          "held in the agent ramdisk for the rack's tests across "
+				          "nodes (acceptance)");
+				break;
+			}
 			if (enter(w, "finish") < 0) {
 				o = later(w, "could not record the job's phase");
 				goto out;

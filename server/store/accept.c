@@ -36,7 +36,7 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	struct conn *c = NULL;
 	json_t *checks = json_object_get(in, "checks"), *nodes = NULL, *nd;
 	struct stmt *s;
-	char uuid[RP_UUID_BUF], state[16] = "", summary[200], *cj = NULL, *bj = NULL;
+	char uuid[RP_UUID_BUF], state[16] = "", summary[200], *cj = NULL, *bj = NULL, *oj = NULL;
 	int64_t rack_id, prev = 0, run_id, now = rp_time_now_ms();
 	int attempt = 0, jobs = 0;
 	size_t i;
@@ -99,10 +99,22 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	bj = json_is_object(json_object_get(in, "burn_in"))
 	             ? json_dumps(json_object_get(in, "burn_in"), JSON_COMPACT)
 	             : NULL;
+	{
+		json_t *o = json_object();
+
+		if (json_object_get(in, "fabric"))
+			json_object_set(o, "fabric", json_object_get(in, "fabric"));
+		if (json_object_get(in, "nccl"))
+			json_object_set(o, "nccl", json_object_get(in, "nccl"));
+
+		oj = o && json_object_size(o) ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		json_decref(o);
+	}
 	s = STMT(c, "INSERT INTO acceptance_runs(uuid, rack_id, attempt, state, checks, burn_in, "
-	            "created_by, created_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?)");
+	            "created_by, created_at, options) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)");
 	if (cj == NULL)
 		goto out;
+	sql_bind_text(s, 8, oj);
 	sql_bind_text(s, 1, uuid);
 	sql_bind_int(s, 2, rack_id);
 	sql_bind_int(s, 3, attempt + 1);
@@ -126,6 +138,15 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	              "n.rack_id = ?5",
 	              run_id, cj, attempt + 1, prev, rack_id)) != RP_ERR_OK)
 		goto out;
+	/* The checks across nodes test pairs, so they run again on every node or on none. */
+	if ((e = EXEC(c, "results across",
+	              "UPDATE acceptance_results AS x SET state = 'pending', message = NULL, fix = "
+	              "NULL, evidence = NULL, findings = NULL, attempt = ?2, started_at = NULL, "
+	              "finished_at = NULL WHERE x.run_id = ?1 AND x.check_name IN ('fabric', "
+	              "'nccl') AND EXISTS (SELECT 1 FROM acceptance_results d WHERE d.run_id = ?1 "
+	              "AND d.check_name = x.check_name AND d.state = 'pending')",
+	              run_id, attempt + 1)) != RP_ERR_OK)
+		goto out;
 	/* What is read from a fresh boot needs the boot again: pxe runs with them. */
 	if ((e = EXEC(c, "results reset",
 	              "UPDATE acceptance_results AS x SET state = 'pending', message = NULL, fix = "
@@ -135,7 +156,7 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	              "'passed' AND EXISTS (SELECT 1 FROM acceptance_results d WHERE d.run_id = ?1 "
 	              "AND "
 	              "d.node_id = x.node_id AND d.state = 'pending' AND d.check_name IN "
-	              "('inventory', 'links', 'burn_in'))",
+	              "('inventory', 'links', 'burn_in', 'fabric', 'nccl'))",
 	              run_id, attempt + 1)) != RP_ERR_OK)
 		goto out;
 	json_array_foreach(nodes, i, nd)
@@ -185,6 +206,7 @@ out:
 	store_rollback(c);
 	free(cj);
 	free(bj);
+	free(oj);
 	json_decref(nodes);
 	return e;
 }
@@ -247,7 +269,7 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 {
 	STORE_HOLD(st);
 	struct conn *c = NULL;
-	json_t *run = NULL, *rows = NULL, *signoffs = NULL;
+	json_t *run = NULL, *rows = NULL, *signoffs = NULL, *pairs = NULL;
 	struct stmt *s;
 	char state[16];
 	int64_t rack_id, run_id;
@@ -268,8 +290,9 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 	        c,
 	        "SELECT r.uuid AS id, k.name AS rack, r.attempt, r.state, r.checks AS "
 	        "\"checks:json\", r.burn_in AS \"burn_in:json\", r.created_by, r.created_at AS "
-	        "\"created_at:time\", r.finished_at AS \"finished_at:time\" FROM acceptance_runs "
-	        "r JOIN racks k ON k.id = r.rack_id WHERE r.id = ?",
+	        "\"created_at:time\", r.finished_at AS \"finished_at:time\", r.options AS "
+	        "\"options:json\" FROM acceptance_runs r JOIN racks k ON k.id = r.rack_id WHERE "
+	        "r.id = ?",
 	        run_id);
 	if ((e = store_one_row(c, s, "run get", &run)) != RP_ERR_OK) {
 		if (e == RP_ERR_NOT_FOUND)
@@ -291,9 +314,21 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 	              run_id);
 	if ((signoffs = store_rows(c, s)) == NULL)
 		goto out;
+	s = STMT_ARGS(c,
+	              "SELECT a.kind, a.round, v.name AS server, w.name AS client, a.state, "
+	              "a.message, a.tests AS \"tests:json\", a.started_at AS \"started_at:time\", "
+	              "a.finished_at AS \"finished_at:time\" FROM acceptance_pairs a JOIN nodes v "
+	              "ON v.id = a.server_id LEFT JOIN nodes w ON w.id = a.client_id WHERE "
+	              "a.run_id = ? ORDER BY a.kind, a.round, v.u_position DESC, v.name",
+	              run_id);
+	if ((pairs = store_rows(c, s)) == NULL)
+		goto out;
+	if (json_is_null(json_object_get(run, "options")))
+		json_object_set_new(run, "options", json_object());
 	json_object_set_new(run, "results", rows);
 	json_object_set_new(run, "signoffs", signoffs);
-	rows = signoffs = NULL;
+	json_object_set_new(run, "pairs", pairs);
+	rows = signoffs = pairs = NULL;
 	*out = run;
 	run = NULL;
 	e = RP_ERR_OK;
@@ -302,6 +337,7 @@ out:
 	json_decref(run);
 	json_decref(rows);
 	json_decref(signoffs);
+	json_decref(pairs);
 	return e;
 }
 

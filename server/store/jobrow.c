@@ -84,7 +84,13 @@ job_insert(struct conn *c, const struct node_ref *n, int64_t batch_id, json_t *j
 	const struct rp_job_type_entry *t =
 	        rp_job_type_get(rp_job_type_find(json_string_value(json_object_get(job, "type"))));
 
-	if (params == NULL || rp_uuid_new(uuid) < 0) {
+	/* A caller that names the job before it exists (acceptance pairs) gives its id. */
+	if (json_is_string(json_object_get(job, "uuid")) &&
+	    json_string_length(json_object_get(job, "uuid")) == RP_UUID_BUF - 1)
+		snprintf(uuid, sizeof uuid, "%s", json_string_value(json_object_get(job, "uuid")));
+	else if (rp_uuid_new(uuid) < 0)
+		uuid[0] = '\0';
+	if (params == NULL || uuid[0] == '\0') {
 		free(params);
 		return RP_ERR_INTERNAL;
 	}

@@ -462,6 +462,37 @@ enum rp_err rp_store_accept_child(struct rp_store *st, const char *run, int64_t 
 enum rp_err rp_store_accept_record(struct rp_store *st, const char *run, int64_t node_id,
                                    const char *check, json_t *result);
 
+/* ---- Across nodes: the fabric and NCCL checks (pairs.c; docs/acceptance.md) ------------ */
+
+/* The cross-node state of run for the acceptance jobs that drive it: {running, options (the
+ * run's {fabric, nccl} or {}), nodes [{id, uuid, name, index (rack order: U from the top, then
+ * name), class, fabric, nccl (each: that check's state, null when the run has none), pxe
+ * (state or null), held (the pxe check's commission job runs in phase "hold": the agent is up
+ * for the rack's tests), pxe_ended (that job ended)}], pairs [{kind, round, server, client
+ * (node ids; client null for nccl), state, message, tests, rev, started_at, finished_at}]}
+ * (pairs by kind, round, server's index). RP_ERR_NOT_FOUND: no such run. */
+enum rp_err rp_store_accept_cross(struct rp_store *st, const char *run, json_t **out);
+
+/* Lay out the run's pairs of kind ("fabric", "nccl") once: pairs [{round, server, client
+ * (node ids, client null for nccl)}], inserted pending in one transaction unless the run has
+ * rows of that kind already (another node's job laid them out first): RP_ERR_OK either way. */
+enum rp_err rp_store_accept_pairs_init(struct rp_store *st, const char *run, const char *kind,
+                                       json_t *pairs);
+
+/* Move one pair (kind, round, server) in one transaction, only while its rev is still rev
+ * (else RP_ERR_DUPLICATE: someone moved it; read it again): upd {state, message?, tests}
+ * (tests stored as given), started_at set when it first leaves pending, finished_at when it
+ * settles, rev + 1. jobs (may be NULL): [{node (id), job}] queued in the same transaction
+ * (store_job_add; job.uuid, when given, is the job's id, so that tests can name it before it
+ * exists). */
+enum rp_err rp_store_accept_pair_update(struct rp_store *st, const char *run, const char *kind,
+                                        int round, int64_t server, int64_t rev, json_t *upd,
+                                        json_t *jobs);
+
+/* Whether node_id's commission for run stays up (*hold 1): the run is running and the node's
+ * fabric or nccl check is pending or running. */
+enum rp_err rp_store_accept_holds(struct rp_store *st, const char *run, int64_t node_id, int *hold);
+
 /* Sign off the rack's latest run, which must have passed (RP_ERR_INVALID_STATE), recording
  * who, when and the report's sha256, with a rack.signed_off event. *out: the run after it. */
 enum rp_err rp_store_accept_signoff(struct rp_store *st, const char *rack, const char *sha256,
@@ -1077,6 +1108,16 @@ enum rp_err rp_store_recipe_update(struct rp_store *st, const char *key, json_t 
                                    json_t **detail);
 enum rp_err rp_store_recipe_delete(struct rp_store *st, const char *key, int64_t if_match,
                                    const char *actor, json_t **detail);
+
+/* Load the recipes rackpilotd ships (the scripts in recipes/, compiled in: store/shipped.h), once
+ * at start, in one transaction: each one whose name no recipe has yet is inserted, with a
+ * recipe.created event by "rackpilotd" (detail {"shipped": true}). A stored recipe of the same
+ * name is never changed: when it differs from the shipped one (the operator's own, or edited)
+ * that is logged ("recipe X is the operator's; the shipped one is not loaded"), once per call.
+ * Another server sharing the database inserting the same name meanwhile is no error (its row
+ * stays). *loaded (may be NULL) gets how many were inserted. RP_ERR_OK or the store's error;
+ * RP_ERR_INTERNAL also when a shipped recipe is not a JSON object (a broken build). */
+enum rp_err rp_store_recipe_ship(struct rp_store *st, int *loaded);
 
 /* A recipe's steps (any JSON) with every ${name} that values (an object of strings) names
  * replaced by its value; other placeholders stay. New reference (a pure function). */

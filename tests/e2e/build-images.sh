@@ -18,9 +18,10 @@
 #   disk-initrd   that tiny initrd (also inside disk.img)
 #   agent-initrd-lldp  agent-initrd with a second archive appended (the kernel unpacks both):
 #                 lldpd, lldpcli/lldpctl and their libraries, which /init starts on the NIC so
-#                 that the agent's inventory reports the LLDP neighbour (accept.sh). Only when
-#                 lldpd is installed (Debian package lldpd); kept apart because it adds ~20 MB
-#                 that every other boot would pay for.
+#                 that the agent's inventory reports the LLDP neighbour (accept.sh), and what
+#                 the Debian packages ACCEPT_DEBS hold (iperf3: the acceptance's fabric check).
+#                 Only when lldpd is installed (Debian package lldpd); kept apart because it
+#                 adds ~20 MB that every other boot would pay for.
 #   SHA256SUMS, BUILDINFO
 # CACHEDIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/rackpilot-e2e) keeps the kernel .deb and its
 # extracted tree, so a rerun needs no network. When nothing that goes into the images changed
@@ -35,6 +36,12 @@
 #   DISK_MB=36        size of disk.img in MiB (>= ROOT_MB + 24)
 #   ROOT_MB=4         size of its last partition (ext4) in MiB (>= 2)
 #   LLDPD=/usr/sbin/lldpd, LLDPCLI=/usr/sbin/lldpcli   for agent-initrd-lldp
+#   ACCEPT_DEBS="iperf3 libiperf0 libsctp1"   Debian packages for agent-initrd-lldp: downloaded
+#                     (apt-get download, never installed) into CACHEDIR/debs once, unpacked
+#                     (dpkg -x), their programs (usr/bin, usr/sbin) and shared libraries put in
+#                     with whatever else ldd says they need (libcrypto: already there for the
+#                     agent). No download to be had: agent-initrd-lldp without them (a note;
+#                     BUILDINFO's accept_debs= is then empty). Not with RAMDISK_ONLY=1.
 #   FORCE=1           rebuild even when up to date
 #   MODULES="..."     kernel modules for the agent ramdisk (default: virtio_pci virtio_net
 #                     virtio_blk); their dependencies come along (modinfo). The product
@@ -81,6 +88,7 @@ WANT_DISK_MODULES=${DISK_MODULES:-$WANT_MODULES vfat nls_cp437 nls_ascii nls_utf
 TOOLS=${TOOLS:-}
 DISK_TOOLS=${DISK_TOOLS-curl}
 RAMDISK_ONLY=${RAMDISK_ONLY:-0}
+ACCEPT_DEBS=${ACCEPT_DEBS-iperf3 libiperf0 libsctp1}
 
 case $DISK_MB$ROOT_MB in ''|*[!0-9]*) die "DISK_MB and ROOT_MB must be numbers" ;; esac
 [ "$ROOT_MB" -ge 2 ] || die "ROOT_MB must be at least 2"
@@ -133,6 +141,33 @@ else
 fi
 debname=$(basename "$deb" .deb)
 
+# ---- agent-initrd-lldp's packages (ACCEPT_DEBS) ------------------------------------------------
+# accept_debs: the .deb files, from the cache or downloaded into it; empty when one cannot be had
+accept_debs=
+if [ "$WITH_LLDP" = 1 ] && [ "$RAMDISK_ONLY" != 1 ] && [ -n "$ACCEPT_DEBS" ]; then
+	mkdir -p "$CACHE/debs"
+	updated=0
+	for p in $ACCEPT_DEBS; do
+		# shellcheck disable=SC2012  # plain Debian file names
+		f=$(ls -1 "$CACHE/debs/${p}"_*.deb 2> /dev/null | tail -n 1) || f=
+		if [ -z "$f" ]; then
+			note "downloading $p into $CACHE/debs"
+			if ! (cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "$p" > /dev/null 2>&1); then
+				if [ "$updated" = 0 ]; then apt-get update -q > /dev/null 2>&1 || :; updated=1; fi
+				(cd "$CACHE/debs" && apt-get download -q -o APT::Sandbox::User=root "$p" > /dev/null 2>&1) || :
+			fi
+			# shellcheck disable=SC2012
+			f=$(ls -1 "$CACHE/debs/${p}"_*.deb 2> /dev/null | tail -n 1) || f=
+		fi
+		if [ -z "$f" ]; then
+			note "apt-get download $p failed: agent-initrd-lldp without $ACCEPT_DEBS"
+			accept_debs=
+			break
+		fi
+		accept_debs="$accept_debs $f"
+	done
+fi
+
 # ---- disk.img's other formats ---------------------------------------------------------------
 # variants: disk.img.gz, disk.img.zst and disk.qcow2 from OUT/disk.img, unless .variants says
 # they are of this disk.img already; then SHA256SUMS
@@ -163,6 +198,7 @@ stamp=$( {
 		"$HERE/disk/yaml.awk" "$HERE/disk/mime.awk" "$HERE/disk/syslinux.cfg" "$AGENT" \
 		"$BUSYBOX" "$DROPBEAR" "$DROPBEARKEY" | sha256sum
 	[ "$WITH_LLDP" = 0 ] || cat "$LLDPD" "$LLDPCLI" | sha256sum
+	for f in $accept_debs; do basename "$f"; done
 } | sha256sum | cut -c1-64)
 if [ "${FORCE:-0}" != 1 ] && [ -f "$OUT/.stamp" ] && [ "$(cat "$OUT/.stamp")" = "$stamp" ] &&
 	[ -f "$OUT/vmlinuz" ] && [ -f "$OUT/agent-initrd" ] &&
@@ -312,9 +348,38 @@ if [ "$WITH_LLDP" = 1 ]; then
 	put_with_libs "$L" "$LLDPCLI" /usr/sbin/lldpcli "$R"
 	ln -s lldpcli "$L/usr/sbin/lldpctl"
 	echo 'configure lldp tx-interval 1' > "$L/etc/lldpd.d/e2e.conf"
+	# ACCEPT_DEBS: their programs and libraries at their paths; the libraries they need from
+	# this machine (ldd, the packages' own first) where neither archive has them
+	debs_in=
+	if [ -n "$accept_debs" ]; then
+		X=$WORK/debs
+		for f in $accept_debs; do
+			dpkg -x "$f" "$X"
+			debs_in="$debs_in $(basename "$f" .deb)"
+		done
+		xlibs=$(find "$X" -name 'lib*.so*' -exec dirname {} \; | sort -u | tr '\n' ':')
+		find "$X" -name 'lib*.so*' | while read -r f; do
+			mkdir -p "$L$(dirname "${f#"$X"}")"
+			cp -a "$f" "$L${f#"$X"}"
+		done
+		for b in "$X"/usr/bin/* "$X"/usr/sbin/* "$X"/bin/* "$X"/sbin/*; do
+			if [ ! -f "$b" ] || [ ! -x "$b" ]; then continue; fi
+			mkdir -p "$L$(dirname "${b#"$X"}")"
+			cp "$b" "$L${b#"$X"}"
+			LD_LIBRARY_PATH=$xlibs ldd "$b" > "$WORK/ldd.out" 2>&1 || die "ldd ${b#"$X"}: $(cat "$WORK/ldd.out")"
+			! grep 'not found' "$WORK/ldd.out" > /dev/null ||
+				die "${b#"$X"} needs what neither ACCEPT_DEBS nor this machine has: $(grep 'not found' "$WORK/ldd.out" | tr -s '\n\t' '  ')"
+			for lib in $(awk '/=> \// { print $3 } /^[ \t]*\/[^ ]+ \(/ { print $1 }' "$WORK/ldd.out"); do
+				case $lib in "$X"/*) continue ;; esac
+				[ -e "$L$lib" ] || [ -e "$R$lib" ] && continue
+				mkdir -p "$L$(dirname "$lib")"
+				cp -L "$lib" "$L$lib"
+			done
+		done
+	fi
 	make_cpio "$L" "$WORK/lldp.cpio.gz"
 	cat "$WORK/agent-initrd" "$WORK/lldp.cpio.gz" > "$WORK/agent-initrd-lldp"
-	note "agent-initrd-lldp: + $(du -sk "$L" | cut -f1) KiB unpacked (lldpd)"
+	note "agent-initrd-lldp: + $(du -sk "$L" | cut -f1) KiB unpacked (lldpd${debs_in:+,$debs_in})"
 else
 	note "no $LLDPD or $LLDPCLI: no agent-initrd-lldp (apt-get install lldpd)"
 fi
@@ -400,6 +465,7 @@ variants
 	echo "kernel_package=$debname"
 	echo "modules=$(tr '\n' ' ' < "$WORK/order")"
 	echo "disk_modules=$(tr '\n' ' ' < "$WORK/order.disk")"
+	[ "$WITH_LLDP" = 0 ] || echo "accept_debs=${debs_in# }"
 	cat "$R/etc/rackpilot-e2e"
 } > "$OUT/BUILDINFO"
 echo "$stamp" > "$OUT/.stamp"

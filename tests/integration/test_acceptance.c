@@ -177,7 +177,11 @@ start(const char *body, long want)
 	reply_free(&r);
 }
 
-static const char *const RUN = "{\"burn_in\": {\"recipes\": [\"burn\"]}}"; /* every check */
+/* Every check on one node (the checks across nodes: test_fabric.c). */
+static const char *const RUN =
+        "{\"checks\": [\"bmc\", \"power\", \"pxe\", \"inventory\", \"firmware\", \"bios\", "
+        "\"links\", \"burn_in\", \"power_thermal\", \"sel\"], \"burn_in\": {\"recipes\": "
+        "[\"burn\"]}}";
 
 static void
 test_bad_input(void **state)
@@ -191,6 +195,11 @@ test_bad_input(void **state)
 	start("{\"burn_in\": {\"recipes\": [\"no-such-recipe\"]}}", 400);
 	start("{\"burn_in\": {\"recipes\": [\"burn\"], \"minutes\": 3}}", 400);
 	start("{\"colour\": 1}", 400);
+	start("{\"fabric\": {\"duration_s\": 0}}", 400);
+	start("{\"fabric\": {\"ib_tool\": \"ib_send_bw\"}}", 400);
+	start("{\"fabric\": {\"colour\": 1}}", 400);
+	start("{\"nccl\": {\"launcher\": \"srun\"}}", 400);
+	start("{\"nccl\": []}", 400);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "empty"), 201);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/empty/acceptance", &r, "{}"), 400);

@@ -9,7 +9,8 @@
 #   sshnode.sh rekey  DIR           # stop, make a new host key, start (an impostor at the address)
 #
 # DIR gets: hostkey(.pub), authorized_keys (filled by the agent's registration), sshd_config,
-# sshd.pid, sshd.log, agent.conf, agent-cmd (the ForceCommand), reboot.sh, root/, state/.
+# sshd.pid, sshd.log, agent.conf, agent-cmd (the ForceCommand), reboot.sh, root/, state/; the
+# agent's steps find DIR/bin first on their PATH (a test's stand-in tools).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 cmd=${1:?usage: sshnode.sh start|stop|restart|rekey DIR ...}
@@ -81,6 +82,8 @@ start)
 	cat /proc/sys/kernel/random/uuid > "$dir/root/proc/sys/kernel/random/boot_id"
 	basename "$dir" > "$dir/root/proc/sys/kernel/hostname"
 	: > "$dir/root/proc/cmdline"
+	# The sockets are this machine's: a shell step's ready_port watches them.
+	[ -e "$dir/root/proc/net" ] || ln -s /proc/net "$dir/root/proc/net"
 	cat > "$dir/agent.conf" <<CONF
 url = $url
 bootstrap_token = $token
@@ -99,6 +102,9 @@ CONF
 set -- \$SSH_ORIGINAL_COMMAND
 [ "\$1" = rackpilot-agent ] || { echo "only rackpilot-agent runs here" >&2; exit 126; }
 shift
+# Stand-in tools a test puts in DIR/bin (ib_write_bw, all_reduce_perf) come first.
+PATH=$dir/bin:\$PATH
+export PATH
 exec $agent -c $dir/agent.conf "\$@"
 CMD
 	# A reboot: the machine comes back with a new boot id and its agent heartbeats.

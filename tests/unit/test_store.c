@@ -1954,32 +1954,34 @@ test_node_lists_migration(void **state)
 	json_decref(in);
 	rp_store_free(f->st);
 	f->st = NULL;
-	snprintf(cmd, sizeof cmd,
-	         "sqlite3 %s \"DROP TABLE node_addresses; DROP TABLE first_boots; ALTER TABLE "
-	         "job_steps DROP COLUMN progress; ALTER TABLE job_steps DROP COLUMN progress_at; "
-	         "ALTER TABLE jobs DROP COLUMN secret_sealed; ALTER TABLE node_classes DROP COLUMN "
-	         "deploy_defaults; ALTER TABLE node_classes DROP COLUMN deploy_user_data_sealed; "
-	         "ALTER TABLE nodes DROP COLUMN console_log; ALTER TABLE bmcs DROP "
-	         "COLUMN password_pending_sealed; ALTER TABLE "
-	         "bmcs DROP COLUMN password_pending_at; ALTER TABLE bmcs DROP COLUMN "
-	         "password_rotated_at; ALTER TABLE node_classes DROP COLUMN bmc_credentials; "
-	         "DROP TABLE power_caps; DROP TABLE power_admissions; ALTER TABLE "
-	         "racks DROP COLUMN power_cap; DROP TABLE rack_power_history; DROP TABLE "
-	         "rack_power; DROP TABLE "
-	         "sensor_history; DROP TABLE sensors; DROP TABLE sensor_reads; ALTER TABLE racks "
-	         "DROP COLUMN power_limit_pct; ALTER TABLE node_classes DROP COLUMN max_power_w; "
-	         "ALTER TABLE node_classes DROP COLUMN idle_power_w; "
-	         "DROP TABLE webhook_deliveries; DROP TABLE webhooks; DROP TABLE "
-	         "servers; "
-	         "ALTER TABLE job_steps DROP COLUMN run_id; "
-	         "ALTER TABLE nodes DROP COLUMN tags; ALTER TABLE nodes DROP COLUMN "
-	         "macs; CREATE TRIGGER macs_ins AFTER INSERT ON node_macs BEGIN UPDATE meta SET "
-	         "value = value + 1 WHERE key = 'macs_version'; END; CREATE TRIGGER macs_del "
-	         "AFTER DELETE ON node_macs BEGIN UPDATE meta SET value = value + 1 WHERE key = "
-	         "'macs_version'; END; CREATE TRIGGER macs_name AFTER UPDATE OF name ON nodes "
-	         "BEGIN UPDATE meta SET value = value + 1 WHERE key = 'macs_version'; END; "
-	         "PRAGMA user_version=11\"",
-	         f->path);
+	snprintf(
+	        cmd, sizeof cmd,
+	        "sqlite3 %s \"DROP TABLE acceptance_pairs; ALTER TABLE acceptance_runs DROP COLUMN "
+	        "options; DROP TABLE node_addresses; DROP TABLE first_boots; ALTER TABLE "
+	        "job_steps DROP COLUMN progress; ALTER TABLE job_steps DROP COLUMN progress_at; "
+	        "ALTER TABLE jobs DROP COLUMN secret_sealed; ALTER TABLE node_classes DROP COLUMN "
+	        "deploy_defaults; ALTER TABLE node_classes DROP COLUMN deploy_user_data_sealed; "
+	        "ALTER TABLE nodes DROP COLUMN console_log; ALTER TABLE bmcs DROP "
+	        "COLUMN password_pending_sealed; ALTER TABLE "
+	        "bmcs DROP COLUMN password_pending_at; ALTER TABLE bmcs DROP COLUMN "
+	        "password_rotated_at; ALTER TABLE node_classes DROP COLUMN bmc_credentials; "
+	        "DROP TABLE power_caps; DROP TABLE power_admissions; ALTER TABLE "
+	        "racks DROP COLUMN power_cap; DROP TABLE rack_power_history; DROP TABLE "
+	        "rack_power; DROP TABLE "
+	        "sensor_history; DROP TABLE sensors; DROP TABLE sensor_reads; ALTER TABLE racks "
+	        "DROP COLUMN power_limit_pct; ALTER TABLE node_classes DROP COLUMN max_power_w; "
+	        "ALTER TABLE node_classes DROP COLUMN idle_power_w; "
+	        "DROP TABLE webhook_deliveries; DROP TABLE webhooks; DROP TABLE "
+	        "servers; "
+	        "ALTER TABLE job_steps DROP COLUMN run_id; "
+	        "ALTER TABLE nodes DROP COLUMN tags; ALTER TABLE nodes DROP COLUMN "
+	        "macs; CREATE TRIGGER macs_ins AFTER INSERT ON node_macs BEGIN UPDATE meta SET "
+	        "value = value + 1 WHERE key = 'macs_version'; END; CREATE TRIGGER macs_del "
+	        "AFTER DELETE ON node_macs BEGIN UPDATE meta SET value = value + 1 WHERE key = "
+	        "'macs_version'; END; CREATE TRIGGER macs_name AFTER UPDATE OF name ON nodes "
+	        "BEGIN UPDATE meta SET value = value + 1 WHERE key = 'macs_version'; END; "
+	        "PRAGMA user_version=11\"",
+	        f->path);
 	assert_int_equal(system(cmd), 0);
 	assert_int_equal(rp_store_open(f->path, &f->st, why, sizeof why), RP_ERR_OK);
 	rp_store_set_secrets(f->st, f->sec);

@@ -1128,9 +1128,78 @@ await check('acceptance: the rack links to its report; the grid shows each node 
 	const { readFile } = await import('node:fs/promises');
 	const html = await readFile(file, 'utf8');
 	assert.ok(html.includes('Acceptance of rack r01') && html.includes(run.report_sha256), 'the printable page');
+	assert.equal(await p.locator('#fabric, #nccl').count(), 0, 'no pairs: no fabric or NCCL section');
 	await shot(p, 'acceptance');
-	await p.goto(`${URL}/ui/#/acceptance/r02`);
+	await p.goto(`${URL}/ui/#/acceptance/r03`);
 	await p.locator('#no-run').waitFor({ timeout: WAIT });
+	await p.close();
+});
+
+await check('acceptance across nodes: the fabric matrix (pair x port, measured / least expected, coloured by state), a cell\'s raw output as text, the NCCL run per rank', async () => {
+	const p = await newPage(admin);
+	await signIn(p, 'admin');
+	await p.goto(`${URL}/ui/#/acceptance/r02`);
+	// web-test.sh wrote this run into the database (fabric-seed.mjs): the API reads it back.
+	const run = await get('/v1/racks/r02/acceptance');
+	const fab = run.pairs.filter((x) => x.kind === 'fabric');
+	assert.equal(fab.length, 2, 'seed: two fabric pairs');
+	await p.locator('table.fabric-matrix tbody tr[data-server]').first().waitFor({ timeout: WAIT });
+	// The node x check grid is still there, from results.
+	for (const r of run.results)
+		assert.equal(await p.getAttribute(`table.accept-grid tr[data-node="${r.node}"] td[data-check="${r.check}"]`, 'data-state'), r.state, `${r.node} ${r.check}`);
+	// A column per port seen in any test, in the order first seen; a row per pair.
+	const ports = [...new Set(fab.flatMap((x) => x.tests.map((t) => t.port)))];
+	assert.deepEqual(await p.locator('table.fabric-matrix thead th[data-port]').evaluateAll((ths) => ths.map((t) => t.textContent)), ports);
+	assert.deepEqual(await p.locator('table.fabric-matrix tbody tr').evaluateAll((trs) => trs.map((t) => [t.dataset.server, t.dataset.client])),
+		fab.map((x) => [x.server, x.client]));
+	const f2 = (v) => (typeof v === 'number' ? v.toFixed(2) : '—');
+	for (const pair of fab) {
+		const row = p.locator(`table.fabric-matrix tr[data-server="${pair.server}"][data-client="${pair.client}"]`);
+		assert.match(await row.locator('td').nth(1).textContent(), new RegExp(`${pair.server} ← ${pair.client}`));
+		for (const port of ports) {
+			const t = pair.tests.find((x) => x.port === port);
+			const cell = row.locator(`td[data-port="${port}"]`);
+			if (!t) {
+				assert.equal(await cell.textContent(), '', `${pair.server} ${port}: no test, empty cell`);
+				continue;
+			}
+			assert.equal(await cell.getAttribute('data-state'), t.state, `${pair.server} ${port}`);
+			const btn = cell.locator('button.fab-cell');
+			assert.equal(await btn.textContent(), `${f2(t.measured_gbps)} / ${f2(t.min_gbps)}`, `${pair.server} ${port}`);
+			assert.equal(await btn.getAttribute('title'), t.message, `${pair.server} ${port}: the message as the title`);
+		}
+		const last = row.locator('td.fab-pair');
+		assert.equal(await last.getAttribute('data-state'), pair.state);
+		assert.ok((await last.textContent()).includes(pair.message), pair.message);
+	}
+	// The failed port: its figures, red (the grid's state class), the hostile message as text.
+	const bad = p.locator('table.fabric-matrix tr[data-server="gpu-r02-u01"][data-client="gpu-r02-u09"] td[data-port="mlx5_1/1"]');
+	assert.equal(await bad.getAttribute('data-state'), 'failed');
+	assert.equal(await bad.locator('button').textContent(), '181.50 / 360.00');
+	assert.match(await bad.locator('button').getAttribute('class'), /\bst-fail\b/);
+	assert.equal(await p.locator('table.fabric-matrix td[data-port="mlx5_0/1"][data-state="passed"] button.st-ok').count(), 2);
+	assert.equal(await p.locator('table.fabric-matrix tr[data-server="gpu-r02-u17"] td[data-port="eth0"]').textContent(), '— / —');
+	// Its raw output, client and server, in <pre> as text (no element from it, no script run).
+	assert.equal(await p.locator('#fabric-output pre').count(), 0);
+	await bad.locator('button').click();
+	const t = fab[1].tests.find((x) => x.port === 'mlx5_1/1');
+	assert.ok(t && fab[1].server === 'gpu-r02-u01', 'API order: u17 (higher U) first');
+	await p.locator('#fabric-output pre[data-side="client"]').waitFor({ timeout: WAIT });
+	assert.equal(await p.textContent('#fabric-output pre[data-side="client"]'), t.output.client);
+	assert.equal(await p.textContent('#fabric-output pre[data-side="server"]'), t.output.server);
+	assert.ok(t.output.client.includes(E.RP_HOSTILE_SENSOR));
+	assert.equal(await p.getAttribute('table.fabric-matrix button[aria-pressed="true"]', 'title'), t.message);
+	assert.equal(await p.locator('#fabric-output img, #fabric-output script, #fabric-output b, table.fabric-matrix img').count(), 0);
+	assert.equal(await p.evaluate(() => window.__xss), undefined);
+	// NCCL: the run's state and message, each rank's node and state.
+	const nc = run.pairs.find((x) => x.kind === 'nccl');
+	assert.equal(await p.getAttribute('#nccl .nccl-state', 'data-state'), nc.state);
+	assert.ok((await p.textContent('#nccl .nccl-state')).includes(nc.message));
+	assert.deepEqual(await p.locator('#nccl table.nccl-ranks tbody tr').evaluateAll((trs) => trs.map((t) => [t.dataset.rank, t.dataset.node, t.cells[2].textContent])),
+		nc.tests.map((r) => [String(r.rank), r.node, r.state]));
+	assert.match(await p.textContent('#nccl tr[data-rank="0"]'), /301\.20 \(least 350\.00\)/);
+	await shot(p, 'acceptance-fabric');
+	await clean(p, 'acceptance-fabric');
 	await p.close();
 });
 

@@ -23,7 +23,7 @@ missing() {
 	[ "${CI:-}" != true ] || { echo "FAIL: $* (CI=true: .ci/deps should have installed it)"; exit 1; }
 	skip "$@"
 }
-for t in node npm curl ssh-keygen python3; do command -v "$t" > /dev/null || missing "no $t"; done
+for t in node npm curl ssh-keygen python3 sqlite3; do command -v "$t" > /dev/null || missing "no $t"; done
 [ -x "$CHROMIUM" ] || missing "no $CHROMIUM (apt-get install chromium)"
 [ "$(node -p 'process.versions.node.split(".")[0] >= 18')" = true ] || skip "node $(node -v) is older than 18"
 
@@ -239,6 +239,17 @@ api POST /v1/rollouts "{\"kind\":\"firmware\",\"selector\":{\"class\":\"gpu-h100
 
 # An acceptance run of r01's BMC identity (the fake BMCs report no serial: skipped, with why).
 api POST /v1/racks/r01/acceptance '{"checks":["bmc"]}' > /dev/null || fail "acceptance"
+
+# A settled acceptance run of r02 across nodes (fabric pairs, NCCL): these need agents on
+# nodes that reach each other, so fabric-seed.mjs writes its rows as the jobs would have left
+# them, straight into the database (sqlite3, or psql on the suite's PostgreSQL run).
+node "$HERE/fabric-seed.mjs" "$HOSTILE" > "$W/fabric.sql" || fail "fabric seed SQL"
+if [ -n "$DB" ]; then
+	psql -qX -v ON_ERROR_STOP=1 "$DB" -f "$W/fabric.sql" > /dev/null || fail "fabric seed (psql)"
+else
+	sqlite3 -bail -cmd '.timeout 10000' "$W/data/rackpilot.db" < "$W/fabric.sql" || fail "fabric seed (sqlite3)"
+fi
+[ "$(api GET /v1/racks/r02/acceptance | jget pairs.2.tests.0.busbw_gbytes_s)" = 301.2 ] || fail "the fabric seed is not in r02's acceptance report"
 
 VIEWER=$(api POST /v1/tokens '{"name":"wall","role":"viewer"}' | jget token)
 OPERATOR=$(api POST /v1/tokens '{"name":"ops","role":"operator"}' | jget token)

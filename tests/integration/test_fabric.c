@@ -1,0 +1,503 @@
+/*
+ * Rack acceptance across nodes against real peers short of a VM: four nodes, each a real sshd +
+ * rackpilot-agent (tests/ssh/sshnode.sh) with the GPU server fixture's /sys (two InfiniBand
+ * rails kept, eno1 cabled) and a fake BMC. Their ib_write_bw, iperf3, all_reduce_perf and
+ * nvidia-smi are stand-ins (fabric-standin.py) that listen and connect as the real tools do and
+ * print the real tools' output (tests/fixtures/fabric/). The test plays the firmware: a node
+ * whose commission waits for its agent fetches /boot/ipxe and registers.
+ *
+ * Run 1 (ring): fab-u40's mlx5_1 runs at 150 Gb/s: exactly its two pairs fail on that rail,
+ * naming both nodes and both figures; the rounds never put a node in two pairs at once; NCCL
+ * across the four passes; the nodes leave the ramdisk once it is over. Run 2 (all pairs):
+ * fab-u40's server side never listens (a timeout, not a hang of the run) and fab-u20 has no
+ * iperf3 (skipped with the reason, never passed).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#ifndef RP_TEST_AGENT
+#error "RP_TEST_AGENT (path of rackpilot-agent) must be defined"
+#endif
+
+#define N 4
+
+static char workdir[256], conf[400], listen_at[64];
+static const char *args[] = {"-c", conf, "--listen", listen_at, NULL};
+static int port;
+
+struct node {
+	char name[32], dir[300], addr[32], mac[20];
+	int started;
+};
+static struct node nodes[N];
+
+static json_t *
+get(const char *path)
+{
+	struct reply r;
+	json_t *j;
+
+	assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
+	j = json_incref(r.json);
+	reply_free(&r);
+	return j;
+}
+
+static int
+waits_for_agent(struct node *n)
+{
+	char path[200];
+	json_t *nd, *job;
+	const char *id;
+	int ok = 0;
+
+	snprintf(path, sizeof path, "/v1/nodes/%.31s", n->name);
+	nd = get(path);
+	id = json_string_value(json_object_get(nd, "provision_job"));
+	if (id && !strcmp(jstr(nd, "provision_state"), "commissioning")) {
+		snprintf(path, sizeof path, "/v1/jobs/%s", id);
+		job = get(path);
+		ok = !strcmp(json_string_value(json_object_get(job, "phase")) ?: "", "wait_agent");
+		json_decref(job);
+	}
+	json_decref(nd);
+	return ok;
+}
+
+/* Its stand-in tools, and how they behave on this node. */
+static void
+tools(struct node *n, const char *behaviour, int with_iperf3)
+{
+	static const char *const names[] = {"ib_write_bw",     "ib_read_bw", "iperf3",
+	                                    "all_reduce_perf", "nvidia-smi", NULL};
+	int i;
+
+	sh("mkdir -p %s/bin && rm -f %s/bin/*", n->dir, n->dir);
+	for (i = 0; names[i]; i++) {
+		if (!with_iperf3 && !strcmp(names[i], "iperf3"))
+			continue;
+		sh("printf '#!/bin/sh\\nexec python3 %s/tests/integration/fabric-standin.py %s %s "
+		   "\"$@\"\\n' > %s/bin/%s && chmod 755 %s/bin/%s",
+		   rp_test_src, names[i], n->dir, n->dir, names[i], n->dir, names[i]);
+	}
+	sh("printf '%%s' '%s' > %s/standin.json", behaviour, n->dir);
+}
+
+static void
+boot(struct node *n)
+{
+	char path[200], tok[128];
+	struct reply r;
+	const char *p;
+
+	snprintf(path, sizeof path, "/boot/ipxe?mac=%s", n->mac);
+	assert_int_equal(req(&S, NULL, "GET", path, NULL, NULL, 0, NULL, &r), 200);
+	p = strstr(r.body, "rackpilot.token=");
+	if (p == NULL)
+		fail_msg("%s got no ramdisk: %s", n->name, r.body);
+	p += strlen("rackpilot.token=");
+	snprintf(tok, sizeof tok, "%.*s", (int)strcspn(p, " \n"), p);
+	reply_free(&r);
+	if (!n->started) {
+		sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s "
+		   "%s/tests/fixtures/inventory/gpu-h100-8x",
+		   rp_test_src, n->dir, n->addr, port, S.base, tok, n->mac, RP_TEST_AGENT,
+		   rp_test_src);
+		/* Two rails of the eight: the same pairs, a quarter of the tests. */
+		sh("cd %s/root/sys/class/infiniband && rm -rf mlx5_2 mlx5_3 mlx5_4 mlx5_5 mlx5_6 "
+		   "mlx5_7 mlx5_8",
+		   n->dir);
+		n->started = 1;
+	} else {
+		sh("sed -i 's/^bootstrap_token = .*/bootstrap_token = %s/' %s/agent.conf", tok,
+		   n->dir);
+	}
+	assert_int_equal(sh_rc("%s -c %s/agent.conf register >> %s/agent.log 2>&1", RP_TEST_AGENT,
+	                       n->dir, n->dir),
+	                 0);
+}
+
+static json_t *
+run_to_end(void)
+{
+	int booted[N] = {0}, i, k;
+
+	for (i = 0; i < 1200; i++) {
+		json_t *run = get("/v1/racks/fab/acceptance");
+
+		if (strcmp(jstr(run, "state"), "running") != 0)
+			return run;
+		if (i == 1199) {
+			/* What it waits on, for the log. */
+			char *text = json_dumps(run, JSON_INDENT(1));
+			json_t *jobs = get("/v1/jobs?limit=40");
+			char *jt = json_dumps(jobs, JSON_INDENT(1));
+
+			fprintf(stderr, "%s\n%s\n", text, jt);
+			free(text);
+			free(jt);
+			json_decref(jobs);
+		}
+		json_decref(run);
+		for (k = 0; k < N; k++) {
+			if (!booted[k] && waits_for_agent(&nodes[k])) {
+				boot(&nodes[k]);
+				booted[k] = 1;
+			}
+		}
+		usleep(100000);
+	}
+	fail_msg("the acceptance run did not end");
+	return NULL;
+}
+
+static json_t *
+result(json_t *run, const char *node, const char *check)
+{
+	json_t *r;
+	size_t i;
+
+	json_array_foreach(json_object_get(run, "results"), i, r)
+	{
+		if (!strcmp(jstr(r, "node"), node) && !strcmp(jstr(r, "check"), check))
+			return r;
+	}
+	fail_msg("no result %s/%s", node, check);
+	return NULL;
+}
+
+static void
+expect(json_t *run, const char *node, const char *check, const char *want)
+{
+	json_t *r = result(run, node, check);
+
+	if (strcmp(jstr(r, "state"), want) != 0)
+		fail_msg("%s %s: %s, expected %s: %s", node, check, jstr(r, "state"), want,
+		         json_dumps(r, 0));
+}
+
+static void
+start(const char *body)
+{
+	struct reply r;
+
+	if (req(&S, S.admin, "POST", "/v1/racks/fab/acceptance", "application/json", body,
+	        strlen(body), NULL, &r) != 202)
+		fail_msg("%s: %ld %s", body, r.status, r.body);
+	reply_free(&r);
+}
+
+/* The fabric pairs of a report: no node in two pairs of a round, nor in two pairs whose times
+ * overlap; every node pair at most once. Returns how many pairs. */
+static size_t
+check_schedule(json_t *run)
+{
+	json_t *pairs = json_object_get(run, "pairs"), *p, *q;
+	size_t i, k, n = 0;
+
+	json_array_foreach(pairs, i, p)
+	{
+		if (strcmp(jstr(p, "kind"), "fabric") != 0)
+			continue;
+		n++;
+		json_array_foreach(pairs, k, q)
+		{
+			int share;
+
+			if (k <= i || strcmp(jstr(q, "kind"), "fabric") != 0)
+				continue;
+			share = !strcmp(jstr(p, "server"), jstr(q, "server")) ||
+			        !strcmp(jstr(p, "server"), jstr(q, "client")) ||
+			        !strcmp(jstr(p, "client"), jstr(q, "server")) ||
+			        !strcmp(jstr(p, "client"), jstr(q, "client"));
+			if (share &&
+			    json_equal(json_object_get(p, "round"), json_object_get(q, "round")))
+				fail_msg(
+				        "a node twice in round %lld",
+				        (long long)json_integer_value(json_object_get(p, "round")));
+			if (share && jstr(p, "started_at") && jstr(q, "started_at") &&
+			    strcmp(jstr(p, "finished_at"), jstr(q, "started_at")) > 0 &&
+			    strcmp(jstr(q, "finished_at"), jstr(p, "started_at")) > 0)
+				fail_msg("pairs sharing a node overlapped in time");
+			if (share && ((!strcmp(jstr(p, "server"), jstr(q, "server")) &&
+			               !strcmp(jstr(p, "client"), jstr(q, "client"))) ||
+			              (!strcmp(jstr(p, "server"), jstr(q, "client")) &&
+			               !strcmp(jstr(p, "client"), jstr(q, "server")))))
+				fail_msg("a pair tested twice");
+		}
+	}
+	return n;
+}
+
+static int
+involves(json_t *p, const char *node)
+{
+	return !strcmp(jstr(p, "server"), node) || !strcmp(jstr(p, "client"), node);
+}
+
+static void
+test_ring_finds_the_slow_rail(void **state)
+{
+	json_t *run, *p, *t;
+	struct reply r;
+	size_t i, k;
+	int failed_tests = 0, k2;
+	char *text;
+
+	(void)state;
+	start("{\"checks\": [\"pxe\", \"fabric\", \"nccl\"], \"fabric\": {\"duration_s\": 1}}");
+	run = run_to_end();
+	assert_int_equal(check_schedule(run), 4); /* the ring of four */
+	json_array_foreach(json_object_get(run, "pairs"), i, p)
+	{
+		if (strcmp(jstr(p, "kind"), "fabric") != 0)
+			continue;
+		/* Three tests a pair: two rails (ib_write_bw), eno1 (iperf3). */
+		assert_int_equal(json_array_size(json_object_get(p, "tests")), 3);
+		json_array_foreach(json_object_get(p, "tests"), k, t)
+		{
+			int bad = involves(p, "fab-u40") && !strcmp(jstr(t, "port"), "mlx5_1/1");
+
+			if (strcmp(jstr(t, "state"), bad ? "failed" : "passed") != 0)
+				fail_msg("%s-%s %s: %s", jstr(p, "server"), jstr(p, "client"),
+				         jstr(t, "port"), json_dumps(t, 0));
+			failed_tests += bad;
+			if (bad) {
+				/* The measured figure, the expected one, both nodes. */
+				assert_true(json_number_value(
+				                    json_object_get(t, "measured_gbps")) == 150.0);
+				assert_non_null(strstr(jstr(t, "message"), "150.00 Gb/s"));
+				assert_non_null(strstr(jstr(t, "message"), "at least 360.00 Gb/s"));
+				assert_non_null(strstr(jstr(t, "message"), jstr(p, "server")));
+				assert_non_null(strstr(jstr(t, "message"), jstr(p, "client")));
+				/* The raw tool output is the evidence. */
+				assert_non_null(strstr(jstr(json_object_get(t, "output"), "client"),
+				                       "BW average[Gb/sec]"));
+			}
+		}
+		assert_string_equal(jstr(p, "state"), involves(p, "fab-u40") ? "failed" : "passed");
+	}
+	assert_int_equal(failed_tests, 2);
+	/* fab-u40 failed every pair it is in: it fails; its peers' failures are its. */
+	expect(run, "fab-u40", "fabric", "failed");
+	expect(run, "fab-u10", "fabric", "passed");
+	assert_non_null(strstr(jstr(result(run, "fab-u10", "fabric"), "message"),
+	                       "those with fab-u40, which failed every pair"));
+	expect(run, "fab-u30", "fabric", "passed");
+	expect(run, "fab-u20", "fabric", "passed");
+	assert_int_equal(
+	        json_array_size(json_object_get(result(run, "fab-u40", "fabric"), "findings")), 2);
+	for (k2 = 0; k2 < N; k2++)
+		expect(run, nodes[k2].name, "nccl", "passed");
+	assert_non_null(strstr(jstr(result(run, "fab-u10", "nccl"), "message"), "356.32 GB/s"));
+	assert_string_equal(jstr(run, "state"), "failed");
+	/* The nodes left the ramdisk once it was over: each commission ended. */
+	for (k2 = 0; k2 < N; k2++) {
+		char path[200];
+		json_t *n;
+		int w;
+
+		snprintf(path, sizeof path, "/v1/nodes/%.31s", nodes[k2].name);
+		for (w = 0; w < 100; w++) {
+			n = get(path);
+			if (!strcmp(jstr(n, "provision_state"), "ready")) {
+				json_decref(n);
+				break;
+			}
+			json_decref(n);
+			usleep(100000);
+		}
+		assert_true(w < 100);
+	}
+	/* The CSV and the page carry the matrix. */
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/fab/acceptance?format=csv", &r, NULL),
+	                 200);
+	/* The ring in rack order (U from the top): u40 -> u30 -> u20 -> u10 -> u40. */
+	if (strstr(r.body, "\"fab-u40\",\"40\",\"fabric mlx5_1/1 to fab-u30\",\"failed\"") ==
+	            NULL ||
+	    strstr(r.body, "\"fab-u10\",\"10\",\"fabric mlx5_1/1 to fab-u40\",\"failed\"") ==
+	            NULL ||
+	    strstr(r.body, "\"fab-u30\",\"30\",\"fabric mlx5_1/1 to fab-u20\",\"passed\"") ==
+	            NULL ||
+	    strstr(r.body, "\"nccl (rack)\",\"passed\"") == NULL)
+		fail_msg("%s", r.body);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/fab/acceptance?format=html", &r, NULL),
+	                 200);
+	assert_non_null(strstr(r.body, "Fabric"));
+	assert_non_null(strstr(r.body, "150.00"));
+	reply_free(&r);
+	text = json_dumps(run, 0);
+	free(text);
+	json_decref(run);
+}
+
+static void
+test_all_pairs_timeout_and_missing_tool(void **state)
+{
+	json_t *run, *p, *t;
+	size_t i, k;
+	int timeouts = 0, skips = 0;
+
+	(void)state;
+	/* fab-u40 (the first in rack order: a server in every round of all pairs) never
+	 * listens; fab-u20 has no iperf3. */
+	tools(&nodes[3], "{\"addr\":\"127.0.5.13\",\"hang\":true}", 1);
+	tools(&nodes[1], "{\"addr\":\"127.0.5.11\"}", 0);
+	start("{\"checks\": [\"pxe\", \"fabric\"], \"fabric\": {\"all_pairs\": true, "
+	      "\"duration_s\": 1, \"ready_timeout_s\": 1}}");
+	run = run_to_end();
+	assert_int_equal(check_schedule(run), 6); /* every pair of four */
+	json_array_foreach(json_object_get(run, "pairs"), i, p)
+	{
+		json_array_foreach(json_object_get(p, "tests"), k, t)
+		{
+			const char *st = jstr(t, "state");
+
+			if (!strcmp(jstr(p, "server"), "fab-u40") &&
+			    strcmp(jstr(t, "tool"), "iperf3")) {
+				/* Never listened: failed with the reason, in bounded time. */
+				assert_string_equal(st, "failed");
+				assert_non_null(
+				        strstr(jstr(t, "message"), "did not listen within 1 s"));
+				timeouts++;
+			} else if (!strcmp(jstr(t, "tool"), "iperf3") && involves(p, "fab-u20")) {
+				assert_string_equal(st, "skipped");
+				assert_non_null(
+				        strstr(jstr(t, "message"), "iperf3 is not installed"));
+				skips++;
+			}
+			assert_string_not_equal(st, "pending");
+		}
+	}
+	if (timeouts == 0) {
+		char *text = json_dumps(json_object_get(run, "pairs"), JSON_INDENT(1));
+
+		fail_msg("no server-side timeout: %s", text);
+	}
+	assert_true(skips > 0);
+	expect(run, "fab-u40", "fabric", "failed");
+	json_decref(run);
+}
+
+static int
+setup(void **state)
+{
+	const char *cls = "{\"bom\":{\"hcas\":{\"link_layer\":\"InfiniBand\",\"rate_gbps\":400},"
+	                  "\"fabric\":{\"envelope_pct\":90,\"ethernet_gbps\":10},"
+	                  "\"nccl\":{\"min_busbw_gbytes_s\":350}}}";
+	char path[400], cab[2048];
+	struct reply r;
+	FILE *f;
+	size_t len = 0;
+	int k;
+
+	(void)state;
+	snprintf(workdir, sizeof workdir, "/tmp/rp-fabric-XXXXXX");
+	assert_non_null(mkdtemp(workdir));
+	port = free_ports(2);
+	snprintf(listen_at, sizeof listen_at, "127.0.0.1:%d", port + 1);
+	snprintf(conf, sizeof conf, "%s/rackpilotd.conf", workdir);
+	f = fopen(conf, "w");
+	assert_non_null(f);
+	fprintf(f, "[server]\npower_sync_interval = 0\n");
+	fclose(f);
+	server_start(&S, NULL, args);
+	snprintf(path, sizeof path, "%s/kernel.bin", workdir);
+	sh("head -c 1000 /dev/urandom > %s && curl -sf -o /dev/null -X PUT -H 'Authorization: "
+	   "Bearer %s' --data-binary @%s '%s/v1/images/k?kind=kernel'",
+	   path, S.admin, path, S.base);
+	sh("curl -sf -o /dev/null -X PUT -H 'Authorization: Bearer %s' --data-binary @%s "
+	   "'%s/v1/images/i?kind=initrd'",
+	   S.admin, path, S.base);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/boot-profiles", &r, "{s:s, s:s, s:s}",
+	                      "name", "default", "kernel", "k", "initrd", "i"),
+	                 201);
+	reply_free(&r);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "fab"), 201);
+	reply_free(&r);
+	assert_int_equal(req(&S, S.admin, "PUT", "/v1/node-classes/hgx", "application/json", cls,
+	                     strlen(cls), NULL, &r),
+	                 201);
+	reply_free(&r);
+	len += (size_t)snprintf(cab, sizeof cab, "{\"entries\":[");
+	for (k = 0; k < N; k++) {
+		struct node *n = &nodes[k];
+
+		snprintf(n->name, sizeof n->name, "fab-u%d", 10 * (k + 1));
+		snprintf(n->dir, sizeof n->dir, "%s/fab-u%d", workdir, 10 * (k + 1));
+		snprintf(n->addr, sizeof n->addr, "127.0.5.%d", 10 + k);
+		snprintf(n->mac, sizeof n->mac, "02:fb:00:00:00:%02x", k + 1);
+		sh("mkdir -p %s", n->dir);
+		/* fab-u40's second rail runs at 150 Gb/s. */
+		if (k == 3)
+			snprintf(path, sizeof path,
+			         "{\"addr\":\"%s\",\"rates\":{\"mlx5_1\":150},\"eth_gbps\":9.41}",
+			         n->addr);
+		else
+			snprintf(path, sizeof path, "{\"addr\":\"%s\",\"eth_gbps\":9.41}", n->addr);
+		tools(n, path, 1);
+		make_node(&S, "{s:s, s:s, s:i, s:i, s:s, s:[s], s:{s:s, s:{s:i}}}", "name", n->name,
+		          "rack", "fab", "u_position", 10 * (k + 1), "u_height", 2, "node_class",
+		          "hgx", "macs", n->mac, "bmc", "driver", "fake", "options", "delay_ms", 0);
+		len += (size_t)snprintf(cab + len, sizeof cab - len,
+		                        "%s{\"node\":\"%s\",\"interface\":\"eno1\",\"switch\":"
+		                        "\"leaf-a\",\"port\":\"Ethernet1/%d\"}",
+		                        k ? "," : "", n->name, k + 1);
+		snprintf(path, sizeof path, "/v1/nodes/%.31s/provision", n->name);
+		assert_int_equal(call(&S, S.admin, "PUT", path, &r, "{s:s}", "action", "manage"),
+		                 202);
+		reply_free(&r);
+	}
+	snprintf(cab + len, sizeof cab - len, "]}");
+	assert_int_equal(req(&S, S.admin, "PUT", "/v1/racks/fab/cabling", "application/json", cab,
+	                     strlen(cab), NULL, &r),
+	                 200);
+	reply_free(&r);
+	for (k = 0; k < N; k++) {
+		int i;
+
+		for (i = 0; i < 300; i++) {
+			json_t *n;
+
+			snprintf(path, sizeof path, "/v1/nodes/%.31s", nodes[k].name);
+			n = get(path);
+			if (!strcmp(jstr(n, "provision_state"), "manageable")) {
+				json_decref(n);
+				break;
+			}
+			json_decref(n);
+			usleep(100000);
+		}
+	}
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	int k;
+
+	for (k = 0; k < N; k++)
+		if (nodes[k].started)
+			sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, nodes[k].dir);
+	if (getenv("RP_KEEP") == NULL)
+		sh_rc("rm -rf %s", workdir);
+	return group_teardown(state);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_ring_finds_the_slow_rail),
+	        cmocka_unit_test(test_all_pairs_timeout_and_missing_tool),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
