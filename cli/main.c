@@ -72,11 +72,12 @@ static const struct rp_cli_cmd commands[] = {
 	{"rack", "accept", rp_cli_run, 1, 1, "POST", "/v1/racks/%s/acceptance", "json=",
 	 "acceptance of rack {rack} started (attempt {attempt}); follow it with rackpilot rack "
 	 "report {rack}",
-	 "RACK", "run the rack's acceptance checks (--json FILE: {checks, burn_in})"},
+	 "RACK", "run the rack's acceptance checks (--json FILE: {checks, burn_in, fabric, nccl})"},
 	{"rack", "report", rp_cli_run, 1, 1, "GET", "/v1/racks/%s/acceptance", "attempt=",
 	 ":RACK=rack,ATTEMPT=attempt,STATE=state,SHA256=report_sha256;results:NODE=node,"
-	 "CHECK=check,STATE=state,MESSAGE=message,FIX=fix",
-	 "RACK", "the rack's acceptance report, node by check"},
+	 "CHECK=check,STATE=state,MESSAGE=message,FIX=fix;pairs:KIND=kind,ROUND=round,"
+	 "SERVER=server,CLIENT=client,STATE=state,MESSAGE=message",
+	 "RACK", "the rack's acceptance report, node by check, then the tests across nodes"},
 	{"node", "list", rp_cli_run, 0, 0, "GET", "/v1/nodes",
 	 "rack= state= tag= class= power= maintenance= q=", NODE_COLS, "", "list nodes"},
 	{"node", "show", rp_cli_run, 1, 1, "GET", "/v1/nodes/%s", "", ".", "NODE", "show a node"},

@@ -502,13 +502,60 @@ out:
 	return rc;
 }
 
+/* The RACKPILOT_RESULT line a shipped recipe ends with (docs/recipes.md): its object, when it
+ * is one with a findings array of objects (a node's output is not trusted further: members
+ * kept are strings and numbers as they came, and at most 64 findings). New reference or NULL. */
+static json_t *
+recipe_result(const char *out)
+{
+	const char *p = out, *last = NULL, *end;
+	json_t *res, *f, *keep;
+	size_t i;
+
+	while ((p = strstr(p, "RACKPILOT_RESULT ")) != NULL) {
+		if (p == out || p[-1] == '\n')
+			last = p;
+		p += 17;
+	}
+	if (last == NULL)
+		return NULL;
+	last += 17;
+	end = strchr(last, '\n');
+	res = json_loadb(last, end ? (size_t)(end - last) : strlen(last), 0, NULL);
+	if (!json_is_object(res) || !json_is_array(json_object_get(res, "findings"))) {
+		json_decref(res);
+		return NULL;
+	}
+	keep = json_array();
+	json_array_foreach(json_object_get(res, "findings"), i, f)
+	{
+		if (json_is_object(f) && json_array_size(keep) < 64)
+			json_array_append_new(
+			        keep, json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?}", "item",
+			                        json_is_string(json_object_get(f, "item"))
+			                                ? json_object_get(f, "item")
+			                                : NULL,
+			                        "expected", json_object_get(f, "expected"),
+			                        "actual", json_object_get(f, "actual"), "message",
+			                        json_is_string(json_object_get(f, "message"))
+			                                ? json_object_get(f, "message")
+			                                : NULL,
+			                        "fix",
+			                        json_is_string(json_object_get(f, "fix"))
+			                                ? json_object_get(f, "fix")
+			                                : NULL));
+	}
+	json_object_set_new(res, "findings", keep);
+	return res;
+}
+
 /* 7: the burn-in recipes' steps inside the pxe check's commission ("burn_in.RECIPE.STEP").
  * Exit 77 means the tool is absent: skipped with what the step printed. */
 static int
 check_burn_in(struct acc *a)
 {
 	const char *gate = after_pxe(a), *id;
-	json_t *job = NULL, *st, *findings, *skips;
+	json_t *job = NULL, *st, *findings, *skips, *results;
 	int rc, ran = 0;
 	size_t i;
 
@@ -529,6 +576,7 @@ check_burn_in(struct acc *a)
 	}
 	findings = json_array();
 	skips = json_array();
+	results = json_object();
 	json_array_foreach(json_object_get(job, "steps"), i, st)
 	{
 		const char *sid = json_string_value(json_object_get(st, "id")) ?: "";
@@ -536,15 +584,35 @@ check_burn_in(struct acc *a)
 		const char *out = json_string_value(json_object_get(st, "output")) ?: "";
 		json_int_t code = json_integer_value(json_object_get(st, "exit_code"));
 
+		json_t *res;
+
 		if (strncmp(sid, "burn_in.", 8) != 0)
 			continue;
 		ran++;
+		/* A shipped recipe's verdict (docs/recipes.md): kept, and its findings are the
+		 * check's. */
+		if ((res = recipe_result(out)) != NULL)
+			json_object_set_new(results, sid + 8, res);
 		if (!strcmp(state, "succeeded"))
 			continue;
 		if (code == 77)
 			json_array_append_new(
 			        skips, json_pack("{s:s, s:s}", "step", sid + 8, "reason", out));
-		else
+		else if (json_array_size(json_object_get(res, "findings")) > 0) {
+			json_t *f;
+			size_t k;
+
+			json_array_foreach(json_object_get(res, "findings"), k, f)
+			{
+				json_t *one = json_deep_copy(f);
+				char item[200];
+
+				snprintf(item, sizeof item, "%s: %s", sid + 8,
+				         json_string_value(json_object_get(f, "item")) ?: "?");
+				json_object_set_new(one, "item", json_string(item));
+				json_array_append_new(findings, one);
+			}
+		} else
 			json_array_append_new(
 			        findings,
 			        json_pack("{s:s, s:s, s:s, s:s}", "item", sid + 8, "message",
@@ -559,7 +627,8 @@ check_burn_in(struct acc *a)
 		rc = settle(
 		        a, "burn_in", "failed",
 		        "look at the step's output; replace the failing part",
-		        json_pack("{s:O}", "skipped", skips), json_incref(findings), "%s: %s",
+		        json_pack("{s:O, s:O}", "skipped", skips, "results", results),
+		        json_incref(findings), "%s: %s",
 		        json_string_value(json_object_get(json_array_get(findings, 0), "item")),
 		        json_string_value(json_object_get(json_array_get(findings, 0), "message")));
 	else if (json_array_size(skips) == (size_t)ran)
@@ -569,11 +638,13 @@ check_burn_in(struct acc *a)
 		            json_string_value(json_object_get(json_array_get(skips, 0), "reason")));
 	else
 		rc = settle(a, "burn_in", "passed", NULL,
-		            json_pack("{s:i, s:O}", "steps", ran, "skipped", skips), NULL,
-		            "%d burn-in step(s) passed, %zu skipped for a missing tool",
+		            json_pack("{s:i, s:O, s:O}", "steps", ran, "skipped", skips, "results",
+		                      results),
+		            NULL, "%d burn-in step(s) passed, %zu skipped for a missing tool",
 		            ran - (int)json_array_size(skips), json_array_size(skips));
 	json_decref(findings);
 	json_decref(skips);
+	json_decref(results);
 	json_decref(job);
 	return rc;
 }

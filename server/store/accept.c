@@ -102,9 +102,9 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 	{
 		json_t *o = json_object();
 
-		if (json_object_get(in, "fabric"))
+		if (json_is_object(json_object_get(in, "fabric")))
 			json_object_set(o, "fabric", json_object_get(in, "fabric"));
-		if (json_object_get(in, "nccl"))
+		if (json_is_object(json_object_get(in, "nccl")))
 			json_object_set(o, "nccl", json_object_get(in, "nccl"));
 
 		oj = o && json_object_size(o) ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;

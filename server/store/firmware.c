@@ -24,8 +24,8 @@ rp_store_node_firmware(struct rp_store *st, const char *key, json_t **out)
 	e = RP_ERR_INTERNAL;
 	s = STMT_ARGS(c,
 	              "SELECT component, version, updateable AS \"updateable:bool\", source, "
-	              "read_at AS \"read_at:time\" FROM firmware_components WHERE node_id = ? "
-	              "ORDER BY component",
+	              "read_at AS \"read_at:time\", board_id FROM firmware_components WHERE "
+	              "node_id = ? ORDER BY component",
 	              id);
 	if ((list = store_rows(c, s)) == NULL)
 		goto out;
@@ -228,9 +228,10 @@ store_baseline_check(struct conn *c, int64_t self, json_t *obj, json_t **detail)
 
 /* ---- Versions the agent reports ------------------------------------------------------- */
 
+/* board_id: the device's board id (a ConnectX PSID) or NULL. */
 static enum rp_err
 fw_put(struct conn *c, int64_t node_id, const char *component, const char *version,
-       const char *source, int64_t now)
+       const char *source, int64_t now, const char *board_id)
 {
 	struct stmt *s;
 
@@ -238,10 +239,10 @@ fw_put(struct conn *c, int64_t node_id, const char *component, const char *versi
 		return RP_ERR_OK;
 	s = STMT_ARGS(c,
 	              "INSERT INTO firmware_components(node_id, component, version, updateable, "
-	              "source, read_at) VALUES (?,?,?,0,?,?) ON CONFLICT(node_id, component) DO "
-	              "UPDATE SET version = excluded.version, source = excluded.source, read_at = "
-	              "excluded.read_at",
-	              node_id, component, version, source, now);
+	              "source, read_at, board_id) VALUES (?,?,?,0,?,?,?) ON CONFLICT(node_id, "
+	              "component) DO UPDATE SET version = excluded.version, source = "
+	              "excluded.source, read_at = excluded.read_at, board_id = excluded.board_id",
+	              node_id, component, version, source, now, board_id);
 	return store_exec(c, s, "firmware put");
 }
 
@@ -272,7 +273,7 @@ store_firmware_from_inventory(struct conn *c, const struct node_ref *n, json_t *
 	             c, n->id, "dmi.bios",
 	             json_string_value(json_object_get(
 	                     json_object_get(json_object_get(data, "system"), "bios"), "version")),
-	             "agent", now)) != RP_ERR_OK)
+	             "agent", now, NULL)) != RP_ERR_OK)
 		return e;
 	json_array_foreach(json_object_get(json_object_get(data, "gpus"), "items"), i, item)
 	{
@@ -282,11 +283,11 @@ store_firmware_from_inventory(struct conn *c, const struct node_ref *n, json_t *
 		snprintf(name, sizeof name, "gpu%lld.vbios",
 		         (long long)(json_is_integer(idx) ? json_integer_value(idx)
 		                                          : (json_int_t)i));
-		if ((e = fw_put(c, n->id, name, vb, "agent", now)) != RP_ERR_OK)
+		if ((e = fw_put(c, n->id, name, vb, "agent", now, NULL)) != RP_ERR_OK)
 			return e;
 		family(fam, sizeof fam, vb, &first);
 	}
-	if (!first && (e = fw_put(c, n->id, "gpu.vbios", fam, "agent", now)) != RP_ERR_OK)
+	if (!first && (e = fw_put(c, n->id, "gpu.vbios", fam, "agent", now, NULL)) != RP_ERR_OK)
 		return e;
 	first = 1;
 	json_array_foreach(json_object_get(json_object_get(data, "infiniband"), "items"), i, item)
@@ -297,11 +298,12 @@ store_firmware_from_inventory(struct conn *c, const struct node_ref *n, json_t *
 		if (dev == NULL)
 			continue;
 		snprintf(name, sizeof name, "hca.%.100s", dev);
-		if ((e = fw_put(c, n->id, name, fw, "agent", now)) != RP_ERR_OK)
+		if ((e = fw_put(c, n->id, name, fw, "agent", now,
+		                json_string_value(json_object_get(item, "board_id")))) != RP_ERR_OK)
 			return e;
 		family(fam, sizeof fam, fw, &first);
 	}
-	if (!first && (e = fw_put(c, n->id, "hca", fam, "agent", now)) != RP_ERR_OK)
+	if (!first && (e = fw_put(c, n->id, "hca", fam, "agent", now, NULL)) != RP_ERR_OK)
 		return e;
 	json_array_foreach(json_object_get(json_object_get(data, "nics"), "items"), i, item)
 	{
@@ -311,8 +313,8 @@ store_firmware_from_inventory(struct conn *c, const struct node_ref *n, json_t *
 			continue;
 		snprintf(name, sizeof name, "nic.%.100s", nic);
 		if ((e = fw_put(c, n->id, name,
-		                json_string_value(json_object_get(item, "firmware")), "agent",
-		                now)) != RP_ERR_OK)
+		                json_string_value(json_object_get(item, "firmware")), "agent", now,
+		                NULL)) != RP_ERR_OK)
 			return e;
 	}
 	return RP_ERR_OK;

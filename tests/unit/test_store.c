@@ -301,7 +301,8 @@ test_drift(void **state)
 	/* Firmware the agent sees joins the store under its own names (docs/firmware.md). */
 	in = J("{\"system\":{\"bios\":{\"version\":\"2.1\"}},\"gpus\":{\"items\":[{\"index\":0,"
 	       "\"vbios\":\"96.1\"},{\"index\":1,\"vbios\":\"96.2\"}]},\"infiniband\":{\"items\":"
-	       "[{\"device\":\"mlx5_0\",\"fw_version\":\"28.39\"}]}}");
+	       "[{\"device\":\"mlx5_0\",\"fw_version\":\"28.39\",\"board_id\":\"MT_0000000838\"}]}"
+	       "}");
 	assert_int_equal(rp_store_node_inventory_set(f->st, "n", "agent", in, "t"), RP_ERR_OK);
 	json_decref(in);
 	assert_int_equal(rp_store_node_firmware(f->st, "n", &out), RP_ERR_OK);
@@ -324,6 +325,13 @@ test_drift(void **state)
 				        want[k][1]);
 				assert_string_equal(json_string_value(json_object_get(c, "source")),
 				                    want[k][2]);
+				/* The PSID beside the HCA's version; none elsewhere. */
+				if (!strcmp(want[k][0], "hca.mlx5_0"))
+					assert_string_equal(
+					        json_string_value(json_object_get(c, "board_id")),
+					        "MT_0000000838");
+				else
+					assert_true(json_is_null(json_object_get(c, "board_id")));
 				found++;
 			}
 		assert_int_equal(found, sizeof want / sizeof want[0]);
@@ -1957,7 +1965,8 @@ test_node_lists_migration(void **state)
 	snprintf(
 	        cmd, sizeof cmd,
 	        "sqlite3 %s \"DROP TABLE acceptance_pairs; ALTER TABLE acceptance_runs DROP COLUMN "
-	        "options; DROP TABLE node_addresses; DROP TABLE first_boots; ALTER TABLE "
+	        "options; ALTER TABLE firmware_components DROP COLUMN board_id; DROP TABLE "
+	        "node_addresses; DROP TABLE first_boots; ALTER TABLE "
 	        "job_steps DROP COLUMN progress; ALTER TABLE job_steps DROP COLUMN progress_at; "
 	        "ALTER TABLE jobs DROP COLUMN secret_sealed; ALTER TABLE node_classes DROP COLUMN "
 	        "deploy_defaults; ALTER TABLE node_classes DROP COLUMN deploy_user_data_sealed; "
