@@ -48,8 +48,8 @@ int rp_accept_links(json_t *bom, json_t *cabling, json_t *inventory, json_t *fin
 /* The pairing schedule over n nodes (indices 0..n-1, in the rack's order): an array of rounds,
  * each an array of pairs [server, client] (JSON integers), no index twice in one round, so a
  * round's pairs run at once. ring (all_pairs 0): the cycle 0-1-...-(n-1)-0 as pairs
- * [i, i+1 mod n] (n >= 3: every node is the server of one pair and the client of another; one
- * pair [0, 1] for n == 2; no round below 2), in 2 rounds for an even n and 3 for an odd one;
+ * [i, i+1 mod n] (every node is the server of one pair and the client of another: for
+ * n == 2, [0, 1] then [1, 0]), in 2 rounds for an even n and 3 for an odd one;
  * all_pairs: every unordered pair once as [lower, higher], by the circle method (n-1 rounds
  * for an even n, n for an odd one). n < 2: no rounds. New reference; NULL only when out of
  * memory, n > 4096, or all_pairs and n > 512 (130,816 pairs: past that an all-pairs run

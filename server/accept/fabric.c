@@ -73,9 +73,15 @@ rp_accept_fabric_schedule(size_t n, int all_pairs)
 		goto out;
 	}
 	if (!all_pairs && n == 2) {
-		if ((round = json_array()) == NULL || add_pair(round, 0, 1) != 0 ||
-		    add_round(rounds, round) != 0)
-			goto out;
+		/* The ring of two: each way once, as each node of a longer ring sends once and
+		 * receives once (the tools measure one direction). */
+		for (r = 0; r < 2; r++) {
+			if ((round = json_array()) == NULL || add_pair(round, r, 1 - r) != 0 ||
+			    add_round(rounds, round) != 0) {
+				json_decref(round);
+				goto out;
+			}
+		}
 	} else if (!all_pairs) {
 		/* The cycle's pair i is [i, i+1]: even i are disjoint, odd i too (for an even n
 		 * the last odd one closes the cycle); an odd n leaves [n-1, 0] for a third. */

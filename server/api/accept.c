@@ -167,6 +167,21 @@ rp_api_acceptance_start(struct rp_api_req *rq, struct rp_api_resp *rs)
 		json_object_del(rest, "burn_in");
 		e = rest ? rp_api_validate(rest, start_fields, 1, &detail) : RP_ERR_INTERNAL;
 		json_decref(rest);
+		/* A client stopped before the tool's own time could end would always fail. */
+		if (e == RP_ERR_OK) {
+			json_t *f = json_object_get(rq->body, "fabric");
+			json_int_t to = json_integer_value(json_object_get(f, "timeout_s"));
+
+			if (json_is_integer(json_object_get(f, "timeout_s")) &&
+			    to <= (json_is_integer(json_object_get(f, "duration_s"))
+			                   ? json_integer_value(json_object_get(f, "duration_s"))
+			                   : 10)) {
+				e = RP_ERR_INVALID_FIELD;
+				detail = json_pack("{s:s, s:s}", "field", "fabric.timeout_s",
+				                   "reason",
+				                   "must be longer than duration_s (default 10)");
+			}
+		}
 		if (e != RP_ERR_OK) {
 			rp_api_error(rs, e, detail);
 			detail = NULL;

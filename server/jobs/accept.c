@@ -18,6 +18,8 @@
 
 #define LOOK_AGAIN_MS 2000
 #define HOLD_MAX_S    43200 /* a commission held for the tests across nodes, at most */
+/* How long after a run starts its pxe check waits for a commission still ending. */
+#define EARLIER_COMMISSION_MS (10 * 60 * 1000)
 
 struct acc {
 	struct work *w;
@@ -117,6 +119,15 @@ queue_child(struct acc *a, const char *check, const char *prev, const char *acti
 		/* Another round queued it: look again from the store. */
 		json_decref(detail);
 		return wait_child(a, check, "(queued)", "queued");
+	}
+	if (e == RP_ERR_INVALID_STATE && action && !strcmp(action, "commission") &&
+	    !strcmp(json_string_value(json_object_get(detail, "state")) ?: "", "commissioning") &&
+	    rp_time_now_ms() - json_integer_value(json_object_get(a->info, "created_at")) <
+	            EARLIER_COMMISSION_MS) {
+		/* The last run's commission still lets its node go (it holds until that run
+		 * ends, then powers the node off): a while for it, not a failure. */
+		json_decref(detail);
+		return wait_child(a, check, "(the node's earlier commission)", "ending");
 	}
 	if (e == RP_ERR_CONFLICT || e == RP_ERR_INVALID_STATE || e == RP_ERR_BAD_REQUEST) {
 		const char *why = json_string_value(json_object_get(detail, "reason"));

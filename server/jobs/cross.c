@@ -73,6 +73,10 @@ available(json_t *n, char *why, size_t len)
 
 	if (json_is_true(json_object_get(n, "held")))
 		return 1;
+	if (!json_is_true(json_object_get(n, "alive"))) {
+		snprintf(why, len, "%s's acceptance job ended (cancelled?)", sval(n, "name"));
+		return 0;
+	}
 	if (pxe == NULL) {
 		snprintf(why, len, "the run has no pxe check, whose boot the tests run in");
 		return 0;
@@ -162,13 +166,16 @@ shell_job(const char *id, const char *step, const char *command, json_t *env, in
 	                 1);
 }
 
-/* A child job's state and its one step: NULL when it cannot be read. */
+/* A child job's state and its one step: NULL when it cannot be read now, with *gone set when
+ * it does not exist (pruned, or never queued): the test cannot wait for it. */
 static json_t *
-child(struct cross *x, const char *uuid, json_t **step)
+child(struct cross *x, const char *uuid, json_t **step, int *gone)
 {
 	json_t *job = NULL;
+	enum rp_err e = uuid ? rp_store_job_get(x->w->j->st, uuid, &job) : RP_ERR_NOT_FOUND;
 
-	if (uuid == NULL || rp_store_job_get(x->w->j->st, uuid, &job) != RP_ERR_OK)
+	*gone = e == RP_ERR_NOT_FOUND;
+	if (e != RP_ERR_OK)
 		return NULL;
 	*step = json_array_get(json_object_get(job, "steps"), 0);
 	return job;
@@ -392,6 +399,20 @@ ready_from(json_t *t, json_t *step)
 	return json_integer_value(json_object_get(t, "started")) + 30000;
 }
 
+/* A test whose child job vanished (pruned by hand, a database restored): it cannot be
+ * waited for. */
+static int
+test_gone(struct cross *x, json_t *p, json_t *tests, json_t *t, const char *side)
+{
+	char msg[200];
+
+	snprintf(msg, sizeof msg, "the test's %s-side job is gone", side);
+	json_object_set_new(t, "state", json_string("failed"));
+	json_object_set_new(t, "message", json_string(msg));
+	json_object_del(t, "verdict");
+	return update(x, p, "running", NULL, tests, NULL);
+}
+
 /* One step of test t (index i) of pair p. */
 static int
 fabric_test(struct cross *x, json_t *p, json_t *tests, json_t *t)
@@ -405,6 +426,7 @@ fabric_test(struct cross *x, json_t *p, json_t *tests, json_t *t)
 	 * see each other's listeners as their own. */
 	int port = (!strcmp(sval(t, "tool") ?: "", "iperf3") ? FABRIC_TCP_IPERF : FABRIC_TCP_PERF) +
 	           (int)(json_integer_value(json_object_get(s, "index")) % 4096);
+	int gone = 0;
 	int64_t now = rp_time_now_ms();
 	json_t *sjob = NULL, *cjob = NULL, *sst = NULL, *cst = NULL, *jobs = NULL, *about;
 	char scmd[2048], ccmd[2048], uuid[RP_UUID_BUF], msg[700], line[300];
@@ -415,6 +437,9 @@ fabric_test(struct cross *x, json_t *p, json_t *tests, json_t *t)
 		json_object_set_new(t, "message", json_string(sval(t, "skip")));
 		return update(x, p, "running", NULL, tests, NULL);
 	}
+	/* The port chosen when the test began: the rack's order may change under a run. */
+	if (json_is_integer(json_object_get(t, "tcp_port")))
+		port = (int)json_integer_value(json_object_get(t, "tcp_port"));
 	if (rp_accept_fabric_commands(t, port, dur, scmd, sizeof scmd, ccmd, sizeof ccmd) < 0) {
 		json_object_set_new(t, "state", json_string("failed"));
 		json_object_set_new(t, "message",
@@ -428,6 +453,9 @@ fabric_test(struct cross *x, json_t *p, json_t *tests, json_t *t)
 		json_t *job = shell_job(NULL, "fabric-server", scmd, NULL, timeout + ready, port,
 		                        about, uuid);
 
+		if (job == NULL)
+			goto out; /* out of memory: look again */
+		json_object_set_new(t, "tcp_port", json_integer(port));
 		json_object_set_new(t, "server_job", json_string(uuid));
 		json_object_set_new(t, "started", json_integer(now));
 		json_object_set_new(t, "server_command", json_string(scmd));
@@ -435,12 +463,20 @@ fabric_test(struct cross *x, json_t *p, json_t *tests, json_t *t)
 		rc = update(x, p, "running", NULL, tests, jobs);
 		goto out;
 	}
-	if ((sjob = child(x, sval(t, "server_job"), &sst)) == NULL)
-		goto out; /* not readable now: look again */
+	if ((sjob = child(x, sval(t, "server_job"), &sst, &gone)) == NULL) {
+		if (gone)
+			rc = test_gone(x, p, tests, t, "server");
+		goto out; /* else not readable now: look again */
+	}
 	if (sval(t, "client_job") == NULL) {
 		json_t *prog = json_object_get(sst, "progress");
 
-		if (job_ended(sjob)) {
+		if (json_object_get(t, "verdict") && job_ended(sjob)) {
+			/* Timed out, and the server side has ended since. */
+			json_object_set(t, "state", json_object_get(t, "verdict"));
+			json_object_del(t, "verdict");
+			rc = update(x, p, "running", NULL, tests, NULL);
+		} else if (job_ended(sjob)) {
 			/* Ended before a client came: the tool is absent, or it failed to listen.
 			 */
 			int skip = json_integer_value(json_object_get(sst, "exit_code")) == 77;
@@ -456,31 +492,43 @@ fabric_test(struct cross *x, json_t *p, json_t *tests, json_t *t)
 			json_object_set_new(t, "output",
 			                    json_pack("{s:o}", "server", output_of(sst)));
 			rc = update(x, p, "running", NULL, tests, NULL);
-		} else if (json_is_true(json_object_get(prog, "ready"))) {
+		} else if (json_object_get(t, "verdict") == NULL &&
+		           json_is_true(json_object_get(prog, "ready"))) {
 			/* 2: it listens: the client, on the other node. */
 			json_t *job = shell_job(NULL, "fabric-client", ccmd, NULL, timeout, 0,
 			                        about, uuid);
 
+			if (job == NULL)
+				goto out;
 			json_object_set_new(t, "client_job", json_string(uuid));
 			json_object_set_new(t, "client_started", json_integer(now));
 			json_object_set_new(t, "client_command", json_string(ccmd));
 			jobs = json_pack("[{s:O, s:o}]", "node", json_object_get(c, "id"), "job",
 			                 job);
 			rc = update(x, p, "running", NULL, tests, jobs);
-		} else if (now - ready_from(t, sst) > (int64_t)ready * 1000) {
-			/* Never ready. */
+		} else if (json_object_get(t, "verdict") == NULL &&
+		           now - ready_from(t, sst) > (int64_t)ready * 1000) {
+			/* Never ready: failed, settled once the server side has ended (4). */
 			cancel(x, sval(t, "server_job"));
 			snprintf(msg, sizeof msg,
 			         "%s's server side on %s (port %s) did not listen within %d s",
 			         sval(t, "tool"), sval(s, "name"), sval(t, "port"), ready);
-			json_object_set_new(t, "state", json_string("failed"));
+			json_object_set_new(t, "verdict", json_string("failed"));
 			json_object_set_new(t, "message", json_string(msg));
+			json_object_set_new(t, "output",
+			                    json_pack("{s:o}", "server", output_of(sst)));
 			rc = update(x, p, "running", NULL, tests, NULL);
+		} else if (json_object_get(t, "verdict"))
+			cancel(x, sval(t, "server_job")); /* until it has ended */
+		goto out;
+	}
+	if ((cjob = child(x, sval(t, "client_job"), &cst, &gone)) == NULL) {
+		if (gone) {
+			cancel(x, sval(t, "server_job"));
+			rc = test_gone(x, p, tests, t, "client");
 		}
 		goto out;
 	}
-	if ((cjob = child(x, sval(t, "client_job"), &cst)) == NULL)
-		goto out;
 	if (!job_ended(cjob)) {
 		if (now - json_integer_value(json_object_get(t, "client_started")) >
 		    (int64_t)(timeout + 30) * 1000) {
@@ -537,7 +585,9 @@ fabric_test(struct cross *x, json_t *p, json_t *tests, json_t *t)
 		goto out;
 	}
 	/* 4: settled once the server side has ended too, so the next test finds the port free. */
-	if (job_ended(sjob)) {
+	if (!job_ended(sjob))
+		cancel(x, sval(t, "server_job")); /* again: a cancel may come before it started */
+	else {
 		json_object_set(t, "state", json_object_get(t, "verdict"));
 		json_object_del(t, "verdict");
 		json_object_set_new(
@@ -611,7 +661,8 @@ fabric_verdict(struct cross *x, json_t **res)
 {
 	int64_t me = json_integer_value(json_object_get(x->me, "id"));
 	json_t *p, *t, *findings = json_array(), *mine = json_array(), *blame = json_array();
-	int passed = 0, failed = 0, skipped = 0, explained = 0;
+	int passed = 0, failed = 0, skipped = 0, explained = 0, tskipped = 0;
+	const char *tskipwhy = NULL;
 	const char *skipwhy = NULL;
 	size_t i, k;
 
@@ -644,10 +695,12 @@ fabric_verdict(struct cross *x, json_t **res)
 			                         json_object_get(t, "measured_gbps"), "min_gbps",
 			                         json_object_get(t, "min_gbps"), "line_gbps",
 			                         json_object_get(t, "line_gbps")));
+			if (!strcmp(sval(t, "state") ?: "", "skipped") && tskipped++ == 0)
+				tskipwhy = sval(t, "message");
 			if (!strcmp(sval(t, "state") ?: "", "failed"))
 				json_array_append_new(
 				        findings,
-				        json_pack("{s:s, s:O?, s:O?, s:O, s:s, s:s, s:s}", "item",
+				        json_pack("{s:s, s:O?, s:O?, s:O?, s:s, s:s, s:s}", "item",
 				                  sval(t, "port") ?: "?", "expected",
 				                  json_object_get(t, "min_gbps"), "actual",
 				                  json_object_get(t, "measured_gbps"), "message",
@@ -713,11 +766,21 @@ fabric_verdict(struct cross *x, json_t **res)
 		                 skipwhy ? skipwhy : "every pair was skipped", "fix",
 		                 "install iperf3 / perftest on the agent image and boot every node",
 		                 "evidence", "pairs", mine);
-	else
-		*res = json_pack("{s:s, s:s, s:{s:O}}", "state", "passed", "message",
-		                 skipped ? "every pair measured passed; some were skipped"
-		                         : "every pair at its expected rate",
+	else {
+		char msg[600];
+
+		/* A port not tested is said, never passed over in silence. */
+		if (tskipped)
+			snprintf(msg, sizeof msg,
+			         "every pair measured at its expected rate; %d test(s) skipped: %s",
+			         tskipped, tskipwhy ? tskipwhy : "?");
+		else
+			snprintf(msg, sizeof msg, "%s",
+			         skipped ? "every pair measured passed; some were skipped"
+			                 : "every pair at its expected rate");
+		*res = json_pack("{s:s, s:s, s:{s:O}}", "state", "passed", "message", msg,
 		                 "evidence", "pairs", mine);
+	}
 	json_decref(findings);
 	json_decref(mine);
 	return *res ? 0 : -1;
@@ -751,6 +814,25 @@ fabric(struct cross *x, json_t **res)
 		if (n < 2)
 			return fabric_verdict(x, res);
 		return fabric_layout(x) < 0 ? -1 : 1;
+	}
+	/* A pair whose server's acceptance job has ended has no driver: any node settles it. */
+	json_array_foreach(json_object_get(x->view, "pairs"), i, p)
+	{
+		json_t *srv = node_row(x, json_integer_value(json_object_get(p, "server"))), *t;
+		char why[300];
+		size_t k;
+
+		if (strcmp(sval(p, "kind"), "fabric") != 0 || settled(sval(p, "state")) ||
+		    json_is_true(json_object_get(srv, "alive")))
+			continue;
+		json_array_foreach(json_object_get(p, "tests"), k, t)
+		{
+			cancel(x, sval(t, "server_job"));
+			cancel(x, sval(t, "client_job"));
+		}
+		snprintf(why, sizeof why, "not tested: %s's acceptance job ended (cancelled?)",
+		         srv ? sval(srv, "name") : "the server");
+		return update(x, p, "skipped", why, json_object_get(p, "tests"), NULL) < 0 ? -1 : 1;
 	}
 	/* The round's pair this node serves, if any: one step of it. */
 	json_array_foreach(json_object_get(x->view, "pairs"), i, p)
@@ -889,10 +971,10 @@ nccl_start(struct cross *x, json_t *p)
 static int
 nccl_drive(struct cross *x, json_t *p)
 {
-	json_t *tests, *t, *job, *st, *r0 = NULL, *r0step = NULL, *bom;
+	json_t *tests, *t, *job, *st, *r0 = NULL, *r0step = NULL, *bom, *lead = NULL;
 	int64_t started, timeout;
 	size_t i;
-	int open = 0, rc;
+	int open = 0, rc, gone = 0;
 	char msg[700], why[256], line[300];
 	double busbw = -1, avg = -1, min;
 	long long bytes = 0;
@@ -904,8 +986,14 @@ nccl_drive(struct cross *x, json_t *p)
 	timeout = (int64_t)opt_int(x, "nccl", "timeout_s", 1800) * 1000 + 30000;
 	json_array_foreach(tests, i, t)
 	{
-		if ((job = child(x, sval(t, "job"), &st)) == NULL) {
-			open++;
+		if ((job = child(x, sval(t, "job"), &st, &gone)) == NULL) {
+			/* A rank whose job vanished never reports: the run fails with why. */
+			if (gone && json_object_get(t, "exit_code") == NULL) {
+				json_object_set_new(t, "state", json_string("failed"));
+				json_object_set_new(t, "exit_code", json_integer(-1));
+				json_object_set_new(t, "output", json_string("its job is gone"));
+			} else if (!gone)
+				open++;
 			continue;
 		}
 		if (!job_ended(job)) {
@@ -925,9 +1013,52 @@ nccl_drive(struct cross *x, json_t *p)
 			json_decref(job);
 	}
 	if (open) {
+		/* A rank that ended without a result: the others would wait in the bootstrap
+		 * until their timeout. */
+		int bad = 0;
+
+		json_array_foreach(tests, i, t) bad |=
+		        json_is_integer(json_object_get(t, "exit_code")) &&
+		        json_integer_value(json_object_get(t, "exit_code")) != 0;
+		if (bad)
+			json_array_foreach(tests, i, t) cancel(x, sval(t, "job"));
 		json_decref(r0);
 		json_decref(tests);
 		return 0;
+	}
+	/* The first rank that could not run, or failed, speaks for the run. */
+	json_array_foreach(tests, i, t)
+	{
+		json_int_t code = json_integer_value(json_object_get(t, "exit_code"));
+
+		if (json_is_integer(json_object_get(t, "exit_code")) && code != 0 && lead == NULL)
+			lead = t;
+	}
+	if (lead && json_integer_value(json_object_get(lead, "exit_code")) == 77) {
+		const char *o = sval(lead, "output") ?: "";
+		size_t n = strlen(o);
+
+		while (n > 0 && (o[n - 1] == '\n' || o[n - 1] == '\r'))
+			n--;
+		snprintf(msg, sizeof msg, "skipped: rank %lld on %s cannot run: %.*s",
+		         (long long)json_integer_value(json_object_get(lead, "rank")),
+		         sval(lead, "node"), (int)(n > 300 ? 300 : n), n > 300 ? o + n - 300 : o);
+		rc = update(x, p, "skipped", msg, tests, NULL);
+		json_decref(r0);
+		json_decref(tests);
+		return rc;
+	}
+	if ((lead && lead != json_array_get(tests, 0)) || r0 == NULL) {
+		if (lead == NULL)
+			lead = json_array_get(tests, 0);
+		snprintf(msg, sizeof msg, "rank %lld on %s failed (exit %lld)",
+		         (long long)json_integer_value(json_object_get(lead, "rank")),
+		         sval(lead, "node"),
+		         (long long)json_integer_value(json_object_get(lead, "exit_code")));
+		rc = update(x, p, "failed", msg, tests, NULL);
+		json_decref(r0);
+		json_decref(tests);
+		return rc;
 	}
 	bom = bom_of(x, node_row(x, json_integer_value(json_object_get(p, "server"))));
 	min = json_number_value(
@@ -938,7 +1069,7 @@ nccl_drive(struct cross *x, json_t *p)
 		         sval(json_array_get(tests, 0), "node"),
 		         last_line(r0step, line, sizeof line));
 		rc = update(x, p, "skipped", msg, tests, NULL);
-	} else if (!strcmp(sval(r0, "state"), "cancelled")) {
+	} else if (!strcmp(sval(r0, "state") ?: "", "cancelled")) {
 		snprintf(msg, sizeof msg, "all_reduce_perf gave no result within %d s",
 		         opt_int(x, "nccl", "timeout_s", 1800));
 		rc = update(x, p, "failed", msg, tests, NULL);
@@ -989,9 +1120,11 @@ nccl(struct cross *x, json_t **res)
 		if (!strcmp(sval(p, "kind"), "nccl"))
 			row = p;
 	}
+	/* The driver: the first node with the check whose job still runs (a cancelled one's
+	 * row is taken over). */
 	json_array_foreach(json_object_get(x->view, "nodes"), i, n)
 	{
-		if (first == NULL && sval(n, "nccl"))
+		if (first == NULL && sval(n, "nccl") && json_is_true(json_object_get(n, "alive")))
 			first = n;
 	}
 	if (row == NULL) {
@@ -1013,8 +1146,7 @@ nccl(struct cross *x, json_t **res)
 		return 1;
 	}
 	if (!settled(sval(row, "state"))) {
-		if (json_integer_value(json_object_get(row, "server")) == me &&
-		    nccl_drive(x, row) < 0)
+		if (first == x->me && nccl_drive(x, row) < 0)
 			return -1;
 		return 1;
 	}

@@ -248,14 +248,20 @@ jobs_run_provision(struct work *w, struct rp_bmc *unused)
 			json_t *h = json_object_get(jobs_params(w), "hold");
 			int64_t limit = json_integer_value(json_object_get(h, "timeout_s")) * 1000;
 			int hold = 0;
+			enum rp_err he = RP_ERR_OK;
 
-			if (rp_store_accept_holds(
-			            w->j->st, json_string_value(json_object_get(h, "run")) ?: "",
-			            w->node_id, &hold) != RP_ERR_OK) {
+			/* The cap first: nothing may keep a node in the ramdisk past it. A run that
+			 * is gone (its rack deleted) holds nothing. */
+			if (rp_time_now_ms() - since < (limit > 0 ? limit : 43200 * 1000))
+				he = rp_store_accept_holds(
+				        w->j->st,
+				        json_string_value(json_object_get(h, "run")) ?: "",
+				        w->node_id, &hold);
+			if (he != RP_ERR_OK && he != RP_ERR_NOT_FOUND) {
 				o = later(w, "cannot read the acceptance run holding the node");
 				break;
 			}
-			if (hold && rp_time_now_ms() - since < (limit > 0 ? limit : 43200 * 1000)) {
+			if (he == RP_ERR_OK && hold) {
 				o = later(w,
 				          "held in the agent ramdisk for the rack's tests across "
 				          "nodes (acceptance)");

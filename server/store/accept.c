@@ -81,6 +81,21 @@ rp_store_accept_start(struct rp_store *st, const char *rack, json_t *in, json_t 
 		              "WHERE run_id = ?1 AND state IN ('pending', 'running')",
 		              prev, now)) != RP_ERR_OK)
 			goto out;
+		/* Its tests across nodes end too; their child jobs are cancelled like any job
+		 * whose pair is gone (the driver that would have settled them is gone). */
+		if ((e = EXEC(c, "stale pairs",
+		              "UPDATE acceptance_pairs SET state = 'failed', message = 'the run "
+		              "ended before this test (its acceptance jobs were cancelled)', "
+		              "finished_at = ?2, rev = rev + 1 WHERE run_id = ?1 AND state IN "
+		              "('pending', 'running')",
+		              prev, now)) != RP_ERR_OK ||
+		    (e = EXEC(c, "stale children",
+		              "UPDATE jobs SET cancel_requested = 1, updated_at = ?2 WHERE type = "
+		              "'steps' AND state IN ('queued', 'running') AND json_extract(params, "
+		              "'$.acceptance.run') = (SELECT uuid FROM acceptance_runs WHERE id = "
+		              "?1)",
+		              prev, now)) != RP_ERR_OK)
+			goto out;
 		if ((e = store_accept_settle(c, prev)) != RP_ERR_OK)
 			goto out;
 	}
@@ -323,11 +338,15 @@ rp_store_accept_get(struct rp_store *st, const char *rack, int attempt, json_t *
 	              run_id);
 	if ((pairs = store_rows(c, s)) == NULL)
 		goto out;
-	if (json_is_null(json_object_get(run, "options")))
-		json_object_set_new(run, "options", json_object());
+	/* Only when there are: the report of a run without them hashes as it always did. */
+	if (json_object_size(json_object_get(run, "options")) == 0)
+		json_object_del(run, "options");
 	json_object_set_new(run, "results", rows);
 	json_object_set_new(run, "signoffs", signoffs);
-	json_object_set_new(run, "pairs", pairs);
+	if (json_array_size(pairs) > 0)
+		json_object_set_new(run, "pairs", pairs);
+	else
+		json_decref(pairs);
 	rows = signoffs = pairs = NULL;
 	*out = run;
 	run = NULL;

@@ -51,12 +51,14 @@ rp_store_accept_cross(struct rp_store *st, const char *run, json_t **out)
 	        "CASE WHEN j.state IN ('queued', 'running') AND j.phase = 'hold' THEN 1 ELSE 0 END "
 	        "AS "
 	        "\"held:bool\", CASE WHEN j.state NOT IN ('queued', 'running') THEN 1 ELSE 0 END "
-	        "AS \"pxe_ended:bool\" FROM "
+	        "AS \"pxe_ended:bool\", CASE WHEN EXISTS (SELECT 1 FROM jobs a WHERE a.type = "
+	        "'acceptance' AND a.state IN ('queued', 'running') AND a.node_id = n.id AND "
+	        "json_extract(a.params, '$.run') = ?2) THEN 1 ELSE 0 END AS \"alive:bool\" FROM "
 	        "nodes n JOIN (SELECT DISTINCT node_id FROM acceptance_results WHERE run_id = ?1) "
 	        "r ON r.node_id = n.id LEFT JOIN acceptance_results p ON p.run_id = ?1 AND "
 	        "p.node_id = n.id AND p.check_name = 'pxe' LEFT JOIN jobs j ON j.uuid = "
-	        "p.child_job ORDER BY n.u_position DESC, n.name",
-	        run_id);
+	        "p.child_job ORDER BY n.u_position IS NULL, n.u_position DESC, n.name",
+	        run_id, run);
 	if ((nodes = store_rows(c, s)) == NULL)
 		goto out;
 	{
@@ -70,7 +72,9 @@ rp_store_accept_cross(struct rp_store *st, const char *run, json_t **out)
 	              "SELECT a.kind, a.round, a.server_id AS server, a.client_id AS client, "
 	              "a.state, a.message, a.tests AS \"tests:json\", a.rev, a.started_at, "
 	              "a.finished_at FROM acceptance_pairs a JOIN nodes n ON n.id = a.server_id "
-	              "WHERE a.run_id = ? ORDER BY a.kind, a.round, n.u_position DESC, n.name",
+	              "WHERE a.run_id = ? ORDER BY a.kind, a.round, n.u_position IS NULL, "
+	              "n.u_position DESC, "
+	              "n.name",
 	              run_id);
 	if ((pairs = store_rows(c, s)) == NULL)
 		goto out;
@@ -108,6 +112,10 @@ rp_store_accept_pairs_init(struct rp_store *st, const char *run, const char *kin
 		return e;
 	if ((e = run_id_of(c, run, &run_id, &running)) != RP_ERR_OK)
 		goto out;
+	if (!running) {
+		e = RP_ERR_INVALID_STATE;
+		goto out;
+	}
 	s = STMT_ARGS(c,
 	              "SELECT EXISTS (SELECT 1 FROM acceptance_pairs WHERE run_id = ? AND kind = "
 	              "?)",
@@ -155,6 +163,10 @@ rp_store_accept_pair_update(struct rp_store *st, const char *run, const char *ki
 		return e;
 	if ((e = run_id_of(c, run, &run_id, &running)) != RP_ERR_OK)
 		goto out;
+	if (!running) {
+		e = RP_ERR_INVALID_STATE; /* the run ended (settled, or replaced by a re-run) */
+		goto out;
+	}
 	e = RP_ERR_INTERNAL;
 	if ((tests = store_canon(json_object_get(upd, "tests") ?: json_array())) == NULL)
 		goto out;

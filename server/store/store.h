@@ -466,16 +466,18 @@ enum rp_err rp_store_accept_record(struct rp_store *st, const char *run, int64_t
 
 /* The cross-node state of run for the acceptance jobs that drive it: {running, options (the
  * run's {fabric, nccl} or {}), nodes [{id, uuid, name, index (rack order: U from the top, then
- * name), class, fabric, nccl (each: that check's state, null when the run has none), pxe
- * (state or null), held (the pxe check's commission job runs in phase "hold": the agent is up
- * for the rack's tests), pxe_ended (that job ended)}], pairs [{kind, round, server, client
+ * name; no U last), class, fabric, nccl (each: that check's state, null when the run has
+ * none), pxe (state or null), held (the pxe check's commission job runs in phase "hold": the
+ * agent is up for the rack's tests), pxe_ended (that job ended), alive (the node's acceptance
+ * job for the run is queued or running)}], pairs [{kind, round, server, client
  * (node ids; client null for nccl), state, message, tests, rev, started_at, finished_at}]}
  * (pairs by kind, round, server's index). RP_ERR_NOT_FOUND: no such run. */
 enum rp_err rp_store_accept_cross(struct rp_store *st, const char *run, json_t **out);
 
 /* Lay out the run's pairs of kind ("fabric", "nccl") once: pairs [{round, server, client
  * (node ids, client null for nccl)}], inserted pending in one transaction unless the run has
- * rows of that kind already (another node's job laid them out first): RP_ERR_OK either way. */
+ * rows of that kind already (another node's job laid them out first): RP_ERR_OK either way;
+ * RP_ERR_INVALID_STATE when the run no longer runs. */
 enum rp_err rp_store_accept_pairs_init(struct rp_store *st, const char *run, const char *kind,
                                        json_t *pairs);
 
@@ -484,7 +486,7 @@ enum rp_err rp_store_accept_pairs_init(struct rp_store *st, const char *run, con
  * (tests stored as given), started_at set when it first leaves pending, finished_at when it
  * settles, rev + 1. jobs (may be NULL): [{node (id), job}] queued in the same transaction
  * (store_job_add; job.uuid, when given, is the job's id, so that tests can name it before it
- * exists). */
+ * exists). RP_ERR_INVALID_STATE when the run no longer runs (nothing changes). */
 enum rp_err rp_store_accept_pair_update(struct rp_store *st, const char *run, const char *kind,
                                         int round, int64_t server, int64_t rev, json_t *upd,
                                         json_t *jobs);

@@ -200,6 +200,7 @@ test_bad_input(void **state)
 	start("{\"fabric\": {\"colour\": 1}}", 400);
 	start("{\"nccl\": {\"launcher\": \"srun\"}}", 400);
 	start("{\"nccl\": []}", 400);
+	start("{\"fabric\": {\"duration_s\": 30, \"timeout_s\": 30}}", 400);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "empty"), 201);
 	reply_free(&r);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks/empty/acceptance", &r, "{}"), 400);

@@ -464,6 +464,78 @@ test_all_pairs_timeout_and_missing_tool(void **state)
 	json_decref(run);
 }
 
+/* One node's acceptance job cancelled by hand mid-fabric: the pairs it drove are settled by
+ * the others (skipped, their child jobs cancelled), nothing waits for it, every held node
+ * leaves the ramdisk, and the rack can be run again. */
+static void
+test_cancelled_node_does_not_hang_the_rack(void **state)
+{
+	json_t *run = NULL, *jobs, *j, *p;
+	struct reply r;
+	size_t i;
+	int w, k, live, skipped = 0, booted[N] = {0};
+
+	(void)state;
+	tools(&nodes[3], "{\"addr\":\"127.0.5.13\"}", 1, "ibstat-ndr.txt");
+	tools(&nodes[1], "{\"addr\":\"127.0.5.11\"}", 1, "ibstat-ndr.txt");
+	start("{\"checks\": [\"pxe\", \"fabric\"], \"fabric\": {\"duration_s\": 1}}");
+	/* Boot the nodes until a pair runs, then cancel fab-u30's acceptance job. */
+	for (w = 0; w < 1200; w++) {
+		json_decref(run);
+		run = get("/v1/racks/fab/acceptance");
+		if (fabric_running(run))
+			break;
+		for (k = 0; k < N; k++)
+			if (!booted[k] && waits_for_agent(&nodes[k])) {
+				boot(&nodes[k]);
+				booted[k] = 1;
+			}
+		usleep(100000);
+	}
+	if (!fabric_running(run))
+		fail_msg("no pair ran: %s", json_dumps(run, JSON_INDENT(1)));
+	json_decref(run);
+	jobs = get("/v1/jobs?node=fab-u30&type=acceptance&limit=1");
+	j = json_array_get(json_object_get(jobs, "items"), 0);
+	{
+		char path[200];
+
+		snprintf(path, sizeof path, "/v1/jobs/%s", jstr(j, "id"));
+		if (call(&S, S.admin, "DELETE", path, &r, NULL) / 100 != 2)
+			fail_msg("cancel %s: %ld %s", path, r.status, r.body);
+		reply_free(&r);
+	}
+	json_decref(jobs);
+	/* Every other job ends by itself, and every commission lets its node go. */
+	for (w = 0; w < 1200; w++) {
+		live = (int)count_all(&S, "/v1/jobs?type=acceptance&state=running") +
+		       (int)count_all(&S, "/v1/jobs?type=acceptance&state=queued") +
+		       (int)count_all(&S, "/v1/jobs?type=commission&state=queued") +
+		       (int)count_all(&S, "/v1/jobs?type=commission&state=running");
+		if (live == 0)
+			break;
+		usleep(100000);
+	}
+	assert_int_equal(live, 0);
+	run = get("/v1/racks/fab/acceptance");
+	json_array_foreach(json_object_get(run, "pairs"), i, p)
+	{
+		assert_string_not_equal(jstr(p, "state"), "pending");
+		assert_string_not_equal(jstr(p, "state"), "running");
+		skipped += !strcmp(jstr(p, "state"), "skipped") &&
+		           strstr(jstr(p, "message"), "fab-u30") != NULL;
+	}
+	assert_true(skipped > 0);
+	json_decref(run);
+	/* Nothing left running: the rack takes a new run (its open checks fail, said so). */
+	assert_int_equal(req(&S, S.admin, "POST", "/v1/racks/fab/acceptance", "application/json",
+	                     "{\"checks\": [\"bmc\"]}", 19, NULL, &r),
+	                 202);
+	reply_free(&r);
+	run = run_to_end(0);
+	json_decref(run);
+}
+
 static int
 setup(void **state)
 {
@@ -577,6 +649,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_ring_finds_the_slow_rail),
 	        cmocka_unit_test(test_all_pairs_timeout_and_missing_tool),
+	        cmocka_unit_test(test_cancelled_node_does_not_hang_the_rack),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
