@@ -14,9 +14,17 @@
 # never pasted into its text). In a "# steps:" plan, "@script" inside a string becomes the
 # script's text, the value "@env" that env object and @timeout_s the header's timeout.
 # A script may not contain "${ARG}" for its own params: the server would replace it by the
-# argument's value, textually, inside the shell text.
+# argument's value, textually, inside the shell text. The line
+# '. "${0%/*}/lib/result.sh"' is replaced by that file's text (the shared result helpers).
 file(GLOB files RELATIVE "${RECIPES_DIR}" "${RECIPES_DIR}/*.sh")
 list(SORT files)
+file(READ "${RECIPES_DIR}/lib/result.sh" result_lib)
+# From its "# ---- result helpers" line: its header speaks of the tree, not of the node.
+string(FIND "${result_lib}" "# ---- result helpers" at)
+if(at LESS 0)
+  message(FATAL_ERROR "recipes/lib/result.sh: no '# ---- result helpers' line")
+endif()
+string(SUBSTRING "${result_lib}" ${at} -1 result_lib)
 
 # s as a JSON string literal (quotes included). Another control character than newline and
 # tab stays raw, and the JSON check of the whole recipe below refuses it.
@@ -46,6 +54,9 @@ foreach(f ${files})
     message(FATAL_ERROR "${ctx}: no '# recipe: NAME' line")
   endif()
   set(name "${CMAKE_MATCH_1}")
+  # The result helpers every recipe shares (recipes/lib/result.sh) go inline: a node runs one
+  # script, with nothing beside it to source.
+  string(REPLACE ". \"\${0%/*}/lib/result.sh\"\n" "${result_lib}" text "${text}")
   if(NOT f STREQUAL "${name}.sh")
     message(FATAL_ERROR "${ctx}: recipe ${name} belongs in ${name}.sh")
   endif()

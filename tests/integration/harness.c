@@ -770,3 +770,111 @@ sensor_sync(struct server *s)
 		fail_msg("the sensor sweep did not end within 20 s");
 	return st;
 }
+
+int
+simnode_waits(struct server *s, const struct simnode *n)
+{
+	char path[200];
+	json_t *nd, *job;
+	const char *id;
+	int ok = 0;
+
+	snprintf(path, sizeof path, "/v1/nodes/%.31s", n->name);
+	nd = get_json(s, path);
+	id = json_string_value(json_object_get(nd, "provision_job"));
+	if (id && !strcmp(jstr(nd, "provision_state") ?: "", "commissioning")) {
+		snprintf(path, sizeof path, "/v1/jobs/%s", id);
+		job = get_json(s, path);
+		ok = !strcmp(jstr(job, "phase") ?: "", "wait_agent");
+		json_decref(job);
+	}
+	json_decref(nd);
+	return ok;
+}
+
+void
+simnode_boot(struct server *s, struct simnode *n, int port, const char *agent)
+{
+	char path[200], tok[128];
+	struct reply r;
+	const char *p;
+
+	snprintf(path, sizeof path, "/boot/ipxe?mac=%s", n->mac);
+	assert_int_equal(req(s, NULL, "GET", path, NULL, NULL, 0, NULL, &r), 200);
+	p = strstr(r.body, "rackpilot.token=");
+	if (p == NULL)
+		fail_msg("%s got no ramdisk: %s", n->name, r.body);
+	p += strlen("rackpilot.token=");
+	snprintf(tok, sizeof tok, "%.*s", (int)strcspn(p, " \n"), p);
+	reply_free(&r);
+	if (!n->started) {
+		sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s "
+		   "%s/tests/fixtures/inventory/%s",
+		   rp_test_src, n->dir, n->addr, port, s->base, tok, n->mac, agent, rp_test_src,
+		   n->fixture);
+		n->started = 1;
+	} else {
+		sh("sed -i 's/^bootstrap_token = .*/bootstrap_token = %s/' %s/agent.conf", tok,
+		   n->dir);
+	}
+	assert_int_equal(
+	        sh_rc("%s -c %s/agent.conf register >> %s/agent.log 2>&1", agent, n->dir, n->dir),
+	        0);
+}
+
+json_t *
+accept_result(json_t *run, const char *node, const char *check)
+{
+	json_t *r;
+	size_t i;
+
+	json_array_foreach(json_object_get(run, "results"), i, r)
+	{
+		if (!strcmp(jstr(r, "node") ?: "", node) && !strcmp(jstr(r, "check") ?: "", check))
+			return r;
+	}
+	fail_msg("no result %s/%s", node, check);
+	return NULL;
+}
+
+void
+accept_expect(json_t *run, const char *node, const char *check, const char *want)
+{
+	json_t *r = accept_result(run, node, check);
+
+	if (strcmp(jstr(r, "state") ?: "", want) != 0)
+		fail_msg("%s %s: %s, expected %s: %s", node, check, jstr(r, "state"), want,
+		         json_dumps(r, 0));
+}
+
+void
+simrack_start(const char *tmpl, char *workdir, size_t wlen, char *conf, size_t clen,
+              char *listen_at, size_t llen, int *port, const char *const *args)
+{
+	char path[400];
+	struct reply r;
+	FILE *f;
+
+	snprintf(workdir, wlen, "%s", tmpl);
+	assert_non_null(mkdtemp(workdir));
+	*port = free_ports(2);
+	/* A fixed port: the agents' configuration names the server, across a restart too. */
+	snprintf(listen_at, llen, "127.0.0.1:%d", *port + 1);
+	snprintf(conf, clen, "%s/rackpilotd.conf", workdir);
+	f = fopen(conf, "w");
+	assert_non_null(f);
+	fprintf(f, "[server]\npower_sync_interval = 0\n");
+	fclose(f);
+	server_start(&S, NULL, args);
+	snprintf(path, sizeof path, "%s/kernel.bin", workdir);
+	sh("head -c 1000 /dev/urandom > %s && curl -sf -o /dev/null -X PUT -H 'Authorization: "
+	   "Bearer %s' --data-binary @%s '%s/v1/images/k?kind=kernel'",
+	   path, S.admin, path, S.base);
+	sh("curl -sf -o /dev/null -X PUT -H 'Authorization: Bearer %s' --data-binary @%s "
+	   "'%s/v1/images/i?kind=initrd'",
+	   S.admin, path, S.base);
+	assert_int_equal(call(&S, S.admin, "POST", "/v1/boot-profiles", &r, "{s:s, s:s, s:s}",
+	                      "name", "default", "kernel", "k", "initrd", "i"),
+	                 201);
+	reply_free(&r);
+}

@@ -147,6 +147,38 @@ json_t *sensor_sync(struct server *s);
  * anything but 200. */
 json_t *get_json(struct server *s, const char *path);
 
+/* ---- Simulated machines for the lifecycle tests (acceptance, fabric) ---------------- */
+
+/* A real sshd + rackpilot-agent on a loopback address (tests/ssh/sshnode.sh) whose /proc and
+ * /sys are a fixture tree (tests/fixtures/inventory/FIXTURE), started the first time it
+ * boots. */
+struct simnode {
+	char name[32], dir[300], addr[32], mac[20];
+	const char *fixture;
+	int started;
+};
+
+/* Start S for a simulated rack: a fresh work dir from tmpl ("/tmp/rp-x-XXXXXX", into
+ * workdir), a config without the power sync in workdir/rackpilotd.conf (conf), the API on a
+ * fixed loopback port (listen_at; *port the simulated nodes' SSH port), started with args;
+ * then a stand-in kernel and initrd and the "default" boot profile, so that a commission
+ * PXE-boots. */
+void simrack_start(const char *tmpl, char *workdir, size_t wlen, char *conf, size_t clen,
+                   char *listen_at, size_t llen, int *port, const char *const *args);
+
+/* Whether n's commission (the node's provision job) waits for its agent to register. */
+int simnode_waits(struct server *s, const struct simnode *n);
+
+/* n boots the ramdisk script s gives its MAC: the script's bootstrap token goes to its agent
+ * (its sshd starts the first time, on port, running the agent binary agent), which
+ * registers; fails the test when either does not work. */
+void simnode_boot(struct server *s, struct simnode *n, int port, const char *agent);
+
+/* The result of node's check in an acceptance report (fails the test when there is none),
+ * and the check that it has state want (failing with the result when not). */
+json_t *accept_result(json_t *run, const char *node, const char *check);
+void accept_expect(json_t *run, const char *node, const char *check, const char *want);
+
 /* The server of a test group: group_setup starts it with defaults, group_teardown stops it
  * (SIGTERM, expecting a clean exit) and removes its data. For cmocka_run_group_tests. */
 extern struct server S;

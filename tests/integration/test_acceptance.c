@@ -24,77 +24,12 @@ static char workdir[256], conf[400], listen_at[64];
 static const char *args[] = {"-c", conf, "--listen", listen_at, NULL};
 static int port;
 
-struct node {
-	char name[32], dir[300], addr[32], mac[20];
-	const char *fixture;
-	int started;
-};
-static struct node nodes[3];
+static struct simnode nodes[3];
 
 static json_t *
 get(const char *path)
 {
-	struct reply r;
-	json_t *j;
-
-	assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
-	j = json_incref(r.json);
-	reply_free(&r);
-	return j;
-}
-
-/* The job the node's commission runs as, when it waits for its agent; else NULL. */
-static int
-waits_for_agent(struct node *n)
-{
-	char path[200];
-	json_t *nd, *job;
-	const char *id;
-	int ok = 0;
-
-	snprintf(path, sizeof path, "/v1/nodes/%.31s", n->name);
-	nd = get(path);
-	id = json_string_value(json_object_get(nd, "provision_job"));
-	if (id && !strcmp(json_string_value(json_object_get(nd, "provision_state")) ?: "",
-	                  "commissioning")) {
-		snprintf(path, sizeof path, "/v1/jobs/%s", id);
-		job = get(path);
-		ok = !strcmp(json_string_value(json_object_get(job, "phase")) ?: "", "wait_agent");
-		json_decref(job);
-	}
-	json_decref(nd);
-	return ok;
-}
-
-/* The machine boots the ramdisk script it is given; its agent registers with the token. */
-static void
-boot(struct node *n)
-{
-	char path[200], tok[128];
-	struct reply r;
-	const char *p;
-
-	snprintf(path, sizeof path, "/boot/ipxe?mac=%s", n->mac);
-	assert_int_equal(req(&S, NULL, "GET", path, NULL, NULL, 0, NULL, &r), 200);
-	p = strstr(r.body, "rackpilot.token=");
-	if (p == NULL)
-		fail_msg("%s got no ramdisk: %s", n->name, r.body);
-	p += strlen("rackpilot.token=");
-	snprintf(tok, sizeof tok, "%.*s", (int)strcspn(p, " \n"), p);
-	reply_free(&r);
-	if (!n->started) {
-		sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s "
-		   "%s/tests/fixtures/inventory/%s",
-		   rp_test_src, n->dir, n->addr, port, S.base, tok, n->mac, RP_TEST_AGENT,
-		   rp_test_src, n->fixture);
-		n->started = 1;
-	} else {
-		sh("sed -i 's/^bootstrap_token = .*/bootstrap_token = %s/' %s/agent.conf", tok,
-		   n->dir);
-	}
-	assert_int_equal(sh_rc("%s -c %s/agent.conf register >> %s/agent.log 2>&1", RP_TEST_AGENT,
-	                       n->dir, n->dir),
-	                 0);
+	return get_json(&S, path);
 }
 
 /* Follow the rack's run to its end, booting each node when its commission asks for it (which
@@ -112,7 +47,7 @@ run_to_end(int want_boots[3], int kill_after)
 			return run;
 		json_decref(run);
 		for (k = 0; k < 3; k++) {
-			if (want_boots[k] && !booted[k] && waits_for_agent(&nodes[k])) {
+			if (want_boots[k] && !booted[k] && simnode_waits(&S, &nodes[k])) {
 				if (boots == kill_after) {
 					/* The commission is waiting: the restarted server follows
 					 * the same one. */
@@ -121,7 +56,7 @@ run_to_end(int want_boots[3], int kill_after)
 					server_start(&S, dir, args);
 					kill_after = -1;
 				}
-				boot(&nodes[k]);
+				simnode_boot(&S, &nodes[k], port, RP_TEST_AGENT);
 				booted[k] = 1;
 				boots++;
 			}
@@ -130,31 +65,6 @@ run_to_end(int want_boots[3], int kill_after)
 	}
 	fail_msg("the acceptance run did not end");
 	return NULL;
-}
-
-static json_t *
-result(json_t *run, const char *node, const char *check)
-{
-	json_t *r;
-	size_t i;
-
-	json_array_foreach(json_object_get(run, "results"), i, r)
-	{
-		if (!strcmp(jstr(r, "node"), node) && !strcmp(jstr(r, "check"), check))
-			return r;
-	}
-	fail_msg("no result %s/%s", node, check);
-	return NULL;
-}
-
-static void
-expect(json_t *run, const char *node, const char *check, const char *want)
-{
-	json_t *r = result(run, node, check);
-
-	if (strcmp(jstr(r, "state"), want) != 0)
-		fail_msg("%s %s: %s, expected %s: %s", node, check, jstr(r, "state"), want,
-		         json_dumps(r, 0));
 }
 
 static long
@@ -251,41 +161,42 @@ test_first_run_finds_both_defects(void **state)
 	run = run_to_end(all, 1);
 	assert_string_equal(jstr(run, "state"), "failed");
 	/* acc-u10: everything but the checks with nothing to compare passed. */
-	expect(run, "acc-u10", "power", "passed");
-	expect(run, "acc-u10", "pxe", "passed");
-	expect(run, "acc-u10", "inventory", "passed");
-	expect(run, "acc-u10", "links", "passed");
-	expect(run, "acc-u10", "burn_in", "passed");
-	expect(run, "acc-u10", "firmware", "skipped");
+	accept_expect(run, "acc-u10", "power", "passed");
+	accept_expect(run, "acc-u10", "pxe", "passed");
+	accept_expect(run, "acc-u10", "inventory", "passed");
+	accept_expect(run, "acc-u10", "links", "passed");
+	accept_expect(run, "acc-u10", "burn_in", "passed");
+	accept_expect(run, "acc-u10", "firmware", "skipped");
 	/* Sampled during burn-in: acc-u10 under every warning. (Its fake BMC reads 600 W on or
 	 * 15 W off; the kill -9 during the run makes it forget that the node is on.) */
-	expect(run, "acc-u10", "power_thermal", "passed");
-	assert_true(json_number_value(json_object_get(
-	                    json_object_get(result(run, "acc-u10", "power_thermal"), "evidence"),
-	                    "node_peak_w")) >= 15);
+	accept_expect(run, "acc-u10", "power_thermal", "passed");
+	assert_true(
+	        json_number_value(json_object_get(
+	                json_object_get(accept_result(run, "acc-u10", "power_thermal"), "evidence"),
+	                "node_peak_w")) >= 15);
 	/* acc-u20: its cable is on another port, and its inlet ran into its warning. */
-	expect(run, "acc-u20", "power_thermal", "failed");
-	msg = jstr(result(run, "acc-u20", "power_thermal"), "message");
+	accept_expect(run, "acc-u20", "power_thermal", "failed");
+	msg = jstr(accept_result(run, "acc-u20", "power_thermal"), "message");
 	if (strstr(msg, "Inlet Temp: reached its upper warning during burn-in") == NULL)
 		fail_msg("%s", msg);
-	expect(run, "acc-u20", "inventory", "passed");
-	expect(run, "acc-u20", "links", "failed");
-	msg = jstr(result(run, "acc-u20", "links"), "message");
+	accept_expect(run, "acc-u20", "inventory", "passed");
+	accept_expect(run, "acc-u20", "links", "failed");
+	msg = jstr(accept_result(run, "acc-u20", "links"), "message");
 	if (strstr(msg,
 	           "eno1: cabled to leaf-r01-a Ethernet1/7, plan says leaf-r01-a Ethernet1/9") ==
 	    NULL)
 		fail_msg("%s", msg);
 	/* acc-u30: a GPU and two DIMMs short; the evidence says which slots. */
-	expect(run, "acc-u30", "inventory", "failed");
-	expect(run, "acc-u30", "links", "passed");
-	f = json_object_get(result(run, "acc-u30", "inventory"), "findings");
+	accept_expect(run, "acc-u30", "inventory", "failed");
+	accept_expect(run, "acc-u30", "links", "passed");
+	f = json_object_get(accept_result(run, "acc-u30", "inventory"), "findings");
 	assert_string_equal(jstr(json_array_get(f, 0), "message"), "GPU count 7, expected 8");
 	text = json_dumps(f, 0);
 	assert_non_null(strstr(text, "DIMM count 30, expected 32"));
 	assert_non_null(strstr(text, "P1-DIMMF2, P2-DIMMB2"));
 	free(text);
 	/* Burn-in: the step whose tool is absent is skipped with its reason, not passed. */
-	text = json_dumps(result(run, "acc-u10", "burn_in"), 0);
+	text = json_dumps(accept_result(run, "acc-u10", "burn_in"), 0);
 	assert_non_null(strstr(text, "rp-burn-absent is not installed"));
 	free(text);
 	/* Exactly the three defects failed, in all 3 x 10 results. */
@@ -370,12 +281,15 @@ test_rerun_after_fixes_and_signoff(void **state)
 		fail_msg("%s", json_dumps(run, JSON_INDENT(1)));
 	assert_int_equal(json_integer_value(json_object_get(run, "attempt")), 2);
 	/* What passed before was kept; the failed ones (and their boot) ran again. */
-	assert_int_equal(
-	        json_integer_value(json_object_get(result(run, "acc-u10", "links"), "attempt")), 1);
-	assert_int_equal(
-	        json_integer_value(json_object_get(result(run, "acc-u20", "links"), "attempt")), 2);
-	assert_int_equal(
-	        json_integer_value(json_object_get(result(run, "acc-u20", "pxe"), "attempt")), 2);
+	assert_int_equal(json_integer_value(json_object_get(accept_result(run, "acc-u10", "links"),
+	                                                    "attempt")),
+	                 1);
+	assert_int_equal(json_integer_value(json_object_get(accept_result(run, "acc-u20", "links"),
+	                                                    "attempt")),
+	                 2);
+	assert_int_equal(json_integer_value(
+	                         json_object_get(accept_result(run, "acc-u20", "pxe"), "attempt")),
+	                 2);
 	assert_int_equal(commissions("acc-u10"), 1);
 	assert_int_equal(commissions("acc-u20"), 2);
 	snprintf(sha, sizeof sha, "%s", jstr(run, "report_sha256"));
@@ -459,14 +373,14 @@ test_bmc_event_log(void **state)
 	}
 	assert_non_null(run);
 	assert_string_equal(jstr(run, "state"), "failed");
-	expect(run, "logs-0", "sel", "failed");
-	if (!strstr(jstr(result(run, "logs-0", "sel"), "message"),
+	accept_expect(run, "logs-0", "sel", "failed");
+	if (!strstr(jstr(accept_result(run, "logs-0", "sel"), "message"),
 	            "1 critical event(s) since the run started: Uncorrectable ECC error on DIMM "
 	            "P1-DIMMA1"))
-		fail_msg("%s", jstr(result(run, "logs-0", "sel"), "message"));
-	expect(run, "logs-1", "sel", "passed");
+		fail_msg("%s", jstr(accept_result(run, "logs-0", "sel"), "message"));
+	accept_expect(run, "logs-1", "sel", "passed");
 	/* The mock's serial and UUID were never enrolled: the BMC answers, nothing to compare. */
-	expect(run, "logs-0", "bmc", "skipped");
+	accept_expect(run, "logs-0", "bmc", "skipped");
 	json_decref(run);
 	mock_stop(&m);
 }
@@ -513,7 +427,8 @@ test_cancelled_run_does_not_block(void **state)
 	reply_free(&r);
 	run = get("/v1/racks/stale/acceptance?attempt=1");
 	assert_string_equal(jstr(run, "state"), "failed");
-	assert_non_null(strstr(jstr(result(run, "stale-1", "power"), "message"), "ended before"));
+	assert_non_null(
+	        strstr(jstr(accept_result(run, "stale-1", "power"), "message"), "ended before"));
 	json_decref(run);
 }
 
@@ -522,7 +437,7 @@ test_cancelled_run_does_not_block(void **state)
 static void
 test_cabling_without_lldp(void **state)
 {
-	struct node n = {.fixture = "vm"};
+	struct simnode n = {.fixture = "vm"};
 	struct reply r;
 	char tok[128];
 	const char *cab = "{\"entries\":[{\"node\":\"nolldp-1\",\"interface\":\"eth0\","
@@ -568,10 +483,10 @@ test_cabling_without_lldp(void **state)
 		usleep(100000);
 	}
 	assert_non_null(run);
-	expect(run, "nolldp-1", "links", "skipped");
-	if (!strstr(jstr(result(run, "nolldp-1", "links"), "message"),
+	accept_expect(run, "nolldp-1", "links", "skipped");
+	if (!strstr(jstr(accept_result(run, "nolldp-1", "links"), "message"),
 	            "1 cabling entry not verifiable"))
-		fail_msg("%s", jstr(result(run, "nolldp-1", "links"), "message"));
+		fail_msg("%s", jstr(accept_result(run, "nolldp-1", "links"), "message"));
 	assert_string_equal(jstr(run, "state"), "passed");
 	json_decref(run);
 }
@@ -597,35 +512,15 @@ setup(void **state)
 	        "{\"id\":\"soak\",\"type\":\"shell\",\"command\":\"sleep 10\"}]}";
 	char path[400], body[512];
 	struct reply r;
-	FILE *f;
 	int k;
 
 	(void)state;
-	snprintf(workdir, sizeof workdir, "/tmp/rp-accept-XXXXXX");
-	assert_non_null(mkdtemp(workdir));
-	port = free_ports(2);
-	snprintf(listen_at, sizeof listen_at, "127.0.0.1:%d", port + 1);
-	snprintf(conf, sizeof conf, "%s/rackpilotd.conf", workdir);
-	f = fopen(conf, "w");
-	assert_non_null(f);
-	fprintf(f, "[server]\npower_sync_interval = 0\n");
-	fclose(f);
-	server_start(&S, NULL, args);
-	snprintf(path, sizeof path, "%s/kernel.bin", workdir);
-	sh("head -c 1000 /dev/urandom > %s && curl -sf -o /dev/null -X PUT -H 'Authorization: "
-	   "Bearer %s' --data-binary @%s '%s/v1/images/k?kind=kernel'",
-	   path, S.admin, path, S.base);
-	sh("curl -sf -o /dev/null -X PUT -H 'Authorization: Bearer %s' --data-binary @%s "
-	   "'%s/v1/images/i?kind=initrd'",
-	   S.admin, path, S.base);
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/boot-profiles", &r, "{s:s, s:s, s:s}",
-	                      "name", "default", "kernel", "k", "initrd", "i"),
-	                 201);
-	reply_free(&r);
+	simrack_start("/tmp/rp-accept-XXXXXX", workdir, sizeof workdir, conf, sizeof conf,
+	              listen_at, sizeof listen_at, &port, args);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "acc"), 201);
 	reply_free(&r);
 	for (k = 0; k < 3; k++) {
-		struct node *n = &nodes[k];
+		struct simnode *n = &nodes[k];
 
 		snprintf(n->name, sizeof n->name, "acc-u%d", 10 * (k + 1));
 		snprintf(n->dir, sizeof n->dir, "%s/acc-u%d", workdir, 10 * (k + 1));

@@ -31,48 +31,17 @@ static char workdir[256], conf[400], listen_at[64];
 static const char *args[] = {"-c", conf, "--listen", listen_at, NULL};
 static int port, kills;
 
-struct node {
-	char name[32], dir[300], addr[32], mac[20];
-	int started;
-};
-static struct node nodes[N];
+static struct simnode nodes[N];
 
 static json_t *
 get(const char *path)
 {
-	struct reply r;
-	json_t *j;
-
-	assert_int_equal(call(&S, S.admin, "GET", path, &r, NULL), 200);
-	j = json_incref(r.json);
-	reply_free(&r);
-	return j;
-}
-
-static int
-waits_for_agent(struct node *n)
-{
-	char path[200];
-	json_t *nd, *job;
-	const char *id;
-	int ok = 0;
-
-	snprintf(path, sizeof path, "/v1/nodes/%.31s", n->name);
-	nd = get(path);
-	id = json_string_value(json_object_get(nd, "provision_job"));
-	if (id && !strcmp(jstr(nd, "provision_state"), "commissioning")) {
-		snprintf(path, sizeof path, "/v1/jobs/%s", id);
-		job = get(path);
-		ok = !strcmp(json_string_value(json_object_get(job, "phase")) ?: "", "wait_agent");
-		json_decref(job);
-	}
-	json_decref(nd);
-	return ok;
+	return get_json(&S, path);
 }
 
 /* Its stand-in tools, and how they behave on this node. */
 static void
-tools(struct node *n, const char *behaviour, int with_iperf3, const char *ibstat)
+tools(struct simnode *n, const char *behaviour, int with_iperf3, const char *ibstat)
 {
 	static const char *const names[] = {"ib_write_bw",     "ib_read_bw", "iperf3",
 	                                    "all_reduce_perf", "nvidia-smi", NULL};
@@ -93,38 +62,18 @@ tools(struct node *n, const char *behaviour, int with_iperf3, const char *ibstat
 	   rp_test_src, ibstat, n->dir, n->dir);
 }
 
+/* The machine boots the ramdisk; the first time, two InfiniBand rails of the fixture's eight
+ * are kept: the same pairs, a quarter of the tests. */
 static void
-boot(struct node *n)
+boot(struct simnode *n)
 {
-	char path[200], tok[128];
-	struct reply r;
-	const char *p;
+	int first = !n->started;
 
-	snprintf(path, sizeof path, "/boot/ipxe?mac=%s", n->mac);
-	assert_int_equal(req(&S, NULL, "GET", path, NULL, NULL, 0, NULL, &r), 200);
-	p = strstr(r.body, "rackpilot.token=");
-	if (p == NULL)
-		fail_msg("%s got no ramdisk: %s", n->name, r.body);
-	p += strlen("rackpilot.token=");
-	snprintf(tok, sizeof tok, "%.*s", (int)strcspn(p, " \n"), p);
-	reply_free(&r);
-	if (!n->started) {
-		sh("%s/tests/ssh/sshnode.sh start %s %s %d %s %s %s %s "
-		   "%s/tests/fixtures/inventory/gpu-h100-8x",
-		   rp_test_src, n->dir, n->addr, port, S.base, tok, n->mac, RP_TEST_AGENT,
-		   rp_test_src);
-		/* Two rails of the eight: the same pairs, a quarter of the tests. */
+	simnode_boot(&S, n, port, RP_TEST_AGENT);
+	if (first)
 		sh("cd %s/root/sys/class/infiniband && rm -rf mlx5_2 mlx5_3 mlx5_4 mlx5_5 mlx5_6 "
 		   "mlx5_7 mlx5_8",
 		   n->dir);
-		n->started = 1;
-	} else {
-		sh("sed -i 's/^bootstrap_token = .*/bootstrap_token = %s/' %s/agent.conf", tok,
-		   n->dir);
-	}
-	assert_int_equal(sh_rc("%s -c %s/agent.conf register >> %s/agent.log 2>&1", RP_TEST_AGENT,
-	                       n->dir, n->dir),
-	                 0);
 }
 
 /* Whether a fabric pair of the run is under way with a child job queued. */
@@ -176,7 +125,7 @@ run_to_end(int kill)
 		}
 		json_decref(run);
 		for (k = 0; k < N; k++) {
-			if (!booted[k] && waits_for_agent(&nodes[k])) {
+			if (!booted[k] && simnode_waits(&S, &nodes[k])) {
 				boot(&nodes[k]);
 				booted[k] = 1;
 			}
@@ -185,31 +134,6 @@ run_to_end(int kill)
 	}
 	fail_msg("the acceptance run did not end");
 	return NULL;
-}
-
-static json_t *
-result(json_t *run, const char *node, const char *check)
-{
-	json_t *r;
-	size_t i;
-
-	json_array_foreach(json_object_get(run, "results"), i, r)
-	{
-		if (!strcmp(jstr(r, "node"), node) && !strcmp(jstr(r, "check"), check))
-			return r;
-	}
-	fail_msg("no result %s/%s", node, check);
-	return NULL;
-}
-
-static void
-expect(json_t *run, const char *node, const char *check, const char *want)
-{
-	json_t *r = result(run, node, check);
-
-	if (strcmp(jstr(r, "state"), want) != 0)
-		fail_msg("%s %s: %s, expected %s: %s", node, check, jstr(r, "state"), want,
-		         json_dumps(r, 0));
 }
 
 static void
@@ -286,17 +210,18 @@ test_ring_finds_the_slow_rail(void **state)
 	      "{\"rate\": \"400\"}}}");
 	run = run_to_end(0);
 	/* The shipped recipe's RACKPILOT_RESULT is read: its findings are the check's. */
-	expect(run, "fab-u10", "burn_in", "passed");
+	accept_expect(run, "fab-u10", "burn_in", "passed");
 	assert_true(json_is_true(json_object_get(
-	        json_object_get(json_object_get(json_object_get(result(run, "fab-u10", "burn_in"),
-	                                                        "evidence"),
-	                                        "results"),
-	                        "ib-ports.ib-ports"),
+	        json_object_get(
+	                json_object_get(json_object_get(accept_result(run, "fab-u10", "burn_in"),
+	                                                "evidence"),
+	                                "results"),
+	                "ib-ports.ib-ports"),
 	        "ok")));
-	expect(run, "fab-u20", "burn_in", "failed");
+	accept_expect(run, "fab-u20", "burn_in", "failed");
 	{
 		json_t *f = json_array_get(
-		        json_object_get(result(run, "fab-u20", "burn_in"), "findings"), 0);
+		        json_object_get(accept_result(run, "fab-u20", "burn_in"), "findings"), 0);
 
 		if (strncmp(jstr(f, "item"), "ib-ports.ib-ports: ", 19) != 0 ||
 		    json_string_value(json_object_get(f, "fix")) == NULL)
@@ -334,17 +259,19 @@ test_ring_finds_the_slow_rail(void **state)
 	}
 	assert_int_equal(failed_tests, 2);
 	/* fab-u40 failed every pair it is in: it fails; its peers' failures are its. */
-	expect(run, "fab-u40", "fabric", "failed");
-	expect(run, "fab-u10", "fabric", "passed");
-	assert_non_null(strstr(jstr(result(run, "fab-u10", "fabric"), "message"),
+	accept_expect(run, "fab-u40", "fabric", "failed");
+	accept_expect(run, "fab-u10", "fabric", "passed");
+	assert_non_null(strstr(jstr(accept_result(run, "fab-u10", "fabric"), "message"),
 	                       "those with fab-u40, which failed every pair"));
-	expect(run, "fab-u30", "fabric", "passed");
-	expect(run, "fab-u20", "fabric", "passed");
-	assert_int_equal(
-	        json_array_size(json_object_get(result(run, "fab-u40", "fabric"), "findings")), 2);
+	accept_expect(run, "fab-u30", "fabric", "passed");
+	accept_expect(run, "fab-u20", "fabric", "passed");
+	assert_int_equal(json_array_size(json_object_get(accept_result(run, "fab-u40", "fabric"),
+	                                                 "findings")),
+	                 2);
 	for (k2 = 0; k2 < N; k2++)
-		expect(run, nodes[k2].name, "nccl", "passed");
-	assert_non_null(strstr(jstr(result(run, "fab-u10", "nccl"), "message"), "356.32 GB/s"));
+		accept_expect(run, nodes[k2].name, "nccl", "passed");
+	assert_non_null(
+	        strstr(jstr(accept_result(run, "fab-u10", "nccl"), "message"), "356.32 GB/s"));
 	assert_string_equal(jstr(run, "state"), "failed");
 	/* The nodes left the ramdisk once it was over: each commission ended. */
 	for (k2 = 0; k2 < N; k2++) {
@@ -460,7 +387,7 @@ test_all_pairs_timeout_and_missing_tool(void **state)
 		fail_msg("no server-side timeout: %s", text);
 	}
 	assert_true(skips > 0);
-	expect(run, "fab-u40", "fabric", "failed");
+	accept_expect(run, "fab-u40", "fabric", "failed");
 	json_decref(run);
 }
 
@@ -486,7 +413,7 @@ test_cancelled_node_does_not_hang_the_rack(void **state)
 		if (fabric_running(run))
 			break;
 		for (k = 0; k < N; k++)
-			if (!booted[k] && waits_for_agent(&nodes[k])) {
+			if (!booted[k] && simnode_waits(&S, &nodes[k])) {
 				boot(&nodes[k]);
 				booted[k] = 1;
 			}
@@ -544,32 +471,12 @@ setup(void **state)
 	                  "\"nccl\":{\"min_busbw_gbytes_s\":350}}}";
 	char path[400], cab[2048];
 	struct reply r;
-	FILE *f;
 	size_t len = 0;
 	int k;
 
 	(void)state;
-	snprintf(workdir, sizeof workdir, "/tmp/rp-fabric-XXXXXX");
-	assert_non_null(mkdtemp(workdir));
-	port = free_ports(2);
-	snprintf(listen_at, sizeof listen_at, "127.0.0.1:%d", port + 1);
-	snprintf(conf, sizeof conf, "%s/rackpilotd.conf", workdir);
-	f = fopen(conf, "w");
-	assert_non_null(f);
-	fprintf(f, "[server]\npower_sync_interval = 0\n");
-	fclose(f);
-	server_start(&S, NULL, args);
-	snprintf(path, sizeof path, "%s/kernel.bin", workdir);
-	sh("head -c 1000 /dev/urandom > %s && curl -sf -o /dev/null -X PUT -H 'Authorization: "
-	   "Bearer %s' --data-binary @%s '%s/v1/images/k?kind=kernel'",
-	   path, S.admin, path, S.base);
-	sh("curl -sf -o /dev/null -X PUT -H 'Authorization: Bearer %s' --data-binary @%s "
-	   "'%s/v1/images/i?kind=initrd'",
-	   S.admin, path, S.base);
-	assert_int_equal(call(&S, S.admin, "POST", "/v1/boot-profiles", &r, "{s:s, s:s, s:s}",
-	                      "name", "default", "kernel", "k", "initrd", "i"),
-	                 201);
-	reply_free(&r);
+	simrack_start("/tmp/rp-fabric-XXXXXX", workdir, sizeof workdir, conf, sizeof conf,
+	              listen_at, sizeof listen_at, &port, args);
 	assert_int_equal(call(&S, S.admin, "POST", "/v1/racks", &r, "{s:s}", "name", "fab"), 201);
 	reply_free(&r);
 	assert_int_equal(req(&S, S.admin, "PUT", "/v1/node-classes/hgx", "application/json", cls,
@@ -578,12 +485,13 @@ setup(void **state)
 	reply_free(&r);
 	len += (size_t)snprintf(cab, sizeof cab, "{\"entries\":[");
 	for (k = 0; k < N; k++) {
-		struct node *n = &nodes[k];
+		struct simnode *n = &nodes[k];
 
 		snprintf(n->name, sizeof n->name, "fab-u%d", 10 * (k + 1));
 		snprintf(n->dir, sizeof n->dir, "%s/fab-u%d", workdir, 10 * (k + 1));
 		snprintf(n->addr, sizeof n->addr, "127.0.5.%d", 10 + k);
 		snprintf(n->mac, sizeof n->mac, "02:fb:00:00:00:%02x", k + 1);
+		n->fixture = "gpu-h100-8x";
 		sh("mkdir -p %s", n->dir);
 		/* fab-u40's second rail runs at 150 Gb/s. */
 		if (k == 3)
