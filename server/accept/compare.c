@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "accept.h"
+#include "internal.h"
 
 const char *const rp_accept_checks[] = {"bmc",    "power", "pxe",     "inventory",     "firmware",
                                         "bios",   "links", "burn_in", "power_thermal", "sel",
@@ -497,9 +498,8 @@ rp_accept_cable_check(json_t *e, json_t **detail)
 	return RP_ERR_OK;
 }
 
-/* The NIC an entry names: by name, or by MAC (any case). */
-static json_t *
-nic_of(json_t *inv, const char *ifname)
+json_t *
+accept_nic_of(json_t *inv, const char *ifname)
 {
 	json_t *it;
 	size_t i;
@@ -537,7 +537,7 @@ rp_accept_links(json_t *bom, json_t *cabling, json_t *inv, json_t *findings, int
 		{
 			const char *want = json_string_value(json_object_get(e, "interface"));
 
-			cabled |= want && nic_of(inv, want) == it;
+			cabled |= want && accept_nic_of(inv, want) == it;
 		}
 		snprintf(item, sizeof item, "link.%s", name);
 		if (!json_is_true(json_object_get(it, "link"))) {
@@ -590,7 +590,7 @@ rp_accept_links(json_t *bom, json_t *cabling, json_t *inv, json_t *findings, int
 		const char *guid = json_string_value(json_object_get(e, "port_guid"));
 		const char *sw = json_string_value(json_object_get(e, "switch"));
 		const char *port = json_string_value(json_object_get(e, "port"));
-		json_t *nb = NULL, *nic = ifname ? nic_of(inv, ifname) : NULL, *want;
+		json_t *nb = NULL, *nic = ifname ? accept_nic_of(inv, ifname) : NULL, *want;
 		char item[200], plan[300];
 		const char *local = nic ? json_string_value(json_object_get(nic, "name")) : ifname;
 

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "accept.h"
+#include "internal.h"
 
 /* Outputs are peer-fed (a node prints them): anything larger is refused, not scanned. */
 #define MAX_OUT     (8u << 20)
@@ -131,22 +132,6 @@ out:
 }
 
 /* ---- The tests of a pair -------------------------------------------------------------- */
-
-/* The NIC an entry names: by name, or by MAC (any case). */
-static json_t *
-nic_of(json_t *inv, const char *name)
-{
-	json_t *it;
-	size_t i;
-
-	json_array_foreach(json_object_get(json_object_get(inv, "nics"), "items"), i, it)
-	{
-		if (!strcmp(json_string_value(json_object_get(it, "name")) ?: "", name) ||
-		    !strcasecmp(json_string_value(json_object_get(it, "mac")) ?: "", name))
-			return it;
-	}
-	return NULL;
-}
 
 /* Does "10.0.0.7/24" (or "10.0.0.7") hold addr? */
 static int
@@ -395,7 +380,7 @@ eth_tests(json_t *bom, json_t *inv_s, json_t *cabling, const char *ssh_addr, dou
 
 			if (s == NULL || n >= MAX_IFS)
 				continue;
-			nic = nic_of(inv_s, s);
+			nic = accept_nic_of(inv_s, s);
 			if (nic && is_ib_port(nic, inv_s, ll))
 				continue;
 			if (nic && json_is_string(json_object_get(nic, "name")))
@@ -423,7 +408,7 @@ eth_tests(json_t *bom, json_t *inv_s, json_t *cabling, const char *ssh_addr, dou
 
 		if (i > 0 && !strcmp(names[i], names[i - 1]))
 			continue; /* cabled twice (a MAC and a name): one test */
-		nic = nic_of(inv_s, names[i]);
+		nic = accept_nic_of(inv_s, names[i]);
 		sp = json_object_get(nic, "speed_mbps");
 		if (json_is_number(gbps) && json_number_value(gbps) > 0)
 			line = json_number_value(gbps);

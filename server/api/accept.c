@@ -332,14 +332,26 @@ gbps(json_t *t, const char *key, char *buf, size_t len)
 	return buf;
 }
 
+/* One row of the CSV report: node, u_position, check, state, message, fix, attempt,
+ * finished_at (NULL: empty). */
+static void
+csv_row(struct rp_buf *b, const char *const f[8])
+{
+	int k;
+
+	for (k = 0; k < 8; k++)
+		csv_field(b, f[k], k == 7);
+}
+
 /* The tests across nodes as rows of the same columns: one per fabric pair and port (node: the
- * pair's server, check "fabric PORT to CLIENT"), one for the NCCL run. */
+ * pair's server, check "fabric PORT to CLIENT", or "fabric to CLIENT" for a pair without
+ * tests), one for the NCCL run ("nccl (rack)"). */
 static void
 render_csv_pairs(json_t *run, struct rp_buf *b)
 {
 	json_t *p, *t, *r, *u = json_object();
 	size_t i, k;
-	char att[32], check[300];
+	char att[32], check[300], us[32];
 
 	snprintf(att, sizeof att, "%lld",
 	         (long long)json_integer_value(json_object_get(run, "attempt")));
@@ -349,50 +361,35 @@ render_csv_pairs(json_t *run, struct rp_buf *b)
 	json_array_foreach(json_object_get(run, "pairs"), i, p)
 	{
 		const char *server = json_string_value(json_object_get(p, "server")) ?: "";
-		json_t *up = json_object_get(u, server);
-		char us[32] = "";
+		const char *client = json_string_value(json_object_get(p, "client")) ?: "?";
+		json_t *up = json_object_get(u, server), *tests = json_object_get(p, "tests");
+		const char *row[8] = {
+		        server, us, check, NULL,
+		        NULL,   "", att,   json_string_value(json_object_get(p, "finished_at"))};
+		int fabric = !strcmp(json_string_value(json_object_get(p, "kind")) ?: "", "fabric");
 
+		us[0] = '\0';
 		if (json_is_integer(up))
 			snprintf(us, sizeof us, "%lld", (long long)json_integer_value(up));
-		if (strcmp(json_string_value(json_object_get(p, "kind")) ?: "", "fabric") != 0) {
-			csv_field(b, server, 0);
-			csv_field(b, us, 0);
-			csv_field(b, "nccl (rack)", 0);
-			csv_field(b, json_string_value(json_object_get(p, "state")), 0);
-			csv_field(b, json_string_value(json_object_get(p, "message")), 0);
-			csv_field(b, "", 0);
-			csv_field(b, att, 0);
-			csv_field(b, json_string_value(json_object_get(p, "finished_at")), 1);
+		/* The pair itself: NCCL, or a fabric pair that never got to its tests. */
+		if (!fabric || json_array_size(tests) == 0) {
+			if (fabric)
+				snprintf(check, sizeof check, "fabric to %s", client);
+			else
+				snprintf(check, sizeof check, "nccl (rack)");
+			row[3] = json_string_value(json_object_get(p, "state"));
+			row[4] = json_string_value(json_object_get(p, "message"));
+			csv_row(b, row);
 			continue;
 		}
-		json_array_foreach(json_object_get(p, "tests"), k, t)
+		json_array_foreach(tests, k, t)
 		{
 			snprintf(check, sizeof check, "fabric %s to %s",
-			         json_string_value(json_object_get(t, "port")) ?: "?",
-			         json_string_value(json_object_get(p, "client")) ?: "?");
-			csv_field(b, server, 0);
-			csv_field(b, us, 0);
-			csv_field(b, check, 0);
-			csv_field(b, json_string_value(json_object_get(t, "state")), 0);
-			csv_field(b,
-			          json_string_value(json_object_get(t, "message"))
-			                  ?: json_string_value(json_object_get(p, "message")),
-			          0);
-			csv_field(b, "", 0);
-			csv_field(b, att, 0);
-			csv_field(b, json_string_value(json_object_get(p, "finished_at")), 1);
-		}
-		if (json_array_size(json_object_get(p, "tests")) == 0) {
-			snprintf(check, sizeof check, "fabric to %s",
-			         json_string_value(json_object_get(p, "client")) ?: "?");
-			csv_field(b, server, 0);
-			csv_field(b, us, 0);
-			csv_field(b, check, 0);
-			csv_field(b, json_string_value(json_object_get(p, "state")), 0);
-			csv_field(b, json_string_value(json_object_get(p, "message")), 0);
-			csv_field(b, "", 0);
-			csv_field(b, att, 0);
-			csv_field(b, json_string_value(json_object_get(p, "finished_at")), 1);
+			         json_string_value(json_object_get(t, "port")) ?: "?", client);
+			row[3] = json_string_value(json_object_get(t, "state"));
+			row[4] = json_string_value(json_object_get(t, "message"))
+			                 ?: json_string_value(json_object_get(p, "message"));
+			csv_row(b, row);
 		}
 	}
 	json_decref(u);
@@ -497,14 +494,19 @@ render_csv(json_t *run, struct rp_buf *b)
 		         (long long)json_integer_value(json_object_get(r, "u_position")));
 		snprintf(att, sizeof att, "%lld",
 		         (long long)json_integer_value(json_object_get(r, "attempt")));
-		csv_field(b, json_string_value(json_object_get(r, "node")), 0);
-		csv_field(b, json_is_integer(json_object_get(r, "u_position")) ? u : "", 0);
-		csv_field(b, json_string_value(json_object_get(r, "check")), 0);
-		csv_field(b, json_string_value(json_object_get(r, "state")), 0);
-		csv_field(b, json_string_value(json_object_get(r, "message")), 0);
-		csv_field(b, json_string_value(json_object_get(r, "fix")), 0);
-		csv_field(b, att, 0);
-		csv_field(b, json_string_value(json_object_get(r, "finished_at")), 1);
+		{
+			const char *row[8] = {
+			        json_string_value(json_object_get(r, "node")),
+			        json_is_integer(json_object_get(r, "u_position")) ? u : "",
+			        json_string_value(json_object_get(r, "check")),
+			        json_string_value(json_object_get(r, "state")),
+			        json_string_value(json_object_get(r, "message")),
+			        json_string_value(json_object_get(r, "fix")),
+			        att,
+			        json_string_value(json_object_get(r, "finished_at"))};
+
+			csv_row(b, row);
+		}
 	}
 	render_csv_pairs(run, b);
 }

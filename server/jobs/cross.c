@@ -147,8 +147,8 @@ ssh_address(struct cross *x, json_t *n, char *buf, size_t len)
 /* A steps job of one shell step, not mutating (the commission holds the node's slot), named
  * by a fresh id so that the pair's tests can name it in the same transaction. */
 static json_t *
-shell_job(const char *id, const char *step, const char *command, json_t *env, int timeout_s,
-          int ready_port, json_t *about, char uuid[RP_UUID_BUF])
+shell_job(const char *step, const char *command, json_t *env, int timeout_s, int ready_port,
+          json_t *about, char uuid[RP_UUID_BUF])
 {
 	json_t *st;
 
@@ -160,7 +160,6 @@ shell_job(const char *id, const char *step, const char *command, json_t *env, in
 		json_object_set(st, "env", env);
 	if (st && ready_port > 0)
 		json_object_set_new(st, "ready_port", json_integer(ready_port));
-	(void)id;
 	return json_pack("{s:s, s:s, s:{s:[o], s:O}, s:b, s:i}", "type", "steps", "uuid", uuid,
 	                 "params", "plan", st, "acceptance", about, "mutating", 0, "max_attempts",
 	                 1);
@@ -450,8 +449,8 @@ fabric_test(struct cross *x, json_t *p, json_t *tests, json_t *t)
 	                  json_object_get(p, "round"), "port", json_object_get(t, "port"));
 	if (sval(t, "server_job") == NULL) {
 		/* 1: the server side, which says when it listens. */
-		json_t *job = shell_job(NULL, "fabric-server", scmd, NULL, timeout + ready, port,
-		                        about, uuid);
+		json_t *job =
+		        shell_job("fabric-server", scmd, NULL, timeout + ready, port, about, uuid);
 
 		if (job == NULL)
 			goto out; /* out of memory: look again */
@@ -495,8 +494,8 @@ fabric_test(struct cross *x, json_t *p, json_t *tests, json_t *t)
 		} else if (json_object_get(t, "verdict") == NULL &&
 		           json_is_true(json_object_get(prog, "ready"))) {
 			/* 2: it listens: the client, on the other node. */
-			json_t *job = shell_job(NULL, "fabric-client", ccmd, NULL, timeout, 0,
-			                        about, uuid);
+			json_t *job =
+			        shell_job("fabric-client", ccmd, NULL, timeout, 0, about, uuid);
 
 			if (job == NULL)
 				goto out;
@@ -946,8 +945,8 @@ nccl_start(struct cross *x, json_t *p)
 			                    json_sprintf("%lld", (long long)gpus));
 		about = json_pack("{s:s, s:s, s:I}", "run", x->run, "check", "nccl", "rank",
 		                  (json_int_t)i);
-		job = shell_job(NULL, "nccl", nccl_script, env,
-		                opt_int(x, "nccl", "timeout_s", 1800), 0, about, uuid);
+		job = shell_job("nccl", nccl_script, env, opt_int(x, "nccl", "timeout_s", 1800), 0,
+		                about, uuid);
 		json_decref(env);
 		json_decref(about);
 		json_array_append_new(jobs, json_pack("{s:O, s:o}", "node",
@@ -1035,14 +1034,9 @@ nccl_drive(struct cross *x, json_t *p)
 			lead = t;
 	}
 	if (lead && json_integer_value(json_object_get(lead, "exit_code")) == 77) {
-		const char *o = sval(lead, "output") ?: "";
-		size_t n = strlen(o);
-
-		while (n > 0 && (o[n - 1] == '\n' || o[n - 1] == '\r'))
-			n--;
-		snprintf(msg, sizeof msg, "skipped: rank %lld on %s cannot run: %.*s",
+		snprintf(msg, sizeof msg, "skipped: rank %lld on %s cannot run: %s",
 		         (long long)json_integer_value(json_object_get(lead, "rank")),
-		         sval(lead, "node"), (int)(n > 300 ? 300 : n), n > 300 ? o + n - 300 : o);
+		         sval(lead, "node"), last_line(lead, line, sizeof line));
 		rc = update(x, p, "skipped", msg, tests, NULL);
 		json_decref(r0);
 		json_decref(tests);
@@ -1064,12 +1058,7 @@ nccl_drive(struct cross *x, json_t *p)
 	min = json_number_value(
 	        json_object_get(json_object_get(bom, "nccl"), "min_busbw_gbytes_s"));
 	json_decref(bom);
-	if (json_integer_value(json_object_get(r0step, "exit_code")) == 77) {
-		snprintf(msg, sizeof msg, "skipped on %s: %s",
-		         sval(json_array_get(tests, 0), "node"),
-		         last_line(r0step, line, sizeof line));
-		rc = update(x, p, "skipped", msg, tests, NULL);
-	} else if (!strcmp(sval(r0, "state") ?: "", "cancelled")) {
+	if (!strcmp(sval(r0, "state") ?: "", "cancelled")) {
 		snprintf(msg, sizeof msg, "all_reduce_perf gave no result within %d s",
 		         opt_int(x, "nccl", "timeout_s", 1800));
 		rc = update(x, p, "failed", msg, tests, NULL);

@@ -21,6 +21,24 @@ run_id_of(struct conn *c, const char *run, int64_t *id, int *running)
 	return RP_ERR_OK;
 }
 
+/* A write transaction on this thread's connection for run, which must still run: RP_ERR_OK with
+ * it open and the run's row id; otherwise nothing is left open (RP_ERR_INVALID_STATE: the run
+ * ended, settled or replaced by a re-run). */
+static enum rp_err
+run_write(struct rp_store *st, const char *run, struct conn **c, int64_t *run_id)
+{
+	int running = 0;
+	enum rp_err e;
+
+	if ((e = store_write(st, c)) != RP_ERR_OK)
+		return e;
+	if ((e = run_id_of(*c, run, run_id, &running)) == RP_ERR_OK && !running)
+		e = RP_ERR_INVALID_STATE;
+	if (e != RP_ERR_OK)
+		store_rollback(*c);
+	return e;
+}
+
 enum rp_err
 rp_store_accept_cross(struct rp_store *st, const char *run, json_t **out)
 {
@@ -104,18 +122,12 @@ rp_store_accept_pairs_init(struct rp_store *st, const char *run, const char *kin
 	struct stmt *s;
 	json_t *p;
 	int64_t run_id = 0;
-	int running = 0, have = 0;
+	int have = 0;
 	size_t i;
 	enum rp_err e;
 
-	if ((e = store_write(st, &c)) != RP_ERR_OK)
+	if ((e = run_write(st, run, &c, &run_id)) != RP_ERR_OK)
 		return e;
-	if ((e = run_id_of(c, run, &run_id, &running)) != RP_ERR_OK)
-		goto out;
-	if (!running) {
-		e = RP_ERR_INVALID_STATE;
-		goto out;
-	}
 	s = STMT_ARGS(c,
 	              "SELECT EXISTS (SELECT 1 FROM acceptance_pairs WHERE run_id = ? AND kind = "
 	              "?)",
@@ -155,18 +167,12 @@ rp_store_accept_pair_update(struct rp_store *st, const char *run, const char *ki
 	const char *state = json_string_value(json_object_get(upd, "state")) ?: "running";
 	char *tests = NULL;
 	int64_t run_id = 0, now = rp_time_now_ms(), jid;
-	int running = 0, settled = strcmp(state, "pending") != 0 && strcmp(state, "running") != 0;
+	int settled = strcmp(state, "pending") != 0 && strcmp(state, "running") != 0;
 	size_t i;
 	enum rp_err e;
 
-	if ((e = store_write(st, &c)) != RP_ERR_OK)
+	if ((e = run_write(st, run, &c, &run_id)) != RP_ERR_OK)
 		return e;
-	if ((e = run_id_of(c, run, &run_id, &running)) != RP_ERR_OK)
-		goto out;
-	if (!running) {
-		e = RP_ERR_INVALID_STATE; /* the run ended (settled, or replaced by a re-run) */
-		goto out;
-	}
 	e = RP_ERR_INTERNAL;
 	if ((tests = store_canon(json_object_get(upd, "tests") ?: json_array())) == NULL)
 		goto out;

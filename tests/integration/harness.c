@@ -878,3 +878,34 @@ simrack_start(const char *tmpl, char *workdir, size_t wlen, char *conf, size_t c
 	                 201);
 	reply_free(&r);
 }
+
+int
+simrack_stop(struct simnode *nodes, size_t n, const char *workdir, void **state)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		if (nodes[k].started)
+			sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, nodes[k].dir);
+	if (getenv("RP_KEEP") == NULL)
+		sh_rc("rm -rf %s", workdir);
+	return group_teardown(state);
+}
+
+int
+node_wait_state(struct server *s, const char *node, const char *state, int tenths)
+{
+	char path[200];
+	int i, at = 0;
+
+	snprintf(path, sizeof path, "/v1/nodes/%.63s", node);
+	for (i = 0; i < tenths && !at; i++) {
+		json_t *n = get_json(s, path);
+
+		at = !strcmp(jstr(n, "provision_state") ?: "", state);
+		json_decref(n);
+		if (!at)
+			usleep(100000);
+	}
+	return at;
+}

@@ -166,6 +166,13 @@ struct simnode {
 void simrack_start(const char *tmpl, char *workdir, size_t wlen, char *conf, size_t clen,
                    char *listen_at, size_t llen, int *port, const char *const *args);
 
+/* Stop the started nodes' sshds (their agents were one-shot) and remove workdir unless
+ * RP_KEEP is set; then group_teardown. For a group's teardown. */
+int simrack_stop(struct simnode *nodes, size_t n, const char *workdir, void **state);
+
+/* Wait up to tenths x 0.1 s for node's provision_state to be state: 1 when it is. */
+int node_wait_state(struct server *s, const char *node, const char *state, int tenths);
+
 /* Whether n's commission (the node's provision job) waits for its agent to register. */
 int simnode_waits(struct server *s, const struct simnode *n);
 

@@ -559,36 +559,15 @@ setup(void **state)
 	                 201);
 	reply_free(&r);
 	/* Managed (verify with the fake BMC) before anything else. */
-	for (k = 0; k < 3; k++) {
-		int i;
-
-		for (i = 0; i < 300; i++) {
-			json_t *n;
-
-			snprintf(path, sizeof path, "/v1/nodes/%.31s", nodes[k].name);
-			n = get(path);
-			if (!strcmp(jstr(n, "provision_state"), "manageable")) {
-				json_decref(n);
-				break;
-			}
-			json_decref(n);
-			usleep(100000);
-		}
-	}
+	for (k = 0; k < 3; k++)
+		node_wait_state(&S, nodes[k].name, "manageable", 300);
 	return 0;
 }
 
 static int
 teardown(void **state)
 {
-	int k;
-
-	for (k = 0; k < 3; k++)
-		if (nodes[k].started)
-			sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, nodes[k].dir);
-	if (getenv("RP_KEEP") == NULL)
-		sh_rc("rm -rf %s", workdir);
-	return group_teardown(state);
+	return simrack_stop(nodes, 3, workdir, state);
 }
 
 int

@@ -274,23 +274,8 @@ test_ring_finds_the_slow_rail(void **state)
 	        strstr(jstr(accept_result(run, "fab-u10", "nccl"), "message"), "356.32 GB/s"));
 	assert_string_equal(jstr(run, "state"), "failed");
 	/* The nodes left the ramdisk once it was over: each commission ended. */
-	for (k2 = 0; k2 < N; k2++) {
-		char path[200];
-		json_t *n;
-		int w;
-
-		snprintf(path, sizeof path, "/v1/nodes/%.31s", nodes[k2].name);
-		for (w = 0; w < 100; w++) {
-			n = get(path);
-			if (!strcmp(jstr(n, "provision_state"), "ready")) {
-				json_decref(n);
-				break;
-			}
-			json_decref(n);
-			usleep(100000);
-		}
-		assert_true(w < 100);
-	}
+	for (k2 = 0; k2 < N; k2++)
+		assert_true(node_wait_state(&S, nodes[k2].name, "ready", 100));
 	/* The CSV and the page carry the matrix. */
 	assert_int_equal(call(&S, S.admin, "GET", "/v1/racks/fab/acceptance?format=csv", &r, NULL),
 	                 200);
@@ -519,36 +504,15 @@ setup(void **state)
 	                     strlen(cab), NULL, &r),
 	                 200);
 	reply_free(&r);
-	for (k = 0; k < N; k++) {
-		int i;
-
-		for (i = 0; i < 300; i++) {
-			json_t *n;
-
-			snprintf(path, sizeof path, "/v1/nodes/%.31s", nodes[k].name);
-			n = get(path);
-			if (!strcmp(jstr(n, "provision_state"), "manageable")) {
-				json_decref(n);
-				break;
-			}
-			json_decref(n);
-			usleep(100000);
-		}
-	}
+	for (k = 0; k < N; k++)
+		node_wait_state(&S, nodes[k].name, "manageable", 300);
 	return 0;
 }
 
 static int
 teardown(void **state)
 {
-	int k;
-
-	for (k = 0; k < N; k++)
-		if (nodes[k].started)
-			sh_rc("%s/tests/ssh/sshnode.sh stop %s", rp_test_src, nodes[k].dir);
-	if (getenv("RP_KEEP") == NULL)
-		sh_rc("rm -rf %s", workdir);
-	return group_teardown(state);
+	return simrack_stop(nodes, N, workdir, state);
 }
 
 int
